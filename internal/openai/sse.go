@@ -1,0 +1,110 @@
+package openai
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// SSEContentType is the content type vLLM streams with.
+const SSEContentType = "text/event-stream; charset=utf-8"
+
+// Done is the payload of the event that ends every vLLM stream.
+var Done = []byte("[DONE]")
+
+// AppendEvent frames data as one server-sent event, "data: " + data + "\n\n".
+func AppendEvent(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, '\n', '\n')
+}
+
+// ErrEventTooLarge is returned by SSEReader for an event over its limit.
+var ErrEventTooLarge = errors.New("openai: event too large")
+
+// SSEReader reads the data of server-sent events. It accepts LF, CRLF and
+// CR line ends, joins multi-line data with "\n", and ignores comments and
+// fields other than data.
+type SSEReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewSSEReader reads events from r, none longer than max bytes (0 means
+// 16 MiB).
+func NewSSEReader(r io.Reader, max int) *SSEReader {
+	if max <= 0 {
+		max = 16 << 20
+	}
+	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// Next returns the data of the next event, valid until the next call. It
+// returns io.EOF after the last complete event; a stream cut inside an event
+// gives io.ErrUnexpectedEOF.
+func (s *SSEReader) Next() ([]byte, error) {
+	s.buf = s.buf[:0]
+	hasData := false
+	for {
+		line, err := s.line()
+		if err != nil {
+			if errors.Is(err, io.EOF) && (hasData || len(line) > 0) {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			if hasData {
+				return s.buf, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, found := bytes.Cut(line, []byte{':'})
+		if found && len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if hasData {
+			s.buf = append(s.buf, '\n')
+		}
+		if len(s.buf)+len(value) > s.max {
+			return nil, ErrEventTooLarge
+		}
+		s.buf = append(s.buf, value...)
+		hasData = true
+	}
+}
+
+// line reads one line without its end, at most max bytes.
+func (s *SSEReader) line() ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		line = append(line, frag...)
+		if len(line) > s.max+2 {
+			return nil, ErrEventTooLarge
+		}
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if len(line) > 0 && errors.Is(err, io.EOF) {
+			return bytes.TrimRight(line, "\r"), io.EOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}

@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config describes one simulated engine. Field names follow the vLLM flags
+// they stand for.
+type Config struct {
+	// ServedModelNames are the names clients may ask for; the first names the
+	// engine in metrics. Empty means Model.
+	ServedModelNames []string
+	// Model is the model path reported as the model card's root.
+	Model string
+
+	BlockSize           int // tokens per KV block (--block-size, 16)
+	NumGPUBlocks        int // KV cache capacity in blocks, null block included (--num-gpu-blocks-override, 4096)
+	MaxNumSeqs          int // running sequence cap (--max-num-seqs, 256)
+	MaxNumBatchedTokens int // token budget of one step (--max-num-batched-tokens, 2048)
+	MaxModelLen         int // context length (--max-model-len, 32768)
+
+	EnablePrefixCaching       bool // keep finished blocks for later hits (default true)
+	EnablePromptTokensDetails bool // report cached tokens in usage (default false)
+
+	Latency LatencyModel
+	// ZeroLatency makes every step free: the engine answers as fast as it can.
+	ZeroLatency bool
+}
+
+// DefaultConfig returns vLLM's serving defaults for an 8B model on one 24 GB
+// GPU, the simulator's reference engine.
+func DefaultConfig() Config {
+	return Config{
+		Model:               "inferrail/sim-8b",
+		BlockSize:           16,
+		NumGPUBlocks:        4096,
+		MaxNumSeqs:          256,
+		MaxNumBatchedTokens: 2048,
+		MaxModelLen:         32768,
+		EnablePrefixCaching: true,
+		Latency:             DefaultLatency(),
+	}
+}
+
+// ModelName is the name the engine reports in metrics and responses when the
+// client did not name one.
+func (c *Config) ModelName() string {
+	if len(c.ServedModelNames) > 0 {
+		return c.ServedModelNames[0]
+	}
+	return c.Model
+}
+
+// Serves reports whether name is one of the served model names.
+func (c *Config) Serves(name string) bool {
+	if len(c.ServedModelNames) == 0 {
+		return name == c.Model
+	}
+	for _, n := range c.ServedModelNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate reports every setting vLLM would refuse, all at once.
+func (c *Config) Validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", name, v))
+		}
+	}
+	positive("--block-size", c.BlockSize)
+	positive("--num-gpu-blocks-override", c.NumGPUBlocks)
+	positive("--max-num-seqs", c.MaxNumSeqs)
+	positive("--max-num-batched-tokens", c.MaxNumBatchedTokens)
+	positive("--max-model-len", c.MaxModelLen)
+	if c.Model == "" && len(c.ServedModelNames) == 0 {
+		errs = append(errs, errors.New("--model: a model name is required"))
+	}
+	for i, n := range c.ServedModelNames {
+		if n == "" {
+			errs = append(errs, fmt.Errorf("--served-model-name[%d]: must not be empty", i))
+		}
+	}
+	if c.MaxNumSeqs > 0 && c.MaxNumBatchedTokens > 0 && c.MaxNumBatchedTokens < c.MaxNumSeqs {
+		errs = append(errs, fmt.Errorf("--max-num-batched-tokens (%d) must be greater than or equal to --max-num-seqs (%d)",
+			c.MaxNumBatchedTokens, c.MaxNumSeqs))
+	}
+	if c.BlockSize > 0 && c.NumGPUBlocks > 0 && c.MaxModelLen > 0 {
+		need := (c.MaxModelLen + c.BlockSize - 1) / c.BlockSize
+		if usable := c.NumGPUBlocks - 1; usable < need {
+			errs = append(errs, fmt.Errorf("the KV cache holds %d tokens (%d usable blocks of %d), less than one request of --max-model-len %d needs (%d blocks); raise --num-gpu-blocks-override or lower --max-model-len",
+				usable*c.BlockSize, usable, c.BlockSize, c.MaxModelLen, need))
+		}
+	}
+	if err := c.Latency.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// LatencyModel prices engine steps. Prefill of u tokens over c cached ones
+// costs P(u, c) = a·u + b·u·(c + u/2) + d; a decode step of n sequences costs
+// DecodeToken + DecodeSeq·(n−1). A step that holds both pays both.
+type LatencyModel struct {
+	PrefillToken time.Duration // a: per computed prompt token (--prefill-token-us, 100 µs)
+	PrefillPair  float64       // b: nanoseconds per (token, attended token) pair (--prefill-pair-ns, 3.3)
+	PrefillFixed time.Duration // d: once per prefill (--prefill-fixed-ms, 5 ms)
+	DecodeToken  time.Duration // one sequence's decode step (--decode-token-ms, 20 ms)
+	DecodeSeq    time.Duration // each further sequence in a decode step (--decode-seq-us, 100 µs)
+}
+
+// DefaultLatency approximates an 8B model on one 24 GB GPU.
+func DefaultLatency() LatencyModel {
+	return LatencyModel{
+		PrefillToken: 100 * time.Microsecond,
+		PrefillPair:  3.3,
+		PrefillFixed: 5 * time.Millisecond,
+		DecodeToken:  20 * time.Millisecond,
+		DecodeSeq:    100 * time.Microsecond,
+	}
+}
+
+func (m LatencyModel) validate() error {
+	if m.PrefillToken < 0 || m.PrefillPair < 0 || m.PrefillFixed < 0 || m.DecodeToken < 0 || m.DecodeSeq < 0 {
+		return errors.New("latency flags: must not be negative")
+	}
+	return nil
+}
+
+// Prefill is P(u, c) in seconds.
+func (m LatencyModel) Prefill(u, c int) float64 {
+	if u <= 0 {
+		return 0
+	}
+	return m.chunk(u, c, true)
+}
+
+// chunk is the cost in seconds of computing k prompt tokens whose first sits
+// at position start (every token before it already computed or cached). The
+// chunks of one prefill add up to exactly P(u, c): Σ b·k·(s + k/2) telescopes
+// to b·u·(c + u/2).
+func (m LatencyModel) chunk(k, start int, first bool) float64 {
+	kf := float64(k)
+	cost := m.PrefillToken.Seconds()*kf + m.PrefillPair*1e-9*kf*(float64(start)+kf/2)
+	if first {
+		cost += m.PrefillFixed.Seconds()
+	}
+	return cost
+}
+
+// Decode is the cost in seconds of one decode step of n sequences.
+func (m LatencyModel) Decode(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return m.DecodeToken.Seconds() + m.DecodeSeq.Seconds()*float64(n-1)
+}

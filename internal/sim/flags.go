@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// Options are the command-line settings of inferrail-sim: the engine's
+// Config plus where to listen.
+type Options struct {
+	Config
+	Host string
+	Port int
+}
+
+// ParseFlags reads inferrail-sim's flags, named as vLLM names them. Like
+// vLLM, --served-model-name takes one or more names after it.
+func ParseFlags(args []string, output io.Writer) (Options, error) {
+	o := Options{Config: DefaultConfig(), Host: "0.0.0.0", Port: 8000}
+	fs := flag.NewFlagSet("inferrail-sim", flag.ContinueOnError)
+	fs.SetOutput(output)
+	var names stringList
+	lat := o.Latency
+	prefillTokenUS := durationAsFloat(lat.PrefillToken, time.Microsecond)
+	prefillFixedMS := durationAsFloat(lat.PrefillFixed, time.Millisecond)
+	decodeTokenMS := durationAsFloat(lat.DecodeToken, time.Millisecond)
+	decodeSeqUS := durationAsFloat(lat.DecodeSeq, time.Microsecond)
+	noPrefix := false
+
+	fs.StringVar(&o.Host, "host", o.Host, "address to listen on")
+	fs.IntVar(&o.Port, "port", o.Port, "port to listen on")
+	fs.StringVar(&o.Model, "model", o.Model, "model path, reported as the model card's root")
+	fs.Var(&names, "served-model-name", "names clients may request (one or more; default: --model)")
+	fs.IntVar(&o.BlockSize, "block-size", o.BlockSize, "tokens per KV block")
+	fs.IntVar(&o.NumGPUBlocks, "num-gpu-blocks-override", o.NumGPUBlocks, "KV cache capacity in blocks")
+	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", o.MaxNumSeqs, "running sequence cap")
+	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", o.MaxNumBatchedTokens, "tokens one step may compute; longer prompts prefill in chunks")
+	fs.IntVar(&o.MaxModelLen, "max-model-len", o.MaxModelLen, "context length")
+	fs.BoolVar(&noPrefix, "no-enable-prefix-caching", false, "keep no finished blocks")
+	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", false, "report cached tokens in usage")
+	fs.Float64Var(&prefillTokenUS, "prefill-token-us", prefillTokenUS, "a: microseconds per computed prompt token")
+	fs.Float64Var(&o.Latency.PrefillPair, "prefill-pair-ns", lat.PrefillPair, "b: nanoseconds per (computed, attended) token pair")
+	fs.Float64Var(&prefillFixedMS, "prefill-fixed-ms", prefillFixedMS, "d: milliseconds per prefill")
+	fs.Float64Var(&decodeTokenMS, "decode-token-ms", decodeTokenMS, "decode step time for one sequence, in milliseconds")
+	fs.Float64Var(&decodeSeqUS, "decode-seq-us", decodeSeqUS, "microseconds each further sequence adds to a decode step")
+	fs.BoolVar(&o.ZeroLatency, "zero-latency", false, "answer as fast as possible, for overhead benchmarks")
+
+	if err := fs.Parse(joinMultiValued(args, "served-model-name")); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.ServedModelNames = names
+	o.EnablePrefixCaching = !noPrefix
+	var errs []string
+	conv := func(name string, v float64, unit time.Duration) time.Duration {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v*float64(unit) > float64(math.MaxInt64) {
+			errs = append(errs, fmt.Sprintf("--%s: must be a non-negative number, got %v", name, v))
+			return 0
+		}
+		return time.Duration(v * float64(unit))
+	}
+	o.Latency.PrefillToken = conv("prefill-token-us", prefillTokenUS, time.Microsecond)
+	o.Latency.PrefillFixed = conv("prefill-fixed-ms", prefillFixedMS, time.Millisecond)
+	o.Latency.DecodeToken = conv("decode-token-ms", decodeTokenMS, time.Millisecond)
+	o.Latency.DecodeSeq = conv("decode-seq-us", decodeSeqUS, time.Microsecond)
+	if p := o.Latency.PrefillPair; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+		errs = append(errs, fmt.Sprintf("--prefill-pair-ns: must be a non-negative number, got %v", p))
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Sprintf("--port: must be within 0-65535, got %d", o.Port))
+	}
+	if len(errs) > 0 {
+		return o, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return o, o.Config.Validate()
+}
+
+func durationAsFloat(d, unit time.Duration) float64 { return float64(d) / float64(unit) }
+
+// stringList is a flag that may repeat and may hold several names.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+func (l *stringList) Set(v string) error {
+	for _, f := range strings.Fields(v) {
+		*l = append(*l, f)
+	}
+	return nil
+}
+
+// joinMultiValued rewrites "--name a b --next" into "--name=a b --next" so
+// the flag package sees vLLM's nargs='+' form as one value.
+func joinMultiValued(args []string, name string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a != "--"+name && a != "-"+name {
+			out = append(out, a)
+			continue
+		}
+		var vals []string
+		for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			i++
+			vals = append(vals, args[i])
+		}
+		out = append(out, a+"="+strings.Join(vals, " "))
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// object is a JSON object that keeps its keys in order, as Python's json
+// module does; validation messages quote request bodies back in that order.
+type object struct {
+	keys []string
+	vals []any
+}
+
+// get returns the value of key and whether it is present. A repeated key
+// takes its last value, as in Python.
+func (o *object) get(key string) (any, bool) {
+	for i := len(o.keys) - 1; i >= 0; i-- {
+		if o.keys[i] == key {
+			return o.vals[i], true
+		}
+	}
+	return nil, false
+}
+
+// maxDepth bounds nesting so hostile bodies cannot exhaust the stack.
+const maxDepth = 256
+
+// errJSONTooDeep is reported like any other malformed body.
+var errJSONTooDeep = errors.New("JSON nested too deeply")
+
+// decodeJSON parses one JSON value into nil, bool, json.Number, string,
+// []any and *object. It rejects trailing data.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("extra data after the JSON value")
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, errJSONTooDeep
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			o := &object{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, fmt.Errorf("object key is %v", kt)
+				}
+				v, err := decodeValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				o.keys = append(o.keys, key)
+				o.vals = append(o.vals, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return o, nil
+		case '[':
+			list := []any{}
+			for dec.More() {
+				v, err := decodeValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			if _, err := dec.Token(); err != nil {
+				return nil, err
+			}
+			return list, nil
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	default:
+		return tok, nil
+	}
+}
+
+// pyRepr writes v as Python's repr of the value json.loads would give.
+func pyRepr(b *strings.Builder, v any) {
+	switch t := v.(type) {
+	case nil:
+		b.WriteString("None")
+	case bool:
+		if t {
+			b.WriteString("True")
+		} else {
+			b.WriteString("False")
+		}
+	case json.Number:
+		s := string(t)
+		if strings.ContainsAny(s, ".eE") {
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				b.WriteString("inf")
+				return
+			}
+			b.WriteString(pyFloat(f))
+			return
+		}
+		b.WriteString(s)
+	case string:
+		pyStr(b, t)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			pyRepr(b, e)
+		}
+		b.WriteByte(']')
+	case *object:
+		b.WriteByte('{')
+		seen := make(map[string]bool, len(t.keys))
+		first := true
+		for _, k := range t.keys {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if !first {
+				b.WriteString(", ")
+			}
+			first = false
+			pyStr(b, k)
+			b.WriteString(": ")
+			last, _ := t.get(k)
+			pyRepr(b, last)
+		}
+		b.WriteByte('}')
+	default:
+		fmt.Fprintf(b, "%v", t)
+	}
+}
+
+// pyStr writes a Python str repr: single quotes unless the text holds a
+// single quote and no double one.
+func pyStr(b *strings.Builder, s string) {
+	q := byte('\'')
+	if strings.IndexByte(s, '\'') >= 0 && strings.IndexByte(s, '"') < 0 {
+		q = '"'
+	}
+	b.WriteByte(q)
+	for _, r := range s {
+		switch {
+		case r == rune(q) || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(b, `\x%02x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte(q)
+}

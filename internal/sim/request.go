@@ -1,0 +1,633 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/tokenize"
+)
+
+// genRequest is a validated chat or completion request, reduced to what the
+// engine needs.
+type genRequest struct {
+	chat      bool
+	model     string // as the client named it; "" for the default
+	requestID string // body request_id, "" when absent
+
+	chatReq    tokenize.Chat // chat only
+	prompt     string        // completion text prompt
+	promptIDs  []int         // completion token prompt
+	idsPrompt  bool          // prompt given as token ids
+	addSpecial bool
+
+	maxTokens        int // 0 means not set
+	minTokens        int
+	ignoreEOS        bool
+	stream           bool
+	includeUsage     bool
+	continuousUsage  bool
+	cacheSalt        string
+	responseRole     string
+	hasStreamOptions bool
+}
+
+// fieldError is one pydantic validation error.
+type fieldError struct {
+	typ   string
+	loc   []any // path below "body"
+	msg   string
+	input any
+	ctx   string // ctx error text, for json_invalid
+}
+
+// validator collects pydantic-style errors for one body.
+type validator struct {
+	errs []fieldError
+}
+
+func (v *validator) add(typ string, loc []any, msg string, input any) {
+	v.errs = append(v.errs, fieldError{typ: typ, loc: loc, msg: msg, input: input})
+}
+
+// err renders the collected errors as vLLM's handler for request validation
+// errors does: 400, type "Bad Request", param the dotted location.
+func (v *validator) err() *openai.Error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	label := "error"
+	if len(v.errs) > 1 {
+		label = "errors"
+	}
+	fmt.Fprintf(&b, "%d validation %s:\n", len(v.errs), label)
+	for i, e := range v.errs {
+		b.WriteString("  {'type': ")
+		pyStr(&b, e.typ)
+		b.WriteString(", 'loc': ('body'")
+		for _, l := range e.loc {
+			b.WriteString(", ")
+			switch t := l.(type) {
+			case int:
+				b.WriteString(strconv.Itoa(t))
+			case string:
+				pyStr(&b, t)
+			}
+		}
+		if len(e.loc) == 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("), 'msg': ")
+		pyStr(&b, e.msg)
+		b.WriteString(", 'input': ")
+		pyRepr(&b, e.input)
+		if e.ctx != "" {
+			b.WriteString(", 'ctx': {'error': ")
+			pyStr(&b, e.ctx)
+			b.WriteString("}")
+		}
+		b.WriteString("}")
+		if i < len(v.errs)-1 {
+			b.WriteString("\n")
+		}
+	}
+	param := "body"
+	for _, l := range v.errs[0].loc {
+		param += "." + fmt.Sprint(l)
+	}
+	return &openai.Error{Status: 400, Type: "Bad Request", Message: b.String(), Param: param}
+}
+
+func (v *validator) str(o *object, key string, nullable bool) (string, bool) {
+	val, ok := o.get(key)
+	if !ok || (val == nil && nullable) {
+		return "", false
+	}
+	s, isStr := val.(string)
+	if !isStr {
+		v.add("string_type", []any{key}, "Input should be a valid string", val)
+		return "", false
+	}
+	return s, true
+}
+
+// integer reads an int field in pydantic's lax mode: JSON integers, floats
+// without a fraction, numeric strings and booleans.
+func (v *validator) integer(o *object, key string, nullable bool) (int, bool) {
+	val, ok := o.get(key)
+	if !ok || (val == nil && nullable) {
+		return 0, false
+	}
+	n, kind := laxInt(val)
+	switch kind {
+	case "":
+		return n, true
+	case "int_parsing":
+		v.add(kind, []any{key}, "Input should be a valid integer, unable to parse string as an integer", val)
+	case "int_from_float":
+		v.add(kind, []any{key}, "Input should be a valid integer, got a number with a fractional part", val)
+	default:
+		v.add("int_type", []any{key}, "Input should be a valid integer", val)
+	}
+	return 0, false
+}
+
+func laxInt(val any) (int, string) {
+	switch t := val.(type) {
+	case bool:
+		if t {
+			return 1, ""
+		}
+		return 0, ""
+	case json.Number:
+		if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+			return clampInt(n), ""
+		}
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, "int_parsing"
+		}
+		if f != math.Trunc(f) {
+			return 0, "int_from_float"
+		}
+		return clampFloat(f), ""
+	case string:
+		s := strings.TrimSpace(t)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return clampInt(n), ""
+		}
+		return 0, "int_parsing"
+	}
+	return 0, "int_type"
+}
+
+func clampInt(n int64) int {
+	return int(max(min(n, math.MaxInt32*64), math.MinInt32*64))
+}
+
+func clampFloat(f float64) int {
+	return int(max(min(f, math.MaxInt32*64), math.MinInt32*64))
+}
+
+// boolean reads a bool field in pydantic's lax mode.
+func (v *validator) boolean(o *object, key string, nullable bool) (bool, bool) {
+	val, ok := o.get(key)
+	if !ok || (val == nil && nullable) {
+		return false, false
+	}
+	b, kind := laxBool(val)
+	switch kind {
+	case "":
+		return b, true
+	case "bool_parsing":
+		v.add(kind, []any{key}, "Input should be a valid boolean, unable to interpret input", val)
+	default:
+		v.add("bool_type", []any{key}, "Input should be a valid boolean", val)
+	}
+	return false, false
+}
+
+func laxBool(val any) (bool, string) {
+	switch t := val.(type) {
+	case bool:
+		return t, ""
+	case json.Number:
+		switch string(t) {
+		case "0", "0.0":
+			return false, ""
+		case "1", "1.0":
+			return true, ""
+		}
+		return false, "bool_parsing"
+	case string:
+		switch strings.ToLower(t) {
+		case "0", "off", "f", "false", "n", "no":
+			return false, ""
+		case "1", "on", "t", "true", "y", "yes":
+			return true, ""
+		}
+		return false, "bool_parsing"
+	}
+	return false, "bool_type"
+}
+
+// number checks a float field's type; the simulator does not use its value.
+func (v *validator) number(o *object, key string) {
+	val, ok := o.get(key)
+	if !ok || val == nil {
+		return
+	}
+	switch t := val.(type) {
+	case json.Number, bool:
+		return
+	case string:
+		if _, err := strconv.ParseFloat(strings.TrimSpace(t), 64); err == nil {
+			return
+		}
+		v.add("float_parsing", []any{key}, "Input should be a valid number, unable to parse string as a number", val)
+	default:
+		v.add("float_type", []any{key}, "Input should be a valid number", val)
+	}
+}
+
+// parseGenRequest validates a chat (chat true) or completion body. The first
+// error is a 400 in vLLM's shape.
+func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *openai.Error) {
+	root, err := decodeJSON(body)
+	if err != nil {
+		v := &validator{}
+		v.errs = append(v.errs, fieldError{typ: "json_invalid", loc: []any{0}, msg: "JSON decode error", input: &object{}, ctx: jsonErrText(err)})
+		return nil, v.err()
+	}
+	o, ok := root.(*object)
+	if !ok {
+		v := &validator{}
+		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
+		return nil, v.err()
+	}
+	v := &validator{}
+	g := &genRequest{chat: chat, addSpecial: !chat}
+
+	// Fields are checked in the order vLLM's request models declare them,
+	// which is the order pydantic reports their errors in.
+	if chat {
+		parseMessages(v, o, &g.chatReq)
+	}
+	g.model, _ = v.str(o, "model", true)
+	if !chat {
+		parsePrompt(v, o, g, tok)
+	}
+	g.requestID, _ = v.str(o, "request_id", false)
+	if mt, ok := v.integer(o, "max_tokens", true); ok {
+		g.maxTokens = mt
+	}
+	if chat {
+		if mct, ok := v.integer(o, "max_completion_tokens", true); ok {
+			g.maxTokens = mct
+		}
+	}
+	n, hasN := v.integer(o, "n", true)
+	g.minTokens, _ = v.integer(o, "min_tokens", false)
+	g.ignoreEOS, _ = v.boolean(o, "ignore_eos", false)
+	g.stream, _ = v.boolean(o, "stream", true)
+	if b, ok := v.boolean(o, "add_special_tokens", false); ok {
+		g.addSpecial = b
+	}
+	salt, hasSalt := v.str(o, "cache_salt", true)
+	g.cacheSalt = salt
+	echo, _ := v.boolean(o, "echo", false)
+	for _, key := range []string{"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"} {
+		v.number(o, key)
+	}
+	v.integer(o, "top_k", true)
+	v.integer(o, "seed", true)
+	v.integer(o, "priority", false)
+
+	if so, present := o.get("stream_options"); present && so != nil {
+		g.hasStreamOptions = true
+		if sop, ok := so.(*object); ok {
+			g.includeUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "include_usage")
+			g.continuousUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "continuous_usage_stats")
+		} else {
+			v.add("model_type", []any{"stream_options"}, "Input should be a valid dictionary or instance of StreamOptions", so)
+		}
+	}
+
+	var logprobs bool
+	var bestOf int
+	var hasBestOf bool
+	if chat {
+		logprobs, _ = v.boolean(o, "logprobs", true)
+		if tl, ok := v.integer(o, "top_logprobs", true); ok && tl > 0 {
+			logprobs = true
+		}
+		g.chatReq.AddGenerationPrompt = true
+		if b, ok := v.boolean(o, "add_generation_prompt", false); ok {
+			g.chatReq.AddGenerationPrompt = b
+		}
+		g.chatReq.ContinueFinalMessage, _ = v.boolean(o, "continue_final_message", false)
+		parseTools(v, o, &g.chatReq)
+	} else {
+		_, logprobs = v.integer(o, "logprobs", true)
+		bestOf, hasBestOf = v.integer(o, "best_of", true)
+	}
+	if e := v.err(); e != nil {
+		return nil, e
+	}
+
+	// Checks vLLM makes after the body parsed, then the features the
+	// simulator refuses rather than answering differently from vLLM.
+	switch {
+	case g.hasStreamOptions && !g.stream:
+		return nil, openai.BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
+	case hasSalt && salt == "":
+		return nil, openai.BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt")
+	case g.maxTokens < 0 || (hasMax(o, chat) && g.maxTokens == 0):
+		return nil, openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", g.maxTokens), "max_tokens")
+	case g.minTokens < 0:
+		return nil, openai.BadRequest(fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", g.minTokens), "min_tokens")
+	case g.maxTokens > 0 && g.minTokens > g.maxTokens:
+		return nil, openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", g.maxTokens, g.minTokens), "min_tokens")
+	case hasN && n < 1:
+		return nil, openai.BadRequest(fmt.Sprintf("n must be at least 1, got %d.", n), "n")
+	case hasN && n > 1:
+		return nil, openai.BadRequest("n > 1 is not supported by inferrail-sim: it returns exactly one choice.", "n")
+	case logprobs:
+		return nil, openai.BadRequest("logprobs are not supported by inferrail-sim.", "logprobs")
+	case echo:
+		return nil, openai.BadRequest("echo is not supported by inferrail-sim.", "echo")
+	case hasBestOf && bestOf != 1:
+		return nil, openai.BadRequest("best_of is not supported by inferrail-sim.", "best_of")
+	case chat && g.chatReq.AddGenerationPrompt && g.chatReq.ContinueFinalMessage:
+		return nil, openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
+	}
+	if chat {
+		if t, ok := o.get("chat_template"); ok && t != nil {
+			return nil, openai.BadRequest("Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.", "")
+		}
+		if len(g.chatReq.Messages) == 0 && g.chatReq.ContinueFinalMessage {
+			return nil, openai.BadRequest("continue_final_message requires a final message to continue.", "messages")
+		}
+		g.responseRole = "assistant"
+		if !g.chatReq.AddGenerationPrompt && len(g.chatReq.Messages) > 0 {
+			g.responseRole = g.chatReq.Messages[len(g.chatReq.Messages)-1].Role
+		}
+	} else if s, ok := o.get("suffix"); ok && s != nil {
+		return nil, openai.BadRequest("suffix is not currently supported", "suffix")
+	}
+	if g.stream {
+		g.continuousUsage = g.includeUsage && g.continuousUsage
+	} else {
+		g.includeUsage, g.continuousUsage = false, false
+	}
+	return g, nil
+}
+
+func hasMax(o *object, chat bool) bool {
+	for _, k := range []string{"max_tokens", "max_completion_tokens"} {
+		if !chat && k == "max_completion_tokens" {
+			continue
+		}
+		if v, ok := o.get(k); ok && v != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// validatorAt validates the fields of a nested object.
+type validatorAt struct {
+	v   *validator
+	key string
+}
+
+func (va *validatorAt) boolean(o *object, key string) (bool, bool) {
+	val, ok := o.get(key)
+	if !ok || val == nil {
+		return false, false
+	}
+	b, kind := laxBool(val)
+	if kind != "" {
+		va.v.add("bool_type", []any{va.key, key}, "Input should be a valid boolean", val)
+		return false, false
+	}
+	return b, true
+}
+
+// jsonErrText describes why a body is not JSON.
+func jsonErrText(err error) string { return err.Error() }
+
+// parseMessages reads messages into chat, reporting shape errors.
+func parseMessages(v *validator, o *object, chat *tokenize.Chat) {
+	raw, ok := o.get("messages")
+	if !ok {
+		v.add("missing", []any{"messages"}, "Field required", o)
+		return
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		v.add("list_type", []any{"messages"}, "Input should be a valid list", raw)
+		return
+	}
+	for i, item := range list {
+		m, ok := item.(*object)
+		if !ok {
+			v.add("model_type", []any{"messages", i}, "Input should be a valid dictionary", item)
+			continue
+		}
+		role, ok := m.get("role")
+		rs, isStr := role.(string)
+		if !ok {
+			v.add("missing", []any{"messages", i, "role"}, "Field required", m)
+			continue
+		}
+		if !isStr {
+			v.add("string_type", []any{"messages", i, "role"}, "Input should be a valid string", role)
+			continue
+		}
+		if rs == "developer" {
+			rs = "system"
+		}
+		msg := tokenize.ChatMessage{Role: rs}
+		content, _ := m.get("content")
+		switch c := content.(type) {
+		case nil:
+		case string:
+			msg.Content = c
+		case []any:
+			var parts []string
+			for j, p := range c {
+				text, ok := textPart(p)
+				if !ok {
+					v.add("value_error", []any{"messages", i, "content", j},
+						"Value error, inferrail-sim accepts only text content parts", p)
+					continue
+				}
+				parts = append(parts, text)
+			}
+			msg.Content = strings.Join(parts, "\n")
+		default:
+			v.add("string_type", []any{"messages", i, "content"}, "Input should be a valid string", content)
+		}
+		for _, key := range []string{"reasoning", "reasoning_content"} {
+			if r, ok := m.get(key); ok {
+				if rs, ok := r.(string); ok && rs != "" {
+					msg.Reasoning = rs
+				}
+			}
+		}
+		if tcs, ok := m.get("tool_calls"); ok && tcs != nil {
+			list, ok := tcs.([]any)
+			if !ok {
+				v.add("list_type", []any{"messages", i, "tool_calls"}, "Input should be a valid list", tcs)
+			}
+			for j, tc := range list {
+				call, ok := toolCall(tc)
+				if !ok {
+					v.add("model_type", []any{"messages", i, "tool_calls", j}, "Input should be a valid dictionary", tc)
+					continue
+				}
+				msg.ToolCalls = append(msg.ToolCalls, call)
+			}
+		}
+		chat.Messages = append(chat.Messages, msg)
+	}
+}
+
+func textPart(p any) (string, bool) {
+	switch t := p.(type) {
+	case string:
+		return t, true
+	case *object:
+		typ, _ := t.get("type")
+		if typ != "text" {
+			return "", false
+		}
+		text, ok := t.get("text")
+		s, isStr := text.(string)
+		return s, ok && isStr
+	}
+	return "", false
+}
+
+func toolCall(tc any) (tokenize.ToolCall, bool) {
+	o, ok := tc.(*object)
+	if !ok {
+		return tokenize.ToolCall{}, false
+	}
+	fn, _ := o.get("function")
+	f, ok := fn.(*object)
+	if !ok {
+		return tokenize.ToolCall{}, false
+	}
+	name, _ := f.get("name")
+	args, _ := f.get("arguments")
+	ns, ok1 := name.(string)
+	as, ok2 := args.(string)
+	if args == nil {
+		as, ok2 = "", true
+	}
+	return tokenize.ToolCall{Name: ns, Arguments: as}, ok1 && ok2
+}
+
+// parseTools keeps each tool as compact JSON text for the template.
+func parseTools(v *validator, o *object, chat *tokenize.Chat) {
+	raw, ok := o.get("tools")
+	if !ok || raw == nil {
+		return
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		v.add("list_type", []any{"tools"}, "Input should be a valid list", raw)
+		return
+	}
+	for i, t := range list {
+		obj, ok := t.(*object)
+		if !ok {
+			v.add("model_type", []any{"tools", i}, "Input should be a valid dictionary", t)
+			continue
+		}
+		fn, ok := obj.get("function")
+		fo, isObj := fn.(*object)
+		if !ok || !isObj {
+			v.add("missing", []any{"tools", i, "function"}, "Field required", obj)
+			continue
+		}
+		if name, ok := fo.get("name"); !ok {
+			v.add("missing", []any{"tools", i, "function", "name"}, "Field required", fo)
+			continue
+		} else if _, isStr := name.(string); !isStr {
+			v.add("string_type", []any{"tools", i, "function", "name"}, "Input should be a valid string", name)
+			continue
+		}
+		chat.Tools = append(chat.Tools, json.RawMessage(compactJSON(obj)))
+	}
+}
+
+// compactJSON writes a decoded value back as compact JSON in its key order.
+func compactJSON(v any) []byte {
+	var b []byte
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case nil:
+			b = append(b, "null"...)
+		case bool:
+			b = strconv.AppendBool(b, t)
+		case json.Number:
+			b = append(b, t...)
+		case string:
+			b = openai.AppendString(b, t)
+		case []any:
+			b = append(b, '[')
+			for i, e := range t {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				walk(e)
+			}
+			b = append(b, ']')
+		case *object:
+			b = append(b, '{')
+			for i, k := range t.keys {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = openai.AppendString(b, k)
+				b = append(b, ':')
+				walk(t.vals[i])
+			}
+			b = append(b, '}')
+		}
+	}
+	walk(v)
+	return b
+}
+
+// parsePrompt reads a completion prompt: a string, a list of token ids, or a
+// batch of one of either. Batches of several prompts are refused.
+func parsePrompt(v *validator, o *object, g *genRequest, tok *tokenize.Sim) {
+	raw, ok := o.get("prompt")
+	if !ok || raw == nil {
+		v.add("value_error", nil, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", o)
+		return
+	}
+	if list, ok := raw.([]any); ok && len(list) == 1 {
+		switch list[0].(type) {
+		case string, []any:
+			raw = list[0]
+		}
+	}
+	switch t := raw.(type) {
+	case string:
+		g.prompt = t
+		return
+	case []any:
+		if len(t) == 0 {
+			v.add("value_error", []any{"prompt"}, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", raw)
+			return
+		}
+		ids := make([]int, 0, len(t))
+		for i, e := range t {
+			switch e.(type) {
+			case string, []any:
+				v.add("value_error", []any{"prompt"}, "Value error, inferrail-sim serves one prompt per request, not a batch.", raw)
+				return
+			}
+			id, kind := laxInt(e)
+			if kind != "" || !tok.Valid(id) {
+				v.add("value_error", []any{"prompt", i}, fmt.Sprintf("Value error, token id %v is out of vocabulary", e), e)
+				return
+			}
+			ids = append(ids, id)
+		}
+		g.promptIDs = ids
+		g.idsPrompt = true
+	default:
+		v.add("string_type", []any{"prompt"}, "Input should be a valid string", raw)
+	}
+}

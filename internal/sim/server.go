@@ -1,0 +1,598 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/tokenize"
+)
+
+// Version is the vLLM version the simulator answers as.
+const Version = "0.31.0"
+
+// maxBody bounds request bodies; vLLM has no limit of its own, but a
+// simulator on a shared machine should not buffer without end.
+const maxBody = 64 << 20
+
+// Server is one simulated vLLM engine behind its OpenAI-compatible HTTP API.
+type Server struct {
+	cfg         Config
+	engine      *Engine
+	metrics     *Metrics
+	tok         *tokenize.Sim
+	fingerprint string
+	log         *slog.Logger
+	mux         *http.ServeMux
+}
+
+// New validates cfg and builds a server. Serve runs it.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	m := NewMetrics(MetricsConfig{
+		ModelName:   cfg.ModelName(),
+		Engine:      "0",
+		MaxModelLen: cfg.MaxModelLen,
+		CacheConfig: cacheConfigLabels(&cfg),
+		Start:       start,
+	})
+	s := &Server{
+		cfg:         cfg,
+		metrics:     m,
+		engine:      NewEngine(cfg, m),
+		tok:         tokenize.NewSim(),
+		fingerprint: fingerprint(&cfg),
+		log:         logger,
+	}
+	s.routes()
+	return s, nil
+}
+
+// Config returns the configuration the server runs with.
+func (s *Server) Config() Config { return s.cfg }
+
+// Engine returns the server's engine.
+func (s *Server) Engine() *Engine { return s.engine }
+
+// Handler returns the HTTP API. The engine must be running (Serve or Run).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Run runs the engine until ctx ends, for servers whose HTTP side is
+// served by the caller.
+func (s *Server) Run(ctx context.Context) error { return s.engine.Run(ctx) }
+
+// Serve runs the engine and serves HTTP on ln until ctx ends, then shuts the
+// listener down and waits for both.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- s.engine.Run(ctx) }()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveDone:
+		serveDone <- err
+	}
+	cancel()
+	shutdownCtx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	_ = srv.Shutdown(shutdownCtx)
+	<-engineDone
+	if serr := <-serveDone; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+		err = serr
+	}
+	return err
+}
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /version", s.version)
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("POST /reset_prefix_cache", s.resetPrefixCache)
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("POST /detokenize", s.detokenize)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		openai.HTTPError(http.StatusNotFound, "Not Found").Write(w)
+	})
+	s.mux = mux
+	// Wrong methods on known paths get vLLM's 405 rather than the mux's
+	// plain-text one.
+	s.mux = wrapMethods(mux)
+}
+
+// wrapMethods answers a known path asked with the wrong method with a 405
+// in vLLM's error shape and an Allow header.
+func wrapMethods(mux *http.ServeMux) *http.ServeMux {
+	allowed := map[string]string{
+		"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/models": "GET",
+		"/health": "GET", "/version": "GET", "/metrics": "GET",
+		"/reset_prefix_cache": "POST", "/tokenize": "POST", "/detokenize": "POST",
+	}
+	outer := http.NewServeMux()
+	outer.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow, ok := allowed[r.URL.Path]; ok && r.Method != allow && !(allow == "GET" && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", allow)
+			openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed").Write(w)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	return outer
+}
+
+func cacheConfigLabels(c *Config) [][2]string {
+	b := func(v bool) string {
+		if v {
+			return "True"
+		}
+		return "False"
+	}
+	return [][2]string{
+		{"block_size", strconv.Itoa(c.BlockSize)},
+		{"cache_dtype", "auto"},
+		{"enable_prefix_caching", b(c.EnablePrefixCaching)},
+		{"gpu_memory_utilization", "0.92"},
+		{"is_attention_free", "False"},
+		{"num_cpu_blocks", "None"},
+		{"num_gpu_blocks", strconv.Itoa(c.NumGPUBlocks)},
+		{"num_gpu_blocks_override", strconv.Itoa(c.NumGPUBlocks)},
+		{"prefix_caching_hash_algo", "sha256"},
+		{"sliding_window", "None"},
+	}
+}
+
+func fingerprint(c *Config) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", *c))
+	return "vllm-" + Version + "-" + hex.EncodeToString(sum[:4])
+}
+
+func randomID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
+
+// readJSONBody checks the content type and reads the body, as vLLM's
+// validate_json_request does first.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if strings.ToLower(mt) != "application/json" {
+		return nil, &openai.Error{Status: http.StatusBadRequest, Type: "Bad Request",
+			Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		}
+		return nil, openai.HTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
+	}
+	return body, nil
+}
+
+// prepared is a validated request turned into engine input.
+type prepared struct {
+	g      *genRequest
+	model  string
+	id     string
+	prompt []int
+	max    int // effective max_tokens
+}
+
+// prepare validates a generation body and tokenizes its prompt.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*prepared, *openai.Error) {
+	body, e := readJSONBody(w, r)
+	if e != nil {
+		return nil, e
+	}
+	g, e := parseGenRequest(body, chat, s.tok)
+	if e != nil {
+		return nil, e
+	}
+	p := &prepared{g: g, model: s.cfg.ModelName()}
+	if g.model != "" {
+		if !s.cfg.Serves(g.model) {
+			return nil, openai.ModelNotFound(g.model)
+		}
+		p.model = g.model
+	}
+	switch {
+	case chat:
+		p.prompt = s.tok.Encode(nil, tokenize.RenderSimChat(&g.chatReq))
+		if g.addSpecial {
+			p.prompt = append([]int{s.tok.BOS()}, p.prompt...)
+		}
+	case g.idsPrompt:
+		p.prompt = g.promptIDs
+	default:
+		if g.addSpecial {
+			p.prompt = append(p.prompt, s.tok.BOS())
+		}
+		p.prompt = s.tok.Encode(p.prompt, g.prompt)
+	}
+	if len(p.prompt) == 0 {
+		return nil, openai.BadRequest("The prompt must not be empty.", "prompt")
+	}
+	requested := g.maxTokens
+	if requested == 0 && !chat {
+		requested = 16 // vLLM's completion default
+	}
+	n := len(p.prompt)
+	p.max = s.cfg.MaxModelLen - n
+	if requested > 0 {
+		p.max = min(p.max, requested)
+	}
+	if n+requested > s.cfg.MaxModelLen || p.max < 1 {
+		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+			s.cfg.MaxModelLen, requested, n, n+requested), "input_tokens")
+	}
+	p.id = r.Header.Get("X-Request-Id")
+	if p.id == "" {
+		p.id = g.requestID
+	}
+	if p.id == "" {
+		p.id = randomID()
+	}
+	if chat {
+		p.id = "chatcmpl-" + p.id
+	} else {
+		p.id = "cmpl-" + p.id
+	}
+	return p, nil
+}
+
+// newRequest builds the engine's view of a prepared request.
+func (s *Server) newRequest(p *prepared) *request {
+	seed := tokenize.ChainSeed(s.cfg.ModelName(), "", p.g.cacheSalt)
+	req := &request{
+		id:        p.id,
+		tokens:    p.prompt[:len(p.prompt):len(p.prompt)],
+		prompt:    len(p.prompt),
+		seed:      seed,
+		maxTokens: p.max,
+		maxParam:  p.max,
+		minTokens: p.g.minTokens,
+		ignoreEOS: p.g.ignoreEOS,
+		out:       newStream(),
+	}
+	if s.cfg.EnablePrefixCaching {
+		req.hashes = tokenize.ExtendBlockHashes(nil, seed, p.prompt, s.cfg.BlockSize)
+	}
+	// The stand-in model's reply depends only on the prompt: its words and,
+	// unless the client overrides it, where it stops.
+	h := seed.Lo
+	for _, t := range p.prompt {
+		h = (h ^ uint64(t)) * 0x100000001b3
+	}
+	req.babble = tokenize.NewBabbler(h)
+	req.eosAt = 16 + int(h>>40%241)
+	return req
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	p, e := s.prepare(w, r, chat)
+	if e != nil {
+		e.Write(w)
+		return
+	}
+	req := s.newRequest(p)
+	ctx := r.Context()
+	if err := s.engine.submit(ctx, req); err != nil {
+		if errors.Is(err, ErrStopped) {
+			openai.HTTPError(http.StatusServiceUnavailable, "the engine has stopped").Write(w)
+		}
+		return
+	}
+	created := time.Now().Unix()
+	if p.g.stream {
+		s.stream(w, r, p, req, created)
+	} else {
+		s.complete(w, r, p, req, created)
+	}
+}
+
+// wait blocks until the stream has news, the client leaves or the engine
+// stops. It reports whether to go on.
+func (s *Server) wait(ctx context.Context, req *request) bool {
+	select {
+	case <-req.out.Ready():
+		return true
+	case <-ctx.Done():
+		s.engine.cancel(req)
+		return false
+	case <-s.engine.Done():
+		return false
+	}
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, p *prepared, req *request, created int64) {
+	var ids []int
+	var finish string
+	for finish == "" {
+		if !s.wait(r.Context(), req) {
+			if r.Context().Err() == nil {
+				openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished").Write(w)
+			}
+			return
+		}
+		ids, _, finish = req.out.take(ids)
+	}
+	if finish == "abort" {
+		openai.HTTPError(http.StatusInternalServerError, "the request was aborted").Write(w)
+		return
+	}
+	text := s.tok.Decode(ids, true)
+	u := usage{prompt: req.prompt, completion: len(ids), cached: req.cached, created: req.created, details: s.cfg.EnablePromptTokensDetails}
+	var body []byte
+	if p.g.chat {
+		body = appendChatResponse(nil, p, created, s.fingerprint, text, finish, u)
+	} else {
+		body = appendCompletionResponse(nil, p, created, s.fingerprint, text, finish, u)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *prepared, req *request, created int64) {
+	h := w.Header()
+	h.Set("Content-Type", openai.SSEContentType)
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	flush()
+	sw := streamWriter{p: p, created: created, fingerprint: s.fingerprint, prompt: req.prompt}
+	var ids []int
+	var buf, text []byte
+	started := false
+	for {
+		if !s.wait(r.Context(), req) {
+			if r.Context().Err() == nil {
+				e := openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished")
+				buf = openai.AppendEvent(buf[:0], e.AppendStreamJSON(nil))
+				buf = openai.AppendEvent(buf, openai.Done)
+				_, _ = w.Write(buf)
+				flush()
+			}
+			return
+		}
+		var total int
+		var finish string
+		ids, total, finish = req.out.take(ids[:0])
+		if finish == "abort" {
+			return
+		}
+		buf = buf[:0]
+		if !started && p.g.chat && (len(ids) > 0 || finish != "") {
+			buf = sw.appendRoleChunk(buf)
+		}
+		started = true
+		if len(ids) > 0 || finish != "" {
+			text = s.tok.AppendDecoded(text[:0], ids, true)
+			buf = sw.appendChunk(buf, text, total, finish)
+		}
+		if finish != "" {
+			if p.g.includeUsage {
+				u := usage{prompt: req.prompt, completion: total, cached: req.cached, created: req.created, details: s.cfg.EnablePromptTokensDetails}
+				buf = sw.appendUsageChunk(buf, u)
+			}
+			buf = openai.AppendEvent(buf, openai.Done)
+		}
+		if _, err := w.Write(buf); err != nil {
+			s.engine.cancel(req)
+			return
+		}
+		flush()
+		if finish != "" {
+			return
+		}
+	}
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	now := time.Now().Unix()
+	names := s.cfg.ServedModelNames
+	if len(names) == 0 {
+		names = []string{s.cfg.Model}
+	}
+	b := []byte(`{"object":"list","data":[`)
+	for i, name := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = openai.AppendString(b, name)
+		b = append(b, `,"object":"model","created":`...)
+		b = strconv.AppendInt(b, now, 10)
+		b = append(b, `,"owned_by":"vllm","root":`...)
+		b = openai.AppendString(b, s.cfg.Model)
+		b = append(b, `,"parent":null,"max_model_len":`...)
+		b = strconv.AppendInt(b, int64(s.cfg.MaxModelLen), 10)
+		b = append(b, `,"permission":[{"id":"modelperm-`...)
+		b = append(b, randomID()...)
+		b = append(b, `","object":"model_permission","created":`...)
+		b = strconv.AppendInt(b, now, 10)
+		b = append(b, `,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}`...)
+	}
+	b = append(b, "]}"...)
+	writeJSON(w, b)
+}
+
+func writeJSON(w http.ResponseWriter, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, []byte(`{"version":"`+Version+`"}`))
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", MetricsContentType)
+	_, _ = s.metrics.WriteTo(w)
+}
+
+func (s *Server) resetPrefixCache(w http.ResponseWriter, r *http.Request) {
+	ok, err := s.engine.ResetPrefixCache(r.Context())
+	if err != nil {
+		openai.HTTPError(http.StatusServiceUnavailable, "the engine has stopped").Write(w)
+		return
+	}
+	writeJSON(w, []byte(`{"success":`+strconv.FormatBool(ok)+`}`))
+}
+
+// tokenize answers vLLM's /tokenize: a completion prompt, or a chat in the
+// messages form.
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	body, e := readJSONBody(w, r)
+	if e != nil {
+		e.Write(w)
+		return
+	}
+	root, err := decodeJSON(body)
+	o, isObj := root.(*object)
+	if err != nil || !isObj {
+		_, e := parseGenRequest(body, false, s.tok)
+		if e == nil {
+			e = openai.BadRequest("the body must be a JSON object", "")
+		}
+		e.Write(w)
+		return
+	}
+	_, isChat := o.get("messages")
+	g, e := parseGenRequest(body, isChat, s.tok)
+	if e != nil {
+		e.Write(w)
+		return
+	}
+	if g.model != "" && !s.cfg.Serves(g.model) {
+		openai.ModelNotFound(g.model).Write(w)
+		return
+	}
+	var ids []int
+	switch {
+	case isChat:
+		if special, ok := o.get("add_special_tokens"); !ok || special == nil {
+			g.addSpecial = false
+		}
+		if g.addSpecial {
+			ids = append(ids, s.tok.BOS())
+		}
+		ids = s.tok.Encode(ids, tokenize.RenderSimChat(&g.chatReq))
+	case g.idsPrompt:
+		ids = g.promptIDs
+	default:
+		if g.addSpecial {
+			ids = append(ids, s.tok.BOS())
+		}
+		ids = s.tok.Encode(ids, g.prompt)
+	}
+	b := []byte(`{"count":`)
+	b = strconv.AppendInt(b, int64(len(ids)), 10)
+	b = append(b, `,"max_model_len":`...)
+	b = strconv.AppendInt(b, int64(s.cfg.MaxModelLen), 10)
+	b = append(b, `,"tokens":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(id), 10)
+	}
+	b = append(b, `],"token_strs":null}`...)
+	writeJSON(w, b)
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	body, e := readJSONBody(w, r)
+	if e != nil {
+		e.Write(w)
+		return
+	}
+	root, err := decodeJSON(body)
+	v := &validator{}
+	o, isObj := root.(*object)
+	switch {
+	case err != nil:
+		v.errs = append(v.errs, fieldError{typ: "json_invalid", loc: []any{0}, msg: "JSON decode error", input: &object{}, ctx: err.Error()})
+	case !isObj:
+		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
+	}
+	var ids []int
+	if isObj {
+		model, _ := v.str(o, "model", true)
+		if model != "" && !s.cfg.Serves(model) && len(v.errs) == 0 {
+			openai.ModelNotFound(model).Write(w)
+			return
+		}
+		raw, ok := o.get("tokens")
+		list, isList := raw.([]any)
+		switch {
+		case !ok:
+			v.add("missing", []any{"tokens"}, "Field required", o)
+		case !isList:
+			v.add("list_type", []any{"tokens"}, "Input should be a valid list", raw)
+		}
+		for i, t := range list {
+			id, kind := laxInt(t)
+			if kind != "" {
+				v.add("int_type", []any{"tokens", i}, "Input should be a valid integer", t)
+				continue
+			}
+			if id < 0 {
+				v.add("greater_than_equal", []any{"tokens", i}, "Input should be greater than or equal to 0", t)
+				continue
+			}
+			ids = append(ids, id)
+		}
+	}
+	if e := v.err(); e != nil {
+		e.Write(w)
+		return
+	}
+	for _, id := range ids {
+		if !s.tok.Valid(id) {
+			openai.BadRequest(fmt.Sprintf("Token id %d is out of vocabulary", id), "tokens").Write(w)
+			return
+		}
+	}
+	b := []byte(`{"prompt":`)
+	b = openai.AppendString(b, s.tok.Decode(ids, false))
+	writeJSON(w, append(b, '}'))
+}
