@@ -23,8 +23,8 @@ func AppendEvent(dst, data []byte) []byte {
 // ErrEventTooLarge is returned by SSEReader for an event over its limit.
 var ErrEventTooLarge = errors.New("openai: event too large")
 
-// SSEReader reads the data of server-sent events. It accepts LF, CRLF and
-// CR line ends, joins multi-line data with "\n", and ignores comments and
+// SSEReader reads the data of server-sent events. It accepts LF and CRLF line
+// ends, joins multi-line data with "\n", and ignores comments and
 // fields other than data.
 type SSEReader struct {
 	r   *bufio.Reader

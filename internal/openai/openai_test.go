@@ -1,0 +1,150 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"pgregory.net/rapid"
+)
+
+func TestAppendString(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain", `"plain"`},
+		{"quote\" back\\slash", `"quote\" back\\slash"`},
+		{"\n\r\t\b\f", `"\n\r\t\b\f"`},
+		{"\x00\x1f\x7f", `"\u0000\u001f` + "\x7f" + `"`},
+		{"<tag>&amp;", `"<tag>&amp;"`},
+		{"héllo 日本 😀", `"héllo 日本 😀"`},
+		{"bad\xffbyte", "\"bad\ufffdbyte\""},
+	}
+	for _, tt := range tests {
+		if got := string(AppendString(nil, tt.in)); got != tt.want {
+			t.Errorf("AppendString(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestAppendASCIIString(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain", `"plain"`},
+		{"é\x7f", `"\u00e9\u007f"`},
+		{"😀", `"\ud83d\ude00"`},
+		{"a\"b", `"a\"b"`},
+	}
+	for _, tt := range tests {
+		if got := string(AppendASCIIString(nil, tt.in)); got != tt.want {
+			t.Errorf("AppendASCIIString(%q) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestStringsRoundTrip checks both escapers against encoding/json's decoder.
+func TestStringsRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.String().Draw(t, "s")
+		if !utf8.ValidString(s) {
+			return
+		}
+		for _, enc := range [][]byte{AppendString(nil, s), AppendASCIIString(nil, s)} {
+			var back string
+			if err := json.Unmarshal(enc, &back); err != nil || back != s {
+				t.Fatalf("%s decodes to %q (%v), want %q", enc, back, err, s)
+			}
+		}
+	})
+}
+
+func TestErrorBodies(t *testing.T) {
+	e := ModelNotFound("foo")
+	if got, want := string(e.AppendJSON(nil)), "{\"error\":{\"message\":\"The model `foo` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}"; got != want {
+		t.Errorf("AppendJSON = %s, want %s", got, want)
+	}
+	e = BadRequest("bad ü", "")
+	if got, want := string(e.AppendStreamJSON(nil)), `{"error": {"message": "bad \u00fc", "type": "BadRequestError", "param": null, "code": 400}}`; got != want {
+		t.Errorf("AppendStreamJSON = %s, want %s", got, want)
+	}
+}
+
+// chunked hands out its data in pieces of the given sizes.
+type chunked struct {
+	data  []byte
+	sizes []int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := len(c.data)
+	if len(c.sizes) > 0 {
+		n = max(1, min(n, c.sizes[0]))
+		c.sizes = c.sizes[1:]
+	}
+	n = copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+func TestSSEReaderAnyChunking(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		payloads := rapid.SliceOfN(rapid.StringMatching(`[^\r\n]{1,40}`), 1, 10).Draw(t, "payloads")
+		var stream []byte
+		for _, p := range payloads {
+			stream = AppendEvent(stream, []byte(p))
+		}
+		if rapid.Bool().Draw(t, "crlf") {
+			stream = bytes.ReplaceAll(stream, []byte("\n"), []byte("\r\n"))
+		}
+		sizes := rapid.SliceOf(rapid.IntRange(1, 7)).Draw(t, "sizes")
+		r := NewSSEReader(&chunked{data: stream, sizes: sizes}, 0)
+		for i, want := range payloads {
+			got, err := r.Next()
+			if err != nil || string(got) != want {
+				t.Fatalf("event %d = %q, %v; want %q", i, got, err, want)
+			}
+		}
+		if _, err := r.Next(); !errors.Is(err, io.EOF) {
+			t.Fatalf("after the last event: %v, want EOF", err)
+		}
+	})
+}
+
+func TestSSEReaderEdges(t *testing.T) {
+	r := NewSSEReader(strings.NewReader(": comment\nevent: x\ndata: a\ndata: b\nid: 1\n\ndata: cut"), 0)
+	if got, err := r.Next(); err != nil || string(got) != "a\nb" {
+		t.Fatalf("Next = %q, %v; want multi-line data a\\nb", got, err)
+	}
+	if _, err := r.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("cut event: %v, want ErrUnexpectedEOF", err)
+	}
+	r = NewSSEReader(strings.NewReader("data: "+strings.Repeat("x", 100)+"\n\n"), 10)
+	if _, err := r.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Fatalf("oversized event: %v, want ErrEventTooLarge", err)
+	}
+}
+
+func FuzzSSEReader(f *testing.F) {
+	f.Add([]byte("data: {\"a\":1}\n\ndata: [DONE]\n\n"), 3)
+	f.Add([]byte("data:x\r\n\r\n: c\n\n"), 1)
+	f.Add([]byte("\n\n\ndata"), 2)
+	f.Fuzz(func(t *testing.T, data []byte, size int) {
+		if len(data) > 1<<16 {
+			return
+		}
+		r := NewSSEReader(&chunked{data: data, sizes: []int{max(1, size%64)}}, 1024)
+		for range 10000 {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev) > 1024 {
+				t.Fatalf("event of %d bytes over the 1024 limit", len(ev))
+			}
+		}
+	})
+}
