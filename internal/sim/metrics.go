@@ -57,10 +57,10 @@ type StepStats struct {
 
 // FinishedRequest is one request that left the engine this step.
 //
-// vLLM records a finished request only when the engine reports the finish
-// (stop, length, an engine-side abort or error); a request aborted by the
-// API server (client disconnect) is dropped without any observation, so the
-// engine should not report those here.
+// vLLM itself records only finishes its engine reports, so a client that
+// disconnects leaves no trace in its histograms. The simulator reports those
+// requests too, with reason "abort", so routers and tests can see that every
+// abandoned request was withdrawn (issue: "it counts as an abort").
 type FinishedRequest struct {
 	Reason                                       string // "stop", "length", "abort", "error", "repetition"
 	PromptTokens                                 int
