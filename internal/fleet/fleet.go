@@ -1,0 +1,112 @@
+package fleet
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Snapshot is an immutable view of the fleet's membership. Readers load it
+// with one atomic read and keep it for a whole request.
+type Snapshot struct {
+	Replicas []*Replica // static replicas in config order, then DNS members by group and address
+	byModel  map[string][]*Replica
+	byID     map[string]*Replica
+}
+
+// ForModel returns the replicas that serve model, in fleet order. The slice
+// is shared: do not modify it.
+func (s *Snapshot) ForModel(model string) []*Replica { return s.byModel[model] }
+
+// Get returns the replica with id, or nil.
+func (s *Snapshot) Get(id string) *Replica { return s.byID[id] }
+
+// Fleet is the set of replicas the gateway routes to. Membership changes
+// (DNS joins and leaves) build a new Snapshot and swap it in; a replica that
+// stays keeps its counters and health. Safe for concurrent use.
+type Fleet struct {
+	snap atomic.Pointer[Snapshot]
+
+	mu       sync.Mutex // serializes membership changes
+	static   []*Replica
+	groups   map[string][]*Replica // DNS members by group; guarded by mu
+	watchers []func(added, removed []*Replica)
+}
+
+// New returns a fleet of the static replicas.
+func New(static []*Replica) *Fleet {
+	f := &Fleet{static: slices.Clone(static), groups: map[string][]*Replica{}}
+	f.publish()
+	return f
+}
+
+// Snapshot returns the membership in effect.
+func (f *Fleet) Snapshot() *Snapshot { return f.snap.Load() }
+
+// Watch registers fn to learn of every membership change. fn runs with the
+// fleet's lock held and must not call back into the fleet.
+func (f *Fleet) Watch(fn func(added, removed []*Replica)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watchers = append(f.watchers, fn)
+}
+
+// SetGroup replaces the members of a DNS group. Members whose id is already
+// present are kept as they are (health and counters included); members that
+// leave are marked removed and finish what they are doing.
+func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Replica) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := map[string]*Replica{}
+	for _, r := range f.groups[group] {
+		old[r.ID] = r
+	}
+	next := make([]*Replica, 0, len(members))
+	for _, m := range members {
+		if r, ok := old[m.ID]; ok {
+			next = append(next, r)
+			delete(old, m.ID)
+			continue
+		}
+		m.Group = group
+		next = append(next, m)
+		added = append(added, m)
+	}
+	for _, r := range old {
+		r.removed.Store(true)
+		removed = append(removed, r)
+	}
+	slices.SortFunc(removed, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(next, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
+	f.groups[group] = next
+	if len(added) == 0 && len(removed) == 0 {
+		return nil, nil
+	}
+	f.publish()
+	for _, w := range f.watchers {
+		w(added, removed)
+	}
+	return added, removed
+}
+
+// publish builds and swaps in a snapshot; f.mu is held or f is new.
+func (f *Fleet) publish() {
+	s := &Snapshot{byModel: map[string][]*Replica{}, byID: map[string]*Replica{}}
+	s.Replicas = append(s.Replicas, f.static...)
+	names := make([]string, 0, len(f.groups))
+	for g := range f.groups {
+		names = append(names, g)
+	}
+	slices.Sort(names)
+	for _, g := range names {
+		s.Replicas = append(s.Replicas, f.groups[g]...)
+	}
+	for _, r := range s.Replicas {
+		s.byID[r.ID] = r
+		for _, m := range r.Models {
+			s.byModel[m] = append(s.byModel[m], r)
+		}
+	}
+	f.snap.Store(s)
+}

@@ -1,0 +1,253 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// HealthConfig tunes active probing and passive ejection.
+type HealthConfig struct {
+	Interval           time.Duration // between probes of one replica
+	Timeout            time.Duration // per probe
+	UnhealthyThreshold int           // failed probes (or failed requests in a row) before a replica is out
+	HealthyThreshold   int           // passing probes before it is back
+	EjectionBackoff    time.Duration // first ejection; doubles on every repeat
+	MaxEjectionBackoff time.Duration
+	MaxEjectionPercent int // of a model's replicas that pass probes, at most this share is ejected
+}
+
+// cardsEvery is how many probes pass between refreshes of a replica's model
+// cards.
+const cardsEvery = 10
+
+// Health probes every replica's /health and ejects replicas whose requests
+// keep failing. Safe for concurrent use.
+type Health struct {
+	cfg     HealthConfig
+	fleet   *Fleet
+	client  *http.Client
+	log     *slog.Logger
+	onEject func(*Replica)
+	onProbe func(r *Replica, up bool)
+
+	mu      sync.Mutex // serializes ejection decisions
+	changed chan struct{}
+}
+
+// NewHealth returns a health checker for f. client makes the probes;
+// onEject (may be nil) learns of every passive ejection and onProbe (may be
+// nil) of every change of probe state.
+func NewHealth(cfg HealthConfig, f *Fleet, client *http.Client, logger *slog.Logger, onEject func(*Replica), onProbe func(*Replica, bool)) *Health {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Health{cfg: cfg, fleet: f, client: client, log: logger.With("component", "health"),
+		onEject: onEject, onProbe: onProbe, changed: make(chan struct{}, 1)}
+	f.Watch(func(_, _ []*Replica) {
+		select {
+		case h.changed <- struct{}{}:
+		default:
+		}
+	})
+	return h
+}
+
+// Run probes every member of the fleet until ctx ends, following joins and
+// leaves. It returns once every prober has stopped.
+func (h *Health) Run(ctx context.Context) error {
+	probers := map[*Replica]context.CancelFunc{}
+	var wg sync.WaitGroup
+	follow := func() {
+		current := map[*Replica]bool{}
+		for _, r := range h.fleet.Snapshot().Replicas {
+			current[r] = true
+			if _, ok := probers[r]; !ok {
+				pctx, cancel := context.WithCancel(ctx)
+				probers[r] = cancel
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h.probeLoop(pctx, r)
+				}()
+			}
+		}
+		for r, cancel := range probers {
+			if !current[r] {
+				cancel()
+				delete(probers, r)
+			}
+		}
+	}
+	follow()
+	for {
+		select {
+		case <-h.changed:
+			follow()
+		case <-ctx.Done():
+			for _, cancel := range probers {
+				cancel()
+			}
+			wg.Wait()
+			return nil
+		}
+	}
+}
+
+// probeLoop probes one replica every interval, the first time at once.
+func (h *Health) probeLoop(ctx context.Context, r *Replica) {
+	ticker := time.NewTicker(h.cfg.Interval)
+	defer ticker.Stop()
+	fails, passes, n := 0, 0, 0
+	for {
+		up := h.probe(ctx, r)
+		if ctx.Err() != nil {
+			return
+		}
+		if up {
+			fails, passes = 0, passes+1
+			if !r.probeUp.Load() && passes >= h.cfg.HealthyThreshold {
+				r.probeUp.Store(true)
+				r.markUp()
+				h.log.Info("replica passes probes again", "replica", r.ID)
+				if h.onProbe != nil {
+					h.onProbe(r, true)
+				}
+			}
+			if n%cardsEvery == 0 || r.Cards() == nil {
+				h.fetchCards(ctx, r)
+			}
+			n++
+		} else {
+			passes, fails = 0, fails+1
+			if r.probeUp.Load() && fails >= h.cfg.UnhealthyThreshold {
+				r.probeUp.Store(false)
+				r.markDown()
+				h.log.Warn("replica fails probes", "replica", r.ID, "failures", fails)
+				if h.onProbe != nil {
+					h.onProbe(r, false)
+				}
+			}
+		}
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (h *Health) probe(ctx context.Context, r *Replica) bool {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL.JoinPath("/health").String(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode == http.StatusOK
+}
+
+// fetchCards refreshes the model cards an engine publishes on /v1/models.
+func (h *Health) fetchCards(ctx context.Context, r *Replica) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL.JoinPath("/v1/models").String(), nil)
+	if err != nil {
+		return
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return
+	}
+	cards := &ModelCards{Fetched: time.Now(), Cards: map[string][]byte{}}
+	for _, c := range list.Data {
+		var id struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(c, &id) == nil && id.ID != "" {
+			cards.Cards[id.ID] = c
+		}
+	}
+	r.SetCards(cards)
+}
+
+// Report records the outcome of a request sent to r: ok when the engine
+// answered, not ok when it failed (connection errors, 5xx). Enough failures
+// in a row eject the replica for a backoff that doubles on every repeat,
+// unless that would eject more than MaxEjectionPercent of the replicas of
+// one of its models.
+func (h *Health) Report(r *Replica, ok bool) {
+	if ok {
+		if r.failStreak.Load() != 0 {
+			r.failStreak.Store(0)
+		}
+		if r.ejections.Load() != 0 && r.ejectedUntil.Load() != 0 && !r.Ejected(time.Now()) {
+			r.ejections.Store(0)
+			r.ejectedUntil.Store(0)
+		}
+		return
+	}
+	if int(r.failStreak.Add(1)) < h.cfg.UnhealthyThreshold {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if r.Ejected(now) || int(r.failStreak.Load()) < h.cfg.UnhealthyThreshold || !h.mayEject(r, now) {
+		return
+	}
+	k := r.ejections.Add(1)
+	d := h.cfg.EjectionBackoff
+	for i := int32(1); i < k && d < h.cfg.MaxEjectionBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, h.cfg.MaxEjectionBackoff)
+	r.ejectedUntil.Store(now.Add(d).UnixNano())
+	r.failStreak.Store(0)
+	r.ejectedTotal.Add(1)
+	h.log.Warn("replica ejected after failed requests", "replica", r.ID, "for", d)
+	if h.onEject != nil {
+		h.onEject(r)
+	}
+}
+
+// mayEject checks the ejection cap for every model r serves; h.mu is held.
+func (h *Health) mayEject(r *Replica, now time.Time) bool {
+	snap := h.fleet.Snapshot()
+	for _, m := range r.Models {
+		healthy, ejected := 0, 0
+		for _, o := range snap.ForModel(m) {
+			if o.Removed() || !o.Healthy() {
+				continue
+			}
+			healthy++
+			if o.Ejected(now) {
+				ejected++
+			}
+		}
+		if (ejected+1)*100 > h.cfg.MaxEjectionPercent*healthy {
+			return false
+		}
+	}
+	return true
+}

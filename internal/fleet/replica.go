@@ -1,0 +1,181 @@
+package fleet
+
+import (
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Replica is one engine the gateway can send requests to. Its identity
+// (ID, URL, Models, caps) never changes; its counters and health are atomics
+// that any goroutine may read and that survive fleet changes, so a replica
+// that stays in the fleet keeps them. Must not be copied.
+type Replica struct {
+	ID             string
+	URL            *url.URL
+	Models         []string
+	Group          string // DNS group it came from, "" for static replicas
+	MaxConcurrency int64
+	MaxPending     int64
+
+	inFlight atomic.Int64 // requests holding a lease
+	pending  atomic.Int64 // leases still waiting for a response head
+
+	// Health: probing sets probeUp; passive ejection sets ejectedUntil.
+	probeUp      atomic.Bool
+	ejectedUntil atomic.Int64 // unix nanoseconds; 0 when not ejected
+	failStreak   atomic.Int32 // consecutive failed requests
+	ejections    atomic.Int32 // ejections in a row, for the backoff exponent
+	ejectedTotal atomic.Int64
+	removed      atomic.Bool // left the fleet
+
+	mu   sync.Mutex
+	down chan struct{} // closed when the replica stops being usable; guarded by mu
+
+	card atomic.Pointer[ModelCards]
+}
+
+// ModelCards is what an engine last published on /v1/models, by model id.
+type ModelCards struct {
+	Fetched time.Time
+	Cards   map[string][]byte // raw JSON card as the engine sent it
+}
+
+// NewReplica returns a replica that is presumed healthy until probed.
+func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPending int64) *Replica {
+	r := &Replica{ID: id, URL: u, Models: slices.Clone(models), MaxConcurrency: maxConcurrency, MaxPending: maxPending}
+	r.probeUp.Store(true)
+	r.down = make(chan struct{})
+	return r
+}
+
+// Serves reports whether the replica serves model.
+func (r *Replica) Serves(model string) bool { return slices.Contains(r.Models, model) }
+
+// InFlight is the number of requests holding a lease on the replica.
+func (r *Replica) InFlight() int64 { return r.inFlight.Load() }
+
+// Pending is the number of leases still waiting for a response head.
+func (r *Replica) Pending() int64 { return r.pending.Load() }
+
+// Healthy reports whether the last probes passed.
+func (r *Replica) Healthy() bool { return r.probeUp.Load() }
+
+// Ejected reports whether passive ejection keeps the replica out at now.
+func (r *Replica) Ejected(now time.Time) bool {
+	until := r.ejectedUntil.Load()
+	return until != 0 && now.UnixNano() < until
+}
+
+// EjectedTotal counts passive ejections so far.
+func (r *Replica) EjectedTotal() int64 { return r.ejectedTotal.Load() }
+
+// Removed reports whether the replica has left the fleet.
+func (r *Replica) Removed() bool { return r.removed.Load() }
+
+// Usable reports whether routing may offer the replica at now: in the fleet,
+// passing probes and not ejected.
+func (r *Replica) Usable(now time.Time) bool {
+	return !r.removed.Load() && r.probeUp.Load() && !r.Ejected(now)
+}
+
+// Down returns a channel closed once the replica stops being usable through
+// probes or removal, so a request waiting on it can move elsewhere.
+func (r *Replica) Down() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.down
+}
+
+// markDown closes the current down channel.
+func (r *Replica) markDown() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.down:
+	default:
+		close(r.down)
+	}
+}
+
+// markUp arms a fresh down channel.
+func (r *Replica) markUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.down:
+		r.down = make(chan struct{})
+	default:
+	}
+}
+
+// Cards returns the model cards the engine last published, or nil.
+func (r *Replica) Cards() *ModelCards { return r.card.Load() }
+
+// SetCards records the model cards an engine published.
+func (r *Replica) SetCards(c *ModelCards) { r.card.Store(c) }
+
+// Lease is one request's claim on a replica's capacity. Release it exactly
+// once; Started marks the moment the response head arrived.
+type Lease struct {
+	r       *Replica
+	started bool
+	done    bool
+}
+
+// TryAcquire takes a lease if the replica has room under both caps. Caps
+// are never overshot, even when many goroutines race for the last slot.
+func (r *Replica) TryAcquire() (*Lease, bool) {
+	for {
+		n := r.inFlight.Load()
+		if r.MaxConcurrency > 0 && n >= r.MaxConcurrency {
+			return nil, false
+		}
+		if r.inFlight.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	for {
+		p := r.pending.Load()
+		if r.MaxPending > 0 && p >= r.MaxPending {
+			r.inFlight.Add(-1)
+			return nil, false
+		}
+		if r.pending.CompareAndSwap(p, p+1) {
+			return &Lease{r: r}, true
+		}
+	}
+}
+
+// HasRoom reports whether a lease would currently be granted.
+func (r *Replica) HasRoom() bool {
+	return (r.MaxConcurrency <= 0 || r.inFlight.Load() < r.MaxConcurrency) &&
+		(r.MaxPending <= 0 || r.pending.Load() < r.MaxPending)
+}
+
+// Replica returns the leased replica.
+func (l *Lease) Replica() *Replica { return l.r }
+
+// Started records that the response head arrived: the request no longer
+// counts as pending.
+func (l *Lease) Started() {
+	if l.started || l.done {
+		return
+	}
+	l.started = true
+	l.r.pending.Add(-1)
+}
+
+// Release gives the lease back. Calling it again does nothing.
+func (l *Lease) Release() {
+	if l.done {
+		return
+	}
+	if !l.started {
+		l.r.pending.Add(-1)
+	}
+	l.done = true
+	l.r.inFlight.Add(-1)
+}

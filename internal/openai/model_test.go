@@ -1,0 +1,143 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestFindModel(t *testing.T) {
+	tests := []struct {
+		body    string
+		name    string
+		present bool
+		err     error
+	}{
+		{`{"model":"a","x":1}`, "a", true, nil},
+		{` { "x" : {"model":"inner"} , "model" : "b" } `, "b", true, nil},
+		{`{"model":"a","model":"c"}`, "c", true, nil},
+		{`{"mod\u0065l":"esc"}`, "esc", true, nil},
+		{`{"model":null}`, "", true, nil},
+		{`{"messages":[{"model":"no"}]}`, "", false, nil},
+		{`{}`, "", false, nil},
+		{`{"model":5}`, "", true, ErrModelType},
+		{`[1]`, "", false, ErrNotObject},
+		{`{"model":"\u00e9\"q"}`, "é\"q", true, nil},
+	}
+	for _, tt := range tests {
+		f, err := FindModel([]byte(tt.body))
+		if err != tt.err || f.Name != tt.name || f.Present != tt.present {
+			t.Errorf("FindModel(%s) = %+v, %v; want %q present=%v err=%v", tt.body, f, err, tt.name, tt.present, tt.err)
+		}
+	}
+}
+
+// object draws a JSON object with nested values and maybe a model key.
+func object() *rapid.Generator[[]byte] {
+	return rapid.Custom(func(t *rapid.T) []byte {
+		keys := rapid.SliceOfN(rapid.SampledFrom([]string{"model", "messages", "max_tokens", "m\u00f6del", "x"}), 0, 6).Draw(t, "keys")
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteString(rapid.SampledFrom([]string{",", " , ", ",\n"}).Draw(t, "sep"))
+			}
+			kb, _ := json.Marshal(k)
+			b.Write(kb)
+			b.WriteString(rapid.SampledFrom([]string{":", " : "}).Draw(t, "colon"))
+			var v any
+			switch rapid.IntRange(0, 4).Draw(t, "kind") {
+			case 0:
+				v = rapid.String().Draw(t, "str")
+			case 1:
+				v = rapid.Int().Draw(t, "int")
+			case 2:
+				v = map[string]any{"model": rapid.String().Draw(t, "inner"), "l": []any{"}", "]", 1}}
+			case 3:
+				v = nil
+			default:
+				v = []any{rapid.String().Draw(t, "el"), map[string]any{"a": "{"}}
+			}
+			vb, _ := json.Marshal(v)
+			b.Write(vb)
+		}
+		b.WriteByte('}')
+		return b.Bytes()
+	})
+}
+
+func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		body := object().Draw(t, "body")
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			t.Fatalf("generated invalid JSON %s: %v", body, err)
+		}
+		f, err := FindModel(body)
+		want, present := m["model"]
+		if present != f.Present {
+			t.Fatalf("FindModel(%s) present=%v, decoder says %v", body, f.Present, present)
+		}
+		if s, isStr := want.(string); present && isStr {
+			if err != nil || f.Name != s {
+				t.Fatalf("FindModel(%s) = %q, %v; want %q", body, f.Name, err, s)
+			}
+		} else if present && want != nil && err != ErrModelType {
+			t.Fatalf("FindModel(%s) err = %v for a non-string model", body, err)
+		}
+		if err != nil {
+			return
+		}
+		name := rapid.String().Draw(t, "name")
+		out := SpliceModel(body, f, name)
+		var got map[string]any
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("splice of %s gave invalid JSON %s: %v", body, out, err)
+		}
+		if got["model"] != name {
+			t.Fatalf("spliced model %v, want %q", got["model"], name)
+		}
+		delete(got, "model")
+		delete(m, "model")
+		if !maps.EqualFunc(got, m, func(a, b any) bool { ja, _ := json.Marshal(a); jb, _ := json.Marshal(b); return bytes.Equal(ja, jb) }) {
+			t.Fatalf("splice changed more than the model: %s → %s", body, out)
+		}
+		if f.Present && (!bytes.Equal(out[:f.Start], body[:f.Start]) || !bytes.HasSuffix(out, body[f.End:])) {
+			t.Fatalf("bytes around the model changed: %s → %s", body, out)
+		}
+	})
+}
+
+func FuzzFindModel(f *testing.F) {
+	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return
+		}
+		fm, err := FindModel(body)
+		if err != nil {
+			return
+		}
+		out := SpliceModel(body, fm, "x")
+		if !json.Valid(out) {
+			t.Fatalf("splice of %s is invalid: %s", body, out)
+		}
+		again, err := FindModel(out)
+		if err != nil || again.Name != "x" {
+			t.Fatalf("after splice FindModel = %+v, %v", again, err)
+		}
+	})
+}
+
+func TestValidRequestID(t *testing.T) {
+	for id, want := range map[string]bool{"abc-123_x.y:z": true, "": false, "a b": false, "é": false, string(make([]byte, 129)): false} {
+		if got := ValidRequestID(id); got != want {
+			t.Errorf("ValidRequestID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
