@@ -3,13 +3,20 @@ module github.com/inferrail/inferrail
 go 1.27
 
 require (
+	github.com/openai/openai-go/v3 v3.98.0
 	github.com/zeebo/xxh3 v1.1.0
 	pgregory.net/rapid v1.3.0
 )
 
 require (
 	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
+	github.com/coder/websocket v1.8.15 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
