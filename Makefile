@@ -56,7 +56,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 stress: build
-	$(GO) run ./bench/stress -out bench/results
+	$(GO) run ./cmd/inferrail-bench stress --sim-binary $(BIN)/inferrail-sim --out bench/results/sim
 
 demo: build
 	./scripts/demo.sh

@@ -38,7 +38,7 @@ func NewSSEReader(r io.Reader, max int) *SSEReader {
 	if max <= 0 {
 		max = 16 << 20
 	}
-	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &SSEReader{r: bufio.NewReaderSize(r, 4<<10), max: max}
 }
 
 // Next returns the data of the next event, valid until the next call. It

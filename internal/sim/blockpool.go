@@ -11,7 +11,8 @@ type blockPool struct {
 	head    int32 // first free block, the next one handed out; nilBlock when none
 	tail    int32 // last free block
 	numFree int
-	cached  map[tokenize.BlockHash][]int32 // hash → blocks holding it, oldest first
+	cached  map[tokenize.BlockHash]int32   // hash → the oldest block holding it
+	dups    map[tokenize.BlockHash][]int32 // hash → later blocks holding it too, oldest first
 	caching bool                           // prefix caching enabled
 	events  poolEvents
 }
@@ -35,7 +36,8 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 		blocks:  make([]block, numBlocks),
 		head:    nilBlock,
 		tail:    nilBlock,
-		cached:  make(map[tokenize.BlockHash][]int32),
+		cached:  make(map[tokenize.BlockHash]int32),
+		dups:    make(map[tokenize.BlockHash][]int32),
 		caching: caching,
 	}
 	p.blocks[0].ref = 1 // the null block
@@ -106,11 +108,11 @@ func (p *blockPool) lookup(dst []int32, hashes []tokenize.BlockHash) []int32 {
 		return dst
 	}
 	for _, h := range hashes {
-		ids, ok := p.cached[h]
+		id, ok := p.cached[h]
 		if !ok {
 			break
 		}
-		dst = append(dst, ids[0])
+		dst = append(dst, id)
 	}
 	return dst
 }
@@ -156,21 +158,42 @@ func (p *blockPool) allocate(dst []int32, n int) []int32 {
 
 func (p *blockPool) evict(id int32) {
 	b := &p.blocks[id]
-	ids := p.cached[b.hash]
-	for i, other := range ids {
-		if other == id {
-			ids = append(ids[:i], ids[i+1:]...)
-			break
+	if first := p.cached[b.hash]; first == id {
+		if d := p.dups[b.hash]; len(d) > 0 {
+			p.cached[b.hash] = d[0]
+			p.setDups(b.hash, d[1:])
+		} else {
+			delete(p.cached, b.hash)
 		}
-	}
-	if len(ids) == 0 {
-		delete(p.cached, b.hash)
 	} else {
-		p.cached[b.hash] = ids
+		d := p.dups[b.hash]
+		for i, other := range d {
+			if other == id {
+				p.setDups(b.hash, append(d[:i:i], d[i+1:]...))
+				break
+			}
+		}
 	}
 	b.hashed = false
 	b.hash = tokenize.BlockHash{}
 	p.events.evicted++
+}
+
+func (p *blockPool) setDups(h tokenize.BlockHash, d []int32) {
+	if len(d) == 0 {
+		delete(p.dups, h)
+	} else {
+		p.dups[h] = d
+	}
+}
+
+// holders lists the blocks holding h, oldest first.
+func (p *blockPool) holders(h tokenize.BlockHash) []int32 {
+	first, ok := p.cached[h]
+	if !ok {
+		return nil
+	}
+	return append([]int32{first}, p.dups[h]...)
 }
 
 // cache marks a full block as holding hash, so later prompts can hit it.
@@ -183,7 +206,13 @@ func (p *blockPool) cache(id int32, h tokenize.BlockHash) {
 		return
 	}
 	b.hashed, b.hash = true, h
-	p.cached[h] = append(p.cached[h], id)
+	if _, taken := p.cached[h]; taken {
+		// Two requests computed the same block at once; both copies
+		// serve hits until evicted, as in vLLM.
+		p.dups[h] = append(p.dups[h], id)
+	} else {
+		p.cached[h] = id
+	}
 	p.events.stored++
 }
 
@@ -222,5 +251,6 @@ func (p *blockPool) reset() bool {
 		p.blocks[id].hash = tokenize.BlockHash{}
 	}
 	clear(p.cached)
+	clear(p.dups)
 	return true
 }

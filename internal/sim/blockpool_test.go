@@ -189,8 +189,8 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 				t.Fatalf("%d cached hashes, want %d", len(pool.cached), len(ref.cached))
 			}
 			for h, ids := range ref.cached {
-				if !slices.Equal(pool.cached[h], ids) {
-					t.Fatalf("cached[%v] = %v, want %v", h, pool.cached[h], ids)
+				if got := pool.holders(h); !slices.Equal(got, ids) {
+					t.Fatalf("holders of %v = %v, want %v", h, got, ids)
 				}
 			}
 		}

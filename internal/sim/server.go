@@ -69,6 +69,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 // Config returns the configuration the server runs with.
 func (s *Server) Config() Config { return s.cfg }
 
+// Metrics returns the server's vLLM metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
 // Engine returns the server's engine.
 func (s *Server) Engine() *Engine { return s.engine }
 
@@ -394,6 +397,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *prepared, req
 		var finish string
 		ids, total, finish = req.out.take(ids[:0])
 		if finish == "abort" {
+			if r.Context().Err() == nil {
+				// The engine stopped under a running stream: say so,
+				// never end it as if it had finished.
+				e := openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished")
+				buf = openai.AppendEvent(buf[:0], e.AppendStreamJSON(nil))
+				buf = openai.AppendEvent(buf, openai.Done)
+				_, _ = w.Write(buf)
+				flush()
+			}
 			return
 		}
 		buf = buf[:0]

@@ -1,0 +1,116 @@
+// Command inferrail-bench is inferrail's benchmark harness. Today it runs
+// the simulator stress scenarios:
+//
+//	inferrail-bench stress --sim-binary bin/inferrail-sim --out bench/results/sim
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/inferrail/inferrail/internal/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "inferrail-bench:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+const usage = `usage: inferrail-bench <command> [flags]
+
+Commands:
+  stress   run the simulator stress scenarios (sim-streams, sim-soak) and
+           write their results and report
+
+Run "inferrail-bench <command> -h" for a command's flags.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "stress":
+		return stress(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func stress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := bench.DefaultStressConfig()
+	fs := flag.NewFlagSet("inferrail-bench stress", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenarios := strings.Join(c.Scenarios, ",")
+	verbose := false
+	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
+	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(bench.Scenarios, ", "))
+	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "the simulators' --max-num-seqs")
+	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "sim-streams: concurrent streams")
+	fs.IntVar(&c.Streams.MaxTokens, "stream-max-tokens", c.Streams.MaxTokens, "sim-streams: max_tokens of each stream")
+	fs.IntVar(&c.Soak.Requests, "soak-requests", c.Soak.Requests, "sim-soak: requests, warmup included")
+	fs.IntVar(&c.Soak.Concurrency, "soak-concurrency", c.Soak.Concurrency, "sim-soak: requests in flight")
+	fs.IntVar(&c.Soak.Warmup, "soak-warmup", c.Soak.Warmup, "sim-soak: requests before the memory baseline")
+	fs.IntVar(&c.Soak.SampleEvery, "soak-sample-every", c.Soak.SampleEvery, "sim-soak: memory sample under load every this many requests (0: none)")
+	fs.BoolVar(&verbose, "v", false, "log the simulator children's life cycle")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("stress: unexpected argument %q", fs.Arg(0))
+	}
+	c.Scenarios = nil
+	for s := range strings.SplitSeq(scenarios, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Scenarios = append(c.Scenarios, s)
+		}
+	}
+	if len(c.Scenarios) == 0 {
+		return errors.New("stress: --scenarios: name at least one scenario")
+	}
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	c.Command = "go run ./cmd/inferrail-bench stress " + shellJoin(args)
+	if err := bench.Stress(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
+	return nil
+}
+
+// shellJoin quotes args for a POSIX shell where they need it.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:", r))
+		}) < 0 {
+			q[i] = a
+			continue
+		}
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}

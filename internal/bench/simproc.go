@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// SimProcess is an inferrail-sim child process listening on a loopback
+// port. Stop ends it; the process and the goroutine that waits for it
+// belong to the SimProcess.
+type SimProcess struct {
+	// URL is the base URL of the simulator's HTTP API, http://127.0.0.1:port.
+	URL string
+	// Pid is the child's process id.
+	Pid int
+
+	cmd    *exec.Cmd
+	stderr *tailBuffer
+	exited chan struct{} // closed once cmd.Wait has returned
+	err    error         // cmd.Wait's result; read only after exited is closed
+	log    *slog.Logger
+}
+
+// SimOptions say how to start a simulator child process.
+type SimOptions struct {
+	// Binary is the path of the inferrail-sim executable.
+	Binary string
+	// Args are extra flags; --host and --port are added. Nil means none.
+	Args []string
+	// Env is added to the harness's own environment. Nil adds nothing.
+	Env []string
+	// StartTimeout bounds how long the child may take to answer /health.
+	// Zero means 15 s.
+	StartTimeout time.Duration
+	// Logger receives the child's life cycle at Debug. Nil discards.
+	Logger *slog.Logger
+}
+
+// StartSim starts an inferrail-sim child on a free loopback port and waits
+// until it answers GET /health. A port taken between choosing it and the
+// child binding it is retried on another port.
+func StartSim(ctx context.Context, o SimOptions) (*SimProcess, error) {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	for range 3 {
+		p, err := startSimOnce(ctx, o)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !errors.Is(err, errExitedEarly) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("start %s: %w", o.Binary, errors.Join(errs...))
+}
+
+var errExitedEarly = errors.New("simulator exited before it was healthy")
+
+func startSimOnce(ctx context.Context, o SimOptions) (*SimProcess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, o.Args...)
+	cmd := exec.Command(o.Binary, args...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	stderr := &tailBuffer{max: 16 << 10}
+	cmd.Stdout = stderr
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &SimProcess{
+		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
+		Pid:    cmd.Process.Pid,
+		cmd:    cmd,
+		stderr: stderr,
+		exited: make(chan struct{}),
+		log:    o.Logger.With("component", "sim_child", "pid", cmd.Process.Pid),
+	}
+	go p.wait()
+	p.log.Debug("started simulator", "args", args)
+	if err := p.waitHealthy(ctx, o.StartTimeout); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// wait reaps the child; it is the only goroutine a SimProcess starts.
+func (p *SimProcess) wait() {
+	p.err = p.cmd.Wait()
+	close(p.exited)
+}
+
+func (p *SimProcess) waitHealthy(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/health", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%w (%v): %s", errExitedEarly, p.err, p.stderr.String())
+		case <-ctx.Done():
+			return fmt.Errorf("simulator at %s not healthy: %w", p.URL, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Exited is closed once the child has exited.
+func (p *SimProcess) Exited() <-chan struct{} { return p.exited }
+
+// Output returns the tail of what the child wrote to stdout and stderr.
+func (p *SimProcess) Output() string { return p.stderr.String() }
+
+// Stop asks the child to shut down (SIGTERM), kills it if it has not exited
+// after 10 s, and waits for it. It reports an exit other than the clean one
+// SIGTERM should cause. Stop may be called more than once.
+func (p *SimProcess) Stop() error {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			p.log.Warn("simulator ignored SIGTERM; killing it")
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			return fmt.Errorf("simulator pid %d did not stop within 10s of SIGTERM", p.Pid)
+		}
+	}
+	p.log.Debug("simulator exited", "err", p.err)
+	if p.err != nil {
+		return fmt.Errorf("simulator pid %d: %w: %s", p.Pid, p.err, p.stderr.String())
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process may
+// take it before the child binds it; StartSim retries then.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailBuffer keeps the last max bytes written to it. Safe for concurrent
+// use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte // guarded by mu
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

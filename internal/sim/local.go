@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FaultKind is a way a simulator can misbehave on demand.
+type FaultKind int
+
+const (
+	FaultNone  FaultKind = iota
+	FaultClose           // close the connection without answering
+	FaultHang            // never answer; the request waits until its client leaves
+	FaultFail            // answer Fault.Status (503 by default) in vLLM's error shape
+	FaultDelay           // wait Fault.Delay, then answer normally
+)
+
+// Fault describes how a Local simulator misbehaves. The zero value is a
+// healthy simulator. Faults apply to every path but /metrics, so probes see
+// them too, unless SparesHealth is set.
+type Fault struct {
+	Kind         FaultKind
+	Status       int
+	Delay        time.Duration
+	SparesHealth bool // /health keeps answering normally
+}
+
+// Local is a simulator serving HTTP on a loopback address in this process,
+// for tests and benchmarks that need to kill, restart or break replicas.
+// Safe for concurrent use.
+type Local struct {
+	cfg   Config
+	addr  string
+	fault atomic.Pointer[Fault]
+
+	mu      sync.Mutex
+	srv     *Server
+	httpSrv *http.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// StartLocal starts a simulator for cfg listening on addr ("127.0.0.1:0"
+// picks a free port).
+func StartLocal(cfg Config, addr string) (*Local, error) {
+	l := &Local{cfg: cfg, addr: addr}
+	l.fault.Store(&Fault{})
+	if err := l.start(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Local) start() error {
+	srv, err := New(l.cfg, nil)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return err
+	}
+	l.addr = ln.Addr().String() // keep the port for restarts
+	ctx, cancel := context.WithCancel(context.Background())
+	hs := &http.Server{Handler: l.faulty(srv.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		engineDone := make(chan struct{})
+		go func() { _ = srv.Run(ctx); close(engineDone) }()
+		_ = hs.Serve(ln)
+		<-engineDone
+	}()
+	l.srv, l.httpSrv, l.cancel, l.done = srv, hs, cancel, done
+	return nil
+}
+
+// URL is the simulator's base URL.
+func (l *Local) URL() string { return "http://" + l.addr }
+
+// Addr is the host:port the simulator listens on.
+func (l *Local) Addr() string { return l.addr }
+
+// Server returns the running simulator, nil while killed.
+func (l *Local) Server() *Server {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.srv
+}
+
+// SetFault makes the simulator misbehave from now on; Fault{} heals it.
+func (l *Local) SetFault(f Fault) { l.fault.Store(&f) }
+
+// Kill stops the simulator the hard way: the port stops accepting and every
+// open connection is dropped mid-response.
+func (l *Local) Kill() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.httpSrv == nil {
+		return
+	}
+	_ = l.httpSrv.Close()
+	l.cancel()
+	<-l.done
+	l.srv, l.httpSrv = nil, nil
+}
+
+// Restart brings a killed simulator back on the same address, with an empty
+// cache.
+func (l *Local) Restart() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.httpSrv != nil {
+		return fmt.Errorf("sim: %s is running", l.addr)
+	}
+	return l.start()
+}
+
+// Close kills the simulator for good.
+func (l *Local) Close() { l.Kill() }
+
+// faulty wraps h with the fault in effect.
+func (l *Local) faulty(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := l.fault.Load()
+		if f.Kind == FaultNone || r.URL.Path == "/metrics" || (f.SparesHealth && r.URL.Path == "/health") {
+			h.ServeHTTP(w, r)
+			return
+		}
+		switch f.Kind {
+		case FaultClose:
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					_ = conn.Close()
+					return
+				}
+			}
+			panic(http.ErrAbortHandler)
+		case FaultHang:
+			<-r.Context().Done()
+		case FaultFail:
+			status := f.Status
+			if status == 0 {
+				status = http.StatusServiceUnavailable
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":"injected failure","type":%q,"param":null,"code":%d}}`, http.StatusText(status), status)
+		case FaultDelay:
+			select {
+			case <-time.After(f.Delay):
+				h.ServeHTTP(w, r)
+			case <-r.Context().Done():
+			}
+		}
+	})
+}
