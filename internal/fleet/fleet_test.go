@@ -1,0 +1,233 @@
+package fleet
+
+import (
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func replica(id string, models ...string) *Replica {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	if len(models) == 0 {
+		models = []string{"m"}
+	}
+	return NewReplica(id, u, models, 4, 2)
+}
+
+// TestLeasesMatchReference drives leases with random operations and checks
+// the counters against plain arithmetic.
+func TestLeasesMatchReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		maxConc := rapid.Int64Range(0, 5).Draw(t, "maxConcurrency")
+		maxPend := rapid.Int64Range(0, 5).Draw(t, "maxPending")
+		r := NewReplica("r", nil, []string{"m"}, maxConc, maxPend)
+		var held []*Lease
+		var inFlight, pending int64
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				want := (maxConc == 0 || inFlight < maxConc) && (maxPend == 0 || pending < maxPend)
+				l, ok := r.TryAcquire()
+				if ok != want {
+					t.Fatalf("TryAcquire = %v with %d/%d in flight and %d/%d pending", ok, inFlight, maxConc, pending, maxPend)
+				}
+				if ok {
+					held = append(held, l)
+					inFlight++
+					pending++
+				}
+			case 1:
+				if len(held) == 0 {
+					continue
+				}
+				l := held[rapid.IntRange(0, len(held)-1).Draw(t, "lease")]
+				if !l.started && !l.done {
+					pending--
+				}
+				l.Started()
+			case 2:
+				if len(held) == 0 {
+					continue
+				}
+				i := rapid.IntRange(0, len(held)-1).Draw(t, "lease")
+				l := held[i]
+				if !l.started {
+					pending--
+				}
+				inFlight--
+				l.Release()
+				l.Release() // a second release changes nothing
+				held = append(held[:i], held[i+1:]...)
+			case 3:
+				if got := r.HasRoom(); got != ((maxConc == 0 || inFlight < maxConc) && (maxPend == 0 || pending < maxPend)) {
+					t.Fatalf("HasRoom = %v with %d in flight, %d pending", got, inFlight, pending)
+				}
+			}
+			if r.InFlight() != inFlight || r.Pending() != pending {
+				t.Fatalf("counters %d/%d, want %d/%d", r.InFlight(), r.Pending(), inFlight, pending)
+			}
+		}
+	})
+}
+
+// TestLeaseCapsUnderRace has many goroutines race for few slots: the caps
+// are never overshot.
+func TestLeaseCapsUnderRace(t *testing.T) {
+	r := NewReplica("r", nil, []string{"m"}, 5, 3)
+	var holders, pendingHolders, worst, worstPending atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for range 2000 {
+				l, ok := r.TryAcquire()
+				if !ok {
+					continue
+				}
+				n := holders.Add(1)
+				p := pendingHolders.Add(1)
+				for m := worst.Load(); n > m && !worst.CompareAndSwap(m, n); m = worst.Load() {
+				}
+				for m := worstPending.Load(); p > m && !worstPending.CompareAndSwap(m, p); m = worstPending.Load() {
+				}
+				pendingHolders.Add(-1)
+				l.Started()
+				holders.Add(-1)
+				l.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if worst.Load() > 5 || worstPending.Load() > 3 {
+		t.Errorf("held %d leases (cap 5), %d pending (cap 3)", worst.Load(), worstPending.Load())
+	}
+	if r.InFlight() != 0 || r.Pending() != 0 {
+		t.Errorf("counters left at %d/%d", r.InFlight(), r.Pending())
+	}
+}
+
+func testHealth(f *Fleet) *Health {
+	return NewHealth(HealthConfig{
+		Interval: time.Second, Timeout: time.Second, UnhealthyThreshold: 3, HealthyThreshold: 1,
+		EjectionBackoff: 5 * time.Second, MaxEjectionBackoff: 20 * time.Second, MaxEjectionPercent: 50,
+	}, f, nil, nil, nil, nil)
+}
+
+// TestEjectionBackoff: failures in a row eject a replica for a backoff that
+// doubles on repeats up to the cap and resets after it serves again.
+func TestEjectionBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, c := replica("a"), replica("b"), replica("c")
+		f := New([]*Replica{a, b, c})
+		h := testHealth(f)
+		fail := func(n int) {
+			for range n {
+				h.Report(a, false)
+			}
+		}
+		fail(2)
+		if a.Ejected(time.Now()) {
+			t.Fatal("ejected after 2 failures, threshold 3")
+		}
+		h.Report(a, true) // a success breaks the streak
+		fail(2)
+		if a.Ejected(time.Now()) {
+			t.Fatal("a success did not reset the failure streak")
+		}
+		for i, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 20 * time.Second} {
+			fail(3)
+			if !a.Ejected(time.Now()) {
+				t.Fatalf("ejection %d did not happen", i+1)
+			}
+			time.Sleep(want - time.Millisecond)
+			if !a.Ejected(time.Now()) {
+				t.Fatalf("ejection %d ended before %v", i+1, want)
+			}
+			time.Sleep(time.Millisecond)
+			if a.Ejected(time.Now()) {
+				t.Fatalf("ejection %d lasted past %v", i+1, want)
+			}
+		}
+		h.Report(a, true) // serving again resets the backoff
+		fail(3)
+		time.Sleep(5 * time.Second)
+		if a.Ejected(time.Now()) {
+			t.Fatal("backoff not reset after the replica served again")
+		}
+		if a.EjectedTotal() != 5 {
+			t.Errorf("EjectedTotal %d, want 5", a.EjectedTotal())
+		}
+	})
+}
+
+// TestEjectionPercent: failures never eject more than the cap of a model's
+// replicas that pass their probes.
+func TestEjectionPercent(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := rapid.IntRange(1, 8).Draw(rt, "replicas")
+			pct := rapid.IntRange(0, 100).Draw(rt, "percent")
+			var rs []*Replica
+			for i := range n {
+				rs = append(rs, replica(fmt.Sprint(i)))
+			}
+			down := rapid.IntRange(0, n).Draw(rt, "probedDown")
+			for _, r := range rs[:down] {
+				r.probeUp.Store(false)
+			}
+			f := New(rs)
+			h := testHealth(f)
+			h.cfg.MaxEjectionPercent = pct
+			for range 5 {
+				for _, r := range rs {
+					for range 3 {
+						h.Report(r, false)
+					}
+				}
+			}
+			ejected := 0
+			for _, r := range rs[down:] {
+				if r.Ejected(time.Now()) {
+					ejected++
+				}
+			}
+			if healthy := n - down; ejected*100 > pct*healthy {
+				rt.Fatalf("%d of %d healthy replicas ejected, cap %d%%", ejected, healthy, pct)
+			}
+		})
+	})
+}
+
+// TestSetGroup: members that stay keep their state; leavers are removed.
+func TestSetGroup(t *testing.T) {
+	f := New([]*Replica{replica("static")})
+	var changes [][2]int
+	f.Watch(func(added, removed []*Replica) { changes = append(changes, [2]int{len(added), len(removed)}) })
+	a1, b1 := replica("g-a"), replica("g-b")
+	f.SetGroup("g", []*Replica{a1, b1})
+	l, _ := a1.TryAcquire()
+	a2, c := replica("g-a"), replica("g-c")
+	f.SetGroup("g", []*Replica{a2, c})
+	snap := f.Snapshot()
+	if snap.Get("g-a") != a1 || a1.InFlight() != 1 {
+		t.Error("a member that stayed lost its identity or counters")
+	}
+	if snap.Get("g-b") != nil || !b1.Removed() {
+		t.Error("a departed member is still in the fleet or not marked removed")
+	}
+	if got := len(snap.ForModel("m")); got != 3 {
+		t.Errorf("%d replicas serve m, want static + 2 members", got)
+	}
+	if added, removed := f.SetGroup("g", []*Replica{replica("g-a"), replica("g-c")}); added != nil || removed != nil {
+		t.Error("an unchanged group reported changes")
+	}
+	if len(changes) != 2 || changes[0] != [2]int{2, 0} || changes[1] != [2]int{1, 1} {
+		t.Errorf("watchers saw %v", changes)
+	}
+	l.Release()
+}
