@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 
 GO        ?= go
 BIN       := bin
-CMDS      := inferrail-sim
+CMDS      := inferrail-sim inferrail-gateway inferrail-bench
 FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \
@@ -12,7 +12,10 @@ FUZZ_TARGETS := \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
-	./internal/sim:FuzzHTTP
+	./internal/sim:FuzzHTTP \
+	./internal/openai:FuzzFindModel \
+	./internal/config:FuzzParse \
+	./internal/gateway:FuzzClientPort
 
 .PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean
 

@@ -1,7 +1,8 @@
 // Command inferrail-bench is inferrail's benchmark harness. Today it runs
-// the simulator stress scenarios:
+// the simulator stress scenarios and the demo's client:
 //
 //	inferrail-bench stress --sim-binary bin/inferrail-sim --out bench/results/sim
+//	inferrail-bench demo --gateway http://127.0.0.1:8080
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/bench"
 )
@@ -35,6 +37,8 @@ const usage = `usage: inferrail-bench <command> [flags]
 Commands:
   stress   run the simulator stress scenarios (sim-streams, sim-soak) and
            write their results and report
+  demo     send a short burst of chats with shared system prompts through a
+           gateway and print which replica served what
 
 Run "inferrail-bench <command> -h" for a command's flags.
 `
@@ -47,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "stress":
 		return stress(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demo(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -113,4 +119,22 @@ func shellJoin(args []string) string {
 		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
+}
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := bench.DemoConfig{}
+	fs := flag.NewFlagSet("inferrail-bench demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Gateway, "gateway", "http://127.0.0.1:8080", "base URL of the gateway's client port")
+	fs.StringVar(&c.Model, "model", "sim", "model name or alias to ask for")
+	fs.IntVar(&c.Requests, "requests", 24, "chats to send")
+	fs.IntVar(&c.Concurrency, "concurrency", 4, "chats in flight at once")
+	fs.DurationVar(&c.Wait, "wait", 15*time.Second, "how long to wait for the gateway and its replicas")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.Requests < 1 || c.Concurrency < 1 {
+		return errors.New("--requests and --concurrency must be at least 1")
+	}
+	return bench.Demo(ctx, c, stdout)
 }

@@ -1,0 +1,79 @@
+// Command inferrail-gateway is the KV-cache-aware router: an OpenAI-compatible
+// proxy in front of a fleet of vLLM or SGLang engines.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/gateway"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "inferrail-gateway:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inferrail-gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "YAML config file (required)")
+	check := fs.Bool("check", false, "validate the config and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return errors.New("--config is required")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: valid (%d models, %d replicas, %d dns groups)\n", *path, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
+		return nil
+	}
+	logger := newLogger(stderr, cfg.Logging)
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	client, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	admin, err := net.Listen("tcp", cfg.Server.AdminListen)
+	if err != nil {
+		client.Close()
+		return err
+	}
+	logger.Info("inferrail-gateway listening", "client", client.Addr().String(), "admin", admin.Addr().String(),
+		"models", len(cfg.Models), "replicas", len(cfg.Replicas))
+	return g.Serve(ctx, client, admin)
+}
+
+func newLogger(w io.Writer, lc config.Logging) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(lc.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

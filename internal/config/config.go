@@ -1,0 +1,270 @@
+package config
+
+import "time"
+
+// Config is one gateway config file. Its zero value is not valid: start from
+// [Default], or use [Parse] or [Load], which decode onto it.
+//
+// A Config is a plain value: nothing in this package changes one after Parse
+// returns it, and it is safe for concurrent reads.
+type Config struct {
+	Server Server `yaml:"server"`
+	// Models are the models the gateway serves, in the order GET /v1/models
+	// lists them. At least one is required.
+	Models []Model `yaml:"models"`
+	// Replicas are the statically configured engines. Replicas and
+	// Discovery.DNS may each be empty, but not both.
+	Replicas  []Replica `yaml:"replicas"`
+	Discovery Discovery `yaml:"discovery"`
+	Routing   Routing   `yaml:"routing"`
+	Health    Health    `yaml:"health"`
+	Retry     Retry     `yaml:"retry"`
+	Upstream  Upstream  `yaml:"upstream"`
+	Logging   Logging   `yaml:"logging"`
+}
+
+// Server configures the gateway's listeners and request limits.
+type Server struct {
+	// Listen is the host:port of the client (OpenAI API) listener.
+	// Default "0.0.0.0:8080"; port 0 picks a free port.
+	Listen string `yaml:"listen"`
+	// AdminListen is the host:port of the admin listener (metrics and admin
+	// API). Default "127.0.0.1:9090". It may not be the address of Listen.
+	AdminListen string `yaml:"admin_listen"`
+	// RequestTimeout bounds reading a request body and waiting for a
+	// response head, all retries included. Must be > 0; default 60s.
+	RequestTimeout Duration `yaml:"request_timeout"`
+	// HeaderReadTimeout is how long a client has to send request headers,
+	// and how long an idle keep-alive connection stays open. Must be > 0;
+	// default 10s.
+	HeaderReadTimeout Duration `yaml:"header_read_timeout"`
+	// ShutdownTimeout is how long running streams may finish after SIGTERM.
+	// Must be >= 0; 0 closes them at once. Default 30s.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// MaxBodyBytes is the largest request body accepted, in bytes; larger
+	// bodies get 413. Must be > 0; default 33554432 (32 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Model is one model the gateway serves.
+type Model struct {
+	// Name is the model name clients send and engines serve. Required, and
+	// unique across every model's name and aliases.
+	Name string `yaml:"name"`
+	// Aliases are other names clients may use for the model; the gateway
+	// rewrites them to Name before forwarding. Each is unique across every
+	// model's name and aliases. Nil means none.
+	Aliases []string `yaml:"aliases,omitempty"`
+	// Policy is the routing policy for this model: round_robin, random,
+	// least_request or p2c. Empty means Routing.DefaultPolicy.
+	Policy string `yaml:"policy,omitempty"`
+}
+
+// Replica is one statically configured engine.
+type Replica struct {
+	// ID names the replica in metrics, logs and response headers. Required,
+	// unique among replicas, at most 63 characters of [A-Za-z0-9._-].
+	ID string `yaml:"id"`
+	// URL is the engine's base URL: absolute http or https, with a host,
+	// optionally a path, without user info, query or fragment. Parse trims a
+	// trailing slash. Required.
+	URL string `yaml:"url"`
+	// Models are the names (not aliases) of the configured models this
+	// replica serves. At least one.
+	Models []string `yaml:"models"`
+	// MaxConcurrency caps requests in flight to this replica. Must be >= 1;
+	// default 256.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxPending caps requests to this replica still waiting for a response
+	// head. Must be >= 1 and <= MaxConcurrency; default 64.
+	MaxPending int `yaml:"max_pending"`
+}
+
+// Discovery configures replicas found at run time.
+type Discovery struct {
+	// DNS groups turn every address a name resolves to into a replica.
+	// Nil means none.
+	DNS []DNSGroup `yaml:"dns"`
+}
+
+// DNSGroup is a DNS name whose addresses are replicas, such as a Kubernetes
+// headless service. Each address becomes a replica named
+// <name>-<ip>-<port>.
+type DNSGroup struct {
+	// Name names the group. Required, unique among groups, different from
+	// every replica ID, at most 40 characters of [A-Za-z0-9._-].
+	Name string `yaml:"name"`
+	// URL is the base URL of every member, its host the name to resolve:
+	// the same rules as Replica.URL. The port is the URL's, or the scheme's
+	// default. Required.
+	URL string `yaml:"url"`
+	// Models are the names (not aliases) of the configured models every
+	// member serves. At least one.
+	Models []string `yaml:"models"`
+	// Refresh is how often the name is resolved again. Must be > 0;
+	// default 5s.
+	Refresh Duration `yaml:"refresh"`
+	// MaxConcurrency caps requests in flight to each member. Must be >= 1;
+	// default 256.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// MaxPending caps each member's requests still waiting for a response
+	// head. Must be >= 1 and <= MaxConcurrency; default 64.
+	MaxPending int `yaml:"max_pending"`
+}
+
+// Routing configures how a replica is chosen.
+type Routing struct {
+	// DefaultPolicy is the policy of every model without its own: round_robin,
+	// random, least_request or p2c. Default least_request.
+	DefaultPolicy string `yaml:"default_policy"`
+	// Seed seeds the randomized policies, so a fixed seed replays the same
+	// choices. 0, the default, seeds from the clock at start.
+	Seed int64 `yaml:"seed"`
+}
+
+// Health configures active health checks and passive ejection.
+type Health struct {
+	// Interval is the time between two probes of a replica. Must be > 0;
+	// default 1s.
+	Interval Duration `yaml:"interval"`
+	// Timeout bounds one probe. Must be > 0 and <= Interval; default 500ms.
+	Timeout Duration `yaml:"timeout"`
+	// UnhealthyThreshold is the number of failed probes in a row that take a
+	// replica out of rotation, and of failed requests in a row that eject
+	// it. Must be >= 1; default 3.
+	UnhealthyThreshold int `yaml:"unhealthy_threshold"`
+	// HealthyThreshold is the number of passing probes in a row that bring
+	// a replica back. Must be >= 1; default 1.
+	HealthyThreshold int `yaml:"healthy_threshold"`
+	// EjectionBackoff is how long a first ejection lasts; each repeat
+	// doubles it. Must be > 0; default 5s.
+	EjectionBackoff Duration `yaml:"ejection_backoff"`
+	// MaxEjectionBackoff caps the doubling. Must be >= EjectionBackoff;
+	// default 60s.
+	MaxEjectionBackoff Duration `yaml:"max_ejection_backoff"`
+	// MaxEjectionPercent is the largest share, in percent, of a model's
+	// healthy replicas that failed requests may eject. 0 to 100; default 50.
+	MaxEjectionPercent int `yaml:"max_ejection_percent"`
+}
+
+// Retry configures retries on another replica, which happen only before the
+// first response byte reaches the client.
+type Retry struct {
+	// MaxAttempts counts every attempt, the first included; 1 means no retry.
+	// Must be >= 1; default 3.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Backoff is the wait before the first retry; it doubles on each
+	// further one. Must be >= 0; default 25ms.
+	Backoff Duration `yaml:"backoff"`
+	// MaxBackoff caps the doubling. Must be >= Backoff; default 250ms.
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+// Upstream configures the gateway's connections to engines.
+type Upstream struct {
+	// HTTP2 speaks h2c with prior knowledge to engines instead of HTTP/1.1.
+	// Default false.
+	HTTP2 bool `yaml:"http2"`
+	// ConnectTimeout bounds dialing an engine. Must be > 0; default 2s.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// MaxIdleConnsPerHost is the number of idle connections kept to each
+	// engine. Must be >= 1; default 256.
+	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+}
+
+// Logging configures the gateway's log.
+type Logging struct {
+	// Level is the lowest level logged: debug, info, warn or error.
+	// Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+	// LogPrompts allows request bodies in logs. Default false: bodies are
+	// never logged.
+	LogPrompts bool `yaml:"log_prompts"`
+}
+
+// Defaults of list items, which Default cannot hold.
+const (
+	defaultMaxConcurrency = 256
+	defaultMaxPending     = 64
+	defaultRefresh        = Duration(5 * time.Second)
+)
+
+// Default returns a Config holding every default, without models, replicas
+// or DNS groups; it does not validate until those are added.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Listen:            "0.0.0.0:8080",
+			AdminListen:       "127.0.0.1:9090",
+			RequestTimeout:    Duration(60 * time.Second),
+			HeaderReadTimeout: Duration(10 * time.Second),
+			ShutdownTimeout:   Duration(30 * time.Second),
+			MaxBodyBytes:      32 << 20,
+		},
+		Routing: Routing{DefaultPolicy: "least_request"},
+		Health: Health{
+			Interval:           Duration(time.Second),
+			Timeout:            Duration(500 * time.Millisecond),
+			UnhealthyThreshold: 3,
+			HealthyThreshold:   1,
+			EjectionBackoff:    Duration(5 * time.Second),
+			MaxEjectionBackoff: Duration(60 * time.Second),
+			MaxEjectionPercent: 50,
+		},
+		Retry: Retry{
+			MaxAttempts: 3,
+			Backoff:     Duration(25 * time.Millisecond),
+			MaxBackoff:  Duration(250 * time.Millisecond),
+		},
+		Upstream: Upstream{
+			ConnectTimeout:      Duration(2 * time.Second),
+			MaxIdleConnsPerHost: 256,
+		},
+		Logging: Logging{Level: "info", Format: "text"},
+	}
+}
+
+// defaultReplica and defaultDNSGroup are what a list item starts from before
+// its keys are decoded onto it.
+func defaultReplica() Replica {
+	return Replica{MaxConcurrency: defaultMaxConcurrency, MaxPending: defaultMaxPending}
+}
+
+func defaultDNSGroup() DNSGroup {
+	return DNSGroup{Refresh: defaultRefresh, MaxConcurrency: defaultMaxConcurrency, MaxPending: defaultMaxPending}
+}
+
+// ResolveModel returns the name of the model that name names, either as its
+// name or as one of its aliases, and whether there is one. It scans the
+// models, so a hot path should build its own map once per Config.
+func (c *Config) ResolveModel(name string) (canonical string, ok bool) {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m.Name, true
+		}
+	}
+	for _, m := range c.Models {
+		for _, a := range m.Aliases {
+			if a == name {
+				return m.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
+// ModelPolicy returns the routing policy of the model that name (a model
+// name or alias) names: its own Policy, or Routing.DefaultPolicy when it has
+// none or no model has that name.
+func (c *Config) ModelPolicy(name string) string {
+	if canonical, ok := c.ResolveModel(name); ok {
+		for _, m := range c.Models {
+			if m.Name == canonical && m.Policy != "" {
+				return m.Policy
+			}
+		}
+	}
+	return c.Routing.DefaultPolicy
+}

@@ -1,0 +1,721 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	exampleFile = "../../deploy/inferrail.example.yaml"
+	localFile   = "../../deploy/local.yaml"
+)
+
+// messages returns the message of every error joined in err.
+func messages(err error) []string {
+	var out []string
+	for _, e := range unjoin(err) {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+func sec(n int64) Duration { return Duration(time.Duration(n) * time.Second) }
+func ms(n int64) Duration  { return Duration(time.Duration(n) * time.Millisecond) }
+
+func TestGoodFiles(t *testing.T) {
+	full := Default()
+	full.Server = Server{
+		Listen:            "127.0.0.1:18080",
+		AdminListen:       "127.0.0.1:19090",
+		RequestTimeout:    sec(90),
+		HeaderReadTimeout: sec(5),
+		ShutdownTimeout:   0,
+		MaxBodyBytes:      1 << 20,
+	}
+	full.Models = []Model{
+		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c"},
+		{Name: "Qwen/Qwen3-8B", Policy: "round_robin"},
+	}
+	full.Replicas = []Replica{
+		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32},
+		{ID: "gpu_1.b", URL: "https://[fd00::1]:8443", Models: []string{"Qwen/Qwen3-8B"}, MaxConcurrency: 1, MaxPending: 1},
+	}
+	full.Discovery.DNS = []DNSGroup{{
+		Name: "llama-pool", URL: "http://vllm.inference.svc.cluster.local:8000",
+		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(2), MaxConcurrency: 64, MaxPending: 16,
+	}}
+	full.Routing = Routing{DefaultPolicy: "random", Seed: -42}
+	full.Health = Health{
+		Interval: sec(2), Timeout: sec(2), UnhealthyThreshold: 5, HealthyThreshold: 2,
+		EjectionBackoff: sec(1), MaxEjectionBackoff: sec(1), MaxEjectionPercent: 100,
+	}
+	full.Retry = Retry{MaxAttempts: 1}
+	full.Upstream = Upstream{HTTP2: true, ConnectTimeout: ms(100), MaxIdleConnsPerHost: 1}
+	full.Logging = Logging{Level: "debug", Format: "json", LogPrompts: true}
+
+	minimal := Default()
+	minimal.Models = []Model{{Name: "m"}}
+	minimal.Replicas = []Replica{{ID: "r", URL: "http://127.0.0.1:8000", Models: []string{"m"}, MaxConcurrency: 256, MaxPending: 64}}
+
+	dnsOnly := Default()
+	dnsOnly.Models = []Model{{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b"}}}
+	dnsOnly.Discovery.DNS = []DNSGroup{{
+		Name: "llama-pool", URL: "https://vllm.inference.svc.cluster.local",
+		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(5), MaxConcurrency: 256, MaxPending: 64,
+	}}
+
+	anchors := Default()
+	anchors.Models = []Model{{Name: "m", Aliases: []string{"m-alias"}}, {Name: "n", Aliases: []string{"n-alias"}}}
+	both := []string{"m", "n"}
+	anchors.Replicas = []Replica{
+		{ID: "gpu-0", URL: "http://10.0.0.10:8000", Models: both, MaxConcurrency: 8, MaxPending: 4},
+		{ID: "gpu-1", URL: "http://10.0.0.11:8000", Models: both, MaxConcurrency: 8, MaxPending: 4},
+		{ID: "gpu-2", URL: "http://10.0.0.12:8000", Models: both, MaxConcurrency: 8, MaxPending: 2},
+	}
+
+	tests := map[string]Config{
+		"minimal.good.yaml":  minimal,
+		"full.good.yaml":     full,
+		"dns-only.good.yaml": dnsOnly,
+		"anchors.good.yaml":  anchors,
+	}
+	files, err := filepath.Glob("testdata/*.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(tests) {
+		t.Errorf("testdata has %d good files, the table %d", len(files), len(tests))
+	}
+	for name, want := range tests {
+		t.Run(strings.TrimSuffix(name, ".good.yaml"), func(t *testing.T) {
+			got, err := Load(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if diff := cmp.Diff(want, *got); diff != "" {
+				t.Errorf("Load(%s) mismatch (-want +got):\n%s", name, diff)
+			}
+		})
+	}
+}
+
+// badFiles lists every message each bad file must produce, in order.
+var badFiles = map[string][]string{
+	"unknown-keys.bad.yaml": {
+		"line 2: serve: unknown key",
+		"line 6: server.read_timeout: unknown key",
+		"line 9: models[0].tokenizer: unknown key",
+		"line 14: replicas[0].kv_capacity_blocks: unknown key",
+		"line 20: discovery.dns[0].port: unknown key",
+		"line 21: discovery.static: unknown key",
+		"line 22: load: unknown key",
+	},
+	"duplicate-keys.bad.yaml": {
+		"line 4: models[0].name: duplicate key; it is first set at line 3",
+		"line 11: health.interval: duplicate key; it is first set at line 10",
+		"line 12: models: duplicate key; it is first set at line 2",
+	},
+	"types.bad.yaml": {
+		"line 2: server: must be a mapping of keys to values",
+		"line 4: models[0].name: must be a string",
+		"line 5: models[1]: must not be null",
+		"line 7: models[2].aliases: must be a list",
+		"line 11: replicas[0].models[1]: must not be null",
+		"line 12: replicas[0].max_concurrency: must be an integer",
+		"line 13: replicas[0].max_pending: must be an integer",
+		"line 15: routing.seed: must be an integer",
+		"line 17: health.interval: must have a unit, such as 250ms or 2s",
+		"line 18: health.timeout: must have a unit, such as 250ms or 2s",
+		"line 19: health.ejection_backoff: must be a duration such as 250ms or 2s",
+		"line 20: health.max_ejection_backoff: must be a duration such as 250ms or 2s",
+		"line 21: health.unhealthy_threshold: must be an integer",
+		"line 23: retry.backoff: must have a unit, such as 250ms or 2s",
+		"line 25: upstream.http2: must be true or false",
+		"line 27: logging.log_prompts: must be true or false",
+		"line 28: logging.level: must be a string",
+	},
+	"two-documents.bad.yaml": {
+		"line 7: a config file holds one YAML document, but another starts here",
+	},
+	"syntax.bad.yaml": {
+		"yaml: line 6: mapping values are not allowed in this context",
+	},
+	"not-a-mapping.bad.yaml": {
+		"line 1: must be a mapping of keys to values",
+	},
+	"merge.bad.yaml": {
+		"line 5: models[0]: a merge key (<<) names a mapping that contains it",
+		"line 7: replicas[0]: a merge key (<<) must name a mapping or a list of mappings",
+		"line 11: replicas[0]: keys must be strings",
+		"line 13: replicas[0]: keys must be strings",
+	},
+	"empty.bad.yaml": {
+		"models: at least one model is required",
+		"replicas: at least one replica or discovery.dns group is required",
+	},
+	"server.bad.yaml": {
+		"line 8: server.listen: must be host:port, such as 127.0.0.1:8080",
+		"line 9: server.admin_listen: must have a numeric port between 0 and 65535",
+		"line 10: server.request_timeout: must be > 0",
+		"line 11: server.header_read_timeout: must be > 0",
+		"line 12: server.shutdown_timeout: must be >= 0",
+		"line 13: server.max_body_bytes: must be > 0",
+	},
+	"listen-host.bad.yaml": {
+		"line 2: server.listen: must have an IP address or a host name before the port, or nothing for every address",
+	},
+	"same-port.bad.yaml": {
+		"line 4: server.admin_listen: must not listen where server.listen (:9090) does",
+	},
+	"models.bad.yaml": {
+		`line 4: models[0].aliases[1]: "llama" is already used at models[0].name`,
+		"line 5: models[1].name: required",
+		"line 6: models[1].aliases[0]: must not be empty",
+		`line 7: models[2].name: "llama-8b" is already used at models[0].aliases[0]`,
+		"line 7: models[2]: no replica or dns group serves it",
+		`line 8: models[2].policy: must be empty or one of round_robin, random, least_request, p2c, not "kv_aware"`,
+		`line 10: models[3].aliases[1]: "q" is already used at models[3].aliases[0]`,
+		`line 11: models[3].policy: must be empty or one of round_robin, random, least_request, p2c, not "Round_Robin"`,
+		`line 12: models[4].name: "llama" is already used at models[0].name`,
+		"line 13: models[5].name: must be printable text without leading or trailing spaces",
+		"line 14: models[5].aliases[0]: must be printable text without leading or trailing spaces",
+	},
+	"replicas.bad.yaml": {
+		"line 6: replicas[0].id: may only hold letters, digits, '.', '_' and '-'",
+		"line 9: replicas[1].id: required",
+		"line 10: replicas[1].models: at least one model is required",
+		"line 11: replicas[2].id: must be at most 63 characters",
+		`line 13: replicas[2].models[1]: "m-alias" is an alias; name the model "m"`,
+		`line 13: replicas[2].models[2]: "gpt-4" is not a configured model`,
+		`line 13: replicas[2].models[3]: "m" is listed twice`,
+		"line 13: replicas[2].models[4]: must not be empty",
+		"line 17: replicas[3].max_concurrency: must be >= 1",
+		"line 18: replicas[3].max_pending: must be >= 1",
+		`line 19: replicas[4].id: "dup" is already used at replicas[3].id`,
+		"line 23: replicas[4].max_pending: must be <= max_concurrency (16)",
+	},
+	"urls.bad.yaml": {
+		"line 4: replicas[0].url: required",
+		"line 5: replicas[1].url: must be an absolute http or https URL",
+		"line 6: replicas[2].url: must be an absolute http or https URL",
+		"line 7: replicas[3].url: must be an absolute http or https URL",
+		"line 8: replicas[4].url: must not have a query or fragment",
+		"line 9: replicas[5].url: must not have a query or fragment",
+		"line 10: replicas[6].url: must not hold a user or password",
+		"line 11: replicas[7].url: must have a port between 1 and 65535 after the colon",
+		"line 12: replicas[8].url: must have a port between 1 and 65535 after the colon",
+		"line 13: replicas[9].url: must have a port between 1 and 65535 after the colon",
+		"line 14: replicas[10].url: must be an absolute http or https URL",
+		"line 15: replicas[11].url: must be an absolute http or https URL",
+	},
+	"dns.bad.yaml": {
+		`line 9: discovery.dns[0].name: "gpu-0" is already used at replicas[0].id`,
+		"line 12: discovery.dns[1].name: must be at most 40 characters",
+		"line 13: discovery.dns[1].url: must be an absolute http or https URL",
+		`line 14: discovery.dns[1].models[0]: "nope" is not a configured model`,
+		"line 15: discovery.dns[1].refresh: must be > 0",
+		"line 16: discovery.dns[2].name: may only hold letters, digits, '.', '_' and '-'",
+		"line 18: discovery.dns[2].models: at least one model is required",
+		"line 20: discovery.dns[2].max_pending: must be <= max_concurrency (4)",
+		"line 21: discovery.dns[3].name: required",
+		`line 26: discovery.dns[5].name: "pool-e" is already used at discovery.dns[4].name`,
+		"line 29: discovery.dns[5].refresh: must be > 0",
+	},
+	"unserved.bad.yaml": {
+		"line 4: models[1]: no replica or dns group serves it",
+	},
+	"sections.bad.yaml": {
+		`line 9: routing.default_policy: must be one of round_robin, random, least_request, p2c, not ""`,
+		"line 11: health.interval: must be > 0",
+		"line 12: health.timeout: must be > 0",
+		"line 13: health.unhealthy_threshold: must be >= 1",
+		"line 14: health.healthy_threshold: must be >= 1",
+		"line 15: health.ejection_backoff: must be > 0",
+		"line 16: health.max_ejection_backoff: must be >= health.ejection_backoff (0s)",
+		"line 17: health.max_ejection_percent: must be between 0 and 100",
+		"line 19: retry.max_attempts: must be >= 1",
+		"line 20: retry.backoff: must be >= 0",
+		"line 21: retry.max_backoff: must be >= retry.backoff (-1ms)",
+		"line 23: upstream.connect_timeout: must be > 0",
+		"line 24: upstream.max_idle_conns_per_host: must be >= 1",
+		`line 26: logging.level: must be one of debug, info, warn, error, not "verbose"`,
+		`line 27: logging.format: must be text or json, not "JSON"`,
+	},
+	"timeouts.bad.yaml": {
+		// max_ejection_backoff is not in the file: the line is its section's.
+		"line 8: health.max_ejection_backoff: must be >= health.ejection_backoff (90s)",
+		"line 10: health.timeout: must be <= health.interval (1s)",
+		"line 12: retry.max_backoff: must be >= retry.backoff (1s)",
+	},
+	"ordering.bad.yaml": {
+		`line 4: logging.format: must be text or json, not "yaml"`,
+		"line 6: health.timeout: must be <= health.interval (1s)",
+		`line 10: replicas[0].models[1]: "llama" is not a configured model`,
+		"line 11: replicas[0].max_pending: must be <= max_concurrency (256)",
+		`line 14: models[0].policy: must be empty or one of round_robin, random, least_request, p2c, not "fastest"`,
+		"line 17: server.admin_listen: must not listen where server.listen (:8080) does",
+		"line 18: server.typo: unknown key",
+	},
+}
+
+func TestBadFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(badFiles) {
+		t.Errorf("testdata has %d bad files, the table %d", len(files), len(badFiles))
+	}
+	for name, want := range badFiles {
+		t.Run(strings.TrimSuffix(name, ".bad.yaml"), func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Parse(data)
+			if cfg != nil || err == nil {
+				t.Fatalf("Parse(%s) = %+v, %v; want an error", name, cfg, err)
+			}
+			if diff := cmp.Diff(want, messages(err)); diff != "" {
+				t.Errorf("Parse(%s) messages (-want +got):\n%s", name, diff)
+			}
+		})
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join("testdata", "same-port.bad.yaml")
+	_, err := Load(path)
+	want := path + ":4: server.admin_listen: must not listen where server.listen (:9090) does"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(%s) = %v, want %s", path, err, want)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.File != path || e.Line != 4 || e.Path != "server.admin_listen" {
+		t.Errorf("Load(%s) error = %#v, want an *Error with file, line and path", path, e)
+	}
+
+	path = filepath.Join("testdata", "syntax.bad.yaml")
+	_, err = Load(path)
+	want = path + ": yaml: line 6: mapping values are not allowed in this context"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(%s) = %v, want %s", path, err, want)
+	}
+
+	_, err = Load(filepath.Join("testdata", "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want os.ErrNotExist", err)
+	}
+}
+
+// TestYAMLStrictDecoder checks that yaml's own strict decoder, which Parse
+// consults after its own, rejects unknown keys at every level and duplicated
+// keys: the custom types (Duration) and list items must not switch it off.
+func TestYAMLStrictDecoder(t *testing.T) {
+	const base = "models: [{name: m}]\nreplicas: [{id: r, url: 'http://h', models: [m]}]\n"
+	if err := strictDecode([]byte(base)); err != nil {
+		t.Fatalf("strictDecode(base) = %v", err)
+	}
+	for name, doc := range map[string]string{
+		"top":        base + "load: {}\n",
+		"section":    base + "health: {interval: 1s, jitter: 1s}\n",
+		"model":      "models: [{name: m, tokenizer: x}]\nreplicas: [{id: r, url: 'http://h', models: [m]}]\n",
+		"replica":    "models: [{name: m}]\nreplicas: [{id: r, url: 'http://h', models: [m], weight: 2}]\n",
+		"dns":        base + "discovery: {dns: [{name: p, url: 'http://p', models: [m], port: 1}]}\n",
+		"duplicate":  base + "retry: {max_attempts: 1, max_attempts: 2}\n",
+		"duplicate2": base + "retry: {}\nretry: {}\n",
+		"duration":   base + "health: {interval: 5}\n",
+	} {
+		if err := strictDecode([]byte(doc)); err == nil {
+			t.Errorf("%s: yaml's strict decoder accepted %q", name, doc)
+		}
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: Parse accepted %q", name, doc)
+		}
+	}
+}
+
+// schemaKeys lists the key paths of a type, with [] for list items:
+// "server.listen", "replicas[].id".
+func schemaKeys(t reflect.Type, prefix string, out map[string]bool) {
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		p := name
+		if prefix != "" {
+			p = prefix + "." + name
+		}
+		out[p] = true
+		ft := f.Type
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+			schemaKeys(ft.Elem(), p+"[]", out)
+		} else if ft.Kind() == reflect.Struct && ft != durationType {
+			schemaKeys(ft, p, out)
+		}
+	}
+}
+
+// documentKeys lists the key paths of a YAML document as schemaKeys does,
+// and those of keys without a comment on their line.
+func documentKeys(n *yaml.Node, prefix string, keys map[string]bool, uncommented *[]string) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		documentKeys(n.Content[0], prefix, keys, uncommented)
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			documentKeys(item, prefix+"[]", keys, uncommented)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if prefix != "" {
+				p = prefix + "." + k.Value
+			}
+			keys[p] = true
+			section := v.Kind == yaml.MappingNode && v.Style != yaml.FlowStyle
+			if !section && k.LineComment == "" && v.LineComment == "" {
+				*uncommented = append(*uncommented, p)
+			}
+			documentKeys(v, p, keys, uncommented)
+		}
+	}
+}
+
+// TestExampleFile keeps deploy/inferrail.example.yaml true: it parses, it
+// states every default as Default has it, and it names every key of the
+// schema, each with a comment.
+func TestExampleFile(t *testing.T) {
+	cfg, err := Load(exampleFile)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", exampleFile, err)
+	}
+	def := Default()
+	for _, s := range []struct {
+		name      string
+		got, want any
+	}{
+		{"server", cfg.Server, def.Server},
+		{"routing", cfg.Routing, def.Routing},
+		{"health", cfg.Health, def.Health},
+		{"retry", cfg.Retry, def.Retry},
+		{"upstream", cfg.Upstream, def.Upstream},
+		{"logging", cfg.Logging, def.Logging},
+	} {
+		if diff := cmp.Diff(s.want, s.got); diff != "" {
+			t.Errorf("%s in %s differs from Default() (-default +file):\n%s", s.name, exampleFile, diff)
+		}
+	}
+	if len(cfg.Models) != 1 || len(cfg.Replicas) != 1 || len(cfg.Discovery.DNS) != 1 {
+		t.Fatalf("%s has %d models, %d replicas, %d dns groups; want one of each",
+			exampleFile, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
+	}
+	if p := cfg.Models[0].Policy; p != "" {
+		t.Errorf("%s: models[0].policy = %q, want the default \"\"", exampleFile, p)
+	}
+	r := cfg.Replicas[0]
+	wantR := defaultReplica()
+	wantR.ID, wantR.URL, wantR.Models = r.ID, r.URL, r.Models
+	if diff := cmp.Diff(wantR, r); diff != "" {
+		t.Errorf("%s: replicas[0] does not state the defaults (-default +file):\n%s", exampleFile, diff)
+	}
+	g := cfg.Discovery.DNS[0]
+	wantG := defaultDNSGroup()
+	wantG.Name, wantG.URL, wantG.Models = g.Name, g.URL, g.Models
+	if diff := cmp.Diff(wantG, g); diff != "" {
+		t.Errorf("%s: discovery.dns[0] does not state the defaults (-default +file):\n%s", exampleFile, diff)
+	}
+
+	data, err := os.ReadFile(exampleFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, found := map[string]bool{}, map[string]bool{}
+	var uncommented []string
+	schemaKeys(reflect.TypeFor[Config](), "", schema)
+	documentKeys(&doc, "", found, &uncommented)
+	for k := range schema {
+		if !found[k] {
+			t.Errorf("%s does not mention %s", exampleFile, k)
+		}
+	}
+	for k := range found {
+		if !schema[k] {
+			t.Errorf("%s mentions %s, which is not in the schema", exampleFile, k)
+		}
+	}
+	slices.Sort(uncommented)
+	for _, k := range uncommented {
+		t.Errorf("%s: %s has no comment on its line", exampleFile, k)
+	}
+}
+
+func TestLocalFile(t *testing.T) {
+	cfg, err := Load(localFile)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", localFile, err)
+	}
+	want := Default()
+	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Policy: "least_request"}}
+	for i, port := range []string{"8001", "8002", "8003"} {
+		r := defaultReplica()
+		r.ID = "sim-" + strconv.Itoa(i+1)
+		r.URL = "http://127.0.0.1:" + port
+		r.Models = []string{"inferrail/sim-8b"}
+		want.Replicas = append(want.Replicas, r)
+	}
+	if diff := cmp.Diff(want, *cfg, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Load(%s) mismatch (-want +got):\n%s", localFile, diff)
+	}
+	if got, ok := cfg.ResolveModel("sim"); !ok || got != "inferrail/sim-8b" {
+		t.Errorf("ResolveModel(sim) = %q, %v; want inferrail/sim-8b, true", got, ok)
+	}
+}
+
+func TestDefaultNeedsModelsAndReplicas(t *testing.T) {
+	c := Default()
+	want := []string{
+		"models: at least one model is required",
+		"replicas: at least one replica or discovery.dns group is required",
+	}
+	if diff := cmp.Diff(want, messages(c.Validate())); diff != "" {
+		t.Errorf("Default().Validate() (-want +got):\n%s", diff)
+	}
+}
+
+// TestValidateIsPure checks that Validate reports without lines, on a Config
+// built in code, and changes nothing, not even an unnormalized URL.
+func TestValidateIsPure(t *testing.T) {
+	c := Default()
+	c.Models = []Model{{Name: "m", Aliases: []string{"a"}}}
+	c.Replicas = []Replica{{ID: "r", URL: "http://h:1/", Models: []string{"a"}, MaxConcurrency: 1, MaxPending: 2}}
+	before := c
+	before.Models = slices.Clone(c.Models)
+	before.Replicas = slices.Clone(c.Replicas)
+	want := []string{
+		`replicas[0].models[0]: "a" is an alias; name the model "m"`,
+		"replicas[0].max_pending: must be <= max_concurrency (1)",
+		"models[0]: no replica or dns group serves it",
+	}
+	for range 2 {
+		if diff := cmp.Diff(want, messages(c.Validate())); diff != "" {
+			t.Errorf("Validate() (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff(before, c); diff != "" {
+		t.Errorf("Validate changed the config (-before +after):\n%s", diff)
+	}
+	for _, err := range unjoin(c.Validate()) {
+		var e *Error
+		if !errors.As(err, &e) || e.Line != 0 || e.File != "" {
+			t.Errorf("Validate error %#v: want an *Error without file or line", err)
+		}
+	}
+}
+
+func TestResolveModelAndPolicy(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "full.good.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, canonical string
+		ok              bool
+		policy          string
+	}{
+		{"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", true, "p2c"},
+		{"llama-8b", "meta-llama/Llama-3.1-8B-Instruct", true, "p2c"},
+		{"llama", "meta-llama/Llama-3.1-8B-Instruct", true, "p2c"},
+		{"Qwen/Qwen3-8B", "Qwen/Qwen3-8B", true, "round_robin"},
+		{"qwen/qwen3-8b", "", false, "random"}, // names are case sensitive
+		{"", "", false, "random"},
+	} {
+		canonical, ok := cfg.ResolveModel(tt.name)
+		if canonical != tt.canonical || ok != tt.ok {
+			t.Errorf("ResolveModel(%q) = %q, %v; want %q, %v", tt.name, canonical, ok, tt.canonical, tt.ok)
+		}
+		if got := cfg.ModelPolicy(tt.name); got != tt.policy {
+			t.Errorf("ModelPolicy(%q) = %q, want %q", tt.name, got, tt.policy)
+		}
+	}
+	cfg.Models[1].Policy = ""
+	if got := cfg.ModelPolicy("Qwen/Qwen3-8B"); got != "random" {
+		t.Errorf("ModelPolicy of a model without a policy = %q, want routing.default_policy random", got)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want Duration
+		text string // how it marshals
+	}{
+		{"250ms", ms(250), "250ms"},
+		{"2s", sec(2), "2s"},
+		{"60s", sec(60), "60s"},
+		{"1m", sec(60), "60s"},
+		{"1m30s", sec(90), "90s"},
+		{"1.5s", ms(1500), "1500ms"},
+		{"0s", 0, "0s"},
+		{"-5s", sec(-5), "-5s"},
+		{"1h", sec(3600), "3600s"},
+		{"3us", Duration(3 * time.Microsecond), "3us"},
+		{"3µs", Duration(3 * time.Microsecond), "3us"},
+		{"7ns", 7, "7ns"},
+		{`"5s"`, sec(5), "5s"},
+		{"-9223372036854775808ns", Duration(-1 << 63), "-9223372036854775808ns"},
+	} {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(tt.in), &n); err != nil {
+			t.Fatal(err)
+		}
+		got, msg := parseDuration(n.Content[0])
+		if msg != "" || got != tt.want {
+			t.Errorf("parseDuration(%s) = %v, %q; want %v", tt.in, time.Duration(got), msg, time.Duration(tt.want))
+		}
+		if s := tt.want.String(); s != tt.text {
+			t.Errorf("Duration(%d).String() = %q, want %q", tt.want, s, tt.text)
+		}
+	}
+	for _, tt := range []struct{ in, msg string }{
+		{"5", "must have a unit, such as 250ms or 2s"},
+		{"0", "must have a unit, such as 250ms or 2s"},
+		{"1.5", "must have a unit, such as 250ms or 2s"},
+		{`"5"`, "must have a unit, such as 250ms or 2s"},
+		{"0x10", "must have a unit, such as 250ms or 2s"},
+		{"1e3", "must have a unit, such as 250ms or 2s"},
+		{"1h1", "must have a unit, such as 250ms or 2s"},
+		{"5 s", "must be a duration such as 250ms or 2s"},
+		{"soon", "must be a duration such as 250ms or 2s"},
+		{"true", "must be a duration such as 250ms or 2s"},
+		{"!!binary NXM=", "must be a duration such as 250ms or 2s"},
+		{"[5s]", "must be a duration such as 250ms or 2s"},
+		{"9999999999h", "must be a duration such as 250ms or 2s"},
+	} {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(tt.in), &n); err != nil {
+			t.Fatal(err)
+		}
+		if got, msg := parseDuration(n.Content[0]); msg != tt.msg {
+			t.Errorf("parseDuration(%s) = %v, %q; want %q", tt.in, time.Duration(got), msg, tt.msg)
+		}
+	}
+}
+
+// TestDurationWithYAML checks Duration through yaml's own Marshal and
+// Unmarshal, which reach it through its methods.
+func TestDurationWithYAML(t *testing.T) {
+	type doc struct {
+		D Duration `yaml:"d"`
+	}
+	out, err := yaml.Marshal(doc{D: ms(250)})
+	if err != nil || string(out) != "d: 250ms\n" {
+		t.Errorf("Marshal = %q, %v; want \"d: 250ms\\n\"", out, err)
+	}
+	var d doc
+	if err := yaml.Unmarshal([]byte("d: 2s"), &d); err != nil || d.D != sec(2) {
+		t.Errorf("Unmarshal(d: 2s) = %v, %v; want 2s", d.D, err)
+	}
+	err = yaml.Unmarshal([]byte("d: 5"), &d)
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "line 1: must have a unit") {
+		t.Errorf("Unmarshal(d: 5) = %v; want a *yaml.TypeError asking for a unit", err)
+	}
+}
+
+// bomb is a billion laughs: ten levels of lists of nine aliases to the level
+// below, 9^9 "lol"s expanded.
+func bomb(under string) string {
+	var b strings.Builder
+	b.WriteString("l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n")
+	for i := 1; i <= 9; i++ {
+		p := fmt.Sprintf("*l%d", i-1)
+		fmt.Fprintf(&b, "l%d: &l%d [%s%s]\n", i, i, strings.Repeat(p+", ", 8), p)
+	}
+	b.WriteString(under)
+	return b.String()
+}
+
+// schemaBomb expands only where the schema leads: replicas that are aliases
+// of one whose model list is long, and merge keys that merge the level below
+// nine times.
+func schemaBomb() string {
+	var b strings.Builder
+	b.WriteString("models: [{name: m}]\nreplicas:\n  - &r {id: r, url: 'http://h', models: &ms [m")
+	b.WriteString(strings.Repeat(", m", 300))
+	b.WriteString("]}\n")
+	b.WriteString(strings.Repeat("  - *r\n", 300))
+	b.WriteString("  - &m0 {id: x, url: 'http://h', models: *ms}\n")
+	for i := 1; i <= 9; i++ {
+		p := fmt.Sprintf("*m%d", i-1)
+		fmt.Fprintf(&b, "  - &m%d {<<: [%s%s]}\n", i, strings.Repeat(p+", ", 8), p)
+	}
+	return b.String()
+}
+
+// TestAliasBombs checks that aliases cannot blow a small file up. yaml's own
+// decoder refuses a billion laughs decoded into an interface ("excessive
+// aliasing"); into our struct it never expands one, as its keys are unknown.
+// Ours refuses anything that aliases make more than aliasFactor times larger.
+func TestAliasBombs(t *testing.T) {
+	var v any
+	if err := yaml.Unmarshal([]byte(bomb("")), &v); err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Errorf("yaml.Unmarshal(billion laughs) = %v, want excessive aliasing", err)
+	}
+	const expands = "aliases expand the document beyond "
+	for _, tt := range []struct {
+		name, doc string
+		want      string // the start of the one message expected, if any
+	}{
+		{"laughs", bomb(""), ""},
+		{"laughs-models", bomb("models: *l9\n"), ""},
+		{"laughs-aliases", bomb("models: [{name: m, aliases: *l9}]\n"), ""},
+		{"schema", schemaBomb(), expands},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Without its guard Parse would run for hours: wait for it
+			// only so long, and fail instead of hanging the test binary.
+			type result struct {
+				cfg *Config
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				cfg, err := Parse([]byte(tt.doc))
+				done <- result{cfg, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(slow):
+				t.Fatalf("Parse did not return within %v", slow)
+			}
+			if r.cfg != nil || r.err == nil {
+				t.Fatalf("Parse accepted an alias bomb")
+			}
+			errs := unjoin(r.err)
+			if len(errs) > 20 {
+				t.Errorf("Parse reported %d problems, want few", len(errs))
+			}
+			var e *Error
+			if tt.want != "" && (len(errs) != 1 || !errors.As(errs[0], &e) || !strings.HasPrefix(e.Msg, tt.want)) {
+				t.Errorf("Parse = %v, want only %q", r.err, tt.want)
+			}
+		})
+	}
+}

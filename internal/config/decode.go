@@ -1,0 +1,474 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the config file at path and parses it as Parse does. Problems
+// found in the file name it and their line: "gateway.yaml:12: replicas[2].url: …".
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(data, path)
+}
+
+// Parse decodes a config file onto [Default] and validates the result.
+//
+// Decoding is strict: unknown and duplicated keys, values of the wrong type
+// (1.5 for a count, yes for a boolean, 5 for a duration) and null list items
+// are errors. A key whose value is null or empty keeps its default. List
+// items start from their own defaults (a replica's max_concurrency is 256
+// unless set). Parse trims trailing slashes from replica and DNS group URLs.
+//
+// A YAML syntax error is returned as the YAML parser reports it, with its
+// line. Otherwise every problem, in decoding and in [Config.Validate], is
+// returned at once, joined with errors.Join, each an *Error with its line,
+// in the order of the document.
+func Parse(data []byte) (*Config, error) {
+	return parse(data, "")
+}
+
+func parse(data []byte, file string) (*Config, error) {
+	doc, err := parseYAML(data)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.File = file
+			return nil, e
+		}
+		if file != "" {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		return nil, err
+	}
+
+	cfg := Default()
+	d := newDecoder(doc)
+	if doc != nil {
+		d.value(doc, reflect.ValueOf(&cfg).Elem(), "", true)
+	}
+	errs := d.errs
+	if !d.aborted {
+		for i := range cfg.Replicas {
+			cfg.Replicas[i].URL = trimSlash(cfg.Replicas[i].URL)
+		}
+		for i := range cfg.Discovery.DNS {
+			cfg.Discovery.DNS[i].URL = trimSlash(cfg.Discovery.DNS[i].URL)
+		}
+		if len(errs) == 0 {
+			// Our decoder is the stricter of the two, and the one that names
+			// paths; yaml's strict decoder is the reference it must agree with.
+			if err := strictDecode(data); err != nil {
+				if file != "" {
+					return nil, fmt.Errorf("%s: strict yaml decoding: %w", file, err)
+				}
+				return nil, fmt.Errorf("strict yaml decoding: %w", err)
+			}
+		}
+		for _, e := range cfg.validate() {
+			if d.covered(e.Path) {
+				continue // its value did not decode, so it was never checked
+			}
+			e.Line = d.lineOf(e.Path)
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) == 0 {
+		return &cfg, nil
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		e.File = file
+		joined[i] = e
+	}
+	return nil, errors.Join(joined...)
+}
+
+// parseYAML parses the one YAML document of data into its node tree, or
+// returns nil for a file without any (empty, or only comments).
+func parseYAML(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return &doc, nil
+	case err != nil:
+		return nil, err
+	default:
+		return nil, &Error{Line: next.Line, Msg: "a config file holds one YAML document, but another starts here"}
+	}
+}
+
+// strictDecode decodes data with yaml's own strict decoder, which must
+// accept whatever our decoder accepted.
+func strictDecode(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var c Config
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// trimSlash removes trailing slashes from a base URL, unless nothing of the
+// URL would be left after its scheme.
+func trimSlash(u string) string {
+	t := strings.TrimRight(u, "/")
+	if t == "" || strings.HasSuffix(t, ":") {
+		return u
+	}
+	return t
+}
+
+// Aliases may make a document aliasFactor times as many nodes as it is
+// written with, plus aliasSlack.
+const (
+	aliasFactor = 4
+	aliasSlack  = 10_000
+)
+
+// A decoder decodes a YAML node tree onto a Config by reflection, following
+// the struct tags as yaml's own decoder does, and reports every problem with
+// the path of its key. It is stricter than yaml's decoder with KnownFields,
+// and it never expands more than budget nodes, so aliases cannot blow a small
+// file up. Since the schema has no recursive types it never descends into a
+// node that contains itself, except through merge keys, which it checks.
+type decoder struct {
+	errs    []*Error
+	lines   map[string]int      // path of every key and item decoded → its line
+	bad     map[string]bool     // paths whose value did not decode
+	limit   int                 // nodes it may visit, aliases expanded
+	budget  int                 // nodes it may still visit
+	aborted bool                // the budget ran out
+	open    map[*yaml.Node]bool // mappings being decoded, to catch a merge of one into itself
+}
+
+func newDecoder(doc *yaml.Node) *decoder {
+	limit := aliasFactor*countNodes(doc) + aliasSlack
+	return &decoder{
+		lines:  map[string]int{},
+		bad:    map[string]bool{},
+		limit:  limit,
+		budget: limit,
+		open:   map[*yaml.Node]bool{},
+	}
+}
+
+// countNodes counts the nodes of a tree as written, aliases not expanded.
+func countNodes(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+// fail reports a problem with the key at path.
+func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// reject reports a value at path that does not decode; Validate's findings
+// at or under path are then left out.
+func (d *decoder) reject(path string, n *yaml.Node, msg string) {
+	d.fail(path, n, "%s", msg)
+	d.bad[path] = true
+}
+
+// covered reports whether path, or a key or item containing it, was rejected.
+func (d *decoder) covered(path string) bool {
+	for {
+		if d.bad[path] {
+			return true
+		}
+		if path == "" {
+			return false
+		}
+		path = parent(path)
+	}
+}
+
+// lineOf returns the line of the key or item at path, or of the closest one
+// containing it that is in the document; 0 if none is.
+func (d *decoder) lineOf(path string) int {
+	for path != "" {
+		if l, ok := d.lines[path]; ok {
+			return l
+		}
+		path = parent(path)
+	}
+	return 0
+}
+
+// parent strips the last key or index from a path: "a.b[2]" → "a.b" → "a" → "".
+func parent(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+// visit resolves an alias and counts the node against the budget. It returns
+// nil once the budget is spent.
+func (d *decoder) visit(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if d.aborted {
+		return nil
+	}
+	if d.budget--; d.budget < 0 {
+		d.aborted = true
+		d.errs = append(d.errs, &Error{Line: n.Line, Msg: fmt.Sprintf(
+			"aliases expand the document beyond %d nodes, %d times what it is written with plus %d",
+			d.limit, aliasFactor, aliasSlack)})
+		return nil
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// value decodes n onto v. A null value keeps what v holds, unless nullOK is
+// false (list items).
+func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, nullOK bool) {
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			return
+		}
+		n = n.Content[0]
+	}
+	if n = d.visit(n); n == nil {
+		return
+	}
+	if isNull(n) {
+		if !nullOK {
+			d.reject(path, n, "must not be null")
+		}
+		return
+	}
+	switch {
+	case v.Type() == durationType:
+		dur, msg := parseDuration(n)
+		if msg != "" {
+			d.reject(path, n, msg)
+			return
+		}
+		v.SetInt(int64(dur))
+	case v.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.reject(path, n, "must be a mapping of keys to values")
+			return
+		}
+		d.mapping(n, v, path, fields(v.Type()), map[string]bool{})
+	case v.Kind() == reflect.Slice:
+		d.sequence(n, v, path)
+	default:
+		d.scalar(n, v, path)
+	}
+}
+
+// fields maps the YAML keys of a struct type to its field indexes.
+func fields(t reflect.Type) map[string]int {
+	m := make(map[string]int, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		m[name] = i
+	}
+	return m
+}
+
+// mapping decodes the keys of n onto the struct v. Keys already in done were
+// set by a mapping that merges this one, and take precedence.
+func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string, fields map[string]int, done map[string]bool) {
+	d.open[n] = true
+	defer delete(d.open, n)
+	seen := map[string]int{}          // key → line, within this mapping
+	var mergeKey, mergeVal *yaml.Node // a second merge key is an error
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if isMerge(k) {
+			if first, ok := seen["<<"]; ok {
+				d.fail(path, k, "has a second merge key (<<); the first is at line %d", first)
+				continue
+			}
+			seen["<<"] = k.Line
+			mergeKey, mergeVal = k, val
+			continue
+		}
+		name, ok := d.key(k, path)
+		if !ok {
+			continue
+		}
+		kp := name
+		if path != "" {
+			kp = path + "." + name
+		}
+		if first, ok := seen[name]; ok {
+			d.fail(kp, k, "duplicate key; it is first set at line %d", first)
+			continue
+		}
+		seen[name] = k.Line
+		if done[name] {
+			continue
+		}
+		done[name] = true
+		fi, known := fields[name]
+		if !known {
+			d.fail(kp, k, "unknown key")
+			continue
+		}
+		d.lines[kp] = k.Line
+		d.value(val, v.Field(fi), kp, true)
+	}
+	if mergeKey != nil {
+		d.merge(mergeKey, mergeVal, v, path, fields, done)
+	}
+}
+
+// isMerge reports whether k is the merge key <<, as yaml decides it.
+func isMerge(k *yaml.Node) bool {
+	return k.Kind == yaml.ScalarNode && k.Value == "<<" &&
+		(k.Tag == "" || k.Tag == "!" || k.ShortTag() == "!!merge")
+}
+
+// merge decodes the mappings that the merge key k names (m) onto v, under
+// the keys set before them.
+func (d *decoder) merge(k, m *yaml.Node, v reflect.Value, path string, fields map[string]int, done map[string]bool) {
+	const want = "a merge key (<<) must name a mapping or a list of mappings"
+	r := d.visit(m)
+	if r == nil {
+		return
+	}
+	sources := []*yaml.Node{r}
+	if r.Kind == yaml.SequenceNode {
+		sources = r.Content
+	}
+	for _, s := range sources {
+		if r.Kind == yaml.SequenceNode {
+			if s = d.visit(s); s == nil {
+				return
+			}
+		}
+		switch {
+		case s.Kind != yaml.MappingNode:
+			d.reject(path, k, want)
+			return
+		case d.open[s]:
+			d.reject(path, k, "a merge key (<<) names a mapping that contains it")
+			return
+		}
+		d.mapping(s, v, path, fields, done)
+	}
+}
+
+// key decodes a mapping key as a string.
+func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
+	if k = d.visit(k); k == nil {
+		return "", false
+	}
+	var name string
+	if k.Kind != yaml.ScalarNode || isNull(k) || k.Decode(&name) != nil {
+		d.fail(path, k, "keys must be strings")
+		return "", false
+	}
+	return name, true
+}
+
+// sequence decodes a list onto the slice v. Items start from their type's
+// defaults and keep their indexes even when they do not decode, so Validate's
+// paths match the document.
+func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.SequenceNode {
+		d.reject(path, n, "must be a list")
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		d.lines[ip] = item.Line
+		e := s.Index(i)
+		switch p := e.Addr().Interface().(type) {
+		case *Replica:
+			*p = defaultReplica()
+		case *DNSGroup:
+			*p = defaultDNSGroup()
+		}
+		d.value(item, e, ip, false)
+	}
+	v.Set(s)
+}
+
+// scalar decodes a string, integer or boolean with yaml's rules, save that
+// an integer must be written as one (not 1.5 or 1e3) and a boolean as true
+// or false (not yes or on).
+func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
+	var (
+		msg string
+		ok  bool
+	)
+	tag := n.ShortTag()
+	switch v.Kind() {
+	case reflect.String:
+		msg = "must be a string"
+		var s string
+		if ok = n.Kind == yaml.ScalarNode && n.Decode(&s) == nil; ok {
+			v.SetString(s)
+		}
+	case reflect.Int, reflect.Int64:
+		msg = "must be an integer"
+		var i int64
+		if ok = n.Kind == yaml.ScalarNode && tag == "!!int" && n.Decode(&i) == nil && !v.OverflowInt(i); ok {
+			v.SetInt(i)
+		}
+	case reflect.Bool:
+		msg = "must be true or false"
+		var b bool
+		if ok = n.Kind == yaml.ScalarNode && tag == "!!bool" && n.Decode(&b) == nil; ok {
+			v.SetBool(b)
+		}
+	default:
+		panic("config: no decoder for " + v.Type().String())
+	}
+	if !ok {
+		d.reject(path, n, msg)
+	}
+}

@@ -1,0 +1,424 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Error is one problem in a config: the key's path, the rule it breaks, and
+// where the key is when the config came from YAML.
+type Error struct {
+	// File is the file Load read; empty from Parse and Validate.
+	File string
+	// Line is the 1-based line of the key in the YAML source; 0 when not
+	// known, as from Validate on a Config built in code.
+	Line int
+	// Path names the key, such as "replicas[2].url"; empty for the document
+	// as a whole.
+	Path string
+	// Msg is the rule, such as "must be an absolute http or https URL".
+	Msg string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		b.WriteString(e.File + ": ")
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// policies are the routing policies a model may name.
+var policies = []string{"round_robin", "random", "least_request", "p2c"}
+
+const (
+	maxIDLen       = 63 // replica IDs
+	maxGroupLen    = 40 // DNS group names, which prefix their members' IDs
+	maxPercent     = 100
+	idCharsMessage = "may only hold letters, digits, '.', '_' and '-'"
+)
+
+// Validate reports every problem of c at once, joined with errors.Join, each
+// an *Error without a line. It changes nothing and does no I/O: addresses and
+// URLs are checked for form, not resolved or dialed.
+func (c *Config) Validate() error {
+	errs := c.validate()
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+	}
+	return errors.Join(joined...)
+}
+
+// validate returns the problems of c in the order of its fields.
+func (c *Config) validate() []*Error {
+	v := &validator{}
+	v.server(&c.Server)
+	v.models(c.Models)
+	v.replicas(c)
+	v.routing(&c.Routing)
+	v.health(&c.Health)
+	v.retry(&c.Retry)
+	v.upstream(&c.Upstream)
+	v.logging(&c.Logging)
+	return v.errs
+}
+
+type validator struct {
+	errs []*Error
+	// canonical maps every model name and alias to its model's name, as
+	// ResolveModel does.
+	canonical map[string]string
+}
+
+func (v *validator) fail(path, format string, args ...any) {
+	v.errs = append(v.errs, &Error{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) positive(path string, d Duration) {
+	if d <= 0 {
+		v.fail(path, "must be > 0")
+	}
+}
+
+func (v *validator) atLeast(path string, n, low int) {
+	if n < low {
+		v.fail(path, "must be >= %d", low)
+	}
+}
+
+func (v *validator) server(s *Server) {
+	listen := v.listenAddr("server.listen", s.Listen)
+	admin := v.listenAddr("server.admin_listen", s.AdminListen)
+	if listen != nil && admin != nil && listen.overlaps(admin) {
+		v.fail("server.admin_listen", "must not listen where server.listen (%s) does", s.Listen)
+	}
+	v.positive("server.request_timeout", s.RequestTimeout)
+	v.positive("server.header_read_timeout", s.HeaderReadTimeout)
+	if s.ShutdownTimeout < 0 {
+		v.fail("server.shutdown_timeout", "must be >= 0")
+	}
+	if s.MaxBodyBytes <= 0 {
+		v.fail("server.max_body_bytes", "must be > 0")
+	}
+}
+
+// hostPort is a checked listen address.
+type hostPort struct {
+	host string
+	port int
+}
+
+// overlaps reports whether two listeners would claim the same socket: the
+// same fixed port on the same host, or on any host when one is a wildcard.
+func (a *hostPort) overlaps(b *hostPort) bool {
+	if a.port == 0 || a.port != b.port {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return a.host == b.host || wildcard(a.host) || wildcard(b.host)
+}
+
+func (v *validator) listenAddr(path, addr string) *hostPort {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.fail(path, "must be host:port, such as 127.0.0.1:8080")
+		return nil
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		v.fail(path, "must have a numeric port between 0 and 65535")
+		return nil
+	}
+	if !isListenHost(host) {
+		v.fail(path, "must have an IP address or a host name before the port, or nothing for every address")
+		return nil
+	}
+	return &hostPort{host: host, port: p}
+}
+
+// isListenHost reports whether host is empty, an IP address (with a zone) or
+// a host name.
+func isListenHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return len(host) <= 253 && strings.IndexFunc(host, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '-' || r == '_')
+	}) < 0
+}
+
+func (v *validator) models(models []Model) {
+	v.canonical = map[string]string{}
+	for _, m := range models {
+		v.canonical[m.Name] = m.Name
+	}
+	for _, m := range models {
+		for _, a := range m.Aliases {
+			if _, ok := v.canonical[a]; !ok {
+				v.canonical[a] = m.Name
+			}
+		}
+	}
+	if len(models) == 0 {
+		v.fail("models", "at least one model is required")
+		return
+	}
+	seen := map[string]string{} // name or alias → path where it first appears
+	unique := func(path, name string) {
+		if first, ok := seen[name]; ok {
+			v.fail(path, "%q is already used at %s", name, first)
+			return
+		}
+		seen[name] = path
+	}
+	for i, m := range models {
+		p := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.Name == "":
+			v.fail(p+".name", "required")
+		case !isModelName(m.Name):
+			v.fail(p+".name", modelNameMessage)
+		default:
+			unique(p+".name", m.Name)
+		}
+		for j, a := range m.Aliases {
+			ap := fmt.Sprintf("%s.aliases[%d]", p, j)
+			switch {
+			case a == "":
+				v.fail(ap, "must not be empty")
+			case !isModelName(a):
+				v.fail(ap, modelNameMessage)
+			default:
+				unique(ap, a)
+			}
+		}
+		if m.Policy != "" && !isPolicy(m.Policy) {
+			v.fail(p+".policy", "must be empty or one of %s, not %q", strings.Join(policies, ", "), m.Policy)
+		}
+	}
+}
+
+const modelNameMessage = "must be printable text without leading or trailing spaces"
+
+// isModelName reports whether s can name a model: printable UTF-8 that no
+// space begins or ends, so that "llama " cannot pass for "llama" and no
+// name spans lines.
+func isModelName(s string) bool {
+	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
+}
+
+func isPolicy(name string) bool {
+	for _, p := range policies {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// replicas checks the static replicas, the DNS groups and that every model
+// is served by one of them.
+func (v *validator) replicas(c *Config) {
+	if len(c.Replicas) == 0 && len(c.Discovery.DNS) == 0 {
+		v.fail("replicas", "at least one replica or discovery.dns group is required")
+	}
+	served := map[string]bool{}
+	ids := map[string]string{} // replica ID → its path
+	for i := range c.Replicas {
+		r := &c.Replicas[i]
+		p := fmt.Sprintf("replicas[%d]", i)
+		if v.name(p+".id", r.ID, maxIDLen) {
+			if first, ok := ids[r.ID]; ok {
+				v.fail(p+".id", "%q is already used at %s", r.ID, first)
+			} else {
+				ids[r.ID] = p + ".id"
+			}
+		}
+		v.url(p+".url", r.URL)
+		v.servedModels(p+".models", r.Models, served)
+		v.limits(p, r.MaxConcurrency, r.MaxPending)
+	}
+	groups := map[string]string{}
+	for i := range c.Discovery.DNS {
+		g := &c.Discovery.DNS[i]
+		p := fmt.Sprintf("discovery.dns[%d]", i)
+		if v.name(p+".name", g.Name, maxGroupLen) {
+			if first, ok := groups[g.Name]; ok {
+				v.fail(p+".name", "%q is already used at %s", g.Name, first)
+			} else if first, ok := ids[g.Name]; ok {
+				v.fail(p+".name", "%q is already used at %s", g.Name, first)
+			} else {
+				groups[g.Name] = p + ".name"
+			}
+		}
+		v.url(p+".url", g.URL)
+		v.servedModels(p+".models", g.Models, served)
+		v.positive(p+".refresh", g.Refresh)
+		v.limits(p, g.MaxConcurrency, g.MaxPending)
+	}
+	if len(c.Replicas) == 0 && len(c.Discovery.DNS) == 0 {
+		return // already reported once above, not once per model
+	}
+	for i, m := range c.Models {
+		if m.Name != "" && isModelName(m.Name) && !served[m.Name] {
+			v.fail(fmt.Sprintf("models[%d]", i), "no replica or dns group serves it")
+		}
+	}
+}
+
+// name checks a replica ID or group name and reports whether it is good.
+func (v *validator) name(path, s string, maxLen int) bool {
+	switch {
+	case s == "":
+		v.fail(path, "required")
+	case len(s) > maxLen:
+		v.fail(path, "must be at most %d characters", maxLen)
+	case strings.IndexFunc(s, func(r rune) bool { return !isIDChar(r) }) >= 0:
+		v.fail(path, idCharsMessage)
+	default:
+		return true
+	}
+	return false
+}
+
+func isIDChar(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' ||
+		r == '.' || r == '_' || r == '-'
+}
+
+func (v *validator) url(path, s string) {
+	if s == "" {
+		v.fail(path, "required")
+		return
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.Hostname() == "":
+		v.fail(path, "must be an absolute http or https URL")
+	case u.User != nil:
+		v.fail(path, "must not hold a user or password")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(s, "#"):
+		v.fail(path, "must not have a query or fragment")
+	default:
+		if strings.HasSuffix(u.Host, ":") {
+			v.fail(path, "must have a port between 1 and 65535 after the colon")
+		} else if port := u.Port(); port != "" {
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				v.fail(path, "must have a port between 1 and 65535 after the colon")
+			}
+		}
+	}
+}
+
+// servedModels checks the models list of a replica or group and marks the
+// models it serves.
+func (v *validator) servedModels(path string, names []string, served map[string]bool) {
+	if len(names) == 0 {
+		v.fail(path, "at least one model is required")
+		return
+	}
+	listed := map[string]bool{}
+	for i, name := range names {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if name == "" {
+			v.fail(p, "must not be empty")
+			continue
+		}
+		if listed[name] {
+			v.fail(p, "%q is listed twice", name)
+			continue
+		}
+		listed[name] = true
+		canonical, ok := v.canonical[name]
+		switch {
+		case !ok:
+			v.fail(p, "%q is not a configured model", name)
+		case canonical != name:
+			v.fail(p, "%q is an alias; name the model %q", name, canonical)
+		default:
+			served[name] = true
+		}
+	}
+}
+
+func (v *validator) limits(path string, maxConcurrency, maxPending int) {
+	v.atLeast(path+".max_concurrency", maxConcurrency, 1)
+	v.atLeast(path+".max_pending", maxPending, 1)
+	if maxConcurrency >= 1 && maxPending > maxConcurrency {
+		v.fail(path+".max_pending", "must be <= max_concurrency (%d)", maxConcurrency)
+	}
+}
+
+func (v *validator) routing(r *Routing) {
+	if !isPolicy(r.DefaultPolicy) {
+		v.fail("routing.default_policy", "must be one of %s, not %q", strings.Join(policies, ", "), r.DefaultPolicy)
+	}
+}
+
+func (v *validator) health(h *Health) {
+	v.positive("health.interval", h.Interval)
+	v.positive("health.timeout", h.Timeout)
+	if h.Interval > 0 && h.Timeout > h.Interval {
+		v.fail("health.timeout", "must be <= health.interval (%s)", h.Interval)
+	}
+	v.atLeast("health.unhealthy_threshold", h.UnhealthyThreshold, 1)
+	v.atLeast("health.healthy_threshold", h.HealthyThreshold, 1)
+	v.positive("health.ejection_backoff", h.EjectionBackoff)
+	if h.MaxEjectionBackoff < h.EjectionBackoff {
+		v.fail("health.max_ejection_backoff", "must be >= health.ejection_backoff (%s)", h.EjectionBackoff)
+	}
+	if h.MaxEjectionPercent < 0 || h.MaxEjectionPercent > maxPercent {
+		v.fail("health.max_ejection_percent", "must be between 0 and 100")
+	}
+}
+
+func (v *validator) retry(r *Retry) {
+	v.atLeast("retry.max_attempts", r.MaxAttempts, 1)
+	if r.Backoff < 0 {
+		v.fail("retry.backoff", "must be >= 0")
+	}
+	if r.MaxBackoff < r.Backoff {
+		v.fail("retry.max_backoff", "must be >= retry.backoff (%s)", r.Backoff)
+	}
+}
+
+func (v *validator) upstream(u *Upstream) {
+	v.positive("upstream.connect_timeout", u.ConnectTimeout)
+	v.atLeast("upstream.max_idle_conns_per_host", u.MaxIdleConnsPerHost, 1)
+}
+
+func (v *validator) logging(l *Logging) {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		v.fail("logging.level", "must be one of debug, info, warn, error, not %q", l.Level)
+	}
+	switch l.Format {
+	case "text", "json":
+	default:
+		v.fail("logging.format", "must be text or json, not %q", l.Format)
+	}
+}

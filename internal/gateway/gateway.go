@@ -1,0 +1,328 @@
+// Package gateway is inferrail-gateway: the OpenAI-compatible client port
+// that proxies requests to engines, and the admin port with its metrics.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Gateway routes OpenAI-compatible requests to a fleet of engines. Build it
+// with New and run it with Serve.
+type Gateway struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	fleet     *fleet.Fleet
+	health    *fleet.Health
+	discovery *fleet.Discovery
+	transport *http.Transport
+	models    map[string]string // name or alias → model name
+	policies  map[string]policy.Policy
+	registry  *prometheus.Registry
+	metrics   *metrics
+	draining  atomic.Bool
+}
+
+// Options are what a gateway needs beyond its config.
+type Options struct {
+	Logger   *slog.Logger     // nil discards
+	Resolver fleet.Resolver   // for DNS groups; nil means the system resolver
+	Now      func() time.Time // unused yet; reserved for tests of timed behaviour
+}
+
+// New builds a gateway from a validated config.
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{}}
+	seed := uint64(cfg.Routing.Seed)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	for i, m := range cfg.Models {
+		g.models[m.Name] = m.Name
+		for _, a := range m.Aliases {
+			g.models[a] = m.Name
+		}
+		p, err := policy.New(cfg.ModelPolicy(m.Name), seed+uint64(i))
+		if err != nil {
+			return nil, fmt.Errorf("models[%d].policy: %w", i, err)
+		}
+		g.policies[m.Name] = p
+	}
+
+	var static []*fleet.Replica
+	for i, rc := range cfg.Replicas {
+		u, err := url.Parse(rc.URL)
+		if err != nil {
+			return nil, fmt.Errorf("replicas[%d].url: %w", i, err)
+		}
+		static = append(static, fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending)))
+	}
+	g.fleet = fleet.New(static)
+	var groups []fleet.DNSGroup
+	for i, dc := range cfg.Discovery.DNS {
+		u, err := url.Parse(dc.URL)
+		if err != nil {
+			return nil, fmt.Errorf("discovery.dns[%d].url: %w", i, err)
+		}
+		groups = append(groups, fleet.DNSGroup{Name: dc.Name, URL: u, Models: dc.Models, Refresh: time.Duration(dc.Refresh),
+			MaxConcurrency: int64(dc.MaxConcurrency), MaxPending: int64(dc.MaxPending)})
+	}
+	g.discovery = fleet.NewDiscovery(g.fleet, groups, opts.Resolver, logger)
+
+	g.transport = g.newTransport()
+	g.registry = prometheus.NewRegistry()
+	g.metrics = newMetrics(g.registry, g.fleet)
+	hc := cfg.Health
+	probeClient := &http.Client{Transport: g.transport}
+	g.health = fleet.NewHealth(fleet.HealthConfig{
+		Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout),
+		UnhealthyThreshold: hc.UnhealthyThreshold, HealthyThreshold: hc.HealthyThreshold,
+		EjectionBackoff: time.Duration(hc.EjectionBackoff), MaxEjectionBackoff: time.Duration(hc.MaxEjectionBackoff),
+		MaxEjectionPercent: hc.MaxEjectionPercent,
+	}, g.fleet, probeClient, logger, func(r *fleet.Replica) {
+		g.metrics.ejections.WithLabelValues(r.ID).Inc()
+	}, nil)
+	g.fleet.Watch(func(_, removed []*fleet.Replica) {
+		for _, r := range removed {
+			g.metrics.forget(r.ID)
+		}
+	})
+	return g, nil
+}
+
+// newTransport builds the pooled connections to engines: keep-alive
+// HTTP/1.1, or h2c with upstream.http2. Compression is left to the engines
+// so bytes pass through unchanged.
+func (g *Gateway) newTransport() *http.Transport {
+	uc := g.cfg.Upstream
+	dialer := &net.Dialer{Timeout: time.Duration(uc.ConnectTimeout), KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: uc.MaxIdleConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		Protocols:           new(http.Protocols),
+	}
+	if uc.HTTP2 {
+		t.Protocols.SetUnencryptedHTTP2(true)
+	} else {
+		t.Protocols.SetHTTP1(true)
+	}
+	return t
+}
+
+// Fleet returns the gateway's fleet, for tests and the admin API.
+func (g *Gateway) Fleet() *fleet.Fleet { return g.fleet }
+
+// Registry returns the gateway's metrics registry.
+func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
+
+// ClientHandler serves the OpenAI-compatible client port.
+func (g *Gateway) ClientHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/chat/completions", g.only(g.serveGenerate, http.MethodPost))
+	mux.HandleFunc("/v1/completions", g.only(g.serveGenerate, http.MethodPost))
+	mux.HandleFunc("/v1/models", g.only(g.serveModels, http.MethodGet, http.MethodHead))
+	mux.HandleFunc("/health", g.only(g.serveHealth, http.MethodGet, http.MethodHead))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		g.answerOwn(w, openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
+	})
+	return mux
+}
+
+// only admits the given methods and answers others with vLLM's 405.
+func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
+	allow := strings.Join(methods, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range methods {
+			if r.Method == m {
+				h(w, r)
+				return
+			}
+		}
+		w.Header().Set("Allow", allow)
+		g.answerOwn(w, openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
+	}
+}
+
+// answerOwn answers a request that never reaches the proxy. Its body is not
+// read, so a client waiting on Expect: 100-continue is answered at once.
+func (g *Gateway) answerOwn(w http.ResponseWriter, e *openai.Error, reason string) {
+	id := newRequestID()
+	w.Header().Set(headerRequestID, id)
+	e.Write(w)
+	g.metrics.errors.WithLabelValues("", reason).Inc()
+}
+
+func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(headerRequestID, requestIDFor(r))
+	if g.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func requestIDFor(r *http.Request) string {
+	if id := r.Header.Get(headerRequestID); openai.ValidRequestID(id) {
+		return id
+	}
+	return newRequestID()
+}
+
+// serveModels lists the configured models and their aliases in config
+// order, with the metadata engines published; it never calls an engine.
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(headerRequestID, requestIDFor(r))
+	now := time.Now().Unix()
+	snap := g.fleet.Snapshot()
+	b := []byte(`{"object":"list","data":[`)
+	first := true
+	for _, m := range g.cfg.Models {
+		card := engineCard(snap.ForModel(m.Name), m.Name)
+		for _, id := range append([]string{m.Name}, m.Aliases...) {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendCard(b, id, m.Name, now, card)
+		}
+	}
+	b = append(b, "]}"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
+// engineCard returns the freshest card an engine published for model.
+func engineCard(replicas []*fleet.Replica, model string) map[string]json.RawMessage {
+	var best *fleet.ModelCards
+	var raw []byte
+	for _, r := range replicas {
+		c := r.Cards()
+		if c == nil {
+			continue
+		}
+		if card, ok := c.Cards[model]; ok && (best == nil || c.Fetched.After(best.Fetched)) {
+			best, raw = c, card
+		}
+	}
+	var fields map[string]json.RawMessage
+	if raw != nil {
+		_ = json.Unmarshal(raw, &fields)
+	}
+	return fields
+}
+
+// appendCard writes a model card in vLLM's field order, taking what the
+// engine published where it did.
+func appendCard(b []byte, id, model string, now int64, engine map[string]json.RawMessage) []byte {
+	field := func(name, fallback string) string {
+		if v, ok := engine[name]; ok && json.Valid(v) {
+			return string(v)
+		}
+		return fallback
+	}
+	b = append(b, `{"id":`...)
+	b = openai.AppendString(b, id)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, now, 10)
+	b = append(b, `,"owned_by":`...)
+	b = append(b, field("owned_by", `"vllm"`)...)
+	b = append(b, `,"root":`...)
+	b = append(b, field("root", openai.Quote(model))...)
+	b = append(b, `,"parent":`...)
+	b = append(b, field("parent", "null")...)
+	b = append(b, `,"max_model_len":`...)
+	b = append(b, field("max_model_len", "null")...)
+	b = append(b, `,"permission":`...)
+	b = append(b, field("permission", "[]")...)
+	return append(b, '}')
+}
+
+// AdminHandler serves the admin port: metrics today.
+func (g *Gateway) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	return mux
+}
+
+// Serve resolves DNS groups, starts health checking and serves the client
+// and admin listeners until ctx ends; then it stops accepting, lets running
+// streams finish for up to server.shutdown_timeout and closes the rest.
+func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
+	g.discovery.ResolveAll(ctx)
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = g.health.Run(bg) })
+	wg.Go(func() { _ = g.discovery.Run(bg) })
+	defer func() {
+		stopBG()
+		wg.Wait()
+		g.transport.CloseIdleConnections()
+	}()
+
+	sc := g.cfg.Server
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	errLog := slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	clientSrv := &http.Server{
+		Handler:           g.ClientHandler(),
+		ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout),
+		IdleTimeout:       time.Duration(sc.HeaderReadTimeout),
+		Protocols:         protocols,
+		ErrorLog:          errLog,
+	}
+	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
+	errc := make(chan error, 2)
+	go func() { errc <- clientSrv.Serve(client) }()
+	go func() { errc <- adminSrv.Serve(admin) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	g.draining.Store(true)
+	g.log.Info("shutting down: draining running requests", "timeout", time.Duration(sc.ShutdownTimeout).String())
+	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(sc.ShutdownTimeout))
+	defer cancel()
+	if serr := clientSrv.Shutdown(sctx); serr != nil {
+		g.log.Warn("shutdown timeout: closing the requests still running")
+		_ = clientSrv.Close()
+	}
+	_ = adminSrv.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,183 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+const testModel = "inferrail/sim-8b"
+
+// fleetOf starts n simulators on loopback ports.
+func fleetOf(t testing.TB, n int, zeroLatency bool) []*sim.Local {
+	t.Helper()
+	var sims []*sim.Local
+	for range n {
+		cfg := sim.DefaultConfig()
+		cfg.ZeroLatency = zeroLatency
+		cfg.MaxModelLen = 4096
+		cfg.NumGPUBlocks = 1024
+		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		sims = append(sims, l)
+	}
+	return sims
+}
+
+// testConfig is a gateway config in front of sims with fast health checks.
+func testConfig(t testing.TB, sims []*sim.Local) *config.Config {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Aliases: []string{"sim"}}}
+	for i, s := range sims {
+		rc := config.Replica{ID: fmt.Sprintf("sim-%d", i+1), URL: s.URL(), Models: []string{testModel}, MaxConcurrency: 256, MaxPending: 64}
+		cfg.Replicas = append(cfg.Replicas, rc)
+	}
+	cfg.Routing.DefaultPolicy = "round_robin"
+	cfg.Routing.Seed = 1
+	cfg.Health.Interval = config.Duration(50 * time.Millisecond)
+	cfg.Health.Timeout = config.Duration(40 * time.Millisecond)
+	cfg.Health.EjectionBackoff = config.Duration(200 * time.Millisecond)
+	cfg.Health.MaxEjectionBackoff = config.Duration(time.Second)
+	cfg.Retry.Backoff = config.Duration(time.Millisecond)
+	cfg.Retry.MaxBackoff = config.Duration(5 * time.Millisecond)
+	cfg.Server.RequestTimeout = config.Duration(5 * time.Second)
+	cfg.Server.ShutdownTimeout = config.Duration(5 * time.Second)
+	return &cfg
+}
+
+// running is a gateway serving on loopback ports.
+type running struct {
+	g      *Gateway
+	url    string
+	admin  string
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Serve has returned
+	err    error         // what Serve returned, once done
+}
+
+// syncBuffer is a log sink tests can read while the gateway writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startGateway(t testing.TB, cfg *config.Config) *running {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rg := &running{g: g, url: "http://" + client.Addr().String(), admin: "http://" + admin.Addr().String(), logs: logs, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		rg.err = g.Serve(ctx, client, admin)
+		close(rg.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-rg.done:
+		case <-time.After(10 * time.Second):
+			t.Error("gateway did not stop")
+		}
+	})
+	return rg
+}
+
+// fataler is what the helpers need of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// chat sends a chat request and returns the response with its body read.
+func chat(t fataler, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the response: %v", err)
+	}
+	return resp, string(b)
+}
+
+func chatBody(content string, extra string) string {
+	return `{"model":"sim","messages":[{"role":"user","content":` + fmt.Sprintf("%q", content) + `}],"max_tokens":4` + extra + `}`
+}
+
+// scrape returns the gateway's metrics page.
+func scrape(t testing.TB, admin string) string {
+	t.Helper()
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// waitFor polls cond until it holds or the time is up.
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

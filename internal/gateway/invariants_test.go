@@ -1,0 +1,263 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"pgregory.net/rapid"
+)
+
+// echoEngine is a stand-in engine whose answers a test scripts: it records
+// every body it receives and answers with the bytes of the test's choosing,
+// cut into chunks of the test's choosing, flushing after each.
+type echoEngine struct {
+	mu     sync.Mutex
+	bodies [][]byte
+	reply  []byte
+	chunks []int
+	srv    *httptest.Server
+}
+
+func newEchoEngine(t testing.TB) *echoEngine {
+	e := &echoEngine{}
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			return
+		case "/v1/models":
+			_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		e.mu.Lock()
+		e.bodies = append(e.bodies, body)
+		reply, chunks := e.reply, e.chunks
+		e.mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("X-Engine-Header", "kept")
+		flusher := w.(http.Flusher)
+		for i := 0; len(reply) > 0; i++ {
+			n := len(reply)
+			if len(chunks) > 0 {
+				n = min(n, max(1, chunks[i%len(chunks)]))
+			}
+			_, _ = w.Write(reply[:n])
+			flusher.Flush()
+			reply = reply[n:]
+		}
+	}))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func echoConfig(t testing.TB, engines ...*echoEngine) *config.Config {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Aliases: []string{"sim"}}}
+	for i, e := range engines {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("e%d", i), URL: e.srv.URL, Models: []string{testModel}, MaxConcurrency: 64, MaxPending: 64})
+	}
+	cfg.Health.Interval = config.Duration(time.Second)
+	return &cfg
+}
+
+// TestBytesPassThrough: whatever the engine sends reaches the client
+// unchanged under any chunking, and the body the client sends reaches the
+// engine byte for byte (but for the model, when an alias is spliced).
+func TestBytesPassThrough(t *testing.T) {
+	e := newEchoEngine(t)
+	gw := startGateway(t, echoConfig(t, e))
+	rapid.Check(t, func(rt *rapid.T) {
+		reply := rapid.SliceOfN(rapid.Byte(), 0, 5000).Draw(rt, "reply")
+		chunks := rapid.SliceOfN(rapid.IntRange(1, 700), 0, 8).Draw(rt, "chunks")
+		e.mu.Lock()
+		e.reply, e.chunks, e.bodies = reply, chunks, nil
+		e.mu.Unlock()
+		filler := rapid.StringMatching(`[ -~é日\n\t]{0,300}`).Draw(rt, "filler")
+		spacing := rapid.SampledFrom([]string{"", " ", "\n  "}).Draw(rt, "spacing")
+		model := rapid.SampledFrom([]string{`"` + testModel + `"`, `"sim"`}).Draw(rt, "model")
+		body := `{` + spacing + `"messages":[{"role":"user","content":` + strconv.Quote(filler) + `}],` + spacing + `"model":` + spacing + model + `,"x":[1,{"model":"inner"}]}`
+		resp, got := chat(rt, gw.url, body)
+		if resp.StatusCode != 200 || got != string(reply) {
+			rt.Fatalf("client got %d %q, engine sent %q", resp.StatusCode, got, reply)
+		}
+		if resp.Header.Get("X-Engine-Header") != "kept" || resp.Header.Get("X-Inferrail-Replica") != "e0" {
+			rt.Fatalf("headers not relayed: %v", resp.Header)
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		want := strings.Replace(body, model, `"`+testModel+`"`, 1)
+		if len(e.bodies) != 1 || string(e.bodies[0]) != want {
+			rt.Fatalf("engine got %q, want %q", e.bodies, want)
+		}
+	})
+}
+
+// TestH2C: clients may speak HTTP/2 without TLS, and engines may be reached
+// over h2c.
+func TestH2C(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	gw := startGateway(t, cfg)
+	protos := new(http.Protocols)
+	protos.SetUnencryptedHTTP2(true)
+	client := &http.Client{Transport: &http.Transport{Protocols: protos}}
+	req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(chatBody("h2c", `,"stream":true`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.ProtoMajor != 2 || resp.StatusCode != 200 || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+		t.Errorf("h2c: %s %d %s", resp.Proto, resp.StatusCode, body)
+	}
+}
+
+// TestEveryRequestCountedOnce sends good, bad and abandoned requests and
+// checks that the outcomes add up to the requests sent.
+func TestEveryRequestCountedOnce(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	gw := startGateway(t, testConfig(t, sims))
+	sent := 0
+	for i := range 5 {
+		chat(t, gw.url, chatBody(fmt.Sprint(i), ""))
+		sent++
+	}
+	for _, body := range []string{`{"model":"nope"}`, `{bad`, `[]`} {
+		chat(t, gw.url, body)
+		sent++
+	}
+	sims[0].Kill()
+	sims[1].Kill()
+	chat(t, gw.url, chatBody("dead fleet", ""))
+	sent++
+	total := 0.0
+	for _, status := range []string{"2xx", "4xx", "5xx", outcomeAborted, outcomeCancelled} {
+		for _, rep := range []string{"", "sim-1", "sim-2"} {
+			total += testutil.ToFloat64(gw.g.metrics.requests.WithLabelValues(testModel, rep, status))
+			total += testutil.ToFloat64(gw.g.metrics.requests.WithLabelValues("", rep, status))
+		}
+	}
+	if int(total) != sent {
+		t.Errorf("outcomes add up to %v, %d requests sent\n%s", total, sent, grep(scrape(t, gw.admin), "inferrail_requests_total"))
+	}
+}
+
+// TestDNSDiscovery: a group's members join and leave as its name resolves
+// differently; members that stay keep their counters; a failed lookup keeps
+// the last known set.
+func TestDNSDiscovery(t *testing.T) {
+	sims := fleetOf(t, 3, true)
+	res := &fakeResolver{}
+	port := func(s string) string { _, p, _ := net.SplitHostPort(s); return p }
+	// All three simulators share one port-less name in this test by living
+	// on 127.0.0.1 with different ports, so each group member is a port:
+	// give each simulator its own group address through the resolver.
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port(sims[0].Addr()), Models: []string{testModel},
+		Refresh: config.Duration(30 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Health.Interval = config.Duration(time.Second)
+	res.set("127.0.0.1")
+	g, err := New(&cfg, Options{Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := net.Listen("tcp", "127.0.0.1:0")
+	admin, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = g.Serve(ctx, client, admin); close(done) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + client.Addr().String()
+
+	member := fleet.MemberID("pool", "127.0.0.1", port(sims[0].Addr()))
+	waitFor(t, "the first member", time.Second, func() bool { return g.Fleet().Snapshot().Get(member) != nil })
+	if resp, body := chat(t, url, `{"messages":[{"role":"user","content":"x"}],"max_tokens":2}`); resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != member {
+		t.Fatalf("via DNS member: %d %s %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+	}
+	first := g.Fleet().Snapshot().Get(member)
+
+	res.set("127.0.0.1", "127.0.0.2")
+	waitFor(t, "a second member", time.Second, func() bool { return len(g.Fleet().Snapshot().Replicas) == 2 })
+	if g.Fleet().Snapshot().Get(member) != first {
+		t.Error("a member that stayed was replaced")
+	}
+	res.fail()
+	time.Sleep(100 * time.Millisecond)
+	if n := len(g.Fleet().Snapshot().Replicas); n != 2 {
+		t.Errorf("failed lookups changed the fleet to %d members", n)
+	}
+	res.set("127.0.0.2")
+	waitFor(t, "the first member to leave", time.Second, func() bool { return g.Fleet().Snapshot().Get(member) == nil })
+	if !first.Removed() {
+		t.Error("departed member not marked removed")
+	}
+	page := scrape(t, "http://"+admin.Addr().String())
+	if strings.Contains(page, `replica="`+member+`"`) {
+		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
+	}
+}
+
+type fakeResolver struct {
+	mu     sync.Mutex
+	addrs  []string
+	broken bool
+}
+
+func (r *fakeResolver) set(addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.addrs, r.broken = addrs, false
+}
+
+func (r *fakeResolver) fail() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.broken = true
+}
+
+func (r *fakeResolver) LookupHost(ctx context.Context, host string) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.broken {
+		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
+	}
+	return append([]string(nil), r.addrs...), nil
+}
+
+// TestLogHygiene: request bodies never reach the log unless log_prompts.
+func TestLogHygiene(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	gw := startGateway(t, cfg)
+	secret := "correct horse battery staple"
+	chat(t, gw.url, chatBody(secret, ""))
+	chat(t, gw.url, `{"model":"nope","messages":[{"role":"user","content":"`+secret+`"}]}`)
+	sims[0].Kill()
+	chat(t, gw.url, chatBody(secret, ""))
+	if strings.Contains(gw.logs.String(), "horse") {
+		t.Errorf("a prompt reached the log:\n%s", gw.logs.String())
+	}
+	cfg2 := testConfig(t, fleetOf(t, 1, true))
+	cfg2.Logging.LogPrompts = true
+	gw2 := startGateway(t, cfg2)
+	chat(t, gw2.url, chatBody(secret, ""))
+	if !strings.Contains(gw2.logs.String(), "horse") {
+		t.Error("log_prompts on, but the prompt was not logged")
+	}
+}

@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a request in inferrail_requests_total: the class of the status
+// the client got, or what broke the response.
+const (
+	outcomeAborted   = "aborted"   // the engine broke a response that had started
+	outcomeCancelled = "cancelled" // the client left
+)
+
+// Reasons of errors the gateway answers itself.
+const (
+	reasonBadRequest   = "bad_request"
+	reasonUnknownModel = "unknown_model"
+	reasonBodyTooLarge = "body_too_large"
+	reasonBodyTimeout  = "body_timeout"
+	reasonNoReplica    = "no_healthy_replica"
+	reasonFleetFull    = "fleet_full"
+	reasonUpstream     = "upstream_failed"
+	reasonTimeout      = "timeout"
+	reasonNotFound     = "not_found"
+	reasonMethod       = "method_not_allowed"
+	reasonShutdown     = "shutting_down"
+)
+
+// metrics are the gateway's own Prometheus families. Replica gauges are read
+// from the fleet at scrape time; series of replicas that leave are deleted.
+type metrics struct {
+	requests       *prometheus.CounterVec
+	ttft           *prometheus.HistogramVec
+	duration       *prometheus.HistogramVec
+	decisions      *prometheus.CounterVec
+	decisionTime   *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	disconnects    *prometheus.CounterVec
+	errors         *prometheus.CounterVec
+	ejections      *prometheus.CounterVec
+	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
+}
+
+func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) *metrics {
+	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_requests_total",
+			Help: "Inference requests by outcome: the status class the client got, aborted when the engine broke a started response, cancelled when the client left.",
+		}, []string{"model", "replica", "status"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_ttft_seconds",
+			Help:    "Time from a request's arrival to the first byte of its streamed response.",
+			Buckets: latency,
+		}, []string{"model", "policy", "replica"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_request_duration_seconds",
+			Help:    "Time from a request's arrival to the end of its response.",
+			Buckets: latency,
+		}, []string{"model", "policy", "replica"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_routing_decisions_total",
+			Help: "Replicas chosen by the routing policy, one per attempt.",
+		}, []string{"model", "policy", "replica"}),
+		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_routing_decision_seconds",
+			Help:    "Time to choose a replica and take a lease on it.",
+			Buckets: prometheus.ExponentialBuckets(1e-7, 4, 12),
+		}, []string{"policy"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_upstream_retries_total",
+			Help: "Requests moved to another replica before the first response byte.",
+		}, []string{"model"}),
+		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_client_disconnects_total",
+			Help: "Responses abandoned because the client left.",
+		}, []string{"model"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_request_errors_total",
+			Help: "Errors the gateway answered itself, by reason.",
+		}, []string{"model", "reason"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_ejections_total",
+			Help: "Passive ejections of replicas whose requests kept failing.",
+		}, []string{"replica"}),
+	}
+	m.replicaVectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.requests, m.ttft, m.duration, m.decisions, m.ejections,
+	}
+	reg.MustRegister(m.requests, m.ttft, m.duration, m.decisions, m.decisionTime,
+		m.retries, m.disconnects, m.errors, m.ejections, &replicaCollector{fleet: f})
+	return m
+}
+
+// forget deletes every series of a replica that left the fleet.
+func (m *metrics) forget(id string) {
+	for _, v := range m.replicaVectors {
+		v.DeletePartialMatch(prometheus.Labels{"replica": id})
+	}
+}
+
+// replicaCollector reports the state of every replica in the fleet at
+// scrape time, so series of departed replicas vanish with them.
+type replicaCollector struct{ fleet *fleet.Fleet }
+
+var (
+	descHealthy  = prometheus.NewDesc("inferrail_replica_healthy", "1 when the replica passes its health probes.", []string{"replica"}, nil)
+	descEjected  = prometheus.NewDesc("inferrail_replica_ejected", "1 while passive ejection keeps the replica out of rotation.", []string{"replica"}, nil)
+	descInFlight = prometheus.NewDesc("inferrail_replica_in_flight", "Requests in flight to the replica.", []string{"replica"}, nil)
+	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Requests to the replica still waiting for a response head.", []string{"replica"}, nil)
+	descMaxConc  = prometheus.NewDesc("inferrail_replica_max_concurrency", "The replica's cap on requests in flight.", []string{"replica"}, nil)
+)
+
+func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc} {
+		ch <- d
+	}
+}
+
+func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, r := range c.fleet.Snapshot().Replicas {
+		ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, b(r.Healthy()), r.ID)
+		ch <- prometheus.MustNewConstMetric(descEjected, prometheus.GaugeValue, b(r.Ejected(now)), r.ID)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(r.InFlight()), r.ID)
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.Pending()), r.ID)
+		ch <- prometheus.MustNewConstMetric(descMaxConc, prometheus.GaugeValue, float64(r.MaxConcurrency), r.ID)
+	}
+}

@@ -1,0 +1,439 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// Headers the gateway adds to responses.
+const (
+	headerRequestID = "X-Request-Id"
+	headerReplica   = "X-Inferrail-Replica"
+)
+
+// hopHeaders are meaningful for one connection only and never forwarded
+// (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// Errors that end an attempt before the engine answered.
+var (
+	errReplicaDown = errors.New("replica failed its health checks while the request waited")
+	errHeadTimeout = errors.New("no response head within the request timeout")
+)
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// exchange is one client request on its way through the gateway.
+type exchange struct {
+	w        http.ResponseWriter
+	r        *http.Request
+	arrived  time.Time
+	id       string
+	model    string
+	body     []byte
+	policy   policy.Policy
+	deadline time.Time
+}
+
+// serveGenerate proxies a chat or completion request.
+func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
+	ex := &exchange{w: w, r: r, arrived: time.Now()}
+	ex.id = r.Header.Get(headerRequestID)
+	if !openai.ValidRequestID(ex.id) {
+		ex.id = newRequestID()
+	}
+	w.Header().Set(headerRequestID, ex.id)
+	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
+
+	body, e, reason := g.readBody(w, r, ex.deadline)
+	if e != nil {
+		g.fail(ex, e, reason)
+		return
+	}
+	if !json.Valid(body) {
+		g.fail(ex, openai.BadRequest("The request body is not valid JSON.", ""), reasonBadRequest)
+		return
+	}
+	mf, err := openai.FindModel(body)
+	if err != nil {
+		g.fail(ex, openai.BadRequest(err.Error(), "model"), reasonBadRequest)
+		return
+	}
+	model, ok := g.resolveModel(mf.Name)
+	if !ok {
+		if mf.Name == "" {
+			g.fail(ex, openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
+		} else {
+			g.fail(ex, openai.ModelNotFound(mf.Name), reasonUnknownModel)
+		}
+		return
+	}
+	if model != mf.Name {
+		body = openai.SpliceModel(body, mf, model)
+	}
+	ex.model, ex.body, ex.policy = model, body, g.policies[model]
+	if g.cfg.Logging.LogPrompts {
+		g.log.Info("request", "request_id", ex.id, "model", model, "body", string(body))
+	}
+	g.proxy(ex)
+}
+
+// resolveModel maps a requested name or alias to a configured model. An
+// empty name resolves when the gateway serves exactly one model.
+func (g *Gateway) resolveModel(name string) (string, bool) {
+	if name == "" {
+		if len(g.cfg.Models) == 1 {
+			return g.cfg.Models[0].Name, true
+		}
+		return "", false
+	}
+	m, ok := g.models[name]
+	return m, ok
+}
+
+// readBody reads the whole body within the deadline and the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, *openai.Error, string) {
+	limit := g.cfg.Server.MaxBodyBytes
+	tooLarge := openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit))
+	if r.ContentLength > limit {
+		return nil, tooLarge, reasonBodyTooLarge
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
+	n := r.ContentLength
+	if n < 0 || n > 1<<20 {
+		n = 1 << 20
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		// The deadline stays: clearing it after a timeout wedges the
+		// connection, and the connection is closed after this answer.
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, tooLarge, reasonBodyTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout
+		default:
+			return nil, openai.HTTPError(http.StatusBadRequest, "Reading the request body failed."), reasonBadRequest
+		}
+	}
+	// Lift the deadline so a long response is not cut when it passes.
+	_ = rc.SetReadDeadline(time.Time{})
+	return buf.Bytes(), nil, ""
+}
+
+// fail answers an error the gateway decided itself and counts it.
+func (g *Gateway) fail(ex *exchange, e *openai.Error, reason string) {
+	if e.Status == http.StatusServiceUnavailable {
+		ex.w.Header().Set("Retry-After", "1")
+	}
+	e.Write(ex.w)
+	g.metrics.errors.WithLabelValues(ex.model, reason).Inc()
+	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(e.Status)).Inc()
+}
+
+func statusClass(code int) string {
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// retryable reports whether an engine status means it did not take the
+// request, so another replica may.
+func retryable(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+// answer is an engine's response head with what must be let go after it.
+type answer struct {
+	resp   *http.Response
+	lease  *fleet.Lease
+	cancel context.CancelCauseFunc
+}
+
+// drop discards a response the client will not see and frees its lease.
+func (a *answer) drop() {
+	_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
+	a.resp.Body.Close()
+	a.cancel(nil)
+	a.lease.Release()
+}
+
+// proxy sends the request to replicas until one answers or attempts run out.
+func (g *Gateway) proxy(ex *exchange) {
+	tried := map[*fleet.Replica]bool{}
+	var kept *answer // a retryable answer, passed on if nothing better comes
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		lease, e, reason := g.choose(ex, tried)
+		if e != nil {
+			if kept != nil {
+				g.relay(ex, kept)
+				return
+			}
+			g.fail(ex, e, reason)
+			return
+		}
+		if kept != nil {
+			kept.drop()
+			kept = nil
+		}
+		rep := lease.Replica()
+		tried[rep] = true
+		a, err := g.attempt(ex, lease)
+		switch {
+		case err == nil && !retryable(a.resp.StatusCode):
+			g.health.Report(rep, a.resp.StatusCode < 500)
+			g.relay(ex, a)
+			return
+		case ex.r.Context().Err() != nil: // the client left before any answer
+			if err == nil {
+				a.drop()
+			} else {
+				a.cancel(nil)
+				lease.Release()
+			}
+			g.metrics.disconnects.WithLabelValues(ex.model).Inc()
+			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
+			return
+		}
+		g.health.Report(rep, false)
+		if err != nil {
+			lastErr = err
+			a.cancel(nil)
+			lease.Release()
+			g.log.Debug("attempt failed", "request_id", ex.id, "replica", rep.ID, "attempt", attempt, "error", err)
+		} else {
+			kept = a
+		}
+		if attempt >= g.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
+			switch {
+			case kept != nil:
+				g.relay(ex, kept)
+			case errors.Is(lastErr, errHeadTimeout):
+				g.fail(ex, openai.HTTPError(http.StatusGatewayTimeout, "No replica answered within the request timeout."), reasonTimeout)
+			default:
+				g.fail(ex, openai.HTTPError(http.StatusBadGateway, "No replica could take the request."), reasonUpstream)
+			}
+			return
+		}
+		g.metrics.retries.WithLabelValues(ex.model).Inc()
+		if !g.sleep(ex, attempt) {
+			if kept != nil {
+				kept.drop()
+			}
+			g.metrics.disconnects.WithLabelValues(ex.model).Inc()
+			g.metrics.requests.WithLabelValues(ex.model, "", outcomeCancelled).Inc()
+			return
+		}
+	}
+}
+
+// sleep waits the backoff before the next attempt; false when the client
+// left. The wait never runs past the request's deadline.
+func (g *Gateway) sleep(ex *exchange, attempt int) bool {
+	d := time.Duration(g.cfg.Retry.Backoff)
+	for i := 1; i < attempt && d < time.Duration(g.cfg.Retry.MaxBackoff); i++ {
+		d *= 2
+	}
+	d = min(d, time.Duration(g.cfg.Retry.MaxBackoff), time.Until(ex.deadline))
+	if d <= 0 {
+		return ex.r.Context().Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ex.r.Context().Done():
+		return false
+	}
+}
+
+// choose picks a replica for the next attempt and takes a lease on it.
+// Replicas not tried yet come first.
+func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, *openai.Error, string) {
+	start := time.Now()
+	pool := g.fleet.Snapshot().ForModel(ex.model)
+	usable := make([]*fleet.Replica, 0, len(pool))
+	for _, r := range pool {
+		if r.Usable(start) {
+			usable = append(usable, r)
+		}
+	}
+	if len(usable) == 0 {
+		return nil, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
+	}
+	var offered []*fleet.Replica
+	cands := make([]policy.Candidate, 0, len(usable))
+	for pass := 0; pass < 2 && len(offered) == 0; pass++ {
+		for _, r := range usable {
+			if (pass == 0 && tried[r]) || !r.HasRoom() {
+				continue
+			}
+			offered = append(offered, r)
+		}
+	}
+	req := &policy.Request{Model: ex.model}
+	for len(offered) > 0 {
+		cands = cands[:0]
+		for _, r := range offered {
+			cands = append(cands, policy.Candidate{ID: r.ID, InFlight: r.InFlight()})
+		}
+		i := ex.policy.Pick(req, cands)
+		if lease, ok := offered[i].TryAcquire(); ok {
+			g.metrics.decisionTime.WithLabelValues(ex.policy.Name()).Observe(time.Since(start).Seconds())
+			g.metrics.decisions.WithLabelValues(ex.model, ex.policy.Name(), offered[i].ID).Inc()
+			return lease, nil, ""
+		}
+		// Lost the race for its last slot: offer the others.
+		offered = append(offered[:i], offered[i+1:]...)
+	}
+	return nil, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
+}
+
+// attempt sends the request to the leased replica and waits for the
+// response head. The answer's cancel ends the upstream request; it is
+// always set, the response only without error.
+func (g *Gateway) attempt(ex *exchange, lease *fleet.Lease) (*answer, error) {
+	rep := lease.Replica()
+	ctx, cancel := context.WithCancelCause(ex.r.Context())
+	a := &answer{lease: lease, cancel: cancel}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.URL.JoinPath(ex.r.URL.Path).String(), bytes.NewReader(ex.body))
+	if err != nil {
+		return a, err
+	}
+	copyHeaders(req.Header, ex.r.Header)
+	req.Header.Del("Expect")
+	req.Header.Set(headerRequestID, ex.id)
+	req.ContentLength = int64(len(ex.body))
+
+	// Until the head arrives, the request gives up when its deadline passes
+	// or when probes take the replica out.
+	headed := make(chan struct{})
+	down := rep.Down()
+	timer := time.AfterFunc(time.Until(ex.deadline), func() { cancel(errHeadTimeout) })
+	go func() {
+		select {
+		case <-down:
+			cancel(errReplicaDown)
+		case <-headed:
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := g.transport.RoundTrip(req)
+	timer.Stop()
+	close(headed)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ex.r.Context().Err() == nil {
+			err = cause
+		}
+		return a, err
+	}
+	lease.Started()
+	a.resp = resp
+	return a, nil
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	for _, conn := range src.Values("Connection") {
+		for _, f := range bytes.Split([]byte(conn), []byte(",")) {
+			dst.Del(string(bytes.TrimSpace(f)))
+		}
+	}
+	for _, h := range hopHeaders {
+		dst.Del(h)
+	}
+}
+
+// relay streams the engine's response to the client as it arrives, frame by
+// frame, and records the request's outcome.
+func (g *Gateway) relay(ex *exchange, a *answer) {
+	resp, rep := a.resp, a.lease.Replica()
+	defer func() {
+		resp.Body.Close()
+		a.cancel(nil)
+		a.lease.Release()
+		if rep.Removed() {
+			g.metrics.forget(rep.ID)
+		}
+	}()
+	h := ex.w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	for _, hh := range hopHeaders {
+		h.Del(hh)
+	}
+	h.Set(headerRequestID, ex.id)
+	h.Set(headerReplica, rep.ID)
+	ex.w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(ex.w)
+	_ = rc.Flush()
+
+	bufp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bufp)
+	buf := *bufp
+	first := true
+	policyName := ex.policy.Name()
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+			}
+			if _, werr := ex.w.Write(buf[:n]); werr != nil {
+				g.metrics.disconnects.WithLabelValues(ex.model).Inc()
+				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
+				return
+			}
+			_ = rc.Flush()
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ex.r.Context().Err() != nil {
+				g.metrics.disconnects.WithLabelValues(ex.model).Inc()
+				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
+				return
+			}
+			// The engine broke a response that had started: the client
+			// must see a broken response, never a clean end.
+			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			g.health.Report(rep, false)
+			g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", rerr)
+			panic(http.ErrAbortHandler)
+		}
+	}
+	g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+	g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+}
