@@ -191,6 +191,13 @@ func (h *Health) fetchCards(ctx context.Context, r *Replica) {
 	r.SetCards(cards)
 }
 
+// MarkDown takes r out of rotation as failed probes do, until probes pass
+// again. For tests and operators.
+func MarkDown(r *Replica) {
+	r.probeUp.Store(false)
+	r.markDown()
+}
+
 // Report records the outcome of a request sent to r: ok when the engine
 // answered, not ok when it failed (connection errors, 5xx). Enough failures
 // in a row eject the replica for a backoff that doubles on every repeat,

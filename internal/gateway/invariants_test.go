@@ -16,6 +16,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
 )
@@ -110,6 +111,7 @@ func TestBytesPassThrough(t *testing.T) {
 func TestH2C(t *testing.T) {
 	sims := fleetOf(t, 1, true)
 	cfg := testConfig(t, sims)
+	cfg.Upstream.HTTP2 = true
 	gw := startGateway(t, cfg)
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
@@ -260,4 +262,120 @@ func TestLogHygiene(t *testing.T) {
 	if !strings.Contains(gw2.logs.String(), "horse") {
 		t.Error("log_prompts on, but the prompt was not logged")
 	}
+}
+
+// TestSucceedsWhileAHealthyReplicaIsInReach breaks random replicas in random
+// ways: as long as one works and the attempts can reach it, every request
+// succeeds there.
+func TestSucceedsWhileAHealthyReplicaIsInReach(t *testing.T) {
+	sims := fleetOf(t, 4, true)
+	cfg := testConfig(t, sims)
+	cfg.Retry.MaxAttempts = 4
+	cfg.Health.Interval = config.Duration(time.Hour) // passive paths only
+	cfg.Health.Timeout = config.Duration(time.Second)
+	cfg.Health.EjectionBackoff = config.Duration(time.Millisecond)
+	cfg.Health.MaxEjectionBackoff = config.Duration(time.Millisecond)
+	gw := startGateway(t, cfg)
+	faults := []sim.Fault{{}, {Kind: sim.FaultFail, Status: 503}, {Kind: sim.FaultFail, Status: 502}, {Kind: sim.FaultClose}, {Kind: sim.FaultFail, Status: 504}}
+	rapid.Check(t, func(rt *rapid.T) {
+		healthy := rapid.IntRange(0, len(sims)-1).Draw(rt, "healthy")
+		for i, s := range sims {
+			f := sim.Fault{}
+			if i != healthy {
+				f = faults[rapid.IntRange(1, len(faults)-1).Draw(rt, "fault")]
+			}
+			s.SetFault(f)
+		}
+		resp, body := chat(rt, gw.url, chatBody("reach", ""))
+		if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != fmt.Sprintf("sim-%d", healthy+1) {
+			rt.Fatalf("with only sim-%d working: %d from %q %s", healthy+1, resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+		}
+	})
+}
+
+// TestFlappingReplica: a replica that flips between healthy and 503 costs
+// clients nothing.
+func TestFlappingReplica(t *testing.T) {
+	sims := fleetOf(t, 3, true)
+	gw := startGateway(t, testConfig(t, sims))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		bad := false
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			bad = !bad
+			if bad {
+				sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503})
+			} else {
+				sims[0].SetFault(sim.Fault{})
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 150 {
+		if resp, body := chat(t, gw.url, chatBody(fmt.Sprint("flap", i), "")); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestNeverOffersAnUnfitReplica builds random fleets of healthy, probed-down,
+// ejected, full and removed replicas serving random models: the policy only
+// ever gets replicas that serve the model, are usable and have room.
+func TestNeverOffersAnUnfitReplica(t *testing.T) {
+	models := []string{"a", "b"}
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := config.Default()
+		for _, m := range models {
+			cfg.Models = append(cfg.Models, config.Model{Name: m, Policy: rapid.SampledFrom([]string{"round_robin", "random", "least_request", "p2c"}).Draw(rt, "policy")})
+		}
+		n := rapid.IntRange(1, 8).Draw(rt, "replicas")
+		for i := range n {
+			serves := rapid.SliceOfNDistinct(rapid.SampledFrom(models), 1, 2, func(s string) string { return s }).Draw(rt, "serves")
+			cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprint("r", i), URL: "http://127.0.0.1:1", Models: serves, MaxConcurrency: 2, MaxPending: 2})
+		}
+		g, err := New(&cfg, Options{})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer g.transport.CloseIdleConnections()
+		reps := g.Fleet().Snapshot().Replicas
+		for _, r := range reps {
+			switch rapid.IntRange(0, 4).Draw(rt, "state") {
+			case 1:
+				fleet.MarkDown(r)
+			case 2:
+				for range 3 {
+					g.health.Report(r, false)
+				}
+			case 3:
+				for range 2 {
+					if _, ok := r.TryAcquire(); !ok {
+						break
+					}
+				}
+			}
+		}
+		for range 20 {
+			model := rapid.SampledFrom(models).Draw(rt, "model")
+			ex := &exchange{model: model, policy: g.policies[model]}
+			lease, e, _ := g.choose(ex, map[*fleet.Replica]bool{})
+			if e != nil {
+				continue
+			}
+			r := lease.Replica()
+			if !r.Serves(model) || !r.Usable(time.Now()) {
+				rt.Fatalf("offered %s for %s: serves %v, usable %v", r.ID, model, r.Models, r.Usable(time.Now()))
+			}
+			if r.InFlight() > r.MaxConcurrency {
+				rt.Fatalf("%s over its cap: %d in flight", r.ID, r.InFlight())
+			}
+			lease.Release()
+		}
+	})
 }

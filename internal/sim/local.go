@@ -68,7 +68,7 @@ func (l *Local) start() error {
 	}
 	l.addr = ln.Addr().String() // keep the port for restarts
 	ctx, cancel := context.WithCancel(context.Background())
-	hs := &http.Server{Handler: l.faulty(srv.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: l.faulty(srv.Handler()), Protocols: cleartextProtocols(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -89,6 +89,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	srv := &http.Server{
 		Handler:           s.mux,
+		Protocols:         cleartextProtocols(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -112,6 +113,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = serr
 	}
 	return err
+}
+
+// cleartextProtocols accepts HTTP/1.1 and, unlike vLLM, h2c, so routers
+// that speak HTTP/2 to their engines can be tested against the simulator.
+func cleartextProtocols() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return p
 }
 
 func (s *Server) routes() {
