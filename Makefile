@@ -15,7 +15,8 @@ FUZZ_TARGETS := \
 	./internal/sim:FuzzHTTP \
 	./internal/openai:FuzzFindModel \
 	./internal/config:FuzzParse \
-	./internal/gateway:FuzzClientPort
+	./internal/gateway:FuzzClientPort \
+	./internal/load:FuzzParse
 
 .PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean
 

@@ -124,10 +124,11 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
-	n := r.ContentLength
-	if n < 0 || n > 1<<20 {
-		n = 1 << 20
+	n := r.ContentLength // sizes the buffer; a chunked body starts small
+	if n < 0 {
+		n = 4 << 10
 	}
+	n = min(n, 1<<20)
 	buf := bytes.NewBuffer(make([]byte, 0, n+1))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {

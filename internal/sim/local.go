@@ -36,7 +36,7 @@ type Fault struct {
 // Safe for concurrent use.
 type Local struct {
 	cfg   Config
-	addr  string
+	addr  string // fixed at start, kept across restarts
 	fault atomic.Pointer[Fault]
 
 	mu      sync.Mutex
@@ -49,24 +49,24 @@ type Local struct {
 // StartLocal starts a simulator for cfg listening on addr ("127.0.0.1:0"
 // picks a free port).
 func StartLocal(cfg Config, addr string) (*Local, error) {
-	l := &Local{cfg: cfg, addr: addr}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{cfg: cfg, addr: ln.Addr().String()} // restarts reuse the port
 	l.fault.Store(&Fault{})
-	if err := l.start(); err != nil {
+	if err := l.start(ln); err != nil {
+		ln.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-func (l *Local) start() error {
+func (l *Local) start(ln net.Listener) error {
 	srv, err := New(l.cfg, nil)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", l.addr)
-	if err != nil {
-		return err
-	}
-	l.addr = ln.Addr().String() // keep the port for restarts
 	ctx, cancel := context.WithCancel(context.Background())
 	hs := &http.Server{Handler: l.faulty(srv.Handler()), Protocols: cleartextProtocols(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
@@ -119,7 +119,15 @@ func (l *Local) Restart() error {
 	if l.httpSrv != nil {
 		return fmt.Errorf("sim: %s is running", l.addr)
 	}
-	return l.start()
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return err
+	}
+	if err := l.start(ln); err != nil {
+		ln.Close()
+		return err
+	}
+	return nil
 }
 
 // Close kills the simulator for good.

@@ -437,9 +437,17 @@ func TestIdleTTFTIsP(t *testing.T) {
 	}
 	// The engine's own TTFT histogram holds the virtual TTFT: P plus the
 	// microseconds between arrival and the step's start.
+	// The engine records a step just after delivering its outputs.
 	var page bytes.Buffer
-	if _, err := srv.metrics.WriteTo(&page); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		page.Reset()
+		if _, err := srv.metrics.WriteTo(&page); err != nil {
+			t.Fatal(err)
+		}
+		if metricValue(t, page.String(), `vllm:time_to_first_token_seconds_count{engine="0",model_name="inferrail/sim-8b"}`) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 	sum := metricValue(t, page.String(), `vllm:time_to_first_token_seconds_sum{engine="0",model_name="inferrail/sim-8b"}`)
 	if d := sum - p.Seconds(); d < 0 || d > 0.002 {

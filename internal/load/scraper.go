@@ -1,0 +1,225 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Scrape results, as counted in inferrail_load_scrapes_total.
+const (
+	ResultOK         = "ok"
+	ResultError      = "error"      // no answer: refused, timed out, not 200
+	ResultUnreadable = "unreadable" // an answer that is not a usable page
+	ResultTooLarge   = "too_large"  // a page over the size limit
+)
+
+// ScrapeConfig tunes a Scraper.
+type ScrapeConfig struct {
+	Interval time.Duration // between scrapes of one replica
+	Timeout  time.Duration // per scrape
+	MaxAge   time.Duration // a report older than this is missing
+	MaxBytes int64         // a page over this is refused; 0 means 4 MiB
+}
+
+// Target is a replica to scrape.
+type Target struct {
+	ID  string
+	URL *url.URL // base URL; the page is at /metrics
+}
+
+// Sample is a report with the moment it was taken.
+type Sample struct {
+	Report *Report
+	At     time.Time
+}
+
+// replicaState is what the scraper keeps per replica.
+type replicaState struct {
+	last     atomic.Pointer[Sample]
+	busy     atomic.Bool // a scrape is in flight
+	failing  bool        // last scrape failed; owned by the scraping goroutine
+	previous *Report     // last good report; owned by the scraping goroutine
+}
+
+// Scraper scrapes every target in parallel at an interval. A slow or dead
+// engine delays only its own scrape. Safe for concurrent use.
+type Scraper struct {
+	cfg      ScrapeConfig
+	client   *http.Client
+	targets  func() []Target
+	log      *slog.Logger
+	onScrape func(id, result string)
+	onReset  func(id string)
+	now      func() time.Time
+
+	mu     sync.Mutex
+	states map[string]*replicaState // guarded by mu
+}
+
+// NewScraper scrapes the targets targets returns (asked at every tick).
+// onScrape (may be nil) learns every result; onReset (may be nil) learns of
+// engines whose prefix-cache counters went backwards: they restarted with
+// an empty cache.
+func NewScraper(cfg ScrapeConfig, client *http.Client, targets func() []Target, logger *slog.Logger,
+	onScrape func(id, result string), onReset func(id string)) *Scraper {
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 4 << 20
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scraper{cfg: cfg, client: client, targets: targets, log: logger.With("component", "load"),
+		onScrape: onScrape, onReset: onReset, now: time.Now, states: map[string]*replicaState{}}
+}
+
+// Run scrapes until ctx ends and waits for scrapes in flight.
+func (s *Scraper) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		live := map[string]bool{}
+		for _, tg := range s.targets() {
+			live[tg.ID] = true
+			st := s.state(tg.ID)
+			if !st.busy.CompareAndSwap(false, true) {
+				continue // the previous scrape is still within its timeout
+			}
+			wg.Go(func() {
+				defer st.busy.Store(false)
+				s.scrape(ctx, tg, st)
+			})
+		}
+		s.prune(live)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (s *Scraper) state(id string) *replicaState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.states[id]
+	if !ok {
+		st = &replicaState{}
+		s.states[id] = st
+	}
+	return st
+}
+
+// prune forgets replicas that are no longer targets.
+func (s *Scraper) prune(live map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.states {
+		if !live[id] {
+			delete(s.states, id)
+		}
+	}
+}
+
+func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
+	rep, result, err := s.fetch(ctx, tg)
+	if ctx.Err() != nil {
+		return
+	}
+	if s.onScrape != nil {
+		s.onScrape(tg.ID, result)
+	}
+	if err != nil {
+		if !st.failing {
+			st.failing = true
+			s.log.Warn("engine metrics unavailable; routing falls back to the gateway's own counts", "replica", tg.ID, "result", result, "error", err)
+		}
+		return
+	}
+	if st.failing {
+		st.failing = false
+		s.log.Info("engine metrics readable again", "replica", tg.ID)
+	}
+	if prev := st.previous; prev != nil && (rep.PrefixQueries < prev.PrefixQueries || rep.PrefixHits < prev.PrefixHits) {
+		s.log.Info("engine counters went backwards: treating it as restarted with an empty cache", "replica", tg.ID)
+		if s.onReset != nil {
+			s.onReset(tg.ID)
+		}
+	}
+	st.previous = rep
+	st.last.Store(&Sample{Report: rep, At: s.now()})
+}
+
+// errTooLarge marks a page over the size limit.
+var errTooLarge = errors.New("metrics page over the size limit")
+
+func (s *Scraper) fetch(ctx context.Context, tg Target) (*Report, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, tg.URL.JoinPath("/metrics").String(), nil)
+	if err != nil {
+		return nil, ResultError, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, ResultError, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, ResultError, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	// Read at most one byte past the limit: a page that has it is refused
+	// whole rather than cut short and misread.
+	body := &countingReader{r: io.LimitReader(resp.Body, s.cfg.MaxBytes+1)}
+	rep, err := Parse(body)
+	switch {
+	case body.n > s.cfg.MaxBytes:
+		return nil, ResultTooLarge, errTooLarge
+	case ctx.Err() != nil:
+		return nil, ResultError, ctx.Err()
+	case err != nil:
+		return nil, ResultUnreadable, err
+	}
+	return rep, ResultOK, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Fresh returns a replica's latest report if it is younger than MaxAge.
+func (s *Scraper) Fresh(id string, now time.Time) (*Report, bool) {
+	smp := s.Last(id)
+	if smp == nil || now.Sub(smp.At) > s.cfg.MaxAge {
+		return nil, false
+	}
+	return smp.Report, true
+}
+
+// Last returns a replica's latest report whatever its age, or nil.
+func (s *Scraper) Last(id string) *Sample {
+	s.mu.Lock()
+	st, ok := s.states[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return st.last.Load()
+}
