@@ -14,13 +14,14 @@ type Config struct {
 	Models []Model `yaml:"models"`
 	// Replicas are the statically configured engines. Replicas and
 	// Discovery.DNS may each be empty, but not both.
-	Replicas  []Replica `yaml:"replicas"`
-	Discovery Discovery `yaml:"discovery"`
-	Routing   Routing   `yaml:"routing"`
-	Health    Health    `yaml:"health"`
-	Retry     Retry     `yaml:"retry"`
-	Upstream  Upstream  `yaml:"upstream"`
-	Logging   Logging   `yaml:"logging"`
+	Replicas  []Replica  `yaml:"replicas"`
+	Discovery Discovery  `yaml:"discovery"`
+	Routing   Routing    `yaml:"routing"`
+	Health    Health     `yaml:"health"`
+	Retry     Retry      `yaml:"retry"`
+	Upstream  Upstream   `yaml:"upstream"`
+	Load      EngineLoad `yaml:"load"`
+	Logging   Logging    `yaml:"logging"`
 }
 
 // Server configures the gateway's listeners and request limits.
@@ -172,6 +173,19 @@ type Upstream struct {
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
 }
 
+// EngineLoad tunes how the gateway reads engines' own metrics pages.
+type EngineLoad struct {
+	// ScrapeInterval is the time between scrapes of one engine's /metrics.
+	// Default 100ms.
+	ScrapeInterval Duration `yaml:"scrape_interval"`
+	// ScrapeTimeout bounds one scrape (pages are also capped at 4 MiB).
+	// Default 100ms.
+	ScrapeTimeout Duration `yaml:"scrape_timeout"`
+	// MaxAge is how old an engine's report may be before routing treats it
+	// as missing and falls back to the gateway's own counts. Default 250ms.
+	MaxAge Duration `yaml:"max_age"`
+}
+
 // Logging configures the gateway's log.
 type Logging struct {
 	// Level is the lowest level logged: debug, info, warn or error.
@@ -221,6 +235,11 @@ func Default() Config {
 		Upstream: Upstream{
 			ConnectTimeout:      Duration(2 * time.Second),
 			MaxIdleConnsPerHost: 256,
+		},
+		Load: EngineLoad{
+			ScrapeInterval: Duration(100 * time.Millisecond),
+			ScrapeTimeout:  Duration(100 * time.Millisecond),
+			MaxAge:         Duration(250 * time.Millisecond),
 		},
 		Logging: Logging{Level: "info", Format: "text"},
 	}

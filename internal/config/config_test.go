@@ -120,7 +120,7 @@ var badFiles = map[string][]string{
 		"line 14: replicas[0].kv_capacity_blocks: unknown key",
 		"line 20: discovery.dns[0].port: unknown key",
 		"line 21: discovery.static: unknown key",
-		"line 22: load: unknown key",
+		"line 22: surprises: unknown key",
 	},
 	"duplicate-keys.bad.yaml": {
 		"line 4: models[0].name: duplicate key; it is first set at line 3",
@@ -258,6 +258,8 @@ var badFiles = map[string][]string{
 		"line 8: health.max_ejection_backoff: must be >= health.ejection_backoff (90s)",
 		"line 10: health.timeout: must be <= health.interval (1s)",
 		"line 12: retry.max_backoff: must be >= retry.backoff (1s)",
+		"line 16: load.scrape_timeout: must be > 0",
+		"line 17: load.max_age: must be >= load.scrape_interval (200ms)",
 	},
 	"ordering.bad.yaml": {
 		`line 4: logging.format: must be text or json, not "yaml"`,
@@ -329,7 +331,7 @@ func TestYAMLStrictDecoder(t *testing.T) {
 		t.Fatalf("strictDecode(base) = %v", err)
 	}
 	for name, doc := range map[string]string{
-		"top":        base + "load: {}\n",
+		"top":        base + "surprises: {}\n",
 		"section":    base + "health: {interval: 1s, jitter: 1s}\n",
 		"model":      "models: [{name: m, tokenizer: x}]\nreplicas: [{id: r, url: 'http://h', models: [m]}]\n",
 		"replica":    "models: [{name: m}]\nreplicas: [{id: r, url: 'http://h', models: [m], weight: 2}]\n",

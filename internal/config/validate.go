@@ -76,6 +76,7 @@ func (c *Config) validate() []*Error {
 	v.health(&c.Health)
 	v.retry(&c.Retry)
 	v.upstream(&c.Upstream)
+	v.load(&c.Load)
 	v.logging(&c.Logging)
 	return v.errs
 }
@@ -408,6 +409,14 @@ func (v *validator) retry(r *Retry) {
 func (v *validator) upstream(u *Upstream) {
 	v.positive("upstream.connect_timeout", u.ConnectTimeout)
 	v.atLeast("upstream.max_idle_conns_per_host", u.MaxIdleConnsPerHost, 1)
+}
+
+func (v *validator) load(l *EngineLoad) {
+	v.positive("load.scrape_interval", l.ScrapeInterval)
+	v.positive("load.scrape_timeout", l.ScrapeTimeout)
+	if l.MaxAge < l.ScrapeInterval {
+		v.fail("load.max_age", "must be >= load.scrape_interval (%s)", l.ScrapeInterval)
+	}
 }
 
 func (v *validator) logging(l *Logging) {

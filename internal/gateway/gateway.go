@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ type Gateway struct {
 	fleet     *fleet.Fleet
 	health    *fleet.Health
 	discovery *fleet.Discovery
+	scraper   *load.Scraper
 	transport *http.Transport
 	models    map[string]string // name or alias → model name
 	policies  map[string]policy.Policy
@@ -93,7 +95,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
-	g.metrics = newMetrics(g.registry, g.fleet)
+	lc := cfg.Load
+	g.scraper = load.NewScraper(load.ScrapeConfig{
+		Interval: time.Duration(lc.ScrapeInterval), Timeout: time.Duration(lc.ScrapeTimeout), MaxAge: time.Duration(lc.MaxAge),
+	}, &http.Client{Transport: g.transport}, g.scrapeTargets, logger, func(id, result string) {
+		g.metrics.scrapes.WithLabelValues(id, result).Inc()
+	}, nil)
+	g.metrics = newMetrics(g.registry, g.fleet, g.scraper)
 	hc := cfg.Health
 	probeClient := &http.Client{Transport: g.transport}
 	g.health = fleet.NewHealth(fleet.HealthConfig{
@@ -110,6 +118,16 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 	})
 	return g, nil
+}
+
+// scrapeTargets lists the replicas whose engines the load scraper reads.
+func (g *Gateway) scrapeTargets() []load.Target {
+	reps := g.fleet.Snapshot().Replicas
+	out := make([]load.Target, len(reps))
+	for i, r := range reps {
+		out[i] = load.Target{ID: r.ID, URL: r.URL}
+	}
+	return out
 }
 
 // newTransport builds the pooled connections to engines: keep-alive
@@ -268,10 +286,11 @@ func appendCard(b []byte, id, model string, now int64, engine map[string]json.Ra
 	return append(b, '}')
 }
 
-// AdminHandler serves the admin port: metrics today.
+// AdminHandler serves the admin port: metrics and the replicas' state.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.HandleFunc("GET /admin/replicas", g.serveReplicas)
 	return mux
 }
 
@@ -284,6 +303,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = g.health.Run(bg) })
 	wg.Go(func() { _ = g.discovery.Run(bg) })
+	wg.Go(func() { _ = g.scraper.Run(bg) })
 	defer func() {
 		stopBG()
 		wg.Wait()

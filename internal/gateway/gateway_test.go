@@ -449,3 +449,48 @@ func TestHeaderReadTimeout(t *testing.T) {
 		t.Errorf("half-sent headers: connection closed after %v (%v), want about 200 ms", took, err)
 	}
 }
+
+// TestAdminReplicas: the admin port shows each replica's state and its
+// engine's last report with its age; a dead engine's report goes stale.
+func TestAdminReplicas(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	gw := startGateway(t, cfg)
+	type view struct {
+		Replicas []struct {
+			ID      string `json:"id"`
+			Healthy bool   `json:"healthy"`
+			Engine  *struct {
+				Kind           string  `json:"kind"`
+				Fresh          bool    `json:"fresh"`
+				AgeSecs        float64 `json:"age_secs"`
+				CapacityBlocks int     `json:"capacity_blocks"`
+			} `json:"engine"`
+		} `json:"replicas"`
+	}
+	get := func() view {
+		resp, err := http.Get(gw.admin + "/admin/replicas")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v view
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	waitFor(t, "both engines reported", 2*time.Second, func() bool {
+		v := get()
+		return len(v.Replicas) == 2 && v.Replicas[0].Engine != nil && v.Replicas[1].Engine != nil
+	})
+	v := get()
+	if e := v.Replicas[0].Engine; e.Kind != "vllm" || !e.Fresh || e.CapacityBlocks != 1024 || e.AgeSecs > 0.25 {
+		t.Errorf("sim-1's engine view %+v", *e)
+	}
+	sims[1].Kill()
+	waitFor(t, "sim-2's report to go stale and its probes to fail", 3*time.Second, func() bool {
+		v := get()
+		return !v.Replicas[1].Engine.Fresh && !v.Replicas[1].Healthy
+	})
+}

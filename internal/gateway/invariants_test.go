@@ -41,6 +41,10 @@ func newEchoEngine(t testing.TB) *echoEngine {
 		case "/v1/models":
 			_, _ = io.WriteString(w, `{"object":"list","data":[]}`)
 			return
+		case "/v1/chat/completions", "/v1/completions":
+		default:
+			http.NotFound(w, r) // the load scraper's /metrics among others
+			return
 		}
 		body, _ := io.ReadAll(r.Body)
 		e.mu.Lock()

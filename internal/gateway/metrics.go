@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,10 +42,11 @@ type metrics struct {
 	disconnects    *prometheus.CounterVec
 	errors         *prometheus.CounterVec
 	ejections      *prometheus.CounterVec
+	scrapes        *prometheus.CounterVec
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
-func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) *metrics {
+func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper) *metrics {
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -86,12 +88,16 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet) *metrics {
 			Name: "inferrail_ejections_total",
 			Help: "Passive ejections of replicas whose requests kept failing.",
 		}, []string{"replica"}),
+		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_load_scrapes_total",
+			Help: "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.",
+		}, []string{"replica", "result"}),
 	}
 	m.replicaVectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.requests, m.ttft, m.duration, m.decisions, m.ejections,
+		m.requests, m.ttft, m.duration, m.decisions, m.ejections, m.scrapes,
 	}
 	reg.MustRegister(m.requests, m.ttft, m.duration, m.decisions, m.decisionTime,
-		m.retries, m.disconnects, m.errors, m.ejections, &replicaCollector{fleet: f})
+		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes, &replicaCollector{fleet: f, scraper: sc})
 	return m
 }
 
@@ -104,7 +110,10 @@ func (m *metrics) forget(id string) {
 
 // replicaCollector reports the state of every replica in the fleet at
 // scrape time, so series of departed replicas vanish with them.
-type replicaCollector struct{ fleet *fleet.Fleet }
+type replicaCollector struct {
+	fleet   *fleet.Fleet
+	scraper *load.Scraper
+}
 
 var (
 	descHealthy  = prometheus.NewDesc("inferrail_replica_healthy", "1 when the replica passes its health probes.", []string{"replica"}, nil)
@@ -112,10 +121,19 @@ var (
 	descInFlight = prometheus.NewDesc("inferrail_replica_in_flight", "Requests in flight to the replica.", []string{"replica"}, nil)
 	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Requests to the replica still waiting for a response head.", []string{"replica"}, nil)
 	descMaxConc  = prometheus.NewDesc("inferrail_replica_max_concurrency", "The replica's cap on requests in flight.", []string{"replica"}, nil)
+
+	descEngineRunning = prometheus.NewDesc("inferrail_replica_engine_running", "Requests running in the engine, from its last metrics report.", []string{"replica"}, nil)
+	descEngineWaiting = prometheus.NewDesc("inferrail_replica_engine_waiting", "Requests waiting in the engine, from its last metrics report.", []string{"replica"}, nil)
+	descEngineKV      = prometheus.NewDesc("inferrail_replica_engine_kv_usage", "Share of the engine's KV cache in use, from its last metrics report.", []string{"replica"}, nil)
+	descEngineQueries = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_queries", "Prompt tokens the engine looked up in its prefix cache, as last reported.", []string{"replica"}, nil)
+	descEngineHits    = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_hits", "Prompt tokens the engine found in its prefix cache, as last reported.", []string{"replica"}, nil)
+	descEnginePreempt = prometheus.NewDesc("inferrail_replica_engine_preemptions", "Preemptions the engine reported.", []string{"replica"}, nil)
+	descEngineAge     = prometheus.NewDesc("inferrail_replica_engine_report_age_seconds", "Age of the engine's last metrics report.", []string{"replica"}, nil)
 )
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc} {
+	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc,
+		descEngineRunning, descEngineWaiting, descEngineKV, descEngineQueries, descEngineHits, descEnginePreempt, descEngineAge} {
 		ch <- d
 	}
 }
@@ -134,5 +152,20 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(r.InFlight()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.Pending()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descMaxConc, prometheus.GaugeValue, float64(r.MaxConcurrency), r.ID)
+		smp := c.scraper.Last(r.ID)
+		if smp == nil {
+			continue
+		}
+		e := smp.Report
+		for _, g := range []struct {
+			d *prometheus.Desc
+			v float64
+		}{
+			{descEngineRunning, e.Running}, {descEngineWaiting, e.Waiting}, {descEngineKV, e.KVUsage},
+			{descEngineQueries, e.PrefixQueries}, {descEngineHits, e.PrefixHits}, {descEnginePreempt, e.Preemptions},
+			{descEngineAge, now.Sub(smp.At).Seconds()},
+		} {
+			ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v, r.ID)
+		}
 	}
 }

@@ -41,6 +41,11 @@ func TestMetricsSnapshot(t *testing.T) {
 	waitFor(t, "the disconnect to be counted", time.Second, func() bool {
 		return strings.Contains(scrape(t, gw.admin), "inferrail_client_disconnects_total{")
 	})
+	waitFor(t, "engine load reports", 2*time.Second, func() bool {
+		page := scrape(t, gw.admin)
+		return strings.Contains(page, `inferrail_replica_engine_running{replica="sim-1"}`) &&
+			strings.Contains(page, `inferrail_replica_engine_running{replica="sim-2"}`)
+	})
 	families, err := gw.g.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
