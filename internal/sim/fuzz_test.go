@@ -38,6 +38,13 @@ func fuzzParse(t *testing.T, body []byte, chat bool) {
 		if !json.Valid(e.AppendJSON(nil)) || !json.Valid(e.AppendStreamJSON(nil)) {
 			t.Fatalf("error body is not JSON: %s", e.AppendJSON(nil))
 		}
+		// What the validator accepts, the prompt reader shared with the
+		// gateway must read too.
+		for _, prefix := range []string{"chat request:", "completion request:", "prompt:", "messages[", "tools:", "prompt not followed"} {
+			if strings.HasPrefix(e.Message, prefix) {
+				t.Fatalf("validated body %q refused by the shared prompt reader: %s", body, e.Message)
+			}
+		}
 		return
 	}
 	if g.maxTokens < 0 || g.minTokens < 0 || (g.maxTokens > 0 && g.minTokens > g.maxTokens) {
@@ -46,17 +53,15 @@ func fuzzParse(t *testing.T, body []byte, chat bool) {
 	if g.hasStreamOptions && !g.stream {
 		t.Fatal("accepted stream_options without stream")
 	}
-	if chat && g.chatReq.AddGenerationPrompt && g.chatReq.ContinueFinalMessage {
+	if chat && (g.prompt.Chat == nil || g.prompt.Chat.AddGenerationPrompt && g.prompt.Chat.ContinueFinalMessage) {
 		t.Fatal("accepted both add_generation_prompt and continue_final_message")
 	}
-	for _, id := range g.promptIDs {
+	for _, id := range g.prompt.IDs {
 		if !tok.Valid(id) {
 			t.Fatalf("accepted token id %d", id)
 		}
 	}
-	if chat {
-		_ = tokenize.RenderSimChat(&g.chatReq)
-	}
+	_ = tok.PromptIDs(g.prompt)
 }
 
 func FuzzChatRequest(f *testing.F) {

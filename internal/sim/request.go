@@ -18,11 +18,11 @@ type genRequest struct {
 	model     string // as the client named it; "" for the default
 	requestID string // body request_id, "" when absent
 
-	chatReq    tokenize.Chat // chat only
-	prompt     string        // completion text prompt
-	promptIDs  []int         // completion token prompt
-	idsPrompt  bool          // prompt given as token ids
-	addSpecial bool
+	prompt     *tokenize.Prompt // what decides the prompt tokens, shared with the gateway
+	addGenPrompt  bool // chat: add_generation_prompt
+	continueFinal bool // chat: continue_final_message
+	messages      int  // chat: number of messages
+	lastRole      string
 
 	maxTokens        int // 0 means not set
 	minTokens        int
@@ -30,7 +30,6 @@ type genRequest struct {
 	stream           bool
 	includeUsage     bool
 	continuousUsage  bool
-	cacheSalt        string
 	responseRole     string
 	hasStreamOptions bool
 }
@@ -250,16 +249,16 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 		return nil, v.err()
 	}
 	v := &validator{}
-	g := &genRequest{chat: chat, addSpecial: !chat}
+	g := &genRequest{chat: chat}
 
 	// Fields are checked in the order vLLM's request models declare them,
 	// which is the order pydantic reports their errors in.
 	if chat {
-		parseMessages(v, o, &g.chatReq)
+		g.messages, g.lastRole = validateMessages(v, o)
 	}
 	g.model, _ = v.str(o, "model", true)
 	if !chat {
-		parsePrompt(v, o, g, tok)
+		validatePrompt(v, o, tok)
 	}
 	g.requestID, _ = v.str(o, "request_id", false)
 	if mt, ok := v.integer(o, "max_tokens", true); ok {
@@ -274,11 +273,8 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 	g.minTokens, _ = v.integer(o, "min_tokens", false)
 	g.ignoreEOS, _ = v.boolean(o, "ignore_eos", false)
 	g.stream, _ = v.boolean(o, "stream", true)
-	if b, ok := v.boolean(o, "add_special_tokens", false); ok {
-		g.addSpecial = b
-	}
+	v.boolean(o, "add_special_tokens", false)
 	salt, hasSalt := v.str(o, "cache_salt", true)
-	g.cacheSalt = salt
 	echo, _ := v.boolean(o, "echo", false)
 	for _, key := range []string{"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"} {
 		v.number(o, key)
@@ -305,12 +301,12 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 		if tl, ok := v.integer(o, "top_logprobs", true); ok && tl > 0 {
 			logprobs = true
 		}
-		g.chatReq.AddGenerationPrompt = true
+		g.addGenPrompt = true
 		if b, ok := v.boolean(o, "add_generation_prompt", false); ok {
-			g.chatReq.AddGenerationPrompt = b
+			g.addGenPrompt = b
 		}
-		g.chatReq.ContinueFinalMessage, _ = v.boolean(o, "continue_final_message", false)
-		parseTools(v, o, &g.chatReq)
+		g.continueFinal, _ = v.boolean(o, "continue_final_message", false)
+		validateTools(v, o)
 	} else {
 		_, logprobs = v.integer(o, "logprobs", true)
 		bestOf, hasBestOf = v.integer(o, "best_of", true)
@@ -342,19 +338,19 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 		return nil, openai.BadRequest("echo is not supported by inferrail-sim.", "echo")
 	case hasBestOf && bestOf != 1:
 		return nil, openai.BadRequest("best_of is not supported by inferrail-sim.", "best_of")
-	case chat && g.chatReq.AddGenerationPrompt && g.chatReq.ContinueFinalMessage:
+	case chat && g.addGenPrompt && g.continueFinal:
 		return nil, openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
 	}
 	if chat {
 		if t, ok := o.get("chat_template"); ok && t != nil {
 			return nil, openai.BadRequest("Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.", "")
 		}
-		if len(g.chatReq.Messages) == 0 && g.chatReq.ContinueFinalMessage {
+		if g.messages == 0 && g.continueFinal {
 			return nil, openai.BadRequest("continue_final_message requires a final message to continue.", "messages")
 		}
 		g.responseRole = "assistant"
-		if !g.chatReq.AddGenerationPrompt && len(g.chatReq.Messages) > 0 {
-			g.responseRole = g.chatReq.Messages[len(g.chatReq.Messages)-1].Role
+		if !g.addGenPrompt && g.messages > 0 {
+			g.responseRole = g.lastRole
 		}
 	} else if s, ok := o.get("suffix"); ok && s != nil {
 		return nil, openai.BadRequest("suffix is not currently supported", "suffix")
@@ -363,6 +359,17 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 		g.continuousUsage = g.includeUsage && g.continuousUsage
 	} else {
 		g.includeUsage, g.continuousUsage = false, false
+	}
+	// The prompt itself is read by the code the gateway uses too, so both
+	// compute the same tokens.
+	var err2 error
+	if chat {
+		g.prompt, err2 = tokenize.ParseChatRequest(body)
+	} else {
+		g.prompt, err2 = tokenize.ParseCompletionRequest(body)
+	}
+	if err2 != nil {
+		return nil, openai.BadRequest(err2.Error(), "")
 	}
 	return g, nil
 }
@@ -401,18 +408,20 @@ func (va *validatorAt) boolean(o *object, key string) (bool, bool) {
 // jsonErrText describes why a body is not JSON.
 func jsonErrText(err error) string { return err.Error() }
 
-// parseMessages reads messages into chat, reporting shape errors.
-func parseMessages(v *validator, o *object, chat *tokenize.Chat) {
+// validateMessages checks the messages' shape and returns how many there
+// are and the role of the last.
+func validateMessages(v *validator, o *object) (int, string) {
 	raw, ok := o.get("messages")
 	if !ok {
 		v.add("missing", []any{"messages"}, "Field required", o)
-		return
+		return 0, ""
 	}
 	list, ok := raw.([]any)
 	if !ok {
 		v.add("list_type", []any{"messages"}, "Input should be a valid list", raw)
-		return
+		return 0, ""
 	}
+	last := ""
 	for i, item := range list {
 		m, ok := item.(*object)
 		if !ok {
@@ -429,34 +438,24 @@ func parseMessages(v *validator, o *object, chat *tokenize.Chat) {
 			v.add("string_type", []any{"messages", i, "role"}, "Input should be a valid string", role)
 			continue
 		}
-		if rs == "developer" {
-			rs = "system"
-		}
-		msg := tokenize.ChatMessage{Role: rs}
+		last = rs
 		content, _ := m.get("content")
 		switch c := content.(type) {
-		case nil:
-		case string:
-			msg.Content = c
+		case nil, string:
 		case []any:
-			var parts []string
 			for j, p := range c {
-				text, ok := textPart(p)
-				if !ok {
+				if !textPart(p) {
 					v.add("value_error", []any{"messages", i, "content", j},
 						"Value error, inferrail-sim accepts only text content parts", p)
-					continue
 				}
-				parts = append(parts, text)
 			}
-			msg.Content = strings.Join(parts, "\n")
 		default:
 			v.add("string_type", []any{"messages", i, "content"}, "Input should be a valid string", content)
 		}
 		for _, key := range []string{"reasoning", "reasoning_content"} {
-			if r, ok := m.get(key); ok {
-				if rs, ok := r.(string); ok && rs != "" {
-					msg.Reasoning = rs
+			if r, ok := m.get(key); ok && r != nil {
+				if _, isStr := r.(string); !isStr {
+					v.add("string_type", []any{"messages", i, key}, "Input should be a valid string", r)
 				}
 			}
 		}
@@ -466,56 +465,51 @@ func parseMessages(v *validator, o *object, chat *tokenize.Chat) {
 				v.add("list_type", []any{"messages", i, "tool_calls"}, "Input should be a valid list", tcs)
 			}
 			for j, tc := range list {
-				call, ok := toolCall(tc)
-				if !ok {
+				if !validToolCall(tc) {
 					v.add("model_type", []any{"messages", i, "tool_calls", j}, "Input should be a valid dictionary", tc)
-					continue
 				}
-				msg.ToolCalls = append(msg.ToolCalls, call)
 			}
 		}
-		chat.Messages = append(chat.Messages, msg)
 	}
+	return len(list), last
 }
 
-func textPart(p any) (string, bool) {
+// textPart reports whether a content part is text: a string, or an object
+// of type text with a string text.
+func textPart(p any) bool {
 	switch t := p.(type) {
 	case string:
-		return t, true
+		return true
 	case *object:
 		typ, _ := t.get("type")
-		if typ != "text" {
-			return "", false
-		}
 		text, ok := t.get("text")
-		s, isStr := text.(string)
-		return s, ok && isStr
+		_, isStr := text.(string)
+		return typ == "text" && ok && isStr
 	}
-	return "", false
+	return false
 }
 
-func toolCall(tc any) (tokenize.ToolCall, bool) {
+// validToolCall reports whether an assistant's tool call has a function
+// with a string name and string (or absent) arguments.
+func validToolCall(tc any) bool {
 	o, ok := tc.(*object)
 	if !ok {
-		return tokenize.ToolCall{}, false
+		return false
 	}
 	fn, _ := o.get("function")
 	f, ok := fn.(*object)
 	if !ok {
-		return tokenize.ToolCall{}, false
+		return false
 	}
 	name, _ := f.get("name")
 	args, _ := f.get("arguments")
-	ns, ok1 := name.(string)
-	as, ok2 := args.(string)
-	if args == nil {
-		as, ok2 = "", true
-	}
-	return tokenize.ToolCall{Name: ns, Arguments: as}, ok1 && ok2
+	_, nameOK := name.(string)
+	_, argsOK := args.(string)
+	return nameOK && (argsOK || args == nil)
 }
 
-// parseTools keeps each tool as compact JSON text for the template.
-func parseTools(v *validator, o *object, chat *tokenize.Chat) {
+// validateTools checks each tool names its function.
+func validateTools(v *validator, o *object) {
 	raw, ok := o.get("tools")
 	if !ok || raw == nil {
 		return
@@ -544,7 +538,6 @@ func parseTools(v *validator, o *object, chat *tokenize.Chat) {
 			v.add("string_type", []any{"tools", i, "function", "name"}, "Input should be a valid string", name)
 			continue
 		}
-		chat.Tools = append(chat.Tools, json.RawMessage(compactJSON(obj)))
 	}
 }
 
@@ -588,9 +581,9 @@ func compactJSON(v any) []byte {
 	return b
 }
 
-// parsePrompt reads a completion prompt: a string, a list of token ids, or a
-// batch of one of either. Batches of several prompts are refused.
-func parsePrompt(v *validator, o *object, g *genRequest, tok *tokenize.Sim) {
+// validatePrompt checks a completion prompt: a string, a list of token ids,
+// or a batch of one of either. Batches of several prompts are refused.
+func validatePrompt(v *validator, o *object, tok *tokenize.Sim) {
 	raw, ok := o.get("prompt")
 	if !ok || raw == nil {
 		v.add("value_error", nil, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", o)
@@ -604,29 +597,25 @@ func parsePrompt(v *validator, o *object, g *genRequest, tok *tokenize.Sim) {
 	}
 	switch t := raw.(type) {
 	case string:
-		g.prompt = t
 		return
 	case []any:
 		if len(t) == 0 {
 			v.add("value_error", []any{"prompt"}, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", raw)
 			return
 		}
-		ids := make([]int, 0, len(t))
 		for i, e := range t {
 			switch e.(type) {
 			case string, []any:
 				v.add("value_error", []any{"prompt"}, "Value error, inferrail-sim serves one prompt per request, not a batch.", raw)
 				return
 			}
-			id, kind := laxInt(e)
-			if kind != "" || !tok.Valid(id) {
+			n, isNum := e.(json.Number)
+			id, err := strconv.Atoi(string(n))
+			if !isNum || err != nil || !tok.Valid(id) {
 				v.add("value_error", []any{"prompt", i}, fmt.Sprintf("Value error, token id %v is out of vocabulary", e), e)
 				return
 			}
-			ids = append(ids, id)
 		}
-		g.promptIDs = ids
-		g.idsPrompt = true
 	default:
 		v.add("string_type", []any{"prompt"}, "Input should be a valid string", raw)
 	}

@@ -237,20 +237,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		}
 		p.model = g.model
 	}
-	switch {
-	case chat:
-		p.prompt = s.tok.Encode(nil, tokenize.RenderSimChat(&g.chatReq))
-		if g.addSpecial {
-			p.prompt = append([]int{s.tok.BOS()}, p.prompt...)
-		}
-	case g.idsPrompt:
-		p.prompt = g.promptIDs
-	default:
-		if g.addSpecial {
-			p.prompt = append(p.prompt, s.tok.BOS())
-		}
-		p.prompt = s.tok.Encode(p.prompt, g.prompt)
-	}
+	p.prompt = s.tok.PromptIDs(g.prompt)
 	if len(p.prompt) == 0 {
 		return nil, openai.BadRequest("The prompt must not be empty.", "prompt")
 	}
@@ -284,7 +271,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 
 // newRequest builds the engine's view of a prepared request.
 func (s *Server) newRequest(p *prepared) *request {
-	seed := tokenize.ChainSeed(s.cfg.ModelName(), "", p.g.cacheSalt)
+	seed := tokenize.ChainSeed(s.cfg.ModelName(), "", p.g.prompt.CacheSalt)
 	req := &request{
 		id:        p.id,
 		tokens:    p.prompt[:len(p.prompt):len(p.prompt)],
@@ -528,24 +515,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		openai.ModelNotFound(g.model).Write(w)
 		return
 	}
-	var ids []int
-	switch {
-	case isChat:
-		if special, ok := o.get("add_special_tokens"); !ok || special == nil {
-			g.addSpecial = false
-		}
-		if g.addSpecial {
-			ids = append(ids, s.tok.BOS())
-		}
-		ids = s.tok.Encode(ids, tokenize.RenderSimChat(&g.chatReq))
-	case g.idsPrompt:
-		ids = g.promptIDs
-	default:
-		if g.addSpecial {
-			ids = append(ids, s.tok.BOS())
-		}
-		ids = s.tok.Encode(ids, g.prompt)
-	}
+	ids := s.tok.PromptIDs(g.prompt)
 	b := []byte(`{"count":`)
 	b = strconv.AppendInt(b, int64(len(ids)), 10)
 	b = append(b, `,"max_model_len":`...)

@@ -1,0 +1,73 @@
+package tokenize
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+func TestParseChatRequest(t *testing.T) {
+	p, err := ParseChatRequest([]byte(`{"messages":[
+		{"role":"developer","content":"Be brief."},
+		{"role":"user","content":[{"type":"text","text":"a"},"b",{"type":"text","text":"c"}]},
+		{"role":"assistant","content":null,"reasoning_content":"hmm","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]}],
+		"tools":[{"type": "function", "function": {"name": "f", "parameters": {"b": 1.0, "a": "\u00e9"}}}],
+		"add_generation_prompt":"yes","add_special_tokens":1,"cache_salt":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Chat
+	if !c.AddGenerationPrompt || !p.AddSpecial || p.CacheSalt != "s" {
+		t.Errorf("flags %+v %+v", p, c)
+	}
+	if c.Messages[0].Role != "system" || c.Messages[1].Content != "a\nb\nc" || c.Messages[2].Reasoning != "hmm" {
+		t.Errorf("messages %+v", c.Messages)
+	}
+	if tc := c.Messages[2].ToolCalls; len(tc) != 1 || tc[0].Name != "f" || tc[0].Arguments != `{"x": 1}` {
+		t.Errorf("tool calls %+v", tc)
+	}
+	if got, want := string(c.Tools[0]), `{"type":"function","function":{"name":"f","parameters":{"b":1.0,"a":"\u00e9"}}}`; got != want {
+		t.Errorf("tool %s, want key order, number text and escapes kept: %s", got, want)
+	}
+
+	for body, reason := range map[string]string{
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`: ReasonMultimodal,
+		`{"messages":[],"chat_template":"{{x}}"}`:                                                ReasonTemplate,
+	} {
+		_, err := ParseChatRequest([]byte(body))
+		var ue *UnsupportedError
+		if !errors.As(err, &ue) || ue.Reason != reason {
+			t.Errorf("ParseChatRequest(%s) = %v, want unsupported %s", body, err, reason)
+		}
+	}
+}
+
+func TestParseCompletionRequest(t *testing.T) {
+	sim := NewSim()
+	tests := []struct {
+		body string
+		ids  []int
+	}{
+		{`{"prompt":"hi"}`, append([]int{SimBOSID}, sim.Encode(nil, "hi")...)},
+		{`{"prompt":["hi"],"add_special_tokens":false}`, sim.Encode(nil, "hi")},
+		{`{"prompt":[5,6]}`, []int{5, 6}},
+		{`{"prompt":[[5,6]]}`, []int{5, 6}},
+	}
+	for _, tt := range tests {
+		p, err := ParseCompletionRequest([]byte(tt.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.body, err)
+		}
+		if got := sim.PromptIDs(p); !slices.Equal(got, tt.ids) {
+			t.Errorf("%s: ids %v, want %v", tt.body, got, tt.ids)
+		}
+	}
+	_, err := ParseCompletionRequest([]byte(`{"prompt":[[1],[2]]}`))
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != ReasonBatch {
+		t.Errorf("a batch of two: %v, want unsupported batch", err)
+	}
+	if _, err := ParseCompletionRequest([]byte(`{"max_tokens":1}`)); err == nil {
+		t.Error("no prompt accepted")
+	}
+}
