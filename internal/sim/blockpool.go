@@ -187,15 +187,6 @@ func (p *blockPool) setDups(h tokenize.BlockHash, d []int32) {
 	}
 }
 
-// holders lists the blocks holding h, oldest first.
-func (p *blockPool) holders(h tokenize.BlockHash) []int32 {
-	first, ok := p.cached[h]
-	if !ok {
-		return nil
-	}
-	return append([]int32{first}, p.dups[h]...)
-}
-
 // cache marks a full block as holding hash, so later prompts can hit it.
 func (p *blockPool) cache(id int32, h tokenize.BlockHash) {
 	if !p.caching {

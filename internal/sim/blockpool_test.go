@@ -232,3 +232,12 @@ func TestBlockPoolEvictionOrder(t *testing.T) {
 		t.Error("reset succeeded while blocks are held")
 	}
 }
+
+// holders lists the blocks holding h, oldest first.
+func (p *blockPool) holders(h tokenize.BlockHash) []int32 {
+	first, ok := p.cached[h]
+	if !ok {
+		return nil
+	}
+	return append([]int32{first}, p.dups[h]...)
+}

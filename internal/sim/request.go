@@ -18,10 +18,10 @@ type genRequest struct {
 	model     string // as the client named it; "" for the default
 	requestID string // body request_id, "" when absent
 
-	prompt     *tokenize.Prompt // what decides the prompt tokens, shared with the gateway
-	addGenPrompt  bool // chat: add_generation_prompt
-	continueFinal bool // chat: continue_final_message
-	messages      int  // chat: number of messages
+	prompt        *tokenize.Prompt // what decides the prompt tokens, shared with the gateway
+	addGenPrompt  bool             // chat: add_generation_prompt
+	continueFinal bool             // chat: continue_final_message
+	messages      int              // chat: number of messages
 	lastRole      string
 
 	maxTokens        int // 0 means not set
@@ -539,46 +539,6 @@ func validateTools(v *validator, o *object) {
 			continue
 		}
 	}
-}
-
-// compactJSON writes a decoded value back as compact JSON in its key order.
-func compactJSON(v any) []byte {
-	var b []byte
-	var walk func(v any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case nil:
-			b = append(b, "null"...)
-		case bool:
-			b = strconv.AppendBool(b, t)
-		case json.Number:
-			b = append(b, t...)
-		case string:
-			b = openai.AppendString(b, t)
-		case []any:
-			b = append(b, '[')
-			for i, e := range t {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				walk(e)
-			}
-			b = append(b, ']')
-		case *object:
-			b = append(b, '{')
-			for i, k := range t.keys {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = openai.AppendString(b, k)
-				b = append(b, ':')
-				walk(t.vals[i])
-			}
-			b = append(b, '}')
-		}
-	}
-	walk(v)
-	return b
 }
 
 // validatePrompt checks a completion prompt: a string, a list of token ids,

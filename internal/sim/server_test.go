@@ -11,9 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // startServer runs a simulator in process behind an httptest server.
@@ -469,4 +472,44 @@ func metricValue(t testing.TB, page, series string) float64 {
 	}
 	t.Fatalf("series %s not on the page", series)
 	return 0
+}
+
+// compactJSON writes a decoded value back as compact JSON in its key order.
+func compactJSON(v any) []byte {
+	var b []byte
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case nil:
+			b = append(b, "null"...)
+		case bool:
+			b = strconv.AppendBool(b, t)
+		case json.Number:
+			b = append(b, t...)
+		case string:
+			b = openai.AppendString(b, t)
+		case []any:
+			b = append(b, '[')
+			for i, e := range t {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				walk(e)
+			}
+			b = append(b, ']')
+		case *object:
+			b = append(b, '{')
+			for i, k := range t.keys {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = openai.AppendString(b, k)
+				b = append(b, ':')
+				walk(t.vals[i])
+			}
+			b = append(b, '}')
+		}
+	}
+	walk(v)
+	return b
 }

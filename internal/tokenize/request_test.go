@@ -32,7 +32,7 @@ func TestParseChatRequest(t *testing.T) {
 
 	for body, reason := range map[string]string{
 		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`: ReasonMultimodal,
-		`{"messages":[],"chat_template":"{{x}}"}`:                                                ReasonTemplate,
+		`{"messages":[],"chat_template":"{{x}}"}`:                                                 ReasonTemplate,
 	} {
 		_, err := ParseChatRequest([]byte(body))
 		var ue *UnsupportedError
