@@ -21,6 +21,8 @@ type Config struct {
 	Retry     Retry      `yaml:"retry"`
 	Upstream  Upstream   `yaml:"upstream"`
 	Load      EngineLoad `yaml:"load"`
+	Tokenizer Tokenizer  `yaml:"tokenizer"`
+	Index     Index      `yaml:"index"`
 	Logging   Logging    `yaml:"logging"`
 }
 
@@ -59,6 +61,21 @@ type Model struct {
 	// Policy is the routing policy for this model: round_robin, random,
 	// least_request or p2c. Empty means Routing.DefaultPolicy.
 	Policy string `yaml:"policy,omitempty"`
+	// Tokenizer lets the gateway compute the model's prompt tokens as the
+	// engines do: "builtin:sim" for the simulator's. Empty means none: the
+	// model routes without cache predictions.
+	Tokenizer string `yaml:"tokenizer,omitempty"`
+	// BlockSize is the engines' KV block size in tokens, which the gateway
+	// cuts prompts into for its index. Default 16, vLLM's; 0 also means 16.
+	BlockSize int `yaml:"block_size"`
+}
+
+// Blocks returns the model's block size in tokens.
+func (m *Model) Blocks() int {
+	if m.BlockSize <= 0 {
+		return defaultBlockSize
+	}
+	return m.BlockSize
 }
 
 // Replica is one statically configured engine.
@@ -79,6 +96,10 @@ type Replica struct {
 	// MaxPending caps requests to this replica still waiting for a response
 	// head. Must be >= 1 and <= MaxConcurrency; default 64.
 	MaxPending int `yaml:"max_pending"`
+	// KVCapacityBlocks is the engine's KV cache size in blocks, the size of
+	// the gateway's shadow of it. 0 means what the engine reports, else
+	// Index.DefaultCapacityBlocks.
+	KVCapacityBlocks int `yaml:"kv_capacity_blocks"`
 }
 
 // Discovery configures replicas found at run time.
@@ -111,6 +132,9 @@ type DNSGroup struct {
 	// MaxPending caps each member's requests still waiting for a response
 	// head. Must be >= 1 and <= MaxConcurrency; default 64.
 	MaxPending int `yaml:"max_pending"`
+	// KVCapacityBlocks is each member's KV cache size in blocks, as for
+	// Replica. 0 means what the engines report.
+	KVCapacityBlocks int `yaml:"kv_capacity_blocks"`
 }
 
 // Routing configures how a replica is chosen.
@@ -173,6 +197,24 @@ type Upstream struct {
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
 }
 
+// Tokenizer tunes how the gateway tokenizes prompts at its edge.
+type Tokenizer struct {
+	// Workers is the number of goroutines that tokenize bodies over 1 KiB
+	// (smaller ones are tokenized inline). Must be >= 1; default 4.
+	Workers int `yaml:"workers"`
+	// MaxWait bounds how long a request waits for its tokens, queueing
+	// included; past it the request is routed without a prediction. Must be
+	// > 0; default 50ms.
+	MaxWait Duration `yaml:"max_wait"`
+}
+
+// Index tunes the gateway's KV index, its picture of every replica's cache.
+type Index struct {
+	// DefaultCapacityBlocks is a replica's cache size in blocks when neither
+	// the config nor its engine says. Must be >= 1; default 16384.
+	DefaultCapacityBlocks int `yaml:"default_capacity_blocks"`
+}
+
 // EngineLoad tunes how the gateway reads engines' own metrics pages.
 type EngineLoad struct {
 	// ScrapeInterval is the time between scrapes of one engine's /metrics.
@@ -203,6 +245,7 @@ const (
 	defaultMaxConcurrency = 256
 	defaultMaxPending     = 64
 	defaultRefresh        = Duration(5 * time.Second)
+	defaultBlockSize      = 16
 )
 
 // Default returns a Config holding every default, without models, replicas
@@ -236,6 +279,8 @@ func Default() Config {
 			ConnectTimeout:      Duration(2 * time.Second),
 			MaxIdleConnsPerHost: 256,
 		},
+		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond)},
+		Index:     Index{DefaultCapacityBlocks: 16384},
 		Load: EngineLoad{
 			ScrapeInterval: Duration(100 * time.Millisecond),
 			ScrapeTimeout:  Duration(100 * time.Millisecond),
@@ -247,6 +292,8 @@ func Default() Config {
 
 // defaultReplica and defaultDNSGroup are what a list item starts from before
 // its keys are decoded onto it.
+func defaultModel() Model { return Model{BlockSize: defaultBlockSize} }
+
 func defaultReplica() Replica {
 	return Replica{MaxConcurrency: defaultMaxConcurrency, MaxPending: defaultMaxPending}
 }

@@ -45,17 +45,20 @@ func TestGoodFiles(t *testing.T) {
 		MaxBodyBytes:      1 << 20,
 	}
 	full.Models = []Model{
-		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c"},
-		{Name: "Qwen/Qwen3-8B", Policy: "round_robin"},
+		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c", Tokenizer: "builtin:sim", BlockSize: 32},
+		{Name: "Qwen/Qwen3-8B", Policy: "round_robin", BlockSize: 16},
 	}
 	full.Replicas = []Replica{
-		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32},
+		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32, KVCapacityBlocks: 18000},
 		{ID: "gpu_1.b", URL: "https://[fd00::1]:8443", Models: []string{"Qwen/Qwen3-8B"}, MaxConcurrency: 1, MaxPending: 1},
 	}
 	full.Discovery.DNS = []DNSGroup{{
 		Name: "llama-pool", URL: "http://vllm.inference.svc.cluster.local:8000",
-		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(2), MaxConcurrency: 64, MaxPending: 16,
+		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(2), MaxConcurrency: 64, MaxPending: 16, KVCapacityBlocks: 9000,
 	}}
+	full.Tokenizer = Tokenizer{Workers: 2, MaxWait: Duration(20 * time.Millisecond)}
+	full.Index = Index{DefaultCapacityBlocks: 4096}
+	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{DefaultPolicy: "random", Seed: -42}
 	full.Health = Health{
 		Interval: sec(2), Timeout: sec(2), UnhealthyThreshold: 5, HealthyThreshold: 2,
@@ -66,18 +69,18 @@ func TestGoodFiles(t *testing.T) {
 	full.Logging = Logging{Level: "debug", Format: "json", LogPrompts: true}
 
 	minimal := Default()
-	minimal.Models = []Model{{Name: "m"}}
+	minimal.Models = []Model{{Name: "m", BlockSize: 16}}
 	minimal.Replicas = []Replica{{ID: "r", URL: "http://127.0.0.1:8000", Models: []string{"m"}, MaxConcurrency: 256, MaxPending: 64}}
 
 	dnsOnly := Default()
-	dnsOnly.Models = []Model{{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b"}}}
+	dnsOnly.Models = []Model{{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b"}, BlockSize: 16}}
 	dnsOnly.Discovery.DNS = []DNSGroup{{
 		Name: "llama-pool", URL: "https://vllm.inference.svc.cluster.local",
 		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(5), MaxConcurrency: 256, MaxPending: 64,
 	}}
 
 	anchors := Default()
-	anchors.Models = []Model{{Name: "m", Aliases: []string{"m-alias"}}, {Name: "n", Aliases: []string{"n-alias"}}}
+	anchors.Models = []Model{{Name: "m", Aliases: []string{"m-alias"}, BlockSize: 16}, {Name: "n", Aliases: []string{"n-alias"}, BlockSize: 16}}
 	both := []string{"m", "n"}
 	anchors.Replicas = []Replica{
 		{ID: "gpu-0", URL: "http://10.0.0.10:8000", Models: both, MaxConcurrency: 8, MaxPending: 4},
@@ -116,8 +119,8 @@ var badFiles = map[string][]string{
 	"unknown-keys.bad.yaml": {
 		"line 2: serve: unknown key",
 		"line 6: server.read_timeout: unknown key",
-		"line 9: models[0].tokenizer: unknown key",
-		"line 14: replicas[0].kv_capacity_blocks: unknown key",
+		"line 9: models[0].tokeniser: unknown key",
+		"line 14: replicas[0].kv_blocks: unknown key",
 		"line 20: discovery.dns[0].port: unknown key",
 		"line 21: discovery.static: unknown key",
 		"line 22: surprises: unknown key",
@@ -260,6 +263,9 @@ var badFiles = map[string][]string{
 		"line 12: retry.max_backoff: must be >= retry.backoff (1s)",
 		"line 16: load.scrape_timeout: must be > 0",
 		"line 17: load.max_age: must be >= load.scrape_interval (200ms)",
+		"line 19: tokenizer.workers: must be >= 1",
+		"line 20: tokenizer.max_wait: must be > 0",
+		"line 22: index.default_capacity_blocks: must be >= 1",
 	},
 	"ordering.bad.yaml": {
 		`line 4: logging.format: must be text or json, not "yaml"`,
@@ -333,7 +339,7 @@ func TestYAMLStrictDecoder(t *testing.T) {
 	for name, doc := range map[string]string{
 		"top":        base + "surprises: {}\n",
 		"section":    base + "health: {interval: 1s, jitter: 1s}\n",
-		"model":      "models: [{name: m, tokenizer: x}]\nreplicas: [{id: r, url: 'http://h', models: [m]}]\n",
+		"model":      "models: [{name: m, tokeniser: x}]\nreplicas: [{id: r, url: 'http://h', models: [m]}]\n",
 		"replica":    "models: [{name: m}]\nreplicas: [{id: r, url: 'http://h', models: [m], weight: 2}]\n",
 		"dns":        base + "discovery: {dns: [{name: p, url: 'http://p', models: [m], port: 1}]}\n",
 		"duplicate":  base + "retry: {max_attempts: 1, max_attempts: 2}\n",
@@ -413,6 +419,9 @@ func TestExampleFile(t *testing.T) {
 		{"health", cfg.Health, def.Health},
 		{"retry", cfg.Retry, def.Retry},
 		{"upstream", cfg.Upstream, def.Upstream},
+		{"tokenizer", cfg.Tokenizer, def.Tokenizer},
+		{"index", cfg.Index, def.Index},
+		{"load", cfg.Load, def.Load},
 		{"logging", cfg.Logging, def.Logging},
 	} {
 		if diff := cmp.Diff(s.want, s.got); diff != "" {
@@ -423,8 +432,11 @@ func TestExampleFile(t *testing.T) {
 		t.Fatalf("%s has %d models, %d replicas, %d dns groups; want one of each",
 			exampleFile, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
 	}
-	if p := cfg.Models[0].Policy; p != "" {
-		t.Errorf("%s: models[0].policy = %q, want the default \"\"", exampleFile, p)
+	m := cfg.Models[0]
+	wantM := defaultModel()
+	wantM.Name, wantM.Aliases = m.Name, m.Aliases
+	if diff := cmp.Diff(wantM, m); diff != "" {
+		t.Errorf("%s: models[0] does not state the defaults (-default +file):\n%s", exampleFile, diff)
 	}
 	r := cfg.Replicas[0]
 	wantR := defaultReplica()
@@ -473,7 +485,7 @@ func TestLocalFile(t *testing.T) {
 		t.Fatalf("Load(%s): %v", localFile, err)
 	}
 	want := Default()
-	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Policy: "least_request"}}
+	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Policy: "least_request", BlockSize: 16}}
 	for i, port := range []string{"8001", "8002", "8003"} {
 		r := defaultReplica()
 		r.ID = "sim-" + strconv.Itoa(i+1)

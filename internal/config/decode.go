@@ -427,6 +427,8 @@ func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 		d.lines[ip] = item.Line
 		e := s.Index(i)
 		switch p := e.Addr().Interface().(type) {
+		case *Model:
+			*p = defaultModel()
 		case *Replica:
 			*p = defaultReplica()
 		case *DNSGroup:

@@ -77,6 +77,9 @@ func (c *Config) validate() []*Error {
 	v.retry(&c.Retry)
 	v.upstream(&c.Upstream)
 	v.load(&c.Load)
+	v.atLeast("tokenizer.workers", c.Tokenizer.Workers, 1)
+	v.positive("tokenizer.max_wait", c.Tokenizer.MaxWait)
+	v.atLeast("index.default_capacity_blocks", c.Index.DefaultCapacityBlocks, 1)
 	v.logging(&c.Logging)
 	return v.errs
 }
@@ -216,6 +219,7 @@ func (v *validator) models(models []Model) {
 		if m.Policy != "" && !isPolicy(m.Policy) {
 			v.fail(p+".policy", "must be empty or one of %s, not %q", strings.Join(policies, ", "), m.Policy)
 		}
+		v.atLeast(p+".block_size", m.BlockSize, 0)
 	}
 }
 
@@ -261,6 +265,7 @@ func (v *validator) replicas(c *Config) {
 		v.url(p+".url", r.URL)
 		v.servedModels(p+".models", r.Models, served)
 		v.limits(p, r.MaxConcurrency, r.MaxPending)
+		v.atLeast(p+".kv_capacity_blocks", r.KVCapacityBlocks, 0)
 	}
 	groups := map[string]string{}
 	for i := range c.Discovery.DNS {
@@ -279,6 +284,7 @@ func (v *validator) replicas(c *Config) {
 		v.servedModels(p+".models", g.Models, served)
 		v.positive(p+".refresh", g.Refresh)
 		v.limits(p, g.MaxConcurrency, g.MaxPending)
+		v.atLeast(p+".kv_capacity_blocks", g.KVCapacityBlocks, 0)
 	}
 	if len(c.Replicas) == 0 && len(c.Discovery.DNS) == 0 {
 		return // already reported once above, not once per model
