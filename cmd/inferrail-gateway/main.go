@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *check {
 		fmt.Fprintf(stdout, "%s: valid (%d models, %d replicas, %d dns groups)\n", *path, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
+		for _, p := range gateway.TokenizerProblems(cfg) {
+			fmt.Fprintln(stdout, "note:", p)
+		}
 		return nil
 	}
 	logger := newLogger(stderr, cfg.Logging)

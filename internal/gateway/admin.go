@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 // replicaView is one replica as GET /admin/replicas shows it.
@@ -58,8 +61,78 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Replicas = append(out.Replicas, v)
 	}
+	writeAdminJSON(w, http.StatusOK, out)
+}
+
+// serveIndex answers GET /admin/index: the KV index's entries, their memory
+// and every replica's predicted blocks against its capacity.
+func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
+	writeAdminJSON(w, http.StatusOK, summarize(g.index.Stats()))
+}
+
+// serveTokenize answers POST /admin/tokenize/v1/...: a request as a client
+// would send it, tokenized as routing would, in the shape of vLLM's
+// /tokenize plus the prompt's full-block hashes. Nothing reaches an engine.
+func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
+	ex := &exchange{w: w, r: r, arrived: time.Now()}
+	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
+	body, e, _ := g.readBody(w, r, ex.deadline)
+	if e != nil {
+		e.Write(w)
+		return
+	}
+	if !json.Valid(body) {
+		openai.BadRequest("The request body is not valid JSON.", "").Write(w)
+		return
+	}
+	mf, err := openai.FindModel(body)
+	if err != nil {
+		openai.BadRequest(err.Error(), "model").Write(w)
+		return
+	}
+	model, ok := g.resolveModel(mf.Name)
+	if !ok {
+		openai.ModelNotFound(mf.Name).Write(w)
+		return
+	}
+	mt := g.tokenizers[model]
+	if mt == nil {
+		openai.BadRequest("The model "+model+" has no tokenizer.", "model").Write(w)
+		return
+	}
+	chat := isChatPath(r.URL.Path)
+	var p *tokenize.Prompt
+	if chat {
+		p, err = tokenize.ParseChatRequest(body)
+	} else {
+		p, err = tokenize.ParseCompletionRequest(body)
+	}
+	if err != nil {
+		openai.BadRequest(err.Error(), "").Write(w)
+		return
+	}
+	ids := mt.tok.PromptIDs(p)
+	hashes := tokenize.ExtendBlockHashes(nil, tokenize.ChainSeed(model, "", p.CacheSalt), ids, mt.blockSize)
+	out := struct {
+		Count       int      `json:"count"`
+		MaxModelLen *int     `json:"max_model_len"`
+		Tokens      []int    `json:"tokens"`
+		BlockSize   int      `json:"block_size"`
+		Blocks      []string `json:"blocks"`
+	}{Count: len(ids), Tokens: ids, BlockSize: mt.blockSize, Blocks: hexBlocks(hashes)}
+	if card := engineCard(g.fleet.Snapshot().ForModel(model), model); card != nil {
+		var n int
+		if json.Unmarshal(card["max_model_len"], &n) == nil {
+			out.MaxModelLen = &n
+		}
+	}
+	writeAdminJSON(w, http.StatusOK, out)
+}
+
+func writeAdminJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(out)
+	_ = enc.Encode(v)
 }

@@ -19,9 +19,11 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -41,6 +43,13 @@ type Gateway struct {
 	registry  *prometheus.Registry
 	metrics   *metrics
 	draining  atomic.Bool
+
+	tokenizers    map[string]*modelTokenizer // by model; absent: no predictions
+	tokPool       *tokenize.Pool
+	index         *index.Approx
+	groupCapacity map[string]int // DNS group → configured KV capacity of each member; set in New
+	configured    sync.Map       // replica → configured KV capacity in blocks
+	learned       sync.Map       // replica → engine-reported capacity last applied
 }
 
 // Options are what a gateway needs beyond its config.
@@ -56,7 +65,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{}}
+	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{},
+		tokenizers: map[string]*modelTokenizer{}, groupCapacity: map[string]int{}}
 	seed := uint64(cfg.Routing.Seed)
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -71,7 +81,15 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("models[%d].policy: %w", i, err)
 		}
 		g.policies[m.Name] = p
+		switch mt, err := loadTokenizer(&cfg.Models[i]); {
+		case err != nil:
+			logger.Warn("model routes without cache predictions", "model", m.Name, "error", err)
+		case mt != nil:
+			g.tokenizers[m.Name] = mt
+		}
 	}
+	g.tokPool = tokenize.NewPool(cfg.Tokenizer.Workers, 4*cfg.Tokenizer.Workers)
+	g.index = index.NewApprox(cfg.Index.DefaultCapacityBlocks)
 
 	var static []*fleet.Replica
 	for i, rc := range cfg.Replicas {
@@ -80,6 +98,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("replicas[%d].url: %w", i, err)
 		}
 		static = append(static, fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending)))
+		if rc.KVCapacityBlocks > 0 {
+			g.configured.Store(rc.ID, rc.KVCapacityBlocks)
+			g.index.SetCapacity(rc.ID, rc.KVCapacityBlocks)
+		}
 	}
 	g.fleet = fleet.New(static)
 	var groups []fleet.DNSGroup
@@ -90,6 +112,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		groups = append(groups, fleet.DNSGroup{Name: dc.Name, URL: u, Models: dc.Models, Refresh: time.Duration(dc.Refresh),
 			MaxConcurrency: int64(dc.MaxConcurrency), MaxPending: int64(dc.MaxPending)})
+		if dc.KVCapacityBlocks > 0 {
+			g.groupCapacity[dc.Name] = dc.KVCapacityBlocks
+		}
 	}
 	g.discovery = fleet.NewDiscovery(g.fleet, groups, opts.Resolver, logger)
 
@@ -100,8 +125,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		Interval: time.Duration(lc.ScrapeInterval), Timeout: time.Duration(lc.ScrapeTimeout), MaxAge: time.Duration(lc.MaxAge),
 	}, &http.Client{Transport: g.transport}, g.scrapeTargets, logger, func(id, result string) {
 		g.metrics.scrapes.WithLabelValues(id, result).Inc()
-	}, nil)
-	g.metrics = newMetrics(g.registry, g.fleet, g.scraper)
+		if result == load.ResultOK {
+			g.learnCapacity(id)
+		}
+	}, func(id string) {
+		g.index.Reset(id)
+		g.metrics.indexResets.WithLabelValues(id).Inc()
+	})
+	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index)
 	hc := cfg.Health
 	probeClient := &http.Client{Transport: g.transport}
 	g.health = fleet.NewHealth(fleet.HealthConfig{
@@ -112,9 +143,18 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}, g.fleet, probeClient, logger, func(r *fleet.Replica) {
 		g.metrics.ejections.WithLabelValues(r.ID).Inc()
 	}, nil)
-	g.fleet.Watch(func(_, removed []*fleet.Replica) {
+	g.fleet.Watch(func(added, removed []*fleet.Replica) {
+		for _, r := range added {
+			if c, ok := g.groupCapacity[r.Group]; ok {
+				g.configured.Store(r.ID, c)
+				g.index.SetCapacity(r.ID, c)
+			}
+		}
 		for _, r := range removed {
 			g.metrics.forget(r.ID)
+			g.index.Forget(r.ID)
+			g.configured.Delete(r.ID)
+			g.learned.Delete(r.ID)
 		}
 	})
 	return g, nil
@@ -291,6 +331,9 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /admin/replicas", g.serveReplicas)
+	mux.HandleFunc("GET /admin/index", g.serveIndex)
+	mux.HandleFunc("POST /admin/tokenize/v1/chat/completions", g.serveTokenize)
+	mux.HandleFunc("POST /admin/tokenize/v1/completions", g.serveTokenize)
 	return mux
 }
 
@@ -308,6 +351,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 		stopBG()
 		wg.Wait()
 		g.transport.CloseIdleConnections()
+		g.tokPool.Close()
 	}()
 
 	sc := g.cfg.Server

@@ -28,6 +28,7 @@ func fleetOf(t testing.TB, n int, zeroLatency bool) []*sim.Local {
 		cfg.ZeroLatency = zeroLatency
 		cfg.MaxModelLen = 4096
 		cfg.NumGPUBlocks = 1024
+		cfg.EnablePromptTokensDetails = true
 		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func fleetOf(t testing.TB, n int, zeroLatency bool) []*sim.Local {
 func testConfig(t testing.TB, sims []*sim.Local) *config.Config {
 	t.Helper()
 	cfg := config.Default()
-	cfg.Models = []config.Model{{Name: testModel, Aliases: []string{"sim"}}}
+	cfg.Models = []config.Model{{Name: testModel, Aliases: []string{"sim"}, Tokenizer: "builtin:sim"}}
 	for i, s := range sims {
 		rc := config.Replica{ID: fmt.Sprintf("sim-%d", i+1), URL: s.URL(), Models: []string{testModel}, MaxConcurrency: 256, MaxPending: 64}
 		cfg.Replicas = append(cfg.Replicas, rc)

@@ -368,7 +368,7 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 		for range 20 {
 			model := rapid.SampledFrom(models).Draw(rt, "model")
 			ex := &exchange{model: model, policy: g.policies[model]}
-			lease, e, _ := g.choose(ex, map[*fleet.Replica]bool{})
+			lease, _, e, _ := g.choose(ex, map[*fleet.Replica]bool{})
 			if e != nil {
 				continue
 			}

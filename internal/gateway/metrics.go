@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -43,10 +44,15 @@ type metrics struct {
 	errors         *prometheus.CounterVec
 	ejections      *prometheus.CounterVec
 	scrapes        *prometheus.CounterVec
+	tokenized      *prometheus.CounterVec
+	tokenizeTime   *prometheus.HistogramVec
+	promptTokens   *prometheus.CounterVec
+	predicted      *prometheus.CounterVec
+	indexResets    *prometheus.CounterVec
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
-func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper) *metrics {
+func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix index.Index) *metrics {
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -88,16 +94,39 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper) *me
 			Name: "inferrail_ejections_total",
 			Help: "Passive ejections of replicas whose requests kept failing.",
 		}, []string{"replica"}),
+		tokenized: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_tokenized_requests_total",
+			Help: "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow.",
+		}, []string{"model", "result"}),
+		tokenizeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_tokenize_seconds",
+			Help:    "Time to tokenize and hash a prompt, waiting for a worker included.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}, []string{"model"}),
+		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_prompt_tokens_total",
+			Help: "Prompt tokens of the requests tokenized at the edge.",
+		}, []string{"model"}),
+		predicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_predicted_cached_tokens_total",
+			Help: "Prompt tokens the KV index predicted cached on the chosen replica, per decision.",
+		}, []string{"model"}),
+		indexResets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_index_resets_total",
+			Help: "Engines found restarted with an empty cache, whose index entries were dropped.",
+		}, []string{"replica"}),
 		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_load_scrapes_total",
 			Help: "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.",
 		}, []string{"replica", "result"}),
 	}
 	m.replicaVectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.requests, m.ttft, m.duration, m.decisions, m.ejections, m.scrapes,
+		m.requests, m.ttft, m.duration, m.decisions, m.ejections, m.scrapes, m.indexResets,
 	}
 	reg.MustRegister(m.requests, m.ttft, m.duration, m.decisions, m.decisionTime,
-		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes, &replicaCollector{fleet: f, scraper: sc})
+		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes,
+		m.tokenized, m.tokenizeTime, m.promptTokens, m.predicted, m.indexResets,
+		&replicaCollector{fleet: f, scraper: sc}, &indexCollector{index: ix})
 	return m
 }
 
@@ -167,5 +196,32 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		} {
 			ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v, r.ID)
 		}
+	}
+}
+
+// indexCollector reports the KV index's size at scrape time.
+type indexCollector struct{ index index.Index }
+
+var (
+	descIndexEntries = prometheus.NewDesc("inferrail_index_entries", "Blocks the KV index holds, summed over replicas.", nil, nil)
+	descIndexBytes   = prometheus.NewDesc("inferrail_index_bytes", "Approximate memory of the KV index.", nil, nil)
+	descIndexBlocks  = prometheus.NewDesc("inferrail_replica_index_blocks", "Blocks the KV index assumes cached on the replica.", []string{"replica"}, nil)
+	descIndexCap     = prometheus.NewDesc("inferrail_replica_index_capacity_blocks", "The replica's KV capacity as the index assumes it.", []string{"replica"}, nil)
+)
+
+func (c *indexCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descIndexEntries
+	ch <- descIndexBytes
+	ch <- descIndexBlocks
+	ch <- descIndexCap
+}
+
+func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.index.Stats()
+	ch <- prometheus.MustNewConstMetric(descIndexEntries, prometheus.GaugeValue, float64(st.Entries))
+	ch <- prometheus.MustNewConstMetric(descIndexBytes, prometheus.GaugeValue, float64(st.Bytes))
+	for _, r := range st.Replicas {
+		ch <- prometheus.MustNewConstMetric(descIndexBlocks, prometheus.GaugeValue, float64(r.Held), r.ID)
+		ch <- prometheus.MustNewConstMetric(descIndexCap, prometheus.GaugeValue, float64(r.Capacity), r.ID)
 	}
 }

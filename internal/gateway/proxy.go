@@ -16,14 +16,17 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
 
 // Headers the gateway adds to responses.
 const (
-	headerRequestID = "X-Request-Id"
-	headerReplica   = "X-Inferrail-Replica"
+	headerRequestID    = "X-Request-Id"
+	headerReplica      = "X-Inferrail-Replica"
+	headerPromptTokens = "X-Inferrail-Prompt-Tokens"
+	headerCachedTokens = "X-Inferrail-Cached-Tokens"
 )
 
 // hopHeaders are meaningful for one connection only and never forwarded
@@ -57,6 +60,7 @@ type exchange struct {
 	body     []byte
 	policy   policy.Policy
 	deadline time.Time
+	pred     *prediction // nil: routed without a prediction
 }
 
 // serveGenerate proxies a chat or completion request.
@@ -99,6 +103,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	if g.cfg.Logging.LogPrompts {
 		g.log.Info("request", "request_id", ex.id, "model", model, "body", string(body))
 	}
+	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
 	g.proxy(ex)
 }
 
@@ -174,14 +179,18 @@ type answer struct {
 	resp   *http.Response
 	lease  *fleet.Lease
 	cancel context.CancelCauseFunc
+	record index.Token // what routing recorded in the KV index for this attempt
+	cached int         // prompt tokens predicted cached on the replica; -1 without a prediction
 }
 
-// drop discards a response the client will not see and frees its lease.
-func (a *answer) drop() {
+// drop discards a response the client will not see, frees its lease and
+// takes back what the attempt recorded, since the engine computed nothing.
+func (g *Gateway) drop(a *answer) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
 	a.resp.Body.Close()
 	a.cancel(nil)
 	a.lease.Release()
+	g.index.TakeBack(a.record)
 }
 
 // proxy sends the request to replicas until one answers or attempts run out.
@@ -190,7 +199,7 @@ func (g *Gateway) proxy(ex *exchange) {
 	var kept *answer // a retryable answer, passed on if nothing better comes
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		lease, e, reason := g.choose(ex, tried)
+		lease, cached, e, reason := g.choose(ex, tried)
 		if e != nil {
 			if kept != nil {
 				g.relay(ex, kept)
@@ -200,12 +209,18 @@ func (g *Gateway) proxy(ex *exchange) {
 			return
 		}
 		if kept != nil {
-			kept.drop()
+			g.drop(kept)
 			kept = nil
 		}
 		rep := lease.Replica()
 		tried[rep] = true
+		var record index.Token
+		if ex.pred != nil {
+			record = g.index.RecordPrompt(rep.ID, ex.pred.hashes, ex.pred.partial)
+			g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
+		}
 		a, err := g.attempt(ex, lease)
+		a.record, a.cached = record, cached
 		switch {
 		case err == nil && !retryable(a.resp.StatusCode):
 			g.health.Report(rep, a.resp.StatusCode < 500)
@@ -213,10 +228,11 @@ func (g *Gateway) proxy(ex *exchange) {
 			return
 		case ex.r.Context().Err() != nil: // the client left before any answer
 			if err == nil {
-				a.drop()
+				g.drop(a)
 			} else {
 				a.cancel(nil)
 				lease.Release()
+				g.index.TakeBack(record)
 			}
 			g.metrics.disconnects.WithLabelValues(ex.model).Inc()
 			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
@@ -227,6 +243,7 @@ func (g *Gateway) proxy(ex *exchange) {
 			lastErr = err
 			a.cancel(nil)
 			lease.Release()
+			g.index.TakeBack(record)
 			g.log.Debug("attempt failed", "request_id", ex.id, "replica", rep.ID, "attempt", attempt, "error", err)
 		} else {
 			kept = a
@@ -245,7 +262,7 @@ func (g *Gateway) proxy(ex *exchange) {
 		g.metrics.retries.WithLabelValues(ex.model).Inc()
 		if !g.sleep(ex, attempt) {
 			if kept != nil {
-				kept.drop()
+				g.drop(kept)
 			}
 			g.metrics.disconnects.WithLabelValues(ex.model).Inc()
 			g.metrics.requests.WithLabelValues(ex.model, "", outcomeCancelled).Inc()
@@ -277,7 +294,7 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 
 // choose picks a replica for the next attempt and takes a lease on it.
 // Replicas not tried yet come first.
-func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, *openai.Error, string) {
+func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, *openai.Error, string) {
 	start := time.Now()
 	pool := g.fleet.Snapshot().ForModel(ex.model)
 	usable := make([]*fleet.Replica, 0, len(pool))
@@ -287,7 +304,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		}
 	}
 	if len(usable) == 0 {
-		return nil, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
+		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
 	var offered []*fleet.Replica
 	cands := make([]policy.Candidate, 0, len(usable))
@@ -300,21 +317,31 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		}
 	}
 	req := &policy.Request{Model: ex.model}
+	var ids []string
+	var cached []int
 	for len(offered) > 0 {
 		cands = cands[:0]
+		ids = ids[:0]
 		for _, r := range offered {
-			cands = append(cands, policy.Candidate{ID: r.ID, InFlight: r.InFlight()})
+			cands = append(cands, policy.Candidate{ID: r.ID, InFlight: r.InFlight(), Cached: -1})
+			ids = append(ids, r.ID)
+		}
+		if ex.pred != nil {
+			cached = g.cachedTokens(cached, ids, ex.model, ex.pred)
+			for i := range cands {
+				cands[i].Cached = cached[i]
+			}
 		}
 		i := ex.policy.Pick(req, cands)
 		if lease, ok := offered[i].TryAcquire(); ok {
 			g.metrics.decisionTime.WithLabelValues(ex.policy.Name()).Observe(time.Since(start).Seconds())
 			g.metrics.decisions.WithLabelValues(ex.model, ex.policy.Name(), offered[i].ID).Inc()
-			return lease, nil, ""
+			return lease, cands[i].Cached, nil, ""
 		}
 		// Lost the race for its last slot: offer the others.
 		offered = append(offered[:i], offered[i+1:]...)
 	}
-	return nil, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
+	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
 }
 
 // attempt sends the request to the leased replica and waits for the
@@ -378,6 +405,10 @@ func copyHeaders(dst, src http.Header) {
 // frame, and records the request's outcome.
 func (g *Gateway) relay(ex *exchange, a *answer) {
 	resp, rep := a.resp, a.lease.Replica()
+	if resp.StatusCode/100 != 2 {
+		// The engine refused: it computed none of the prompt.
+		g.index.TakeBack(a.record)
+	}
 	defer func() {
 		resp.Body.Close()
 		a.cancel(nil)
@@ -395,6 +426,10 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 	}
 	h.Set(headerRequestID, ex.id)
 	h.Set(headerReplica, rep.ID)
+	if ex.pred != nil {
+		h.Set(headerPromptTokens, strconv.Itoa(ex.pred.tokens))
+		h.Set(headerCachedTokens, strconv.Itoa(a.cached))
+	}
 	ex.w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(ex.w)
 	_ = rc.Flush()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -254,5 +253,5 @@ func waitForReport(t *testing.T, sc *Scraper, id string, cond func(*Report) bool
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatal(fmt.Sprintf("no report from %s met the condition", id))
+	t.Fatalf("no report from %s met the condition", id)
 }

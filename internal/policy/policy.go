@@ -14,6 +14,7 @@ import (
 type Candidate struct {
 	ID       string
 	InFlight int64 // requests in flight to it, this one not counted
+	Cached   int   // prompt tokens the KV index predicts it holds; -1 without a prediction
 }
 
 // Request is what a policy may know of the request being routed.

@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/tokenize"
+)
+
+// Results of edge tokenization, as counted in
+// inferrail_tokenized_requests_total: tokenized, or why a request got no
+// prediction.
+const (
+	tokOK          = "tokenized"
+	tokInvalid     = "invalid"     // the body does not read as a request
+	tokUnsupported = "unsupported" // content the tokenizer cannot follow (images, batches)
+	tokTemplate    = "template"    // a chat template in the request
+	tokBusy        = "busy"        // the worker queue was full
+	tokSlow        = "slow"        // no result within tokenizer.max_wait
+)
+
+// inlineBytes is the body size up to which tokenization runs on the
+// request's own goroutine; larger bodies go to the worker pool.
+const inlineBytes = 1 << 10
+
+// promptTokenizer computes a model's prompt tokens as its engines do.
+type promptTokenizer interface {
+	PromptIDs(p *tokenize.Prompt) []int
+}
+
+// modelTokenizer is a model's tokenizer and how its engines cut blocks.
+type modelTokenizer struct {
+	tok       promptTokenizer
+	blockSize int
+}
+
+// prediction is what the gateway knows of a request's prompt.
+type prediction struct {
+	tokens  int
+	hashes  []tokenize.BlockHash
+	partial int // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
+}
+
+// loadTokenizer resolves a model's tokenizer setting. Only the simulator's
+// builtin:sim exists yet; any other value is reported and the model routes
+// without predictions.
+func loadTokenizer(m *config.Model) (*modelTokenizer, error) {
+	switch {
+	case m.Tokenizer == "":
+		return nil, nil
+	case m.Tokenizer == "builtin:sim":
+		return &modelTokenizer{tok: tokenize.NewSim(), blockSize: m.Blocks()}, nil
+	}
+	return nil, fmt.Errorf("tokenizer %q: only builtin:sim is supported so far", m.Tokenizer)
+}
+
+// TokenizerProblems lists, for inferrail-gateway --check and startup, the
+// models that will route without cache predictions and why.
+func TokenizerProblems(cfg *config.Config) []string {
+	var out []string
+	for i := range cfg.Models {
+		m := &cfg.Models[i]
+		t, err := loadTokenizer(m)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("model %s: %v; it routes without cache predictions", m.Name, err))
+		case t == nil:
+			out = append(out, fmt.Sprintf("model %s: no tokenizer; it routes without cache predictions", m.Name))
+		}
+	}
+	return out
+}
+
+// predict tokenizes the request's prompt and hashes its blocks, or says why
+// it could not; nil means route without a prediction.
+func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
+	mt := g.tokenizers[ex.model]
+	if mt == nil {
+		return nil
+	}
+	start := time.Now()
+	var pred *prediction
+	var result string
+	work := func() { pred, result = tokenizeBody(mt, ex.model, ex.body, chat) }
+	if len(ex.body) <= inlineBytes {
+		work()
+	} else {
+		switch err := g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work); {
+		case errors.Is(err, tokenize.ErrBusy):
+			pred, result = nil, tokBusy
+		case errors.Is(err, tokenize.ErrSlow):
+			pred, result = nil, tokSlow
+		}
+	}
+	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()
+	g.metrics.tokenizeTime.WithLabelValues(ex.model).Observe(time.Since(start).Seconds())
+	if pred != nil {
+		g.metrics.promptTokens.WithLabelValues(ex.model).Add(float64(pred.tokens))
+	}
+	return pred
+}
+
+// tokenizeBody computes a request's prompt tokens and block hashes.
+func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*prediction, string) {
+	var p *tokenize.Prompt
+	var err error
+	if chat {
+		p, err = tokenize.ParseChatRequest(body)
+	} else {
+		p, err = tokenize.ParseCompletionRequest(body)
+	}
+	if err != nil {
+		var ue *tokenize.UnsupportedError
+		switch {
+		case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate:
+			return nil, tokTemplate
+		case errors.As(err, &ue):
+			return nil, tokUnsupported
+		}
+		return nil, tokInvalid
+	}
+	ids := mt.tok.PromptIDs(p)
+	seed := tokenize.ChainSeed(model, "", p.CacheSalt)
+	pred := &prediction{tokens: len(ids), hashes: tokenize.ExtendBlockHashes(nil, seed, ids, mt.blockSize)}
+	if len(ids)%mt.blockSize != 0 {
+		pred.partial = 1
+	}
+	return pred, tokOK
+}
+
+// cachedTokens predicts, for each replica id, how many of the prompt's
+// tokens its engine holds.
+func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *prediction) []int {
+	bs := g.tokenizers[model].blockSize
+	dst = g.index.Match(dst, ids, pred.hashes, pred.tokens, bs)
+	for i := range dst {
+		dst[i] *= bs
+	}
+	return dst
+}
+
+// learnCapacity sizes a replica's shadow cache from what its engine
+// reports, unless the config set it. vLLM's null block is not usable.
+func (g *Gateway) learnCapacity(id string) {
+	if _, set := g.configured.Load(id); set {
+		return
+	}
+	smp := g.scraper.Last(id)
+	if smp == nil || smp.Report.CapacityBlocks <= 1 {
+		return
+	}
+	if prev, ok := g.learned.Load(id); ok && prev.(int) == smp.Report.CapacityBlocks {
+		return
+	}
+	g.learned.Store(id, smp.Report.CapacityBlocks)
+	g.index.SetCapacity(id, smp.Report.CapacityBlocks-1)
+}
+
+// indexSummary is GET /admin/index.
+type indexSummary struct {
+	Entries       int              `json:"entries"`
+	Bytes         int64            `json:"bytes"`
+	BytesPerEntry float64          `json:"bytes_per_entry"`
+	Replicas      []indexedReplica `json:"replicas"`
+}
+
+type indexedReplica struct {
+	ID       string `json:"id"`
+	Held     int    `json:"blocks"`
+	Capacity int    `json:"capacity_blocks"`
+}
+
+func summarize(st index.Stats) indexSummary {
+	s := indexSummary{Entries: st.Entries, Bytes: st.Bytes, Replicas: []indexedReplica{}}
+	if st.Entries > 0 {
+		s.BytesPerEntry = float64(st.Bytes) / float64(st.Entries)
+	}
+	for _, r := range st.Replicas {
+		s.Replicas = append(s.Replicas, indexedReplica{ID: r.ID, Held: r.Held, Capacity: r.Capacity})
+	}
+	return s
+}
+
+// hexBlocks renders block hashes for the admin API.
+func hexBlocks(hs []tokenize.BlockHash) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.String()
+	}
+	return out
+}
+
+// isChatPath reports whether an OpenAI path is the chat endpoint.
+func isChatPath(path string) bool { return strings.HasSuffix(path, "/chat/completions") }

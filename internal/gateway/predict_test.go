@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// engineUsage is what an engine reported of a response's prompt.
+type engineUsage struct {
+	Prompt int
+	Cached int
+}
+
+// send posts body to path and returns the gateway's prediction headers and
+// the engine's usage, from the full body or the stream's usage chunk.
+func send(t *testing.T, url, path, body string) (predPrompt, predCached int, got engineUsage, replica string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+	}
+	predPrompt, err1 := strconv.Atoi(resp.Header.Get("X-Inferrail-Prompt-Tokens"))
+	predCached, err2 := strconv.Atoi(resp.Header.Get("X-Inferrail-Cached-Tokens"))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("prediction headers missing: %v", resp.Header)
+	}
+	var usage struct {
+		Usage *struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			PromptTokensDetails struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if resp.Header.Get("Content-Type") == openai.SSEContentType {
+		r := openai.NewSSEReader(bufio.NewReader(resp.Body), 0)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if string(ev) == "[DONE]" {
+				break
+			}
+			_ = json.Unmarshal(ev, &usage)
+		}
+	} else if err := json.NewDecoder(resp.Body).Decode(&usage); err != nil {
+		t.Fatal(err)
+	}
+	if usage.Usage == nil {
+		t.Fatal("no usage in the response")
+	}
+	return predPrompt, predCached, engineUsage{usage.Usage.PromptTokens, usage.Usage.PromptTokensDetails.CachedTokens}, resp.Header.Get("X-Inferrail-Replica")
+}
+
+// TestPredictionsExact sends 300 requests, one at a time, over three
+// simulators whose small caches keep evicting: chat and completions,
+// streamed and not, over shared prefixes of many lengths. The prompt length
+// and the cached tokens the gateway predicts for the replica it chose equal
+// what that engine then reports, on every request.
+func TestPredictionsExact(t *testing.T) {
+	var sims []*sim.Local
+	for range 3 {
+		cfg := sim.DefaultConfig()
+		cfg.ZeroLatency = true
+		cfg.MaxModelLen = 1024
+		cfg.NumGPUBlocks = 80 // 79 usable blocks of 16 tokens: constant eviction
+		cfg.EnablePromptTokensDetails = true
+		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		sims = append(sims, l)
+	}
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = "random"
+	gw := startGateway(t, cfg)
+	waitFor(t, "capacities learned from the engines", 3*time.Second, func() bool {
+		st := gw.g.index.Stats()
+		return len(st.Replicas) == 3 && st.Replicas[0].Capacity == 79 && st.Replicas[2].Capacity == 79
+	})
+
+	rng := rand.New(rand.NewPCG(7, 7))
+	var prefixes []string
+	for i := range 8 {
+		prefixes = append(prefixes, strings.Repeat(fmt.Sprintf("shared context %d says hello. ", i), 5+rng.IntN(40)))
+	}
+	hits, mismatches := 0, 0
+	for i := range 300 {
+		prefix := prefixes[rng.IntN(len(prefixes))]
+		question := fmt.Sprintf("question %d %s", i, strings.Repeat("why ", rng.IntN(20)))
+		stream := rng.IntN(2) == 0
+		extra := `,"max_tokens":1`
+		if stream {
+			extra += `,"stream":true,"stream_options":{"include_usage":true}`
+		}
+		var path, body string
+		if rng.IntN(2) == 0 {
+			path = "/v1/chat/completions"
+			body = `{"model":"sim","messages":[{"role":"system","content":` + strconv.Quote(prefix) + `},{"role":"user","content":` + strconv.Quote(question) + `}]` + extra + `}`
+		} else {
+			path = "/v1/completions"
+			body = `{"model":"sim","prompt":` + strconv.Quote(prefix+question) + extra + `}`
+		}
+		predPrompt, predCached, got, rep := send(t, gw.url, path, body)
+		if predPrompt != got.Prompt {
+			t.Fatalf("request %d (%s): predicted %d prompt tokens, %s counted %d", i, path, predPrompt, rep, got.Prompt)
+		}
+		if predCached != got.Cached {
+			mismatches++
+			t.Errorf("request %d (%s, stream %v) on %s: predicted %d cached tokens, the engine had %d", i, path, stream, rep, predCached, got.Cached)
+		}
+		if got.Cached > 0 {
+			hits++
+		}
+	}
+	if hits < 50 {
+		t.Errorf("only %d of 300 requests hit a cache: the test exercises too little", hits)
+	}
+	evicted := false
+	for _, r := range gw.g.index.Stats().Replicas {
+		evicted = evicted || r.Held >= r.Capacity-1 // one slot may hold the last partial block
+	}
+	if !evicted {
+		t.Error("no replica's cache filled up: no eviction pressure")
+	}
+	t.Logf("%d of 300 requests found cached tokens; %d mispredicted", hits, mismatches)
+}
+
+// TestPredictionFallbacks: requests the tokenizer cannot follow are routed
+// without a prediction and counted by reason; a failed attempt takes back
+// what it recorded.
+func TestPredictionFallbacks(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	for _, body := range []string{
+		`{"model":"sim","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`,
+		`{"model":"sim","messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`,
+	} {
+		resp, _ := chat(t, gw.url, body)
+		if resp.Header.Get("X-Inferrail-Cached-Tokens") != "" {
+			t.Errorf("a prediction for a request the tokenizer cannot follow: %s", body)
+		}
+	}
+	page := scrape(t, gw.admin)
+	for _, want := range []string{`result="unsupported"`, `result="template"`} {
+		if !strings.Contains(grep(page, "inferrail_tokenized_requests_total"), want) {
+			t.Errorf("no %s counted:\n%s", want, grep(page, "inferrail_tokenized_requests_total"))
+		}
+	}
+	// The engine refuses: what routing recorded is taken back.
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 400, SparesHealth: true})
+	chat(t, gw.url, chatBody(strings.Repeat("refused prompt ", 50), ""))
+	if st := gw.g.index.Stats(); st.Entries != 0 {
+		t.Errorf("the index holds %d blocks of a prompt the engine refused", st.Entries)
+	}
+	sims[0].SetFault(sim.Fault{})
+	chat(t, gw.url, chatBody(strings.Repeat("served prompt ", 50), ""))
+	if st := gw.g.index.Stats(); st.Entries == 0 {
+		t.Error("the index holds nothing of a prompt the engine served")
+	}
+}
+
+// TestAdminTokenize: the admin port tokenizes as routing does and sends
+// nothing to any engine.
+func TestAdminTokenize(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	body := `{"model":"sim","messages":[{"role":"user","content":"` + strings.Repeat("tokens ", 30) + `"}]}`
+	resp, err := http.Post(gw.admin+"/admin/tokenize/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Count  int      `json:"count"`
+		Tokens []int    `json:"tokens"`
+		Blocks []string `json:"blocks"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	// The simulator's own /tokenize agrees.
+	direct, err := http.Post(sims[0].URL()+"/tokenize", "application/json", strings.NewReader(strings.Replace(body, `"sim"`, `"`+testModel+`"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Count  int   `json:"count"`
+		Tokens []int `json:"tokens"`
+	}
+	_ = json.NewDecoder(direct.Body).Decode(&want)
+	direct.Body.Close()
+	if out.Count != want.Count || fmt.Sprint(out.Tokens) != fmt.Sprint(want.Tokens) || len(out.Blocks) != out.Count/16 {
+		t.Errorf("admin tokenize %d tokens, %d blocks; the engine %d tokens", out.Count, len(out.Blocks), want.Count)
+	}
+	var page strings.Builder
+	_, _ = sims[0].Server().Metrics().WriteTo(&page)
+	if !strings.Contains(page.String(), `vllm:prompt_tokens_total{engine="0",model_name="inferrail/sim-8b"} 0.0`) {
+		t.Error("tokenizing at the admin port reached the engine")
+	}
+	idx, err := http.Get(gw.admin + "/admin/index")
+	if err != nil || idx.StatusCode != 200 {
+		t.Fatalf("GET /admin/index: %v %v", idx, err)
+	}
+	idx.Body.Close()
+}

@@ -1,0 +1,450 @@
+package index
+
+import (
+	"maps"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/inferrail/inferrail/internal/tokenize"
+)
+
+// Approx is the approximate index: it learns only from the gateway's own
+// routing. Each replica gets a shadow LRU as large as its KV cache.
+// Recording a prompt touches its blocks there deepest first, so the
+// prompt's first block ends up most recently used and a replica forgets a
+// prompt from its tail, as vLLM frees a request's blocks tail first. With
+// chained hashes this keeps every replica's blocks closed under prefixes: a
+// replica never holds a block without the block before it. Match relies on
+// that to probe a few blocks of a prompt instead of all of them.
+//
+// A holder map, sharded 256 ways, gives for each block the set of replicas
+// holding it, as a bitset of small per-replica handles (handles are reused
+// after Forget, so the sets stay one word wide up to 64 replicas). Match
+// reads it without a lock; writers serialize per shard. Each replica's LRU
+// has its own mutex. Locks are taken in the order replica, then shard, or
+// Approx.mu, then shard; never Approx.mu and a replica's together.
+//
+// Create an Approx with NewApprox; the zero value is not ready. It starts
+// no goroutines and is safe for concurrent use. A Match racing a Record,
+// TakeBack, Forget or Reset may see part of the change, which is as good as
+// the index is approximate. Must not be copied.
+type Approx struct {
+	defaultCapacity int
+
+	// replicas is an immutable snapshot, replaced under mu.
+	replicas atomic.Pointer[registry]
+
+	mu      sync.Mutex
+	handles []bool // handles in use; guarded by mu
+	words   int    // holders words per slot, 64 handles each; guarded by mu
+
+	shards [numShards]holderShard
+}
+
+// replica is one replica's part of the index. Must not be copied.
+type replica struct {
+	id     string
+	handle int // bit in the holder map's sets, unique among live replicas
+
+	mu       sync.Mutex
+	dead     bool   // forgotten: the replica left the snapshot; guarded by mu
+	capacity int    // in blocks; guarded by mu
+	stamps   uint64 // records so far, the last record's stamp; guarded by mu
+	lru      lru    // guarded by mu
+}
+
+var _ Index = (*Approx)(nil)
+
+// maxCapacity keeps node numbers within an int32, even while a record
+// holds up to twice the capacity before it evicts.
+const maxCapacity = 1 << 29
+
+// NewApprox returns an empty approximate index. A replica not given a
+// capacity with SetCapacity holds up to defaultCapacity blocks; zero or less
+// means such a replica holds nothing.
+func NewApprox(defaultCapacity int) *Approx {
+	x := &Approx{defaultCapacity: clampCapacity(defaultCapacity), words: 1}
+	x.replicas.Store(newRegistry(nil))
+	for i := range x.shards {
+		x.shards[i].tab.Store(newHolderTable(minTableBits, 1))
+	}
+	return x
+}
+
+func clampCapacity(blocks int) int { return min(max(blocks, 0), maxCapacity) }
+
+// Record implements [Index.Record]: RecordPrompt without a reserve.
+func (x *Approx) Record(id string, hashes []tokenize.BlockHash) Token {
+	return x.RecordPrompt(id, hashes, 0)
+}
+
+// RecordPrompt implements [Index.RecordPrompt]. It touches the prompt's
+// first min(len(hashes), capacity) blocks, the deepest first, then evicts
+// the least recently used blocks beyond the replica's capacity less the
+// reserve (never the record's own). The returned Token holds a copy of the
+// blocks the record added (none when every block was already held).
+func (x *Approx) RecordPrompt(id string, hashes []tokenize.BlockHash, reserve int) Token {
+	r := x.lockReplica(id, true)
+	defer r.mu.Unlock()
+	k := min(len(hashes), r.capacity)
+	if k == 0 {
+		return Token{}
+	}
+	r.stamps++
+	stamp := r.stamps
+	r.lru.most = r.capacity + k + 1 // the sentinel, and k more until we evict
+	added := 0
+	for i := k - 1; i >= 0; i-- {
+		h := hashes[i]
+		m := mix(h)
+		if n := r.lru.find(h, m); n != 0 {
+			s := stamp
+			if r.lru.nodes[n].stamp == stamp|addedMark {
+				s |= addedMark // added by this record: hashes not a chain
+			}
+			r.lru.touch(n, s)
+			continue
+		}
+		r.lru.pushFront(h, m, stamp|addedMark)
+		added++
+	}
+	limit := max(r.capacity-max(reserve, 0), k)
+	if added == 0 {
+		x.evictTo(r, limit)
+		return Token{}
+	}
+	// The record's blocks lead the list, shallowest first. Publish the new
+	// ones in that order, so that a concurrent Match finds whole prefixes.
+	tok := Token{rep: r, stamp: stamp, added: make([]tokenize.BlockHash, added)}
+	for n := r.lru.front(); added > 0 && n != 0; n = r.lru.nodes[n].next {
+		if r.lru.nodes[n].stamp == stamp|addedMark {
+			h := r.lru.nodes[n].hash
+			m := mix(h)
+			x.shards[m>>(64-shardBits)].add(h, m, r.handle)
+			added--
+			tok.added[added] = h
+		}
+	}
+	// Evict only now: the record's own blocks are the k most recent, so
+	// the blocks beyond the limit are all older ones.
+	x.evictTo(r, limit)
+	return tok
+}
+
+// addedMark flags, in a node's stamp, the record that added the block.
+const addedMark = 1 << 63
+
+// TakeBack implements [Index.TakeBack]. It removes the record's blocks
+// deepest first, so that a concurrent Match finds whole prefixes.
+func (x *Approx) TakeBack(t Token) {
+	r := t.rep
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.dead {
+		return
+	}
+	for _, h := range t.added {
+		m := mix(h)
+		if n := r.lru.find(h, m); n != 0 && r.lru.nodes[n].stamp == t.stamp|addedMark {
+			x.drop(r, n, m)
+		}
+	}
+}
+
+// Match implements [Index.Match].
+//
+// Because hashes are chained and every record touches a prompt's blocks
+// deepest first, a replica never holds a block without its parent, and
+// the replicas holding block i of a prompt include those holding block i+1.
+// Match uses this to bisect: it probes the first and the last block, and
+// probes between two probed blocks only when the sets of candidates
+// holding them differ. A prompt whose candidates answer at d different
+// depths costs about d*log2(len(hashes)) probes of the holder map, two
+// when they all hold it whole, whatever the number of candidates.
+func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHash, promptTokens, blockSize int) []int {
+	dst = slices.Grow(dst[:0], len(candidates))[:len(candidates)]
+	clear(dst)
+	limit := hitLimit(len(hashes), promptTokens, blockSize)
+	if limit == 0 || len(candidates) == 0 {
+		return dst
+	}
+	// Resolve candidates to handles; -1 for replicas we do not know.
+	var handleBuf [64]int32
+	handles := handleBuf[:0]
+	if len(candidates) > len(handleBuf) {
+		handles = make([]int32, 0, len(candidates))
+	}
+	handles, top := x.replicas.Load().resolve(handles, candidates)
+	if top < 0 {
+		return dst
+	}
+
+	mt := matcher{x: x, hashes: hashes[:limit]}
+	if top < 64 {
+		// Candidate sets are sets of handles: one holder word as it is.
+		var all uint64
+		for _, h := range handles {
+			if h >= 0 {
+				all |= 1 << h
+			}
+		}
+		mt.run(all)
+		for i, h := range handles {
+			if h >= 0 {
+				dst[i] = int(mt.depth[h])
+			}
+		}
+		return dst
+	}
+	x.matchWide(dst, slices.Clone(handles), hashes[:limit])
+	return dst
+}
+
+// matchWide is Match for handles beyond one holder word: it takes up to 64
+// candidates at a time, bit j of a set for the chunk's candidate j.
+func (x *Approx) matchWide(dst []int, handles []int32, hashes []tokenize.BlockHash) {
+	mt := matcher{x: x, hashes: hashes, buf: make([]uint64, (slices.Max(handles)+64)/64)}
+	for start := 0; start < len(handles); start += 64 {
+		mt.local = handles[start:min(start+64, len(handles))]
+		mt.depth = [64]int32{}
+		var all uint64
+		for j, h := range mt.local {
+			if h >= 0 {
+				all |= 1 << j
+			}
+		}
+		mt.run(all)
+		for j := range mt.local {
+			dst[start+j] = int(mt.depth[j])
+		}
+	}
+}
+
+// matcher finds how many leading hashes each of up to 64 candidates holds,
+// each candidate a bit of a uint64 set.
+type matcher struct {
+	x      *Approx
+	hashes []tokenize.BlockHash
+	depth  [64]int32 // result by bit
+
+	// nil local: bit h is handle h. Else bit j is handle local[j], and buf
+	// receives the holder words.
+	local []int32
+	buf   []uint64
+}
+
+// probe returns the set of candidates holding hashes[i].
+func (mt *matcher) probe(i int) uint64 {
+	h := mt.hashes[i]
+	m := mix(h)
+	s := &mt.x.shards[m>>(64-shardBits)]
+	if mt.local == nil {
+		return s.holders1(h, m)
+	}
+	return mt.probeWide(s, h, m)
+}
+
+// probeWide is probe for candidates named by local.
+func (mt *matcher) probeWide(s *holderShard, h tokenize.BlockHash, m uint64) uint64 {
+	s.holdersN(h, m, mt.buf)
+	var set uint64
+	for j, hd := range mt.local {
+		if hd >= 0 && mt.buf[hd/64]&(1<<(hd%64)) != 0 {
+			set |= 1 << j
+		}
+	}
+	return set
+}
+
+func (mt *matcher) set(bitset uint64, depth int) {
+	for ; bitset != 0; bitset &= bitset - 1 {
+		mt.depth[bits.TrailingZeros64(bitset)] = int32(depth)
+	}
+}
+
+// run sets the depth of every candidate in all, whose depths are 0.
+func (mt *matcher) run(all uint64) {
+	n := len(mt.hashes)
+	first := mt.probe(0) & all // the others stay at depth 0
+	if first == 0 {
+		return
+	}
+	last := first
+	if n > 1 {
+		last = mt.probe(n-1) & first
+	}
+	mt.set(last, n)
+	mt.split(0, n-1, first, last)
+}
+
+// split sets the depth of the candidates that hold block lo (set slo) but
+// not block hi (slo minus shi), for lo < hi. A racing writer may break the
+// nesting for a moment; split then assumes it, so that a candidate holding
+// a block holds every block before it.
+func (mt *matcher) split(lo, hi int, slo, shi uint64) {
+	for slo != shi {
+		if hi-lo == 1 {
+			mt.set(slo&^shi, hi)
+			return
+		}
+		mid := lo + (hi-lo)/2
+		smid := mt.probe(mid)&slo | shi
+		mt.split(lo, mid, slo, smid)
+		lo, slo = mid, smid
+	}
+}
+
+// SetCapacity implements [Index.SetCapacity]. Capacities above 2^29 blocks
+// are taken as 2^29. Shrinking frees no memory until a Reset or Forget.
+func (x *Approx) SetCapacity(id string, blocks int) {
+	r := x.lockReplica(id, true)
+	defer r.mu.Unlock()
+	r.capacity = clampCapacity(blocks)
+	x.evict(r)
+}
+
+// Forget implements [Index.Forget].
+func (x *Approx) Forget(id string) {
+	x.mu.Lock()
+	old := x.replicas.Load().byID
+	r := old[id]
+	if r == nil {
+		x.mu.Unlock()
+		return
+	}
+	next := maps.Clone(old)
+	delete(next, id)
+	x.replicas.Store(newRegistry(next))
+	x.mu.Unlock()
+
+	r.mu.Lock()
+	r.dead = true
+	x.clear(r)
+	r.mu.Unlock()
+
+	// Only now, with its bits gone from the holder map, may the handle
+	// go to another replica.
+	x.mu.Lock()
+	x.handles[r.handle] = false
+	x.mu.Unlock()
+}
+
+// Reset implements [Index.Reset].
+func (x *Approx) Reset(id string) {
+	r := x.lockReplica(id, false)
+	if r == nil {
+		return
+	}
+	x.clear(r)
+	r.mu.Unlock()
+}
+
+// Stats implements [Index.Stats].
+func (x *Approx) Stats() Stats {
+	snap := x.replicas.Load().byID
+	st := Stats{Replicas: make([]ReplicaStats, 0, len(snap))}
+	st.Bytes = int64(unsafe.Sizeof(*x)) + x.replicas.Load().bytes()
+	for _, r := range snap {
+		r.mu.Lock()
+		rs := ReplicaStats{ID: r.id, Held: r.lru.held, Capacity: r.capacity}
+		st.Bytes += r.lru.bytes() + int64(unsafe.Sizeof(*r))
+		r.mu.Unlock()
+		st.Entries += rs.Held
+		st.Replicas = append(st.Replicas, rs)
+	}
+	for i := range x.shards {
+		st.Bytes += x.shards[i].bytes()
+	}
+	slices.SortFunc(st.Replicas, func(a, b ReplicaStats) int { return strings.Compare(a.ID, b.ID) })
+	return st
+}
+
+// lockReplica returns the live replica id with its mutex held, creating it
+// when create is set, else returning nil when there is none.
+func (x *Approx) lockReplica(id string, create bool) *replica {
+	for {
+		r := x.replicas.Load().lookup(id)
+		if r == nil {
+			if !create {
+				return nil
+			}
+			r = x.join(id)
+		}
+		r.mu.Lock()
+		if !r.dead {
+			return r
+		}
+		// Forgotten between the lookup and the lock: look again.
+		r.mu.Unlock()
+	}
+}
+
+// join adds replica id, unless another goroutine just did, and returns it.
+func (x *Approx) join(id string) *replica {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old := x.replicas.Load().byID
+	if r := old[id]; r != nil {
+		return r
+	}
+	handle := slices.Index(x.handles, false)
+	if handle < 0 {
+		handle = len(x.handles)
+		x.handles = append(x.handles, false)
+	}
+	x.handles[handle] = true
+	if need := handle/64 + 1; need > x.words {
+		// Widen every shard before any block can carry the new handle.
+		x.words = need
+		for i := range x.shards {
+			x.shards[i].widen(need)
+		}
+	}
+	r := &replica{id: id, handle: handle, capacity: x.defaultCapacity}
+	next := maps.Clone(old)
+	if next == nil {
+		next = map[string]*replica{}
+	}
+	next[id] = r
+	x.replicas.Store(newRegistry(next))
+	return r
+}
+
+// evict drops r's least recently used blocks beyond its capacity. Callers
+// hold r.mu.
+func (x *Approx) evict(r *replica) { x.evictTo(r, r.capacity) }
+
+// evictTo drops least recently used blocks until r holds at most limit.
+// Callers hold r.mu.
+func (x *Approx) evictTo(r *replica, limit int) {
+	for r.lru.held > limit {
+		n := r.lru.back()
+		x.drop(r, n, mix(r.lru.nodes[n].hash))
+	}
+}
+
+// drop removes node n, whose block mixes to m, from r and the holder map.
+// Callers hold r.mu.
+func (x *Approx) drop(r *replica, n int32, m uint64) {
+	h := r.lru.nodes[n].hash
+	x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+	r.lru.remove(n, m)
+}
+
+// clear drops everything r holds. Callers hold r.mu.
+func (x *Approx) clear(r *replica) {
+	// Deepest first, so that a concurrent Match finds whole prefixes.
+	for n := r.lru.back(); n != 0; n = r.lru.nodes[n].prev {
+		h := r.lru.nodes[n].hash
+		m := mix(h)
+		x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+	}
+	r.lru.clear()
+}
