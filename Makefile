@@ -61,6 +61,7 @@ bench:
 
 stress: build
 	$(GO) run ./cmd/inferrail-bench stress --sim-binary $(BIN)/inferrail-sim --out bench/results/sim
+	$(GO) run ./cmd/inferrail-bench gwstress --gateway-binary $(BIN)/inferrail-gateway --sim-binary $(BIN)/inferrail-sim --out bench/results/gateway
 
 demo: build
 	./scripts/demo.sh

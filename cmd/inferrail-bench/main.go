@@ -1,7 +1,8 @@
 // Command inferrail-bench is inferrail's benchmark harness. Today it runs
-// the simulator stress scenarios and the demo's client:
+// the simulator and gateway stress scenarios and the demo's client:
 //
 //	inferrail-bench stress --sim-binary bin/inferrail-sim --out bench/results/sim
+//	inferrail-bench gwstress --gateway-binary bin/inferrail-gateway --sim-binary bin/inferrail-sim --out bench/results/gateway
 //	inferrail-bench demo --gateway http://127.0.0.1:8080
 package main
 
@@ -37,6 +38,9 @@ const usage = `usage: inferrail-bench <command> [flags]
 Commands:
   stress   run the simulator stress scenarios (sim-streams, sim-soak) and
            write their results and report
+  gwstress run the gateway stress scenarios (gw-streams, gw-overhead, gw-kill,
+           ...) against a gateway child process and write their results and
+           report
   demo     send a short burst of chats with shared system prompts through a
            gateway and print which replica served what
 
@@ -51,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "stress":
 		return stress(ctx, args[1:], stdout, stderr)
+	case "gwstress":
+		return gwstress(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -100,6 +106,50 @@ func stress(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Command = "go run ./cmd/inferrail-bench stress " + shellJoin(args)
 	if err := bench.Stress(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
+	return nil
+}
+
+func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := bench.DefaultGatewayStressConfig()
+	fs := flag.NewFlagSet("inferrail-bench gwstress", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	scenarios := strings.Join(c.Scenarios, ",")
+	verbose := false
+	fs.StringVar(&c.GatewayBinary, "gateway-binary", c.GatewayBinary, "inferrail-gateway executable to start")
+	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
+	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(bench.GatewayScenarios, ", "))
+	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
+	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
+	fs.IntVar(&c.Disconnects.Streams, "disconnect-streams", c.Disconnects.Streams, "gw-disconnects: streams")
+	fs.IntVar(&c.Hostile.Hostile, "hostile", c.Hostile.Hostile, "gw-hostile: hostile requests")
+	fs.IntVar(&c.Soak.Requests, "soak-requests", c.Soak.Requests, "gw-soak: requests, warmup included")
+	fs.BoolVar(&verbose, "v", false, "log the children's life cycle")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("gwstress: unexpected argument %q", fs.Arg(0))
+	}
+	c.Scenarios = nil
+	for s := range strings.SplitSeq(scenarios, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.Scenarios = append(c.Scenarios, s)
+		}
+	}
+	if len(c.Scenarios) == 0 {
+		return errors.New("gwstress: --scenarios: name at least one scenario")
+	}
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	c.Command = "go run ./cmd/inferrail-bench gwstress " + shellJoin(args)
+	if err := bench.GatewayStress(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
