@@ -34,102 +34,163 @@ const (
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
 
-// chatRequest holds the fields of a chat request that shape its prompt.
-type chatRequest struct {
-	Messages             []chatMessage     `json:"messages"`
-	Tools                []json.RawMessage `json:"tools"`
-	AddGenerationPrompt  *laxBool          `json:"add_generation_prompt"`
-	ContinueFinalMessage laxBool           `json:"continue_final_message"`
-	AddSpecialTokens     laxBool           `json:"add_special_tokens"`
-	ChatTemplate         *string           `json:"chat_template"`
-	CacheSalt            *string           `json:"cache_salt"`
+// object decodes a JSON object keeping keys exactly as written: vLLM's
+// request models match keys case-sensitively, and encoding/json into a
+// struct would not. A repeated key keeps its last value, as in Python.
+func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// present reports whether a field holds a value other than null.
+func present(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+// optString reads an optional string field; null and absent give "".
+func optString(raw json.RawMessage) (string, error) {
+	if !present(raw) {
+		return "", nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
 }
 
 // laxBool reads a boolean as vLLM's request models do (pydantic's lax
 // mode): true and false, 0 and 1, and strings such as "yes" and "off".
-type laxBool bool
-
-func (b *laxBool) UnmarshalJSON(data []byte) error {
-	s := strings.ToLower(strings.Trim(string(data), `"`))
-	switch s {
-	case "true", "1", "1.0", "on", "t", "y", "yes":
-		*b = true
-	case "false", "0", "0.0", "off", "f", "n", "no", "null":
-		*b = false
-	default:
-		return fmt.Errorf("not a boolean: %s", data)
+// Absent or null gives def.
+func laxBool(raw json.RawMessage, def bool) (bool, error) {
+	if !present(raw) {
+		return def, nil
 	}
-	return nil
-}
-
-type chatMessage struct {
-	Role             string          `json:"role"`
-	Content          json.RawMessage `json:"content"`
-	Reasoning        *string         `json:"reasoning"`
-	ReasoningContent *string         `json:"reasoning_content"`
-	ToolCalls        []struct {
-		Function struct {
-			Name      string  `json:"name"`
-			Arguments *string `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
+	switch strings.ToLower(strings.Trim(string(bytes.TrimSpace(raw)), `"`)) {
+	case "true", "1", "1.0", "on", "t", "y", "yes":
+		return true, nil
+	case "false", "0", "0.0", "off", "f", "n", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("not a boolean: %s", raw)
 }
 
 // ParseChatRequest reads the prompt of a chat completion request the way
 // vLLM prepares it: content parts joined with newlines, the developer role
 // as system, reasoning and tool calls kept, tools as compact JSON.
 func ParseChatRequest(body []byte) (*Prompt, error) {
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := object(body)
+	if err != nil {
 		return nil, fmt.Errorf("chat request: %w", err)
 	}
-	if req.ChatTemplate != nil {
+	if present(req["chat_template"]) {
 		return nil, unsupported(ReasonTemplate)
 	}
-	c := &Chat{AddGenerationPrompt: req.AddGenerationPrompt == nil || bool(*req.AddGenerationPrompt), ContinueFinalMessage: bool(req.ContinueFinalMessage)}
-	for i, m := range req.Messages {
-		msg := ChatMessage{Role: m.Role}
-		if msg.Role == "developer" {
-			msg.Role = "system"
-		}
-		text, err := contentText(m.Content)
+	c := &Chat{}
+	if c.AddGenerationPrompt, err = laxBool(req["add_generation_prompt"], true); err != nil {
+		return nil, fmt.Errorf("add_generation_prompt: %w", err)
+	}
+	if c.ContinueFinalMessage, err = laxBool(req["continue_final_message"], false); err != nil {
+		return nil, fmt.Errorf("continue_final_message: %w", err)
+	}
+	p := &Prompt{Chat: c}
+	if p.AddSpecial, err = laxBool(req["add_special_tokens"], false); err != nil {
+		return nil, fmt.Errorf("add_special_tokens: %w", err)
+	}
+	if p.CacheSalt, err = optString(req["cache_salt"]); err != nil {
+		return nil, fmt.Errorf("cache_salt: %w", err)
+	}
+	var messages []json.RawMessage
+	if err := json.Unmarshal(req["messages"], &messages); err != nil {
+		return nil, fmt.Errorf("messages: %w", err)
+	}
+	for i, raw := range messages {
+		msg, err := chatMessage(raw)
 		if err != nil {
-			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
-		}
-		msg.Content = text
-		for _, r := range []*string{m.Reasoning, m.ReasoningContent} {
-			if r != nil && *r != "" {
-				msg.Reasoning = *r
-			}
-		}
-		for _, tc := range m.ToolCalls {
-			call := ToolCall{Name: tc.Function.Name}
-			if tc.Function.Arguments != nil {
-				call.Arguments = *tc.Function.Arguments
-			}
-			msg.ToolCalls = append(msg.ToolCalls, call)
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 		c.Messages = append(c.Messages, msg)
 	}
-	for _, t := range req.Tools {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, t); err != nil {
+	if present(req["tools"]) {
+		var tools []json.RawMessage
+		if err := json.Unmarshal(req["tools"], &tools); err != nil {
 			return nil, fmt.Errorf("tools: %w", err)
 		}
-		c.Tools = append(c.Tools, json.RawMessage(buf.Bytes()))
-	}
-	p := &Prompt{Chat: c, AddSpecial: bool(req.AddSpecialTokens)}
-	if req.CacheSalt != nil {
-		p.CacheSalt = *req.CacheSalt
+		for _, t := range tools {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, t); err != nil {
+				return nil, fmt.Errorf("tools: %w", err)
+			}
+			c.Tools = append(c.Tools, json.RawMessage(buf.Bytes()))
+		}
 	}
 	return p, nil
+}
+
+func chatMessage(raw json.RawMessage) (ChatMessage, error) {
+	var msg ChatMessage
+	m, err := object(raw)
+	if err != nil {
+		return msg, err
+	}
+	if msg.Role, err = optString(m["role"]); err != nil {
+		return msg, fmt.Errorf("role: %w", err)
+	}
+	if msg.Role == "developer" {
+		msg.Role = "system"
+	}
+	if msg.Content, err = contentText(m["content"]); err != nil {
+		return msg, fmt.Errorf("content: %w", err)
+	}
+	for _, key := range []string{"reasoning", "reasoning_content"} {
+		r, err := optString(m[key])
+		if err != nil {
+			return msg, fmt.Errorf("%s: %w", key, err)
+		}
+		if r != "" {
+			msg.Reasoning = r
+		}
+	}
+	if present(m["tool_calls"]) {
+		var calls []json.RawMessage
+		if err := json.Unmarshal(m["tool_calls"], &calls); err != nil {
+			return msg, fmt.Errorf("tool_calls: %w", err)
+		}
+		for _, rc := range calls {
+			call, err := toolCall(rc)
+			if err != nil {
+				return msg, fmt.Errorf("tool_calls: %w", err)
+			}
+			msg.ToolCalls = append(msg.ToolCalls, call)
+		}
+	}
+	return msg, nil
+}
+
+func toolCall(raw json.RawMessage) (ToolCall, error) {
+	var call ToolCall
+	c, err := object(raw)
+	if err != nil {
+		return call, err
+	}
+	fn, err := object(c["function"])
+	if err != nil {
+		return call, err
+	}
+	if call.Name, err = optString(fn["name"]); err != nil {
+		return call, err
+	}
+	call.Arguments, err = optString(fn["arguments"])
+	return call, err
 }
 
 // contentText reduces message content to its text: a string, null, or text
 // parts joined with "\n".
 func contentText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if !present(raw) {
 		return "", nil
 	}
 	if raw[0] == '"' {
@@ -148,41 +209,35 @@ func contentText(raw json.RawMessage) (string, error) {
 			texts = append(texts, s)
 			continue
 		}
-		var part struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
-		if err := json.Unmarshal(p, &part); err != nil {
+		part, err := object(p)
+		if err != nil {
 			return "", errors.New("a content part must be an object")
 		}
-		if part.Type != "text" || part.Text == nil {
+		typ, _ := optString(part["type"])
+		text, err := optString(part["text"])
+		if typ != "text" || err != nil || !present(part["text"]) {
 			return "", unsupported(ReasonMultimodal)
 		}
-		texts = append(texts, *part.Text)
+		texts = append(texts, text)
 	}
 	return strings.Join(texts, "\n"), nil
-}
-
-// completionRequest holds the fields of a completion request that shape its
-// prompt.
-type completionRequest struct {
-	Prompt           json.RawMessage `json:"prompt"`
-	AddSpecialTokens *laxBool        `json:"add_special_tokens"`
-	CacheSalt        *string         `json:"cache_salt"`
 }
 
 // ParseCompletionRequest reads the prompt of a completion request: text or
 // token ids, alone or as a batch of one.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
-	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	req, err := object(body)
+	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
 	}
-	p := &Prompt{AddSpecial: req.AddSpecialTokens == nil || bool(*req.AddSpecialTokens)}
-	if req.CacheSalt != nil {
-		p.CacheSalt = *req.CacheSalt
+	p := &Prompt{}
+	if p.AddSpecial, err = laxBool(req["add_special_tokens"], true); err != nil {
+		return nil, fmt.Errorf("add_special_tokens: %w", err)
 	}
-	raw := bytes.TrimSpace(req.Prompt)
+	if p.CacheSalt, err = optString(req["cache_salt"]); err != nil {
+		return nil, fmt.Errorf("cache_salt: %w", err)
+	}
+	raw := bytes.TrimSpace(req["prompt"])
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("prompt: required")
 	}

@@ -71,3 +71,15 @@ func TestParseCompletionRequest(t *testing.T) {
 		t.Error("no prompt accepted")
 	}
 }
+
+// TestParseKeysCaseSensitive: vLLM's request models match keys exactly, so
+// "Content" is not content (encoding/json alone would take it).
+func TestParseKeysCaseSensitive(t *testing.T) {
+	p, err := ParseChatRequest([]byte(`{"messages":[{"role":"user","Content":[{"type":"image_url"}],"content":"kept"}],"Add_Generation_Prompt":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := p.Chat.Messages[0]; m.Content != "kept" || !p.Chat.AddGenerationPrompt {
+		t.Errorf("parsed %+v, generation prompt %v: keys matched without regard to case", m, p.Chat.AddGenerationPrompt)
+	}
+}
