@@ -9,6 +9,8 @@ FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \
 	./internal/tokenize:FuzzSimEncode \
+	./internal/tokenize:FuzzHFEncode \
+	./internal/tokenize:FuzzHFScanners \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
@@ -18,7 +20,7 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzClientPort \
 	./internal/load:FuzzParse
 
-.PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean
+.PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers
 
 all: build
 
@@ -27,7 +29,11 @@ build:
 	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 ## test: lint, then every test with the race detector, then a short run of each fuzz target.
-test: lint race fuzz-smoke
+test: tokenizers lint race fuzz-smoke
+
+## tokenizers: the pinned Hugging Face tokenizer files the tokenize tests read (.cache/tokenizers).
+tokenizers:
+	./scripts/fetch-tokenizers.sh
 
 lint: fmt-check vet staticcheck
 

@@ -3,6 +3,7 @@ module github.com/inferrail/inferrail
 go 1.27
 
 require (
+	github.com/dlclark/regexp2 v1.12.0
 	github.com/google/go-cmp v0.7.0
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.25.0
@@ -10,6 +11,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/zeebo/xxh3 v1.1.0
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/text v0.42.0
 	pgregory.net/rapid v1.3.0
 )
 
