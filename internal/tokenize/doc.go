@@ -1,4 +1,7 @@
-// Package tokenize turns prompts into the token ids an engine computes:
-// the builtin:sim tokenizer shared by the simulator and the gateway, and the
-// chat rendering that comes before tokenization.
+// Package tokenize turns prompts into the token ids an engine computes and
+// the block hashes the gateway's index keys on: the reading of a request's
+// prompt (shared by the simulator and the gateway), the builtin:sim
+// tokenizer and its chat template, a reader of Hugging Face tokenizer.json
+// files that matches transformers token for token, chained XXH3-128 block
+// hashes, and the bounded worker pool the gateway tokenizes on.
 package tokenize
