@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
@@ -38,11 +37,9 @@ type GatewayProcess struct {
 	// ConfigYAML is the config file the child was started with.
 	ConfigYAML string
 
-	cmd    *exec.Cmd
+	*child
 	dir    string
 	log    *gwLog
-	exited chan struct{} // closed once cmd.Wait has returned
-	err    error         // cmd.Wait's result; read only after exited is closed
 	logger *slog.Logger
 }
 
@@ -126,7 +123,8 @@ func startGatewayOnce(ctx context.Context, o GatewayOptions) (*GatewayProcess, e
 	lg := newGWLog()
 	cmd.Stdout = lg
 	cmd.Stderr = lg
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(cmd, "gateway", o.Logger)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -135,13 +133,12 @@ func startGatewayOnce(ctx context.Context, o GatewayOptions) (*GatewayProcess, e
 		AdminURL:   "http://" + cfg.Server.AdminListen,
 		Pid:        cmd.Process.Pid,
 		ConfigYAML: data,
-		cmd:        cmd,
+		child:      c,
 		dir:        dir,
 		log:        lg,
-		exited:     make(chan struct{}),
 		logger:     o.Logger.With("component", "gateway_child", "pid", cmd.Process.Pid),
 	}
-	go p.wait()
+	c.clog = p.logger
 	p.logger.Debug("started gateway", "config", path)
 	for _, u := range []string{p.URL + "/health", p.AdminURL + "/metrics"} {
 		if err := p.waitOK(ctx, u, o.StartTimeout); err != nil {
@@ -159,12 +156,6 @@ func yamlOf(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("marshal gateway config: %w", err)
 	}
 	return string(data), nil
-}
-
-// wait reaps the child; it is the only goroutine a GatewayProcess starts.
-func (p *GatewayProcess) wait() {
-	p.err = p.cmd.Wait()
-	close(p.exited)
 }
 
 func (p *GatewayProcess) waitOK(ctx context.Context, url string, timeout time.Duration) error {
@@ -195,9 +186,6 @@ func (p *GatewayProcess) waitOK(ctx context.Context, url string, timeout time.Du
 	}
 }
 
-// Exited is closed once the child has exited.
-func (p *GatewayProcess) Exited() <-chan struct{} { return p.exited }
-
 // Output returns the tail of what the child wrote to stdout and stderr.
 func (p *GatewayProcess) Output() string { return p.log.tail() }
 
@@ -206,24 +194,7 @@ func (p *GatewayProcess) Output() string { return p.log.tail() }
 // than the clean one SIGTERM should cause. Stop may be called more than once.
 func (p *GatewayProcess) Stop() error {
 	defer os.RemoveAll(p.dir)
-	select {
-	case <-p.exited:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			p.logger.Warn("gateway ignored SIGTERM; killing it")
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			return fmt.Errorf("gateway pid %d did not stop within 15s of SIGTERM", p.Pid)
-		}
-	}
-	p.logger.Debug("gateway exited", "err", p.err)
-	if p.err != nil {
-		return fmt.Errorf("gateway pid %d: %w: %s", p.Pid, p.err, p.log.tail())
-	}
-	return nil
+	return p.stop(15*time.Second, p.log.tail)
 }
 
 // Metrics scrapes the admin port's /metrics.

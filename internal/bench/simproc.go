@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -24,10 +23,8 @@ type SimProcess struct {
 	// Pid is the child's process id.
 	Pid int
 
-	cmd    *exec.Cmd
+	*child
 	stderr *tailBuffer
-	exited chan struct{} // closed once cmd.Wait has returned
-	err    error         // cmd.Wait's result; read only after exited is closed
 	log    *slog.Logger
 }
 
@@ -83,30 +80,24 @@ func startSimOnce(ctx context.Context, o SimOptions) (*SimProcess, error) {
 	stderr := &tailBuffer{max: 16 << 10}
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
+	c, err := startChild(cmd, "simulator", o.Logger)
+	if err != nil {
 		return nil, err
 	}
 	p := &SimProcess{
 		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
 		Pid:    cmd.Process.Pid,
-		cmd:    cmd,
+		child:  c,
 		stderr: stderr,
-		exited: make(chan struct{}),
 		log:    o.Logger.With("component", "sim_child", "pid", cmd.Process.Pid),
 	}
-	go p.wait()
+	c.clog = p.log
 	p.log.Debug("started simulator", "args", args)
 	if err := p.waitHealthy(ctx, o.StartTimeout); err != nil {
 		_ = p.Stop()
 		return nil, err
 	}
 	return p, nil
-}
-
-// wait reaps the child; it is the only goroutine a SimProcess starts.
-func (p *SimProcess) wait() {
-	p.err = p.cmd.Wait()
-	close(p.exited)
 }
 
 func (p *SimProcess) waitHealthy(ctx context.Context, timeout time.Duration) error {
@@ -136,35 +127,13 @@ func (p *SimProcess) waitHealthy(ctx context.Context, timeout time.Duration) err
 	}
 }
 
-// Exited is closed once the child has exited.
-func (p *SimProcess) Exited() <-chan struct{} { return p.exited }
-
 // Output returns the tail of what the child wrote to stdout and stderr.
 func (p *SimProcess) Output() string { return p.stderr.String() }
 
 // Stop asks the child to shut down (SIGTERM), kills it if it has not exited
 // after 10 s, and waits for it. It reports an exit other than the clean one
 // SIGTERM should cause. Stop may be called more than once.
-func (p *SimProcess) Stop() error {
-	select {
-	case <-p.exited:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			p.log.Warn("simulator ignored SIGTERM; killing it")
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			return fmt.Errorf("simulator pid %d did not stop within 10s of SIGTERM", p.Pid)
-		}
-	}
-	p.log.Debug("simulator exited", "err", p.err)
-	if p.err != nil {
-		return fmt.Errorf("simulator pid %d: %w: %s", p.Pid, p.err, p.stderr.String())
-	}
-	return nil
-}
+func (p *SimProcess) Stop() error { return p.stop(10*time.Second, p.stderr.String) }
 
 // freePort asks the kernel for a free loopback port. Another process may
 // take it before the child binds it; StartSim retries then.

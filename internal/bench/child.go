@@ -1,0 +1,63 @@
+package bench
+
+import (
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// child is a started child process and its reaper, the only goroutine it
+// starts. SimProcess and GatewayProcess embed it.
+type child struct {
+	cmd    *exec.Cmd
+	name   string        // what the process is, for messages: "simulator", "gateway"
+	exited chan struct{} // closed once cmd.Wait has returned
+	err    error         // cmd.Wait's result; read only after exited is closed
+	clog   *slog.Logger
+}
+
+// startChild starts cmd and reaps it in the background.
+func startChild(cmd *exec.Cmd, name string, logger *slog.Logger) (*child, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &child{cmd: cmd, name: name, exited: make(chan struct{}), clog: logger}
+	go c.reap()
+	return c, nil
+}
+
+func (c *child) reap() {
+	c.err = c.cmd.Wait()
+	close(c.exited)
+}
+
+// Exited is closed once the child has exited.
+func (c *child) Exited() <-chan struct{} { return c.exited }
+
+// stop asks the child to shut down (SIGTERM), kills it if it has not exited
+// within grace, and waits for it. It reports an exit other than the clean one
+// SIGTERM should cause, with the tail of its output. It may be called more
+// than once.
+func (c *child) stop(grace time.Duration, output func() string) error {
+	pid := c.cmd.Process.Pid
+	select {
+	case <-c.exited:
+	default:
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+		case <-time.After(grace):
+			c.clog.Warn(c.name + " ignored SIGTERM; killing it")
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			return fmt.Errorf("%s pid %d did not stop within %v of SIGTERM", c.name, pid, grace)
+		}
+	}
+	c.clog.Debug(c.name+" exited", "err", c.err)
+	if c.err != nil {
+		return fmt.Errorf("%s pid %d: %w: %s", c.name, pid, c.err, output())
+	}
+	return nil
+}
