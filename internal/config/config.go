@@ -62,8 +62,9 @@ type Model struct {
 	// least_request or p2c. Empty means Routing.DefaultPolicy.
 	Policy string `yaml:"policy,omitempty"`
 	// Tokenizer lets the gateway compute the model's prompt tokens as the
-	// engines do: "builtin:sim" for the simulator's. Empty means none: the
-	// model routes without cache predictions.
+	// engines do: "builtin:sim" for the simulator's, a directory holding
+	// tokenizer.json, or org/name[@revision] in the local Hugging Face
+	// cache. Empty means none: the model routes without cache predictions.
 	Tokenizer string `yaml:"tokenizer,omitempty"`
 	// BlockSize is the engines' KV block size in tokens, which the gateway
 	// cuts prompts into for its index. Default 16, vLLM's; 0 also means 16.

@@ -111,7 +111,11 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest(err.Error(), "").Write(w)
 		return
 	}
-	ids := mt.tok.PromptIDs(p)
+	ids, err := mt.tok.PromptIDs(p)
+	if err != nil {
+		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
+		return
+	}
 	hashes := tokenize.ExtendBlockHashes(nil, tokenize.ChainSeed(model, "", p.CacheSalt), ids, mt.blockSize)
 	out := struct {
 		Count       int      `json:"count"`

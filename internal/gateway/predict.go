@@ -3,6 +3,9 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,7 +24,12 @@ const (
 	tokTemplate    = "template"    // a chat template in the request
 	tokBusy        = "busy"        // the worker queue was full
 	tokSlow        = "slow"        // no result within tokenizer.max_wait
+	tokUnavailable = "unavailable" // the model's tokenizer cannot prepare this kind of request yet
 )
+
+// errNoChatTemplate: Hugging Face tokenizers are read, their chat templates
+// not yet, so only completions get predictions with them.
+var errNoChatTemplate = errors.New("chat templates are not rendered yet")
 
 // inlineBytes is the body size up to which tokenization runs on the
 // request's own goroutine; larger bodies go to the worker pool.
@@ -29,7 +37,25 @@ const inlineBytes = 1 << 10
 
 // promptTokenizer computes a model's prompt tokens as its engines do.
 type promptTokenizer interface {
-	PromptIDs(p *tokenize.Prompt) []int
+	PromptIDs(p *tokenize.Prompt) ([]int, error)
+}
+
+// simTokenizer is the simulators' own builtin:sim.
+type simTokenizer struct{ sim *tokenize.Sim }
+
+func (t simTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) { return t.sim.PromptIDs(p), nil }
+
+// hfTokenizer is a Hugging Face tokenizer.json, for completions.
+type hfTokenizer struct{ hf *tokenize.HF }
+
+func (t hfTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) {
+	switch {
+	case p.Chat != nil:
+		return nil, errNoChatTemplate
+	case p.HasIDs:
+		return p.IDs, nil // vLLM adds no special tokens to token prompts
+	}
+	return t.hf.Encode(nil, p.Text, p.AddSpecial), nil
 }
 
 // modelTokenizer is a model's tokenizer and how its engines cut blocks.
@@ -45,17 +71,65 @@ type prediction struct {
 	partial int // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
 }
 
-// loadTokenizer resolves a model's tokenizer setting. Only the simulator's
-// builtin:sim exists yet; any other value is reported and the model routes
-// without predictions.
+// loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
+// directory holding tokenizer.json (and tokenizer_config.json), or a
+// repository already in the local Hugging Face cache, org/name or
+// org/name@revision. Nothing is downloaded.
 func loadTokenizer(m *config.Model) (*modelTokenizer, error) {
-	switch {
-	case m.Tokenizer == "":
+	if m.Tokenizer == "" {
 		return nil, nil
-	case m.Tokenizer == "builtin:sim":
-		return &modelTokenizer{tok: tokenize.NewSim(), blockSize: m.Blocks()}, nil
 	}
-	return nil, fmt.Errorf("tokenizer %q: only builtin:sim is supported so far", m.Tokenizer)
+	if m.Tokenizer == "builtin:sim" {
+		return &modelTokenizer{tok: simTokenizer{tokenize.NewSim()}, blockSize: m.Blocks()}, nil
+	}
+	dir, err := tokenizerDir(m.Tokenizer)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
+	}
+	hf, err := tokenize.LoadHF(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
+	}
+	return &modelTokenizer{tok: hfTokenizer{hf}, blockSize: m.Blocks()}, nil
+}
+
+var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)
+
+// tokenizerDir finds the directory a tokenizer setting names.
+func tokenizerDir(setting string) (string, error) {
+	if st, err := os.Stat(setting); err == nil && st.IsDir() {
+		return setting, nil
+	}
+	if !hubRepo.MatchString(setting) || strings.HasPrefix(setting, ".") {
+		return "", errors.New("no such directory, and not an org/name[@revision] repository")
+	}
+	repo, rev, _ := strings.Cut(setting, "@")
+	if rev == "" {
+		rev = "main"
+	}
+	root := hubCache()
+	base := filepath.Join(root, "models--"+strings.ReplaceAll(repo, "/", "--"))
+	if ref, err := os.ReadFile(filepath.Join(base, "refs", rev)); err == nil {
+		rev = strings.TrimSpace(string(ref)) // a branch or tag names a commit
+	}
+	dir := filepath.Join(base, "snapshots", rev)
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		return "", fmt.Errorf("not in the local Hugging Face cache (%s); nothing is downloaded", dir)
+	}
+	return dir, nil
+}
+
+// hubCache is where the Hugging Face hub keeps repositories, as its client
+// decides: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.
+func hubCache() string {
+	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("HF_HOME"); d != "" {
+		return filepath.Join(d, "hub")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "huggingface", "hub")
 }
 
 // TokenizerProblems lists, for inferrail-gateway --check and startup, the
@@ -123,7 +197,10 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 		}
 		return nil, tokInvalid
 	}
-	ids := mt.tok.PromptIDs(p)
+	ids, err := mt.tok.PromptIDs(p)
+	if err != nil {
+		return nil, tokUnavailable
+	}
 	seed := tokenize.ChainSeed(model, "", p.CacheSalt)
 	pred := &prediction{tokens: len(ids), hashes: tokenize.ExtendBlockHashes(nil, seed, ids, mt.blockSize)}
 	if len(ids)%mt.blockSize != 0 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 // engineUsage is what an engine reported of a response's prompt.
@@ -221,4 +224,79 @@ func TestAdminTokenize(t *testing.T) {
 		t.Fatalf("GET /admin/index: %v %v", idx, err)
 	}
 	idx.Body.Close()
+}
+
+// qwen3Dir is where make tokenizers puts the pinned Qwen3 tokenizer files.
+const qwen3Dir = "../../.cache/tokenizers/qwen3"
+
+// TestHFTokenizer: a model whose tokenizer is a Hugging Face directory, or
+// a repository in the local Hugging Face cache, tokenizes completions as
+// that tokenizer does; chats wait for chat templates and route without a
+// prediction.
+func TestHFTokenizer(t *testing.T) {
+	if _, err := os.Stat(qwen3Dir + "/tokenizer.json"); err != nil {
+		t.Fatalf("%v: run make tokenizers (make test does) to fetch the pinned tokenizer files", err)
+	}
+	hf, err := tokenize.LoadHF(qwen3Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same files laid out as the Hugging Face hub caches them.
+	hub := t.TempDir()
+	snap := filepath.Join(hub, "models--Qwen--Qwen3-8B", "snapshots", "0123abcd")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		data, err := os.ReadFile(filepath.Join(qwen3Dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(snap, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(hub, "models--Qwen--Qwen3-8B", "refs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hub, "models--Qwen--Qwen3-8B", "refs", "main"), []byte("0123abcd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HF_HUB_CACHE", hub)
+
+	for _, setting := range []string{qwen3Dir, "Qwen/Qwen3-8B", "Qwen/Qwen3-8B@0123abcd"} {
+		sims := fleetOf(t, 1, true)
+		cfg := testConfig(t, sims)
+		cfg.Models[0].Tokenizer = setting
+		if problems := TokenizerProblems(cfg); len(problems) != 0 {
+			t.Fatalf("%s: %v", setting, problems)
+		}
+		gw := startGateway(t, cfg)
+		text := "Grüße, 世界! The quick brown fox jumps over the lazy dog 12345."
+		resp, err := http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json",
+			strings.NewReader(`{"model":"sim","prompt":`+strconv.Quote(text)+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Tokens []int `json:"tokens"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if want := hf.Encode(nil, text, true); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
+			t.Errorf("%s: gateway tokens %v, the tokenizer's %v", setting, out.Tokens, want)
+		}
+		// A chat is routed, without a prediction, and counted.
+		if r, _ := chat(t, gw.url, chatBody("hi", "")); r.StatusCode != 200 || r.Header.Get("X-Inferrail-Cached-Tokens") != "" {
+			t.Errorf("%s: chat %d with prediction %q", setting, r.StatusCode, r.Header.Get("X-Inferrail-Cached-Tokens"))
+		}
+		if !strings.Contains(scrape(t, gw.admin), `result="unavailable"`) {
+			t.Errorf("%s: chat without a template not counted as unavailable", setting)
+		}
+	}
+	cfg := testConfig(t, nil)
+	cfg.Models[0].Tokenizer = "Qwen/NotCached"
+	if p := TokenizerProblems(cfg); len(p) != 1 || !strings.Contains(p[0], "not in the local Hugging Face cache") {
+		t.Errorf("a repository missing from the cache: %v", p)
+	}
 }
