@@ -18,7 +18,8 @@ FUZZ_TARGETS := \
 	./internal/openai:FuzzFindModel \
 	./internal/config:FuzzParse \
 	./internal/gateway:FuzzClientPort \
-	./internal/load:FuzzParse
+	./internal/load:FuzzParse \
+	./internal/load:FuzzParseAgainstLibrary
 
 .PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func TestParseFixtures(t *testing.T) {
@@ -254,4 +257,96 @@ func waitForReport(t *testing.T, sc *Scraper, id string, cond func(*Report) bool
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("no report from %s met the condition", id)
+}
+
+// referencePage reads a page with the Prometheus library's own text parser
+// into the form Parse keeps, for differential checks.
+func referencePage(data []byte) (*page, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	p := &page{series: map[string][]sample{}}
+	for name, f := range fams {
+		p.vllm = p.vllm || strings.HasPrefix(name, "vllm:")
+		p.sglang = p.sglang || strings.HasPrefix(name, "sglang:")
+		if !wanted[name] {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			s := sample{}
+			switch {
+			case m.Gauge != nil:
+				s.value = m.GetGauge().GetValue()
+			case m.Counter != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.Untyped != nil:
+				s.value = m.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				switch lp.GetName() {
+				case "priority", "block_size", "num_gpu_blocks":
+					if s.labels == nil {
+						s.labels = map[string]string{}
+					}
+					s.labels[lp.GetName()] = lp.GetValue()
+				}
+			}
+			p.series[name] = append(p.series[name], s)
+		}
+	}
+	return p, nil
+}
+
+// FuzzParseAgainstLibrary: on every page the Prometheus library reads,
+// Parse reads the same report (or refuses it for the same reason).
+func FuzzParseAgainstLibrary(f *testing.F) {
+	for _, name := range []string{"vllm-dp2.txt", "vllm-old.txt", "sglang.txt"} {
+		b, _ := os.ReadFile("testdata/" + name)
+		f.Add(b)
+	}
+	f.Add([]byte("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{a=\"x\\\"y\\\\\",b=\"\\n\"} 1e3 1700000000\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 0.5\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		ref, err := referencePage(data)
+		if err != nil || (!ref.vllm && !ref.sglang) {
+			return // the library refuses it: Parse may read what it needs or refuse
+		}
+		want, wantErr := parseEngine(ref)
+		got, gotErr := Parse(bytes.NewReader(data))
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("library: %v; Parse: %v\n%q", wantErr, gotErr, data)
+		}
+		if wantErr == nil && *got != *want && !(math.IsNaN(got.KVUsage) && math.IsNaN(want.KVUsage)) {
+			t.Fatalf("Parse = %+v, library reading %+v\n%q", got, want, data)
+		}
+	})
+}
+
+// parseEngine picks the engine as Parse does.
+func parseEngine(p *page) (*Report, error) {
+	if p.vllm {
+		return parseVLLM(p)
+	}
+	return parseSGLang(p)
+}
+
+func TestParseAgreesWithLibrary(t *testing.T) {
+	for _, name := range []string{"vllm-dp2.txt", "vllm-old.txt", "sglang.txt"} {
+		data, _ := os.ReadFile("testdata/" + name)
+		ref, err := referencePage(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := parseEngine(ref)
+		got, err := Parse(bytes.NewReader(data))
+		if err != nil || *got != *want {
+			t.Errorf("%s: Parse = %+v, %v; library reading %+v", name, got, err, want)
+		}
+	}
 }

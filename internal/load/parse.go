@@ -5,15 +5,13 @@
 package load
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // Engine is the kind of engine a page came from, told by its metric prefix.
@@ -44,87 +42,201 @@ type Report struct {
 // metric after an upgrade must show up, not read as an idle engine).
 var ErrUnreadable = errors.New("unreadable metrics page")
 
-// Parse reads one metrics page in the Prometheus text format.
+// Parse reads one metrics page in the Prometheus text format. It reads
+// only the few series routing needs, line by line, without building the
+// page's families: a vLLM page has hundreds of series and is read ten times
+// a second per replica. The lines it reads are checked strictly; the rest
+// are skipped.
 func Parse(r io.Reader) (*Report, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
-	if err != nil {
+	p := &page{series: map[string][]sample{}}
+	if err := p.read(r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
 	switch {
-	case hasPrefix(fams, "vllm:"):
-		return parseVLLM(fams)
-	case hasPrefix(fams, "sglang:"):
-		return parseSGLang(fams)
+	case p.vllm:
+		return parseVLLM(p)
+	case p.sglang:
+		return parseSGLang(p)
 	}
 	return nil, fmt.Errorf("%w: no vllm: or sglang: metrics", ErrUnreadable)
 }
 
-func hasPrefix(fams map[string]*dto.MetricFamily, prefix string) bool {
-	for name := range fams {
-		if strings.HasPrefix(name, prefix) {
-			return true
+// wanted are the families Parse reads; any other line is skipped.
+var wanted = map[string]bool{
+	"vllm:num_requests_running": true, "vllm:num_requests_waiting": true,
+	"vllm:kv_cache_usage_perc": true, "vllm:gpu_cache_usage_perc": true,
+	"vllm:prefix_cache_queries_total": true, "vllm:gpu_prefix_cache_queries_total": true, "vllm:gpu_prefix_cache_queries": true,
+	"vllm:prefix_cache_hits_total": true, "vllm:gpu_prefix_cache_hits_total": true, "vllm:gpu_prefix_cache_hits": true,
+	"vllm:num_preemptions_total": true, "vllm:num_preemptions": true, "vllm:cache_config_info": true,
+	"sglang:num_running_reqs": true, "sglang:num_queue_reqs": true, "sglang:token_usage": true,
+	"sglang:prompt_tokens_total": true, "sglang:cached_tokens_total": true, "sglang:num_retracted_requests_total": true,
+	"sglang:page_size": true, "sglang:max_total_num_tokens": true,
+}
+
+// sample is one series of a wanted family.
+type sample struct {
+	labels map[string]string // only the labels Parse looks at
+	value  float64
+}
+
+// page is what Parse kept of a metrics page.
+type page struct {
+	series       map[string][]sample
+	vllm, sglang bool
+}
+
+func (p *page) read(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		end := nameEnd(line)
+		if end == 0 || end == len(line) {
+			return fmt.Errorf("line %d: no value", n)
+		}
+		name := line[:end]
+		switch {
+		case bytes.HasPrefix(name, []byte("vllm:")):
+			p.vllm = true
+		case bytes.HasPrefix(name, []byte("sglang:")):
+			p.sglang = true
+		}
+		if !wanted[string(name)] {
+			continue
+		}
+		smp, err := parseSample(line[end:])
+		if err != nil {
+			return fmt.Errorf("line %d: %s: %w", n, name, err)
+		}
+		p.series[string(name)] = append(p.series[string(name)], smp)
+	}
+	return sc.Err()
+}
+
+// nameEnd returns the length of the metric name at the start of line.
+func nameEnd(line []byte) int {
+	for i, c := range line {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == ':' || i > 0 && c >= '0' && c <= '9') {
+			return i
 		}
 	}
-	return false
+	return len(line)
+}
+
+// parseSample reads `{labels} value [timestamp]` after a series name.
+func parseSample(rest []byte) (sample, error) {
+	var smp sample
+	if len(rest) > 0 && rest[0] == '{' {
+		rest = rest[1:]
+		for {
+			rest = bytes.TrimLeft(rest, " \t")
+			if len(rest) > 0 && rest[0] == '}' {
+				rest = rest[1:]
+				break
+			}
+			eq := bytes.IndexByte(rest, '=')
+			if eq <= 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
+				return smp, errors.New("malformed label")
+			}
+			key := string(bytes.TrimSpace(rest[:eq]))
+			val, after, err := labelValue(rest[eq+2:])
+			if err != nil {
+				return smp, err
+			}
+			switch key {
+			case "priority", "block_size", "num_gpu_blocks":
+				if smp.labels == nil {
+					smp.labels = map[string]string{}
+				}
+				smp.labels[key] = val
+			}
+			rest = bytes.TrimLeft(after, " \t")
+			if len(rest) > 0 && rest[0] == ',' {
+				rest = rest[1:]
+			}
+		}
+	}
+	fields := bytes.Fields(rest)
+	if len(fields) == 0 || len(fields) > 2 {
+		return smp, errors.New("malformed value")
+	}
+	v, err := strconv.ParseFloat(string(fields[0]), 64)
+	if err != nil {
+		return smp, err
+	}
+	smp.value = v
+	return smp, nil
+}
+
+// labelValue reads a quoted label value after its opening quote, with the
+// text format's escapes, and returns the rest of the line after the
+// closing quote.
+func labelValue(b []byte) (string, []byte, error) {
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			return string(out), b[i+1:], nil
+		case '\\':
+			i++
+			if i == len(b) {
+				return "", nil, errors.New("unterminated label value")
+			}
+			switch b[i] {
+			case 'n':
+				out = append(out, '\n')
+			case '\\', '"':
+				out = append(out, b[i])
+			default:
+				return "", nil, errors.New("bad escape in a label value")
+			}
+		default:
+			out = append(out, c)
+		}
+	}
+	return "", nil, errors.New("unterminated label value")
 }
 
 // series returns the samples of the first of names present, skipping
 // SGLang's per-priority breakdowns.
-func series(fams map[string]*dto.MetricFamily, names ...string) ([]*dto.Metric, bool) {
+func (p *page) get(names ...string) ([]sample, bool) {
 	for _, n := range names {
-		f, ok := fams[n]
+		ss, ok := p.series[n]
 		if !ok {
 			continue
 		}
-		var out []*dto.Metric
-		for _, m := range f.GetMetric() {
-			if label(m, "priority") != "" {
+		out := ss[:0:0]
+		for _, s := range ss {
+			if s.labels["priority"] != "" {
 				continue
 			}
-			out = append(out, m)
+			out = append(out, s)
 		}
 		return out, true
 	}
 	return nil, false
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == name {
-			return lp.GetValue()
-		}
-	}
-	return ""
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Untyped != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
-}
-
 // sum adds a family's samples over ranks; ok is false when it is absent.
-func sum(fams map[string]*dto.MetricFamily, names ...string) (float64, int, bool) {
-	ms, ok := series(fams, names...)
+func (p *page) sum(names ...string) (float64, int, bool) {
+	ss, ok := p.get(names...)
 	if !ok {
 		return 0, 0, false
 	}
 	var s float64
-	for _, m := range ms {
-		s += value(m)
+	for _, x := range ss {
+		s += x.value
 	}
-	return s, len(ms), true
+	return s, len(ss), true
 }
 
-func mean(fams map[string]*dto.MetricFamily, names ...string) (float64, bool) {
-	s, n, ok := sum(fams, names...)
+func (p *page) mean(names ...string) (float64, bool) {
+	s, n, ok := p.sum(names...)
 	if !ok || n == 0 {
 		return 0, ok
 	}
@@ -135,30 +247,30 @@ func missing(names ...string) error {
 	return fmt.Errorf("%w: no %s family", ErrUnreadable, strings.Join(names, " or "))
 }
 
-func parseVLLM(fams map[string]*dto.MetricFamily) (*Report, error) {
+func parseVLLM(p *page) (*Report, error) {
 	rep := &Report{Engine: VLLM}
 	var ok bool
 	var ranks int
-	if rep.Running, ranks, ok = sum(fams, "vllm:num_requests_running"); !ok {
+	if rep.Running, ranks, ok = p.sum("vllm:num_requests_running"); !ok {
 		return nil, missing("vllm:num_requests_running")
 	}
 	rep.Ranks = ranks
-	if rep.Waiting, _, ok = sum(fams, "vllm:num_requests_waiting"); !ok {
+	if rep.Waiting, _, ok = p.sum("vllm:num_requests_waiting"); !ok {
 		return nil, missing("vllm:num_requests_waiting")
 	}
 	// Older servers named KV usage and the prefix counters differently.
-	if rep.KVUsage, ok = mean(fams, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"); !ok {
+	if rep.KVUsage, ok = p.mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"); !ok {
 		return nil, missing("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 	}
-	rep.PrefixQueries, _, _ = sum(fams, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
-	rep.PrefixHits, _, _ = sum(fams, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
-	rep.Preemptions, _, _ = sum(fams, "vllm:num_preemptions_total", "vllm:num_preemptions")
-	if infos, ok := series(fams, "vllm:cache_config_info"); ok {
+	rep.PrefixQueries, _, _ = p.sum("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
+	rep.PrefixHits, _, _ = p.sum("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
+	rep.Preemptions, _, _ = p.sum("vllm:num_preemptions_total", "vllm:num_preemptions")
+	if infos, ok := p.get("vllm:cache_config_info"); ok {
 		for _, m := range infos {
-			if bs, err := strconv.Atoi(label(m, "block_size")); err == nil && bs > 0 {
+			if bs, err := strconv.Atoi(m.labels["block_size"]); err == nil && bs > 0 {
 				rep.BlockSize = bs
 			}
-			if n, err := strconv.Atoi(label(m, "num_gpu_blocks")); err == nil && n > 0 {
+			if n, err := strconv.Atoi(m.labels["num_gpu_blocks"]); err == nil && n > 0 {
 				rep.CapacityBlocks += n
 			}
 		}
@@ -166,28 +278,28 @@ func parseVLLM(fams map[string]*dto.MetricFamily) (*Report, error) {
 	return rep, nil
 }
 
-func parseSGLang(fams map[string]*dto.MetricFamily) (*Report, error) {
+func parseSGLang(p *page) (*Report, error) {
 	rep := &Report{Engine: SGLang}
 	var ok bool
 	var ranks int
-	if rep.Running, ranks, ok = sum(fams, "sglang:num_running_reqs"); !ok {
+	if rep.Running, ranks, ok = p.sum("sglang:num_running_reqs"); !ok {
 		return nil, missing("sglang:num_running_reqs")
 	}
 	rep.Ranks = ranks
-	if rep.Waiting, _, ok = sum(fams, "sglang:num_queue_reqs"); !ok {
+	if rep.Waiting, _, ok = p.sum("sglang:num_queue_reqs"); !ok {
 		return nil, missing("sglang:num_queue_reqs")
 	}
-	if rep.KVUsage, ok = mean(fams, "sglang:token_usage"); !ok {
+	if rep.KVUsage, ok = p.mean("sglang:token_usage"); !ok {
 		return nil, missing("sglang:token_usage")
 	}
-	rep.PrefixQueries, _, _ = sum(fams, "sglang:prompt_tokens_total")
-	rep.PrefixHits, _, _ = sum(fams, "sglang:cached_tokens_total")
-	rep.Preemptions, _, _ = sum(fams, "sglang:num_retracted_requests_total")
-	page, _ := mean(fams, "sglang:page_size")
-	tokens, _, _ := sum(fams, "sglang:max_total_num_tokens")
-	if page >= 1 {
-		rep.BlockSize = int(page)
-		rep.CapacityBlocks = int(tokens / page)
+	rep.PrefixQueries, _, _ = p.sum("sglang:prompt_tokens_total")
+	rep.PrefixHits, _, _ = p.sum("sglang:cached_tokens_total")
+	rep.Preemptions, _, _ = p.sum("sglang:num_retracted_requests_total")
+	pageSize, _ := p.mean("sglang:page_size")
+	tokens, _, _ := p.sum("sglang:max_total_num_tokens")
+	if pageSize >= 1 {
+		rep.BlockSize = int(pageSize)
+		rep.CapacityBlocks = int(tokens / pageSize)
 	}
 	return rep, nil
 }
