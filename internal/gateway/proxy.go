@@ -193,6 +193,14 @@ func (g *Gateway) drop(a *answer) {
 	g.index.TakeBack(a.record)
 }
 
+// abandon frees an attempt that got no response head and takes back what
+// it recorded.
+func (g *Gateway) abandon(a *answer) {
+	a.cancel(nil)
+	a.lease.Release()
+	g.index.TakeBack(a.record)
+}
+
 // proxy sends the request to replicas until one answers or attempts run out.
 func (g *Gateway) proxy(ex *exchange) {
 	tried := map[*fleet.Replica]bool{}
@@ -230,9 +238,7 @@ func (g *Gateway) proxy(ex *exchange) {
 			if err == nil {
 				g.drop(a)
 			} else {
-				a.cancel(nil)
-				lease.Release()
-				g.index.TakeBack(record)
+				g.abandon(a)
 			}
 			g.metrics.disconnects.WithLabelValues(ex.model).Inc()
 			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
@@ -241,9 +247,7 @@ func (g *Gateway) proxy(ex *exchange) {
 		g.health.Report(rep, false)
 		if err != nil {
 			lastErr = err
-			a.cancel(nil)
-			lease.Release()
-			g.index.TakeBack(record)
+			g.abandon(a)
 			g.log.Debug("attempt failed", "request_id", ex.id, "replica", rep.ID, "attempt", attempt, "error", err)
 		} else {
 			kept = a
