@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/exec"
@@ -60,4 +62,27 @@ func (c *child) stop(grace time.Duration, output func() string) error {
 		return fmt.Errorf("%s pid %d: %w: %s", c.name, pid, c.err, output())
 	}
 	return nil
+}
+
+// errExitedEarly marks a child that exited before it was healthy, most
+// likely because another process took its port first.
+var errExitedEarly = errors.New("exited before it was healthy")
+
+// startRetrying calls once up to three times while the child exits early,
+// so a port taken between choosing it and the child binding it is retried
+// on another.
+func startRetrying[P any](ctx context.Context, binary string, once func() (P, error)) (P, error) {
+	var errs []error
+	for range 3 {
+		p, err := once()
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil || !errors.Is(err, errExitedEarly) {
+			break
+		}
+	}
+	var zero P
+	return zero, fmt.Errorf("start %s: %w", binary, errors.Join(errs...))
 }

@@ -74,21 +74,8 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*GatewayProcess, error
 	if o.Config == nil {
 		return nil, errors.New("start gateway: no config")
 	}
-	var errs []error
-	for range 3 {
-		p, err := startGatewayOnce(ctx, o)
-		if err == nil {
-			return p, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil || !errors.Is(err, errGatewayExitedEarly) {
-			break
-		}
-	}
-	return nil, fmt.Errorf("start %s: %w", o.Binary, errors.Join(errs...))
+	return startRetrying(ctx, o.Binary, func() (*GatewayProcess, error) { return startGatewayOnce(ctx, o) })
 }
-
-var errGatewayExitedEarly = errors.New("gateway exited before it was healthy")
 
 func startGatewayOnce(ctx context.Context, o GatewayOptions) (*GatewayProcess, error) {
 	cfg := *o.Config
@@ -178,7 +165,7 @@ func (p *GatewayProcess) waitOK(ctx context.Context, url string, timeout time.Du
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%w (%v): %s", errGatewayExitedEarly, p.err, p.log.tail())
+			return fmt.Errorf("gateway %w (%v): %s", errExitedEarly, p.err, p.log.tail())
 		case <-ctx.Done():
 			return fmt.Errorf("gateway %s not answering: %w", url, ctx.Err())
 		case <-tick.C:

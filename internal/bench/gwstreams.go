@@ -16,34 +16,22 @@ import (
 // GWStreamsLoad is gw-streams: a burst of concurrent streamed chats through
 // the gateway over three simulator children.
 type GWStreamsLoad struct {
-	// Streams are opened at once. Must be positive.
-	Streams int
-	// MaxTokens is each stream's max_tokens; every stream must report
-	// exactly this many completion tokens. Must be positive.
-	MaxTokens int
+	StreamsLoad // the burst itself, as sim-streams sends it
 	// MaxNumSeqs is the simulators' --max-num-seqs. Must be positive.
 	MaxNumSeqs int
 	// DefaultLatency also runs the burst against simulators with the
 	// default latency model, after the --zero-latency run.
 	DefaultLatency bool
-	// Timeout bounds each stream. Zero means 2 min.
-	Timeout time.Duration
 }
 
 // Validate reports every setting that cannot run.
 func (l GWStreamsLoad) Validate() error {
 	var errs []error
-	if l.Streams <= 0 {
-		errs = append(errs, fmt.Errorf("streams: must be positive, got %d", l.Streams))
-	}
-	if l.MaxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", l.MaxTokens))
+	if err := l.StreamsLoad.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if l.MaxNumSeqs <= 0 {
 		errs = append(errs, fmt.Errorf("max_num_seqs: must be positive, got %d", l.MaxNumSeqs))
-	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
 	}
 	return errors.Join(errs...)
 }

@@ -90,7 +90,7 @@ func DefaultGatewayStressConfig() GatewayStressConfig {
 		SimBinary:     "bin/inferrail-sim",
 		OutDir:        "bench/results/gateway",
 		Scenarios:     slices.Clone(GatewayScenarios),
-		Streams:       GWStreamsLoad{Streams: 2000, MaxTokens: 16, MaxNumSeqs: 1024, DefaultLatency: true},
+		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
 		Kill:          KillLoad{Rate: 1000, Before: 2 * time.Second, Down: 2 * time.Second, After: 3 * time.Second},
 		Hang:          HangLoad{Rate: 1000, Before: 1500 * time.Millisecond, Hang: 3 * time.Second, After: 2 * time.Second},

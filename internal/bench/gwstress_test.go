@@ -79,7 +79,7 @@ func testGatewayStressConfig(t *testing.T) GatewayStressConfig {
 	c.SimBinary, c.SimEnv = os.Args[0], []string{helperSimEnv, race}
 	c.OutDir = t.TempDir()
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.Streams = GWStreamsLoad{Streams: 50, MaxTokens: 8, MaxNumSeqs: 256}
+	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
 	c.Kill = KillLoad{Rate: 200, Before: 500 * time.Millisecond, Down: 400 * time.Millisecond, After: 1200 * time.Millisecond}
 	c.Hang = HangLoad{Rate: 200, Before: 300 * time.Millisecond, Hang: 600 * time.Millisecond, After: 300 * time.Millisecond}

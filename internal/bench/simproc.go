@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -53,21 +52,8 @@ func StartSim(ctx context.Context, o SimOptions) (*SimProcess, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	var errs []error
-	for range 3 {
-		p, err := startSimOnce(ctx, o)
-		if err == nil {
-			return p, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil || !errors.Is(err, errExitedEarly) {
-			break
-		}
-	}
-	return nil, fmt.Errorf("start %s: %w", o.Binary, errors.Join(errs...))
+	return startRetrying(ctx, o.Binary, func() (*SimProcess, error) { return startSimOnce(ctx, o) })
 }
-
-var errExitedEarly = errors.New("simulator exited before it was healthy")
 
 func startSimOnce(ctx context.Context, o SimOptions) (*SimProcess, error) {
 	port, err := freePort()
@@ -119,7 +105,7 @@ func (p *SimProcess) waitHealthy(ctx context.Context, timeout time.Duration) err
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%w (%v): %s", errExitedEarly, p.err, p.stderr.String())
+			return fmt.Errorf("simulator %w (%v): %s", errExitedEarly, p.err, p.stderr.String())
 		case <-ctx.Done():
 			return fmt.Errorf("simulator at %s not healthy: %w", p.URL, ctx.Err())
 		case <-tick.C:
