@@ -58,9 +58,13 @@ type Model struct {
 	// rewrites them to Name before forwarding. Each is unique across every
 	// model's name and aliases. Nil means none.
 	Aliases []string `yaml:"aliases,omitempty"`
-	// Policy is the routing policy for this model: round_robin, random,
-	// least_request or p2c. Empty means Routing.DefaultPolicy.
+	// Policy is the routing policy for this model: one of round_robin,
+	// random, least_request, p2c, prefix_hash, kv_aware or cost_model. Empty
+	// means Routing.DefaultPolicy.
 	Policy string `yaml:"policy,omitempty"`
+	// CostModel overrides routing.cost_model for this model, key by key
+	// (a key left out keeps routing.cost_model's value). Nil means none.
+	CostModel *CostModelOverride `yaml:"cost_model,omitempty"`
 	// Tokenizer lets the gateway compute the model's prompt tokens as the
 	// engines do: "builtin:sim" for the simulator's, a directory holding
 	// tokenizer.json, or org/name[@revision] in the local Hugging Face
@@ -140,12 +144,111 @@ type DNSGroup struct {
 
 // Routing configures how a replica is chosen.
 type Routing struct {
-	// DefaultPolicy is the policy of every model without its own: round_robin,
-	// random, least_request or p2c. Default least_request.
+	// DefaultPolicy is the policy of every model without its own (see
+	// Model.Policy for the names). Default least_request.
 	DefaultPolicy string `yaml:"default_policy"`
 	// Seed seeds the randomized policies, so a fixed seed replays the same
 	// choices. 0, the default, seeds from the clock at start.
 	Seed int64 `yaml:"seed"`
+	// Epsilon sets cost_model's bounded-load cap: no replica is given more
+	// than ceil((1+epsilon)·(in_flight+1)/n) requests. Must be > 0; default 1.
+	Epsilon float64 `yaml:"epsilon"`
+	// Kappa is the KV cache use (0 to 1) above which cost_model sets a
+	// replica aside for prompts with more than ShortPromptTokens to compute
+	// there, unless every replica is above it. Default 0.92.
+	Kappa float64 `yaml:"kappa"`
+	// ShortPromptTokens is the prompt length (tokens to compute) under which
+	// KV pressure is ignored. Must be >= 0; default 256.
+	ShortPromptTokens int `yaml:"short_prompt_tokens"`
+	// SessionAffinity sends a request naming its conversation (x-session-id
+	// header, else the body's user field) back to the conversation's last
+	// replica while the load guards allow it. Default false.
+	SessionAffinity bool `yaml:"session_affinity"`
+	// CostModel holds cost_model's prefill parameters for every model
+	// without its own.
+	CostModel CostModel `yaml:"cost_model"`
+	// PrefixHash tunes prefix_hash.
+	PrefixHash PrefixHash `yaml:"prefix_hash"`
+	// KVAware tunes kv_aware.
+	KVAware KVAware `yaml:"kv_aware"`
+	// HotPrefix tunes cost_model's replication of hot root prefixes.
+	HotPrefix HotPrefix `yaml:"hot_prefix"`
+}
+
+// CostModel is cost_model's estimate of a prefill: computing u tokens after
+// c cached ones takes a·u + b·u·(c + u/2) + d seconds. inferrail-calibrate
+// measures a, b and d on an idle engine.
+type CostModel struct {
+	// PrefillTokenSecs is a, seconds per computed token. Must be >= 0;
+	// default 0.0001.
+	PrefillTokenSecs float64 `yaml:"prefill_token_secs"`
+	// PrefillPairSecs is b, seconds per pair of computed and attended
+	// tokens. Must be >= 0; default 0.0000000033.
+	PrefillPairSecs float64 `yaml:"prefill_pair_secs"`
+	// PrefillFixedSecs is d, seconds per prefill. Must be >= 0; default 0.005.
+	PrefillFixedSecs float64 `yaml:"prefill_fixed_secs"`
+	// DecodeInterferenceSecs is the wait a running request adds to a new
+	// one's first token. Must be >= 0; default 0.0005.
+	DecodeInterferenceSecs float64 `yaml:"decode_interference_secs"`
+}
+
+// CostModelOverride is a model's own cost model: each key set replaces
+// routing.cost_model's; nil keys keep it.
+type CostModelOverride struct {
+	PrefillTokenSecs       *float64 `yaml:"prefill_token_secs"`
+	PrefillPairSecs        *float64 `yaml:"prefill_pair_secs"`
+	PrefillFixedSecs       *float64 `yaml:"prefill_fixed_secs"`
+	DecodeInterferenceSecs *float64 `yaml:"decode_interference_secs"`
+}
+
+// Apply returns base with o's keys laid over it.
+func (o *CostModelOverride) Apply(base CostModel) CostModel {
+	if o == nil {
+		return base
+	}
+	for _, f := range []struct {
+		v   *float64
+		dst *float64
+	}{
+		{o.PrefillTokenSecs, &base.PrefillTokenSecs},
+		{o.PrefillPairSecs, &base.PrefillPairSecs},
+		{o.PrefillFixedSecs, &base.PrefillFixedSecs},
+		{o.DecodeInterferenceSecs, &base.DecodeInterferenceSecs},
+	} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
+	}
+	return base
+}
+
+// PrefixHash tunes the prefix_hash policy.
+type PrefixHash struct {
+	// Blocks is how many leading KV blocks of a prompt choose its replica.
+	// Must be >= 1; default 4.
+	Blocks int `yaml:"blocks"`
+}
+
+// KVAware weighs kv_aware's two terms: cache_weight·cached/prompt minus
+// load_weight·in_flight/busiest.
+type KVAware struct {
+	// CacheWeight must be >= 0; default 1.
+	CacheWeight float64 `yaml:"cache_weight"`
+	// LoadWeight must be >= 0; default 1.
+	LoadWeight float64 `yaml:"load_weight"`
+}
+
+// HotPrefix tunes how cost_model spreads a root prefix whose prefill demand
+// is more than one replica should carry.
+type HotPrefix struct {
+	// Blocks is the length of a root prefix in KV blocks. Must be >= 1;
+	// default 4.
+	Blocks int `yaml:"blocks"`
+	// Window is the decay window of the demand count. Must be > 0; default 10s.
+	Window Duration `yaml:"window"`
+	// Utilization is the share of one replica's time (0 to 1] a root
+	// prefix's prefill may take before it gets more owners. Default 0.5.
+	Utilization float64 `yaml:"utilization"`
 }
 
 // Health configures active health checks and passive ejection.
@@ -207,6 +310,10 @@ type Tokenizer struct {
 	// included; past it the request is routed without a prediction. Must be
 	// > 0; default 50ms.
 	MaxWait Duration `yaml:"max_wait"`
+	// CacheTokens bounds the tokens of repeated prompt pieces (shared system
+	// prompts, earlier turns) kept tokenized per model. Must be >= 0; 0
+	// turns the cache off. Default 4194304.
+	CacheTokens int `yaml:"cache_tokens"`
 }
 
 // Index tunes the gateway's KV index, its picture of every replica's cache.
@@ -261,7 +368,21 @@ func Default() Config {
 			ShutdownTimeout:   Duration(30 * time.Second),
 			MaxBodyBytes:      32 << 20,
 		},
-		Routing: Routing{DefaultPolicy: "least_request"},
+		Routing: Routing{
+			DefaultPolicy:     "least_request",
+			Epsilon:           1,
+			Kappa:             0.92,
+			ShortPromptTokens: 256,
+			CostModel: CostModel{
+				PrefillTokenSecs:       0.0001,
+				PrefillPairSecs:        0.0000000033,
+				PrefillFixedSecs:       0.005,
+				DecodeInterferenceSecs: 0.0005,
+			},
+			PrefixHash: PrefixHash{Blocks: 4},
+			KVAware:    KVAware{CacheWeight: 1, LoadWeight: 1},
+			HotPrefix:  HotPrefix{Blocks: 4, Window: Duration(10 * time.Second), Utilization: 0.5},
+		},
 		Health: Health{
 			Interval:           Duration(time.Second),
 			Timeout:            Duration(500 * time.Millisecond),
@@ -280,7 +401,7 @@ func Default() Config {
 			ConnectTimeout:      Duration(2 * time.Second),
 			MaxIdleConnsPerHost: 256,
 		},
-		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond)},
+		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond), CacheTokens: 4 << 20},
 		Index:     Index{DefaultCapacityBlocks: 16384},
 		Load: EngineLoad{
 			ScrapeInterval: Duration(100 * time.Millisecond),
@@ -334,4 +455,17 @@ func (c *Config) ModelPolicy(name string) string {
 		}
 	}
 	return c.Routing.DefaultPolicy
+}
+
+// ModelCostModel returns the cost model of the model that name names:
+// routing.cost_model with the model's own keys laid over it.
+func (c *Config) ModelCostModel(name string) CostModel {
+	if canonical, ok := c.ResolveModel(name); ok {
+		for _, m := range c.Models {
+			if m.Name == canonical {
+				return m.CostModel.Apply(c.Routing.CostModel)
+			}
+		}
+	}
+	return c.Routing.CostModel
 }

@@ -31,6 +31,8 @@ func messages(err error) []string {
 	return out
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func sec(n int64) Duration { return Duration(time.Duration(n) * time.Second) }
 func ms(n int64) Duration  { return Duration(time.Duration(n) * time.Millisecond) }
 
@@ -45,7 +47,8 @@ func TestGoodFiles(t *testing.T) {
 		MaxBodyBytes:      1 << 20,
 	}
 	full.Models = []Model{
-		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c", Tokenizer: "builtin:sim", BlockSize: 32},
+		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c", Tokenizer: "builtin:sim", BlockSize: 32,
+			CostModel: &CostModelOverride{PrefillPairSecs: ptr(0.000000004), DecodeInterferenceSecs: ptr(0.0)}},
 		{Name: "Qwen/Qwen3-8B", Policy: "round_robin", BlockSize: 16},
 	}
 	full.Replicas = []Replica{
@@ -59,7 +62,13 @@ func TestGoodFiles(t *testing.T) {
 	full.Tokenizer = Tokenizer{Workers: 2, MaxWait: Duration(20 * time.Millisecond)}
 	full.Index = Index{DefaultCapacityBlocks: 4096}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
-	full.Routing = Routing{DefaultPolicy: "random", Seed: -42}
+	full.Routing = Routing{
+		DefaultPolicy: "random", Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, SessionAffinity: true,
+		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
+		PrefixHash: PrefixHash{Blocks: 8},
+		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
+		HotPrefix:  HotPrefix{Blocks: 2, Window: sec(30), Utilization: 1},
+	}
 	full.Health = Health{
 		Interval: sec(2), Timeout: sec(2), UnhealthyThreshold: 5, HealthyThreshold: 2,
 		EjectionBackoff: sec(1), MaxEjectionBackoff: sec(1), MaxEjectionPercent: 100,
@@ -182,15 +191,29 @@ var badFiles = map[string][]string{
 	"same-port.bad.yaml": {
 		"line 4: server.admin_listen: must not listen where server.listen (:9090) does",
 	},
+	"routing.bad.yaml": {
+		"line 4: models[0].cost_model.prefill_token_secs: must be >= 0",
+		"line 5: models[0].cost_model.prefill_fixed_secs: must be a number",
+		"line 9: routing.epsilon: must be > 0",
+		"line 10: routing.kappa: must be between 0 and 1",
+		"line 11: routing.short_prompt_tokens: must be >= 0",
+		"line 13: routing.cost_model.prefill_pair_secs: must be a number",
+		"line 14: routing.cost_model.decode_interference_secs: must be >= 0",
+		"line 15: routing.prefix_hash.blocks: must be >= 1",
+		"line 16: routing.kv_aware.cache_weight: must be >= 0",
+		"line 17: routing.hot_prefix.blocks: must be >= 1",
+		"line 17: routing.hot_prefix.window: must be > 0",
+		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
+	},
 	"models.bad.yaml": {
 		`line 4: models[0].aliases[1]: "llama" is already used at models[0].name`,
 		"line 5: models[1].name: required",
 		"line 6: models[1].aliases[0]: must not be empty",
 		`line 7: models[2].name: "llama-8b" is already used at models[0].aliases[0]`,
 		"line 7: models[2]: no replica or dns group serves it",
-		`line 8: models[2].policy: must be empty or one of round_robin, random, least_request, p2c, not "kv_aware"`,
+		`line 8: models[2].policy: must be empty or one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not "kv-aware"`,
 		`line 10: models[3].aliases[1]: "q" is already used at models[3].aliases[0]`,
-		`line 11: models[3].policy: must be empty or one of round_robin, random, least_request, p2c, not "Round_Robin"`,
+		`line 11: models[3].policy: must be empty or one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not "Round_Robin"`,
 		`line 12: models[4].name: "llama" is already used at models[0].name`,
 		"line 13: models[5].name: must be printable text without leading or trailing spaces",
 		"line 14: models[5].aliases[0]: must be printable text without leading or trailing spaces",
@@ -240,7 +263,7 @@ var badFiles = map[string][]string{
 		"line 4: models[1]: no replica or dns group serves it",
 	},
 	"sections.bad.yaml": {
-		`line 9: routing.default_policy: must be one of round_robin, random, least_request, p2c, not ""`,
+		`line 9: routing.default_policy: must be one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not ""`,
 		"line 11: health.interval: must be > 0",
 		"line 12: health.timeout: must be > 0",
 		"line 13: health.unhealthy_threshold: must be >= 1",
@@ -272,7 +295,7 @@ var badFiles = map[string][]string{
 		"line 6: health.timeout: must be <= health.interval (1s)",
 		`line 10: replicas[0].models[1]: "llama" is not a configured model`,
 		"line 11: replicas[0].max_pending: must be <= max_concurrency (256)",
-		`line 14: models[0].policy: must be empty or one of round_robin, random, least_request, p2c, not "fastest"`,
+		`line 14: models[0].policy: must be empty or one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not "fastest"`,
 		"line 17: server.admin_listen: must not listen where server.listen (:8080) does",
 		"line 18: server.typo: unknown key",
 	},
@@ -731,5 +754,35 @@ func TestAliasBombs(t *testing.T) {
 				t.Errorf("Parse = %v, want only %q", r.err, tt.want)
 			}
 		})
+	}
+}
+
+func TestModelCostModel(t *testing.T) {
+	cfg, err := Parse([]byte(`
+models:
+  - name: a
+    aliases: [alias-a]
+    cost_model: {prefill_fixed_secs: 0.002}
+  - name: b
+replicas:
+  - {id: r, url: "http://127.0.0.1:8001", models: [a, b]}
+routing:
+  cost_model: {prefill_token_secs: 0.0002}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Default().Routing.CostModel
+	wantB := base
+	wantB.PrefillTokenSecs = 0.0002
+	wantA := wantB
+	wantA.PrefillFixedSecs = 0.002
+	for _, tc := range []struct {
+		name string
+		want CostModel
+	}{{"a", wantA}, {"alias-a", wantA}, {"b", wantB}, {"unknown", wantB}} {
+		if got := cfg.ModelCostModel(tc.name); got != tc.want {
+			t.Errorf("ModelCostModel(%q) = %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }

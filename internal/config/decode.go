@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -301,6 +302,12 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, nullOK bool)
 		d.mapping(n, v, path, fields(v.Type()), map[string]bool{})
 	case v.Kind() == reflect.Slice:
 		d.sequence(n, v, path)
+	case v.Kind() == reflect.Pointer:
+		// An optional section or value: present means set, so allocate
+		// it and decode onto the new value.
+		p := reflect.New(v.Type().Elem())
+		d.value(n, p.Elem(), path, nullOK)
+		v.Set(p)
 	default:
 		d.scalar(n, v, path)
 	}
@@ -460,6 +467,13 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 		var i int64
 		if ok = n.Kind == yaml.ScalarNode && tag == "!!int" && n.Decode(&i) == nil && !v.OverflowInt(i); ok {
 			v.SetInt(i)
+		}
+	case reflect.Float64:
+		msg = "must be a number"
+		var f float64
+		if ok = n.Kind == yaml.ScalarNode && (tag == "!!int" || tag == "!!float") && n.Decode(&f) == nil &&
+			!math.IsNaN(f) && !math.IsInf(f, 0); ok {
+			v.SetFloat(f)
 		}
 	case reflect.Bool:
 		msg = "must be true or false"

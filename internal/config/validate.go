@@ -45,7 +45,7 @@ func (e *Error) Error() string {
 }
 
 // policies are the routing policies a model may name.
-var policies = []string{"round_robin", "random", "least_request", "p2c"}
+var policies = []string{"round_robin", "random", "least_request", "p2c", "prefix_hash", "kv_aware", "cost_model"}
 
 const (
 	maxIDLen       = 63 // replica IDs
@@ -79,6 +79,7 @@ func (c *Config) validate() []*Error {
 	v.load(&c.Load)
 	v.atLeast("tokenizer.workers", c.Tokenizer.Workers, 1)
 	v.positive("tokenizer.max_wait", c.Tokenizer.MaxWait)
+	v.atLeast("tokenizer.cache_tokens", c.Tokenizer.CacheTokens, 0)
 	v.atLeast("index.default_capacity_blocks", c.Index.DefaultCapacityBlocks, 1)
 	v.logging(&c.Logging)
 	return v.errs
@@ -220,6 +221,21 @@ func (v *validator) models(models []Model) {
 			v.fail(p+".policy", "must be empty or one of %s, not %q", strings.Join(policies, ", "), m.Policy)
 		}
 		v.atLeast(p+".block_size", m.BlockSize, 0)
+		if o := m.CostModel; o != nil {
+			for _, f := range []struct {
+				key string
+				v   *float64
+			}{
+				{"prefill_token_secs", o.PrefillTokenSecs},
+				{"prefill_pair_secs", o.PrefillPairSecs},
+				{"prefill_fixed_secs", o.PrefillFixedSecs},
+				{"decode_interference_secs", o.DecodeInterferenceSecs},
+			} {
+				if f.v != nil {
+					v.nonNegative(p+".cost_model."+f.key, *f.v)
+				}
+			}
+		}
 	}
 }
 
@@ -382,6 +398,32 @@ func (v *validator) limits(path string, maxConcurrency, maxPending int) {
 func (v *validator) routing(r *Routing) {
 	if !isPolicy(r.DefaultPolicy) {
 		v.fail("routing.default_policy", "must be one of %s, not %q", strings.Join(policies, ", "), r.DefaultPolicy)
+	}
+	if r.Epsilon <= 0 {
+		v.fail("routing.epsilon", "must be > 0")
+	}
+	if r.Kappa < 0 || r.Kappa > 1 {
+		v.fail("routing.kappa", "must be between 0 and 1")
+	}
+	v.atLeast("routing.short_prompt_tokens", r.ShortPromptTokens, 0)
+	cm := r.CostModel
+	v.nonNegative("routing.cost_model.prefill_token_secs", cm.PrefillTokenSecs)
+	v.nonNegative("routing.cost_model.prefill_pair_secs", cm.PrefillPairSecs)
+	v.nonNegative("routing.cost_model.prefill_fixed_secs", cm.PrefillFixedSecs)
+	v.nonNegative("routing.cost_model.decode_interference_secs", cm.DecodeInterferenceSecs)
+	v.atLeast("routing.prefix_hash.blocks", r.PrefixHash.Blocks, 1)
+	v.nonNegative("routing.kv_aware.cache_weight", r.KVAware.CacheWeight)
+	v.nonNegative("routing.kv_aware.load_weight", r.KVAware.LoadWeight)
+	v.atLeast("routing.hot_prefix.blocks", r.HotPrefix.Blocks, 1)
+	v.positive("routing.hot_prefix.window", r.HotPrefix.Window)
+	if u := r.HotPrefix.Utilization; u <= 0 || u > 1 {
+		v.fail("routing.hot_prefix.utilization", "must be > 0 and <= 1")
+	}
+}
+
+func (v *validator) nonNegative(path string, f float64) {
+	if f < 0 {
+		v.fail(path, "must be >= 0")
 	}
 }
 
