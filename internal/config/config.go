@@ -73,6 +73,20 @@ type Model struct {
 	// BlockSize is the engines' KV block size in tokens, which the gateway
 	// cuts prompts into for its index. Default 16, vLLM's; 0 also means 16.
 	BlockSize int `yaml:"block_size"`
+	// ChatTemplate is the engines' --chat-template for a Hugging Face
+	// tokenizer: the template text, or the name of one of the tokenizer's
+	// named templates (a file path is not read). Empty means the chat
+	// template of the tokenizer's tokenizer_config.json.
+	ChatTemplate string `yaml:"chat_template,omitempty"`
+	// ChatTemplateContentFormat is the engines'
+	// --chat-template-content-format: auto, string or openai. Empty means
+	// auto, which detects the format from the template as vLLM does.
+	ChatTemplateContentFormat string `yaml:"chat_template_content_format,omitempty"`
+	// ChatTemplateKwargs is the engines' --default-chat-template-kwargs, a
+	// JSON object as that flag takes it: template variables every chat
+	// request gets, which a request's chat_template_kwargs override key by
+	// key. Empty means none.
+	ChatTemplateKwargs string `yaml:"chat_template_kwargs,omitempty"`
 }
 
 // Blocks returns the model's block size in tokens.
@@ -241,8 +255,8 @@ type KVAware struct {
 // HotPrefix tunes how cost_model spreads a root prefix whose prefill demand
 // is more than one replica should carry.
 type HotPrefix struct {
-	// Blocks is the length of a root prefix in KV blocks. Must be >= 1;
-	// default 4.
+	// Blocks is the length of a root prefix in KV blocks; 0 turns hot
+	// prefix replication off. Must be >= 0; default 4.
 	Blocks int `yaml:"blocks"`
 	// Window is the decay window of the demand count. Must be > 0; default 10s.
 	Window Duration `yaml:"window"`

@@ -201,7 +201,7 @@ var badFiles = map[string][]string{
 		"line 14: routing.cost_model.decode_interference_secs: must be >= 0",
 		"line 15: routing.prefix_hash.blocks: must be >= 1",
 		"line 16: routing.kv_aware.cache_weight: must be >= 0",
-		"line 17: routing.hot_prefix.blocks: must be >= 1",
+		"line 17: routing.hot_prefix.blocks: must be >= 0",
 		"line 17: routing.hot_prefix.window: must be > 0",
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
 	},
@@ -258,6 +258,11 @@ var badFiles = map[string][]string{
 		"line 21: discovery.dns[3].name: required",
 		`line 26: discovery.dns[5].name: "pool-e" is already used at discovery.dns[4].name`,
 		"line 29: discovery.dns[5].refresh: must be > 0",
+	},
+	"chat.bad.yaml": {
+		`line 4: models[0].chat_template_content_format: must be empty or one of auto, string, openai, not "OpenAI"`,
+		"line 5: models[0].chat_template_kwargs: must not set tokenize: vLLM refuses it",
+		"line 7: models[1].chat_template_kwargs: must be a JSON object",
 	},
 	"unserved.bad.yaml": {
 		"line 4: models[1]: no replica or dns group serves it",

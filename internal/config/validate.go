@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -221,6 +222,22 @@ func (v *validator) models(models []Model) {
 			v.fail(p+".policy", "must be empty or one of %s, not %q", strings.Join(policies, ", "), m.Policy)
 		}
 		v.atLeast(p+".block_size", m.BlockSize, 0)
+		switch m.ChatTemplateContentFormat {
+		case "", "auto", "string", "openai":
+		default:
+			v.fail(p+".chat_template_content_format", "must be empty or one of auto, string, openai, not %q", m.ChatTemplateContentFormat)
+		}
+		if m.ChatTemplateKwargs != "" {
+			var kw map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(m.ChatTemplateKwargs), &kw); err != nil || kw == nil {
+				v.fail(p+".chat_template_kwargs", "must be a JSON object")
+			}
+			for _, k := range []string{"chat_template", "tokenize"} {
+				if _, ok := kw[k]; ok {
+					v.fail(p+".chat_template_kwargs", "must not set %s: vLLM refuses it", k)
+				}
+			}
+		}
 		if o := m.CostModel; o != nil {
 			for _, f := range []struct {
 				key string
@@ -414,7 +431,7 @@ func (v *validator) routing(r *Routing) {
 	v.atLeast("routing.prefix_hash.blocks", r.PrefixHash.Blocks, 1)
 	v.nonNegative("routing.kv_aware.cache_weight", r.KVAware.CacheWeight)
 	v.nonNegative("routing.kv_aware.load_weight", r.KVAware.LoadWeight)
-	v.atLeast("routing.hot_prefix.blocks", r.HotPrefix.Blocks, 1)
+	v.atLeast("routing.hot_prefix.blocks", r.HotPrefix.Blocks, 0)
 	v.positive("routing.hot_prefix.window", r.HotPrefix.Window)
 	if u := r.HotPrefix.Utilization; u <= 0 || u > 1 {
 		v.fail("routing.hot_prefix.utilization", "must be > 0 and <= 1")

@@ -23,6 +23,9 @@ type Replica struct {
 	inFlight atomic.Int64 // requests holding a lease
 	pending  atomic.Int64 // leases still waiting for a response head
 
+	prefill      prefillQueue // estimated prefill ahead of a new request
+	promptTokens atomic.Int64 // prompt tokens of queued leases in flight
+
 	// Health: probing sets probeUp; passive ejection sets ejectedUntil.
 	probeUp      atomic.Bool
 	ejectedUntil atomic.Int64 // unix nanoseconds; 0 when not ejected
@@ -120,9 +123,12 @@ func (r *Replica) SetCards(c *ModelCards) { r.card.Store(c) }
 // Lease is one request's claim on a replica's capacity. Release it exactly
 // once; Started marks the moment the response head arrived.
 type Lease struct {
-	r       *Replica
-	started bool
-	done    bool
+	r         *Replica
+	started   bool
+	done      bool
+	queued    bool  // Queue was called
+	firstByte bool  // FirstByte was called
+	tokens    int64 // prompt tokens given to Queue
 }
 
 // TryAcquire takes a lease if the replica has room under both caps. Caps
@@ -175,6 +181,10 @@ func (l *Lease) Release() {
 	}
 	if !l.started {
 		l.r.pending.Add(-1)
+	}
+	if l.queued {
+		l.FirstByte(time.Now())
+		l.r.promptTokens.Add(-l.tokens)
 	}
 	l.done = true
 	l.r.inFlight.Add(-1)

@@ -22,6 +22,9 @@ type replicaView struct {
 	Pending        int64       `json:"pending"`
 	MaxConcurrency int64       `json:"max_concurrency"`
 	MaxPending     int64       `json:"max_pending"`
+	QueuedPrefill  float64     `json:"queued_prefill_secs"`
+	PromptTokens   int64       `json:"prompt_tokens_in_flight"`
+	PromptWaiting  int64       `json:"prompt_tokens_waiting"`
 	Engine         *engineView `json:"engine"` // null until a report arrived
 }
 
@@ -51,7 +54,9 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 	for _, rep := range g.fleet.Snapshot().Replicas {
 		v := replicaView{ID: rep.ID, URL: rep.URL.String(), Group: rep.Group, Models: rep.Models,
 			Healthy: rep.Healthy(), Ejected: rep.Ejected(now), EjectedTotal: rep.EjectedTotal(),
-			InFlight: rep.InFlight(), Pending: rep.Pending(), MaxConcurrency: rep.MaxConcurrency, MaxPending: rep.MaxPending}
+			InFlight: rep.InFlight(), Pending: rep.Pending(), MaxConcurrency: rep.MaxConcurrency, MaxPending: rep.MaxPending,
+			QueuedPrefill: rep.QueuedPrefill(now)}
+		v.PromptTokens, v.PromptWaiting = rep.PromptLoad()
 		if smp := g.scraper.Last(rep.ID); smp != nil {
 			e := smp.Report
 			age := now.Sub(smp.At)
@@ -74,27 +79,12 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
 // would send it, tokenized as routing would, in the shape of vLLM's
 // /tokenize plus the prompt's full-block hashes. Nothing reaches an engine.
 func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{w: w, r: r, arrived: time.Now()}
-	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
-	body, e, _ := g.readBody(w, r, ex.deadline)
-	if e != nil {
-		e.Write(w)
-		return
-	}
-	if !json.Valid(body) {
-		openai.BadRequest("The request body is not valid JSON.", "").Write(w)
-		return
-	}
-	mf, err := openai.FindModel(body)
-	if err != nil {
-		openai.BadRequest(err.Error(), "model").Write(w)
-		return
-	}
-	model, ok := g.resolveModel(mf.Name)
+	ex, ok := g.adminExchange(w, r)
 	if !ok {
-		openai.ModelNotFound(mf.Name).Write(w)
 		return
 	}
+	model, body := ex.model, ex.body
+	var err error
 	mt := g.tokenizers[model]
 	if mt == nil {
 		openai.BadRequest("The model "+model+" has no tokenizer.", "model").Write(w)

@@ -52,6 +52,26 @@ type Gateway struct {
 	learned       sync.Map       // replica → engine-reported capacity last applied
 }
 
+// policySettings are the routing settings of one model.
+func policySettings(cfg *config.Config, model string, seed uint64) policy.Settings {
+	r := &cfg.Routing
+	cm := cfg.ModelCostModel(model)
+	s := policy.DefaultSettings()
+	s.Seed = seed
+	s.Epsilon, s.Kappa, s.ShortPromptTokens = r.Epsilon, r.Kappa, r.ShortPromptTokens
+	s.SessionAffinity = r.SessionAffinity
+	s.PrefixHashBlocks = r.PrefixHash.Blocks
+	s.Cost = policy.CostParams{
+		PrefillTokenSecs:       cm.PrefillTokenSecs,
+		PrefillPairSecs:        cm.PrefillPairSecs,
+		PrefillFixedSecs:       cm.PrefillFixedSecs,
+		DecodeInterferenceSecs: cm.DecodeInterferenceSecs,
+	}
+	s.KVAware = policy.KVWeights{CacheWeight: r.KVAware.CacheWeight, LoadWeight: r.KVAware.LoadWeight}
+	s.HotPrefix = policy.HotPrefixParams{Blocks: r.HotPrefix.Blocks, Window: time.Duration(r.HotPrefix.Window), Utilization: r.HotPrefix.Utilization}
+	return s
+}
+
 // Options are what a gateway needs beyond its config.
 type Options struct {
 	Logger   *slog.Logger     // nil discards
@@ -76,7 +96,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		for _, a := range m.Aliases {
 			g.models[a] = m.Name
 		}
-		p, err := policy.New(cfg.ModelPolicy(m.Name), seed+uint64(i))
+		p, err := policy.NewWith(cfg.ModelPolicy(m.Name), policySettings(cfg, m.Name, seed+uint64(i)))
 		if err != nil {
 			return nil, fmt.Errorf("models[%d].policy: %w", i, err)
 		}
@@ -334,6 +354,8 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /admin/index", g.serveIndex)
 	mux.HandleFunc("POST /admin/tokenize/v1/chat/completions", g.serveTokenize)
 	mux.HandleFunc("POST /admin/tokenize/v1/completions", g.serveTokenize)
+	mux.HandleFunc("POST /admin/explain/v1/chat/completions", g.serveExplain)
+	mux.HandleFunc("POST /admin/explain/v1/completions", g.serveExplain)
 	return mux
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -49,6 +50,9 @@ type metrics struct {
 	promptTokens   *prometheus.CounterVec
 	predicted      *prometheus.CounterVec
 	indexResets    *prometheus.CounterVec
+	estimatedTTFT  *prometheus.HistogramVec
+	guards         *prometheus.CounterVec
+	steered        *prometheus.CounterVec
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
@@ -115,6 +119,19 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 			Name: "inferrail_index_resets_total",
 			Help: "Engines found restarted with an empty cache, whose index entries were dropped.",
 		}, []string{"replica"}),
+		estimatedTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_estimated_ttft_seconds",
+			Help:    "The cost model's estimated time to first token on the chosen replica, at every decision; compare with inferrail_ttft_seconds.",
+			Buckets: latency,
+		}, []string{"model", "policy"}),
+		guards: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_routing_guards_total",
+			Help: "Decisions where a load guard set replicas aside (bounded_load, kv_pressure), or kv_waived when every replica was under KV pressure.",
+		}, []string{"model", "guard"}),
+		steered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_routing_steered_total",
+			Help: "Decisions decided by session affinity (session), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix), or routed by the fallback for prompts without a full block (no_prefix).",
+		}, []string{"model", "reason"}),
 		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_load_scrapes_total",
 			Help: "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.",
@@ -126,8 +143,22 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 	reg.MustRegister(m.requests, m.ttft, m.duration, m.decisions, m.decisionTime,
 		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes,
 		m.tokenized, m.tokenizeTime, m.promptTokens, m.predicted, m.indexResets,
+		m.estimatedTTFT, m.guards, m.steered,
 		&replicaCollector{fleet: f, scraper: sc}, &indexCollector{index: ix})
 	return m
+}
+
+// decided records a policy's decision that took a lease.
+func (m *metrics) decided(model, policyName, replica string, d policy.Decision, took time.Duration) {
+	m.decisionTime.WithLabelValues(policyName).Observe(took.Seconds())
+	m.decisions.WithLabelValues(model, policyName, replica).Inc()
+	m.estimatedTTFT.WithLabelValues(model, policyName).Observe(d.EstimatedTTFT)
+	for _, gd := range d.Guards {
+		m.guards.WithLabelValues(model, gd).Inc()
+	}
+	if d.Steered != "" {
+		m.steered.WithLabelValues(model, d.Steered).Inc()
+	}
 }
 
 // forget deletes every series of a replica that left the fleet.
@@ -150,6 +181,9 @@ var (
 	descInFlight = prometheus.NewDesc("inferrail_replica_in_flight", "Requests in flight to the replica.", []string{"replica"}, nil)
 	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Requests to the replica still waiting for a response head.", []string{"replica"}, nil)
 	descMaxConc  = prometheus.NewDesc("inferrail_replica_max_concurrency", "The replica's cap on requests in flight.", []string{"replica"}, nil)
+	descQueued   = prometheus.NewDesc("inferrail_replica_queued_prefill_seconds", "Estimated prefill queued on the replica by the gateway's own decisions, drained in real time.", []string{"replica"}, nil)
+	descPromptIn = prometheus.NewDesc("inferrail_replica_prompt_tokens_in_flight", "Prompt tokens of the requests in flight to the replica.", []string{"replica"}, nil)
+	descPromptWt = prometheus.NewDesc("inferrail_replica_prompt_tokens_waiting", "Prompt tokens of the requests to the replica still waiting for their first byte.", []string{"replica"}, nil)
 
 	descEngineRunning = prometheus.NewDesc("inferrail_replica_engine_running", "Requests running in the engine, from its last metrics report.", []string{"replica"}, nil)
 	descEngineWaiting = prometheus.NewDesc("inferrail_replica_engine_waiting", "Requests waiting in the engine, from its last metrics report.", []string{"replica"}, nil)
@@ -161,7 +195,7 @@ var (
 )
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc,
+	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc, descQueued, descPromptIn, descPromptWt,
 		descEngineRunning, descEngineWaiting, descEngineKV, descEngineQueries, descEngineHits, descEnginePreempt, descEngineAge} {
 		ch <- d
 	}
@@ -181,6 +215,10 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(r.InFlight()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.Pending()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descMaxConc, prometheus.GaugeValue, float64(r.MaxConcurrency), r.ID)
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, r.QueuedPrefill(now), r.ID)
+		inFlight, waiting := r.PromptLoad()
+		ch <- prometheus.MustNewConstMetric(descPromptIn, prometheus.GaugeValue, float64(inFlight), r.ID)
+		ch <- prometheus.MustNewConstMetric(descPromptWt, prometheus.GaugeValue, float64(waiting), r.ID)
 		smp := c.scraper.Last(r.ID)
 		if smp == nil {
 			continue

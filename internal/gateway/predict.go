@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -68,7 +69,8 @@ type modelTokenizer struct {
 type prediction struct {
 	tokens  int
 	hashes  []tokenize.BlockHash
-	partial int // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
+	blocks  []policy.BlockHash // hashes as policies take them
+	partial int                // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -203,6 +205,10 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 	}
 	seed := tokenize.ChainSeed(model, "", p.CacheSalt)
 	pred := &prediction{tokens: len(ids), hashes: tokenize.ExtendBlockHashes(nil, seed, ids, mt.blockSize)}
+	pred.blocks = make([]policy.BlockHash, len(pred.hashes))
+	for i, h := range pred.hashes {
+		pred.blocks[i] = policy.BlockHash{Hi: h.Hi, Lo: h.Lo}
+	}
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}

@@ -27,6 +27,8 @@ const (
 	headerReplica      = "X-Inferrail-Replica"
 	headerPromptTokens = "X-Inferrail-Prompt-Tokens"
 	headerCachedTokens = "X-Inferrail-Cached-Tokens"
+	headerPolicy       = "X-Inferrail-Policy"
+	headerSession      = "X-Session-Id"
 )
 
 // hopHeaders are meaningful for one connection only and never forwarded
@@ -61,6 +63,7 @@ type exchange struct {
 	policy   policy.Policy
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
+	route    policy.Request
 }
 
 // serveGenerate proxies a chat or completion request.
@@ -104,8 +107,28 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		g.log.Info("request", "request_id", ex.id, "model", model, "body", string(body))
 	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
+	ex.route = g.routeRequest(ex, mf.User)
 	g.proxy(ex)
 }
+
+// routeRequest is what the policy learns of the request: its prompt's
+// length and blocks when tokenized (else a length estimated from the body at
+// four bytes a token) and the conversation it names.
+func (g *Gateway) routeRequest(ex *exchange, user string) policy.Request {
+	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
+	if p := ex.pred; p != nil {
+		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.blocks, g.tokenizers[ex.model].blockSize
+	}
+	req.Session = ex.r.Header.Get(headerSession)
+	if req.Session == "" {
+		req.Session = user
+	}
+	return req
+}
+
+// bytesPerToken estimates a prompt's tokens from its body without a
+// tokenizer.
+const bytesPerToken = 4
 
 // resolveModel maps a requested name or alias to a configured model. An
 // empty name resolves when the gateway serves exactly one model.
@@ -320,14 +343,13 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			offered = append(offered, r)
 		}
 	}
-	req := &policy.Request{Model: ex.model}
 	var ids []string
 	var cached []int
 	for len(offered) > 0 {
 		cands = cands[:0]
 		ids = ids[:0]
 		for _, r := range offered {
-			cands = append(cands, policy.Candidate{ID: r.ID, InFlight: r.InFlight(), Cached: -1})
+			cands = append(cands, g.candidate(r, start))
 			ids = append(ids, r.ID)
 		}
 		if ex.pred != nil {
@@ -336,16 +358,27 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 				cands[i].Cached = cached[i]
 			}
 		}
-		i := ex.policy.Pick(req, cands)
+		d := ex.policy.Pick(&ex.route, cands)
+		i := d.Index
 		if lease, ok := offered[i].TryAcquire(); ok {
-			g.metrics.decisionTime.WithLabelValues(ex.policy.Name()).Observe(time.Since(start).Seconds())
-			g.metrics.decisions.WithLabelValues(ex.model, ex.policy.Name(), offered[i].ID).Inc()
+			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
+			g.metrics.decided(ex.model, ex.policy.Name(), offered[i].ID, d, time.Since(start))
 			return lease, cands[i].Cached, nil, ""
 		}
 		// Lost the race for its last slot: offer the others.
 		offered = append(offered[:i], offered[i+1:]...)
 	}
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
+}
+
+// candidate is a replica as policies see it: the gateway's own counts
+// always, the engine's while its report is fresh.
+func (g *Gateway) candidate(r *fleet.Replica, now time.Time) policy.Candidate {
+	c := policy.Candidate{ID: r.ID, InFlight: r.InFlight(), Cached: -1, QueuedPrefill: r.QueuedPrefill(now), Running: -1, KVUsage: -1}
+	if rep, ok := g.scraper.Fresh(r.ID, now); ok {
+		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
+	}
+	return c
 }
 
 // attempt sends the request to the leased replica and waits for the
@@ -430,6 +463,7 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 	}
 	h.Set(headerRequestID, ex.id)
 	h.Set(headerReplica, rep.ID)
+	h.Set(headerPolicy, ex.policy.Name())
 	if ex.pred != nil {
 		h.Set(headerPromptTokens, strconv.Itoa(ex.pred.tokens))
 		h.Set(headerCachedTokens, strconv.Itoa(a.cached))
@@ -448,6 +482,7 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 		if n > 0 {
 			if first {
 				first = false
+				a.lease.FirstByte(time.Now())
 				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {

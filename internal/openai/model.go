@@ -12,6 +12,10 @@ type ModelField struct {
 	Present bool   // a "model" key exists (its value may be null)
 	Start   int    // byte span of the value of the last "model" key
 	End     int
+
+	// User is the body's top-level "user" string, which names the end user
+	// and so can key session affinity; "" when absent or not a string.
+	User string
 }
 
 // ErrNotObject is returned by FindModel for a body whose top level is not a
@@ -39,12 +43,19 @@ func FindModel(body []byte) (ModelField, error) {
 		keyStart := i
 		i = skipString(body, i)
 		isModel := isKey(body[keyStart:i], "model")
+		isUser := !isModel && isKey(body[keyStart:i], "user")
 		i = skipSpace(body, i)
 		i = skipSpace(body, i+1) // ':'
 		valStart := i
 		i = skipValue(body, i)
-		if isModel {
+		switch {
+		case isModel:
 			f.Present, f.Start, f.End = true, valStart, i
+		case isUser:
+			f.User = ""
+			if body[valStart] == '"' {
+				_ = json.Unmarshal(body[valStart:i], &f.User)
+			}
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {

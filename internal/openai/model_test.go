@@ -9,6 +9,23 @@ import (
 	"pgregory.net/rapid"
 )
 
+func TestFindModelUser(t *testing.T) {
+	for _, tt := range []struct{ body, user string }{
+		{`{"model":"a","user":"u-1"}`, "u-1"},
+		{`{"user":"first","user":"last"}`, "last"},
+		{`{"user":"set","user":null}`, ""},
+		{`{"user":5}`, ""},
+		{`{"metadata":{"user":"inner"}}`, ""},
+		{`{"us\u0065r":"esc\u00e9"}`, "escé"},
+		{`{"model":"user"}`, ""},
+	} {
+		f, err := FindModel([]byte(tt.body))
+		if err != nil || f.User != tt.user {
+			t.Errorf("FindModel(%s).User = %q, %v; want %q", tt.body, f.User, err, tt.user)
+		}
+	}
+}
+
 func TestFindModel(t *testing.T) {
 	tests := []struct {
 		body    string

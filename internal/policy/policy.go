@@ -1,13 +1,12 @@
-// Package policy chooses, among the replicas a request may go to, the one it
-// goes to. Policies are values: the gateway builds one per model and offers
-// it only replicas that serve the model, are healthy and have room.
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Candidate is one replica a policy may pick, with its load when offered.
@@ -15,18 +14,102 @@ type Candidate struct {
 	ID       string
 	InFlight int64 // requests in flight to it, this one not counted
 	Cached   int   // prompt tokens the KV index predicts it holds; -1 without a prediction
+	// QueuedPrefill is the seconds of prefill the gateway has sent it and
+	// not seen answered yet; 0 when none.
+	QueuedPrefill float64
+	// Running is the number of requests its engine reports running while
+	// that report is fresh; -1 without a fresh report (the policies then
+	// use InFlight).
+	Running int64
+	// KVUsage is the share of its engine's KV cache in use, 0 to 1, while
+	// the report is fresh; -1 without a fresh report.
+	KVUsage float64
 }
+
+// BlockHash is the chain hash of one full KV block of a prompt (XXH3-128 of
+// its tokens and its parent's hash): equal hashes at the same position mean
+// equal prefixes up to and including that block. It has the layout of
+// tokenize.BlockHash, which the gateway converts element by element.
+type BlockHash struct{ Hi, Lo uint64 }
+
+// key folds the hash to the 64 bits the sketch and rendezvous hashing use.
+func (h BlockHash) key() uint64 { return h.Lo ^ mix64(h.Hi) }
 
 // Request is what a policy may know of the request being routed.
 type Request struct {
 	Model string
+	// ID is the request's ID. Choices do not depend on it; explanations
+	// carry it.
+	ID string
+	// PromptTokens is the prompt's length in tokens: exact when it was
+	// tokenized, else an estimate; 0 when unknown.
+	PromptTokens int
+	// Blocks are the chain hashes of the prompt's full KV blocks, in
+	// order; nil when the prompt was not tokenized.
+	Blocks []BlockHash
+	// BlockSize is the tokens per KV block; 0 when Blocks is nil.
+	BlockSize int
+	// Session is the conversation the request belongs to (x-session-id,
+	// else the body's user field); "" when it names none.
+	Session string
 }
 
-// Policy picks one of the candidates, returning its index. It is called
-// only with at least one candidate and must be safe for concurrent use.
+// Decision is what Pick chose, with what the gateway needs to account for
+// it.
+type Decision struct {
+	// Index is the chosen candidate's position in the slice Pick was given.
+	Index int `json:"index"`
+	// EstimatedTTFT is the cost model's estimate of the winner's time to
+	// first token in seconds, W + P + X with the cached tokens the winner
+	// was offered with (a hot-prefix credit left out), whatever the policy,
+	// so that policies run in shadow can be compared.
+	EstimatedTTFT float64 `json:"estimated_ttft_secs"`
+	// PrefillSecs is the P part of EstimatedTTFT: what the gateway adds to
+	// the winner's queued prefill.
+	PrefillSecs float64 `json:"prefill_secs"`
+	// Guards names the load guards that acted, in this order:
+	// GuardBoundedLoad and GuardKVPressure when they set a candidate aside,
+	// GuardKVWaived when every candidate was under KV pressure. Nil when
+	// none acted (and always for policies without guards).
+	Guards []string `json:"guards,omitempty"`
+	// Steered is what steered the choice: SteerSession, SteerHotPrefix,
+	// SteerNoPrefix, or "" when the policy's plain rule chose.
+	Steered string `json:"steered,omitempty"`
+}
+
+// Guard names in Decision.Guards and CandidateExplanation.SetAside.
+const (
+	GuardBoundedLoad = "bounded_load"
+	GuardKVPressure  = "kv_pressure"
+	GuardKVWaived    = "kv_waived"
+)
+
+// Steering reasons in Decision.Steered.
+const (
+	// SteerSession: cost_model sent the request to its conversation's
+	// last replica.
+	SteerSession = "session"
+	// SteerHotPrefix: cost_model's winner is a hot prefix owner that won
+	// only through the credit for a prefix it did not hold.
+	SteerHotPrefix = "hot_prefix"
+	// SteerNoPrefix: prefix_hash had no full block to hash and fell back to
+	// power of two choices.
+	SteerNoPrefix = "no_prefix"
+)
+
+// Policy picks one of the candidates. Both methods are called only with at
+// least one candidate, never modify the slices they are given, and are
+// safe for concurrent use.
 type Policy interface {
 	Name() string
-	Pick(req *Request, cands []Candidate) int
+	// Pick chooses a candidate and commits the choice to the policy's
+	// state: a rotation, a generator, the hot prefix sketch, the session
+	// table.
+	Pick(req *Request, cands []Candidate) Decision
+	// Explain returns what Pick would return now for the same arguments
+	// (with the same clock reading, and no Pick in between), and every
+	// candidate's estimate. It changes no state.
+	Explain(req *Request, cands []Candidate) Explanation
 }
 
 // Names of the policies this package provides.
@@ -35,96 +118,186 @@ const (
 	Random       = "random"
 	LeastRequest = "least_request"
 	P2C          = "p2c"
+	PrefixHash   = "prefix_hash"
+	KVAware      = "kv_aware"
+	CostModel    = "cost_model"
 )
 
-// Names lists every policy name New accepts.
-func Names() []string { return []string{RoundRobin, Random, LeastRequest, P2C} }
+// Names lists every policy name New and NewWith accept.
+func Names() []string {
+	return []string{RoundRobin, Random, LeastRequest, P2C, PrefixHash, KVAware, CostModel}
+}
 
-// New builds the named policy. Randomized policies draw from a generator
-// seeded with seed, so the same seed and the same sequence of calls give the
-// same choices.
+// ErrUnknownPolicy is returned for a name Names does not list.
+var ErrUnknownPolicy = errors.New("unknown policy")
+
+// New builds the named policy with DefaultSettings and the given seed.
 func New(name string, seed uint64) (Policy, error) {
+	s := DefaultSettings()
+	s.Seed = seed
+	return NewWith(name, s)
+}
+
+// NewWith builds the named policy with the given settings, which must be
+// valid. Randomized policies draw from a generator seeded with s.Seed, so
+// the same seed and the same sequence of calls give the same choices.
+func NewWith(name string, s Settings) (Policy, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("policy %s: %w", name, err)
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
 	switch name {
 	case RoundRobin:
-		return &roundRobin{}, nil
+		return &roundRobin{cost: s.Cost}, nil
 	case Random:
-		return &random{rng: newRNG(seed)}, nil
+		return &random{cost: s.Cost, src: newSource(s.Seed)}, nil
 	case LeastRequest:
-		return &leastRequest{rng: newRNG(seed)}, nil
+		return &leastRequest{cost: s.Cost, src: newSource(s.Seed)}, nil
 	case P2C:
-		return &p2c{rng: newRNG(seed)}, nil
+		return &p2c{cost: s.Cost, src: newSource(s.Seed)}, nil
+	case PrefixHash:
+		return &prefixHash{cost: s.Cost, blocks: s.PrefixHashBlocks, src: newSource(s.Seed)}, nil
+	case KVAware:
+		return &kvAware{cost: s.Cost, w: s.KVAware, src: newSource(s.Seed)}, nil
+	case CostModel:
+		return newCostModel(s), nil
 	}
-	return nil, fmt.Errorf("unknown policy %q", name)
+	return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, name)
 }
 
-// rng is a seeded generator shared by concurrent picks.
-type rng struct {
-	mu sync.Mutex
-	r  *rand.Rand
+// source is a seeded generator whose next draws can be previewed: peek
+// returns a generator in the same state, so Explain draws exactly what the
+// next Pick will without advancing the original. Guarded by the owning
+// policy's mutex.
+type source struct {
+	pcg rand.PCG
+	r   *rand.Rand // draws from pcg
 }
 
-func newRNG(seed uint64) *rng {
-	return &rng{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+func newSource(seed uint64) *source {
+	s := &source{pcg: *rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)}
+	s.r = rand.New(&s.pcg)
+	return s
 }
 
-func (g *rng) intN(n int) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.r.IntN(n)
+func (s *source) peek() *rand.Rand {
+	c := s.pcg
+	return rand.New(&c)
 }
 
-type roundRobin struct{ next atomic.Uint64 }
+// draw runs choose with the policy's generator, advancing it (commit) or
+// with a preview of it.
+func (s *source) draw(mu *sync.Mutex, commit bool, choose func(r *rand.Rand) int) int {
+	mu.Lock()
+	defer mu.Unlock()
+	if commit {
+		return choose(s.r)
+	}
+	return choose(s.peek())
+}
+
+type roundRobin struct {
+	cost CostParams
+	next atomic.Uint64
+}
 
 func (*roundRobin) Name() string { return RoundRobin }
 
-func (p *roundRobin) Pick(_ *Request, cands []Candidate) int {
-	return int((p.next.Add(1) - 1) % uint64(len(cands)))
+func (p *roundRobin) Pick(req *Request, cands []Candidate) Decision {
+	i := int((p.next.Add(1) - 1) % uint64(len(cands)))
+	return plainDecision(p.cost, req, cands, i)
 }
 
-type random struct{ rng *rng }
+func (p *roundRobin) Explain(req *Request, cands []Candidate) Explanation {
+	i := int(p.next.Load() % uint64(len(cands)))
+	return explainPlain(RoundRobin, p.cost, req, cands, plainDecision(p.cost, req, cands, i))
+}
+
+type random struct {
+	cost CostParams
+	mu   sync.Mutex // guards src
+	src  *source
+}
 
 func (*random) Name() string { return Random }
 
-func (p *random) Pick(_ *Request, cands []Candidate) int { return p.rng.intN(len(cands)) }
+func (p *random) choose(req *Request, cands []Candidate, commit bool) Decision {
+	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int { return r.IntN(len(cands)) })
+	return plainDecision(p.cost, req, cands, i)
+}
 
-type leastRequest struct{ rng *rng }
+func (p *random) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
+
+func (p *random) Explain(req *Request, cands []Candidate) Explanation {
+	return explainPlain(Random, p.cost, req, cands, p.choose(req, cands, false))
+}
+
+type leastRequest struct {
+	cost CostParams
+	mu   sync.Mutex // guards src
+	src  *source
+}
 
 func (*leastRequest) Name() string { return LeastRequest }
 
-// Pick returns a candidate with the fewest requests in flight; ties are
+// choose returns a candidate with the fewest requests in flight; ties are
 // broken uniformly at random (reservoir sampling over the tied ones).
-func (p *leastRequest) Pick(_ *Request, cands []Candidate) int {
-	best, ties := 0, 0
-	p.rng.mu.Lock()
-	defer p.rng.mu.Unlock()
-	for i, c := range cands {
-		switch {
-		case c.InFlight < cands[best].InFlight:
-			best, ties = i, 1
-		case c.InFlight == cands[best].InFlight:
-			ties++
-			if p.rng.r.IntN(ties) == 0 {
-				best = i
+func (p *leastRequest) choose(req *Request, cands []Candidate, commit bool) Decision {
+	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int {
+		best, ties := 0, 0
+		for i, c := range cands {
+			switch {
+			case c.InFlight < cands[best].InFlight:
+				best, ties = i, 1
+			case c.InFlight == cands[best].InFlight:
+				ties++
+				if r.IntN(ties) == 0 {
+					best = i
+				}
 			}
 		}
-	}
-	return best
+		return best
+	})
+	return plainDecision(p.cost, req, cands, i)
 }
 
-type p2c struct{ rng *rng }
+func (p *leastRequest) Pick(req *Request, cands []Candidate) Decision {
+	return p.choose(req, cands, true)
+}
+
+func (p *leastRequest) Explain(req *Request, cands []Candidate) Explanation {
+	return explainPlain(LeastRequest, p.cost, req, cands, p.choose(req, cands, false))
+}
+
+type p2c struct {
+	cost CostParams
+	mu   sync.Mutex // guards src
+	src  *source
+}
 
 func (*p2c) Name() string { return P2C }
 
-// Pick draws two distinct candidates and keeps the one with fewer requests
-// in flight, either on a tie.
-func (p *p2c) Pick(_ *Request, cands []Candidate) int {
+func (p *p2c) choose(req *Request, cands []Candidate, commit bool) Decision {
+	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int { return twoChoices(cands, r) })
+	return plainDecision(p.cost, req, cands, i)
+}
+
+func (p *p2c) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
+
+func (p *p2c) Explain(req *Request, cands []Candidate) Explanation {
+	return explainPlain(P2C, p.cost, req, cands, p.choose(req, cands, false))
+}
+
+// twoChoices draws two distinct candidates and keeps the one with fewer
+// requests in flight, either on a tie.
+func twoChoices(cands []Candidate, r *rand.Rand) int {
 	if len(cands) == 1 {
 		return 0
 	}
-	p.rng.mu.Lock()
-	defer p.rng.mu.Unlock()
-	a := p.rng.r.IntN(len(cands))
-	b := p.rng.r.IntN(len(cands) - 1)
+	a := r.IntN(len(cands))
+	b := r.IntN(len(cands) - 1)
 	if b >= a {
 		b++
 	}
@@ -133,8 +306,42 @@ func (p *p2c) Pick(_ *Request, cands []Candidate) int {
 		return a
 	case cands[b].InFlight < cands[a].InFlight:
 		return b
-	case p.rng.r.IntN(2) == 0:
+	case r.IntN(2) == 0:
 		return a
 	}
 	return b
 }
+
+// plainDecision is the Decision of a policy without guards or steering
+// that chose cands[i].
+func plainDecision(cost CostParams, req *Request, cands []Candidate, i int) Decision {
+	cached := cachedTokens(req, &cands[i])
+	e := cost.estimate(req, &cands[i], cached)
+	return Decision{Index: i, EstimatedTTFT: e.TTFTSecs, PrefillSecs: e.PrefillSecs}
+}
+
+// mix64 is the splitmix64 finalizer: a bijection of uint64 whose output
+// bits all depend on every input bit.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// idHash is the 64-bit FNV-1a hash of a replica ID.
+func idHash(id string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
+
+// rendezvous is the weight of replica id for key in highest random weight
+// hashing. It depends on nothing but its arguments, so every gateway (and
+// every restart) agrees on it.
+func rendezvous(key uint64, id string) uint64 { return mix64(key ^ mix64(idHash(id))) }

@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// systemChat is a chat whose long system prompt replicas can cache.
+func systemChat(system, question string) string {
+	return `{"model":"sim","max_tokens":2,"messages":[{"role":"system","content":` + strconv.Quote(system) +
+		`},{"role":"user","content":` + strconv.Quote(question) + `}]}`
+}
+
+// TestCostModelFollowsTheCache: on an idle fleet, requests sharing a long
+// system prompt all go where the first one left it, find it cached, and
+// name their policy.
+func TestCostModelFollowsTheCache(t *testing.T) {
+	sims := fleetOf(t, 3, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = policy.CostModel
+	gw := startGateway(t, cfg)
+	system := strings.Repeat("You answer questions about the fleet. ", 60)
+	resp, _ := chat(t, gw.url, systemChat(system, "first"))
+	home := resp.Header.Get(headerReplica)
+	if got := resp.Header.Get(headerPolicy); got != policy.CostModel {
+		t.Fatalf("%s = %q, want %q", headerPolicy, got, policy.CostModel)
+	}
+	for i := range 10 {
+		resp, body := chat(t, gw.url, systemChat(system, fmt.Sprintf("question %d", i)))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		if got := resp.Header.Get(headerReplica); got != home {
+			t.Errorf("request %d went to %s, away from %s which holds its system prompt", i, got, home)
+		}
+		cached, _ := strconv.Atoi(resp.Header.Get(headerCachedTokens))
+		if cached < 300 {
+			t.Errorf("request %d: predicted %d cached tokens, want the system prompt's", i, cached)
+		}
+	}
+	page := scrape(t, gw.admin)
+	if !strings.Contains(page, `inferrail_estimated_ttft_seconds_count{model="`+testModel+`",policy="cost_model"} 11`) {
+		t.Errorf("estimated TTFT not recorded for every decision:\n%s", grep(page, "inferrail_estimated_ttft_seconds_count"))
+	}
+}
+
+// explainAt asks the admin port what routing would do with body.
+func explainAt(t *testing.T, admin, path, body string) explainAnswer {
+	t.Helper()
+	resp, err := http.Post(admin+"/admin/explain"+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("explain: %d %s", resp.StatusCode, b)
+	}
+	var ans explainAnswer
+	if err := json.Unmarshal(b, &ans); err != nil {
+		t.Fatalf("explain answer %s: %v", b, err)
+	}
+	return ans
+}
+
+// stateLines are the metric lines an explanation must leave alone.
+var stateLines = regexp.MustCompile(`(?m)^inferrail_(routing_decisions_total|tokenized_requests_total|prompt_tokens_total|predicted_cached_tokens_total|estimated_ttft_seconds_count|replica_in_flight|replica_index_blocks|index_entries)\b.*$`)
+
+// TestExplainNamesTheNextPickAndChangesNothing: for every policy, an
+// explanation changes no counter, index entry or policy state, and names
+// the replica the same request is then routed to.
+func TestExplainNamesTheNextPickAndChangesNothing(t *testing.T) {
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			sims := fleetOf(t, 3, true)
+			cfg := testConfig(t, sims)
+			cfg.Routing.DefaultPolicy = name
+			gw := startGateway(t, cfg)
+			waitFor(t, "capacities learned from the engines", 3*time.Second, func() bool {
+				return len(gw.g.index.Stats().Replicas) == 3
+			})
+			system := strings.Repeat("Shared instructions for every user. ", 40)
+			for i := range 4 {
+				chat(t, gw.url, systemChat(system, fmt.Sprintf("warm-up %d", i)))
+			}
+			body := systemChat(system, "the question explained")
+			idle(t, gw)
+			before := stateLines.FindAllString(scrape(t, gw.admin), -1)
+			entries := gw.g.index.Stats().Entries
+			ans := explainAt(t, gw.admin, "/v1/chat/completions", body)
+			ans2 := explainAt(t, gw.admin, "/v1/chat/completions", body)
+			if after := stateLines.FindAllString(scrape(t, gw.admin), -1); strings.Join(after, "\n") != strings.Join(before, "\n") {
+				t.Errorf("explaining changed metrics:\n%s\n---\n%s", strings.Join(before, "\n"), strings.Join(after, "\n"))
+			}
+			if gw.g.index.Stats().Entries != entries {
+				t.Error("explaining changed the index")
+			}
+			if ans.Winner != ans2.Winner {
+				t.Errorf("two explanations disagree: %s then %s", ans.Winner, ans2.Winner)
+			}
+			if ans.Policy != name || ans.Model != testModel || ans.Tokenized != tokOK || ans.PromptTokens == 0 || ans.Blocks == 0 {
+				t.Errorf("explanation header %+v", ans.Explanation)
+			}
+			if len(ans.Replicas) != 3 {
+				t.Fatalf("%d replicas explained, want 3", len(ans.Replicas))
+			}
+			for _, r := range ans.Replicas {
+				if !r.Offered || r.Estimate.TTFTSecs <= 0 {
+					t.Errorf("replica %+v: want offered with an estimate", r)
+				}
+			}
+			resp, _ := chat(t, gw.url, body)
+			if got := resp.Header.Get(headerReplica); got != ans.Winner {
+				t.Errorf("explain named %s, routing picked %s", ans.Winner, got)
+			}
+		})
+	}
+}
+
+// TestExplainShowsWhatIsNotOffered: replicas out of rotation are listed
+// with the reason, and only the others are priced.
+func TestExplainShowsWhatIsNotOffered(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = policy.CostModel
+	gw := startGateway(t, cfg)
+	sims[1].Kill()
+	waitFor(t, "probes to take sim-2 out", 2*time.Second, func() bool {
+		return !gw.g.fleet.Snapshot().Replicas[1].Healthy()
+	})
+	ans := explainAt(t, gw.admin, "/v1/completions", `{"model":"sim","prompt":"hello there","max_tokens":1}`)
+	if ans.Winner != "sim-1" || ans.Replicas[1].Offered || ans.Replicas[1].NotOffered != notOfferedUnhealthy {
+		t.Errorf("explanation %+v", ans)
+	}
+	// Bad bodies get the client port's errors.
+	for _, tc := range []struct {
+		body string
+		code int
+	}{{`{"model":`, 400}, {`{"model":"nope","prompt":"x"}`, 404}, {`[1]`, 400}} {
+		resp, err := http.Post(gw.admin+"/admin/explain/v1/completions", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("explain %s: status %d, want %d", tc.body, resp.StatusCode, tc.code)
+		}
+	}
+}
+
+// TestQueuedPrefill: a request waiting for its first byte holds its
+// estimated prefill and prompt tokens on its replica; both are gone once
+// it is answered.
+func TestQueuedPrefill(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = policy.CostModel
+	gw := startGateway(t, cfg)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultDelay, Delay: 600 * time.Millisecond, SparesHealth: true})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		chat(t, gw.url, systemChat(strings.Repeat("queued prompt ", 200), "q"))
+	}()
+	var view replicaView
+	read := func() replicaView {
+		resp, err := http.Get(gw.admin + "/admin/replicas")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Replicas []replicaView }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Replicas[0]
+	}
+	waitFor(t, "the request to queue its prefill", 2*time.Second, func() bool {
+		view = read()
+		return view.QueuedPrefill > 0
+	})
+	if view.PromptWaiting < 500 || view.PromptTokens != view.PromptWaiting {
+		t.Errorf("while waiting: %+v", view)
+	}
+	<-done
+	// The client has its answer a moment before the lease is let go.
+	waitFor(t, "the answered request to leave the queue", time.Second, func() bool {
+		view = read()
+		return view.InFlight == 0
+	})
+	if view.QueuedPrefill != 0 || view.PromptTokens != 0 || view.PromptWaiting != 0 {
+		t.Errorf("after the answer: %+v", view)
+	}
+}
+
+// idle waits until no request holds a lease: a client has its whole
+// response a moment before the gateway lets go of it.
+func idle(t *testing.T, gw *running) {
+	t.Helper()
+	waitFor(t, "every lease to be released", 2*time.Second, func() bool {
+		for _, r := range gw.g.fleet.Snapshot().Replicas {
+			if r.InFlight() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}

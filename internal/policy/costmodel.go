@@ -1,0 +1,397 @@
+package policy
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// costModel picks the lowest estimated time to first token among the
+// candidates its load guards allow. See the package documentation for the
+// estimate; the steps of a decision are, in order:
+//
+//  1. Hot prefixes. When the prompt's root prefix (its first
+//     HotPrefix.Blocks blocks) has more prefill demand than
+//     HotPrefix.Utilization of one replica, it gets k = ceil(demand /
+//     utilization) owners: the candidates holding the root first, then
+//     those with the highest rendezvous weight on it. Owners are priced as
+//     if they held the longest prefix of this prompt that an owner holds
+//     and that is hot itself, so the cost model shares the prefix among
+//     them by their queues, and a conversation's history, which no other
+//     request shares, counts only where it is.
+//  2. Guards. Bounded load sets aside every candidate whose in-flight
+//     count, this request included, would exceed ceil((1+ε)·(total+1)/n);
+//     the least loaded candidate always stays (its count is at most
+//     ⌊total/n⌋ and ⌊total/n⌋+1 <= ceil((total+1)/n)). KV pressure then sets
+//     aside candidates whose engine reports more than κ of its KV cache in
+//     use when the prompt has more than ShortPromptTokens to compute there,
+//     unless that would set aside all that are left (kv_waived).
+//  3. Session affinity. A request whose conversation was routed before goes
+//     back to that replica if it is a candidate the guards allow.
+//  4. Otherwise the lowest estimate wins; ties go to fewer requests in
+//     flight, then to chance.
+//
+// Pick then counts the winner's estimated prefill as demand for the root
+// prefix and for deeper prefixes of the prompt (every hotStride blocks, and
+// where candidates' cached prefixes end), and remembers the conversation's
+// replica.
+type costModel struct {
+	s Settings
+
+	mu       sync.Mutex // guards the fields below
+	src      *source
+	hot      *sketch   // nil when hot prefix replication is off
+	sessions *sessions // nil without session affinity
+	slots    []slot    // Pick's scratch
+	order    []int     // Pick's scratch for choosing owners
+}
+
+// slot is a candidate's state during one decision.
+type slot struct {
+	cached int    // its prediction, clamped to the prompt
+	priced int    // the cached tokens it is priced with: cached, or an owner's credit
+	owner  bool   // a hot prefix owner
+	rank   uint64 // how it ranks for ownership: holding the root, then rendezvous weight
+	aside  string // the guard that set it aside, "" if allowed
+	est    Estimate
+}
+
+// Demand is counted for the root prefix and for deeper prefixes of the
+// prompt: every hotStride blocks, and at up to maxDepths lengths that
+// candidates hold (where prompts part ways, such as the end of a system
+// prompt). A prefix is hot when its own demand is.
+const (
+	hotStride = 16
+	maxDepths = 8
+)
+
+// hotView is what the hot prefix step saw.
+type hotView struct {
+	rooted  bool   // the prompt has a root prefix and replication is on
+	root    uint64 // key of the root prefix
+	depths  [maxDepths]int
+	ndepths int     // depths[:ndepths]: distinct prefix lengths in blocks, past the root, that candidates hold, shortest first
+	demand  float64 // the root's demand, seconds of prefill per second
+	owners  int
+	credit  int // tokens owners are priced as holding at least
+}
+
+// addDepth records that some candidate holds d blocks, keeping the
+// shortest maxDepths distinct ones.
+func (h *hotView) addDepth(d int) {
+	i, found := slices.BinarySearch(h.depths[:h.ndepths], d)
+	if found || i == maxDepths {
+		return
+	}
+	if h.ndepths < maxDepths {
+		h.ndepths++
+	}
+	copy(h.depths[i+1:h.ndepths], h.depths[i:h.ndepths-1])
+	h.depths[i] = d
+}
+
+func newCostModel(s Settings) *costModel {
+	p := &costModel{s: s, src: newSource(s.Seed)}
+	if s.HotPrefix.Blocks > 0 {
+		p.hot = newSketch(s.HotPrefix.Window, s.Now())
+	}
+	if s.SessionAffinity {
+		p.sessions = newSessions(s.Sessions)
+	}
+	return p
+}
+
+func (*costModel) Name() string { return CostModel }
+
+func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
+	now := p.s.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cap(p.slots) < len(cands) {
+		p.slots = make([]slot, len(cands))
+		p.order = make([]int, len(cands))
+	}
+	var h hotView
+	d := p.decide(req, cands, p.slots[:len(cands)], p.order[:len(cands)], p.src.r, now, &h)
+	if h.rooted {
+		p.countDemand(req, &h, d.PrefillSecs, now)
+	}
+	if p.sessions != nil && req.Session != "" {
+		p.sessions.put(req.Session, cands[d.Index].ID)
+	}
+	return d
+}
+
+func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
+	now := p.s.Now()
+	sl := make([]slot, len(cands))
+	order := make([]int, len(cands))
+	var h hotView
+	p.mu.Lock()
+	d := p.decide(req, cands, sl, order, p.src.peek(), now, &h)
+	p.mu.Unlock()
+
+	ex := newExplanation(CostModel, req, cands, d)
+	ex.HotDemand, ex.HotOwners, ex.HotCreditTokens = h.demand, h.owners, h.credit
+	for i := range cands {
+		r := &ex.Replicas[i]
+		r.PricedCachedTokens, r.HotOwner, r.SetAside, r.Estimate = sl[i].priced, sl[i].owner, sl[i].aside, sl[i].est
+	}
+	// A winner the session steered may trail the runner-up: nothing put
+	// it ahead.
+	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].est.TTFTSecs <= sl[ru].est.TTFTSecs {
+		ex.DecidedBy = decidedBy(sl[d.Index].est, sl[ru].est)
+	}
+	return ex
+}
+
+// decide makes the decision in sl's and order's space (one slot and one int
+// per candidate), drawing ties from r, and reports the hot prefix step in h.
+// It reads the sketch and the session table and changes nothing.
+func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []int, r *rand.Rand, now time.Time, h *hotView) Decision {
+	for i := range cands {
+		c := cachedTokens(req, &cands[i])
+		sl[i] = slot{cached: c, priced: c}
+	}
+	p.hotPrefix(req, cands, sl, order, now, h)
+	for i := range cands {
+		sl[i].est = p.s.Cost.estimate(req, &cands[i], sl[i].priced)
+	}
+	d := Decision{Index: -1, Guards: p.guard(req, cands, sl)}
+	if p.sessions != nil && req.Session != "" {
+		if id, ok := p.sessions.peek(req.Session); ok {
+			for i := range cands {
+				if cands[i].ID == id && sl[i].aside == "" {
+					d.Index, d.Steered = i, SteerSession
+					break
+				}
+			}
+		}
+	}
+	if d.Index < 0 {
+		d.Index = cheapest(cands, sl, r)
+		if w := &sl[d.Index]; w.priced > w.cached {
+			// Did it win only through its credit?
+			plain := p.s.Cost.estimate(req, &cands[d.Index], w.cached)
+			if ru := runnerUp(sl, d.Index); ru >= 0 && plain.TTFTSecs > sl[ru].est.TTFTSecs {
+				d.Steered = SteerHotPrefix
+			}
+		}
+	}
+	w := &cands[d.Index]
+	e := p.s.Cost.estimate(req, w, sl[d.Index].cached)
+	d.EstimatedTTFT, d.PrefillSecs = e.TTFTSecs, e.PrefillSecs
+	return d
+}
+
+// hotPrefix finds the prompt's root prefix and, when it is hot, its owners
+// and their credit, raising their priced cached tokens.
+func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order []int, now time.Time, h *hotView) {
+	*h = hotView{}
+	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
+	if p.hot == nil || bs <= 0 || len(req.Blocks) < root {
+		return
+	}
+	h.rooted = true
+	h.root = req.Blocks[root-1].key()
+	for i := range sl {
+		if d := min(sl[i].cached/bs, len(req.Blocks)); d > root {
+			h.addDepth(d)
+		}
+	}
+	h.demand = p.hot.rate(h.root, now)
+	u := p.s.HotPrefix.Utilization
+	if h.demand <= u {
+		return
+	}
+	h.owners = len(cands)
+	if k := math.Ceil(h.demand / u); k < float64(h.owners) {
+		h.owners = int(k)
+	}
+	owners := chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
+	deepest := 0 // the most blocks of the prompt an owner holds
+	for _, o := range owners {
+		sl[o].owner = true
+		deepest = max(deepest, min(sl[o].cached/bs, len(req.Blocks)))
+	}
+	// The longest prefix an owner holds that is hot itself, among those
+	// counted.
+	credit := 0
+	if deepest >= root {
+		credit = root // hot, as its demand says
+	}
+	hot := func(d int) bool { return p.hot.rate(req.Blocks[d-1].key(), now) > u }
+	for j := h.ndepths - 1; j >= 0; j-- {
+		if d := h.depths[j]; d <= deepest && d > credit && hot(d) {
+			credit = d
+			break
+		}
+	}
+	for d := deepest / hotStride * hotStride; d > credit; d -= hotStride {
+		if hot(d) {
+			credit = d
+			break
+		}
+	}
+	h.credit = min(credit*bs, max(req.PromptTokens, 0))
+	for _, o := range owners {
+		sl[o].priced = max(sl[o].cached, h.credit)
+	}
+}
+
+// chooseOwners returns the k candidates that hold at least held tokens
+// (the root prefix) first, then those with the highest rendezvous weight on
+// root, the first on ties, in that order, in order's space.
+func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []int, k int) []int {
+	for i := range cands {
+		// Holding comes first, then the weight (less its lowest bit).
+		sl[i].rank = rendezvous(root, cands[i].ID) >> 1
+		if sl[i].cached >= held {
+			sl[i].rank |= 1 << 63
+		}
+	}
+	before := func(a, b int) bool { return sl[a].rank > sl[b].rank || (sl[a].rank == sl[b].rank && a < b) }
+	if k > 16 {
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int {
+			if before(a, b) {
+				return -1
+			}
+			return 1
+		})
+		return order[:k]
+	}
+	// Insertion into the k best so far: n·k steps, fewer than sorting for
+	// the few owners a prefix usually has.
+	top := order[:0]
+	for i := range cands {
+		if len(top) == k && !before(i, top[k-1]) {
+			continue
+		}
+		if len(top) < k {
+			top = append(top, i)
+		}
+		j := len(top) - 1
+		for ; j > 0 && before(i, top[j-1]); j-- {
+			top[j] = top[j-1]
+		}
+		top[j] = i
+	}
+	return top
+}
+
+// countDemand counts secs of prefill for the prompt's root prefix and the
+// deeper prefixes hotPrefix looks up.
+func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time.Time) {
+	root := p.s.HotPrefix.Blocks
+	p.hot.add(h.root, secs, now)
+	for d := hotStride; d <= len(req.Blocks); d += hotStride {
+		if d != root {
+			p.hot.add(req.Blocks[d-1].key(), secs, now)
+		}
+	}
+	for _, d := range h.depths[:h.ndepths] {
+		if d%hotStride != 0 {
+			p.hot.add(req.Blocks[d-1].key(), secs, now)
+		}
+	}
+}
+
+// guard applies the load guards, marking the slots they set aside, and
+// names the guards that acted.
+func (p *costModel) guard(req *Request, cands []Candidate, sl []slot) []string {
+	var total int64
+	for i := range cands {
+		total += max(cands[i].InFlight, 0)
+	}
+	limit := boundedLoadCap(total, len(cands), p.s.Epsilon)
+	bounded := false
+	open, pressured := 0, 0
+	for i := range cands {
+		if max(cands[i].InFlight, 0)+1 > limit {
+			sl[i].aside, bounded = GuardBoundedLoad, true
+			continue
+		}
+		open++
+		if p.underPressure(req, &cands[i], &sl[i]) {
+			pressured++
+		}
+	}
+	var guards []string
+	if bounded {
+		guards = append(guards, GuardBoundedLoad)
+	}
+	switch {
+	case pressured > 0 && pressured == open:
+		guards = append(guards, GuardKVWaived)
+	case pressured > 0:
+		for i := range cands {
+			if sl[i].aside == "" && p.underPressure(req, &cands[i], &sl[i]) {
+				sl[i].aside = GuardKVPressure
+			}
+		}
+		guards = append(guards, GuardKVPressure)
+	}
+	return guards
+}
+
+// underPressure reports whether the candidate's KV cache is too full for the
+// tokens the prompt would compute there.
+func (p *costModel) underPressure(req *Request, c *Candidate, s *slot) bool {
+	return c.KVUsage > p.s.Kappa && max(req.PromptTokens, 0)-s.cached > p.s.ShortPromptTokens
+}
+
+// boundedLoadCap is the most requests in flight, the new one included, that
+// bounded load lets a replica hold: ceil((1+ε)·(total+1)/n), where total is
+// the candidates' in-flight count. It is never below ceil((total+1)/n), so
+// the least loaded candidate (at most ⌊total/n⌋ in flight) always fits.
+func boundedLoadCap(total int64, n int, epsilon float64) int64 {
+	fair := (total + int64(n)) / int64(n) // ceil((total+1)/n)
+	c := math.Ceil((1 + epsilon) * float64(total+1) / float64(n))
+	if c >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(int64(c), fair)
+}
+
+// cheapest returns the allowed candidate with the lowest estimate; ties go
+// to fewer requests in flight, then to chance (reservoir sampling).
+func cheapest(cands []Candidate, sl []slot, r *rand.Rand) int {
+	best, ties := -1, 0
+	for i := range cands {
+		if sl[i].aside != "" {
+			continue
+		}
+		if best < 0 {
+			best, ties = i, 1
+			continue
+		}
+		a, b := sl[i].est.TTFTSecs, sl[best].est.TTFTSecs
+		switch {
+		case a < b || (a == b && cands[i].InFlight < cands[best].InFlight):
+			best, ties = i, 1
+		case a == b && cands[i].InFlight == cands[best].InFlight:
+			ties++
+			if r.IntN(ties) == 0 {
+				best = i
+			}
+		}
+	}
+	return best
+}
+
+// runnerUp returns the allowed candidate other than win with the lowest
+// estimate, the first on ties; -1 when there is none.
+func runnerUp(sl []slot, win int) int {
+	ru := -1
+	for i := range sl {
+		if i != win && sl[i].aside == "" && (ru < 0 || sl[i].est.TTFTSecs < sl[ru].est.TTFTSecs) {
+			ru = i
+		}
+	}
+	return ru
+}

@@ -1,0 +1,507 @@
+package policy
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+func TestPrefill(t *testing.T) {
+	c := DefaultSettings().Cost
+	for _, tc := range []struct {
+		u, cached int
+		want      float64
+	}{
+		{0, 0, 0.005},
+		{-5, -1, 0.005},
+		{1000, 0, 0.1 + 0.00165 + 0.005},
+		{16, 3984, 0.0016 + 0.0000000033*16*3992 + 0.005},
+		{4000, 0, 0.4 + 0.0264 + 0.005},
+	} {
+		if got := c.Prefill(tc.u, tc.cached); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("Prefill(%d, %d) = %v, want %v", tc.u, tc.cached, got, tc.want)
+		}
+	}
+}
+
+// TestWorkedExample is the design's example with the default parameters.
+// A 4,000-token prompt is cached on r0 (3,984 tokens: all but its last
+// block) and nowhere else.
+//
+//	r0: P(16, 3984) = 0.0001·16 + 3.3e-9·16·(3984 + 8) + 0.005 = 0.0068 s
+//	r1: P(4000, 0)  = 0.0001·4000 + 3.3e-9·4000·2000 + 0.005  = 0.4314 s
+//
+// Behind 0.6 s of queued prefill and 3 running requests (W = 0.6 +
+// 3·0.0005 = 0.6015 s), r0 would answer in 0.6083 s; the idle cold r1 in
+// 0.4314 s, so r1 wins, by its queue. Once r1 has 0.3 s queued and 2
+// running (W = 0.301 s, TTFT 0.7324 s), r0 wins, by its prefill.
+func TestWorkedExample(t *testing.T) {
+	p, _ := New(CostModel, 1)
+	req := &Request{PromptTokens: 4000, Blocks: chain(0, 249, 1, 250), BlockSize: 16}
+	cands := []Candidate{
+		{ID: "r0", InFlight: 3, Cached: 3984, QueuedPrefill: 0.6, Running: 3, KVUsage: 0.4},
+		{ID: "r1", InFlight: 0, Cached: 0, QueuedPrefill: 0, Running: 0, KVUsage: 0.1},
+	}
+	for _, step := range []struct {
+		name                   string
+		r1Queued               float64
+		r1Running              int64
+		winner, decidedBy      string
+		r0Estimate, r1Estimate float64
+	}{
+		{"cold_idle_wins", 0, 0, "r1", TermQueue, 0.6083, 0.4314},
+		{"cached_wins_once_cold_is_busier", 0.3, 2, "r0", TermPrefill, 0.6083, 0.7324},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			cands[1].QueuedPrefill, cands[1].Running, cands[1].InFlight = step.r1Queued, step.r1Running, step.r1Running
+			e := p.Explain(req, cands)
+			if e.Winner != step.winner || e.DecidedBy != step.decidedBy {
+				t.Errorf("winner %s decided by %s, want %s by %s", e.Winner, e.DecidedBy, step.winner, step.decidedBy)
+			}
+			for i, want := range []float64{step.r0Estimate, step.r1Estimate} {
+				if got := e.Replicas[i].Estimate.TTFTSecs; math.Abs(got-want) > 0.0001 {
+					t.Errorf("%s estimate %.4f s, want %.4f s", cands[i].ID, got, want)
+				}
+			}
+			if d := p.Pick(req, cands); cands[d.Index].ID != step.winner {
+				t.Errorf("picked %s, want %s", cands[d.Index].ID, step.winner)
+			}
+		})
+	}
+}
+
+// TestMoreCacheNeverCostsMore: with everything else equal, a candidate
+// predicted to hold more of the prompt is never estimated slower, for any
+// non-negative parameters.
+func TestMoreCacheNeverCostsMore(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cost := CostParams{
+			PrefillTokenSecs:       rapid.Float64Range(0, 0.01).Draw(t, "a"),
+			PrefillPairSecs:        rapid.Float64Range(0, 1e-6).Draw(t, "b"),
+			PrefillFixedSecs:       rapid.Float64Range(0, 1).Draw(t, "d"),
+			DecodeInterferenceSecs: rapid.Float64Range(0, 0.01).Draw(t, "i"),
+		}
+		prompt := rapid.IntRange(0, 1_000_000).Draw(t, "prompt")
+		c1 := rapid.IntRange(-1, prompt).Draw(t, "less")
+		c2 := rapid.IntRange(max(c1, 0), prompt+10).Draw(t, "more")
+		req := &Request{PromptTokens: prompt}
+		cand := Candidate{
+			InFlight:      rapid.Int64Range(0, 100).Draw(t, "in_flight"),
+			QueuedPrefill: rapid.Float64Range(0, 100).Draw(t, "queued"),
+			Running:       rapid.Int64Range(-1, 100).Draw(t, "running"),
+		}
+		a, b := cand, cand
+		a.Cached, b.Cached = c1, c2
+		ea := cost.estimate(req, &a, cachedTokens(req, &a))
+		eb := cost.estimate(req, &b, cachedTokens(req, &b))
+		if eb.TTFTSecs > ea.TTFTSecs || eb.PrefillSecs > ea.PrefillSecs {
+			t.Fatalf("%d cached cost %v, %d cached cost %v", c2, eb, c1, ea)
+		}
+		// And through the policy: the better cached twin of a candidate
+		// never loses to it on the estimate.
+		s := DefaultSettings()
+		s.Cost = cost
+		p, _ := NewWith(CostModel, s)
+		a.ID, b.ID = "less", "more"
+		e := p.Explain(req, []Candidate{a, b})
+		if e.Replicas[1].Estimate.TTFTSecs > e.Replicas[0].Estimate.TTFTSecs {
+			t.Fatalf("cost_model estimates %v for more cache, %v for less", e.Replicas[1].Estimate, e.Replicas[0].Estimate)
+		}
+	})
+}
+
+// TestBoundedLoad: across any sequence of arrivals and departures, with
+// sessions and hot prefixes in play, cost_model never gives a replica more
+// than ceil((1+ε)·(in flight+1)/n) requests, and some replica is always
+// within that cap.
+func TestBoundedLoad(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clk := newFakeClock()
+		s := drawSettings(t, clk)
+		quarters := int64(math.Round(s.Epsilon * 4))
+		p, err := NewWith(CostModel, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := world{replicas: rapid.IntRange(1, 8).Draw(t, "replicas")}
+		inFlight := make([]int64, w.replicas)
+		for range rapid.IntRange(1, 150).Draw(t, "steps") {
+			if rapid.IntRange(0, 2).Draw(t, "depart") == 0 {
+				var busy []int
+				for r, n := range inFlight {
+					if n > 0 {
+						busy = append(busy, r)
+					}
+				}
+				if len(busy) > 0 {
+					inFlight[rapid.SampledFrom(busy).Draw(t, "leaves")]--
+				}
+				continue
+			}
+			req := w.request(t)
+			cands := w.candidates(t, req, inFlight)
+			var total int64
+			for _, c := range cands {
+				total += c.InFlight
+			}
+			// ceil((1+q/4)·(total+1)/n) in integers.
+			n := int64(len(cands))
+			limit := ((4+quarters)*(total+1) + 4*n - 1) / (4 * n)
+			within := slices.ContainsFunc(cands, func(c Candidate) bool { return c.InFlight+1 <= limit })
+			if !within {
+				t.Fatalf("no candidate of %v within the cap %d", cands, limit)
+			}
+			d := p.Pick(req, cands)
+			if got := cands[d.Index].InFlight + 1; got > limit {
+				t.Fatalf("gave %s its request number %d, cap %d (%d in flight over %d)", cands[d.Index].ID, got, limit, total, n)
+			}
+			over := slices.ContainsFunc(cands, func(c Candidate) bool { return c.InFlight+1 > limit })
+			if over != slices.Contains(d.Guards, GuardBoundedLoad) {
+				t.Fatalf("guards %v, but a candidate over the cap: %v", d.Guards, over)
+			}
+			var r int
+			for i, id := range w.ids() {
+				if id == cands[d.Index].ID {
+					r = i
+				}
+			}
+			inFlight[r]++
+			clk.add(time.Duration(rapid.IntRange(0, 100).Draw(t, "ms")) * time.Millisecond)
+		}
+	})
+}
+
+func TestBoundedLoadCap(t *testing.T) {
+	for _, tc := range []struct {
+		total   int64
+		n       int
+		epsilon float64
+		want    int64
+	}{
+		{0, 1, 1, 2},
+		{0, 4, 1, 1},    // ceil(2/4)
+		{5, 3, 1, 4},    // ceil(2·6/3)
+		{7, 4, 0, 2},    // ceil(8/4)
+		{8, 4, 0, 3},    // ceil(9/4)
+		{9, 4, 0.25, 4}, // ceil(1.25·10/4) = ceil(3.125)
+		{99, 4, 1, 50},
+	} {
+		if got := boundedLoadCap(tc.total, tc.n, tc.epsilon); got != tc.want {
+			t.Errorf("boundedLoadCap(%d, %d, %v) = %d, want %d", tc.total, tc.n, tc.epsilon, got, tc.want)
+		}
+	}
+}
+
+// TestGuards covers each guard on its own.
+func TestGuards(t *testing.T) {
+	long := &Request{PromptTokens: 2000, Blocks: chain(0, 100, 1, 125), BlockSize: 16}
+	short := &Request{PromptTokens: 250, Blocks: chain(0, 15, 2, 15), BlockSize: 16}
+	c := func(id string, inFlight int64, cached int, kv float64) Candidate {
+		return Candidate{ID: id, InFlight: inFlight, Cached: cached, Running: -1, KVUsage: kv}
+	}
+	for _, tc := range []struct {
+		name   string
+		req    *Request
+		cands  []Candidate
+		winner string
+		guards []string
+		aside  []string
+	}{
+		{
+			name:   "cached_but_overloaded",
+			req:    long,
+			cands:  []Candidate{c("a", 5, 1984, -1), c("b", 0, 0, -1), c("c", 0, 0, -1)},
+			winner: "b", // a's 6th would exceed ceil(2·6/3) = 4
+			guards: []string{GuardBoundedLoad},
+			aside:  []string{GuardBoundedLoad, "", ""},
+		},
+		{
+			name:   "cached_within_its_share",
+			req:    long,
+			cands:  []Candidate{c("a", 1, 1984, -1), c("b", 0, 0, -1), c("c", 0, 0, -1)},
+			winner: "a", // a's 2nd is within ceil(2·2/3) = 2
+			aside:  []string{"", "", ""},
+		},
+		{
+			name:   "kv_pressure_on_a_long_prompt",
+			req:    long,
+			cands:  []Candidate{c("a", 0, 1600, 0.95), c("b", 0, 0, 0.5)},
+			winner: "b", // 400 tokens to compute on a > 256
+			guards: []string{GuardKVPressure},
+			aside:  []string{GuardKVPressure, ""},
+		},
+		{
+			name:   "kv_pressure_ignored_for_little_to_compute",
+			req:    long,
+			cands:  []Candidate{c("a", 0, 1984, 0.95), c("b", 0, 0, 0.5)},
+			winner: "a", // 16 tokens to compute on a
+			aside:  []string{"", ""},
+		},
+		{
+			name:   "kv_pressure_ignored_for_a_short_prompt",
+			req:    short,
+			cands:  []Candidate{c("a", 0, 0, 0.99), c("b", 0, 0, 0.99), c("c", 1, 0, 0.1)},
+			winner: "a",
+			aside:  []string{"", "", ""},
+		},
+		{
+			name:   "kv_pressure_everywhere_is_waived",
+			req:    long,
+			cands:  []Candidate{c("a", 0, 1600, 0.95), c("b", 0, 0, 0.99)},
+			winner: "a",
+			guards: []string{GuardKVWaived},
+			aside:  []string{"", ""},
+		},
+		{
+			name:   "no_report_no_pressure",
+			req:    long,
+			cands:  []Candidate{c("a", 0, 1600, -1), c("b", 0, 0, 0.5)},
+			winner: "a",
+			aside:  []string{"", ""},
+		},
+		{
+			name:   "both_guards",
+			req:    long,
+			cands:  []Candidate{c("a", 4, 1984, 0.5), c("b", 0, 1600, 0.95), c("c", 0, 0, 0.2)},
+			winner: "c",
+			guards: []string{GuardBoundedLoad, GuardKVPressure},
+			aside:  []string{GuardBoundedLoad, GuardKVPressure, ""},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := New(CostModel, 1)
+			e := p.Explain(tc.req, tc.cands)
+			if e.Winner != tc.winner {
+				t.Errorf("winner %s, want %s", e.Winner, tc.winner)
+			}
+			if diff := cmp.Diff(tc.guards, e.Decision.Guards); diff != "" {
+				t.Errorf("guards (-want +got):\n%s", diff)
+			}
+			var aside []string
+			for _, r := range e.Replicas {
+				aside = append(aside, r.SetAside)
+			}
+			if diff := cmp.Diff(tc.aside, aside); diff != "" {
+				t.Errorf("set aside (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSessionAffinity: a conversation goes back to its replica while the
+// guards allow it, then follows the new one.
+func TestSessionAffinity(t *testing.T) {
+	clk := newFakeClock()
+	s := clk.settings()
+	s.SessionAffinity = true
+	p, _ := NewWith(CostModel, s)
+	req := &Request{PromptTokens: 500, Session: "conv-1"}
+	cands := []Candidate{
+		{ID: "a", Running: -1, KVUsage: -1, QueuedPrefill: 0.2},
+		{ID: "b", Running: -1, KVUsage: -1},
+		{ID: "c", Running: -1, KVUsage: -1, QueuedPrefill: 0.1},
+	}
+	if d := p.Pick(req, cands); cands[d.Index].ID != "b" || d.Steered != "" {
+		t.Fatalf("first turn went to %s steered %q, want b by estimate", cands[d.Index].ID, d.Steered)
+	}
+	// b is now the most expensive, but the conversation stays.
+	cands[1].QueuedPrefill, cands[1].InFlight = 1, 1
+	if d := p.Pick(req, cands); cands[d.Index].ID != "b" || d.Steered != SteerSession {
+		t.Fatalf("second turn went to %s steered %q, want b by session", cands[d.Index].ID, d.Steered)
+	}
+	// Bounded load sets b aside: ceil(2·(3+1)/3) = 3 < 3+1.
+	cands[1].InFlight = 3
+	d := p.Pick(req, cands)
+	if cands[d.Index].ID != "c" || d.Steered != "" || !slices.Contains(d.Guards, GuardBoundedLoad) {
+		t.Fatalf("third turn: %+v, want c by estimate with b set aside", d)
+	}
+	// The conversation now follows c, even when b is free again.
+	cands[1].InFlight, cands[1].QueuedPrefill = 0, 0
+	if d := p.Pick(req, cands); cands[d.Index].ID != "c" || d.Steered != SteerSession {
+		t.Fatalf("fourth turn: %+v, want c by session", d)
+	}
+	// A replica that is no longer offered is not waited for.
+	if d := p.Pick(req, []Candidate{cands[0], cands[1]}); d.Steered == SteerSession {
+		t.Fatalf("steered to a replica not offered: %+v", d)
+	}
+	// Without affinity, sessions mean nothing.
+	q, _ := New(CostModel, 1)
+	q.Pick(req, cands)
+	if d := q.Pick(req, cands); d.Steered == SteerSession {
+		t.Fatalf("affinity off, still steered: %+v", d)
+	}
+}
+
+// TestHotPrefixReplication: a system prompt cached on one replica whose
+// demand grows past the utilization gets owners that are priced as holding
+// it, so a cold owner with a shorter queue wins; a conversation's history
+// is credited only where it is.
+func TestHotPrefixReplication(t *testing.T) {
+	clk := newFakeClock()
+	p, _ := NewWith(CostModel, clk.settings())
+	const sysBlocks = 250 // a 4,000-token system prompt
+	turn := func(conv uint64, tail int) *Request {
+		n := sysBlocks + tail
+		return &Request{PromptTokens: n * 16, Blocks: chain(0, sysBlocks, conv, n), BlockSize: 16}
+	}
+	cands := []Candidate{
+		{ID: "holder", Cached: sysBlocks * 16, QueuedPrefill: 0.05, Running: -1, KVUsage: -1},
+		{ID: "x", Cached: 0, Running: -1, KVUsage: -1},
+		{ID: "y", Cached: 0, Running: -1, KVUsage: -1},
+		{ID: "z", Cached: 0, Running: -1, KVUsage: -1},
+	}
+	// Not hot yet: the holder wins by its cache.
+	e := p.Explain(turn(1, 10), cands)
+	if e.Winner != "holder" || e.HotOwners != 0 {
+		t.Fatalf("cold start: winner %s with %d owners, want holder and none", e.Winner, e.HotOwners)
+	}
+	// 40 requests a second for 10 s, while the holder is the only
+	// candidate, each 0.023 s of prefill there: 0.93 s of prefill per
+	// second, which the sketch counts as 0.59 after a window.
+	for i := range 400 {
+		p.Pick(turn(uint64(100+i), 10), cands[:1])
+		clk.add(25 * time.Millisecond)
+	}
+	e = p.Explain(turn(1, 10), cands)
+	if e.HotDemand < 0.5 || e.HotOwners != int(math.Ceil(e.HotDemand/0.5)) {
+		t.Fatalf("demand %.3f with %d owners", e.HotDemand, e.HotOwners)
+	}
+	if e.HotCreditTokens != sysBlocks*16 {
+		t.Fatalf("owners credited %d tokens, want the system prompt's %d", e.HotCreditTokens, sysBlocks*16)
+	}
+	if !e.Replicas[0].HotOwner {
+		t.Fatalf("the holder is not an owner: %+v", e.Replicas)
+	}
+	// With a credited owner idle, the holder's queue now loses.
+	if e.Winner == "holder" || e.Decision.Steered != SteerHotPrefix {
+		t.Fatalf("winner %s steered %q, want an idle owner by hot_prefix", e.Winner, e.Decision.Steered)
+	}
+	owner := e.Replicas[e.Decision.Index]
+	if !owner.HotOwner || owner.PricedCachedTokens != sysBlocks*16 || owner.CachedTokens != 0 {
+		t.Fatalf("winner %+v, want an owner priced with the system prompt", owner)
+	}
+	if got, want := e.Decision.EstimatedTTFT, DefaultSettings().Cost.Prefill(260*16, 0); math.Abs(got-want) > 1e-12 {
+		t.Errorf("estimated TTFT %v, want the cold prefill %v: credit is for pricing only", got, want)
+	}
+
+	// A conversation's history (40 blocks past the system prompt) held by
+	// the holder alone is not hot: other owners get only the system prompt,
+	// to the block when another candidate's cache ends there, else to the
+	// last multiple of hotStride blocks.
+	conv := turn(7, 50)
+	withHistory := slices.Clone(cands)
+	withHistory[0].Cached = (sysBlocks + 40) * 16
+	withHistory[0].QueuedPrefill = 0
+	for _, tc := range []struct {
+		xCached, want int
+	}{
+		{0, sysBlocks / hotStride * hotStride * 16},
+		{sysBlocks * 16, sysBlocks * 16},
+	} {
+		withHistory[1].Cached = tc.xCached
+		e = p.Explain(conv, withHistory)
+		if e.HotCreditTokens != tc.want {
+			t.Errorf("x holding %d: credited %d tokens, want %d", tc.xCached, e.HotCreditTokens, tc.want)
+		}
+		if e.Winner != "holder" {
+			t.Errorf("x holding %d: winner %s, want the holder of the history", tc.xCached, e.Winner)
+		}
+	}
+}
+
+func TestSettingsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Settings)
+		want   []string
+	}{
+		{"defaults", func(*Settings) {}, nil},
+		{"hot_prefix_off", func(s *Settings) { s.HotPrefix = HotPrefixParams{} }, nil},
+		{"negative_epsilon", func(s *Settings) { s.Epsilon = -1 }, []string{"epsilon: must be >= 0"}},
+		{"nan_epsilon", func(s *Settings) { s.Epsilon = math.NaN() }, []string{"epsilon: must be >= 0"}},
+		{"kappa", func(s *Settings) { s.Kappa = 1.5 }, []string{"kappa: must be between 0 and 1"}},
+		{"several", func(s *Settings) {
+			s.ShortPromptTokens = -1
+			s.Sessions = 0
+			s.PrefixHashBlocks = 0
+			s.Cost.PrefillPairSecs = -1
+			s.KVAware.LoadWeight = math.Inf(1)
+			s.HotPrefix.Window = 0
+			s.HotPrefix.Utilization = 2
+		}, []string{
+			"short_prompt_tokens: must be >= 0",
+			"sessions: must be >= 1",
+			"prefix_hash.blocks: must be >= 1",
+			"cost_model.prefill_pair_secs: must be >= 0",
+			"kv_aware.load_weight: must be >= 0",
+			"hot_prefix.window: must be > 0",
+			"hot_prefix.utilization: must be > 0 and <= 1",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultSettings()
+			tc.change(&s)
+			err := s.Validate()
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+			if _, err := NewWith(CostModel, s); (err != nil) != (tc.want != nil) {
+				t.Errorf("NewWith: %v", err)
+			}
+		})
+	}
+	if _, err := New("nope", 0); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("New(nope) = %v, want ErrUnknownPolicy", err)
+	}
+}
+
+// TestChooseOwners checks owner selection, by insertion or by sorting,
+// against sorting every candidate by (holds the root, weight, position).
+func TestChooseOwners(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 40).Draw(t, "n")
+		k := rapid.IntRange(1, n).Draw(t, "k")
+		root := rapid.Uint64().Draw(t, "root")
+		cands := make([]Candidate, n)
+		sl := make([]slot, n)
+		for i := range cands {
+			cands[i].ID = rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(t, "id") // repeats make ties
+			sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
+		}
+		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]int, n), k))
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		slices.SortStableFunc(want, func(a, b int) int {
+			ha, hb := sl[a].cached >= 64, sl[b].cached >= 64
+			if ha != hb {
+				if ha {
+					return -1
+				}
+				return 1
+			}
+			wa, wb := rendezvous(root, cands[a].ID)>>1, rendezvous(root, cands[b].ID)>>1
+			if wa != wb {
+				if wa > wb {
+					return -1
+				}
+				return 1
+			}
+			return 0
+		})
+		if !slices.Equal(got, want[:k]) {
+			t.Fatalf("owners %v, want %v", got, want[:k])
+		}
+	})
+}

@@ -1,0 +1,160 @@
+package policy
+
+// Explanation is what a policy would do now and why: the Decision Pick
+// would return for the same arguments and every candidate's state and
+// estimate. Its JSON form is what /admin/explain answers.
+type Explanation struct {
+	Policy string `json:"policy"`
+	// RequestID is Request.ID.
+	RequestID    string `json:"request_id,omitempty"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// Blocks is the number of full KV blocks of the prompt.
+	Blocks int `json:"blocks"`
+	// Winner is the ID of the candidate Pick would choose, Decision.Index
+	// its position.
+	Winner   string   `json:"winner"`
+	Decision Decision `json:"decision"`
+	// DecidedBy is the term (TermQueue, TermPrefill or TermTierLoad) that
+	// put cost_model's winner furthest ahead of the runner-up: the allowed
+	// candidate with the next lowest estimate. "" for other policies, when
+	// no other candidate was allowed, and when the session steered the
+	// choice to a replica no cheaper than the runner-up.
+	DecidedBy string `json:"decided_by,omitempty"`
+	// HotDemand is the prefill demand of the prompt's root prefix, in
+	// seconds of prefill per second, as cost_model's sketch counts it; 0
+	// for other policies or when the prompt is shorter than a root.
+	HotDemand float64 `json:"hot_demand,omitempty"`
+	// HotOwners is how many owners the root prefix has: 0 unless its demand
+	// is above the hot prefix utilization.
+	HotOwners int `json:"hot_owners,omitempty"`
+	// HotCreditTokens is the cached tokens owners are priced as holding at
+	// least: the longest prefix an owner holds that is itself hot.
+	HotCreditTokens int `json:"hot_credit_tokens,omitempty"`
+	// Replicas describes every candidate, in the order given.
+	Replicas []CandidateExplanation `json:"replicas"`
+}
+
+// Terms of the estimate named by Explanation.DecidedBy.
+const (
+	TermQueue    = "queue"
+	TermPrefill  = "prefill"
+	TermTierLoad = "tier_load"
+)
+
+// CandidateExplanation is one candidate as a policy saw it.
+type CandidateExplanation struct {
+	ID       string  `json:"replica"`
+	InFlight int64   `json:"in_flight"`
+	Running  int64   `json:"running"`
+	KVUsage  float64 `json:"kv_usage"`
+	// CachedTokens is the prediction it was offered with, -1 for none.
+	CachedTokens int     `json:"cached_tokens"`
+	QueuedSecs   float64 `json:"queued_secs"`
+	// PricedCachedTokens is the cached tokens its estimate assumes: the
+	// prediction, or a hot prefix owner's credit when larger.
+	PricedCachedTokens int  `json:"priced_cached_tokens"`
+	HotOwner           bool `json:"hot_owner,omitempty"`
+	// SetAside names the guard (GuardBoundedLoad or GuardKVPressure) that
+	// kept the policy from choosing it; "" when it could be chosen.
+	SetAside string `json:"set_aside,omitempty"`
+	// Score is kv_aware's score; 0 for other policies.
+	Score float64 `json:"score,omitempty"`
+	// Estimate is the cost model's estimate for it, whatever the policy.
+	Estimate Estimate `json:"estimate"`
+}
+
+// Estimate is the cost model's estimate of a candidate's time to first
+// token and its terms, in seconds: TTFTSecs = QueueSecs + PrefillSecs +
+// TierSecs.
+type Estimate struct {
+	QueueSecs   float64 `json:"queue_secs"`
+	PrefillSecs float64 `json:"prefill_secs"`
+	// TierSecs is X, the load time of cached tokens held in slower tiers:
+	// zero until the index tracks tiers.
+	TierSecs float64 `json:"tier_secs"`
+	TTFTSecs float64 `json:"ttft_secs"`
+}
+
+// Prefill is the cost model's P(u, c) = a·u + b·u·(c + u/2) + d: the
+// seconds an idle engine takes to compute u prompt tokens after c cached
+// ones. Negative arguments count as 0. With u + c fixed it never grows as c
+// grows.
+func (c CostParams) Prefill(u, cached int) float64 {
+	fu, fc := float64(max(u, 0)), float64(max(cached, 0))
+	return c.PrefillTokenSecs*fu + c.PrefillPairSecs*fu*(fc+fu/2) + c.PrefillFixedSecs
+}
+
+// queue is W: the prefill queued on the candidate plus the decode
+// interference of its running requests (in flight ones without a fresh
+// report).
+func (c CostParams) queue(cand *Candidate) float64 {
+	running := cand.Running
+	if running < 0 {
+		running = cand.InFlight
+	}
+	return max(cand.QueuedPrefill, 0) + c.DecodeInterferenceSecs*float64(max(running, 0))
+}
+
+// estimate prices the request on the candidate as if it held cached of the
+// prompt's tokens.
+func (c CostParams) estimate(req *Request, cand *Candidate, cached int) Estimate {
+	prompt := max(req.PromptTokens, 0)
+	cached = min(max(cached, 0), prompt)
+	e := Estimate{QueueSecs: c.queue(cand), PrefillSecs: c.Prefill(prompt-cached, cached)}
+	e.TTFTSecs = e.QueueSecs + e.PrefillSecs + e.TierSecs
+	return e
+}
+
+// cachedTokens is the candidate's prediction clamped to the prompt; 0
+// without a prediction.
+func cachedTokens(req *Request, cand *Candidate) int {
+	return min(max(cand.Cached, 0), max(req.PromptTokens, 0))
+}
+
+// explainPlain explains the decision d of a policy without guards.
+func explainPlain(name string, cost CostParams, req *Request, cands []Candidate, d Decision) Explanation {
+	ex := newExplanation(name, req, cands, d)
+	for i := range cands {
+		cached := cachedTokens(req, &cands[i])
+		ex.Replicas[i].PricedCachedTokens = cached
+		ex.Replicas[i].Estimate = cost.estimate(req, &cands[i], cached)
+	}
+	return ex
+}
+
+// newExplanation fills what every explanation shares.
+func newExplanation(name string, req *Request, cands []Candidate, d Decision) Explanation {
+	ex := Explanation{
+		Policy:       name,
+		RequestID:    req.ID,
+		PromptTokens: req.PromptTokens,
+		Blocks:       len(req.Blocks),
+		Winner:       cands[d.Index].ID,
+		Decision:     d,
+		Replicas:     make([]CandidateExplanation, len(cands)),
+	}
+	for i, c := range cands {
+		ex.Replicas[i] = CandidateExplanation{
+			ID:           c.ID,
+			InFlight:     c.InFlight,
+			Running:      c.Running,
+			KVUsage:      c.KVUsage,
+			CachedTokens: c.Cached,
+			QueuedSecs:   c.QueuedPrefill,
+		}
+	}
+	return ex
+}
+
+// decidedBy names the term in which the winner's estimate is furthest
+// below the runner-up's.
+func decidedBy(win, runnerUp Estimate) string {
+	term, lead := TermQueue, runnerUp.QueueSecs-win.QueueSecs
+	if l := runnerUp.PrefillSecs - win.PrefillSecs; l > lead {
+		term, lead = TermPrefill, l
+	}
+	if l := runnerUp.TierSecs - win.TierSecs; l > lead {
+		term = TermTierLoad
+	}
+	return term
+}

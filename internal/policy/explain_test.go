@@ -1,0 +1,123 @@
+package policy
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// TestExplainPredictsPick: for every policy, under any sequence of
+// requests with sessions and hot prefixes in play, explaining never
+// changes the next choice (a twin that is never asked to explain picks the
+// same), and the explanation names the replica, guards and steering that
+// routing then picks.
+func TestExplainPredictsPick(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			rapid.Check(t, func(t *rapid.T) {
+				clk := newFakeClock()
+				s := drawSettings(t, clk)
+				p, err := NewWith(name, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				twin, _ := NewWith(name, s)
+				w := world{replicas: rapid.IntRange(1, 6).Draw(t, "replicas")}
+				for range rapid.IntRange(1, 40).Draw(t, "steps") {
+					req := w.request(t)
+					cands := w.candidates(t, req, nil)
+					explained := rapid.Bool().Draw(t, "explain")
+					var e Explanation
+					if explained {
+						e = p.Explain(req, cands)
+						if again := p.Explain(req, cands); !cmp.Equal(e, again) {
+							t.Fatalf("two explanations differ:\n%s", cmp.Diff(e, again))
+						}
+					}
+					d := p.Pick(req, cands)
+					if dt := twin.Pick(req, cands); !cmp.Equal(d, dt) {
+						t.Fatalf("explaining changed the choice:\n%s", cmp.Diff(dt, d))
+					}
+					if d.Index < 0 || d.Index >= len(cands) {
+						t.Fatalf("picked %d of %d", d.Index, len(cands))
+					}
+					if explained {
+						if diff := cmp.Diff(e.Decision, d); diff != "" {
+							t.Fatalf("explanation and pick differ (-explained +picked):\n%s", diff)
+						}
+						if e.Winner != cands[d.Index].ID {
+							t.Fatalf("explanation names %s, pick chose %s", e.Winner, cands[d.Index].ID)
+						}
+						checkExplanation(t, name, req, cands, e)
+					}
+					clk.add(time.Duration(rapid.IntRange(0, 300).Draw(t, "ms")) * time.Millisecond)
+				}
+			})
+		})
+	}
+}
+
+// checkExplanation checks what every explanation promises.
+func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, e Explanation) {
+	if e.Policy != name || len(e.Replicas) != len(cands) || e.PromptTokens != req.PromptTokens {
+		t.Fatalf("explanation header %+v for %d candidates", e, len(cands))
+	}
+	if e.Replicas[e.Decision.Index].SetAside != "" {
+		t.Fatalf("winner was set aside by %s", e.Replicas[e.Decision.Index].SetAside)
+	}
+	for i, r := range e.Replicas {
+		if r.ID != cands[i].ID || r.CachedTokens != cands[i].Cached {
+			t.Fatalf("replica %d explained as %+v, offered as %+v", i, r, cands[i])
+		}
+		est := r.Estimate
+		if math.Abs(est.QueueSecs+est.PrefillSecs+est.TierSecs-est.TTFTSecs) > 1e-12 {
+			t.Fatalf("replica %d: terms %+v do not add up", i, est)
+		}
+	}
+	if name != CostModel {
+		return
+	}
+	// The winner is the cheapest allowed candidate unless the session
+	// steered it.
+	if e.Decision.Steered != SteerSession {
+		win := e.Replicas[e.Decision.Index].Estimate.TTFTSecs
+		for i, r := range e.Replicas {
+			if r.SetAside == "" && r.Estimate.TTFTSecs < win {
+				t.Fatalf("replica %d is cheaper (%v) than the winner (%v)", i, r.Estimate.TTFTSecs, win)
+			}
+		}
+	}
+	if _, err := json.Marshal(e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExplainChangesNothing: a thousand explanations leave every policy's
+// next pick where it was.
+func TestExplainChangesNothing(t *testing.T) {
+	clk := newFakeClock()
+	for _, name := range Names() {
+		s := clk.seeded(9)
+		s.SessionAffinity = true
+		p, _ := NewWith(name, s)
+		twin, _ := NewWith(name, s)
+		req := &Request{ID: "x", PromptTokens: 1000, Blocks: chain(0, 40, 1, 62), BlockSize: 16, Session: "s"}
+		cands := []Candidate{
+			{ID: "a", InFlight: 1, Cached: 640, Running: -1, KVUsage: -1},
+			{ID: "b", InFlight: 1, Cached: 0, Running: -1, KVUsage: -1},
+			{ID: "c", InFlight: 1, Cached: 0, Running: -1, KVUsage: -1},
+		}
+		for range 1000 {
+			p.Explain(req, cands)
+		}
+		for i := range 50 {
+			if a, b := p.Pick(req, cands), twin.Pick(req, cands); !cmp.Equal(a, b) {
+				t.Fatalf("%s: pick %d after explanations %+v, without %+v", name, i, a, b)
+			}
+		}
+	}
+}
