@@ -4,7 +4,7 @@ export CGO_ENABLED := 0
 
 GO        ?= go
 BIN       := bin
-CMDS      := inferrail-sim inferrail-gateway inferrail-bench
+CMDS      := inferrail-sim inferrail-gateway inferrail-bench inferrail-calibrate
 FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \

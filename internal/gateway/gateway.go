@@ -200,9 +200,11 @@ func (g *Gateway) newTransport() *http.Transport {
 		DialContext:         dialer.DialContext,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: uc.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		Protocols:           new(http.Protocols),
+		// Below uvicorn's 5 s keep-alive (vLLM, SGLang): a connection the
+		// engine is about to close is not picked for a new request.
+		IdleConnTimeout:    4 * time.Second,
+		DisableCompression: true,
+		Protocols:          new(http.Protocols),
 	}
 	if uc.HTTP2 {
 		t.Protocols.SetUnencryptedHTTP2(true)
