@@ -1,11 +1,13 @@
 module github.com/inferrail/inferrail
 
-go 1.27
+go 1.27.0
 
 require (
+	github.com/ardanlabs/jinja v1.12.0
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/google/go-cmp v0.7.0
 	github.com/openai/openai-go/v3 v3.98.0
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
 	github.com/zeebo/xxh3 v1.1.0

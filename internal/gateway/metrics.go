@@ -56,7 +56,7 @@ type metrics struct {
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
-func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix index.Index) *metrics {
+func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix index.Index, toks map[string]*modelTokenizer) *metrics {
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -144,7 +144,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes,
 		m.tokenized, m.tokenizeTime, m.promptTokens, m.predicted, m.indexResets,
 		m.estimatedTTFT, m.guards, m.steered,
-		&replicaCollector{fleet: f, scraper: sc}, &indexCollector{index: ix})
+		&replicaCollector{fleet: f, scraper: sc}, &indexCollector{index: ix}, &tokenizerCollector{tokenizers: toks})
 	return m
 }
 
@@ -234,6 +234,23 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		} {
 			ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v, r.ID)
 		}
+	}
+}
+
+// tokenizerCollector reports each model's piece cache lookups at scrape
+// time, from the tokenizer's own counters.
+type tokenizerCollector struct{ tokenizers map[string]*modelTokenizer }
+
+var descCacheLookups = prometheus.NewDesc("inferrail_tokenize_cache_lookups_total",
+	"Repeated prompt pieces looked up in the tokenization cache, by result: hit (tokenized once already) or miss.", []string{"model", "result"}, nil)
+
+func (c *tokenizerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descCacheLookups }
+
+func (c *tokenizerCollector) Collect(ch chan<- prometheus.Metric) {
+	for model, mt := range c.tokenizers {
+		hits, misses := mt.tok.CacheStats()
+		ch <- prometheus.MustNewConstMetric(descCacheLookups, prometheus.CounterValue, float64(hits), model, "hit")
+		ch <- prometheus.MustNewConstMetric(descCacheLookups, prometheus.CounterValue, float64(misses), model, "miss")
 	}
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,15 +23,11 @@ const (
 	tokOK          = "tokenized"
 	tokInvalid     = "invalid"     // the body does not read as a request
 	tokUnsupported = "unsupported" // content the tokenizer cannot follow (images, batches)
-	tokTemplate    = "template"    // a chat template in the request
+	tokTemplate    = "template"    // a chat template in the request, or the model's refusing it (vLLM answers 400)
 	tokBusy        = "busy"        // the worker queue was full
 	tokSlow        = "slow"        // no result within tokenizer.max_wait
-	tokUnavailable = "unavailable" // the model's tokenizer cannot prepare this kind of request yet
+	tokUnavailable = "unavailable" // the model's tokenizer cannot prepare this kind of request (a chat without a chat template)
 )
-
-// errNoChatTemplate: Hugging Face tokenizers are read, their chat templates
-// not yet, so only completions get predictions with them.
-var errNoChatTemplate = errors.New("chat templates are not rendered yet")
 
 // inlineBytes is the body size up to which tokenization runs on the
 // request's own goroutine; larger bodies go to the worker pool.
@@ -39,25 +36,35 @@ const inlineBytes = 1 << 10
 // promptTokenizer computes a model's prompt tokens as its engines do.
 type promptTokenizer interface {
 	PromptIDs(p *tokenize.Prompt) ([]int, error)
+	// CacheStats counts lookups of repeated prompt pieces that found them
+	// tokenized already (hits) or not (misses).
+	CacheStats() (hits, misses uint64)
 }
 
 // simTokenizer is the simulators' own builtin:sim.
 type simTokenizer struct{ sim *tokenize.Sim }
 
 func (t simTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) { return t.sim.PromptIDs(p), nil }
+func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.sim.CacheStats() }
 
-// hfTokenizer is a Hugging Face tokenizer.json, for completions.
-type hfTokenizer struct{ hf *tokenize.HF }
+// hfTokenizer is a Hugging Face tokenizer.json, and its chat template for
+// chat requests.
+type hfTokenizer struct {
+	hf   *tokenize.HF
+	chat *tokenize.ChatRenderer
+}
 
 func (t hfTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) {
 	switch {
 	case p.Chat != nil:
-		return nil, errNoChatTemplate
+		return t.chat.ChatIDs(p)
 	case p.HasIDs:
 		return p.IDs, nil // vLLM adds no special tokens to token prompts
 	}
 	return t.hf.Encode(nil, p.Text, p.AddSpecial), nil
 }
+
+func (t hfTokenizer) CacheStats() (hits, misses uint64) { return t.hf.CacheStats() }
 
 // modelTokenizer is a model's tokenizer and how its engines cut blocks.
 type modelTokenizer struct {
@@ -77,12 +84,13 @@ type prediction struct {
 // directory holding tokenizer.json (and tokenizer_config.json), or a
 // repository already in the local Hugging Face cache, org/name or
 // org/name@revision. Nothing is downloaded.
-func loadTokenizer(m *config.Model) (*modelTokenizer, error) {
+// Repeated prompt pieces are kept tokenized, up to cacheTokens tokens.
+func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	if m.Tokenizer == "" {
 		return nil, nil
 	}
 	if m.Tokenizer == "builtin:sim" {
-		return &modelTokenizer{tok: simTokenizer{tokenize.NewSim()}, blockSize: m.Blocks()}, nil
+		return &modelTokenizer{tok: simTokenizer{tokenize.NewSim().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
 	}
 	dir, err := tokenizerDir(m.Tokenizer)
 	if err != nil {
@@ -92,7 +100,16 @@ func loadTokenizer(m *config.Model) (*modelTokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	return &modelTokenizer{tok: hfTokenizer{hf}, blockSize: m.Blocks()}, nil
+	hf = hf.WithCache(cacheTokens)
+	chat, err := hf.NewChatRenderer(tokenize.ChatOptions{
+		Template:      m.ChatTemplate,
+		ContentFormat: m.ChatTemplateContentFormat,
+		Kwargs:        json.RawMessage(m.ChatTemplateKwargs),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
+	}
+	return &modelTokenizer{tok: hfTokenizer{hf: hf, chat: chat}, blockSize: m.Blocks()}, nil
 }
 
 var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)
@@ -140,7 +157,7 @@ func TokenizerProblems(cfg *config.Config) []string {
 	var out []string
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
-		t, err := loadTokenizer(m)
+		t, err := loadTokenizer(m, 0)
 		switch {
 		case err != nil:
 			out = append(out, fmt.Sprintf("model %s: %v; it routes without cache predictions", m.Name, err))
@@ -190,18 +207,11 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 		p, err = tokenize.ParseCompletionRequest(body)
 	}
 	if err != nil {
-		var ue *tokenize.UnsupportedError
-		switch {
-		case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate:
-			return nil, tokTemplate
-		case errors.As(err, &ue):
-			return nil, tokUnsupported
-		}
-		return nil, tokInvalid
+		return nil, tokResult(err)
 	}
 	ids, err := mt.tok.PromptIDs(p)
 	if err != nil {
-		return nil, tokUnavailable
+		return nil, tokResult(err)
 	}
 	seed := tokenize.ChainSeed(model, "", p.CacheSalt)
 	pred := &prediction{tokens: len(ids), hashes: tokenize.ExtendBlockHashes(nil, seed, ids, mt.blockSize)}
@@ -213,6 +223,22 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 		pred.partial = 1
 	}
 	return pred, tokOK
+}
+
+// tokResult is the result a request that got no prediction is counted
+// under, by why.
+func tokResult(err error) string {
+	var ue *tokenize.UnsupportedError
+	var te *tokenize.TemplateError
+	switch {
+	case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate, errors.As(err, &te):
+		return tokTemplate
+	case errors.As(err, &ue):
+		return tokUnsupported
+	case errors.Is(err, tokenize.ErrNoChatTemplate):
+		return tokUnavailable
+	}
+	return tokInvalid
 }
 
 // cachedTokens predicts, for each replica id, how many of the prompt's

@@ -231,8 +231,7 @@ const qwen3Dir = "../../.cache/tokenizers/qwen3"
 
 // TestHFTokenizer: a model whose tokenizer is a Hugging Face directory, or
 // a repository in the local Hugging Face cache, tokenizes completions as
-// that tokenizer does; chats wait for chat templates and route without a
-// prediction.
+// that tokenizer does, and chats as its chat template renders them.
 func TestHFTokenizer(t *testing.T) {
 	if _, err := os.Stat(qwen3Dir + "/tokenizer.json"); err != nil {
 		t.Fatalf("%v: run make tokenizers (make test does) to fetch the pinned tokenizer files", err)
@@ -286,12 +285,27 @@ func TestHFTokenizer(t *testing.T) {
 		if want := hf.Encode(nil, text, true); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
 			t.Errorf("%s: gateway tokens %v, the tokenizer's %v", setting, out.Tokens, want)
 		}
-		// A chat is routed, without a prediction, and counted.
-		if r, _ := chat(t, gw.url, chatBody("hi", "")); r.StatusCode != 200 || r.Header.Get("X-Inferrail-Cached-Tokens") != "" {
-			t.Errorf("%s: chat %d with prediction %q", setting, r.StatusCode, r.Header.Get("X-Inferrail-Cached-Tokens"))
+		// A chat is rendered with the model's chat template, then
+		// tokenized without special tokens.
+		body := chatBody("hi", `,"chat_template_kwargs":{"enable_thinking":false}`)
+		resp, err = http.Post(gw.admin+"/admin/tokenize/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(scrape(t, gw.admin), `result="unavailable"`) {
-			t.Errorf("%s: chat without a template not counted as unavailable", setting)
+		out.Tokens = nil
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		prompt := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+		if want := hf.Encode(nil, prompt, false); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
+			t.Errorf("%s: gateway chat tokens %v, the template's %v", setting, out.Tokens, want)
+		}
+		if r, _ := chat(t, gw.url, body); r.StatusCode != 200 || r.Header.Get("X-Inferrail-Cached-Tokens") == "" {
+			t.Errorf("%s: chat %d without a prediction", setting, r.StatusCode)
+		}
+		// A template refusing a request is counted as such.
+		chat(t, gw.url, `{"model":"sim","messages":[],"max_tokens":4}`)
+		if !strings.Contains(scrape(t, gw.admin), `result="template"`) {
+			t.Errorf("%s: a request the template refuses not counted as template", setting)
 		}
 	}
 	cfg := testConfig(t, nil)

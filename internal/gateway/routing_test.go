@@ -52,6 +52,11 @@ func TestCostModelFollowsTheCache(t *testing.T) {
 	if !strings.Contains(page, `inferrail_estimated_ttft_seconds_count{model="`+testModel+`",policy="cost_model"} 11`) {
 		t.Errorf("estimated TTFT not recorded for every decision:\n%s", grep(page, "inferrail_estimated_ttft_seconds_count"))
 	}
+	// The system prompt was tokenized once; ten requests found it cached.
+	hits := regexp.MustCompile(`inferrail_tokenize_cache_lookups_total\{model="` + regexp.QuoteMeta(testModel) + `",result="hit"\} (\d+)`).FindStringSubmatch(page)
+	if hits == nil || hits[1] != "10" {
+		t.Errorf("piece cache hits %v, want 10:\n%s", hits, grep(page, "inferrail_tokenize_cache_lookups_total"))
+	}
 }
 
 // explainAt asks the admin port what routing would do with body.

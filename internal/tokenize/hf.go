@@ -37,8 +37,19 @@ type HF struct {
 	prefix, suffix []int
 	dec            decoder // nil: tokens are joined with spaces
 
-	scratch sync.Pool // *hfScratch
+	// From tokenizer_config.json, for chat templates: chat_template as
+	// written, the special tokens that are set (transformers'
+	// special_tokens_map) and additional_special_tokens.
+	chatTemplate      json.RawMessage
+	specialTokens     []specialToken
+	additionalSpecial []string
+
+	pieces  *pieceCache // nil: no piece cache (see WithCache)
+	scratch *sync.Pool  // *hfScratch; shared with the tokenizers WithCache makes
 }
+
+// specialToken is a special token attribute (bos_token …) and its text.
+type specialToken struct{ attr, content string }
 
 // hfScratch holds the buffers of one Encode call.
 type hfScratch struct {
@@ -123,8 +134,9 @@ func newHF(data []byte, cfg *hfConfig) (*HF, error) {
 		if err := cfg.overridePostProcessor(t); err != nil {
 			return nil, err
 		}
+		cfg.chatInfo(t)
 	}
-	t.scratch.New = func() any { return new(hfScratch) }
+	t.scratch = &sync.Pool{New: func() any { return new(hfScratch) }}
 	return t, nil
 }
 
@@ -148,23 +160,45 @@ func (t *HF) Encode(dst []int, text string, addSpecialTokens bool) []int {
 			dst = append(dst, int(sp.id))
 			continue
 		}
-		seg := text[sp.start:sp.end]
-		if t.norm != nil {
-			seg = t.norm.normalize(seg)
+		// What follows depends only on the segment's text and on
+		// whether it starts the text: it is a piece (piececache.go).
+		seg, start := text[sp.start:sp.end], sp.start == 0
+		if t.pieces == nil || len(seg) < pieceMinBytes {
+			dst = t.encodeSegment(dst, seg, start, sc)
+			continue
 		}
-		sc.normSpans = t.added.findMatches(sc.normSpans[:0], seg, t.added.norm)
-		for _, ns := range sc.normSpans {
-			if ns.id >= 0 {
-				dst = append(dst, int(ns.id))
-				continue
-			}
-			p := piece{s: seg[ns.start:ns.end], start: sp.start == 0 && ns.start == 0}
-			dst = t.encodePiece(dst, p, sc)
+		key := t.pieces.key(seg, start)
+		var ok bool
+		if dst, ok = t.pieces.appendCached(dst, key, seg, start); ok {
+			continue
 		}
+		n := len(dst)
+		dst = t.encodeSegment(dst, seg, start, sc)
+		t.pieces.put(key, seg, start, dst[n:])
 	}
 	t.scratch.Put(sc)
 	if addSpecialTokens {
 		dst = append(dst, t.suffix...)
+	}
+	return dst
+}
+
+// encodeSegment encodes text found between two raw added tokens (those
+// matched before normalization): it normalizes it, cuts out the normalized
+// added tokens, and pre-tokenizes and encodes the rest. start is true when
+// the segment begins the text.
+func (t *HF) encodeSegment(dst []int, seg string, start bool, sc *hfScratch) []int {
+	if t.norm != nil {
+		seg = t.norm.normalize(seg)
+	}
+	sc.normSpans = t.added.findMatches(sc.normSpans[:0], seg, t.added.norm)
+	for _, ns := range sc.normSpans {
+		if ns.id >= 0 {
+			dst = append(dst, int(ns.id))
+			continue
+		}
+		p := piece{s: seg[ns.start:ns.end], start: start && ns.start == 0}
+		dst = t.encodePiece(dst, p, sc)
 	}
 	return dst
 }

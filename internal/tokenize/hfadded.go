@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"sort"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -220,6 +221,11 @@ func leadingSpaceLen(s string) int {
 type addedTrie struct {
 	first [256]int32 // child of the root per byte; 0 = none
 	nodes []trieNode // nodes[0] is the root
+	// firsts counts the bytes tokens start with; when it is 1 (all of
+	// Qwen3's and Llama 3's start with '<'), next jumps to firstByte with
+	// strings.IndexByte.
+	firsts    int
+	firstByte byte
 }
 
 type trieNode struct {
@@ -240,6 +246,8 @@ func (t *addedTrie) insert(s string, id int32) {
 	if cur == 0 {
 		cur = t.newNode()
 		t.first[s[0]] = cur
+		t.firsts++
+		t.firstByte = s[0]
 	}
 	for i := 1; i < len(s); i++ {
 		next := t.child(cur, s[i])
@@ -285,24 +293,46 @@ func (t *addedTrie) child(n int32, c byte) int32 {
 // next finds the leftmost-longest match in s at or after i: the earliest
 // start, and the longest token there. id is -1 when there is none.
 func (t *addedTrie) next(s string, i int) (start, end int, id int32) {
-	for ; i < len(s); i++ {
-		cur := t.first[s[i]]
-		if cur == 0 {
-			continue
-		}
-		best, bestEnd := t.nodes[cur].id, i+1
-		for j := i + 1; j < len(s); j++ {
-			cur = t.child(cur, s[j])
-			if cur == 0 {
+	if t.firsts == 1 {
+		for i < len(s) {
+			k := strings.IndexByte(s[i:], t.firstByte)
+			if k < 0 {
 				break
 			}
-			if id := t.nodes[cur].id; id >= 0 {
-				best, bestEnd = id, j+1
+			i += k
+			if end, id := t.longestAt(s, i); id >= 0 {
+				return i, end, id
 			}
+			i++
 		}
-		if best >= 0 {
-			return i, bestEnd, best
+		return len(s), len(s), -1
+	}
+	for ; i < len(s); i++ {
+		if t.first[s[i]] == 0 {
+			continue
+		}
+		if end, id := t.longestAt(s, i); id >= 0 {
+			return i, end, id
 		}
 	}
 	return len(s), len(s), -1
+}
+
+// longestAt returns the end and id of the longest token at s[i:], or id -1.
+func (t *addedTrie) longestAt(s string, i int) (end int, id int32) {
+	cur := t.first[s[i]]
+	if cur == 0 {
+		return i, -1
+	}
+	best, bestEnd := t.nodes[cur].id, i+1
+	for j := i + 1; j < len(s); j++ {
+		cur = t.child(cur, s[j])
+		if cur == 0 {
+			break
+		}
+		if id := t.nodes[cur].id; id >= 0 {
+			best, bestEnd = id, j+1
+		}
+	}
+	return bestEnd, best
 }

@@ -23,6 +23,7 @@ type hfConfig struct {
 	AddedTokensDecoder map[string]hfConfigToken `json:"added_tokens_decoder"`
 	Additional         []hfConfigToken          `json:"additional_special_tokens"`
 	Extra              map[string]hfConfigToken `json:"extra_special_tokens"`
+	ChatTemplate       json.RawMessage          `json:"chat_template"`
 
 	class    hfClass
 	specials map[string]*hfConfigToken // by attribute (bos_token …), with the class defaults; nil: none
@@ -298,4 +299,31 @@ func (c *hfConfig) overridePostProcessor(t *HF) error {
 		t.suffix = []int{eos}
 	}
 	return nil
+}
+
+// chatInfo gives t what its chat templates read of the config: the
+// template, and the special tokens as transformers' special_tokens_map has
+// them (attributes whose token is set and not empty, extra_special_tokens
+// included).
+func (c *hfConfig) chatInfo(t *HF) {
+	t.chatTemplate = c.ChatTemplate
+	for _, k := range specialAttrs {
+		if tok := c.specials[k]; tok != nil && tok.Content != "" {
+			t.specialTokens = append(t.specialTokens, specialToken{attr: k, content: tok.Content})
+		}
+	}
+	for _, tok := range c.Additional {
+		t.additionalSpecial = append(t.additionalSpecial, tok.Content)
+	}
+	// extra_special_tokens become attributes too (Gemma 3's image_token).
+	extra := make([]string, 0, len(c.Extra))
+	for k := range c.Extra {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		if tok := c.Extra[k]; tok.Content != "" {
+			t.specialTokens = append(t.specialTokens, specialToken{attr: k, content: tok.Content})
+		}
+	}
 }

@@ -30,6 +30,10 @@ const (
 	ReasonMultimodal = "multimodal" // content parts other than text
 	ReasonTemplate   = "template"   // a chat template in the request
 	ReasonBatch      = "batch"      // several prompts in one completion request
+	ReasonDeveloper  = "developer"  // a developer message, for a Hugging Face chat template
+	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
+	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
+	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
 )
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
@@ -79,7 +83,9 @@ func laxBool(raw json.RawMessage, def bool) (bool, error) {
 
 // ParseChatRequest reads the prompt of a chat completion request the way
 // vLLM prepares it: content parts joined with newlines, the developer role
-// as system, reasoning and tool calls kept, tools as compact JSON.
+// as system, reasoning and tool calls kept, tools as compact JSON (the
+// builtin:sim template's view), and the fields Hugging Face chat templates
+// read, as sent (ChatRenderer's view).
 func ParseChatRequest(body []byte) (*Prompt, error) {
 	req, err := object(body)
 	if err != nil {
@@ -89,6 +95,22 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 		return nil, unsupported(ReasonTemplate)
 	}
 	c := &Chat{}
+	if present(req["chat_template_kwargs"]) {
+		kw, err := object(req["chat_template_kwargs"])
+		if err != nil {
+			return nil, fmt.Errorf("chat_template_kwargs: %w", err)
+		}
+		if present(kw["chat_template"]) {
+			return nil, unsupported(ReasonTemplate)
+		}
+		c.TemplateKwargs = req["chat_template_kwargs"]
+	}
+	if present(req["documents"]) {
+		c.Documents = req["documents"]
+	}
+	if c.ReasoningEffort, err = optString(req["reasoning_effort"]); err != nil {
+		return nil, fmt.Errorf("reasoning_effort: %w", err)
+	}
 	if c.AddGenerationPrompt, err = laxBool(req["add_generation_prompt"], true); err != nil {
 		return nil, fmt.Errorf("add_generation_prompt: %w", err)
 	}
@@ -106,6 +128,7 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if err := json.Unmarshal(req["messages"], &messages); err != nil {
 		return nil, fmt.Errorf("messages: %w", err)
 	}
+	c.RawMessages = messages
 	for i, raw := range messages {
 		msg, err := chatMessage(raw)
 		if err != nil {
@@ -114,6 +137,7 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 		c.Messages = append(c.Messages, msg)
 	}
 	if present(req["tools"]) {
+		c.RawTools = req["tools"]
 		var tools []json.RawMessage
 		if err := json.Unmarshal(req["tools"], &tools); err != nil {
 			return nil, fmt.Errorf("tools: %w", err)
@@ -214,9 +238,15 @@ func contentText(raw json.RawMessage) (string, error) {
 			return "", errors.New("a content part must be an object")
 		}
 		typ, _ := optString(part["type"])
-		text, err := optString(part["text"])
-		if typ != "text" || err != nil || !present(part["text"]) {
+		if typ != "text" {
 			return "", unsupported(ReasonMultimodal)
+		}
+		if !present(part["text"]) {
+			continue // vLLM skips a text part without text
+		}
+		text, err := optString(part["text"])
+		if err != nil {
+			return "", fmt.Errorf("a text part's text: %w", err)
 		}
 		texts = append(texts, text)
 	}

@@ -83,3 +83,22 @@ func TestParseKeysCaseSensitive(t *testing.T) {
 		t.Errorf("parsed %+v, generation prompt %v: keys matched without regard to case", m, p.Chat.AddGenerationPrompt)
 	}
 }
+
+// TestParseChatRequestRaw: what Hugging Face chat templates read is kept as
+// sent; a template inside chat_template_kwargs is a request template.
+func TestParseChatRequestRaw(t *testing.T) {
+	p, err := ParseChatRequest([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":null},{"type":"text","text":"kept"}]}],"tools":[],"chat_template_kwargs":{"b":1.0,"a":null},"documents":[{"title":"t"}],"reasoning_effort":"low"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Chat
+	if c.Messages[0].Content != "kept" || len(c.RawMessages) != 1 || string(c.RawTools) != "[]" ||
+		string(c.TemplateKwargs) != `{"b":1.0,"a":null}` || string(c.Documents) != `[{"title":"t"}]` || c.ReasoningEffort != "low" {
+		t.Errorf("parsed %+v", c)
+	}
+	_, err = ParseChatRequest([]byte(`{"messages":[],"chat_template_kwargs":{"chat_template":"{{x}}"}}`))
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != ReasonTemplate {
+		t.Errorf("chat_template in chat_template_kwargs: %v, want unsupported template", err)
+	}
+}

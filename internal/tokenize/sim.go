@@ -20,7 +20,9 @@ import (
 // always stand alone and start a fresh piece after them.
 //
 // The zero value is not usable; use NewSim. A *Sim is safe for concurrent use.
-type Sim struct{}
+type Sim struct {
+	pieces *pieceCache // nil: no piece cache (see WithCache)
+}
 
 // Special token texts of the builtin:sim vocabulary, in id order.
 const (
@@ -73,7 +75,7 @@ func (*Sim) IsSpecial(id int) bool { return id >= 0 && id < simFirstPiece }
 func (t *Sim) Encode(dst []int, text string) []int {
 	for len(text) > 0 {
 		i, sp := nextSpecial(text)
-		dst = encodePieces(dst, text[:i])
+		dst = t.encodeText(dst, text[:i])
 		if sp < 0 {
 			break
 		}

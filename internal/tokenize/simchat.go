@@ -27,6 +27,17 @@ type Chat struct {
 	Tools                []json.RawMessage
 	AddGenerationPrompt  bool
 	ContinueFinalMessage bool
+
+	// The request's fields as sent, for Hugging Face chat templates
+	// (ChatRenderer), which need their key order and number types: the
+	// messages, tools (nil if absent or null), chat_template_kwargs and
+	// documents (nil if absent or null), and reasoning_effort ("" if
+	// absent or null).
+	RawMessages     []json.RawMessage
+	RawTools        json.RawMessage
+	TemplateKwargs  json.RawMessage
+	Documents       json.RawMessage
+	ReasoningEffort string
 }
 
 // RenderSimChat renders chat with the fixed builtin:sim template, a ChatML

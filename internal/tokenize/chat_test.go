@@ -1,0 +1,503 @@
+package tokenize
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ardanlabs/jinja"
+	"github.com/google/go-cmp/cmp"
+)
+
+// chatFamilies have chat templates and goldens in testdata/chat, written by
+// scripts/goldens/chat_goldens.py; llama2 there holds completion requests.
+var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"}
+
+// chatHF loads a family's tokenizer for the chat tests, or skips the test
+// when its files have not been fetched.
+func chatHF(t *testing.T, family string) *HF {
+	t.Helper()
+	dir := filepath.Join("..", "..", ".cache", "tokenizers", family)
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Skipf("%s: no tokenizer files in %s: run `make tokenizers` (make test fetches them first)", family, dir)
+	}
+	return sharedHF(t, family)
+}
+
+type chatGolden struct {
+	Request string `json:"request"`
+	Text    string `json:"text"`
+	IDs     []int  `json:"ids"`
+	Error   string `json:"error"` // "request" or "template"
+	Message string `json:"message"`
+}
+
+type chatGoldenHeader struct {
+	SpecialTokensMap map[string]any `json:"special_tokens_map"`
+}
+
+func readChatGoldens(t testing.TB, family string) (chatGoldenHeader, []chatGolden) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "chat", family+".jsonl.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(nil, 1<<24)
+	var head chatGoldenHeader
+	var out []chatGolden
+	for first := true; sc.Scan(); first = false {
+		if first {
+			if err := json.Unmarshal(sc.Bytes(), &head); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var g chatGolden
+		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, g)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return head, out
+}
+
+// errorKind classifies a renderer error as the goldens do.
+func errorKind(err error) string {
+	var re *RequestError
+	var te *TemplateError
+	switch {
+	case errors.As(err, &re):
+		return "request"
+	case errors.As(err, &te):
+		return "template"
+	}
+	return "other: " + err.Error()
+}
+
+// lenientErrors are the Python exceptions the template engine does not
+// raise: it treats an undefined value as empty where Jinja2's Undefined
+// raises on use (UndefinedError), and it concatenates a string with any
+// value where Python raises TypeError. Such requests are refused by vLLM
+// (400) while the renderer gives them a prompt; predicting tokens for a
+// request that fails anyway is harmless, so the goldens count these apart.
+var lenientErrors = []string{"UndefinedError:", "TypeError:"}
+
+// TestChatGoldens renders every golden request and compares the text and
+// the token ids with what transformers gave, and errors with errors.
+func TestChatGoldens(t *testing.T) {
+	for _, fam := range chatFamilies {
+		t.Run(fam, func(t *testing.T) {
+			hf := chatHF(t, fam)
+			r, err := hf.NewChatRenderer(ChatOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, goldens := readChatGoldens(t, fam)
+			var ok, lenient, unfollowed int
+			for i, g := range goldens {
+				p, err := ParseChatRequest([]byte(g.Request))
+				var ids []int
+				var text string
+				if err == nil {
+					if text, err = r.Render(p.Chat); err == nil {
+						ids = hf.Encode(nil, text, p.AddSpecial)
+					}
+				}
+				var ue *UnsupportedError
+				switch {
+				case errors.As(err, &ue) && ue.Reason == ReasonControl:
+					unfollowed++ // refused on purpose, see ReasonControl
+				case g.Error == "template" && err == nil && slices.ContainsFunc(lenientErrors, func(p string) bool { return strings.HasPrefix(g.Message, p) }):
+					lenient++
+				case g.Error != "" && err == nil:
+					t.Errorf("#%d %s: rendered, want %s error (%s)\n%q", i, g.Request, g.Error, g.Message, text)
+				case g.Error != "" && errorKind(err) != g.Error:
+					t.Errorf("#%d %s: error %v (%s), want a %s error (%s)", i, g.Request, err, errorKind(err), g.Error, g.Message)
+				case g.Error != "":
+					ok++
+				case err != nil:
+					t.Errorf("#%d %s: %v, want\n%q", i, g.Request, err, g.Text)
+				case text != g.Text:
+					t.Errorf("#%d %s: text\n%q, want\n%q", i, g.Request, text, g.Text)
+				case !slices.Equal(ids, g.IDs):
+					t.Errorf("#%d %s: ids differ at the same text %q", i, g.Request, text)
+				default:
+					ok++
+				}
+			}
+			t.Logf("%s: %d golden requests: %d match, %d rendered where Python raised %v, %d refused as %s",
+				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, ReasonControl)
+			if len(goldens) < 150 || ok < len(goldens)*9/10 {
+				t.Errorf("%d of %d goldens match: too few", ok, len(goldens))
+			}
+		})
+	}
+}
+
+// TestChatSpecialTokens: the template variables of special tokens are
+// transformers' special_tokens_map.
+func TestChatSpecialTokens(t *testing.T) {
+	for _, fam := range append(slices.Clone(chatFamilies), "llama2") {
+		t.Run(fam, func(t *testing.T) {
+			hf := chatHF(t, fam)
+			head, _ := readChatGoldens(t, fam)
+			got := map[string]any{}
+			for k, v := range hf.specialTokenVars() {
+				if v.IsList() {
+					var items []any
+					for _, it := range v.AsList().Items {
+						items = append(items, it.AsString())
+					}
+					got[k] = items
+					continue
+				}
+				got[k] = v.AsString()
+			}
+			if diff := cmp.Diff(head.SpecialTokensMap, got); diff != "" {
+				t.Errorf("special tokens (-transformers +ours):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCompletionGoldens: Llama 2 completion prompts, with and without
+// add_special_tokens.
+func TestCompletionGoldens(t *testing.T) {
+	hf := chatHF(t, "llama2")
+	_, goldens := readChatGoldens(t, "llama2")
+	for i, g := range goldens {
+		p, err := ParseCompletionRequest([]byte(g.Request))
+		if err != nil {
+			t.Fatalf("#%d %s: %v", i, g.Request, err)
+		}
+		if got := hf.Encode(nil, p.Text, p.AddSpecial); !slices.Equal(got, g.IDs) {
+			t.Errorf("#%d %s: ids %v, want %v", i, g.Request, got, g.IDs)
+		}
+	}
+	if len(goldens) < 50 {
+		t.Errorf("only %d goldens", len(goldens))
+	}
+}
+
+func TestDetectContentFormat(t *testing.T) {
+	tests := []struct {
+		name, template, want string
+	}{
+		{"plain", `{% for m in messages %}{{ m.content }}{% endfor %}`, FormatString},
+		{"loop_item_key", `{% for m in messages %}{% for p in m['content'] %}{{ p.text }}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"loop_item_attr", `{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"assigned_slice", `{% set loop_messages = messages[1:] %}{% for m in loop_messages %}{% for p in m['content'] | selectattr('type', 'equalto', 'text') %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"assigned_chain", `{% set a = messages %}{% set b = a|list %}{% for m in b %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"reversed", `{% for m in messages[::-1] %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"content_variable", `{% macro r(content) %}{% for item in content %}{{ item }}{% endfor %}{% endmacro %}`, FormatOpenAI},
+		{"index_not_slice", `{% set first = messages[0] %}{% for p in first.content %}{% endfor %}`, FormatString},
+		{"not_a_messages_loop", `{% for m in other %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatString},
+		{"call_breaks_chain", `{% for m in messages %}{% for p in m.content.split() %}{% endfor %}{% endfor %}`, FormatString},
+		{"negated_test", `{% set x = messages is not none %}{% for m in x %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatString},
+		{"tuple_target", `{% for i, m in messages %}{% endfor %}`, FormatString},
+		{"namespace_target", `{% set ns.msgs = messages %}{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatString},
+		{"string_contains_tag_end", `{% set x = "%}" %}{% for m in messages %}{% for p in m['content'] %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"comment", `{# {% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %} #}`, FormatString},
+		{"raw", `{% raw %}{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}{% endraw %}`, FormatString},
+		{"loop_with_condition", `{% for m in messages if m.role != 'system' %}{% for p in m.content if p.type == 'text' %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"unterminated", `{% for m in messages %}{% for p in m.content`, FormatString},
+	}
+	for _, tt := range tests {
+		if got := DetectContentFormat(tt.template); got != tt.want {
+			t.Errorf("%s: DetectContentFormat(%q) = %s, want %s", tt.name, tt.template, got, tt.want)
+		}
+	}
+	// The real templates.
+	for fam, want := range map[string]string{"qwen3": FormatString, "llama3_1": FormatString, "deepseek_v3": FormatString, "gemma3": FormatOpenAI} {
+		hf := chatHF(t, fam)
+		var src string
+		if err := json.Unmarshal(hf.chatTemplate, &src); err != nil {
+			t.Fatal(err)
+		}
+		if got := DetectContentFormat(src); got != want {
+			t.Errorf("%s: content format %s, want %s", fam, got, want)
+		}
+	}
+}
+
+// renderWith renders body with a template of ours and a fixed clock.
+func renderWith(t *testing.T, tmpl string, opts ChatOptions, body string) (string, error) {
+	t.Helper()
+	hf := &HF{chatTemplate: json.RawMessage(mustJSON(t, tmpl)), specialTokens: []specialToken{{"bos_token", "<s>"}}}
+	if opts.Now == nil {
+		opts.Now = func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }
+	}
+	r, err := hf.NewChatRenderer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseChatRequest([]byte(body))
+	if err != nil {
+		return "", err
+	}
+	return r.Render(p.Chat)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestChatKwargs(t *testing.T) {
+	const tmpl = `{{ a }}|{{ b }}|{{ c }}|{{ enable_thinking }}|{{ add_generation_prompt }}|{{ reasoning_effort is defined }}`
+	opts := ChatOptions{Kwargs: json.RawMessage(`{"a": "model", "b": "model", "c": 1, "enable_thinking": true}`)}
+	tests := []struct {
+		name, body, want string
+	}{
+		{"defaults", `{"messages":[{"role":"user","content":"x"}]}`, "model|model|1|True|True|False"},
+		{"request_wins", `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"b":"req","c":2.0}}`, "model|req|2.0|True|True|False"},
+		{"null_and_auto_ignored", `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"a":null,"b":"auto"}}`, "model|model|1|True|True|False"},
+		{"body_wins_over_kwargs", `{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false,"chat_template_kwargs":{"add_generation_prompt":true}}`, "model|model|1|True|False|False"},
+		{"reasoning_effort_keeps_given_thinking", `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"}`, "model|model|1|True|True|True"},
+		{"unused_keys_are_fine", `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"padding":true,"zzz":1}}`, "model|model|1|True|True|False"},
+	}
+	for _, tt := range tests {
+		got, err := renderWith(t, tmpl, opts, tt.body)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Render = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+	got, err := renderWith(t, `{{ enable_thinking }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"}`)
+	if err != nil || got != "False" {
+		t.Errorf("reasoning_effort none: %q, %v; want enable_thinking False", got, err)
+	}
+	for name, body := range map[string]string{
+		"tokenize":        `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"tokenize":true}}`,
+		"messages":        `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"messages":[]}}`,
+		"not_an_object":   `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[1]}`,
+		"assistant_masks": `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"return_assistant_tokens_mask":true}}`,
+	} {
+		if _, err := renderWith(t, tmpl, opts, body); err == nil {
+			t.Errorf("%s: rendered, want an error", name)
+		}
+	}
+	_, err = renderWith(t, tmpl, opts, `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"chat_template":"{{1}}"}}`)
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != ReasonTemplate {
+		t.Errorf("chat_template in kwargs: %v, want unsupported template", err)
+	}
+}
+
+func TestChatContinueFinalMessage(t *testing.T) {
+	const tmpl = `{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}`
+	const trimmed = `{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</{{ m.role }}>{% endfor %}`
+	tests := []struct {
+		name, tmpl, last, want string
+	}{
+		{"plain", tmpl, "Sure", "<user>Hi</user><assistant>Sure"},
+		{"trailing_space_kept", tmpl, "Sure ", "<user>Hi</user><assistant>Sure "},
+		{"trimmed_by_template", trimmed, "Sure  ", "<user>Hi</user><assistant>Sure"},
+		{"unicode_space_trimmed", trimmed, "Sure\u3000", "<user>Hi</user><assistant>Sure"},
+	}
+	for _, tt := range tests {
+		body := `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":` + string(mustJSON(t, tt.last)) + `}],"continue_final_message":true,"add_generation_prompt":false}`
+		got, err := renderWith(t, tt.tmpl, ChatOptions{}, body)
+		if err != nil || got != tt.want {
+			t.Errorf("%s: Render = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+	_, err := renderWith(t, tmpl, ChatOptions{}, `{"messages":[{"role":"user","content":"Hi"}],"continue_final_message":true}`)
+	var re *RequestError
+	if !errors.As(err, &re) {
+		t.Errorf("with add_generation_prompt: %v, want a request error", err)
+	}
+	_, err = renderWith(t, `{{ messages[0].content[:2] }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"Hello"}],"continue_final_message":true,"add_generation_prompt":false}`)
+	var te *TemplateError
+	if !errors.As(err, &te) {
+		t.Errorf("template cutting the final message: %v, want a template error", err)
+	}
+}
+
+// TestChatToolCallArguments: arguments are parsed as Python's json.loads
+// does, keeping key order and number types, and tools are dumped with their
+// declared fields first.
+func TestChatToolCallArguments(t *testing.T) {
+	const tmpl = `{% for m in messages %}{% for c in m.tool_calls %}{{ c | tojson }}/{{ c.function.arguments }};{% endfor %}{% endfor %}{{ tools | tojson }}`
+	call := func(args string) string {
+		return `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"type":"function","function":{"arguments":` + string(mustJSON(t, args)) + `,"name":"f"},"id":"c1"}]}],"tools":[{"function":{"parameters":{"b":1.0,"a":1},"name":"f","strict":true}}]}`
+	}
+	const tools = `[{"type": "function", "function": {"name": "f", "description": null, "parameters": {"b": 1.0, "a": 1}, "strict": true}}]`
+	tests := []struct {
+		args, want string
+	}{
+		{`{"b": 1.0, "a": 1, "c": 1e5, "d": -0.5}`, `{"id": "c1", "function": {"arguments": {"b": 1.0, "a": 1, "c": 100000.0, "d": -0.5}, "name": "f"}, "type": "function"}/{'b': 1.0, 'a': 1, 'c': 100000.0, 'd': -0.5};`},
+		{`{"dup": 1, "x": 0, "dup": 2}`, `{"id": "c1", "function": {"arguments": {"dup": 2, "x": 0}, "name": "f"}, "type": "function"}/{'dup': 2, 'x': 0};`},
+		{``, `{"id": "c1", "function": {"arguments": {}, "name": "f"}, "type": "function"}/{};`},
+		{`not json`, `{"id": "c1", "function": {"arguments": {}, "name": "f"}, "type": "function"}/{};`},
+		{` [1, "é", null, true] `, `{"id": "c1", "function": {"arguments": [1, "é", null, true], "name": "f"}, "type": "function"}/[1, 'é', None, True];`},
+	}
+	for _, tt := range tests {
+		got, err := renderWith(t, tmpl, ChatOptions{}, call(tt.args))
+		if want := tt.want + tools; err != nil || got != want {
+			t.Errorf("arguments %q: Render =\n%q, %v; want\n%q", tt.args, got, err, want)
+		}
+	}
+	_, err := renderWith(t, tmpl, ChatOptions{}, call(`{"n": 123456789012345678901234567890}`))
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != ReasonNumber {
+		t.Errorf("a 100-bit integer: %v, want unsupported number", err)
+	}
+}
+
+func TestChatContentFormats(t *testing.T) {
+	const tmpl = `{% for m in messages %}{{ m.content | tojson }};{% endfor %}`
+	body := `{"messages":[{"role":"user","content":"a"},{"role":"user","content":["b",{"type":"text","text":"c"}]},{"role":"assistant","content":null},{"role":"tool","content":[{"type":"text","text":"d"},{"type":"text","text":"e"}]}]}`
+	for format, want := range map[string]string{
+		FormatString: `"a";"b\nc";"";"d\ne";`,
+		FormatOpenAI: `[{"type": "text", "text": "a"}];[{"type": "text", "text": "b"}, {"type": "text", "text": "c"}];[];"d\ne";`,
+	} {
+		got, err := renderWith(t, tmpl, ChatOptions{ContentFormat: format}, body)
+		if err != nil || got != want {
+			t.Errorf("%s: Render = %q, %v; want %q", format, got, err, want)
+		}
+	}
+}
+
+func TestChatTemplateFunctions(t *testing.T) {
+	got, err := renderWith(t, `{{ bos_token }}{{ strftime_now("%d %b %Y %H:%M:%S %A %j %%") }}{{ eos_token is defined }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}]}`)
+	if want := "<s>07 Mar 2026 14:05:09 Saturday 066 %False"; err != nil || got != want {
+		t.Errorf("Render = %q, %v; want %q", got, err, want)
+	}
+	_, err = renderWith(t, `{{ raise_exception("no " ~ messages[0].role) }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}]}`)
+	var te *TemplateError
+	if !errors.As(err, &te) || te.Err.Error() != "no user" {
+		t.Errorf("raise_exception: %v, want a template error saying no user", err)
+	}
+}
+
+func TestChatNamedTemplates(t *testing.T) {
+	named := `[{"name":"default","template":"D"},{"name":"tool_use","template":"T"}]`
+	hf := &HF{chatTemplate: json.RawMessage(named)}
+	r, err := hf.NewChatRenderer(ChatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		`{"messages":[{"role":"user","content":"x"}]}`:                                            "D",
+		`{"messages":[{"role":"user","content":"x"}],"tools":[]}`:                                 "T",
+		`{"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}]}`:        "T",
+		`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"tools":[{"a":1}]}}`: "T",
+	} {
+		p, err := ParseChatRequest([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.Render(p.Chat); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", body, got, err, want)
+		}
+	}
+	r, err = hf.NewChatRenderer(ChatOptions{Template: "tool_use"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Render(&Chat{RawMessages: []json.RawMessage{json.RawMessage(`{"role":"user","content":"x"}`)}}); err != nil || got != "T" {
+		t.Errorf("option tool_use: %q, %v", got, err)
+	}
+	if _, err := (&HF{}).NewChatRenderer(ChatOptions{}); err != nil {
+		t.Fatal(err)
+	} else if r, _ := (&HF{}).NewChatRenderer(ChatOptions{}); true {
+		if _, err := r.Render(&Chat{}); !errors.Is(err, ErrNoChatTemplate) {
+			t.Errorf("no template: %v, want ErrNoChatTemplate", err)
+		}
+	}
+}
+
+func TestJSONValueOrder(t *testing.T) {
+	v, err := jsonValue([]byte(`{"z": 1, "a": [1.0, 2, {"y": null, "b": false}], "z": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jinjaToJSON(v)
+	if want := `{"z": 3, "a": [1.0, 2, {"y": null, "b": false}]}`; err != nil || out != want {
+		t.Errorf("tojson = %q, %v; want %q", out, err, want)
+	}
+}
+
+func jinjaToJSON(v jinja.Value) (string, error) {
+	tmpl, err := jinja.Compile(`{{ v | tojson }}`)
+	if err != nil {
+		return "", err
+	}
+	return tmpl.RenderValues(map[string]jinja.Value{"v": v})
+}
+
+// FuzzChatRender: no request body panics the renderer. Every family's
+// template renders (reading only tokenizer_config.json, so that workers
+// start fast); Qwen3's is also tokenized.
+func FuzzChatRender(f *testing.F) {
+	var renderers []*ChatRenderer
+	var qwen *ChatRenderer
+	for _, fam := range chatFamilies {
+		dir := filepath.Join("..", "..", ".cache", "tokenizers", fam)
+		cfg, err := readHFConfig(filepath.Join(dir, "tokenizer_config.json"))
+		if err != nil || cfg == nil {
+			continue // not fetched: the synthetic template below still runs
+		}
+		hf := &HF{}
+		cfg.chatInfo(hf)
+		r, err := hf.NewChatRenderer(ChatOptions{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		renderers = append(renderers, r)
+		_, goldens := readChatGoldens(f, fam)
+		for i, g := range goldens {
+			if i%5 == 0 {
+				f.Add([]byte(g.Request))
+			}
+		}
+		if fam == "qwen3" {
+			if full, err := LoadHF(dir); err == nil {
+				qwen, _ = full.NewChatRenderer(ChatOptions{})
+			}
+		}
+	}
+	hf := &HF{chatTemplate: json.RawMessage(`"{% for m in messages %}{% for p in m.content %}{{ p | tojson }}{% endfor %}{{ m.tool_calls | tojson }}{% endfor %}{{ tools }}{{ documents }}"`)}
+	r, err := hf.NewChatRenderer(ChatOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	renderers = append(renderers, r)
+	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"function":{"name":"f"}}]}`))
+	f.Add([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\\"a\\": [1.0, {\\"b\\": 1e400}]}"}}]}],"continue_final_message":true,"add_generation_prompt":false}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > 1<<14 {
+			return
+		}
+		p, err := ParseChatRequest(body)
+		if err != nil {
+			return
+		}
+		for _, r := range renderers {
+			_, _ = r.Render(p.Chat)
+		}
+		if qwen != nil {
+			_, _ = qwen.ChatIDs(p)
+		}
+	})
+}

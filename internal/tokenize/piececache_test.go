@@ -1,0 +1,617 @@
+package tokenize
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// familyHF returns a family's shared tokenizer, or skips the test when
+// `make tokenizers` has not fetched its files.
+func familyHF(t testing.TB, family string) *HF {
+	t.Helper()
+	dir := filepath.Join("..", "..", ".cache", "tokenizers", family)
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
+		t.Skipf("%s: no tokenizer files in %s (run `make tokenizers`)", family, dir)
+	}
+	return sharedHF(t, family)
+}
+
+// cacheTokenizers lists every tokenizer the piece cache is checked on: the
+// synthetic ones of testdata (Metaspace schemes, lstrip and rstrip,
+// normalized added tokens, Strip …) and the families whose files are
+// present.
+func cacheTokenizers(t *testing.T) []struct {
+	name string
+	tok  func(t *testing.T) *HF
+} {
+	type entry = struct {
+		name string
+		tok  func(t *testing.T) *HF
+	}
+	var list []entry
+	for _, st := range readSynthetic(t).Tokenizers {
+		raw := st.Tokenizer
+		list = append(list, entry{"synthetic_" + st.Name, func(t *testing.T) *HF {
+			tok, err := newHF(raw, nil)
+			if err != nil {
+				t.Fatalf("newHF: %v", err)
+			}
+			return tok
+		}})
+	}
+	for _, family := range hfFamilies {
+		list = append(list, entry{family, func(t *testing.T) *HF { return familyHF(t, family) }})
+	}
+	return list
+}
+
+// pieceAtoms are the fragments random pieces are made of: words, spaces
+// and newlines, digits, punctuation, text NFC changes, CJK, the Metaspace
+// character.
+var pieceAtoms = []string{
+	"the", " cat", "Hello", " world", " ", "  ", "\n", "\n\n", "\t", "42", "2025", ",", ".", "!", "'s", "'ll",
+	"e\u0301", "é", "日本語", "中文", "▁", "{", "}", "<", ">", "|", "x", "ab", "  \n ",
+}
+
+// pieceText draws texts built from a few pieces, most of them long enough
+// to be cached, and added tokens of the tokenizer between them, so that the
+// same piece comes back at the start of a text, after an added token and
+// next to another piece.
+func pieceText(specials []string) *rapid.Generator[[]string] {
+	return rapid.Custom(func(t *rapid.T) []string {
+		atoms := rapid.SampledFrom(pieceAtoms)
+		pool := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) string {
+			return strings.Join(rapid.SliceOfN(atoms, 1, 60).Draw(t, "atoms"), "")
+		}), 1, 4).Draw(t, "pool")
+		texts := make([]string, rapid.IntRange(1, 4).Draw(t, "texts"))
+		for i := range texts {
+			var b strings.Builder
+			for range rapid.IntRange(0, 6).Draw(t, "steps") {
+				if rapid.IntRange(0, 3).Draw(t, "piece") > 0 {
+					b.WriteString(rapid.SampledFrom(pool).Draw(t, "from pool"))
+				}
+				if len(specials) > 0 && rapid.IntRange(0, 3).Draw(t, "special") > 0 {
+					b.WriteString(rapid.SampledFrom(specials).Draw(t, "added token"))
+				}
+			}
+			texts[i] = b.String()
+		}
+		return texts
+	})
+}
+
+// addedContents returns up to 40 added tokens of tok, in content order.
+func addedContents(tok *HF) []string {
+	var out []string
+	for s := range tok.added.byContent {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	if len(out) > 40 {
+		step := len(out) / 40
+		var some []string
+		for i := 0; i < len(out); i += step {
+			some = append(some, out[i])
+		}
+		out = some
+	}
+	return out
+}
+
+// TestHFCacheEqualsUncached checks that a tokenizer with a piece cache
+// encodes exactly as one without: random texts of repeated pieces and added
+// tokens, encoded cold (an empty cache) and then warm, with a cache large
+// enough to keep everything and one so small that it evicts all the time.
+func TestHFCacheEqualsUncached(t *testing.T) {
+	for _, tt := range cacheTokenizers(t) {
+		t.Run(tt.name, func(t *testing.T) {
+			tok := tt.tok(t)
+			specials := addedContents(tok)
+			rapid.Check(t, func(rt *rapid.T) {
+				texts := pieceText(specials).Draw(rt, "texts")
+				budget := rapid.SampledFrom([]int{1 << 20, 200}).Draw(rt, "budget")
+				c := tok.WithCache(budget)
+				for _, pass := range []string{"cold", "warm"} {
+					for _, text := range texts {
+						for _, special := range []bool{false, true} {
+							want := tok.Encode(nil, text, special)
+							if got := c.Encode(nil, text, special); !slices.Equal(got, want) {
+								rt.Fatalf("%s: Encode(%q, %v) with cache = %v, without %v", pass, text, special, got, want)
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestHFGoldensCached runs the goldens through a tokenizer with a piece
+// cache, cold and then warm, token for token.
+func TestHFGoldensCached(t *testing.T) {
+	for _, family := range hfFamilies {
+		t.Run(family, func(t *testing.T) {
+			t.Parallel()
+			c := familyHF(t, family).WithCache(4 << 20)
+			goldens := readGoldens(t, family)
+			for _, pass := range []string{"cold", "warm"} {
+				failed := 0
+				for i, g := range goldens {
+					got := c.Encode(nil, g.Text, false)
+					gotSpecial := c.Encode(nil, g.Text, true)
+					if slices.Equal(got, g.IDs) && slices.Equal(gotSpecial, g.IDsSpecial) {
+						continue
+					}
+					if failed++; failed <= 10 {
+						t.Errorf("%s line %d: Encode(%q)\n got %v\nwant %v\n special got %v\n special want %v",
+							pass, i+1, g.Text, got, g.IDs, gotSpecial, g.IDsSpecial)
+					}
+				}
+				if failed > 0 {
+					t.Errorf("%s: %d of %d goldens differ", pass, failed, len(goldens))
+				}
+			}
+			if hits, misses := c.CacheStats(); hits == 0 || misses == 0 {
+				t.Errorf("CacheStats() = %d hits, %d misses; want both > 0", hits, misses)
+			}
+		})
+	}
+}
+
+// TestHFSyntheticCached is TestHFSynthetic through a piece cache, cold and
+// warm: the synthetic tokenizers have the components whose result depends
+// on where a piece is (Metaspace's prepend_scheme "first") or on its
+// neighbours (lstrip, rstrip, single_word).
+func TestHFSyntheticCached(t *testing.T) {
+	data := readSynthetic(t)
+	for _, st := range data.Tokenizers {
+		t.Run(st.Name, func(t *testing.T) {
+			tok, err := newHF(st.Tokenizer, nil)
+			if err != nil {
+				t.Fatalf("newHF: %v", err)
+			}
+			c := tok.WithCache(1 << 20)
+			for _, pass := range []string{"cold", "warm"} {
+				for i, text := range data.Texts {
+					if got := c.Encode(nil, text, false); !slices.Equal(got, st.IDs[i]) {
+						t.Errorf("%s: Encode(%q) = %v, want %v", pass, text, got, st.IDs[i])
+					}
+					if got := c.Encode(nil, text, true); !slices.Equal(got, st.IDsSpecial[i]) {
+						t.Errorf("%s: Encode(%q, special) = %v, want %v", pass, text, got, st.IDsSpecial[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestHFCacheStart checks that the first piece of a text is cached apart
+// from the same text after an added token: with Metaspace's prepend_scheme
+// "first" they encode differently.
+func TestHFCacheStart(t *testing.T) {
+	var tok *HF
+	for _, st := range readSynthetic(t).Tokenizers {
+		if st.Name == "metaspace_first_fuse_unk" {
+			var err error
+			if tok, err = newHF(st.Tokenizer, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if tok == nil {
+		t.Fatal("no synthetic tokenizer metaspace_first_fuse_unk")
+	}
+	specials := addedContents(tok)
+	if len(specials) == 0 {
+		t.Fatal("metaspace_first_fuse_unk has no added tokens")
+	}
+	piece := strings.Repeat("hello world ", 8)
+	c := tok.WithCache(1 << 20)
+	first := c.Encode(nil, piece, false)
+	after := c.Encode(nil, specials[0]+piece, false)[1:]
+	if slices.Equal(first, after) {
+		t.Fatalf("%q encodes as %v both first and after %q; the test needs a difference", piece, first, specials[0])
+	}
+	if want := tok.Encode(nil, specials[0]+piece, false)[1:]; !slices.Equal(after, want) {
+		t.Errorf("after %q: %v, want %v", specials[0], after, want)
+	}
+}
+
+// TestHFCacheHits checks what is cached and counted: long pieces between
+// added tokens, not short ones.
+func TestHFCacheHits(t *testing.T) {
+	tok := familyHF(t, "qwen3")
+	c := tok.WithCache(1 << 20)
+	system := "system\n" + strings.Repeat("You are a careful assistant. ", 10)
+	chat := func(user string) string {
+		return "<|im_start|>" + system + "<|im_end|>\n<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n"
+	}
+	long := strings.Repeat("Tell me about the sea. ", 4)
+	for _, tt := range []struct {
+		text         string
+		hits, misses uint64 // after encoding text
+	}{
+		{chat("hi"), 0, 1},                   // the system turn; "user\nhi", "\n" and "assistant\n" are too short
+		{chat("hi"), 1, 1},                   // found
+		{chat(long), 2, 2},                   // found, and the user turn is new
+		{chat(long), 4, 2},                   // both found
+		{system + long, 4, 3},                // no added token: one piece, which starts the text
+		{system + long, 5, 3},                // found
+		{"<|im_end|>" + system + long, 5, 4}, // the same text not at the start is another piece
+		{"x" + chat(long), 7, 4},             // "x" is too short; both turns found
+		{strings.Repeat("a", 63), 7, 4},      // too short
+		{strings.Repeat("a", 64), 7, 5},
+	} {
+		if got, want := c.Encode(nil, tt.text, false), tok.Encode(nil, tt.text, false); !slices.Equal(got, want) {
+			t.Fatalf("Encode(%q) = %v, want %v", tt.text, got, want)
+		}
+		if hits, misses := c.CacheStats(); hits != tt.hits || misses != tt.misses {
+			t.Errorf("after Encode(%.40q…): CacheStats() = %d, %d; want %d, %d", tt.text, hits, misses, tt.hits, tt.misses)
+		}
+	}
+	if hits, misses := tok.CacheStats(); hits != 0 || misses != 0 {
+		t.Errorf("without a cache: CacheStats() = %d, %d; want 0, 0", hits, misses)
+	}
+	if tok.WithCache(0).pieces != nil {
+		t.Errorf("WithCache(0) has a cache")
+	}
+}
+
+// TestSimCacheEqualsUncached is TestHFCacheEqualsUncached for builtin:sim.
+func TestSimCacheEqualsUncached(t *testing.T) {
+	sim := NewSim()
+	specials := simSpecials[:]
+	rapid.Check(t, func(rt *rapid.T) {
+		texts := pieceText(specials).Draw(rt, "texts")
+		budget := rapid.SampledFrom([]int{1 << 20, 200}).Draw(rt, "budget")
+		c := sim.WithCache(budget)
+		for _, pass := range []string{"cold", "warm"} {
+			for _, text := range texts {
+				want := sim.Encode(nil, text)
+				if got := c.Encode(nil, text); !slices.Equal(got, want) {
+					rt.Fatalf("%s: Encode(%q) with cache = %v, without %v", pass, text, got, want)
+				}
+				if got := c.PromptIDs(&Prompt{Text: text, AddSpecial: true}); !slices.Equal(got, sim.PromptIDs(&Prompt{Text: text, AddSpecial: true})) {
+					rt.Fatalf("%s: PromptIDs(%q) differs with cache", pass, text)
+				}
+			}
+		}
+	})
+	c := sim.WithCache(1 << 20)
+	text := SimIMStart + strings.Repeat("system prompt ", 10) + SimIMEnd
+	c.Encode(nil, text)
+	c.Encode(nil, text)
+	if hits, misses := c.CacheStats(); hits != 1 || misses != 1 {
+		t.Errorf("CacheStats() = %d, %d; want 1, 1", hits, misses)
+	}
+}
+
+// TestPieceCacheConcurrent encodes from several goroutines through one
+// small cache that keeps evicting; under -race it checks the locking.
+func TestPieceCacheConcurrent(t *testing.T) {
+	type encoder struct {
+		name           string
+		cached, direct func(string) []int
+	}
+	sim := NewSim()
+	simCached := sim.WithCache(3000)
+	encoders := []encoder{{"sim",
+		func(s string) []int { return simCached.Encode(nil, s) },
+		func(s string) []int { return sim.Encode(nil, s) }}}
+	dir := filepath.Join("..", "..", ".cache", "tokenizers", "qwen3")
+	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+		tok := sharedHF(t, "qwen3")
+		c := tok.WithCache(3000)
+		encoders = append(encoders, encoder{"qwen3",
+			func(s string) []int { return c.Encode(nil, s, false) },
+			func(s string) []int { return tok.Encode(nil, s, false) }})
+	} else {
+		t.Logf("qwen3: no tokenizer files in %s (run `make tokenizers`); checking builtin:sim only", dir)
+	}
+	var pieces []string
+	for i := range 40 {
+		pieces = append(pieces, fmt.Sprintf("piece %d: %s", i, strings.Repeat(pieceAtoms[i%len(pieceAtoms)]+" and more ", 3+i%20)))
+	}
+	for _, e := range encoders {
+		var texts []string
+		for i := range 200 {
+			texts = append(texts, "<|im_start|>"+pieces[i%len(pieces)]+"<|im_end|><|im_start|>"+pieces[(i*7)%len(pieces)]+"<|im_end|>")
+		}
+		want := make([][]int, len(texts))
+		for i, s := range texts {
+			want[i] = e.direct(s)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for w := range 4 {
+			wg.Go(func() {
+				for round := range 3 {
+					for i := (w + round) % 4; i < len(texts); i += 4 {
+						if got := e.cached(texts[i]); !slices.Equal(got, want[i]) {
+							errs <- fmt.Sprintf("%s: Encode(%q) = %v, want %v", e.name, texts[i], got, want[i])
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for msg := range errs {
+			t.Error(msg)
+		}
+	}
+	if _, tokens := simCached.pieces.size(); tokens > 3000 {
+		t.Errorf("sim cache holds %d tokens, bound 3000", tokens)
+	}
+}
+
+// clockModel is a plain CLOCK over a slice, the reference for one shard:
+// ring[0] is under the hand, and a new entry goes at the end, just behind
+// it.
+type clockModel struct {
+	budget, tokens int
+	ring           []clockModelEntry
+}
+
+type clockModelEntry struct {
+	key   uint64
+	text  string
+	start bool
+	ids   []int
+	ref   bool
+}
+
+func (m *clockModel) find(key uint64) int {
+	return slices.IndexFunc(m.ring, func(e clockModelEntry) bool { return e.key == key })
+}
+
+func (m *clockModel) get(key uint64, text string, start bool) ([]int, bool) {
+	i := m.find(key)
+	if i < 0 || m.ring[i].text != text || m.ring[i].start != start {
+		return nil, false
+	}
+	m.ring[i].ref = true
+	return m.ring[i].ids, true
+}
+
+func (m *clockModel) remove(i int) {
+	m.tokens -= len(m.ring[i].ids)
+	m.ring = slices.Delete(m.ring, i, i+1)
+}
+
+func (m *clockModel) put(key uint64, text string, start bool, ids []int) {
+	if len(ids) == 0 || len(ids) > m.budget/4 {
+		return
+	}
+	if i := m.find(key); i >= 0 {
+		if m.ring[i].text == text && m.ring[i].start == start {
+			return
+		}
+		m.remove(i)
+	}
+	for m.tokens+len(ids) > m.budget {
+		if m.ring[0].ref {
+			e := m.ring[0]
+			e.ref = false
+			m.ring = append(m.ring[1:], e)
+			continue
+		}
+		m.remove(0)
+	}
+	m.ring = append(m.ring, clockModelEntry{key, text, start, ids, false})
+	m.tokens += len(ids)
+}
+
+// TestPieceCacheModel checks the cache against clockModel, one per shard,
+// under random puts (hash collisions included) and lookups: the same
+// entries stay, lookups agree, and no shard, hence not the cache, ever holds
+// more tokens than its share of the bound.
+func TestPieceCacheModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		maxTokens := rapid.OneOf(rapid.IntRange(1, 300), rapid.IntRange(1<<17, 1<<19)).Draw(rt, "maxTokens")
+		c := newPieceCache(maxTokens)
+		total := 0
+		models := make([]*clockModel, len(c.shards))
+		for i := range c.shards {
+			total += c.shards[i].budget
+			models[i] = &clockModel{budget: c.shards[i].budget}
+		}
+		if total != maxTokens {
+			rt.Fatalf("shard budgets add up to %d, want %d", total, maxTokens)
+		}
+		// Texts get ids proportional to the budget so that shards fill.
+		scale := max(1, maxTokens/len(c.shards)/40)
+		texts := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-e]{1,4}`), 1, 30, rapid.ID).Draw(rt, "texts")
+		var hits, misses uint64
+		for step := range rapid.IntRange(1, 200).Draw(rt, "steps") {
+			i := rapid.IntRange(0, len(texts)-1).Draw(rt, "text")
+			text, start := texts[i], rapid.Bool().Draw(rt, "start")
+			key := c.key(text, start)
+			if rapid.IntRange(0, 9).Draw(rt, "collide") == 0 {
+				key = c.key(texts[0], false) // another text under the same key
+			}
+			m := models[key%uint64(len(c.shards))]
+			if rapid.Bool().Draw(rt, "put") {
+				n := rapid.IntRange(0, 12).Draw(rt, "n") * scale
+				ids := make([]int, n)
+				for j := range ids {
+					ids[j] = i*1000 + j
+				}
+				c.put(key, text, start, ids)
+				m.put(key, text, start, ids)
+			} else {
+				got, ok := c.appendCached(nil, key, text, start)
+				want, wantOK := m.get(key, text, start)
+				if ok != wantOK || !slices.Equal(got, want) {
+					rt.Fatalf("step %d: lookup %q start=%v = %v, %v; model %v, %v", step, text, start, got, ok, want, wantOK)
+				}
+				if ok {
+					hits++
+				} else {
+					misses++
+				}
+			}
+			for s := range c.shards {
+				sh := &c.shards[s]
+				var keys []uint64
+				if e := sh.hand; e != nil {
+					for {
+						keys = append(keys, e.key)
+						if e = e.next; e == sh.hand {
+							break
+						}
+					}
+				}
+				var want []uint64
+				for _, e := range models[s].ring {
+					want = append(want, e.key)
+				}
+				if !slices.Equal(keys, want) || sh.tokens != models[s].tokens || len(sh.m) != len(want) {
+					rt.Fatalf("step %d: shard %d holds %v (%d tokens, %d in map), model %v (%d tokens)",
+						step, s, keys, sh.tokens, len(sh.m), want, models[s].tokens)
+				}
+				if sh.tokens > sh.budget {
+					rt.Fatalf("step %d: shard %d holds %d tokens, budget %d", step, s, sh.tokens, sh.budget)
+				}
+			}
+		}
+		if _, tokens := c.size(); tokens > maxTokens {
+			rt.Fatalf("%d tokens cached, bound %d", tokens, maxTokens)
+		}
+		if h, m := c.stats(); h != hits || m != misses {
+			rt.Fatalf("stats() = %d, %d; counted %d, %d", h, m, hits, misses)
+		}
+	})
+}
+
+// chat8k builds a Qwen3 (ChatML) chat of about 8,000 tokens from the pinned
+// Go toolchain's documentation and net/http's server: a system turn of
+// about 5,000 tokens and five turns of about 600. turns(tag) renders it,
+// with tag put at the start of every turn after the system one so that
+// they can be made new while the system turn is not.
+func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string) {
+	b.Helper()
+	chunks, _ := benchCorpus(b)
+	var lines []string
+	for _, c := range chunks {
+		lines = append(lines, strings.SplitAfter(c, "\n")...)
+	}
+	take := func(tokens int) string {
+		var sb strings.Builder
+		for n := 0; n < tokens; {
+			l := lines[0]
+			lines = lines[1:]
+			sb.WriteString(l)
+			n += len(tok.Encode(nil, l, false))
+		}
+		return sb.String()
+	}
+	system = "<|im_start|>system\n" + take(5000) + "<|im_end|>\n"
+	var rest []string
+	for i := range 5 {
+		rest = append(rest, []string{"user", "assistant"}[i%2], take(600))
+	}
+	turns = func(tag string) string {
+		var sb strings.Builder
+		sb.WriteString(system)
+		for i := 0; i < len(rest); i += 2 {
+			sb.WriteString("<|im_start|>" + rest[i] + "\n" + tag)
+			sb.WriteString(rest[i+1])
+			sb.WriteString("<|im_end|>\n")
+		}
+		sb.WriteString("<|im_start|>assistant\n")
+		return sb.String()
+	}
+	return system, turns
+}
+
+// BenchmarkHFChat8k encodes an 8,000-token chat with Qwen3's tokenizer:
+// without a piece cache (nocache); with an empty one (cold); with one that
+// has seen the same chat (warm); and with one that has seen its system turn
+// but not the other five (warm-system), whose text is rebuilt for every
+// encoding (about 3 µs) to make them new. cold-words also empties the BPE
+// model's word cache, which a running gateway keeps warm.
+func BenchmarkHFChat8k(b *testing.B) {
+	tok := familyHF(b, "qwen3")
+	system, turns := chat8k(b, tok)
+	chat := turns("")
+	n := len(tok.Encode(nil, chat, false))
+	run := func(name string, setup func() *HF, text func(i int) string) {
+		b.Run(name, func(b *testing.B) {
+			c := setup()
+			var dst []int
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				dst = c.Encode(dst[:0], text(i), false)
+				i++
+			}
+			b.ReportMetric(float64(n), "tokens")
+			if len(dst) < n {
+				b.Fatalf("%d tokens, want at least %d", len(dst), n)
+			}
+		})
+	}
+	same := func(int) string { return chat }
+	run("nocache", func() *HF { return tok }, same)
+	b.Run("cold", func(b *testing.B) {
+		var dst []int
+		b.ReportAllocs()
+		for b.Loop() {
+			dst = tok.WithCache(4<<20).Encode(dst[:0], chat, false)
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
+	b.Run("cold-words", func(b *testing.B) {
+		var dst []int
+		b.ReportAllocs()
+		for b.Loop() {
+			tok.model.cache.reset()
+			dst = tok.WithCache(4<<20).Encode(dst[:0], chat, false)
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
+	run("warm", func() *HF {
+		c := tok.WithCache(4 << 20)
+		c.Encode(nil, chat, false)
+		return c
+	}, same)
+	run("warm-system", func() *HF {
+		c := tok.WithCache(4 << 20)
+		c.Encode(nil, system, false)
+		return c
+	}, func(i int) string { return turns(fmt.Sprintf("(%d) ", i)) })
+}
+
+// BenchmarkSimChat8k is BenchmarkHFChat8k's nocache and warm for
+// builtin:sim, on the same text with its special tokens.
+func BenchmarkSimChat8k(b *testing.B) {
+	_, turns := chat8k(b, familyHF(b, "qwen3"))
+	chat := turns("")
+	sim := NewSim()
+	n := sim.Count(chat)
+	warm := sim.WithCache(4 << 20)
+	warm.Encode(nil, chat)
+	for _, c := range []struct {
+		name string
+		sim  *Sim
+	}{{"nocache", sim}, {"warm", warm}} {
+		b.Run(c.name, func(b *testing.B) {
+			var dst []int
+			b.ReportAllocs()
+			for b.Loop() {
+				dst = c.sim.Encode(dst[:0], chat)
+			}
+			b.ReportMetric(float64(n), "tokens")
+		})
+	}
+}
