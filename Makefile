@@ -11,6 +11,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize:FuzzSimEncode \
 	./internal/tokenize:FuzzHFEncode \
 	./internal/tokenize:FuzzHFScanners \
+	./internal/tokenize:FuzzChatRender \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
@@ -19,9 +20,11 @@ FUZZ_TARGETS := \
 	./internal/config:FuzzParse \
 	./internal/gateway:FuzzClientPort \
 	./internal/load:FuzzParse \
-	./internal/load:FuzzParseAgainstLibrary
+	./internal/load:FuzzParseAgainstLibrary \
+	./internal/workload:FuzzTrace
 
-.PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers
+.PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers \
+	sweep sweep-smoke routing baselines report repro
 
 all: build
 
@@ -29,8 +32,15 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
-## test: lint, then every test with the race detector, then a short run of each fuzz target.
-test: tokenizers lint race fuzz-smoke
+## test: lint, then every test with the race detector, a short run of each fuzz target, and the
+## end-to-end tests with the OpenAI Python SDK.
+test: tokenizers lint race fuzz-smoke e2e-python
+
+## e2e-python: the official OpenAI Python SDK, sync and async, against a simulator and the gateway
+## (tests/e2e; it builds .venv/e2e from pinned, hashed wheels on first use).
+.PHONY: e2e-python
+e2e-python:
+	./tests/e2e/run.sh
 
 ## tokenizers: the pinned Hugging Face tokenizer files the tokenize tests read (.cache/tokenizers).
 tokenizers:
@@ -69,9 +79,49 @@ bench:
 stress: build
 	$(GO) run ./cmd/inferrail-bench stress --sim-binary $(BIN)/inferrail-sim --out bench/results/sim
 	$(GO) run ./cmd/inferrail-bench gwstress --gateway-binary $(BIN)/inferrail-gateway --sim-binary $(BIN)/inferrail-sim --out bench/results/gateway
+	./tests/e2e/run.sh --stress --out bench/results/python-sdk
 
 demo: build
 	./scripts/demo.sh
+
+# Benchmark sweeps (not part of `make test`). Each resumes: runs whose result
+# file records the same spec are skipped. JOBS fleets run side by side.
+JOBS  ?= 1
+# TRACE names a Mooncake-format trace (JSONL) for the sweep's trace point; the
+# public one is not in the repository, so it is given by path.
+TRACE ?=
+BENCH := $(BIN)/inferrail-bench
+BENCH_BINS := --sim-binary $(BIN)/inferrail-sim --gateway-binary $(BIN)/inferrail-gateway --jobs $(JOBS)
+
+## sweep: bench/sweeps/sim.toml (every policy, every workload, the trace when TRACE names it), then its report.
+sweep: build
+	$(BENCH) sweep --file bench/sweeps/sim.toml $(BENCH_BINS) $(if $(TRACE),--trace $(TRACE))
+	$(BENCH) report --in bench/results/sweep --out bench/report/sweep
+
+## sweep-smoke: a one-minute sweep that checks the machinery.
+sweep-smoke: build
+	$(BENCH) sweep --file bench/sweeps/smoke.toml $(BENCH_BINS)
+	$(BENCH) report --in bench/results/smoke --out bench/report/smoke
+
+## routing: every policy on W1, W2, W6, mix and hot, 3 repetitions.
+routing: build
+	$(BENCH) sweep --file bench/sweeps/routing.toml $(BENCH_BINS)
+	$(BENCH) report --in bench/results/routing --out bench/report/routing
+
+## baselines: the four cache-blind baselines on W1, W2 and W6.
+baselines: build
+	$(BENCH) sweep --file bench/sweeps/baselines.toml $(BENCH_BINS)
+	$(BENCH) report --in bench/results/baselines --out bench/report/baselines
+
+## report: rebuild every report from the result files in bench/results.
+report: build
+	@for d in sweep routing baselines smoke; do \
+	  if [ -d bench/results/$$d ]; then $(BENCH) report --in bench/results/$$d --out bench/report/$$d; fi; \
+	done
+
+## repro: the same small point twice on fresh fleets must agree within 3%.
+repro:
+	$(GO) test ./internal/bench -run '^TestReproducible$$' -count=1 -v
 
 clean:
 	rm -rf $(BIN)

@@ -2,7 +2,8 @@
 // over real sockets and writes machine-readable results and a short Markdown
 // report.
 //
-// Today it holds the simulator stress scenarios that Stress runs:
+// It holds the simulator stress scenarios that Stress runs (the gateway's
+// run through GatewayStress):
 //
 //   - sim-streams opens many concurrent streamed chat requests against one
 //     inferrail-sim child process, once with the default latency model and
@@ -15,4 +16,14 @@
 // take a base URL, so tests can point them at an in-process simulator or at
 // a port where nothing listens. Targets are reported as measured figures,
 // never asserted against a clock: the machines these run on are shared.
+//
+// It also holds the policy benchmarks. Measure is one open-loop run
+// (inferrail-bench run): a workload's requests leave at their scheduled
+// times whatever earlier ones are doing (RunOpenLoop), against a cold fleet
+// of simulator children behind a gateway child (StartFleet) or an existing
+// URL, and the figures (Measurements) count from the scheduled times.
+// Sweep carries out many runs from a TOML file (ParseSweep,
+// SweepFile.Plan), resuming past runs whose result file records the same
+// RunSpec, and RenderRunReport turns result files alone into a Markdown
+// report.
 package bench

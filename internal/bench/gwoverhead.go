@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -32,28 +34,40 @@ type OverheadLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l OverheadLoad) Validate() error {
+	return errors.Join(append(validateRates(l.Rates), validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)...)...)
+}
+
+// validateRates checks the rates of an overhead comparison: at least one,
+// each positive.
+func validateRates(rates []int) []error {
 	var errs []error
-	if len(l.Rates) == 0 {
+	if len(rates) == 0 {
 		errs = append(errs, errors.New("rates: at least one is required"))
 	}
-	for i, r := range l.Rates {
+	for i, r := range rates {
 		if r <= 0 {
 			errs = append(errs, fmt.Errorf("rates[%d]: must be positive, got %d", i, r))
 		}
 	}
-	if l.Requests <= 0 {
-		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", l.Requests))
+	return errs
+}
+
+// validateLegs checks the settings of an overhead comparison's legs.
+func validateLegs(requests, warmup, maxTokens int, timeout time.Duration) []error {
+	var errs []error
+	if requests <= 0 {
+		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", requests))
 	}
-	if l.Warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup: must not be negative, got %d", l.Warmup))
+	if warmup < 0 {
+		errs = append(errs, fmt.Errorf("warmup: must not be negative, got %d", warmup))
 	}
-	if l.MaxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", l.MaxTokens))
+	if maxTokens <= 0 {
+		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", maxTokens))
 	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
+	if timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", timeout))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // OverheadRate is gw-overhead at one rate: four legs of the same schedule,
@@ -109,9 +123,8 @@ func runGWOverhead(ctx context.Context, r *gwRun) error {
 		"the two legs of each target are pooled, and the gateway's added latency is its percentile minus the direct one. "+
 		"Right before each leg, %d unmeasured requests at the same rate warm its target's connections.", l.MaxTokens, l.Requests, l.Warmup)
 	r.res.Parameters = map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"schedule": "poisson", "seed": l.Seed, "leg_order": "direct, gateway, gateway, direct", "per_request_timeout": l.Timeout.String()}
-	args := []string{"--max-num-seqs", "1024", "--zero-latency"}
-	sims, err := r.simChildren(ctx, 3, args)
+		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
+	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
 	if err != nil {
 		return err
 	}
@@ -119,68 +132,16 @@ func runGWOverhead(ctx context.Context, r *gwRun) error {
 	if err != nil {
 		return err
 	}
-	targets := map[string]struct {
-		url    string
-		client *http.Client
-		pid    int
-	}{
-		"direct":  {sims[0].URL + "/v1/chat/completions", gwClient(2048), sims[0].proc.Pid},
-		"gateway": {gw.URL + "/v1/chat/completions", gwClient(2048), gw.Pid},
-	}
-	defer func() {
-		for _, t := range targets {
-			t.client.CloseIdleConnections()
-		}
-	}()
+	pair := newOverheadPair(gw, sims, l.Timeout, l.MaxTokens)
+	defer pair.close()
 	body := gwChatBody(gwModel, 0, l.MaxTokens)
-	pids := []int{gw.Pid}
-	for _, s := range sims {
-		pids = append(pids, s.proc.Pid)
-	}
-	leg := func(target string, sched []time.Duration) OverheadLeg {
-		t := targets[target]
-		m0 := ourCPU(pids)
-		cpu0, _ := processCPU(t.pid)
-		shots := openLoop(ctx, time.Now().Add(5*time.Millisecond), sched, l.Timeout, func(ctx context.Context, _ int) (int, string, error) {
-			return postChat(ctx, t.client, t.url, body, "", l.MaxTokens)
-		})
-		cpu1, _ := processCPU(t.pid)
-		m1 := ourCPU(pids)
-		lg := overheadLeg(target, shots)
-		if len(shots) > 0 {
-			lg.CPUPerRequest = (cpu1 - cpu0).Seconds() / float64(len(shots))
-		}
-		lg.OthersCPUShare = othersShare(m0, m1)
-		return lg
-	}
+	same := func(int) []byte { return body }
 	for _, rate := range l.Rates {
-		sched := poissonSchedule(rate, l.Requests, l.Seed+uint64(rate))
-		warm := poissonSchedule(rate, l.Warmup, l.Seed)
-		res := OverheadRate{Rate: rate, Requests: l.Requests}
-		var direct, gateway []OverheadLeg
-		for _, target := range []string{"direct", "gateway", "gateway", "direct"} {
-			if len(warm) > 0 {
-				leg(target, warm)
-			}
-			lg := leg(target, sched)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			res.Legs = append(res.Legs, lg)
-			if target == "direct" {
-				direct = append(direct, lg)
-			} else {
-				gateway = append(gateway, lg)
-			}
-			r.log.Info("gw-overhead leg", "rate", rate, "target", target, "errors", lg.Errors,
-				"p50_ms", lg.Latency.P50*1e3, "p99_ms", lg.Latency.P99*1e3, "send_lag_p99_ms", lg.SendLag.P99*1e3)
+		res, err := pair.rate(ctx, r.log, overheadSpec{Rate: rate, Requests: l.Requests, Warmup: l.Warmup, Seed: l.Seed,
+			Bodies: func(int) (warm, measured func(int) []byte) { return same, same }})
+		if err != nil {
+			return err
 		}
-		res.Direct = poolLegs("direct", direct)
-		res.Gateway = poolLegs("gateway", gateway)
-		res.AddedP50 = res.Gateway.Latency.P50 - res.Direct.Latency.P50
-		res.AddedP90 = res.Gateway.Latency.P90 - res.Direct.Latency.P90
-		res.AddedP99 = res.Gateway.Latency.P99 - res.Direct.Latency.P99
-		res.AddedMean = res.Gateway.Latency.Mean - res.Direct.Latency.Mean
 		r.res.Overhead = append(r.res.Overhead, res)
 		r.check(fmt.Sprintf("%d req/s: latency the gateway adds at p99", rate), "under 0.3 ms",
 			fmt.Sprintf("%s (p50 %s)", ms(res.AddedP99), ms(res.AddedP50)), res.AddedP99 < 0.0003)
@@ -190,6 +151,132 @@ func runGWOverhead(ctx context.Context, r *gwRun) error {
 	r.note("The direct target is one simulator taking the whole rate; through the gateway each of three simulators takes a third, " +
 		"so the difference slightly favours the gateway at the engine and includes the extra hop, the gateway's own work and its share of the two CPUs.")
 	return nil
+}
+
+// overheadSimArgs are the simulator children's flags in the overhead
+// scenarios: answers as fast as the engine can give them, and room for
+// every request of the open loop.
+var overheadSimArgs = []string{"--max-num-seqs", "1024", "--zero-latency"}
+
+// overheadLegOrder is the order of an overhead comparison's legs at one
+// rate; each target runs twice, so that drift over the four legs falls on
+// both alike.
+var overheadLegOrder = [...]string{"direct", "gateway", "gateway", "direct"}
+
+// overheadPair is the two targets of an overhead comparison: the first
+// simulator straight (direct) and the gateway in front of all of them
+// (gateway). It is used by one goroutine at a time.
+type overheadPair struct {
+	targets   map[string]overheadTarget
+	pids      []int // the gateway's and every simulator's
+	timeout   time.Duration
+	maxTokens int
+}
+
+// overheadTarget is where one target's chats go.
+type overheadTarget struct {
+	url    string
+	client *http.Client
+	pid    int // whose CPU counts as the target's
+}
+
+// newOverheadPair sends direct legs to sims[0] and gateway legs to gw,
+// each request bounded by timeout and asking for maxTokens.
+func newOverheadPair(gw *GatewayProcess, sims []*gwReplica, timeout time.Duration, maxTokens int) *overheadPair {
+	p := &overheadPair{
+		targets: map[string]overheadTarget{
+			"direct":  {sims[0].URL + "/v1/chat/completions", gwClient(2048), sims[0].proc.Pid},
+			"gateway": {gw.URL + "/v1/chat/completions", gwClient(2048), gw.Pid},
+		},
+		pids:      []int{gw.Pid},
+		timeout:   timeout,
+		maxTokens: maxTokens,
+	}
+	for _, s := range sims {
+		p.pids = append(p.pids, s.proc.Pid)
+	}
+	return p
+}
+
+// close drops the clients' idle connections.
+func (p *overheadPair) close() {
+	for _, t := range p.targets {
+		t.client.CloseIdleConnections()
+	}
+}
+
+// leg sends request i of sched to target with body(i) and summarises the
+// leg.
+func (p *overheadPair) leg(ctx context.Context, target string, sched []time.Duration, body func(i int) []byte) OverheadLeg {
+	t := p.targets[target]
+	m0 := ourCPU(p.pids)
+	cpu0, _ := processCPU(t.pid)
+	shots := openLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
+		return postChat(ctx, t.client, t.url, body(i), "", p.maxTokens)
+	})
+	cpu1, _ := processCPU(t.pid)
+	m1 := ourCPU(p.pids)
+	lg := overheadLeg(target, shots)
+	if len(shots) > 0 {
+		lg.CPUPerRequest = (cpu1 - cpu0).Seconds() / float64(len(shots))
+	}
+	lg.OthersCPUShare = othersShare(m0, m1)
+	return lg
+}
+
+// overheadSpec is one rate of an overhead comparison.
+type overheadSpec struct {
+	Rate, Requests, Warmup int
+	Seed                   uint64
+	// Bodies returns the bodies, by request index, of the warmup and the
+	// measured requests of leg (an index into overheadLegOrder). It is
+	// called before the leg starts.
+	Bodies func(leg int) (warm, measured func(i int) []byte)
+	// GatewayLeg, if not nil, is called right before each measured
+	// gateway leg, after its warmup, and the function it returns right
+	// after the leg.
+	GatewayLeg func() (done func())
+}
+
+// rate runs the four legs of s (overheadLegOrder) on the same Poisson
+// schedule, each after its warmup, and pools each target's two legs.
+func (p *overheadPair) rate(ctx context.Context, log *slog.Logger, s overheadSpec) (OverheadRate, error) {
+	sched := poissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
+	warm := poissonSchedule(s.Rate, s.Warmup, s.Seed)
+	res := OverheadRate{Rate: s.Rate, Requests: s.Requests}
+	var direct, gateway []OverheadLeg
+	for i, target := range overheadLegOrder {
+		warmBody, body := s.Bodies(i)
+		if len(warm) > 0 {
+			p.leg(ctx, target, warm, warmBody)
+		}
+		var done func()
+		if target == "gateway" && s.GatewayLeg != nil {
+			done = s.GatewayLeg()
+		}
+		lg := p.leg(ctx, target, sched, body)
+		if done != nil {
+			done()
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		res.Legs = append(res.Legs, lg)
+		if target == "direct" {
+			direct = append(direct, lg)
+		} else {
+			gateway = append(gateway, lg)
+		}
+		log.Info("overhead leg", "rate", s.Rate, "target", target, "errors", lg.Errors,
+			"p50_ms", lg.Latency.P50*1e3, "p99_ms", lg.Latency.P99*1e3, "send_lag_p99_ms", lg.SendLag.P99*1e3)
+	}
+	res.Direct = poolLegs("direct", direct)
+	res.Gateway = poolLegs("gateway", gateway)
+	res.AddedP50 = res.Gateway.Latency.P50 - res.Direct.Latency.P50
+	res.AddedP90 = res.Gateway.Latency.P90 - res.Direct.Latency.P90
+	res.AddedP99 = res.Gateway.Latency.P99 - res.Direct.Latency.P99
+	res.AddedMean = res.Gateway.Latency.Mean - res.Direct.Latency.Mean
+	return res, nil
 }
 
 // overheadLeg summarises one leg.

@@ -78,6 +78,8 @@ func RenderGatewayReport(results []GatewayResult) []byte {
 			w.streams(r)
 		case r.Overhead != nil:
 			w.overhead(r)
+		case r.Routing != nil:
+			w.routing(r.Routing)
 		case r.Kill != nil:
 			w.kill(r.Kill)
 		case r.Hang != nil:
@@ -273,6 +275,69 @@ func (w *mdWriter) overhead(r *GatewayResult) {
 		w.errors(fmt.Sprintf("%d req/s direct", o.Rate), o.Direct.ErrorKinds, o.Direct.ErrorSamples)
 		w.errors(fmt.Sprintf("%d req/s gateway", o.Rate), o.Gateway.ErrorKinds, o.Gateway.ErrorSamples)
 	}
+}
+
+func (w *mdWriter) routing(runs []RoutingRun) {
+	w.p("Variants are named w<system prompt words>-<tok: tokenizer builtin:sim, notok: none>-<policy>-r<simulators>. Added latency is the gateway's " +
+		"percentile minus the direct one, both legs of each pooled; decision and tokenize times are estimates from the gateway's histogram buckets, " +
+		"with the bucket that holds them in brackets (see the note below).\n\n")
+	w.p("| Variant | Rate | Added p50 | Added p99 | Direct p50 / p99 | Gateway p50 / p99 | Errors (direct / gateway) | Send lag p99 (direct / gateway) | " +
+		"Gateway CPU per request | Decision p99 | Tokenize p99 | Tokenized | Predicted hit rate |\n")
+	w.p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, run := range runs {
+		for _, rr := range run.Rates {
+			tok, hit := "–", "–"
+			if rr.Tokenizations > 0 {
+				tok = fmt.Sprintf("%.1f%%", rr.TokenizedShare*100)
+			}
+			if rr.PromptTokens > 0 {
+				hit = fmt.Sprintf("%.1f%%", rr.PredictedHitRate*100)
+			}
+			w.p("| %s | %d req/s | %s | %s | %s / %s | %s / %s | %d / %d | %s / %s | %s | %s | %s | %s | %s |\n", run.Name, rr.Rate,
+				usec(rr.AddedP50), usec(rr.AddedP99), usec(rr.Direct.Latency.P50), usec(rr.Direct.Latency.P99),
+				usec(rr.Gateway.Latency.P50), usec(rr.Gateway.Latency.P99), rr.Direct.Errors, rr.Gateway.Errors,
+				usec(rr.Direct.SendLag.P99), usec(rr.Gateway.SendLag.P99), usec(rr.Gateway.CPUPerRequest),
+				bucketText(rr.DecisionP99), bucketText(rr.TokenizeP99), tok, hit)
+		}
+	}
+	w.p("\n")
+	for _, run := range runs {
+		for _, rr := range run.Rates {
+			label := fmt.Sprintf("%s at %d req/s", run.Name, rr.Rate)
+			if rr.Tokenizations > 0 && rr.TokenizedShare < 1 {
+				counts := map[string]int{}
+				for k, v := range rr.Tokenized {
+					counts[k] = int(v)
+				}
+				w.p("%s: tokenization results %s.\n\n", label, formatCounts(counts))
+			}
+			if rr.MetricsError != "" {
+				w.p("%s: a gateway /metrics scrape failed, so its figures miss a leg: `%s`\n\n", label, rr.MetricsError)
+			}
+			w.errors(label+" direct", rr.Direct.ErrorKinds, rr.Direct.ErrorSamples)
+			w.errors(label+" gateway", rr.Gateway.ErrorKinds, rr.Gateway.ErrorSamples)
+		}
+	}
+}
+
+// bucketText shows a quantile estimated from buckets and the bucket that
+// holds it.
+func bucketText(b BucketQuantile) string {
+	switch {
+	case b.N == 0:
+		return "–"
+	case b.High == 0:
+		return "> " + fineUsec(b.Low)
+	}
+	return fmt.Sprintf("%s (%s–%s)", fineUsec(b.Seconds), fineUsec(b.Low), fineUsec(b.High))
+}
+
+// fineUsec is usec with a tenth of a microsecond below 10 µs.
+func fineUsec(s float64) string {
+	if max(s, -s) < 10e-6 {
+		return fmt.Sprintf("%.1f µs", s*1e6)
+	}
+	return usec(s)
 }
 
 // usec formats seconds in microseconds below a millisecond, in

@@ -22,6 +22,7 @@ import (
 const (
 	GWScenarioStreams     = "gw-streams"
 	GWScenarioOverhead    = "gw-overhead"
+	GWScenarioRouting     = "gw-routing"
 	GWScenarioKill        = "gw-kill"
 	GWScenarioHang        = "gw-hang"
 	GWScenarioFlap        = "gw-flap"
@@ -35,7 +36,7 @@ const (
 // GatewayScenarios lists the gateway stress scenarios in the order
 // GatewayStress runs them.
 var GatewayScenarios = []string{
-	GWScenarioStreams, GWScenarioOverhead, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
+	GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
 	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
 }
 
@@ -70,6 +71,7 @@ type GatewayStressConfig struct {
 
 	Streams     GWStreamsLoad
 	Overhead    OverheadLoad
+	Routing     RoutingLoad
 	Kill        KillLoad
 	Hang        HangLoad
 	Flap        FlapLoad
@@ -80,10 +82,10 @@ type GatewayStressConfig struct {
 	SlowBody    SlowBodyLoad
 }
 
-// DefaultGatewayStressConfig returns the issue's scenarios, sized to run
-// in about five minutes on a two-core machine. gw-overhead also runs at
-// 500 req/s, below the rates of the issue, where the machine is not near
-// saturation.
+// DefaultGatewayStressConfig returns the issues' scenarios, sized to run
+// in about ten minutes on a two-core machine (gw-routing takes about half
+// of it). gw-overhead also runs at 500 req/s, below the rates of the
+// issue, where the machine is not near saturation.
 func DefaultGatewayStressConfig() GatewayStressConfig {
 	return GatewayStressConfig{
 		GatewayBinary: "bin/inferrail-gateway",
@@ -92,6 +94,7 @@ func DefaultGatewayStressConfig() GatewayStressConfig {
 		Scenarios:     slices.Clone(GatewayScenarios),
 		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
+		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
 		Kill:          KillLoad{Rate: 1000, Before: 2 * time.Second, Down: 2 * time.Second, After: 3 * time.Second},
 		Hang:          HangLoad{Rate: 1000, Before: 1500 * time.Millisecond, Hang: 3 * time.Second, After: 2 * time.Second},
 		Flap:          FlapLoad{Rate: 1000, Duration: 10 * time.Second, Toggle: 100 * time.Millisecond},
@@ -118,7 +121,7 @@ func (c *GatewayStressConfig) Validate() error {
 		}
 	}
 	needsSim := false
-	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
+	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
 		needsSim = needsSim || c.runs(s)
 	}
 	if needsSim && c.SimBinary == "" {
@@ -130,6 +133,7 @@ func (c *GatewayStressConfig) Validate() error {
 	}{
 		{GWScenarioStreams, "streams", c.Streams.Validate()},
 		{GWScenarioOverhead, "overhead", c.Overhead.Validate()},
+		{GWScenarioRouting, "routing", c.Routing.Validate()},
 		{GWScenarioKill, "kill", c.Kill.Validate()},
 		{GWScenarioHang, "hang", c.Hang.Validate()},
 		{GWScenarioFlap, "flap", c.Flap.Validate()},
@@ -167,6 +171,7 @@ type GatewayResult struct {
 
 	Streams     []GWStreamsRun      `json:"streams,omitempty"`
 	Overhead    []OverheadRate      `json:"overhead,omitempty"`
+	Routing     []RoutingRun        `json:"routing,omitempty"`
 	Kill        *KillFigures        `json:"kill,omitempty"`
 	Hang        []HangFigures       `json:"hang,omitempty"`
 	Flap        *FlapFigures        `json:"flap,omitempty"`
@@ -226,6 +231,7 @@ func GatewayStress(ctx context.Context, c GatewayStressConfig) error {
 	runners := map[string]func(context.Context, *gwRun) error{
 		GWScenarioStreams:     runGWStreams,
 		GWScenarioOverhead:    runGWOverhead,
+		GWScenarioRouting:     runGWRouting,
 		GWScenarioKill:        runGWKill,
 		GWScenarioHang:        runGWHang,
 		GWScenarioFlap:        runGWFlap,

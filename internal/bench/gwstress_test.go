@@ -81,6 +81,8 @@ func testGatewayStressConfig(t *testing.T) GatewayStressConfig {
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
+	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
+		Requests: 60, Warmup: 10, MaxTokens: 1, SystemPrompts: 4, QuestionWords: 8, Seed: 1}
 	c.Kill = KillLoad{Rate: 200, Before: 500 * time.Millisecond, Down: 400 * time.Millisecond, After: 1200 * time.Millisecond}
 	c.Hang = HangLoad{Rate: 200, Before: 300 * time.Millisecond, Hang: 600 * time.Millisecond, After: 300 * time.Millisecond}
 	c.Flap = FlapLoad{Rate: 200, Duration: time.Second, Toggle: 100 * time.Millisecond}
@@ -483,6 +485,19 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
 	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
 		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
+	routing := base(GWScenarioRouting)
+	routing.Routing = []RoutingRun{{Name: "w200-tok-kv_aware-r3", Variant: RoutingVariant{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 3, Rates: []int{2000, 5000}},
+		Rates: []RoutingRate{
+			{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP50: BucketQuantile{N: 20000, Seconds: 1e-6, Low: 4e-7, High: 1.6e-6},
+				DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}, Tokenizations: 20000,
+				TokenizeP99: BucketQuantile{N: 20000, Seconds: 4e-5, Low: 1.6e-5, High: 6.4e-5}, Tokenized: map[string]float64{"tokenized": 19000, "busy": 1000},
+				TokenizedShare: 0.95, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8},
+			{OverheadRate: OverheadRate{Rate: 5000, Requests: 10000, Direct: leg, Gateway: gleg}, Decisions: 20000,
+				DecisionP99: BucketQuantile{N: 20000, Seconds: 0.4194304, Low: 0.4194304}, Tokenizations: 20000,
+				TokenizeP99: BucketQuantile{N: 20000, Seconds: 0.02, Low: 0.016384, High: 0.065536}, Tokenized: map[string]float64{"tokenized": 20000},
+				TokenizedShare: 1, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8, MetricsError: "scrape: refused"},
+		}}, {Name: "w0-notok-least_request-r3", Variant: RoutingVariant{Policy: "least_request", Replicas: 3, Rates: []int{2000}},
+		Rates: []RoutingRate{{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}}}}}
 	kill := base(GWScenarioKill)
 	kill.Kill = &KillFigures{Requests: 7000, Replica: "sim-2", KillAtSeconds: 2.001, RestartAtSeconds: 4.002, SentBeforeKill: 2000, InFlightAtKill: 2,
 		FailedSentBeforeKill: 1, SentAfterKill: 5000, ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status: status 502"},
@@ -525,7 +540,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, overhead, streams, slowReaders}
+	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, overhead, streams, slowReaders}
 
 	got := RenderGatewayReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// FleetOptions say how to start a benchmark fleet: simulator children
+// behind a gateway child.
+type FleetOptions struct {
+	// SimBinary and GatewayBinary are the executables to start. Required.
+	SimBinary, GatewayBinary string
+	// SimEnv and GatewayEnv are added to the children's environments. Nil
+	// adds nothing.
+	SimEnv, GatewayEnv []string
+	// Replicas is the number of simulators. Must be >= 1.
+	Replicas int
+	// SimArgs are passed to every simulator after the harness's own:
+	// --served-model-name Model and --enable-prompt-tokens-details.
+	// Prefix caching is on unless they turn it off. Nil adds nothing.
+	SimArgs []string
+	// Model is the model every simulator serves and the gateway routes.
+	// Required.
+	Model string
+	// Policy is the gateway's routing policy for Model. Required.
+	Policy string
+	// BlockSize is the simulators' KV block size, which the gateway's index
+	// cuts prompts into. Zero means 16.
+	BlockSize int
+	// Seed seeds the gateway's randomized policies. Zero means 1.
+	Seed int64
+	// Logger receives the children's life cycle at Debug. Nil discards.
+	Logger *slog.Logger
+}
+
+// Fleet is a running benchmark fleet. Stop ends it; every child belongs to
+// the Fleet.
+type Fleet struct {
+	// URL is the gateway's client port, where requests go.
+	URL     string
+	Gateway *GatewayProcess
+	Sims    []*SimProcess
+}
+
+// fleetModelArgs are the simulator flags every fleet sets.
+func fleetModelArgs(model string) []string {
+	return []string{"--served-model-name", model, "--enable-prompt-tokens-details"}
+}
+
+// StartFleet starts o.Replicas simulators and a gateway in front of them,
+// with a config it generates: the model tokenized with builtin:sim so the
+// gateway predicts cached tokens, o.Policy, caps high enough never to
+// refuse a request, and warn-level JSON logs. It returns once the gateway
+// reports every replica healthy.
+func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
+	if o.Replicas < 1 {
+		return nil, errors.New("start fleet: replicas must be >= 1")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Fleet{}
+	args := append(fleetModelArgs(o.Model), o.SimArgs...)
+	for range o.Replicas {
+		p, err := StartSim(ctx, SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger})
+		if err != nil {
+			return nil, errors.Join(err, f.Stop())
+		}
+		f.Sims = append(f.Sims, p)
+	}
+	cfg := fleetConfig(o, f.Sims)
+	gw, err := StartGateway(ctx, GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger})
+	if err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	f.Gateway, f.URL = gw, gw.URL
+	if err := f.waitHealthy(ctx, 15*time.Second); err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	return f, nil
+}
+
+// fleetConfig is the gateway config of a fleet.
+func fleetConfig(o FleetOptions, sims []*SimProcess) *config.Config {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim", BlockSize: o.BlockSize}}
+	for i, s := range sims {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{
+			ID: "sim-" + strconv.Itoa(i+1), URL: s.URL, Models: []string{o.Model},
+			MaxConcurrency: 4096, MaxPending: 4096,
+		})
+	}
+	cfg.Routing.Seed = o.Seed
+	if cfg.Routing.Seed == 0 {
+		cfg.Routing.Seed = 1
+	}
+	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
+	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
+	cfg.Upstream.MaxIdleConnsPerHost = 1024
+	cfg.Logging = config.Logging{Level: "warn", Format: "json"}
+	return &cfg
+}
+
+// waitHealthy polls the gateway's metrics until every replica passes its
+// probes.
+func (f *Fleet) waitHealthy(ctx context.Context, limit time.Duration) error {
+	client := adminClient()
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(limit)
+	for {
+		p, err := f.Gateway.Metrics(ctx, client)
+		if err == nil && int(p.sum("inferrail_replica_healthy")) == len(f.Sims) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway: replicas not all healthy within %v (last scrape error: %v)", limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the gateway, then the simulators, and reports every child that
+// did not stop cleanly or had exited on its own. It may be called more
+// than once.
+func (f *Fleet) Stop() error {
+	var errs []error
+	if f.Gateway != nil {
+		select {
+		case <-f.Gateway.Exited():
+			errs = append(errs, errors.New("gateway exited during the run: "+f.Gateway.Output()))
+		default:
+		}
+		errs = append(errs, f.Gateway.Stop())
+	}
+	for i, s := range f.Sims {
+		select {
+		case <-s.Exited():
+			errs = append(errs, fmt.Errorf("sim-%d exited during the run: %s", i+1, s.Output()))
+		default:
+		}
+		if err := s.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("sim-%d: %w", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// engineCounters reads the prefix cache counters (tokens) of engines at
+// urls and adds them up.
+func engineCounters(ctx context.Context, client *http.Client, urls []string) (EngineHits, error) {
+	var total EngineHits
+	for _, u := range urls {
+		p, err := scrapePage(ctx, client, u+"/metrics")
+		if err != nil {
+			return EngineHits{}, err
+		}
+		total.Queries += p.sum("vllm:prefix_cache_queries_total")
+		total.Hits += p.sum("vllm:prefix_cache_hits_total")
+	}
+	return total, nil
+}
+
+// since is the engines' counters from a to b.
+func (b EngineHits) since(a EngineHits) *EngineHits {
+	d := &EngineHits{Queries: b.Queries - a.Queries, Hits: b.Hits - a.Hits}
+	d.HitRate = ratio(d.Hits, d.Queries)
+	return d
+}
+
+// simURLs are the base URLs of the fleet's simulators.
+func (f *Fleet) simURLs() []string {
+	urls := make([]string, len(f.Sims))
+	for i, s := range f.Sims {
+		urls[i] = s.URL
+	}
+	return slices.Clip(urls)
+}

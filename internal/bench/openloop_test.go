@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+func TestReadChunks(t *testing.T) {
+	chat := func(content string) string {
+		return `data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}]}` + "\n\n"
+	}
+	usage := `data: {"id":"x","choices":[],"usage":{"prompt_tokens":40,"completion_tokens":3,"total_tokens":43,"prompt_tokens_details":{"cached_tokens":32}}}` + "\n\n"
+	done := "data: [DONE]\n\n"
+	tests := []struct {
+		name                     string
+		stream                   string
+		wantKind                 string
+		prompt, cached, complete int
+		gaps                     int
+	}{
+		{"chat", `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n" + chat("a") + chat("b") + chat("c") + usage + done, "", 40, 32, 3, 2},
+		{"completion", `data: {"choices":[{"text":"a"}]}` + "\n\n" + `data: {"choices":[{"text":"b"}]}` + "\n\n" + usage + done, "", 40, 32, 3, 1},
+		{"crlf", strings.ReplaceAll(chat("a")+usage+done, "\n", "\r\n"), "", 40, 32, 3, 0},
+		{"no_details", chat("a") + `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1}}` + "\n\n" + done, "", 7, 0, 1, 0},
+		{"no_usage", chat("a") + done, errKindUsage, 0, 0, 0, 0},
+		{"cut", chat("a") + `data: {"choi`, errKindSSE, 0, 0, 0, 0},
+		{"no_done", chat("a"), errKindNoDone, 0, 0, 0, 0},
+		{"error_event", chat("a") + `data: {"error":{"message":"boom","code":500}}` + "\n\n", errKindErrorEvent, 0, 0, 0, 0},
+		{"not_json", "data: {nope}\n\n", errKindJSON, 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := time.Duration(0)
+			now := func() time.Duration { clock += 10 * time.Millisecond; return clock }
+			o := &Outcome{Sched: 0}
+			err := readChunks(strings.NewReader(tt.stream), now, o)
+			kind := ""
+			if err != nil {
+				kind = classify(t.Context(), err).kind
+			}
+			if kind != tt.wantKind {
+				t.Fatalf("error kind %q (%v), want %q", kind, err, tt.wantKind)
+			}
+			if err != nil {
+				return
+			}
+			if o.PromptTokens != tt.prompt || o.CachedTokens != tt.cached || o.CompletionTokens != tt.complete {
+				t.Errorf("usage %d/%d/%d, want %d/%d/%d", o.PromptTokens, o.CachedTokens, o.CompletionTokens, tt.prompt, tt.cached, tt.complete)
+			}
+			if len(o.ITL) != tt.gaps {
+				t.Errorf("%d gaps %v, want %d", len(o.ITL), o.ITL, tt.gaps)
+			}
+			if o.TTFT <= 0 {
+				t.Errorf("no TTFT")
+			}
+		})
+	}
+}
+
+// sseBody is a streamed chat answer of n tokens with usage.
+func sseBody(n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteString(`data: {"choices":[{"index":0,"delta":{"content":"x"}}]}` + "\n\n")
+	}
+	fmt.Fprintf(&b, `data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}}`+"\n\n", n)
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
+}
+
+// handRequests are n chat requests every gap, bodies the server ignores.
+func handRequests(n int, gap time.Duration) []workload.Request {
+	reqs := make([]workload.Request, n)
+	for i := range reqs {
+		reqs[i] = workload.Request{At: time.Duration(i) * gap, Path: "/v1/chat/completions", Kind: "test",
+			Body: []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`), MaxTokens: 4}
+	}
+	return reqs
+}
+
+// A server that serves one request at a time, each taking 200 ms before
+// its first byte, falls behind a schedule of one request every 20 ms. The
+// queueing must show in TTFT counted from the scheduled time, not hide
+// behind a late send (coordinated omission).
+func TestOpenLoopCountsFromSchedule(t *testing.T) {
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		time.Sleep(200 * time.Millisecond)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set(headerReplica, "r1")
+		fmt.Fprint(w, sseBody(3))
+	}))
+	defer srv.Close()
+	reqs := handRequests(5, 20*time.Millisecond)
+	start := time.Now().Add(20 * time.Millisecond)
+	outs := RunOpenLoop(t.Context(), start, reqs, OpenLoopOptions{URL: srv.URL, Timeout: 10 * time.Second})
+	for i, o := range outs {
+		if !o.OK() {
+			t.Fatalf("request %d failed: %s", i, o.String())
+		}
+		// Sent on time (the scheduler never waits on the server)...
+		if lag := o.Sent - o.Sched; lag > 150*time.Millisecond {
+			t.Errorf("request %d left %v late; the scheduler must not wait on responses", i, lag)
+		}
+		// ...and the i-th waited for i earlier ones: TTFT >= (i+1)·200 ms − i·20 ms.
+		if want := time.Duration(i+1)*200*time.Millisecond - time.Duration(i)*20*time.Millisecond; o.TTFT < want {
+			t.Errorf("request %d: TTFT %v, want at least %v from its scheduled time", i, o.TTFT, want)
+		}
+		if o.Replica != "r1" || o.CompletionTokens != 3 {
+			t.Errorf("request %d: replica %q, %d completion tokens", i, o.Replica, o.CompletionTokens)
+		}
+	}
+}
+
+// A scheduler that stalls (a blocked client loop) shows up as send lag,
+// and the stall counts in TTFT too.
+func TestOpenLoopBlockedSenderShowsAsLag(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, sseBody(2))
+	}))
+	defer srv.Close()
+	reqs := handRequests(4, 10*time.Millisecond)
+	stall := 300 * time.Millisecond
+	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), reqs, OpenLoopOptions{
+		URL: srv.URL, Timeout: 10 * time.Second,
+		OnSchedule: func(i int) {
+			if i == 1 {
+				time.Sleep(stall)
+			}
+		},
+	})
+	for i, o := range outs {
+		if !o.OK() {
+			t.Fatalf("request %d failed: %s", i, o.String())
+		}
+		lag := o.Sent - o.Sched
+		if i >= 1 && lag < stall-time.Duration(i-1)*10*time.Millisecond {
+			t.Errorf("request %d: send lag %v, want the %v stall to show", i, lag, stall)
+		}
+		if i >= 1 && o.TTFT < lag {
+			t.Errorf("request %d: TTFT %v shorter than its send lag %v", i, o.TTFT, lag)
+		}
+	}
+	m := measureOutcomes(outs, 0, DefaultSLO())
+	if m.SendLag.Max < (stall - 20*time.Millisecond).Seconds() {
+		t.Errorf("send lag max %v s, want the stall", m.SendLag.Max)
+	}
+}
+
+// A client out of connections is a blocked sender too: its requests are
+// written late, and the lag says so.
+func TestOpenLoopConnectionLimitShowsAsLag(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, sseBody(1))
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), handRequests(3, 0), OpenLoopOptions{URL: srv.URL, Client: client})
+	lags := 0
+	for _, o := range outs {
+		if !o.OK() {
+			t.Fatalf("request failed: %s", o.String())
+		}
+		if o.Sent-o.Sched >= 90*time.Millisecond {
+			lags++
+		}
+	}
+	if lags < 2 {
+		t.Errorf("%d of 3 requests sent late over one connection, want 2: %v", lags, outs)
+	}
+}
+
+func TestOpenLoopErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/busy":
+			http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
+		case "/v1/slow":
+			_, _ = io.Copy(io.Discard, r.Body) // so the server notices the client leave
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	reqs := handRequests(2, 0)
+	reqs[0].Path, reqs[1].Path = "/v1/busy", "/v1/slow"
+	outs := RunOpenLoop(t.Context(), time.Now(), reqs, OpenLoopOptions{URL: srv.URL, Timeout: 200 * time.Millisecond})
+	if outs[0].ErrKind != "status_503" || outs[0].Status != 503 {
+		t.Errorf("busy: %s", outs[0].String())
+	}
+	if outs[1].ErrKind != errKindTimeout || outs[1].E2E < 200*time.Millisecond {
+		t.Errorf("slow: %s", outs[1].String())
+	}
+}

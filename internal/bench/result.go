@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// RunSpec is everything that decides what one open-loop run measures. A
+// result file records it, so a sweep can tell a finished run from one
+// planned differently.
+type RunSpec struct {
+	// Point names the sweep point the run belongs to; empty outside a sweep.
+	Point string `json:"point,omitempty"`
+	// Policy is the gateway's routing policy; empty when URL is set.
+	Policy string `json:"policy,omitempty"`
+	// Rep numbers the repetitions of a point (0, 1, …); each has its own
+	// workload seed.
+	Rep int `json:"rep"`
+	// Workload says which requests are sent and when.
+	Workload workload.Spec `json:"workload"`
+	// URL is an existing target (a gateway or an engine) instead of a fleet
+	// the run starts itself; empty for a fleet.
+	URL string `json:"url,omitempty"`
+	// Replicas is the number of simulators of the run's own fleet, and
+	// SimArgs their extra flags.
+	Replicas int      `json:"replicas,omitempty"`
+	SimArgs  []string `json:"sim_args,omitempty"`
+	// Warmup is left out of the figures: a duration ("10s") or a fraction
+	// of the requests ("0.1").
+	Warmup string `json:"warmup,omitempty"`
+	// SLO judges goodput.
+	SLO SLO `json:"slo"`
+	// Timeout bounds each request. Zero means 5 minutes.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Validate reports every problem with s at once.
+func (s *RunSpec) Validate() error {
+	var errs []error
+	if s.URL == "" {
+		if s.Replicas < 1 {
+			errs = append(errs, errors.New("replicas: must be >= 1"))
+		}
+		if s.Policy == "" {
+			errs = append(errs, errors.New("policy: required for a fleet of the run's own"))
+		}
+	}
+	if _, err := ParseWarmup(s.Warmup); err != nil {
+		errs = append(errs, err)
+	}
+	if s.SLO.TTFT <= 0 || s.SLO.TPOT <= 0 {
+		errs = append(errs, errors.New("slo: ttft and tpot must be > 0"))
+	}
+	if s.Workload.Workload == "" {
+		errs = append(errs, errors.New("workload: required"))
+	}
+	if s.Workload.Rate <= 0 && s.Workload.Workload != "trace" {
+		errs = append(errs, errors.New("workload.rate: must be > 0"))
+	}
+	if s.Workload.Duration <= 0 && s.Workload.Requests <= 0 && s.Workload.Workload != "trace" {
+		errs = append(errs, errors.New("workload: a duration or a request count is required"))
+	}
+	if s.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Equal reports whether s and t plan the same run: their JSON forms, as
+// recorded in result files, are the same.
+func (s *RunSpec) Equal(t *RunSpec) bool {
+	a, errA := json.Marshal(s)
+	b, errB := json.Marshal(t)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// blockSize is the simulators' KV block size: --block-size among SimArgs,
+// else 16.
+func (s *RunSpec) blockSize() int {
+	bs := 16
+	for i, a := range s.SimArgs {
+		v, ok := strings.CutPrefix(a, "--block-size=")
+		if !ok && (a == "--block-size" || a == "-block-size") && i+1 < len(s.SimArgs) {
+			v, ok = s.SimArgs[i+1], true
+		}
+		if n, err := strconv.Atoi(v); ok && err == nil && n > 0 {
+			bs = n
+		}
+	}
+	return bs
+}
+
+// FileName is the name of the run's result file: point (or workload),
+// rate (a trace's rate multiplier), repetition and policy, each made safe
+// for a file name.
+func (s *RunSpec) FileName() string {
+	name := s.Point
+	if name == "" {
+		name = s.Workload.Workload
+	}
+	rate := "rate" + strconv.FormatFloat(s.Workload.Rate, 'f', -1, 64)
+	if s.Workload.Workload == "trace" {
+		rate = "x" + strconv.FormatFloat(s.Workload.RateMultiplier, 'f', -1, 64)
+	}
+	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy}
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('_')
+		}
+		for _, r := range p {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('-')
+			}
+		}
+	}
+	return b.String() + ".json"
+}
+
+// RunResult is one run's result file.
+type RunResult struct {
+	Spec        RunSpec     `json:"spec"`
+	Command     string      `json:"command,omitempty"`
+	Environment Environment `json:"environment"`
+	// Setup says what ran.
+	Setup RunSetup `json:"setup"`
+	// Started is when the schedule began, RFC 3339 UTC.
+	Started      string       `json:"started"`
+	Measurements Measurements `json:"measurements"`
+	// Machine says how busy the machine was during the run.
+	Machine MachineShare `json:"machine"`
+	// Notes say what to keep in mind when reading the figures.
+	Notes []string `json:"notes,omitempty"`
+	// StopErrors are the children that did not stop cleanly or exited
+	// during the run.
+	StopErrors []string `json:"stop_errors,omitempty"`
+	// GatewayLog is what the gateway child logged at warn and above.
+	GatewayLog *GatewayLog `json:"gateway_log,omitempty"`
+}
+
+// RunSetup says what a run's fleet was.
+type RunSetup struct {
+	Gateway       string   `json:"gateway,omitempty"`
+	Simulators    string   `json:"simulators,omitempty"`
+	SimArgs       []string `json:"sim_args,omitempty"`
+	GatewayConfig string   `json:"gateway_config,omitempty"`
+}
+
+// WriteRunResult writes r as indented JSON to path, through a temporary
+// file so that a stopped sweep never leaves half a result behind.
+func WriteRunResult(path string, r *RunResult) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+// ReadRunResult reads a result file.
+func ReadRunResult(path string) (*RunResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r RunResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// ReadRunResults reads every *.json result file in dir, in name order.
+// Files that are not run results (no spec) are skipped.
+func ReadRunResults(dir string) ([]*RunResult, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(paths)
+	var out []*RunResult
+	for _, p := range paths {
+		r, err := ReadRunResult(p)
+		if err != nil {
+			return nil, err
+		}
+		if r.Spec.Workload.Workload == "" {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// done reports whether path holds the result of exactly spec.
+func done(path string, spec *RunSpec) bool {
+	r, err := ReadRunResult(path)
+	return err == nil && r.Spec.Equal(spec)
+}

@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// RunEnv is how runs are carried out, as opposed to what they measure
+// (RunSpec): binaries, environments and logging. It is not recorded in
+// result files beyond Command and Environment.
+type RunEnv struct {
+	// SimBinary and GatewayBinary are started for a fleet.
+	SimBinary, GatewayBinary string
+	// SimEnv and GatewayEnv are added to the children's environments.
+	SimEnv, GatewayEnv []string
+	// Command is the command line that reproduces the run, recorded in the
+	// result. Empty records nothing.
+	Command string
+	// Environment describes the machine and commit; the zero value records
+	// nothing.
+	Environment Environment
+	// Logger reports progress at Info and the children at Debug. Nil
+	// discards.
+	Logger *slog.Logger
+	// Generate makes a spec's requests. Nil means workload.Generate.
+	Generate func(workload.Spec) ([]workload.Request, error)
+	// Oracle computes the oracle hit rate of requests. Nil means
+	// workload.OracleHitRate.
+	Oracle func(reqs []workload.Request, blockSize int) (float64, error)
+	// OnSchedule is passed to RunOpenLoop (tests stall the scheduler with
+	// it). Nil means none.
+	OnSchedule func(i int)
+}
+
+func (e *RunEnv) logger() *slog.Logger {
+	if e.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Logger
+}
+
+// Measure carries out one open-loop run: it generates the spec's requests,
+// starts a cold fleet (unless the spec names a URL), sends the requests on
+// their schedule, reads the engines' prefix cache counters at the end of
+// the warmup and after the last response, stops the fleet and returns the
+// figures. Failed requests are part of the result; the error is for a run
+// that could not be carried out.
+func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	log := env.logger()
+	gen, oracle := env.Generate, env.Oracle
+	if gen == nil {
+		gen = defaultGenerate
+	}
+	if oracle == nil {
+		oracle = defaultOracle
+	}
+	reqs, err := gen(spec.Workload)
+	if err != nil {
+		return nil, fmt.Errorf("generate workload: %w", err)
+	}
+	if len(reqs) == 0 {
+		return nil, errors.New("generate workload: no requests")
+	}
+	warmup, _ := ParseWarmup(spec.Warmup)
+	sched := make([]time.Duration, len(reqs))
+	for i, r := range reqs {
+		sched[i] = r.At
+	}
+	if !slices.IsSorted(sched) {
+		return nil, errors.New("generate workload: requests not in time order")
+	}
+	warm := warmup.count(sched)
+	if warm >= len(reqs) {
+		return nil, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, len(reqs))
+	}
+
+	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
+	target := spec.URL
+	var fleet *Fleet
+	cpu0 := readCPUTimes()
+	if target == "" {
+		fleet, err = StartFleet(ctx, FleetOptions{
+			SimBinary: env.SimBinary, GatewayBinary: env.GatewayBinary,
+			SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv,
+			Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
+			Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
+			Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		target = fleet.URL
+		res.Setup = RunSetup{
+			Gateway:       "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports",
+			Simulators:    fmt.Sprintf("%d inferrail-sim child processes (%s)", spec.Replicas, env.SimBinary),
+			SimArgs:       append(fleetModelArgs(spec.Workload.Model), spec.SimArgs...),
+			GatewayConfig: fleet.Gateway.ConfigYAML,
+		}
+	}
+	stopFleet := func() {
+		if fleet == nil {
+			return
+		}
+		gl := fleet.Gateway.Log()
+		res.GatewayLog = &gl
+		if err := fleet.Stop(); err != nil {
+			res.StopErrors = append(res.StopErrors, err.Error())
+		}
+		fleet = nil
+	}
+	defer stopFleet()
+
+	client := NewLoadClient()
+	defer client.CloseIdleConnections()
+	admin := adminClient()
+	defer admin.CloseIdleConnections()
+
+	// The engines' counters are read when the first measured request is
+	// due, by a goroutine of its own so the scheduler never waits on it.
+	start := time.Now().Add(50 * time.Millisecond)
+	res.Started = start.UTC().Format(time.RFC3339Nano)
+	type reading struct {
+		hits EngineHits
+		err  error
+	}
+	before := make(chan reading, 1)
+	if fleet != nil {
+		urls := fleet.simURLs()
+		go func() {
+			if !sleepUntil(ctx, start.Add(reqs[warm].At)) {
+				before <- reading{err: ctx.Err()}
+				return
+			}
+			h, err := engineCounters(ctx, admin, urls)
+			before <- reading{h, err}
+		}()
+	}
+	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
+		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
+	outs := RunOpenLoop(ctx, start, reqs, OpenLoopOptions{URL: target, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	m := measureOutcomes(outs, warm, spec.SLO)
+	if fleet != nil {
+		b := <-before
+		after, err := engineCounters(ctx, admin, fleet.simURLs())
+		if err = errors.Join(b.err, err); err != nil {
+			res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
+		} else {
+			m.Engine = after.since(b.hits)
+		}
+	}
+	stopFleet()
+	res.Machine = machineShare(cpu0, readCPUTimes(), runtime.NumCPU())
+	if o, err := oracle(reqs, spec.blockSize()); err != nil {
+		res.Notes = append(res.Notes, "oracle hit rate unknown: "+err.Error())
+	} else {
+		m.setOracle(o)
+	}
+	res.Measurements = m
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("run stopped: %w", ctx.Err())
+	}
+	log.Info("run done", "workload", spec.Workload.Workload, "policy", spec.Policy, "rep", spec.Rep,
+		"succeeded", m.Succeeded, "measured", m.Measured, "ttft_p99_s", m.TTFT.P99, "hit_rate", m.HitRate)
+	return res, nil
+}
+
+// WriteSummary prints a run's figures in a few lines.
+func WriteSummary(w io.Writer, r *RunResult) {
+	s, m := &r.Spec, &r.Measurements
+	target := s.Policy
+	if s.URL != "" {
+		target = s.URL
+	}
+	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
+		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
+	d := func(name string, x Dist) {
+		fmt.Fprintf(w, "  %-8s p50 %s  p90 %s  p99 %s  mean %s\n", name, msec(x.P50), msec(x.P90), msec(x.P99), msec(x.Mean))
+	}
+	d("TTFT", m.TTFT)
+	d("TPOT", m.TPOT)
+	d("ITL", m.ITL)
+	d("e2e", m.E2E)
+	d("send lag", m.SendLag)
+	fmt.Fprintf(w, "  throughput %.2f req/s, %.0f tok/s; goodput %.2f req/s (%.0f%% within TTFT %v, TPOT %v)\n",
+		m.ThroughputRPS, m.OutputTokensPerSec, m.GoodputRPS, 100*m.GoodFraction, s.SLO.TTFT, s.SLO.TPOT)
+	hit := fmt.Sprintf("  hit rate %.3f (usage)", m.HitRate)
+	if m.Engine != nil {
+		hit += fmt.Sprintf(", %.3f (engines)", m.Engine.HitRate)
+	}
+	if m.OracleHitRate != nil {
+		hit += fmt.Sprintf("; oracle %.3f", *m.OracleHitRate)
+		if m.HitRateOfOracle != nil {
+			hit += fmt.Sprintf(", usage at %.0f%% of it", 100**m.HitRateOfOracle)
+		}
+	}
+	fmt.Fprintln(w, hit)
+	if len(m.Replicas) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m.Replicas)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m.Replicas[k]))
+		}
+		fmt.Fprintf(w, "  replicas %s; busiest share %.2f\n", strings.Join(parts, ", "), m.BusiestShare)
+	}
+	if p := m.Prediction; p != nil {
+		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",
+			p.Requests, 100*p.Exact, 100*p.Over, 100*p.Under, p.MeanError, p.HitRate)
+	}
+	if len(m.Errors) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m.Errors)) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m.Errors[k]))
+		}
+		fmt.Fprintf(w, "  errors: %s\n", strings.Join(parts, ", "))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	for _, e := range r.StopErrors {
+		fmt.Fprintf(w, "  stop error: %.300s\n", e)
+	}
+}
+
+// msec formats seconds as milliseconds.
+func msec(s float64) string {
+	switch {
+	case s == 0:
+		return "0"
+	case s < 0.01:
+		return fmt.Sprintf("%.2fms", s*1e3)
+	default:
+		return fmt.Sprintf("%.0fms", s*1e3)
+	}
+}

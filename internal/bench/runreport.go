@@ -1,0 +1,472 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// pointKey groups the runs of one point at one rate.
+type pointKey struct {
+	Point    string
+	Workload string
+	Rate     float64 // a trace's rate multiplier
+}
+
+func keyOf(r *RunResult) pointKey {
+	s := &r.Spec
+	name := s.Point
+	if name == "" {
+		name = s.Workload.Workload
+	}
+	rate := s.Workload.Rate
+	if s.Workload.Workload == "trace" {
+		rate = s.Workload.RateMultiplier
+	}
+	return pointKey{Point: name, Workload: s.Workload.Workload, Rate: rate}
+}
+
+func (k pointKey) rateText() string {
+	if k.Workload == "trace" {
+		return "×" + strconv.FormatFloat(k.Rate, 'f', -1, 64) + " the trace's rate"
+	}
+	return strconv.FormatFloat(k.Rate, 'f', -1, 64) + " req/s"
+}
+
+// PolicyRow is one policy at one point and rate: medians over its
+// repetitions.
+type PolicyRow struct {
+	Policy string
+	Reps   int
+	// Medians over repetitions, seconds and rates.
+	TTFTP50, TTFTP99, E2EP50, E2EP99, TPOTP50, TPOTP99 float64
+	Goodput, GoodFraction, Throughput                  float64
+	HitRate                                            float64
+	EngineHitRate                                      float64 // NaN when no run read the engines
+	Oracle                                             float64 // NaN when unknown
+	BusiestShare                                       float64
+	SendLagP99                                         float64
+	// Errors adds up failed measured requests over every repetition; Requests
+	// the measured requests.
+	Errors, Requests int
+	// PredExact and PredMeanError are medians over repetitions with
+	// predictions; NaN without.
+	PredExact, PredMeanError float64
+}
+
+// pointRows builds a row per policy from the results of one point and rate:
+// the known policies in policyOrder, then others by name.
+func pointRows(results []*RunResult) []PolicyRow {
+	byPolicy := map[string][]*RunResult{}
+	var order []string
+	for _, r := range results {
+		p := r.Spec.Policy
+		if p == "" {
+			p = r.Spec.URL
+		}
+		if _, ok := byPolicy[p]; !ok {
+			order = append(order, p)
+		}
+		byPolicy[p] = append(byPolicy[p], r)
+	}
+	slices.SortFunc(order, func(a, b string) int { return cmp.Or(cmp.Compare(policyRank(a), policyRank(b)), cmp.Compare(a, b)) })
+	rows := make([]PolicyRow, 0, len(order))
+	for _, p := range order {
+		rs := byPolicy[p]
+		med := func(f func(m *Measurements) (float64, bool)) float64 {
+			var vs []float64
+			for _, r := range rs {
+				if v, ok := f(&r.Measurements); ok {
+					vs = append(vs, v)
+				}
+			}
+			return median(vs)
+		}
+		all := func(f func(m *Measurements) float64) float64 {
+			return med(func(m *Measurements) (float64, bool) { return f(m), true })
+		}
+		row := PolicyRow{
+			Policy:       p,
+			Reps:         len(rs),
+			TTFTP50:      all(func(m *Measurements) float64 { return m.TTFT.P50 }),
+			TTFTP99:      all(func(m *Measurements) float64 { return m.TTFT.P99 }),
+			E2EP50:       all(func(m *Measurements) float64 { return m.E2E.P50 }),
+			E2EP99:       all(func(m *Measurements) float64 { return m.E2E.P99 }),
+			TPOTP50:      all(func(m *Measurements) float64 { return m.TPOT.P50 }),
+			TPOTP99:      all(func(m *Measurements) float64 { return m.TPOT.P99 }),
+			Goodput:      all(func(m *Measurements) float64 { return m.GoodputRPS }),
+			GoodFraction: all(func(m *Measurements) float64 { return m.GoodFraction }),
+			Throughput:   all(func(m *Measurements) float64 { return m.ThroughputRPS }),
+			HitRate:      all(func(m *Measurements) float64 { return m.HitRate }),
+			BusiestShare: all(func(m *Measurements) float64 { return m.BusiestShare }),
+			SendLagP99:   all(func(m *Measurements) float64 { return m.SendLag.P99 }),
+			EngineHitRate: med(func(m *Measurements) (float64, bool) {
+				if m.Engine == nil {
+					return 0, false
+				}
+				return m.Engine.HitRate, true
+			}),
+			Oracle: med(func(m *Measurements) (float64, bool) {
+				if m.OracleHitRate == nil {
+					return 0, false
+				}
+				return *m.OracleHitRate, true
+			}),
+			PredExact: med(func(m *Measurements) (float64, bool) {
+				if m.Prediction == nil {
+					return 0, false
+				}
+				return m.Prediction.Exact, true
+			}),
+			PredMeanError: med(func(m *Measurements) (float64, bool) {
+				if m.Prediction == nil {
+					return 0, false
+				}
+				return m.Prediction.MeanError, true
+			}),
+		}
+		for _, r := range rs {
+			row.Requests += r.Measurements.Measured
+			for _, n := range r.Measurements.Errors {
+				row.Errors += n
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// policyOrder is the order of the report's rows: the cache-blind
+// baselines, then the cache-aware policies.
+var policyOrder = []string{"round_robin", "random", "least_request", "p2c", "prefix_hash", "kv_aware", "cost_model"}
+
+func policyRank(p string) int {
+	if i := slices.Index(policyOrder, p); i >= 0 {
+		return i
+	}
+	return len(policyOrder)
+}
+
+// median of vs, NaN when empty. vs is sorted in place.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
+}
+
+// groupResults groups results by point and rate: points by workload (in
+// workloadNames' order) and name, rates ascending within a point. The order
+// depends on the results alone, not on the order they come in.
+func groupResults(results []*RunResult) ([]pointKey, map[pointKey][]*RunResult) {
+	groups := map[pointKey][]*RunResult{}
+	for _, r := range results {
+		k := keyOf(r)
+		groups[k] = append(groups[k], r)
+	}
+	rank := func(w string) int {
+		if i := slices.Index(workloadNames(), w); i >= 0 {
+			return i
+		}
+		return len(workloadNames())
+	}
+	keys := slices.Collect(maps.Keys(groups))
+	slices.SortFunc(keys, func(a, b pointKey) int {
+		return cmp.Or(cmp.Compare(rank(a.Workload), rank(b.Workload)), cmp.Compare(a.Workload, b.Workload),
+			cmp.Compare(a.Point, b.Point), cmp.Compare(a.Rate, b.Rate))
+	})
+	return keys, groups
+}
+
+// RenderRunReport writes the Markdown report of a set of run results: a
+// headline and a table per point and rate, medians over repetitions. It
+// depends on the results alone, so the same files give the same report.
+func RenderRunReport(results []*RunResult) string {
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
+	p("# Benchmark report\n\n")
+	if len(results) == 0 {
+		p("No results.\n")
+		return w.String()
+	}
+	p("Generated by `inferrail-bench report` from %d result files alone.\n\n", len(results))
+	writeSetup(&w, results)
+	keys, groups := groupResults(results)
+	writeVerdict(&w, keys, groups)
+	p("## Points\n\n")
+	p("Every figure is the median over repetitions (each with its own workload seed; every policy of a repetition " +
+		"got the same requests at the same times, on a cold gateway and cold simulators). Latencies are in ms and count from the " +
+		"scheduled send time. *Hit* is cached over prompt tokens from usage; *engine* the engines' own counters over " +
+		"the same window; *of oracle* divides the usage hit rate by the workload's oracle hit rate (unlimited cache, " +
+		"every earlier prompt seen). *Busiest* is the busiest replica's share of requests. *Exact* is the share of " +
+		"requests whose predicted cached tokens equalled usage's, *err* the mean predicted − actual cached tokens.\n\n")
+	for _, k := range keys {
+		rows := pointRows(groups[k])
+		p("### %s at %s\n\n", k.Point, k.rateText())
+		if h := headline(k, rows); h != "" {
+			p("%s\n\n", h)
+		}
+		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err |\n")
+		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, r := range rows {
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP50), msecText(r.E2EP99),
+				msecText(r.TPOTP50), msecText(r.TPOTP99), num2(r.Goodput), share(r.GoodFraction), num2(r.HitRate),
+				num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
+				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError))
+		}
+		p("\n")
+	}
+	return w.String()
+}
+
+// writeSetup describes the runs' common setup from the first result.
+func writeSetup(w *strings.Builder, results []*RunResult) {
+	r := results[0]
+	e := r.Environment
+	fmt.Fprintf(w, "**Setup:** %d simulators", r.Spec.Replicas)
+	if len(r.Spec.SimArgs) > 0 {
+		fmt.Fprintf(w, " (extra flags `%s`)", strings.Join(r.Spec.SimArgs, " "))
+	}
+	fmt.Fprintf(w, " behind one gateway, all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
+		r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
+	commits := map[string]bool{}
+	dirty := false
+	for _, r := range results {
+		commits[r.Environment.GitCommit] = true
+		dirty = dirty || r.Environment.GitDirty
+	}
+	fmt.Fprintf(w, "**Machine:** %s, nproc %d, %s/%s, %s; shared with other work, with the load generator, the gateway and the simulators on the same CPUs. ",
+		orText(e.CPUModel, "unknown CPU"), e.NumCPU, e.GOOS, e.GOARCH, e.GoVersion)
+	switch {
+	case len(commits) == 1:
+		fmt.Fprintf(w, "Every run on commit %s", orText(e.GitCommit, "unknown"))
+	default:
+		fmt.Fprintf(w, "Runs on %d commits", len(commits))
+	}
+	if dirty {
+		fmt.Fprint(w, " (some with uncommitted changes)")
+	}
+	fmt.Fprint(w, ".\n\n")
+}
+
+// headline says which policy had the lowest p99 TTFT at a point and how it
+// compares with the cache-blind baselines there.
+func headline(k pointKey, rows []PolicyRow) string {
+	if len(rows) < 2 {
+		return ""
+	}
+	best := slices.MinFunc(rows, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
+	parts := []string{fmt.Sprintf("**%s** has the lowest p99 TTFT (%s ms, goodput %s req/s)", best.Policy, msecText(best.TTFTP99), num2(best.Goodput))}
+	for _, base := range []string{"round_robin", "least_request"} {
+		i := slices.IndexFunc(rows, func(r PolicyRow) bool { return r.Policy == base })
+		if i < 0 || rows[i].Policy == best.Policy || rows[i].TTFTP99 <= 0 {
+			continue
+		}
+		b := rows[i]
+		parts = append(parts, fmt.Sprintf("%.0f%% below %s's %s ms (goodput %s)", 100*(1-best.TTFTP99/b.TTFTP99), base, msecText(b.TTFTP99), num2(b.Goodput)))
+	}
+	worst := slices.MaxFunc(rows, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
+	parts = append(parts, fmt.Sprintf("the highest is %s's %s ms", worst.Policy, msecText(worst.TTFTP99)))
+	return strings.Join(parts, "; ") + "."
+}
+
+// writeVerdict checks the milestone and the benchmark plan's targets
+// against the points that have the policies they compare.
+func writeVerdict(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
+	find := func(rows []PolicyRow, policy string) (PolicyRow, bool) {
+		i := slices.IndexFunc(rows, func(r PolicyRow) bool { return r.Policy == policy })
+		if i < 0 {
+			return PolicyRow{}, false
+		}
+		return rows[i], true
+	}
+	var lines []string
+	for _, k := range keys {
+		if k.Workload != "w1" && k.Workload != "w2" && k.Workload != "w3" {
+			continue
+		}
+		rows := pointRows(groups[k])
+		cm, ok1 := find(rows, "cost_model")
+		lr, ok2 := find(rows, "least_request")
+		if !ok1 || !ok2 {
+			continue
+		}
+		met := cm.TTFTP99 < lr.TTFTP99 && cm.Goodput >= 0.99*lr.Goodput
+		lines = append(lines, fmt.Sprintf("| %s at %s | %s vs %s | %s vs %s | %s |", k.Point, k.rateText(),
+			msecText(cm.TTFTP99), msecText(lr.TTFTP99), num2(cm.Goodput), num2(lr.Goodput), yesNo(met)))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprint(w, "## Milestone\n\ncost_model's p99 TTFT below least_request's on W1–W3 without losing goodput (goodput at least 99% of least_request's):\n\n")
+	fmt.Fprint(w, "| point | p99 TTFT cost_model vs least_request | goodput | met |\n|---|--:|--:|---|\n")
+	fmt.Fprint(w, strings.Join(lines, "\n")+"\n\n")
+	// Targets at W1's median rate.
+	var w1 []pointKey
+	for _, k := range keys {
+		if k.Workload == "w1" {
+			w1 = append(w1, k)
+		}
+	}
+	if len(w1) == 0 {
+		return
+	}
+	k := w1[(len(w1)-1)/2]
+	rows := pointRows(groups[k])
+	cm, ok := find(rows, "cost_model")
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "Targets of the benchmark plan, on %s at %s:\n\n", k.Point, k.rateText())
+	hit := cm.EngineHitRate
+	if math.IsNaN(hit) {
+		hit = cm.HitRate
+	}
+	fmt.Fprintf(w, "- engine hit rate ≥ 80%%: %s (%s)\n", share(hit), yesNo(hit >= 0.8))
+	if rr, ok := find(rows, "round_robin"); ok && rr.TTFTP99 > 0 {
+		cut := 1 - cm.TTFTP99/rr.TTFTP99
+		fmt.Fprintf(w, "- p99 TTFT ≥ 40%% below round_robin: %s below (%s)\n", share(cut), yesNo(cut >= 0.4))
+	}
+	if lr, ok := find(rows, "least_request"); ok && lr.Goodput > 0 {
+		gain := cm.Goodput/lr.Goodput - 1
+		fmt.Fprintf(w, "- goodput ≥ 30%% above least_request: %s above (%s)\n", share(gain), yesNo(gain >= 0.3))
+	}
+	fmt.Fprint(w, "\n")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func msecText(s float64) string {
+	if math.IsNaN(s) {
+		return "–"
+	}
+	switch {
+	case s == 0:
+		return "0"
+	case s < 0.01:
+		return strconv.FormatFloat(s*1e3, 'f', 2, 64)
+	default:
+		return thousands(int64(math.Round(s * 1e3)))
+	}
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func num2(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func share(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "–"
+	}
+	return strconv.FormatFloat(100*v, 'f', 0, 64) + "%"
+}
+
+func signed1(v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f", v)
+}
+
+// WriteRunReport reads every result file in in and writes report.md to
+// out.
+func WriteRunReport(in, out string) (string, error) {
+	results, err := ReadRunResults(in)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, "report.md")
+	return path, os.WriteFile(path, []byte(RenderRunReport(results)), 0o644)
+}
+
+// ComparePlan is a comparison's runs: base repeated reps times with
+// workload seeds base.Workload.Seed, +1, …, each repetition running every
+// policy in turn on the same requests.
+func ComparePlan(base RunSpec, policies []string, reps int) []RunSpec {
+	var runs []RunSpec
+	for rep := range reps {
+		for _, p := range policies {
+			s := base
+			s.SimArgs = slices.Clone(base.SimArgs)
+			s.Policy, s.Rep = p, rep
+			s.Workload.Seed = base.Workload.Seed + uint64(rep)
+			runs = append(runs, s)
+		}
+	}
+	return runs
+}
+
+// RenderCompareTable writes the results of a comparison as a Markdown
+// table per point and rate, medians over repetitions.
+func RenderCompareTable(results []*RunResult) string {
+	var w strings.Builder
+	keys, groups := groupResults(results)
+	for _, k := range keys {
+		fmt.Fprintf(&w, "%s at %s\n\n", k.Point, k.rateText())
+		fmt.Fprint(&w, "| policy | reps | TTFT p50 | TTFT p99 | e2e p99 | TPOT p50 | goodput req/s | hit | engine | of oracle | busiest | errors |\n")
+		fmt.Fprint(&w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		for _, r := range pointRows(groups[k]) {
+			fmt.Fprintf(&w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n",
+				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP99), msecText(r.TPOTP50),
+				num2(r.Goodput), num2(r.HitRate), num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
+				r.Errors, r.Requests)
+		}
+		fmt.Fprintln(&w)
+	}
+	return w.String()
+}
+
+// warmupText says what a warmup left out.
+func warmupText(s string) string {
+	w, err := ParseWarmup(s)
+	switch {
+	case err != nil:
+		return "warmup " + s
+	case w.Fraction > 0:
+		return fmt.Sprintf("the first %s of each run's requests left out as warmup", share(w.Fraction))
+	case w.Duration > 0:
+		return fmt.Sprintf("the requests of each run's first %v left out as warmup", w.Duration)
+	}
+	return "no warmup"
+}

@@ -1,0 +1,72 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// reportResults are hand-made results of a small sweep: W1 at two rates and
+// W6 at one, three policies, two repetitions.
+func reportResults() []*RunResult {
+	var out []*RunResult
+	f := func(v float64) *float64 { return &v }
+	for _, pt := range []struct {
+		workload string
+		rate     float64
+	}{{"w1", 4}, {"w1", 6}, {"w6", 9}} {
+		for rep := range 2 {
+			for i, pol := range []string{"cost_model", "round_robin", "least_request"} {
+				k := 1 + float64(i) + float64(rep)/10 + pt.rate/100
+				m := Measurements{
+					Requests: 100, Warmup: 10, Measured: 90, Succeeded: 90 - i,
+					TTFT: Dist{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: Dist{N: 90, P50: 0.5 * k, P99: 2 * k},
+					TPOT:       Dist{N: 90, P50: 0.02 * k, P99: 0.04 * k},
+					GoodputRPS: pt.rate / k, GoodFraction: 1 / k, ThroughputRPS: pt.rate,
+					HitRate: 0.9 / k, Engine: &EngineHits{HitRate: 0.85 / k}, OracleHitRate: f(0.95),
+					Replicas: map[string]int{"sim-1": 30, "sim-2": 30, "sim-3": 30 - i}, BusiestShare: 0.34 + float64(i)/100,
+					Prediction: &Prediction{Requests: 90, Exact: 0.9, MeanError: 1.5},
+				}
+				if i > 0 {
+					m.Errors = map[string]int{"status_503": i}
+				}
+				out = append(out, &RunResult{
+					Spec: RunSpec{Policy: pol, Rep: rep, Replicas: 3, Warmup: "0.1", SLO: DefaultSLO(),
+						Workload: workload.Spec{Workload: pt.workload, Rate: pt.rate, Duration: time.Minute, Seed: uint64(1 + rep)}},
+					Environment:  Environment{GitCommit: "abc123", GoVersion: "go1.27.3", GOOS: "linux", GOARCH: "amd64", NumCPU: 2, CPUModel: "Test CPU"},
+					Measurements: m,
+				})
+			}
+		}
+	}
+	return out
+}
+
+func TestRenderRunReportGolden(t *testing.T) {
+	got := RenderRunReport(reportResults())
+	path := filepath.Join("testdata", "runreport.golden.md")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("report differs from %s (-want +got; rerun with -update to accept):\n%s", path, diff)
+	}
+	// The report depends on the results alone, not on their order.
+	rs := reportResults()
+	for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
+		rs[i], rs[j] = rs[j], rs[i]
+	}
+	if again := RenderRunReport(rs); again != got {
+		t.Errorf("the report changes with the order of its results")
+	}
+}

@@ -1,0 +1,405 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+	"github.com/pelletier/go-toml/v2"
+)
+
+// SweepFile is a sweep's TOML file: settings shared by every point, then
+// the points. A point's own settings override the shared ones.
+type SweepFile struct {
+	// Out is the directory result files go to, unless the command line
+	// names another.
+	Out string `toml:"out"`
+	// Model is the model name of every request. Default inferrail/sim-8b.
+	Model string `toml:"model"`
+	// Replicas is the number of simulators per fleet. Default 3.
+	Replicas int `toml:"replicas"`
+	// SimArgs are extra simulator flags. Nil adds none.
+	SimArgs []string `toml:"sim_args"`
+	// Policies run innermost, in this order. Required here or per point.
+	Policies []string `toml:"policies"`
+	// Reps is the number of repetitions of every point and rate, each with
+	// workload seed Seed + rep. Default 1.
+	Reps int `toml:"reps"`
+	// Seed is the workload seed of the first repetition. Default 1.
+	Seed uint64 `toml:"seed"`
+	// Duration is the schedule length of every run; Requests, when > 0,
+	// caps the requests instead.
+	Duration Duration `toml:"duration"`
+	Requests int      `toml:"requests"`
+	// Warmup is a duration ("10s") or a fraction of the requests ("0.1").
+	Warmup string `toml:"warmup"`
+	// SLOTTFT and SLOTPOT judge goodput. Default 2s and 100ms.
+	SLOTTFT Duration `toml:"slo_ttft"`
+	SLOTPOT Duration `toml:"slo_tpot"`
+	// Timeout bounds each request. Default 5m.
+	Timeout Duration `toml:"timeout"`
+
+	Points []SweepPoint `toml:"points"`
+}
+
+// SweepPoint is a workload and its rates. Zero fields take the file's
+// settings or the workload's defaults.
+type SweepPoint struct {
+	// Name names the point in file names and the report; unique. Default
+	// the workload.
+	Name string `toml:"name"`
+	// Workload is w1 … w8, mix, hot or trace. Required.
+	Workload string `toml:"workload"`
+	// Rates are mean requests per second; for a trace point, multipliers of
+	// the trace's own rate. At least one.
+	Rates []float64 `toml:"rates"`
+
+	Policies []string `toml:"policies"`
+	Reps     int      `toml:"reps"`
+	Duration Duration `toml:"duration"`
+	Requests int      `toml:"requests"`
+	Warmup   string   `toml:"warmup"`
+	SimArgs  []string `toml:"sim_args"`
+
+	Arrivals      string  `toml:"arrivals"`
+	CV            float64 `toml:"cv"`
+	Ramp          string  `toml:"ramp"`
+	SystemPrompts int     `toml:"system_prompts"`
+	Zipf          float64 `toml:"zipf"`
+	OutputTokens  int     `toml:"output_tokens"`
+	TimeScale     float64 `toml:"time_scale"`
+	ShareGPT      string  `toml:"sharegpt"`
+}
+
+// Duration is a time.Duration written as a string ("90s") in TOML.
+type Duration time.Duration
+
+// UnmarshalText reads a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// ParseSweep reads a sweep file strictly: unknown keys are errors, and
+// every problem of the settings is reported at once, with its path.
+func ParseSweep(data []byte) (*SweepFile, error) {
+	var f SweepFile
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			return nil, fmt.Errorf("unknown keys:\n%s", sm.String())
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("line %d, column %d: %s", row, col, de.Error())
+		}
+		return nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// LoadSweep reads and checks the sweep file at path.
+func LoadSweep(path string) (*SweepFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ParseSweep(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Validate reports every problem of f at once, each with its path.
+func (f *SweepFile) Validate() error {
+	var errs []error
+	fail := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if f.Replicas < 0 {
+		fail("replicas", "must be >= 1")
+	}
+	if f.Reps < 0 {
+		fail("reps", "must be >= 1")
+	}
+	if f.Duration < 0 || f.SLOTTFT < 0 || f.SLOTPOT < 0 || f.Timeout < 0 {
+		fail("duration, slo_ttft, slo_tpot, timeout", "must not be negative")
+	}
+	if _, err := ParseWarmup(f.Warmup); err != nil {
+		fail("warmup", "%v", err)
+	}
+	if len(f.Points) == 0 {
+		fail("points", "at least one is required")
+	}
+	names := map[string]int{}
+	known := workloadNames()
+	for i, p := range f.Points {
+		path := fmt.Sprintf("points[%d]", i)
+		switch {
+		case p.Workload == "":
+			fail(path+".workload", "required")
+		case !slices.Contains(known, p.Workload):
+			fail(path+".workload", "must be one of %s, not %q", strings.Join(known, ", "), p.Workload)
+		}
+		name := p.pointName()
+		if j, ok := names[name]; ok && name != "" {
+			fail(path+".name", "%q is also points[%d]'s name; give each point its own", name, j)
+		}
+		names[name] = i
+		if len(p.Rates) == 0 {
+			fail(path+".rates", "at least one is required")
+		}
+		for j, r := range p.Rates {
+			if !(r > 0) {
+				fail(fmt.Sprintf("%s.rates[%d]", path, j), "must be > 0, not %v", r)
+			}
+		}
+		if len(p.Policies) == 0 && len(f.Policies) == 0 {
+			fail(path+".policies", "no policies here or in the shared settings")
+		}
+		for j, pol := range p.Policies {
+			if pol == "" {
+				fail(fmt.Sprintf("%s.policies[%d]", path, j), "must not be empty")
+			}
+		}
+		if p.Reps < 0 {
+			fail(path+".reps", "must be >= 1")
+		}
+		if p.Duration < 0 {
+			fail(path+".duration", "must not be negative")
+		}
+		if p.Duration == 0 && f.Duration == 0 && p.Requests == 0 && f.Requests == 0 && p.Workload != "trace" {
+			fail(path+".duration", "no duration or requests here or in the shared settings")
+		}
+		if p.Warmup != "" {
+			if _, err := ParseWarmup(p.Warmup); err != nil {
+				fail(path+".warmup", "%v", err)
+			}
+		}
+		if p.Arrivals != "" && p.Arrivals != "poisson" && p.Arrivals != "gamma" {
+			fail(path+".arrivals", "must be poisson or gamma, not %q", p.Arrivals)
+		}
+		if p.Arrivals == "gamma" && !(p.CV > 0) {
+			fail(path+".cv", "gamma arrivals need a cv > 0")
+		}
+		if p.Ramp != "" && p.Ramp != "diurnal" {
+			fail(path+".ramp", "must be empty or diurnal, not %q", p.Ramp)
+		}
+	}
+	for i, pol := range f.Policies {
+		if pol == "" {
+			fail(fmt.Sprintf("policies[%d]", i), "must not be empty")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// workloadNames are the workloads a sweep point may name.
+func workloadNames() []string {
+	return []string{"w1", "w2", "w3", "w4", "w5", "w6", "w8", "mix", "hot", "trace"}
+}
+
+func (p *SweepPoint) pointName() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return p.Workload
+}
+
+// PlanOptions complete a sweep's plan with what only the command line
+// knows.
+type PlanOptions struct {
+	// TracePath is the Mooncake-format trace that trace points replay.
+	// Empty leaves trace points out of the plan (Plan says so).
+	TracePath string
+}
+
+// Plan expands f into its runs in the order they run: points in file
+// order, then rates, then repetitions, then policies innermost, so drift
+// over a long sweep falls on every policy alike. skipped names what was
+// left out and why.
+func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	model := f.Model
+	if model == "" {
+		model = gwModel
+	}
+	seed := f.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	slo := DefaultSLO()
+	if f.SLOTTFT > 0 {
+		slo.TTFT = time.Duration(f.SLOTTFT)
+	}
+	if f.SLOTPOT > 0 {
+		slo.TPOT = time.Duration(f.SLOTPOT)
+	}
+	timeout := 5 * time.Minute
+	if f.Timeout > 0 {
+		timeout = time.Duration(f.Timeout)
+	}
+	for _, p := range f.Points {
+		if p.Workload == "trace" && o.TracePath == "" {
+			skipped = append(skipped, p.pointName()+": a trace point needs --trace PATH")
+			continue
+		}
+		policies := p.Policies
+		if len(policies) == 0 {
+			policies = f.Policies
+		}
+		simArgs := p.SimArgs
+		if simArgs == nil {
+			simArgs = f.SimArgs
+		}
+		dur, reqs := p.Duration, p.Requests
+		if dur == 0 && reqs == 0 {
+			dur, reqs = f.Duration, f.Requests
+		}
+		warmup := p.Warmup
+		if warmup == "" {
+			warmup = f.Warmup
+		}
+		for _, rate := range p.Rates {
+			for rep := range or(p.Reps, or(f.Reps, 1)) {
+				w := workload.Spec{
+					Workload: p.Workload, Model: model, Rate: rate,
+					Duration: time.Duration(dur), Requests: reqs, Seed: seed + uint64(rep),
+					Arrivals: p.Arrivals, CV: p.CV, Ramp: p.Ramp,
+					SystemPrompts: p.SystemPrompts, Zipf: p.Zipf, OutputTokens: p.OutputTokens,
+					ShareGPTPath: p.ShareGPT,
+				}
+				if p.Workload == "trace" {
+					w.Rate, w.TracePath, w.TimeScale, w.RateMultiplier = 0, o.TracePath, p.TimeScale, rate
+				}
+				for _, pol := range policies {
+					runs = append(runs, RunSpec{
+						Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
+						Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
+						Warmup: warmup, SLO: slo, Timeout: timeout,
+					})
+				}
+			}
+		}
+	}
+	return runs, skipped
+}
+
+// SweepOptions say where a sweep's results go and how many fleets run at
+// once.
+type SweepOptions struct {
+	// Out is the results directory. Required.
+	Out string
+	// Jobs is the number of runs side by side, each with its own fleet on
+	// its own ports. Zero means 1.
+	Jobs int
+	// OnResult, when not nil, is called after each run with its result
+	// file's path; calls are serialized.
+	OnResult func(path string, r *RunResult)
+}
+
+// SweepSummary counts what a sweep did.
+type SweepSummary struct {
+	Planned, Skipped, Ran int
+	// Failed are the runs that could not be carried out, with why.
+	Failed []string
+}
+
+// Sweep carries out runs, skipping those whose result file in o.Out
+// already records the same spec, and writes a result file per run. Runs
+// that fail are recorded in the summary and the sweep goes on; the error
+// says how many failed.
+func Sweep(ctx context.Context, runs []RunSpec, o SweepOptions, env RunEnv) (SweepSummary, error) {
+	s := SweepSummary{Planned: len(runs)}
+	if o.Out == "" {
+		return s, errors.New("sweep: no results directory")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return s, err
+	}
+	seen := map[string]bool{}
+	var todo []RunSpec
+	for i := range runs {
+		name := runs[i].FileName()
+		if seen[name] {
+			return s, fmt.Errorf("sweep: two runs write %s; give the points distinct names", name)
+		}
+		seen[name] = true
+		if done(filepath.Join(o.Out, name), &runs[i]) {
+			s.Skipped++
+			continue
+		}
+		todo = append(todo, runs[i])
+	}
+	log := env.logger()
+	log.Info("sweep", "planned", s.Planned, "done_already", s.Skipped, "to_run", len(todo), "jobs", max(1, o.Jobs))
+	var mu sync.Mutex // guards s and serializes OnResult
+	next := make(chan RunSpec)
+	var wg sync.WaitGroup
+	for range max(1, o.Jobs) {
+		wg.Go(func() {
+			for spec := range next {
+				path := filepath.Join(o.Out, spec.FileName())
+				r, err := Measure(ctx, spec, env)
+				if err == nil {
+					err = WriteRunResult(path, r)
+				}
+				mu.Lock()
+				if err != nil {
+					s.Failed = append(s.Failed, spec.FileName()+": "+err.Error())
+					log.Error("run failed", "run", spec.FileName(), "err", err)
+				} else {
+					s.Ran++
+					if o.OnResult != nil {
+						o.OnResult(path, r)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+feed:
+	for _, spec := range todo {
+		select {
+		case next <- spec:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if ctx.Err() != nil {
+		return s, fmt.Errorf("sweep stopped: %w", ctx.Err())
+	}
+	if len(s.Failed) > 0 {
+		return s, fmt.Errorf("sweep: %d of %d runs failed", len(s.Failed), len(todo))
+	}
+	return s, nil
+}

@@ -1,0 +1,196 @@
+package bench
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+func TestParseSweepErrors(t *testing.T) {
+	const point = "\n[[points]]\nworkload = \"w1\"\nrates = [1]\n"
+	tests := []struct {
+		name string
+		toml string
+		want []string // every one must appear in the error
+	}{
+		{"syntax", "replicas = = 3", []string{"line 1"}},
+		{"unknown_key", "replicas = 3\nrplicas = 2\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"rplicas"}},
+		{"unknown_point_key", "policies=[\"p2c\"]\nduration=\"1s\"\n[[points]]\nworkload=\"w1\"\nrates=[1]\nrate=2\n", []string{"rate"}},
+		{"bad_duration", "duration = \"soon\"\npolicies=[\"p2c\"]" + point, []string{"soon"}},
+		{"wrong_type", "replicas = \"three\"\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"line 1", "Replicas"}},
+		{"no_points", "policies=[\"p2c\"]\nduration=\"1s\"\n", []string{"points: at least one is required"}},
+		{"everything_at_once", `
+policies = ["p2c"]
+warmup = "2"
+[[points]]
+workload = "w7"
+rates = [0, 2]
+arrivals = "gamma"
+ramp = "weekly"
+[[points]]
+name = "w7"
+workload = "w1"
+policies = [""]
+`, []string{
+			"warmup:",
+			`points[0].workload: must be one of`,
+			"points[0].rates[0]: must be > 0",
+			"points[0].cv: gamma arrivals need a cv > 0",
+			`points[0].ramp: must be empty or diurnal, not "weekly"`,
+			"points[0].duration: no duration or requests",
+			`points[1].name: "w7" is also points[0]'s name`,
+			"points[1].rates: at least one is required",
+			"points[1].policies[0]: must not be empty",
+		}},
+		{"no_policies", "duration=\"1s\"" + point, []string{"points[0].policies: no policies here or in the shared settings"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSweep([]byte(tt.toml))
+			if err == nil {
+				t.Fatalf("ParseSweep accepted:\n%s", tt.toml)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSweepPlanOrder(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+out = "bench/results/x"
+policies = ["round_robin", "cost_model"]
+reps = 2
+seed = 7
+duration = "30s"
+warmup = "5s"
+sim_args = ["--max-num-seqs", "64"]
+slo_ttft = "1s"
+
+[[points]]
+workload = "w1"
+rates = [2, 4]
+system_prompts = 32
+
+[[points]]
+name = "w8-cv4"
+workload = "w8"
+rates = [5]
+reps = 1
+arrivals = "gamma"
+cv = 4
+ramp = "diurnal"
+policies = ["kv_aware"]
+sim_args = []
+
+[[points]]
+workload = "trace"
+rates = [2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, skipped := f.Plan(PlanOptions{})
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "--trace") {
+		t.Errorf("skipped %v, want the trace point", skipped)
+	}
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.FileName())
+	}
+	want := []string{
+		"w1_rate2_rep0_round_robin.json", "w1_rate2_rep0_cost_model.json",
+		"w1_rate2_rep1_round_robin.json", "w1_rate2_rep1_cost_model.json",
+		"w1_rate4_rep0_round_robin.json", "w1_rate4_rep0_cost_model.json",
+		"w1_rate4_rep1_round_robin.json", "w1_rate4_rep1_cost_model.json",
+		"w8-cv4_rate5_rep0_kv_aware.json",
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("plan order:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
+	}
+	r := runs[3]
+	if r.Workload.Seed != 8 || r.Workload.SystemPrompts != 32 || r.Workload.Duration != 30*time.Second || r.Warmup != "5s" ||
+		r.SLO.TTFT != time.Second || r.SLO.TPOT != 100*time.Millisecond || r.Replicas != 3 || len(r.SimArgs) != 2 {
+		t.Errorf("run 3: %+v", r)
+	}
+	// Policies of one repetition see the same workload.
+	if runs[0].Workload != runs[1].Workload || runs[0].Workload == runs[2].Workload {
+		t.Errorf("workloads: policies of a repetition must share one, repetitions differ")
+	}
+	w8 := runs[8]
+	if w8.Workload.Arrivals != "gamma" || w8.Workload.CV != 4 || w8.Workload.Ramp != "diurnal" || len(w8.SimArgs) != 0 {
+		t.Errorf("w8 run: %+v", w8)
+	}
+	runs, _ = f.Plan(PlanOptions{TracePath: "/data/trace.jsonl"})
+	tr := runs[len(runs)-1]
+	if tr.Workload.TracePath != "/data/trace.jsonl" || tr.Workload.RateMultiplier != 2 || tr.FileName() != "trace_x2_rep1_cost_model.json" {
+		t.Errorf("trace run: %+v, file %s", tr.Workload, tr.FileName())
+	}
+}
+
+func TestRunSpecEqual(t *testing.T) {
+	a := RunSpec{Policy: "p2c", Replicas: 3, Workload: workload.Spec{Workload: "w1", Rate: 0.3, Duration: time.Minute, Seed: 1}, SLO: DefaultSLO(), Warmup: "0.1"}
+	b := a
+	b.SimArgs = []string{} // the same as none
+	if !a.Equal(&b) {
+		t.Error("specs differing only in an empty slice are not equal")
+	}
+	// A spec read back from its result file equals the planned one.
+	path := filepath.Join(t.TempDir(), a.FileName())
+	if err := WriteRunResult(path, &RunResult{Spec: a}); err != nil {
+		t.Fatal(err)
+	}
+	if !done(path, &a) {
+		t.Error("a result file does not match the spec it was written from")
+	}
+	for _, change := range []func(s *RunSpec){
+		func(s *RunSpec) { s.Workload.Seed = 2 },
+		func(s *RunSpec) { s.Workload.Rate = math.Nextafter(0.3, 1) },
+		func(s *RunSpec) { s.SimArgs = []string{"--max-num-seqs", "8"} },
+		func(s *RunSpec) { s.Policy = "random" },
+		func(s *RunSpec) { s.SLO.TPOT = time.Second },
+	} {
+		c := a
+		change(&c)
+		if a.Equal(&c) || done(path, &c) {
+			t.Errorf("changed spec %+v equals the original", c)
+		}
+	}
+	if err := os.WriteFile(path, []byte("{half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if done(path, &a) {
+		t.Error("a broken result file counts as done")
+	}
+}
+
+func TestCommittedSweepFiles(t *testing.T) {
+	for _, name := range []string{"smoke", "sim", "routing", "baselines"} {
+		t.Run(name, func(t *testing.T) {
+			f, err := LoadSweep(filepath.Join("..", "..", "bench", "sweeps", name+".toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, _ := f.Plan(PlanOptions{TracePath: "trace.jsonl"})
+			seen := map[string]bool{}
+			for _, r := range runs {
+				if err := r.Validate(); err != nil {
+					t.Errorf("%s: %v", r.FileName(), err)
+				}
+				if seen[r.FileName()] {
+					t.Errorf("two runs write %s", r.FileName())
+				}
+				seen[r.FileName()] = true
+			}
+			t.Logf("%d runs", len(runs))
+		})
+	}
+}

@@ -1,0 +1,196 @@
+package workload
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Conversation is one conversation of a ShareGPT file, reduced to what a
+// replay sends: an optional system prompt, then turns of a user's message
+// and the reply recorded for it.
+type Conversation struct {
+	ID     string
+	System string
+	Turns  []Turn
+}
+
+// Turn is a user's message and the recorded reply; Reply is empty when the
+// conversation ends on the user's message.
+type Turn struct {
+	User, Reply string
+}
+
+// ParseShareGPT reads a ShareGPT-format JSON file: an array of objects with
+// "id" and "conversations", a list of {"from", "value"} messages where from
+// is human (or user), gpt (or assistant, chatgpt, bard, bing, model) or
+// system. Each conversation is kept up to the first message that breaks the
+// alternation of user and reply; conversations without a user message are
+// dropped. Invalid UTF-8 becomes U+FFFD.
+func ParseShareGPT(r io.Reader) ([]Conversation, error) {
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil {
+		return nil, err
+	} else if tok != json.Delim('[') {
+		return nil, errors.New("want a JSON array of conversations")
+	}
+	var convs []Conversation
+	for i := 0; dec.More(); i++ {
+		var raw struct {
+			ID            json.RawMessage `json:"id"`
+			Conversations []struct {
+				From  string `json:"from"`
+				Value string `json:"value"`
+			} `json:"conversations"`
+		}
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("conversation %d: %w", i, err)
+		}
+		c := Conversation{ID: strings.Trim(string(raw.ID), `"`)}
+		for j, m := range raw.Conversations {
+			v := strings.ToValidUTF8(m.Value, "\uFFFD")
+			role, ok := shareGPTRoles[strings.ToLower(m.From)]
+			if !ok {
+				break
+			}
+			last := len(c.Turns) - 1
+			switch {
+			case role == "system" && j == 0:
+				c.System = v
+				continue
+			case role == "user" && (last < 0 || c.Turns[last].Reply != ""):
+				c.Turns = append(c.Turns, Turn{User: v})
+				continue
+			case role == "assistant" && last >= 0 && c.Turns[last].Reply == "" && v != "":
+				c.Turns[last].Reply = v
+				continue
+			}
+			break
+		}
+		if len(c.Turns) > 0 {
+			convs = append(convs, c)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	return convs, nil
+}
+
+var shareGPTRoles = map[string]string{
+	"human": "user", "user": "user",
+	"gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant",
+	"system": "system",
+}
+
+// Longest reply a replayed turn asks for when the recorded reply is longer.
+const maxReplayOutput = 4096
+
+// shareGPTSource replays w2 conversations from a ShareGPT file, in an order
+// drawn from the seed, starting over when every one was used.
+type shareGPTSource struct {
+	*gen
+	convs []replayConv
+	order []int
+	mean  float64 // turns per conversation
+	most  int     // turns of the longest conversation
+	n     int
+}
+
+type replayConv struct {
+	system *message
+	turns  []replayTurn
+}
+
+type replayTurn struct {
+	user, reply message
+	out         int // the recorded reply's tokens, bounded
+}
+
+func newShareGPTSource(g *gen) (*shareGPTSource, error) {
+	f, err := os.Open(g.spec.ShareGPTPath)
+	if err != nil {
+		return nil, fmt.Errorf("sharegpt: %w", err)
+	}
+	defer f.Close()
+	convs, err := ParseShareGPT(f)
+	if err != nil {
+		return nil, fmt.Errorf("sharegpt %s: %w", g.spec.ShareGPTPath, err)
+	}
+	s := &shareGPTSource{gen: g}
+	turns := 0
+	for _, c := range convs {
+		var rc replayConv
+		if c.System != "" {
+			m := newMessage("system", literal(c.System))
+			rc.system = &m
+		}
+		for _, t := range c.Turns {
+			rt := replayTurn{user: newMessage("user", literal(t.User))}
+			if t.Reply != "" {
+				reply := literal(t.Reply)
+				rt.reply = newMessage("assistant", reply)
+				rt.out = min(max(reply.tokens, 1), maxReplayOutput)
+			}
+			rc.turns = append(rc.turns, rt)
+		}
+		// A conversation whose first turn is already too long is left out.
+		first := chat{messages: []message{rc.turns[0].user}}
+		if rc.system != nil {
+			first.messages = append(first.messages, *rc.system)
+		}
+		if first.promptTokens() > g.spec.MaxPromptTokens {
+			continue
+		}
+		s.convs = append(s.convs, rc)
+		turns += len(rc.turns)
+		s.most = max(s.most, len(rc.turns))
+	}
+	if len(s.convs) == 0 {
+		return nil, fmt.Errorf("sharegpt %s: no usable conversation", g.spec.ShareGPTPath)
+	}
+	s.mean = float64(turns) / float64(len(s.convs))
+	s.order = newRand(g.spec.Seed, streamShareGPT).Perm(len(s.convs))
+	return s, nil
+}
+
+func (s *shareGPTSource) perStart() float64 { return s.mean }
+
+func (s *shareGPTSource) lead() time.Duration {
+	return time.Duration(s.most-1) * time.Duration(chatThinkSecs.hi) * time.Second
+}
+
+func (s *shareGPTSource) start(at time.Duration, dst []Request) []Request {
+	session := sessionName(W2, s.spec.Seed, s.n)
+	rc := s.convs[s.order[s.n%len(s.order)]]
+	s.n++
+	c := &chat{model: s.spec.Model}
+	if rc.system != nil {
+		c.messages = append(c.messages, *rc.system)
+	}
+	for i, t := range rc.turns {
+		c.messages = append(c.messages, t.user)
+		out := t.out
+		if s.spec.OutputTokens > 0 {
+			out = s.spec.OutputTokens
+		} else if out == 0 {
+			out = chatReply.draw(s.r)
+		}
+		if i > 0 && c.promptTokens()+out > s.spec.MaxPromptTokens {
+			break
+		}
+		req := s.request(at, W2, c, out)
+		req.Session = session
+		dst = append(dst, req)
+		if t.out == 0 {
+			break
+		}
+		c.messages = append(c.messages, t.reply)
+		at += seconds(float64(chatThinkSecs.lo) + s.r.Float64()*float64(chatThinkSecs.hi-chatThinkSecs.lo))
+	}
+	return dst
+}

@@ -1,0 +1,183 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+)
+
+// TraceBlockTokens is how many prompt tokens one hash id of a Mooncake
+// trace stands for.
+const TraceBlockTokens = 512
+
+// TraceRecord is one request of a Mooncake-format trace.
+type TraceRecord struct {
+	Timestamp    float64 // arrival, in milliseconds from the trace's start
+	InputLength  int     // prompt tokens
+	OutputLength int     // output tokens
+	// HashIDs name the prompt's blocks of TraceBlockTokens tokens, in
+	// order; two requests whose lists start alike share that prompt prefix.
+	HashIDs []int
+}
+
+// Bounds of a trace: the length of a line, and of a prompt or an output.
+const (
+	maxTraceLine   = 64 << 20
+	maxTraceTokens = 1 << 24
+)
+
+// ParseTrace reads a Mooncake-format trace: JSON Lines, one object per
+// request with timestamp (milliseconds, >= 0), input_length and
+// output_length (1 to 2^24) and hash_ids (ints >= 0). Other keys are ignored and
+// blank lines skipped. Errors name the line, counting from 1.
+func ParseTrace(r io.Reader) ([]TraceRecord, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
+	var recs []TraceRecord
+	for line := 1; sc.Scan(); line++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		rec, err := parseTraceLine(b)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		recs = append(recs, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w", len(recs)+1, err)
+	}
+	return recs, nil
+}
+
+func parseTraceLine(b []byte) (TraceRecord, error) {
+	var raw struct {
+		Timestamp    *float64 `json:"timestamp"`
+		InputLength  *int     `json:"input_length"`
+		OutputLength *int     `json:"output_length"`
+		HashIDs      []int    `json:"hash_ids"`
+	}
+	var rec TraceRecord
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return rec, err
+	}
+	var errs []error
+	switch {
+	case raw.Timestamp == nil:
+		errs = append(errs, errors.New("timestamp: required"))
+	case *raw.Timestamp < 0 || math.IsInf(*raw.Timestamp, 0):
+		errs = append(errs, errors.New("timestamp: must be >= 0"))
+	default:
+		rec.Timestamp = *raw.Timestamp
+	}
+	switch {
+	case raw.InputLength == nil:
+		errs = append(errs, errors.New("input_length: required"))
+	case *raw.InputLength < 1:
+		errs = append(errs, errors.New("input_length: must be >= 1"))
+	case *raw.InputLength > maxTraceTokens:
+		errs = append(errs, fmt.Errorf("input_length: must be <= %d", maxTraceTokens))
+	default:
+		rec.InputLength = *raw.InputLength
+	}
+	switch {
+	case raw.OutputLength == nil:
+		errs = append(errs, errors.New("output_length: required"))
+	case *raw.OutputLength < 1:
+		errs = append(errs, errors.New("output_length: must be >= 1"))
+	case *raw.OutputLength > maxTraceTokens:
+		errs = append(errs, fmt.Errorf("output_length: must be <= %d", maxTraceTokens))
+	default:
+		rec.OutputLength = *raw.OutputLength
+	}
+	for i, id := range raw.HashIDs {
+		if id < 0 {
+			errs = append(errs, fmt.Errorf("hash_ids[%d]: must be >= 0", i))
+			break
+		}
+	}
+	rec.HashIDs = raw.HashIDs
+	return rec, errors.Join(errs...)
+}
+
+// generateTrace replays spec.TracePath. Block i of a request's prompt is
+// the text of its i-th hash id, the same wherever that id appears; blocks
+// past the hash ids are unique to the request, and the last block is cut
+// to input_length. The prompt is one user message, so the sim's count is
+// input_length plus the chat template's tokens. Arrivals are the trace's
+// timestamps less the first, times TimeScale, divided by RateMultiplier.
+func generateTrace(spec Spec) ([]Request, error) {
+	f, err := os.Open(spec.TracePath)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	recs, err := ParseTrace(f)
+	if err != nil {
+		return nil, fmt.Errorf("trace %s: %w", spec.TracePath, err)
+	}
+	return traceRequests(spec, recs), nil
+}
+
+func traceRequests(spec Spec, recs []TraceRecord) []Request {
+	order := make([]int, len(recs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch ta, tb := recs[a].Timestamp, recs[b].Timestamp; {
+		case ta < tb:
+			return -1
+		case ta > tb:
+			return 1
+		}
+		return 0
+	})
+	g := newGen(spec)
+	scale := spec.TimeScale / spec.RateMultiplier
+	var reqs []Request
+	var block []byte
+	for n, i := range order {
+		rec := recs[i]
+		at := seconds((rec.Timestamp - recs[order[0]].Timestamp) * scale / 1000)
+		if spec.Duration > 0 && at >= spec.Duration || spec.Requests > 0 && n >= spec.Requests {
+			break
+		}
+		input := rec.InputLength
+		if spec.MaxPromptTokens > 0 {
+			input = min(input, spec.MaxPromptTokens)
+		}
+		content := make([]byte, 0, input*3)
+		for k := 0; k*TraceBlockTokens < input; k++ {
+			var seed uint64
+			if k < len(rec.HashIDs) {
+				seed = textSeed(spec.Seed, textTraceBlock, uint64(rec.HashIDs[k]))
+			} else {
+				seed = textSeed(spec.Seed, textTraceTail, uint64(i)<<24+uint64(k))
+			}
+			want := min(TraceBlockTokens, input-k*TraceBlockTokens)
+			if want == TraceBlockTokens {
+				content = appendWords(content, seed, want)
+				continue
+			}
+			// A cut block is a prefix of the whole one: its first tokens.
+			block = appendWords(block[:0], seed, TraceBlockTokens)
+			ids := simTok.Encode(nil, string(block))
+			content = simTok.AppendDecoded(content, ids[:want], false)
+		}
+		c := &chat{model: spec.Model, messages: []message{newMessage("user", text{string(content), input, true})}}
+		out := rec.OutputLength
+		if spec.OutputTokens > 0 {
+			out = spec.OutputTokens
+		}
+		reqs = append(reqs, g.request(at, Trace, c, out))
+	}
+	return reqs
+}

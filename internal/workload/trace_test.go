@@ -1,0 +1,222 @@
+package workload
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sampleTrace is a small Mooncake-format trace: requests 0 and 2 share two
+// blocks, request 3 shares request 0's first block, request 1 shares
+// nothing, and request 4 has fewer hash ids than blocks.
+const sampleTrace = `{"timestamp": 0, "input_length": 1100, "output_length": 10, "hash_ids": [1, 2, 3]}
+{"timestamp": 500, "input_length": 300, "output_length": 20, "hash_ids": [4]}
+
+{"timestamp": 1500, "input_length": 1500, "output_length": 30, "hash_ids": [1, 2, 5], "extra": "ignored"}
+{"timestamp": 2000.5, "input_length": 600, "output_length": 5, "hash_ids": [1, 6]}
+{"timestamp": 4000, "input_length": 1024, "output_length": 1, "hash_ids": [7]}
+`
+
+func writeTrace(t testing.TB, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestParseTrace(t *testing.T) {
+	recs, err := ParseTrace(strings.NewReader(sampleTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TraceRecord{
+		{0, 1100, 10, []int{1, 2, 3}},
+		{500, 300, 20, []int{4}},
+		{1500, 1500, 30, []int{1, 2, 5}},
+		{2000.5, 600, 5, []int{1, 6}},
+		{4000, 1024, 1, []int{7}},
+	}
+	if !slices.EqualFunc(recs, want, equalRecord) {
+		t.Errorf("ParseTrace = %+v, want %+v", recs, want)
+	}
+}
+
+func equalRecord(a, b TraceRecord) bool {
+	return a.Timestamp == b.Timestamp && a.InputLength == b.InputLength &&
+		a.OutputLength == b.OutputLength && slices.Equal(a.HashIDs, b.HashIDs)
+}
+
+func TestParseTraceErrors(t *testing.T) {
+	good := `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}`
+	tests := []struct {
+		name, line, want string
+	}{
+		{"not_json", `{"timestamp": 0,`, "line 3: unexpected end of JSON input"},
+		{"not_object", `[1, 2]`, "line 3: json: cannot unmarshal array"},
+		{"no_timestamp", `{"input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: required"},
+		{"negative_timestamp", `{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: must be >= 0"},
+		{"zero_input", `{"timestamp": 1, "input_length": 0, "output_length": 1, "hash_ids": []}`, "line 3: input_length: must be >= 1"},
+		{"no_output", `{"timestamp": 1, "input_length": 5, "hash_ids": []}`, "line 3: output_length: required"},
+		{"fractional_input", `{"timestamp": 1, "input_length": 5.5, "output_length": 1}`, "line 3: json: cannot unmarshal number 5.5"},
+		{"string_ids", `{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}`, "line 3: json: cannot unmarshal string"},
+		{"negative_id", `{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [0, -3]}`, "line 3: hash_ids[1]: must be >= 0"},
+		{"huge_input", `{"timestamp": 1, "input_length": 99999999, "output_length": 1}`, "line 3: input_length: must be <= 16777216"},
+		{"several", `{"timestamp": -1, "input_length": 0, "output_length": 0}`, "line 3: timestamp: must be >= 0\ninput_length: must be >= 1\noutput_length: must be >= 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTrace(strings.NewReader(good + "\n\n" + tt.line + "\n" + good))
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("ParseTrace error = %v, want prefix %q", err, tt.want)
+			}
+		})
+	}
+	path := writeTrace(t, good+"\n"+tests[0].line)
+	_, err := Generate(Spec{Workload: Trace, Model: "m", TracePath: path})
+	if err == nil || !strings.Contains(err.Error(), path+": line 2:") {
+		t.Errorf("Generate error = %v, want the path and line 2", err)
+	}
+}
+
+func TestTraceReplay(t *testing.T) {
+	path := writeTrace(t, sampleTrace)
+	reqs := generate(t, Spec{Workload: Trace, Model: "m", TracePath: path, Seed: 9})
+	recs, _ := ParseTrace(strings.NewReader(sampleTrace))
+	if len(reqs) != len(recs) {
+		t.Fatalf("%d requests, want %d", len(reqs), len(recs))
+	}
+	contents := make([]string, len(reqs))
+	for i, r := range reqs {
+		if want := time.Duration(recs[i].Timestamp * float64(time.Millisecond)); r.At != want {
+			t.Errorf("request %d at %v, want %v", i, r.At, want)
+		}
+		if r.MaxTokens != recs[i].OutputLength || r.Kind != Trace {
+			t.Errorf("request %d: max_tokens %d, kind %s", i, r.MaxTokens, r.Kind)
+		}
+		b := decode(t, r)
+		if len(b.Messages) != 1 || b.Messages[0].Role != "user" {
+			t.Fatalf("request %d: %.200s", i, r.Body)
+		}
+		contents[i] = b.Messages[0].Content
+		if got := tokens(contents[i]); got != recs[i].InputLength {
+			t.Errorf("request %d: %d prompt tokens, want input_length %d", i, got, recs[i].InputLength)
+		}
+	}
+	// Equal hash ids are equal text, block by block; others differ at once.
+	block := func(i, k int) []int {
+		ids := simTok.Encode(nil, contents[i])
+		return ids[k*TraceBlockTokens : min((k+1)*TraceBlockTokens, len(ids))]
+	}
+	shared := []struct{ a, b, blocks int }{{0, 2, 2}, {0, 3, 1}}
+	for _, s := range shared {
+		for k := range s.blocks {
+			if !slices.Equal(block(s.a, k), block(s.b, k)) {
+				t.Errorf("requests %d and %d differ in block %d", s.a, s.b, k)
+			}
+		}
+		if a, b := block(s.a, s.blocks), block(s.b, s.blocks); a[0] == b[0] && a[1] == b[1] {
+			t.Errorf("requests %d and %d share the start of block %d", s.a, s.b, s.blocks)
+		}
+	}
+	if contents[1][:20] == contents[0][:20] {
+		t.Error("requests 0 and 1 share their start")
+	}
+	// The oracle sees the sharing: request 2 reuses 1,024 tokens and
+	// request 3 reuses 512, less what the template's 3 leading tokens
+	// leave of their last 16-token block.
+	an, err := Analyze(reqs, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{0, 0, (3 + 1024) / 16 * 16, (3 + 512) / 16 * 16, 0}
+	if !slices.Equal(an.CachedTokens, want) {
+		t.Errorf("CachedTokens = %v, want %v", an.CachedTokens, want)
+	}
+}
+
+func TestTraceScaleAndCut(t *testing.T) {
+	path := writeTrace(t, sampleTrace)
+	tests := []struct {
+		name string
+		spec Spec
+		want []time.Duration
+	}{
+		{"time_scale", Spec{TimeScale: 2}, []time.Duration{0, time.Second, 3 * time.Second, 4001 * time.Millisecond, 8 * time.Second}},
+		{"rate_multiplier", Spec{RateMultiplier: 4}, []time.Duration{0, 125 * time.Millisecond, 375 * time.Millisecond, 500125 * time.Microsecond, time.Second}},
+		{"requests", Spec{Requests: 2}, []time.Duration{0, 500 * time.Millisecond}},
+		{"duration", Spec{Duration: 2 * time.Second}, []time.Duration{0, 500 * time.Millisecond, 1500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := tt.spec
+			spec.Workload, spec.Model, spec.TracePath = Trace, "m", path
+			var got []time.Duration
+			for _, r := range generate(t, spec) {
+				got = append(got, r.At)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("arrivals %v, want %v", got, tt.want)
+			}
+		})
+	}
+	// Unsorted timestamps are replayed in order, from the earliest.
+	reqs := generate(t, Spec{Workload: Trace, Model: "m", TracePath: writeTrace(t,
+		`{"timestamp": 900, "input_length": 5, "output_length": 2, "hash_ids": [0]}
+{"timestamp": 100, "input_length": 7, "output_length": 3, "hash_ids": [1]}`)})
+	if reqs[0].At != 0 || reqs[1].At != 800*time.Millisecond || reqs[0].MaxTokens != 3 {
+		t.Errorf("unsorted trace: %v %v %d", reqs[0].At, reqs[1].At, reqs[0].MaxTokens)
+	}
+	// MaxPromptTokens cuts long inputs.
+	reqs = generate(t, Spec{Workload: Trace, Model: "m", TracePath: path, MaxPromptTokens: 700})
+	for i, r := range reqs {
+		if c := tokens(decode(t, r).Messages[0].Content); c > 700 {
+			t.Errorf("request %d: %d tokens, want at most 700", i, c)
+		}
+	}
+}
+
+// FuzzTrace checks that ParseTrace never panics, that what it accepts is
+// valid, and that the records it returns read back the same.
+func FuzzTrace(f *testing.F) {
+	f.Add([]byte(sampleTrace))
+	f.Add([]byte(`{"timestamp": 1e308, "input_length": 1, "output_length": 1, "hash_ids": []}`))
+	f.Add([]byte("{\"timestamp\": 0}\n\n\r\n[]"))
+	f.Add([]byte(`{"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1, "hash_ids": [0, 99999999999]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		recs, err := ParseTrace(bytes.NewReader(data))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "line ") {
+				t.Fatalf("error without a line: %v", err)
+			}
+			return
+		}
+		var out bytes.Buffer
+		for _, r := range recs {
+			if r.Timestamp < 0 || r.InputLength < 1 || r.OutputLength < 1 || r.InputLength > maxTraceTokens || slices.ContainsFunc(r.HashIDs, func(id int) bool { return id < 0 }) {
+				t.Fatalf("accepted an invalid record %+v", r)
+			}
+			line, err := json.Marshal(map[string]any{
+				"timestamp": r.Timestamp, "input_length": r.InputLength, "output_length": r.OutputLength, "hash_ids": r.HashIDs,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&out, "%s\n", line)
+		}
+		back, err := ParseTrace(&out)
+		if err != nil || !slices.EqualFunc(back, recs, equalRecord) {
+			t.Fatalf("records %+v read back as %+v, %v", recs, back, err)
+		}
+	})
+}

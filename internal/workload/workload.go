@@ -1,0 +1,291 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Request is one request of a workload, ready to send.
+type Request struct {
+	// At is when the request is scheduled to leave, from the start of the run.
+	At time.Duration
+	// Path is the API path: /v1/chat/completions or /v1/completions.
+	Path string
+	// Body is the whole JSON body, model included, streaming with usage.
+	Body []byte
+	// Session names the conversation in the x-session-id header; empty for none.
+	Session string
+	// Kind is the workload the request came from (w1 … w8, trace), so a mix
+	// can be reported per kind.
+	Kind string
+	// MaxTokens is the output length the body asks for.
+	MaxTokens int
+	// PromptTokens is the length of the prompt in builtin:sim tokens, as
+	// the simulator renders and counts it.
+	PromptTokens int
+}
+
+// Spec says which requests to generate.
+type Spec struct {
+	Workload string        // w1, w2, w3, w4, w5, w6, w8, mix, hot or trace
+	Model    string        // the model field of every body
+	Rate     float64       // mean requests per second; must be 0 for trace
+	Duration time.Duration // schedule length; the last request leaves before it
+	Requests int           // when > 0, stop after this many requests instead
+	Seed     uint64        // every random draw comes from it
+
+	Arrivals string  // poisson (default; w8: gamma) or gamma
+	CV       float64 // coefficient of variation of gamma gaps; w8 default 2
+	Ramp     string  // "" or diurnal: the rate follows a day's shape, mean kept; w8 default diurnal, "flat" turns it off
+	// RampAmplitude is the diurnal swing A of the rate, in [0, 1): the rate
+	// runs from (1−A) to (1+A) times the mean. Zero means 0.5.
+	RampAmplitude float64
+
+	// Workload knobs; zero means the workload's default.
+	SystemPrompts int     // w1/hot/mix/w8: distinct shared system prompts (8); w5: few-shot blocks (4)
+	Zipf          float64 // hot: exponent over system prompts (1.1); w4: over documents (1.0)
+	OutputTokens  int     // fixed output length; 0 for the workload's draw
+	// MaxPromptTokens bounds prompts. w2, w3: a conversation ends before a
+	// turn whose prompt plus output would pass it (24,000). trace: longer
+	// inputs are cut to it (0 keeps them whole).
+	MaxPromptTokens int
+
+	TracePath      string  // trace: Mooncake-format JSONL
+	TimeScale      float64 // trace: multiply timestamps (default 1)
+	RateMultiplier float64 // trace: compress arrivals by this factor (default 1)
+	ShareGPTPath   string  // w2: replay conversations from a ShareGPT JSON file
+}
+
+// Workload names.
+const (
+	W1    = "w1"
+	W2    = "w2"
+	W3    = "w3"
+	W4    = "w4"
+	W5    = "w5"
+	W6    = "w6"
+	W8    = "w8"
+	Mix   = "mix"
+	Hot   = "hot"
+	Trace = "trace"
+)
+
+// Workloads lists every workload name Generate accepts.
+func Workloads() []string {
+	return []string{W1, W2, W3, W4, W5, W6, W8, Mix, Hot, Trace}
+}
+
+// Arrival processes and ramps.
+const (
+	Poisson = "poisson"
+	Gamma   = "gamma"
+	Flat    = "flat"
+	Diurnal = "diurnal"
+)
+
+// ChatPath is the API path of every generated request.
+const ChatPath = "/v1/chat/completions"
+
+// Defaults not tied to one workload.
+const (
+	defaultSystemPrompts = 8
+	defaultFewShotBlocks = 4
+	defaultHotZipf       = 1.1
+	defaultDocZipf       = 1.0
+	defaultW8CV          = 2
+	defaultAmplitude     = 0.5
+	defaultMaxPrompt     = 24000
+)
+
+// WithDefaults returns s with every zero knob that its workload reads set
+// to the workload's default. It does not validate s.
+func (s Spec) WithDefaults() Spec {
+	w := s.Workload
+	if s.Arrivals == "" && w != Trace {
+		s.Arrivals = Poisson
+		if w == W8 {
+			s.Arrivals = Gamma
+		}
+	}
+	if s.Arrivals == Gamma && s.CV == 0 && w == W8 {
+		s.CV = defaultW8CV
+	}
+	if s.Ramp == "" && w == W8 {
+		s.Ramp = Diurnal
+	}
+	if s.Ramp == Diurnal && s.RampAmplitude == 0 {
+		s.RampAmplitude = defaultAmplitude
+	}
+	if s.SystemPrompts == 0 {
+		switch w {
+		case W1, Hot, Mix, W8:
+			s.SystemPrompts = defaultSystemPrompts
+		case W5:
+			s.SystemPrompts = defaultFewShotBlocks
+		}
+	}
+	if s.Zipf == 0 {
+		switch w {
+		case Hot:
+			s.Zipf = defaultHotZipf
+		case W4:
+			s.Zipf = defaultDocZipf
+		}
+	}
+	if s.MaxPromptTokens == 0 && (w == W2 || w == W3) {
+		s.MaxPromptTokens = defaultMaxPrompt
+	}
+	if w == Trace {
+		if s.TimeScale == 0 {
+			s.TimeScale = 1
+		}
+		if s.RateMultiplier == 0 {
+			s.RateMultiplier = 1
+		}
+	}
+	return s
+}
+
+// Validate reports every problem with s at once. It reads no files.
+func (s Spec) Validate() error {
+	var errs []error
+	bad := func(field, rule string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+rule, append([]any{field}, args...)...))
+	}
+	w := s.Workload
+	if !slices.Contains(Workloads(), w) {
+		bad("workload", "unknown workload %q (want one of %v)", w, Workloads())
+	}
+	if s.Model == "" {
+		bad("model", "required")
+	}
+	finite := func(field string, v float64) bool {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad(field, "must be a finite number")
+			return false
+		}
+		return true
+	}
+	if s.Duration < 0 {
+		bad("duration", "must be >= 0")
+	}
+	if s.Requests < 0 {
+		bad("requests", "must be >= 0")
+	}
+	if w == Trace {
+		if s.Rate != 0 {
+			bad("rate", "must be 0 for trace: the trace's timestamps are the arrivals (use rate_multiplier)")
+		}
+		if s.Duration > 0 && s.Requests > 0 {
+			bad("duration", "at most one of duration and requests may cut a trace")
+		}
+		if s.TracePath == "" {
+			bad("trace_path", "required for trace")
+		}
+		if s.Arrivals != "" {
+			bad("arrivals", "must be empty for trace: the trace's timestamps are the arrivals")
+		}
+		if s.Ramp != "" {
+			bad("ramp", "must be empty for trace")
+		}
+		if finite("time_scale", s.TimeScale) && s.TimeScale < 0 {
+			bad("time_scale", "must be > 0")
+		}
+		if finite("rate_multiplier", s.RateMultiplier) && s.RateMultiplier < 0 {
+			bad("rate_multiplier", "must be > 0")
+		}
+	} else {
+		if finite("rate", s.Rate) && s.Rate <= 0 {
+			bad("rate", "must be > 0")
+		}
+		if (s.Duration > 0) == (s.Requests > 0) {
+			bad("duration", "exactly one of duration and requests must be > 0")
+		}
+		if s.TracePath != "" {
+			bad("trace_path", "only for the trace workload")
+		}
+		if s.TimeScale != 0 {
+			bad("time_scale", "only for the trace workload")
+		}
+		if s.RateMultiplier != 0 {
+			bad("rate_multiplier", "only for the trace workload")
+		}
+	}
+	switch s.Arrivals {
+	case "", Poisson, Gamma:
+	default:
+		bad("arrivals", "unknown arrival process %q (want poisson or gamma)", s.Arrivals)
+	}
+	if finite("cv", s.CV) {
+		arrivals := s.WithDefaults().Arrivals
+		switch {
+		case s.CV < 0:
+			bad("cv", "must be > 0")
+		case arrivals == Gamma && s.CV == 0 && w != W8:
+			bad("cv", "must be > 0 with gamma arrivals")
+		case arrivals != Gamma && s.CV != 0:
+			bad("cv", "only with gamma arrivals")
+		}
+	}
+	switch s.Ramp {
+	case "", Flat, Diurnal:
+	default:
+		bad("ramp", "unknown ramp %q (want flat or diurnal)", s.Ramp)
+	}
+	if finite("ramp_amplitude", s.RampAmplitude) {
+		switch {
+		case s.RampAmplitude < 0 || s.RampAmplitude >= 1:
+			bad("ramp_amplitude", "must be in [0, 1)")
+		case s.RampAmplitude != 0 && s.WithDefaults().Ramp != Diurnal:
+			bad("ramp_amplitude", "only with the diurnal ramp")
+		}
+	}
+	switch {
+	case s.SystemPrompts < 0:
+		bad("system_prompts", "must be >= 0")
+	case s.SystemPrompts > 0 && !slices.Contains([]string{W1, Hot, Mix, W8, W5}, w):
+		bad("system_prompts", "only for w1, hot, mix, w8 and w5")
+	}
+	if finite("zipf", s.Zipf) {
+		switch {
+		case s.Zipf < 0:
+			bad("zipf", "must be > 0")
+		case s.Zipf > 0 && w != Hot && w != W4:
+			bad("zipf", "only for hot and w4")
+		}
+	}
+	if s.OutputTokens < 0 {
+		bad("output_tokens", "must be >= 0")
+	}
+	switch {
+	case s.MaxPromptTokens < 0:
+		bad("max_prompt_tokens", "must be >= 0")
+	case s.MaxPromptTokens > 0 && w != W2 && w != W3 && w != Trace:
+		bad("max_prompt_tokens", "only for w2, w3 and trace")
+	}
+	if s.ShareGPTPath != "" && w != W2 {
+		bad("sharegpt_path", "only for w2")
+	}
+	return errors.Join(errs...)
+}
+
+// Generate returns the requests of spec sorted by At (ties keep the order
+// they were made in). The same spec gives the same requests byte for byte.
+// It reads TracePath or ShareGPTPath when the spec names them.
+func Generate(spec Spec) ([]Request, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("workload spec: %w", err)
+	}
+	spec = spec.WithDefaults()
+	if spec.Workload == Trace {
+		return generateTrace(spec)
+	}
+	src, err := newSource(spec)
+	if err != nil {
+		return nil, err
+	}
+	return schedule(spec, src), nil
+}
