@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -614,4 +615,82 @@ func BenchmarkSimChat8k(b *testing.B) {
 			b.ReportMetric(float64(n), "tokens")
 		})
 	}
+}
+
+// BenchmarkChatRequest8k is the whole edge path of an 8,000-token chat
+// request with Qwen3: the body parsed, the chat template rendered, the text
+// tokenized. cold uses an empty piece cache each time; warm one that has
+// seen the same request (BenchmarkHFChat8k's warm-system covers a seen
+// system prompt before new turns).
+func BenchmarkChatRequest8k(b *testing.B) {
+	tok := familyHF(b, "qwen3")
+	chunks, _ := benchCorpus(b)
+	var lines []string
+	for _, c := range chunks {
+		lines = append(lines, strings.SplitAfter(c, "\n")...)
+	}
+	take := func(tokens int) string {
+		var sb strings.Builder
+		for n := 0; n < tokens; {
+			sb.WriteString(lines[0])
+			n += len(tok.Encode(nil, lines[0], false))
+			lines = lines[1:]
+		}
+		return sb.String()
+	}
+	system := take(5000)
+	var turns []string
+	for range 5 {
+		turns = append(turns, take(600))
+	}
+	body := func(tag string) []byte {
+		msgs := []map[string]string{{"role": "system", "content": system}}
+		for i, t := range turns {
+			msgs = append(msgs, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": tag + t})
+		}
+		out, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "chat_template_kwargs": map[string]bool{"enable_thinking": false}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	same := body("")
+	renderer := func(b *testing.B, c *HF) *ChatRenderer {
+		r, err := c.NewChatRenderer(ChatOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	encode := func(b *testing.B, r *ChatRenderer, req []byte) int {
+		p, err := ParseChatRequest(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := r.ChatIDs(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return len(ids)
+	}
+	n := encode(b, renderer(b, tok), same)
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer() // the gateway builds its renderer once, at start
+			r := renderer(b, tok.WithCache(4<<20))
+			b.StartTimer()
+			encode(b, r, same)
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
+	b.Run("warm", func(b *testing.B) {
+		r := renderer(b, tok.WithCache(4<<20))
+		encode(b, r, same)
+		b.ReportAllocs()
+		for b.Loop() {
+			encode(b, r, same)
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
 }
