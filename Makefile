@@ -24,7 +24,7 @@ FUZZ_TARGETS := \
 	./internal/workload:FuzzTrace
 
 .PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers \
-	sweep sweep-smoke routing baselines report repro
+	sweep sweep-smoke routing baselines report repro peers
 
 all: build
 
@@ -81,6 +81,8 @@ stress: build
 	$(GO) run ./cmd/inferrail-bench gwstress --gateway-binary $(BIN)/inferrail-gateway --sim-binary $(BIN)/inferrail-sim --out bench/results/gateway
 	./tests/e2e/run.sh --stress --out bench/results/python-sdk
 
+## demo: round_robin against cost_model on a short W1 run, each on a cold fleet of three simulators
+## behind the gateway (about 2 minutes); a table, a chart and a report under bench/tmp/demo.
 demo: build
 	./scripts/demo.sh
 
@@ -118,6 +120,13 @@ report: build
 	@for d in sweep routing baselines smoke; do \
 	  if [ -d bench/results/$$d ]; then $(BENCH) report --in bench/results/$$d --out bench/report/$$d; fi; \
 	done
+
+## peers: the peer routers' venv (.venv/peers, pinned by bench/peers/requirements.txt; made on first
+## use, as inferrail-bench does before a run whose policy is peer:<router>:<policy>), then a tiny run
+## through each router and policy. Not part of make test: the venv takes a download.
+peers:
+	./bench/peers/venv.sh
+	$(GO) test ./internal/bench -run '^TestPeerRouters$$' -count=1 -v
 
 ## repro: the same small point twice on fresh fleets must agree within 3%.
 repro:

@@ -1,14 +1,15 @@
 // Command inferrail-bench is inferrail's benchmark harness: open-loop runs,
 // comparisons, sweeps and their reports, the simulator and gateway stress
-// scenarios and the demo's client:
+// scenarios and the demo:
 //
 //	inferrail-bench run --workload w1 --rate 6 --policy least_request -- --max-num-seqs 64
 //	inferrail-bench compare --workload w1 --rate 6 --policies round_robin,least_request --reps 3
+//	inferrail-bench compare --workload w1 --rate 4 --policies cost_model,peer:vllm-router:cache_aware,peer:sglang-router:cache_aware
 //	inferrail-bench sweep --file bench/sweeps/smoke.toml --jobs 2
 //	inferrail-bench report --in bench/results/smoke --out bench/report/smoke
 //	inferrail-bench stress --sim-binary bin/inferrail-sim --out bench/results/sim
 //	inferrail-bench gwstress --gateway-binary bin/inferrail-gateway --sim-binary bin/inferrail-sim --out bench/results/gateway
-//	inferrail-bench demo --gateway http://127.0.0.1:8080
+//	inferrail-bench demo --out bench/tmp/demo
 package main
 
 import (
@@ -46,7 +47,9 @@ Commands:
   run      one open-loop run: a workload on its schedule against a fleet the
            run starts (N simulators behind a gateway) or against --url
   compare  the same workload for each of --policies, a cold fleet per run,
-           --reps repetitions with new seeds; prints a table
+           --reps repetitions with new seeds; prints a table. A policy
+           peer:<router>:<policy> (vllm-router, sglang-router) runs that
+           router from .venv/peers in place of the gateway
   sweep    the runs of a TOML sweep file, policies innermost, resuming past
            runs whose result file matches
   report   a Markdown report from a directory of result files
@@ -55,8 +58,8 @@ Commands:
   gwstress run the gateway stress scenarios (gw-streams, gw-overhead,
            gw-routing, gw-kill, ...) against a gateway child process and write their results and
            report
-  demo     send a short burst of chats with shared system prompts through a
-           gateway and print which replica served what
+  demo     a short W1 run under round_robin, then cost_model, on cold fleets;
+           prints a comparison table and writes a chart and a report
 
 Run "inferrail-bench <command> -h" for a command's flags.
 `
@@ -232,21 +235,36 @@ func shellJoin(args []string) string {
 }
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := bench.DemoConfig{}
+	c := bench.DefaultDemoConfig()
 	fs := flag.NewFlagSet("inferrail-bench demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Gateway, "gateway", "http://127.0.0.1:8080", "base URL of the gateway's client port")
-	fs.StringVar(&c.Model, "model", "sim", "model name or alias to ask for")
-	fs.IntVar(&c.Requests, "requests", 24, "chats to send")
-	fs.IntVar(&c.Concurrency, "concurrency", 4, "chats in flight at once")
-	fs.DurationVar(&c.Wait, "wait", 15*time.Second, "how long to wait for the gateway and its replicas")
+	var ef envFlags
+	ef.register(fs)
+	policies := strings.Join(c.Policies, ",")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "W1's mean offered rate in req/s")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "schedule length of each run")
+	fs.IntVar(&c.SystemPrompts, "system-prompts", c.SystemPrompts, "W1's shared system prompts (0: the workload's default)")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
+	fs.StringVar(&policies, "policies", policies, "comma-separated policies, the first the baseline")
+	fs.StringVar(&c.Out, "out", "bench/tmp/demo", "directory for the result files, the chart and the report")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if c.Requests < 1 || c.Concurrency < 1 {
-		return errors.New("--requests and --concurrency must be at least 1")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
 	}
-	return bench.Demo(ctx, c, stdout)
+	c.Policies = nil
+	for p := range strings.SplitSeq(policies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.Policies = append(c.Policies, p)
+		}
+	}
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench demo "+shellJoin(args))
+	if !ef.verbose {
+		// Progress is the demo's own output; the children's warnings still show.
+		env.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return bench.Demo(ctx, c, env, stdout)
 }
 
 // specFlags registers the flags that say what a run measures and returns a
@@ -257,7 +275,7 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
 	fs.StringVar(&s.URL, "url", "", "send to this gateway or engine instead of starting a fleet")
 	fs.IntVar(&s.Replicas, "replicas", s.Replicas, "simulators of the run's own fleet")
-	fs.StringVar(&s.Policy, "policy", "least_request", "the gateway's routing policy")
+	fs.StringVar(&s.Policy, "policy", "least_request", "the gateway's routing policy, or a peer router's: peer:vllm-router:cache_aware, peer:sglang-router:round_robin, …")
 	fs.StringVar(&w.Workload, "workload", w.Workload, "w1, w2, w3, w4, w5, w6, w8, mix, hot or trace")
 	fs.StringVar(&w.Model, "model", w.Model, "model name of every request")
 	fs.Float64Var(&w.Rate, "rate", w.Rate, "mean requests per second")
@@ -307,13 +325,24 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 // envFlags registers the flags that say how runs are carried out.
 type envFlags struct {
 	simBinary, gatewayBinary string
+	peerVenv, peerSetup      string
 	verbose                  bool
 }
 
 func (e *envFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.simBinary, "sim-binary", "bin/inferrail-sim", "inferrail-sim executable to start")
 	fs.StringVar(&e.gatewayBinary, "gateway-binary", "bin/inferrail-gateway", "inferrail-gateway executable to start")
+	fs.StringVar(&e.peerVenv, "peer-venv", ".venv/peers", "venv holding the peer routers (policies peer:<router>:<policy>)")
+	fs.StringVar(&e.peerSetup, "peer-setup", "bench/peers/venv.sh", "script that makes --peer-venv before the first peer run (empty: use the venv as it is)")
 	fs.BoolVar(&e.verbose, "v", false, "log the children's life cycle")
+}
+
+// preparePeers makes the peer routers' venv when any of runs needs it.
+func (e *envFlags) preparePeers(ctx context.Context, env bench.RunEnv, runs []bench.RunSpec) error {
+	if !bench.UsesPeers(runs) || e.peerSetup == "" {
+		return nil
+	}
+	return bench.MakePeerVenv(ctx, e.peerSetup, e.peerVenv, env.Logger)
 }
 
 func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) bench.RunEnv {
@@ -323,6 +352,7 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 	}
 	return bench.RunEnv{
 		SimBinary: e.simBinary, GatewayBinary: e.gatewayBinary,
+		PeerVenv:    e.peerVenv,
 		Command:     command,
 		Environment: bench.CurrentEnvironment(ctx),
 		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
@@ -347,7 +377,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
-	r, err := bench.Measure(ctx, s, ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args)))
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	r, err := bench.Measure(ctx, s, env)
 	if r != nil {
 		path := filepath.Join(*out, s.FileName())
 		if werr := bench.WriteRunResult(path, r); werr != nil {
@@ -393,7 +427,15 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("compare: name at least one policy and at least one repetition")
 	}
 	runs := bench.ComparePlan(s, pols, *reps)
+	for i := range runs {
+		if err := runs[i].Validate(); err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench compare "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, runs); err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
 	var results []*bench.RunResult
 	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs}, env)
 	for _, r := range runs {
@@ -447,6 +489,9 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench sweep "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, runs); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
 	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, OnResult: func(path string, r *bench.RunResult) {
 		fmt.Fprintf(stdout, "%s: %d/%d ok, TTFT p99 %.0f ms, goodput %.2f req/s, hit %.2f\n", filepath.Base(path),
 			r.Measurements.Succeeded, r.Measurements.Measured, r.Measurements.TTFT.P99*1e3, r.Measurements.GoodputRPS, r.Measurements.HitRate)

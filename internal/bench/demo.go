@@ -1,161 +1,242 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"slices"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
+
+	"github.com/inferrail/inferrail/internal/workload"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
-// DemoConfig says where the demo's gateway is and how much to send.
+// DemoConfig says what `make demo` sends: a short W1 run, open loop, under
+// each of Policies in turn.
 type DemoConfig struct {
-	Gateway     string // base URL of the client port
-	Model       string // model name or alias to ask for
-	Requests    int    // chats to send
-	Concurrency int
-	Wait        time.Duration // how long to wait for the gateway and its replicas
+	// Rate is the mean offered rate in req/s, and Duration the schedule's
+	// length.
+	Rate     float64
+	Duration time.Duration
+	// SystemPrompts is W1's number of shared system prompts; zero means the
+	// workload's default (8).
+	SystemPrompts int
+	// Seed is the workload seed.
+	Seed uint64
+	// Policies run in turn on the same requests at the same times, each on
+	// a cold fleet; the first is the baseline the others are compared with.
+	Policies []string
+	// Out is the directory for the result files, the chart and the report.
+	// Required.
+	Out string
 }
 
-// demoRow is one chat the demo sent.
-type demoRow struct {
-	n            int
-	replica      string
-	status       int
-	promptTokens int
-	cachedTokens int
-	latency      time.Duration
-	err          string
+// DefaultDemoConfig is `make demo`'s: W1 with 16 system prompts at 5
+// req/s for 40 s, round_robin then cost_model. One simulator's cache
+// (65k tokens) cannot hold 16 prompts of 2k–8k tokens but three together
+// can, so round_robin keeps evicting and missing where cost_model keeps
+// each prompt on one replica; no request comes near the timeout. On a
+// 2-core machine it takes about a minute and a half.
+func DefaultDemoConfig() DemoConfig {
+	return DemoConfig{Rate: 5, Duration: 40 * time.Second, SystemPrompts: 16, Seed: 1, Policies: []string{"round_robin", "cost_model"}}
 }
 
-// Demo sends a short burst of chats through a gateway, each starting with
-// one of a few shared system prompts, and prints which replica served what
-// and how much of each prompt it found cached.
-func Demo(ctx context.Context, c DemoConfig, out io.Writer) error {
-	client := &http.Client{Timeout: 30 * time.Second}
-	if err := waitReady(ctx, client, c.Gateway, c.Wait); err != nil {
+// spec is the run every policy of the demo gets.
+func (c *DemoConfig) spec() RunSpec {
+	return RunSpec{
+		Replicas: 3, Warmup: "0.1", SLO: DefaultSLO(), Timeout: time.Minute,
+		Workload: workload.Spec{Workload: workload.W1, Model: gwModel, Rate: c.Rate, Duration: c.Duration,
+			Seed: c.Seed, SystemPrompts: c.SystemPrompts},
+	}
+}
+
+// Demo is the showcase: for each policy, three simulators and the gateway
+// start cold, W1's requests go out on their schedule, and the fleet stops;
+// then it prints a table comparing the policies, draws a chart and writes
+// the result files and their report under c.Out. Failed requests make it
+// return an error after the table.
+func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
+	if c.Out == "" || len(c.Policies) == 0 {
+		return errors.New("demo: an output directory and at least one policy are required")
+	}
+	runs := ComparePlan(c.spec(), c.Policies, 1)
+	for _, s := range runs {
+		if err := s.Validate(); err != nil {
+			return fmt.Errorf("demo: %s: %w", s.Policy, err)
+		}
+	}
+	prompts := "8"
+	if c.SystemPrompts > 0 {
+		prompts = fmt.Sprint(c.SystemPrompts)
+	}
+	fmt.Fprintf(out, "W1 (%s shared system prompts of 2k–8k tokens, short questions) at %g req/s for %v, open loop.\n", prompts, c.Rate, c.Duration)
+	fmt.Fprintf(out, "Each policy gets the same requests at the same times on a cold fleet: 3 simulators behind the gateway.\n\n")
+	var results []*RunResult
+	for _, s := range runs {
+		fmt.Fprintf(out, "%-14s ", s.Policy)
+		start := time.Now()
+		r, err := Measure(ctx, s, env)
+		if err != nil {
+			fmt.Fprintln(out, "failed")
+			return fmt.Errorf("demo: %s: %w", s.Policy, err)
+		}
+		if err := WriteRunResult(filepath.Join(c.Out, s.FileName()), r); err != nil {
+			return err
+		}
+		results = append(results, r)
+		m := &r.Measurements
+		fmt.Fprintf(out, "%d requests (the first %d as warmup), %d of %d measured succeeded, %.0f s\n",
+			m.Requests, m.Warmup, m.Succeeded, m.Measured, time.Since(start).Seconds())
+	}
+	fmt.Fprintln(out)
+	fmt.Fprint(out, RenderDemoTable(results))
+
+	rows := pointRows(results)
+	png, err := renderDemoChart(fmt.Sprintf("W1 at %g req/s: time to first token", c.Rate), rows)
+	if err != nil {
+		return fmt.Errorf("demo: chart: %w", err)
+	}
+	chart := filepath.Join(c.Out, "demo-ttft.png")
+	if err := os.WriteFile(chart, png, 0o644); err != nil {
 		return err
 	}
-	systems := []string{
-		"You are a support agent for a bicycle shop. Answer briefly and politely, and ask for the order number when a customer mentions an order.",
-		"You translate English product descriptions into plain French, keeping every measurement and model name exactly as written.",
-		"You review Go code. Point out data races, leaked goroutines and unchecked errors first, style last.",
+	report, err := WriteRunReport(c.Out, filepath.Join(c.Out, "report"))
+	if err != nil {
+		return fmt.Errorf("demo: report: %w", err)
 	}
-	for i := range systems {
-		systems[i] = strings.Repeat(systems[i]+" ", 6)
-	}
-	rows := make([]demoRow, c.Requests)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, c.Concurrency))
-	for i := range c.Requests {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			rows[i] = demoChat(ctx, client, c, i, systems[i%len(systems)])
-		})
-		// A little spacing, so later requests find earlier ones cached.
-		time.Sleep(15 * time.Millisecond)
-	}
-	wg.Wait()
-
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "request\tsystem prompt\treplica\tstatus\tprompt tokens\tcached tokens\tlatency\t")
-	perReplica := map[string][3]int{}
+	fmt.Fprintf(out, "\nchart:   %s\nreport:  %s\nresults: %s\n", chart, report, c.Out)
+	var failed, measured int
 	for _, r := range rows {
-		if r.err != "" {
-			fmt.Fprintf(tw, "%d\t%d\t-\t-\t-\t-\t%s\t\n", r.n, r.n%len(systems)+1, r.err)
-			continue
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%s\t\n", r.n, r.n%len(systems)+1, r.replica, r.status, r.promptTokens, r.cachedTokens, r.latency.Round(time.Millisecond))
-		s := perReplica[r.replica]
-		perReplica[r.replica] = [3]int{s[0] + 1, s[1] + r.promptTokens, s[2] + r.cachedTokens}
+		failed += r.Errors
+		measured += r.Requests
 	}
-	_ = tw.Flush()
-	fmt.Fprintln(out)
-	ids := make([]string, 0, len(perReplica))
-	for id := range perReplica {
-		ids = append(ids, id)
+	if failed > 0 {
+		return fmt.Errorf("demo: %d of %d measured requests failed", failed, measured)
 	}
-	slices.Sort(ids)
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "replica\trequests\tprompt tokens\tcached tokens\thit rate\t")
-	for _, id := range ids {
-		s := perReplica[id]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f%%\t\n", id, s[0], s[1], s[2], 100*float64(s[2])/float64(max(1, s[1])))
-	}
-	return tw.Flush()
+	return nil
 }
 
-func demoChat(ctx context.Context, client *http.Client, c DemoConfig, n int, system string) demoRow {
-	body, _ := json.Marshal(map[string]any{
-		"model": c.Model,
-		"messages": []map[string]string{
-			{"role": "system", "content": system},
-			{"role": "user", "content": fmt.Sprintf("Question number %d: what should I do next?", n)},
-		},
-		"max_tokens": 24,
-	})
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Gateway+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return demoRow{n: n, err: err.Error()}
+// RenderDemoTable writes the demo's comparison: a row per policy, then
+// how each policy after the first compares with the first.
+func RenderDemoTable(results []*RunResult) string {
+	var b strings.Builder
+	rows := pointRows(results)
+	if len(rows) == 0 {
+		return "no results\n"
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return demoRow{n: n, err: err.Error()}
+	table := [][]string{{"policy", "TTFT p50", "TTFT p99", "e2e p50", "e2e p99", "hit rate", "busiest", "goodput", "within SLO", "errors"}}
+	for _, r := range rows {
+		table = append(table, []string{r.Policy,
+			msecText(r.TTFTP50) + " ms", msecText(r.TTFTP99) + " ms", msecText(r.E2EP50) + " ms", msecText(r.E2EP99) + " ms",
+			share(r.HitRate), share(r.BusiestShare), num2(r.Goodput) + " req/s", share(r.GoodFraction),
+			fmt.Sprintf("%d/%d", r.Errors, r.Requests)})
 	}
-	defer resp.Body.Close()
-	var v struct {
-		Usage struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			PromptTokensDetails *struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		} `json:"usage"`
+	writeAligned(&b, table)
+	base := rows[0]
+	for _, r := range rows[1:] {
+		fmt.Fprintf(&b, "\n%s against %s: p99 TTFT %s, p50 TTFT %s, hit rate %s → %s, goodput %s.\n", r.Policy, base.Policy,
+			relText(r.TTFTP99, base.TTFTP99, "lower", "higher"), relText(r.TTFTP50, base.TTFTP50, "lower", "higher"),
+			share(base.HitRate), share(r.HitRate), relText(r.Goodput, base.Goodput, "lower", "higher"))
 	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	_ = json.Unmarshal(raw, &v)
-	row := demoRow{n: n, replica: resp.Header.Get("X-Inferrail-Replica"), status: resp.StatusCode,
-		promptTokens: v.Usage.PromptTokens, latency: time.Since(start)}
-	if d := v.Usage.PromptTokensDetails; d != nil {
-		row.cachedTokens = d.CachedTokens
-	}
-	if resp.StatusCode != http.StatusOK {
-		row.err = fmt.Sprintf("status %d: %.80s", resp.StatusCode, raw)
-	}
-	return row
+	return b.String()
 }
 
-// waitReady polls the gateway until it answers and lists a model card with
-// engine metadata, so its replicas have been probed.
-func waitReady(ctx context.Context, client *http.Client, base string, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-		if resp, err := client.Do(req); err == nil {
-			var list struct {
-				Data []struct {
-					MaxModelLen *int `json:"max_model_len"`
-				} `json:"data"`
+// writeAligned writes rows as columns two spaces apart, the first aligned
+// left and the others right.
+func writeAligned(b *strings.Builder, rows [][]string) {
+	var widths []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i == len(widths) {
+				widths = append(widths, 0)
 			}
-			_ = json.NewDecoder(resp.Body).Decode(&list)
-			resp.Body.Close()
-			if len(list.Data) > 0 && list.Data[0].MaxModelLen != nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gateway at %s not ready within %v", base, wait)
-		case <-time.After(50 * time.Millisecond):
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
 		}
 	}
+	for _, row := range rows {
+		for i, cell := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			switch {
+			case i == 0:
+				b.WriteString(cell + pad)
+			default:
+				b.WriteString("  " + pad + cell)
+			}
+		}
+		b.WriteByte('\n')
+	}
+}
+
+// relText says how v compares with base: "87% lower", "12% higher", or
+// "the same" within half a percent.
+func relText(v, base float64, lower, higher string) string {
+	if base == 0 || math.IsNaN(v) || math.IsNaN(base) {
+		return "–"
+	}
+	d := v/base - 1
+	switch {
+	case math.Abs(d) < 0.005:
+		return "the same"
+	case d < 0:
+		return share(-d) + " " + lower
+	}
+	return share(d) + " " + higher
+}
+
+// renderDemoChart draws TTFT p50, p90 and p99 as bars, a group per
+// percentile and a bar per policy.
+func renderDemoChart(title string, rows []PolicyRow) ([]byte, error) {
+	p, legend := newChart(title, "", "seconds")
+	p.NominalX("TTFT p50", "TTFT p90", "TTFT p99")
+	width := vg.Points(60) / vg.Length(max(1, len(rows)))
+	others := 0
+	for i, r := range rows {
+		vs := plotter.Values{r.TTFTP50, r.TTFTP90, r.TTFTP99}
+		for j, v := range vs {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				vs[j] = 0
+			}
+		}
+		bars, err := plotter.NewBarChart(vs, width)
+		if err != nil {
+			return nil, err
+		}
+		c, _, other := policyStyle(r.Policy, others)
+		if other {
+			others++
+		}
+		bars.Color, bars.LineStyle.Width = c, 0
+		bars.Offset = (vg.Length(i) - vg.Length(len(rows)-1)/2) * width
+		labels, err := plotter.NewLabels(plotter.XYLabels{
+			XYs:    plotter.XYs{{X: 0, Y: vs[0]}, {X: 1, Y: vs[1]}, {X: 2, Y: vs[2]}},
+			Labels: []string{barLabel(vs[0]), barLabel(vs[1]), barLabel(vs[2])},
+		})
+		if err != nil {
+			return nil, err
+		}
+		for j := range labels.TextStyle {
+			labels.TextStyle[j].XAlign = draw.XCenter
+			labels.TextStyle[j].Font.Size = vg.Points(9)
+		}
+		labels.Offset = vg.Point{X: bars.Offset, Y: vg.Points(3)}
+		p.Add(bars, labels)
+		legend.Add(fmt.Sprintf("%s (hit rate %s)", r.Policy, share(r.HitRate)), bars)
+	}
+	return pngBytes(p, legend)
+}
+
+// barLabel is a bar's value in ms, or s from 10 s on.
+func barLabel(v float64) string {
+	if v >= 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64) + " s"
+	}
+	return msecText(v) + " ms"
 }

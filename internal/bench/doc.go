@@ -26,4 +26,11 @@
 // SweepFile.Plan), resuming past runs whose result file records the same
 // RunSpec, and RenderRunReport turns result files alone into a Markdown
 // report.
+//
+// A run's policy may also name a peer router, peer:<router>:<policy>
+// (ParsePeerPolicy): vllm-router or sglang-router from PyPI, installed into
+// a venv of their own by bench/peers/venv.sh (MakePeerVenv) and started in
+// place of the gateway in front of the same simulators (StartPeer). Their
+// results have no predictions, and requests per replica come from the
+// simulators' own counters.
 package bench

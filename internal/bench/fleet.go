@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,13 +15,18 @@ import (
 )
 
 // FleetOptions say how to start a benchmark fleet: simulator children
-// behind a gateway child.
+// behind a gateway child, or behind a peer router child when Policy names
+// one (peer:<router>:<policy>).
 type FleetOptions struct {
-	// SimBinary and GatewayBinary are the executables to start. Required.
+	// SimBinary and GatewayBinary are the executables to start.
+	// GatewayBinary is not needed in front of a peer router.
 	SimBinary, GatewayBinary string
 	// SimEnv and GatewayEnv are added to the children's environments. Nil
 	// adds nothing.
 	SimEnv, GatewayEnv []string
+	// PeerVenv is the venv the peer routers are installed in
+	// (bench/peers/venv.sh makes it). Required for a peer policy.
+	PeerVenv string
 	// Replicas is the number of simulators. Must be >= 1.
 	Replicas int
 	// SimArgs are passed to every simulator after the harness's own:
@@ -30,7 +36,8 @@ type FleetOptions struct {
 	// Model is the model every simulator serves and the gateway routes.
 	// Required.
 	Model string
-	// Policy is the gateway's routing policy for Model. Required.
+	// Policy is the gateway's routing policy for Model, or a peer router
+	// and its policy. Required.
 	Policy string
 	// BlockSize is the simulators' KV block size, which the gateway's index
 	// cuts prompts into. Zero means 16.
@@ -44,9 +51,12 @@ type FleetOptions struct {
 // Fleet is a running benchmark fleet. Stop ends it; every child belongs to
 // the Fleet.
 type Fleet struct {
-	// URL is the gateway's client port, where requests go.
-	URL     string
+	// URL is the router's client port, where requests go.
+	URL string
+	// Gateway is the inferrail-gateway in front of Sims, or Peer the peer
+	// router; the other is nil.
 	Gateway *GatewayProcess
+	Peer    *PeerProcess
 	Sims    []*SimProcess
 }
 
@@ -59,13 +69,25 @@ func fleetModelArgs(model string) []string {
 // with a config it generates: the model tokenized with builtin:sim so the
 // gateway predicts cached tokens, o.Policy, caps high enough never to
 // refuse a request, and warn-level JSON logs. It returns once the gateway
-// reports every replica healthy.
+// reports every replica healthy. For a peer policy it starts that router
+// instead of the gateway and returns once the router reports every
+// simulator healthy.
 func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	if o.Replicas < 1 {
 		return nil, errors.New("start fleet: replicas must be >= 1")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	var peer PeerPolicy
+	if IsPeerPolicy(o.Policy) {
+		var err error
+		if peer, err = ParsePeerPolicy(o.Policy); err != nil {
+			return nil, fmt.Errorf("start fleet: %w", err)
+		}
+		if o.PeerVenv == "" {
+			return nil, fmt.Errorf("start fleet: %s: %w: no venv given", o.Policy, ErrNoPeerVenv)
+		}
 	}
 	f := &Fleet{}
 	args := append(fleetModelArgs(o.Model), o.SimArgs...)
@@ -75,6 +97,14 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 			return nil, errors.Join(err, f.Stop())
 		}
 		f.Sims = append(f.Sims, p)
+	}
+	if peer.Router != "" {
+		p, err := StartPeer(ctx, PeerOptions{Venv: o.PeerVenv, Policy: peer, Workers: f.simURLs(), Logger: o.Logger})
+		if err != nil {
+			return nil, errors.Join(err, f.Stop())
+		}
+		f.Peer, f.URL = p, p.URL
+		return f, nil
 	}
 	cfg := fleetConfig(o, f.Sims)
 	gw, err := StartGateway(ctx, GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger})
@@ -131,11 +161,19 @@ func (f *Fleet) waitHealthy(ctx context.Context, limit time.Duration) error {
 	}
 }
 
-// Stop ends the gateway, then the simulators, and reports every child that
-// did not stop cleanly or had exited on its own. It may be called more
-// than once.
+// Stop ends the gateway or peer router, then the simulators, and reports
+// every child that did not stop cleanly or had exited on its own. It may be
+// called more than once.
 func (f *Fleet) Stop() error {
 	var errs []error
+	if f.Peer != nil {
+		select {
+		case <-f.Peer.Exited():
+			errs = append(errs, fmt.Errorf("%s exited during the run: %s", f.Peer.Policy.Router, f.Peer.Output()))
+		default:
+		}
+		errs = append(errs, f.Peer.Stop())
+	}
 	if f.Gateway != nil {
 		select {
 		case <-f.Gateway.Exited():
@@ -157,19 +195,43 @@ func (f *Fleet) Stop() error {
 	return errors.Join(errs...)
 }
 
-// engineCounters reads the prefix cache counters (tokens) of engines at
-// urls and adds them up.
-func engineCounters(ctx context.Context, client *http.Client, urls []string) (EngineHits, error) {
-	var total EngineHits
+// engineReading is what the engines' counters said at one moment.
+type engineReading struct {
+	// hits adds up the prefix cache counters (tokens) of every engine.
+	hits EngineHits
+	// served counts each engine's finished requests, in the order of the
+	// URLs read: vllm:request_success_total without those that ended in
+	// an abort or an error.
+	served []float64
+}
+
+// engineCounters reads the counters of the engines at urls.
+func engineCounters(ctx context.Context, client *http.Client, urls []string) (engineReading, error) {
+	var r engineReading
 	for _, u := range urls {
 		p, err := scrapePage(ctx, client, u+"/metrics")
 		if err != nil {
-			return EngineHits{}, err
+			return engineReading{}, err
 		}
-		total.Queries += p.sum("vllm:prefix_cache_queries_total")
-		total.Hits += p.sum("vllm:prefix_cache_hits_total")
+		r.hits.Queries += p.sum("vllm:prefix_cache_queries_total")
+		r.hits.Hits += p.sum("vllm:prefix_cache_hits_total")
+		const name = "vllm:request_success_total"
+		r.served = append(r.served, p.sum(name)-p.sum(name, `finished_reason="abort"`)-p.sum(name, `finished_reason="error"`))
 	}
-	return total, nil
+	return r, nil
+}
+
+// servedSince counts the requests each engine finished from a to b, keyed
+// by the replica names the gateway's config gives them (sim-1, sim-2, …).
+func (b engineReading) servedSince(a engineReading) map[string]int {
+	if len(a.served) != len(b.served) {
+		return nil
+	}
+	m := make(map[string]int, len(b.served))
+	for i := range b.served {
+		m["sim-"+strconv.Itoa(i+1)] = int(math.Round(b.served[i] - a.served[i]))
+	}
+	return m
 }
 
 // since is the engines' counters from a to b.

@@ -54,6 +54,9 @@ func (s *RunSpec) Validate() error {
 		if s.Policy == "" {
 			errs = append(errs, errors.New("policy: required for a fleet of the run's own"))
 		}
+		if err := checkPolicy(s.Policy); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if _, err := ParseWarmup(s.Warmup); err != nil {
 		errs = append(errs, err)
@@ -151,14 +154,33 @@ type RunResult struct {
 	StopErrors []string `json:"stop_errors,omitempty"`
 	// GatewayLog is what the gateway child logged at warn and above.
 	GatewayLog *GatewayLog `json:"gateway_log,omitempty"`
+	// PeerLog is what a peer router child logged at warning and above.
+	PeerLog *PeerLog `json:"peer_log,omitempty"`
 }
 
 // RunSetup says what a run's fleet was.
 type RunSetup struct {
+	// Gateway says what was in front of the simulators: inferrail-gateway
+	// or a peer router.
 	Gateway       string   `json:"gateway,omitempty"`
 	Simulators    string   `json:"simulators,omitempty"`
 	SimArgs       []string `json:"sim_args,omitempty"`
 	GatewayConfig string   `json:"gateway_config,omitempty"`
+	// Peer is the peer router in place of the gateway; nil for the gateway.
+	Peer *PeerSetup `json:"peer,omitempty"`
+}
+
+// PeerSetup is the peer router a run put in front of its simulators.
+type PeerSetup struct {
+	// Router is the PyPI package (vllm-router, sglang-router) and Version
+	// its version.
+	Router  string `json:"router"`
+	Version string `json:"version"`
+	// Policy is the router's own policy name.
+	Policy string `json:"policy"`
+	// Argv is the command line it was started with (its ports were the
+	// run's).
+	Argv []string `json:"argv"`
 }
 
 // WriteRunResult writes r as indented JSON to path, through a temporary

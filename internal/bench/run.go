@@ -23,6 +23,10 @@ type RunEnv struct {
 	SimBinary, GatewayBinary string
 	// SimEnv and GatewayEnv are added to the children's environments.
 	SimEnv, GatewayEnv []string
+	// PeerVenv is the venv holding the peer routers, for runs whose policy
+	// is peer:<router>:<policy> (MakePeerVenv makes it). Empty fails such
+	// runs.
+	PeerVenv string
 	// Command is the command line that reproduces the run, recorded in the
 	// result. Empty records nothing.
 	Command string
@@ -34,9 +38,9 @@ type RunEnv struct {
 	Logger *slog.Logger
 	// Generate makes a spec's requests. Nil means workload.Generate.
 	Generate func(workload.Spec) ([]workload.Request, error)
-	// Oracle computes the oracle hit rate of requests. Nil means
-	// workload.OracleHitRate.
-	Oracle func(reqs []workload.Request, blockSize int) (float64, error)
+	// Oracle computes the oracle hit rate of the requests after the first
+	// warm. Nil means the workload's own, by workload.Analyze.
+	Oracle func(reqs []workload.Request, blockSize, warm int) (float64, error)
 	// OnSchedule is passed to RunOpenLoop (tests stall the scheduler with
 	// it). Nil means none.
 	OnSchedule func(i int)
@@ -94,7 +98,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	if target == "" {
 		fleet, err = StartFleet(ctx, FleetOptions{
 			SimBinary: env.SimBinary, GatewayBinary: env.GatewayBinary,
-			SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv,
+			SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 			Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 			Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
 			Logger: log,
@@ -104,18 +108,30 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		}
 		target = fleet.URL
 		res.Setup = RunSetup{
-			Gateway:       "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports",
-			Simulators:    fmt.Sprintf("%d inferrail-sim child processes (%s)", spec.Replicas, env.SimBinary),
-			SimArgs:       append(fleetModelArgs(spec.Workload.Model), spec.SimArgs...),
-			GatewayConfig: fleet.Gateway.ConfigYAML,
+			Simulators: fmt.Sprintf("%d inferrail-sim child processes (%s)", spec.Replicas, env.SimBinary),
+			SimArgs:    append(fleetModelArgs(spec.Workload.Model), spec.SimArgs...),
+		}
+		if p := fleet.Peer; p != nil {
+			res.Setup.Gateway = fmt.Sprintf("%s %s child process (%s) with its policy %s on loopback ports, in place of inferrail-gateway",
+				p.Policy.Router, p.Version, p.Argv[0], p.Policy.Policy)
+			res.Setup.Peer = &PeerSetup{Router: p.Policy.Router, Version: p.Version, Policy: p.Policy.Policy, Argv: p.Argv}
+		} else {
+			res.Setup.Gateway = "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports"
+			res.Setup.GatewayConfig = fleet.Gateway.ConfigYAML
 		}
 	}
 	stopFleet := func() {
 		if fleet == nil {
 			return
 		}
-		gl := fleet.Gateway.Log()
-		res.GatewayLog = &gl
+		if fleet.Gateway != nil {
+			gl := fleet.Gateway.Log()
+			res.GatewayLog = &gl
+		}
+		if fleet.Peer != nil {
+			pl := fleet.Peer.Log()
+			res.PeerLog = &pl
+		}
 		if err := fleet.Stop(); err != nil {
 			res.StopErrors = append(res.StopErrors, err.Error())
 		}
@@ -133,8 +149,8 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	start := time.Now().Add(50 * time.Millisecond)
 	res.Started = start.UTC().Format(time.RFC3339Nano)
 	type reading struct {
-		hits EngineHits
-		err  error
+		counters engineReading
+		err      error
 	}
 	before := make(chan reading, 1)
 	if fleet != nil {
@@ -158,12 +174,17 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		if err = errors.Join(b.err, err); err != nil {
 			res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
 		} else {
-			m.Engine = after.since(b.hits)
+			m.Engine = after.hits.since(b.counters.hits)
+			if len(m.Replicas) == 0 {
+				// No x-inferrail-replica header (a peer router): count
+				// by the simulators' own counters instead.
+				m.setEngineReplicas(after.servedSince(b.counters))
+			}
 		}
 	}
 	stopFleet()
 	res.Machine = machineShare(cpu0, readCPUTimes(), runtime.NumCPU())
-	if o, err := oracle(reqs, spec.blockSize()); err != nil {
+	if o, err := oracle(reqs, spec.blockSize(), warm); err != nil {
 		res.Notes = append(res.Notes, "oracle hit rate unknown: "+err.Error())
 	} else {
 		m.setOracle(o)
@@ -212,7 +233,11 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		for _, k := range slices.Sorted(maps.Keys(m.Replicas)) {
 			parts = append(parts, fmt.Sprintf("%s %d", k, m.Replicas[k]))
 		}
-		fmt.Fprintf(w, "  replicas %s; busiest share %.2f\n", strings.Join(parts, ", "), m.BusiestShare)
+		from := ""
+		if m.ReplicasFrom != "" {
+			from = " (from the " + m.ReplicasFrom + "' counters)"
+		}
+		fmt.Fprintf(w, "  replicas%s %s; busiest share %.2f\n", from, strings.Join(parts, ", "), m.BusiestShare)
 	}
 	if p := m.Prediction; p != nil {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",

@@ -25,7 +25,7 @@ func fleetEnv(t *testing.T, reqs []workload.Request) RunEnv {
 		GatewayBinary: os.Args[0], GatewayEnv: []string{helperGatewayEnv, race},
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Generate: func(workload.Spec) ([]workload.Request, error) { return reqs, nil },
-		Oracle:   func([]workload.Request, int) (float64, error) { return 0.9, nil },
+		Oracle:   func([]workload.Request, int, int) (float64, error) { return 0.9, nil },
 	}
 }
 
@@ -199,5 +199,32 @@ rates = [40]
 	}
 	if _, err := os.Stat(filepath.Join(dir, runs[0].FileName())); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestMeasuredOracle: the ceiling leaves the warmup out but counts what it
+// cached. Three copies of one prompt: the first caches nothing, the others
+// all but their last partial block.
+func TestMeasuredOracle(t *testing.T) {
+	spec := workload.Spec{Workload: workload.W1, Model: "m", Rate: 10, Requests: 40, Seed: 3, SystemPrompts: 1}
+	reqs, err := workload.Generate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := workload.Analyze(reqs, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := measuredOracle(reqs, 16, 0)
+	if err != nil || all != a.HitRate() {
+		t.Fatalf("warm 0: %v, %v; want the whole schedule's %v", all, err, a.HitRate())
+	}
+	after, err := measuredOracle(reqs, 16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := float64(a.Cached-int64(a.CachedTokens[0])) / float64(a.Prompt-int64(a.PromptTokens[0]))
+	if after != want || after <= all {
+		t.Errorf("warm 1: %v, want %v (above the whole schedule's %v: the first request cached nothing)", after, want, all)
 	}
 }

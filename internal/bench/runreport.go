@@ -45,13 +45,13 @@ type PolicyRow struct {
 	Policy string
 	Reps   int
 	// Medians over repetitions, seconds and rates.
-	TTFTP50, TTFTP99, E2EP50, E2EP99, TPOTP50, TPOTP99 float64
-	Goodput, GoodFraction, Throughput                  float64
-	HitRate                                            float64
-	EngineHitRate                                      float64 // NaN when no run read the engines
-	Oracle                                             float64 // NaN when unknown
-	BusiestShare                                       float64
-	SendLagP99                                         float64
+	TTFTP50, TTFTP90, TTFTP99, E2EP50, E2EP99, TPOTP50, TPOTP99 float64
+	Goodput, GoodFraction, Throughput                           float64
+	HitRate                                                     float64
+	EngineHitRate                                               float64 // NaN when no run read the engines
+	Oracle                                                      float64 // NaN when unknown
+	BusiestShare                                                float64
+	SendLagP99                                                  float64
 	// Errors adds up failed measured requests over every repetition; Requests
 	// the measured requests.
 	Errors, Requests int
@@ -95,6 +95,7 @@ func pointRows(results []*RunResult) []PolicyRow {
 			Policy:       p,
 			Reps:         len(rs),
 			TTFTP50:      all(func(m *Measurements) float64 { return m.TTFT.P50 }),
+			TTFTP90:      all(func(m *Measurements) float64 { return m.TTFT.P90 }),
 			TTFTP99:      all(func(m *Measurements) float64 { return m.TTFT.P99 }),
 			E2EP50:       all(func(m *Measurements) float64 { return m.E2E.P50 }),
 			E2EP99:       all(func(m *Measurements) float64 { return m.E2E.P99 }),
@@ -189,9 +190,11 @@ func groupResults(results []*RunResult) ([]pointKey, map[pointKey][]*RunResult) 
 	return keys, groups
 }
 
-// RenderRunReport writes the Markdown report of a set of run results: a
-// headline and a table per point and rate, medians over repetitions. It
-// depends on the results alone, so the same files give the same report.
+// RenderRunReport writes the Markdown report of a set of run results: the
+// milestone verdict and the targets, links to each point's charts
+// (RenderRunCharts), and a headline and a table per point and rate,
+// medians over repetitions. It depends on the results alone, so the same
+// files give the same report.
 func RenderRunReport(results []*RunResult) string {
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
@@ -204,6 +207,7 @@ func RenderRunReport(results []*RunResult) string {
 	writeSetup(&w, results)
 	keys, groups := groupResults(results)
 	writeVerdict(&w, keys, groups)
+	writeChartLinks(&w, results)
 	p("## Points\n\n")
 	p("Every figure is the median over repetitions (each with its own workload seed; every policy of a repetition " +
 		"got the same requests at the same times, on a cold gateway and cold simulators). Latencies are in ms and count from the " +
@@ -259,6 +263,31 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 		fmt.Fprint(w, " (some with uncommitted changes)")
 	}
 	fmt.Fprint(w, ".\n\n")
+	writePeers(w, results)
+}
+
+// writePeers names the peer routers among the results, with their
+// versions, and what their rows lack.
+func writePeers(w *strings.Builder, results []*RunResult) {
+	versions := map[string][]string{}
+	for _, r := range results {
+		if p := r.Setup.Peer; p != nil && !slices.Contains(versions[p.Router], p.Version) {
+			versions[p.Router] = append(versions[p.Router], p.Version)
+		}
+	}
+	if len(versions) == 0 {
+		return
+	}
+	var names []string
+	for _, router := range slices.Sorted(maps.Keys(versions)) {
+		vs := versions[router]
+		slices.Sort(vs)
+		names = append(names, router+" "+strings.Join(vs, " and "))
+	}
+	fmt.Fprintf(w, "**Peers:** rows named peer:<router>:<policy> ran %s from PyPI in place of the gateway, "+
+		"in front of the same simulators, with the router's own policy of that name. They send no x-inferrail-* headers: "+
+		"their rows have no predictions, and *busiest* counts the requests each simulator finished by its own counters.\n\n",
+		strings.Join(names, ", "))
 }
 
 // headline says which policy had the lowest p99 TTFT at a point and how it
@@ -282,68 +311,167 @@ func headline(k pointKey, rows []PolicyRow) string {
 	return strings.Join(parts, "; ") + "."
 }
 
-// writeVerdict checks the milestone and the benchmark plan's targets
-// against the points that have the policies they compare.
-func writeVerdict(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
-	find := func(rows []PolicyRow, policy string) (PolicyRow, bool) {
-		i := slices.IndexFunc(rows, func(r PolicyRow) bool { return r.Policy == policy })
-		if i < 0 {
-			return PolicyRow{}, false
-		}
-		return rows[i], true
-	}
-	var lines []string
+// medianRate is the key of a point's median rate among keys (the lower of
+// the two middle rates when there is an even number): where the milestone
+// and the targets are judged. keys are in groupResults' order.
+func medianRate(keys []pointKey, point, workload string) (pointKey, bool) {
+	var ks []pointKey
 	for _, k := range keys {
-		if k.Workload != "w1" && k.Workload != "w2" && k.Workload != "w3" {
+		if k.Point == point && k.Workload == workload {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return pointKey{}, false
+	}
+	return ks[(len(ks)-1)/2], true
+}
+
+func findRow(rows []PolicyRow, policy string) (PolicyRow, bool) {
+	i := slices.IndexFunc(rows, func(r PolicyRow) bool { return r.Policy == policy })
+	if i < 0 {
+		return PolicyRow{}, false
+	}
+	return rows[i], true
+}
+
+// milestoneWorkloads are the workloads the milestone is judged on.
+var milestoneWorkloads = []string{"w1", "w2", "w3"}
+
+// writeVerdict checks the milestone on W1–W3 and the benchmark plan's
+// targets on W1, each at a point's median rate, from the points that have
+// the policies they compare; it says what could not be judged.
+func writeVerdict(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	var lines, failed []string
+	judged := map[string]bool{}
+	for _, k := range keys {
+		if !slices.Contains(milestoneWorkloads, k.Workload) {
 			continue
 		}
 		rows := pointRows(groups[k])
-		cm, ok1 := find(rows, "cost_model")
-		lr, ok2 := find(rows, "least_request")
+		cm, ok1 := findRow(rows, "cost_model")
+		lr, ok2 := findRow(rows, "least_request")
 		if !ok1 || !ok2 {
 			continue
 		}
 		met := cm.TTFTP99 < lr.TTFTP99 && cm.Goodput >= 0.99*lr.Goodput
-		lines = append(lines, fmt.Sprintf("| %s at %s | %s vs %s | %s vs %s | %s |", k.Point, k.rateText(),
+		name := k.Point + " at " + k.rateText()
+		role := "other rate"
+		if m, _ := medianRate(keys, k.Point, k.Workload); m == k {
+			role = "**median rate**"
+			judged[k.Workload] = true
+			if !met {
+				failed = append(failed, name)
+			}
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %s vs %s | %s vs %s | %s |", name, role,
 			msecText(cm.TTFTP99), msecText(lr.TTFTP99), num2(cm.Goodput), num2(lr.Goodput), yesNo(met)))
 	}
-	if len(lines) == 0 {
-		return
+	if len(lines) > 0 {
+		p("## Milestone\n\n")
+		p("cost_model's p99 TTFT below least_request's on W1–W3 without losing goodput (at least 99%% of least_request's), " +
+			"judged at each point's median rate; the other rates are shown for reference.\n\n")
+		var missing []string
+		for _, wl := range milestoneWorkloads {
+			if !judged[wl] {
+				missing = append(missing, wl)
+			}
+		}
+		switch {
+		case len(failed) > 0:
+			p("**Not met** at %s.", joinAnd(failed))
+		case len(missing) > 0:
+			p("**Not judged**: met where measured, but no results compare cost_model with least_request on %s.", joinAnd(missing))
+		default:
+			p("**Met** on W1, W2 and W3.")
+		}
+		if len(failed) > 0 && len(missing) > 0 {
+			p(" Nothing compares cost_model with least_request on %s.", joinAnd(missing))
+		}
+		p("\n\n| point | | p99 TTFT ms, cost_model vs least_request | goodput req/s | met |\n|---|---|--:|--:|---|\n")
+		p("%s\n\n", strings.Join(lines, "\n"))
 	}
-	fmt.Fprint(w, "## Milestone\n\ncost_model's p99 TTFT below least_request's on W1–W3 without losing goodput (goodput at least 99% of least_request's):\n\n")
-	fmt.Fprint(w, "| point | p99 TTFT cost_model vs least_request | goodput | met |\n|---|--:|--:|---|\n")
-	fmt.Fprint(w, strings.Join(lines, "\n")+"\n\n")
-	// Targets at W1's median rate.
-	var w1 []pointKey
+	writeTargets(w, keys, groups)
+}
+
+// writeTargets checks the benchmark plan's targets at W1's median rate: the
+// point named w1, else the first W1 point.
+func writeTargets(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
+	point := ""
 	for _, k := range keys {
-		if k.Workload == "w1" {
-			w1 = append(w1, k)
+		if k.Workload == "w1" && (point == "" || k.Point == "w1") {
+			point = k.Point
 		}
 	}
-	if len(w1) == 0 {
+	if point == "" {
 		return
 	}
-	k := w1[(len(w1)-1)/2]
+	k, _ := medianRate(keys, point, "w1")
 	rows := pointRows(groups[k])
-	cm, ok := find(rows, "cost_model")
+	cm, ok := findRow(rows, "cost_model")
 	if !ok {
 		return
 	}
-	fmt.Fprintf(w, "Targets of the benchmark plan, on %s at %s:\n\n", k.Point, k.rateText())
-	hit := cm.EngineHitRate
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Targets\n\nThe benchmark plan's targets for cost_model, on %s at %s (its median rate):\n\n", k.Point, k.rateText())
+	hit, source := cm.EngineHitRate, "the engines' counters"
 	if math.IsNaN(hit) {
-		hit = cm.HitRate
+		hit, source = cm.HitRate, "usage"
 	}
-	fmt.Fprintf(w, "- engine hit rate ≥ 80%%: %s (%s)\n", share(hit), yesNo(hit >= 0.8))
-	if rr, ok := find(rows, "round_robin"); ok && rr.TTFTP99 > 0 {
+	p("- hit rate ≥ 80%%: %s from %s (%s)\n", share(hit), source, metText(hit >= 0.8))
+	if rr, ok := findRow(rows, "round_robin"); ok && rr.TTFTP99 > 0 {
 		cut := 1 - cm.TTFTP99/rr.TTFTP99
-		fmt.Fprintf(w, "- p99 TTFT ≥ 40%% below round_robin: %s below (%s)\n", share(cut), yesNo(cut >= 0.4))
+		p("- p99 TTFT ≥ 40%% below round_robin's: %s ms against %s ms, %s (%s)\n", msecText(cm.TTFTP99), msecText(rr.TTFTP99), changeText(-cut, "above", "below"), metText(cut >= 0.4))
+	} else {
+		p("- p99 TTFT ≥ 40%% below round_robin's: not judged, no round_robin result here\n")
 	}
-	if lr, ok := find(rows, "least_request"); ok && lr.Goodput > 0 {
+	if lr, ok := findRow(rows, "least_request"); ok && lr.Goodput > 0 {
 		gain := cm.Goodput/lr.Goodput - 1
-		fmt.Fprintf(w, "- goodput ≥ 30%% above least_request: %s above (%s)\n", share(gain), yesNo(gain >= 0.3))
+		p("- goodput ≥ 30%% above least_request's: %s req/s against %s, %s (%s)\n", num2(cm.Goodput), num2(lr.Goodput), changeText(gain, "above", "below"), metText(gain >= 0.3))
+	} else {
+		p("- goodput ≥ 30%% above least_request's: not judged, no least_request result with goodput here\n")
 	}
-	fmt.Fprint(w, "\n")
+	p("\n")
+}
+
+// joinAnd joins items as "a", "a and b" or "a, b and c".
+func joinAnd(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// changeText writes a relative change as "12% above", "12% below" or
+// "the same" within half a percent.
+func changeText(v float64, up, down string) string {
+	if math.Abs(v) < 0.005 {
+		return "the same"
+	}
+	if v < 0 {
+		return share(-v) + " " + down
+	}
+	return share(v) + " " + up
+}
+
+// writeChartLinks links each point's charts, which WriteRunReport writes
+// next to the report.
+func writeChartLinks(w *strings.Builder, results []*RunResult) {
+	charts := chartData(results)
+	fmt.Fprint(w, "## Charts\n\np99 TTFT and goodput against the offered rate, a line per policy, medians over repetitions: "+
+		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate.\n\n")
+	for _, c := range charts {
+		ttft, goodput := chartFileNames(c.Point)
+		fmt.Fprintf(w, "### %s\n\n![%s: p99 TTFT against load](%s)\n![%s: goodput against load](%s)\n\n", c.Point, c.Point, ttft, c.Point, goodput)
+	}
+}
+
+func metText(b bool) string {
+	if b {
+		return "met"
+	}
+	return "**not met**"
 }
 
 func yesNo(b bool) string {
@@ -406,15 +534,24 @@ func signed1(v float64) string {
 	return fmt.Sprintf("%+.1f", v)
 }
 
-// WriteRunReport reads every result file in in and writes report.md to
-// out.
+// WriteRunReport reads every result file in in and writes report.md and
+// its charts (PNG) to out.
 func WriteRunReport(in, out string) (string, error) {
 	results, err := ReadRunResults(in)
 	if err != nil {
 		return "", err
 	}
+	charts, err := RenderRunCharts(results)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
+	}
+	for _, name := range slices.Sorted(maps.Keys(charts)) {
+		if err := os.WriteFile(filepath.Join(out, name), charts[name], 0o644); err != nil {
+			return "", err
+		}
 	}
 	path := filepath.Join(out, "report.md")
 	return path, os.WriteFile(path, []byte(RenderRunReport(results)), 0o644)

@@ -181,7 +181,12 @@ type Measurements struct {
 
 	// Replicas counts measured successes by the replica that served them
 	// (x-inferrail-replica); BusiestShare is the largest count's share.
+	// Without that header (a peer router in front), ReplicasFrom is
+	// "engines" and Replicas counts the requests each simulator finished
+	// over the measured window (vllm:request_success_total), which may
+	// take in a few warmup requests that finished within it.
 	Replicas     map[string]int `json:"replicas,omitempty"`
+	ReplicasFrom string         `json:"replicas_from,omitempty"`
 	BusiestShare float64        `json:"busiest_share"`
 	// Policies counts measured successes by x-inferrail-policy, when the
 	// gateway names it.
@@ -313,6 +318,20 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		}
 	}
 	return m
+}
+
+// setEngineReplicas takes per-replica counts from the engines' own counters
+// (see Replicas); it does nothing when they counted nothing.
+func (m *Measurements) setEngineReplicas(served map[string]int) {
+	total := 0
+	for _, n := range served {
+		total += n
+	}
+	if total <= 0 {
+		return
+	}
+	m.Replicas, m.ReplicasFrom = served, "engines"
+	m.BusiestShare = float64(slices.Max(slices.Collect(maps.Values(served)))) / float64(total)
 }
 
 func kindFigures(outs []Outcome) KindFigures {

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("INFERRAIL_BENCH_HELPER_SIM") == "1" {
 		os.Exit(helperSim(os.Args[1:]))
 	}
+	if name := filepath.Base(os.Args[0]); peerRouters[name].dist != "" {
+		os.Exit(helperPeer(name, os.Args[1:])) // a fake venv's router: see fakePeerVenv
+	}
 	os.Exit(m.Run())
 }
 

@@ -182,6 +182,8 @@ func (f *SweepFile) Validate() error {
 		for j, pol := range p.Policies {
 			if pol == "" {
 				fail(fmt.Sprintf("%s.policies[%d]", path, j), "must not be empty")
+			} else if err := checkPolicy(pol); err != nil {
+				fail(fmt.Sprintf("%s.policies[%d]", path, j), "%v", err)
 			}
 		}
 		if p.Reps < 0 {
@@ -211,6 +213,8 @@ func (f *SweepFile) Validate() error {
 	for i, pol := range f.Policies {
 		if pol == "" {
 			fail(fmt.Sprintf("policies[%d]", i), "must not be empty")
+		} else if err := checkPolicy(pol); err != nil {
+			fail(fmt.Sprintf("policies[%d]", i), "%v", err)
 		}
 	}
 	return errors.Join(errs...)

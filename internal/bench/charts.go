@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"image/color"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// A report's charts are PNG files drawn by gonum.org/v1/plot with its
+// embedded Liberation fonts and written by image/png, which records no
+// time: the same results give the same bytes.
+
+// chartSeries is one policy's line on a chart: a value per offered rate,
+// rates ascending.
+type chartSeries struct {
+	Policy string
+	Rates  []float64
+	Values []float64
+}
+
+// pointChart holds the data of one point's two charts, p99 TTFT (seconds)
+// and goodput (req/s) against offered rate, one series per policy:
+// medians over repetitions, as in the report's tables.
+type pointChart struct {
+	Point, Workload string
+	TTFTP99         []chartSeries
+	Goodput         []chartSeries
+}
+
+// chartData gathers the charts' data from results: a pointChart per point,
+// in the report's order.
+func chartData(results []*RunResult) []pointChart {
+	keys, groups := groupResults(results)
+	var charts []pointChart
+	for _, k := range keys {
+		if len(charts) == 0 || charts[len(charts)-1].Point != k.Point || charts[len(charts)-1].Workload != k.Workload {
+			charts = append(charts, pointChart{Point: k.Point, Workload: k.Workload})
+		}
+		c := &charts[len(charts)-1]
+		for _, r := range pointRows(groups[k]) {
+			c.TTFTP99 = addToSeries(c.TTFTP99, r.Policy, k.Rate, r.TTFTP99)
+			c.Goodput = addToSeries(c.Goodput, r.Policy, k.Rate, r.Goodput)
+		}
+	}
+	for i := range charts {
+		for _, ss := range [][]chartSeries{charts[i].TTFTP99, charts[i].Goodput} {
+			slices.SortFunc(ss, func(a, b chartSeries) int { return comparePolicies(a.Policy, b.Policy) })
+		}
+	}
+	return charts
+}
+
+// addToSeries appends (rate, v) to policy's series, starting it if need
+// be. Rates arrive in ascending order.
+func addToSeries(ss []chartSeries, policy string, rate, v float64) []chartSeries {
+	i := slices.IndexFunc(ss, func(s chartSeries) bool { return s.Policy == policy })
+	if i < 0 {
+		ss = append(ss, chartSeries{Policy: policy})
+		i = len(ss) - 1
+	}
+	ss[i].Rates = append(ss[i].Rates, rate)
+	ss[i].Values = append(ss[i].Values, v)
+	return ss
+}
+
+func comparePolicies(a, b string) int {
+	return cmp.Or(cmp.Compare(policyRank(a), policyRank(b)), cmp.Compare(a, b))
+}
+
+// chartFileNames are the PNG files of a point's charts, named after the
+// point.
+func chartFileNames(point string) (ttft, goodput string) {
+	var b strings.Builder
+	for _, r := range point {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	name := b.String()
+	return name + "-ttft-p99.png", name + "-goodput.png"
+}
+
+// rateLabel is the x axis of a point's charts.
+func rateLabel(workload string) string {
+	if workload == "trace" {
+		return "rate multiplier (× the trace's rate)"
+	}
+	return "offered rate (req/s)"
+}
+
+// RenderRunCharts draws the report's charts from results: for each point,
+// p99 TTFT and goodput against offered rate with a line per policy. It
+// returns PNG bytes by file name.
+func RenderRunCharts(results []*RunResult) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, c := range chartData(results) {
+		ttftName, goodputName := chartFileNames(c.Point)
+		ttft, err := renderLineChart(c.Point+": p99 TTFT against load", rateLabel(c.Workload), "p99 TTFT (s)", c.TTFTP99, false)
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", ttftName, err)
+		}
+		goodput, err := renderLineChart(c.Point+": goodput against load", rateLabel(c.Workload), "goodput (req/s)", c.Goodput, c.Workload != "trace")
+		if err != nil {
+			return nil, fmt.Errorf("chart %s: %w", goodputName, err)
+		}
+		files[ttftName], files[goodputName] = ttft, goodput
+	}
+	return files, nil
+}
+
+// policyColors are the Okabe–Ito colours, told apart also by readers with
+// colour blindness, in policyOrder: a policy keeps its colour in every
+// chart. otherColors go to other policies (peer routers), in chart order.
+var (
+	policyColors = []color.Color{
+		color.NRGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // round_robin: grey
+		color.NRGBA{R: 0xf0, G: 0xe4, B: 0x42, A: 0xff}, // random: yellow
+		color.NRGBA{R: 0xe6, G: 0x9f, B: 0x00, A: 0xff}, // least_request: orange
+		color.NRGBA{R: 0xcc, G: 0x79, B: 0xa7, A: 0xff}, // p2c: reddish purple
+		color.NRGBA{R: 0x56, G: 0xb4, B: 0xe9, A: 0xff}, // prefix_hash: sky blue
+		color.NRGBA{R: 0x00, G: 0x9e, B: 0x73, A: 0xff}, // kv_aware: green
+		color.NRGBA{R: 0x00, G: 0x72, B: 0xb2, A: 0xff}, // cost_model: blue
+	}
+	otherColors = []color.Color{
+		color.NRGBA{R: 0xd5, G: 0x5e, B: 0x00, A: 0xff}, // vermilion
+		color.NRGBA{R: 0x00, G: 0x00, B: 0x00, A: 0xff}, // black
+		color.NRGBA{R: 0x88, G: 0x22, B: 0x55, A: 0xff}, // wine
+		color.NRGBA{R: 0x44, G: 0xaa, B: 0x99, A: 0xff}, // teal
+	}
+	policyGlyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.CrossGlyph{},
+		draw.PlusGlyph{}, draw.RingGlyph{}, draw.BoxGlyph{}}
+	otherGlyphs = []draw.GlyphDrawer{draw.PyramidGlyph{}, draw.RingGlyph{}, draw.PlusGlyph{}, draw.CrossGlyph{}}
+)
+
+// policyStyle is the colour and glyph of a policy, and whether its line is
+// dashed: other policies (peer routers) get dashed lines, the k-th of them
+// in a chart the k-th of otherColors.
+func policyStyle(policy string, k int) (c color.Color, g draw.GlyphDrawer, dashed bool) {
+	if r := policyRank(policy); r < len(policyOrder) {
+		return policyColors[r], policyGlyphs[r], false
+	}
+	return otherColors[k%len(otherColors)], otherGlyphs[k%len(otherGlyphs)], true
+}
+
+const (
+	chartWidth  = 18 * vg.Centimeter
+	chartHeight = 10 * vg.Centimeter
+	chartDPI    = 120
+)
+
+// newChart starts a chart with a title, axis labels, a grid and a y axis
+// from 0, and the legend drawn beside it (pngBytes).
+func newChart(title, xLabel, yLabel string) (*plot.Plot, *plot.Legend) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.Padding = vg.Points(2)
+	return p, &l
+}
+
+// renderLineChart draws series as lines with a marker per value; values
+// that are NaN or infinite are left out. With offered, a dashed diagonal
+// marks goodput equal to the offered rate.
+func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered bool) ([]byte, error) {
+	p, legend := newChart(title, xLabel, yLabel)
+	var lo, hi float64 = math.Inf(1), math.Inf(-1)
+	others := 0
+	for _, s := range series {
+		var xys plotter.XYs
+		for j, x := range s.Rates {
+			if y := s.Values[j]; !math.IsNaN(y) && !math.IsInf(y, 0) {
+				xys = append(xys, plotter.XY{X: x, Y: y})
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, points, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		c, g, dashed := policyStyle(s.Policy, others)
+		if dashed {
+			others++
+			line.Dashes = []vg.Length{vg.Points(6), vg.Points(2)}
+		}
+		line.Color, line.Width = c, vg.Points(1.5)
+		points.Color, points.Shape, points.Radius = c, g, vg.Points(3)
+		p.Add(line, points)
+		legend.Add(s.Policy, line, points)
+	}
+	if offered && lo <= hi {
+		diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: hi, Y: hi}})
+		if err != nil {
+			return nil, err
+		}
+		diag.Color, diag.Dashes = color.Gray{Y: 0x60}, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(diag)
+		legend.Add("offered rate", diag)
+	}
+	if lo <= hi {
+		// The swept rates with a little room on both sides.
+		pad := max((hi-lo)*0.08, hi*0.04)
+		p.X.Min, p.X.Max = max(0, lo-pad), hi+pad
+	}
+	return pngBytes(p, legend)
+}
+
+// pngBytes draws p on a white canvas of the charts' size, with legend in
+// a column to its right, and encodes it.
+func pngBytes(p *plot.Plot, legend *plot.Legend) ([]byte, error) {
+	c := vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(chartDPI))}
+	dc := draw.New(c)
+	r := legend.Rectangle(dc)
+	column := r.Max.X - r.Min.X + 0.5*vg.Centimeter
+	p.Draw(draw.Crop(dc, 0, -column, 0, 0))
+	legend.Draw(draw.Crop(dc, chartWidth-column+0.2*vg.Centimeter, 0, 0, -1.2*vg.Centimeter))
+	var b bytes.Buffer
+	if _, err := c.WriteTo(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
