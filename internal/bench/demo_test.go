@@ -16,7 +16,7 @@ func demoResults() []*RunResult {
 	run := func(policy string, ttftP99, hit, goodput float64, errs int) *RunResult {
 		m := Measurements{
 			Requests: 190, Warmup: 19, Measured: 171, Succeeded: 171 - errs,
-			TTFT: Dist{P50: 0.075, P90: ttftP99 / 2, P99: ttftP99}, E2E: Dist{P50: 4.2, P99: 6.9},
+			TTFT: Percentiles{P50: 0.075, P90: ttftP99 / 2, P99: ttftP99}, E2E: Percentiles{P50: 4.2, P99: 6.9},
 			HitRate: hit, BusiestShare: 0.39, GoodputRPS: goodput, GoodFraction: goodput / 4.5,
 		}
 		if errs > 0 {

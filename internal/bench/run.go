@@ -207,7 +207,7 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	}
 	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
-	d := func(name string, x Dist) {
+	d := func(name string, x Percentiles) {
 		fmt.Fprintf(w, "  %-8s p50 %s  p90 %s  p99 %s  mean %s\n", name, msec(x.P50), msec(x.P90), msec(x.P99), msec(x.Mean))
 	}
 	d("TTFT", m.TTFT)

@@ -24,8 +24,8 @@ func reportResults() []*RunResult {
 				k := 1 + float64(i) + float64(rep)/10 + pt.rate/100
 				m := Measurements{
 					Requests: 100, Warmup: 10, Measured: 90, Succeeded: 90 - i,
-					TTFT: Dist{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: Dist{N: 90, P50: 0.5 * k, P99: 2 * k},
-					TPOT:       Dist{N: 90, P50: 0.02 * k, P99: 0.04 * k},
+					TTFT: Percentiles{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: Percentiles{N: 90, P50: 0.5 * k, P99: 2 * k},
+					TPOT:       Percentiles{N: 90, P50: 0.02 * k, P99: 0.04 * k},
 					GoodputRPS: pt.rate / k, GoodFraction: 1 / k, ThroughputRPS: pt.rate,
 					HitRate: 0.9 / k, Engine: &EngineHits{HitRate: 0.85 / k}, OracleHitRate: f(0.95),
 					Replicas: map[string]int{"sim-1": 30, "sim-2": 30, "sim-3": 30 - i}, BusiestShare: 0.34 + float64(i)/100,

@@ -10,45 +10,10 @@ import (
 	"time"
 )
 
-// Dist summarises a distribution of durations in seconds. Percentiles are
-// nearest rank: at least 90% of the values are <= P90, and fewer than 90%
-// are < P90.
-type Dist struct {
-	N    int     `json:"n"`
-	Mean float64 `json:"mean_seconds"`
-	P50  float64 `json:"p50_seconds"`
-	P90  float64 `json:"p90_seconds"`
-	P99  float64 `json:"p99_seconds"`
-	Max  float64 `json:"max_seconds"`
-}
-
-// distOf summarises ds without changing it. An empty ds gives the zero
-// Dist.
-func distOf(ds []time.Duration) Dist {
-	if len(ds) == 0 {
-		return Dist{}
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	var sum float64
-	for _, d := range s {
-		sum += d.Seconds()
-	}
-	return Dist{
-		N:    len(s),
-		Mean: sum / float64(len(s)),
-		P50:  nearestRank(s, 0.50),
-		P90:  nearestRank(s, 0.90),
-		P99:  nearestRank(s, 0.99),
-		Max:  s[len(s)-1].Seconds(),
-	}
-}
-
-// nearestRank is the p-quantile (0 < p <= 1) of sorted, in seconds: the
-// value at rank ceil(p·n).
-func nearestRank(sorted []time.Duration, p float64) float64 {
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))].Seconds()
+// distOf summarises ds without changing it, as the stress scenarios'
+// percentiles do (nearest rank). An empty ds gives the zero value.
+func distOf(ds []time.Duration) Percentiles {
+	return percentiles(slices.Clone(ds))
 }
 
 // SLO is the service level a request must meet to count toward goodput.
@@ -145,13 +110,13 @@ type Measurements struct {
 	// Latencies of the measured requests that succeeded. TTFT and E2E count
 	// from the scheduled time; TPOT is (E2E − TTFT)/(completion tokens − 1)
 	// from usage; ITL pools the gaps between content chunks.
-	TTFT Dist `json:"ttft"`
-	TPOT Dist `json:"tpot"`
-	ITL  Dist `json:"itl"`
-	E2E  Dist `json:"e2e"`
+	TTFT Percentiles `json:"ttft"`
+	TPOT Percentiles `json:"tpot"`
+	ITL  Percentiles `json:"itl"`
+	E2E  Percentiles `json:"e2e"`
 	// SendLag is actual − scheduled send time, over every measured request
 	// that was sent.
-	SendLag Dist `json:"send_lag"`
+	SendLag Percentiles `json:"send_lag"`
 
 	// ThroughputRPS is measured successes per second of the window;
 	// OutputTokensPerSec their completion tokens per second.
@@ -229,11 +194,11 @@ type Prediction struct {
 
 // KindFigures are the figures of one workload kind within a run.
 type KindFigures struct {
-	Measured  int     `json:"measured"`
-	Succeeded int     `json:"succeeded"`
-	TTFT      Dist    `json:"ttft"`
-	E2E       Dist    `json:"e2e"`
-	HitRate   float64 `json:"hit_rate"`
+	Measured  int         `json:"measured"`
+	Succeeded int         `json:"succeeded"`
+	TTFT      Percentiles `json:"ttft"`
+	E2E       Percentiles `json:"e2e"`
+	HitRate   float64     `json:"hit_rate"`
 }
 
 // measureOutcomes computes the figures of outcomes after the first warm ones. It

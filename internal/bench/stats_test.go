@@ -32,12 +32,12 @@ func naiveQuantile(xs []time.Duration, p float64) time.Duration {
 func TestDistAgainstNaive(t *testing.T) {
 	tests := []struct {
 		in   []time.Duration
-		want Dist
+		want Percentiles
 	}{
-		{nil, Dist{}},
-		{[]time.Duration{time.Second}, Dist{N: 1, Mean: 1, P50: 1, P90: 1, P99: 1, Max: 1}},
+		{nil, Percentiles{}},
+		{[]time.Duration{time.Second}, Percentiles{N: 1, Mean: 1, P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}},
 		{[]time.Duration{4 * time.Second, time.Second, 3 * time.Second, 2 * time.Second},
-			Dist{N: 4, Mean: 2.5, P50: 2, P90: 4, P99: 4, Max: 4}},
+			Percentiles{N: 4, Mean: 2.5, P50: 2, P90: 4, P99: 4, P999: 4, Max: 4}},
 	}
 	for _, tt := range tests {
 		in := slices.Clone(tt.in)
@@ -62,7 +62,7 @@ func TestDistProperties(t *testing.T) {
 		for _, q := range []struct {
 			p   float64
 			got float64
-		}{{0.5, d.P50}, {0.9, d.P90}, {0.99, d.P99}, {1, d.Max}} {
+		}{{0.5, d.P50}, {0.9, d.P90}, {0.99, d.P99}, {0.999, d.P999}, {1, d.Max}} {
 			if want := naiveQuantile(ds, q.p).Seconds(); q.got != want {
 				t.Fatalf("p%v = %v, naive reference %v", q.p, q.got, want)
 			}
