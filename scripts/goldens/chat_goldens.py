@@ -9,7 +9,7 @@ no chat template: its file holds completion requests, with and without add_speci
 vLLM itself is not installed here (it needs torch). Its request preparation is followed step by step
 from its source (vllm/entrypoints/chat_utils.py: parse_chat_messages, _postprocess_messages;
 vllm/renderers/hf.py: resolve_chat_template, _detect_content_format, resolve_chat_template_kwargs,
-safe_apply_chat_template; the ChatCompletionRequest fields, see ../shared/reference/vllm-spec.md §6),
+safe_apply_chat_template; vllm/entrypoints/openai/protocol.py: the ChatCompletionRequest fields),
 and the rendering and tokenization are the pinned reference stack's own: transformers'
 apply_chat_template(tokenize=False) over Jinja2, then tokenizer(text, add_special_tokens=...).
 
