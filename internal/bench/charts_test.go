@@ -240,3 +240,18 @@ func TestVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestGoodputTargetAgainstNone: a least_request that met the SLO on no
+// request is beaten by any goodput, not left unjudged.
+func TestGoodputTargetAgainstNone(t *testing.T) {
+	rs := verdictResults([]string{"w1"}, func(string) bool { return true })
+	for _, r := range rs {
+		if r.Spec.Policy == "least_request" {
+			r.Measurements.GoodputRPS = 0
+		}
+	}
+	got := RenderRunReport(rs)
+	if want := "- goodput ≥ 30% above least_request's: 6.00 req/s against none (met)"; !strings.Contains(got, want) {
+		t.Errorf("report lacks %q:\n%s", want, got)
+	}
+}

@@ -426,11 +426,16 @@ func writeTargets(w *strings.Builder, keys []pointKey, groups map[pointKey][]*Ru
 	} else {
 		p("- p99 TTFT ≥ 40%% below round_robin's: not judged, no round_robin result here\n")
 	}
-	if lr, ok := findRow(rows, "least_request"); ok && lr.Goodput > 0 {
+	lr, ok := findRow(rows, "least_request")
+	switch {
+	case ok && lr.Goodput > 0:
 		gain := cm.Goodput/lr.Goodput - 1
 		p("- goodput ≥ 30%% above least_request's: %s req/s against %s, %s (%s)\n", num2(cm.Goodput), num2(lr.Goodput), changeText(gain, "above", "below"), metText(gain >= 0.3))
-	} else {
-		p("- goodput ≥ 30%% above least_request's: not judged, no least_request result with goodput here\n")
+	case ok && lr.Goodput == 0:
+		// No request of least_request met the SLO: any goodput is more.
+		p("- goodput ≥ 30%% above least_request's: %s req/s against none (%s)\n", num2(cm.Goodput), metText(cm.Goodput > 0))
+	default:
+		p("- goodput ≥ 30%% above least_request's: not judged, no least_request result here\n")
 	}
 	p("\n")
 }
