@@ -12,6 +12,9 @@ FUZZ_TARGETS := \
 	./internal/tokenize:FuzzHFEncode \
 	./internal/tokenize:FuzzHFScanners \
 	./internal/tokenize:FuzzChatRender \
+	./internal/tokenize:FuzzParseChatRequestAgainstReference \
+	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
+	./internal/tokenize:FuzzJSONValueAgainstStream \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \

@@ -427,6 +427,31 @@ func TestChatNamedTemplates(t *testing.T) {
 	}
 }
 
+// TestChatReusesContents: the renderer takes the contents the parser
+// decoded, for the bytes they were decoded from only.
+func TestChatReusesContents(t *testing.T) {
+	hf := &HF{chatTemplate: json.RawMessage(`"{% for m in messages %}{{ m.content }};{% endfor %}"`)}
+	r, err := hf.NewChatRenderer(ChatOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"a"},{"role":"user","content":["b"]},{"role":"user","content":"c","content":"d"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Chat.contents {
+		p.Chat.contents[i].s += "!"
+	}
+	if got, err := r.Render(p.Chat); err != nil || got != "a!;b;d!;" {
+		t.Errorf("Render = %q, %v; want the parsed contents, marked: %q", got, err, "a!;b;d!;")
+	}
+	copied := *p.Chat
+	copied.RawMessages = []json.RawMessage{json.RawMessage(`{"role":"user","content":"a"}`)}
+	if got, err := r.Render(&copied); err != nil || got != "a;" {
+		t.Errorf("Render of other bytes = %q, %v; want %q", got, err, "a;")
+	}
+}
+
 func TestJSONValueOrder(t *testing.T) {
 	v, err := jsonValue([]byte(`{"z": 1, "a": [1.0, 2, {"y": null, "b": false}], "z": 3}`))
 	if err != nil {
@@ -493,8 +518,16 @@ func FuzzChatRender(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Rendering with the contents the parser decoded is rendering
+		// without them.
+		fresh := *p.Chat
+		fresh.contents = nil
 		for _, r := range renderers {
-			_, _ = r.Render(p.Chat)
+			got, err := r.Render(p.Chat)
+			want, wantErr := r.Render(&fresh)
+			if got != want || errKind(err) != errKind(wantErr) {
+				t.Fatalf("Render(%q) = %q, %v; without the parsed contents %q, %v", body, got, err, want, wantErr)
+			}
 		}
 		if qwen != nil {
 			_, _ = qwen.ChatIDs(p)

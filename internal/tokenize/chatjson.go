@@ -27,6 +27,96 @@ const maxJSONDepth = 200
 // UnsupportedError: Python keeps them exactly (or as inf) and the template
 // engine cannot.
 func jsonValue(raw []byte) (jinja.Value, error) {
+	return jsonValueKnowing(raw, decodedString{})
+}
+
+// jsonValueKnowing is jsonValue taking the value of a string in raw from
+// known.
+func jsonValueKnowing(raw []byte, known decodedString) (jinja.Value, error) {
+	r := newJSONReader(raw)
+	r.known = known
+	v, err := r.jinjaValue(0)
+	if err == nil {
+		if _, err = r.dec.ReadToken(); err == io.EOF {
+			err = nil
+		} else if err == nil {
+			err = errors.New("trailing data after JSON value")
+		}
+	}
+	r.release()
+	if err != nil {
+		// The error as json.Decoder words it, and in its order.
+		return streamJSONValue(raw)
+	}
+	return v, nil
+}
+
+// jinjaValue reads the next value as jsonValue does.
+func (r *jsonReader) jinjaValue(depth int) (jinja.Value, error) {
+	if depth > maxJSONDepth {
+		return jinja.Undefined(), unsupported(ReasonDepth)
+	}
+	switch r.dec.PeekKind() {
+	case '[':
+		if _, err := r.dec.ReadToken(); err != nil {
+			return jinja.Undefined(), err
+		}
+		items := []jinja.Value{}
+		for r.dec.PeekKind() != ']' {
+			v, err := r.jinjaValue(depth + 1)
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			items = append(items, v)
+		}
+		if _, err := r.dec.ReadToken(); err != nil {
+			return jinja.Undefined(), err
+		}
+		return jinja.NewList(items), nil
+	case '{':
+		if _, err := r.dec.ReadToken(); err != nil {
+			return jinja.Undefined(), err
+		}
+		d := jinja.NewDict()
+		for r.dec.PeekKind() != '}' {
+			key, err := r.value()
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			v, err := r.jinjaValue(depth + 1)
+			if err != nil {
+				return jinja.Undefined(), err
+			}
+			d.AsDict().Set(stringValue(key), v)
+		}
+		if _, err := r.dec.ReadToken(); err != nil {
+			return jinja.Undefined(), err
+		}
+		return d, nil
+	}
+	raw, err := r.value()
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	switch raw[0] {
+	case 'n':
+		return jinja.None(), nil
+	case 't':
+		return jinja.NewBool(true), nil
+	case 'f':
+		return jinja.NewBool(false), nil
+	case '"':
+		if s, ok := r.known.of(raw); ok {
+			return jinja.NewString(s), nil
+		}
+		return jinja.NewString(stringValue(raw)), nil
+	}
+	return numberValue(string(raw))
+}
+
+// streamJSONValue is jsonValue with json.Decoder: slower, and kept for the
+// errors it gives.
+func streamJSONValue(raw []byte) (jinja.Value, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	v, err := decodeValue(dec, 0)

@@ -308,7 +308,7 @@ func (r *ChatRenderer) Render(c *Chat) (string, error) {
 	if format == FormatAuto {
 		format = tmpl.format
 	}
-	conv, err := conversation(c.RawMessages, format)
+	conv, err := conversation(c.RawMessages, c.contents, format)
 	if err != nil {
 		return "", err
 	}
@@ -546,10 +546,17 @@ func documents(raw json.RawMessage) (jinja.Value, error) {
 // with "\n", null as "") or, in the openai format, as a list of text parts;
 // assistant tool calls with their arguments parsed from JSON; reasoning as
 // both reasoning and reasoning_content; tool_call_id and name copied.
-func conversation(raw []json.RawMessage, format string) ([]jinja.Value, error) {
+//
+// contents are the contents ParseChatRequest decoded, by message; they
+// spare decoding long texts twice.
+func conversation(raw []json.RawMessage, contents []decodedString, format string) ([]jinja.Value, error) {
 	conv := make([]jinja.Value, 0, len(raw))
 	for i, rm := range raw {
-		v, err := jsonValue(rm)
+		var known decodedString
+		if i < len(contents) {
+			known = contents[i]
+		}
+		v, err := jsonValueKnowing(rm, known)
 		if err != nil {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}

@@ -38,109 +38,73 @@ const (
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
 
-// object decodes a JSON object keeping keys exactly as written: vLLM's
-// request models match keys case-sensitively, and encoding/json into a
-// struct would not. A repeated key keeps its last value, as in Python.
-func object(raw json.RawMessage) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// present reports whether a field holds a value other than null.
-func present(raw json.RawMessage) bool {
-	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && string(raw) != "null"
-}
-
-// optString reads an optional string field; null and absent give "".
-func optString(raw json.RawMessage) (string, error) {
-	if !present(raw) {
-		return "", nil
-	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
-}
-
-// laxBool reads a boolean as vLLM's request models do (pydantic's lax
-// mode): true and false, 0 and 1, and strings such as "yes" and "off".
-// Absent or null gives def.
-func laxBool(raw json.RawMessage, def bool) (bool, error) {
-	if !present(raw) {
-		return def, nil
-	}
-	switch strings.ToLower(strings.Trim(string(bytes.TrimSpace(raw)), `"`)) {
-	case "true", "1", "1.0", "on", "t", "y", "yes":
-		return true, nil
-	case "false", "0", "0.0", "off", "f", "n", "no":
-		return false, nil
-	}
-	return false, fmt.Errorf("not a boolean: %s", raw)
-}
-
 // ParseChatRequest reads the prompt of a chat completion request the way
 // vLLM prepares it: content parts joined with newlines, the developer role
 // as system, reasoning and tool calls kept, tools as compact JSON (the
 // builtin:sim template's view), and the fields Hugging Face chat templates
 // read, as sent (ChatRenderer's view).
+//
+// Keys match case-sensitively, as in vLLM's request models (encoding/json
+// into a struct would not), and a repeated key keeps its last value, as in
+// Python. The body is read in one pass; the Chat's raw fields are slices of
+// body, which must not change while the Prompt is in use.
 func ParseChatRequest(body []byte) (*Prompt, error) {
-	req, err := object(body)
-	if err != nil {
+	var f chatFields
+	if err := readObject(body, f.read); err != nil {
 		return nil, fmt.Errorf("chat request: %w", err)
 	}
-	if present(req["chat_template"]) {
+	if present(f.template) {
 		return nil, unsupported(ReasonTemplate)
 	}
 	c := &Chat{}
-	if present(req["chat_template_kwargs"]) {
-		kw, err := object(req["chat_template_kwargs"])
-		if err != nil {
-			return nil, fmt.Errorf("chat_template_kwargs: %w", err)
+	if present(f.kwargs) {
+		kw, ok := objectFields(f.kwargs, [2]string{"chat_template"})
+		if !ok {
+			return nil, fmt.Errorf("chat_template_kwargs: %w", objectError(f.kwargs))
 		}
-		if present(kw["chat_template"]) {
+		if present(kw[0]) {
 			return nil, unsupported(ReasonTemplate)
 		}
-		c.TemplateKwargs = req["chat_template_kwargs"]
+		c.TemplateKwargs = f.kwargs
 	}
-	if present(req["documents"]) {
-		c.Documents = req["documents"]
+	if present(f.documents) {
+		c.Documents = f.documents
 	}
-	if c.ReasoningEffort, err = optString(req["reasoning_effort"]); err != nil {
+	var err error
+	if c.ReasoningEffort, err = optString(f.reasoningEffort); err != nil {
 		return nil, fmt.Errorf("reasoning_effort: %w", err)
 	}
-	if c.AddGenerationPrompt, err = laxBool(req["add_generation_prompt"], true); err != nil {
+	if c.AddGenerationPrompt, err = laxBool(f.addGenerationPrompt, true); err != nil {
 		return nil, fmt.Errorf("add_generation_prompt: %w", err)
 	}
-	if c.ContinueFinalMessage, err = laxBool(req["continue_final_message"], false); err != nil {
+	if c.ContinueFinalMessage, err = laxBool(f.continueFinalMessage, false); err != nil {
 		return nil, fmt.Errorf("continue_final_message: %w", err)
 	}
 	p := &Prompt{Chat: c}
-	if p.AddSpecial, err = laxBool(req["add_special_tokens"], false); err != nil {
+	if p.AddSpecial, err = laxBool(f.addSpecialTokens, false); err != nil {
 		return nil, fmt.Errorf("add_special_tokens: %w", err)
 	}
-	if p.CacheSalt, err = optString(req["cache_salt"]); err != nil {
+	if p.CacheSalt, err = optString(f.cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
-	var messages []json.RawMessage
-	if err := json.Unmarshal(req["messages"], &messages); err != nil {
-		return nil, fmt.Errorf("messages: %w", err)
-	}
-	c.RawMessages = messages
-	for i, raw := range messages {
-		msg, err := chatMessage(raw)
-		if err != nil {
-			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+	m := &f.messages
+	if !m.list {
+		// Absent, null or not a list: json.Unmarshal says which.
+		var list []json.RawMessage
+		if err := json.Unmarshal(m.raw, &list); err != nil {
+			return nil, fmt.Errorf("messages: %w", err)
 		}
-		c.Messages = append(c.Messages, msg)
+		m.raws = list
 	}
-	if present(req["tools"]) {
-		c.RawTools = req["tools"]
-		var tools []json.RawMessage
-		if err := json.Unmarshal(req["tools"], &tools); err != nil {
-			return nil, fmt.Errorf("tools: %w", err)
+	if m.err != nil {
+		return nil, m.err
+	}
+	c.RawMessages, c.Messages, c.contents = m.raws, m.msgs, m.contents
+	if present(f.tools) {
+		c.RawTools = f.tools
+		tools, ok := elements(f.tools)
+		if !ok {
+			return nil, fmt.Errorf("tools: %w", arrayError(f.tools))
 		}
 		for _, t := range tools {
 			var buf bytes.Buffer
@@ -153,34 +117,184 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	return p, nil
 }
 
-func chatMessage(raw json.RawMessage) (ChatMessage, error) {
+// chatFields are the members of a chat request that ParseChatRequest
+// reads, as slices of the body (nil when absent); a repeated member keeps
+// its last value.
+type chatFields struct {
+	messages chatMessages
+
+	template, kwargs, documents, reasoningEffort, tools []byte
+
+	addGenerationPrompt, continueFinalMessage, addSpecialTokens, cacheSalt []byte
+}
+
+// chatMessages is the messages member, decoded while it is read so that
+// its text is walked once.
+type chatMessages struct {
+	list bool   // the value is a list: raws and msgs hold it
+	raw  []byte // the value when it is not a list; nil when absent
+	raws []json.RawMessage
+	msgs []ChatMessage
+	err  error // the first message's error, with its index: reported after the fields before messages
+
+	contents []decodedString // for Chat.contents
+}
+
+func (f *chatFields) read(r *jsonReader, name []byte) error {
+	var dst *[]byte
+	switch string(name) {
+	case "messages":
+		return r.messages(&f.messages)
+	case "chat_template":
+		dst = &f.template
+	case "chat_template_kwargs":
+		dst = &f.kwargs
+	case "documents":
+		dst = &f.documents
+	case "reasoning_effort":
+		dst = &f.reasoningEffort
+	case "tools":
+		dst = &f.tools
+	case "add_generation_prompt":
+		dst = &f.addGenerationPrompt
+	case "continue_final_message":
+		dst = &f.continueFinalMessage
+	case "add_special_tokens":
+		dst = &f.addSpecialTokens
+	case "cache_salt":
+		dst = &f.cacheSalt
+	default:
+		return r.dec.SkipValue()
+	}
+	var err error
+	*dst, err = r.value()
+	return err
+}
+
+// messages reads the messages member into m, replacing an earlier one.
+func (r *jsonReader) messages(m *chatMessages) error {
+	*m = chatMessages{}
+	if r.dec.PeekKind() != '[' {
+		var err error
+		m.raw, err = r.value()
+		return err
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		return err
+	}
+	m.list, m.raws = true, []json.RawMessage{}
+	for i := 0; r.dec.PeekKind() != ']'; i++ {
+		var f messageFields
+		raw, err := r.message(&f)
+		if err != nil {
+			return err
+		}
+		m.raws = append(m.raws, raw)
+		if m.err != nil {
+			continue // the rest is still read: a syntax error later in the body comes first
+		}
+		msg, err := f.message()
+		if err != nil {
+			m.err = fmt.Errorf("messages[%d]: %w", i, err)
+			continue
+		}
+		m.msgs = append(m.msgs, msg)
+		var content decodedString
+		if len(f.content) > 0 && f.content[0] == '"' {
+			content = decodedString{f.content, msg.Content}
+		}
+		m.contents = append(m.contents, content)
+	}
+	_, err := r.dec.ReadToken()
+	return err
+}
+
+// messageFields are the members of a message that ParseChatRequest reads.
+type messageFields struct {
+	role, content, reasoning, reasoningContent, toolCalls []byte
+
+	other []byte // the message when it is not an object
+}
+
+// message reads one message into f and returns it whole.
+func (r *jsonReader) message(f *messageFields) ([]byte, error) {
+	if r.dec.PeekKind() != '{' {
+		raw, err := r.value()
+		f.other = raw
+		return raw, err
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	start := int(r.dec.InputOffset()) - len("{")
+	for r.dec.PeekKind() != '}' {
+		name, err := r.name()
+		if err != nil {
+			return nil, err
+		}
+		var dst *[]byte
+		switch string(name) {
+		case "role":
+			dst = &f.role
+		case "content":
+			dst = &f.content
+		case "reasoning":
+			dst = &f.reasoning
+		case "reasoning_content":
+			dst = &f.reasoningContent
+		case "tool_calls":
+			dst = &f.toolCalls
+		default:
+			if err := r.dec.SkipValue(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if *dst, err = r.value(); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := r.dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	end := int(r.dec.InputOffset())
+	return r.src[start:end:end], nil
+}
+
+func (f *messageFields) message() (ChatMessage, error) {
 	var msg ChatMessage
-	m, err := object(raw)
-	if err != nil {
+	if f.other != nil {
+		// null is a message without fields, as json.Unmarshal reads it
+		// into a map; anything else is an error.
+		_, err := object(f.other)
 		return msg, err
 	}
-	if msg.Role, err = optString(m["role"]); err != nil {
+	var err error
+	if msg.Role, err = optString(f.role); err != nil {
 		return msg, fmt.Errorf("role: %w", err)
 	}
 	if msg.Role == "developer" {
 		msg.Role = "system"
 	}
-	if msg.Content, err = contentText(m["content"]); err != nil {
+	if msg.Content, err = contentText(f.content); err != nil {
 		return msg, fmt.Errorf("content: %w", err)
 	}
-	for _, key := range []string{"reasoning", "reasoning_content"} {
-		r, err := optString(m[key])
+	for _, r := range []struct {
+		key string
+		raw []byte
+	}{{"reasoning", f.reasoning}, {"reasoning_content", f.reasoningContent}} {
+		text, err := optString(r.raw)
 		if err != nil {
-			return msg, fmt.Errorf("%s: %w", key, err)
+			return msg, fmt.Errorf("%s: %w", r.key, err)
 		}
-		if r != "" {
-			msg.Reasoning = r
+		if text != "" {
+			msg.Reasoning = text
 		}
 	}
-	if present(m["tool_calls"]) {
-		var calls []json.RawMessage
-		if err := json.Unmarshal(m["tool_calls"], &calls); err != nil {
-			return msg, fmt.Errorf("tool_calls: %w", err)
+	if present(f.toolCalls) {
+		calls, ok := elements(f.toolCalls)
+		if !ok {
+			return msg, fmt.Errorf("tool_calls: %w", arrayError(f.toolCalls))
 		}
 		for _, rc := range calls {
 			call, err := toolCall(rc)
@@ -193,58 +307,59 @@ func chatMessage(raw json.RawMessage) (ChatMessage, error) {
 	return msg, nil
 }
 
-func toolCall(raw json.RawMessage) (ToolCall, error) {
+func toolCall(raw []byte) (ToolCall, error) {
 	var call ToolCall
-	c, err := object(raw)
-	if err != nil {
+	c, ok := objectFields(raw, [2]string{"function"})
+	if !ok {
+		return call, objectError(raw)
+	}
+	fn, ok := objectFields(c[0], [2]string{"name", "arguments"})
+	if !ok {
+		return call, objectError(c[0]) // absent too: a tool call needs a function
+	}
+	var err error
+	if call.Name, err = optString(fn[0]); err != nil {
 		return call, err
 	}
-	fn, err := object(c["function"])
-	if err != nil {
-		return call, err
-	}
-	if call.Name, err = optString(fn["name"]); err != nil {
-		return call, err
-	}
-	call.Arguments, err = optString(fn["arguments"])
+	call.Arguments, err = optString(fn[1])
 	return call, err
 }
 
 // contentText reduces message content to its text: a string, null, or text
-// parts joined with "\n".
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
+// parts joined with "\n". A null part counts as empty text, a part without
+// text is skipped, as vLLM does.
+func contentText(raw []byte) (string, error) {
 	if !present(raw) {
 		return "", nil
 	}
 	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
+		return stringValue(raw), nil
 	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	parts, ok := elements(raw)
+	if !ok {
 		return "", errors.New("must be a string, null or a list of parts")
 	}
 	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
-		var s string
-		if json.Unmarshal(p, &s) == nil {
-			texts = append(texts, s)
+		switch p[0] {
+		case '"':
+			texts = append(texts, stringValue(p))
+			continue
+		case 'n':
+			texts = append(texts, "")
 			continue
 		}
-		part, err := object(p)
-		if err != nil {
+		part, ok := objectFields(p, [2]string{"type", "text"})
+		if !ok {
 			return "", errors.New("a content part must be an object")
 		}
-		typ, _ := optString(part["type"])
-		if typ != "text" {
+		if typ, _ := optString(part[0]); typ != "text" {
 			return "", unsupported(ReasonMultimodal)
 		}
-		if !present(part["text"]) {
+		if !present(part[1]) {
 			continue // vLLM skips a text part without text
 		}
-		text, err := optString(part["text"])
+		text, err := optString(part[1])
 		if err != nil {
 			return "", fmt.Errorf("a text part's text: %w", err)
 		}
@@ -254,42 +369,54 @@ func contentText(raw json.RawMessage) (string, error) {
 }
 
 // ParseCompletionRequest reads the prompt of a completion request: text or
-// token ids, alone or as a batch of one.
+// token ids, alone or as a batch of one. Keys match as in ParseChatRequest.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
-	req, err := object(body)
+	var addSpecial, cacheSalt, raw []byte
+	err := readObject(body, func(r *jsonReader, name []byte) error {
+		var dst *[]byte
+		switch string(name) {
+		case "add_special_tokens":
+			dst = &addSpecial
+		case "cache_salt":
+			dst = &cacheSalt
+		case "prompt":
+			dst = &raw
+		default:
+			return r.dec.SkipValue()
+		}
+		var err error
+		*dst, err = r.value()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
 	}
 	p := &Prompt{}
-	if p.AddSpecial, err = laxBool(req["add_special_tokens"], true); err != nil {
+	if p.AddSpecial, err = laxBool(addSpecial, true); err != nil {
 		return nil, fmt.Errorf("add_special_tokens: %w", err)
 	}
-	if p.CacheSalt, err = optString(req["cache_salt"]); err != nil {
+	if p.CacheSalt, err = optString(cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
-	raw := bytes.TrimSpace(req["prompt"])
-	if len(raw) == 0 || string(raw) == "null" {
+	if !present(raw) {
 		return nil, errors.New("prompt: required")
 	}
-	var list []json.RawMessage
 	if raw[0] == '[' {
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, fmt.Errorf("prompt: %w", err)
+		list, ok := elements(raw)
+		if !ok {
+			return nil, fmt.Errorf("prompt: %w", arrayError(raw))
 		}
-		if len(list) == 1 {
-			if first := bytes.TrimSpace(list[0]); len(first) > 0 && (first[0] == '"' || first[0] == '[') {
-				raw = first // a batch of one prompt
-			}
+		if len(list) == 1 && (list[0][0] == '"' || list[0][0] == '[') {
+			raw = list[0] // a batch of one prompt
 		}
 	}
 	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &p.Text); err != nil {
-			return nil, fmt.Errorf("prompt: %w", err)
-		}
+		p.Text = stringValue(raw)
 		return p, nil
 	}
 	var ids []int
 	if err := json.Unmarshal(raw, &ids); err != nil {
+		var list []json.RawMessage
 		if json.Unmarshal(raw, &list) == nil && len(list) > 1 {
 			return nil, unsupported(ReasonBatch)
 		}

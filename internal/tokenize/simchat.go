@@ -38,6 +38,28 @@ type Chat struct {
 	TemplateKwargs  json.RawMessage
 	Documents       json.RawMessage
 	ReasoningEffort string
+
+	// contents are the messages' contents that ParseChatRequest decoded
+	// from JSON strings, by message, for ChatRenderer to reuse rather than
+	// decode again: it takes one only for the very bytes it was decoded
+	// from.
+	contents []decodedString
+}
+
+// decodedString is a JSON string, as a slice of a request body, and its
+// value.
+type decodedString struct {
+	raw []byte
+	s   string
+}
+
+// of returns the value of raw, a JSON string, when raw is the slice d was
+// decoded from (not merely equal to it).
+func (d decodedString) of(raw []byte) (string, bool) {
+	if len(d.raw) == 0 || len(raw) != len(d.raw) || &raw[0] != &d.raw[0] {
+		return "", false
+	}
+	return d.s, true
 }
 
 // RenderSimChat renders chat with the fixed builtin:sim template, a ChatML

@@ -1,0 +1,479 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
+)
+
+// The single-pass parsers must give what the reference parsers
+// (request_reference_test.go) give for every body: the same Prompt, and
+// the same error, message and kind.
+
+// parseSeeds are bodies at the edges: repeated and escaped keys, keys in
+// another case, lax booleans, null where a value is expected, values of the
+// wrong kind, invalid UTF-8, deep nesting and broken JSON.
+var parseSeeds = []string{
+	``, ` `, `null`, ` null `, `{}`, `[]`, `1`, `"x"`, `{"messages":[]}`, `{"messages":null}`,
+	`{"messages":[]} x`, `{"messages":[]} {}`, `{"messages":[],}`, `{"messages":[{]}`, `{"messages":[1,]}`,
+	`{"messages":"hi"}`, `{"messages":{}}`, `{"messages":[null]}`, `{"messages":[1]}`, `{"messages":[[]]}`, `{"messages":["x"]}`,
+	`{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"system","content":"b"}]}`,
+	`{"messages":[{"role":"user","content":1}],"messages":[]}`,
+	`{"messages":[{"role":"user","content":1}],"chat_template":"x"}`,
+	`{"messages":[{"role":"user","content":1}],"cache_salt":1}`,
+	`{"messages":[{"role":"user","content":1}],"tools":1}`,
+	`{"messages":[{"role":"user","content":1},{"role":2}]}`,
+	`{"messages":[{"role":"user","content":1}],"x":[1,}`,
+	`{"mess\u0061ges":[{"r\u006fle":"us\u0065r","content":"\u00e9\ud800\n"}]}`,
+	"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe ok \xc3\"}],\"cache_salt\":\"\xff\"}",
+	"{\"messages\xff\":[],\"messages\":[{\"role\":\"user\"}]}",
+	`{"Messages":[],"messages":[{"Role":"user","role":"assistant","Content":[{"type":"image_url"}],"content":"kept"}],"Add_Generation_Prompt":false}`,
+	`{"messages":[{"role":"developer","content":"x"},{"role":null,"content":null}]}`,
+	`{"messages":[{"role":"user","content":[]}]}`,
+	`{"messages":[{"role":"user","content":[null,"a",{"type":"text","text":"b"},{"type":"text"},{"type":"text","text":null}]}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"te\u0078t","text":"b"},{"type":"text","type":"image","text":"c"}]}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"image","type":"text","text":"c","text":"d"}]}]}`,
+	`{"messages":[{"role":"user","content":[1]}]}`, `{"messages":[{"role":"user","content":[[]]}]}`,
+	`{"messages":[{"role":"user","content":[true]}]}`, `{"messages":[{"role":"user","content":[{"type":1}]}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"text","text":1}]}]}`,
+	`{"messages":[{"role":"user","content":{}}]}`, `{"messages":[{"role":"user","content":true}]}`,
+	`{"messages":[{"role":"user","content":1.5}]}`, `{"messages":[{"role":["user"]}]}`,
+	`{"messages":[{"role":"assistant","reasoning":"a","reasoning_content":"b"}]}`,
+	`{"messages":[{"role":"assistant","reasoning":"a","reasoning_content":""}]}`,
+	`{"messages":[{"role":"assistant","reasoning":1}]}`, `{"messages":[{"role":"assistant","reasoning_content":{}}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":null}]}`, `{"messages":[{"role":"assistant","tool_calls":[]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":{}}]}`, `{"messages":[{"role":"assistant","tool_calls":[null]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[1]}]}`, `{"messages":[{"role":"assistant","tool_calls":[{}]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[{"function":null}]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[{"function":[]}]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":1}}]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}]}`,
+	`{"messages":[{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"f","name":"g","arguments":"{\"x\": 1}"}}]}]}`,
+	`{"messages":[],"chat_template":null,"chat_template":"x"}`, `{"messages":[],"chat_template":"x","chat_template":null}`,
+	`{"messages":[],"chat_template_kwargs":null}`, `{"messages":[],"chat_template_kwargs":[]}`, `{"messages":[],"chat_template_kwargs":"x"}`,
+	`{"messages":[],"chat_template_kwargs":{"chat_template":null}}`, `{"messages":[],"chat_template_kwargs":{"chat_t\u0065mplate":"x"}}`,
+	`{"messages":[],"chat_template_kwargs":{"chat_template":"x","chat_template":null}}`,
+	`{"messages":[],"chat_template_kwargs":{ "b" : 1.0 , "a" : null }}`,
+	`{"messages":[],"documents":null}`, `{"messages":[],"documents":[ {"title" : "t"} ]}`, `{"messages":[],"documents":1}`,
+	`{"messages":[],"reasoning_effort":null}`, `{"messages":[],"reasoning_effort":1}`, `{"messages":[],"reasoning_effort":"low"}`,
+	`{"messages":[],"add_generation_prompt":"Yes"}`, `{"messages":[],"add_generation_prompt":"\"yes\""}`,
+	`{"messages":[],"add_generation_prompt":"y\u0065s"}`, `{"messages":[],"add_generation_prompt":1.0}`,
+	`{"messages":[],"add_generation_prompt":2}`, `{"messages":[],"add_generation_prompt":[ 1 ]}`,
+	`{"messages":[],"add_generation_prompt":{"a" : 1}}`, `{"messages":[],"continue_final_message":"on","add_special_tokens":"OFF"}`,
+	`{"messages":[],"add_special_tokens":null,"cache_salt":null}`, `{"messages":[],"cache_salt":["s"]}`,
+	`{"messages":[],"tools":null}`, `{"messages":[],"tools":[]}`, `{"messages":[],"tools":{}}`, `{"messages":[],"tools":[null, 1, "x"]}`,
+	`{"messages":[],"tools":[ {"type": "function", "function": {"name": "f", "parameters": {"b": 1.0, "a": "\u00e9<>&"}}} ]}`,
+	`{"messages":[{"role":"user","content":"x"}],"tools":[1],"tools":null}`,
+	`{"messages":[{"role":"user","content":"` + strings.Repeat(`[`, 3) + `"}],"x":` + strings.Repeat(`[`, 300) + strings.Repeat(`]`, 300) + `}`,
+	`{"messages":[],"x":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`,
+	`{"messages":[{"role":"user","content":[` + strings.Repeat(`{"a":`, 500) + `1` + strings.Repeat(`}`, 500) + `]}]}`,
+	// Completions.
+	`{"prompt":"hi"}`, `{"prompt":["hi"]}`, `{"prompt":["hi","there"]}`, `{"prompt":[5,6]}`, `{"prompt":[[5,6]]}`,
+	`{"prompt":[[1],[2]]}`, `{"prompt":[]}`, `{"prompt":[[]]}`, `{"prompt":[null]}`, `{"prompt":[1,null]}`, `{"prompt":[1.5]}`,
+	`{"prompt":[[1.5]]}`, `{"prompt":[["a","b"]]}`, `{"prompt":[["a"]]}`, `{"prompt":[1e2]}`, `{"prompt":[-0]}`,
+	`{"prompt":[99999999999999999999]}`, `{"prompt":5}`, `{"prompt":{}}`, `{"prompt":true}`, `{"prompt":null}`,
+	`{"prompt":"a","prompt":null}`, `{"prompt":"a","Prompt":"b"}`, `{"max_tokens":1}`, `{"prompt":[[1],"a"]}`,
+	`{"prompt":"a","add_special_tokens":"no","cache_salt":"s"}`, `{"prompt":"a","add_special_tokens":"maybe"}`,
+	`{"prompt":["a"],"add_special_tokens":0}`, `{"prompt":" \u00e9\ud83d\ude00\ud83d"}`, `{"prompt":[[1,2],[3]]}`,
+}
+
+func FuzzParseChatRequestAgainstReference(f *testing.F) {
+	for _, s := range parseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > 1<<14 {
+			return
+		}
+		compareWithReference(t, "ParseChatRequest", body, ParseChatRequest, parseChatRequestReference)
+	})
+}
+
+func FuzzParseCompletionRequestAgainstReference(f *testing.F) {
+	for _, s := range parseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) > 1<<14 {
+			return
+		}
+		compareWithReference(t, "ParseCompletionRequest", body, ParseCompletionRequest, parseCompletionRequestReference)
+	})
+}
+
+func TestParseSeedsAgainstReference(t *testing.T) {
+	for _, s := range parseSeeds {
+		compareWithReference(t, "ParseChatRequest", []byte(s), ParseChatRequest, parseChatRequestReference)
+		compareWithReference(t, "ParseCompletionRequest", []byte(s), ParseCompletionRequest, parseCompletionRequestReference)
+	}
+}
+
+// TestParseChatRequestAgainstReference compares the parsers over chat
+// requests of realistic shapes, with repeated keys and values of the wrong
+// kind mixed in.
+func TestParseChatRequestAgainstReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		body := chatBody().Draw(rt, "body")
+		compareWithReference(rt, "ParseChatRequest", []byte(body), ParseChatRequest, parseChatRequestReference)
+	})
+}
+
+func TestParseCompletionRequestAgainstReference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		body := completionBody().Draw(rt, "body")
+		compareWithReference(rt, "ParseCompletionRequest", []byte(body), ParseCompletionRequest, parseCompletionRequestReference)
+	})
+}
+
+func compareWithReference(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, name string, body []byte, parse, reference func([]byte) (*Prompt, error)) {
+	t.Helper()
+	got, err := parse(body)
+	want, wantErr := reference(body)
+	if errKind(err) != errKind(wantErr) {
+		t.Fatalf("%s(%q): error %v (%s), want %v (%s)", name, body, err, errKind(err), wantErr, errKind(wantErr))
+	}
+	// Chat.contents is checked by TestChatReusesContents and FuzzChatRender.
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Chat{})); diff != "" {
+		t.Fatalf("%s(%q) (-reference +got):\n%s", name, body, diff)
+	}
+}
+
+// errKind is an error's type, its UnsupportedError reason and its message.
+func errKind(err error) string {
+	var ue *UnsupportedError
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.As(err, &ue):
+		return fmt.Sprintf("unsupported %s: %s", ue.Reason, err)
+	}
+	return fmt.Sprintf("%T: %s", errors.Unwrap(err), err)
+}
+
+// Generators of request bodies, written as text so that keys can repeat,
+// be escaped or change case, and values can be of any kind.
+
+// member is one "key": value of an object, both as JSON text.
+type member struct{ key, val string }
+
+func objectText(rt *rapid.T, members []member) string {
+	space := rapid.SampledFrom([]string{"", "", " ", "\n  "})
+	var b strings.Builder
+	b.WriteString("{")
+	for i, m := range members {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(space.Draw(rt, "space") + m.key + space.Draw(rt, "space") + ":" + space.Draw(rt, "space") + m.val)
+	}
+	b.WriteString(space.Draw(rt, "space") + "}")
+	return b.String()
+}
+
+func listText(rt *rapid.T, items []string) string {
+	space := rapid.SampledFrom([]string{"", " ", "\n"}).Draw(rt, "space")
+	return "[" + space + strings.Join(items, ","+space) + "]"
+}
+
+// keyText writes a key as is, mostly, or escaped, or in another case.
+func keyText(rt *rapid.T, key string) string {
+	switch rapid.IntRange(0, 30).Draw(rt, "keyForm") { // rapid favours 0, 1 and 30
+	case 10:
+		return `"` + strings.Replace(key, key[:1], fmt.Sprintf(`\u%04x`, key[0]), 1) + `"`
+	case 20:
+		return `"` + strings.ToUpper(key[:1]) + key[1:] + `"`
+	}
+	return `"` + key + `"`
+}
+
+// textValue is a JSON string of text that tests the decoding of strings.
+func textValue() *rapid.Generator[string] {
+	return rapid.Custom(func(rt *rapid.T) string {
+		switch rapid.IntRange(0, 9).Draw(rt, "textForm") {
+		case 0:
+			return rapid.SampledFrom([]string{`""`, `"\u00e9\n\t\"\\\/"`, `"\ud800 lone"`, `"\ud83d\ude00"`, "\"\xff\xfe bad \xc3\"", `"a\u001cb"`, `"<&>"`, `"\u0000"`}).Draw(rt, "special")
+		case 1:
+			return rapid.SampledFrom([]string{`"user"`, `"assistant"`, `"system"`, `"developer"`, `"tool"`, `"text"`, `"yes"`}).Draw(rt, "word")
+		}
+		s := rapid.StringMatching(`[ -~é日\n\t]{0,40}`).Draw(rt, "text")
+		out, _ := json.Marshal(s)
+		return string(out)
+	})
+}
+
+// anyValue is a JSON value of any kind, shallow.
+func anyValue() *rapid.Generator[string] {
+	return rapid.SampledFrom([]string{
+		`null`, `true`, `false`, `0`, `1`, `-1`, `1.0`, `1e400`, `123456789012345678901234567890`, `"s"`, `""`,
+		`[]`, `{}`, `[1, "a", null]`, `{"a": {"b": [1.0]}}`, `["x"]`, `{"type":"text","text":"t"}`,
+	})
+}
+
+// boolValue is a value of a lax boolean member, sometimes not one.
+func boolValue() *rapid.Generator[string] {
+	return mostly(rapid.SampledFrom([]string{
+		`true`, `false`, `null`, `1`, `0`, `1.0`, `0.0`, `"yes"`, `"No"`, `"ON"`, `"off"`, `"t"`, `"f"`, `"y"`, `"n"`,
+	}), rapid.SampledFrom([]string{`2`, `"maybe"`, `""`, `"\"true\""`, `"tru\u0065"`, `[1]`, `{}`}))
+}
+
+// oneIn draws a choice made about once in n draws (rapid favours the ends
+// of a range, so the choice is the end it favours less).
+func oneIn(rt *rapid.T, n int, label string) bool {
+	return rapid.IntRange(1, n).Draw(rt, label) == n
+}
+
+// mostly draws from good, and about one time in eight from odd.
+func mostly(good, odd *rapid.Generator[string]) *rapid.Generator[string] {
+	return rapid.Custom(func(rt *rapid.T) string {
+		if oneIn(rt, 8, "odd") {
+			return odd.Draw(rt, "oddValue")
+		}
+		return good.Draw(rt, "value")
+	})
+}
+
+func partValue(rt *rapid.T) string {
+	switch rapid.IntRange(0, 9).Draw(rt, "partForm") {
+	case 0:
+		return textValue().Draw(rt, "stringPart")
+	case 1:
+		return rapid.SampledFrom([]string{`null`, `1`, `true`, `[]`, `{}`}).Draw(rt, "oddPart")
+	case 2:
+		return objectText(rt, []member{{`"type"`, rapid.SampledFrom([]string{`"image_url"`, `"refusal"`, `1`, `null`, `"te\u0078t"`}).Draw(rt, "type")}, {`"image_url"`, `{"url":"x"}`}})
+	case 3:
+		return objectText(rt, []member{{`"type"`, `"text"`}})
+	}
+	members := []member{{keyText(rt, "type"), `"text"`}, {keyText(rt, "text"), rapid.OneOf(textValue(), anyValue()).Draw(rt, "partText")}}
+	if oneIn(rt, 6, "repeatText") {
+		members = append(members, member{`"text"`, textValue().Draw(rt, "secondText")})
+	}
+	return objectText(rt, members)
+}
+
+func contentValue(rt *rapid.T) string {
+	switch rapid.IntRange(0, 9).Draw(rt, "contentForm") {
+	case 5:
+		return anyValue().Draw(rt, "oddContent")
+	case 1, 2, 3:
+		n := rapid.IntRange(0, 4).Draw(rt, "parts")
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = partValue(rt)
+		}
+		return listText(rt, parts)
+	}
+	return textValue().Draw(rt, "content")
+}
+
+func toolCallValue(rt *rapid.T) string {
+	if oneIn(rt, 9, "oddCall") {
+		return anyValue().Draw(rt, "call")
+	}
+	fn := anyValue().Draw(rt, "function")
+	if !oneIn(rt, 5, "goodFunction") {
+		args := rapid.SampledFrom([]string{`{"x": 1}`, ``, `not json`, `{"a": [1.0, {"b": null}]}`}).Draw(rt, "arguments")
+		argText, _ := json.Marshal(args)
+		fmembers := []member{{keyText(rt, "name"), rapid.OneOf(textValue(), anyValue()).Draw(rt, "name")}, {keyText(rt, "arguments"), string(argText)}}
+		if oneIn(rt, 7, "badArguments") {
+			fmembers[1].val = anyValue().Draw(rt, "argumentsValue")
+		}
+		fn = objectText(rt, rapid.Permutation(fmembers).Draw(rt, "functionOrder"))
+	}
+	members := []member{{`"id"`, `"call_1"`}, {`"type"`, `"function"`}, {keyText(rt, "function"), fn}}
+	return objectText(rt, rapid.Permutation(members).Draw(rt, "callOrder"))
+}
+
+func messageValue(rt *rapid.T) string {
+	if oneIn(rt, 16, "oddMessage") {
+		return anyValue().Draw(rt, "message")
+	}
+	role := mostly(rapid.SampledFrom([]string{`"user"`, `"assistant"`, `"system"`, `"developer"`, `"tool"`}), anyValue()).Draw(rt, "role")
+	members := []member{{keyText(rt, "role"), role}}
+	if !oneIn(rt, 7, "noContent") {
+		members = append(members, member{keyText(rt, "content"), contentValue(rt)})
+	}
+	for _, k := range []string{"reasoning", "reasoning_content", "name", "tool_call_id", "extra"} {
+		if oneIn(rt, 6, "has_"+k) {
+			members = append(members, member{keyText(rt, k), mostly(textValue(), anyValue()).Draw(rt, k)})
+		}
+	}
+	if oneIn(rt, 5, "hasToolCalls") {
+		val := anyValue().Draw(rt, "toolCalls")
+		if !oneIn(rt, 4, "goodToolCalls") {
+			calls := make([]string, rapid.IntRange(0, 3).Draw(rt, "calls"))
+			for i := range calls {
+				calls[i] = toolCallValue(rt)
+			}
+			val = listText(rt, calls)
+		}
+		members = append(members, member{keyText(rt, "tool_calls"), val})
+	}
+	if oneIn(rt, 7, "repeat") {
+		members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(rt, "repeated")])
+	}
+	return objectText(rt, rapid.Permutation(members).Draw(rt, "order"))
+}
+
+func toolValue(rt *rapid.T) string {
+	if oneIn(rt, 9, "oddTool") {
+		return anyValue().Draw(rt, "tool")
+	}
+	fn := objectText(rt, []member{{`"name"`, textValue().Draw(rt, "toolName")}, {`"parameters"`, `{"type": "object", "properties": {"x": {"type": "number", "default": 1.50}}}`}, {`"description"`, textValue().Draw(rt, "description")}})
+	return objectText(rt, []member{{`"type"`, `"function"`}, {`"function"`, fn}})
+}
+
+// chatBody is a chat request body: mostly well formed, sometimes broken.
+func chatBody() *rapid.Generator[string] {
+	return rapid.Custom(func(rt *rapid.T) string {
+		var members []member
+		add := func(key, val string) { members = append(members, member{keyText(rt, key), val}) }
+		if !oneIn(rt, 11, "noMessages") {
+			val := anyValue().Draw(rt, "messagesValue")
+			if !oneIn(rt, 9, "oddMessages") {
+				msgs := make([]string, rapid.IntRange(0, 5).Draw(rt, "messages"))
+				for i := range msgs {
+					msgs[i] = messageValue(rt)
+				}
+				val = listText(rt, msgs)
+			}
+			add("messages", val)
+		}
+		add("model", `"m"`)
+		for _, k := range []string{"add_generation_prompt", "continue_final_message", "add_special_tokens"} {
+			if rapid.Bool().Draw(rt, "has_"+k) {
+				add(k, boolValue().Draw(rt, k))
+			}
+		}
+		for _, k := range []string{"cache_salt", "reasoning_effort", "documents", "max_tokens"} {
+			if oneIn(rt, 4, "has_"+k) {
+				add(k, mostly(textValue(), anyValue()).Draw(rt, k))
+			}
+		}
+		if oneIn(rt, 8, "hasTemplate") {
+			add("chat_template", mostly(rapid.Just("null"), anyValue()).Draw(rt, "template"))
+		}
+		if oneIn(rt, 4, "hasKwargs") {
+			val := anyValue().Draw(rt, "kwargs")
+			if !oneIn(rt, 6, "objectKwargs") {
+				kw := []member{{`"enable_thinking"`, boolValue().Draw(rt, "thinking")}}
+				if oneIn(rt, 4, "kwargsTemplate") {
+					kw = append(kw, member{keyText(rt, "chat_template"), mostly(rapid.Just("null"), anyValue()).Draw(rt, "template")})
+				}
+				val = objectText(rt, kw)
+			}
+			add("chat_template_kwargs", val)
+		}
+		if oneIn(rt, 4, "hasTools") {
+			val := anyValue().Draw(rt, "toolsValue")
+			if !oneIn(rt, 4, "goodTools") {
+				tools := make([]string, rapid.IntRange(0, 3).Draw(rt, "tools"))
+				for i := range tools {
+					tools[i] = toolValue(rt)
+				}
+				val = listText(rt, tools)
+			}
+			add("tools", val)
+		}
+		if len(members) > 0 && oneIn(rt, 5, "repeat") {
+			members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(rt, "repeated")])
+		}
+		return breakBody(rt, objectText(rt, rapid.Permutation(members).Draw(rt, "order")))
+	})
+}
+
+// completionBody is a completion request body.
+func completionBody() *rapid.Generator[string] {
+	return rapid.Custom(func(rt *rapid.T) string {
+		ids := func() string {
+			n := rapid.IntRange(0, 4).Draw(rt, "ids")
+			items := make([]string, n)
+			for i := range items {
+				items[i] = rapid.SampledFrom([]string{"0", "1", "151643", "-1", "1.5", "1e2", "null", `"a"`, "99999999999999999999"}).Draw(rt, "id")
+			}
+			return listText(rt, items)
+		}
+		var members []member
+		if !oneIn(rt, 11, "noPrompt") {
+			var prompt string
+			switch rapid.IntRange(0, 6).Draw(rt, "promptForm") {
+			case 0:
+				prompt = anyValue().Draw(rt, "oddPrompt")
+			case 1:
+				prompt = ids()
+			case 2:
+				prompt = listText(rt, []string{ids()})
+			case 3:
+				prompt = listText(rt, []string{ids(), ids()})
+			case 4:
+				prompt = listText(rt, rapid.SliceOfN(textValue(), 0, 3).Draw(rt, "texts"))
+			default:
+				prompt = textValue().Draw(rt, "prompt")
+			}
+			members = append(members, member{keyText(rt, "prompt"), prompt})
+		}
+		if rapid.Bool().Draw(rt, "hasAddSpecial") {
+			members = append(members, member{keyText(rt, "add_special_tokens"), boolValue().Draw(rt, "addSpecial")})
+		}
+		if rapid.Bool().Draw(rt, "hasSalt") {
+			members = append(members, member{keyText(rt, "cache_salt"), mostly(textValue(), anyValue()).Draw(rt, "salt")})
+		}
+		if len(members) > 0 && oneIn(rt, 5, "repeat") {
+			members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(rt, "repeated")])
+		}
+		return breakBody(rt, objectText(rt, rapid.Permutation(members).Draw(rt, "order")))
+	})
+}
+
+// breakBody sometimes spoils a body: cut short, trailing data, a stray
+// byte.
+func breakBody(rt *rapid.T, body string) string {
+	switch rapid.IntRange(0, 40).Draw(rt, "break") { // rapid favours 0, 1 and 40
+	case 10:
+		return body[:rapid.IntRange(0, len(body)-1).Draw(rt, "cut")]
+	case 20:
+		return body + rapid.SampledFrom([]string{" ", " x", "{}", ","}).Draw(rt, "trailing")
+	case 30:
+		i := rapid.IntRange(0, len(body)-1).Draw(rt, "at")
+		return body[:i] + rapid.SampledFrom([]string{",", "]", "}", "\"", "\xff", " "}).Draw(rt, "stray") + body[i:]
+	}
+	return body
+}
+
+// BenchmarkParseChatRequest32k parses a 32 KB chat request, the size of
+// BenchmarkChatRequest8k's, with the single-pass parser and the reference.
+func BenchmarkParseChatRequest32k(b *testing.B) {
+	chunks, _ := benchCorpus(b)
+	text := strings.Join(chunks, "")
+	msgs := []map[string]string{{"role": "system", "content": text[:20000]}}
+	for i := range 5 {
+		at := 20000 + i*2400
+		msgs = append(msgs, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": text[at : at+2400]})
+	}
+	body, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "chat_template_kwargs": map[string]bool{"enable_thinking": false}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []struct {
+		name  string
+		parse func([]byte) (*Prompt, error)
+	}{{"single_pass", ParseChatRequest}, {"reference", parseChatRequestReference}} {
+		b.Run(p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := p.parse(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
