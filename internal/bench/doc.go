@@ -24,8 +24,11 @@
 // URL, and the figures (Measurements) count from the scheduled times.
 // Sweep carries out many runs from a TOML file (ParseSweep,
 // SweepFile.Plan), resuming past runs whose result file records the same
-// RunSpec, and RenderRunReport turns result files alone into a Markdown
-// report.
+// RunSpec, and WriteRunReport turns result files alone into a Markdown
+// report with PNG charts (p99 TTFT and goodput against the offered rate),
+// the milestone verdict and the benchmark plan's targets, rebuilt byte for
+// byte from the same files. Demo is make demo's comparison of two policies
+// on the same W1 requests.
 //
 // A run's policy may also name a peer router, peer:<router>:<policy>
 // (ParsePeerPolicy): vllm-router or sglang-router from PyPI, installed into
