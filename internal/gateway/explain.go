@@ -37,8 +37,10 @@ type explainAnswer struct {
 
 // serveExplain answers POST /admin/explain/v1/...: what the model's policy
 // would do with the request now, and why. The body is read as on the client
-// port; nothing is sent to an engine and no state changes: no lease, no
-// index record, no policy state, no metric.
+// port; nothing is sent to an engine and no routing state changes: no
+// lease, no index record, no policy state, no routing or request metric.
+// (The tokenizer's piece cache may learn the prompt's pieces, as it would
+// from any request, and counts that lookup.)
 func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	ex, ok := g.adminExchange(w, r)
 	if !ok {
