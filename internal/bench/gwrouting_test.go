@@ -45,21 +45,7 @@ func TestRoutingLoadValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := valid()
 			tt.edit(&l)
-			err := l.Validate()
-			if tt.want == nil {
-				if err != nil {
-					t.Errorf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
+			checkValidate(t, l.Validate(), tt.want)
 		})
 	}
 	c := DefaultGatewayStressConfig()

@@ -260,21 +260,7 @@ func TestGatewayStressConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultGatewayStressConfig()
 			tt.edit(&c)
-			err := c.Validate()
-			if tt.want == nil {
-				if err != nil {
-					t.Errorf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
+			checkValidate(t, c.Validate(), tt.want)
 		})
 	}
 }

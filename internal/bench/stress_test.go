@@ -310,21 +310,7 @@ func TestStressConfigValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := DefaultStressConfig()
 			tt.edit(&c)
-			err := c.Validate()
-			if tt.want == nil {
-				if err != nil {
-					t.Errorf("Validate() = %v, want nil", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
-			}
+			checkValidate(t, c.Validate(), tt.want)
 		})
 	}
 }
@@ -401,4 +387,24 @@ func firstDiff(want, got string) string {
 		}
 	}
 	return "no line"
+}
+
+// checkValidate checks a Validate result: nil when want is nil, else an
+// error naming every problem in want.
+func checkValidate(t *testing.T, err error, want []string) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Errorf("Validate() = %v, want nil", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("Validate() = nil, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Validate() = %q, want it to contain %q", err, w)
+		}
+	}
 }
