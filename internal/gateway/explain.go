@@ -55,8 +55,7 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 
 // explain builds the answer of serveExplain for a parsed request.
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
-	mf, _ := openai.FindModel(ex.body)
-	ex.route = g.routeRequest(ex, mf.User)
+	ex.route = g.routeRequest(ex)
 	now := time.Now()
 	pool := g.fleet.Snapshot().ForModel(ex.model)
 	var cands []policy.Candidate
@@ -130,6 +129,6 @@ func (g *Gateway) adminExchange(w http.ResponseWriter, r *http.Request) (*exchan
 		openai.ModelNotFound(mf.Name).Write(w)
 		return nil, false
 	}
-	ex.model, ex.body, ex.policy = model, body, g.policies[model]
+	ex.model, ex.body, ex.policy, ex.user = model, body, g.policies[model], mf.User
 	return ex, true
 }

@@ -63,6 +63,7 @@ type exchange struct {
 	policy   policy.Policy
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
+	user     string      // the body's top-level user field, a conversation key
 	route    policy.Request
 }
 
@@ -102,26 +103,26 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	if model != mf.Name {
 		body = openai.SpliceModel(body, mf, model)
 	}
-	ex.model, ex.body, ex.policy = model, body, g.policies[model]
+	ex.model, ex.body, ex.policy, ex.user = model, body, g.policies[model], mf.User
 	if g.cfg.Logging.LogPrompts {
 		g.log.Info("request", "request_id", ex.id, "model", model, "body", string(body))
 	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
-	ex.route = g.routeRequest(ex, mf.User)
+	ex.route = g.routeRequest(ex)
 	g.proxy(ex)
 }
 
 // routeRequest is what the policy learns of the request: its prompt's
 // length and blocks when tokenized (else a length estimated from the body at
 // four bytes a token) and the conversation it names.
-func (g *Gateway) routeRequest(ex *exchange, user string) policy.Request {
+func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
 	if p := ex.pred; p != nil {
 		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.blocks, g.tokenizers[ex.model].blockSize
 	}
 	req.Session = ex.r.Header.Get(headerSession)
 	if req.Session == "" {
-		req.Session = user
+		req.Session = ex.user
 	}
 	return req
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 )
@@ -220,4 +221,33 @@ func idle(t *testing.T, gw *running) {
 		}
 		return true
 	})
+}
+
+// TestRouteRequestSession: the conversation key is x-session-id, else the
+// body's user field; without a tokenizer the prompt is estimated at four
+// bytes of body a token.
+func TestRouteRequestSession(t *testing.T) {
+	g := &Gateway{}
+	for _, tc := range []struct {
+		header, body, want string
+	}{
+		{"conv-1", `{"model":"m","user":"alice"}`, "conv-1"},
+		{"", `{"model":"m","user":"alice"}`, "alice"},
+		{"", `{"model":"m","user":7}`, ""},
+		{"", `{"model":"m"}`, ""},
+	} {
+		r, _ := http.NewRequest(http.MethodPost, "/v1/completions", nil)
+		if tc.header != "" {
+			r.Header.Set(headerSession, tc.header)
+		}
+		mf, err := openai.FindModel([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := &exchange{r: r, id: "req", model: "m", body: []byte(tc.body), user: mf.User}
+		req := g.routeRequest(ex)
+		if req.Session != tc.want || req.PromptTokens != len(tc.body)/bytesPerToken || req.ID != "req" || req.Blocks != nil {
+			t.Errorf("header %q body %s: %+v, want session %q", tc.header, tc.body, req, tc.want)
+		}
+	}
 }
