@@ -153,7 +153,7 @@ func benchRequest(cfg *Config, prompt []int, hashes []tokenize.BlockHash, maxTok
 		h = (h ^ uint64(t)) * 0x100000001b3
 	}
 	r.babble = tokenize.NewBabbler(h)
-	r.eosAt = 16 + int(h>>40%241)
+	r.eosAt = naturalLength(h)
 	return r
 }
 

@@ -293,8 +293,16 @@ func (s *Server) newRequest(p *prepared) *request {
 		h = (h ^ uint64(t)) * 0x100000001b3
 	}
 	req.babble = tokenize.NewBabbler(h)
-	req.eosAt = 16 + int(h>>40%241)
+	req.eosAt = naturalLength(h)
 	return req
+}
+
+// naturalLength is how many tokens, EOS included, the stand-in model writes
+// when nothing stops it first: 17 to 256, chosen by the prompt's hash h. It
+// is never 16 or fewer, so a completion left at vLLM's default max_tokens of
+// 16 always ends with "length", as the tests and the README promise.
+func naturalLength(h uint64) int {
+	return 17 + int(h>>40%240)
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {

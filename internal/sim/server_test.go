@@ -513,3 +513,22 @@ func compactJSON(v any) []byte {
 	walk(v)
 	return b
 }
+
+// The stand-in model's own length never ties with vLLM's default
+// completion max_tokens of 16: a default completion must end with "length"
+// whatever the prompt. Every value from 17 to 256 is reachable.
+func TestNaturalLengthRange(t *testing.T) {
+	seen := map[int]bool{}
+	for top := uint64(0); top < 1<<12; top++ {
+		for _, low := range []uint64{0, 1<<40 - 1, 0xdeadbeef} {
+			n := naturalLength(top<<40 | low)
+			if n < 17 || n > 256 {
+				t.Fatalf("naturalLength(%#x<<40|%#x) = %d, want 17..256", top, low, n)
+			}
+			seen[n] = true
+		}
+	}
+	if len(seen) != 240 {
+		t.Fatalf("reached %d distinct lengths, want all 240 of 17..256", len(seen))
+	}
+}
