@@ -296,6 +296,7 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	fs.DurationVar(&s.SLO.TTFT, "slo-ttft", s.SLO.TTFT, "goodput SLO: longest TTFT")
 	fs.DurationVar(&s.SLO.TPOT, "slo-tpot", s.SLO.TPOT, "goodput SLO: longest time per output token")
 	fs.DurationVar(&s.Timeout, "timeout", s.Timeout, "bound on each request")
+	fs.Float64Var(&s.Speedup, "speedup", 0, "run the fleet this many times faster than the model's clock; figures stay in the model's time (0: real time)")
 	return func(simArgs []string) (bench.RunSpec, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -44,6 +44,11 @@ type FleetOptions struct {
 	BlockSize int
 	// Seed seeds the gateway's randomized policies. Zero means 1.
 	Seed int64
+	// Speedup, when above 1, runs the simulators that many times faster
+	// (--speedup) and shrinks the gateway's cost model and load-signal
+	// timings alike, so the fleet behaves as at speedup 1 on a faster
+	// clock. Peer routers are started as they are.
+	Speedup float64
 	// Logger receives the children's life cycle at Debug. Nil discards.
 	Logger *slog.Logger
 }
@@ -91,6 +96,9 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	}
 	f := &Fleet{}
 	args := append(fleetModelArgs(o.Model), o.SimArgs...)
+	if o.Speedup > 1 {
+		args = append(args, "--speedup", strconv.FormatFloat(o.Speedup, 'g', -1, 64))
+	}
 	for range o.Replicas {
 		p, err := StartSim(ctx, SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger})
 		if err != nil {
@@ -136,6 +144,19 @@ func fleetConfig(o FleetOptions, sims []*SimProcess) *config.Config {
 	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
 	cfg.Upstream.MaxIdleConnsPerHost = 1024
 	cfg.Logging = config.Logging{Level: "warn", Format: "json"}
+	if f := o.Speedup; f > 1 {
+		// What the gateway predicts and how fresh it wants its engine
+		// reports are times on the model's clock.
+		cm := &cfg.Routing.CostModel
+		cm.PrefillTokenSecs /= f
+		cm.PrefillPairSecs /= f
+		cm.PrefillFixedSecs /= f
+		cm.DecodeInterferenceSecs /= f
+		faster := func(d *config.Duration) { *d = config.Duration(float64(*d) / f) }
+		faster(&cfg.Routing.HotPrefix.Window)
+		faster(&cfg.Load.ScrapeInterval)
+		faster(&cfg.Load.MaxAge)
+	}
 	return &cfg
 }
 

@@ -42,6 +42,11 @@ type RunSpec struct {
 	SLO SLO `json:"slo"`
 	// Timeout bounds each request. Zero means 5 minutes.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Speedup runs the run's own fleet on a clock this many times faster
+	// than the model's: the simulators' --speedup, the schedule and the
+	// gateway's time constants all shrink by it, and every figure is
+	// scaled back, so results read in the model's time. 0 or 1: real time.
+	Speedup float64 `json:"speedup,omitempty"`
 }
 
 // Validate reports every problem with s at once.
@@ -76,7 +81,30 @@ func (s *RunSpec) Validate() error {
 	if s.Timeout < 0 {
 		errs = append(errs, errors.New("timeout: must be >= 0"))
 	}
+	if s.Speedup != 0 && !(s.Speedup >= 1 && s.Speedup <= maxSpeedup) {
+		errs = append(errs, fmt.Errorf("speedup: must be 0 (none) or within 1-%d, got %v", maxSpeedup, s.Speedup))
+	}
+	for _, a := range s.SimArgs {
+		if a == "--speedup" || a == "-speedup" || strings.HasPrefix(a, "--speedup=") || strings.HasPrefix(a, "-speedup=") {
+			errs = append(errs, errors.New("sim_args: --speedup is the run's speedup setting, not a simulator flag to pass"))
+		}
+	}
+	if s.URL != "" && s.Speedup > 1 {
+		errs = append(errs, errors.New("speedup: only for a fleet of the run's own, not an existing url"))
+	}
 	return errors.Join(errs...)
+}
+
+// maxSpeedup bounds RunSpec.Speedup as the simulator bounds --speedup.
+const maxSpeedup = 1000
+
+// clock is the factor between the model's time and the run's wall clock:
+// Speedup, or 1.
+func (s *RunSpec) clock() float64 {
+	if s.Speedup > 1 {
+		return s.Speedup
+	}
+	return 1
 }
 
 // Equal reports whether s and t plan the same run: their JSON forms, as

@@ -90,6 +90,16 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	if warm >= len(reqs) {
 		return nil, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, len(reqs))
 	}
+	// The schedule is in the model's time; the wall clock runs spec.clock()
+	// times faster.
+	clock := spec.clock()
+	wall := reqs
+	if clock > 1 {
+		wall = slices.Clone(reqs)
+		for i := range wall {
+			wall[i].At = toWall(reqs[i].At, clock)
+		}
+	}
 
 	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
 	target := spec.URL
@@ -101,7 +111,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 			SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 			Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 			Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-			Logger: log,
+			Speedup: clock, Logger: log,
 		})
 		if err != nil {
 			return nil, err
@@ -156,7 +166,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	if fleet != nil {
 		urls := fleet.simURLs()
 		go func() {
-			if !sleepUntil(ctx, start.Add(reqs[warm].At)) {
+			if !sleepUntil(ctx, start.Add(wall[warm].At)) {
 				before <- reading{err: ctx.Err()}
 				return
 			}
@@ -166,7 +176,8 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	}
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	outs := RunOpenLoop(ctx, start, reqs, OpenLoopOptions{URL: target, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URL: target, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	if fleet != nil {
 		b := <-before
@@ -196,6 +207,31 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	log.Info("run done", "workload", spec.Workload.Workload, "policy", spec.Policy, "rep", spec.Rep,
 		"succeeded", m.Succeeded, "measured", m.Measured, "ttft_p99_s", m.TTFT.P99, "hit_rate", m.HitRate)
 	return res, nil
+}
+
+// toWall is the wall-clock offset of the model-time offset d on a clock
+// running clock times faster.
+func toWall(d time.Duration, clock float64) time.Duration {
+	return time.Duration(float64(d) / clock)
+}
+
+// toModelTime turns the outcomes of a run on a clock clock times faster
+// back into the model's time: each is scheduled where reqs has it, and
+// every time it measured is stretched by clock.
+func toModelTime(outs []Outcome, reqs []workload.Request, clock float64) {
+	if clock <= 1 {
+		return
+	}
+	stretch := func(d time.Duration) time.Duration { return time.Duration(float64(d) * clock) }
+	for i := range outs {
+		o := &outs[i]
+		o.Sched = reqs[o.Index].At
+		o.Dispatched, o.Sent = stretch(o.Dispatched), stretch(o.Sent)
+		o.TTFT, o.E2E = stretch(o.TTFT), stretch(o.E2E)
+		for j := range o.ITL {
+			o.ITL[j] = stretch(o.ITL[j])
+		}
+	}
 }
 
 // WriteSummary prints a run's figures in a few lines.

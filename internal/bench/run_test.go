@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,58 @@ func TestMeasureFleet(t *testing.T) {
 	var b strings.Builder
 	WriteSummary(&b, r)
 	t.Logf("summary:\n%s", b.String())
+}
+
+// A run on a clock four times faster reads, once scaled back, as the same
+// run in real time: the simulators' latency model, the schedule and the
+// gateway's timings all shrink alike. Requests are spaced so each is priced
+// by the model rather than by the machine (as in TestReproducible). What the
+// model does not price, the CPU time of tokenizing and proxying each
+// request (a few ms of wall clock here), counts four times on the model's
+// clock: mean TTFT came out 8% (12 ms) higher at speedup 4, everything else
+// within 1.5%. A mistake in the scaling would be off by far more.
+func TestSpeedupMatchesRealTime(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("about 12 s of timing-sensitive runs; skipped with -short and under the race detector")
+	}
+	reqs := sharedPromptRequests(60, 150*time.Millisecond, 8, 300)
+	var runs []*RunResult
+	for _, speedup := range []float64{0, 4} {
+		spec := smallSpec("cost_model", 1/0.15, len(reqs))
+		spec.Speedup = speedup
+		start := time.Now()
+		r, err := Measure(t.Context(), spec, fleetEnv(t, reqs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("speedup %v: %v on the wall clock, window %.2f s", speedup, time.Since(start).Round(time.Millisecond), r.Measurements.WindowSeconds)
+		if speedup == 4 && !strings.Contains(r.Setup.GatewayConfig, "scrape_interval: 25ms") {
+			t.Errorf("gateway config at speedup 4 keeps its real-time scrape interval:\n%s", r.Setup.GatewayConfig)
+		}
+		runs = append(runs, r)
+	}
+	a, b := &runs[0].Measurements, &runs[1].Measurements
+	if a.Succeeded != a.Measured || b.Succeeded != b.Measured {
+		t.Fatalf("failures: %v %v", a.Errors, b.Errors)
+	}
+	for _, f := range []struct {
+		name string
+		x, y float64
+		tol  float64
+	}{
+		{"mean TTFT", a.TTFT.Mean, b.TTFT.Mean, 0.2},
+		{"mean e2e", a.E2E.Mean, b.E2E.Mean, 0.06},
+		{"mean TPOT", a.TPOT.Mean, b.TPOT.Mean, 0.06},
+		{"hit rate", a.HitRate, b.HitRate, 0.01},
+		{"throughput", a.ThroughputRPS, b.ThroughputRPS, 0.03},
+		{"window", a.WindowSeconds, b.WindowSeconds, 0.03},
+	} {
+		d := math.Abs(f.x-f.y) / math.Max(math.Abs(f.x), math.Abs(f.y))
+		t.Logf("%s: %.5g in real time, %.5g at speedup 4 (%.2f%% apart)", f.name, f.x, f.y, 100*d)
+		if d > f.tol {
+			t.Errorf("%s: %v in real time but %v at speedup 4, %.1f%% apart (allowed %.0f%%)", f.name, f.x, f.y, 100*d, 100*f.tol)
+		}
+	}
 }
 
 // The same point run twice on fresh fleets agrees within 3% on mean TTFT,
@@ -226,5 +279,58 @@ func TestMeasuredOracle(t *testing.T) {
 	want := float64(a.Cached-int64(a.CachedTokens[0])) / float64(a.Prompt-int64(a.PromptTokens[0]))
 	if after != want || after <= all {
 		t.Errorf("warm 1: %v, want %v (above the whole schedule's %v: the first request cached nothing)", after, want, all)
+	}
+}
+
+// toModelTime stretches every measured time by the clock factor and puts
+// each outcome back at its model-time schedule; at clock 1 it changes
+// nothing.
+func TestToModelTime(t *testing.T) {
+	reqs := []workload.Request{{At: 0}, {At: 4 * time.Second}}
+	outs := []Outcome{
+		{Index: 0, Sched: 0, Dispatched: time.Millisecond, Sent: 2 * time.Millisecond, TTFT: 50 * time.Millisecond, E2E: 200 * time.Millisecond, ITL: []time.Duration{10 * time.Millisecond}},
+		{Index: 1, Sched: time.Second, Dispatched: time.Second, Sent: time.Second + time.Millisecond, TTFT: 25 * time.Millisecond, E2E: 25 * time.Millisecond},
+	}
+	same := slices.Clone(outs)
+	toModelTime(same, reqs, 1)
+	if same[1].Sched != time.Second || same[0].TTFT != 50*time.Millisecond {
+		t.Errorf("clock 1 changed outcomes: %+v", same)
+	}
+	toModelTime(outs, reqs, 4)
+	want := []Outcome{
+		{Index: 0, Sched: 0, Dispatched: 4 * time.Millisecond, Sent: 8 * time.Millisecond, TTFT: 200 * time.Millisecond, E2E: 800 * time.Millisecond, ITL: []time.Duration{40 * time.Millisecond}},
+		{Index: 1, Sched: 4 * time.Second, Dispatched: 4 * time.Second, Sent: 4*time.Second + 4*time.Millisecond, TTFT: 100 * time.Millisecond, E2E: 100 * time.Millisecond},
+	}
+	for i := range want {
+		g, w := outs[i], want[i]
+		if g.Sched != w.Sched || g.Dispatched != w.Dispatched || g.Sent != w.Sent || g.TTFT != w.TTFT || g.E2E != w.E2E || !slices.Equal(g.ITL, w.ITL) {
+			t.Errorf("outcome %d: got %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// A speedup is checked with the rest of a spec.
+func TestRunSpecSpeedupErrors(t *testing.T) {
+	for _, tt := range []struct {
+		edit func(*RunSpec)
+		want string
+	}{
+		{func(s *RunSpec) { s.Speedup = 0.5 }, "speedup: must be 0 (none) or within 1-1000"},
+		{func(s *RunSpec) { s.Speedup = 1001 }, "speedup: must be 0 (none) or within 1-1000"},
+		{func(s *RunSpec) { s.Speedup = math.NaN() }, "speedup: must be 0 (none) or within 1-1000"},
+		{func(s *RunSpec) { s.Speedup = 4; s.URL = "http://127.0.0.1:1" }, "speedup: only for a fleet"},
+		{func(s *RunSpec) { s.SimArgs = []string{"--speedup=2"} }, "sim_args: --speedup"},
+		{func(s *RunSpec) { s.SimArgs = []string{"--speedup", "2"} }, "sim_args: --speedup"},
+	} {
+		s := smallSpec("round_robin", 1, 10)
+		tt.edit(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate() = %v, want an error with %q", err, tt.want)
+		}
+	}
+	s := smallSpec("round_robin", 1, 10)
+	s.Speedup = 4
+	if err := s.Validate(); err != nil {
+		t.Errorf("speedup 4: %v", err)
 	}
 }

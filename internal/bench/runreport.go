@@ -245,6 +245,9 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 	}
 	fmt.Fprintf(w, " behind one gateway, all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
 		r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
+	if c := r.Spec.clock(); c > 1 {
+		fmt.Fprintf(w, "**Clock:** every fleet ran %v times faster than the latency model (simulator `--speedup %v`; the schedule, the gateway's cost model, scrape interval, report age and hot-prefix window shrunk alike; peer routers unchanged). Every rate, duration and latency here is on the model's clock, scaled back from the wall clock.\n\n", c, c)
+	}
 	commits := map[string]bool{}
 	dirty := false
 	for _, r := range results {

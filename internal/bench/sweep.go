@@ -44,8 +44,12 @@ type SweepFile struct {
 	// SLOTTFT and SLOTPOT judge goodput. Default 2s and 100ms.
 	SLOTTFT Duration `toml:"slo_ttft"`
 	SLOTPOT Duration `toml:"slo_tpot"`
-	// Timeout bounds each request. Default 5m.
+	// Timeout bounds each request on the wall clock. Default 5m.
 	Timeout Duration `toml:"timeout"`
+	// Speedup runs every fleet this many times faster than the model's
+	// clock (see RunSpec.Speedup); rates, durations and figures stay in
+	// the model's time. Default 1.
+	Speedup float64 `toml:"speedup"`
 
 	Points []SweepPoint `toml:"points"`
 }
@@ -77,6 +81,8 @@ type SweepPoint struct {
 	OutputTokens  int     `toml:"output_tokens"`
 	TimeScale     float64 `toml:"time_scale"`
 	ShareGPT      string  `toml:"sharegpt"`
+	// MaxPromptTokens bounds prompts (w2, w3, trace; see workload.Spec).
+	MaxPromptTokens int `toml:"max_prompt_tokens"`
 }
 
 // Duration is a time.Duration written as a string ("90s") in TOML.
@@ -150,6 +156,9 @@ func (f *SweepFile) Validate() error {
 	if _, err := ParseWarmup(f.Warmup); err != nil {
 		fail("warmup", "%v", err)
 	}
+	if f.Speedup != 0 && !(f.Speedup >= 1 && f.Speedup <= maxSpeedup) {
+		fail("speedup", "must be within 1-%d, not %v", maxSpeedup, f.Speedup)
+	}
 	if len(f.Points) == 0 {
 		fail("points", "at least one is required")
 	}
@@ -205,6 +214,11 @@ func (f *SweepFile) Validate() error {
 		}
 		if p.Arrivals == "gamma" && !(p.CV > 0) {
 			fail(path+".cv", "gamma arrivals need a cv > 0")
+		}
+		if p.MaxPromptTokens < 0 {
+			fail(path+".max_prompt_tokens", "must be >= 0")
+		} else if p.MaxPromptTokens > 0 && p.Workload != "w2" && p.Workload != "w3" && p.Workload != "trace" {
+			fail(path+".max_prompt_tokens", "only for w2, w3 and trace")
 		}
 		if p.Ramp != "" && p.Ramp != "diurnal" {
 			fail(path+".ramp", "must be empty or diurnal, not %q", p.Ramp)
@@ -298,7 +312,7 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 					Duration: time.Duration(dur), Requests: reqs, Seed: seed + uint64(rep),
 					Arrivals: p.Arrivals, CV: p.CV, Ramp: p.Ramp,
 					SystemPrompts: p.SystemPrompts, Zipf: p.Zipf, OutputTokens: p.OutputTokens,
-					ShareGPTPath: p.ShareGPT,
+					ShareGPTPath: p.ShareGPT, MaxPromptTokens: p.MaxPromptTokens,
 				}
 				if p.Workload == "trace" {
 					w.Rate, w.TracePath, w.TimeScale, w.RateMultiplier = 0, o.TracePath, p.TimeScale, rate
@@ -307,7 +321,7 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 					runs = append(runs, RunSpec{
 						Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
 						Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
-						Warmup: warmup, SLO: slo, Timeout: timeout,
+						Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup,
 					})
 				}
 			}

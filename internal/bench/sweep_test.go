@@ -48,6 +48,8 @@ policies = [""]
 			"points[1].policies[0]: must not be empty",
 		}},
 		{"no_policies", "duration=\"1s\"" + point, []string{"points[0].policies: no policies here or in the shared settings"}},
+		{"max_prompt_w1", "policies=[\"p2c\"]\nduration=\"1s\"" + point + "max_prompt_tokens = 100\n", []string{"points[0].max_prompt_tokens: only for w2, w3 and trace"}},
+		{"slow_speedup", "speedup = 0.5\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"speedup: must be within 1-1000, not 0.5"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +76,7 @@ duration = "30s"
 warmup = "5s"
 sim_args = ["--max-num-seqs", "64"]
 slo_ttft = "1s"
+speedup = 4
 
 [[points]]
 workload = "w1"
@@ -94,6 +97,7 @@ sim_args = []
 [[points]]
 workload = "trace"
 rates = [2]
+max_prompt_tokens = 30000
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +122,7 @@ rates = [2]
 	}
 	r := runs[3]
 	if r.Workload.Seed != 8 || r.Workload.SystemPrompts != 32 || r.Workload.Duration != 30*time.Second || r.Warmup != "5s" ||
-		r.SLO.TTFT != time.Second || r.SLO.TPOT != 100*time.Millisecond || r.Replicas != 3 || len(r.SimArgs) != 2 {
+		r.SLO.TTFT != time.Second || r.SLO.TPOT != 100*time.Millisecond || r.Replicas != 3 || len(r.SimArgs) != 2 || r.Speedup != 4 {
 		t.Errorf("run 3: %+v", r)
 	}
 	// Policies of one repetition see the same workload.
@@ -131,7 +135,7 @@ rates = [2]
 	}
 	runs, _ = f.Plan(PlanOptions{TracePath: "/data/trace.jsonl"})
 	tr := runs[len(runs)-1]
-	if tr.Workload.TracePath != "/data/trace.jsonl" || tr.Workload.RateMultiplier != 2 || tr.FileName() != "trace_x2_rep1_cost_model.json" {
+	if tr.Workload.TracePath != "/data/trace.jsonl" || tr.Workload.RateMultiplier != 2 || tr.Workload.MaxPromptTokens != 30000 || tr.FileName() != "trace_x2_rep1_cost_model.json" {
 		t.Errorf("trace run: %+v, file %s", tr.Workload, tr.FileName())
 	}
 }

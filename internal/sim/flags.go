@@ -30,6 +30,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	decodeTokenMS := durationAsFloat(lat.DecodeToken, time.Millisecond)
 	decodeSeqUS := durationAsFloat(lat.DecodeSeq, time.Microsecond)
 	noPrefix := false
+	speedup := 1.0
 
 	fs.StringVar(&o.Host, "host", o.Host, "address to listen on")
 	fs.IntVar(&o.Port, "port", o.Port, "port to listen on")
@@ -48,6 +49,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.Float64Var(&decodeTokenMS, "decode-token-ms", decodeTokenMS, "decode step time for one sequence, in milliseconds")
 	fs.Float64Var(&decodeSeqUS, "decode-seq-us", decodeSeqUS, "microseconds each further sequence adds to a decode step")
 	fs.BoolVar(&o.ZeroLatency, "zero-latency", false, "answer as fast as possible, for overhead benchmarks")
+	fs.Float64Var(&speedup, "speedup", speedup, "run this many times faster than the latency flags say (every step's time divided by it)")
 
 	if err := fs.Parse(joinMultiValued(args, "served-model-name")); err != nil {
 		return o, err
@@ -71,6 +73,11 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	o.Latency.DecodeSeq = conv("decode-seq-us", decodeSeqUS, time.Microsecond)
 	if p := o.Latency.PrefillPair; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
 		errs = append(errs, fmt.Sprintf("--prefill-pair-ns: must be a non-negative number, got %v", p))
+	}
+	if !(speedup >= 1 && speedup <= 1000) {
+		errs = append(errs, fmt.Sprintf("--speedup: must be within 1-1000, got %v", speedup))
+	} else {
+		o.Latency = o.Latency.Faster(speedup)
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Sprintf("--port: must be within 0-65535, got %d", o.Port))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -35,12 +36,39 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--block-size", "0"}, "--block-size: must be positive"},
 		{[]string{"--decode-token-ms", "-1"}, "--decode-token-ms: must be a non-negative number"},
 		{[]string{"--port", "70000"}, "--port"},
+		{[]string{"--speedup", "0.5"}, "--speedup: must be within 1-1000"},
+		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseFlags(%v) = %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+// TestSpeedup: --speedup N prices every step at 1/N of what the latency
+// flags say, the flags given or the defaults, so P(u, c) and a decode step
+// shrink alike.
+func TestSpeedup(t *testing.T) {
+	base, err := ParseFlags([]string{"--prefill-token-us", "80", "--decode-token-ms", "12"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast, err := ParseFlags([]string{"--prefill-token-us", "80", "--decode-token-ms", "12", "--speedup", "4"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+	for _, uc := range [][2]int{{1, 0}, {512, 0}, {2048, 6000}, {7, 30000}} {
+		if got, want := fast.Latency.Prefill(uc[0], uc[1]), base.Latency.Prefill(uc[0], uc[1])/4; !near(got, want) {
+			t.Errorf("P(%d, %d) at speedup 4 = %v, want %v", uc[0], uc[1], got, want)
+		}
+	}
+	for _, n := range []int{1, 2, 256} {
+		if got, want := fast.Latency.Decode(n), base.Latency.Decode(n)/4; !near(got, want) {
+			t.Errorf("decode of %d at speedup 4 = %v, want %v", n, got, want)
 		}
 	}
 }
