@@ -29,6 +29,8 @@ type echoEngine struct {
 	bodies [][]byte
 	reply  []byte
 	chunks []int
+	sized  bool          // send a Content-Length, as a whole (unstreamed) answer does
+	hold   chan struct{} // when set, the head is flushed and the body waits for it to close
 	srv    *httptest.Server
 }
 
@@ -49,11 +51,19 @@ func newEchoEngine(t testing.TB) *echoEngine {
 		body, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
 		e.bodies = append(e.bodies, body)
-		reply, chunks := e.reply, e.chunks
+		reply, chunks, sized, hold := e.reply, e.chunks, e.sized, e.hold
 		e.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("X-Engine-Header", "kept")
+		if sized {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(reply)))
+		}
 		flusher := w.(http.Flusher)
+		if hold != nil {
+			flusher.Flush()
+			<-hold
+		}
 		for i := 0; len(reply) > 0; i++ {
 			n := len(reply)
 			if len(chunks) > 0 {
@@ -87,8 +97,9 @@ func TestBytesPassThrough(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		reply := rapid.SliceOfN(rapid.Byte(), 0, 5000).Draw(rt, "reply")
 		chunks := rapid.SliceOfN(rapid.IntRange(1, 700), 0, 8).Draw(rt, "chunks")
+		sized := rapid.Bool().Draw(rt, "sized")
 		e.mu.Lock()
-		e.reply, e.chunks, e.bodies = reply, chunks, nil
+		e.reply, e.chunks, e.sized, e.bodies = reply, chunks, sized, nil
 		e.mu.Unlock()
 		filler := rapid.StringMatching(`[ -~é日\n\t]{0,300}`).Draw(rt, "filler")
 		spacing := rapid.SampledFrom([]string{"", " ", "\n  "}).Draw(rt, "spacing")
@@ -108,6 +119,45 @@ func TestBytesPassThrough(t *testing.T) {
 			rt.Fatalf("engine got %q, want %q", e.bodies, want)
 		}
 	})
+}
+
+// TestStreamHeadAtOnce: a stream's head reaches the client as soon as the
+// engine sends it, before any of its body, while a whole answer (one with a
+// Content-Length) may leave in one piece.
+func TestStreamHeadAtOnce(t *testing.T) {
+	e := newEchoEngine(t)
+	gw := startGateway(t, echoConfig(t, e))
+	hold := make(chan struct{})
+	e.mu.Lock()
+	e.reply, e.hold = []byte("data: first\n\n"), hold
+	e.mu.Unlock()
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("head first", "")))
+		got <- result{resp, err}
+	}()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		defer r.resp.Body.Close()
+		if r.resp.StatusCode != 200 || r.resp.Header.Get("X-Engine-Header") != "kept" {
+			t.Fatalf("head: %d %v", r.resp.StatusCode, r.resp.Header)
+		}
+		close(hold)
+		body, err := io.ReadAll(r.resp.Body)
+		if err != nil || string(body) != "data: first\n\n" {
+			t.Fatalf("body %q, %v", body, err)
+		}
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the stream's head did not reach the client while the engine held its body")
+	}
 }
 
 // TestH2C: clients may speak HTTP/2 without TLS, and engines may be reached

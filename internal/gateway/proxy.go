@@ -147,9 +147,11 @@ func (g *Gateway) resolveModel(name string) (string, bool) {
 // readBody reads the whole body within the deadline and the size limit.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, *openai.Error, string) {
 	limit := g.cfg.Server.MaxBodyBytes
-	tooLarge := openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit))
+	tooLarge := func() *openai.Error {
+		return openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit))
+	}
 	if r.ContentLength > limit {
-		return nil, tooLarge, reasonBodyTooLarge
+		return nil, tooLarge(), reasonBodyTooLarge
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(deadline)
@@ -166,7 +168,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			return nil, tooLarge, reasonBodyTooLarge
+			return nil, tooLarge(), reasonBodyTooLarge
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			return nil, openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout
 		default:
@@ -470,8 +472,15 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 		h.Set(headerCachedTokens, strconv.Itoa(a.cached))
 	}
 	ex.w.WriteHeader(resp.StatusCode)
+	// A response of unknown length (a stream) goes out as the engine sends
+	// it: its head at once, then every chunk. One of known length is a
+	// whole answer: its head and body leave together when the handler
+	// ends (or as the write buffer fills), one write instead of two.
+	streamed := resp.ContentLength < 0
 	rc := http.NewResponseController(ex.w)
-	_ = rc.Flush()
+	if streamed {
+		_ = rc.Flush()
+	}
 
 	bufp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bufp)
@@ -491,7 +500,9 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeCancelled).Inc()
 				return
 			}
-			_ = rc.Flush()
+			if streamed {
+				_ = rc.Flush()
+			}
 		}
 		if rerr == io.EOF {
 			break
