@@ -28,6 +28,9 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/bench"
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress"
 )
 
 func main() {
@@ -79,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "report":
 		return reportCmd(ctx, args[1:], stdout, stderr)
 	case "stress":
-		return stress(ctx, args[1:], stdout, stderr)
+		return stressCmd(ctx, args[1:], stdout, stderr)
 	case "gwstress":
 		return gwstress(ctx, args[1:], stdout, stderr)
 	case "demo":
@@ -92,15 +95,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func stress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := bench.DefaultStressConfig()
+func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := stress.DefaultSimConfig()
 	fs := flag.NewFlagSet("inferrail-bench stress", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scenarios := strings.Join(c.Scenarios, ",")
 	verbose := false
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
 	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(bench.Scenarios, ", "))
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(stress.SimScenarios, ", "))
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "the simulators' --max-num-seqs")
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "sim-streams: concurrent streams")
 	fs.IntVar(&c.Streams.MaxTokens, "stream-max-tokens", c.Streams.MaxTokens, "sim-streams: max_tokens of each stream")
@@ -130,7 +133,7 @@ func stress(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Command = "go run ./cmd/inferrail-bench stress " + shellJoin(args)
-	if err := bench.Stress(ctx, c); err != nil {
+	if err := stress.Sim(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
@@ -138,7 +141,7 @@ func stress(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := bench.DefaultGatewayStressConfig()
+	c := stress.DefaultGatewayConfig()
 	fs := flag.NewFlagSet("inferrail-bench gwstress", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scenarios := strings.Join(c.Scenarios, ",")
@@ -146,7 +149,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.GatewayBinary, "gateway-binary", c.GatewayBinary, "inferrail-gateway executable to start")
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
 	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(bench.GatewayScenarios, ", "))
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(stress.GatewayScenarios, ", "))
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
 	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
 	var routingVariants, routingRates string
@@ -191,7 +194,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				names = append(names, v)
 			}
 		}
-		variants, err := bench.SelectRoutingVariants(c.Routing.Variants, names, rates)
+		variants, err := stress.SelectRoutingVariants(c.Routing.Variants, names, rates)
 		if err != nil {
 			return fmt.Errorf("gwstress: --routing-variants: %w", err)
 		}
@@ -203,7 +206,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Command = "go run ./cmd/inferrail-bench gwstress " + shellJoin(args)
-	if err := bench.GatewayStress(ctx, c); err != nil {
+	if err := stress.Gateway(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
@@ -211,7 +214,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // routingNames lists variants by name.
-func routingNames(variants []bench.RoutingVariant) string {
+func routingNames(variants []stress.RoutingVariant) string {
 	names := make([]string, len(variants))
 	for i, v := range variants {
 		names[i] = v.Name()
@@ -343,7 +346,7 @@ func (e *envFlags) preparePeers(ctx context.Context, env bench.RunEnv, runs []be
 	if !bench.UsesPeers(runs) || e.peerSetup == "" {
 		return nil
 	}
-	return bench.MakePeerVenv(ctx, e.peerSetup, e.peerVenv, env.Logger)
+	return procs.MakePeerVenv(ctx, e.peerSetup, e.peerVenv, env.Logger)
 }
 
 func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) bench.RunEnv {
@@ -355,7 +358,7 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		SimBinary: e.simBinary, GatewayBinary: e.gatewayBinary,
 		PeerVenv:    e.peerVenv,
 		Command:     command,
-		Environment: bench.CurrentEnvironment(ctx),
+		Environment: measure.CurrentEnvironment(ctx),
 		Logger:      slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -61,7 +62,7 @@ func TestChartDataPolicyMissingAtARate(t *testing.T) {
 	}{{"cost_model", 2}, {"round_robin", 2}, {"cost_model", 4}} {
 		rs = append(rs, &RunResult{
 			Spec:         RunSpec{Policy: run.policy, Workload: workload.Spec{Workload: "w2", Rate: run.rate}},
-			Measurements: Measurements{TTFT: Percentiles{P99: run.rate / 10}, GoodputRPS: run.rate},
+			Measurements: Measurements{TTFT: measure.Percentiles{P99: run.rate / 10}, GoodputRPS: run.rate},
 		})
 	}
 	got := chartData(rs)
@@ -191,9 +192,9 @@ func verdictResults(workloads []string, wins func(w string) bool) []*RunResult {
 	var rs []*RunResult
 	for _, w := range workloads {
 		for _, pol := range []string{"round_robin", "least_request", "cost_model"} {
-			m := Measurements{Measured: 100, TTFT: Percentiles{P99: 1}, GoodputRPS: 4, HitRate: 0.5}
+			m := Measurements{Measured: 100, TTFT: measure.Percentiles{P99: 1}, GoodputRPS: 4, HitRate: 0.5}
 			if pol == "cost_model" && wins(w) {
-				m = Measurements{Measured: 100, TTFT: Percentiles{P99: 0.5}, GoodputRPS: 6, HitRate: 0.9}
+				m = Measurements{Measured: 100, TTFT: measure.Percentiles{P99: 0.5}, GoodputRPS: 6, HitRate: 0.9}
 			}
 			rs = append(rs, &RunResult{
 				Spec:         RunSpec{Policy: pol, Replicas: 3, SLO: DefaultSLO(), Workload: workload.Spec{Workload: w, Rate: 5, Duration: time.Minute}},

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -53,7 +54,7 @@ func DefaultDemoConfig() DemoConfig {
 func (c *DemoConfig) spec() RunSpec {
 	return RunSpec{
 		Replicas: 3, Warmup: "0.1", SLO: DefaultSLO(), Timeout: time.Minute,
-		Workload: workload.Spec{Workload: workload.W1, Model: gwModel, Rate: c.Rate, Duration: c.Duration,
+		Workload: workload.Spec{Workload: workload.W1, Model: procs.SimModel, Rate: c.Rate, Duration: c.Duration,
 			Seed: c.Seed, SystemPrompts: c.SystemPrompts},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -16,7 +17,7 @@ func demoResults() []*RunResult {
 	run := func(policy string, ttftP99, hit, goodput float64, errs int) *RunResult {
 		m := Measurements{
 			Requests: 190, Warmup: 19, Measured: 171, Succeeded: 171 - errs,
-			TTFT: Percentiles{P50: 0.075, P90: ttftP99 / 2, P99: ttftP99}, E2E: Percentiles{P50: 4.2, P99: 6.9},
+			TTFT: measure.Percentiles{P50: 0.075, P90: ttftP99 / 2, P99: ttftP99}, E2E: measure.Percentiles{P50: 4.2, P99: 6.9},
 			HitRate: hit, BusiestShare: 0.39, GoodputRPS: goodput, GoodFraction: goodput / 4.5,
 		}
 		if errs > 0 {

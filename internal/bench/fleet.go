@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/procs"
 )
 
 // FleetOptions say how to start a benchmark fleet: simulator children
@@ -60,9 +61,9 @@ type Fleet struct {
 	URL string
 	// Gateway is the inferrail-gateway in front of Sims, or Peer the peer
 	// router; the other is nil.
-	Gateway *GatewayProcess
-	Peer    *PeerProcess
-	Sims    []*SimProcess
+	Gateway *procs.Gateway
+	Peer    *procs.Peer
+	Sims    []*procs.Sim
 }
 
 // fleetModelArgs are the simulator flags every fleet sets.
@@ -84,14 +85,14 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	var peer PeerPolicy
-	if IsPeerPolicy(o.Policy) {
+	var peer procs.PeerPolicy
+	if procs.IsPeerPolicy(o.Policy) {
 		var err error
-		if peer, err = ParsePeerPolicy(o.Policy); err != nil {
+		if peer, err = procs.ParsePeerPolicy(o.Policy); err != nil {
 			return nil, fmt.Errorf("start fleet: %w", err)
 		}
 		if o.PeerVenv == "" {
-			return nil, fmt.Errorf("start fleet: %s: %w: no venv given", o.Policy, ErrNoPeerVenv)
+			return nil, fmt.Errorf("start fleet: %s: %w: no venv given", o.Policy, procs.ErrNoPeerVenv)
 		}
 	}
 	f := &Fleet{}
@@ -100,14 +101,14 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 		args = append(args, "--speedup", strconv.FormatFloat(o.Speedup, 'g', -1, 64))
 	}
 	for range o.Replicas {
-		p, err := StartSim(ctx, SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger})
+		p, err := procs.StartSim(ctx, procs.SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger})
 		if err != nil {
 			return nil, errors.Join(err, f.Stop())
 		}
 		f.Sims = append(f.Sims, p)
 	}
 	if peer.Router != "" {
-		p, err := StartPeer(ctx, PeerOptions{Venv: o.PeerVenv, Policy: peer, Workers: f.simURLs(), Logger: o.Logger})
+		p, err := procs.StartPeer(ctx, procs.PeerOptions{Venv: o.PeerVenv, Policy: peer, Workers: f.simURLs(), Logger: o.Logger})
 		if err != nil {
 			return nil, errors.Join(err, f.Stop())
 		}
@@ -115,7 +116,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 		return f, nil
 	}
 	cfg := fleetConfig(o, f.Sims)
-	gw, err := StartGateway(ctx, GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger})
+	gw, err := procs.StartGateway(ctx, procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger})
 	if err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
@@ -127,7 +128,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 }
 
 // fleetConfig is the gateway config of a fleet.
-func fleetConfig(o FleetOptions, sims []*SimProcess) *config.Config {
+func fleetConfig(o FleetOptions, sims []*procs.Sim) *config.Config {
 	cfg := config.Default()
 	cfg.Models = []config.Model{{Name: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim", BlockSize: o.BlockSize}}
 	for i, s := range sims {
@@ -163,12 +164,12 @@ func fleetConfig(o FleetOptions, sims []*SimProcess) *config.Config {
 // waitHealthy polls the gateway's metrics until every replica passes its
 // probes.
 func (f *Fleet) waitHealthy(ctx context.Context, limit time.Duration) error {
-	client := adminClient()
+	client := procs.AdminClient()
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(limit)
 	for {
 		p, err := f.Gateway.Metrics(ctx, client)
-		if err == nil && int(p.sum("inferrail_replica_healthy")) == len(f.Sims) {
+		if err == nil && int(p.Sum("inferrail_replica_healthy")) == len(f.Sims) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -230,14 +231,14 @@ type engineReading struct {
 func engineCounters(ctx context.Context, client *http.Client, urls []string) (engineReading, error) {
 	var r engineReading
 	for _, u := range urls {
-		p, err := scrapePage(ctx, client, u+"/metrics")
+		p, err := procs.ScrapePage(ctx, client, u+"/metrics")
 		if err != nil {
 			return engineReading{}, err
 		}
-		r.hits.Queries += p.sum("vllm:prefix_cache_queries_total")
-		r.hits.Hits += p.sum("vllm:prefix_cache_hits_total")
+		r.hits.Queries += p.Sum("vllm:prefix_cache_queries_total")
+		r.hits.Hits += p.Sum("vllm:prefix_cache_hits_total")
 		const name = "vllm:request_success_total"
-		r.served = append(r.served, p.sum(name)-p.sum(name, `finished_reason="abort"`)-p.sum(name, `finished_reason="error"`))
+		r.served = append(r.served, p.Sum(name)-p.Sum(name, `finished_reason="abort"`)-p.Sum(name, `finished_reason="error"`))
 	}
 	return r, nil
 }

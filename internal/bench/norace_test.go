@@ -2,4 +2,6 @@
 
 package bench
 
+import ()
+
 const raceEnabled = false

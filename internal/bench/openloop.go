@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
 // Response headers the gateway adds, read by the open-loop driver.
 const (
+	headerReplica      = "X-Inferrail-Replica"
 	headerPromptTokens = "X-Inferrail-Prompt-Tokens"
 	headerCachedTokens = "X-Inferrail-Cached-Tokens"
 	headerPolicy       = "X-Inferrail-Policy"
@@ -27,8 +29,8 @@ const (
 )
 
 // errKindNotSent marks a request the run was stopped before it was due.
-// Open-loop requests fail with the kinds of load.go, except that a status
-// other than 200 counts as "status_<code>".
+// Open-loop requests fail with the kinds of package measure, except that a
+// status other than 200 counts as "status_<code>".
 const errKindNotSent = "not_sent"
 
 // Outcome is what happened to one request of an open-loop run. Times are
@@ -114,7 +116,7 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 	}
 	var wg sync.WaitGroup
 	for i := range reqs {
-		if !sleepUntil(ctx, start.Add(reqs[i].At)) {
+		if !measure.SleepUntil(ctx, start.Add(reqs[i].At)) {
 			for j := i; j < len(reqs); j++ {
 				out[j].ErrKind, out[j].Err = errKindNotSent, "run stopped before the request was due"
 			}
@@ -149,10 +151,10 @@ func (s sender) send(ctx context.Context, r *workload.Request, o *Outcome) {
 		o.E2E = s.since() - o.Sched
 	}
 	if err != nil {
-		le := classify(ctx, err)
-		o.ErrKind, o.Err = le.kind, le.Error()
+		le := measure.Classify(ctx, err)
+		o.ErrKind, o.Err = le.Kind, le.Error()
 		if ctx.Err() != nil {
-			o.ErrKind = errKindTimeout
+			o.ErrKind = measure.KindTimeout
 		}
 	}
 }
@@ -179,7 +181,7 @@ func (s sender) exchange(ctx context.Context, r *workload.Request, o *Outcome) e
 	readHeaders(resp.Header, o)
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return failf("status_"+strconv.Itoa(resp.StatusCode), "status %d", resp.StatusCode)
+		return measure.Failf("status_"+strconv.Itoa(resp.StatusCode), "status %d", resp.StatusCode)
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
@@ -255,7 +257,7 @@ func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 			break
 		}
 		if err != nil {
-			return failf(errKindSSE, "read stream: %w", err)
+			return measure.Failf(measure.KindSSE, "read stream: %w", err)
 		}
 		at := now()
 		if bytes.Equal(data, openai.Done) {
@@ -264,10 +266,10 @@ func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 		}
 		var c wireChunk
 		if err := json.Unmarshal(data, &c); err != nil {
-			return failf(errKindJSON, "chunk %.100q: %w", data, err)
+			return measure.Failf(measure.KindJSON, "chunk %.100q: %w", data, err)
 		}
 		if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-			return failf(errKindErrorEvent, "error event: %.300s", c.Error)
+			return measure.Failf(measure.KindErrorEvent, "error event: %.300s", c.Error)
 		}
 		switch content := c.hasContent(); {
 		case o.TTFT == 0 && (content || c.Usage != nil):
@@ -281,10 +283,10 @@ func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 		}
 	}
 	if !done && !o.HasUsage {
-		return failf(errKindNoDone, "stream ended without [DONE]")
+		return measure.Failf(measure.KindNoDone, "stream ended without [DONE]")
 	}
 	if !o.HasUsage {
-		return failf(errKindUsage, "stream carried no usage (ask with stream_options.include_usage)")
+		return measure.Failf(measure.KindUsage, "stream carried no usage (ask with stream_options.include_usage)")
 	}
 	return nil
 }
@@ -294,17 +296,17 @@ func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 func readWhole(body io.Reader, now func() time.Duration, o *Outcome) error {
 	data, err := io.ReadAll(io.LimitReader(body, 64<<20))
 	if err != nil {
-		return failf(errKindTransport, "read body: %w", err)
+		return measure.Failf(measure.KindTransport, "read body: %w", err)
 	}
 	o.TTFT = max(now()-o.Sched, 1)
 	var resp struct {
 		Usage *wireUsage `json:"usage"`
 	}
 	if err := json.Unmarshal(data, &resp); err != nil {
-		return failf(errKindJSON, "body %.100q: %w", data, err)
+		return measure.Failf(measure.KindJSON, "body %.100q: %w", data, err)
 	}
 	if resp.Usage == nil {
-		return failf(errKindUsage, "response carried no usage")
+		return measure.Failf(measure.KindUsage, "response carried no usage")
 	}
 	resp.Usage.into(o)
 	return nil

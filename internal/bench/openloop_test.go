@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -30,11 +31,11 @@ func TestReadChunks(t *testing.T) {
 		{"completion", `data: {"choices":[{"text":"a"}]}` + "\n\n" + `data: {"choices":[{"text":"b"}]}` + "\n\n" + usage + done, "", 40, 32, 3, 1},
 		{"crlf", strings.ReplaceAll(chat("a")+usage+done, "\n", "\r\n"), "", 40, 32, 3, 0},
 		{"no_details", chat("a") + `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":1}}` + "\n\n" + done, "", 7, 0, 1, 0},
-		{"no_usage", chat("a") + done, errKindUsage, 0, 0, 0, 0},
-		{"cut", chat("a") + `data: {"choi`, errKindSSE, 0, 0, 0, 0},
-		{"no_done", chat("a"), errKindNoDone, 0, 0, 0, 0},
-		{"error_event", chat("a") + `data: {"error":{"message":"boom","code":500}}` + "\n\n", errKindErrorEvent, 0, 0, 0, 0},
-		{"not_json", "data: {nope}\n\n", errKindJSON, 0, 0, 0, 0},
+		{"no_usage", chat("a") + done, measure.KindUsage, 0, 0, 0, 0},
+		{"cut", chat("a") + `data: {"choi`, measure.KindSSE, 0, 0, 0, 0},
+		{"no_done", chat("a"), measure.KindNoDone, 0, 0, 0, 0},
+		{"error_event", chat("a") + `data: {"error":{"message":"boom","code":500}}` + "\n\n", measure.KindErrorEvent, 0, 0, 0, 0},
+		{"not_json", "data: {nope}\n\n", measure.KindJSON, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestReadChunks(t *testing.T) {
 			err := readChunks(strings.NewReader(tt.stream), now, o)
 			kind := ""
 			if err != nil {
-				kind = classify(t.Context(), err).kind
+				kind = measure.Classify(t.Context(), err).Kind
 			}
 			if kind != tt.wantKind {
 				t.Fatalf("error kind %q (%v), want %q", kind, err, tt.wantKind)
@@ -204,7 +205,7 @@ func TestOpenLoopErrors(t *testing.T) {
 	if outs[0].ErrKind != "status_503" || outs[0].Status != 503 {
 		t.Errorf("busy: %s", outs[0].String())
 	}
-	if outs[1].ErrKind != errKindTimeout || outs[1].E2E < 200*time.Millisecond {
+	if outs[1].ErrKind != measure.KindTimeout || outs[1].E2E < 200*time.Millisecond {
 		t.Errorf("slow: %s", outs[1].String())
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -165,25 +167,25 @@ func (s *RunSpec) FileName() string {
 
 // RunResult is one run's result file.
 type RunResult struct {
-	Spec        RunSpec     `json:"spec"`
-	Command     string      `json:"command,omitempty"`
-	Environment Environment `json:"environment"`
+	Spec        RunSpec             `json:"spec"`
+	Command     string              `json:"command,omitempty"`
+	Environment measure.Environment `json:"environment"`
 	// Setup says what ran.
 	Setup RunSetup `json:"setup"`
 	// Started is when the schedule began, RFC 3339 UTC.
 	Started      string       `json:"started"`
 	Measurements Measurements `json:"measurements"`
 	// Machine says how busy the machine was during the run.
-	Machine MachineShare `json:"machine"`
+	Machine procs.MachineShare `json:"machine"`
 	// Notes say what to keep in mind when reading the figures.
 	Notes []string `json:"notes,omitempty"`
 	// StopErrors are the children that did not stop cleanly or exited
 	// during the run.
 	StopErrors []string `json:"stop_errors,omitempty"`
 	// GatewayLog is what the gateway child logged at warn and above.
-	GatewayLog *GatewayLog `json:"gateway_log,omitempty"`
+	GatewayLog *procs.GatewayLog `json:"gateway_log,omitempty"`
 	// PeerLog is what a peer router child logged at warning and above.
-	PeerLog *PeerLog `json:"peer_log,omitempty"`
+	PeerLog *procs.PeerLog `json:"peer_log,omitempty"`
 }
 
 // RunSetup says what a run's fleet was.
@@ -270,4 +272,20 @@ func ReadRunResults(dir string) ([]*RunResult, error) {
 func done(path string, spec *RunSpec) bool {
 	r, err := ReadRunResult(path)
 	return err == nil && r.Spec.Equal(spec)
+}
+
+// checkPolicy rejects a malformed peer policy; the gateway's own policy
+// names are left to its config validation.
+func checkPolicy(name string) error {
+	if !procs.IsPeerPolicy(name) {
+		return nil
+	}
+	_, err := procs.ParsePeerPolicy(name)
+	return err
+}
+
+// UsesPeers reports whether any of runs puts a peer router in front of its
+// simulators.
+func UsesPeers(runs []RunSpec) bool {
+	return slices.ContainsFunc(runs, func(s RunSpec) bool { return procs.IsPeerPolicy(s.Policy) })
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -32,7 +34,7 @@ type RunEnv struct {
 	Command string
 	// Environment describes the machine and commit; the zero value records
 	// nothing.
-	Environment Environment
+	Environment measure.Environment
 	// Logger reports progress at Info and the children at Debug. Nil
 	// discards.
 	Logger *slog.Logger
@@ -104,7 +106,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
 	target := spec.URL
 	var fleet *Fleet
-	cpu0 := readCPUTimes()
+	cpu0 := procs.ReadCPUTimes()
 	if target == "" {
 		fleet, err = StartFleet(ctx, FleetOptions{
 			SimBinary: env.SimBinary, GatewayBinary: env.GatewayBinary,
@@ -151,7 +153,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 
 	client := NewLoadClient()
 	defer client.CloseIdleConnections()
-	admin := adminClient()
+	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
 
 	// The engines' counters are read when the first measured request is
@@ -166,7 +168,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	if fleet != nil {
 		urls := fleet.simURLs()
 		go func() {
-			if !sleepUntil(ctx, start.Add(wall[warm].At)) {
+			if !measure.SleepUntil(ctx, start.Add(wall[warm].At)) {
 				before <- reading{err: ctx.Err()}
 				return
 			}
@@ -194,7 +196,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		}
 	}
 	stopFleet()
-	res.Machine = machineShare(cpu0, readCPUTimes(), runtime.NumCPU())
+	res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
 	if o, err := oracle(reqs, spec.blockSize(), warm); err != nil {
 		res.Notes = append(res.Notes, "oracle hit rate unknown: "+err.Error())
 	} else {
@@ -243,7 +245,7 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	}
 	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
-	d := func(name string, x Percentiles) {
+	d := func(name string, x measure.Percentiles) {
 		fmt.Fprintf(w, "  %-8s p50 %s  p90 %s  p99 %s  mean %s\n", name, msec(x.P50), msec(x.P90), msec(x.P99), msec(x.Mean))
 	}
 	d("TTFT", m.TTFT)

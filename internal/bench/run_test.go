@@ -13,17 +13,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/procs/procstest"
 	"github.com/inferrail/inferrail/internal/workload"
 )
+
+// TestMain lets the test binary act as the simulator, gateway and peer
+// router children the fleets start.
+func TestMain(m *testing.M) { procstest.Main(m) }
 
 // fleetEnv runs fleets of helper children: the test binary acting as
 // inferrail-sim and inferrail-gateway.
 func fleetEnv(t *testing.T, reqs []workload.Request) RunEnv {
 	t.Helper()
-	race := "GORACE=atexit_sleep_ms=0 " + os.Getenv("GORACE")
 	return RunEnv{
-		SimBinary: os.Args[0], SimEnv: []string{helperSimEnv, race},
-		GatewayBinary: os.Args[0], GatewayEnv: []string{helperGatewayEnv, race},
+		SimBinary: os.Args[0], SimEnv: procstest.SimEnv(),
+		GatewayBinary: os.Args[0], GatewayEnv: procstest.GatewayEnv(),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Generate: func(workload.Spec) ([]workload.Request, error) { return reqs, nil },
 		Oracle:   func([]workload.Request, int, int) (float64, error) { return 0.9, nil },
@@ -38,7 +43,7 @@ func sharedPromptRequests(n int, gap time.Duration, maxTokens, filler int) []wor
 	reqs := make([]workload.Request, n)
 	for i := range reqs {
 		body, _ := json.Marshal(map[string]any{
-			"model": gwModel,
+			"model": procs.SimModel,
 			"messages": []map[string]string{
 				{"role": "system", "content": system},
 				{"role": "user", "content": fmt.Sprintf("Question number %d: what is %d squared?%s", i, i, strings.Repeat(fmt.Sprintf(" word%d", i), filler))},
@@ -54,7 +59,7 @@ func sharedPromptRequests(n int, gap time.Duration, maxTokens, filler int) []wor
 func smallSpec(policy string, rate float64, n int) RunSpec {
 	return RunSpec{
 		Policy: policy, Replicas: 2,
-		Workload: workload.Spec{Workload: "w1", Model: gwModel, Rate: rate, Requests: n, Seed: 1},
+		Workload: workload.Spec{Workload: "w1", Model: procs.SimModel, Rate: rate, Requests: n, Seed: 1},
 		Warmup:   "0.2", SLO: DefaultSLO(), Timeout: 30 * time.Second,
 	}
 }

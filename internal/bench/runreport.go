@@ -255,10 +255,10 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 		dirty = dirty || r.Environment.GitDirty
 	}
 	fmt.Fprintf(w, "**Machine:** %s, nproc %d, %s/%s, %s; shared with other work, with the load generator, the gateway and the simulators on the same CPUs. ",
-		orText(e.CPUModel, "unknown CPU"), e.NumCPU, e.GOOS, e.GOARCH, e.GoVersion)
+		cmp.Or(e.CPUModel, "unknown CPU"), e.NumCPU, e.GOOS, e.GOARCH, e.GoVersion)
 	switch {
 	case len(commits) == 1:
-		fmt.Fprintf(w, "Every run on commit %s", orText(e.GitCommit, "unknown"))
+		fmt.Fprintf(w, "Every run on commit %s", cmp.Or(e.GitCommit, "unknown"))
 	default:
 		fmt.Fprintf(w, "Runs on %d commits", len(commits))
 	}

@@ -1,14 +1,18 @@
 package bench
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
 )
+
+var update = flag.Bool("update", false, "rewrite golden files")
 
 // reportResults are hand-made results of a small sweep: W1 at two rates and
 // W6 at one, three policies, two repetitions.
@@ -24,8 +28,8 @@ func reportResults() []*RunResult {
 				k := 1 + float64(i) + float64(rep)/10 + pt.rate/100
 				m := Measurements{
 					Requests: 100, Warmup: 10, Measured: 90, Succeeded: 90 - i,
-					TTFT: Percentiles{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: Percentiles{N: 90, P50: 0.5 * k, P99: 2 * k},
-					TPOT:       Percentiles{N: 90, P50: 0.02 * k, P99: 0.04 * k},
+					TTFT: measure.Percentiles{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: measure.Percentiles{N: 90, P50: 0.5 * k, P99: 2 * k},
+					TPOT:       measure.Percentiles{N: 90, P50: 0.02 * k, P99: 0.04 * k},
 					GoodputRPS: pt.rate / k, GoodFraction: 1 / k, ThroughputRPS: pt.rate,
 					HitRate: 0.9 / k, Engine: &EngineHits{HitRate: 0.85 / k}, OracleHitRate: f(0.95),
 					Replicas: map[string]int{"sim-1": 30, "sim-2": 30, "sim-3": 30 - i}, BusiestShare: 0.34 + float64(i)/100,
@@ -37,7 +41,7 @@ func reportResults() []*RunResult {
 				out = append(out, &RunResult{
 					Spec: RunSpec{Policy: pol, Rep: rep, Replicas: 3, Warmup: "0.1", SLO: DefaultSLO(),
 						Workload: workload.Spec{Workload: pt.workload, Rate: pt.rate, Duration: time.Minute, Seed: uint64(1 + rep)}},
-					Environment:  Environment{GitCommit: "abc123", GoVersion: "go1.27.3", GOOS: "linux", GOARCH: "amd64", NumCPU: 2, CPUModel: "Test CPU"},
+					Environment:  measure.Environment{GitCommit: "abc123", GoVersion: "go1.27.3", GOOS: "linux", GOARCH: "amd64", NumCPU: 2, CPUModel: "Test CPU"},
 					Measurements: m,
 				})
 			}

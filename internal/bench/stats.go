@@ -8,12 +8,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
 )
 
 // distOf summarises ds without changing it, as the stress scenarios'
-// percentiles do (nearest rank). An empty ds gives the zero value.
-func distOf(ds []time.Duration) Percentiles {
-	return percentiles(slices.Clone(ds))
+// percentiles do (measure.Summarize, nearest rank). An empty ds gives the
+// zero value.
+func distOf(ds []time.Duration) measure.Percentiles {
+	return measure.Summarize(slices.Clone(ds))
 }
 
 // SLO is the service level a request must meet to count toward goodput.
@@ -110,13 +113,13 @@ type Measurements struct {
 	// Latencies of the measured requests that succeeded. TTFT and E2E count
 	// from the scheduled time; TPOT is (E2E − TTFT)/(completion tokens − 1)
 	// from usage; ITL pools the gaps between content chunks.
-	TTFT Percentiles `json:"ttft"`
-	TPOT Percentiles `json:"tpot"`
-	ITL  Percentiles `json:"itl"`
-	E2E  Percentiles `json:"e2e"`
+	TTFT measure.Percentiles `json:"ttft"`
+	TPOT measure.Percentiles `json:"tpot"`
+	ITL  measure.Percentiles `json:"itl"`
+	E2E  measure.Percentiles `json:"e2e"`
 	// SendLag is actual − scheduled send time, over every measured request
 	// that was sent.
-	SendLag Percentiles `json:"send_lag"`
+	SendLag measure.Percentiles `json:"send_lag"`
 
 	// ThroughputRPS is measured successes per second of the window;
 	// OutputTokensPerSec their completion tokens per second.
@@ -194,11 +197,11 @@ type Prediction struct {
 
 // KindFigures are the figures of one workload kind within a run.
 type KindFigures struct {
-	Measured  int         `json:"measured"`
-	Succeeded int         `json:"succeeded"`
-	TTFT      Percentiles `json:"ttft"`
-	E2E       Percentiles `json:"e2e"`
-	HitRate   float64     `json:"hit_rate"`
+	Measured  int                 `json:"measured"`
+	Succeeded int                 `json:"succeeded"`
+	TTFT      measure.Percentiles `json:"ttft"`
+	E2E       measure.Percentiles `json:"e2e"`
+	HitRate   float64             `json:"hit_rate"`
 }
 
 // measureOutcomes computes the figures of outcomes after the first warm ones. It
@@ -231,7 +234,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 				m.Errors = map[string]int{}
 			}
 			m.Errors[o.ErrKind]++
-			if len(m.ErrorSamples) < maxErrorSamples {
+			if len(m.ErrorSamples) < measure.MaxErrorSamples {
 				m.ErrorSamples = append(m.ErrorSamples, o.Err)
 			}
 			continue

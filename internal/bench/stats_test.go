@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/inferrail/inferrail/internal/measure"
 	"pgregory.net/rapid"
 )
 
@@ -32,12 +33,12 @@ func naiveQuantile(xs []time.Duration, p float64) time.Duration {
 func TestDistAgainstNaive(t *testing.T) {
 	tests := []struct {
 		in   []time.Duration
-		want Percentiles
+		want measure.Percentiles
 	}{
-		{nil, Percentiles{}},
-		{[]time.Duration{time.Second}, Percentiles{N: 1, Mean: 1, P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}},
+		{nil, measure.Percentiles{}},
+		{[]time.Duration{time.Second}, measure.Percentiles{N: 1, Mean: 1, P50: 1, P90: 1, P99: 1, P999: 1, Max: 1}},
 		{[]time.Duration{4 * time.Second, time.Second, 3 * time.Second, 2 * time.Second},
-			Percentiles{N: 4, Mean: 2.5, P50: 2, P90: 4, P99: 4, P999: 4, Max: 4}},
+			measure.Percentiles{N: 4, Mean: 2.5, P50: 2, P90: 4, P99: 4, P999: 4, Max: 4}},
 	}
 	for _, tt := range tests {
 		in := slices.Clone(tt.in)
@@ -88,7 +89,7 @@ func TestSLOGood(t *testing.T) {
 		{"slow_decode", Outcome{TTFT: time.Second, E2E: 3 * time.Second, CompletionTokens: 11}, false},
 		{"slow_first_token", Outcome{TTFT: 2001 * time.Millisecond, E2E: 2100 * time.Millisecond, CompletionTokens: 2}, false},
 		{"one_token_judged_on_ttft", Outcome{TTFT: time.Second, E2E: 9 * time.Second, CompletionTokens: 1}, true},
-		{"failed", Outcome{TTFT: time.Millisecond, E2E: time.Millisecond, CompletionTokens: 5, ErrKind: errKindTimeout}, false},
+		{"failed", Outcome{TTFT: time.Millisecond, E2E: time.Millisecond, CompletionTokens: 5, ErrKind: measure.KindTimeout}, false},
 	}
 	for _, tt := range tests {
 		if got := slo.good(&tt.o); got != tt.want {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
 	"github.com/pelletier/go-toml/v2"
 )
@@ -267,7 +268,7 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 	}
 	model := f.Model
 	if model == "" {
-		model = gwModel
+		model = procs.SimModel
 	}
 	seed := f.Seed
 	if seed == 0 {

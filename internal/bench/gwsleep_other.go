@@ -1,8 +1,0 @@
-//go:build !linux
-
-package bench
-
-import "time"
-
-// nanosleep waits d on a Go timer, which rounds short waits up.
-func nanosleep(d time.Duration) { time.Sleep(d) }

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package bench
-
-import "syscall"
-
-// peerProcAttr is nil: only Linux can tie a child's life to its parent's.
-func peerProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,125 @@
+package procs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+)
+
+// Sim is an inferrail-sim child process listening on a loopback
+// port. Stop ends it; the process and the goroutine that waits for it
+// belong to the Sim.
+type Sim struct {
+	// URL is the base URL of the simulator's HTTP API, http://127.0.0.1:port.
+	URL string
+	// Pid is the child's process id.
+	Pid int
+
+	*child
+	stderr *TailBuffer
+	log    *slog.Logger
+}
+
+// SimOptions say how to start a simulator child process.
+type SimOptions struct {
+	// Binary is the path of the inferrail-sim executable.
+	Binary string
+	// Args are extra flags; --host and --port are added. Nil means none.
+	Args []string
+	// Env is added to the harness's own environment. Nil adds nothing.
+	Env []string
+	// StartTimeout bounds how long the child may take to answer /health.
+	// Zero means 15 s.
+	StartTimeout time.Duration
+	// Logger receives the child's life cycle at Debug. Nil discards.
+	Logger *slog.Logger
+}
+
+// StartSim starts an inferrail-sim child on a free loopback port and waits
+// until it answers GET /health. A port taken between choosing it and the
+// child binding it is retried on another port.
+func StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return startRetrying(ctx, o.Binary, func() (*Sim, error) { return startSimOnce(ctx, o) })
+}
+
+func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, o.Args...)
+	cmd := exec.Command(o.Binary, args...)
+	cmd.Env = append(os.Environ(), o.Env...)
+	stderr := &TailBuffer{max: 16 << 10}
+	cmd.Stdout = stderr
+	cmd.Stderr = stderr
+	c, err := startChild(cmd, "simulator", o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	p := &Sim{
+		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
+		Pid:    cmd.Process.Pid,
+		child:  c,
+		stderr: stderr,
+		log:    o.Logger.With("component", "sim_child", "pid", cmd.Process.Pid),
+	}
+	c.clog = p.log
+	p.log.Debug("started simulator", "args", args)
+	if err := p.waitHealthy(ctx, o.StartTimeout); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Sim) waitHealthy(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/health", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("simulator %w (%v): %s", ErrExitedEarly, p.err, p.stderr.String())
+		case <-ctx.Done():
+			return fmt.Errorf("simulator at %s not healthy: %w", p.URL, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Output returns the tail of what the child wrote to stdout and stderr.
+func (p *Sim) Output() string { return p.stderr.String() }
+
+// Stop asks the child to shut down (SIGTERM), kills it if it has not exited
+// after 10 s, and waits for it. It reports an exit other than the clean one
+// SIGTERM should cause. Stop may be called more than once.
+func (p *Sim) Stop() error { return p.stop(10*time.Second, p.stderr.String) }
+
+// SimModel is the model an inferrail-sim child serves unless its flags name
+// another: the model the stress scenarios' simulators serve and their
+// gateways route, and the harness's default.
+const SimModel = "inferrail/sim-8b"

@@ -1,0 +1,91 @@
+package stress
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// GWSoakFigures is what gw-soak measured: the simulator soak's workload
+// sent through the gateway, following the gateway's memory.
+type GWSoakFigures struct {
+	// Soak's Memory follows the gateway process; its Sim is unset (see
+	// Sims).
+	Soak SoakFigures `json:"soak"`
+	// Sims sums the simulators' gauges and counters after the load.
+	Sims *SimGauges `json:"sims,omitempty"`
+	// IdleAfter is what was in flight once the load was over, and
+	// ClientConnsAfter the client connections the gateway still held
+	// after the client closed its own.
+	IdleAfter        idleState `json:"idle_after"`
+	ClientConnsAfter int       `json:"client_conns_after"`
+}
+
+func runGWSoak(ctx context.Context, r *gwRun) error {
+	l := r.c.Soak
+	r.res.Description = fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client: "+
+		"the simulator soak's workload) at concurrency %d through the gateway to three --zero-latency simulator children, following the "+
+		"gateway's resident memory (VmRSS) from an idle baseline after a %d-request warmup to an idle baseline at the end.",
+		l.Requests, l.Concurrency, l.Warmup)
+	r.res.Parameters = map[string]any{"requests": l.Requests, "concurrency": l.Concurrency, "warmup": l.Warmup,
+		"sample_every": l.SampleEvery, "idle_window": orDefault(l.IdleWindow, 2*time.Second).String(),
+		"timeout": orDefault(l.Timeout, 60*time.Second).String(), "seed": l.Seed}
+	sims, err := r.simChildren(ctx, 3, []string{"--zero-latency"})
+	if err != nil {
+		return err
+	}
+	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	if err != nil {
+		return err
+	}
+	r.log.Info("gw-soak", "requests", l.Requests, "concurrency", l.Concurrency, "gateway_pid", gw.Pid)
+	sf, err := RunSoak(ctx, gw.URL, l, gw.Pid)
+	if err != nil {
+		return err
+	}
+	// RunSoak reads the simulator gauges from its target's /metrics, which
+	// the gateway's client port does not serve: drop that and read the
+	// simulators themselves.
+	var samples []string
+	for _, s := range sf.ErrorSamples {
+		if !strings.HasPrefix(s, "scrape /metrics after the soak") {
+			samples = append(samples, s)
+		}
+	}
+	sf.ErrorSamples, sf.Sim = samples, nil
+	f := &GWSoakFigures{Soak: sf}
+	admin := procs.AdminClient()
+	defer admin.CloseIdleConnections()
+	sum := &SimGauges{RequestSuccess: map[string]float64{}}
+	for _, s := range sims {
+		g, err := scrapeGauges(ctx, admin, s.URL)
+		if err != nil {
+			return err
+		}
+		sum.Running += g.Running
+		sum.Waiting += g.Waiting
+		sum.KVUsage = max(sum.KVUsage, g.KVUsage)
+		sum.Preemptions += g.Preemptions
+		for k, v := range g.RequestSuccess {
+			sum.RequestSuccess[k] += v
+		}
+	}
+	f.Sims = sum
+	_, f.IdleAfter = waitIdle(ctx, admin, gw, sims, 10*time.Second)
+	f.ClientConnsAfter, _ = gw.ClientConns()
+	r.res.Soak = f
+
+	r.check("errors", "0", fmt.Sprintf("%d (completed %d, left by the client %d)", sf.Errors, sf.Completed, sf.Cancelled), sf.Errors == 0)
+	if m := sf.Memory; m != nil {
+		r.check("gateway resident memory growth, idle to idle after the warmup", "under 10 MB",
+			fmt.Sprintf("%s (%d bytes: %s → %s, peak %s)", mib(m.GrowthBytes), m.GrowthBytes, mib(m.WarmupRSSBytes), mib(m.EndRSSBytes), mib(m.PeakRSSBytes)),
+			m.GrowthBytes < 10_000_000)
+	}
+	r.check("nothing left in flight; client connections released", "gateway in flight 0, engines idle, 0 connections held",
+		fmt.Sprintf("in flight %.0f, engines running %.0f, waiting %.0f, connections held %d", f.IdleAfter.GatewayInFlight,
+			f.IdleAfter.SimRunning, f.IdleAfter.SimWaiting, f.ClientConnsAfter), f.IdleAfter.idle() && f.ClientConnsAfter == 0)
+	return nil
+}

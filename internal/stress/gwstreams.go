@@ -1,0 +1,236 @@
+package stress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// GWStreamsLoad is gw-streams: a burst of concurrent streamed chats through
+// the gateway over three simulator children.
+type GWStreamsLoad struct {
+	StreamsLoad // the burst itself, as sim-streams sends it
+	// MaxNumSeqs is the simulators' --max-num-seqs. Must be positive.
+	MaxNumSeqs int
+	// DefaultLatency also runs the burst against simulators with the
+	// default latency model, after the --zero-latency run.
+	DefaultLatency bool
+}
+
+// Validate reports every setting that cannot run.
+func (l GWStreamsLoad) Validate() error {
+	var errs []error
+	if err := l.StreamsLoad.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if l.MaxNumSeqs <= 0 {
+		errs = append(errs, fmt.Errorf("max_num_seqs: must be positive, got %d", l.MaxNumSeqs))
+	}
+	return errors.Join(errs...)
+}
+
+// GWStreamsRun is one simulator configuration of gw-streams.
+type GWStreamsRun struct {
+	Variant      string         `json:"variant"`
+	SimArgs      []string       `json:"sim_args"`
+	Streams      int            `json:"streams"`
+	Completed    int            `json:"completed"`
+	Errors       int            `json:"errors"`
+	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	// WallSeconds runs from the first request sent to the last [DONE] read.
+	WallSeconds float64             `json:"wall_seconds"`
+	Stream      measure.Percentiles `json:"stream"`
+	TTFT        measure.Percentiles `json:"ttft"`
+	// PerReplica counts completed streams by the X-Inferrail-Replica
+	// header; SimFinished counts the requests each simulator finished, from
+	// its vllm:request_success_total.
+	PerReplica  map[string]int     `json:"per_replica"`
+	SimFinished map[string]float64 `json:"sim_finished"`
+	// SpreadPercent is the largest distance of a replica's count from an
+	// even share, in percent of that share.
+	SpreadPercent       float64   `json:"spread_percent"`
+	GatewayPeakRSSBytes int64     `json:"gateway_peak_rss_bytes"`
+	IdleAfter           idleState `json:"idle_after"`
+}
+
+func runGWStreams(ctx context.Context, r *gwRun) error {
+	l := r.c.Streams
+	if l.Timeout == 0 {
+		l.Timeout = 2 * time.Minute
+	}
+	r.res.Description = fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
+		"to three simulator children (--max-num-seqs %d), policy least_request, replica caps 2048. Every stream must answer 200, "+
+		"end with data: [DONE] and report completion_tokens %d; the X-Inferrail-Replica header of each answer gives the spread.",
+		l.Streams, l.MaxTokens, l.MaxNumSeqs, l.MaxTokens)
+	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
+		"replicas": 3, "per_stream_timeout": l.Timeout.String()}
+	variants := []struct {
+		name string
+		args []string
+	}{{"zero-latency", []string{"--zero-latency"}}}
+	if l.DefaultLatency {
+		variants = append(variants, struct {
+			name string
+			args []string
+		}{"default-latency", nil})
+	}
+	for _, v := range variants {
+		args := append([]string{"--max-num-seqs", fmt.Sprint(l.MaxNumSeqs)}, v.args...)
+		run, err := gwStreamsVariant(ctx, r, l, v.name, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		r.res.Streams = append(r.res.Streams, run)
+		r.check(fmt.Sprintf("%s: streams completed", v.name), fmt.Sprintf("%d of %d, 0 errors", l.Streams, l.Streams),
+			fmt.Sprintf("%d, %d errors", run.Completed, run.Errors), run.Completed == l.Streams && run.Errors == 0)
+		r.check(fmt.Sprintf("%s: even spread over 3 replicas", v.name), "every replica within 10% of an even share",
+			fmt.Sprintf("%s (largest distance %.1f%%)", formatCounts(run.PerReplica), run.SpreadPercent), run.SpreadPercent <= 10)
+	}
+	return nil
+}
+
+func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant string, args []string) (GWStreamsRun, error) {
+	run := GWStreamsRun{Variant: variant, SimArgs: args, Streams: l.Streams}
+	sims, err := r.simChildren(ctx, 3, args)
+	if err != nil {
+		return run, err
+	}
+	defer r.stopReplicas()
+	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	if err != nil {
+		return run, err
+	}
+	defer r.stopGateway(gw)
+	r.log.Info("gw-streams", "variant", variant, "streams", l.Streams, "gateway_pid", gw.Pid)
+
+	client := gwClient(l.Streams)
+	defer client.CloseIdleConnections()
+	url := gw.URL + "/v1/chat/completions"
+	type outcome struct {
+		sent, first, done time.Time
+		replica           string
+		err               error
+	}
+	out := make([]outcome, l.Streams)
+	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range out {
+		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
+		wg.Go(func() {
+			<-start
+			o := &out[i]
+			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
+			defer cancel()
+			o.sent = time.Now()
+			o.replica, o.err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.first)
+			o.done = time.Now()
+			if o.err != nil {
+				o.err = measure.Classify(rctx, o.err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	run.GatewayPeakRSSBytes = peak(sampler.stop())
+
+	var tally errorTally
+	var firstSent, lastDone time.Time
+	var streamTimes, ttfts []time.Duration
+	run.PerReplica = map[string]int{}
+	for _, o := range out {
+		if firstSent.IsZero() || o.sent.Before(firstSent) {
+			firstSent = o.sent
+		}
+		if o.err != nil {
+			var le *measure.RequestError
+			errors.As(o.err, &le)
+			tally.add(le)
+			continue
+		}
+		run.Completed++
+		run.PerReplica[o.replica]++
+		lastDone = later(lastDone, o.done)
+		streamTimes = append(streamTimes, o.done.Sub(o.sent))
+		if !o.first.IsZero() {
+			ttfts = append(ttfts, o.first.Sub(o.sent))
+		}
+	}
+	run.Errors, run.ErrorKinds, run.ErrorSamples = tally.result()
+	if run.Completed > 0 {
+		run.WallSeconds = lastDone.Sub(firstSent).Seconds()
+	}
+	run.Stream, run.TTFT = measure.Summarize(streamTimes), measure.Summarize(ttfts)
+	run.SpreadPercent = spreadPercent(run.PerReplica, []string{"sim-1", "sim-2", "sim-3"})
+
+	admin := procs.AdminClient()
+	defer admin.CloseIdleConnections()
+	run.SimFinished = map[string]float64{}
+	for _, s := range sims {
+		if p, err := procs.ScrapePage(ctx, admin, s.URL+"/metrics"); err == nil {
+			run.SimFinished[s.ID] = p.Sum("vllm:request_success_total")
+		}
+	}
+	client.CloseIdleConnections()
+	_, run.IdleAfter = waitIdle(ctx, admin, gw, sims, 10*time.Second)
+	r.log.Info("gw-streams done", "variant", variant, "completed", run.Completed, "errors", run.Errors,
+		"wall_seconds", run.WallSeconds, "per_replica", formatCounts(run.PerReplica))
+	return run, ctx.Err()
+}
+
+// gwStreamOnce sends one streamed chat, checks its stream and returns the
+// replica that served it.
+func gwStreamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) (string, error) {
+	resp, err := post(ctx, client, url, body, "text/event-stream")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	replica := resp.Header.Get(headerReplica)
+	return replica, readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
+}
+
+// spreadPercent is the largest distance of a replica's count from an even
+// share over ids, in percent of that share; 100 when nothing was counted.
+func spreadPercent(counts map[string]int, ids []string) float64 {
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 || len(ids) == 0 {
+		return 100
+	}
+	even := float64(total) / float64(len(ids))
+	var worst float64
+	for _, id := range ids {
+		worst = max(worst, math.Abs(float64(counts[id])-even)/even*100)
+	}
+	return worst
+}
+
+// formatCounts writes counts as "a 1, b 2" in key order.
+func formatCounts(counts map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		name := k
+		if name == "" {
+			name = "(none)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, counts[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

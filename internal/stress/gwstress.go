@@ -1,0 +1,492 @@
+package stress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// Gateway stress scenario names, in the order Gateway runs them.
+const (
+	GWScenarioStreams     = "gw-streams"
+	GWScenarioOverhead    = "gw-overhead"
+	GWScenarioRouting     = "gw-routing"
+	GWScenarioKill        = "gw-kill"
+	GWScenarioHang        = "gw-hang"
+	GWScenarioFlap        = "gw-flap"
+	GWScenarioDisconnects = "gw-disconnects"
+	GWScenarioHostile     = "gw-hostile"
+	GWScenarioSoak        = "gw-soak"
+	GWScenarioSlowReaders = "gw-slow-readers"
+	GWScenarioSlowBody    = "gw-slow-body"
+)
+
+// GatewayScenarios lists the gateway stress scenarios in the order
+// Gateway runs them.
+var GatewayScenarios = []string{
+	GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
+	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
+}
+
+// GatewayConfig says which gateway stress scenarios to run, against
+// which binaries, how big, and where their results go.
+type GatewayConfig struct {
+	// GatewayBinary is the inferrail-gateway executable started for each
+	// scenario, with a generated config.
+	GatewayBinary string
+	// GatewayEnv is added to the gateway child's environment. Nil adds
+	// nothing.
+	GatewayEnv []string
+	// SimBinary is the inferrail-sim executable of the scenarios that run
+	// simulators as child processes.
+	SimBinary string
+	// SimEnv is added to each simulator child's environment. Nil adds
+	// nothing.
+	SimEnv []string
+	// OutDir receives <scenario>.json for each scenario run and a
+	// regenerated README.md.
+	OutDir string
+	// Scenarios to run, a subset of GatewayScenarios. Empty means all.
+	Scenarios []string
+	// Command is the command line that reproduces the run, recorded in the
+	// results. Empty records nothing.
+	Command string
+	// Logger reports progress at Info. Nil discards.
+	Logger *slog.Logger
+
+	Streams     GWStreamsLoad
+	Overhead    OverheadLoad
+	Routing     RoutingLoad
+	Kill        KillLoad
+	Hang        HangLoad
+	Flap        FlapLoad
+	Disconnects DisconnectsLoad
+	Hostile     HostileLoad
+	Soak        SoakLoad
+	SlowReaders SlowReadersLoad
+	SlowBody    SlowBodyLoad
+}
+
+// DefaultGatewayConfig returns the issues' scenarios, sized to run
+// in about ten minutes on a two-core machine (gw-routing takes about half
+// of it). gw-overhead also runs at 500 req/s, below the rates of the
+// issue, where the machine is not near saturation.
+func DefaultGatewayConfig() GatewayConfig {
+	return GatewayConfig{
+		GatewayBinary: "bin/inferrail-gateway",
+		SimBinary:     "bin/inferrail-sim",
+		OutDir:        "bench/results/gateway",
+		Scenarios:     slices.Clone(GatewayScenarios),
+		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
+		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
+		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
+		Kill:          KillLoad{Rate: 1000, Before: 2 * time.Second, Down: 2 * time.Second, After: 3 * time.Second},
+		Hang:          HangLoad{Rate: 1000, Before: 1500 * time.Millisecond, Hang: 3 * time.Second, After: 2 * time.Second},
+		Flap:          FlapLoad{Rate: 1000, Duration: 10 * time.Second, Toggle: 100 * time.Millisecond},
+		Disconnects:   DisconnectsLoad{Streams: 1000, MaxTokens: 200, Percent: 70, MaxDelay: 6 * time.Second, Seed: 1},
+		Hostile:       HostileLoad{Hostile: 3000, Valid: 1000, Concurrency: 32, HeaderTimeout: 2 * time.Second, RequestTimeout: 5 * time.Second, Seed: 1},
+		Soak:          SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
+		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *GatewayConfig) Validate() error {
+	var errs []error
+	if c.GatewayBinary == "" {
+		errs = append(errs, errors.New("gateway_binary: required"))
+	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("out_dir: required"))
+	}
+	for i, s := range c.Scenarios {
+		if !slices.Contains(GatewayScenarios, s) {
+			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(GatewayScenarios, ", ")))
+		}
+	}
+	needsSim := false
+	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
+		needsSim = needsSim || c.runs(s)
+	}
+	if needsSim && c.SimBinary == "" {
+		errs = append(errs, errors.New("sim_binary: required by the scenarios that run simulator children"))
+	}
+	loads := []struct {
+		scenario, path string
+		err            error
+	}{
+		{GWScenarioStreams, "streams", c.Streams.Validate()},
+		{GWScenarioOverhead, "overhead", c.Overhead.Validate()},
+		{GWScenarioRouting, "routing", c.Routing.Validate()},
+		{GWScenarioKill, "kill", c.Kill.Validate()},
+		{GWScenarioHang, "hang", c.Hang.Validate()},
+		{GWScenarioFlap, "flap", c.Flap.Validate()},
+		{GWScenarioDisconnects, "disconnects", c.Disconnects.Validate()},
+		{GWScenarioHostile, "hostile", c.Hostile.Validate()},
+		{GWScenarioSoak, "soak", c.Soak.Validate()},
+		{GWScenarioSlowReaders, "slow_readers", c.SlowReaders.Validate()},
+		{GWScenarioSlowBody, "slow_body", c.SlowBody.Validate()},
+	}
+	for _, l := range loads {
+		if c.runs(l.scenario) {
+			errs = append(errs, prefixed(l.path, l.err)...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *GatewayConfig) runs(scenario string) bool {
+	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
+}
+
+// GatewayResult is one gateway scenario's results file, <scenario>.json.
+// Exactly one of the figure fields is set, the one of its scenario.
+type GatewayResult struct {
+	Scenario    string              `json:"scenario"`
+	Description string              `json:"description"`
+	Command     string              `json:"command,omitempty"`
+	Environment measure.Environment `json:"environment"`
+	Setup       GatewaySetup        `json:"setup"`
+	Parameters  map[string]any      `json:"parameters"`
+	// Checks are the scenario's targets and whether the run met them.
+	Checks []Check `json:"checks"`
+	// Notes say what to keep in mind when reading the figures.
+	Notes []string `json:"notes,omitempty"`
+
+	Streams     []GWStreamsRun      `json:"streams,omitempty"`
+	Overhead    []OverheadRate      `json:"overhead,omitempty"`
+	Routing     []RoutingRun        `json:"routing,omitempty"`
+	Kill        *KillFigures        `json:"kill,omitempty"`
+	Hang        []HangFigures       `json:"hang,omitempty"`
+	Flap        *FlapFigures        `json:"flap,omitempty"`
+	Disconnects *DisconnectsFigures `json:"disconnects,omitempty"`
+	Hostile     *HostileFigures     `json:"hostile,omitempty"`
+	Soak        *GWSoakFigures      `json:"soak,omitempty"`
+	SlowReaders *SlowReadersFigures `json:"slow_readers,omitempty"`
+	SlowBody    *SlowBodyFigures    `json:"slow_body,omitempty"`
+
+	// Machine says how busy the machine was during the scenario, and how
+	// much of that was other people's work.
+	Machine procs.MachineShare `json:"machine"`
+	// GatewayLog is what the gateway children logged, merged.
+	GatewayLog procs.GatewayLog `json:"gateway_log"`
+	// StopErrors are the children that did not stop cleanly, or exited
+	// during the run.
+	StopErrors []string `json:"stop_errors,omitempty"`
+}
+
+// GatewaySetup says what ran: the gateway, its engines and its config.
+type GatewaySetup struct {
+	Gateway    string   `json:"gateway"`
+	Simulators string   `json:"simulators"`
+	SimArgs    []string `json:"sim_args,omitempty"`
+	// GatewayConfig is the YAML the (first) gateway child was started with.
+	GatewayConfig string `json:"gateway_config"`
+}
+
+// Check is one target of a scenario and what the run got.
+type Check struct {
+	What   string `json:"what"`
+	Target string `json:"target"`
+	Got    string `json:"got"`
+	Met    bool   `json:"met"`
+}
+
+// gwMachineNote is the Environment note of gateway results.
+const gwMachineNote = "Shared, noisy machine; the load generator (Go net/http client), the gateway and the simulators run on the same CPUs."
+
+// Gateway runs the configured gateway scenarios one after another, each
+// against a fresh gateway child and fresh simulators, writes
+// <scenario>.json for each into c.OutDir and regenerates the README there.
+// Request failures and missed targets are part of the results; the error is
+// for scenarios that could not run at all.
+func Gateway(ctx context.Context, c GatewayConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
+		return err
+	}
+	env := measure.CurrentEnvironment(ctx)
+	env.Note = gwMachineNote
+	runners := map[string]func(context.Context, *gwRun) error{
+		GWScenarioStreams:     runGWStreams,
+		GWScenarioOverhead:    runGWOverhead,
+		GWScenarioRouting:     runGWRouting,
+		GWScenarioKill:        runGWKill,
+		GWScenarioHang:        runGWHang,
+		GWScenarioFlap:        runGWFlap,
+		GWScenarioDisconnects: runGWDisconnects,
+		GWScenarioHostile:     runGWHostile,
+		GWScenarioSoak:        runGWSoak,
+		GWScenarioSlowReaders: runGWSlowReaders,
+		GWScenarioSlowBody:    runGWSlowBody,
+	}
+	for _, name := range GatewayScenarios {
+		if !c.runs(name) {
+			continue
+		}
+		run := &gwRun{c: &c, log: c.Logger.With("scenario", name), res: &GatewayResult{
+			Scenario: name, Command: c.Command, Environment: env, Parameters: map[string]any{},
+		}}
+		c.Logger.Info("scenario start", "scenario", name)
+		start := time.Now()
+		cpu0 := procs.ReadCPUTimes()
+		err := runners[name](ctx, run)
+		run.cleanup()
+		run.res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for _, ch := range run.res.Checks {
+			c.Logger.Info("check", "scenario", name, "what", ch.What, "target", ch.Target, "got", ch.Got, "met", ch.Met)
+		}
+		m := run.res.Machine
+		c.Logger.Info("scenario done", "scenario", name, "seconds", time.Since(start).Seconds(),
+			"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
+		if err := writeGWResult(c.OutDir, run.res); err != nil {
+			return err
+		}
+	}
+	return WriteGatewayReport(c.OutDir)
+}
+
+func writeGWResult(dir string, r *GatewayResult) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, r.Scenario+".json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// gwRun is one scenario in progress: its config, its result and the
+// children it started, which cleanup stops.
+type gwRun struct {
+	c   *GatewayConfig
+	log *slog.Logger
+	res *GatewayResult
+
+	gateways []*procs.Gateway
+	replicas []*gwReplica
+}
+
+// gwReplica is one engine behind the gateway: a simulator child, an
+// in-process simulator, or the harness's own firehose engine.
+type gwReplica struct {
+	ID    string
+	URL   string
+	proc  *procs.Sim // a child; nil otherwise
+	local *sim.Local // in process; nil otherwise
+	stop  func()     // any other engine; nil otherwise
+}
+
+// check records a target and whether it was met.
+func (r *gwRun) check(what, target, got string, met bool) {
+	r.res.Checks = append(r.res.Checks, Check{What: what, Target: target, Got: got, Met: met})
+}
+
+func (r *gwRun) note(format string, args ...any) {
+	r.res.Notes = append(r.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// simChildren starts n simulator children with args, named sim-1…sim-n.
+func (r *gwRun) simChildren(ctx context.Context, n int, args []string) ([]*gwReplica, error) {
+	var out []*gwReplica
+	for i := range n {
+		p, err := procs.StartSim(ctx, procs.SimOptions{Binary: r.c.SimBinary, Args: args, Env: r.c.SimEnv, Logger: r.log})
+		if err != nil {
+			return nil, err
+		}
+		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: p.URL, proc: p}
+		r.replicas = append(r.replicas, rep)
+		out = append(out, rep)
+	}
+	r.res.Setup.Simulators = fmt.Sprintf("%d inferrail-sim child processes (%s)", n, r.c.SimBinary)
+	r.res.Setup.SimArgs = args
+	return out, nil
+}
+
+// simLocals starts n in-process simulators (sim.StartLocal), which the
+// scenario can kill, restart or break, named sim-1…sim-n.
+func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, error) {
+	var out []*gwReplica
+	for i := range n {
+		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: l.URL(), local: l}
+		r.replicas = append(r.replicas, rep)
+		out = append(out, rep)
+	}
+	r.res.Setup.Simulators = fmt.Sprintf("%d in-process simulators (sim.StartLocal in the harness process, so they can be killed or broken on demand)", n)
+	r.res.Setup.SimArgs = args
+	return out, nil
+}
+
+// gateway starts a gateway child with cfg.
+func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway, error) {
+	p, err := procs.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log})
+	if err != nil {
+		return nil, err
+	}
+	r.gateways = append(r.gateways, p)
+	if r.res.Setup.GatewayConfig == "" {
+		r.res.Setup.Gateway = fmt.Sprintf("inferrail-gateway child process (%s) with a generated config on loopback ports", r.c.GatewayBinary)
+		r.res.Setup.GatewayConfig = p.ConfigYAML
+	}
+	return p, nil
+}
+
+// stopGateway stops gw now (before the scenario's other children),
+// recording its log and an unclean exit.
+func (r *gwRun) stopGateway(gw *procs.Gateway) {
+	i := slices.Index(r.gateways, gw)
+	if i < 0 {
+		return
+	}
+	r.gateways = slices.Delete(r.gateways, i, i+1)
+	select {
+	case <-gw.Exited():
+		r.res.StopErrors = append(r.res.StopErrors, "gateway exited during the run: "+gw.Output())
+	default:
+	}
+	if err := gw.Stop(); err != nil {
+		r.res.StopErrors = append(r.res.StopErrors, err.Error())
+	}
+	r.res.GatewayLog.Merge(gw.Log())
+}
+
+// cleanup stops every child the scenario started and is still running.
+func (r *gwRun) cleanup() {
+	for len(r.gateways) > 0 {
+		r.stopGateway(r.gateways[0])
+	}
+	r.stopReplicas()
+}
+
+// stopReplicas stops every engine started so far.
+func (r *gwRun) stopReplicas() {
+	for _, rep := range r.replicas {
+		switch {
+		case rep.proc != nil:
+			select {
+			case <-rep.proc.Exited():
+				r.res.StopErrors = append(r.res.StopErrors, rep.ID+" exited during the run: "+rep.proc.Output())
+			default:
+			}
+			if err := rep.proc.Stop(); err != nil {
+				r.res.StopErrors = append(r.res.StopErrors, rep.ID+": "+err.Error())
+			}
+		case rep.local != nil:
+			rep.local.Close()
+		case rep.stop != nil:
+			rep.stop()
+		}
+	}
+	r.replicas = nil
+}
+
+// gwHealth is how the gateway probes its replicas in a scenario.
+type gwHealth int
+
+const (
+	// healthDefault keeps the gateway's defaults: a probe every second,
+	// three failures to take a replica out, 5 s first ejection.
+	healthDefault gwHealth = iota
+	// healthFast probes every 100 ms (timeout 80 ms), ejects for 1 s first:
+	// for the scenarios that break replicas on purpose.
+	healthFast
+)
+
+// gwConfig is the gateway config of a scenario: one model served by
+// every replica, with caps large enough that the breakers never refuse
+// (max_concurrency and max_pending 2048), and JSON logs at debug level so
+// the harness can count attempts and panics.
+func gwConfig(replicas []*gwReplica, h gwHealth) *config.Config {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: procs.SimModel, Aliases: []string{"sim"}}}
+	for _, rep := range replicas {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: rep.ID, URL: rep.URL, Models: []string{procs.SimModel}, MaxConcurrency: 2048, MaxPending: 2048})
+	}
+	cfg.Routing.Seed = 1
+	cfg.Server.RequestTimeout = config.Duration(30 * time.Second)
+	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
+	cfg.Upstream.MaxIdleConnsPerHost = 1024
+	cfg.Logging = config.Logging{Level: "debug", Format: "json"}
+	if h == healthFast {
+		cfg.Health.Interval = config.Duration(100 * time.Millisecond)
+		cfg.Health.Timeout = config.Duration(80 * time.Millisecond)
+		cfg.Health.EjectionBackoff = config.Duration(time.Second)
+		cfg.Health.MaxEjectionBackoff = config.Duration(10 * time.Second)
+	}
+	return &cfg
+}
+
+// waitIdle polls the gateway and the simulator children until no request
+// is in flight anywhere, for at most limit, and reports how long that took
+// and what was left.
+func waitIdle(ctx context.Context, client *http.Client, gw *procs.Gateway, sims []*gwReplica, limit time.Duration) (time.Duration, idleState) {
+	start := time.Now()
+	var st idleState
+	for {
+		st = idleState{}
+		if p, err := gw.Metrics(ctx, client); err == nil {
+			st.GatewayInFlight = p.Sum("inferrail_replica_in_flight")
+			st.GatewayPending = p.Sum("inferrail_replica_pending")
+		} else {
+			st.Err = err.Error()
+		}
+		for _, s := range sims {
+			p, err := procs.ScrapePage(ctx, client, s.URL+"/metrics")
+			if err != nil {
+				st.Err = err.Error()
+				continue
+			}
+			st.SimRunning += p.Sum("vllm:num_requests_running")
+			st.SimWaiting += p.Sum("vllm:num_requests_waiting")
+		}
+		if st.Err == "" && st.GatewayInFlight == 0 && st.GatewayPending == 0 && st.SimRunning == 0 && st.SimWaiting == 0 {
+			return time.Since(start), st
+		}
+		if time.Since(start) > limit || ctx.Err() != nil {
+			return time.Since(start), st
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// idleState is what was still in flight when waitIdle returned.
+type idleState struct {
+	GatewayInFlight float64 `json:"gateway_in_flight"`
+	GatewayPending  float64 `json:"gateway_pending"`
+	SimRunning      float64 `json:"sim_running"`
+	SimWaiting      float64 `json:"sim_waiting"`
+	Err             string  `json:"error,omitempty"`
+}
+
+func (s idleState) idle() bool {
+	return s.Err == "" && s.GatewayInFlight == 0 && s.GatewayPending == 0 && s.SimRunning == 0 && s.SimWaiting == 0
+}

@@ -1,0 +1,384 @@
+package stress
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/procs/procstest"
+	"go.yaml.in/yaml/v3"
+)
+
+// testGatewayConfig is a small run of every scenario against helper
+// children (the test binary itself).
+func testGatewayConfig(t *testing.T) GatewayConfig {
+	t.Helper()
+	c := DefaultGatewayConfig()
+	c.GatewayBinary, c.GatewayEnv = os.Args[0], procstest.GatewayEnv()
+	c.SimBinary, c.SimEnv = os.Args[0], procstest.SimEnv()
+	c.OutDir = t.TempDir()
+	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
+	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
+	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
+		Requests: 60, Warmup: 10, MaxTokens: 1, SystemPrompts: 4, QuestionWords: 8, Seed: 1}
+	c.Kill = KillLoad{Rate: 200, Before: 500 * time.Millisecond, Down: 400 * time.Millisecond, After: 1200 * time.Millisecond}
+	c.Hang = HangLoad{Rate: 200, Before: 300 * time.Millisecond, Hang: 600 * time.Millisecond, After: 300 * time.Millisecond}
+	c.Flap = FlapLoad{Rate: 200, Duration: time.Second, Toggle: 100 * time.Millisecond}
+	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 20, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
+	c.Hostile = HostileLoad{Hostile: 100, Valid: 20, Concurrency: 8, HeaderTimeout: 300 * time.Millisecond, RequestTimeout: time.Second, Seed: 1, IdleWindow: 100 * time.Millisecond}
+	c.Soak = SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
+	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
+	c.SlowBody = SlowBodyLoad{BodyBytes: 32 << 10}
+	return c
+}
+
+func TestGatewayStressEndToEnd(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioKill}
+	c.Command = "go run ./cmd/inferrail-bench gwstress --streams 50"
+	if err := Gateway(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+
+	streams := readGWResult(t, c.OutDir, GWScenarioStreams)
+	if len(streams.Streams) != 1 {
+		t.Fatalf("gw-streams has %d runs, want 1", len(streams.Streams))
+	}
+	s := streams.Streams[0]
+	if s.Completed != 50 || s.Errors != 0 {
+		t.Errorf("gw-streams: completed %d, errors %d (%v), want 50 and 0", s.Completed, s.Errors, s.ErrorSamples)
+	}
+	served, finished := 0, 0.0
+	for _, n := range s.PerReplica {
+		served += n
+	}
+	for _, n := range s.SimFinished {
+		finished += n
+	}
+	if served != 50 || finished != 50 || s.WallSeconds <= 0 || s.Stream.N != 50 || !s.IdleAfter.idle() {
+		t.Errorf("gw-streams figures not filled: %+v", s)
+	}
+	if streams.Setup.GatewayConfig == "" || streams.Environment.NumCPU <= 0 || len(streams.Checks) != 2 {
+		t.Errorf("gw-streams setup, environment or checks missing: %+v", streams)
+	}
+
+	overhead := readGWResult(t, c.OutDir, GWScenarioOverhead)
+	if len(overhead.Overhead) != 1 {
+		t.Fatalf("gw-overhead has %d rates, want 1", len(overhead.Overhead))
+	}
+	o := overhead.Overhead[0]
+	if len(o.Legs) != 4 || o.Direct.Requests != 200 || o.Gateway.Requests != 200 || o.Direct.Errors != 0 || o.Gateway.Errors != 0 {
+		t.Errorf("gw-overhead legs: %+v", o)
+	}
+	if o.Direct.Latency.N != 200 || o.Gateway.Latency.P50 <= 0 || o.Gateway.SendLag.N != 200 {
+		t.Errorf("gw-overhead latencies not filled: direct %+v, gateway %+v", o.Direct, o.Gateway)
+	}
+
+	kill := readGWResult(t, c.OutDir, GWScenarioKill).Kill
+	if kill == nil {
+		t.Fatal("gw-kill: no figures")
+	}
+	if kill.SentBeforeKill+kill.SentAfterKill != kill.Requests || kill.Requests != 420 {
+		t.Errorf("gw-kill: %d sent before and %d after the kill, want %d in all", kill.SentBeforeKill, kill.SentAfterKill, kill.Requests)
+	}
+	if kill.FailedSentAfterKill != 0 {
+		t.Errorf("gw-kill: %d requests sent after the kill failed: %v", kill.FailedSentAfterKill, kill.ErrorSamples)
+	}
+	if kill.OutOfRotationAfter < 0 || kill.OutOfRotationBy == "" || kill.PollSeconds <= 0 || kill.ServedAfterRestart == 0 {
+		t.Errorf("gw-kill: replica never seen out of rotation, or never back: %+v", kill)
+	}
+
+	readme, err := os.ReadFile(filepath.Join(c.OutDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## gw-streams", "## gw-overhead", "## gw-kill", "nproc", c.Command, "## Summary"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+}
+
+func TestGatewayStressFaultsAndAbuse(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{GWScenarioDisconnects, GWScenarioHostile}
+	if err := Gateway(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	d := readGWResult(t, c.OutDir, GWScenarioDisconnects).Disconnects
+	if d == nil || d.Streams != 40 || d.Planned == 0 || d.Completed+d.Left+d.Errors != 40 || d.SimReceived == 0 {
+		t.Fatalf("gw-disconnects figures: %+v", d)
+	}
+	if d.SimFinished["abort"] != d.ExpectedAborts || !d.Idle.idle() {
+		t.Errorf("gw-disconnects: %v aborts, want %v; idle %+v", d.SimFinished["abort"], d.ExpectedAborts, d.Idle)
+	}
+	h := readGWResult(t, c.OutDir, GWScenarioHostile).Hostile
+	if h == nil || h.Requests != 120 || len(h.Kinds) != len(hostileShares)+1 {
+		t.Fatalf("gw-hostile figures: %+v", h)
+	}
+	if h.GatewayFailures != 0 || h.Hangs != 0 || h.ValidFailures != 0 || !h.HealthyAfter {
+		t.Errorf("gw-hostile: %d gateway failures, %d hangs, %d valid failures, healthy %v: %+v", h.GatewayFailures, h.Hangs, h.ValidFailures, h.HealthyAfter, h.Kinds)
+	}
+}
+
+// TestGatewayDeadReplicaErrors checks that failures are counted: a gateway
+// whose only replica is not listening fails every request.
+func TestGatewayDeadReplicaErrors(t *testing.T) {
+	c := testGatewayConfig(t)
+	cfg := gwConfig([]*gwReplica{{ID: "dead", URL: deadURL(t)}}, healthFast)
+	gw, err := procs.StartGateway(t.Context(), procs.GatewayOptions{Binary: c.GatewayBinary, Env: c.GatewayEnv, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := gw.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	client := newClient(16)
+	defer client.CloseIdleConnections()
+	body := gwChatBody(procs.SimModel, 0, 1)
+	shots := openLoop(t.Context(), time.Now(), fixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
+		return postChat(ctx, client, gw.URL+"/v1/chat/completions", body, "", 1)
+	})
+	n, kinds, samples := tallyShots(shots)
+	if n != 30 || kinds[measure.KindStatus] != 30 {
+		t.Errorf("%d errors %v (%v), want 30 status errors", n, kinds, samples)
+	}
+	for _, s := range shots {
+		if s.Status != 502 && s.Status != 503 {
+			t.Errorf("status %d, want 502 or 503", s.Status)
+		}
+	}
+	if log := gw.Log(); log.Messages["DEBUG attempt failed"] == 0 || len(log.Panics) != 0 {
+		t.Errorf("gateway log: %+v", log)
+	}
+}
+
+func readGWResult(t *testing.T, dir, scenario string) GatewayResult {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, scenario+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r GatewayResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: %v", scenario, err)
+	}
+	return r
+}
+
+func TestGatewayConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*GatewayConfig)
+		want []string // substrings of the error; nil for valid
+	}{
+		{"default", func(*GatewayConfig) {}, nil},
+		{"no_gateway", func(c *GatewayConfig) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
+		{"unknown_scenario", func(c *GatewayConfig) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
+		{"sim_needed", func(c *GatewayConfig) { c.SimBinary = "" }, []string{"sim_binary: required"}},
+		{"sim_not_needed", func(c *GatewayConfig) {
+			c.SimBinary = ""
+			c.Scenarios = []string{GWScenarioKill, GWScenarioHang, GWScenarioFlap}
+		}, nil},
+		{"all_at_once", func(c *GatewayConfig) {
+			c.Overhead.Rates = []int{2000, 0}
+			c.Kill.Down = 0
+			c.Disconnects.Percent = 101
+			c.SlowBody.BodyBytes = 10
+		}, []string{"overhead.rates[1]: must be positive", "kill.down: must be positive", "disconnects.percent: must be within 0..100",
+			"slow_body.body_bytes: must be at least 1024"}},
+		{"unrun_scenario_unchecked", func(c *GatewayConfig) {
+			c.Scenarios = []string{GWScenarioSoak}
+			c.Streams.Streams = 0
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultGatewayConfig()
+			tt.edit(&c)
+			checkValidate(t, c.Validate(), tt.want)
+		})
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	fixed := fixedSchedule(1000, 5)
+	if want := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond}; fmt.Sprint(fixed) != fmt.Sprint(want) {
+		t.Errorf("fixedSchedule(1000, 5) = %v, want %v", fixed, want)
+	}
+	p := poissonSchedule(2000, 20000, 1)
+	if len(p) != 20000 || p[0] != 0 {
+		t.Fatalf("poissonSchedule: %d arrivals starting at %v", len(p), p[0])
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < p[i-1] {
+			t.Fatalf("poissonSchedule not sorted at %d", i)
+		}
+	}
+	// 20,000 arrivals at 2,000/s span about 10 s; the sd of the sum is 1%.
+	if span := p[len(p)-1].Seconds(); span < 9.5 || span > 10.5 {
+		t.Errorf("poissonSchedule(2000, 20000) spans %.2f s, want about 10", span)
+	}
+	if a, b := poissonSchedule(100, 10, 7), poissonSchedule(100, 10, 7); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Error("poissonSchedule is not reproducible from its seed")
+	}
+}
+
+func TestLogWarnings(t *testing.T) {
+	l := procs.GatewayLog{Messages: map[string]int{"INFO inferrail-gateway listening": 1, "DEBUG attempt failed": 1, "WARN replica fails probes": 1,
+		"DEBUG http: panic serving <addr>: boom": 1}}
+	if got := logWarnings(l); got != `"WARN replica fails probes" × 1` {
+		t.Errorf("logWarnings = %q", got)
+	}
+}
+
+func TestHostileMix(t *testing.T) {
+	for _, n := range []int{100, 3000} {
+		l := DefaultGatewayConfig().Hostile
+		l.Hostile = n
+		reqs := hostileMix(l, "127.0.0.1:1")
+		kinds := map[string]int{}
+		for _, q := range reqs {
+			kinds[q.kind]++
+			if q.wait <= 0 || (len(q.parts) == 0 && q.kind != "idle-conn") {
+				t.Errorf("%s %q: wait %v, %d parts", q.kind, q.variant, q.wait, len(q.parts))
+			}
+		}
+		if len(reqs) != n+l.Valid || kinds["valid"] != l.Valid || len(kinds) != len(hostileShares)+1 {
+			t.Errorf("hostileMix(%d): %d requests by kind %v", n, len(reqs), kinds)
+		}
+	}
+}
+
+func TestSpreadPercent(t *testing.T) {
+	ids := []string{"a", "b", "c"}
+	tests := []struct {
+		counts map[string]int
+		want   float64
+	}{
+		{map[string]int{"a": 100, "b": 100, "c": 100}, 0},
+		{map[string]int{"a": 110, "b": 100, "c": 90}, 10},
+		{map[string]int{"a": 300}, 200},
+		{nil, 100},
+	}
+	for _, tt := range tests {
+		if got := spreadPercent(tt.counts, ids); got != tt.want {
+			t.Errorf("spreadPercent(%v) = %v, want %v", tt.counts, got, tt.want)
+		}
+	}
+}
+
+func TestRenderGatewayReportGolden(t *testing.T) {
+	env := measure.Environment{GitCommit: "0123456789abcdef0123456789abcdef01234567", GitDirty: true, Date: "2026-11-30T12:00:00Z",
+		GoVersion: "go1.27.3", GOOS: "linux", GOARCH: "amd64", NumCPU: 2, CPUModel: "AMD EPYC", Note: gwMachineNote}
+	cmd := "go run ./cmd/inferrail-bench gwstress --gateway-binary bin/inferrail-gateway --sim-binary bin/inferrail-sim --out bench/results/gateway"
+	cfg := gwConfig([]*gwReplica{{ID: "sim-1", URL: "http://127.0.0.1:8001"}, {ID: "sim-2", URL: "http://127.0.0.1:8002"}}, healthFast)
+	cfg.Server.Listen, cfg.Server.AdminListen = "127.0.0.1:8080", "127.0.0.1:9090"
+	cfgYAML, err := yaml.Marshal(cfg) // as procs.StartGateway writes it
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup := GatewaySetup{Gateway: "inferrail-gateway child process", Simulators: "2 inferrail-sim child processes",
+		SimArgs: []string{"--zero-latency"}, GatewayConfig: string(cfgYAML)}
+	lat := measure.Percentiles{N: 100, Mean: 0.0012, P50: 0.001, P90: 0.0015, P99: 0.0031, P999: 0.0042, Max: 0.005}
+	base := func(scenario string) GatewayResult {
+		return GatewayResult{Scenario: scenario, Description: "About " + scenario + ".", Command: cmd, Environment: env, Setup: setup,
+			Parameters: map[string]any{"n": 1}, Checks: []Check{{What: "errors", Target: "0", Got: "0", Met: true}},
+			Machine: procs.MachineShare{LoadAvgStart: "1.00 0.50 0.25", LoadAvgEnd: "2.00 1.00 0.50", Ours: 0.75, Others: 0.125, Interrupts: 0.05, Steal: 0.01}}
+	}
+	streams := base(GWScenarioStreams)
+	streams.Streams = []GWStreamsRun{{Variant: "zero-latency", SimArgs: []string{"--max-num-seqs", "1024", "--zero-latency"}, Streams: 2000,
+		Completed: 1999, Errors: 1, ErrorKinds: map[string]int{"no_done": 1}, ErrorSamples: []string{"no_done: `cut`"}, WallSeconds: 1.25,
+		Stream: lat, TTFT: lat, PerReplica: map[string]int{"sim-1": 667, "sim-2": 666, "sim-3": 666},
+		SimFinished: map[string]float64{"sim-1": 667, "sim-2": 666, "sim-3": 667}, SpreadPercent: 0.05, GatewayPeakRSSBytes: 60 << 20}}
+	streams.Checks = append(streams.Checks, Check{What: "even | spread", Target: "within 10%", Got: "35%", Met: false})
+	overhead := base(GWScenarioOverhead)
+	leg := OverheadLeg{Target: "direct", Requests: 10000, Latency: lat, SendLag: measure.Percentiles{N: 10000, P50: 0.00005, P99: 0.0002}, AchievedRate: 1999.6,
+		CPUPerRequest: 0.000101, OthersCPUShare: 0.02}
+	gleg := leg
+	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
+	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
+		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
+	routing := base(GWScenarioRouting)
+	routing.Routing = []RoutingRun{{Name: "w200-tok-kv_aware-r3", Variant: RoutingVariant{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 3, Rates: []int{2000, 5000}},
+		Rates: []RoutingRate{
+			{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP50: BucketQuantile{N: 20000, Seconds: 1e-6, Low: 4e-7, High: 1.6e-6},
+				DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}, Tokenizations: 20000,
+				TokenizeP99: BucketQuantile{N: 20000, Seconds: 4e-5, Low: 1.6e-5, High: 6.4e-5}, Tokenized: map[string]float64{"tokenized": 19000, "busy": 1000},
+				TokenizedShare: 0.95, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8},
+			{OverheadRate: OverheadRate{Rate: 5000, Requests: 10000, Direct: leg, Gateway: gleg}, Decisions: 20000,
+				DecisionP99: BucketQuantile{N: 20000, Seconds: 0.4194304, Low: 0.4194304}, Tokenizations: 20000,
+				TokenizeP99: BucketQuantile{N: 20000, Seconds: 0.02, Low: 0.016384, High: 0.065536}, Tokenized: map[string]float64{"tokenized": 20000},
+				TokenizedShare: 1, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8, MetricsError: "scrape: refused"},
+		}}, {Name: "w0-notok-least_request-r3", Variant: RoutingVariant{Policy: "least_request", Replicas: 3, Rates: []int{2000}},
+		Rates: []RoutingRate{{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}}}}}
+	kill := base(GWScenarioKill)
+	kill.Kill = &KillFigures{Requests: 7000, Replica: "sim-2", KillAtSeconds: 2.001, RestartAtSeconds: 4.002, SentBeforeKill: 2000, InFlightAtKill: 2,
+		FailedSentBeforeKill: 1, SentAfterKill: 5000, ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status: status 502"},
+		OutOfRotationAfter: 0.0042, OutOfRotationBy: "passive ejection", PollSeconds: 0.0011, LastRoutedAfter: 0.0042, AttemptsAfterKill: 3,
+		ServingAgainAfter: 0.081, ServedAfterRestart: 900, Latency: lat, LatencyAfterKill: lat, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 1000, "sim-3": 2999},
+		Retries: 3, Ejections: 1}
+	kill.Notes = []string{"A note."}
+	hang := base(GWScenarioHang)
+	hang.Hang = []HangFigures{{Policy: "least_request", Requests: 6500, Replica: "sim-2", HangAtSeconds: 1.5, HealAtSeconds: 4.5, DownAfter: 0.31, PollSeconds: 0.002,
+		SentToHung: 4, SentToHungLatency: lat, OthersLatency: lat, AttemptErrors: map[string]int{"replica failed its health checks while the request waited": 4},
+		BackAfter: 0.1, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 500, "sim-3": 3000}, Retries: 4}}
+	flap := base(GWScenarioFlap)
+	flap.Flap = &FlapFigures{Requests: 10000, Replica: "sim-2", Toggles: 100, Latency: lat, PerReplica: map[string]int{"sim-1": 4000, "sim-2": 2000, "sim-3": 4000}, Retries: 200, Ejections: 5}
+	flap.GatewayLog = procs.GatewayLog{Messages: map[string]int{"WARN replica ejected after failed requests": 5, "INFO replica passes probes again": 3},
+		AttemptErrors: map[string]int{"sim-2: status 503": 29}}
+	disc := base(GWScenarioDisconnects)
+	disc.Disconnects = &DisconnectsFigures{Streams: 1000, Planned: 700, Left: 650, LeftBeforeHead: 40, FinishedFirst: 50, Completed: 350, WallSeconds: 9.5,
+		SimFinished: map[string]float64{"abort": 640, "length": 360}, SimReceived: 1000, ExpectedAborts: 640, GatewayDisconnects: 650, IdleAfter: 0.05}
+	hostile := base(GWScenarioHostile)
+	hostile.Hostile = &HostileFigures{Requests: 4000, Hostile: 3000, Valid: 1000, Kinds: []HostileKindFigures{
+		{Kind: "absurd-headers", Requests: 400, Outcomes: map[string]int{"400": 300, "431": 20, "501": 20, "505": 20, "200": 40}},
+		{Kind: "slowloris", Requests: 60, Outcomes: map[string]int{"closed": 60}},
+		{Kind: "wrong-method", Requests: 300, Outcomes: map[string]int{"405": 299, "timeout": 1}, Failures: 1, FailureSamples: []string{"GET /v1/completions: no answer"}},
+	}, Hangs: 1, SlowClose: lat, StalledBody: lat, Seconds: 12.5, RSSBeforeBytes: 20 << 20, RSSPeakBytes: 120 << 20, RSSAfterBytes: 40 << 20,
+		FDsBefore: 20, FDsAfter: 25, HealthyAfter: true, GatewayErrors: map[string]float64{"bad_request": 900, "not_found": 400}}
+	hostile.GatewayLog = procs.GatewayLog{Panics: []string{"http: panic serving 127.0.0.1:1: `boom`"}}
+	soak := base(GWScenarioSoak)
+	soak.Soak = &GWSoakFigures{Soak: SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
+		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: Latency{P50: 0.02, P99: 0.08},
+		Memory: &SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
+			Samples: []MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
+		Sims: &SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
+	slowReaders := base(GWScenarioSlowReaders)
+	slowReaders.SlowReaders = &SlowReadersFigures{Clients: 20, StreamBytes: 32 << 20, ReadBeforeStall: 64 << 10, EngineWrittenMin: 1 << 20,
+		EngineWrittenMax: 3 << 20, EngineWrittenTotal: 40 << 20, BaselineRSSBytes: 20 << 20, StallPeakRSSBytes: 22 << 20, StallEndRSSBytes: 21 << 20,
+		DrainPeakRSSBytes: 25 << 20, AfterIdleRSSBytes: 21 << 20, StallAboveBaseline: 2 << 20, Others: 200, OthersLatency: lat, DrainCompleted: 20,
+		DrainBytes: 640 << 20, DrainSeconds: 2, DrainMiBPerSec: 320}
+	slowBody := base(GWScenarioSlowBody)
+	slowBody.SlowBody = &SlowBodyFigures{BodyBytes: 8 << 20, Writes: 8 << 20, UploadSeconds: 30, AnswerSeconds: 0.01, Status: 200, Replica: "sim-1",
+		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
+			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
+	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
+	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, overhead, streams, slowReaders}
+
+	got := RenderGatewayReport(results)
+	path := filepath.Join("testdata", "gwreport.golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, firstDiff(string(want), string(got)))
+	}
+}

@@ -1,0 +1,231 @@
+package stress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
+)
+
+// errorTally counts errors by kind and keeps a few samples. Safe for
+// concurrent use.
+type errorTally struct {
+	mu      sync.Mutex
+	n       int            // guarded by mu
+	kinds   map[string]int // guarded by mu
+	samples []string       // guarded by mu
+}
+
+func (t *errorTally) add(e *measure.RequestError) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n++
+	if t.kinds == nil {
+		t.kinds = make(map[string]int)
+	}
+	t.kinds[e.Kind]++
+	if len(t.samples) < measure.MaxErrorSamples {
+		t.samples = append(t.samples, e.Error())
+	}
+}
+
+func (t *errorTally) result() (int, map[string]int, []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.kinds, t.samples
+}
+
+// newClient returns a plain HTTP/1.1 client that may hold conns connections
+// to one host, with no overall timeout (streams take as long as they take;
+// requests carry their own deadlines).
+func newClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns + 16,
+		MaxIdleConnsPerHost: conns + 16,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+}
+
+// post sends a JSON body and checks the status and content type.
+func post(ctx context.Context, client *http.Client, url string, body []byte, wantType string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		resp.Body.Close()
+		return nil, measure.Failf(measure.KindStatus, "status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	got, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if got != wantType {
+		resp.Body.Close()
+		return nil, measure.Failf(measure.KindContentType, "content type %q, want %s", resp.Header.Get("Content-Type"), wantType)
+	}
+	return resp, nil
+}
+
+// usageJSON is the usage object of a response or of a final stream chunk.
+type usageJSON struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// streamChunk is what the harness reads of one chat or completion chunk.
+type streamChunk struct {
+	Choices []struct {
+		Delta *struct {
+			Content *string `json:"content"`
+		} `json:"delta"`
+		Text         *string `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usageJSON      `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// streamCheck says what a stream must hold.
+type streamCheck struct {
+	maxTokens  int  // completion_tokens must not exceed it (and equal it on finish "length")
+	exact      bool // completion_tokens must equal maxTokens
+	wantUsage  bool // a usage chunk must come (stream_options.include_usage)
+	onContent  func() bool
+	firstChunk *time.Time // set at the first content chunk, when not nil
+}
+
+// readStream reads an event stream to its end and checks it: chunks that
+// parse, exactly one finish reason, the usage chunk when asked for and
+// consistent with max_tokens, and data: [DONE] last. onContent, when set,
+// is called after each content chunk; returning false stops reading there
+// (a client that leaves mid-stream) and readStream returns errLeft.
+func readStream(body io.Reader, c streamCheck) error {
+	r := openai.NewSSEReader(body, 0)
+	var (
+		finish  string
+		usage   *usageJSON
+		content bool
+		ch      streamChunk
+	)
+	for {
+		data, err := r.Next()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return measure.Failf(measure.KindNoDone, "stream ended without [DONE] (finish %q)", finish)
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, openai.ErrEventTooLarge) {
+				return &measure.RequestError{Kind: measure.KindSSE, Err: err}
+			}
+			return err // transport or timeout; measure.Classify decides
+		}
+		if bytes.Equal(data, openai.Done) {
+			break
+		}
+		ch = streamChunk{}
+		if err := json.Unmarshal(data, &ch); err != nil {
+			return measure.Failf(measure.KindJSON, "chunk %.80q: %v", data, err)
+		}
+		if len(ch.Error) > 0 && string(ch.Error) != "null" {
+			return measure.Failf(measure.KindErrorEvent, "%s", ch.Error)
+		}
+		if ch.Usage != nil {
+			if usage != nil {
+				return measure.Failf(measure.KindUsage, "second usage chunk")
+			}
+			u := *ch.Usage
+			usage = &u
+		}
+		gotContent := false
+		for _, choice := range ch.Choices {
+			if choice.FinishReason != nil {
+				if finish != "" {
+					return measure.Failf(measure.KindFinish, "second finish_reason %q after %q", *choice.FinishReason, finish)
+				}
+				finish = *choice.FinishReason
+			}
+			if (choice.Delta != nil && choice.Delta.Content != nil && *choice.Delta.Content != "") ||
+				(choice.Text != nil && *choice.Text != "") {
+				gotContent = true
+			}
+		}
+		if gotContent {
+			if !content && c.firstChunk != nil {
+				*c.firstChunk = time.Now()
+			}
+			content = true
+			if c.onContent != nil && !c.onContent() {
+				return errLeft
+			}
+		}
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) {
+		return measure.Failf(measure.KindAfterDone, "after [DONE]: %v", err)
+	}
+	if finish != "stop" && finish != "length" {
+		return measure.Failf(measure.KindFinish, "finish_reason %q, want stop or length", finish)
+	}
+	switch {
+	case c.wantUsage && usage == nil:
+		return measure.Failf(measure.KindUsage, "no usage chunk")
+	case !c.wantUsage && usage != nil:
+		return measure.Failf(measure.KindUsage, "usage chunk without include_usage")
+	case usage != nil:
+		if err := checkUsage(*usage, finish, c.maxTokens, c.exact); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errLeft is readStream's answer when the client chose to leave.
+var errLeft = errors.New("client left mid-stream")
+
+// checkUsage checks a usage object against the request's max_tokens.
+func checkUsage(u usageJSON, finish string, maxTokens int, exact bool) error {
+	switch {
+	case u.PromptTokens <= 0:
+		return measure.Failf(measure.KindUsage, "prompt_tokens %d", u.PromptTokens)
+	case u.TotalTokens != u.PromptTokens+u.CompletionTokens:
+		return measure.Failf(measure.KindUsage, "total_tokens %d != %d + %d", u.TotalTokens, u.PromptTokens, u.CompletionTokens)
+	case exact && u.CompletionTokens != maxTokens:
+		return measure.Failf(measure.KindUsage, "completion_tokens %d, want %d", u.CompletionTokens, maxTokens)
+	case u.CompletionTokens < 1 || u.CompletionTokens > maxTokens:
+		return measure.Failf(measure.KindUsage, "completion_tokens %d, want 1..%d", u.CompletionTokens, maxTokens)
+	case finish == "length" && u.CompletionTokens != maxTokens:
+		return measure.Failf(measure.KindUsage, "finish length with completion_tokens %d, max_tokens %d", u.CompletionTokens, maxTokens)
+	}
+	return nil
+}
+
+// Latency summarises durations in seconds.
+type Latency struct {
+	P50 float64 `json:"p50_seconds"`
+	P99 float64 `json:"p99_seconds"`
+	Max float64 `json:"max_seconds"`
+}
+
+// summarize sorts ds and returns nearest-rank percentiles.
+func summarize(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	slices.Sort(ds)
+	return Latency{P50: measure.Percentile(ds, 0.50), P99: measure.Percentile(ds, 0.99), Max: ds[len(ds)-1].Seconds()}
+}

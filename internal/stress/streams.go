@@ -1,0 +1,154 @@
+package stress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
+)
+
+// StreamsLoad is a burst of concurrent streamed chat requests, all sent at
+// once.
+type StreamsLoad struct {
+	// Streams is how many requests are open at the same time. It must be
+	// positive.
+	Streams int
+	// MaxTokens is each request's max_tokens; every stream must report
+	// exactly this many completion tokens. It must be positive.
+	MaxTokens int
+	// Timeout bounds each stream, connection included. Zero means 2 min.
+	Timeout time.Duration
+}
+
+// Validate reports every setting that cannot run.
+func (l StreamsLoad) Validate() error {
+	var errs []error
+	if l.Streams <= 0 {
+		errs = append(errs, fmt.Errorf("streams: must be positive, got %d", l.Streams))
+	}
+	if l.MaxTokens <= 0 {
+		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", l.MaxTokens))
+	}
+	if l.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// StreamsFigures is what RunStreams measured.
+type StreamsFigures struct {
+	Streams      int            `json:"streams"`
+	Completed    int            `json:"completed"` // streams that passed every check
+	Errors       int            `json:"errors"`
+	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+	// WallSeconds runs from the first request sent to the last [DONE] read.
+	WallSeconds float64 `json:"wall_seconds"`
+	// Stream is the time from sending a request to reading its [DONE];
+	// TTFT from sending it to its first content chunk. Completed streams only.
+	Stream Latency `json:"stream"`
+	TTFT   Latency `json:"ttft"`
+}
+
+// RunStreams opens l.Streams streamed chat requests to the simulator at
+// baseURL at once (stream_options.include_usage set) and reads every stream
+// to its end. Failed streams are counted, not returned: the error is only for
+// a load that cannot run.
+func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigures, error) {
+	if err := l.Validate(); err != nil {
+		return StreamsFigures{}, err
+	}
+	if l.Timeout == 0 {
+		l.Timeout = 2 * time.Minute
+	}
+	client := newClient(l.Streams)
+	defer client.CloseIdleConnections()
+	url := baseURL + "/v1/chat/completions"
+
+	type outcome struct {
+		sent, first, done time.Time
+		err               error
+	}
+	out := make([]outcome, l.Streams)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range out {
+		body := streamsBody(i, l.MaxTokens)
+		wg.Go(func() {
+			<-start
+			o := &out[i]
+			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
+			defer cancel()
+			o.sent = time.Now()
+			o.err = streamOnce(rctx, client, url, body, l.MaxTokens, &o.first)
+			o.done = time.Now()
+			if o.err != nil {
+				o.err = measure.Classify(rctx, o.err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	f := StreamsFigures{Streams: l.Streams}
+	var tally errorTally
+	var firstSent, lastDone time.Time
+	streamTimes := make([]time.Duration, 0, len(out))
+	ttfts := make([]time.Duration, 0, len(out))
+	for _, o := range out {
+		if firstSent.IsZero() || o.sent.Before(firstSent) {
+			firstSent = o.sent
+		}
+		if o.err != nil {
+			var le *measure.RequestError
+			errors.As(o.err, &le)
+			tally.add(le)
+			continue
+		}
+		f.Completed++
+		lastDone = later(lastDone, o.done)
+		streamTimes = append(streamTimes, o.done.Sub(o.sent))
+		if !o.first.IsZero() {
+			ttfts = append(ttfts, o.first.Sub(o.sent))
+		}
+	}
+	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.result()
+	if f.Completed > 0 {
+		f.WallSeconds = lastDone.Sub(firstSent).Seconds()
+	}
+	f.Stream = summarize(streamTimes)
+	f.TTFT = summarize(ttfts)
+	return f, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// streamOnce sends one streamed chat request and checks its stream.
+func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) error {
+	resp, err := post(ctx, client, url, body, "text/event-stream")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
+}
+
+// streamsBody is the chat request of stream i: a short prompt of its own.
+func streamsBody(i, maxTokens int) []byte {
+	b := []byte(`{"messages":[{"role":"user","content":`)
+	b = openai.AppendString(b, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.")
+	b = append(b, `}],"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+}

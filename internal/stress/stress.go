@@ -1,0 +1,288 @@
+package stress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// Simulator stress scenario names.
+const (
+	ScenarioStreams = "sim-streams"
+	ScenarioSoak    = "sim-soak"
+)
+
+// SimScenarios lists the simulator stress scenarios in the order Sim runs
+// them.
+var SimScenarios = []string{ScenarioStreams, ScenarioSoak}
+
+// SimConfig says which simulator stress scenarios to run against which simulator
+// binary and where their results go.
+type SimConfig struct {
+	// SimBinary is the inferrail-sim executable started for each run.
+	SimBinary string
+	// SimEnv is added to each child's environment. Nil adds nothing.
+	SimEnv []string
+	// OutDir receives <scenario>.json for each scenario run and a
+	// regenerated README.md.
+	OutDir string
+	// Scenarios to run, a subset of Scenarios. Empty means all.
+	Scenarios []string
+	// Command is the command line that reproduces the run, recorded in the
+	// results. Empty records nothing.
+	Command string
+
+	Streams StreamsLoad // sim-streams
+	Soak    SoakLoad    // sim-soak
+	// MaxNumSeqs is the children's --max-num-seqs. Zero means 256.
+	MaxNumSeqs int
+	// Logger reports progress at Info. Nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultSimConfig returns the issue's scenarios: 2,000 streams of 16
+// tokens, and a 35,000-request soak at concurrency 64 with a 2,000-request
+// warmup.
+func DefaultSimConfig() SimConfig {
+	return SimConfig{
+		SimBinary:  "bin/inferrail-sim",
+		OutDir:     "bench/results/sim",
+		Scenarios:  slices.Clone(SimScenarios),
+		Streams:    StreamsLoad{Streams: 2000, MaxTokens: 16},
+		Soak:       SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		MaxNumSeqs: 256,
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *SimConfig) Validate() error {
+	var errs []error
+	if c.SimBinary == "" {
+		errs = append(errs, errors.New("sim_binary: required"))
+	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("out_dir: required"))
+	}
+	for i, s := range c.Scenarios {
+		if !slices.Contains(SimScenarios, s) {
+			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(SimScenarios, ", ")))
+		}
+	}
+	if c.MaxNumSeqs < 0 {
+		errs = append(errs, fmt.Errorf("max_num_seqs: must not be negative, got %d", c.MaxNumSeqs))
+	}
+	if c.runs(ScenarioStreams) {
+		errs = append(errs, prefixed("streams", c.Streams.Validate())...)
+	}
+	if c.runs(ScenarioSoak) {
+		errs = append(errs, prefixed("soak", c.Soak.Validate())...)
+	}
+	return errors.Join(errs...)
+}
+
+// prefixed puts path in front of each error joined in err.
+func prefixed(path string, err error) []error {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = fmt.Errorf("%s.%w", path, e)
+	}
+	return out
+}
+
+func (c *SimConfig) runs(scenario string) bool {
+	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
+}
+
+// Result is one scenario's results file, <scenario>.json.
+type Result struct {
+	Scenario    string              `json:"scenario"`
+	Description string              `json:"description"`
+	Command     string              `json:"command,omitempty"`
+	Environment measure.Environment `json:"environment"`
+	Runs        []Run               `json:"runs"`
+}
+
+// Run is one simulator configuration of a scenario.
+type Run struct {
+	Variant    string          `json:"variant"`
+	SimArgs    []string        `json:"sim_args"`
+	Parameters map[string]any  `json:"parameters"`
+	Streams    *StreamsFigures `json:"streams,omitempty"`
+	Soak       *SoakFigures    `json:"soak,omitempty"`
+	// SimStopError is how the simulator failed to stop cleanly, if it did.
+	SimStopError string `json:"sim_stop_error,omitempty"`
+}
+
+// Sim runs the configured simulator scenarios one after another, each
+// against fresh simulator children, writes <scenario>.json for each into
+// c.OutDir and regenerates the README there. Request failures are part of the
+// results; the error is for scenarios that could not run at all.
+func Sim(ctx context.Context, c SimConfig) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxNumSeqs == 0 {
+		c.MaxNumSeqs = 256
+	}
+	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
+		return err
+	}
+	env := measure.CurrentEnvironment(ctx)
+	for _, name := range SimScenarios {
+		if !c.runs(name) {
+			continue
+		}
+		var res Result
+		var err error
+		switch name {
+		case ScenarioStreams:
+			res, err = stressStreams(ctx, &c)
+		case ScenarioSoak:
+			res, err = stressSoak(ctx, &c)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res.Scenario, res.Command, res.Environment = name, c.Command, env
+		if err := writeResult(c.OutDir, &res); err != nil {
+			return err
+		}
+	}
+	return WriteReport(c.OutDir)
+}
+
+func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
+	res := Result{Description: fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
+		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
+		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
+		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens)}
+	variants := []struct {
+		name string
+		args []string
+	}{
+		{"default-latency", nil},
+		{"zero-latency", []string{"--zero-latency"}},
+	}
+	for _, v := range variants {
+		args := append([]string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs)}, v.args...)
+		run := Run{Variant: v.name, SimArgs: args, Parameters: map[string]any{
+			"streams":            c.Streams.Streams,
+			"max_tokens":         c.Streams.MaxTokens,
+			"per_stream_timeout": orDefault(c.Streams.Timeout, 2*time.Minute).String(),
+		}}
+		err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
+			c.Logger.Info("sim-streams", "variant", v.name, "streams", c.Streams.Streams, "sim_pid", p.Pid)
+			f, err := RunStreams(ctx, p.URL, c.Streams)
+			if err != nil {
+				return err
+			}
+			run.Streams = &f
+			c.Logger.Info("sim-streams done", "variant", v.name, "completed", f.Completed, "errors", f.Errors,
+				"wall_seconds", f.WallSeconds, "p50_seconds", f.Stream.P50, "p99_seconds", f.Stream.P99)
+			return nil
+		})
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", v.name, err)
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	return res, nil
+}
+
+func stressSoak(ctx context.Context, c *SimConfig) (Result, error) {
+	l := c.Soak
+	res := Result{Description: fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
+		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
+		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)}
+	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
+	run := Run{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
+		"requests":     l.Requests,
+		"concurrency":  l.Concurrency,
+		"warmup":       l.Warmup,
+		"sample_every": l.SampleEvery,
+		"idle_window":  orDefault(l.IdleWindow, 2*time.Second).String(),
+		"timeout":      orDefault(l.Timeout, 60*time.Second).String(),
+		"seed":         l.Seed,
+	}}
+	err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
+		c.Logger.Info("sim-soak", "requests", l.Requests, "concurrency", l.Concurrency, "sim_pid", p.Pid)
+		f, err := RunSoak(ctx, p.URL, l, p.Pid)
+		if err != nil {
+			return err
+		}
+		run.Soak = &f
+		attrs := []any{"completed", f.Completed, "cancelled", f.Cancelled, "errors", f.Errors, "load_seconds", f.LoadSeconds}
+		if f.Memory != nil {
+			attrs = append(attrs, "rss_growth_mib", f.Memory.GrowthMiB)
+		}
+		c.Logger.Info("sim-soak done", attrs...)
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Runs = append(res.Runs, run)
+	return res, nil
+}
+
+// withSim runs f against a fresh simulator child and stops the child
+// afterwards, recording an unclean stop in run.
+func withSim(ctx context.Context, c *SimConfig, args []string, run *Run, f func(*procs.Sim) error) error {
+	p, err := procs.StartSim(ctx, procs.SimOptions{Binary: c.SimBinary, Args: args, Env: c.SimEnv, Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	ferr := f(p)
+	select {
+	case <-p.Exited():
+		// The child died under load: that is a result, not a harness error.
+		run.SimStopError = "simulator exited during the run: " + p.Output()
+	default:
+	}
+	if err := p.Stop(); err != nil && run.SimStopError == "" {
+		run.SimStopError = err.Error()
+	}
+	if run.SimStopError != "" {
+		c.Logger.Warn("simulator did not stop cleanly", "err", run.SimStopError)
+	}
+	return ferr
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func writeResult(dir string, r *Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, r.Scenario+".json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
