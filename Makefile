@@ -108,14 +108,15 @@ sweep-smoke: build
 	$(BENCH) sweep --file bench/sweeps/smoke.toml $(BENCH_BINS)
 	$(BENCH) report --in bench/results/smoke --out bench/report/smoke
 
-## routing: every policy on W1, W2, W6, mix and hot, 3 repetitions.
+## routing: every policy on W1, W2, W6, mix and hot, 3 repetitions. Runs the committed sweep
+## already holds with the same spec are copied from bench/results/sweep instead of run again.
 routing: build
-	$(BENCH) sweep --file bench/sweeps/routing.toml $(BENCH_BINS)
+	$(BENCH) sweep --file bench/sweeps/routing.toml $(BENCH_BINS) --reuse bench/results/sweep
 	$(BENCH) report --in bench/results/routing --out bench/report/routing
 
-## baselines: the four cache-blind baselines on W1, W2 and W6.
+## baselines: the four cache-blind baselines on W1, W2 and W6 (reusing the sweep's runs likewise).
 baselines: build
-	$(BENCH) sweep --file bench/sweeps/baselines.toml $(BENCH_BINS)
+	$(BENCH) sweep --file bench/sweeps/baselines.toml $(BENCH_BINS) --reuse bench/results/sweep
 	$(BENCH) report --in bench/results/baselines --out bench/report/baselines
 
 ## report: rebuild every report from the result files in bench/results.

@@ -460,6 +460,7 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	file := fs.String("file", "", "sweep file (TOML)")
 	jobs := fs.Int("jobs", 1, "fleets side by side, each on its own ports")
 	out := fs.String("out", "", "results directory (default: the file's out)")
+	reuseDirs := fs.String("reuse", "", "comma-separated results directories whose runs of the same spec are copied instead of run again")
 	trace := fs.String("trace", "", "Mooncake-format trace the file's trace points replay")
 	dry := fs.Bool("n", false, "print the plan and stop")
 	if err := fs.Parse(args); err != nil {
@@ -496,11 +497,17 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ef.preparePeers(ctx, env, runs); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, OnResult: func(path string, r *bench.RunResult) {
+	var reuse []string
+	for _, d := range strings.Split(*reuseDirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			reuse = append(reuse, d)
+		}
+	}
+	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, Reuse: reuse, OnResult: func(path string, r *bench.RunResult) {
 		fmt.Fprintf(stdout, "%s: %d/%d ok, TTFT p99 %.0f ms, goodput %.2f req/s, hit %.2f\n", filepath.Base(path),
 			r.Measurements.Succeeded, r.Measurements.Measured, r.Measurements.TTFT.P99*1e3, r.Measurements.GoodputRPS, r.Measurements.HitRate)
 	}}, env)
-	fmt.Fprintf(stdout, "sweep: %d planned, %d already done, %d ran, %d failed; results in %s\n", sum.Planned, sum.Skipped, sum.Ran, len(sum.Failed), *out)
+	fmt.Fprintf(stdout, "sweep: %d planned, %d already done, %d reused, %d ran, %d failed; results in %s\n", sum.Planned, sum.Skipped, sum.Reused, sum.Ran, len(sum.Failed), *out)
 	for _, f := range sum.Failed {
 		fmt.Fprintln(stdout, "failed:", f)
 	}

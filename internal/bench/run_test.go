@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,6 +245,19 @@ rates = [40]
 	s, err = Sweep(t.Context(), runs, SweepOptions{Out: dir}, env)
 	if err == nil || s.Skipped != 1 || len(s.Failed) != 1 || !strings.Contains(s.Failed[0], "least_request") {
 		t.Fatalf("changed plan: %+v, %v", s, err)
+	}
+	// Another sweep of the same runs takes them from the first one's
+	// directory, byte for byte, but not a run whose spec differs there.
+	other := t.TempDir()
+	runs[1].Warmup = "0.75"
+	s, err = Sweep(t.Context(), runs, SweepOptions{Out: other, Reuse: []string{filepath.Join(dir, "missing"), dir}}, env)
+	if err == nil || s.Reused != 1 || s.Skipped != 0 || len(s.Failed) != 1 || !strings.Contains(s.Failed[0], "least_request") {
+		t.Fatalf("reusing sweep: %+v, %v", s, err)
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, runs[0].FileName()))
+	b, errB := os.ReadFile(filepath.Join(other, runs[0].FileName()))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("reused result differs from its source (%v, %v)", errA, errB)
 	}
 	results, err := ReadRunResults(dir)
 	if err != nil || len(results) != 2 {

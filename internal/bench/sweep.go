@@ -342,13 +342,40 @@ type SweepOptions struct {
 	// OnResult, when not nil, is called after each run with its result
 	// file's path; calls are serialized.
 	OnResult func(path string, r *RunResult)
+	// Reuse names other results directories, such as a bigger sweep's: a
+	// planned run whose result file there records the same spec is copied
+	// into Out, byte for byte, instead of being run again. Directories that
+	// do not exist are passed over.
+	Reuse []string
 }
 
 // SweepSummary counts what a sweep did.
 type SweepSummary struct {
-	Planned, Skipped, Ran int
+	// Reused counts the runs copied from SweepOptions.Reuse; Skipped those
+	// already in Out.
+	Planned, Skipped, Reused, Ran int
 	// Failed are the runs that could not be carried out, with why.
 	Failed []string
+}
+
+// reuse copies the result file name from the first of dirs where it
+// records spec into out, and reports whether it did.
+func reuse(dirs []string, out, name string, spec *RunSpec) (bool, error) {
+	for _, dir := range dirs {
+		from := filepath.Join(dir, name)
+		if !done(from, spec) {
+			continue
+		}
+		b, err := os.ReadFile(from)
+		if err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			return false, fmt.Errorf("sweep: reuse %s: %w", from, err)
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // Sweep carries out runs, skipping those whose result file in o.Out
@@ -375,10 +402,18 @@ func Sweep(ctx context.Context, runs []RunSpec, o SweepOptions, env RunEnv) (Swe
 			s.Skipped++
 			continue
 		}
+		reused, err := reuse(o.Reuse, o.Out, name, &runs[i])
+		if err != nil {
+			return s, err
+		}
+		if reused {
+			s.Reused++
+			continue
+		}
 		todo = append(todo, runs[i])
 	}
 	log := env.logger()
-	log.Info("sweep", "planned", s.Planned, "done_already", s.Skipped, "to_run", len(todo), "jobs", max(1, o.Jobs))
+	log.Info("sweep", "planned", s.Planned, "done_already", s.Skipped, "reused", s.Reused, "to_run", len(todo), "jobs", max(1, o.Jobs))
 	var mu sync.Mutex // guards s and serializes OnResult
 	next := make(chan RunSpec)
 	var wg sync.WaitGroup
