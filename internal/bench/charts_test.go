@@ -28,13 +28,17 @@ func TestChartData(t *testing.T) {
 		// The median of two is their mean: rate/k at rep 0 and rep 1.
 		return (rate/(k(i, rate)-0.05) + rate/(k(i, rate)+0.05)) / 2
 	}
-	series := func(rates []float64, f func(i int, rate float64) float64) []chartSeries {
-		// Policies in the report's order; i is reportResults' index.
+	type ranked struct {
+		name string
+		i    int
+	}
+	// Policies in the report's order; i is their index in reportResults'
+	// order for the workload (round robin leads on W6).
+	w1Order := []ranked{{"round_robin", 1}, {"least_request", 2}, {"cost_model", 0}}
+	w6Order := []ranked{{"round_robin", 0}, {"least_request", 2}, {"cost_model", 1}}
+	series := func(order []ranked, rates []float64, f func(i int, rate float64) float64) []chartSeries {
 		var ss []chartSeries
-		for _, p := range []struct {
-			name string
-			i    int
-		}{{"round_robin", 1}, {"least_request", 2}, {"cost_model", 0}} {
+		for _, p := range order {
 			s := chartSeries{Policy: p.name, Rates: rates}
 			for _, r := range rates {
 				s.Values = append(s.Values, f(p.i, r))
@@ -45,8 +49,8 @@ func TestChartData(t *testing.T) {
 	}
 	ttft := func(i int, rate float64) float64 { return 0.5 * k(i, rate) }
 	want := []pointChart{
-		{Point: "w1", Workload: "w1", TTFTP99: series([]float64{4, 6}, ttft), Goodput: series([]float64{4, 6}, goodput)},
-		{Point: "w6", Workload: "w6", TTFTP99: series([]float64{9}, ttft), Goodput: series([]float64{9}, goodput)},
+		{Point: "w1", Workload: "w1", TTFTP99: series(w1Order, []float64{4, 6}, ttft), Goodput: series(w1Order, []float64{4, 6}, goodput)},
+		{Point: "w6", Workload: "w6", TTFTP99: series(w6Order, []float64{9}, ttft), Goodput: series(w6Order, []float64{9}, goodput)},
 	}
 	if diff := cmp.Diff(want, got, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
 		t.Errorf("chartData (-want +got):\n%s", diff)

@@ -207,6 +207,7 @@ func RenderRunReport(results []*RunResult) string {
 	writeSetup(&w, results)
 	keys, groups := groupResults(results)
 	writeVerdict(&w, keys, groups)
+	writeHeadline(&w, keys, groups)
 	writeChartLinks(&w, results)
 	p("## Points\n\n")
 	p("Every figure is the median over repetitions (each with its own workload seed; every policy of a repetition " +
@@ -233,6 +234,76 @@ func RenderRunReport(results []*RunResult) string {
 		p("\n")
 	}
 	return w.String()
+}
+
+// writeHeadline tabulates every policy's p99 TTFT and hit rate at each
+// point's median rate, and names the points where cost_model is not the
+// lowest at p99.
+func writeHeadline(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
+	var cols []pointKey
+	for _, k := range keys {
+		if m, ok := medianRate(keys, k.Point, k.Workload); ok && m == k {
+			cols = append(cols, k)
+		}
+	}
+	if len(cols) < 2 {
+		return // one point: its own table says it all
+	}
+	rows := make([][]PolicyRow, len(cols))
+	var policies []string
+	for i, k := range cols {
+		rows[i] = pointRows(groups[k])
+		for _, r := range rows[i] {
+			if !slices.Contains(policies, r.Policy) {
+				policies = append(policies, r.Policy)
+			}
+		}
+	}
+	slices.SortStableFunc(policies, func(a, b string) int { return cmp.Compare(policyRank(a), policyRank(b)) })
+	fmt.Fprintf(w, "## Headline\n\nAt each point's median rate, medians over repetitions; the lowest p99 in each column in bold.\n\n")
+	table := func(title string, cell func(PolicyRow, []PolicyRow) string) {
+		fmt.Fprintf(w, "| %s |", title)
+		for _, k := range cols {
+			fmt.Fprintf(w, " %s at %s |", k.Point, k.rateText())
+		}
+		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(cols)))
+		for _, pol := range policies {
+			fmt.Fprintf(w, "| %s |", pol)
+			for i := range cols {
+				if r, ok := findRow(rows[i], pol); ok {
+					fmt.Fprintf(w, " %s |", cell(r, rows[i]))
+				} else {
+					fmt.Fprint(w, " – |")
+				}
+			}
+			fmt.Fprint(w, "\n")
+		}
+		fmt.Fprint(w, "\n")
+	}
+	table("p99 TTFT, ms", func(r PolicyRow, all []PolicyRow) string {
+		best := slices.MinFunc(all, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
+		if r.TTFTP99 == best.TTFTP99 {
+			return "**" + msecText(r.TTFTP99) + "**"
+		}
+		return msecText(r.TTFTP99)
+	})
+	table("hit rate", func(r PolicyRow, _ []PolicyRow) string { return num2(r.HitRate) })
+	table("goodput, req/s", func(r PolicyRow, _ []PolicyRow) string { return num2(r.Goodput) })
+	var behind []string
+	for i, k := range cols {
+		cm, ok := findRow(rows[i], "cost_model")
+		if !ok {
+			continue
+		}
+		best := slices.MinFunc(rows[i], func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
+		if best.Policy != "cost_model" && best.TTFTP99 < cm.TTFTP99 {
+			behind = append(behind, fmt.Sprintf("%s at %s (%s: %s ms against %s)", k.Point, k.rateText(), best.Policy,
+				msecText(best.TTFTP99), msecText(cm.TTFTP99)))
+		}
+	}
+	if len(behind) > 0 {
+		fmt.Fprintf(w, "**Where cost_model is not the lowest at p99:** %s.\n\n", strings.Join(behind, "; "))
+	}
 }
 
 // writeSetup describes the runs' common setup from the first result.

@@ -15,7 +15,8 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 // reportResults are hand-made results of a small sweep: W1 at two rates and
-// W6 at one, three policies, two repetitions.
+// W6 at one, three policies, two repetitions; cost_model does best on W1
+// and round robin on W6.
 func reportResults() []*RunResult {
 	var out []*RunResult
 	f := func(v float64) *float64 { return &v }
@@ -23,8 +24,14 @@ func reportResults() []*RunResult {
 		workload string
 		rate     float64
 	}{{"w1", 4}, {"w1", 6}, {"w6", 9}} {
+		// The earlier a policy is listed, the better it does; on W6
+		// round robin comes first, so cost_model loses somewhere.
+		order := []string{"cost_model", "round_robin", "least_request"}
+		if pt.workload == "w6" {
+			order = []string{"round_robin", "cost_model", "least_request"}
+		}
 		for rep := range 2 {
-			for i, pol := range []string{"cost_model", "round_robin", "least_request"} {
+			for i, pol := range order {
 				k := 1 + float64(i) + float64(rep)/10 + pt.rate/100
 				m := Measurements{
 					Requests: 100, Warmup: 10, Measured: 90, Succeeded: 90 - i,
