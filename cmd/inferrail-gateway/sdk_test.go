@@ -49,6 +49,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/inferrail/inferrail/internal/openai/sdktest"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -425,22 +426,6 @@ func (f *e2eFleet) client() openai.Client {
 	)
 }
 
-// prompt returns n words starting with tag, so each case sends its own
-// prompt and prompts differ from their first block on.
-func prompt(tag string, n int) string {
-	vocab := []string{"gateway", "replica", "prefix", "block", "router", "engine", "stream", "decode",
-		"prefill", "cache", "lease", "probe", "token", "queue", "policy", "alias", "budget"}
-	w := []string{tag}
-	for i := 1; i < n; i++ {
-		word := vocab[(i*5+len(tag)*3)%len(vocab)]
-		if i%6 == 0 {
-			word += strconv.Itoa(i)
-		}
-		w = append(w, word)
-	}
-	return strings.Join(w, " ")
-}
-
 func chat(model, text string, maxTokens int64) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
 		Model:     model,
@@ -454,29 +439,6 @@ func completion(text string, maxTokens int64) openai.CompletionNewParams {
 		Model:     sdkModel,
 		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(text)},
 		MaxTokens: openai.Int(maxTokens),
-	}
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// checkUsage checks the counts every usage block must satisfy.
-func checkUsage(t *testing.T, what string, u openai.CompletionUsage, completion int64) {
-	t.Helper()
-	if !u.JSON.PromptTokens.Valid() || !u.JSON.CompletionTokens.Valid() || !u.JSON.TotalTokens.Valid() {
-		t.Errorf("%s: usage lacks a count: %s", what, u.RawJSON())
-	}
-	if u.PromptTokens <= 0 {
-		t.Errorf("%s: prompt_tokens = %d, want > 0", what, u.PromptTokens)
-	}
-	if u.CompletionTokens != completion {
-		t.Errorf("%s: completion_tokens = %d, want %d", what, u.CompletionTokens, completion)
-	}
-	if u.TotalTokens != u.PromptTokens+u.CompletionTokens {
-		t.Errorf("%s: total_tokens = %d, want prompt %d + completion %d", what, u.TotalTokens, u.PromptTokens, u.CompletionTokens)
 	}
 }
 
@@ -514,26 +476,11 @@ func checkPredicted(t *testing.T, what string, res *http.Response, u openai.Comp
 	}
 }
 
-// apiError unwraps err to the SDK's *openai.Error with the given status and
-// checks the parts every error body has.
+// apiError is sdktest.APIError, and the gateway's x-request-id on the
+// error response.
 func apiError(t *testing.T, err error, status int) *openai.Error {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want HTTP %d", status)
-	}
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) {
-		t.Fatalf("error %T %v is not an *openai.Error", err, err)
-	}
-	if apiErr.StatusCode != status {
-		t.Fatalf("status %d, want %d; body %s", apiErr.StatusCode, status, apiErr.RawJSON())
-	}
-	if apiErr.Message == "" {
-		t.Errorf("empty message: %s", apiErr.RawJSON())
-	}
-	if got := apiErr.JSON.Code.Raw(); got != strconv.Itoa(status) {
-		t.Errorf("code %s, want %d as vLLM sends it", got, status)
-	}
+	apiErr := sdktest.APIError(t, err, status)
 	if apiErr.Response == nil || apiErr.Response.Header.Get("X-Request-Id") == "" {
 		t.Errorf("the error response has no x-request-id")
 	}
@@ -548,7 +495,7 @@ func TestSDK(t *testing.T) {
 		t.Run("ChatCompletion", func(t *testing.T) {
 			t.Parallel()
 			var raw *http.Response
-			res, err := client.Chat.Completions.New(testContext(t), chat(sdkModel, prompt("chat", 12), 8), option.WithResponseInto(&raw))
+			res, err := client.Chat.Completions.New(sdktest.Context(t, 15*time.Second), chat(sdkModel, sdktest.Words("chat", 12), 8), option.WithResponseInto(&raw))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -578,14 +525,14 @@ func TestSDK(t *testing.T) {
 			if c.FinishReason != "length" {
 				t.Errorf("finish_reason %q, want length", c.FinishReason)
 			}
-			checkUsage(t, "usage", res.Usage, 8)
+			sdktest.CheckUsage(t, "usage", res.Usage, 8)
 			checkPredicted(t, "response", raw, res.Usage)
 		})
 
 		t.Run("Alias", func(t *testing.T) {
 			t.Parallel()
 			var raw *http.Response
-			res, err := client.Chat.Completions.New(testContext(t), chat(sdkAlias, prompt("alias", 10), 3), option.WithResponseInto(&raw))
+			res, err := client.Chat.Completions.New(sdktest.Context(t, 15*time.Second), chat(sdkAlias, sdktest.Words("alias", 10), 3), option.WithResponseInto(&raw))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -599,12 +546,12 @@ func TestSDK(t *testing.T) {
 			if len(res.Choices) != 1 || res.Choices[0].FinishReason != "length" {
 				t.Errorf("choices %s, want one that ends for length", res.RawJSON())
 			}
-			checkUsage(t, "usage", res.Usage, 3)
+			sdktest.CheckUsage(t, "usage", res.Usage, 3)
 		})
 
 		t.Run("ChatCompletionStreamed", func(t *testing.T) {
 			t.Parallel()
-			testChatStreamed(t, client, prompt("stream", 12))
+			testChatStreamed(t, client, sdktest.Words("stream", 12))
 		})
 
 		t.Run("Completions", func(t *testing.T) {
@@ -614,7 +561,7 @@ func TestSDK(t *testing.T) {
 
 		t.Run("Models", func(t *testing.T) {
 			t.Parallel()
-			page, err := client.Models.List(testContext(t))
+			page, err := client.Models.List(sdktest.Context(t, 15*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -632,7 +579,7 @@ func TestSDK(t *testing.T) {
 
 		t.Run("UnknownModel", func(t *testing.T) {
 			t.Parallel()
-			_, err := client.Chat.Completions.New(testContext(t), chat("no-such-model", prompt("unknown", 5), 4))
+			_, err := client.Chat.Completions.New(sdktest.Context(t, 15*time.Second), chat("no-such-model", sdktest.Words("unknown", 5), 4))
 			apiErr := apiError(t, err, http.StatusNotFound)
 			if want := "The model `no-such-model` does not exist."; apiErr.Message != want {
 				t.Errorf("message %q, want vLLM's %q", apiErr.Message, want)
@@ -647,10 +594,10 @@ func TestSDK(t *testing.T) {
 
 		t.Run("BadRequest", func(t *testing.T) {
 			t.Parallel()
-			ctx := testContext(t)
+			ctx := sdktest.Context(t, 15*time.Second)
 
 			// The engine refuses it; the gateway passes the answer on.
-			_, err := client.Chat.Completions.New(ctx, chat(sdkModel, prompt("negative", 5), -1))
+			_, err := client.Chat.Completions.New(ctx, chat(sdkModel, sdktest.Words("negative", 5), -1))
 			apiErr := apiError(t, err, http.StatusBadRequest)
 			if apiErr.Type != "BadRequestError" || apiErr.Param != "max_tokens" || !strings.Contains(apiErr.Message, "max_tokens") {
 				t.Errorf("negative max_tokens: %s, want the engine's BadRequestError on max_tokens", apiErr.RawJSON())
@@ -660,7 +607,7 @@ func TestSDK(t *testing.T) {
 			}
 
 			// So does a body without messages, in pydantic's words.
-			_, err = client.Chat.Completions.New(ctx, chat(sdkModel, prompt("nomessages", 5), 4), option.WithJSONDel("messages"))
+			_, err = client.Chat.Completions.New(ctx, chat(sdkModel, sdktest.Words("nomessages", 5), 4), option.WithJSONDel("messages"))
 			apiErr = apiError(t, err, http.StatusBadRequest)
 			if apiErr.Param != "body.messages" || !strings.Contains(apiErr.Message, "Field required") {
 				t.Errorf("no messages: %s, want a validation error on body.messages", apiErr.RawJSON())
@@ -682,7 +629,7 @@ func TestSDK(t *testing.T) {
 			// Distinct prompts at once: no replica holds any of them, so
 			// cost_model prices the replicas by their load and bounded
 			// load caps each, and the requests cannot all land on one.
-			ctx := testContext(t)
+			ctx := sdktest.Context(t, 15*time.Second)
 			const n = 8
 			served := make([]string, n)
 			var wg sync.WaitGroup
@@ -690,12 +637,12 @@ func TestSDK(t *testing.T) {
 				wg.Go(func() {
 					var raw *http.Response
 					what := fmt.Sprintf("request %d", i)
-					res, err := client.Chat.Completions.New(ctx, chat(sdkModel, prompt(fmt.Sprintf("spread%d", i), 16), 4), option.WithResponseInto(&raw))
+					res, err := client.Chat.Completions.New(ctx, chat(sdkModel, sdktest.Words(fmt.Sprintf("spread%d", i), 16), 4), option.WithResponseInto(&raw))
 					if err != nil {
 						t.Errorf("%s: %v", what, err)
 						return
 					}
-					checkUsage(t, what, res.Usage, 4)
+					sdktest.CheckUsage(t, what, res.Usage, 4)
 					served[i] = raw.Header.Get("X-Inferrail-Replica")
 				})
 			}
@@ -717,8 +664,8 @@ func TestSDK(t *testing.T) {
 	// Alone: bounded load may set the replica that holds the prompt aside
 	// while the others are idle and it is busy with other cases' requests.
 	t.Run("PrefixCache", func(t *testing.T) {
-		ctx := testContext(t)
-		params := chat(sdkModel, prompt("prefix", 400), 4)
+		ctx := sdktest.Context(t, 15*time.Second)
+		params := chat(sdkModel, sdktest.Words("prefix", 400), 4)
 		var res [2]*openai.ChatCompletion
 		var reps [2]string
 		var raws [2]*http.Response
@@ -730,7 +677,7 @@ func TestSDK(t *testing.T) {
 			}
 			res[i] = r
 			reps[i] = checkRouted(t, what, raws[i], "chatcmpl-", r.ID)
-			checkUsage(t, what, r.Usage, 4)
+			sdktest.CheckUsage(t, what, r.Usage, 4)
 			checkPredicted(t, what, raws[i], r.Usage)
 			if !r.Usage.PromptTokensDetails.JSON.CachedTokens.Valid() {
 				t.Fatalf("%s: no prompt_tokens_details.cached_tokens: %s", what, r.Usage.RawJSON())
@@ -774,7 +721,7 @@ func TestSDK(t *testing.T) {
 // the same chat unstreamed, which may be served by another replica: the
 // stand-in model's words depend on the prompt alone.
 func testChatStreamed(t *testing.T, client openai.Client, text string) {
-	ctx := testContext(t)
+	ctx := sdktest.Context(t, 15*time.Second)
 	want, err := client.Chat.Completions.New(ctx, chat(sdkModel, text, 8))
 	if err != nil {
 		t.Fatal(err)
@@ -838,7 +785,7 @@ func testChatStreamed(t *testing.T, client openai.Client, text string) {
 	if !last.JSON.Usage.Valid() || len(last.Choices) != 0 {
 		t.Errorf("usage is not alone in the last chunk: %s", last.RawJSON())
 	}
-	checkUsage(t, "streamed usage", usage[0], 8)
+	sdktest.CheckUsage(t, "streamed usage", usage[0], 8)
 	if usage[0].PromptTokens != want.Usage.PromptTokens {
 		t.Errorf("streamed prompt_tokens %d, unstreamed %d", usage[0].PromptTokens, want.Usage.PromptTokens)
 	}
@@ -848,8 +795,8 @@ func testChatStreamed(t *testing.T, client openai.Client, text string) {
 // testCompletions checks the legacy completions endpoint unstreamed, then
 // streamed with include_usage.
 func testCompletions(t *testing.T, client openai.Client) {
-	ctx := testContext(t)
-	params := completion(prompt("complete", 10), 5)
+	ctx := sdktest.Context(t, 15*time.Second)
+	params := completion(sdktest.Words("complete", 10), 5)
 	var raw *http.Response
 	res, err := client.Completions.New(ctx, params, option.WithResponseInto(&raw))
 	if err != nil {
@@ -875,7 +822,7 @@ func testCompletions(t *testing.T, client openai.Client) {
 	if res.Choices[0].FinishReason != openai.CompletionChoiceFinishReasonLength {
 		t.Errorf("finish_reason %q, want length", res.Choices[0].FinishReason)
 	}
-	checkUsage(t, "usage", res.Usage, 5)
+	sdktest.CheckUsage(t, "usage", res.Usage, 5)
 	checkPredicted(t, "response", raw, res.Usage)
 
 	params.StreamOptions.IncludeUsage = openai.Bool(true)
@@ -910,7 +857,7 @@ func testCompletions(t *testing.T, client openai.Client) {
 	if len(usage) != 1 {
 		t.Fatalf("%d usage chunks, want 1", len(usage))
 	}
-	checkUsage(t, "streamed usage", usage[0], 5)
+	sdktest.CheckUsage(t, "streamed usage", usage[0], 5)
 	if usage[0].PromptTokens != res.Usage.PromptTokens {
 		t.Errorf("streamed prompt_tokens %d, unstreamed %d", usage[0].PromptTokens, res.Usage.PromptTokens)
 	}
@@ -920,9 +867,9 @@ func testCompletions(t *testing.T, client openai.Client) {
 // that the gateway lets the engine go: no engine runs anything and the
 // gateway holds no request in flight within a few seconds.
 func testCancellation(t *testing.T, f *e2eFleet, client openai.Client) {
-	ctx, cancel := context.WithCancel(testContext(t))
+	ctx, cancel := context.WithCancel(sdktest.Context(t, 15*time.Second))
 	defer cancel()
-	params := chat(sdkModel, prompt("cancel", 20), 2000) // ~40 s of decoding
+	params := chat(sdkModel, sdktest.Words("cancel", 20), 2000) // ~40 s of decoding
 	var raw *http.Response
 	// ignore_eos keeps the stand-in model from stopping on its own before
 	// max_tokens.

@@ -41,6 +41,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/inferrail/inferrail/internal/openai/sdktest"
 )
 
 // simAsBinaryEnv makes the test binary run as inferrail-sim.
@@ -260,68 +262,12 @@ func (b *teeBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// words returns n distinct-looking words seeded by tag, so each test sends
-// its own prompt.
-func words(tag string, n int) string {
-	vocab := []string{"engine", "block", "cache", "token", "prefill", "decode", "batch", "queue",
-		"router", "replica", "latency", "budget", "stream", "prompt", "kernel", "tensor"}
-	var b strings.Builder
-	b.WriteString(tag)
-	for i := range n - 1 {
-		b.WriteByte(' ')
-		b.WriteString(vocab[(i*7+len(tag))%len(vocab)])
-		if i%5 == 4 {
-			b.WriteString(strconv.Itoa(i))
-		}
-	}
-	return b.String()
-}
-
 func chatParams(prompt string, maxTokens int64) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
 		Model:     servedModel,
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
 		MaxTokens: openai.Int(maxTokens),
 	}
-}
-
-func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// checkUsage checks the counts every usage block must satisfy.
-func checkUsage(t *testing.T, what string, u openai.CompletionUsage, completion int64) {
-	t.Helper()
-	if !u.JSON.PromptTokens.Valid() || !u.JSON.CompletionTokens.Valid() || !u.JSON.TotalTokens.Valid() {
-		t.Errorf("%s: usage lacks a count: %s", what, u.RawJSON())
-	}
-	if u.PromptTokens <= 0 {
-		t.Errorf("%s: prompt_tokens = %d, want > 0", what, u.PromptTokens)
-	}
-	if u.CompletionTokens != completion {
-		t.Errorf("%s: completion_tokens = %d, want %d", what, u.CompletionTokens, completion)
-	}
-	if u.TotalTokens != u.PromptTokens+u.CompletionTokens {
-		t.Errorf("%s: total_tokens = %d, want prompt %d + completion %d", what, u.TotalTokens, u.PromptTokens, u.CompletionTokens)
-	}
-}
-
-// apiError unwraps err to the SDK's *openai.Error with the given status.
-func apiError(t *testing.T, err error, status int) *openai.Error {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want HTTP %d", status)
-	}
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) {
-		t.Fatalf("error %T %v is not an *openai.Error", err, err)
-	}
-	if apiErr.StatusCode != status {
-		t.Fatalf("status %d, want %d; body %s", apiErr.StatusCode, status, apiErr.RawJSON())
-	}
-	return apiErr
 }
 
 func TestSDK(t *testing.T) {
@@ -331,11 +277,11 @@ func TestSDK(t *testing.T) {
 
 	// The chat cases share a prompt: the streamed reply must equal the
 	// unstreamed one, since the stand-in model's words depend on the prompt.
-	chatPrompt := words("chat", 12)
+	chatPrompt := sdktest.Words("chat", 12)
 
 	t.Run("ChatCompletion", func(t *testing.T) {
 		t.Parallel()
-		res, err := client.Chat.Completions.New(testContext(t), chatParams(chatPrompt, 8))
+		res, err := client.Chat.Completions.New(sdktest.Context(t, 10*time.Second), chatParams(chatPrompt, 8))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,7 +313,7 @@ func TestSDK(t *testing.T) {
 		if c.FinishReason != "length" {
 			t.Errorf("finish_reason %q, want length", c.FinishReason)
 		}
-		checkUsage(t, "usage", res.Usage, 8)
+		sdktest.CheckUsage(t, "usage", res.Usage, 8)
 	})
 
 	t.Run("ChatCompletionStreamed", func(t *testing.T) {
@@ -385,8 +331,8 @@ func TestSDK(t *testing.T) {
 
 	t.Run("PrefixCache", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
-		params := chatParams(words("prefix", 400), 4)
+		ctx := sdktest.Context(t, 10*time.Second)
+		params := chatParams(sdktest.Words("prefix", 400), 4)
 		var res [2]*openai.ChatCompletion
 		for i := range res {
 			r, err := client.Chat.Completions.New(ctx, params)
@@ -394,7 +340,7 @@ func TestSDK(t *testing.T) {
 				t.Fatalf("request %d: %v", i+1, err)
 			}
 			res[i] = r
-			checkUsage(t, fmt.Sprintf("request %d", i+1), r.Usage, 4)
+			sdktest.CheckUsage(t, fmt.Sprintf("request %d", i+1), r.Usage, 4)
 			if !r.Usage.PromptTokensDetails.JSON.CachedTokens.Valid() {
 				t.Fatalf("request %d: no prompt_tokens_details.cached_tokens: %s", i+1, r.Usage.RawJSON())
 			}
@@ -425,10 +371,10 @@ func TestSDK(t *testing.T) {
 
 	t.Run("Completions", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := sdktest.Context(t, 10*time.Second)
 		params := openai.CompletionNewParams{
 			Model:     servedModel,
-			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(words("complete", 10))},
+			Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(sdktest.Words("complete", 10))},
 			MaxTokens: openai.Int(5),
 		}
 		res, err := client.Completions.New(ctx, params)
@@ -454,7 +400,7 @@ func TestSDK(t *testing.T) {
 		if res.Choices[0].FinishReason != openai.CompletionChoiceFinishReasonLength {
 			t.Errorf("finish_reason %q, want length", res.Choices[0].FinishReason)
 		}
-		checkUsage(t, "usage", res.Usage, 5)
+		sdktest.CheckUsage(t, "usage", res.Usage, 5)
 
 		params.StreamOptions.IncludeUsage = openai.Bool(true)
 		tee := &rawTee{}
@@ -488,7 +434,7 @@ func TestSDK(t *testing.T) {
 		if usage == nil {
 			t.Fatalf("no usage chunk; raw:\n%s", tee)
 		}
-		checkUsage(t, "streamed usage", *usage, 5)
+		sdktest.CheckUsage(t, "streamed usage", *usage, 5)
 		if usage.PromptTokens != res.Usage.PromptTokens {
 			t.Errorf("streamed prompt_tokens %d, unstreamed %d", usage.PromptTokens, res.Usage.PromptTokens)
 		}
@@ -496,7 +442,7 @@ func TestSDK(t *testing.T) {
 
 	t.Run("Models", func(t *testing.T) {
 		t.Parallel()
-		ctx := testContext(t)
+		ctx := sdktest.Context(t, 10*time.Second)
 		page, err := client.Models.List(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -508,10 +454,10 @@ func TestSDK(t *testing.T) {
 			t.Errorf("object %s, want \"model\"", got)
 		}
 
-		params := chatParams(words("unknown", 5), 4)
+		params := chatParams(sdktest.Words("unknown", 5), 4)
 		params.Model = "no-such-model"
 		_, err = client.Chat.Completions.New(ctx, params)
-		apiErr := apiError(t, err, http.StatusNotFound)
+		apiErr := sdktest.APIError(t, err, http.StatusNotFound)
 		if !strings.Contains(apiErr.Message, "no-such-model") {
 			t.Errorf("message %q does not name the model", apiErr.Message)
 		}
@@ -519,10 +465,10 @@ func TestSDK(t *testing.T) {
 
 	t.Run("BadRequest", func(t *testing.T) {
 		t.Parallel()
-		params := chatParams(words("bad", 5), 4)
+		params := chatParams(sdktest.Words("bad", 5), 4)
 		params.N = openai.Int(2)
-		_, err := client.Chat.Completions.New(testContext(t), params)
-		apiErr := apiError(t, err, http.StatusBadRequest)
+		_, err := client.Chat.Completions.New(sdktest.Context(t, 10*time.Second), params)
+		apiErr := sdktest.APIError(t, err, http.StatusBadRequest)
 		if !regexp.MustCompile(`\bn\b`).MatchString(apiErr.Message) {
 			t.Errorf("message %q does not mention n", apiErr.Message)
 		}
@@ -543,11 +489,11 @@ func TestSDK(t *testing.T) {
 		modelLabel := `model_name="` + servedModel + `"`
 		abortLabel := `finished_reason="abort"`
 
-		ctx, cancel := context.WithCancel(testContext(t))
+		ctx, cancel := context.WithCancel(sdktest.Context(t, 10*time.Second))
 		defer cancel()
 		// ignore_eos keeps the stand-in model from stopping on its own
 		// before max_tokens, as it would within a few hundred tokens.
-		stream := slowClient.Chat.Completions.NewStreaming(ctx, chatParams(words("cancel", 20), 2000),
+		stream := slowClient.Chat.Completions.NewStreaming(ctx, chatParams(sdktest.Words("cancel", 20), 2000),
 			option.WithJSONSet("ignore_eos", true))
 		defer stream.Close()
 		for i := range 2 {
@@ -607,7 +553,7 @@ func TestSDK(t *testing.T) {
 // testChatStreamed streams a chat with include_usage and checks it against
 // the same chat unstreamed.
 func testChatStreamed(t *testing.T, client openai.Client, prompt string) {
-	ctx := testContext(t)
+	ctx := sdktest.Context(t, 10*time.Second)
 	want, err := client.Chat.Completions.New(ctx, chatParams(prompt, 8))
 	if err != nil {
 		t.Fatal(err)
@@ -682,7 +628,7 @@ func testChatStreamed(t *testing.T, client openai.Client, prompt string) {
 	if !last.JSON.Usage.Valid() {
 		t.Fatalf("last chunk has no usage: %s", last.RawJSON())
 	}
-	checkUsage(t, "streamed usage", last.Usage, 8)
+	sdktest.CheckUsage(t, "streamed usage", last.Usage, 8)
 	if last.Usage.PromptTokens != want.Usage.PromptTokens {
 		t.Errorf("streamed prompt_tokens %d, unstreamed %d", last.Usage.PromptTokens, want.Usage.PromptTokens)
 	}
