@@ -515,8 +515,8 @@ func TestSDK(t *testing.T) {
 			// A chunk already buffered may still be delivered; the stream
 			// must end right after.
 			for stream.Next() {
-				if time.Since(cancelled) > time.Second {
-					t.Fatal("the stream goes on after its context was cancelled")
+				if time.Since(cancelled) > 5*time.Second {
+					t.Fatal("the stream goes on 5 s after its context was cancelled")
 				}
 			}
 		}
@@ -540,8 +540,11 @@ func TestSDK(t *testing.T) {
 				t.Logf("engine saw the cancel %v after it", time.Since(cancelled).Round(time.Millisecond))
 				break
 			}
-			if time.Since(cancelled) > 2*time.Second {
-				t.Fatalf("2 s after cancelling: %s = %v (found %v), %s{%s} = %v (found %v); want 0 and >= 1\n%s%s",
+			// Generous: a loaded CI machine under the race detector
+			// can stall a scrape for a second; the 100 ms the engine
+			// really takes is measured by make stress, not here.
+			if time.Since(cancelled) > 10*time.Second {
+				t.Fatalf("10 s after cancelling: %s = %v (found %v), %s{%s} = %v (found %v); want 0 and >= 1\n%s%s",
 					running, run, okRun, aborted, abortLabel, abort, okAbort,
 					grepMetric(page, running), grepMetric(page, aborted))
 			}
