@@ -107,11 +107,11 @@ func RenderRunCharts(results []*RunResult) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for _, c := range chartData(results) {
 		ttftName, goodputName := chartFileNames(c.Point)
-		ttft, err := renderLineChart(c.Point+": p99 TTFT against load", rateLabel(c.Workload), "p99 TTFT (s)", c.TTFTP99, false)
+		ttft, err := renderLineChart(c.Point+": p99 TTFT against load", rateLabel(c.Workload), "p99 TTFT (s, log scale)", c.TTFTP99, false, true)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", ttftName, err)
 		}
-		goodput, err := renderLineChart(c.Point+": goodput against load", rateLabel(c.Workload), "goodput (req/s)", c.Goodput, c.Workload != "trace")
+		goodput, err := renderLineChart(c.Point+": goodput against load", rateLabel(c.Workload), "goodput (req/s)", c.Goodput, c.Workload != "trace", false)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", goodputName, err)
 		}
@@ -177,18 +177,27 @@ func newChart(title, xLabel, yLabel string) (*plot.Plot, *plot.Legend) {
 
 // renderLineChart draws series as lines with a marker per value; values
 // that are NaN or infinite are left out. With offered, a dashed diagonal
-// marks goodput equal to the offered rate.
-func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered bool) ([]byte, error) {
+// marks goodput equal to the offered rate. With logY the y axis is
+// logarithmic (so tails from 0.1 s to minutes all read) and values <= 0 are
+// left out too; without any value left it falls back to a linear axis.
+func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered, logY bool) ([]byte, error) {
+	logY = logY && slices.ContainsFunc(series, func(s chartSeries) bool {
+		return slices.ContainsFunc(s.Values, func(v float64) bool { return v > 0 && !math.IsInf(v, 0) })
+	})
 	p, legend := newChart(title, xLabel, yLabel)
 	var lo, hi float64 = math.Inf(1), math.Inf(-1)
+	var ylo, yhi float64 = math.Inf(1), math.Inf(-1)
 	others := 0
 	for _, s := range series {
 		var xys plotter.XYs
 		for j, x := range s.Rates {
-			if y := s.Values[j]; !math.IsNaN(y) && !math.IsInf(y, 0) {
-				xys = append(xys, plotter.XY{X: x, Y: y})
-				lo, hi = min(lo, x), max(hi, x)
+			y := s.Values[j]
+			if math.IsNaN(y) || math.IsInf(y, 0) || logY && y <= 0 {
+				continue
 			}
+			xys = append(xys, plotter.XY{X: x, Y: y})
+			lo, hi = min(lo, x), max(hi, x)
+			ylo, yhi = min(ylo, y), max(yhi, y)
 		}
 		if len(xys) == 0 {
 			continue
@@ -215,6 +224,17 @@ func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered
 		diag.Color, diag.Dashes = color.Gray{Y: 0x60}, []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(diag)
 		legend.Add("offered rate", diag)
+	}
+	if logY {
+		// Whole decades around the values, so the axis has labels.
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		// (A hair below the decade: plot.LogTicks truncates the log of
+		// its minimum, and log10(0.1) comes out just above −1.)
+		p.Y.Min = math.Pow10(int(math.Floor(math.Log10(ylo)))) * 0.999
+		p.Y.Max = math.Pow10(int(math.Ceil(math.Log10(yhi))))
+		if p.Y.Max <= p.Y.Min {
+			p.Y.Max = p.Y.Min * 10
+		}
 	}
 	if lo <= hi {
 		// The swept rates with a little room on both sides.

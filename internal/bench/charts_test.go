@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"maps"
 	"math"
@@ -132,15 +133,17 @@ func TestRenderLineChartOddValues(t *testing.T) {
 		"one_point": {Policy: "peer", Rates: []float64{3}, Values: []float64{1.5}},
 		"some_inf":  {Policy: "round_robin", Rates: []float64{1, 2, 3}, Values: []float64{1, math.Inf(1), 2}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			b, err := renderLineChart("t", "x", "y", []chartSeries{s}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := png.Decode(bytes.NewReader(b)); err != nil {
-				t.Fatal(err)
-			}
-		})
+		for _, logY := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/log=%v", name, logY), func(t *testing.T) {
+				b, err := renderLineChart("t", "x", "y", []chartSeries{s}, !logY, logY)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := png.Decode(bytes.NewReader(b)); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 

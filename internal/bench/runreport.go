@@ -538,7 +538,7 @@ func changeText(v float64, up, down string) string {
 // next to the report.
 func writeChartLinks(w *strings.Builder, results []*RunResult) {
 	charts := chartData(results)
-	fmt.Fprint(w, "## Charts\n\np99 TTFT and goodput against the offered rate, a line per policy, medians over repetitions: "+
+	fmt.Fprint(w, "## Charts\n\np99 TTFT (on a log scale) and goodput against the offered rate, a line per policy, medians over repetitions: "+
 		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate.\n\n")
 	for _, c := range charts {
 		ttft, goodput := chartFileNames(c.Point)
