@@ -174,6 +174,10 @@ type Routing struct {
 	// ShortPromptTokens is the prompt length (tokens to compute) under which
 	// KV pressure is ignored. Must be >= 0; default 256.
 	ShortPromptTokens int `yaml:"short_prompt_tokens"`
+	// KVGuard is which replicas above Kappa the KV-pressure guard sets
+	// aside: "usage" (default) every one; "free_blocks" only those whose
+	// free blocks are fewer than the prompt would compute there.
+	KVGuard string `yaml:"kv_guard"`
 	// SessionAffinity sends a request naming its conversation (x-session-id
 	// header, else the body's user field) back to the conversation's last
 	// replica while the load guards allow it. Default false.
@@ -387,6 +391,7 @@ func Default() Config {
 			Epsilon:           1,
 			Kappa:             0.92,
 			ShortPromptTokens: 256,
+			KVGuard:           "usage",
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

@@ -63,7 +63,7 @@ func TestGoodFiles(t *testing.T) {
 	full.Index = Index{DefaultCapacityBlocks: 4096}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{
-		DefaultPolicy: "random", Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, SessionAffinity: true,
+		DefaultPolicy: "random", Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true,
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
@@ -204,6 +204,7 @@ var badFiles = map[string][]string{
 		"line 17: routing.hot_prefix.blocks: must be >= 0",
 		"line 17: routing.hot_prefix.window: must be > 0",
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
+		`line 18: routing.kv_guard: must be usage or free_blocks, not "blocks"`,
 	},
 	"models.bad.yaml": {
 		`line 4: models[0].aliases[1]: "llama" is already used at models[0].name`,

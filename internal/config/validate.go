@@ -423,6 +423,9 @@ func (v *validator) routing(r *Routing) {
 		v.fail("routing.kappa", "must be between 0 and 1")
 	}
 	v.atLeast("routing.short_prompt_tokens", r.ShortPromptTokens, 0)
+	if r.KVGuard != "usage" && r.KVGuard != "free_blocks" {
+		v.fail("routing.kv_guard", "must be usage or free_blocks, not %q", r.KVGuard)
+	}
 	cm := r.CostModel
 	v.nonNegative("routing.cost_model.prefill_token_secs", cm.PrefillTokenSecs)
 	v.nonNegative("routing.cost_model.prefill_pair_secs", cm.PrefillPairSecs)

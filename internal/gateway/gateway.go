@@ -58,7 +58,7 @@ func policySettings(cfg *config.Config, model string, seed uint64) policy.Settin
 	cm := cfg.ModelCostModel(model)
 	s := policy.DefaultSettings()
 	s.Seed = seed
-	s.Epsilon, s.Kappa, s.ShortPromptTokens = r.Epsilon, r.Kappa, r.ShortPromptTokens
+	s.Epsilon, s.Kappa, s.ShortPromptTokens, s.KVGuard = r.Epsilon, r.Kappa, r.ShortPromptTokens, r.KVGuard
 	s.SessionAffinity = r.SessionAffinity
 	s.PrefixHashBlocks = r.PrefixHash.Blocks
 	s.Cost = policy.CostParams{

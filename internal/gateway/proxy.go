@@ -380,6 +380,14 @@ func (g *Gateway) candidate(r *fleet.Replica, now time.Time) policy.Candidate {
 	c := policy.Candidate{ID: r.ID, InFlight: r.InFlight(), Cached: -1, QueuedPrefill: r.QueuedPrefill(now), Running: -1, KVUsage: -1}
 	if rep, ok := g.scraper.Fresh(r.ID, now); ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
+		if rep.CapacityBlocks > 1 {
+			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
+		}
+	}
+	if c.KVCapacityBlocks == 0 {
+		if v, ok := g.configured.Load(r.ID); ok {
+			c.KVCapacityBlocks = v.(int)
+		}
 	}
 	return c
 }

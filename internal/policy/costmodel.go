@@ -340,9 +340,19 @@ func (p *costModel) guard(req *Request, cands []Candidate, sl []slot) []string {
 }
 
 // underPressure reports whether the candidate's KV cache is too full for the
-// tokens the prompt would compute there.
+// tokens the prompt would compute there: above κ for a prompt that is not
+// short there and, under KVGuardFreeBlocks, with fewer free blocks than the
+// prompt would fill (a replica of unknown size counts as too full).
 func (p *costModel) underPressure(req *Request, c *Candidate, s *slot) bool {
-	return c.KVUsage > p.s.Kappa && max(req.PromptTokens, 0)-s.cached > p.s.ShortPromptTokens
+	compute := max(req.PromptTokens, 0) - s.cached
+	if c.KVUsage <= p.s.Kappa || compute <= p.s.ShortPromptTokens {
+		return false
+	}
+	if p.s.KVGuard != KVGuardFreeBlocks || c.KVCapacityBlocks <= 0 || req.BlockSize <= 0 {
+		return true
+	}
+	free := int((1 - c.KVUsage) * float64(c.KVCapacityBlocks))
+	return (compute+req.BlockSize-1)/req.BlockSize > free
 }
 
 // boundedLoadCap is the most requests in flight, the new one included, that

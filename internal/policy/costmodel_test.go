@@ -294,6 +294,50 @@ func TestGuards(t *testing.T) {
 	}
 }
 
+// TestFreeBlocksGuard: under KVGuardFreeBlocks a replica above κ is set
+// aside only when the blocks the prompt would compute there outnumber its
+// free ones; one of unknown size is treated as under KVGuardUsage. The
+// prompt has 2,000 tokens; a holds 1,600 of them, so 400 tokens (25 blocks)
+// are computed there.
+func TestFreeBlocksGuard(t *testing.T) {
+	long := &Request{PromptTokens: 2000, Blocks: chain(0, 100, 1, 125), BlockSize: 16}
+	c := func(id string, cached int, kv float64, capacity int) Candidate {
+		return Candidate{ID: id, Cached: cached, Running: -1, KVUsage: kv, KVCapacityBlocks: capacity}
+	}
+	for _, tc := range []struct {
+		name   string
+		guard  string
+		a      Candidate
+		winner string
+		aside  string // a's
+	}{
+		{"usage_sets_aside_above_kappa", KVGuardUsage, c("a", 1600, 0.95, 4096), "b", GuardKVPressure},
+		{"free_blocks_keeps_room_enough", KVGuardFreeBlocks, c("a", 1600, 0.95, 4096), "a", ""},      // 204 free ≥ 25
+		{"free_blocks_exactly_enough", KVGuardFreeBlocks, c("a", 1600, 0.99, 2500), "a", ""},         // 25 free ≥ 25
+		{"free_blocks_one_short", KVGuardFreeBlocks, c("a", 1600, 0.99, 2400), "b", GuardKVPressure}, // 24 free < 25
+		{"free_blocks_unknown_size", KVGuardFreeBlocks, c("a", 1600, 0.95, 0), "b", GuardKVPressure},
+		{"free_blocks_below_kappa", KVGuardFreeBlocks, c("a", 1600, 0.9, 100), "a", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultSettings()
+			s.KVGuard = tc.guard
+			p, err := NewWith(CostModel, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := p.Explain(long, []Candidate{tc.a, c("b", 0, 0.5, 4096)})
+			if e.Winner != tc.winner || e.Replicas[0].SetAside != tc.aside {
+				t.Errorf("winner %s with a set aside %q, want %s and %q", e.Winner, e.Replicas[0].SetAside, tc.winner, tc.aside)
+			}
+		})
+	}
+	s := DefaultSettings()
+	s.KVGuard = "blocks"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "kv_guard") {
+		t.Errorf("Validate accepted kv_guard %q: %v", s.KVGuard, err)
+	}
+}
+
 // TestSessionAffinity: a conversation goes back to its replica while the
 // guards allow it, then follows the new one.
 func TestSessionAffinity(t *testing.T) {

@@ -24,6 +24,9 @@ type Candidate struct {
 	// KVUsage is the share of its engine's KV cache in use, 0 to 1, while
 	// the report is fresh; -1 without a fresh report.
 	KVUsage float64
+	// KVCapacityBlocks is its engine's KV cache size in blocks, as the
+	// engine reports it or the config sets it; 0 when unknown.
+	KVCapacityBlocks int
 }
 
 // BlockHash is the chain hash of one full KV block of a prompt (XXH3-128 of

@@ -27,6 +27,13 @@ type Settings struct {
 	// ShortPromptTokens is the number of tokens to compute up to which the
 	// KV-pressure guard does not apply. Must be >= 0; default 256.
 	ShortPromptTokens int
+	// KVGuard says which replicas above Kappa the KV-pressure guard sets
+	// aside: KVGuardUsage (the default) every one, for a prompt with more
+	// than ShortPromptTokens to compute there; KVGuardFreeBlocks only those
+	// whose free blocks, (1 − KV use) · capacity, are fewer than the blocks
+	// the prompt would compute there (replicas of unknown capacity as
+	// KVGuardUsage does).
+	KVGuard string
 	// SessionAffinity sends cost_model's requests that name a conversation
 	// (Request.Session) back to the replica its last request went to, while
 	// that replica is a candidate and the guards allow it. Default false.
@@ -94,12 +101,19 @@ type HotPrefixParams struct {
 	Utilization float64
 }
 
+// The KV-pressure guard's rules (Settings.KVGuard).
+const (
+	KVGuardUsage      = "usage"
+	KVGuardFreeBlocks = "free_blocks"
+)
+
 // DefaultSettings returns the defaults documented on each field.
 func DefaultSettings() Settings {
 	return Settings{
 		Epsilon:           1,
 		Kappa:             0.92,
 		ShortPromptTokens: 256,
+		KVGuard:           KVGuardUsage,
 		Sessions:          65536,
 		PrefixHashBlocks:  4,
 		Cost: CostParams{
@@ -131,6 +145,9 @@ func (s *Settings) Validate() error {
 	}
 	if s.ShortPromptTokens < 0 {
 		fail("short_prompt_tokens", "must be >= 0")
+	}
+	if s.KVGuard != KVGuardUsage && s.KVGuard != KVGuardFreeBlocks {
+		fail("kv_guard", fmt.Sprintf("must be %s or %s, not %q", KVGuardUsage, KVGuardFreeBlocks, s.KVGuard))
 	}
 	if s.Sessions < 1 {
 		fail("sessions", "must be >= 1")
