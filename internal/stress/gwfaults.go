@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/sim"
@@ -146,6 +147,9 @@ func faultFleet(ctx context.Context, r *gwRun, policy string) ([]*gwReplica, *pr
 		return nil, nil, err
 	}
 	cfg := gwConfig(sims, healthFast)
+	if d := r.c.ProbeInterval; d > 0 {
+		cfg.Health.Interval, cfg.Health.Timeout = config.Duration(d), config.Duration(d*4/5)
+	}
 	if policy != "" {
 		cfg.Routing.DefaultPolicy = policy
 	}

@@ -67,6 +67,11 @@ type GatewayConfig struct {
 	Command string
 	// Logger reports progress at Info. Nil discards.
 	Logger *slog.Logger
+	// ProbeInterval is how often the gateway of the fault scenarios (kill,
+	// hang, flap) probes its replicas; each probe may take 80% of it. Zero
+	// means 100 ms. Tests on a loaded machine lengthen it, where probes of
+	// the in-process simulators would time out and take every replica out.
+	ProbeInterval time.Duration
 
 	Streams     GWStreamsLoad
 	Overhead    OverheadLoad
@@ -416,8 +421,9 @@ const (
 	// healthDefault keeps the gateway's defaults: a probe every second,
 	// three failures to take a replica out, 5 s first ejection.
 	healthDefault gwHealth = iota
-	// healthFast probes every 100 ms (timeout 80 ms), ejects for 1 s first:
-	// for the scenarios that break replicas on purpose.
+	// healthFast probes every 100 ms (timeout 80 ms; see
+	// GatewayConfig.ProbeInterval), ejects for 1 s first: for the scenarios
+	// that break replicas on purpose.
 	healthFast
 )
 

@@ -31,6 +31,9 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
 		Requests: 60, Warmup: 10, MaxTokens: 1, SystemPrompts: 4, QuestionWords: 8, Seed: 1}
 	c.Kill = KillLoad{Rate: 200, Before: 500 * time.Millisecond, Down: 400 * time.Millisecond, After: 1200 * time.Millisecond}
+	// The simulators of the fault scenarios run in this (race-instrumented)
+	// process: 80 ms probes of them time out on a loaded machine.
+	c.ProbeInterval = 250 * time.Millisecond
 	c.Hang = HangLoad{Rate: 200, Before: 300 * time.Millisecond, Hang: 600 * time.Millisecond, After: 300 * time.Millisecond}
 	c.Flap = FlapLoad{Rate: 200, Duration: time.Second, Toggle: 100 * time.Millisecond}
 	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 20, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
