@@ -16,31 +16,58 @@ func TestPool(t *testing.T) {
 		t.Fatalf("Do = %v, ran %d", err, ran.Load())
 	}
 	// Two workers stuck, two jobs queued: the next is refused at once.
+	// (Reaching that state step by step, not by sleeping: a loaded machine
+	// may take long to start goroutines, and jobs sent before a worker
+	// takes one would be refused.)
 	block := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(block) }) }
+	defer release() // before the deferred Close, which waits for the workers
+	started := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() { _ = p.Do(5*time.Second, func() { <-block }) })
-	}
-	time.Sleep(50 * time.Millisecond)
+	submit := func() { wg.Go(func() { _ = p.Do(30*time.Second, func() { started <- struct{}{}; <-block }) }) }
+	submit()
+	submit()
+	<-started
+	<-started
+	submit()
+	submit()
+	waitFor(t, func() bool { return len(p.jobs) == 2 })
 	start := time.Now()
-	if err := p.Do(time.Second, func() {}); !errors.Is(err, ErrBusy) || time.Since(start) > 100*time.Millisecond {
+	if err := p.Do(10*time.Second, func() {}); !errors.Is(err, ErrBusy) || time.Since(start) > 2*time.Second {
 		t.Errorf("with the queue full: %v after %v, want ErrBusy at once", err, time.Since(start))
 	}
-	close(block)
+	release()
 	wg.Wait()
 	// A job that cannot finish in time is abandoned; if it has not started
 	// it never runs.
-	block = make(chan struct{})
-	go func() { _ = p.Do(time.Second, func() { <-block }) }()
-	go func() { _ = p.Do(time.Second, func() { <-block }) }()
-	time.Sleep(20 * time.Millisecond)
+	block2, started2 := make(chan struct{}), make(chan struct{}, 2)
+	var once2 sync.Once
+	release2 := func() { once2.Do(func() { close(block2) }) }
+	defer release2()
+	for range 2 {
+		go func() { _ = p.Do(30*time.Second, func() { started2 <- struct{}{}; <-block2 }) }()
+	}
+	<-started2
+	<-started2
 	var late atomic.Bool
 	if err := p.Do(10*time.Millisecond, func() { late.Store(true) }); !errors.Is(err, ErrSlow) {
 		t.Errorf("waiting past max: %v, want ErrSlow", err)
 	}
-	close(block)
-	time.Sleep(20 * time.Millisecond)
+	release2()
+	// The workers drain the queue, the abandoned job included, and stop.
+	p.Close()
 	if late.Load() {
 		t.Error("an abandoned job ran")
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
 	}
 }
