@@ -40,7 +40,9 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 	c.ProbeInterval = time.Second
 	c.Hang = HangLoad{Rate: 200, Before: 300 * time.Millisecond, Hang: 600 * time.Millisecond, After: 300 * time.Millisecond}
 	c.Flap = FlapLoad{Rate: 200, Duration: time.Second, Toggle: 100 * time.Millisecond}
-	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 20, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
+	// Streams last 1.2 s, far past the latest leave (0.3 s), so no client
+	// leaves a stream its engine has already finished, even on a slow machine.
+	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 60, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
 	c.Hostile = HostileLoad{Hostile: 100, Valid: 20, Concurrency: 8, HeaderTimeout: 300 * time.Millisecond, RequestTimeout: time.Second, Seed: 1, IdleWindow: 100 * time.Millisecond}
 	c.Soak = SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
 	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
