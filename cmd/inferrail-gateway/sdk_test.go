@@ -25,7 +25,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,6 +49,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/inferrail/inferrail/internal/openai/sdktest"
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -123,29 +123,11 @@ func runSim(ctx context.Context) error {
 	return srv.Serve(ctx, ln)
 }
 
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // child is one running server process.
 type child struct {
 	name     string
 	cmd      *exec.Cmd
-	out      *lockedBuffer
+	out      *procs.TailBuffer
 	lifeline io.WriteCloser // its stdin
 	done     chan struct{}  // closed when it exited
 	waitErr  error          // how it exited, once done is closed
@@ -161,7 +143,7 @@ func spawn(name, role string, args []string) (*child, error) {
 		// child does report still fails the test: it exits with status 66.
 		cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(gorace+" atexit_sleep_ms=0"))
 	}
-	c := &child{name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, out: procs.NewTailBuffer(1 << 20), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	lifeline, err := cmd.StdinPipe()
 	if err != nil {

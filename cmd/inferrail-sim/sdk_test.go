@@ -43,6 +43,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/inferrail/inferrail/internal/openai/sdktest"
+	"github.com/inferrail/inferrail/internal/procs"
 )
 
 // simAsBinaryEnv makes the test binary run as inferrail-sim.
@@ -69,24 +70,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// syncBuffer collects a child's stderr while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // simProcess is one running simulator.
@@ -141,7 +124,7 @@ func trySim(t *testing.T, port int, flags []string) (*simProcess, error) {
 		// with status 66, and the cleanup reports any non-zero exit.
 		cmd.Env = append(cmd.Env, "GORACE="+strings.TrimSpace(gorace+" atexit_sleep_ms=0"))
 	}
-	stderr := &syncBuffer{}
+	stderr := procs.NewTailBuffer(1 << 20)
 	cmd.Stdout = stderr
 	cmd.Stderr = stderr
 	// The child exits when this pipe closes, which the kernel does if this
