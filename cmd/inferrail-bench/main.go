@@ -29,6 +29,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/bench"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/plainproxy"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/stress"
 )
@@ -63,6 +64,9 @@ Commands:
            report
   demo     a short W1 run under round_robin, then cost_model, on cold fleets;
            prints a comparison table and writes a chart and a report
+  plain-proxy
+           a bare net/http reverse proxy taking turns over --upstreams: the
+           floor gw-floor compares the gateway's CPU per request with
 
 Run "inferrail-bench <command> -h" for a command's flags.
 `
@@ -87,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return gwstress(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case "plain-proxy":
+		return plainproxy.Command(ctx, args[1:], stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -142,6 +148,9 @@ func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := stress.DefaultGatewayConfig()
+	if self, err := os.Executable(); err == nil {
+		c.BenchBinary = self // gw-floor's plain proxy is this binary's plain-proxy command
+	}
 	fs := flag.NewFlagSet("inferrail-bench gwstress", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scenarios := strings.Join(c.Scenarios, ",")
@@ -152,6 +161,8 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(stress.GatewayScenarios, ", "))
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
 	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
+	fs.IntVar(&c.Floor.Rate, "floor-rate", c.Floor.Rate, "gw-floor: request rate, req/s")
+	fs.IntVar(&c.Floor.Requests, "floor-requests", c.Floor.Requests, "gw-floor: requests per leg")
 	var routingVariants, routingRates string
 	fs.StringVar(&routingVariants, "routing-variants", "", "gw-routing: comma-separated variants, each w<system prompt words>-<tok|notok>-<policy>-r<simulators> (default "+
 		routingNames(c.Routing.Variants)+")")

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -64,6 +66,36 @@ func (c *child) stop(grace time.Duration, output func() string) error {
 		return fmt.Errorf("%s pid %d: %w: %s", c.name, pid, c.err, output())
 	}
 	return nil
+}
+
+// waitOK polls url until it answers 200, the child exits (ErrExitedEarly,
+// with the tail of its output) or timeout passes.
+func (c *child) waitOK(ctx context.Context, url string, timeout time.Duration, output func() string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("%s %w (%v): %s", c.name, ErrExitedEarly, c.err, output())
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %s not answering: %w", c.name, url, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // ErrExitedEarly marks a child that exited before it was healthy, most

@@ -128,7 +128,7 @@ func startGatewayOnce(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	c.clog = p.logger
 	p.logger.Debug("started gateway", "config", path)
 	for _, u := range []string{p.URL + "/health", p.AdminURL + "/metrics"} {
-		if err := p.waitOK(ctx, u, o.StartTimeout); err != nil {
+		if err := p.waitOK(ctx, u, o.StartTimeout, p.log.tail); err != nil {
 			_ = p.Stop()
 			return nil, err
 		}
@@ -143,34 +143,6 @@ func yamlOf(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("marshal gateway config: %w", err)
 	}
 	return string(data), nil
-}
-
-func (p *Gateway) waitOK(ctx context.Context, url string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("gateway %w (%v): %s", ErrExitedEarly, p.err, p.log.tail())
-		case <-ctx.Done():
-			return fmt.Errorf("gateway %s not answering: %w", url, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // Output returns the tail of what the child wrote to stdout and stderr.

@@ -2,9 +2,7 @@ package procs
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -77,38 +75,11 @@ func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
 	}
 	c.clog = p.log
 	p.log.Debug("started simulator", "args", args)
-	if err := p.waitHealthy(ctx, o.StartTimeout); err != nil {
+	if err := p.waitOK(ctx, p.URL+"/health", o.StartTimeout, p.stderr.String); err != nil {
 		_ = p.Stop()
 		return nil, err
 	}
 	return p, nil
-}
-
-func (p *Sim) waitHealthy(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/health", nil)
-		if err != nil {
-			return err
-		}
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-p.exited:
-			return fmt.Errorf("simulator %w (%v): %s", ErrExitedEarly, p.err, p.stderr.String())
-		case <-ctx.Done():
-			return fmt.Errorf("simulator at %s not healthy: %w", p.URL, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // Output returns the tail of what the child wrote to stdout and stderr.

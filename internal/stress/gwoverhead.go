@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -107,6 +108,12 @@ type OverheadLeg struct {
 	// over the leg) the target process used per request: the gateway's own
 	// on gateway legs, the simulator's on direct legs.
 	CPUPerRequest float64 `json:"cpu_per_request_seconds"`
+	// ClientCPUPerRequest is the harness process's CPU per request: the
+	// load generator's, and any in-process work of the scenario.
+	ClientCPUPerRequest float64 `json:"client_cpu_per_request_seconds"`
+	// EnginesCPUPerRequest is the simulator children's CPU per request,
+	// all of them together.
+	EnginesCPUPerRequest float64 `json:"engines_cpu_per_request_seconds"`
 	// OthersCPUShare is the CPU that processes other than the harness, the
 	// gateway and the simulators used during the leg, as a share of the
 	// machine (every CPU over the leg's wall time).
@@ -172,6 +179,7 @@ var overheadLegOrder = [...]string{"direct", "gateway", "gateway", "direct"}
 type overheadPair struct {
 	targets   map[string]overheadTarget
 	pids      []int // the gateway's and every simulator's
+	engines   []int // every simulator's
 	timeout   time.Duration
 	maxTokens int
 }
@@ -197,6 +205,7 @@ func newOverheadPair(gw *procs.Gateway, sims []*gwReplica, timeout time.Duration
 	}
 	for _, s := range sims {
 		p.pids = append(p.pids, s.proc.Pid)
+		p.engines = append(p.engines, s.proc.Pid)
 	}
 	return p
 }
@@ -214,14 +223,20 @@ func (p *overheadPair) leg(ctx context.Context, target string, sched []time.Dura
 	t := p.targets[target]
 	m0 := procs.ReadCPUTimes(p.pids...)
 	cpu0, _ := procs.ProcessCPU(t.pid)
+	client0, _ := procs.ProcessCPU(os.Getpid())
+	engines0 := cpuOf(p.engines)
 	shots := openLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
 		return postChat(ctx, t.client, t.url, body(i), "", p.maxTokens)
 	})
+	engines1 := cpuOf(p.engines)
+	client1, _ := procs.ProcessCPU(os.Getpid())
 	cpu1, _ := procs.ProcessCPU(t.pid)
 	m1 := procs.ReadCPUTimes(p.pids...)
 	lg := overheadLeg(target, shots)
-	if len(shots) > 0 {
-		lg.CPUPerRequest = (cpu1 - cpu0).Seconds() / float64(len(shots))
+	if n := float64(len(shots)); n > 0 {
+		lg.CPUPerRequest = (cpu1 - cpu0).Seconds() / n
+		lg.ClientCPUPerRequest = (client1 - client0).Seconds() / n
+		lg.EnginesCPUPerRequest = (engines1 - engines0).Seconds() / n
 	}
 	lg.OthersCPUShare = othersShare(m0, m1)
 	return lg
@@ -312,6 +327,8 @@ func poolLegs(target string, legs []OverheadLeg) OverheadLeg {
 		p.Requests += lg.Requests
 		lat = append(lat, lg.lat...)
 		p.CPUPerRequest += lg.CPUPerRequest * float64(lg.Requests)
+		p.ClientCPUPerRequest += lg.ClientCPUPerRequest * float64(lg.Requests)
+		p.EnginesCPUPerRequest += lg.EnginesCPUPerRequest * float64(lg.Requests)
 		p.OthersCPUShare += lg.OthersCPUShare * float64(lg.Requests)
 		lag = append(lag, lg.lag...)
 		if lg.AchievedRate > 0 {
@@ -330,12 +347,25 @@ func poolLegs(target string, legs []OverheadLeg) OverheadLeg {
 	p.Latency, p.SendLag = measure.Summarize(lat), measure.Summarize(lag)
 	if p.Requests > 0 {
 		p.CPUPerRequest /= float64(p.Requests)
+		p.ClientCPUPerRequest /= float64(p.Requests)
+		p.EnginesCPUPerRequest /= float64(p.Requests)
 		p.OthersCPUShare /= float64(p.Requests)
 	}
 	if seconds > 0 {
 		p.AchievedRate = float64(p.Requests) / seconds
 	}
 	return p
+}
+
+// cpuOf is the CPU time the processes pids have used, together; a process
+// that cannot be read counts as none.
+func cpuOf(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		d, _ := procs.ProcessCPU(pid)
+		sum += d
+	}
+	return sum
 }
 
 // othersShare is the share of the machine that processes other than ours

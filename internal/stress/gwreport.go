@@ -80,6 +80,8 @@ func RenderGatewayReport(results []GatewayResult) []byte {
 			w.streams(r)
 		case r.Overhead != nil:
 			w.overhead(r)
+		case r.Floor != nil:
+			w.floor(r.Floor)
 		case r.Routing != nil:
 			w.routing(r.Routing)
 		case r.Kill != nil:
@@ -276,6 +278,36 @@ func (w *mdWriter) overhead(r *GatewayResult) {
 	for _, o := range r.Overhead {
 		w.errors(fmt.Sprintf("%d req/s direct", o.Rate), o.Direct.ErrorKinds, o.Direct.ErrorSamples)
 		w.errors(fmt.Sprintf("%d req/s gateway", o.Rate), o.Gateway.ErrorKinds, o.Gateway.ErrorSamples)
+	}
+}
+
+func (w *mdWriter) floor(f *FloorFigures) {
+	w.p("CPU per request by process, each target's two legs pooled, and the latency of its requests:\n\n")
+	w.p("| Target | Requests | Errors | p50 | p99 | Proxy CPU | Client CPU | Simulators' CPU | Whole path CPU |\n")
+	w.p("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, t := range f.Targets {
+		proxy := "–"
+		if t.Target != "direct" {
+			proxy = usec(t.CPUPerRequest)
+		}
+		w.p("| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", t.Target, t.Requests, t.Errors, usec(t.Latency.P50), usec(t.Latency.P99),
+			proxy, usec(t.ClientCPUPerRequest), usec(t.EnginesCPUPerRequest), usec(pathCPU(t)))
+	}
+	w.p("\nThe gateway spends %.2f× the plain proxy's CPU per request. Cores each path would need at other rates, at the CPU per request "+
+		"measured here (the machine has %d):\n\n", f.GatewayOverPlain, f.CPUs)
+	w.p("| Rate | Direct | Through the gateway | Through the plain proxy |\n|--:|--:|--:|--:|\n")
+	for _, p := range f.Projections {
+		w.p("| %d req/s | %.2f | %.2f | %.2f |\n", p.Rate, p.Direct, p.Gateway, p.Plain)
+	}
+	w.p("\nEvery leg, in the order run:\n\n| Leg | Requests | Errors | p50 | p99 | Send lag p99 | Proxy or simulator CPU | Client CPU | Simulators' CPU | Others' CPU |\n")
+	w.p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, lg := range f.Legs {
+		w.p("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %.0f%% |\n", lg.Target, lg.Requests, lg.Errors, usec(lg.Latency.P50), usec(lg.Latency.P99),
+			usec(lg.SendLag.P99), usec(lg.CPUPerRequest), usec(lg.ClientCPUPerRequest), usec(lg.EnginesCPUPerRequest), lg.OthersCPUShare*100)
+	}
+	w.p("\n")
+	for _, t := range f.Targets {
+		w.errors(t.Target, t.ErrorKinds, t.ErrorSamples)
 	}
 }
 

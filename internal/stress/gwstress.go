@@ -24,6 +24,7 @@ import (
 const (
 	GWScenarioStreams     = "gw-streams"
 	GWScenarioOverhead    = "gw-overhead"
+	GWScenarioFloor       = "gw-floor"
 	GWScenarioRouting     = "gw-routing"
 	GWScenarioKill        = "gw-kill"
 	GWScenarioHang        = "gw-hang"
@@ -38,7 +39,7 @@ const (
 // GatewayScenarios lists the gateway stress scenarios in the order
 // Gateway runs them.
 var GatewayScenarios = []string{
-	GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
+	GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
 	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
 }
 
@@ -57,6 +58,12 @@ type GatewayConfig struct {
 	// SimEnv is added to each simulator child's environment. Nil adds
 	// nothing.
 	SimEnv []string
+	// BenchBinary is the inferrail-bench executable whose plain-proxy
+	// command gw-floor starts.
+	BenchBinary string
+	// BenchEnv is added to the plain proxy child's environment. Nil adds
+	// nothing.
+	BenchEnv []string
 	// OutDir receives <scenario>.json for each scenario run and a
 	// regenerated README.md.
 	OutDir string
@@ -75,6 +82,7 @@ type GatewayConfig struct {
 
 	Streams     GWStreamsLoad
 	Overhead    OverheadLoad
+	Floor       FloorLoad
 	Routing     RoutingLoad
 	Kill        KillLoad
 	Hang        HangLoad
@@ -94,10 +102,12 @@ func DefaultGatewayConfig() GatewayConfig {
 	return GatewayConfig{
 		GatewayBinary: "bin/inferrail-gateway",
 		SimBinary:     "bin/inferrail-sim",
+		BenchBinary:   "bin/inferrail-bench",
 		OutDir:        "bench/results/gateway",
 		Scenarios:     slices.Clone(GatewayScenarios),
 		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
+		Floor:         FloorLoad{Rate: 1000, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1, ProjectRates: []int{500, 2000, 5000}},
 		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
 		Kill:          KillLoad{Rate: 1000, Before: 2 * time.Second, Down: 2 * time.Second, After: 3 * time.Second},
 		Hang:          HangLoad{Rate: 1000, Before: 1500 * time.Millisecond, Hang: 3 * time.Second, After: 2 * time.Second},
@@ -124,8 +134,11 @@ func (c *GatewayConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(GatewayScenarios, ", ")))
 		}
 	}
+	if c.runs(GWScenarioFloor) && c.BenchBinary == "" {
+		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
+	}
 	needsSim := false
-	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
+	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
 		needsSim = needsSim || c.runs(s)
 	}
 	if needsSim && c.SimBinary == "" {
@@ -137,6 +150,7 @@ func (c *GatewayConfig) Validate() error {
 	}{
 		{GWScenarioStreams, "streams", c.Streams.Validate()},
 		{GWScenarioOverhead, "overhead", c.Overhead.Validate()},
+		{GWScenarioFloor, "floor", c.Floor.Validate()},
 		{GWScenarioRouting, "routing", c.Routing.Validate()},
 		{GWScenarioKill, "kill", c.Kill.Validate()},
 		{GWScenarioHang, "hang", c.Hang.Validate()},
@@ -175,6 +189,7 @@ type GatewayResult struct {
 
 	Streams     []GWStreamsRun      `json:"streams,omitempty"`
 	Overhead    []OverheadRate      `json:"overhead,omitempty"`
+	Floor       *FloorFigures       `json:"floor,omitempty"`
 	Routing     []RoutingRun        `json:"routing,omitempty"`
 	Kill        *KillFigures        `json:"kill,omitempty"`
 	Hang        []HangFigures       `json:"hang,omitempty"`
@@ -235,6 +250,7 @@ func Gateway(ctx context.Context, c GatewayConfig) error {
 	runners := map[string]func(context.Context, *gwRun) error{
 		GWScenarioStreams:     runGWStreams,
 		GWScenarioOverhead:    runGWOverhead,
+		GWScenarioFloor:       runGWFloor,
 		GWScenarioRouting:     runGWRouting,
 		GWScenarioKill:        runGWKill,
 		GWScenarioHang:        runGWHang,
@@ -295,6 +311,7 @@ type gwRun struct {
 
 	gateways []*procs.Gateway
 	replicas []*gwReplica
+	plains   []*procs.PlainProxy
 }
 
 // gwReplica is one engine behind the gateway: a simulator child, an
@@ -389,6 +406,12 @@ func (r *gwRun) cleanup() {
 	for len(r.gateways) > 0 {
 		r.stopGateway(r.gateways[0])
 	}
+	for _, p := range r.plains {
+		if err := p.Stop(); err != nil {
+			r.res.StopErrors = append(r.res.StopErrors, err.Error())
+		}
+	}
+	r.plains = nil
 	r.stopReplicas()
 }
 

@@ -24,10 +24,12 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 	c := DefaultGatewayConfig()
 	c.GatewayBinary, c.GatewayEnv = os.Args[0], procstest.GatewayEnv()
 	c.SimBinary, c.SimEnv = os.Args[0], procstest.SimEnv()
+	c.BenchBinary, c.BenchEnv = os.Args[0], procstest.BenchEnv()
 	c.OutDir = t.TempDir()
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
+	c.Floor = FloorLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, Seed: 1, ProjectRates: []int{2000}}
 	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
 		Requests: 60, Warmup: 10, MaxTokens: 1, SystemPrompts: 4, QuestionWords: 8, Seed: 1}
 	// Down gives the admin poller, which a loaded machine slows to a few
@@ -54,7 +56,7 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 
 func TestGatewayStressEndToEnd(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioKill}
+	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioKill}
 	c.Command = "go run ./cmd/inferrail-bench gwstress --streams 50"
 	if err := Gateway(t.Context(), c); err != nil {
 		t.Fatal(err)
@@ -94,6 +96,22 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-overhead latencies not filled: direct %+v, gateway %+v", o.Direct, o.Gateway)
 	}
 
+	floor := readGWResult(t, c.OutDir, GWScenarioFloor).Floor
+	if floor == nil || len(floor.Legs) != 6 || len(floor.Targets) != 3 || len(floor.Projections) != 1 {
+		t.Fatalf("gw-floor figures: %+v", floor)
+	}
+	for _, tg := range floor.Targets {
+		// Every target's requests cost its client and its engines some
+		// CPU, and the proxies their own; 10 ms clock ticks over 120
+		// requests still leave each above zero only in sum, so check sums.
+		if tg.Requests != 120 || tg.Errors != 0 || tg.Latency.N != 120 {
+			t.Errorf("gw-floor %s: %d requests, %d errors (%v), %d latencies", tg.Target, tg.Requests, tg.Errors, tg.ErrorSamples, tg.Latency.N)
+		}
+	}
+	if p := floor.Projections[0]; p.Rate != 2000 || p.Gateway <= 0 || p.Plain <= 0 || p.Direct <= 0 {
+		t.Errorf("gw-floor projection: %+v", p)
+	}
+
 	kill := readGWResult(t, c.OutDir, GWScenarioKill).Kill
 	if kill == nil {
 		t.Fatal("gw-kill: no figures")
@@ -112,7 +130,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## gw-streams", "## gw-overhead", "## gw-kill", "nproc", c.Command, "## Summary"} {
+	for _, want := range []string{"## gw-streams", "## gw-overhead", "## gw-floor", "## gw-kill", "nproc", c.Command, "## Summary"} {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README.md lacks %q", want)
 		}
@@ -198,6 +216,11 @@ func TestGatewayConfigValidate(t *testing.T) {
 		{"no_gateway", func(c *GatewayConfig) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
 		{"unknown_scenario", func(c *GatewayConfig) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
 		{"sim_needed", func(c *GatewayConfig) { c.SimBinary = "" }, []string{"sim_binary: required"}},
+		{"bench_needed", func(c *GatewayConfig) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
+		{"floor", func(c *GatewayConfig) {
+			c.Scenarios = []string{GWScenarioFloor}
+			c.Floor.Rate, c.Floor.ProjectRates = 0, []int{-1}
+		}, []string{"floor.rate: must be positive", "floor.project_rates[0]: must be positive"}},
 		{"sim_not_needed", func(c *GatewayConfig) {
 			c.SimBinary = ""
 			c.Scenarios = []string{GWScenarioKill, GWScenarioHang, GWScenarioFlap}
@@ -321,6 +344,14 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
 	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
 		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
+	floor := base(GWScenarioFloor)
+	pleg := gleg
+	pleg.Target, pleg.CPUPerRequest = "plain", 0.00009
+	for _, lg := range []*OverheadLeg{&leg, &gleg, &pleg} {
+		lg.ClientCPUPerRequest, lg.EnginesCPUPerRequest = 0.00012, 0.0001
+	}
+	floor.Floor = &FloorFigures{Rate: 1000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, pleg, pleg, gleg, leg}, Targets: []OverheadLeg{leg, gleg, pleg},
+		GatewayOverPlain: 1.12, CPUs: 2, Projections: []FloorProjection{{Rate: 5000, Direct: 1.1, Gateway: 1.6, Plain: 1.55}}}
 	routing := base(GWScenarioRouting)
 	routing.Routing = []RoutingRun{{Name: "w200-tok-kv_aware-r3", Variant: RoutingVariant{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 3, Rates: []int{2000, 5000}},
 		Rates: []RoutingRate{
@@ -376,7 +407,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, overhead, streams, slowReaders}
+	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
 
 	got := RenderGatewayReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

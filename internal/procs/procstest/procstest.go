@@ -32,6 +32,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/gateway"
+	"github.com/inferrail/inferrail/internal/plainproxy"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/sim"
 )
@@ -40,6 +41,7 @@ import (
 const (
 	helperSimVar     = "INFERRAIL_BENCH_HELPER_SIM"
 	helperGatewayVar = "INFERRAIL_BENCH_HELPER_GATEWAY"
+	helperBenchVar   = "INFERRAIL_BENCH_HELPER_BENCH"
 )
 
 // Main runs the test binary as the child it was started as, if it was, and
@@ -50,6 +52,9 @@ func Main(m *testing.M) {
 	}
 	if os.Getenv(helperGatewayVar) == "1" {
 		os.Exit(helperGateway(os.Args[1:]))
+	}
+	if os.Getenv(helperBenchVar) == "1" {
+		os.Exit(helperBench(os.Args[1:]))
 	}
 	if name := filepath.Base(os.Args[0]); slices.Contains(procs.PeerRouters(), name) {
 		os.Exit(helperPeer(name, os.Args[1:])) // a fake venv's router: see FakePeerVenv
@@ -65,6 +70,10 @@ func SimEnv() []string { return []string{helperSimVar + "=1", noExitSleep()} }
 // GatewayEnv is the environment that makes the test binary act as
 // inferrail-gateway.
 func GatewayEnv() []string { return []string{helperGatewayVar + "=1", noExitSleep()} }
+
+// BenchEnv is the environment that makes the test binary act as
+// inferrail-bench, as far as its plain-proxy command.
+func BenchEnv() []string { return []string{helperBenchVar + "=1", noExitSleep()} }
 
 // noExitSleep keeps a race-enabled binary from sleeping 1 s on exit.
 func noExitSleep() string { return "GORACE=atexit_sleep_ms=0 " + os.Getenv("GORACE") }
@@ -122,6 +131,22 @@ func helperGateway(args []string) int {
 		return 2
 	}
 	if err := g.Serve(ctx, client, admin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// helperBench is inferrail-bench's plain-proxy command, inside the test
+// binary.
+func helperBench(args []string) int {
+	if len(args) == 0 || args[0] != "plain-proxy" {
+		fmt.Fprintln(os.Stderr, "the test binary acts only as inferrail-bench plain-proxy")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := plainproxy.Command(ctx, args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,0 +1,180 @@
+package stress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// FloorLoad is gw-floor: one open-loop schedule, at a rate the machine
+// carries without queueing, sent straight to a simulator, through the
+// gateway, and through a bare net/http reverse proxy over the same
+// simulators (inferrail-bench plain-proxy), measuring the CPU every process
+// spends per request. It tells the gateway's own work from what any net/http
+// proxy hop costs on the machine, and what the rates of gw-overhead ask of
+// its cores.
+type FloorLoad struct {
+	// Rate is the request rate, per second. Must be positive.
+	Rate int
+	// Requests is the number of requests of each measured leg. Must be
+	// positive.
+	Requests int
+	// Warmup requests go to a leg's target right before the leg,
+	// unmeasured. Must not be negative.
+	Warmup int
+	// MaxTokens is each chat's max_tokens. Must be positive.
+	MaxTokens int
+	// Seed draws the Poisson schedule.
+	Seed uint64
+	// Timeout bounds each request. Zero means 10 s.
+	Timeout time.Duration
+	// ProjectRates are the rates at which the measured CPU per request is
+	// turned into cores needed. Each positive.
+	ProjectRates []int
+}
+
+// Validate reports every setting that cannot run.
+func (l FloorLoad) Validate() error {
+	errs := validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)
+	if l.Rate <= 0 {
+		errs = append(errs, fmt.Errorf("rate: must be positive, got %d", l.Rate))
+	}
+	for i, r := range l.ProjectRates {
+		if r <= 0 {
+			errs = append(errs, fmt.Errorf("project_rates[%d]: must be positive, got %d", i, r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FloorFigures are gw-floor's results.
+type FloorFigures struct {
+	Rate     int `json:"rate"`
+	Requests int `json:"requests_per_leg"`
+	// Legs in the order run (floorLegOrder).
+	Legs []OverheadLeg `json:"legs"`
+	// Targets are each target's legs pooled: direct, gateway, plain.
+	Targets []OverheadLeg `json:"targets"`
+	// GatewayOverPlain is the gateway's CPU per request over the plain
+	// proxy's.
+	GatewayOverPlain float64 `json:"gateway_over_plain_cpu"`
+	// Projections say how many cores each path would need at other rates
+	// if its CPU per request stayed what it was here.
+	Projections []FloorProjection `json:"projections"`
+	// CPUs is the number of CPUs the machine has.
+	CPUs int `json:"cpus"`
+}
+
+// FloorProjection is the CPU the client, the engines and the proxy (if
+// any) of each path need at Rate: their CPU per request times the rate.
+type FloorProjection struct {
+	Rate    int     `json:"rate"`
+	Direct  float64 `json:"direct_cores"`
+	Gateway float64 `json:"gateway_cores"`
+	Plain   float64 `json:"plain_cores"`
+}
+
+// floorLegOrder runs each target twice, mirrored, so that drift over the
+// legs falls on all of them alike.
+var floorLegOrder = [...]string{"direct", "gateway", "plain", "plain", "gateway", "direct"}
+
+// pathCPU is the CPU per request of everything a request through leg's
+// target uses: the client, the engines and, unless it is direct, the proxy.
+func pathCPU(lg OverheadLeg) float64 {
+	cpu := lg.ClientCPUPerRequest + lg.EnginesCPUPerRequest
+	if lg.Target != "direct" {
+		cpu += lg.CPUPerRequest
+	}
+	return cpu
+}
+
+func runGWFloor(ctx context.Context, r *gwRun) error {
+	l := r.c.Floor
+	if l.Timeout == 0 {
+		l.Timeout = 10 * time.Second
+	}
+	r.res.Description = fmt.Sprintf("The CPU a request costs each process. At %d req/s, a rate this machine carries, the same %d-request Poisson schedule of "+
+		"non-streamed chats (max_tokens %d) goes straight to one --zero-latency simulator child (direct), through the gateway over three such children "+
+		"(gateway), and through a bare net/http reverse proxy taking turns over the same three (plain: `inferrail-bench plain-proxy`, the standard "+
+		"library's httputil.ReverseProxy with no routing, health, limits or metrics), in the order %s, each leg after %d unmeasured warmup requests. "+
+		"CPU per request is each process's user and system time over a leg (10 ms resolution) divided by its requests: the target proxy's, the "+
+		"harness's (the load generator), and the simulators' together.",
+		l.Rate, l.Requests, l.MaxTokens, strings.Join(floorLegOrder[:], ", "), l.Warmup)
+	r.res.Parameters = map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(floorLegOrder[:], ", "), "project_rates": l.ProjectRates,
+		"per_request_timeout": l.Timeout.String()}
+	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
+	if err != nil {
+		return err
+	}
+	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	if err != nil {
+		return err
+	}
+	var upstreams []string
+	for _, s := range sims {
+		upstreams = append(upstreams, s.URL)
+	}
+	plain, err := procs.StartPlainProxy(ctx, procs.PlainProxyOptions{Binary: r.c.BenchBinary, Env: r.c.BenchEnv, Upstreams: upstreams, Logger: r.log})
+	if err != nil {
+		return err
+	}
+	r.plains = append(r.plains, plain)
+	pair := newOverheadPair(gw, sims, l.Timeout, l.MaxTokens)
+	defer pair.close()
+	pair.targets["plain"] = overheadTarget{plain.URL + "/v1/chat/completions", gwClient(2048), plain.Pid}
+	pair.pids = append(pair.pids, plain.Pid)
+
+	body := gwChatBody(procs.SimModel, 0, l.MaxTokens)
+	same := func(int) []byte { return body }
+	sched := poissonSchedule(l.Rate, l.Requests, l.Seed+uint64(l.Rate))
+	warm := poissonSchedule(l.Rate, l.Warmup, l.Seed)
+	f := &FloorFigures{Rate: l.Rate, Requests: l.Requests, CPUs: runtime.NumCPU()}
+	byTarget := map[string][]OverheadLeg{}
+	for _, target := range floorLegOrder {
+		if len(warm) > 0 {
+			pair.leg(ctx, target, warm, same)
+		}
+		lg := pair.leg(ctx, target, sched, same)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.Legs = append(f.Legs, lg)
+		byTarget[target] = append(byTarget[target], lg)
+		r.log.Info("floor leg", "target", target, "errors", lg.Errors, "p99_ms", lg.Latency.P99*1e3,
+			"proxy_cpu_us", lg.CPUPerRequest*1e6, "client_cpu_us", lg.ClientCPUPerRequest*1e6, "engines_cpu_us", lg.EnginesCPUPerRequest*1e6)
+	}
+	pooled := map[string]OverheadLeg{}
+	for _, target := range []string{"direct", "gateway", "plain"} {
+		pooled[target] = poolLegs(target, byTarget[target])
+		f.Targets = append(f.Targets, pooled[target])
+	}
+	gwLeg, plainLeg, direct := pooled["gateway"], pooled["plain"], pooled["direct"]
+	if plainLeg.CPUPerRequest > 0 {
+		f.GatewayOverPlain = gwLeg.CPUPerRequest / plainLeg.CPUPerRequest
+	}
+	for _, rate := range l.ProjectRates {
+		f.Projections = append(f.Projections, FloorProjection{Rate: rate,
+			Direct: pathCPU(direct) * float64(rate), Gateway: pathCPU(gwLeg) * float64(rate), Plain: pathCPU(plainLeg) * float64(rate)})
+	}
+	r.res.Floor = f
+
+	errs := direct.Errors + gwLeg.Errors + plainLeg.Errors
+	r.check("errors", "0", fmt.Sprintf("direct %d, gateway %d, plain %d", direct.Errors, gwLeg.Errors, plainLeg.Errors), errs == 0)
+	r.check("gateway's CPU per request against the plain net/http proxy's", "at most 1.5×",
+		fmt.Sprintf("%.2f× (gateway %s, plain %s per request)", f.GatewayOverPlain, usec(gwLeg.CPUPerRequest), usec(plainLeg.CPUPerRequest)),
+		f.GatewayOverPlain > 0 && f.GatewayOverPlain <= 1.5)
+	for _, p := range f.Projections {
+		r.check(fmt.Sprintf("cores the gateway path needs at %d req/s (client, gateway, simulators)", p.Rate),
+			fmt.Sprintf("under the machine's %d, or gw-overhead at that rate measures a saturated machine", f.CPUs),
+			fmt.Sprintf("%.2f (direct path %.2f, plain proxy path %.2f)", p.Gateway, p.Direct, p.Plain), p.Gateway < float64(f.CPUs))
+	}
+	r.note("Each process's CPU includes its share of the kernel's loopback work, and all of them share the same CPUs, so contention inflates every figure alike. " +
+		"The projections assume CPU per request stays constant with rate, which it does not quite: batching in the kernel and the runtime lowers it at higher rates, queueing raises latency long before the cores are all busy.")
+	return nil
+}
