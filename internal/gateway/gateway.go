@@ -101,10 +101,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("models[%d].policy: %w", i, err)
 		}
 		g.policies[m.Name] = p
+		// A model without a tokenizer is a legitimate configuration, so it
+		// is noted at Info; one whose tokenizer fails to load is a Warn.
 		switch mt, err := loadTokenizer(&cfg.Models[i], cfg.Tokenizer.CacheTokens); {
 		case err != nil:
 			logger.Warn("model routes without cache predictions", "model", m.Name, "error", err)
-		case mt != nil:
+		case mt == nil:
+			logger.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
+		default:
 			g.tokenizers[m.Name] = mt
 		}
 	}

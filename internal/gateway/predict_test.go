@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/tokenize"
@@ -312,5 +313,71 @@ func TestHFTokenizer(t *testing.T) {
 	cfg.Models[0].Tokenizer = "Qwen/NotCached"
 	if p := TokenizerProblems(cfg); len(p) != 1 || !strings.Contains(p[0], "not in the local Hugging Face cache") {
 		t.Errorf("a repository missing from the cache: %v", p)
+	}
+}
+
+// logLine returns the first line of a text log with message msg and
+// model=model among its attributes, or "" when there is none.
+func logLine(logs, msg, model string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, " msg="+strconv.Quote(msg)+" ") && strings.Contains(l+" ", " model="+model+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// TestStartupNotesModelsWithoutPredictions: at startup the gateway says
+// which models route without cache predictions and why, at Info for a model
+// configured without a tokenizer and at Warn, with the error, for one whose
+// tokenizer fails to load; both still route.
+func TestStartupNotesModelsWithoutPredictions(t *testing.T) {
+	const plain, broken = "plain-model", "broken-model"
+	scfg := sim.DefaultConfig()
+	scfg.ZeroLatency = true
+	scfg.MaxModelLen = 4096
+	scfg.NumGPUBlocks = 1024
+	scfg.ServedModelNames = []string{testModel, plain, broken}
+	s, err := sim.StartLocal(scfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	cfg := patientProbes(testConfig(t, []*sim.Local{s}))
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "tokenizer.json"), []byte(`{"model": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Models = append(cfg.Models, config.Model{Name: plain}, config.Model{Name: broken, Tokenizer: bad})
+	cfg.Replicas[0].Models = []string{testModel, plain, broken}
+	_, loadErr := loadTokenizer(&cfg.Models[2], 0)
+	if loadErr == nil {
+		t.Fatal("a truncated tokenizer.json loaded")
+	}
+	gw := startGateway(t, cfg)
+	logs := gw.logs.String()
+
+	const noTokenizer = "model routes without cache predictions: no tokenizer configured"
+	const failed = "model routes without cache predictions"
+	if l := logLine(logs, noTokenizer, plain); !strings.Contains(l, "level=INFO ") {
+		t.Errorf("no Info line naming %s, which has no tokenizer: %q\n%s", plain, l, logs)
+	}
+	if l := logLine(logs, failed, broken); !strings.Contains(l, "level=WARN ") || !strings.Contains(l, " error="+strconv.Quote(loadErr.Error())) {
+		t.Errorf("no Warn line naming %s and its error %q: %q\n%s", broken, loadErr, l, logs)
+	}
+	for _, tt := range []struct{ msg, model string }{{noTokenizer, broken}, {noTokenizer, testModel}, {failed, plain}, {failed, testModel}} {
+		if l := logLine(logs, tt.msg, tt.model); l != "" {
+			t.Errorf("model %s logged as %q: %s", tt.model, tt.msg, l)
+		}
+	}
+
+	for _, model := range []string{plain, broken} {
+		resp, body := chat(t, gw.url, `{"model":"`+model+`","messages":[{"role":"user","content":"hello"}],"max_tokens":4}`)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
+			t.Errorf("%s: %d from %q: %s", model, resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+		}
+		if h := resp.Header.Get("X-Inferrail-Cached-Tokens"); h != "" {
+			t.Errorf("%s: a cache prediction (%s) without a tokenizer", model, h)
+		}
 	}
 }
