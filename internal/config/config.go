@@ -349,8 +349,10 @@ type EngineLoad struct {
 	// ScrapeTimeout bounds one scrape (pages are also capped at 4 MiB).
 	// Default 100ms.
 	ScrapeTimeout Duration `yaml:"scrape_timeout"`
-	// MaxAge is how old an engine's report may be before routing treats it
-	// as missing and falls back to the gateway's own counts. Default 250ms.
+	// MaxAge is how old an engine's report, counted from when its scrape
+	// was sent, may be before routing treats it as missing and falls back to
+	// the gateway's own counts. At least ScrapeInterval + ScrapeTimeout.
+	// Default 250ms.
 	MaxAge Duration `yaml:"max_age"`
 }
 

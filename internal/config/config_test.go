@@ -291,7 +291,7 @@ var badFiles = map[string][]string{
 		"line 10: health.timeout: must be <= health.interval (1s)",
 		"line 12: retry.max_backoff: must be >= retry.backoff (1s)",
 		"line 16: load.scrape_timeout: must be > 0",
-		"line 17: load.max_age: must be >= load.scrape_interval (200ms)",
+		"line 17: load.max_age: must be >= load.scrape_interval + load.scrape_timeout (200ms)",
 		"line 19: tokenizer.workers: must be >= 1",
 		"line 20: tokenizer.max_wait: must be > 0",
 		"line 22: index.default_capacity_blocks: must be >= 1",

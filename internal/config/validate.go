@@ -482,8 +482,11 @@ func (v *validator) upstream(u *Upstream) {
 func (v *validator) load(l *EngineLoad) {
 	v.positive("load.scrape_interval", l.ScrapeInterval)
 	v.positive("load.scrape_timeout", l.ScrapeTimeout)
-	if l.MaxAge < l.ScrapeInterval {
-		v.fail("load.max_age", "must be >= load.scrape_interval (%s)", l.ScrapeInterval)
+	// A report is dated when its scrape is sent, so the newest one can be
+	// as old as one interval plus one scrape's time when the next lands: a
+	// shorter max_age would count healthy engines as missing.
+	if l.MaxAge < l.ScrapeInterval+max(l.ScrapeTimeout, 0) {
+		v.fail("load.max_age", "must be >= load.scrape_interval + load.scrape_timeout (%s)", l.ScrapeInterval+max(l.ScrapeTimeout, 0))
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package load reads engines' own view of their load from their Prometheus
 // pages (vLLM and SGLang natively) and keeps, per replica, the latest report
-// and when it was taken, so routing can use reports that are fresh and treat
-// stale ones as missing.
+// and when it was asked for, so routing can use reports that are fresh and
+// treat stale ones as missing.
 package load
 
 import (

@@ -23,10 +23,12 @@ const (
 
 // ScrapeConfig tunes a Scraper.
 type ScrapeConfig struct {
-	Interval time.Duration // between scrapes of one replica
-	Timeout  time.Duration // per scrape
-	MaxAge   time.Duration // a report older than this is missing
-	MaxBytes int64         // a page over this is refused; 0 means 4 MiB
+	Interval time.Duration // between scrapes of one replica; must be > 0
+	Timeout  time.Duration // bounds one scrape, from sending to the last byte
+	// MaxAge is how long after its scrape was sent a report stays fresh;
+	// older reports count as missing.
+	MaxAge   time.Duration
+	MaxBytes int64 // a page over this is refused; 0 means 4 MiB
 }
 
 // Target is a replica to scrape.
@@ -35,10 +37,14 @@ type Target struct {
 	URL *url.URL // base URL; the page is at /metrics
 }
 
-// Sample is a report with the moment it was taken.
+// Sample is a report with the moment it was asked for.
 type Sample struct {
 	Report *Report
-	At     time.Time
+	// At is when the scrape that read Report was sent. The engine rendered
+	// the page after that, so now.Sub(At) overstates the report's age, by
+	// up to Timeout, and never understates it: a page that dribbles in
+	// slowly does not make a stale report look fresh.
+	At time.Time
 }
 
 // replicaState is what the scraper keeps per replica.
@@ -131,6 +137,7 @@ func (s *Scraper) prune(live map[string]bool) {
 }
 
 func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
+	sent := s.now() // before the request goes out: see Sample.At
 	rep, result, err := s.fetch(ctx, tg)
 	if ctx.Err() != nil {
 		return
@@ -141,13 +148,13 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 	if err != nil {
 		if !st.failing {
 			st.failing = true
-			s.log.Warn("engine metrics unavailable; routing falls back to the gateway's own counts", "replica", tg.ID, "result", result, "error", err)
+			s.log.Warn(msgStopped, "replica", tg.ID, "result", result, "error", err)
 		}
 		return
 	}
 	if st.failing {
 		st.failing = false
-		s.log.Info("engine metrics readable again", "replica", tg.ID)
+		s.log.Info(msgRecovered, "replica", tg.ID)
 	}
 	if prev := st.previous; prev != nil && (rep.PrefixQueries < prev.PrefixQueries || rep.PrefixHits < prev.PrefixHits) {
 		s.log.Info("engine counters went backwards: treating it as restarted with an empty cache", "replica", tg.ID)
@@ -156,8 +163,15 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 		}
 	}
 	st.previous = rep
-	st.last.Store(&Sample{Report: rep, At: s.now()})
+	st.last.Store(&Sample{Report: rep, At: sent})
 }
+
+// What is logged, once per replica, when its scrapes start failing and when
+// one succeeds again.
+const (
+	msgStopped   = "engine metrics unavailable; routing falls back to the gateway's own counts"
+	msgRecovered = "engine metrics readable again"
+)
 
 // errTooLarge marks a page over the size limit.
 var errTooLarge = errors.New("metrics page over the size limit")
@@ -204,7 +218,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Fresh returns a replica's latest report if it is younger than MaxAge.
+// Fresh returns a replica's latest report if its scrape was sent no more
+// than MaxAge before now.
 func (s *Scraper) Fresh(id string, now time.Time) (*Report, bool) {
 	smp := s.Last(id)
 	if smp == nil || now.Sub(smp.At) > s.cfg.MaxAge {
