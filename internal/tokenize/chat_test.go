@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,7 +100,9 @@ func errorKind(err error) string {
 var lenientErrors = []string{"UndefinedError:", "TypeError:"}
 
 // TestChatGoldens renders every golden request and compares the text and
-// the token ids with what transformers gave, and errors with errors.
+// the token ids with what transformers gave, and errors with errors; the
+// cached subtests encode the matching texts again through a piece cache,
+// cold and warm (checkGoldensCached).
 func TestChatGoldens(t *testing.T) {
 	for _, fam := range chatFamilies {
 		t.Run(fam, func(t *testing.T) {
@@ -110,6 +113,7 @@ func TestChatGoldens(t *testing.T) {
 			}
 			_, goldens := readChatGoldens(t, fam)
 			var ok, lenient, unfollowed int
+			var matched []goldenIDs
 			for i, g := range goldens {
 				p, err := ParseChatRequest([]byte(g.Request))
 				var ids []int
@@ -139,8 +143,10 @@ func TestChatGoldens(t *testing.T) {
 					t.Errorf("#%d %s: ids differ at the same text %q", i, g.Request, text)
 				default:
 					ok++
+					matched = append(matched, goldenIDs{fmt.Sprintf("#%d %s", i, g.Request), text, p.AddSpecial, g.IDs})
 				}
 			}
+			t.Run("cached", func(t *testing.T) { checkGoldensCached(t, hf, matched) })
 			t.Logf("%s: %d golden requests: %d match, %d rendered where Python raised %v, %d refused as %s",
 				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, ReasonControl)
 			if len(goldens) < 150 || ok < len(goldens)*9/10 {
@@ -177,10 +183,11 @@ func TestChatSpecialTokens(t *testing.T) {
 }
 
 // TestCompletionGoldens: Llama 2 completion prompts, with and without
-// add_special_tokens.
+// add_special_tokens, then again through a piece cache, cold and warm.
 func TestCompletionGoldens(t *testing.T) {
 	hf := chatHF(t, "llama2")
 	_, goldens := readChatGoldens(t, "llama2")
+	var all []goldenIDs
 	for i, g := range goldens {
 		p, err := ParseCompletionRequest([]byte(g.Request))
 		if err != nil {
@@ -189,10 +196,12 @@ func TestCompletionGoldens(t *testing.T) {
 		if got := hf.Encode(nil, p.Text, p.AddSpecial); !slices.Equal(got, g.IDs) {
 			t.Errorf("#%d %s: ids %v, want %v", i, g.Request, got, g.IDs)
 		}
+		all = append(all, goldenIDs{fmt.Sprintf("#%d %s", i, g.Request), p.Text, p.AddSpecial, g.IDs})
 	}
 	if len(goldens) < 50 {
 		t.Errorf("only %d goldens", len(goldens))
 	}
+	t.Run("cached", func(t *testing.T) { checkGoldensCached(t, hf, all) })
 }
 
 func TestDetectContentFormat(t *testing.T) {
@@ -473,11 +482,18 @@ func jinjaToJSON(v jinja.Value) (string, error) {
 
 // FuzzChatRender: no request body panics the renderer. Every family's
 // template renders (reading only tokenizer_config.json, so that workers
-// start fast); Qwen3's is also tokenized.
+// start fast), and a synthetic one; the text of the family the first
+// argument picks (chatFamilies, modulo their number) is also tokenized and
+// checked as FuzzHFEncode checks text (fuzzTokenizer.check), the input
+// skipped there when that family's tokenizer files are missing.
 func FuzzChatRender(f *testing.F) {
-	var renderers []*ChatRenderer
-	var qwen *ChatRenderer
-	for _, fam := range chatFamilies {
+	type renderer struct {
+		family string // "" for the synthetic template
+		r      *ChatRenderer
+	}
+	opts := ChatOptions{Now: func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }}
+	var renderers []renderer
+	for i, fam := range chatFamilies {
 		dir := filepath.Join("..", "..", ".cache", "tokenizers", fam)
 		cfg, err := readHFConfig(filepath.Join(dir, "tokenizer_config.json"))
 		if err != nil || cfg == nil {
@@ -485,32 +501,28 @@ func FuzzChatRender(f *testing.F) {
 		}
 		hf := &HF{}
 		cfg.chatInfo(hf)
-		r, err := hf.NewChatRenderer(ChatOptions{})
+		r, err := hf.NewChatRenderer(opts)
 		if err != nil {
 			f.Fatal(err)
 		}
-		renderers = append(renderers, r)
+		renderers = append(renderers, renderer{fam, r})
 		_, goldens := readChatGoldens(f, fam)
-		for i, g := range goldens {
-			if i%5 == 0 {
-				f.Add([]byte(g.Request))
-			}
-		}
-		if fam == "qwen3" {
-			if full, err := LoadHF(dir); err == nil {
-				qwen, _ = full.NewChatRenderer(ChatOptions{})
+		for j, g := range goldens {
+			if j%5 == 0 {
+				f.Add(uint8(i), []byte(g.Request))
 			}
 		}
 	}
 	hf := &HF{chatTemplate: json.RawMessage(`"{% for m in messages %}{% for p in m.content %}{{ p | tojson }}{% endfor %}{{ m.tool_calls | tojson }}{% endfor %}{{ tools }}{{ documents }}"`)}
-	r, err := hf.NewChatRenderer(ChatOptions{})
+	r, err := hf.NewChatRenderer(opts)
 	if err != nil {
 		f.Fatal(err)
 	}
-	renderers = append(renderers, r)
-	f.Add([]byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"function":{"name":"f"}}]}`))
-	f.Add([]byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\\"a\\": [1.0, {\\"b\\": 1e400}]}"}}]}],"continue_final_message":true,"add_generation_prompt":false}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
+	renderers = append(renderers, renderer{"", r})
+	f.Add(uint8(0), []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"function":{"name":"f"}}]}`))
+	f.Add(uint8(1), []byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\\"a\\": [1.0, {\\"b\\": 1e400}]}"}}]}],"continue_final_message":true,"add_generation_prompt":false}`))
+	var tokenizers fuzzTokenizers
+	f.Fuzz(func(t *testing.T, family uint8, body []byte) {
 		if len(body) > 1<<14 {
 			return
 		}
@@ -522,15 +534,21 @@ func FuzzChatRender(f *testing.F) {
 		// without them.
 		fresh := *p.Chat
 		fresh.contents = nil
+		picked := chatFamilies[int(family)%len(chatFamilies)]
+		var text string
+		rendered := false
 		for _, r := range renderers {
-			got, err := r.Render(p.Chat)
-			want, wantErr := r.Render(&fresh)
+			got, err := r.r.Render(p.Chat)
+			want, wantErr := r.r.Render(&fresh)
 			if got != want || errKind(err) != errKind(wantErr) {
 				t.Fatalf("Render(%q) = %q, %v; without the parsed contents %q, %v", body, got, err, want, wantErr)
 			}
+			if r.family == picked && err == nil {
+				text, rendered = got, true
+			}
 		}
-		if qwen != nil {
-			_, _ = qwen.ChatIDs(p)
+		if rendered {
+			tokenizers.get(t, picked).check(t, text)
 		}
 	})
 }

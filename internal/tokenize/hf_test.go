@@ -586,44 +586,166 @@ func TestLoadHFMissing(t *testing.T) {
 	}
 }
 
-// FuzzHFEncode encodes arbitrary text with the Qwen3 tokenizer: it never
-// panics, ids are in the vocabulary, special tokens only wrap the plain
-// encoding, and decoding gives back the text (Qwen3 is byte-level, so
-// lossless up to its NFC normalizer).
+// fuzzTokenizer is a family's tokenizer as the fuzz targets check it.
+type fuzzTokenizer struct {
+	family string
+	tok    *HF
+	maxID  int    // every id is below
+	sep    string // the added token of the lowest id, which ends a piece
+}
+
+// fuzzTokenizers loads the families' tokenizers for the fuzz targets, each
+// on the first input that picks it, so that a fuzz worker reads only those
+// it uses. Safe for concurrent use.
+type fuzzTokenizers struct {
+	mu sync.Mutex
+	m  map[string]*fuzzTokenizer // guarded by mu
+}
+
+// get returns family's tokenizer, or skips the test when `make tokenizers`
+// has not fetched its files.
+func (ft *fuzzTokenizers) get(t *testing.T, family string) *fuzzTokenizer {
+	t.Helper()
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if f := ft.m[family]; f != nil {
+		return f
+	}
+	tok := familyHF(t, family)
+	f := &fuzzTokenizer{family: family, tok: tok, maxID: len(tok.model.tokens)}
+	sepID := int32(-1)
+	for id, a := range tok.added.byID {
+		f.maxID = max(f.maxID, int(id)+1)
+		if sepID < 0 || id < sepID {
+			sepID, f.sep = id, a.content
+		}
+	}
+	if f.sep == "" {
+		t.Fatalf("%s: no added tokens", family)
+	}
+	if ft.m == nil {
+		ft.m = map[string]*fuzzTokenizer{}
+	}
+	ft.m[family] = f
+	return f
+}
+
+// roundTrips reports whether the family's Decode gives back s from its
+// encoding without special tokens. The byte-level families (Qwen3, Llama
+// 3.1, DeepSeek V3) keep every valid UTF-8 text, Qwen3 once NFC normalized.
+// Gemma 3 and Llama 2 write spaces as "▁" and decode every "▁" as a space,
+// so a "▁" of the text comes back as a space. Llama 2 also prepends "▁" to
+// each stretch of text between added tokens, and its decoder strips only
+// the first, as tokenizers' does ("a</s>b" decodes as "a</s> b").
+func (f *fuzzTokenizer) roundTrips(s string) bool {
+	if !utf8.ValidString(s) {
+		return false // encoded as if each invalid byte were U+FFFD
+	}
+	switch f.family {
+	case "qwen3":
+		return norm.NFC.IsNormalString(s)
+	case "llama3_1", "deepseek_v3":
+		return true
+	case "gemma3":
+		return !strings.Contains(s, "▁")
+	case "llama2":
+		if strings.Contains(s, "▁") {
+			return false
+		}
+		for a := range f.tok.added.byContent {
+			if strings.Contains(s, a) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// check encodes s and checks what holds for every family: Encode appends
+// to dst, ids are in the vocabulary, special tokens only wrap the plain
+// encoding, a piece cache changes nothing (a new cache: s cold, then warm,
+// then sep+s+sep+s, where s is a piece not at the start, missed once and
+// found once), and Decode gives back s where the family guarantees it
+// (roundTrips).
+func (f *fuzzTokenizer) check(t *testing.T, s string) {
+	t.Helper()
+	ids := f.tok.Encode([]int{-7}, s, false)
+	if ids[0] != -7 {
+		t.Fatalf("%s: Encode overwrote dst", f.family)
+	}
+	ids = ids[1:]
+	for _, id := range ids {
+		if id < 0 || id >= f.maxID {
+			t.Fatalf("%s: Encode(%q): id %d out of range", f.family, s, id)
+		}
+	}
+	special := f.tok.Encode(nil, s, true)
+	if want := slices.Concat(f.tok.prefix, ids, f.tok.suffix); !slices.Equal(special, want) {
+		t.Fatalf("%s: Encode(%q, true) = %v, want %v", f.family, s, special, want)
+	}
+	twice := f.sep + s + f.sep + s
+	twiceIDs := f.tok.Encode(nil, twice, false)
+	c := f.tok.WithCache(1 << 16)
+	for _, tt := range []struct {
+		pass, text string
+		special    bool
+		want       []int
+	}{
+		{"cold", s, false, ids},
+		{"warm", s, false, ids},
+		{"warm", s, true, special},
+		{"after_added_token", twice, false, twiceIDs},
+	} {
+		if got := c.Encode(nil, tt.text, tt.special); !slices.Equal(got, tt.want) {
+			t.Fatalf("%s: %s: Encode(%q, %v) with cache = %v, without %v", f.family, tt.pass, tt.text, tt.special, got, tt.want)
+		}
+	}
+	if f.roundTrips(s) {
+		if got := f.tok.Decode(ids); got != s {
+			t.Fatalf("%s: Decode(Encode(%q)) = %q", f.family, s, got)
+		}
+	}
+}
+
+// fuzzPieceSeeds are seeds for the piece cache: pieces of at least 64
+// bytes between two of the family's added tokens, one repeated.
+func fuzzPieceSeeds(family string) []string {
+	tags := map[string][2]string{
+		"qwen3":       {"<|im_start|>", "<|im_end|>"},
+		"llama3_1":    {"<|start_header_id|>", "<|eot_id|>"},
+		"llama2":      {"<s>", "</s>"},
+		"gemma3":      {"<start_of_turn>", "<end_of_turn>"},
+		"deepseek_v3": {"<｜User｜>", "<｜Assistant｜>"},
+	}[family]
+	long := strings.Repeat("The cat sat on the mat, 42 times. ", 3)
+	return []string{
+		tags[0] + "system\n" + long + tags[1] + "\n" + tags[0] + "user\n" + long + tags[1] + "\n" + tags[0] + "assistant\n",
+		long + tags[0] + long + tags[0] + tags[1] + "  " + long,
+	}
+}
+
+// FuzzHFEncode encodes arbitrary text with the tokenizer of the family the
+// first argument picks (hfFamilies, modulo their number), skipping the
+// input when that family's files are missing, and checks the properties of
+// fuzzTokenizer.check: no panic, ids in the vocabulary, the same ids with a
+// piece cache, and the text back from Decode where the family keeps it.
 func FuzzHFEncode(f *testing.F) {
-	for _, s := range []string{"", "Hello, world!", "<|im_start|>user\nhi<|im_end|>", "cafe\u0301 日本語 😀",
-		"\xff\xfe", "  \n\t ", "'S 'll 123456", "<0x41>", strings.Repeat("ab ", 50)} {
-		f.Add(s)
+	for i, family := range hfFamilies {
+		for _, s := range []string{"", "Hello, world!", "<|im_start|>user\nhi<|im_end|>", "cafe\u0301 日本語 😀",
+			"\xff\xfe", "  \n\t ", "'S 'll 123456", "<0x41>", strings.Repeat("ab ", 50), "a▁b ▁", " </s>x<s>"} {
+			f.Add(uint8(i), s)
+		}
+		for _, s := range fuzzPieceSeeds(family) {
+			f.Add(uint8(i), s)
+		}
 	}
-	tok := sharedHF(f, "qwen3")
-	maxID := len(tok.model.tokens)
-	for id := range tok.added.byID {
-		maxID = max(maxID, int(id)+1)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
+	var tokenizers fuzzTokenizers
+	f.Fuzz(func(t *testing.T, family uint8, s string) {
 		if len(s) > 4096 {
 			s = s[:4096]
 		}
-		dst := []int{-7}
-		ids := tok.Encode(dst, s, false)
-		if ids[0] != -7 {
-			t.Fatalf("Encode overwrote dst")
-		}
-		ids = ids[1:]
-		for _, id := range ids {
-			if id < 0 || id >= maxID {
-				t.Fatalf("Encode(%q): id %d out of range", s, id)
-			}
-		}
-		special := tok.Encode(nil, s, true)
-		if want := slices.Concat(tok.prefix, ids, tok.suffix); !slices.Equal(special, want) {
-			t.Fatalf("Encode(%q, true) = %v, want %v", s, special, want)
-		}
-		if utf8.ValidString(s) && norm.NFC.IsNormalString(s) {
-			if got := tok.Decode(ids); got != s {
-				t.Fatalf("Decode(Encode(%q)) = %q", s, got)
-			}
-		}
+		tokenizers.get(t, hfFamilies[int(family)%len(hfFamilies)]).check(t, s)
 	})
 }
 

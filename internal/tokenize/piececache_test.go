@@ -3,6 +3,7 @@ package tokenize
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,6 +166,56 @@ func TestHFGoldensCached(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenIDs is a text and the ids a golden gives for it.
+type goldenIDs struct {
+	name    string // names the golden in failures
+	text    string
+	special bool // add_special_tokens
+	ids     []int
+}
+
+// checkGoldensCached encodes goldens through one piece cache as a gateway
+// does, token for token: cold (an empty cache, where a piece is encoded the
+// first time and found when a later golden repeats it), warm (the same
+// cache, the same order) and warm again in another order, so that each
+// golden takes pieces that others put. The cache keeps everything, so warm
+// passes must find every piece.
+func checkGoldensCached(t *testing.T, tok *HF, goldens []goldenIDs) {
+	t.Helper()
+	c := tok.WithCache(4 << 20)
+	inOrder := make([]int, len(goldens))
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	shuffled := rand.New(rand.NewPCG(7, 8)).Perm(len(goldens))
+	for _, pass := range []struct {
+		name  string
+		order []int
+	}{{"cold", inOrder}, {"warm", inOrder}, {"warm_shuffled", shuffled}} {
+		_, missesBefore := c.CacheStats()
+		failed := 0
+		for _, i := range pass.order {
+			g := goldens[i]
+			if got := c.Encode(nil, g.text, g.special); !slices.Equal(got, g.ids) {
+				if failed++; failed <= 10 {
+					t.Errorf("%s: %s: Encode(%q, %v) with cache\n got %v\nwant %v", pass.name, g.name, g.text, g.special, got, g.ids)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%s: %d of %d goldens differ", pass.name, failed, len(goldens))
+		}
+		if _, misses := c.CacheStats(); pass.name != "cold" && misses != missesBefore {
+			t.Errorf("%s: %d pieces missed, want all found", pass.name, misses-missesBefore)
+		}
+	}
+	hits, misses := c.CacheStats()
+	if hits == 0 {
+		t.Errorf("CacheStats() = %d hits, %d misses: no golden has a piece the cache keeps", hits, misses)
+	}
+	t.Logf("%d goldens, 3 passes: %d pieces found, %d encoded", len(goldens), hits, misses)
 }
 
 // TestHFSyntheticCached is TestHFSynthetic through a piece cache, cold and
@@ -494,19 +545,16 @@ func TestPieceCacheModel(t *testing.T) {
 	})
 }
 
-// chat8k builds a Qwen3 (ChatML) chat of about 8,000 tokens from the pinned
-// Go toolchain's documentation and net/http's server: a system turn of
-// about 5,000 tokens and five turns of about 600. turns(tag) renders it,
-// with tag put at the start of every turn after the system one so that
-// they can be made new while the system turn is not.
-func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string) {
+// corpusTaker returns take, which returns the next lines of benchCorpus,
+// from its start, until they make at least tokens tokens with tok.
+func corpusTaker(b *testing.B, tok *HF) (take func(tokens int) string) {
 	b.Helper()
 	chunks, _ := benchCorpus(b)
 	var lines []string
 	for _, c := range chunks {
 		lines = append(lines, strings.SplitAfter(c, "\n")...)
 	}
-	take := func(tokens int) string {
+	return func(tokens int) string {
 		var sb strings.Builder
 		for n := 0; n < tokens; {
 			l := lines[0]
@@ -516,6 +564,16 @@ func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string
 		}
 		return sb.String()
 	}
+}
+
+// chat8k builds a Qwen3 (ChatML) chat of about 8,000 tokens from the pinned
+// Go toolchain's documentation and net/http's server: a system turn of
+// about 5,000 tokens and five turns of about 600. turns(tag) renders it,
+// with tag put at the start of every turn after the system one so that
+// they can be made new while the system turn is not.
+func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string) {
+	b.Helper()
+	take := corpusTaker(b, tok)
 	system = "<|im_start|>system\n" + take(5000) + "<|im_end|>\n"
 	var rest []string
 	for i := range 5 {
@@ -535,18 +593,36 @@ func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string
 	return system, turns
 }
 
+// chat8kOneTurn builds another Qwen3 chat of about 8,000 tokens from the
+// same text: a system turn of about 7,500 tokens and one user turn of about
+// 450, then the generation prompt. chat(tag) renders it with tag at the
+// start of the user turn.
+func chat8kOneTurn(b *testing.B, tok *HF) (system string, chat func(tag string) string) {
+	b.Helper()
+	take := corpusTaker(b, tok)
+	system = "<|im_start|>system\n" + take(7500) + "<|im_end|>\n"
+	user := take(450)
+	chat = func(tag string) string {
+		return system + "<|im_start|>user\n" + tag + user + "<|im_end|>\n<|im_start|>assistant\n"
+	}
+	return system, chat
+}
+
 // BenchmarkHFChat8k encodes an 8,000-token chat with Qwen3's tokenizer:
 // without a piece cache (nocache); with an empty one (cold); with one that
 // has seen the same chat (warm); and with one that has seen its system turn
 // but not the other five (warm-system), whose text is rebuilt for every
 // encoding (about 3 µs) to make them new. cold-words also empties the BPE
 // model's word cache, which a running gateway keeps warm.
+// warm-system-one-turn is another 8,000-token chat (chat8kOneTurn) whose
+// system turn of 7,500 tokens has been seen and whose one user turn of 450
+// is new, its text rebuilt for every encoding as in warm-system.
 func BenchmarkHFChat8k(b *testing.B) {
 	tok := familyHF(b, "qwen3")
 	system, turns := chat8k(b, tok)
 	chat := turns("")
 	n := len(tok.Encode(nil, chat, false))
-	run := func(name string, setup func() *HF, text func(i int) string) {
+	run := func(name string, n int, setup func() *HF, text func(i int) string) {
 		b.Run(name, func(b *testing.B) {
 			c := setup()
 			var dst []int
@@ -563,7 +639,7 @@ func BenchmarkHFChat8k(b *testing.B) {
 		})
 	}
 	same := func(int) string { return chat }
-	run("nocache", func() *HF { return tok }, same)
+	run("nocache", n, func() *HF { return tok }, same)
 	b.Run("cold", func(b *testing.B) {
 		var dst []int
 		b.ReportAllocs()
@@ -581,16 +657,22 @@ func BenchmarkHFChat8k(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "tokens")
 	})
-	run("warm", func() *HF {
+	run("warm", n, func() *HF {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, chat, false)
 		return c
 	}, same)
-	run("warm-system", func() *HF {
+	run("warm-system", n, func() *HF {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, system, false)
 		return c
 	}, func(i int) string { return turns(fmt.Sprintf("(%d) ", i)) })
+	system1, chat1 := chat8kOneTurn(b, tok)
+	run("warm-system-one-turn", len(tok.Encode(nil, chat1(""), false)), func() *HF {
+		c := tok.WithCache(4 << 20)
+		c.Encode(nil, system1, false)
+		return c
+	}, func(i int) string { return chat1(fmt.Sprintf("(%d) ", i)) })
 }
 
 // BenchmarkSimChat8k is BenchmarkHFChat8k's nocache and warm for
