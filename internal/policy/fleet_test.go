@@ -182,6 +182,34 @@ func chatWorkload(g *trafficGen, conversations, turns int, rate float64) workloa
 	return w
 }
 
+// risingWorkload is a system prompt coming into fashion: prompts of system
+// prompt 0 and a 50 to 500 token question, answered in 5 to 30 tokens,
+// whose rate rises linearly from `from` to `to` a second over secs seconds,
+// beside chats at chatRate a second of 100 to 600 token prompts that share
+// nothing.
+func risingWorkload(g *trafficGen, secs, from, to, chatRate float64) workload {
+	w := workload{name: "rise"}
+	// A Poisson process at the top rate, thinned to the rate of the moment.
+	top := max(from, to)
+	for t := g.r.ExpFloat64() / top; t < secs; t += g.r.ExpFloat64() / top {
+		if g.r.Float64()*top >= from+(to-from)*t/secs {
+			continue
+		}
+		var req simRequest
+		req.prompt, req.blocks = g.prompt(0, 50+g.r.IntN(451))
+		req.arrive, req.decode = t, float64(5+g.r.IntN(26))*0.02
+		w.requests = append(w.requests, req)
+	}
+	for _, t := range g.poisson(int(chatRate*secs), chatRate) {
+		var req simRequest
+		req.prompt, req.blocks = g.prompt(-1, 100+g.r.IntN(501))
+		req.arrive, req.decode = t, g.decode()
+		w.requests = append(w.requests, req)
+	}
+	slices.SortStableFunc(w.requests, func(a, b simRequest) int { return cmp.Compare(a.arrive, b.arrive) })
+	return w
+}
+
 // blockLRU is a replica's prefix cache: block hashes (their low halves,
 // unique in these workloads), least recently used evicted first.
 type blockLRU struct {
@@ -301,6 +329,9 @@ type simResult struct {
 	perReplica    []int     // requests routed to each replica
 	steered       map[string]int
 	guards        map[string]int
+	// explain explains how the policy would route a request arriving
+	// when the last one did, to the fleet as the run left it.
+	explain func(simRequest) Explanation
 }
 
 func (r simResult) cachedShare() float64 { return float64(r.cached) / float64(r.total) }
@@ -335,6 +366,20 @@ func simulate(t testing.TB, name string, s Settings, w workload, f fleetSpec) si
 	var events eventQueue
 	seq := 0
 	cands := make([]Candidate, f.replicas)
+	// offer fills cands with the fleet as rq finds it now.
+	offer := func(rq simRequest) *Request {
+		for i, r := range reps {
+			cands[i] = Candidate{
+				ID:            r.id,
+				InFlight:      r.inFlight,
+				Cached:        min(r.cache.match(rq.blocks)*simBlockSize, rq.prompt-1),
+				QueuedPrefill: max(r.freeAt-now, 0),
+				Running:       r.running,
+				KVUsage:       -1,
+			}
+		}
+		return &Request{PromptTokens: rq.prompt, Blocks: rq.blocks, BlockSize: simBlockSize, Session: rq.session}
+	}
 	for _, rq := range w.requests {
 		for len(events) > 0 && events[0].at <= rq.arrive {
 			e := heap.Pop(&events).(simEvent)
@@ -346,17 +391,7 @@ func simulate(t testing.TB, name string, s Settings, w workload, f fleetSpec) si
 			}
 		}
 		now = rq.arrive
-		for i, r := range reps {
-			cands[i] = Candidate{
-				ID:            r.id,
-				InFlight:      r.inFlight,
-				Cached:        min(r.cache.match(rq.blocks)*simBlockSize, rq.prompt-1),
-				QueuedPrefill: max(r.freeAt-now, 0),
-				Running:       r.running,
-				KVUsage:       -1,
-			}
-		}
-		req := &Request{PromptTokens: rq.prompt, Blocks: rq.blocks, BlockSize: simBlockSize, Session: rq.session}
+		req := offer(rq)
 		d := p.Pick(req, cands)
 		r := reps[d.Index]
 		cached := cands[d.Index].Cached
@@ -377,6 +412,10 @@ func simulate(t testing.TB, name string, s Settings, w workload, f fleetSpec) si
 		for _, g := range d.Guards {
 			res.guards[g]++
 		}
+	}
+	res.explain = func(rq simRequest) Explanation {
+		req := offer(rq)
+		return p.Explain(req, cands)
 	}
 	return res
 }
@@ -496,6 +535,62 @@ func TestFleetHotPrompt(t *testing.T) {
 	}
 	if cm >= 0.5 {
 		t.Errorf("cost_model p99 TTFT %.3fs, want < 0.5s", cm)
+	}
+	// Replication is at work here too: the prompt's demand of about 1.7 s
+	// of prefill a second makes every replica an owner. But it changes
+	// nothing, as every replica takes one of the first requests cold and
+	// holds the prompt from then on; TestFleetRisingHotPrompt is where it
+	// matters.
+	e := res[CostModel].explain(w.requests[len(w.requests)-1])
+	u := DefaultSettings().HotPrefix.Utilization
+	if want := min(f.replicas, int(math.Ceil(e.HotDemand/u))); e.HotDemand <= u || e.HotOwners != want {
+		t.Errorf("hot prompt's demand %.3f s/s with %d owners, want > %v with %d", e.HotDemand, e.HotOwners, u, want)
+	}
+}
+
+// TestFleetRisingHotPrompt: a system prompt of 8,000 tokens comes into
+// fashion, its rate rising from 1 to 30 requests a second over a minute,
+// beside 20 chats a second. Warm it takes about 0.04 s of prefill (1.2
+// replicas' worth at 30 a second), cold 0.95 s; its answers are short, so
+// bounded load, which counts requests, leaves its spread to the estimates.
+// It starts on one replica. Without replication cost_model keeps it there
+// until that replica's queue costs as much as a cold prefill elsewhere, so
+// p99 TTFT nears 0.9 s. With replication, once its demand passes half a
+// replica it gets ceil(demand/0.5) owners priced as if they held it; each
+// pays one cold prefill, then they share it by their queues, and p99 stays
+// under 0.5 s. Not scaled: it takes milliseconds, and a shorter rise ends
+// before the sketch sees the prompt hot.
+func TestFleetRisingHotPrompt(t *testing.T) {
+	g := newTrafficGen(14, 1, 8000, 8000)
+	w := risingWorkload(g, 60, 1, 30, 20)
+	f := fleetSpec{replicas: 4, capacity: 2000}
+	s := DefaultSettings()
+	s.Seed = 1
+	on := simulate(t, CostModel, s, w, f)
+	logResult(t, w.name, CostModel, on)
+	off := withoutReplication(t, w, f)
+	if got := on.quantile(0.99); got >= 0.5 {
+		t.Errorf("cost_model p99 TTFT %.3fs, want < 0.5s", got)
+	}
+	if got := off.quantile(0.99); got < 0.5 {
+		t.Errorf("cost_model without replication p99 TTFT %.3fs, want >= 0.5s: the test is not testing", got)
+	}
+	if on.steered[SteerHotPrefix] == 0 {
+		t.Errorf("no decision steered by %s: %v", SteerHotPrefix, on.steered)
+	}
+	// At the end the prompt has ceil(demand/utilization) owners, fewer
+	// than the replicas, and every owner holds it.
+	var hot simRequest
+	hot.prompt, hot.blocks = g.prompt(0, 200)
+	e := on.explain(hot)
+	u := s.HotPrefix.Utilization
+	if want := int(math.Ceil(e.HotDemand / u)); e.HotDemand <= u || e.HotOwners != want || want >= f.replicas {
+		t.Errorf("demand %.3f s/s with %d owners, want > %v with ceil(demand/%v) < %d", e.HotDemand, e.HotOwners, u, u, f.replicas)
+	}
+	for _, r := range e.Replicas {
+		if r.HotOwner && r.CachedTokens < 8000 {
+			t.Errorf("owner %s holds %d tokens of the 8,000 token system prompt", r.ID, r.CachedTokens)
+		}
 	}
 }
 
