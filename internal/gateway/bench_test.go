@@ -1,10 +1,19 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
 )
 
 // BenchmarkProxyChat sends small non-streamed chats through the gateway to
@@ -29,4 +38,139 @@ func BenchmarkProxyChat(b *testing.B) {
 			resp.Body.Close()
 		}
 	})
+}
+
+// decisionPrompts are n completion requests of 8,000 tokens (500 blocks of
+// 16), tokenized and hashed as the gateway does: four system prompts of
+// 4,000 tokens, each followed by 4,000 tokens of its own, each request in a
+// conversation of its own.
+func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
+	b.Helper()
+	out := make([]*exchange, n)
+	for j := range out {
+		var body strings.Builder
+		body.WriteString(`{"model":"` + testModel + `","max_tokens":1,"prompt":[`)
+		for k := range 8000 {
+			if k > 0 {
+				body.WriteByte(',')
+			}
+			id := 100_000*(j%4) + k // the system prompt
+			if k >= 4000 {
+				id = 1_000_000 + 10_000*j + k
+			}
+			body.WriteString(strconv.Itoa(id))
+		}
+		body.WriteString("]}")
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+		r.Header.Set(headerSession, fmt.Sprint("conv-", j))
+		ex := &exchange{r: r, id: fmt.Sprint("req-", j), model: testModel, body: []byte(body.String()), policy: g.policies[testModel]}
+		var result string
+		ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false)
+		if result != tokOK || ex.pred.tokens != 8000 || len(ex.pred.hashes) != 500 {
+			b.Fatalf("prompt %d: %s, %d tokens", j, result, ex.pred.tokens)
+		}
+		ex.route = g.routeRequest(ex)
+		out[j] = ex
+	}
+	return out
+}
+
+// decisionGateway is a gateway routing testModel with cost_model and
+// session affinity over n replicas it never serves or contacts, with the
+// prompts' blocks in its index (every prompt on every 16th replica, the
+// system prompts on every 4th) and varied loads: replica i holds (7i mod
+// 13) leases and a queue of (i mod 5) minutes of prefill. Its engines never
+// report, so candidates carry the gateway's own counts only.
+func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
+	b.Helper()
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim", Policy: policy.CostModel}}
+	for i := range n {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("replica-%03d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", 20000+i),
+			Models: []string{testModel}, MaxConcurrency: 256, MaxPending: 64})
+	}
+	cfg.Routing.SessionAffinity = true
+	cfg.Routing.Seed = 1
+	cfg.Index.DefaultCapacityBlocks = 1 << 15 // 64 prompts' own blocks and the system prompts fit
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	g, err := New(&cfg, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(g.tokPool.Close)
+	exs := decisionPrompts(b, g, 64)
+	now := time.Now()
+	var held []*fleet.Lease
+	for i, r := range g.fleet.Snapshot().Replicas {
+		for _, ex := range exs {
+			switch {
+			case i%16 == 0:
+				g.index.Record(r.ID, ex.pred.hashes)
+			case i%4 == 0:
+				g.index.Record(r.ID, ex.pred.hashes[:250])
+			}
+		}
+		for k := range (7 * i) % 13 {
+			lease, ok := r.TryAcquire()
+			if !ok {
+				b.Fatal("no room for the load")
+			}
+			if k == 0 {
+				lease.Queue(now, float64(i%5)*60, 8000)
+			}
+			held = append(held, lease)
+		}
+	}
+	b.Cleanup(func() {
+		for _, l := range held {
+			l.Release()
+		}
+	})
+	ids := []string{"replica-000", "replica-004", "replica-001"}
+	if got := g.cachedTokens(nil, ids, testModel, exs[0].pred); !slices.Equal(got, []int{7984, 4000, 0}) {
+		b.Fatalf("predicted cached tokens %v on %v, want [7984 4000 0]", got, ids)
+	}
+	return g, exs
+}
+
+// BenchmarkGatewayDecision is the gateway's whole cost_model decision for
+// a request's first attempt once its 8,000-token prompt is tokenized, at
+// 8, 64 and 256 replicas: Gateway.choose, which reads the fleet, builds
+// every candidate, looks all of them up in the KV index (500 block hashes
+// each, finding real prefixes on a quarter of them), runs the policy's Pick
+// with hot prefixes and sessions in play, takes a lease, queues the
+// prefill and records the decision's metrics. Releasing the lease is left
+// out of the timing. mean-ns/op and p99-ns/op are over single decisions;
+// ns/op also counts the release and the clock reads.
+func BenchmarkGatewayDecision(b *testing.B) {
+	for _, n := range []int{8, 64, 256} {
+		b.Run(fmt.Sprint("replicas=", n), func(b *testing.B) {
+			g, exs := decisionGateway(b, n)
+			lat := make([]time.Duration, 0, 1<<16)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				start := time.Now()
+				lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
+				took := time.Since(start)
+				if e != nil {
+					b.Fatalf("decision %d: %v", i, e)
+				}
+				lease.Release()
+				if len(lat) < cap(lat) {
+					lat = append(lat, took)
+				}
+				i++
+			}
+			var sum time.Duration
+			for _, d := range lat {
+				sum += d
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns/op")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
+		})
+	}
 }

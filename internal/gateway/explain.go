@@ -18,11 +18,51 @@ const (
 )
 
 // explainedReplica is one replica serving the model, as /admin/explain
-// shows it: offered to the policy and how it saw it, or why not.
+// shows it: its load, its predicted cache and, when it was offered to the
+// policy, how the policy saw it; else why it was not offered. A field that
+// is unknown for the replica is null, never a number that would read as
+// idle or uncached: running and kv_usage without a fresh engine report,
+// cached_tokens when the prompt was not tokenized, and
+// priced_cached_tokens and estimate when the policy did not price it.
 type explainedReplica struct {
-	policy.CandidateExplanation
-	Offered    bool   `json:"offered"`
-	NotOffered string `json:"not_offered,omitempty"`
+	ID       string `json:"replica"`
+	InFlight int64  `json:"in_flight"`
+	// Running and KVUsage are from the engine's report while it is fresh.
+	Running *int64   `json:"running"`
+	KVUsage *float64 `json:"kv_usage"`
+	// CachedTokens is the KV index's prediction for the prompt.
+	CachedTokens *int    `json:"cached_tokens"`
+	QueuedSecs   float64 `json:"queued_secs"`
+	// The rest is the policy's view, for an offered replica only; see
+	// policy.CandidateExplanation.
+	PricedCachedTokens *int             `json:"priced_cached_tokens"`
+	HotOwner           bool             `json:"hot_owner,omitempty"`
+	SetAside           string           `json:"set_aside,omitempty"`
+	Score              float64          `json:"score,omitempty"`
+	Estimate           *policy.Estimate `json:"estimate"`
+	Offered            bool             `json:"offered"`
+	NotOffered         string           `json:"not_offered,omitempty"`
+}
+
+// describe fills the replica's state from c, the candidate it is or would
+// be, turning the policy package's "unknown" values into nulls.
+func (r *explainedReplica) describe(c *policy.Candidate) {
+	r.ID, r.InFlight, r.QueuedSecs = c.ID, c.InFlight, c.QueuedPrefill
+	if c.Running >= 0 {
+		r.Running = &c.Running
+	}
+	if c.KVUsage >= 0 {
+		r.KVUsage = &c.KVUsage
+	}
+	if c.Cached >= 0 {
+		r.CachedTokens = &c.Cached
+	}
+}
+
+// priced adds how the policy saw an offered replica.
+func (r *explainedReplica) priced(ce *policy.CandidateExplanation) {
+	r.PricedCachedTokens, r.Estimate = &ce.PricedCachedTokens, &ce.Estimate
+	r.HotOwner, r.SetAside, r.Score = ce.HotOwner, ce.SetAside, ce.Score
 }
 
 // explainAnswer is the body of /admin/explain.
@@ -53,17 +93,32 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }
 
-// explain builds the answer of serveExplain for a parsed request.
+// explain builds the answer of serveExplain for a parsed request. Every
+// replica serving the model is described from the state a decision reads
+// (replicas not offered as well, so that their load and cache show); only
+// the offered ones are given to the policy.
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	now := time.Now()
 	pool := g.fleet.Snapshot().ForModel(ex.model)
+	all := make([]policy.Candidate, len(pool))
+	for i, rep := range pool {
+		all[i] = g.candidate(rep, now)
+	}
+	if ex.pred != nil && len(pool) > 0 {
+		ids := make([]string, len(pool))
+		for i, rep := range pool {
+			ids[i] = rep.ID
+		}
+		for i, n := range g.cachedTokens(nil, ids, ex.model, ex.pred) {
+			all[i].Cached = n
+		}
+	}
 	var cands []policy.Candidate
 	var offered []int // positions in pool
 	replicas := make([]explainedReplica, len(pool))
 	for i, rep := range pool {
-		replicas[i].ID = rep.ID
-		replicas[i].InFlight = rep.InFlight()
+		replicas[i].describe(&all[i])
 		switch {
 		case !rep.Healthy():
 			replicas[i].NotOffered = notOfferedUnhealthy
@@ -74,24 +129,14 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 		default:
 			replicas[i].Offered = true
 			offered = append(offered, i)
-			cands = append(cands, g.candidate(rep, now))
-		}
-	}
-	if ex.pred != nil && len(cands) > 0 {
-		ids := make([]string, len(cands))
-		for i, c := range cands {
-			ids[i] = c.ID
-		}
-		cached := g.cachedTokens(nil, ids, ex.model, ex.pred)
-		for i := range cands {
-			cands[i].Cached = cached[i]
+			cands = append(cands, all[i])
 		}
 	}
 	ans := explainAnswer{Model: ex.model, Tokenized: tokenized}
 	if len(cands) > 0 {
 		ans.Explanation = ex.policy.Explain(&ex.route, cands)
-		for j, ce := range ans.Explanation.Replicas {
-			replicas[offered[j]].CandidateExplanation = ce
+		for j := range ans.Explanation.Replicas {
+			replicas[offered[j]].priced(&ans.Explanation.Replicas[j])
 		}
 	} else {
 		ans.Explanation = policy.Explanation{Policy: ex.policy.Name(), RequestID: ex.id, PromptTokens: ex.route.PromptTokens, Blocks: len(ex.route.Blocks)}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,18 +12,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// snapshotCostModel is the model TestMetricsSnapshot routes with cost_model.
+const snapshotCostModel = "inferrail/cost-8b"
+
 // TestMetricsSnapshot pins every family the gateway exports and the labels
 // of each, after traffic that touches every path: successes, retries,
-// ejections, the gateway's own errors and a client that left.
+// ejections, the gateway's own errors, a client that left, and on a second
+// model routed by cost_model with sessions, a conversation steered back to
+// its replica until the bounded-load guard sets that replica aside, and an
+// engine restart that resets the index.
 func TestMetricsSnapshot(t *testing.T) {
 	sims := fleetOf(t, 2, true)
 	cfg := testConfig(t, sims)
+	engines := []*scriptedEngine{newScriptedEngine(t), newScriptedEngine(t), newScriptedEngine(t)}
+	cfg.Models = append(cfg.Models, config.Model{Name: snapshotCostModel, Tokenizer: "builtin:sim", Policy: policy.CostModel})
+	for i, e := range engines {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("cost-%d", i+1), URL: e.srv.URL,
+			Models: []string{snapshotCostModel}, MaxConcurrency: 64, MaxPending: 64})
+	}
+	cfg.Routing.SessionAffinity = true
+	// Probes slow enough that a loaded machine does not fail them: the
+	// bounded-load step needs all three engines in rotation.
+	cfg.Health.Interval = config.Duration(200 * time.Millisecond)
+	cfg.Health.Timeout = config.Duration(200 * time.Millisecond)
 	gw := startGateway(t, cfg)
+	sessionPastBoundedLoad(t, gw, snapshotCostModel, engines, func(int) {})
+	countRestart(t, gw, engines[0], "cost-1")
+	for _, c := range []struct{ family, label string }{
+		{"inferrail_routing_steered_total", policy.SteerSession},
+		{"inferrail_routing_guards_total", policy.GuardBoundedLoad},
+	} {
+		key := map[string]string{"inferrail_routing_steered_total": "reason", "inferrail_routing_guards_total": "guard"}[c.family]
+		if got := counterValue(t, gw, c.family, "model", snapshotCostModel, key, c.label); got != 1 {
+			t.Errorf("%s{%s=%q} = %v, want 1", c.family, key, c.label, got)
+		}
+	}
 	chat(t, gw.url, chatBody("ok", ""))
 	chat(t, gw.url, `{"model":"nope"}`)
 	sims[1].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503, SparesHealth: true})
