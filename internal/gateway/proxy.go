@@ -336,7 +336,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	if len(usable) == 0 {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	var offered []*fleet.Replica
+	offered := make([]*fleet.Replica, 0, len(usable))
 	cands := make([]policy.Candidate, 0, len(usable))
 	for pass := 0; pass < 2 && len(offered) == 0; pass++ {
 		for _, r := range usable {
@@ -346,7 +346,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			offered = append(offered, r)
 		}
 	}
-	var ids []string
+	ids := make([]string, 0, len(offered))
 	var cached []int
 	for len(offered) > 0 {
 		cands = cands[:0]

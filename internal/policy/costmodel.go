@@ -210,7 +210,16 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 	if k := math.Ceil(h.demand / u); k < float64(h.owners) {
 		h.owners = int(k)
 	}
-	owners := chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
+	var owners []int
+	if h.owners == len(cands) {
+		// Every candidate owns the prefix: no ranking needed.
+		owners = order[:len(cands)]
+		for i := range owners {
+			owners[i] = i
+		}
+	} else {
+		owners = chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
+	}
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
