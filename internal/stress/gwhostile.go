@@ -317,6 +317,9 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 	r.check("gateway idle memory afterwards", "within 64 MiB of the baseline (the Go runtime returns freed heap lazily)",
 		fmt.Sprintf("%s → %s (peak %s); open files %d → %d", mib(f.RSSBeforeBytes), mib(f.RSSAfterBytes), mib(f.RSSPeakBytes), f.FDsBefore, f.FDsAfter),
 		f.RSSAfterBytes-f.RSSBeforeBytes < 64<<20)
+	r.note("Idle memory is read in the %v after the last request. A Go process that falls idle runs no garbage collection until the "+
+		"runtime forces one (every two minutes), and even then returns freed pages to the kernel slowly, so the bodies of the burst can stay "+
+		"resident for minutes without being held by anything; a leak would show in gw-soak's idle-to-idle growth instead.", idleWindow)
 	r.check("partial headers closed by the header timeout", fmt.Sprintf("about %v", l.HeaderTimeout),
 		fmt.Sprintf("p50 %s, max %s (%d connections)", secs(f.SlowClose.P50), secs(f.SlowClose.Max), f.SlowClose.N),
 		f.SlowClose.N > 0 && f.SlowClose.Max < (l.HeaderTimeout+time.Second).Seconds())
