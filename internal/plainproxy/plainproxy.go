@@ -28,7 +28,6 @@ func New(upstreams []string, idlePerHost int) (http.Handler, error) {
 		return nil, errors.New("plainproxy: at least one upstream is required")
 	}
 	transport := &http.Transport{
-		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,
