@@ -326,8 +326,10 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 // Replicas not tried yet come first.
 func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, *openai.Error, string) {
 	start := time.Now()
+	sc := decisionScratches.Get().(*decisionScratch)
+	defer sc.release()
 	pool := g.fleet.Snapshot().ForModel(ex.model)
-	usable := make([]*fleet.Replica, 0, len(pool))
+	usable := sc.usable[:0]
 	for _, r := range pool {
 		if r.Usable(start) {
 			usable = append(usable, r)
@@ -336,8 +338,8 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	if len(usable) == 0 {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	offered := make([]*fleet.Replica, 0, len(usable))
-	cands := make([]policy.Candidate, 0, len(usable))
+	sc.usable = usable
+	offered, cands := sc.offered[:0], sc.cands[:0]
 	for pass := 0; pass < 2 && len(offered) == 0; pass++ {
 		for _, r := range usable {
 			if (pass == 0 && tried[r]) || !r.HasRoom() {
@@ -346,8 +348,8 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			offered = append(offered, r)
 		}
 	}
-	ids := make([]string, 0, len(offered))
-	var cached []int
+	sc.offered = offered
+	ids, cached := sc.ids[:0], sc.cached[:0]
 	for len(offered) > 0 {
 		cands = cands[:0]
 		ids = ids[:0]
@@ -355,8 +357,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			cands = append(cands, g.candidate(r, start))
 			ids = append(ids, r.ID)
 		}
+		sc.cands, sc.ids = cands, ids
 		if ex.pred != nil {
 			cached = g.cachedTokens(cached, ids, ex.model, ex.pred)
+			sc.cached = cached
 			for i := range cands {
 				cands[i].Cached = cached[i]
 			}
@@ -372,6 +376,28 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		offered = append(offered[:i], offered[i+1:]...)
 	}
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
+}
+
+// decisionScratch holds the slices one decision fills, so that deciding
+// allocates nothing once the pool is warm: allocations and the garbage
+// collections they bring are most of a decision's tail at many replicas.
+type decisionScratch struct {
+	usable, offered []*fleet.Replica
+	cands           []policy.Candidate
+	ids             []string
+	cached          []int
+}
+
+var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) }}
+
+// release drops what the slices point at, so a pooled scratch keeps no
+// departed replica alive, and returns it to the pool.
+func (sc *decisionScratch) release() {
+	clear(sc.usable[:cap(sc.usable)])
+	clear(sc.offered[:cap(sc.offered)])
+	clear(sc.ids[:cap(sc.ids)])
+	clear(sc.cands[:cap(sc.cands)])
+	decisionScratches.Put(sc)
 }
 
 // candidate is a replica as policies see it: the gateway's own counts
