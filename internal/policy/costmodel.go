@@ -252,7 +252,8 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 
 // chooseOwners returns the k candidates that hold at least held tokens
 // (the root prefix) first, then those with the highest rendezvous weight on
-// root, the first on ties, in that order, in order's space.
+// root, the first on ties: as indices into cands, in order's space, in no
+// particular order.
 func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []int, k int) []int {
 	for i := range cands {
 		// Holding comes first, then the weight (less its lowest bit).
@@ -261,23 +262,48 @@ func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []i
 			sl[i].rank |= 1 << 63
 		}
 	}
-	before := func(a, b int) bool { return sl[a].rank > sl[b].rank || (sl[a].rank == sl[b].rank && a < b) }
-	if k > 16 {
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int {
-			if before(a, b) {
-				return -1
-			}
-			return 1
-		})
-		return order[:k]
+	if k <= 16 || len(cands) > maxRankedOnStack {
+		return topOwners(sl, order, k)
 	}
-	// Insertion into the k best so far: n·k steps, fewer than sorting for
-	// the few owners a prefix usually has.
+	// Many owners: the k-th highest rank, found by sorting the ranks as
+	// plain numbers, splits owners from the rest in one pass; among
+	// candidates of exactly that rank the first ones win.
+	var buf [maxRankedOnStack]uint64
+	ranks := buf[:len(cands)]
+	for i := range ranks {
+		ranks[i] = sl[i].rank
+	}
+	slices.Sort(ranks)
+	cut := ranks[len(ranks)-k]
+	atCut := k // how many candidates of rank cut are owners
+	for i := range sl {
+		if sl[i].rank > cut {
+			atCut--
+		}
+	}
+	owners := order[:0]
+	for i := range sl {
+		switch r := sl[i].rank; {
+		case r > cut:
+			owners = append(owners, i)
+		case r == cut && atCut > 0:
+			owners = append(owners, i)
+			atCut--
+		}
+	}
+	return owners
+}
+
+// maxRankedOnStack is the most candidates chooseOwners ranks by sorting
+// without allocating; more fall back to insertion.
+const maxRankedOnStack = 512
+
+// topOwners keeps the k best ranks of sl by insertion, n·k steps: fewer
+// than sorting for the few owners a prefix usually has.
+func topOwners(sl []slot, order []int, k int) []int {
+	before := func(a, b int) bool { return sl[a].rank > sl[b].rank || (sl[a].rank == sl[b].rank && a < b) }
 	top := order[:0]
-	for i := range cands {
+	for i := range sl {
 		if len(top) == k && !before(i, top[k-1]) {
 			continue
 		}
