@@ -165,10 +165,23 @@ func TestPredictionFallbacks(t *testing.T) {
 			t.Errorf("a prediction for a request the tokenizer cannot follow: %s", body)
 		}
 	}
-	page := scrape(t, gw.admin)
-	for _, want := range []string{`result="unsupported"`, `result="template"`} {
-		if !strings.Contains(grep(page, "inferrail_tokenized_requests_total"), want) {
-			t.Errorf("no %s counted:\n%s", want, grep(page, "inferrail_tokenized_requests_total"))
+	// A batch of prompts: routed as before, without a prediction.
+	resp, err := http.Post(gw.url+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"sim","prompt":["first prompt","second prompt"],"max_tokens":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("X-Inferrail-Replica") == "" || resp.Header.Get("X-Inferrail-Cached-Tokens") != "" {
+		t.Errorf("a batch of prompts: replica %q, cached tokens %q; want routed without a prediction",
+			resp.Header.Get("X-Inferrail-Replica"), resp.Header.Get("X-Inferrail-Cached-Tokens"))
+	}
+	// The image and the batch are unsupported, the request's own template
+	// is counted apart.
+	for result, want := range map[string]float64{"unsupported": 2, "template": 1} {
+		if got := counterValue(t, gw, "inferrail_tokenized_requests_total", "model", testModel, "result", result); got != want {
+			t.Errorf("inferrail_tokenized_requests_total{result=%q} = %v, want %v", result, got, want)
 		}
 	}
 	// The engine refuses: what routing recorded is taken back.
