@@ -394,3 +394,46 @@ func TestStartupNotesModelsWithoutPredictions(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheSaltKeepsChainsApart: the same prompt under another cache_salt
+// shares no block with it, in the gateway's prediction and in the engine's
+// cache alike, and under its own salt it finds its blocks again.
+func TestCacheSaltKeepsChainsApart(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	content := strings.Repeat("a salted prompt of several blocks ", 20)
+	send := func(salt string) (predicted, engine int) {
+		t.Helper()
+		resp, body := chat(t, gw.url, chatBody(content, `,"cache_salt":"`+salt+`"`))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("salt %q: status %d: %s", salt, resp.StatusCode, body)
+		}
+		predicted, _ = strconv.Atoi(resp.Header.Get("X-Inferrail-Cached-Tokens"))
+		var out struct {
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+		return predicted, out.Usage.Details.Cached
+	}
+	steps := []struct {
+		salt     string
+		cachedOK func(int) bool
+		want     string
+	}{
+		{"first", func(n int) bool { return n == 0 }, "nothing cached"},
+		{"second", func(n int) bool { return n == 0 }, "nothing cached: another salt"},
+		{"first", func(n int) bool { return n > 0 }, "its own blocks again"},
+	}
+	for i, s := range steps {
+		predicted, engine := send(s.salt)
+		if predicted != engine || !s.cachedOK(predicted) {
+			t.Errorf("request %d (salt %q): predicted %d, engine %d cached; want %s, and the two equal", i, s.salt, predicted, engine, s.want)
+		}
+	}
+}
