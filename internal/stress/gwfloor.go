@@ -40,14 +40,9 @@ type FloorLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l FloorLoad) Validate() error {
-	errs := validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)
-	if l.Rate <= 0 {
-		errs = append(errs, fmt.Errorf("rate: must be positive, got %d", l.Rate))
-	}
+	errs := append(validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout), positiveInt("rate", l.Rate))
 	for i, r := range l.ProjectRates {
-		if r <= 0 {
-			errs = append(errs, fmt.Errorf("project_rates[%d]: must be positive, got %d", i, r))
-		}
+		errs = append(errs, positiveInt(fmt.Sprintf("project_rates[%d]", i), r))
 	}
 	return errors.Join(errs...)
 }

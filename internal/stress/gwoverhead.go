@@ -49,9 +49,7 @@ func validateRates(rates []int) []error {
 		errs = append(errs, errors.New("rates: at least one is required"))
 	}
 	for i, r := range rates {
-		if r <= 0 {
-			errs = append(errs, fmt.Errorf("rates[%d]: must be positive, got %d", i, r))
-		}
+		errs = append(errs, positiveInt(fmt.Sprintf("rates[%d]", i), r))
 	}
 	return errs
 }
