@@ -210,16 +210,7 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 	if k := math.Ceil(h.demand / u); k < float64(h.owners) {
 		h.owners = int(k)
 	}
-	var owners []int
-	if h.owners == len(cands) {
-		// Every candidate owns the prefix: no ranking needed.
-		owners = order[:len(cands)]
-		for i := range owners {
-			owners[i] = i
-		}
-	} else {
-		owners = chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
-	}
+	owners := chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
@@ -255,6 +246,13 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 // root, the first on ties: as indices into cands, in order's space, in no
 // particular order.
 func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []int, k int) []int {
+	if k >= len(cands) { // every candidate owns it: nothing to rank
+		owners := order[:len(cands)]
+		for i := range owners {
+			owners[i] = i
+		}
+		return owners
+	}
 	for i := range cands {
 		// Holding comes first, then the weight (less its lowest bit).
 		sl[i].rank = rendezvous(root, cands[i].ID) >> 1
