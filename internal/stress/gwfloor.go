@@ -127,26 +127,15 @@ func runGWFloor(ctx context.Context, r *gwRun) error {
 
 	body := gwChatBody(procs.SimModel, 0, l.MaxTokens)
 	same := func(int) []byte { return body }
-	sched := poissonSchedule(l.Rate, l.Requests, l.Seed+uint64(l.Rate))
-	warm := poissonSchedule(l.Rate, l.Warmup, l.Seed)
-	f := &FloorFigures{Rate: l.Rate, Requests: l.Requests, CPUs: runtime.NumCPU()}
-	byTarget := map[string][]OverheadLeg{}
-	for _, target := range floorLegOrder {
-		if len(warm) > 0 {
-			pair.leg(ctx, target, warm, same)
-		}
-		lg := pair.leg(ctx, target, sched, same)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		f.Legs = append(f.Legs, lg)
-		byTarget[target] = append(byTarget[target], lg)
-		r.log.Info("floor leg", "target", target, "errors", lg.Errors, "p99_ms", lg.Latency.P99*1e3,
-			"proxy_cpu_us", lg.CPUPerRequest*1e6, "client_cpu_us", lg.ClientCPUPerRequest*1e6, "engines_cpu_us", lg.EnginesCPUPerRequest*1e6)
+	legs, err := pair.legs(ctx, r.log, floorLegOrder[:], overheadSpec{Rate: l.Rate, Requests: l.Requests, Warmup: l.Warmup, Seed: l.Seed,
+		Bodies: func(int) (warm, measured func(int) []byte) { return same, same }})
+	if err != nil {
+		return err
 	}
+	f := &FloorFigures{Rate: l.Rate, Requests: l.Requests, CPUs: runtime.NumCPU(), Legs: legs}
 	pooled := map[string]OverheadLeg{}
 	for _, target := range []string{"direct", "gateway", "plain"} {
-		pooled[target] = poolLegs(target, byTarget[target])
+		pooled[target] = poolTarget(target, legs)
 		f.Targets = append(f.Targets, pooled[target])
 	}
 	gwLeg, plainLeg, direct := pooled["gateway"], pooled["plain"], pooled["direct"]

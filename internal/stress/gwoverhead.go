@@ -245,7 +245,7 @@ type overheadSpec struct {
 	Rate, Requests, Warmup int
 	Seed                   uint64
 	// Bodies returns the bodies, by request index, of the warmup and the
-	// measured requests of leg (an index into overheadLegOrder). It is
+	// measured requests of leg (an index into the order of the legs). It is
 	// called before the leg starts.
 	Bodies func(leg int) (warm, measured func(i int) []byte)
 	// GatewayLeg, if not nil, is called right before each measured
@@ -257,11 +257,28 @@ type overheadSpec struct {
 // rate runs the four legs of s (overheadLegOrder) on the same Poisson
 // schedule, each after its warmup, and pools each target's two legs.
 func (p *overheadPair) rate(ctx context.Context, log *slog.Logger, s overheadSpec) (OverheadRate, error) {
+	res := OverheadRate{Rate: s.Rate, Requests: s.Requests}
+	legs, err := p.legs(ctx, log, overheadLegOrder[:], s)
+	if err != nil {
+		return res, err
+	}
+	res.Legs = legs
+	res.Direct = poolTarget("direct", legs)
+	res.Gateway = poolTarget("gateway", legs)
+	res.AddedP50 = res.Gateway.Latency.P50 - res.Direct.Latency.P50
+	res.AddedP90 = res.Gateway.Latency.P90 - res.Direct.Latency.P90
+	res.AddedP99 = res.Gateway.Latency.P99 - res.Direct.Latency.P99
+	res.AddedMean = res.Gateway.Latency.Mean - res.Direct.Latency.Mean
+	return res, nil
+}
+
+// legs runs a leg against each target of order, in turn, on the same
+// Poisson schedule of s, each after its warmup, and returns them in order.
+func (p *overheadPair) legs(ctx context.Context, log *slog.Logger, order []string, s overheadSpec) ([]OverheadLeg, error) {
 	sched := poissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
 	warm := poissonSchedule(s.Rate, s.Warmup, s.Seed)
-	res := OverheadRate{Rate: s.Rate, Requests: s.Requests}
-	var direct, gateway []OverheadLeg
-	for i, target := range overheadLegOrder {
+	var legs []OverheadLeg
+	for i, target := range order {
 		warmBody, body := s.Bodies(i)
 		if len(warm) > 0 {
 			p.leg(ctx, target, warm, warmBody)
@@ -275,24 +292,25 @@ func (p *overheadPair) rate(ctx context.Context, log *slog.Logger, s overheadSpe
 			done()
 		}
 		if ctx.Err() != nil {
-			return res, ctx.Err()
+			return legs, ctx.Err()
 		}
-		res.Legs = append(res.Legs, lg)
-		if target == "direct" {
-			direct = append(direct, lg)
-		} else {
-			gateway = append(gateway, lg)
-		}
+		legs = append(legs, lg)
 		log.Info("overhead leg", "rate", s.Rate, "target", target, "errors", lg.Errors,
-			"p50_ms", lg.Latency.P50*1e3, "p99_ms", lg.Latency.P99*1e3, "send_lag_p99_ms", lg.SendLag.P99*1e3)
+			"p50_ms", lg.Latency.P50*1e3, "p99_ms", lg.Latency.P99*1e3, "send_lag_p99_ms", lg.SendLag.P99*1e3,
+			"target_cpu_us", lg.CPUPerRequest*1e6, "client_cpu_us", lg.ClientCPUPerRequest*1e6, "engines_cpu_us", lg.EnginesCPUPerRequest*1e6)
 	}
-	res.Direct = poolLegs("direct", direct)
-	res.Gateway = poolLegs("gateway", gateway)
-	res.AddedP50 = res.Gateway.Latency.P50 - res.Direct.Latency.P50
-	res.AddedP90 = res.Gateway.Latency.P90 - res.Direct.Latency.P90
-	res.AddedP99 = res.Gateway.Latency.P99 - res.Direct.Latency.P99
-	res.AddedMean = res.Gateway.Latency.Mean - res.Direct.Latency.Mean
-	return res, nil
+	return legs, nil
+}
+
+// poolTarget pools the legs of legs against target.
+func poolTarget(target string, legs []OverheadLeg) OverheadLeg {
+	var same []OverheadLeg
+	for _, lg := range legs {
+		if lg.Target == target {
+			same = append(same, lg)
+		}
+	}
+	return poolLegs(target, same)
 }
 
 // overheadLeg summarises one leg.
