@@ -51,10 +51,18 @@ func New(upstreams []string, idlePerHost int) (http.Handler, error) {
 // Serve proxies ln's connections to upstreams until ctx ends, then closes
 // the listener and waits up to a second for requests in progress.
 func Serve(ctx context.Context, ln net.Listener, upstreams []string) error {
-	h, err := New(upstreams, 1024)
+	h, err := New(upstreams, idlePerHost)
 	if err != nil {
 		return err
 	}
+	return serve(ctx, ln, h)
+}
+
+// idlePerHost is how many idle connections Serve keeps to each upstream:
+// room for the open loops of the benchmarks that run it.
+const idlePerHost = 1024
+
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -89,12 +97,13 @@ func Command(ctx context.Context, args []string, stderr io.Writer) error {
 	if *upstreams == "" {
 		ups = nil
 	}
-	if _, err := New(ups, 1); err != nil {
+	h, err := New(ups, idlePerHost)
+	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, ln, ups)
+	return serve(ctx, ln, h)
 }
