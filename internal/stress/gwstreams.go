@@ -117,12 +117,7 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := gw.URL + "/v1/chat/completions"
-	type outcome struct {
-		sent, first, done time.Time
-		replica           string
-		err               error
-	}
-	out := make([]outcome, l.Streams)
+	out := make([]streamOutcome, l.Streams)
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -145,33 +140,10 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	wg.Wait()
 	run.GatewayPeakRSSBytes = peak(sampler.stop())
 
-	var tally errorTally
-	var firstSent, lastDone time.Time
-	var streamTimes, ttfts []time.Duration
-	run.PerReplica = map[string]int{}
-	for _, o := range out {
-		if firstSent.IsZero() || o.sent.Before(firstSent) {
-			firstSent = o.sent
-		}
-		if o.err != nil {
-			var le *measure.RequestError
-			errors.As(o.err, &le)
-			tally.add(le)
-			continue
-		}
-		run.Completed++
-		run.PerReplica[o.replica]++
-		lastDone = later(lastDone, o.done)
-		streamTimes = append(streamTimes, o.done.Sub(o.sent))
-		if !o.first.IsZero() {
-			ttfts = append(ttfts, o.first.Sub(o.sent))
-		}
-	}
-	run.Errors, run.ErrorKinds, run.ErrorSamples = tally.result()
-	if run.Completed > 0 {
-		run.WallSeconds = lastDone.Sub(firstSent).Seconds()
-	}
-	run.Stream, run.TTFT = measure.Summarize(streamTimes), measure.Summarize(ttfts)
+	t := tallyStreams(out)
+	run.Completed, run.WallSeconds, run.PerReplica = t.completed, t.wallSeconds, t.perReplica
+	run.Errors, run.ErrorKinds, run.ErrorSamples = t.errors.result()
+	run.Stream, run.TTFT = measure.Summarize(t.streamTimes), measure.Summarize(t.ttfts)
 	run.SpreadPercent = spreadPercent(run.PerReplica, []string{"sim-1", "sim-2", "sim-3"})
 
 	admin := procs.AdminClient()

@@ -71,11 +71,7 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	defer client.CloseIdleConnections()
 	url := baseURL + "/v1/chat/completions"
 
-	type outcome struct {
-		sent, first, done time.Time
-		err               error
-	}
-	out := make([]outcome, l.Streams)
+	out := make([]streamOutcome, l.Streams)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range out {
@@ -96,11 +92,36 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	close(start)
 	wg.Wait()
 
-	f := StreamsFigures{Streams: l.Streams}
-	var tally errorTally
+	t := tallyStreams(out)
+	f := StreamsFigures{Streams: l.Streams, Completed: t.completed, WallSeconds: t.wallSeconds,
+		Stream: summarize(t.streamTimes), TTFT: summarize(t.ttfts)}
+	f.Errors, f.ErrorKinds, f.ErrorSamples = t.errors.result()
+	return f, nil
+}
+
+// streamOutcome is one stream of a burst: when it was sent, when its first
+// content chunk and its end arrived, the replica that served it (through a
+// gateway) and why it failed, if it did.
+type streamOutcome struct {
+	sent, first, done time.Time
+	replica           string
+	err               error
+}
+
+// streamTally is what a burst of streams came to.
+type streamTally struct {
+	completed   int
+	errors      errorTally
+	wallSeconds float64 // from the first stream sent to the last one done
+	// streamTimes run from sending to the end, ttfts to the first content
+	// chunk; completed streams only.
+	streamTimes, ttfts []time.Duration
+	perReplica         map[string]int // completed streams
+}
+
+func tallyStreams(out []streamOutcome) *streamTally {
+	t := &streamTally{perReplica: map[string]int{}}
 	var firstSent, lastDone time.Time
-	streamTimes := make([]time.Duration, 0, len(out))
-	ttfts := make([]time.Duration, 0, len(out))
 	for _, o := range out {
 		if firstSent.IsZero() || o.sent.Before(firstSent) {
 			firstSent = o.sent
@@ -108,23 +129,21 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 		if o.err != nil {
 			var le *measure.RequestError
 			errors.As(o.err, &le)
-			tally.add(le)
+			t.errors.add(le)
 			continue
 		}
-		f.Completed++
+		t.completed++
+		t.perReplica[o.replica]++
 		lastDone = later(lastDone, o.done)
-		streamTimes = append(streamTimes, o.done.Sub(o.sent))
+		t.streamTimes = append(t.streamTimes, o.done.Sub(o.sent))
 		if !o.first.IsZero() {
-			ttfts = append(ttfts, o.first.Sub(o.sent))
+			t.ttfts = append(t.ttfts, o.first.Sub(o.sent))
 		}
 	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.result()
-	if f.Completed > 0 {
-		f.WallSeconds = lastDone.Sub(firstSent).Seconds()
+	if t.completed > 0 {
+		t.wallSeconds = lastDone.Sub(firstSent).Seconds()
 	}
-	f.Stream = summarize(streamTimes)
-	f.TTFT = summarize(ttfts)
-	return f, nil
+	return t
 }
 
 func later(a, b time.Time) time.Time {
