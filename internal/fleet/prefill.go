@@ -1,7 +1,10 @@
 package fleet
 
 import (
+	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -10,22 +13,80 @@ import (
 // drains in real time (an engine prefills one thing after another), and
 // the queue counts as empty once every request on the replica has had its
 // first byte, whatever the estimate says.
+//
+// Every decision reads the queue of every candidate, so reads take no
+// lock: writers, one at a time under mu, make seq odd while they change the
+// fields, and a reader retries until it saw the same even seq before and
+// after reading them (a sequence lock).
 type prefillQueue struct {
-	mu      sync.Mutex
-	secs    float64   // queued prefill as of at; guarded by mu
-	at      time.Time // guarded by mu
-	waiting int64     // requests still waiting for their first byte; guarded by mu
-	tokens  int64     // their prompt tokens; guarded by mu
+	mu      sync.Mutex    // serializes writers
+	seq     atomic.Uint64 // odd while a writer changes the fields below
+	secs    atomic.Uint64 // float64 bits: queued prefill as of at
+	at      atomic.Int64  // nanoseconds since epoch
+	waiting atomic.Int64  // requests still waiting for their first byte
+	tokens  atomic.Int64  // their prompt tokens
+}
+
+// epoch is the origin of the queue's clock; a time with a monotonic reading
+// keeps differences from it monotonic.
+var epoch = time.Now()
+
+func sinceEpoch(t time.Time) int64 { return int64(t.Sub(epoch)) }
+
+// queueState is one consistent reading of a prefillQueue.
+type queueState struct {
+	secs    float64
+	at      int64
+	waiting int64
+	tokens  int64
+}
+
+// load reads the queue's fields as one writer left them.
+func (q *prefillQueue) load() queueState {
+	for spins := 0; ; spins++ {
+		s := q.seq.Load()
+		if s&1 == 0 {
+			st := queueState{math.Float64frombits(q.secs.Load()), q.at.Load(), q.waiting.Load(), q.tokens.Load()}
+			if q.seq.Load() == s {
+				return st
+			}
+		}
+		if spins >= 16 {
+			runtime.Gosched() // the writer may have been descheduled mid-write
+		}
+	}
+}
+
+// store publishes st; called with mu held.
+func (q *prefillQueue) store(st queueState) {
+	q.seq.Add(1)
+	q.secs.Store(math.Float64bits(st.secs))
+	q.at.Store(st.at)
+	q.waiting.Store(st.waiting)
+	q.tokens.Store(st.tokens)
+	q.seq.Add(1)
+}
+
+// drained is secs less the time from at to now, never below zero.
+func (st queueState) drained(now int64) float64 {
+	if st.waiting == 0 {
+		return 0
+	}
+	if now <= st.at {
+		return st.secs
+	}
+	return max(0, st.secs-float64(now-st.at)*1e-9) // a multiply: Duration.Seconds divides
 }
 
 // add queues a request's estimated prefill.
 func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.secs = q.drained(now) + secs
-	q.at = now
-	q.waiting++
-	q.tokens += tokens
+	st, t := q.load(), sinceEpoch(now)
+	st.secs, st.at = st.drained(t)+secs, t
+	st.waiting++
+	st.tokens += tokens
+	q.store(st)
 }
 
 // firstByte records that a request queued with add got its first byte (or
@@ -33,28 +94,20 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.waiting--
-	q.tokens -= tokens
-	if q.waiting <= 0 {
-		q.waiting, q.tokens, q.secs, q.at = 0, 0, 0, now
+	st, t := q.load(), sinceEpoch(now)
+	st.waiting--
+	st.tokens -= tokens
+	if st.waiting <= 0 {
+		q.store(queueState{at: t})
 		return
 	}
-	q.secs = q.drained(now)
-	q.at = now
-}
-
-// drained is secs less the time since at, never below zero. Called with mu held.
-func (q *prefillQueue) drained(now time.Time) float64 {
-	if q.waiting == 0 {
-		return 0
-	}
-	return max(0, q.secs-max(0, now.Sub(q.at).Seconds()))
+	st.secs, st.at = st.drained(t), t
+	q.store(st)
 }
 
 func (q *prefillQueue) read(now time.Time) (secs float64, waiting, tokens int64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.drained(now), q.waiting, q.tokens
+	st := q.load()
+	return st.drained(sinceEpoch(now)), st.waiting, st.tokens
 }
 
 // QueuedPrefill is the estimated prefill, in seconds, still ahead of a new

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +82,40 @@ func TestPrefillQueue(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPrefillQueueReadsAreConsistent reads the queue while writers change
+// it: every request brings 7 tokens and 1 s of prefill at a frozen clock,
+// so a reading that mixed two writers' fields could show tokens other than
+// 7 per waiting request, or seconds queued with no request waiting.
+func TestPrefillQueueReadsAreConsistent(t *testing.T) {
+	r := NewReplica("r", nil, []string{"m"}, 0, 0)
+	now := time.Unix(1_000_000, 0)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, _ := r.TryAcquire()
+				l.Queue(now, 1, 7)
+				l.FirstByte(now)
+				l.Release()
+			}
+		})
+	}
+	for range 200_000 {
+		secs, waiting, tokens := r.prefill.read(now)
+		if tokens != 7*waiting || (secs == 0) != (waiting == 0) {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("read %v s, %d waiting, %d tokens: fields of different writes", secs, waiting, tokens)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
