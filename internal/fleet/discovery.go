@@ -19,6 +19,9 @@ type DNSGroup struct {
 	Refresh        time.Duration
 	MaxConcurrency int64
 	MaxPending     int64
+	// KVCapacityBlocks is every member's configured KV cache size in
+	// blocks; 0 leaves it to what each engine reports.
+	KVCapacityBlocks int
 }
 
 // Resolver looks host names up; *net.Resolver is one.
@@ -114,7 +117,9 @@ func (d *Discovery) resolve(ctx context.Context, g DNSGroup) {
 	for _, ip := range addrs {
 		u := *g.URL
 		u.Host = net.JoinHostPort(ip, port)
-		members = append(members, NewReplica(MemberID(g.Name, ip, port), &u, g.Models, g.MaxConcurrency, g.MaxPending))
+		m := NewReplica(MemberID(g.Name, ip, port), &u, g.Models, g.MaxConcurrency, g.MaxPending)
+		m.KVCapacityBlocks = g.KVCapacityBlocks
+		members = append(members, m)
 	}
 	added, removed := d.fleet.SetGroup(g.Name, members)
 	for _, r := range added {

@@ -19,6 +19,9 @@ type Replica struct {
 	Group          string // DNS group it came from, "" for static replicas
 	MaxConcurrency int64
 	MaxPending     int64
+	// KVCapacityBlocks is its KV cache size in blocks as the config sets
+	// it; 0 leaves it to what the engine reports.
+	KVCapacityBlocks int
 
 	inFlight atomic.Int64 // requests holding a lease
 	pending  atomic.Int64 // leases still waiting for a response head

@@ -14,6 +14,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 // BenchmarkProxyChat sends small non-streamed chats through the gateway to
@@ -78,9 +79,11 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 // decisionGateway is a gateway routing testModel with cost_model and
 // session affinity over n replicas it never serves or contacts, with the
 // prompts' blocks in its index (every prompt on every 16th replica, the
-// system prompts on every 4th) and varied loads: replica i holds (7i mod
-// 13) leases and a queue of (i mod 5) minutes of prefill. Its engines never
-// report, so candidates carry the gateway's own counts only.
+// system prompts on every 4th, 100 blocks of a prompt of its own on every
+// other, as in a fleet that has served for a while) and varied loads:
+// replica i holds (7i mod 13) leases and a queue of (i mod 5) minutes of
+// prefill. Its engines never report, so candidates carry the gateway's own
+// counts only.
 func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
 	b.Helper()
 	cfg := config.Default()
@@ -111,6 +114,13 @@ func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
 			case i%4 == 0:
 				g.index.Record(r.ID, ex.pred.hashes[:250])
 			}
+		}
+		if i%4 != 0 {
+			own := make([]tokenize.BlockHash, 100)
+			for k := range own {
+				own[k] = tokenize.BlockHash{Hi: uint64(i) + 1, Lo: uint64(k)}
+			}
+			g.index.Record(r.ID, own)
 		}
 		for k := range (7 * i) % 13 {
 			lease, ok := r.TryAcquire()

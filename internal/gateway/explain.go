@@ -100,10 +100,10 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	now := time.Now()
-	pool := g.fleet.Snapshot().ForModel(ex.model)
+	pool := g.routes().model(ex.model).routes
 	all := make([]policy.Candidate, len(pool))
-	for i, rep := range pool {
-		all[i] = g.candidate(rep, now)
+	for i := range pool {
+		g.candidate(&all[i], &pool[i], now)
 	}
 	if ex.pred != nil && len(pool) > 0 {
 		ids := make([]string, len(pool))

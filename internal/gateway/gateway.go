@@ -44,12 +44,11 @@ type Gateway struct {
 	metrics   *metrics
 	draining  atomic.Bool
 
-	tokenizers    map[string]*modelTokenizer // by model; absent: no predictions
-	tokPool       *tokenize.Pool
-	index         *index.Approx
-	groupCapacity map[string]int // DNS group → configured KV capacity of each member; set in New
-	configured    sync.Map       // replica → configured KV capacity in blocks
-	learned       sync.Map       // replica → engine-reported capacity last applied
+	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
+	tokPool    *tokenize.Pool
+	index      *index.Approx
+	learned    sync.Map // replica → engine-reported capacity last applied
+	table      atomic.Pointer[routeTable]
 }
 
 // policySettings are the routing settings of one model.
@@ -86,7 +85,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{},
-		tokenizers: map[string]*modelTokenizer{}, groupCapacity: map[string]int{}}
+		tokenizers: map[string]*modelTokenizer{}}
 	seed := uint64(cfg.Routing.Seed)
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -124,9 +123,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replicas[%d].url: %w", i, err)
 		}
-		static = append(static, fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending)))
+		r := fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending))
+		r.KVCapacityBlocks = rc.KVCapacityBlocks
+		static = append(static, r)
 		if rc.KVCapacityBlocks > 0 {
-			g.configured.Store(rc.ID, rc.KVCapacityBlocks)
 			g.index.SetCapacity(rc.ID, rc.KVCapacityBlocks)
 		}
 	}
@@ -138,10 +138,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("discovery.dns[%d].url: %w", i, err)
 		}
 		groups = append(groups, fleet.DNSGroup{Name: dc.Name, URL: u, Models: dc.Models, Refresh: time.Duration(dc.Refresh),
-			MaxConcurrency: int64(dc.MaxConcurrency), MaxPending: int64(dc.MaxPending)})
-		if dc.KVCapacityBlocks > 0 {
-			g.groupCapacity[dc.Name] = dc.KVCapacityBlocks
-		}
+			MaxConcurrency: int64(dc.MaxConcurrency), MaxPending: int64(dc.MaxPending), KVCapacityBlocks: dc.KVCapacityBlocks})
 	}
 	g.discovery = fleet.NewDiscovery(g.fleet, groups, opts.Resolver, logger)
 
@@ -172,15 +169,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}, nil)
 	g.fleet.Watch(func(added, removed []*fleet.Replica) {
 		for _, r := range added {
-			if c, ok := g.groupCapacity[r.Group]; ok {
-				g.configured.Store(r.ID, c)
-				g.index.SetCapacity(r.ID, c)
+			if r.KVCapacityBlocks > 0 {
+				g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 			}
 		}
 		for _, r := range removed {
 			g.metrics.forget(r.ID)
 			g.index.Forget(r.ID)
-			g.configured.Delete(r.ID)
 			g.learned.Delete(r.ID)
 		}
 	})

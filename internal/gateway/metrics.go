@@ -148,11 +148,32 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 	return m
 }
 
-// decided records a policy's decision that took a lease.
-func (m *metrics) decided(model, policyName, replica string, d policy.Decision, took time.Duration) {
-	m.decisionTime.WithLabelValues(policyName).Observe(took.Seconds())
-	m.decisions.WithLabelValues(model, policyName, replica).Inc()
-	m.estimatedTTFT.WithLabelValues(model, policyName).Observe(d.EstimatedTTFT)
+// decisionSeries are the series every decision for one model updates,
+// looked up once: a labelled lookup hashes its labels every time, and a
+// decision is counted on every request.
+type decisionSeries struct {
+	model, policy string
+	time          prometheus.Observer
+	estimate      prometheus.Observer
+}
+
+func (m *metrics) decisionSeries(model, policyName string) decisionSeries {
+	return decisionSeries{model: model, policy: policyName,
+		time: m.decisionTime.WithLabelValues(policyName), estimate: m.estimatedTTFT.WithLabelValues(model, policyName)}
+}
+
+// decisionsFor is the count of a model's decisions that chose replica.
+func (m *metrics) decisionsFor(s *decisionSeries, replica string) prometheus.Counter {
+	return m.decisions.WithLabelValues(s.model, s.policy, replica)
+}
+
+// decided records a policy's decision that took a lease on a replica,
+// counted in chosen.
+func (m *metrics) decided(s *decisionSeries, chosen prometheus.Counter, d policy.Decision, took time.Duration) {
+	s.time.Observe(took.Seconds())
+	chosen.Inc()
+	s.estimate.Observe(d.EstimatedTTFT)
+	model := s.model
 	for _, gd := range d.Guards {
 		m.guards.WithLabelValues(model, gd).Inc()
 	}

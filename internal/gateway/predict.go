@@ -255,7 +255,7 @@ func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *pred
 // learnCapacity sizes a replica's shadow cache from what its engine
 // reports, unless the config set it. vLLM's null block is not usable.
 func (g *Gateway) learnCapacity(id string) {
-	if _, set := g.configured.Load(id); set {
+	if r := g.fleet.Snapshot().Get(id); r == nil || r.KVCapacityBlocks > 0 {
 		return
 	}
 	smp := g.scraper.Last(id)

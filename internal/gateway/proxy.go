@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -328,34 +329,40 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	start := time.Now()
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
-	pool := g.fleet.Snapshot().ForModel(ex.model)
-	usable := sc.usable[:0]
-	for _, r := range pool {
-		if r.Usable(start) {
-			usable = append(usable, r)
+	mr := g.routes().model(ex.model)
+	pool := mr.routes
+	// Offer the usable replicas with room, those this request has not
+	// tried first.
+	usable := false
+	offered, retried := sc.offered[:0], sc.retried[:0]
+	for i := range pool {
+		rt := &pool[i]
+		if !rt.Usable(start) {
+			continue
+		}
+		usable = true
+		switch {
+		case !rt.HasRoom():
+		case tried[rt.Replica]:
+			retried = append(retried, rt)
+		default:
+			offered = append(offered, rt)
 		}
 	}
-	if len(usable) == 0 {
+	if len(offered) == 0 {
+		offered = append(offered, retried...)
+	}
+	sc.offered, sc.retried = offered, retried
+	if !usable {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	sc.usable = usable
-	offered, cands := sc.offered[:0], sc.cands[:0]
-	for pass := 0; pass < 2 && len(offered) == 0; pass++ {
-		for _, r := range usable {
-			if (pass == 0 && tried[r]) || !r.HasRoom() {
-				continue
-			}
-			offered = append(offered, r)
-		}
-	}
-	sc.offered = offered
-	ids, cached := sc.ids[:0], sc.cached[:0]
+	cands, ids, cached := sc.cands[:0], sc.ids[:0], sc.cached[:0]
 	for len(offered) > 0 {
-		cands = cands[:0]
-		ids = ids[:0]
-		for _, r := range offered {
-			cands = append(cands, g.candidate(r, start))
-			ids = append(ids, r.ID)
+		cands, ids = cands[:0], ids[:0]
+		cands = slices.Grow(cands, len(offered))[:len(offered)]
+		for j, rt := range offered {
+			g.candidate(&cands[j], rt, start)
+			ids = append(ids, rt.ID)
 		}
 		sc.cands, sc.ids = cands, ids
 		if ex.pred != nil {
@@ -369,7 +376,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		i := d.Index
 		if lease, ok := offered[i].TryAcquire(); ok {
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
-			g.metrics.decided(ex.model, ex.policy.Name(), offered[i].ID, d, time.Since(start))
+			g.metrics.decided(&mr.series, offered[i].chosen, d, time.Since(start))
 			return lease, cands[i].Cached, nil, ""
 		}
 		// Lost the race for its last slot: offer the others.
@@ -382,10 +389,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 // allocates nothing once the pool is warm: allocations and the garbage
 // collections they bring are most of a decision's tail at many replicas.
 type decisionScratch struct {
-	usable, offered []*fleet.Replica
-	cands           []policy.Candidate
-	ids             []string
-	cached          []int
+	offered, retried []*route
+	cands            []policy.Candidate
+	ids              []string
+	cached           []int
 }
 
 var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) }}
@@ -393,29 +400,26 @@ var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) 
 // release drops what the slices point at, so a pooled scratch keeps no
 // departed replica alive, and returns it to the pool.
 func (sc *decisionScratch) release() {
-	clear(sc.usable[:cap(sc.usable)])
 	clear(sc.offered[:cap(sc.offered)])
+	clear(sc.retried[:cap(sc.retried)])
 	clear(sc.ids[:cap(sc.ids)])
 	clear(sc.cands[:cap(sc.cands)])
 	decisionScratches.Put(sc)
 }
 
-// candidate is a replica as policies see it: the gateway's own counts
-// always, the engine's while its report is fresh.
-func (g *Gateway) candidate(r *fleet.Replica, now time.Time) policy.Candidate {
-	c := policy.Candidate{ID: r.ID, InFlight: r.InFlight(), Cached: -1, QueuedPrefill: r.QueuedPrefill(now), Running: -1, KVUsage: -1}
-	if rep, ok := g.scraper.Fresh(r.ID, now); ok {
+// candidate fills c with a replica as policies see it: the gateway's own
+// counts always, the engine's while its report is fresh. It writes c in
+// place: a decision fills one per replica, and building each in a local and
+// copying it cost more than the reads.
+func (g *Gateway) candidate(c *policy.Candidate, rt *route, now time.Time) {
+	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.ID, rt.InFlight(), -1, rt.QueuedPrefill(now)
+	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.KVCapacityBlocks
+	if rep, ok := g.report(rt, now); ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
 		if rep.CapacityBlocks > 1 {
 			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
 		}
 	}
-	if c.KVCapacityBlocks == 0 {
-		if v, ok := g.configured.Load(r.ID); ok {
-			c.KVCapacityBlocks = v.(int)
-		}
-	}
-	return c
 }
 
 // attempt sends the request to the leased replica and waits for the

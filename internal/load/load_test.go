@@ -686,3 +686,63 @@ func TestParseAgreesWithLibrary(t *testing.T) {
 		}
 	}
 }
+
+// TestScraperFeeds: a feed taken before a replica's first scrape is the one
+// its scrapes fill; when the replica stops being a target its feed retires
+// and gets nothing more; when it comes back it gets a new feed; and a
+// feed's Fresh goes stale MaxAge after the scrape was sent.
+func TestScraperFeeds(t *testing.T) {
+	eng := startEngine(t, serveGood)
+	var listed atomic.Bool
+	listed.Store(true)
+	targets := func() []Target {
+		if !listed.Load() {
+			return nil
+		}
+		return []Target{{ID: "e", URL: mustURL(eng.srv.URL)}}
+	}
+	sc := NewScraper(ScrapeConfig{Interval: 5 * time.Millisecond, Timeout: 10 * time.Second, MaxAge: time.Hour},
+		&http.Client{}, targets, nil, nil, nil)
+	first := sc.Feed("e")
+	if first.Last() != nil || first.Retired() {
+		t.Fatal("a new feed has a sample or is retired")
+	}
+	if _, ok := first.Fresh(time.Now()); ok {
+		t.Fatal("an empty feed is fresh")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitForReport(t, sc, "e", func(*Report) bool { return true })
+	smp := first.Last()
+	if smp == nil || smp != sc.Last("e") {
+		t.Fatal("the scrapes did not fill the feed taken before them")
+	}
+	if rep, ok := first.Fresh(smp.At.Add(time.Hour)); !ok || rep != smp.Report {
+		t.Error("a report is not fresh MaxAge after its scrape was sent")
+	}
+	if _, ok := first.Fresh(smp.At.Add(time.Hour + 1)); ok {
+		t.Error("a report is fresh past MaxAge")
+	}
+	if sc.Feed("e") != first {
+		t.Error("a scraped replica's feed changed")
+	}
+
+	listed.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for !first.Retired() {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed of a replica that left the targets did not retire")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if sc.Last("e") != nil {
+		t.Error("the scraper still reports a replica that left the targets")
+	}
+	listed.Store(true)
+	waitForReport(t, sc, "e", func(*Report) bool { return true })
+	if again := sc.Feed("e"); again == first || again.Retired() || again.Last() == nil {
+		t.Error("a replica that came back did not get a new, filled feed")
+	}
+}

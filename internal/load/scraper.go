@@ -47,9 +47,36 @@ type Sample struct {
 	At time.Time
 }
 
+// A Feed is where the scraper leaves a replica's latest sample. Routing
+// reads every candidate's report on every decision, so it keeps each
+// replica's Feed instead of looking the replica up by ID each time.
+type Feed struct {
+	last    atomic.Pointer[Sample]
+	retired atomic.Bool // the replica stopped being a target: nothing more arrives
+	maxAge  time.Duration
+}
+
+// Last returns the latest sample whatever its age, or nil.
+func (f *Feed) Last() *Sample { return f.last.Load() }
+
+// Fresh returns the latest report if its scrape was sent no more than
+// MaxAge before now.
+func (f *Feed) Fresh(now time.Time) (*Report, bool) {
+	smp := f.last.Load()
+	if smp == nil || now.Sub(smp.At) > f.maxAge {
+		return nil, false
+	}
+	return smp.Report, true
+}
+
+// Retired reports whether the scraper has forgotten the feed's replica
+// (it stopped being a target): the feed gets nothing more, and a replica
+// of the same ID that returns gets a new one.
+func (f *Feed) Retired() bool { return f.retired.Load() }
+
 // replicaState is what the scraper keeps per replica.
 type replicaState struct {
-	last     atomic.Pointer[Sample]
+	feed     Feed
 	busy     atomic.Bool // a scrape is in flight
 	failing  bool        // last scrape failed; owned by the scraping goroutine
 	previous *Report     // last good report; owned by the scraping goroutine
@@ -120,6 +147,7 @@ func (s *Scraper) state(id string) *replicaState {
 	st, ok := s.states[id]
 	if !ok {
 		st = &replicaState{}
+		st.feed.maxAge = s.cfg.MaxAge
 		s.states[id] = st
 	}
 	return st
@@ -129,8 +157,9 @@ func (s *Scraper) state(id string) *replicaState {
 func (s *Scraper) prune(live map[string]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for id := range s.states {
+	for id, st := range s.states {
 		if !live[id] {
+			st.feed.retired.Store(true)
 			delete(s.states, id)
 		}
 	}
@@ -163,7 +192,7 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 		}
 	}
 	st.previous = rep
-	st.last.Store(&Sample{Report: rep, At: sent})
+	st.feed.last.Store(&Sample{Report: rep, At: sent})
 }
 
 // What is logged, once per replica, when its scrapes start failing and when
@@ -221,11 +250,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // Fresh returns a replica's latest report if its scrape was sent no more
 // than MaxAge before now.
 func (s *Scraper) Fresh(id string, now time.Time) (*Report, bool) {
-	smp := s.Last(id)
-	if smp == nil || now.Sub(smp.At) > s.cfg.MaxAge {
+	s.mu.Lock()
+	st, ok := s.states[id]
+	s.mu.Unlock()
+	if !ok {
 		return nil, false
 	}
-	return smp.Report, true
+	return st.feed.Fresh(now)
 }
 
 // Last returns a replica's latest report whatever its age, or nil.
@@ -236,5 +267,10 @@ func (s *Scraper) Last(id string) *Sample {
 	if !ok {
 		return nil
 	}
-	return st.last.Load()
+	return st.feed.Last()
 }
+
+// Feed returns the feed of the replica named id, which the scraper fills
+// while the replica is one of its targets. A replica it does not scrape yet
+// gets a feed that its first scrape fills.
+func (s *Scraper) Feed(id string) *Feed { return &s.state(id).feed }

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
+)
+
+// routeTable is the fleet as decisions read it: each model's replicas in
+// fleet order, each with its engine's load feed, and the series decisions
+// update. A decision reads every candidate's engine report, so the table
+// keeps the feeds and series at hand instead of looking each replica up by
+// ID. It is built for one fleet snapshot and rebuilt when membership
+// changes.
+type routeTable struct {
+	snap   *fleet.Snapshot
+	models map[string]*modelRoutes
+}
+
+// modelRoutes are the replicas serving a model, in fleet order.
+type modelRoutes struct {
+	routes []route
+	series decisionSeries
+}
+
+// route is a replica as a decision for one model reads it.
+type route struct {
+	*fleet.Replica
+	feed   *load.Feed
+	chosen prometheus.Counter // the model's decisions that chose it
+}
+
+// routes returns the table of the fleet's current snapshot.
+func (g *Gateway) routes() *routeTable {
+	snap := g.fleet.Snapshot()
+	if t := g.table.Load(); t != nil && t.snap == snap {
+		return t
+	}
+	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(g.policies))}
+	for model, p := range g.policies {
+		pool := snap.ForModel(model)
+		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name())}
+		for i, r := range pool {
+			mr.routes[i] = route{r, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID)}
+		}
+		t.models[model] = mr
+	}
+	g.table.Store(t)
+	return t
+}
+
+// model returns the routes of a model, none for a model the gateway does
+// not route.
+func (t *routeTable) model(name string) *modelRoutes {
+	if mr := t.models[name]; mr != nil {
+		return mr
+	}
+	return &modelRoutes{}
+}
+
+// report returns the replica's engine report while it is fresh.
+func (g *Gateway) report(rt *route, now time.Time) (*load.Report, bool) {
+	if rt.feed.Retired() {
+		// The scraper forgot the replica between our snapshot and its own
+		// (it left and came back): its reports now arrive in a new feed.
+		g.table.Store(nil)
+		return g.scraper.Feed(rt.ID).Fresh(now)
+	}
+	return rt.feed.Fresh(now)
+}

@@ -1,0 +1,91 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// TestRouteTableFollowsTheFleet: decisions read replicas through a table
+// built per fleet snapshot. It lists a model's replicas in fleet order with
+// the scraper's feed of each, through which candidates see their engines'
+// reports; it is rebuilt when members join and leave; and a feed the
+// scraper retired under it gives way to the replica's live one.
+func TestRouteTableFollowsTheFleet(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	_, port, _ := net.SplitHostPort(sims[1].Addr())
+	res := &fakeResolver{}
+	res.set("127.0.0.1")
+	cfg := testConfig(t, sims[:1])
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Options{Resolver: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := net.Listen("tcp", "127.0.0.1:0")
+	admin, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = g.Serve(ctx, client, admin); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	ids := func() []string {
+		var out []string
+		for _, rt := range g.routes().model(testModel).routes {
+			if rt.feed != g.scraper.Feed(rt.ID) {
+				t.Errorf("%s is routed with a feed the scraper does not fill", rt.ID)
+			}
+			out = append(out, rt.ID)
+		}
+		return out
+	}
+	first := fleet.MemberID("pool", "127.0.0.1", port)
+	second := fleet.MemberID("pool", "127.0.0.2", port)
+	waitFor(t, "the first member", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", first}) })
+	// Both answer scrapes: their candidates carry their engines' reports.
+	waitFor(t, "both engines' reports", 2*time.Second, func() bool {
+		for _, rt := range g.routes().model(testModel).routes {
+			var c policy.Candidate
+			g.candidate(&c, &rt, time.Now())
+			if c.Running < 0 || c.KVUsage < 0 || c.KVCapacityBlocks <= 0 {
+				return false
+			}
+		}
+		return true
+	})
+	before := g.routes()
+	res.set("127.0.0.1", "127.0.0.2")
+	waitFor(t, "the second member", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", first, second}) })
+	if g.routes() == before {
+		t.Error("a member joined and the table stayed")
+	}
+	res.set("127.0.0.2")
+	waitFor(t, "the first member to leave", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", second}) })
+
+	// A feed the scraper retired (its replica left its targets and came
+	// back before the table was rebuilt) is replaced by the live one, and
+	// the table is dropped so the next decision builds a new one.
+	ghost := g.scraper.Feed("ghost")
+	waitFor(t, "the scraper to retire a feed nobody scrapes", 2*time.Second, ghost.Retired)
+	rt := g.routes().model(testModel).routes[0]
+	rt.feed = ghost
+	rep, ok := g.report(&rt, time.Now())
+	if live, fresh := g.scraper.Feed("sim-1").Fresh(time.Now()); !ok || !fresh || rep == nil {
+		t.Errorf("a retired feed hid sim-1's fresh report (got %v, %v)", rep, ok)
+	} else if rep != live && rep.Running != live.Running {
+		t.Errorf("a retired feed gave %+v, sim-1's live report is %+v", rep, live)
+	}
+	if g.table.Load() != nil {
+		t.Error("a retired feed left the table in place")
+	}
+}
