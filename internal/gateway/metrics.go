@@ -148,18 +148,28 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 	return m
 }
 
-// decisionSeries are the series every decision for one model updates,
-// looked up once: a labelled lookup hashes its labels every time, and a
-// decision is counted on every request.
+// decisionSeries are the series decisions for one model update, looked up
+// once: a labelled lookup hashes its labels every time, and every request
+// is decided.
 type decisionSeries struct {
 	model, policy string
 	time          prometheus.Observer
 	estimate      prometheus.Observer
+	guards        map[string]prometheus.Counter // by guard, for the policies' guards
+	steered       map[string]prometheus.Counter // by reason, for the policies' reasons
 }
 
 func (m *metrics) decisionSeries(model, policyName string) decisionSeries {
-	return decisionSeries{model: model, policy: policyName,
-		time: m.decisionTime.WithLabelValues(policyName), estimate: m.estimatedTTFT.WithLabelValues(model, policyName)}
+	s := decisionSeries{model: model, policy: policyName,
+		time: m.decisionTime.WithLabelValues(policyName), estimate: m.estimatedTTFT.WithLabelValues(model, policyName),
+		guards: map[string]prometheus.Counter{}, steered: map[string]prometheus.Counter{}}
+	for _, gd := range []string{policy.GuardBoundedLoad, policy.GuardKVPressure, policy.GuardKVWaived} {
+		s.guards[gd] = m.guards.WithLabelValues(model, gd)
+	}
+	for _, why := range []string{policy.SteerSession, policy.SteerHotPrefix, policy.SteerNoPrefix} {
+		s.steered[why] = m.steered.WithLabelValues(model, why)
+	}
+	return s
 }
 
 // decisionsFor is the count of a model's decisions that chose replica.
@@ -173,12 +183,19 @@ func (m *metrics) decided(s *decisionSeries, chosen prometheus.Counter, d policy
 	s.time.Observe(took.Seconds())
 	chosen.Inc()
 	s.estimate.Observe(d.EstimatedTTFT)
-	model := s.model
 	for _, gd := range d.Guards {
-		m.guards.WithLabelValues(model, gd).Inc()
+		if c, ok := s.guards[gd]; ok {
+			c.Inc()
+		} else {
+			m.guards.WithLabelValues(s.model, gd).Inc()
+		}
 	}
 	if d.Steered != "" {
-		m.steered.WithLabelValues(model, d.Steered).Inc()
+		if c, ok := s.steered[d.Steered]; ok {
+			c.Inc()
+		} else {
+			m.steered.WithLabelValues(s.model, d.Steered).Inc()
+		}
 	}
 }
 
