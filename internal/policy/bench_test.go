@@ -130,3 +130,48 @@ func BenchmarkSharedPolicy(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCostModelHotPrefixes mirrors the gateway's decision at 64
+// replicas (BenchmarkGatewayDecision in internal/gateway): 8,000-token
+// prompts of 500 blocks of 16, candidates carrying the gateway's own counts
+// only (no engine reports, minutes of queued prefill) and every root prefix
+// hot, with session affinity on (most choices go back to the
+// conversation's replica) and off (every choice ranks the hot prefix's
+// owners and prices every candidate). The clock moves 100 µs per decision,
+// and a warm-up of three windows settles each root at 17 to 63 owners,
+// which takes ranking the candidates; the window is 1 s rather than 10 s
+// so that the warm-up is short (the rate a demand settles at does not
+// depend on it).
+func BenchmarkCostModelHotPrefixes(b *testing.B) {
+	for _, sessions := range []bool{true, false} {
+		b.Run(fmt.Sprint("sessions=", sessions), func(b *testing.B) {
+			clk := newFakeClock()
+			s := clk.settings()
+			s.SessionAffinity = sessions
+			s.HotPrefix.Window = time.Second
+			p, _ := NewWith(CostModel, s)
+			reqs := benchPrompts(b, 64)
+			cands := benchCandidates(b, 64)
+			for i := range cands {
+				cands[i].Running, cands[i].KVUsage, cands[i].QueuedPrefill = -1, -1, float64(i%5)*60
+			}
+			const step = 100 * time.Microsecond
+			i := 0
+			for ; time.Duration(i)*step < 3*s.HotPrefix.Window; i++ {
+				p.Pick(reqs[i%len(reqs)], cands)
+				clk.add(step)
+			}
+			if e := p.Explain(reqs[i%len(reqs)], cands); e.HotOwners <= 16 || e.HotOwners >= len(cands) {
+				b.Fatalf("%d hot prefix owners, want a ranking", e.HotOwners)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if d := p.Pick(reqs[i%len(reqs)], cands); d.Index < 0 {
+					b.Fatal("no choice")
+				}
+				clk.add(step)
+				i++
+			}
+		})
+	}
+}

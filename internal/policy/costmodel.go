@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"cmp"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -44,18 +46,25 @@ type costModel struct {
 	src      *source
 	hot      *sketch   // nil when hot prefix replication is off
 	sessions *sessions // nil without session affinity
-	slots    []slot    // Pick's scratch
-	order    []int     // Pick's scratch for choosing owners
+	slots    []slot    // decide's scratch
+	order    []int     // decide's scratch for choosing owners
 }
 
 // slot is a candidate's state during one decision.
 type slot struct {
 	cached int    // its prediction, clamped to the prompt
 	priced int    // the cached tokens it is priced with: cached, or an owner's credit
+	blocks int    // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
 	owner  bool   // a hot prefix owner
 	rank   uint64 // how it ranks for ownership: holding the root, then rendezvous weight
 	aside  string // the guard that set it aside, "" if allowed
 	est    Estimate
+
+	// The candidate's ID and its idKey, kept across Pick's decisions (the
+	// gateway offers the same replicas in the same order); idKey 0 means
+	// unknown.
+	id    string
+	idKey uint64
 }
 
 // Demand is counted for the root prefix and for deeper prefixes of the
@@ -109,12 +118,9 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	now := p.s.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cap(p.slots) < len(cands) {
-		p.slots = make([]slot, len(cands))
-		p.order = make([]int, len(cands))
-	}
+	sl, order := p.scratch(len(cands))
 	var h hotView
-	d := p.decide(req, cands, p.slots[:len(cands)], p.order[:len(cands)], p.src.r, now, &h)
+	d := p.decide(req, cands, sl, order, p.src.r, now, &h, false)
 	if h.rooted {
 		p.countDemand(req, &h, d.PrefillSecs, now)
 	}
@@ -126,14 +132,15 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 
 func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	now := p.s.Now()
-	sl := make([]slot, len(cands))
-	order := make([]int, len(cands))
+	// Allocated before taking the lock; the decision is filled in below.
+	ex := newExplanation(CostModel, req, cands, Decision{})
 	var h hotView
 	p.mu.Lock()
-	d := p.decide(req, cands, sl, order, p.src.peek(), now, &h)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	sl, order := p.scratch(len(cands))
+	d := p.decide(req, cands, sl, order, p.src.peek(), now, &h, true)
 
-	ex := newExplanation(CostModel, req, cands, d)
+	ex.Decision, ex.Winner = d, cands[d.Index].ID
 	ex.HotDemand, ex.HotOwners, ex.HotCreditTokens = h.demand, h.owners, h.credit
 	for i := range cands {
 		r := &ex.Replicas[i]
@@ -147,19 +154,36 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	return ex
 }
 
+// scratch returns the slots and order decide works in for n candidates,
+// kept between calls. Guarded by mu.
+func (p *costModel) scratch(n int) ([]slot, []int) {
+	if cap(p.slots) < n {
+		p.slots = make([]slot, n)
+		p.order = make([]int, n)
+	}
+	return p.slots[:n], p.order[:n]
+}
+
 // decide makes the decision in sl's and order's space (one slot and one int
 // per candidate), drawing ties from r, and reports the hot prefix step in h.
 // It reads the sketch and the session table and changes nothing.
-func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []int, r *rand.Rand, now time.Time, h *hotView) Decision {
+//
+// When the session decides, the hot prefix's owners and the candidates'
+// estimates do not change the decision, so they are worked out only to
+// explain it: otherwise the slots' priced, owner and est and h's demand,
+// owners and credit are left as they were.
+func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []int, r *rand.Rand, now time.Time, h *hotView, explain bool) Decision {
+	var inFlight int64 // the candidates' total, for bounded load
 	for i := range cands {
+		// Only the fields read before they are set; the others (blocks,
+		// rank, est, and the ID cache) are left as they are.
 		c := cachedTokens(req, &cands[i])
-		sl[i] = slot{cached: c, priced: c}
+		s := &sl[i]
+		s.cached, s.priced, s.owner, s.aside = c, c, false, ""
+		inFlight += max(cands[i].InFlight, 0)
 	}
-	p.hotPrefix(req, cands, sl, order, now, h)
-	for i := range cands {
-		sl[i].est = p.s.Cost.estimate(req, &cands[i], sl[i].priced)
-	}
-	d := Decision{Index: -1, Guards: p.guard(req, cands, sl)}
+	p.hotDepths(req, sl, h)
+	d := Decision{Index: -1, Guards: p.guard(req, cands, sl, inFlight)}
 	if p.sessions != nil && req.Session != "" {
 		if id, ok := p.sessions.peek(req.Session); ok {
 			for i := range cands {
@@ -169,6 +193,12 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []i
 				}
 			}
 		}
+	}
+	if d.Index < 0 || explain {
+		if h.rooted {
+			p.hotOwners(req, cands, sl, order, now, h)
+		}
+		p.price(req, cands, sl)
 	}
 	if d.Index < 0 {
 		d.Index = cheapest(cands, sl, r)
@@ -186,9 +216,23 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []i
 	return d
 }
 
-// hotPrefix finds the prompt's root prefix and, when it is hot, its owners
-// and their credit, raising their priced cached tokens.
-func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order []int, now time.Time, h *hotView) {
+// price sets every slot's estimate at its priced tokens, working out the
+// prefill once for each run of candidates priced alike.
+func (p *costModel) price(req *Request, cands []Candidate, sl []slot) {
+	cost := &p.s.Cost
+	priced, prefill := -1, 0.0 // priced is never negative
+	for i := range cands {
+		s := &sl[i]
+		if s.priced != priced {
+			priced, prefill = s.priced, cost.prefill(req, s.priced)
+		}
+		s.est = cost.withPrefill(&cands[i], prefill)
+	}
+}
+
+// hotDepths finds the prompt's root prefix and the depths candidates hold,
+// setting the slots' blocks.
+func (p *costModel) hotDepths(req *Request, sl []slot, h *hotView) {
 	*h = hotView{}
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
 	if p.hot == nil || bs <= 0 || len(req.Blocks) < root {
@@ -196,12 +240,34 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 	}
 	h.rooted = true
 	h.root = req.Blocks[root-1].key()
+	// A shift when the block size allows, as it usually does: cached is
+	// never negative, so it divides exactly as / does.
+	shift := -1
+	if bs&(bs-1) == 0 {
+		shift = bits.TrailingZeros(uint(bs))
+	}
+	added := -1 // the last depth added: candidates often hold the same
 	for i := range sl {
-		if d := min(sl[i].cached/bs, len(req.Blocks)); d > root {
+		s := &sl[i]
+		if shift >= 0 {
+			s.blocks = min(s.cached>>shift, len(req.Blocks))
+		} else {
+			s.blocks = min(s.cached/bs, len(req.Blocks))
+		}
+		if d := s.blocks; d > root && d != added {
 			h.addDepth(d)
+			added = d
 		}
 	}
-	h.demand = p.hot.rate(h.root, now)
+}
+
+// hotOwners finds, once hotDepths has found the prompt's root prefix,
+// whether it is hot and then its owners and their credit, raising their
+// priced cached tokens.
+func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, order []int, now time.Time, h *hotView) {
+	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
+	t := p.hot.ticks(now)
+	h.demand = p.hot.rateAt(h.root, t)
 	u := p.s.HotPrefix.Utilization
 	if h.demand <= u {
 		return
@@ -214,7 +280,7 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
-		deepest = max(deepest, min(sl[o].cached/bs, len(req.Blocks)))
+		deepest = max(deepest, sl[o].blocks)
 	}
 	// The longest prefix an owner holds that is hot itself, among those
 	// counted.
@@ -222,7 +288,7 @@ func (p *costModel) hotPrefix(req *Request, cands []Candidate, sl []slot, order 
 	if deepest >= root {
 		credit = root // hot, as its demand says
 	}
-	hot := func(d int) bool { return p.hot.rate(req.Blocks[d-1].key(), now) > u }
+	hot := func(d int) bool { return p.hot.rateAt(req.Blocks[d-1].key(), t) > u }
 	for j := h.ndepths - 1; j >= 0; j-- {
 		if d := h.depths[j]; d <= deepest && d > credit && hot(d) {
 			credit = d
@@ -253,48 +319,75 @@ func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []i
 		}
 		return owners
 	}
+	var buckets rankBuckets
 	for i := range cands {
-		// Holding comes first, then the weight (less its lowest bit).
-		sl[i].rank = rendezvous(root, cands[i].ID) >> 1
-		if sl[i].cached >= held {
-			sl[i].rank |= 1 << 63
+		s := &sl[i]
+		if s.idKey == 0 || s.id != cands[i].ID {
+			s.id, s.idKey = cands[i].ID, idKey(cands[i].ID)
 		}
+		// Holding comes first, then the weight, rendezvous(root, ID), less
+		// its lowest bit.
+		s.rank = mix64(root^s.idKey) >> 1
+		if s.cached >= held {
+			s.rank |= 1 << 63
+		}
+		buckets[s.rank>>rankBucketShift]++
 	}
-	if k <= 16 || len(cands) > maxRankedOnStack {
+	if k <= 16 {
 		return topOwners(sl, order, k)
 	}
-	// Many owners: the k-th highest rank, found by sorting the ranks as
-	// plain numbers, splits owners from the rest in one pass; among
-	// candidates of exactly that rank the first ones win.
-	var buf [maxRankedOnStack]uint64
-	ranks := buf[:len(cands)]
-	for i := range ranks {
-		ranks[i] = sl[i].rank
-	}
-	slices.Sort(ranks)
-	cut := ranks[len(ranks)-k]
-	atCut := k // how many candidates of rank cut are owners
+	// Many owners: the k-th highest rank splits owners from the rest in
+	// one pass; among candidates of exactly that rank the first ones win.
+	cut, atCut := kthRank(sl, &buckets, order, k)
+	owners := order[:len(sl)]
+	n := 0
 	for i := range sl {
-		if sl[i].rank > cut {
+		r := sl[i].rank
+		owner := r > cut
+		if r == cut && atCut > 0 {
+			owner = true
 			atCut--
 		}
-	}
-	owners := order[:0]
-	for i := range sl {
-		switch r := sl[i].rank; {
-		case r > cut:
-			owners = append(owners, i)
-		case r == cut && atCut > 0:
-			owners = append(owners, i)
-			atCut--
+		owners[n] = i // kept only if an owner: no branch to mispredict
+		if owner {
+			n++
 		}
 	}
-	return owners
+	return owners[:n]
 }
 
-// maxRankedOnStack is the most candidates chooseOwners ranks by sorting
-// without allocating; more fall back to insertion.
-const maxRankedOnStack = 512
+// rankBuckets counts ranks by their top bits: rank>>rankBucketShift.
+type rankBuckets [64]int32
+
+const rankBucketShift = 64 - 6
+
+// kthRank returns the k-th highest rank in sl (0 < k <= len(sl)) and how
+// many candidates of exactly that rank are among the k highest, given the
+// ranks' buckets and using order as scratch. It sorts only the bucket the
+// k-th falls in, usually a rank or two, where sorting them all took most
+// of chooseOwners' time.
+func kthRank(sl []slot, buckets *rankBuckets, order []int, k int) (cut uint64, atCut int) {
+	b, above := len(buckets)-1, 0 // above: ranks in buckets above b
+	for above+int(buckets[b]) < k {
+		above += int(buckets[b])
+		b--
+	}
+	in := order[:0]
+	for i := range sl {
+		if sl[i].rank>>rankBucketShift == uint64(b) {
+			in = append(in, i)
+		}
+	}
+	// The cut is the want-th highest rank in the bucket.
+	slices.SortFunc(in, func(x, y int) int { return cmp.Compare(sl[y].rank, sl[x].rank) })
+	want := k - above
+	cut = sl[in[want-1]].rank
+	atCut = 1
+	for j := want - 2; j >= 0 && sl[in[j]].rank == cut; j-- {
+		atCut++
+	}
+	return cut, atCut
+}
 
 // topOwners keeps the k best ranks of sl by insertion, n·k steps: fewer
 // than sorting for the few owners a prefix usually has.
@@ -318,29 +411,29 @@ func topOwners(sl []slot, order []int, k int) []int {
 }
 
 // countDemand counts secs of prefill for the prompt's root prefix and the
-// deeper prefixes hotPrefix looks up.
+// deeper prefixes hotOwners looks up.
 func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time.Time) {
-	root := p.s.HotPrefix.Blocks
-	p.hot.add(h.root, secs, now)
+	q := nanos(secs)
+	if q == 0 {
+		return
+	}
+	root, t := p.s.HotPrefix.Blocks, p.hot.ticks(now)
+	p.hot.addAt(h.root, q, t)
 	for d := hotStride; d <= len(req.Blocks); d += hotStride {
 		if d != root {
-			p.hot.add(req.Blocks[d-1].key(), secs, now)
+			p.hot.addAt(req.Blocks[d-1].key(), q, t)
 		}
 	}
 	for _, d := range h.depths[:h.ndepths] {
 		if d%hotStride != 0 {
-			p.hot.add(req.Blocks[d-1].key(), secs, now)
+			p.hot.addAt(req.Blocks[d-1].key(), q, t)
 		}
 	}
 }
 
-// guard applies the load guards, marking the slots they set aside, and
-// names the guards that acted.
-func (p *costModel) guard(req *Request, cands []Candidate, sl []slot) []string {
-	var total int64
-	for i := range cands {
-		total += max(cands[i].InFlight, 0)
-	}
+// guard applies the load guards, given the candidates' total in flight,
+// marking the slots they set aside, and names the guards that acted.
+func (p *costModel) guard(req *Request, cands []Candidate, sl []slot, total int64) []string {
 	limit := boundedLoadCap(total, len(cands), p.s.Epsilon)
 	bounded := false
 	open, pressured := 0, 0

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -550,6 +551,59 @@ func TestChooseOwners(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("owners %v, want %v", got, want)
+		}
+	})
+}
+
+// TestChooseOwnersReusingSlots checks owner selection as Pick runs it, on
+// slots kept from earlier calls (with their cached ID keys) for other
+// candidate lists, up to many candidates, against sorting every candidate
+// by (holds the root, weight, position).
+func TestChooseOwnersReusingSlots(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var sl []slot
+		var order []int
+		for range rapid.IntRange(1, 4).Draw(t, "calls") {
+			n := rapid.SampledFrom([]int{1, 2, 17, 40, 64, 300, 600}).Draw(t, "n")
+			k := rapid.IntRange(1, n).Draw(t, "k")
+			root := rapid.Uint64().Draw(t, "root")
+			ids := rapid.IntRange(1, 2*n).Draw(t, "distinct_ids") // fewer than n make ties
+			cands := make([]Candidate, n)
+			if cap(sl) < n {
+				sl, order = make([]slot, n), make([]int, n)
+			}
+			sl, order = sl[:n], order[:n]
+			for i := range cands {
+				cands[i].ID = fmt.Sprint("r", rapid.IntRange(0, ids-1).Draw(t, "id"))
+				sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
+			}
+			got := slices.Clone(chooseOwners(root, 64, cands, sl, order, k))
+			want := make([]int, n)
+			for i := range want {
+				want[i] = i
+			}
+			key := func(i int) uint64 {
+				w := rendezvous(root, cands[i].ID) >> 1
+				if sl[i].cached >= 64 {
+					w |= 1 << 63
+				}
+				return w
+			}
+			slices.SortStableFunc(want, func(a, b int) int {
+				switch ka, kb := key(a), key(b); {
+				case ka > kb:
+					return -1
+				case ka < kb:
+					return 1
+				}
+				return 0
+			})
+			want = want[:k]
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("owners %v, want %v", got, want)
+			}
 		}
 	})
 }

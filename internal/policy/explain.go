@@ -98,9 +98,20 @@ func (c CostParams) queue(cand *Candidate) float64 {
 // estimate prices the request on the candidate as if it held cached of the
 // prompt's tokens.
 func (c CostParams) estimate(req *Request, cand *Candidate, cached int) Estimate {
+	return c.withPrefill(cand, c.prefill(req, cached))
+}
+
+// prefill is estimate's P, which depends on the candidate only through
+// cached.
+func (c CostParams) prefill(req *Request, cached int) float64 {
 	prompt := max(req.PromptTokens, 0)
 	cached = min(max(cached, 0), prompt)
-	e := Estimate{QueueSecs: c.queue(cand), PrefillSecs: c.Prefill(prompt-cached, cached)}
+	return c.Prefill(prompt-cached, cached)
+}
+
+// withPrefill is estimate given its P.
+func (c CostParams) withPrefill(cand *Candidate, prefill float64) Estimate {
+	e := Estimate{QueueSecs: c.queue(cand), PrefillSecs: prefill}
 	e.TTFTSecs = e.QueueSecs + e.PrefillSecs + e.TierSecs
 	return e
 }

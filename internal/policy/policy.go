@@ -347,4 +347,8 @@ func idHash(id string) uint64 {
 // rendezvous is the weight of replica id for key in highest random weight
 // hashing. It depends on nothing but its arguments, so every gateway (and
 // every restart) agrees on it.
-func rendezvous(key uint64, id string) uint64 { return mix64(key ^ mix64(idHash(id))) }
+func rendezvous(key uint64, id string) uint64 { return mix64(key ^ idKey(id)) }
+
+// idKey is the part of rendezvous that depends on id alone, for callers
+// that keep it.
+func idKey(id string) uint64 { return mix64(idHash(id)) }

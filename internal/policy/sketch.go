@@ -67,25 +67,38 @@ func (c counter) at(t int64) uint64 { return decayed(c.v, t-c.t) }
 
 // add counts secs of prefill for key at now.
 func (s *sketch) add(key uint64, secs float64, now time.Time) {
-	q := nanos(secs)
-	if q == 0 {
-		return
+	if q := nanos(secs); q > 0 {
+		s.addAt(key, q, s.ticks(now))
 	}
-	t := s.ticks(now)
+}
+
+// addAt counts q > 0 nanoseconds of prefill for key at tick t: add with
+// the conversions done once for the many keys of a decision.
+func (s *sketch) addAt(key, q uint64, t int64) {
 	for r := range s.rows {
-		c := &s.rows[r][column(key, r)]
-		v := c.at(t)
-		c.v, c.t = v+q, t
-		if c.v < v { // saturate rather than wrap
-			c.v = math.MaxUint64
-		}
+		s.rows[r][column(key, r)].add(q, t)
+	}
+}
+
+// add counts q nanoseconds of prefill at tick t (never before its last
+// update).
+func (c *counter) add(q uint64, t int64) {
+	v := c.v
+	if c.t != t { // usually it was updated in this tick already
+		v = c.at(t)
+	}
+	c.v, c.t = v+q, t
+	if c.v < v { // saturate rather than wrap
+		c.v = math.MaxUint64
 	}
 }
 
 // count is key's decayed total at now in nanoseconds of prefill, never
 // below the true one.
-func (s *sketch) count(key uint64, now time.Time) uint64 {
-	t := s.ticks(now)
+func (s *sketch) count(key uint64, now time.Time) uint64 { return s.countAt(key, s.ticks(now)) }
+
+// countAt is count at tick t.
+func (s *sketch) countAt(key uint64, t int64) uint64 {
 	least := uint64(math.MaxUint64)
 	for r := range s.rows {
 		least = min(least, s.rows[r][column(key, r)].at(t))
@@ -94,8 +107,11 @@ func (s *sketch) count(key uint64, now time.Time) uint64 {
 }
 
 // rate is key's prefill demand at now in seconds of prefill per second.
-func (s *sketch) rate(key uint64, now time.Time) float64 {
-	return float64(s.count(key, now)) / 1e9 / s.span
+func (s *sketch) rate(key uint64, now time.Time) float64 { return s.rateAt(key, s.ticks(now)) }
+
+// rateAt is rate at tick t.
+func (s *sketch) rateAt(key uint64, t int64) float64 {
+	return float64(s.countAt(key, t)) / 1e9 / s.span
 }
 
 // column is key's column in row r.
