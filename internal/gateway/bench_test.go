@@ -76,15 +76,15 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 	return out
 }
 
-// decisionGateway is a gateway routing testModel with cost_model and
-// session affinity over n replicas it never serves or contacts, with the
-// prompts' blocks in its index (every prompt on every 16th replica, the
-// system prompts on every 4th, 100 blocks of a prompt of its own on every
-// other, as in a fleet that has served for a while) and varied loads:
-// replica i holds (7i mod 13) leases and a queue of (i mod 5) minutes of
-// prefill. Its engines never report, so candidates carry the gateway's own
+// decisionGateway is a gateway routing testModel with cost_model (and
+// session affinity when sessions is set) over n replicas it never serves
+// or contacts, with the prompts' blocks in its index (every prompt on
+// every 16th replica, the system prompts on every 4th, 100 blocks of a
+// prompt of its own on every other, as in a fleet that has served for a
+// while) and varied loads: replica i holds (7i mod 13) leases and a queue
+// of (i mod 5) minutes of prefill. Its engines never report, so candidates carry the gateway's own
 // counts only.
-func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
+func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange) {
 	b.Helper()
 	cfg := config.Default()
 	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim", Policy: policy.CostModel}}
@@ -92,7 +92,7 @@ func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
 		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("replica-%03d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", 20000+i),
 			Models: []string{testModel}, MaxConcurrency: 256, MaxPending: 64})
 	}
-	cfg.Routing.SessionAffinity = true
+	cfg.Routing.SessionAffinity = sessions
 	cfg.Routing.Seed = 1
 	cfg.Index.DefaultCapacityBlocks = 1 << 15 // 64 prompts' own blocks and the system prompts fit
 	if err := cfg.Validate(); err != nil {
@@ -150,37 +150,46 @@ func decisionGateway(b *testing.B, n int) (*Gateway, []*exchange) {
 // 8, 64 and 256 replicas: Gateway.choose, which reads the fleet, builds
 // every candidate, looks all of them up in the KV index (500 block hashes
 // each, finding real prefixes on a quarter of them), runs the policy's Pick
-// with hot prefixes and sessions in play, takes a lease, queues the
-// prefill and records the decision's metrics. Releasing the lease is left
-// out of the timing. mean-ns/op and p99-ns/op are over single decisions;
-// ns/op also counts the release and the clock reads.
+// with hot prefixes in play, takes a lease, queues the prefill and records
+// the decision's metrics. With sessions=true each prompt's conversation
+// goes back to its replica, so after the first round the session decides
+// and the policy skips pricing the hot prefix's owners; with
+// sessions=false every decision prices every candidate. Releasing the
+// lease is left out of the timing. mean-ns/op and p99-ns/op are over single
+// decisions; ns/op also counts the release and the clock reads.
 func BenchmarkGatewayDecision(b *testing.B) {
 	for _, n := range []int{8, 64, 256} {
-		b.Run(fmt.Sprint("replicas=", n), func(b *testing.B) {
-			g, exs := decisionGateway(b, n)
-			lat := make([]time.Duration, 0, 1<<16)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				start := time.Now()
-				lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
-				took := time.Since(start)
-				if e != nil {
-					b.Fatalf("decision %d: %v", i, e)
-				}
-				lease.Release()
-				if len(lat) < cap(lat) {
-					lat = append(lat, took)
-				}
-				i++
-			}
-			var sum time.Duration
-			for _, d := range lat {
-				sum += d
-			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns/op")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
-		})
+		for _, sessions := range []bool{true, false} {
+			b.Run(fmt.Sprintf("replicas=%d/sessions=%v", n, sessions), func(b *testing.B) {
+				benchmarkDecisions(b, n, sessions)
+			})
+		}
 	}
+}
+
+func benchmarkDecisions(b *testing.B, n int, sessions bool) {
+	g, exs := decisionGateway(b, n, sessions)
+	lat := make([]time.Duration, 0, 1<<16)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
+		took := time.Since(start)
+		if e != nil {
+			b.Fatalf("decision %d: %v", i, e)
+		}
+		lease.Release()
+		if len(lat) < cap(lat) {
+			lat = append(lat, took)
+		}
+		i++
+	}
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns/op")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
 }

@@ -343,7 +343,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		usable = true
 		switch {
 		case !rt.HasRoom():
-		case tried[rt.Replica]:
+		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, rt)
 		default:
 			offered = append(offered, rt)
