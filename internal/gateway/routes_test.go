@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"net"
 	"slices"
 	"testing"
@@ -28,16 +27,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(cfg, Options{Resolver: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, _ := net.Listen("tcp", "127.0.0.1:0")
-	admin, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = g.Serve(ctx, client, admin); close(done) }()
-	defer func() { cancel(); <-done }()
+	g, _, _ := serveWithResolver(t, cfg, res)
 
 	ids := func() []string {
 		var out []string

@@ -510,8 +510,8 @@ func TestSettingsValidate(t *testing.T) {
 	}
 }
 
-// TestChooseOwners checks owner selection, by insertion or by sorting the
-// ranks, against sorting every candidate by (holds the root, weight,
+// TestChooseOwners checks owner selection, by insertion or through the
+// k-th highest rank, against sorting every candidate by (holds the root, weight,
 // position) and taking the first k, as sets.
 func TestChooseOwners(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -525,31 +525,8 @@ func TestChooseOwners(t *testing.T) {
 			sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 		}
 		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]int, n), k))
-		want := make([]int, n)
-		for i := range want {
-			want[i] = i
-		}
-		slices.SortStableFunc(want, func(a, b int) int {
-			ha, hb := sl[a].cached >= 64, sl[b].cached >= 64
-			if ha != hb {
-				if ha {
-					return -1
-				}
-				return 1
-			}
-			wa, wb := rendezvous(root, cands[a].ID)>>1, rendezvous(root, cands[b].ID)>>1
-			if wa != wb {
-				if wa > wb {
-					return -1
-				}
-				return 1
-			}
-			return 0
-		})
-		want = want[:k]
 		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
+		if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 			t.Fatalf("owners %v, want %v", got, want)
 		}
 	})
@@ -578,32 +555,39 @@ func TestChooseOwnersReusingSlots(t *testing.T) {
 				sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 			}
 			got := slices.Clone(chooseOwners(root, 64, cands, sl, order, k))
-			want := make([]int, n)
-			for i := range want {
-				want[i] = i
-			}
-			key := func(i int) uint64 {
-				w := rendezvous(root, cands[i].ID) >> 1
-				if sl[i].cached >= 64 {
-					w |= 1 << 63
-				}
-				return w
-			}
-			slices.SortStableFunc(want, func(a, b int) int {
-				switch ka, kb := key(a), key(b); {
-				case ka > kb:
-					return -1
-				case ka < kb:
-					return 1
-				}
-				return 0
-			})
-			want = want[:k]
 			slices.Sort(got)
-			slices.Sort(want)
-			if !slices.Equal(got, want) {
+			if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 				t.Fatalf("owners %v, want %v", got, want)
 			}
 		}
 	})
+}
+
+// naiveOwners is chooseOwners' reference: every candidate sorted by
+// (holds held tokens, rendezvous weight less its lowest bit, position),
+// the first k, in increasing order.
+func naiveOwners(root uint64, held int, cands []Candidate, sl []slot, k int) []int {
+	key := func(i int) uint64 {
+		w := rendezvous(root, cands[i].ID) >> 1
+		if sl[i].cached >= held {
+			w |= 1 << 63
+		}
+		return w
+	}
+	want := make([]int, len(cands))
+	for i := range want {
+		want[i] = i
+	}
+	slices.SortStableFunc(want, func(a, b int) int {
+		switch ka, kb := key(a), key(b); {
+		case ka > kb:
+			return -1
+		case ka < kb:
+			return 1
+		}
+		return 0
+	})
+	want = want[:k]
+	slices.Sort(want)
+	return want
 }
