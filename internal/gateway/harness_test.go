@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -92,11 +93,18 @@ func (b *syncBuffer) String() string {
 
 func startGateway(t testing.TB, cfg *config.Config) *running {
 	t.Helper()
+	return startResolvingGateway(t, cfg, nil)
+}
+
+// startResolvingGateway is startGateway with DNS groups resolved by res
+// (nil: the system resolver).
+func startResolvingGateway(t testing.TB, cfg *config.Config, res fleet.Resolver) *running {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Resolver: res})
 	if err != nil {
 		t.Fatal(err)
 	}

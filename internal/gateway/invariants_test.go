@@ -229,7 +229,8 @@ func TestDNSDiscovery(t *testing.T) {
 		Refresh: config.Duration(30 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
 	cfg.Health.Interval = config.Duration(time.Second)
 	res.set("127.0.0.1")
-	g, url, adminURL := serveWithResolver(t, &cfg, res)
+	gw := startResolvingGateway(t, &cfg, res)
+	g, url := gw.g, gw.url
 
 	member := fleet.MemberID("pool", "127.0.0.1", port(sims[0].Addr()))
 	waitFor(t, "the first member", time.Second, func() bool { return g.Fleet().Snapshot().Get(member) != nil })
@@ -253,34 +254,10 @@ func TestDNSDiscovery(t *testing.T) {
 	if !first.Removed() {
 		t.Error("departed member not marked removed")
 	}
-	page := scrape(t, adminURL)
+	page := scrape(t, gw.admin)
 	if strings.Contains(page, `replica="`+member+`"`) {
 		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
 	}
-}
-
-// serveWithResolver serves a gateway built from cfg, whose DNS groups
-// res resolves, until the test ends, and returns it with the base URLs of
-// its client and admin ports.
-func serveWithResolver(t *testing.T, cfg *config.Config, res fleet.Resolver) (g *Gateway, url, adminURL string) {
-	t.Helper()
-	g, err := New(cfg, Options{Resolver: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = g.Serve(ctx, client, admin); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return g, "http://" + client.Addr().String(), "http://" + admin.Addr().String()
 }
 
 type fakeResolver struct {

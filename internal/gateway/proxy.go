@@ -356,10 +356,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	if !usable {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	cands, ids, cached := sc.cands[:0], sc.ids[:0], sc.cached[:0]
+	cands, ids, cached := sc.cands, sc.ids, sc.cached
 	for len(offered) > 0 {
-		cands, ids = cands[:0], ids[:0]
-		cands = slices.Grow(cands, len(offered))[:len(offered)]
+		cands = slices.Grow(cands[:0], len(offered))[:len(offered)]
+		ids = ids[:0]
 		for j, rt := range offered {
 			g.candidate(&cands[j], rt, start)
 			ids = append(ids, rt.ID)

@@ -24,10 +24,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	cfg := testConfig(t, sims[:1])
 	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
 		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	g, _, _ := serveWithResolver(t, cfg, res)
+	g := startResolvingGateway(t, cfg, res).g
 
 	ids := func() []string {
 		var out []string
