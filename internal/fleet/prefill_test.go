@@ -70,9 +70,12 @@ func TestPrefillQueue(t *testing.T) {
 			if waiting == 0 {
 				want = 0
 			}
-			got, gotWaiting, gotTokens := r.prefill.read(now)
+			got, gotWaiting, gotTokens := r.prefill.read(InstantOf(now))
 			if math.Abs(got-want) > 1e-9 || got < 0 {
 				t.Fatalf("queued prefill %v, want %v", got, want)
+			}
+			if pub := r.QueuedPrefill(now); pub != got {
+				t.Fatalf("QueuedPrefill %v, read %v", pub, got)
 			}
 			if gotWaiting != waiting || gotTokens != waitingTokens {
 				t.Fatalf("waiting %d requests with %d tokens, want %d with %d", gotWaiting, gotTokens, waiting, waitingTokens)
@@ -91,6 +94,7 @@ func TestPrefillQueue(t *testing.T) {
 func TestPrefillQueueReadsAreConsistent(t *testing.T) {
 	r := NewReplica("r", nil, []string{"m"}, 0, 0)
 	now := time.Unix(1_000_000, 0)
+	at := InstantOf(now)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {
@@ -109,7 +113,7 @@ func TestPrefillQueueReadsAreConsistent(t *testing.T) {
 		})
 	}
 	for range 200_000 {
-		secs, waiting, tokens := r.prefill.read(now)
+		secs, waiting, tokens := r.prefill.read(at)
 		if tokens != 7*waiting || (secs == 0) != (waiting == 0) {
 			close(stop)
 			wg.Wait()

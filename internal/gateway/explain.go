@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
@@ -100,10 +101,11 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	now := time.Now()
+	at := fleet.InstantOf(now)
 	pool := g.routes().model(ex.model).routes
 	all := make([]policy.Candidate, len(pool))
 	for i := range pool {
-		g.candidate(&all[i], &pool[i], now)
+		g.candidate(&all[i], &pool[i], now, at)
 	}
 	if ex.pred != nil && len(pool) > 0 {
 		ids := make([]string, len(pool))

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"pgregory.net/rapid"
@@ -423,4 +425,61 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 			lease.Release()
 		}
 	})
+}
+
+// racingPolicy takes the last slot of the replica it picks first, as a
+// concurrent request would between reading the fleet and taking the lease,
+// and records every Pick's candidates.
+type racingPolicy struct {
+	g     *Gateway
+	seen  [][]policy.Candidate
+	taken *fleet.Lease
+}
+
+func (p *racingPolicy) Name() string { return "racing" }
+
+func (p *racingPolicy) Pick(_ *policy.Request, cands []policy.Candidate) policy.Decision {
+	p.seen = append(p.seen, slices.Clone(cands))
+	if p.taken == nil {
+		p.taken, _ = p.g.fleet.Snapshot().Get(cands[1].ID).TryAcquire()
+		return policy.Decision{Index: 1}
+	}
+	return policy.Decision{Index: len(cands) - 1}
+}
+
+func (p *racingPolicy) Explain(*policy.Request, []policy.Candidate) policy.Explanation {
+	return policy.Explanation{Policy: p.Name()}
+}
+
+// TestChooseOffersTheRestAfterLosingTheRace: when the picked replica's last
+// slot goes to another request first, the same decision offers the other
+// candidates, each as it was read, and leases one of them.
+func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	for i := range 3 {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprint("r", i), URL: "http://127.0.0.1:1", Models: []string{testModel}, MaxConcurrency: 1})
+	}
+	g, err := New(&cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.transport.CloseIdleConnections()
+	p := &racingPolicy{g: g}
+	lease, _, e, _ := g.choose(&exchange{model: testModel, policy: p}, nil)
+	if e != nil {
+		t.Fatalf("no lease after losing the race: %v", e)
+	}
+	defer lease.Release()
+	defer p.taken.Release()
+	if len(p.seen) != 2 {
+		t.Fatalf("%d picks, want 2", len(p.seen))
+	}
+	want := slices.Delete(slices.Clone(p.seen[0]), 1, 2)
+	if !slices.Equal(p.seen[1], want) {
+		t.Fatalf("after losing %s the policy saw %+v, want %+v", p.seen[0][1].ID, p.seen[1], want)
+	}
+	if got := lease.Replica().ID; got != want[len(want)-1].ID {
+		t.Fatalf("leased %s, picked %s", got, want[len(want)-1].ID)
+	}
 }

@@ -327,16 +327,17 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 // Replicas not tried yet come first.
 func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, *openai.Error, string) {
 	start := time.Now()
+	at := fleet.InstantOf(start)
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	mr := g.routes().model(ex.model)
-	pool := mr.routes
 	// Offer the usable replicas with room, those this request has not
-	// tried first.
+	// tried first. One pass fills their candidates as it finds them: a
+	// decision reads every replica, and reading each once is most of it.
 	usable := false
-	offered, retried := sc.offered[:0], sc.retried[:0]
-	for i := range pool {
-		rt := &pool[i]
+	offered, retried, cands, ids := sc.offered[:0], sc.retried[:0], sc.cands[:0], sc.ids[:0]
+	for i := range mr.routes {
+		rt := &mr.routes[i]
 		if !rt.Usable(start) {
 			continue
 		}
@@ -346,32 +347,25 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, rt)
 		default:
-			offered = append(offered, rt)
+			offered, cands, ids = g.offer(offered, cands, ids, rt, start, at)
 		}
 	}
 	if len(offered) == 0 {
-		offered = append(offered, retried...)
+		for _, rt := range retried {
+			offered, cands, ids = g.offer(offered, cands, ids, rt, start, at)
+		}
 	}
-	sc.offered, sc.retried = offered, retried
+	sc.offered, sc.retried, sc.cands, sc.ids = offered, retried, cands, ids
 	if !usable {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	cands, ids, cached := sc.cands, sc.ids, sc.cached
+	if ex.pred != nil && len(ids) > 0 {
+		sc.cached = g.cachedTokens(sc.cached, ids, ex.model, ex.pred)
+		for i, n := range sc.cached {
+			cands[i].Cached = n
+		}
+	}
 	for len(offered) > 0 {
-		cands = slices.Grow(cands[:0], len(offered))[:len(offered)]
-		ids = ids[:0]
-		for j, rt := range offered {
-			g.candidate(&cands[j], rt, start)
-			ids = append(ids, rt.ID)
-		}
-		sc.cands, sc.ids = cands, ids
-		if ex.pred != nil {
-			cached = g.cachedTokens(cached, ids, ex.model, ex.pred)
-			sc.cached = cached
-			for i := range cands {
-				cands[i].Cached = cached[i]
-			}
-		}
 		d := ex.policy.Pick(&ex.route, cands)
 		i := d.Index
 		if lease, ok := offered[i].TryAcquire(); ok {
@@ -379,10 +373,17 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			g.metrics.decided(&mr.series, offered[i].chosen, d, time.Since(start))
 			return lease, cands[i].Cached, nil, ""
 		}
-		// Lost the race for its last slot: offer the others.
-		offered = append(offered[:i], offered[i+1:]...)
+		// Lost the race for its last slot: offer the others as they were.
+		offered, cands = slices.Delete(offered, i, i+1), slices.Delete(cands, i, i+1)
 	}
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
+}
+
+// offer appends rt to the offered routes, its candidate and its ID.
+func (g *Gateway) offer(offered []*route, cands []policy.Candidate, ids []string, rt *route, now time.Time, at fleet.Instant) ([]*route, []policy.Candidate, []string) {
+	cands = slices.Grow(cands, 1)[:len(cands)+1]
+	g.candidate(&cands[len(cands)-1], rt, now, at)
+	return append(offered, rt), cands, append(ids, rt.ID)
 }
 
 // decisionScratch holds the slices one decision fills, so that deciding
@@ -407,12 +408,12 @@ func (sc *decisionScratch) release() {
 	decisionScratches.Put(sc)
 }
 
-// candidate fills c with a replica as policies see it: the gateway's own
-// counts always, the engine's while its report is fresh. It writes c in
-// place: a decision fills one per replica, and building each in a local and
-// copying it cost more than the reads.
-func (g *Gateway) candidate(c *policy.Candidate, rt *route, now time.Time) {
-	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.ID, rt.InFlight(), -1, rt.QueuedPrefill(now)
+// candidate fills c with a replica as policies see it at now (at on the
+// queues' clock): the gateway's own counts always, the engine's while its
+// report is fresh. It writes c in place: a decision fills one per replica,
+// and building each in a local and copying it cost more than the reads.
+func (g *Gateway) candidate(c *policy.Candidate, rt *route, now time.Time, at fleet.Instant) {
+	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.ID, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.KVCapacityBlocks
 	if rep, ok := g.report(rt, now); ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage

@@ -43,7 +43,8 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	waitFor(t, "both engines' reports", 2*time.Second, func() bool {
 		for _, rt := range g.routes().model(testModel).routes {
 			var c policy.Candidate
-			g.candidate(&c, &rt, time.Now())
+			now := time.Now()
+			g.candidate(&c, &rt, now, fleet.InstantOf(now))
 			if c.Running < 0 || c.KVUsage < 0 || c.KVCapacityBlocks <= 0 {
 				return false
 			}
