@@ -75,15 +75,12 @@ func (q *prefillQueue) store(st queueState) {
 	q.seq.Add(1)
 }
 
-// drained is secs less the time from at to now, never below zero.
+// drained is secs less the time from at to now, never below zero. Writers
+// keep secs at 0 while no request waits, so that needs no test here: every
+// decision drains every candidate's queue, and a branch that goes either
+// way from replica to replica is mispredicted often.
 func (st queueState) drained(now int64) float64 {
-	if st.waiting == 0 {
-		return 0
-	}
-	if now <= st.at {
-		return st.secs
-	}
-	return max(0, st.secs-float64(now-st.at)*1e-9) // a multiply: Duration.Seconds divides
+	return max(0, st.secs-float64(max(now-st.at, 0))*1e-9) // a multiply: Duration.Seconds divides
 }
 
 // add queues a request's estimated prefill.
@@ -113,8 +110,16 @@ func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
 	q.store(st)
 }
 
+// read returns the queued prefill at now and the requests waiting with
+// their tokens. Its first try at reading the fields, which almost always
+// succeeds, is load's without the call: every decision reads every
+// candidate's queue.
 func (q *prefillQueue) read(now Instant) (secs float64, waiting, tokens int64) {
-	st := q.load()
+	s := q.seq.Load()
+	st := queueState{math.Float64frombits(q.secs.Load()), q.at.Load(), q.waiting.Load(), q.tokens.Load()}
+	if s&1 != 0 || q.seq.Load() != s {
+		st = q.load()
+	}
 	return st.drained(int64(now)), st.waiting, st.tokens
 }
 
@@ -156,3 +161,4 @@ func (l *Lease) FirstByte(now time.Time) {
 	l.firstByte = true
 	l.r.prefill.firstByte(now, l.tokens)
 }
+
