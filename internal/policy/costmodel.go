@@ -173,16 +173,7 @@ func (p *costModel) scratch(n int) ([]slot, []int) {
 // explain it: otherwise the slots' priced, owner and est and h's demand,
 // owners and credit are left as they were.
 func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []int, r *rand.Rand, now time.Time, h *hotView, explain bool) Decision {
-	var inFlight int64 // the candidates' total, for bounded load
-	for i := range cands {
-		// Only the fields read before they are set; the others (blocks,
-		// rank, est, and the ID cache) are left as they are.
-		c := cachedTokens(req, &cands[i])
-		s := &sl[i]
-		s.cached, s.priced, s.owner, s.aside = c, c, false, ""
-		inFlight += max(cands[i].InFlight, 0)
-	}
-	p.hotDepths(req, sl, h)
+	inFlight := p.slotsAndDepths(req, cands, sl, h)
 	d := Decision{Index: -1, Guards: p.guard(req, cands, sl, inFlight)}
 	if p.sessions != nil && req.Session != "" {
 		if id, ok := p.sessions.peek(req.Session); ok {
@@ -198,10 +189,12 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []i
 		if h.rooted {
 			p.hotOwners(req, cands, sl, order, now, h)
 		}
-		p.price(req, cands, sl)
+		if d.Index >= 0 {
+			p.price(req, cands, sl, nil)
+		}
 	}
 	if d.Index < 0 {
-		d.Index = cheapest(cands, sl, r)
+		d.Index = p.price(req, cands, sl, r)
 		if w := &sl[d.Index]; w.priced > w.cached {
 			// Did it win only through its credit?
 			plain := p.s.Cost.estimate(req, &cands[d.Index], w.cached)
@@ -217,48 +210,81 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []i
 }
 
 // price sets every slot's estimate at its priced tokens, working out the
-// prefill once for each run of candidates priced alike.
-func (p *costModel) price(req *Request, cands []Candidate, sl []slot) {
+// prefill once for each run of candidates priced alike. Given r, it also
+// returns, from the same pass, the allowed candidate with the lowest
+// estimate: ties go to fewer requests in flight, then to chance (reservoir
+// sampling). Without r it returns -1.
+func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) int {
 	cost := &p.s.Cost
 	priced, prefill := -1, 0.0 // priced is never negative
+	best, ties := -1, 0
 	for i := range cands {
 		s := &sl[i]
 		if s.priced != priced {
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
 		s.est = cost.withPrefill(&cands[i], prefill)
+		if r == nil || s.aside != "" {
+			continue
+		}
+		if best < 0 {
+			best, ties = i, 1
+			continue
+		}
+		a, b := s.est.TTFTSecs, sl[best].est.TTFTSecs
+		switch {
+		case a < b || (a == b && cands[i].InFlight < cands[best].InFlight):
+			best, ties = i, 1
+		case a == b && cands[i].InFlight == cands[best].InFlight:
+			ties++
+			if r.IntN(ties) == 0 {
+				best = i
+			}
+		}
 	}
+	return best
 }
 
-// hotDepths finds the prompt's root prefix and the depths candidates hold,
-// setting the slots' blocks.
-func (p *costModel) hotDepths(req *Request, sl []slot, h *hotView) {
+// slotsAndDepths starts a decision's slots from the candidates and returns
+// their total in flight. With a root prefix it sets h's root and the depths
+// candidates hold, and the slots' blocks. One pass does it all: at many
+// candidates each pass over them costs as much as its work.
+func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h *hotView) int64 {
 	*h = hotView{}
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
-	if p.hot == nil || bs <= 0 || len(req.Blocks) < root {
-		return
+	h.rooted = p.hot != nil && bs > 0 && len(req.Blocks) >= root
+	if h.rooted {
+		h.root = req.Blocks[root-1].key()
 	}
-	h.rooted = true
-	h.root = req.Blocks[root-1].key()
 	// A shift when the block size allows, as it usually does: cached is
 	// never negative, so it divides exactly as / does.
 	shift := -1
-	if bs&(bs-1) == 0 {
+	if bs > 0 && bs&(bs-1) == 0 {
 		shift = bits.TrailingZeros(uint(bs))
 	}
+	var inFlight int64
 	added := -1 // the last depth added: candidates often hold the same
-	for i := range sl {
+	for i := range cands {
+		// Only the fields read before they are set; the others (rank, est,
+		// the ID cache, and blocks without a root) are left as they are.
+		c := cachedTokens(req, &cands[i])
 		s := &sl[i]
+		s.cached, s.priced, s.owner, s.aside = c, c, false, ""
+		inFlight += max(cands[i].InFlight, 0)
+		if !h.rooted {
+			continue
+		}
 		if shift >= 0 {
-			s.blocks = min(s.cached>>shift, len(req.Blocks))
+			s.blocks = min(c>>shift, len(req.Blocks))
 		} else {
-			s.blocks = min(s.cached/bs, len(req.Blocks))
+			s.blocks = min(c/bs, len(req.Blocks))
 		}
 		if d := s.blocks; d > root && d != added {
 			h.addDepth(d)
 			added = d
 		}
 	}
+	return inFlight
 }
 
 // hotOwners finds, once hotDepths has found the prompt's root prefix,
@@ -492,32 +518,6 @@ func boundedLoadCap(total int64, n int, epsilon float64) int64 {
 		return math.MaxInt64
 	}
 	return max(int64(c), fair)
-}
-
-// cheapest returns the allowed candidate with the lowest estimate; ties go
-// to fewer requests in flight, then to chance (reservoir sampling).
-func cheapest(cands []Candidate, sl []slot, r *rand.Rand) int {
-	best, ties := -1, 0
-	for i := range cands {
-		if sl[i].aside != "" {
-			continue
-		}
-		if best < 0 {
-			best, ties = i, 1
-			continue
-		}
-		a, b := sl[i].est.TTFTSecs, sl[best].est.TTFTSecs
-		switch {
-		case a < b || (a == b && cands[i].InFlight < cands[best].InFlight):
-			best, ties = i, 1
-		case a == b && cands[i].InFlight == cands[best].InFlight:
-			ties++
-			if r.IntN(ties) == 0 {
-				best = i
-			}
-		}
-	}
-	return best
 }
 
 // runnerUp returns the allowed candidate other than win with the lowest
