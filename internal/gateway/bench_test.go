@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -86,15 +88,29 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 // counts only.
 func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange) {
 	b.Helper()
+	// One simulator answers every replica's metrics scrape, so that every
+	// candidate carries a fresh engine report, as in service.
+	simCfg := sim.DefaultConfig()
+	simCfg.ZeroLatency = true
+	simCfg.NumGPUBlocks = 1 << 16 // the capacity the index learns: the benchmark's blocks fit
+	engine, err := sim.StartLocal(simCfg, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(engine.Close)
 	cfg := config.Default()
 	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim", Policy: policy.CostModel}}
 	for i := range n {
-		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("replica-%03d", i), URL: fmt.Sprintf("http://127.0.0.1:%d", 20000+i),
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprintf("replica-%03d", i), URL: engine.URL(),
 			Models: []string{testModel}, MaxConcurrency: 256, MaxPending: 64})
 	}
 	cfg.Routing.SessionAffinity = sessions
 	cfg.Routing.Seed = 1
 	cfg.Index.DefaultCapacityBlocks = 1 << 15 // 64 prompts' own blocks and the system prompts fit
+	// One round of scrapes, whose reports stay fresh for the whole run.
+	cfg.Load.ScrapeInterval = config.Duration(time.Hour)
+	cfg.Load.ScrapeTimeout = config.Duration(time.Second)
+	cfg.Load.MaxAge = config.Duration(2 * time.Hour)
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}
@@ -103,6 +119,16 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 		b.Fatal(err)
 	}
 	b.Cleanup(g.tokPool.Close)
+	scraping, stopScraping := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = g.scraper.Run(scraping); close(done) }()
+	for _, r := range g.fleet.Snapshot().Replicas {
+		for g.scraper.Last(r.ID) == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stopScraping()
+	<-done
 	exs := decisionPrompts(b, g, 64)
 	now := time.Now()
 	var held []*fleet.Lease
@@ -142,13 +168,19 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 	if got := g.cachedTokens(nil, ids, testModel, exs[0].pred); !slices.Equal(got, []int{7984, 4000, 0}) {
 		b.Fatalf("predicted cached tokens %v on %v, want [7984 4000 0]", got, ids)
 	}
+	var c policy.Candidate
+	g.candidate(&c, &g.routes().model(testModel).routes[0], now, fleet.InstantOf(now))
+	if c.Running < 0 || c.KVUsage < 0 || c.KVCapacityBlocks != simCfg.NumGPUBlocks-1 {
+		b.Fatalf("candidate without its engine's report: %+v", c)
+	}
 	return g, exs
 }
 
 // BenchmarkGatewayDecision is the gateway's whole cost_model decision for
 // a request's first attempt once its 8,000-token prompt is tokenized, at
 // 8, 64 and 256 replicas: Gateway.choose, which reads the fleet, builds
-// every candidate, looks all of them up in the KV index (500 block hashes
+// every candidate with its engine's fresh report (scraped from a simulator
+// before timing), looks all of them up in the KV index (500 block hashes
 // each, finding real prefixes on a quarter of them), runs the policy's Pick
 // with hot prefixes in play, takes a lease, queues the prefill and records
 // the decision's metrics. With sessions=true each prompt's conversation
