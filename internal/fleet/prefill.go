@@ -161,4 +161,3 @@ func (l *Lease) FirstByte(now time.Time) {
 	l.firstByte = true
 	l.r.prefill.firstByte(now, l.tokens)
 }
-
