@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,84 +13,58 @@ import (
 // the queue counts as empty once every request on the replica has had its
 // first byte, whatever the estimate says.
 //
-// Every decision reads the queue of every candidate, so reads take no
-// lock: writers, one at a time under mu, make seq odd while they change the
-// fields, and a reader retries until it saw the same even seq before and
-// after reading them (a sequence lock).
+// Every decision reads the queue of every candidate, so the queue is kept
+// as the instant it will have drained by: one word that a reader loads
+// without a lock, and turns into seconds with a subtraction. Writers, one
+// at a time under mu, keep the counts of waiting requests beside it.
 type prefillQueue struct {
-	mu      sync.Mutex    // serializes writers
-	seq     atomic.Uint64 // odd while a writer changes the fields below
-	secs    atomic.Uint64 // float64 bits: queued prefill as of at
-	at      atomic.Int64  // nanoseconds since epoch
-	waiting atomic.Int64  // requests still waiting for their first byte
-	tokens  atomic.Int64  // their prompt tokens
+	mu        sync.Mutex   // serializes writers
+	drainedAt atomic.Int64 // an Instant; a queue that never held anything drains by neverQueued
+	waiting   atomic.Int64 // requests still waiting for their first byte
+	tokens    atomic.Int64 // their prompt tokens
 }
 
 // epoch is the origin of the queue's clock; a time with a monotonic reading
 // keeps differences from it monotonic.
 var epoch = time.Now()
 
-func sinceEpoch(t time.Time) int64 { return int64(t.Sub(epoch)) }
-
-// An Instant is a time on the prefill queues' clock. A decision reads the
-// queue of every candidate at one time, and converting it once instead of
-// once per replica saves a tenth of reading them.
+// An Instant is a time on the prefill queues' clock: nanoseconds since
+// epoch, within ±instantLimit. A decision reads the queue of every
+// candidate at one time, and converting it once instead of once per
+// replica saves a tenth of reading them.
 type Instant int64
 
+// Instants and queued durations stay within ±2^61 ns (73 years), and the
+// instant a queue drains by within ±2^62, so that adding a duration to
+// either and subtracting an instant from it never overflows.
+const (
+	instantLimit = 1 << 61
+	queueLimit   = 1 << 62
+	neverQueued  = -queueLimit // before any instant
+)
+
 // InstantOf is t on the queues' clock.
-func InstantOf(t time.Time) Instant { return Instant(sinceEpoch(t)) }
-
-// queueState is one consistent reading of a prefillQueue.
-type queueState struct {
-	secs    float64
-	at      int64
-	waiting int64
-	tokens  int64
+func InstantOf(t time.Time) Instant {
+	return Instant(min(max(t.Sub(epoch), -instantLimit), instantLimit))
 }
 
-// load reads the queue's fields as one writer left them.
-func (q *prefillQueue) load() queueState {
-	for spins := 0; ; spins++ {
-		s := q.seq.Load()
-		if s&1 == 0 {
-			st := queueState{math.Float64frombits(q.secs.Load()), q.at.Load(), q.waiting.Load(), q.tokens.Load()}
-			if q.seq.Load() == s {
-				return st
-			}
-		}
-		if spins >= 16 {
-			runtime.Gosched() // the writer may have been descheduled mid-write
-		}
+// queuedNanos is secs of prefill in whole nanoseconds, at most instantLimit.
+func queuedNanos(secs float64) int64 {
+	if !(secs > 0) {
+		return 0
 	}
-}
-
-// store publishes st; called with mu held.
-func (q *prefillQueue) store(st queueState) {
-	q.seq.Add(1)
-	q.secs.Store(math.Float64bits(st.secs))
-	q.at.Store(st.at)
-	q.waiting.Store(st.waiting)
-	q.tokens.Store(st.tokens)
-	q.seq.Add(1)
-}
-
-// drained is secs less the time from at to now, never below zero. Writers
-// keep secs at 0 while no request waits, so that needs no test here: every
-// decision drains every candidate's queue, and a branch that goes either
-// way from replica to replica is mispredicted often.
-func (st queueState) drained(now int64) float64 {
-	return max(0, st.secs-float64(max(now-st.at, 0))*1e-9) // a multiply: Duration.Seconds divides
+	return int64(min(math.Round(secs*1e9), instantLimit))
 }
 
 // add queues a request's estimated prefill.
 func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st, t := q.load(), sinceEpoch(now)
-	st.secs, st.at = st.drained(t)+secs, t
-	st.waiting++
-	st.tokens += tokens
-	q.store(st)
+	// The queue resumes from now once it has drained.
+	from := max(q.drainedAt.Load(), int64(InstantOf(now)))
+	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
+	q.waiting.Add(1)
+	q.tokens.Add(tokens)
 }
 
 // firstByte records that a request queued with add got its first byte (or
@@ -99,28 +72,19 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st, t := q.load(), sinceEpoch(now)
-	st.waiting--
-	st.tokens -= tokens
-	if st.waiting <= 0 {
-		q.store(queueState{at: t})
+	if q.waiting.Add(-1) > 0 {
+		q.tokens.Add(-tokens)
 		return
 	}
-	st.secs, st.at = st.drained(t), t
-	q.store(st)
+	// Nothing waits: the queue is empty from now on.
+	q.drainedAt.Store(min(q.drainedAt.Load(), int64(InstantOf(now))))
+	q.waiting.Store(0)
+	q.tokens.Store(0)
 }
 
-// read returns the queued prefill at now and the requests waiting with
-// their tokens. Its first try at reading the fields, which almost always
-// succeeds, is load's without the call: every decision reads every
-// candidate's queue.
-func (q *prefillQueue) read(now Instant) (secs float64, waiting, tokens int64) {
-	s := q.seq.Load()
-	st := queueState{math.Float64frombits(q.secs.Load()), q.at.Load(), q.waiting.Load(), q.tokens.Load()}
-	if s&1 != 0 || q.seq.Load() != s {
-		st = q.load()
-	}
-	return st.drained(int64(now)), st.waiting, st.tokens
+// queued is the prefill, in seconds, still queued at now.
+func (q *prefillQueue) queued(now Instant) float64 {
+	return float64(max(q.drainedAt.Load()-int64(now), 0)) * 1e-9 // a multiply: Duration.Seconds divides
 }
 
 // QueuedPrefill is the estimated prefill, in seconds, still ahead of a new
@@ -128,16 +92,12 @@ func (q *prefillQueue) read(now Instant) (secs float64, waiting, tokens int64) {
 func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillAt(InstantOf(now)) }
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
-func (r *Replica) QueuedPrefillAt(now Instant) float64 {
-	s, _, _ := r.prefill.read(now)
-	return s
-}
+func (r *Replica) QueuedPrefillAt(now Instant) float64 { return r.prefill.queued(now) }
 
 // PromptLoad reports the prompt tokens of requests in flight on the replica
 // and of those among them still waiting for their first byte.
 func (r *Replica) PromptLoad() (inFlight, waiting int64) {
-	_, _, waiting = r.prefill.read(InstantOf(time.Now()))
-	return r.promptTokens.Load(), waiting
+	return r.promptTokens.Load(), r.prefill.tokens.Load()
 }
 
 // Queue adds the lease's request to its replica's prefill queue: secs of

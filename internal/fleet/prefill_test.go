@@ -70,28 +70,31 @@ func TestPrefillQueue(t *testing.T) {
 			if waiting == 0 {
 				want = 0
 			}
-			got, gotWaiting, gotTokens := r.prefill.read(InstantOf(now))
-			if math.Abs(got-want) > 1e-9 || got < 0 {
+			// The queue counts whole nanoseconds: each request's are
+			// rounded.
+			got := r.QueuedPrefill(now)
+			if math.Abs(got-want) > 1e-7 || got < 0 {
 				t.Fatalf("queued prefill %v, want %v", got, want)
 			}
-			if pub := r.QueuedPrefill(now); pub != got {
-				t.Fatalf("QueuedPrefill %v, read %v", pub, got)
+			if at := r.QueuedPrefillAt(InstantOf(now)); at != got {
+				t.Fatalf("QueuedPrefillAt %v, QueuedPrefill %v", at, got)
 			}
-			if gotWaiting != waiting || gotTokens != waitingTokens {
+			if gotWaiting, gotTokens := r.prefill.waiting.Load(), r.prefill.tokens.Load(); gotWaiting != waiting || gotTokens != waitingTokens {
 				t.Fatalf("waiting %d requests with %d tokens, want %d with %d", gotWaiting, gotTokens, waiting, waitingTokens)
 			}
-			if inFlight, _ := r.PromptLoad(); inFlight != inFlightTokens {
-				t.Fatalf("prompt tokens in flight %d, want %d", inFlight, inFlightTokens)
+			if inFlight, waitingTokens2 := r.PromptLoad(); inFlight != inFlightTokens || waitingTokens2 != waitingTokens {
+				t.Fatalf("prompt tokens in flight %d, waiting %d; want %d, %d", inFlight, waitingTokens2, inFlightTokens, waitingTokens)
 			}
 		}
 	})
 }
 
-// TestPrefillQueueReadsAreConsistent reads the queue while writers change
-// it: every request brings 7 tokens and 1 s of prefill at a frozen clock,
-// so a reading that mixed two writers' fields could show tokens other than
-// 7 per waiting request, or seconds queued with no request waiting.
-func TestPrefillQueueReadsAreConsistent(t *testing.T) {
+// TestPrefillQueueUnderConcurrentWriters reads the queue without a lock
+// while two writers change it: at a frozen clock every request brings
+// exactly 1 s of prefill and 7 tokens, so every reading is a whole number
+// of seconds and of 7-token prompts, and once all are released the queue
+// is empty.
+func TestPrefillQueueUnderConcurrentWriters(t *testing.T) {
 	r := NewReplica("r", nil, []string{"m"}, 0, 0)
 	now := time.Unix(1_000_000, 0)
 	at := InstantOf(now)
@@ -113,13 +116,51 @@ func TestPrefillQueueReadsAreConsistent(t *testing.T) {
 		})
 	}
 	for range 200_000 {
-		secs, waiting, tokens := r.prefill.read(at)
-		if tokens != 7*waiting || (secs == 0) != (waiting == 0) {
+		secs := r.QueuedPrefillAt(at)
+		_, tokens := r.PromptLoad()
+		if secs < 0 || math.Abs(secs-math.Round(secs)) > 1e-6 || tokens < 0 || tokens%7 != 0 {
 			close(stop)
 			wg.Wait()
-			t.Fatalf("read %v s, %d waiting, %d tokens: fields of different writes", secs, waiting, tokens)
+			t.Fatalf("read %v s queued and %d tokens waiting", secs, tokens)
 		}
 	}
 	close(stop)
 	wg.Wait()
+	if secs, tokens := r.QueuedPrefillAt(at), r.prefill.tokens.Load(); secs != 0 || tokens != 0 || r.prefill.waiting.Load() != 0 {
+		t.Fatalf("all released, yet %v s and %d tokens queued", secs, tokens)
+	}
+}
+
+// TestPrefillQueueExtremes: absurd estimates and clocks far from now
+// neither wrap the queue around nor make it negative.
+func TestPrefillQueueExtremes(t *testing.T) {
+	far := []time.Time{{}, time.Unix(0, 0), time.Now(), time.Now().AddDate(200, 0, 0), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, secs := range []float64{0, -1, math.NaN(), math.Inf(-1), 1e-12, 1, 1e9, 1e300, math.Inf(1)} {
+		for _, when := range far {
+			r := NewReplica("r", nil, []string{"m"}, 0, 0)
+			for _, read := range far {
+				if q := r.QueuedPrefill(read); q != 0 {
+					t.Fatalf("a new queue read at %v holds %v s", read, q)
+				}
+			}
+			for range 3 {
+				l, _ := r.TryAcquire()
+				l.Queue(when, secs, 1)
+			}
+			for _, read := range far {
+				q := r.QueuedPrefill(read)
+				if q < 0 || math.IsNaN(q) || q > (queueLimit+instantLimit)*1e-9*(1+1e-12) {
+					t.Fatalf("%v s queued three times at %v, read at %v: %v s", secs, when, read, q)
+				}
+				if !read.Equal(when) || !(secs > 0) {
+					continue
+				}
+				// Exact to the rounded nanosecond, up to a cap of 73 years each.
+				want := min(3*secs, instantLimit*1e-9)
+				if q < want*(1-1e-9)-2e-9 || (3*secs < 1e6 && math.Abs(q-3*secs) > 1e-8) {
+					t.Fatalf("%v s queued three times at %v reads as %v s", secs, when, q)
+				}
+			}
+		}
+	}
 }

@@ -53,6 +53,7 @@ type ModelCards struct {
 func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPending int64) *Replica {
 	r := &Replica{ID: id, URL: u, Models: slices.Clone(models), MaxConcurrency: maxConcurrency, MaxPending: maxPending}
 	r.probeUp.Store(true)
+	r.prefill.drainedAt.Store(neverQueued)
 	r.down = make(chan struct{})
 	return r
 }
