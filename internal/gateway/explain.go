@@ -101,6 +101,7 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	now := time.Now()
+	ex.route.At = now
 	at := fleet.InstantOf(now)
 	pool := g.routes().model(ex.model).routes
 	all := make([]policy.Candidate, len(pool))

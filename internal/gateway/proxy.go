@@ -365,6 +365,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			cands[i].Cached = n
 		}
 	}
+	ex.route.At = start
 	for len(offered) > 0 {
 		d := ex.policy.Pick(&ex.route, cands)
 		i := d.Index

@@ -115,7 +115,7 @@ func newCostModel(s Settings) *costModel {
 func (*costModel) Name() string { return CostModel }
 
 func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
-	now := p.s.Now()
+	now := p.now(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sl, order := p.scratch(len(cands))
@@ -131,7 +131,7 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 }
 
 func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
-	now := p.s.Now()
+	now := p.now(req)
 	// Allocated before taking the lock; the decision is filled in below.
 	ex := newExplanation(CostModel, req, cands, Decision{})
 	var h hotView
@@ -152,6 +152,14 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 		ex.DecidedBy = decidedBy(sl[d.Index].est, sl[ru].est)
 	}
 	return ex
+}
+
+// now is the time req is routed at.
+func (p *costModel) now(req *Request) time.Time {
+	if req.At.IsZero() {
+		return p.s.Now()
+	}
+	return req.At
 }
 
 // scratch returns the slots and order decide works in for n candidates,

@@ -383,6 +383,32 @@ func TestSessionAffinity(t *testing.T) {
 	}
 }
 
+// TestRequestTimeDrivesTheSketch: a request's At, when set, is the time
+// its demand is counted and read at, whatever the policy's own clock says
+// (here it never moves).
+func TestRequestTimeDrivesTheSketch(t *testing.T) {
+	clk := newFakeClock()
+	p, _ := NewWith(CostModel, clk.settings())
+	req := func(conv uint64, at time.Time) *Request {
+		return &Request{PromptTokens: 260 * 16, Blocks: chain(0, 250, conv, 260), BlockSize: 16, At: at}
+	}
+	cands := []Candidate{{ID: "a", Running: -1, KVUsage: -1}, {ID: "b", Running: -1, KVUsage: -1}}
+	at := clk.now()
+	for i := range 400 { // 0.93 s of prefill per second, as in TestHotPrefixReplication
+		p.Pick(req(uint64(100+i), at), cands[:1])
+		at = at.Add(25 * time.Millisecond)
+	}
+	if d := p.Explain(req(1, at), cands).HotDemand; d < 0.5 {
+		t.Fatalf("demand %.3f at the last request's time, want the steady 0.59", d)
+	}
+	if d := p.Explain(req(1, at.Add(time.Hour)), cands).HotDemand; d != 0 {
+		t.Fatalf("demand %.3f an hour later by the request's time", d)
+	}
+	if d := p.Explain(req(1, time.Time{}), cands).HotDemand; d == 0 {
+		t.Fatal("without a time of its own, the request is not read at the policy's clock")
+	}
+}
+
 // TestHotPrefixReplication: a system prompt cached on one replica whose
 // demand grows past the utilization gets owners that are priced as holding
 // it, so a cold owner with a shorter queue wins; a conversation's history

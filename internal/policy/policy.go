@@ -55,6 +55,11 @@ type Request struct {
 	// Session is the conversation the request belongs to (x-session-id,
 	// else the body's user field); "" when it names none.
 	Session string
+	// At is when the request is routed: the time a policy whose state
+	// decays (the hot prefix sketch) counts it at. The zero time means now
+	// by the policy's own clock, Settings.Now. A caller that read the clock
+	// for the decision anyway passes its reading and saves a second one.
+	At time.Time
 }
 
 // Decision is what Pick chose, with what the gateway needs to account for
