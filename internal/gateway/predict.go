@@ -245,11 +245,21 @@ func tokResult(err error) string {
 // tokens its engine holds.
 func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *prediction) []int {
 	bs := g.tokenizers[model].blockSize
-	dst = g.index.Match(dst, ids, pred.hashes, pred.tokens, bs)
-	for i := range dst {
-		dst[i] *= bs
+	return blocksToTokens(g.index.Match(dst, ids, pred.hashes, pred.tokens, bs), bs)
+}
+
+// cachedTokensAt is cachedTokens for the model's routes at positions,
+// which the index finds by the routes' handles instead of their IDs.
+func (g *Gateway) cachedTokensAt(dst []int, mr *modelRoutes, positions []int, model string, pred *prediction) []int {
+	bs := g.tokenizers[model].blockSize
+	return blocksToTokens(g.index.MatchHandles(dst, mr.indexHandles(g.index), positions, pred.hashes, pred.tokens, bs), bs)
+}
+
+func blocksToTokens(blocks []int, blockSize int) []int {
+	for i := range blocks {
+		blocks[i] *= blockSize
 	}
-	return dst
+	return blocks
 }
 
 // learnCapacity sizes a replica's shadow cache from what its engine

@@ -335,7 +335,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	// tried first. One pass fills their candidates as it finds them: a
 	// decision reads every replica, and reading each once is most of it.
 	usable := false
-	offered, retried, cands, ids := sc.offered[:0], sc.retried[:0], sc.cands[:0], sc.ids[:0]
+	offered, retried, cands := sc.offered[:0], sc.retried[:0], sc.cands[:0]
 	for i := range mr.routes {
 		rt := &mr.routes[i]
 		if !rt.Usable(start) {
@@ -347,20 +347,25 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, rt)
 		default:
-			offered, cands, ids = g.offer(offered, cands, ids, rt, start, at)
+			offered, cands = g.offer(offered, cands, rt, start, at)
 		}
 	}
 	if len(offered) == 0 {
 		for _, rt := range retried {
-			offered, cands, ids = g.offer(offered, cands, ids, rt, start, at)
+			offered, cands = g.offer(offered, cands, rt, start, at)
 		}
 	}
-	sc.offered, sc.retried, sc.cands, sc.ids = offered, retried, cands, ids
+	sc.offered, sc.retried, sc.cands = offered, retried, cands
 	if !usable {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
-	if ex.pred != nil && len(ids) > 0 {
-		sc.cached = g.cachedTokens(sc.cached, ids, ex.model, ex.pred)
+	if ex.pred != nil && len(offered) > 0 {
+		positions := sc.positions[:0]
+		for _, rt := range offered {
+			positions = append(positions, rt.pos)
+		}
+		sc.positions = positions
+		sc.cached = g.cachedTokensAt(sc.cached, mr, positions, ex.model, ex.pred)
 		for i, n := range sc.cached {
 			cands[i].Cached = n
 		}
@@ -380,11 +385,11 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
 }
 
-// offer appends rt to the offered routes, its candidate and its ID.
-func (g *Gateway) offer(offered []*route, cands []policy.Candidate, ids []string, rt *route, now time.Time, at fleet.Instant) ([]*route, []policy.Candidate, []string) {
+// offer appends rt to the offered routes and its candidate.
+func (g *Gateway) offer(offered []*route, cands []policy.Candidate, rt *route, now time.Time, at fleet.Instant) ([]*route, []policy.Candidate) {
 	cands = slices.Grow(cands, 1)[:len(cands)+1]
 	g.candidate(&cands[len(cands)-1], rt, now, at)
-	return append(offered, rt), cands, append(ids, rt.ID)
+	return append(offered, rt), cands
 }
 
 // decisionScratch holds the slices one decision fills, so that deciding
@@ -393,7 +398,7 @@ func (g *Gateway) offer(offered []*route, cands []policy.Candidate, ids []string
 type decisionScratch struct {
 	offered, retried []*route
 	cands            []policy.Candidate
-	ids              []string
+	positions        []int // the offered routes' places in the model's routes
 	cached           []int
 }
 
@@ -404,7 +409,6 @@ var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) 
 func (sc *decisionScratch) release() {
 	clear(sc.offered[:cap(sc.offered)])
 	clear(sc.retried[:cap(sc.retried)])
-	clear(sc.ids[:cap(sc.ids)])
 	clear(sc.cands[:cap(sc.cands)])
 	decisionScratches.Put(sc)
 }

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
 )
 
@@ -24,11 +26,16 @@ type routeTable struct {
 type modelRoutes struct {
 	routes []route
 	series decisionSeries
+	ids    []string // the routes' replica IDs
+	// handles are the routes' replicas as the KV index names them,
+	// resolved again when replicas join or leave the index.
+	handles atomic.Pointer[index.Handles]
 }
 
 // route is a replica as a decision for one model reads it.
 type route struct {
 	*fleet.Replica
+	pos    int // its place in the model's routes
 	feed   *load.Feed
 	chosen prometheus.Counter // the model's decisions that chose it
 }
@@ -42,9 +49,10 @@ func (g *Gateway) routes() *routeTable {
 	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(g.policies))}
 	for model, p := range g.policies {
 		pool := snap.ForModel(model)
-		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name())}
+		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name()), ids: make([]string, len(pool))}
 		for i, r := range pool {
-			mr.routes[i] = route{r, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID)}
+			mr.routes[i] = route{r, i, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID)}
+			mr.ids[i] = r.ID
 		}
 		t.models[model] = mr
 	}
@@ -59,6 +67,16 @@ func (t *routeTable) model(name string) *modelRoutes {
 		return mr
 	}
 	return &modelRoutes{}
+}
+
+// indexHandles returns the routes' handles in the KV index.
+func (mr *modelRoutes) indexHandles(ix *index.Approx) *index.Handles {
+	if hd := mr.handles.Load(); hd != nil && ix.Current(hd) {
+		return hd
+	}
+	hd := ix.Resolve(mr.ids)
+	mr.handles.Store(hd)
+	return hd
 }
 
 // report returns the replica's engine report while it is fresh.

@@ -182,13 +182,74 @@ func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHa
 		handles = make([]int32, 0, len(candidates))
 	}
 	handles, top := x.replicas.Load().resolve(handles, candidates)
-	if top < 0 {
+	x.matchResolved(dst, handles, top, hashes[:limit])
+	return dst
+}
+
+// Handles are replicas resolved once to the index's own small numbers for
+// them, for a caller that matches the same replicas request after request:
+// Match looks up every candidate by ID, a twentieth of a gateway's routing
+// decision at 64 replicas. They stay valid while no replica joins or
+// leaves the index; MatchHandles checks that, and looks the IDs up again
+// when it no longer holds.
+type Handles struct {
+	reg     *registry
+	ids     []string
+	handles []int32 // -1 for replicas the index did not know
+}
+
+// Resolve returns the handles of the replicas named by ids, in order.
+func (x *Approx) Resolve(ids []string) *Handles {
+	reg := x.replicas.Load()
+	handles, _ := reg.resolve(make([]int32, 0, len(ids)), ids)
+	return &Handles{reg: reg, ids: slices.Clone(ids), handles: handles}
+}
+
+// Current reports whether hd still names the index's replicas as they are:
+// none joined or left since it was resolved.
+func (x *Approx) Current(hd *Handles) bool { return hd.reg == x.replicas.Load() }
+
+// MatchHandles is Match for the candidates hd.ids[i] for i in positions,
+// in that order, which it reads by handle while hd is current.
+func (x *Approx) MatchHandles(dst []int, hd *Handles, positions []int, hashes []tokenize.BlockHash, promptTokens, blockSize int) []int {
+	dst = slices.Grow(dst[:0], len(positions))[:len(positions)]
+	clear(dst)
+	limit := hitLimit(len(hashes), promptTokens, blockSize)
+	if limit == 0 || len(positions) == 0 {
 		return dst
 	}
+	var handleBuf [64]int32
+	handles := handleBuf[:0]
+	if len(positions) > len(handleBuf) {
+		handles = make([]int32, 0, len(positions))
+	}
+	top := int32(-1)
+	if reg := x.replicas.Load(); reg == hd.reg {
+		for _, i := range positions {
+			h := hd.handles[i]
+			handles = append(handles, h)
+			top = max(top, h)
+		}
+	} else {
+		for _, i := range positions {
+			h := reg.handleOf(hd.ids[i])
+			handles = append(handles, h)
+			top = max(top, h)
+		}
+	}
+	x.matchResolved(dst, handles, top, hashes[:limit])
+	return dst
+}
 
-	mt := matcher{x: x, hashes: hashes[:limit]}
+// matchResolved writes to dst[i] how many of hashes candidate handles[i]
+// holds, given the largest handle, top (-1 when none is known).
+func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []tokenize.BlockHash) {
+	if top < 0 {
+		return
+	}
 	if top < 64 {
 		// Candidate sets are sets of handles: one holder word as it is.
+		mt := matcher{x: x, hashes: hashes}
 		var all uint64
 		for _, h := range handles {
 			if h >= 0 {
@@ -201,10 +262,9 @@ func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHa
 				dst[i] = int(mt.depth[h])
 			}
 		}
-		return dst
+		return
 	}
-	x.matchWide(dst, slices.Clone(handles), hashes[:limit])
-	return dst
+	x.matchWide(dst, slices.Clone(handles), hashes)
 }
 
 // matchWide is Match for handles beyond one holder word: it takes up to 64

@@ -144,10 +144,17 @@ func TestApproxAgainstModel(t *testing.T) {
 		}
 		var toks []tokens
 
+		// Handles resolved now and again; replicas join and leave in
+		// between, so MatchHandles often has stale ones to deal with.
+		hd := idx.Resolve(cands)
+
 		steps := rapid.IntRange(1, 80).Draw(t, "steps")
 		for step := range steps {
 			var op string
-			switch rapid.IntRange(0, 9).Draw(t, "op") {
+			switch rapid.IntRange(0, 10).Draw(t, "op") {
+			case 10:
+				op = "Resolve"
+				hd = idx.Resolve(cands)
 			case 0, 1, 2, 3:
 				id := rapid.SampledFrom(ids).Draw(t, "replica")
 				p := prompt("record")
@@ -221,6 +228,14 @@ func TestApproxAgainstModel(t *testing.T) {
 			want := ref.match(cands, p, ntok, bsize)
 			if !slices.Equal(got, want) {
 				t.Fatalf("step %d, after %s: Match(%d blocks, %d tokens, bs %d) = %v, model says %v", step, op, len(p), ntok, bsize, got, want)
+			}
+			positions := rapid.SliceOfN(rapid.IntRange(0, len(cands)-1), 0, 10).Draw(t, "positions")
+			some := make([]string, len(positions))
+			for i, at := range positions {
+				some[i] = cands[at]
+			}
+			if got, want := idx.MatchHandles(nil, hd, positions, p, ntok, bsize), ref.match(some, p, ntok, bsize); !slices.Equal(got, want) {
+				t.Fatalf("step %d, after %s: MatchHandles(%v, current %v) = %v, model says %v", step, op, some, idx.Current(hd), got, want)
 			}
 			limit := hitLimit(len(p), ntok, bsize)
 			for i, d := range got {

@@ -87,6 +87,14 @@ next:
 	return handles, top
 }
 
+// handleOf is the handle of replica id, -1 when it does not know it.
+func (g *registry) handleOf(id string) int32 {
+	if r := g.lookup(id); r != nil {
+		return int32(r.handle)
+	}
+	return -1
+}
+
 // byAddress returns the entry of the replica that id's memory names, or
 // nil.
 func (g *registry) byAddress(id string) *addrEntry {
