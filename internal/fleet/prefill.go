@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // prefillQueue is the gateway's own estimate of the prefill work waiting on
@@ -19,41 +21,25 @@ import (
 // at a time under mu, keep the counts of waiting requests beside it.
 type prefillQueue struct {
 	mu        sync.Mutex   // serializes writers
-	drainedAt atomic.Int64 // an Instant; a queue that never held anything drains by neverQueued
+	drainedAt atomic.Int64 // a clock.Instant; a queue that never held anything drains by neverQueued
 	waiting   atomic.Int64 // requests still waiting for their first byte
 	tokens    atomic.Int64 // their prompt tokens
 }
 
-// epoch is the origin of the queue's clock; a time with a monotonic reading
-// keeps differences from it monotonic.
-var epoch = time.Now()
-
-// An Instant is a time on the prefill queues' clock: nanoseconds since
-// epoch, within ±instantLimit. A decision reads the queue of every
-// candidate at one time, and converting it once instead of once per
-// replica saves a tenth of reading them.
-type Instant int64
-
-// Instants and queued durations stay within ±2^61 ns (73 years), and the
-// instant a queue drains by within ±2^62, so that adding a duration to
-// either and subtracting an instant from it never overflows.
+// A queue drains by an instant within ±queueLimit: an instant plus a queued
+// duration, each within ±clock.Limit, stays within it, and subtracting an
+// instant from it never overflows.
 const (
-	instantLimit = 1 << 61
-	queueLimit   = 1 << 62
-	neverQueued  = -queueLimit // before any instant
+	queueLimit  = 2 * clock.Limit
+	neverQueued = -queueLimit // before any instant
 )
 
-// InstantOf is t on the queues' clock.
-func InstantOf(t time.Time) Instant {
-	return Instant(min(max(t.Sub(epoch), -instantLimit), instantLimit))
-}
-
-// queuedNanos is secs of prefill in whole nanoseconds, at most instantLimit.
+// queuedNanos is secs of prefill in whole nanoseconds, at most clock.Limit.
 func queuedNanos(secs float64) int64 {
 	if !(secs > 0) {
 		return 0
 	}
-	return int64(min(math.Round(secs*1e9), instantLimit))
+	return int64(min(math.Round(secs*1e9), clock.Limit))
 }
 
 // add queues a request's estimated prefill.
@@ -61,7 +47,7 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// The queue resumes from now once it has drained.
-	from := max(q.drainedAt.Load(), int64(InstantOf(now)))
+	from := max(q.drainedAt.Load(), int64(clock.Of(now)))
 	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
@@ -77,22 +63,22 @@ func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
 		return
 	}
 	// Nothing waits: the queue is empty from now on.
-	q.drainedAt.Store(min(q.drainedAt.Load(), int64(InstantOf(now))))
+	q.drainedAt.Store(min(q.drainedAt.Load(), int64(clock.Of(now))))
 	q.waiting.Store(0)
 	q.tokens.Store(0)
 }
 
 // queued is the prefill, in seconds, still queued at now.
-func (q *prefillQueue) queued(now Instant) float64 {
+func (q *prefillQueue) queued(now clock.Instant) float64 {
 	return float64(max(q.drainedAt.Load()-int64(now), 0)) * 1e-9 // a multiply: Duration.Seconds divides
 }
 
 // QueuedPrefill is the estimated prefill, in seconds, still ahead of a new
 // request on the replica.
-func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillAt(InstantOf(now)) }
+func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillAt(clock.Of(now)) }
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
-func (r *Replica) QueuedPrefillAt(now Instant) float64 { return r.prefill.queued(now) }
+func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.prefill.queued(now) }
 
 // PromptLoad reports the prompt tokens of requests in flight on the replica
 // and of those among them still waiting for their first byte.

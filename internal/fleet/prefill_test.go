@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // TestPrefillQueue drives leases through Queue, FirstByte and Release at
@@ -76,7 +78,7 @@ func TestPrefillQueue(t *testing.T) {
 			if math.Abs(got-want) > 1e-7 || got < 0 {
 				t.Fatalf("queued prefill %v, want %v", got, want)
 			}
-			if at := r.QueuedPrefillAt(InstantOf(now)); at != got {
+			if at := r.QueuedPrefillAt(clock.Of(now)); at != got {
 				t.Fatalf("QueuedPrefillAt %v, QueuedPrefill %v", at, got)
 			}
 			if gotWaiting, gotTokens := r.prefill.waiting.Load(), r.prefill.tokens.Load(); gotWaiting != waiting || gotTokens != waitingTokens {
@@ -97,7 +99,7 @@ func TestPrefillQueue(t *testing.T) {
 func TestPrefillQueueUnderConcurrentWriters(t *testing.T) {
 	r := NewReplica("r", nil, []string{"m"}, 0, 0)
 	now := time.Unix(1_000_000, 0)
-	at := InstantOf(now)
+	at := clock.Of(now)
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for range 2 {
@@ -149,14 +151,14 @@ func TestPrefillQueueExtremes(t *testing.T) {
 			}
 			for _, read := range far {
 				q := r.QueuedPrefill(read)
-				if q < 0 || math.IsNaN(q) || q > (queueLimit+instantLimit)*1e-9*(1+1e-12) {
+				if q < 0 || math.IsNaN(q) || q > (queueLimit+clock.Limit)*1e-9*(1+1e-12) {
 					t.Fatalf("%v s queued three times at %v, read at %v: %v s", secs, when, read, q)
 				}
 				if !read.Equal(when) || !(secs > 0) {
 					continue
 				}
 				// Exact to the rounded nanosecond, up to a cap of 73 years each.
-				want := min(3*secs, instantLimit*1e-9)
+				want := min(3*secs, clock.Limit*1e-9)
 				if q < want*(1-1e-9)-2e-9 || (3*secs < 1e6 && math.Abs(q-3*secs) > 1e-8) {
 					t.Fatalf("%v s queued three times at %v reads as %v s", secs, when, q)
 				}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -169,7 +170,7 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 		b.Fatalf("predicted cached tokens %v on %v, want [7984 4000 0]", got, ids)
 	}
 	var c policy.Candidate
-	g.candidate(&c, &g.routes().model(testModel).routes[0], now, fleet.InstantOf(now))
+	g.candidate(&c, &g.routes().model(testModel).routes[0], clock.Of(now))
 	if c.Running < 0 || c.KVUsage < 0 || c.KVCapacityBlocks != simCfg.NumGPUBlocks-1 {
 		b.Fatalf("candidate without its engine's report: %+v", c)
 	}

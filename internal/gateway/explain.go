@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
@@ -102,11 +102,11 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	now := time.Now()
 	ex.route.At = now
-	at := fleet.InstantOf(now)
+	at := clock.Of(now)
 	pool := g.routes().model(ex.model).routes
 	all := make([]policy.Candidate, len(pool))
 	for i := range pool {
-		g.candidate(&all[i], &pool[i], now, at)
+		g.candidate(&all[i], &pool[i], at)
 	}
 	if ex.pred != nil && len(pool) > 0 {
 		ids := make([]string, len(pool))

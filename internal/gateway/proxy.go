@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -327,7 +328,7 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 // Replicas not tried yet come first.
 func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, *openai.Error, string) {
 	start := time.Now()
-	at := fleet.InstantOf(start)
+	at := clock.Of(start)
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	mr := g.routes().model(ex.model)
@@ -347,12 +348,12 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, rt)
 		default:
-			offered, cands = g.offer(offered, cands, rt, start, at)
+			offered, cands = g.offer(offered, cands, rt, at)
 		}
 	}
 	if len(offered) == 0 {
 		for _, rt := range retried {
-			offered, cands = g.offer(offered, cands, rt, start, at)
+			offered, cands = g.offer(offered, cands, rt, at)
 		}
 	}
 	sc.offered, sc.retried, sc.cands = offered, retried, cands
@@ -386,9 +387,9 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 }
 
 // offer appends rt to the offered routes and its candidate.
-func (g *Gateway) offer(offered []*route, cands []policy.Candidate, rt *route, now time.Time, at fleet.Instant) ([]*route, []policy.Candidate) {
+func (g *Gateway) offer(offered []*route, cands []policy.Candidate, rt *route, at clock.Instant) ([]*route, []policy.Candidate) {
 	cands = slices.Grow(cands, 1)[:len(cands)+1]
-	g.candidate(&cands[len(cands)-1], rt, now, at)
+	g.candidate(&cands[len(cands)-1], rt, at)
 	return append(offered, rt), cands
 }
 
@@ -413,14 +414,14 @@ func (sc *decisionScratch) release() {
 	decisionScratches.Put(sc)
 }
 
-// candidate fills c with a replica as policies see it at now (at on the
-// queues' clock): the gateway's own counts always, the engine's while its
-// report is fresh. It writes c in place: a decision fills one per replica,
-// and building each in a local and copying it cost more than the reads.
-func (g *Gateway) candidate(c *policy.Candidate, rt *route, now time.Time, at fleet.Instant) {
+// candidate fills c with a replica as policies see it at at: the
+// gateway's own counts always, the engine's while its report is fresh. It
+// writes c in place: a decision fills one per replica, and building each in
+// a local and copying it cost more than the reads.
+func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.ID, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.KVCapacityBlocks
-	if rep, ok := g.report(rt, now); ok {
+	if rep, ok := g.report(rt, at); ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
 		if rep.CapacityBlocks > 1 {
 			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable

@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
@@ -79,13 +79,14 @@ func (mr *modelRoutes) indexHandles(ix *index.Approx) *index.Handles {
 	return hd
 }
 
-// report returns the replica's engine report while it is fresh.
-func (g *Gateway) report(rt *route, now time.Time) (*load.Report, bool) {
+// report returns what routing reads of the replica's engine report, while
+// the report is fresh at now.
+func (g *Gateway) report(rt *route, now clock.Instant) (load.Routing, bool) {
 	if rt.feed.Retired() {
 		// The scraper forgot the replica between our snapshot and its own
 		// (it left and came back): its reports now arrive in a new feed.
 		g.table.Store(nil)
-		return g.scraper.Feed(rt.ID).Fresh(now)
+		return g.scraper.Feed(rt.ID).FreshRouting(now)
 	}
-	return rt.feed.Fresh(now)
+	return rt.feed.FreshRouting(now)
 }

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // Scrape results, as counted in inferrail_load_scrapes_total.
@@ -54,6 +58,51 @@ type Feed struct {
 	last    atomic.Pointer[Sample]
 	retired atomic.Bool // the replica stopped being a target: nothing more arrives
 	maxAge  time.Duration
+
+	// The latest report's Routing and when it goes stale, beside last so
+	// that a decision reads them without following two pointers per
+	// replica. The replica's scrapes, one at a time, publish them: the
+	// writer makes seq odd while it changes them, and a reader retries
+	// until it saw the same even seq before and after (a sequence lock).
+	seq      atomic.Uint64
+	staleAt  atomic.Int64  // a clock.Instant
+	running  atomic.Uint64 // float64 bits
+	kvUsage  atomic.Uint64 // float64 bits
+	capacity atomic.Int64
+}
+
+// Routing is what a routing decision reads of an engine's report.
+type Routing struct {
+	Running        float64
+	KVUsage        float64
+	CapacityBlocks int
+}
+
+// publish makes smp the feed's latest sample. Scrapes of one replica call
+// it one at a time.
+func (f *Feed) publish(smp *Sample) {
+	f.seq.Add(1)
+	f.staleAt.Store(int64(clock.Of(smp.At).Add(f.maxAge)))
+	f.running.Store(math.Float64bits(smp.Report.Running))
+	f.kvUsage.Store(math.Float64bits(smp.Report.KVUsage))
+	f.capacity.Store(int64(smp.Report.CapacityBlocks))
+	f.seq.Add(1)
+	f.last.Store(smp)
+}
+
+// FreshRouting is Fresh's report as routing reads it, at an instant.
+func (f *Feed) FreshRouting(now clock.Instant) (Routing, bool) {
+	for spins := 0; ; spins++ {
+		s := f.seq.Load()
+		r := Routing{math.Float64frombits(f.running.Load()), math.Float64frombits(f.kvUsage.Load()), int(f.capacity.Load())}
+		staleAt := clock.Instant(f.staleAt.Load())
+		if s&1 == 0 && f.seq.Load() == s {
+			return r, s > 0 && now <= staleAt
+		}
+		if spins >= 16 {
+			runtime.Gosched() // the writer may have been descheduled mid-write
+		}
+	}
 }
 
 // Last returns the latest sample whatever its age, or nil.
@@ -192,7 +241,7 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 		}
 	}
 	st.previous = rep
-	st.feed.last.Store(&Sample{Report: rep, At: sent})
+	st.feed.publish(&Sample{Report: rep, At: sent})
 }
 
 // What is logged, once per replica, when its scrapes start failing and when

@@ -1,0 +1,70 @@
+package load
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
+)
+
+// TestFeedRouting: what routing reads of a feed is the latest report's
+// fields, fresh exactly as Fresh says, and nothing before the first sample.
+func TestFeedRouting(t *testing.T) {
+	f := &Feed{maxAge: 250 * time.Millisecond}
+	sent := time.Now()
+	for _, at := range []time.Time{{}, sent, sent.Add(time.Hour)} {
+		if r, ok := f.FreshRouting(clock.Of(at)); ok {
+			t.Fatalf("an empty feed reads as %+v at %v", r, at)
+		}
+	}
+	for i, rep := range []*Report{
+		{Running: 3, KVUsage: 0.5, CapacityBlocks: 4096},
+		{Running: 0, KVUsage: 0, CapacityBlocks: 0},
+		{Running: 2.5, KVUsage: 1, CapacityBlocks: 1 << 40},
+	} {
+		at := sent.Add(time.Duration(i) * time.Second)
+		f.publish(&Sample{Report: rep, At: at})
+		for _, now := range []time.Time{at.Add(-time.Second), at, at.Add(f.maxAge), at.Add(f.maxAge + 1), at.Add(time.Hour)} {
+			r, ok := f.FreshRouting(clock.Of(now))
+			_, want := f.Fresh(now)
+			if ok != want {
+				t.Fatalf("report %d read %v after its scrape: fresh %v, Fresh says %v", i, now.Sub(at), ok, want)
+			}
+			if r != (Routing{rep.Running, rep.KVUsage, rep.CapacityBlocks}) {
+				t.Fatalf("report %d reads as %+v", i, r)
+			}
+		}
+	}
+}
+
+// TestFeedRoutingUnderScrapes: a reader never mixes two reports' fields
+// while scrapes publish new ones (each report's fields are tied together).
+func TestFeedRoutingUnderScrapes(t *testing.T) {
+	f := &Feed{maxAge: time.Hour}
+	at := time.Now()
+	f.publish(&Sample{Report: &Report{}, At: at})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for k := 1; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.publish(&Sample{Report: &Report{Running: float64(k), KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at})
+		}
+	})
+	now := clock.Of(at)
+	for range 200_000 {
+		r, ok := f.FreshRouting(now)
+		if !ok || r.Running != float64(r.CapacityBlocks) || r.KVUsage != float64(r.CapacityBlocks)/1e9 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("read %+v (fresh %v): fields of different reports", r, ok)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
