@@ -44,25 +44,51 @@ type costModel struct {
 
 	mu       sync.Mutex // guards the fields below
 	src      *source
-	hot      *sketch   // nil when hot prefix replication is off
-	sessions *sessions // nil without session affinity
-	slots    []slot    // decide's scratch
-	order    []int     // decide's scratch for choosing owners
+	hot      *sketch     // nil when hot prefix replication is off
+	sessions *sessions   // nil without session affinity
+	slots    []slot      // decide's scratch
+	ranks    []ownerRank // decide's scratch for choosing owners, with IDs' keys kept across calls
+	order    []int       // decide's scratch for choosing owners
 }
 
-// slot is a candidate's state during one decision.
+// slot is a candidate's state during one decision: what the passes over
+// every candidate read, in one cache line.
 type slot struct {
-	cached int    // its prediction, clamped to the prompt
-	priced int    // the cached tokens it is priced with: cached, or an owner's credit
-	blocks int    // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
-	owner  bool   // a hot prefix owner
-	rank   uint64 // how it ranks for ownership: holding the root, then rendezvous weight
-	aside  string // the guard that set it aside, "" if allowed
+	cached int // its prediction, clamped to the prompt
+	priced int // the cached tokens it is priced with: cached, or an owner's credit
+	blocks int // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
 	est    Estimate
+	owner  bool       // a hot prefix owner
+	aside  setAsideBy // the guard that set it aside, if one did
+}
 
-	// The candidate's ID and its idKey, kept across Pick's decisions (the
-	// gateway offers the same replicas in the same order); idKey 0 means
-	// unknown.
+// setAsideBy is the load guard that set a candidate aside; zero if none
+// did.
+type setAsideBy uint8
+
+const (
+	notAside setAsideBy = iota
+	asideBoundedLoad
+	asideKVPressure
+)
+
+// String is the guard's name, "" for notAside.
+func (g setAsideBy) String() string {
+	switch g {
+	case asideBoundedLoad:
+		return GuardBoundedLoad
+	case asideKVPressure:
+		return GuardKVPressure
+	}
+	return ""
+}
+
+// ownerRank is how a candidate ranks for owning a hot prefix: holding the
+// root, then rendezvous weight. The candidate's ID and its idKey are kept
+// across Pick's decisions (the gateway offers the same replicas in the same
+// order); idKey 0 means unknown.
+type ownerRank struct {
+	rank  uint64
 	id    string
 	idKey uint64
 }
@@ -118,9 +144,9 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	now := p.now(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sl, order := p.scratch(len(cands))
+	sl, rk, order := p.scratch(len(cands))
 	var h hotView
-	d := p.decide(req, cands, sl, order, p.src.r, now, &h, false)
+	d := p.decide(req, cands, sl, rk, order, p.src.r, now, &h, false)
 	if h.rooted {
 		p.countDemand(req, &h, d.PrefillSecs, now)
 	}
@@ -137,14 +163,14 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	var h hotView
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	sl, order := p.scratch(len(cands))
-	d := p.decide(req, cands, sl, order, p.src.peek(), now, &h, true)
+	sl, rk, order := p.scratch(len(cands))
+	d := p.decide(req, cands, sl, rk, order, p.src.peek(), now, &h, true)
 
 	ex.Decision, ex.Winner = d, cands[d.Index].ID
 	ex.HotDemand, ex.HotOwners, ex.HotCreditTokens = h.demand, h.owners, h.credit
 	for i := range cands {
 		r := &ex.Replicas[i]
-		r.PricedCachedTokens, r.HotOwner, r.SetAside, r.Estimate = sl[i].priced, sl[i].owner, sl[i].aside, sl[i].est
+		r.PricedCachedTokens, r.HotOwner, r.SetAside, r.Estimate = sl[i].priced, sl[i].owner, sl[i].aside.String(), sl[i].est
 	}
 	// A winner the session steered may trail the runner-up: nothing put
 	// it ahead.
@@ -162,17 +188,18 @@ func (p *costModel) now(req *Request) time.Time {
 	return req.At
 }
 
-// scratch returns the slots and order decide works in for n candidates,
-// kept between calls. Guarded by mu.
-func (p *costModel) scratch(n int) ([]slot, []int) {
+// scratch returns the slots, ranks and order decide works in for n
+// candidates, kept between calls. Guarded by mu.
+func (p *costModel) scratch(n int) ([]slot, []ownerRank, []int) {
 	if cap(p.slots) < n {
 		p.slots = make([]slot, n)
+		p.ranks = make([]ownerRank, n)
 		p.order = make([]int, n)
 	}
-	return p.slots[:n], p.order[:n]
+	return p.slots[:n], p.ranks[:n], p.order[:n]
 }
 
-// decide makes the decision in sl's and order's space (one slot and one int
+// decide makes the decision in sl's, rk's and order's space (one of each
 // per candidate), drawing ties from r, and reports the hot prefix step in h.
 // It reads the sketch and the session table and changes nothing.
 //
@@ -180,13 +207,13 @@ func (p *costModel) scratch(n int) ([]slot, []int) {
 // estimates do not change the decision, so they are worked out only to
 // explain it: otherwise the slots' priced, owner and est and h's demand,
 // owners and credit are left as they were.
-func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []int, r *rand.Rand, now time.Time, h *hotView, explain bool) Decision {
+func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []ownerRank, order []int, r *rand.Rand, now time.Time, h *hotView, explain bool) Decision {
 	inFlight := p.slotsAndDepths(req, cands, sl, h)
 	d := Decision{Index: -1, Guards: p.guard(req, cands, sl, inFlight)}
 	if p.sessions != nil && req.Session != "" {
 		if id, ok := p.sessions.peek(req.Session); ok {
 			for i := range cands {
-				if cands[i].ID == id && sl[i].aside == "" {
+				if cands[i].ID == id && sl[i].aside == notAside {
 					d.Index, d.Steered = i, SteerSession
 					break
 				}
@@ -195,7 +222,7 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, order []i
 	}
 	if d.Index < 0 || explain {
 		if h.rooted {
-			p.hotOwners(req, cands, sl, order, now, h)
+			p.hotOwners(req, cands, sl, rk, order, now, h)
 		}
 		if d.Index >= 0 {
 			p.price(req, cands, sl, nil)
@@ -232,7 +259,7 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
 		s.est = cost.withPrefill(&cands[i], prefill)
-		if r == nil || s.aside != "" {
+		if r == nil || s.aside != notAside {
 			continue
 		}
 		if best < 0 {
@@ -277,7 +304,7 @@ func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h
 		// the ID cache, and blocks without a root) are left as they are.
 		c := cachedTokens(req, &cands[i])
 		s := &sl[i]
-		s.cached, s.priced, s.owner, s.aside = c, c, false, ""
+		s.cached, s.priced, s.owner, s.aside = c, c, false, notAside
 		inFlight += max(cands[i].InFlight, 0)
 		if !h.rooted {
 			continue
@@ -298,7 +325,7 @@ func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h
 // hotOwners finds, once hotDepths has found the prompt's root prefix,
 // whether it is hot and then its owners and their credit, raising their
 // priced cached tokens.
-func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, order []int, now time.Time, h *hotView) {
+func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []ownerRank, order []int, now time.Time, h *hotView) {
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
 	t := p.hot.ticks(now)
 	h.demand = p.hot.rateAt(h.root, t)
@@ -310,7 +337,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, order 
 	if k := math.Ceil(h.demand / u); k < float64(h.owners) {
 		h.owners = int(k)
 	}
-	owners := chooseOwners(h.root, root*bs, cands, sl, order, h.owners)
+	owners := chooseOwners(h.root, root*bs, cands, sl, rk, order, h.owners)
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
@@ -344,8 +371,8 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, order 
 // chooseOwners returns the k candidates that hold at least held tokens
 // (the root prefix) first, then those with the highest rendezvous weight on
 // root, the first on ties: as indices into cands, in order's space, in no
-// particular order.
-func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []int, k int) []int {
+// particular order. It ranks the candidates in rk.
+func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []ownerRank, order []int, k int) []int {
 	if k >= len(cands) { // every candidate owns it: nothing to rank
 		owners := order[:len(cands)]
 		for i := range owners {
@@ -355,28 +382,28 @@ func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, order []i
 	}
 	var buckets rankBuckets
 	for i := range cands {
-		s := &sl[i]
-		if s.idKey == 0 || s.id != cands[i].ID {
-			s.id, s.idKey = cands[i].ID, idKey(cands[i].ID)
+		o := &rk[i]
+		if o.idKey == 0 || o.id != cands[i].ID {
+			o.id, o.idKey = cands[i].ID, idKey(cands[i].ID)
 		}
 		// Holding comes first, then the weight, rendezvous(root, ID), less
 		// its lowest bit.
-		s.rank = mix64(root^s.idKey) >> 1
-		if s.cached >= held {
-			s.rank |= 1 << 63
+		o.rank = mix64(root^o.idKey) >> 1
+		if sl[i].cached >= held {
+			o.rank |= 1 << 63
 		}
-		buckets[s.rank>>rankBucketShift]++
+		buckets[o.rank>>rankBucketShift]++
 	}
 	if k <= 16 {
-		return topOwners(sl, order, k)
+		return topOwners(rk, order, k)
 	}
 	// Many owners: the k-th highest rank splits owners from the rest in
 	// one pass; among candidates of exactly that rank the first ones win.
-	cut, atCut := kthRank(sl, &buckets, order, k)
-	owners := order[:len(sl)]
+	cut, atCut := kthRank(rk, &buckets, order, k)
+	owners := order[:len(rk)]
 	n := 0
-	for i := range sl {
-		r := sl[i].rank
+	for i := range rk {
+		r := rk[i].rank
 		owner := r > cut
 		if r == cut && atCut > 0 {
 			owner = true
@@ -395,40 +422,40 @@ type rankBuckets [64]int32
 
 const rankBucketShift = 64 - 6
 
-// kthRank returns the k-th highest rank in sl (0 < k <= len(sl)) and how
+// kthRank returns the k-th highest rank in rk (0 < k <= len(rk)) and how
 // many candidates of exactly that rank are among the k highest, given the
 // ranks' buckets and using order as scratch. It sorts only the bucket the
 // k-th falls in, usually a rank or two, where sorting them all took most
 // of chooseOwners' time.
-func kthRank(sl []slot, buckets *rankBuckets, order []int, k int) (cut uint64, atCut int) {
+func kthRank(rk []ownerRank, buckets *rankBuckets, order []int, k int) (cut uint64, atCut int) {
 	b, above := len(buckets)-1, 0 // above: ranks in buckets above b
 	for above+int(buckets[b]) < k {
 		above += int(buckets[b])
 		b--
 	}
 	in := order[:0]
-	for i := range sl {
-		if sl[i].rank>>rankBucketShift == uint64(b) {
+	for i := range rk {
+		if rk[i].rank>>rankBucketShift == uint64(b) {
 			in = append(in, i)
 		}
 	}
 	// The cut is the want-th highest rank in the bucket.
-	slices.SortFunc(in, func(x, y int) int { return cmp.Compare(sl[y].rank, sl[x].rank) })
+	slices.SortFunc(in, func(x, y int) int { return cmp.Compare(rk[y].rank, rk[x].rank) })
 	want := k - above
-	cut = sl[in[want-1]].rank
+	cut = rk[in[want-1]].rank
 	atCut = 1
-	for j := want - 2; j >= 0 && sl[in[j]].rank == cut; j-- {
+	for j := want - 2; j >= 0 && rk[in[j]].rank == cut; j-- {
 		atCut++
 	}
 	return cut, atCut
 }
 
-// topOwners keeps the k best ranks of sl by insertion, n·k steps: fewer
+// topOwners keeps the k best ranks of rk by insertion, n·k steps: fewer
 // than sorting for the few owners a prefix usually has.
-func topOwners(sl []slot, order []int, k int) []int {
-	before := func(a, b int) bool { return sl[a].rank > sl[b].rank || (sl[a].rank == sl[b].rank && a < b) }
+func topOwners(rk []ownerRank, order []int, k int) []int {
+	before := func(a, b int) bool { return rk[a].rank > rk[b].rank || (rk[a].rank == rk[b].rank && a < b) }
 	top := order[:0]
-	for i := range sl {
+	for i := range rk {
 		if len(top) == k && !before(i, top[k-1]) {
 			continue
 		}
@@ -473,7 +500,7 @@ func (p *costModel) guard(req *Request, cands []Candidate, sl []slot, total int6
 	open, pressured := 0, 0
 	for i := range cands {
 		if max(cands[i].InFlight, 0)+1 > limit {
-			sl[i].aside, bounded = GuardBoundedLoad, true
+			sl[i].aside, bounded = asideBoundedLoad, true
 			continue
 		}
 		open++
@@ -490,8 +517,8 @@ func (p *costModel) guard(req *Request, cands []Candidate, sl []slot, total int6
 		guards = append(guards, GuardKVWaived)
 	case pressured > 0:
 		for i := range cands {
-			if sl[i].aside == "" && p.underPressure(req, &cands[i], &sl[i]) {
-				sl[i].aside = GuardKVPressure
+			if sl[i].aside == notAside && p.underPressure(req, &cands[i], &sl[i]) {
+				sl[i].aside = asideKVPressure
 			}
 		}
 		guards = append(guards, GuardKVPressure)
@@ -533,7 +560,7 @@ func boundedLoadCap(total int64, n int, epsilon float64) int64 {
 func runnerUp(sl []slot, win int) int {
 	ru := -1
 	for i := range sl {
-		if i != win && sl[i].aside == "" && (ru < 0 || sl[i].est.TTFTSecs < sl[ru].est.TTFTSecs) {
+		if i != win && sl[i].aside == notAside && (ru < 0 || sl[i].est.TTFTSecs < sl[ru].est.TTFTSecs) {
 			ru = i
 		}
 	}

@@ -550,7 +550,7 @@ func TestChooseOwners(t *testing.T) {
 			cands[i].ID = rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(t, "id") // repeats make ties
 			sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 		}
-		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]int, n), k))
+		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]ownerRank, n), make([]int, n), k))
 		slices.Sort(got)
 		if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 			t.Fatalf("owners %v, want %v", got, want)
@@ -565,6 +565,7 @@ func TestChooseOwners(t *testing.T) {
 func TestChooseOwnersReusingSlots(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var sl []slot
+		var rk []ownerRank
 		var order []int
 		for range rapid.IntRange(1, 4).Draw(t, "calls") {
 			n := rapid.SampledFrom([]int{1, 2, 17, 40, 64, 300, 600}).Draw(t, "n")
@@ -573,14 +574,14 @@ func TestChooseOwnersReusingSlots(t *testing.T) {
 			ids := rapid.IntRange(1, 2*n).Draw(t, "distinct_ids") // fewer than n make ties
 			cands := make([]Candidate, n)
 			if cap(sl) < n {
-				sl, order = make([]slot, n), make([]int, n)
+				sl, rk, order = make([]slot, n), make([]ownerRank, n), make([]int, n)
 			}
-			sl, order = sl[:n], order[:n]
+			sl, rk, order = sl[:n], rk[:n], order[:n]
 			for i := range cands {
 				cands[i].ID = fmt.Sprint("r", rapid.IntRange(0, ids-1).Draw(t, "id"))
 				sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 			}
-			got := slices.Clone(chooseOwners(root, 64, cands, sl, order, k))
+			got := slices.Clone(chooseOwners(root, 64, cands, sl, rk, order, k))
 			slices.Sort(got)
 			if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 				t.Fatalf("owners %v, want %v", got, want)
