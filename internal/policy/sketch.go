@@ -40,10 +40,6 @@ type counter struct {
 	t int64
 }
 
-// sketchSeed keeps the sketch's columns apart from the other uses of a
-// block key's mixed bits.
-const sketchSeed = 0x243f6a8885a308d3
-
 func newSketch(window time.Duration, now time.Time) *sketch {
 	tick := max(window/sketchTicks, 1)
 	return &sketch{start: now, tick: tick, span: tick.Seconds() * (sketchTicks - 0.5)}
@@ -118,13 +114,15 @@ func (s *sketch) rateAt(key uint64, t int64) float64 {
 	return float64(s.countAt(key, t)) / 1e9 / s.span
 }
 
-// keyHash is the mixed hash whose disjoint bits give key's column in each
-// row: a decision counts some 30 keys, and mixing once per key instead of
-// once per row is a fifth of that.
-func keyHash(key uint64) uint64 { return mix64(key ^ sketchSeed) }
+// keyHash is the hash whose disjoint high bits give key's column in each
+// row. Keys are block hashes, already well mixed, so one multiply
+// (Fibonacci hashing) is enough to spread even keys that are not: a
+// decision counts some 30 keys, and a full mix per key was a fifth of
+// counting them.
+func keyHash(key uint64) uint64 { return key * 0x9e3779b97f4a7c15 }
 
 // column is the column in row r of the key whose keyHash is h.
-func column(h uint64, r int) uint64 { return h >> (r * columnBits) & (sketchWidth - 1) }
+func column(h uint64, r int) uint64 { return h >> (64 - (r+1)*columnBits) & (sketchWidth - 1) }
 
 // nanos converts seconds to whole nanoseconds, rounding up so that no
 // positive demand counts as nothing.
