@@ -36,7 +36,9 @@ type Candidate struct {
 type BlockHash struct{ Hi, Lo uint64 }
 
 // key folds the hash to the 64 bits the sketch and rendezvous hashing use.
-func (h BlockHash) key() uint64 { return h.Lo ^ mix64(h.Hi) }
+// Both halves are hash output already, and both users mix what they are
+// given, so folding needs no mixing of its own.
+func (h BlockHash) key() uint64 { return h.Lo ^ h.Hi }
 
 // Request is what a policy may know of the request being routed.
 type Request struct {
