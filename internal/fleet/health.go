@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // HealthConfig tunes active probing and passive ejection.
@@ -208,9 +210,9 @@ func (h *Health) Report(r *Replica, ok bool) {
 		if r.failStreak.Load() != 0 {
 			r.failStreak.Store(0)
 		}
-		if r.ejections.Load() != 0 && r.ejectedUntil.Load() != 0 && !r.Ejected(time.Now()) {
+		if r.ejections.Load() != 0 && r.ejectedUntil.Load() != notEjected && !r.Ejected(time.Now()) {
 			r.ejections.Store(0)
-			r.ejectedUntil.Store(0)
+			r.ejectedUntil.Store(notEjected)
 		}
 		return
 	}
@@ -229,7 +231,7 @@ func (h *Health) Report(r *Replica, ok bool) {
 		d *= 2
 	}
 	d = min(d, h.cfg.MaxEjectionBackoff)
-	r.ejectedUntil.Store(now.Add(d).UnixNano())
+	r.ejectedUntil.Store(int64(clock.Of(now).Add(d)))
 	r.failStreak.Store(0)
 	r.ejectedTotal.Add(1)
 	h.log.Warn("replica ejected after failed requests", "replica", r.ID, "for", d)

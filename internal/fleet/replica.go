@@ -1,11 +1,14 @@
 package fleet
 
 import (
+	"math"
 	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // Replica is one engine the gateway can send requests to. Its identity
@@ -31,7 +34,7 @@ type Replica struct {
 
 	// Health: probing sets probeUp; passive ejection sets ejectedUntil.
 	probeUp      atomic.Bool
-	ejectedUntil atomic.Int64 // unix nanoseconds; 0 when not ejected
+	ejectedUntil atomic.Int64 // a clock.Instant; notEjected when not ejected
 	failStreak   atomic.Int32 // consecutive failed requests
 	ejections    atomic.Int32 // ejections in a row, for the backoff exponent
 	ejectedTotal atomic.Int64
@@ -54,6 +57,7 @@ func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPendi
 	r := &Replica{ID: id, URL: u, Models: slices.Clone(models), MaxConcurrency: maxConcurrency, MaxPending: maxPending}
 	r.probeUp.Store(true)
 	r.prefill.drainedAt.Store(neverQueued)
+	r.ejectedUntil.Store(notEjected)
 	r.down = make(chan struct{})
 	return r
 }
@@ -70,11 +74,13 @@ func (r *Replica) Pending() int64 { return r.pending.Load() }
 // Healthy reports whether the last probes passed.
 func (r *Replica) Healthy() bool { return r.probeUp.Load() }
 
+// notEjected is ejectedUntil of a replica not ejected: before any instant.
+const notEjected = math.MinInt64
+
 // Ejected reports whether passive ejection keeps the replica out at now.
-func (r *Replica) Ejected(now time.Time) bool {
-	until := r.ejectedUntil.Load()
-	return until != 0 && now.UnixNano() < until
-}
+func (r *Replica) Ejected(now time.Time) bool { return r.ejectedAt(clock.Of(now)) }
+
+func (r *Replica) ejectedAt(now clock.Instant) bool { return int64(now) < r.ejectedUntil.Load() }
 
 // EjectedTotal counts passive ejections so far.
 func (r *Replica) EjectedTotal() int64 { return r.ejectedTotal.Load() }
@@ -84,8 +90,8 @@ func (r *Replica) Removed() bool { return r.removed.Load() }
 
 // Usable reports whether routing may offer the replica at now: in the fleet,
 // passing probes and not ejected.
-func (r *Replica) Usable(now time.Time) bool {
-	return !r.removed.Load() && r.probeUp.Load() && !r.Ejected(now)
+func (r *Replica) Usable(now clock.Instant) bool {
+	return !r.removed.Load() && r.probeUp.Load() && !r.ejectedAt(now)
 }
 
 // Down returns a channel closed once the replica stops being usable through

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -229,11 +230,11 @@ func TestEjectionAndReadmission(t *testing.T) {
 		}
 	}
 	rep := gw.g.Fleet().Snapshot().Get("sim-1")
-	waitFor(t, "sim-1 out of rotation", time.Second, func() bool { return !rep.Usable(time.Now()) })
+	waitFor(t, "sim-1 out of rotation", time.Second, func() bool { return !rep.Usable(clock.Of(time.Now())) })
 	if err := sims[0].Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sim-1 back in rotation", 3*time.Second, func() bool { return rep.Usable(time.Now()) })
+	waitFor(t, "sim-1 back in rotation", 3*time.Second, func() bool { return rep.Usable(clock.Of(time.Now())) })
 	got := map[string]bool{}
 	for i := range 6 {
 		resp, _ := chat(t, gw.url, chatBody(fmt.Sprint("back", i), ""))

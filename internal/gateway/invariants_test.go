@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -416,8 +417,8 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 				continue
 			}
 			r := lease.Replica()
-			if !r.Serves(model) || !r.Usable(time.Now()) {
-				rt.Fatalf("offered %s for %s: serves %v, usable %v", r.ID, model, r.Models, r.Usable(time.Now()))
+			if now := clock.Of(time.Now()); !r.Serves(model) || !r.Usable(now) {
+				rt.Fatalf("offered %s for %s: serves %v, usable %v", r.ID, model, r.Models, r.Usable(now))
 			}
 			if r.InFlight() > r.MaxConcurrency {
 				rt.Fatalf("%s over its cap: %d in flight", r.ID, r.InFlight())

@@ -339,7 +339,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	offered, retried, cands := sc.offered[:0], sc.retried[:0], sc.cands[:0]
 	for i := range mr.routes {
 		rt := &mr.routes[i]
-		if !rt.Usable(start) {
+		if !rt.Usable(at) {
 			continue
 		}
 		usable = true
