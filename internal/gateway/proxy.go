@@ -335,6 +335,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	// Offer the usable replicas with room, those this request has not
 	// tried first. One pass fills their candidates as it finds them: a
 	// decision reads every replica, and reading each once is most of it.
+	// Routes are named by their place in the model's routes.
 	usable := false
 	offered, retried, cands := sc.offered[:0], sc.retried[:0], sc.cands[:0]
 	for i := range mr.routes {
@@ -346,14 +347,14 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		switch {
 		case !rt.HasRoom():
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
-			retried = append(retried, rt)
+			retried = append(retried, i)
 		default:
 			offered, cands = g.offer(offered, cands, rt, at)
 		}
 	}
 	if len(offered) == 0 {
-		for _, rt := range retried {
-			offered, cands = g.offer(offered, cands, rt, at)
+		for _, i := range retried {
+			offered, cands = g.offer(offered, cands, &mr.routes[i], at)
 		}
 	}
 	sc.offered, sc.retried, sc.cands = offered, retried, cands
@@ -361,12 +362,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
 	if ex.pred != nil && len(offered) > 0 {
-		positions := sc.positions[:0]
-		for _, rt := range offered {
-			positions = append(positions, rt.pos)
-		}
-		sc.positions = positions
-		sc.cached = g.cachedTokensAt(sc.cached, mr, positions, ex.model, ex.pred)
+		sc.cached = g.cachedTokensAt(sc.cached, mr, offered, ex.model, ex.pred)
 		for i, n := range sc.cached {
 			cands[i].Cached = n
 		}
@@ -375,9 +371,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	for len(offered) > 0 {
 		d := ex.policy.Pick(&ex.route, cands)
 		i := d.Index
-		if lease, ok := offered[i].TryAcquire(); ok {
+		rt := &mr.routes[offered[i]]
+		if lease, ok := rt.TryAcquire(); ok {
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
-			g.metrics.decided(&mr.series, offered[i].chosen, d, time.Since(start))
+			g.metrics.decided(&mr.series, rt.chosen, d, time.Since(start))
 			return lease, cands[i].Cached, nil, ""
 		}
 		// Lost the race for its last slot: offer the others as they were.
@@ -386,30 +383,28 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
 }
 
-// offer appends rt to the offered routes and its candidate.
-func (g *Gateway) offer(offered []*route, cands []policy.Candidate, rt *route, at clock.Instant) ([]*route, []policy.Candidate) {
+// offer appends rt's place to the offered routes and its candidate to
+// cands.
+func (g *Gateway) offer(offered []int, cands []policy.Candidate, rt *route, at clock.Instant) ([]int, []policy.Candidate) {
 	cands = slices.Grow(cands, 1)[:len(cands)+1]
 	g.candidate(&cands[len(cands)-1], rt, at)
-	return append(offered, rt), cands
+	return append(offered, rt.pos), cands
 }
 
 // decisionScratch holds the slices one decision fills, so that deciding
 // allocates nothing once the pool is warm: allocations and the garbage
 // collections they bring are most of a decision's tail at many replicas.
 type decisionScratch struct {
-	offered, retried []*route
+	offered, retried []int // places in the model's routes
 	cands            []policy.Candidate
-	positions        []int // the offered routes' places in the model's routes
 	cached           []int
 }
 
 var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) }}
 
-// release drops what the slices point at, so a pooled scratch keeps no
-// departed replica alive, and returns it to the pool.
+// release drops the replica IDs the candidates point at, so a pooled
+// scratch keeps no departed replica's alive, and returns it to the pool.
 func (sc *decisionScratch) release() {
-	clear(sc.offered[:cap(sc.offered)])
-	clear(sc.retried[:cap(sc.retried)])
 	clear(sc.cands[:cap(sc.cands)])
 	decisionScratches.Put(sc)
 }
