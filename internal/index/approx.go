@@ -176,13 +176,18 @@ func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHa
 		return dst
 	}
 	// Resolve candidates to handles; -1 for replicas we do not know.
-	var handleBuf [64]int32
-	handles := handleBuf[:0]
-	if len(candidates) > len(handleBuf) {
-		handles = make([]int32, 0, len(candidates))
+	reg := x.replicas.Load()
+	if len(candidates) > 64 {
+		ws := wideScratches.Get().(*wideScratch)
+		defer wideScratches.Put(ws)
+		var top int32
+		ws.handles, top = reg.resolve(ws.handles[:0], candidates)
+		x.matchResolved(dst, ws.handles, top, hashes[:limit], ws)
+		return dst
 	}
-	handles, top := x.replicas.Load().resolve(handles, candidates)
-	x.matchResolved(dst, handles, top, hashes[:limit])
+	var handleBuf [64]int32
+	handles, top := reg.resolve(handleBuf[:0], candidates)
+	x.matchResolved(dst, handles, top, hashes[:limit], nil)
 	return dst
 }
 
@@ -218,32 +223,55 @@ func (x *Approx) MatchHandles(dst []int, hd *Handles, positions []int, hashes []
 	if limit == 0 || len(positions) == 0 {
 		return dst
 	}
-	var handleBuf [64]int32
-	handles := handleBuf[:0]
-	if len(positions) > len(handleBuf) {
-		handles = make([]int32, 0, len(positions))
+	reg := x.replicas.Load()
+	if len(positions) > 64 {
+		ws := wideScratches.Get().(*wideScratch)
+		defer wideScratches.Put(ws)
+		var top int32
+		ws.handles, top = hd.at(ws.handles[:0], positions, reg)
+		x.matchResolved(dst, ws.handles, top, hashes[:limit], ws)
+		return dst
 	}
+	var handleBuf [64]int32
+	handles, top := hd.at(handleBuf[:0], positions, reg)
+	x.matchResolved(dst, handles, top, hashes[:limit], nil)
+	return dst
+}
+
+// at appends to handles those at positions, read from reg if hd is not
+// current, and returns them with the largest.
+func (hd *Handles) at(handles []int32, positions []int, reg *registry) ([]int32, int32) {
 	top := int32(-1)
-	if reg := x.replicas.Load(); reg == hd.reg {
+	if reg == hd.reg {
 		for _, i := range positions {
 			h := hd.handles[i]
 			handles = append(handles, h)
 			top = max(top, h)
 		}
-	} else {
-		for _, i := range positions {
-			h := reg.handleOf(hd.ids[i])
-			handles = append(handles, h)
-			top = max(top, h)
-		}
+		return handles, top
 	}
-	x.matchResolved(dst, handles, top, hashes[:limit])
-	return dst
+	for _, i := range positions {
+		h := reg.handleOf(hd.ids[i])
+		handles = append(handles, h)
+		top = max(top, h)
+	}
+	return handles, top
 }
 
+// wideScratch is the memory of a match beyond one holder word, pooled so
+// that matching allocates nothing once warm.
+type wideScratch struct {
+	handles []int32
+	buf     []uint64
+}
+
+var wideScratches = sync.Pool{New: func() any { return new(wideScratch) }}
+
 // matchResolved writes to dst[i] how many of hashes candidate handles[i]
-// holds, given the largest handle, top (-1 when none is known).
-func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []tokenize.BlockHash) {
+// holds, given the largest handle, top (-1 when none is known). Beyond one
+// holder word it works in ws, whose handles must be handles, or in a
+// pooled scratch it copies handles to if ws is nil.
+func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []tokenize.BlockHash, ws *wideScratch) {
 	if top < 0 {
 		return
 	}
@@ -264,13 +292,22 @@ func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []t
 		}
 		return
 	}
-	x.matchWide(dst, slices.Clone(handles), hashes)
+	if ws == nil {
+		// A copy: handles may be the caller's stack, which the matcher must
+		// not keep.
+		ws = wideScratches.Get().(*wideScratch)
+		defer wideScratches.Put(ws)
+		ws.handles = append(ws.handles[:0], handles...)
+	}
+	ws.buf = slices.Grow(ws.buf[:0], int(top)/64+1)[:int(top)/64+1]
+	x.matchWide(dst, ws.handles, hashes, ws.buf)
 }
 
 // matchWide is Match for handles beyond one holder word: it takes up to 64
-// candidates at a time, bit j of a set for the chunk's candidate j.
-func (x *Approx) matchWide(dst []int, handles []int32, hashes []tokenize.BlockHash) {
-	mt := matcher{x: x, hashes: hashes, buf: make([]uint64, (slices.Max(handles)+64)/64)}
+// candidates at a time, bit j of a set for the chunk's candidate j. buf
+// has a word for every 64 handles up to the largest.
+func (x *Approx) matchWide(dst []int, handles []int32, hashes []tokenize.BlockHash, buf []uint64) {
+	mt := matcher{x: x, hashes: hashes, buf: buf}
 	for start := 0; start < len(handles); start += 64 {
 		mt.local = handles[start:min(start+64, len(handles))]
 		mt.depth = [64]int32{}

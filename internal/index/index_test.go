@@ -562,3 +562,41 @@ func TestRecordPromptFollowsEngineEviction(t *testing.T) {
 		t.Errorf("%d blocks held, want all 4 slots hashed once no partial block is left", st.Entries)
 	}
 }
+
+// TestMatchAllocatesNothing: once warm, matching allocates nothing, by ID
+// or by handle, within one holder word or beyond it (candidates past the
+// 64th replica, or more than 64 of them): every routing decision matches.
+func TestMatchAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's sync.Pool drops items on purpose")
+	}
+	for _, n := range []int{8, 64, 200} {
+		idx := NewApprox(1 << 12)
+		var ids []string
+		for i := range n {
+			ids = append(ids, fmt.Sprintf("r%03d", i))
+		}
+		prompt := extend(nil, 100)
+		for i, id := range ids {
+			idx.Record(id, prompt[:i%len(prompt)])
+		}
+		hd := idx.Resolve(ids)
+		last := []int{n - 1} // past the first holder word when n > 64
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		dst := make([]int, 0, n)
+		for name, match := range map[string]func(){
+			"ids":        func() { dst = idx.Match(dst, ids, prompt, tokensFor(len(prompt), 1), 1) },
+			"handles":    func() { dst = idx.MatchHandles(dst, hd, all, prompt, tokensFor(len(prompt), 1), 1) },
+			"one handle": func() { dst = idx.MatchHandles(dst, hd, last, prompt, tokensFor(len(prompt), 1), 1) },
+			"one ID":     func() { dst = idx.Match(dst, ids[n-1:], prompt, tokensFor(len(prompt), 1), 1) },
+		} {
+			match()
+			if got := testing.AllocsPerRun(50, match); got != 0 {
+				t.Errorf("%d replicas, %s: %v allocations a match", n, name, got)
+			}
+		}
+	}
+}
