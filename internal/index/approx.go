@@ -262,7 +262,8 @@ func (hd *Handles) at(handles []int32, positions []int, reg *registry) ([]int32,
 // that matching allocates nothing once warm.
 type wideScratch struct {
 	handles []int32
-	buf     []uint64
+	sets    []uint64 // the sets a wide match works with, words apiece
+	depth   []int32  // by handle
 }
 
 var wideScratches = sync.Pool{New: func() any { return new(wideScratch) }}
@@ -299,65 +300,48 @@ func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []t
 		defer wideScratches.Put(ws)
 		ws.handles = append(ws.handles[:0], handles...)
 	}
-	ws.buf = slices.Grow(ws.buf[:0], int(top)/64+1)[:int(top)/64+1]
-	x.matchWide(dst, ws.handles, hashes, ws.buf)
+	x.matchWide(dst, ws, int(top)/64+1, hashes)
 }
 
-// matchWide is Match for handles beyond one holder word: it takes up to 64
-// candidates at a time, bit j of a set for the chunk's candidate j. buf
-// has a word for every 64 handles up to the largest.
-func (x *Approx) matchWide(dst []int, handles []int32, hashes []tokenize.BlockHash, buf []uint64) {
-	mt := matcher{x: x, hashes: hashes, buf: buf}
-	for start := 0; start < len(handles); start += 64 {
-		mt.local = handles[start:min(start+64, len(handles))]
-		mt.depth = [64]int32{}
-		var all uint64
-		for j, h := range mt.local {
-			if h >= 0 {
-				all |= 1 << j
-			}
+// matchWide is Match for handles beyond one holder word: the same
+// bisection as matcher's, over sets of words words, bit h of word h/64 for
+// handle h.
+func (x *Approx) matchWide(dst []int, ws *wideScratch, words int, hashes []tokenize.BlockHash) {
+	// A set for all, for each end of the first range, and two for each
+	// level of splitting: at most one level per halving of the hashes.
+	levels := bits.Len(uint(len(hashes))) + 1
+	ws.sets = slices.Grow(ws.sets[:0], (3+2*levels)*words)[:(3+2*levels)*words]
+	clear(ws.sets)
+	ws.depth = slices.Grow(ws.depth[:0], 64*words)[:64*words]
+	clear(ws.depth)
+	mt := wideMatcher{x: x, hashes: hashes, words: words, sets: ws.sets, depth: ws.depth}
+	all := mt.slot(0)
+	for _, h := range ws.handles {
+		if h >= 0 {
+			all[h/64] |= 1 << (h % 64)
 		}
-		mt.run(all)
-		for j := range mt.local {
-			dst[start+j] = int(mt.depth[j])
+	}
+	mt.run(all)
+	for i, h := range ws.handles {
+		if h >= 0 {
+			dst[i] = int(ws.depth[h])
 		}
 	}
 }
 
 // matcher finds how many leading hashes each of up to 64 candidates holds,
-// each candidate a bit of a uint64 set.
+// each candidate a bit of a uint64 set: bit h for handle h.
 type matcher struct {
 	x      *Approx
 	hashes []tokenize.BlockHash
 	depth  [64]int32 // result by bit
-
-	// nil local: bit h is handle h. Else bit j is handle local[j], and buf
-	// receives the holder words.
-	local []int32
-	buf   []uint64
 }
 
 // probe returns the set of candidates holding hashes[i].
 func (mt *matcher) probe(i int) uint64 {
 	h := mt.hashes[i]
 	m := mix(h)
-	s := &mt.x.shards[m>>(64-shardBits)]
-	if mt.local == nil {
-		return s.holders1(h, m)
-	}
-	return mt.probeWide(s, h, m)
-}
-
-// probeWide is probe for candidates named by local.
-func (mt *matcher) probeWide(s *holderShard, h tokenize.BlockHash, m uint64) uint64 {
-	s.holdersN(h, m, mt.buf)
-	var set uint64
-	for j, hd := range mt.local {
-		if hd >= 0 && mt.buf[hd/64]&(1<<(hd%64)) != 0 {
-			set |= 1 << j
-		}
-	}
-	return set
+	return mt.x.shards[m>>(64-shardBits)].holders1(h, m)
 }
 
 func (mt *matcher) set(bitset uint64, depth int) {
@@ -394,6 +378,78 @@ func (mt *matcher) split(lo, hi int, slo, shi uint64) {
 		mid := lo + (hi-lo)/2
 		smid := mt.probe(mid)&slo | shi
 		mt.split(lo, mid, slo, smid)
+		lo, slo = mid, smid
+	}
+}
+
+// wideMatcher is matcher for sets of several words. Its sets live in
+// sets, words apiece: slot 0 is all, 1 and 2 the first range's ends, and
+// from 3 on two per level of splitting.
+type wideMatcher struct {
+	x      *Approx
+	hashes []tokenize.BlockHash
+	words  int
+	sets   []uint64
+	depth  []int32 // by handle
+}
+
+func (mt *wideMatcher) slot(i int) []uint64 { return mt.sets[i*mt.words : (i+1)*mt.words] }
+
+// probe sets dst to the handles holding hashes[i], within mask.
+func (mt *wideMatcher) probe(i int, dst, mask []uint64) {
+	h := mt.hashes[i]
+	m := mix(h)
+	mt.x.shards[m>>(64-shardBits)].holdersN(h, m, dst)
+	for w := range dst {
+		dst[w] &= mask[w]
+	}
+}
+
+// set gives depth to the handles in a but not in b (nil: in a).
+func (mt *wideMatcher) set(a, b []uint64, depth int) {
+	for w := range a {
+		word := a[w]
+		if b != nil {
+			word &^= b[w]
+		}
+		for ; word != 0; word &= word - 1 {
+			mt.depth[w*64+bits.TrailingZeros64(word)] = int32(depth)
+		}
+	}
+}
+
+func (mt *wideMatcher) run(all []uint64) {
+	n := len(mt.hashes)
+	first, last := mt.slot(1), mt.slot(2)
+	mt.probe(0, first, all)
+	if !slices.ContainsFunc(first, func(w uint64) bool { return w != 0 }) {
+		return
+	}
+	copy(last, first)
+	if n > 1 {
+		mt.probe(n-1, last, first)
+	}
+	mt.set(last, nil, n)
+	mt.split(0, n-1, first, last, 0)
+}
+
+// split is matcher.split over wide sets. The two slots of its level are
+// its own; the levels below are its callees'. slo and shi are its
+// callers': it never writes them.
+func (mt *wideMatcher) split(lo, hi int, slo, shi []uint64, level int) {
+	mine := [2][]uint64{mt.slot(3 + 2*level), mt.slot(4 + 2*level)}
+	for turn := 0; !slices.Equal(slo, shi); turn ^= 1 {
+		if hi-lo == 1 {
+			mt.set(slo, shi, hi)
+			return
+		}
+		mid := lo + (hi-lo)/2
+		smid := mine[turn] // not slo, which may be mine[turn^1]
+		mt.probe(mid, smid, slo)
+		for w := range smid {
+			smid[w] |= shi[w]
+		}
+		mt.split(lo, mid, slo, smid, level+1)
 		lo, slo = mid, smid
 	}
 }
