@@ -208,8 +208,7 @@ func (p *costModel) scratch(n int) ([]slot, []ownerRank, []int) {
 // explain it: otherwise the slots' priced, owner and est and h's demand,
 // owners and credit are left as they were.
 func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []ownerRank, order []int, r *rand.Rand, now time.Time, h *hotView, explain bool) Decision {
-	inFlight := p.slotsAndDepths(req, cands, sl, h)
-	d := Decision{Index: -1, Guards: p.guard(req, cands, sl, inFlight)}
+	d := Decision{Index: -1, Guards: p.startSlots(req, cands, sl, h)}
 	if p.sessions != nil && req.Session != "" {
 		if id, ok := p.sessions.peek(req.Session); ok {
 			for i := range cands {
@@ -253,24 +252,21 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 	cost := &p.s.Cost
 	priced, prefill := -1, 0.0 // priced is never negative
 	best, ties := -1, 0
+	var bestTTFT float64 // the best's, at hand
+	var bestInFlight int64
 	for i := range cands {
-		s := &sl[i]
+		s, c := &sl[i], &cands[i]
 		if s.priced != priced {
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
-		s.est = cost.withPrefill(&cands[i], prefill)
+		s.est = cost.withPrefill(c, prefill)
 		if r == nil || s.aside != notAside {
 			continue
 		}
-		if best < 0 {
-			best, ties = i, 1
-			continue
-		}
-		a, b := s.est.TTFTSecs, sl[best].est.TTFTSecs
-		switch {
-		case a < b || (a == b && cands[i].InFlight < cands[best].InFlight):
-			best, ties = i, 1
-		case a == b && cands[i].InFlight == cands[best].InFlight:
+		switch a := s.est.TTFTSecs; {
+		case best < 0 || a < bestTTFT || (a == bestTTFT && c.InFlight < bestInFlight):
+			best, ties, bestTTFT, bestInFlight = i, 1, a, c.InFlight
+		case a == bestTTFT && c.InFlight == bestInFlight:
 			ties++
 			if r.IntN(ties) == 0 {
 				best = i
@@ -280,11 +276,18 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 	return best
 }
 
-// slotsAndDepths starts a decision's slots from the candidates and returns
-// their total in flight. With a root prefix it sets h's root and the depths
-// candidates hold, and the slots' blocks. One pass does it all: at many
-// candidates each pass over them costs as much as its work.
-func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h *hotView) int64 {
+// startSlots starts a decision's slots from the candidates and applies
+// the load guards, marking the slots they set aside, and names the guards
+// that acted. With a root prefix it also sets h's root and the depths
+// candidates hold, and the slots' blocks. One pass does it all, but for
+// the candidates' total in flight first: at many candidates each pass over
+// them costs as much as its work.
+func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *hotView) []string {
+	var total int64
+	for i := range cands {
+		total += max(cands[i].InFlight, 0)
+	}
+	limit := boundedLoadCap(total, len(cands), p.s.Epsilon)
 	*h = hotView{}
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
 	h.rooted = p.hot != nil && bs > 0 && len(req.Blocks) >= root
@@ -297,7 +300,8 @@ func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h
 	if bs > 0 && bs&(bs-1) == 0 {
 		shift = bits.TrailingZeros(uint(bs))
 	}
-	var inFlight int64
+	bounded := false
+	open, pressured := 0, 0
 	added := -1 // the last depth added: candidates often hold the same
 	for i := range cands {
 		// Only the fields read before they are set; the others (rank, est,
@@ -305,24 +309,45 @@ func (p *costModel) slotsAndDepths(req *Request, cands []Candidate, sl []slot, h
 		c := cachedTokens(req, &cands[i])
 		s := &sl[i]
 		s.cached, s.priced, s.owner, s.aside = c, c, false, notAside
-		inFlight += max(cands[i].InFlight, 0)
-		if !h.rooted {
+		if h.rooted {
+			if shift >= 0 {
+				s.blocks = min(c>>shift, len(req.Blocks))
+			} else {
+				s.blocks = min(c/bs, len(req.Blocks))
+			}
+			if d := s.blocks; d > root && d != added {
+				h.addDepth(d)
+				added = d
+			}
+		}
+		if max(cands[i].InFlight, 0)+1 > limit {
+			s.aside, bounded = asideBoundedLoad, true
 			continue
 		}
-		if shift >= 0 {
-			s.blocks = min(c>>shift, len(req.Blocks))
-		} else {
-			s.blocks = min(c/bs, len(req.Blocks))
-		}
-		if d := s.blocks; d > root && d != added {
-			h.addDepth(d)
-			added = d
+		open++
+		if p.underPressure(req, &cands[i], s) {
+			pressured++
 		}
 	}
-	return inFlight
+	var guards []string
+	if bounded {
+		guards = append(guards, GuardBoundedLoad)
+	}
+	switch {
+	case pressured > 0 && pressured == open:
+		guards = append(guards, GuardKVWaived)
+	case pressured > 0:
+		for i := range cands {
+			if sl[i].aside == notAside && p.underPressure(req, &cands[i], &sl[i]) {
+				sl[i].aside = asideKVPressure
+			}
+		}
+		guards = append(guards, GuardKVPressure)
+	}
+	return guards
 }
 
-// hotOwners finds, once hotDepths has found the prompt's root prefix,
+// hotOwners finds, once startSlots has found the prompt's root prefix,
 // whether it is hot and then its owners and their credit, raising their
 // priced cached tokens.
 func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []ownerRank, order []int, now time.Time, h *hotView) {
@@ -490,40 +515,6 @@ func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time
 			p.hot.addAt(req.Blocks[d-1].key(), q, t)
 		}
 	}
-}
-
-// guard applies the load guards, given the candidates' total in flight,
-// marking the slots they set aside, and names the guards that acted.
-func (p *costModel) guard(req *Request, cands []Candidate, sl []slot, total int64) []string {
-	limit := boundedLoadCap(total, len(cands), p.s.Epsilon)
-	bounded := false
-	open, pressured := 0, 0
-	for i := range cands {
-		if max(cands[i].InFlight, 0)+1 > limit {
-			sl[i].aside, bounded = asideBoundedLoad, true
-			continue
-		}
-		open++
-		if p.underPressure(req, &cands[i], &sl[i]) {
-			pressured++
-		}
-	}
-	var guards []string
-	if bounded {
-		guards = append(guards, GuardBoundedLoad)
-	}
-	switch {
-	case pressured > 0 && pressured == open:
-		guards = append(guards, GuardKVWaived)
-	case pressured > 0:
-		for i := range cands {
-			if sl[i].aside == notAside && p.underPressure(req, &cands[i], &sl[i]) {
-				sl[i].aside = asideKVPressure
-			}
-		}
-		guards = append(guards, GuardKVPressure)
-	}
-	return guards
 }
 
 // underPressure reports whether the candidate's KV cache is too full for the
