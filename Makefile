@@ -26,7 +26,7 @@ FUZZ_TARGETS := \
 	./internal/load:FuzzParseAgainstLibrary \
 	./internal/workload:FuzzTrace
 
-.PHONY: all build test lint vet fmt-check staticcheck unit race fuzz bench stress demo clean tokenizers \
+.PHONY: all build test lint vet fmt-check staticcheck unit race norace fuzz bench stress demo clean tokenizers \
 	sweep sweep-smoke routing baselines report repro peers
 
 all: build
@@ -35,9 +35,10 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
-## test: lint, then every test with the race detector, a short run of each fuzz target, and the
-## end-to-end tests with the OpenAI Python SDK.
-test: tokenizers lint race fuzz-smoke e2e-python
+## test: lint, then every test with the race detector (and again without it those the detector
+## makes meaningless), a short run of each fuzz target, and the end-to-end tests with the OpenAI
+## Python SDK.
+test: tokenizers lint race norace fuzz-smoke e2e-python
 
 ## e2e-python: the official OpenAI Python SDK, sync and async, against a simulator and the gateway
 ## (tests/e2e; it builds .venv/e2e from pinned, hashed wheels on first use).
@@ -69,6 +70,11 @@ race:
 # smoke gives them long enough to get past that and fuzz.
 FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 FUZZTIME_SLOW_START ?= 25s
+
+# Tests that skip under the race detector, whose sync.Pool drops items on purpose and which slows
+# timing-sensitive runs: allocation counts and a run on a faster clock.
+norace:
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime)$$' ./internal/index ./internal/bench
 
 # A few seconds per fuzz target inside `make test`; `make fuzz` runs longer.
 fuzz-smoke:

@@ -156,6 +156,7 @@ func fleetConfig(o FleetOptions, sims []*procs.Sim) *config.Config {
 		faster := func(d *config.Duration) { *d = config.Duration(float64(*d) / f) }
 		faster(&cfg.Routing.HotPrefix.Window)
 		faster(&cfg.Load.ScrapeInterval)
+		faster(&cfg.Load.ScrapeTimeout) // max_age must cover interval and timeout
 		faster(&cfg.Load.MaxAge)
 	}
 	return &cfg
