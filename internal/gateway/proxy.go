@@ -402,15 +402,15 @@ type decisionScratch struct {
 
 var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) }}
 
-// release drops the replica IDs the candidates point at, so a pooled
-// scratch keeps no departed replica's alive, and returns it to the pool.
+// release drops the replica IDs the candidates point at, so that a pooled
+// scratch keeps no departed replica's ID alive, and returns it to the pool.
 func (sc *decisionScratch) release() {
 	clear(sc.cands[:cap(sc.cands)])
 	decisionScratches.Put(sc)
 }
 
-// candidate fills c with a replica as policies see it at at: the
-// gateway's own counts always, the engine's while its report is fresh. It
+// candidate fills c with a replica as policies see it at the instant at:
+// the gateway's own counts always, the engine's while its report is fresh. It
 // writes c in place: a decision fills one per replica, and building each in
 // a local and copying it cost more than the reads.
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
