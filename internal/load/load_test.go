@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -330,6 +331,20 @@ func TestScraperFreshness(t *testing.T) {
 		now := time.Now()
 		samples++
 		check := func(from *Scraper, id string) bool {
+			// What routing reads: fresh only while a report is. The sample
+			// read after it is the one it read or a newer one.
+			if _, fresh := from.Feed(id).FreshRouting(clock.Of(now)); fresh {
+				if neverFresh[id] {
+					t.Fatalf("FreshRouting(%s) is fresh, want no report", id)
+				}
+				smp := from.Last(id)
+				if smp == nil {
+					t.Fatalf("FreshRouting(%s) is fresh without a sample", id)
+				}
+				if age := now.Sub(smp.At); age > cfg.MaxAge {
+					t.Fatalf("FreshRouting(%s) is fresh, but the latest scrape was sent %v ago", id, age)
+				}
+			}
 			rep, ok := from.Fresh(id, now)
 			if !ok {
 				return false
