@@ -472,6 +472,9 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 		t.Fatalf("no lease after losing the race: %v", e)
 	}
 	defer lease.Release()
+	if p.taken == nil {
+		t.Fatal("the racing policy could not take the slot it picked")
+	}
 	defer p.taken.Release()
 	if len(p.seen) != 2 {
 		t.Fatalf("%d picks, want 2", len(p.seen))
