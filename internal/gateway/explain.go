@@ -103,17 +103,14 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	now := time.Now()
 	ex.route.At = now
 	at := clock.Of(now)
-	pool := g.routes().model(ex.model).routes
+	mr := g.routes().model(ex.model)
+	pool := mr.routes
 	all := make([]policy.Candidate, len(pool))
 	for i := range pool {
 		g.candidate(&all[i], &pool[i], at)
 	}
 	if ex.pred != nil && len(pool) > 0 {
-		ids := make([]string, len(pool))
-		for i, rep := range pool {
-			ids[i] = rep.ID
-		}
-		for i, n := range g.cachedTokens(nil, ids, ex.model, ex.pred) {
+		for i, n := range g.cachedTokens(nil, mr.ids, ex.model, ex.pred) {
 			all[i].Cached = n
 		}
 	}
