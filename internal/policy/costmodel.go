@@ -36,8 +36,8 @@ import (
 //     flight, then to chance.
 //
 // Pick then counts the winner's estimated prefill as demand for the root
-// prefix and for deeper prefixes of the prompt (every hotStride blocks, and
-// where candidates' cached prefixes end), and remembers the conversation's
+// prefix and for deeper prefixes of the prompt (at its marks, and where
+// candidates' cached prefixes end), and remembers the conversation's
 // replica.
 type costModel struct {
 	s Settings
@@ -94,13 +94,31 @@ type ownerRank struct {
 }
 
 // Demand is counted for the root prefix and for deeper prefixes of the
-// prompt: every hotStride blocks, and at up to maxDepths lengths that
+// prompt: at its marks (see markStep), and at up to maxDepths lengths that
 // candidates hold (where prompts part ways, such as the end of a system
 // prompt). A prefix is hot when its own demand is.
 const (
 	hotStride = 16
 	maxDepths = 8
 )
+
+// markStep is the distance from the mark at d blocks to the next one. Marks
+// are every hotStride blocks up to 4·hotStride, then four to each doubling
+// (64, 80, 96, 112, 128, 160, ...): a prompt of n blocks has about
+// 4·log2(n/hotStride) of them, so counting them costs little however long
+// the prompt, and every depth past 4·hotStride blocks has a mark within a
+// quarter of it.
+func markStep(d int) int { return max(hotStride, 1<<(bits.Len(uint(d))-1)/4) }
+
+// markAtOrBelow is the deepest mark at or below d blocks; 0 when there is
+// none.
+func markAtOrBelow(d int) int {
+	if d < hotStride {
+		return 0
+	}
+	step := markStep(d)
+	return d / step * step
+}
 
 // hotView is what the hot prefix step saw.
 type hotView struct {
@@ -228,11 +246,12 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 		}
 	}
 	if d.Index < 0 {
-		d.Index = p.price(req, cands, sl, r)
+		var second float64
+		d.Index, second = p.price(req, cands, sl, r)
 		if w := &sl[d.Index]; w.priced > w.cached {
-			// Did it win only through its credit?
-			plain := p.s.Cost.estimate(req, &cands[d.Index], w.cached)
-			if ru := runnerUp(sl, d.Index); ru >= 0 && plain.TTFTSecs > sl[ru].est.TTFTSecs {
+			// Did it win only through its credit? The runner-up's
+			// estimate is the second lowest.
+			if plain := p.s.Cost.estimate(req, &cands[d.Index], w.cached); plain.TTFTSecs > second {
 				d.Steered = SteerHotPrefix
 			}
 		}
@@ -246,13 +265,15 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 // price sets every slot's estimate at its priced tokens, working out the
 // prefill once for each run of candidates priced alike. Given r, it also
 // returns, from the same pass, the allowed candidate with the lowest
-// estimate: ties go to fewer requests in flight, then to chance (reservoir
-// sampling). Without r it returns -1.
-func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) int {
+// estimate (ties go to fewer requests in flight, then to chance, by
+// reservoir sampling) and the second lowest of the allowed candidates'
+// estimates, the runner-up's: +Inf when only one is allowed. Without r it
+// returns -1 and +Inf.
+func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) (best int, second float64) {
 	cost := &p.s.Cost
 	priced, prefill := -1, 0.0 // priced is never negative
 	best, ties := -1, 0
-	var bestTTFT float64 // the best's, at hand
+	bestTTFT, second := math.Inf(1), math.Inf(1) // the best's and the second lowest estimate
 	var bestInFlight int64
 	for i := range cands {
 		s, c := &sl[i], &cands[i]
@@ -263,17 +284,22 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 		if r == nil || s.aside != notAside {
 			continue
 		}
-		switch a := s.est.TTFTSecs; {
+		a := s.est.TTFTSecs
+		switch {
 		case best < 0 || a < bestTTFT || (a == bestTTFT && c.InFlight < bestInFlight):
+			second = min(second, bestTTFT)
 			best, ties, bestTTFT, bestInFlight = i, 1, a, c.InFlight
 		case a == bestTTFT && c.InFlight == bestInFlight:
+			second = bestTTFT
 			ties++
 			if r.IntN(ties) == 0 {
 				best = i
 			}
+		default:
+			second = min(second, a)
 		}
 	}
-	return best
+	return best, second
 }
 
 // startSlots starts a decision's slots from the candidates and applies
@@ -381,7 +407,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 			break
 		}
 	}
-	for d := deepest / hotStride * hotStride; d > credit; d -= hotStride {
+	for d := markAtOrBelow(deepest); d > credit; d = markAtOrBelow(d - 1) {
 		if hot(d) {
 			credit = d
 			break
@@ -505,13 +531,13 @@ func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time
 	}
 	root, t := p.s.HotPrefix.Blocks, p.hot.ticks(now)
 	p.hot.addAt(h.root, q, t)
-	for d := hotStride; d <= len(req.Blocks); d += hotStride {
+	for d := hotStride; d <= len(req.Blocks); d += markStep(d) {
 		if d != root {
 			p.hot.addAt(req.Blocks[d-1].key(), q, t)
 		}
 	}
 	for _, d := range h.depths[:h.ndepths] {
-		if d%hotStride != 0 {
+		if markAtOrBelow(d) != d {
 			p.hot.addAt(req.Blocks[d-1].key(), q, t)
 		}
 	}

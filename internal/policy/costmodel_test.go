@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"testing"
@@ -453,6 +454,11 @@ func TestHotPrefixReplication(t *testing.T) {
 	if e.Winner == "holder" || e.Decision.Steered != SteerHotPrefix {
 		t.Fatalf("winner %s steered %q, want an idle owner by hot_prefix", e.Winner, e.Decision.Steered)
 	}
+	// The same with the owner offered first, so that the runner-up, the
+	// holder, comes after the winner.
+	if e := p.Explain(turn(1, 10), []Candidate{cands[1], cands[0]}); e.Winner != "x" || e.Decision.Steered != SteerHotPrefix {
+		t.Fatalf("owner first: winner %s steered %q, want x by hot_prefix", e.Winner, e.Decision.Steered)
+	}
 	owner := e.Replicas[e.Decision.Index]
 	if !owner.HotOwner || owner.PricedCachedTokens != sysBlocks*16 || owner.CachedTokens != 0 {
 		t.Fatalf("winner %+v, want an owner priced with the system prompt", owner)
@@ -472,7 +478,7 @@ func TestHotPrefixReplication(t *testing.T) {
 	for _, tc := range []struct {
 		xCached, want int
 	}{
-		{0, sysBlocks / hotStride * hotStride * 16},
+		{0, 224 * 16}, // the marks past 128 blocks are 32 apart
 		{sysBlocks * 16, sysBlocks * 16},
 	} {
 		withHistory[1].Cached = tc.xCached
@@ -483,6 +489,46 @@ func TestHotPrefixReplication(t *testing.T) {
 		if e.Winner != "holder" {
 			t.Errorf("x holding %d: winner %s, want the holder of the history", tc.xCached, e.Winner)
 		}
+	}
+}
+
+// TestMarks checks the marks demand is counted at against their
+// definition, and that a mark past 4·hotStride blocks is always within a
+// quarter of any depth above it.
+func TestMarks(t *testing.T) {
+	const limit = 1 << 14
+	isMark := make([]bool, limit+1) // by definition
+	for d := hotStride; d <= limit; d += hotStride {
+		octave := 1 << (bits.Len(uint(d)) - 1)
+		isMark[d] = d <= 4*hotStride || d%(octave/4) == 0
+	}
+	var walked []int // as countDemand walks them
+	for d := hotStride; d <= limit; d += markStep(d) {
+		walked = append(walked, d)
+	}
+	var want []int
+	for d, m := range isMark {
+		if m {
+			want = append(want, d)
+		}
+	}
+	if !slices.Equal(walked, want) {
+		t.Fatalf("walked marks %v, want %v", walked, want)
+	}
+	below := 0
+	for d := range limit + 1 {
+		if isMark[d] {
+			below = d
+		}
+		if got := markAtOrBelow(d); got != below {
+			t.Fatalf("markAtOrBelow(%d) = %d, want %d", d, got, below)
+		}
+		if d >= 4*hotStride && 4*below < 3*d {
+			t.Fatalf("the mark below %d blocks is %d, more than a quarter short", d, below)
+		}
+	}
+	if n := len(want); n > 4*bits.Len(limit/hotStride) {
+		t.Errorf("%d marks up to %d blocks", n, limit)
 	}
 }
 

@@ -83,12 +83,19 @@ func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, 
 	}
 	// The winner is the cheapest allowed candidate unless the session
 	// steered it.
+	// The hot prefix steered it exactly when, priced without its credit
+	// (EstimatedTTFT), it would have lost to another allowed candidate.
 	if e.Decision.Steered != SteerSession {
 		win := e.Replicas[e.Decision.Index].Estimate.TTFTSecs
+		beaten := false
 		for i, r := range e.Replicas {
 			if r.SetAside == "" && r.Estimate.TTFTSecs < win {
 				t.Fatalf("replica %d is cheaper (%v) than the winner (%v)", i, r.Estimate.TTFTSecs, win)
 			}
+			beaten = beaten || (i != e.Decision.Index && r.SetAside == "" && r.Estimate.TTFTSecs < e.Decision.EstimatedTTFT)
+		}
+		if steered := e.Decision.Steered == SteerHotPrefix; steered != beaten {
+			t.Fatalf("steered by the hot prefix: %v; beaten without its credit: %v", steered, beaten)
 		}
 	}
 	if _, err := json.Marshal(e); err != nil {
