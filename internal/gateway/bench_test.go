@@ -108,9 +108,11 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 	cfg.Routing.SessionAffinity = sessions
 	cfg.Routing.Seed = 1
 	cfg.Index.DefaultCapacityBlocks = 1 << 15 // 64 prompts' own blocks and the system prompts fit
-	// One round of scrapes, whose reports stay fresh for the whole run.
+	// One round of scrapes, whose reports stay fresh for the whole run. A
+	// scrape that timed out would not be retried for an hour, so the
+	// timeout leaves room for a machine as slow as under cachegrind.
 	cfg.Load.ScrapeInterval = config.Duration(time.Hour)
-	cfg.Load.ScrapeTimeout = config.Duration(time.Second)
+	cfg.Load.ScrapeTimeout = config.Duration(time.Minute)
 	cfg.Load.MaxAge = config.Duration(2 * time.Hour)
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
@@ -123,8 +125,12 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 	scraping, stopScraping := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = g.scraper.Run(scraping); close(done) }()
+	deadline := time.Now().Add(2 * time.Minute)
 	for _, r := range g.fleet.Snapshot().Replicas {
 		for g.scraper.Last(r.ID) == nil {
+			if time.Now().After(deadline) {
+				b.Fatalf("no report from %s's engine", r.ID)
+			}
 			time.Sleep(time.Millisecond)
 		}
 	}
