@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -230,4 +231,31 @@ func TestSetGroup(t *testing.T) {
 		t.Errorf("watchers saw %v", changes)
 	}
 	l.Release()
+}
+
+// TestReplicaLayout: what routing reads of a replica lies in its first
+// cache line, and replicas are a whole number of lines, so that the heap's
+// size class for them starts each one on a line.
+func TestReplicaLayout(t *testing.T) {
+	var r Replica
+	for _, f := range []struct {
+		name         string
+		offset, size uintptr
+	}{
+		{"MaxConcurrency", unsafe.Offsetof(r.MaxConcurrency), unsafe.Sizeof(r.MaxConcurrency)},
+		{"MaxPending", unsafe.Offsetof(r.MaxPending), unsafe.Sizeof(r.MaxPending)},
+		{"inFlight", unsafe.Offsetof(r.inFlight), unsafe.Sizeof(r.inFlight)},
+		{"pending", unsafe.Offsetof(r.pending), unsafe.Sizeof(r.pending)},
+		{"ejectedUntil", unsafe.Offsetof(r.ejectedUntil), unsafe.Sizeof(r.ejectedUntil)},
+		{"probeUp", unsafe.Offsetof(r.probeUp), unsafe.Sizeof(r.probeUp)},
+		{"removed", unsafe.Offsetof(r.removed), unsafe.Sizeof(r.removed)},
+		{"prefill.drainedAt", unsafe.Offsetof(r.prefill) + unsafe.Offsetof(r.prefill.drainedAt), unsafe.Sizeof(r.prefill.drainedAt)},
+	} {
+		if f.offset+f.size > 64 {
+			t.Errorf("%s at bytes %d to %d, past the first line", f.name, f.offset, f.offset+f.size)
+		}
+	}
+	if n := unsafe.Sizeof(r); n%64 != 0 {
+		t.Errorf("a replica is %d bytes, not a whole number of lines", n)
+	}
 }

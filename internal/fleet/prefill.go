@@ -20,10 +20,10 @@ import (
 // without a lock, and turns into seconds with a subtraction. Writers, one
 // at a time under mu, keep the counts of waiting requests beside it.
 type prefillQueue struct {
-	mu        sync.Mutex   // serializes writers
 	drainedAt atomic.Int64 // a clock.Instant; a queue that never held anything drains by neverQueued
 	waiting   atomic.Int64 // requests still waiting for their first byte
 	tokens    atomic.Int64 // their prompt tokens
+	mu        sync.Mutex   // serializes writers
 }
 
 // A queue drains by an instant within ±queueLimit: an instant plus a queued

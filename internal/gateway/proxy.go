@@ -414,8 +414,8 @@ func (sc *decisionScratch) release() {
 // writes c in place: a decision fills one per replica, and building each in
 // a local and copying it cost more than the reads.
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
-	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.ID, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
-	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.KVCapacityBlocks
+	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
+	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.kvCapacity
 	if rep, ok := g.report(rt, at); ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
 		if rep.CapacityBlocks > 1 {

@@ -38,6 +38,10 @@ type route struct {
 	pos    int // its place in the model's routes
 	feed   *load.Feed
 	chosen prometheus.Counter // the model's decisions that chose it
+	// The replica's ID and configured KV capacity, which never change,
+	// copied so that a decision reads only the replica's first cache line.
+	id         string
+	kvCapacity int
 }
 
 // routes returns the table of the fleet's current snapshot.
@@ -51,7 +55,7 @@ func (g *Gateway) routes() *routeTable {
 		pool := snap.ForModel(model)
 		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name()), ids: make([]string, len(pool))}
 		for i, r := range pool {
-			mr.routes[i] = route{r, i, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID)}
+			mr.routes[i] = route{r, i, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID), r.ID, r.KVCapacityBlocks}
 			mr.ids[i] = r.ID
 		}
 		t.models[model] = mr
