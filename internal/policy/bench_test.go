@@ -175,3 +175,32 @@ func BenchmarkCostModelHotPrefixes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSketchCountsAfterIdle counts a decision's 15 keys in a sketch
+// whose every counter holds demand, with the clock moving one tick (window/16,
+// 0.625 s by default) every `ticksEvery` decisions: a bucket is then last
+// touched about 4,096/15/ticksEvery ticks before, some 270 ticks at a
+// decision a tick (under 2 requests a second) and 17 at 16 a tick (26 a
+// second). Decaying a long-idle bucket was where counting got slow.
+func BenchmarkSketchCountsAfterIdle(b *testing.B) {
+	for _, every := range []int{1, 16} {
+		b.Run(fmt.Sprint("decisions-per-tick=", every), func(b *testing.B) {
+			s := newSketch(10*time.Second, time.Time{})
+			for k := range uint64(80_000) { // every counter, many times over
+				s.addAt(mix64(k), 50_000_000, 0)
+			}
+			var t int64
+			k, i := uint64(0), 0
+			for b.Loop() {
+				if i%every == 0 {
+					t++
+				}
+				i++
+				for range 15 {
+					k++
+					s.addAt(mix64(k), 1000, t)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -21,10 +22,19 @@ type exactCount struct {
 // add counts q at tick t, or at the count's own tick if t is before it.
 func (c exactCount) add(q uint64, t int64) exactCount {
 	t = max(t, c.t)
-	return exactCount{v: decayed(c.v, t-c.t) + q, t: t}
+	return exactCount{v: exactDecay(c.v, t-c.t) + q, t: t}
 }
 
-func (c exactCount) at(t int64) uint64 { return decayed(c.v, t-c.t) }
+func (c exactCount) at(t int64) uint64 { return exactDecay(c.v, t-c.t) }
+
+// exactDecay is v after n ticks, each keeping ⌊15v/16⌋ (in 128 bits).
+func exactDecay(v uint64, n int64) uint64 {
+	for ; n > 0 && v > 0; n-- {
+		hi, lo := bits.Mul64(v, sketchTicks-1)
+		v = hi<<60 | lo>>4
+	}
+	return v
+}
 
 // TestSketchNeverUnderestimates checks the sketch against an exact count
 // per key, decayed the same way, over streams of thousands of keys (so
@@ -121,16 +131,43 @@ func TestDecaySuperadditive(t *testing.T) {
 		a := rapid.Uint64Range(0, math.MaxUint64/2).Draw(t, "a")
 		b := rapid.Uint64Range(0, math.MaxUint64/2).Draw(t, "b")
 		n := rapid.Int64Range(0, 800).Draw(t, "ticks")
-		if got, parts := decayed(a+b, n), decayed(a, n)+decayed(b, n); got < parts {
-			t.Fatalf("decayed(%d+%d, %d) = %d < %d", a, b, n, got, parts)
+		if got, parts := exactDecay(a+b, n), exactDecay(a, n)+exactDecay(b, n); got < parts {
+			t.Fatalf("exactDecay(%d+%d, %d) = %d < %d", a, b, n, got, parts)
 		}
-		if decayed(a, n) > a || (n > 0 && a > 0 && decayed(a, n) >= a) {
-			t.Fatalf("decayed(%d, %d) = %d", a, n, decayed(a, n))
+		if exactDecay(a, n) > a || (n > 0 && a > 0 && exactDecay(a, n) >= a) {
+			t.Fatalf("exactDecay(%d, %d) = %d", a, n, exactDecay(a, n))
 		}
 	})
-	if got := decayed(math.MaxUint64, decayTicks-1); got == 0 {
-		t.Errorf("decayed to 0 before decayTicks")
+	// decayTicks is enough, and not much more than enough.
+	if got := exactDecay(math.MaxUint64, decayTicks); got != 0 {
+		t.Errorf("decayTicks leave %d", got)
 	}
+	if got := exactDecay(math.MaxUint64, decayTicks-100); got == 0 {
+		t.Errorf("decayed to 0 100 ticks before decayTicks")
+	}
+}
+
+// TestDecayedBounds: the sketch's decay is the exact one over a few ticks,
+// never below it over more, never above the value, and above the exact
+// decay by at most 10⁻¹¹ of it and 18 ns; larger values never decay to
+// less.
+func TestDecayedBounds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v := rapid.OneOf(rapid.Uint64(), rapid.Uint64Range(0, 1<<40), rapid.Uint64Range(0, 100)).Draw(t, "v")
+		w := rapid.Uint64Range(v, math.MaxUint64).Draw(t, "w")
+		n := rapid.Int64Range(-2, decayTicks+10).Draw(t, "ticks")
+		got, exact := decayed(v, n), exactDecay(v, n)
+		switch {
+		case n <= fewTicks && got != exact:
+			t.Fatalf("decayed(%d, %d) = %d, exactly %d", v, n, got, exact)
+		case got < exact || got > v:
+			t.Fatalf("decayed(%d, %d) = %d, outside [%d, %d]", v, n, got, exact, v)
+		case float64(got-exact) > float64(exact)*1e-11+18:
+			t.Fatalf("decayed(%d, %d) = %d, %d above the exact decay", v, n, got, got-exact)
+		case decayed(w, n) < got:
+			t.Fatalf("decayed(%d, %d) = %d < decayed(%d, %d) = %d", w, n, decayed(w, n), v, n, got)
+		}
+	})
 }
 
 // TestSketchRate: a steady demand reads as itself after a few windows, and
