@@ -79,14 +79,14 @@ func newSketch(window time.Duration, now time.Time) *sketch {
 func (s *sketch) ticks(now time.Time) int64 { return max(int64(now.Sub(s.start)/s.tick), 0) }
 
 // decayed is v after n ticks (none when n <= 0). The exact decay keeps
-// ⌊15v/16⌋ at each tick; decayed is exact up to fewTicks ticks and beyond
-// takes v·(15/16)^n rounded up, which is never below the exact decay (each
-// of whose steps rounds down) and above it by at most 10⁻¹¹ of it and 18
-// ns (TestDecayedBounds), in one multiply: a
-// bucket a decision touches may have lain untouched for hundreds of ticks
-// when traffic is light, and stepping through them cost up to half a
-// microsecond a key. Either way it keeps order (a larger v never decays to
-// less) and reaches 0 by decayTicks.
+// ⌊15v/16⌋ at each tick. decayed is exact up to fewTicks ticks; beyond, it
+// takes v·(15/16)^n rounded up, in one multiply, which is never below the
+// exact decay (each of whose steps rounds down) and above it by at most
+// 10⁻¹¹ of it and 18 ns (TestDecayedBounds). A bucket a decision touches
+// may have lain untouched for hundreds of ticks when traffic is light, and
+// stepping through them cost up to half a microsecond a key. Either way
+// decayed keeps order (a larger v never decays to less) and reaches 0 by
+// decayTicks.
 func decayed(v uint64, n int64) uint64 {
 	switch {
 	case n <= 0 || v == 0:
