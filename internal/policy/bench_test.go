@@ -177,11 +177,12 @@ func BenchmarkCostModelHotPrefixes(b *testing.B) {
 }
 
 // BenchmarkSketchCountsAfterIdle counts a decision's 15 keys in a sketch
-// whose every counter holds demand, with the clock moving one tick (window/16,
-// 0.625 s by default) every `ticksEvery` decisions: a bucket is then last
-// touched about 4,096/15/ticksEvery ticks before, some 270 ticks at a
-// decision a tick (under 2 requests a second) and 17 at 16 a tick (26 a
-// second). Decaying a long-idle bucket was where counting got slow.
+// whose every counter holds demand, with the clock moving one tick
+// (window/16, 0.625 s by default) every decisions-per-tick decisions: a
+// bucket is then last touched about 4,096/15/decisions-per-tick ticks
+// before, some 270 ticks at one decision a tick (under 2 requests a
+// second) and 17 at 16 a tick (26 a second). Decaying a long-idle bucket
+// was where counting got slow.
 func BenchmarkSketchCountsAfterIdle(b *testing.B) {
 	for _, every := range []int{1, 16} {
 		b.Run(fmt.Sprint("decisions-per-tick=", every), func(b *testing.B) {
