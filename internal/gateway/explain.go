@@ -110,7 +110,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 		g.candidate(&all[i], &pool[i], at)
 	}
 	if ex.pred != nil && len(pool) > 0 {
-		for i, n := range g.cachedTokens(nil, mr.ids, ex.model, ex.pred) {
+		for i, n := range g.cachedTokens(nil, mr.ids(), ex.model, ex.pred) {
 			all[i].Cached = n
 		}
 	}

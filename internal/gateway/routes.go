@@ -26,7 +26,6 @@ type routeTable struct {
 type modelRoutes struct {
 	routes []route
 	series decisionSeries
-	ids    []string // the routes' replica IDs
 	// handles are the routes' replicas as the KV index names them,
 	// resolved again when replicas join or leave the index.
 	handles atomic.Pointer[index.Handles]
@@ -53,10 +52,9 @@ func (g *Gateway) routes() *routeTable {
 	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(g.policies))}
 	for model, p := range g.policies {
 		pool := snap.ForModel(model)
-		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name()), ids: make([]string, len(pool))}
+		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name())}
 		for i, r := range pool {
 			mr.routes[i] = route{r, i, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID), r.ID, r.KVCapacityBlocks}
-			mr.ids[i] = r.ID
 		}
 		t.models[model] = mr
 	}
@@ -73,12 +71,23 @@ func (t *routeTable) model(name string) *modelRoutes {
 	return &modelRoutes{}
 }
 
+// ids returns the routes' replica IDs, in order, built on demand: only
+// resolving the index's handles again and explaining need them, both
+// rarely, and each route keeps its own ID.
+func (mr *modelRoutes) ids() []string {
+	ids := make([]string, len(mr.routes))
+	for i := range mr.routes {
+		ids[i] = mr.routes[i].id
+	}
+	return ids
+}
+
 // indexHandles returns the routes' handles in the KV index.
 func (mr *modelRoutes) indexHandles(ix *index.Approx) *index.Handles {
 	if hd := mr.handles.Load(); hd != nil && ix.Current(hd) {
 		return hd
 	}
-	hd := ix.Resolve(mr.ids)
+	hd := ix.Resolve(mr.ids())
 	mr.handles.Store(hd)
 	return hd
 }
