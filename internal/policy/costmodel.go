@@ -52,12 +52,15 @@ type costModel struct {
 }
 
 // slot is a candidate's state during one decision: what the passes over
-// every candidate read, in one cache line.
+// every candidate read. Every decision writes one per candidate, so it is
+// kept to half a cache line: of the estimate only the TTFT is kept
+// (Explain works out the rest), and blocks, at most the prompt's, fits in
+// an int32.
 type slot struct {
-	cached int // its prediction, clamped to the prompt
-	priced int // the cached tokens it is priced with: cached, or an owner's credit
-	blocks int // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
-	est    Estimate
+	ttft   float64    // its estimate's TTFTSecs
+	cached int        // its prediction, clamped to the prompt
+	priced int        // the cached tokens it is priced with: cached, or an owner's credit
+	blocks int32      // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
 	owner  bool       // a hot prefix owner
 	aside  setAsideBy // the guard that set it aside, if one did
 }
@@ -188,12 +191,13 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	ex.HotDemand, ex.HotOwners, ex.HotCreditTokens = h.demand, h.owners, h.credit
 	for i := range cands {
 		r := &ex.Replicas[i]
-		r.PricedCachedTokens, r.HotOwner, r.SetAside, r.Estimate = sl[i].priced, sl[i].owner, sl[i].aside.String(), sl[i].est
+		r.PricedCachedTokens, r.HotOwner, r.SetAside = sl[i].priced, sl[i].owner, sl[i].aside.String()
+		r.Estimate = p.s.Cost.estimate(req, &cands[i], r.PricedCachedTokens) // price's, in full
 	}
 	// A winner the session steered may trail the runner-up: nothing put
 	// it ahead.
-	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].est.TTFTSecs <= sl[ru].est.TTFTSecs {
-		ex.DecidedBy = decidedBy(sl[d.Index].est, sl[ru].est)
+	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].ttft <= sl[ru].ttft {
+		ex.DecidedBy = decidedBy(ex.Replicas[d.Index].Estimate, ex.Replicas[ru].Estimate)
 	}
 	return ex
 }
@@ -262,7 +266,7 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 	return d
 }
 
-// price sets every slot's estimate at its priced tokens, working out the
+// price sets every slot's TTFT at its priced tokens, working out the
 // prefill once for each run of candidates priced alike. Given r, it also
 // returns, from the same pass, the allowed candidate with the lowest
 // estimate (ties go to fewer requests in flight, then to chance, by
@@ -280,11 +284,11 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 		if s.priced != priced {
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
-		s.est = cost.withPrefill(c, prefill)
+		a := cost.withPrefill(c, prefill).TTFTSecs
+		s.ttft = a
 		if r == nil || s.aside != notAside {
 			continue
 		}
-		a := s.est.TTFTSecs
 		switch {
 		case best < 0 || a < bestTTFT || (a == bestTTFT && c.InFlight < bestInFlight):
 			second = min(second, bestTTFT)
@@ -337,11 +341,11 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 		s.cached, s.priced, s.owner, s.aside = c, c, false, notAside
 		if h.rooted {
 			if shift >= 0 {
-				s.blocks = min(c>>shift, len(req.Blocks))
+				s.blocks = int32(min(c>>shift, len(req.Blocks), math.MaxInt32))
 			} else {
-				s.blocks = min(c/bs, len(req.Blocks))
+				s.blocks = int32(min(c/bs, len(req.Blocks), math.MaxInt32))
 			}
-			if d := s.blocks; d > root && d != added {
+			if d := int(s.blocks); d > root && d != added {
 				h.addDepth(d)
 				added = d
 			}
@@ -392,7 +396,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
-		deepest = max(deepest, sl[o].blocks)
+		deepest = max(deepest, int(sl[o].blocks))
 	}
 	// The longest prefix an owner holds that is hot itself, among those
 	// counted.
@@ -577,7 +581,7 @@ func boundedLoadCap(total int64, n int, epsilon float64) int64 {
 func runnerUp(sl []slot, win int) int {
 	ru := -1
 	for i := range sl {
-		if i != win && sl[i].aside == notAside && (ru < 0 || sl[i].est.TTFTSecs < sl[ru].est.TTFTSecs) {
+		if i != win && sl[i].aside == notAside && (ru < 0 || sl[i].ttft < sl[ru].ttft) {
 			ru = i
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -89,7 +90,9 @@ func TestMoreCacheNeverCostsMore(t *testing.T) {
 			PrefillFixedSecs:       rapid.Float64Range(0, 1).Draw(t, "d"),
 			DecodeInterferenceSecs: rapid.Float64Range(0, 0.01).Draw(t, "i"),
 		}
-		prompt := rapid.IntRange(0, 1_000_000).Draw(t, "prompt")
+		// Prompts past 2^31 tokens too, where rounding once made more
+		// cache cost more.
+		prompt := rapid.OneOf(rapid.IntRange(0, 1_000_000), rapid.IntRange(1<<31-1000, 1<<40)).Draw(t, "prompt")
 		c1 := rapid.IntRange(-1, prompt).Draw(t, "less")
 		c2 := rapid.IntRange(max(c1, 0), prompt+10).Draw(t, "more")
 		req := &Request{PromptTokens: prompt}
@@ -663,4 +666,12 @@ func naiveOwners(root uint64, held int, cands []Candidate, sl []slot, k int) []i
 	want = want[:k]
 	slices.Sort(want)
 	return want
+}
+
+// TestSlotSize: a decision writes a slot per candidate, so slots stay at
+// half a cache line.
+func TestSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 32 {
+		t.Errorf("a slot is %d bytes", n)
+	}
 }

@@ -81,7 +81,12 @@ type Estimate struct {
 // grows.
 func (c CostParams) Prefill(u, cached int) float64 {
 	fu, fc := float64(max(u, 0)), float64(max(cached, 0))
-	return c.PrefillTokenSecs*fu + c.PrefillPairSecs*fu*(fc+fu/2) + c.PrefillFixedSecs
+	// u·(c + u/2) is (n² - c²)/2 for n = u + c: written so, every step
+	// rounds monotonically as c grows with n fixed, so more cache never
+	// costs more even by a rounding error (the product form broke that at
+	// a billion tokens). Exact below 2^26 tokens either way.
+	n := fu + fc
+	return c.PrefillTokenSecs*fu + c.PrefillPairSecs*(n*n-fc*fc)/2 + c.PrefillFixedSecs
 }
 
 // queue is W: the prefill queued on the candidate plus the decode
