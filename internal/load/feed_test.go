@@ -4,6 +4,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/clock"
 )
@@ -67,4 +68,27 @@ func TestFeedRoutingUnderScrapes(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestFeedLayout: a feed is one cache line and starts its replica's state,
+// which is a whole number of lines, so that the heap's size class puts
+// every feed on a line of its own and a decision reads one line per
+// replica.
+func TestFeedLayout(t *testing.T) {
+	var st replicaState
+	if n := unsafe.Sizeof(st.feed); n != 64 {
+		t.Errorf("a feed is %d bytes, not one line", n)
+	}
+	if off := unsafe.Offsetof(st.feed); off != 0 {
+		t.Errorf("the feed is at byte %d of its replica's state", off)
+	}
+	if n := unsafe.Sizeof(st); n%64 != 0 {
+		t.Errorf("a replica's state is %d bytes, not a whole number of lines", n)
+	}
+	s := NewScraper(ScrapeConfig{Interval: time.Second, MaxAge: time.Second}, nil, func() []Target { return nil }, nil, nil, nil)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if addr := uintptr(unsafe.Pointer(s.Feed(id))); addr%64 != 0 {
+			t.Errorf("%s's feed at %#x, not on a line", id, addr)
+		}
+	}
 }

@@ -123,12 +123,17 @@ func (f *Feed) Fresh(now time.Time) (*Report, bool) {
 // of the same ID that returns gets a new one.
 func (f *Feed) Retired() bool { return f.retired.Load() }
 
-// replicaState is what the scraper keeps per replica.
+// replicaState is what the scraper keeps per replica. Routing reads
+// every replica's feed on every decision, so the feed, one cache line, comes
+// first and the state is padded to two lines: the heap's size class then
+// starts each state, and so its feed, on a line of its own, and the
+// scraping goroutine's own fields stay off it.
 type replicaState struct {
 	feed     Feed
 	busy     atomic.Bool // a scrape is in flight
 	failing  bool        // last scrape failed; owned by the scraping goroutine
 	previous *Report     // last good report; owned by the scraping goroutine
+	_        [128 - 64 - 16]byte
 }
 
 // Scraper scrapes every target in parallel at an interval. A slow or dead
