@@ -336,8 +336,13 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	// tried first. One pass fills their candidates as it finds them: a
 	// decision reads every replica, and reading each once is most of it.
 	// Routes are named by their place in the model's routes.
+	// The slices are grown once, and filled by index: appending, or a
+	// call that returns them, kept them in memory and cost more per
+	// replica than reading it.
 	usable := false
-	offered, retried, cands := sc.offered[:0], sc.retried[:0], sc.cands[:0]
+	all := len(mr.routes)
+	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
+	n := 0
 	for i := range mr.routes {
 		rt := &mr.routes[i]
 		if !rt.Usable(at) {
@@ -349,14 +354,19 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, i)
 		default:
-			offered, cands = g.offer(offered, cands, rt, at)
+			g.candidate(&cands[n], rt, at)
+			offered[n] = i
+			n++
 		}
 	}
-	if len(offered) == 0 {
+	if n == 0 {
 		for _, i := range retried {
-			offered, cands = g.offer(offered, cands, &mr.routes[i], at)
+			g.candidate(&cands[n], &mr.routes[i], at)
+			offered[n] = i
+			n++
 		}
 	}
+	offered, cands = offered[:n], cands[:n]
 	sc.offered, sc.retried, sc.cands = offered, retried, cands
 	if !usable {
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
@@ -374,21 +384,13 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
-			g.metrics.decided(&mr.series, rt.chosen, d, time.Since(start))
+			g.metrics.decided(&mr.series, mr.chosen[offered[i]], d, time.Since(start))
 			return lease, cands[i].Cached, nil, ""
 		}
 		// Lost the race for its last slot: offer the others as they were.
 		offered, cands = slices.Delete(offered, i, i+1), slices.Delete(cands, i, i+1)
 	}
 	return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull
-}
-
-// offer appends rt's place to the offered routes and its candidate to
-// cands.
-func (g *Gateway) offer(offered []int, cands []policy.Candidate, rt *route, at clock.Instant) ([]int, []policy.Candidate) {
-	cands = slices.Grow(cands, 1)[:len(cands)+1]
-	g.candidate(&cands[len(cands)-1], rt, at)
-	return append(offered, rt.pos), cands
 }
 
 // decisionScratch holds the slices one decision fills, so that deciding

@@ -25,18 +25,22 @@ type routeTable struct {
 // modelRoutes are the replicas serving a model, in fleet order.
 type modelRoutes struct {
 	routes []route
+	// chosen[i] counts the model's decisions that chose routes[i]: only
+	// the winner's is read, so it stays out of the routes every decision
+	// reads.
+	chosen []prometheus.Counter
 	series decisionSeries
 	// handles are the routes' replicas as the KV index names them,
 	// resolved again when replicas join or leave the index.
 	handles atomic.Pointer[index.Handles]
 }
 
-// route is a replica as a decision for one model reads it.
+// route is a replica as a decision for one model reads it: every
+// decision reads every route, so it holds only what a candidate is built
+// from.
 type route struct {
 	*fleet.Replica
-	pos    int // its place in the model's routes
-	feed   *load.Feed
-	chosen prometheus.Counter // the model's decisions that chose it
+	feed *load.Feed
 	// The replica's ID and configured KV capacity, which never change,
 	// copied so that a decision reads only the replica's first cache line.
 	id         string
@@ -52,9 +56,11 @@ func (g *Gateway) routes() *routeTable {
 	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(g.policies))}
 	for model, p := range g.policies {
 		pool := snap.ForModel(model)
-		mr := &modelRoutes{routes: make([]route, len(pool)), series: g.metrics.decisionSeries(model, p.Name())}
+		mr := &modelRoutes{routes: make([]route, len(pool)), chosen: make([]prometheus.Counter, len(pool)),
+			series: g.metrics.decisionSeries(model, p.Name())}
 		for i, r := range pool {
-			mr.routes[i] = route{r, i, g.scraper.Feed(r.ID), g.metrics.decisionsFor(&mr.series, r.ID), r.ID, r.KVCapacityBlocks}
+			mr.routes[i] = route{r, g.scraper.Feed(r.ID), r.ID, r.KVCapacityBlocks}
+			mr.chosen[i] = g.metrics.decisionsFor(&mr.series, r.ID)
 		}
 		t.models[model] = mr
 	}
