@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // costModel picks the lowest estimated time to first token among the
@@ -87,13 +88,15 @@ func (g setAsideBy) String() string {
 }
 
 // ownerRank is how a candidate ranks for owning a hot prefix: holding the
-// root, then rendezvous weight. The candidate's ID and its idKey are kept
+// root, then rendezvous weight. The key of the candidate's ID is kept
 // across Pick's decisions (the gateway offers the same replicas in the same
-// order); idKey 0 means unknown.
+// order), with the ID's address and length to check it by; idKey 0 means
+// unknown.
 type ownerRank struct {
-	rank  uint64
-	id    string
-	idKey uint64
+	rank   uint64
+	idData *byte
+	idLen  int
+	idKey  uint64
 }
 
 // Demand is counted for the root prefix and for deeper prefixes of the
@@ -330,6 +333,7 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 	if bs > 0 && bs&(bs-1) == 0 {
 		shift = bits.TrailingZeros(uint(bs))
 	}
+	nb := min(len(req.Blocks), math.MaxInt32) // the most blocks a slot holds
 	bounded := false
 	open, pressured := 0, 0
 	added := -1 // the last depth added: candidates often hold the same
@@ -341,9 +345,9 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 		s.cached, s.priced, s.owner, s.aside = c, c, false, notAside
 		if h.rooted {
 			if shift >= 0 {
-				s.blocks = int32(min(c>>shift, len(req.Blocks), math.MaxInt32))
+				s.blocks = int32(min(c>>shift, nb))
 			} else {
-				s.blocks = int32(min(c/bs, len(req.Blocks), math.MaxInt32))
+				s.blocks = int32(min(c/bs, nb))
 			}
 			if d := int(s.blocks); d > root && d != added {
 				h.addDepth(d)
@@ -435,22 +439,33 @@ func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []owne
 		}
 		return owners
 	}
+	// Few owners are kept by insertion as the candidates are ranked; for
+	// many, the ranks are counted by their top bits. Holding the root comes
+	// first, then the weight, rendezvous(root, ID), less its lowest bit.
+	few := k <= 16
+	top := order[:0]
 	var buckets rankBuckets
 	for i := range cands {
-		o := &rk[i]
-		if o.idKey == 0 || o.id != cands[i].ID {
-			o.id, o.idKey = cands[i].ID, idKey(cands[i].ID)
+		o, id := &rk[i], cands[i].ID
+		// Strings are told apart by their bytes' address and length: the
+		// gateway offers the same strings decision after decision, and
+		// comparing their bytes cost more than the rest of the rank.
+		if o.idKey == 0 || o.idData != unsafe.StringData(id) || o.idLen != len(id) {
+			o.keep(id)
 		}
-		// Holding comes first, then the weight, rendezvous(root, ID), less
-		// its lowest bit.
-		o.rank = mix64(root^o.idKey) >> 1
+		r := mix64(root^o.idKey) >> 1
 		if sl[i].cached >= held {
-			o.rank |= 1 << 63
+			r |= 1 << 63
 		}
-		buckets[o.rank>>rankBucketShift]++
+		o.rank = r
+		if few {
+			top = insertTop(rk, top, i, r, k)
+		} else {
+			buckets[r>>rankBucketShift]++
+		}
 	}
-	if k <= 16 {
-		return topOwners(rk, order, k)
+	if few {
+		return top
 	}
 	// Many owners: the k-th highest rank splits owners from the rest in
 	// one pass; among candidates of exactly that rank the first ones win.
@@ -505,24 +520,29 @@ func kthRank(rk []ownerRank, buckets *rankBuckets, order []int, k int) (cut uint
 	return cut, atCut
 }
 
-// topOwners keeps the k best ranks of rk by insertion, n·k steps: fewer
-// than sorting for the few owners a prefix usually has.
-func topOwners(rk []ownerRank, order []int, k int) []int {
-	before := func(a, b int) bool { return rk[a].rank > rk[b].rank || (rk[a].rank == rk[b].rank && a < b) }
-	top := order[:0]
-	for i := range rk {
-		if len(top) == k && !before(i, top[k-1]) {
-			continue
+// keep makes o keep id's key.
+func (o *ownerRank) keep(id string) {
+	o.idData, o.idLen, o.idKey = unsafe.StringData(id), len(id), idKey(id)
+}
+
+// insertTop adds candidate i, of rank r, to top, the best of those before
+// it by rank in rk (the first on ties), if it is among the k best: n·k
+// steps in all, fewer than sorting for the few owners a prefix usually
+// has.
+func insertTop(rk []ownerRank, top []int, i int, r uint64, k int) []int {
+	// Candidates come in order, so i loses every tie with those in top.
+	if len(top) == k {
+		if r <= rk[top[k-1]].rank {
+			return top
 		}
-		if len(top) < k {
-			top = append(top, i)
-		}
-		j := len(top) - 1
-		for ; j > 0 && before(i, top[j-1]); j-- {
-			top[j] = top[j-1]
-		}
-		top[j] = i
+	} else {
+		top = append(top, i)
 	}
+	j := len(top) - 1
+	for ; j > 0 && r > rk[top[j-1]].rank; j-- {
+		top[j] = top[j-1]
+	}
+	top[j] = i
 	return top
 }
 
