@@ -418,7 +418,13 @@ func (sc *decisionScratch) release() {
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.kvCapacity
-	if rep, ok := g.report(rt, at); ok {
+	// A retired feed's last report serves while it is fresh; only then is
+	// the new feed looked up, so a decision reads one feed per replica.
+	rep, ok := rt.feed.FreshRouting(at)
+	if !ok && rt.feed.Retired() {
+		rep, ok = g.reportFromNewFeed(rt, at)
+	}
+	if ok {
 		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
 		if rep.CapacityBlocks > 1 {
 			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable

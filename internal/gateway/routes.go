@@ -98,14 +98,12 @@ func (mr *modelRoutes) indexHandles(ix *index.Approx) *index.Handles {
 	return hd
 }
 
-// report returns what routing reads of the replica's engine report, while
-// the report is fresh at now.
-func (g *Gateway) report(rt *route, now clock.Instant) (load.Routing, bool) {
-	if rt.feed.Retired() {
-		// The scraper forgot the replica between our snapshot and its own
-		// (it left and came back): its reports now arrive in a new feed.
-		g.table.Store(nil)
-		return g.scraper.Feed(rt.ID).FreshRouting(now)
-	}
-	return rt.feed.FreshRouting(now)
+// reportFromNewFeed is what routing reads of the replica's engine report,
+// fresh at now, once the route's feed is retired: the scraper forgot the
+// replica between our snapshot and its own (it left and came back), so
+// its reports now arrive in a new feed, and the table is dropped to pick
+// that up.
+func (g *Gateway) reportFromNewFeed(rt *route, now clock.Instant) (load.Routing, bool) {
+	g.table.Store(nil)
+	return g.scraper.Feed(rt.ID).FreshRouting(now)
 }

@@ -68,11 +68,12 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	waitFor(t, "the scraper to retire a feed nobody scrapes", 2*time.Second, ghost.Retired)
 	rt := g.routes().model(testModel).routes[0]
 	rt.feed = ghost
-	rep, ok := g.report(&rt, clock.Of(time.Now()))
-	if live, fresh := g.scraper.Feed("sim-1").Fresh(time.Now()); !ok || !fresh {
-		t.Errorf("a retired feed hid sim-1's fresh report (got %+v, %v)", rep, ok)
-	} else if rep.CapacityBlocks != live.CapacityBlocks || rep.KVUsage < 0 {
-		t.Errorf("a retired feed gave %+v, sim-1's live report is %+v", rep, live)
+	var c policy.Candidate
+	g.candidate(&c, &rt, clock.Of(time.Now()))
+	if live, fresh := g.scraper.Feed("sim-1").Fresh(time.Now()); !fresh || c.KVUsage < 0 || c.Running < 0 {
+		t.Errorf("a retired feed hid sim-1's fresh report (got %+v)", c)
+	} else if c.KVCapacityBlocks != live.CapacityBlocks-1 || c.KVUsage != live.KVUsage {
+		t.Errorf("a retired feed gave %+v, sim-1's live report is %+v", c, live)
 	}
 	if g.table.Load() != nil {
 		t.Error("a retired feed left the table in place")
