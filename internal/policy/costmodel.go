@@ -277,7 +277,9 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 // estimates, the runner-up's: +Inf when only one is allowed. Without r it
 // returns -1 and +Inf.
 func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) (best int, second float64) {
-	cost := &p.s.Cost
+	// A copy: the loop's stores cannot change it, so its fields stay in
+	// registers.
+	cost := p.s.Cost
 	priced, prefill := -1, 0.0 // priced is never negative
 	best, ties := -1, 0
 	bestTTFT, second := math.Inf(1), math.Inf(1) // the best's and the second lowest estimate
@@ -334,6 +336,7 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 		shift = bits.TrailingZeros(uint(bs))
 	}
 	nb := min(len(req.Blocks), math.MaxInt32) // the most blocks a slot holds
+	kappa, short, prompt := p.s.Kappa, p.s.ShortPromptTokens, max(req.PromptTokens, 0)
 	bounded := false
 	open, pressured := 0, 0
 	added := -1 // the last depth added: candidates often hold the same
@@ -359,7 +362,9 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 			continue
 		}
 		open++
-		if p.underPressure(req, &cands[i], s) {
+		// underPressure's first test, on locals: its fields cannot stay
+		// in registers across the loop's stores.
+		if cands[i].KVUsage > kappa && prompt-c > short && p.underPressure(req, &cands[i], s) {
 			pressured++
 		}
 	}
