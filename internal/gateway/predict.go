@@ -248,13 +248,6 @@ func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *pred
 	return blocksToTokens(g.index.Match(dst, ids, pred.hashes, pred.tokens, bs), bs)
 }
 
-// cachedTokensAt is cachedTokens for the model's routes at positions,
-// which the index finds by the routes' handles instead of their IDs.
-func (g *Gateway) cachedTokensAt(dst []int, mr *modelRoutes, positions []int, model string, pred *prediction) []int {
-	bs := g.tokenizers[model].blockSize
-	return blocksToTokens(g.index.MatchHandles(dst, mr.indexHandles(g.index), positions, pred.hashes, pred.tokens, bs), bs)
-}
-
 func blocksToTokens(blocks []int, blockSize int) []int {
 	for i := range blocks {
 		blocks[i] *= blockSize

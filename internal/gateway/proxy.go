@@ -372,9 +372,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		return nil, -1, openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica
 	}
 	if ex.pred != nil && len(offered) > 0 {
-		sc.cached = g.cachedTokensAt(sc.cached, mr, offered, ex.model, ex.pred)
-		for i, n := range sc.cached {
-			cands[i].Cached = n
+		bs := ex.route.BlockSize // the model's, as routeRequest set it with pred
+		sc.cached = g.index.MatchHandles(sc.cached, mr.indexHandles(g.index), offered, ex.pred.hashes, ex.pred.tokens, bs)
+		for i, blocks := range sc.cached {
+			cands[i].Cached = blocks * bs
 		}
 	}
 	ex.route.At = start

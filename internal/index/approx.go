@@ -181,13 +181,14 @@ func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHa
 		ws := wideScratches.Get().(*wideScratch)
 		defer wideScratches.Put(ws)
 		var top int32
-		ws.handles, top = reg.resolve(ws.handles[:0], candidates)
-		x.matchResolved(dst, ws.handles, top, hashes[:limit], ws)
+		var all uint64
+		ws.handles, top, all = reg.resolve(ws.handles[:0], candidates)
+		x.matchResolved(dst, ws.handles, top, all, hashes[:limit], ws)
 		return dst
 	}
 	var handleBuf [64]int32
-	handles, top := reg.resolve(handleBuf[:0], candidates)
-	x.matchResolved(dst, handles, top, hashes[:limit], nil)
+	handles, top, all := reg.resolve(handleBuf[:0], candidates)
+	x.matchResolved(dst, handles, top, all, hashes[:limit], nil)
 	return dst
 }
 
@@ -206,7 +207,7 @@ type Handles struct {
 // Resolve returns the handles of the replicas named by ids, in order.
 func (x *Approx) Resolve(ids []string) *Handles {
 	reg := x.replicas.Load()
-	handles, _ := reg.resolve(make([]int32, 0, len(ids)), ids)
+	handles, _, _ := reg.resolve(make([]int32, 0, len(ids)), ids)
 	return &Handles{reg: reg, ids: slices.Clone(ids), handles: handles}
 }
 
@@ -228,34 +229,36 @@ func (x *Approx) MatchHandles(dst []int, hd *Handles, positions []int, hashes []
 		ws := wideScratches.Get().(*wideScratch)
 		defer wideScratches.Put(ws)
 		var top int32
-		ws.handles, top = hd.at(ws.handles[:0], positions, reg)
-		x.matchResolved(dst, ws.handles, top, hashes[:limit], ws)
+		var all uint64
+		ws.handles, top, all = hd.at(ws.handles[:0], positions, reg)
+		x.matchResolved(dst, ws.handles, top, all, hashes[:limit], ws)
 		return dst
 	}
 	var handleBuf [64]int32
-	handles, top := hd.at(handleBuf[:0], positions, reg)
-	x.matchResolved(dst, handles, top, hashes[:limit], nil)
+	handles, top, all := hd.at(handleBuf[:0], positions, reg)
+	x.matchResolved(dst, handles, top, all, hashes[:limit], nil)
 	return dst
 }
 
 // at appends to handles those at positions, read from reg if hd is not
-// current, and returns them with the largest.
-func (hd *Handles) at(handles []int32, positions []int, reg *registry) ([]int32, int32) {
-	top := int32(-1)
+// current, and returns them with the largest and the set of those below
+// 64.
+func (hd *Handles) at(handles []int32, positions []int, reg *registry) ([]int32, int32, uint64) {
+	top, all := int32(-1), uint64(0)
 	if reg == hd.reg {
 		for _, i := range positions {
 			h := hd.handles[i]
 			handles = append(handles, h)
-			top = max(top, h)
+			top, all = max(top, h), all|lowBit(h)
 		}
-		return handles, top
+		return handles, top, all
 	}
 	for _, i := range positions {
 		h := reg.handleOf(hd.ids[i])
 		handles = append(handles, h)
-		top = max(top, h)
+		top, all = max(top, h), all|lowBit(h)
 	}
-	return handles, top
+	return handles, top, all
 }
 
 // wideScratch is the memory of a match beyond one holder word, pooled so
@@ -269,22 +272,17 @@ type wideScratch struct {
 var wideScratches = sync.Pool{New: func() any { return new(wideScratch) }}
 
 // matchResolved writes to dst[i] how many of hashes candidate handles[i]
-// holds, given the largest handle, top (-1 when none is known). Beyond one
-// holder word it works in ws, whose handles must be handles, or in a
-// pooled scratch it copies handles to if ws is nil.
-func (x *Approx) matchResolved(dst []int, handles []int32, top int32, hashes []tokenize.BlockHash, ws *wideScratch) {
+// holds, given the largest handle, top (-1 when none is known), and the
+// set of handles below 64, all. Beyond one holder word it works in ws,
+// whose handles must be handles, or in a pooled scratch it copies handles
+// to if ws is nil.
+func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64, hashes []tokenize.BlockHash, ws *wideScratch) {
 	if top < 0 {
 		return
 	}
 	if top < 64 {
 		// Candidate sets are sets of handles: one holder word as it is.
 		mt := matcher{x: x, hashes: hashes}
-		var all uint64
-		for _, h := range handles {
-			if h >= 0 {
-				all |= 1 << h
-			}
-		}
 		mt.run(all)
 		for i, h := range handles {
 			if h >= 0 {

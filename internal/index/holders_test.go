@@ -1,6 +1,7 @@
 package index
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -107,5 +108,20 @@ func TestHolderShardChurn(t *testing.T) {
 	}
 	if !grew || !shrank {
 		t.Errorf("table grew %v, shrank %v: want both", grew, shrank)
+	}
+}
+
+// TestLowBit: a handle's bit in a one-word set, none for handles outside
+// the word.
+func TestLowBit(t *testing.T) {
+	for _, tc := range []struct {
+		h    int32
+		want uint64
+	}{
+		{-1, 0}, {math.MinInt32, 0}, {0, 1}, {1, 2}, {63, 1 << 63}, {64, 0}, {65, 0}, {math.MaxInt32, 0},
+	} {
+		if got := lowBit(tc.h); got != tc.want {
+			t.Errorf("lowBit(%d) = %#x, want %#x", tc.h, got, tc.want)
+		}
 	}
 }

@@ -61,10 +61,11 @@ func (g *registry) lookup(id string) *replica {
 }
 
 // resolve appends to handles the handle of each candidate, -1 for those it
-// does not know, and returns handles and the largest handle.
-func (g *registry) resolve(handles []int32, candidates []string) ([]int32, int32) {
+// does not know, and returns handles, the largest handle and the set of
+// those below 64.
+func (g *registry) resolve(handles []int32, candidates []string) ([]int32, int32, uint64) {
 	mask := uint64(len(g.byAddr) - 1)
-	top := int32(-1)
+	top, all := int32(-1), uint64(0)
 next:
 	for _, id := range candidates {
 		if n := len(id); n > 0 && n <= math.MaxInt32 {
@@ -72,7 +73,7 @@ next:
 			for s := addrHome(p, mask); g.byAddr[s].r != nil; s = (s + 1) & mask {
 				if e := &g.byAddr[s]; e.p == p && e.n == int32(n) {
 					handles = append(handles, e.handle)
-					top = max(top, e.handle)
+					top, all = max(top, e.handle), all|lowBit(e.handle)
 					continue next
 				}
 			}
@@ -82,9 +83,9 @@ next:
 			h = int32(r.handle)
 		}
 		handles = append(handles, h)
-		top = max(top, h)
+		top, all = max(top, h), all|lowBit(h)
 	}
-	return handles, top
+	return handles, top, all
 }
 
 // handleOf is the handle of replica id, -1 when it does not know it.
@@ -116,3 +117,8 @@ func (g *registry) bytes() int64 {
 	const mapEntry = 48 // string header, pointer, control byte, slack
 	return int64(len(g.byAddr))*int64(unsafe.Sizeof(addrEntry{})) + int64(len(g.byID))*mapEntry
 }
+
+// lowBit is handle h's bit in a one-word set of handles: 0 for a handle
+// outside it (negative, or 64 and up), as Go shifts past a word's width
+// to 0.
+func lowBit(h int32) uint64 { return 1 << uint32(h) }
