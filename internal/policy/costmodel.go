@@ -50,6 +50,7 @@ type costModel struct {
 	slots    []slot      // decide's scratch
 	ranks    []ownerRank // decide's scratch for choosing owners, with IDs' keys kept across calls
 	order    []int       // decide's scratch for choosing owners
+	orders   ownerOrders // the hot roots' owner orders
 }
 
 // slot is a candidate's state during one decision: what the passes over
@@ -401,7 +402,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	if k := math.Ceil(h.demand / u); k < float64(h.owners) {
 		h.owners = int(k)
 	}
-	owners := chooseOwners(h.root, root*bs, cands, sl, rk, order, h.owners)
+	owners := chooseOwners(h.root, root*bs, cands, sl, rk, order, h.owners, &p.orders)
 	deepest := 0 // the most blocks of the prompt an owner holds
 	for _, o := range owners {
 		sl[o].owner = true
@@ -435,14 +436,20 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 // chooseOwners returns the k candidates that hold at least held tokens
 // (the root prefix) first, then those with the highest rendezvous weight on
 // root, the first on ties: as indices into cands, in order's space, in no
-// particular order. It ranks the candidates in rk.
-func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []ownerRank, order []int, k int) []int {
+// particular order. It reads them in the order memo keeps for root when
+// they fit it (memo may be nil), and otherwise ranks them in rk.
+func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []ownerRank, order []int, k int, memo *ownerOrders) []int {
 	if k >= len(cands) { // every candidate owns it: nothing to rank
 		owners := order[:len(cands)]
 		for i := range owners {
 			owners[i] = i
 		}
 		return owners
+	}
+	if memo != nil {
+		if owners, ok := memo.choose(root, held, cands, sl, order, k); ok {
+			return owners
+		}
 	}
 	// Few owners are kept by insertion as the candidates are ranked; for
 	// many, the ranks are counted by their top bits. Holding the root comes

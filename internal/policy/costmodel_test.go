@@ -599,7 +599,7 @@ func TestChooseOwners(t *testing.T) {
 			cands[i].ID = rapid.SampledFrom([]string{"a", "b", "c", "d", "e", "f"}).Draw(t, "id") // repeats make ties
 			sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 		}
-		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]ownerRank, n), make([]int, n), k))
+		got := slices.Clone(chooseOwners(root, 64, cands, sl, make([]ownerRank, n), make([]int, n), k, nil))
 		slices.Sort(got)
 		if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 			t.Fatalf("owners %v, want %v", got, want)
@@ -630,7 +630,7 @@ func TestChooseOwnersReusingSlots(t *testing.T) {
 				cands[i].ID = fmt.Sprint("r", rapid.IntRange(0, ids-1).Draw(t, "id"))
 				sl[i].cached = rapid.SampledFrom([]int{0, 64, 128}).Draw(t, "cached")
 			}
-			got := slices.Clone(chooseOwners(root, 64, cands, sl, rk, order, k))
+			got := slices.Clone(chooseOwners(root, 64, cands, sl, rk, order, k, nil))
 			slices.Sort(got)
 			if want := naiveOwners(root, 64, cands, sl, k); !slices.Equal(got, want) {
 				t.Fatalf("owners %v, want %v", got, want)
