@@ -217,13 +217,7 @@ func BenchmarkGatewayDecision(b *testing.B) {
 // decisions' own.
 func BenchmarkGatewayDecisionCold(b *testing.B) {
 	g, exs := decisionGateway(b, 64, false)
-	for i, ex := range exs {
-		lease, _, e, _ := g.choose(ex, nil)
-		if e != nil {
-			b.Fatalf("warm-up decision %d: %v", i, e)
-		}
-		lease.Release()
-	}
+	warmUp(b, g, exs)
 	buf := make([]uint64, evictBytes/8)
 	var lat []time.Duration
 	i := 0
@@ -231,23 +225,10 @@ func BenchmarkGatewayDecisionCold(b *testing.B) {
 		for k := 0; k < len(buf); k += 8 { // a word of every cache line
 			buf[k]++
 		}
-		start := time.Now()
-		lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
-		took := time.Since(start)
-		if e != nil {
-			b.Fatalf("decision %d: %v", i, e)
-		}
-		lease.Release()
-		lat = append(lat, took)
+		lat = append(lat, timedDecision(b, g, exs, i))
 		i++
 	}
-	var sum time.Duration
-	for _, d := range lat {
-		sum += d
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns/op")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
+	reportMeanAndP99(b, lat)
 }
 
 // evictBytes is what BenchmarkGatewayDecisionCold writes over between
@@ -256,8 +237,30 @@ const evictBytes = 8 << 20
 
 func benchmarkDecisions(b *testing.B, n int, sessions bool) {
 	g, exs := decisionGateway(b, n, sessions)
-	// One round first, as a gateway in service has had it: every
-	// conversation has its replica and every prompt's demand is counted.
+	warmUp(b, g, exs)
+	lat := make([]time.Duration, 0, 1<<16)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		took := timedDecision(b, g, exs, i)
+		if len(lat) < cap(lat) {
+			lat = append(lat, took)
+		}
+		i++
+	}
+	fast, share := fullSpeed(lat, 500)
+	reportMeanAndP99(b, lat)
+	if len(fast) > 0 {
+		slices.Sort(fast)
+		b.ReportMetric(float64(fast[len(fast)*99/100].Nanoseconds()), "full-speed-p99-ns/op")
+		b.ReportMetric(share, "full-speed-share")
+	}
+}
+
+// warmUp makes one decision for each prompt first, as a gateway in
+// service has: every conversation has its replica and every prompt's
+// demand is counted.
+func warmUp(b *testing.B, g *Gateway, exs []*exchange) {
 	for i, ex := range exs {
 		lease, _, e, _ := g.choose(ex, nil)
 		if e != nil {
@@ -265,35 +268,31 @@ func benchmarkDecisions(b *testing.B, n int, sessions bool) {
 		}
 		lease.Release()
 	}
-	lat := make([]time.Duration, 0, 1<<16)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		start := time.Now()
-		lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
-		took := time.Since(start)
-		if e != nil {
-			b.Fatalf("decision %d: %v", i, e)
-		}
-		lease.Release()
-		if len(lat) < cap(lat) {
-			lat = append(lat, took)
-		}
-		i++
+}
+
+// timedDecision is the i-th decision of a run, on the prompts in turn,
+// and how long it took; releasing its lease is left out.
+func timedDecision(b *testing.B, g *Gateway, exs []*exchange, i int) time.Duration {
+	start := time.Now()
+	lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
+	took := time.Since(start)
+	if e != nil {
+		b.Fatalf("decision %d: %v", i, e)
 	}
+	lease.Release()
+	return took
+}
+
+// reportMeanAndP99 reports the mean and the p99 of single decisions'
+// times, sorting lat.
+func reportMeanAndP99(b *testing.B, lat []time.Duration) {
 	var sum time.Duration
 	for _, d := range lat {
 		sum += d
 	}
-	fast, share := fullSpeed(lat, 500)
 	slices.Sort(lat)
 	b.ReportMetric(float64(sum.Nanoseconds())/float64(len(lat)), "mean-ns/op")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
-	if len(fast) > 0 {
-		slices.Sort(fast)
-		b.ReportMetric(float64(fast[len(fast)*99/100].Nanoseconds()), "full-speed-p99-ns/op")
-		b.ReportMetric(share, "full-speed-share")
-	}
 }
 
 // fullSpeed returns the decisions of lat, in order, that ran while the
