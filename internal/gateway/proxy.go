@@ -335,10 +335,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	// Offer the usable replicas with room, those this request has not
 	// tried first. One pass fills their candidates as it finds them: a
 	// decision reads every replica, and reading each once is most of it.
-	// Routes are named by their place in the model's routes.
-	// The slices are grown once, and filled by index: appending, or a
-	// call that returns them, kept them in memory and cost more per
-	// replica than reading it.
+	// Routes are named by their place in the model's routes. The slices
+	// are grown once and filled by index: appending, or a call that
+	// returned them, kept them in memory and cost more per replica than
+	// reading it.
 	usable := false
 	all := len(mr.routes)
 	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
