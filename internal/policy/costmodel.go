@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // costModel picks the lowest estimated time to first token among the
@@ -91,13 +90,11 @@ func (g setAsideBy) String() string {
 // ownerRank is how a candidate ranks for owning a hot prefix: holding the
 // root, then rendezvous weight. The key of the candidate's ID is kept
 // across Pick's decisions (the gateway offers the same replicas in the same
-// order), with the ID's address and length to check it by; idKey 0 means
-// unknown.
+// order), with the ID to check it by; idKey 0 means unknown.
 type ownerRank struct {
-	rank   uint64
-	idData *byte
-	idLen  int
-	idKey  uint64
+	rank  uint64
+	id    idRef
+	idKey uint64
 }
 
 // Demand is counted for the root prefix and for deeper prefixes of the
@@ -459,11 +456,8 @@ func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []owne
 	var buckets rankBuckets
 	for i := range cands {
 		o, id := &rk[i], cands[i].ID
-		// Strings are told apart by their bytes' address and length: the
-		// gateway offers the same strings decision after decision, and
-		// comparing their bytes cost more than the rest of the rank.
-		if o.idKey == 0 || o.idData != unsafe.StringData(id) || o.idLen != len(id) {
-			o.keep(id)
+		if o.idKey == 0 || o.id != refOf(id) {
+			o.id, o.idKey = refOf(id), idKey(id)
 		}
 		r := mix64(root^o.idKey) >> 1
 		if sl[i].cached >= held {
@@ -530,11 +524,6 @@ func kthRank(rk []ownerRank, buckets *rankBuckets, order []int, k int) (cut uint
 		atCut++
 	}
 	return cut, atCut
-}
-
-// keep makes o keep id's key.
-func (o *ownerRank) keep(id string) {
-	o.idData, o.idLen, o.idKey = unsafe.StringData(id), len(id), idKey(id)
 }
 
 // insertTop adds candidate i, of rank r, to top, the best of those before

@@ -17,8 +17,7 @@ import (
 // the same order (the gateway leaves out replicas that are full or down,
 // and keeps the order); a decision that offers one it has not seen grows
 // the universe when it offers all of the universe too, and otherwise goes
-// without the memo. Strings are told apart by their bytes' address and
-// length, as ownerRank does.
+// without the memo. IDs are told apart as idRefs.
 type ownerOrders struct {
 	ids     []idRef
 	byRoot  map[uint64][]int32 // indices into ids, by weight (less its lowest bit) descending, then index
@@ -29,7 +28,11 @@ type ownerOrders struct {
 	misses  int                // decisions in a row that went without: past maxMisses the universe starts again
 }
 
-// idRef is a string as ownerOrders tells them apart.
+// idRef is a candidate's ID as the owner ranks and orders tell IDs apart:
+// by their bytes' address and length. The gateway offers the same strings
+// decision after decision, and comparing their bytes cost more than the
+// rest of a rank; the same text in another string only costs a lookup
+// again.
 type idRef struct {
 	data *byte
 	n    int
