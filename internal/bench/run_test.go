@@ -125,7 +125,9 @@ func TestMeasureFleet(t *testing.T) {
 // model does not price, the CPU time of tokenizing and proxying each
 // request (a few ms of wall clock here), counts four times on the model's
 // clock: mean TTFT came out 8% (12 ms) higher at speedup 4, everything else
-// within 1.5%. A mistake in the scaling would be off by far more.
+// within 1.5%, and 26% higher once with the other core busy (that cost grows
+// with contention), so TTFT is allowed 40%. A mistake in the scaling would
+// be off by a multiple.
 func TestSpeedupMatchesRealTime(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("about 12 s of timing-sensitive runs; skipped with -short and under the race detector")
@@ -155,7 +157,7 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 		x, y float64
 		tol  float64
 	}{
-		{"mean TTFT", a.TTFT.Mean, b.TTFT.Mean, 0.2},
+		{"mean TTFT", a.TTFT.Mean, b.TTFT.Mean, 0.4},
 		{"mean e2e", a.E2E.Mean, b.E2E.Mean, 0.06},
 		{"mean TPOT", a.TPOT.Mean, b.TPOT.Mean, 0.06},
 		{"hit rate", a.HitRate, b.HitRate, 0.01},
