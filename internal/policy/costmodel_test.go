@@ -203,6 +203,95 @@ func TestBoundedLoadCap(t *testing.T) {
 	}
 }
 
+// TestCostModelTies: the lowest estimate wins; among equal estimates fewer
+// requests in flight; among equal estimates and loads chance, the same
+// way for the same seed. Checked against a naive reading of Explain's
+// estimates, with candidates drawn from few cached lengths and loads so
+// that they tie often, some of them set aside by bounded load or KV
+// pressure.
+func TestCostModelTies(t *testing.T) {
+	req := &Request{PromptTokens: 2000}
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 12).Draw(t, "n")
+		cands := make([]Candidate, n)
+		for i := range cands {
+			cands[i] = Candidate{
+				ID:       fmt.Sprint("r", i),
+				Cached:   rapid.SampledFrom([]int{0, 0, 512, 1024}).Draw(t, "cached"),
+				InFlight: rapid.SampledFrom([]int64{0, 0, 1, 9}).Draw(t, "in_flight"),
+				Running:  rapid.SampledFrom([]int64{-1, 0}).Draw(t, "running"), // known, it prices alike however many are in flight
+				KVUsage:  rapid.SampledFrom([]float64{-1, 0.5, 0.95}).Draw(t, "kv_usage"),
+			}
+		}
+		p, _ := New(CostModel, rapid.Uint64().Draw(t, "seed"))
+		for range 5 {
+			e := p.Explain(req, cands)
+			var tied []int
+			for i, r := range e.Replicas {
+				if r.SetAside != "" {
+					continue
+				}
+				if len(tied) > 0 {
+					b := e.Replicas[tied[0]]
+					if r.Estimate.TTFTSecs > b.Estimate.TTFTSecs || (r.Estimate.TTFTSecs == b.Estimate.TTFTSecs && cands[i].InFlight > cands[tied[0]].InFlight) {
+						continue
+					}
+					if r.Estimate.TTFTSecs < b.Estimate.TTFTSecs || cands[i].InFlight < cands[tied[0]].InFlight {
+						tied = tied[:0]
+					}
+				}
+				tied = append(tied, i)
+			}
+			got := p.Pick(req, cands).Index
+			if !slices.Contains(tied, got) {
+				t.Fatalf("picked %d, want one of %v: %+v", got, tied, e.Replicas)
+			}
+			if e.Decision.Index != got {
+				t.Fatalf("explained %d, picked %d", e.Decision.Index, got)
+			}
+		}
+	})
+
+	t.Run("then_chance", func(t *testing.T) {
+		const picks = 3000
+		// p, q and r tie; z and w are as cheap but busier, c cheaper
+		// but past bounded load's cap, y dearer.
+		cands := []Candidate{
+			{ID: "z", InFlight: 1, Running: 0, KVUsage: -1},
+			{ID: "p", Running: 0, KVUsage: -1},
+			{ID: "y", Running: 0, KVUsage: -1, QueuedPrefill: 1},
+			{ID: "q", Running: 0, KVUsage: -1},
+			{ID: "w", InFlight: 1, Running: 0, KVUsage: -1},
+			{ID: "c", Cached: 1024, InFlight: 9, Running: 0, KVUsage: -1},
+			{ID: "r", Running: 0, KVUsage: -1},
+		}
+		p, _ := New(CostModel, 7)
+		twin, _ := New(CostModel, 7)
+		other, _ := New(CostModel, 8)
+		counts := map[string]int{}
+		same := true
+		for range picks {
+			got := pickID(p, req, cands)
+			counts[got]++
+			if want := pickID(twin, req, cands); got != want {
+				t.Fatalf("same seed picked %s then %s", got, want)
+			}
+			same = same && got == pickID(other, req, cands)
+		}
+		for _, id := range []string{"p", "q", "r"} {
+			if c := counts[id]; c < 850 || c > 1150 {
+				t.Errorf("%s picked %d of %d times, want about a third: %v", id, c, picks, counts)
+			}
+		}
+		if n := counts["p"] + counts["q"] + counts["r"]; n != picks {
+			t.Errorf("picked outside the tie: %v", counts)
+		}
+		if same {
+			t.Error("seeds 7 and 8 made the same choices")
+		}
+	})
+}
+
 // TestGuards covers each guard on its own.
 func TestGuards(t *testing.T) {
 	long := &Request{PromptTokens: 2000, Blocks: chain(0, 100, 1, 125), BlockSize: 16}
@@ -221,8 +310,8 @@ func TestGuards(t *testing.T) {
 		{
 			name:   "cached_but_overloaded",
 			req:    long,
-			cands:  []Candidate{c("a", 5, 1984, -1), c("b", 0, 0, -1), c("c", 0, 0, -1)},
-			winner: "b", // a's 6th would exceed ceil(2·6/3) = 4
+			cands:  []Candidate{c("a", 5, 1984, -1), c("b", 0, 16, -1), c("c", 0, 0, -1)},
+			winner: "b", // a's 6th would exceed ceil(2·6/3) = 4; b's block breaks its tie with c
 			guards: []string{GuardBoundedLoad},
 			aside:  []string{GuardBoundedLoad, "", ""},
 		},
@@ -251,7 +340,7 @@ func TestGuards(t *testing.T) {
 		{
 			name:   "kv_pressure_ignored_for_a_short_prompt",
 			req:    short,
-			cands:  []Candidate{c("a", 0, 0, 0.99), c("b", 0, 0, 0.99), c("c", 1, 0, 0.1)},
+			cands:  []Candidate{c("a", 0, 16, 0.99), c("b", 0, 0, 0.99), c("c", 1, 0, 0.1)},
 			winner: "a",
 			aside:  []string{"", "", ""},
 		},
