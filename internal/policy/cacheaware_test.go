@@ -310,33 +310,9 @@ func TestKVAwareTies(t *testing.T) {
 	}
 
 	t.Run("then_chance", func(t *testing.T) {
-		const picks = 3000
 		// p, q and r tie on score (0.5 − 0.5) and load; z scores −1.
 		cands := []Candidate{x, x, z, x}
 		cands[0].ID, cands[1].ID, cands[3].ID = "p", "q", "r"
-		p, _ := New(KVAware, 7)
-		twin, _ := New(KVAware, 7)
-		other, _ := New(KVAware, 8)
-		counts := map[string]int{}
-		same := true
-		for range picks {
-			got := pickID(p, req, cands)
-			counts[got]++
-			if want := pickID(twin, req, cands); got != want {
-				t.Fatalf("same seed picked %s then %s", got, want)
-			}
-			same = same && got == pickID(other, req, cands)
-		}
-		if counts["z"] > 0 {
-			t.Errorf("picked the lower scored z %d times", counts["z"])
-		}
-		for _, id := range []string{"p", "q", "r"} {
-			if c := counts[id]; c < 850 || c > 1150 {
-				t.Errorf("%s picked %d of %d times, want about a third: %v", id, c, picks, counts)
-			}
-		}
-		if same {
-			t.Error("seeds 7 and 8 made the same choices")
-		}
+		checkTiesByChance(t, KVAware, req, cands, []string{"p", "q", "r"})
 	})
 }

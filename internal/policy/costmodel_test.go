@@ -253,7 +253,6 @@ func TestCostModelTies(t *testing.T) {
 	})
 
 	t.Run("then_chance", func(t *testing.T) {
-		const picks = 3000
 		// p, q and r tie; z and w are as cheap but busier, c cheaper
 		// but past bounded load's cap, y dearer.
 		cands := []Candidate{
@@ -265,30 +264,7 @@ func TestCostModelTies(t *testing.T) {
 			{ID: "c", Cached: 1024, InFlight: 9, Running: 0, KVUsage: -1},
 			{ID: "r", Running: 0, KVUsage: -1},
 		}
-		p, _ := New(CostModel, 7)
-		twin, _ := New(CostModel, 7)
-		other, _ := New(CostModel, 8)
-		counts := map[string]int{}
-		same := true
-		for range picks {
-			got := pickID(p, req, cands)
-			counts[got]++
-			if want := pickID(twin, req, cands); got != want {
-				t.Fatalf("same seed picked %s then %s", got, want)
-			}
-			same = same && got == pickID(other, req, cands)
-		}
-		for _, id := range []string{"p", "q", "r"} {
-			if c := counts[id]; c < 850 || c > 1150 {
-				t.Errorf("%s picked %d of %d times, want about a third: %v", id, c, picks, counts)
-			}
-		}
-		if n := counts["p"] + counts["q"] + counts["r"]; n != picks {
-			t.Errorf("picked outside the tie: %v", counts)
-		}
-		if same {
-			t.Error("seeds 7 and 8 made the same choices")
-		}
+		checkTiesByChance(t, CostModel, req, cands, []string{"p", "q", "r"})
 	})
 }
 

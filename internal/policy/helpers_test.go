@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -107,4 +108,39 @@ func drawSettings(t *rapid.T, clk *fakeClock) Settings {
 	s.HotPrefix.Utilization = rapid.SampledFrom([]float64{0.01, 0.1, 0.5}).Draw(t, "utilization")
 	s.HotPrefix.Window = time.Second
 	return s
+}
+
+// checkTiesByChance picks 3,000 times with a policy of the kind seeded 7,
+// and checks that the picks spread evenly over tied and nothing else, that
+// a twin of the same seed picks alike and that seed 8 picks otherwise.
+func checkTiesByChance(t *testing.T, kind string, req *Request, cands []Candidate, tied []string) {
+	t.Helper()
+	const picks = 3000
+	p, _ := New(kind, 7)
+	twin, _ := New(kind, 7)
+	other, _ := New(kind, 8)
+	counts := map[string]int{}
+	same := true
+	for range picks {
+		got := pickID(p, req, cands)
+		counts[got]++
+		if want := pickID(twin, req, cands); got != want {
+			t.Fatalf("same seed picked %s then %s", got, want)
+		}
+		same = same && got == pickID(other, req, cands)
+	}
+	even, in := picks/len(tied), 0
+	for _, id := range tied {
+		c := counts[id]
+		in += c
+		if c < even*85/100 || c > even*115/100 {
+			t.Errorf("%s picked %d of %d times, want about %d: %v", id, c, picks, even, counts)
+		}
+	}
+	if in != picks {
+		t.Errorf("picked outside %v: %v", tied, counts)
+	}
+	if same {
+		t.Error("seeds 7 and 8 made the same choices")
+	}
 }
