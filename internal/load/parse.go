@@ -91,7 +91,9 @@ func (p *page) read(r io.Reader) error {
 	n := 0
 	for sc.Scan() {
 		n++
-		line := sc.Bytes()
+		// Blanks and tabs may start any line, as the text format's
+		// reference parser allows; a line of nothing else is empty.
+		line := bytes.TrimLeft(sc.Bytes(), " \t")
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
