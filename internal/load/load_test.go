@@ -688,15 +688,35 @@ func parseEngine(p *page) (*Report, error) {
 	return parseSGLang(p)
 }
 
-// TestParseAgreesWithLibrary: the fixtures, and each again with blanks
-// and tabs before every line and a line of only blanks at the end (which
-// the library reads as the page itself; the fuzzer found Parse refusing
-// it), read as the Prometheus library reads them.
+// TestParseAgreesWithLibrary: the fixtures, and each again written in the
+// text format's other ways, read as the Prometheus library reads them:
+// blanks and tabs before every line and a line of only blanks at the end
+// (the fuzzer found Parse refusing these), blanks around braces and equals
+// signs, and series names quoted among the labels, first or last.
 func TestParseAgreesWithLibrary(t *testing.T) {
+	sample := regexp.MustCompile(`(?m)^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})? `)
 	for _, name := range []string{"vllm-dp2.txt", "vllm-old.txt", "sglang.txt"} {
 		page, _ := os.ReadFile("testdata/" + name)
-		indented := append(regexp.MustCompile(`(?m)^`).ReplaceAll(page, []byte(" \t ")), " \t"...)
-		for variant, data := range map[string][]byte{name: page, name + ", indented": indented} {
+		variants := map[string][]byte{
+			name:                page,
+			name + ", indented": append(regexp.MustCompile(`(?m)^`).ReplaceAll(page, []byte(" \t ")), " \t"...),
+			name + ", spaced":   []byte(strings.NewReplacer("{", " \t{ ", "}", " } ", "=", " = ").Replace(string(page))),
+			name + ", quoted first": sample.ReplaceAllFunc(page, func(m []byte) []byte {
+				g := sample.FindSubmatch(m)
+				if len(g[3]) == 0 {
+					return fmt.Appendf(nil, "{%q} ", g[1])
+				}
+				return fmt.Appendf(nil, "{%q, %s} ", g[1], g[3])
+			}),
+			name + ", quoted last": sample.ReplaceAllFunc(page, func(m []byte) []byte {
+				g := sample.FindSubmatch(m)
+				if len(g[3]) == 0 {
+					return fmt.Appendf(nil, "{%q} ", g[1])
+				}
+				return fmt.Appendf(nil, "{%s,%q} ", g[3], g[1])
+			}),
+		}
+		for variant, data := range variants {
 			ref, err := referencePage(data)
 			if err != nil {
 				t.Fatalf("%s: the library refuses it: %v", variant, err)

@@ -93,8 +93,20 @@ func (p *page) read(r io.Reader) error {
 		n++
 		// Blanks and tabs may start any line, as the text format's
 		// reference parser allows; a line of nothing else is empty.
-		line := bytes.TrimLeft(sc.Bytes(), " \t")
+		line := skipBlanks(sc.Bytes())
 		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		if line[0] == '{' {
+			// The name is quoted among the labels: the text format's way
+			// of writing names outside its character set.
+			smp, name, err := parseSample(line, true)
+			if err != nil {
+				return fmt.Errorf("line %d: %w", n, err)
+			}
+			if p.saw(name) {
+				p.series[string(name)] = append(p.series[string(name)], smp)
+			}
 			continue
 		}
 		end := nameEnd(line)
@@ -102,16 +114,10 @@ func (p *page) read(r io.Reader) error {
 			return fmt.Errorf("line %d: no value", n)
 		}
 		name := line[:end]
-		switch {
-		case bytes.HasPrefix(name, []byte("vllm:")):
-			p.vllm = true
-		case bytes.HasPrefix(name, []byte("sglang:")):
-			p.sglang = true
-		}
-		if !wanted[string(name)] {
+		if !p.saw(name) {
 			continue
 		}
-		smp, err := parseSample(line[end:])
+		smp, _, err := parseSample(line[end:], false)
 		if err != nil {
 			return fmt.Errorf("line %d: %s: %w", n, name, err)
 		}
@@ -119,6 +125,21 @@ func (p *page) read(r io.Reader) error {
 	}
 	return sc.Err()
 }
+
+// saw notes the engine a series' name shows and reports whether Parse
+// keeps the series.
+func (p *page) saw(name []byte) bool {
+	switch {
+	case bytes.HasPrefix(name, []byte("vllm:")):
+		p.vllm = true
+	case bytes.HasPrefix(name, []byte("sglang:")):
+		p.sglang = true
+	}
+	return wanted[string(name)]
+}
+
+// skipBlanks drops the blanks and tabs at the start of b.
+func skipBlanks(b []byte) []byte { return bytes.TrimLeft(b, " \t") }
 
 // nameEnd returns the length of the metric name at the start of line.
 func nameEnd(line []byte) int {
@@ -130,25 +151,50 @@ func nameEnd(line []byte) int {
 	return len(line)
 }
 
-// parseSample reads `{labels} value [timestamp]` after a series name.
-func parseSample(rest []byte) (sample, error) {
-	var smp sample
+// parseSample reads `{labels} value [timestamp]` after a series name, or,
+// with nameInside, a whole line whose series name is quoted among the
+// labels, and returns that name. Blanks may surround the braces, the names
+// and the equals signs, and a label's name may be quoted, as the text
+// format's reference parser reads them.
+func parseSample(rest []byte, nameInside bool) (smp sample, name []byte, err error) {
+	rest = skipBlanks(rest)
 	if len(rest) > 0 && rest[0] == '{' {
 		rest = rest[1:]
 		for {
-			rest = bytes.TrimLeft(rest, " \t")
+			rest = skipBlanks(rest)
 			if len(rest) > 0 && rest[0] == '}' {
 				rest = rest[1:]
 				break
 			}
-			eq := bytes.IndexByte(rest, '=')
-			if eq <= 0 || eq+1 >= len(rest) || rest[eq+1] != '"' {
-				return smp, errors.New("malformed label")
+			var key string
+			quoted := len(rest) > 0 && rest[0] == '"'
+			if quoted {
+				k, after, err := labelValue(rest[1:])
+				if err != nil {
+					return smp, nil, err
+				}
+				key, rest = k, skipBlanks(after)
+			} else {
+				end := nameEnd(rest)
+				key, rest = string(rest[:end]), skipBlanks(rest[end:])
 			}
-			key := string(bytes.TrimSpace(rest[:eq]))
-			val, after, err := labelValue(rest[eq+2:])
+			if quoted && nameInside && name == nil && len(rest) > 0 && (rest[0] == ',' || rest[0] == '}') {
+				name = []byte(key) // the series name, not a label
+				if rest[0] == ',' {
+					rest = rest[1:]
+				}
+				continue
+			}
+			if key == "" || len(rest) == 0 || rest[0] != '=' {
+				return smp, nil, errors.New("malformed label")
+			}
+			rest = skipBlanks(rest[1:])
+			if len(rest) == 0 || rest[0] != '"' {
+				return smp, nil, errors.New("malformed label")
+			}
+			val, after, err := labelValue(rest[1:])
 			if err != nil {
-				return smp, err
+				return smp, nil, err
 			}
 			switch key {
 			case "priority", "block_size", "num_gpu_blocks":
@@ -157,27 +203,30 @@ func parseSample(rest []byte) (sample, error) {
 				}
 				smp.labels[key] = val
 			}
-			rest = bytes.TrimLeft(after, " \t")
+			rest = skipBlanks(after)
 			if len(rest) > 0 && rest[0] == ',' {
 				rest = rest[1:]
 			}
 		}
 	}
+	if nameInside && len(name) == 0 {
+		return smp, nil, errors.New("no series name")
+	}
 	fields := bytes.Fields(rest)
 	if len(fields) == 0 || len(fields) > 2 {
-		return smp, errors.New("malformed value")
+		return smp, nil, errors.New("malformed value")
 	}
 	v, err := strconv.ParseFloat(string(fields[0]), 64)
 	if err != nil {
-		return smp, err
+		return smp, nil, err
 	}
 	smp.value = v
-	return smp, nil
+	return smp, name, nil
 }
 
-// labelValue reads a quoted label value after its opening quote, with the
-// text format's escapes, and returns the rest of the line after the
-// closing quote.
+// labelValue reads a quoted string (a label's value, or a quoted name)
+// after its opening quote, with the text format's escapes, and returns the
+// rest of the line after the closing quote.
 func labelValue(b []byte) (string, []byte, error) {
 	var out []byte
 	for i := 0; i < len(b); i++ {
