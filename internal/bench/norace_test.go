@@ -2,6 +2,4 @@
 
 package bench
 
-import ()
-
 const raceEnabled = false

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
@@ -106,7 +108,7 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
 		return
 	}
-	hashes := tokenize.ExtendBlockHashes(nil, tokenize.ChainSeed(model, "", p.CacheSalt), ids, mt.blockSize)
+	hashes := blockhash.Extend(nil, blockhash.Seed(model, "", p.CacheSalt), ids, mt.blockSize)
 	out := struct {
 		Count       int      `json:"count"`
 		MaxModelLen *int     `json:"max_model_len"`

@@ -12,12 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
-	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 // BenchmarkProxyChat sends small non-streamed chats through the gateway to
@@ -149,9 +150,9 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 			}
 		}
 		if i%4 != 0 {
-			own := make([]tokenize.BlockHash, 100)
+			own := make([]blockhash.Hash, 100)
 			for k := range own {
-				own[k] = tokenize.BlockHash{Hi: uint64(i) + 1, Lo: uint64(k)}
+				own[k] = blockhash.Hash{Hi: uint64(i) + 1, Lo: uint64(k)}
 			}
 			g.index.Record(r.ID, own)
 		}

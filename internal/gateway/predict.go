@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
-	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -75,9 +76,8 @@ type modelTokenizer struct {
 // prediction is what the gateway knows of a request's prompt.
 type prediction struct {
 	tokens  int
-	hashes  []tokenize.BlockHash
-	blocks  []policy.BlockHash // hashes as policies take them
-	partial int                // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
+	hashes  []blockhash.Hash
+	partial int // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -213,12 +213,8 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 	if err != nil {
 		return nil, tokResult(err)
 	}
-	seed := tokenize.ChainSeed(model, "", p.CacheSalt)
-	pred := &prediction{tokens: len(ids), hashes: tokenize.ExtendBlockHashes(nil, seed, ids, mt.blockSize)}
-	pred.blocks = make([]policy.BlockHash, len(pred.hashes))
-	for i, h := range pred.hashes {
-		pred.blocks[i] = policy.BlockHash{Hi: h.Hi, Lo: h.Lo}
-	}
+	seed := blockhash.Seed(model, "", p.CacheSalt)
+	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize)}
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}
@@ -298,7 +294,7 @@ func summarize(st index.Stats) indexSummary {
 }
 
 // hexBlocks renders block hashes for the admin API.
-func hexBlocks(hs []tokenize.BlockHash) []string {
+func hexBlocks(hs []blockhash.Hash) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
 		out[i] = h.String()

@@ -120,7 +120,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
 	if p := ex.pred; p != nil {
-		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.blocks, g.tokenizers[ex.model].blockSize
+		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
 	}
 	req.Session = ex.r.Header.Get(headerSession)
 	if req.Session == "" {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // Approx is the approximate index: it learns only from the gateway's own
@@ -78,7 +78,7 @@ func NewApprox(defaultCapacity int) *Approx {
 func clampCapacity(blocks int) int { return min(max(blocks, 0), maxCapacity) }
 
 // Record implements [Index.Record]: RecordPrompt without a reserve.
-func (x *Approx) Record(id string, hashes []tokenize.BlockHash) Token {
+func (x *Approx) Record(id string, hashes []blockhash.Hash) Token {
 	return x.RecordPrompt(id, hashes, 0)
 }
 
@@ -87,7 +87,7 @@ func (x *Approx) Record(id string, hashes []tokenize.BlockHash) Token {
 // the least recently used blocks beyond the replica's capacity less the
 // reserve (never the record's own). The returned Token holds a copy of the
 // blocks the record added (none when every block was already held).
-func (x *Approx) RecordPrompt(id string, hashes []tokenize.BlockHash, reserve int) Token {
+func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) Token {
 	r := x.lockReplica(id, true)
 	defer r.mu.Unlock()
 	k := min(len(hashes), r.capacity)
@@ -119,7 +119,7 @@ func (x *Approx) RecordPrompt(id string, hashes []tokenize.BlockHash, reserve in
 	}
 	// The record's blocks lead the list, shallowest first. Publish the new
 	// ones in that order, so that a concurrent Match finds whole prefixes.
-	tok := Token{rep: r, stamp: stamp, added: make([]tokenize.BlockHash, added)}
+	tok := Token{rep: r, stamp: stamp, added: make([]blockhash.Hash, added)}
 	for n := r.lru.front(); added > 0 && n != 0; n = r.lru.nodes[n].next {
 		if r.lru.nodes[n].stamp == stamp|addedMark {
 			h := r.lru.nodes[n].hash
@@ -168,7 +168,7 @@ func (x *Approx) TakeBack(t Token) {
 // holding them differ. A prompt whose candidates answer at d different
 // depths costs about d*log2(len(hashes)) probes of the holder map, two
 // when they all hold it whole, whatever the number of candidates.
-func (x *Approx) Match(dst []int, candidates []string, hashes []tokenize.BlockHash, promptTokens, blockSize int) []int {
+func (x *Approx) Match(dst []int, candidates []string, hashes []blockhash.Hash, promptTokens, blockSize int) []int {
 	dst = slices.Grow(dst[:0], len(candidates))[:len(candidates)]
 	clear(dst)
 	limit := hitLimit(len(hashes), promptTokens, blockSize)
@@ -217,7 +217,7 @@ func (x *Approx) Current(hd *Handles) bool { return hd.reg == x.replicas.Load() 
 
 // MatchHandles is Match for the candidates hd.ids[i] for i in positions,
 // in that order, which it reads by handle while hd is current.
-func (x *Approx) MatchHandles(dst []int, hd *Handles, positions []int, hashes []tokenize.BlockHash, promptTokens, blockSize int) []int {
+func (x *Approx) MatchHandles(dst []int, hd *Handles, positions []int, hashes []blockhash.Hash, promptTokens, blockSize int) []int {
 	dst = slices.Grow(dst[:0], len(positions))[:len(positions)]
 	clear(dst)
 	limit := hitLimit(len(hashes), promptTokens, blockSize)
@@ -276,7 +276,7 @@ var wideScratches = sync.Pool{New: func() any { return new(wideScratch) }}
 // set of handles below 64, all. Beyond one holder word it works in ws,
 // whose handles must be handles, or in a pooled scratch it copies handles
 // to if ws is nil.
-func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64, hashes []tokenize.BlockHash, ws *wideScratch) {
+func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64, hashes []blockhash.Hash, ws *wideScratch) {
 	if top < 0 {
 		return
 	}
@@ -304,7 +304,7 @@ func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64
 // matchWide is Match for handles beyond one holder word: the same
 // bisection as matcher's, over sets of words words, bit h of word h/64 for
 // handle h.
-func (x *Approx) matchWide(dst []int, ws *wideScratch, words int, hashes []tokenize.BlockHash) {
+func (x *Approx) matchWide(dst []int, ws *wideScratch, words int, hashes []blockhash.Hash) {
 	// A set for all, for each end of the first range, and two for each
 	// level of splitting: at most one level per halving of the hashes.
 	levels := bits.Len(uint(len(hashes))) + 1
@@ -331,7 +331,7 @@ func (x *Approx) matchWide(dst []int, ws *wideScratch, words int, hashes []token
 // each candidate a bit of a uint64 set: bit h for handle h.
 type matcher struct {
 	x      *Approx
-	hashes []tokenize.BlockHash
+	hashes []blockhash.Hash
 	depth  [64]int32 // result by bit
 }
 
@@ -385,7 +385,7 @@ func (mt *matcher) split(lo, hi int, slo, shi uint64) {
 // from 3 on two per level of splitting.
 type wideMatcher struct {
 	x      *Approx
-	hashes []tokenize.BlockHash
+	hashes []blockhash.Hash
 	words  int
 	sets   []uint64
 	depth  []int32 // by handle

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 const (
@@ -34,7 +34,7 @@ func benchIDs() []string {
 type matchFixture struct {
 	idx     *Approx
 	ids     []string
-	queries [][]tokenize.BlockHash
+	queries [][]blockhash.Hash
 }
 
 var (
@@ -58,13 +58,13 @@ func realisticFleet(b *testing.B, queries int) matchFixture {
 		rng := rand.New(rand.NewPCG(1, 2))
 		ids := benchIDs()
 		idx := NewApprox(16384)
-		systems := make([][]tokenize.BlockHash, 16)
+		systems := make([][]blockhash.Hash, 16)
 		for i := range systems {
 			systems[i] = extend(nil, 32+rng.IntN(97))
 		}
 		type conv struct {
 			home int
-			hist []tokenize.BlockHash
+			hist []blockhash.Hash
 		}
 		convs := make([]conv, 2000)
 		for i := range convs {
@@ -82,7 +82,7 @@ func realisticFleet(b *testing.B, queries int) matchFixture {
 			}
 			idx.Record(ids[to], c.hist)
 		}
-		var qs [][]tokenize.BlockHash
+		var qs [][]blockhash.Hash
 		for q := range queries {
 			sys := systems[q%len(systems)]
 			hist := extend(sys, 480-len(sys))
@@ -104,7 +104,7 @@ func allHeldFleet() matchFixture {
 	for _, id := range ids {
 		idx.Record(id, q)
 	}
-	return matchFixture{idx, ids, [][]tokenize.BlockHash{q}}
+	return matchFixture{idx, ids, [][]blockhash.Hash{q}}
 }
 
 // staggeredFleet has replica i holding the query's first 8(i+1) blocks: 64
@@ -116,7 +116,7 @@ func staggeredFleet() matchFixture {
 	for i, id := range ids {
 		idx.Record(id, q[:8*(i+1)])
 	}
-	return matchFixture{idx, ids, [][]tokenize.BlockHash{q}}
+	return matchFixture{idx, ids, [][]blockhash.Hash{q}}
 }
 
 // reportLatency times n single calls of f and reports their p50 and p99.
@@ -173,19 +173,19 @@ func BenchmarkRecord512(b *testing.B) {
 	cases := []struct {
 		name     string
 		capacity int
-		prompts  func() [][]tokenize.BlockHash
+		prompts  func() [][]blockhash.Hash
 	}{
-		{"warm", 16384, func() [][]tokenize.BlockHash { return [][]tokenize.BlockHash{extend(nil, benchBlocks)} }},
-		{"turn", 448 + 16*64, func() [][]tokenize.BlockHash {
+		{"warm", 16384, func() [][]blockhash.Hash { return [][]blockhash.Hash{extend(nil, benchBlocks)} }},
+		{"turn", 448 + 16*64, func() [][]blockhash.Hash {
 			hist := extend(nil, 448)
-			ps := make([][]tokenize.BlockHash, 64)
+			ps := make([][]blockhash.Hash, 64)
 			for i := range ps {
 				ps[i] = extend(hist, 64)
 			}
 			return ps
 		}},
-		{"cold", 16384, func() [][]tokenize.BlockHash {
-			ps := make([][]tokenize.BlockHash, 64) // 2x capacity: evicted before their turn comes again
+		{"cold", 16384, func() [][]blockhash.Hash {
+			ps := make([][]blockhash.Hash, 64) // 2x capacity: evicted before their turn comes again
 			for i := range ps {
 				ps[i] = extend(nil, benchBlocks)
 			}
@@ -231,11 +231,11 @@ func BenchmarkMemoryPerBlock(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			ids := benchIDs()
-			var systems [][]tokenize.BlockHash
+			var systems [][]blockhash.Hash
 			for range 16 {
 				systems = append(systems, extend(nil, 448))
 			}
-			var prompts [][]tokenize.BlockHash
+			var prompts [][]blockhash.Hash
 			for range benchReplicas * (perReplica/64 + 16) {
 				if shared {
 					prompts = append(prompts, extend(systems[len(prompts)/benchReplicas%16], 64))
@@ -284,7 +284,7 @@ func BenchmarkMemoryPerBlock(b *testing.B) {
 func BenchmarkConcurrentRecordMatch(b *testing.B) {
 	ids := benchIDs()
 	idx := NewApprox(16384)
-	var prompts [][]tokenize.BlockHash
+	var prompts [][]blockhash.Hash
 	for range 64 {
 		hist := extend(nil, 448)
 		for range 16 {

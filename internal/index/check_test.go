@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // checker is implemented by indexes that can verify their own invariants.
@@ -24,7 +24,7 @@ func (x *Approx) check() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
-	want := map[tokenize.BlockHash][]uint64{} // union of the LRUs, as holder sets
+	want := map[blockhash.Hash][]uint64{} // union of the LRUs, as holder sets
 	g := x.replicas.Load()
 	snap := g.byID
 	for _, id := range slices.Sorted(maps.Keys(snap)) {
@@ -96,7 +96,7 @@ func (x *Approx) check() error {
 				continue
 			}
 			entries++
-			h := tokenize.BlockHash{Hi: t.slots[o].Load(), Lo: t.slots[o+1].Load()}
+			h := blockhash.Hash{Hi: t.slots[o].Load(), Lo: t.slots[o+1].Load()}
 			m := mix(h)
 			if int(m>>(64-shardBits)) != si {
 				fail("block %v in shard %d, belongs in %d", h, si, m>>(64-shardBits))
@@ -145,7 +145,7 @@ func (l *lru) check() error {
 	count := 0
 	prev := int32(0)
 	var lastStamp uint64
-	seen := map[tokenize.BlockHash]bool{}
+	seen := map[blockhash.Hash]bool{}
 	for n := l.front(); n != 0; n = l.nodes[n].next {
 		if count > l.held {
 			return fmt.Errorf("list longer than %d held", l.held)

@@ -3,7 +3,7 @@
 // leading blocks of the prompt each candidate already has cached.
 //
 // A prompt is known by the chained hashes of its full blocks
-// (tokenize.ExtendBlockHashes): because each hash names its whole prefix, a
+// (blockhash.Extend): because each hash names its whole prefix, a
 // replica's cached part of a prompt is the run of leading blocks it holds,
 // and the first block it lacks ends the run.
 //

@@ -3,8 +3,9 @@ package index_test
 import (
 	"fmt"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/index"
-	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 func ExampleApprox() {
@@ -13,12 +14,12 @@ func ExampleApprox() {
 	idx.SetCapacity("b", 1024)
 
 	// A 100-token prompt: 6 full blocks and 4 tokens that never form one.
-	seed := tokenize.ChainSeed("qwen3", "", "")
+	seed := blockhash.Seed("qwen3", "", "")
 	tokens := make([]int, 100)
 	for i := range tokens {
 		tokens[i] = i
 	}
-	hashes := tokenize.ExtendBlockHashes(nil, seed, tokens, blockSize)
+	hashes := blockhash.Extend(nil, seed, tokens, blockSize)
 
 	// Routed to a; the attempt on b fails before the engine answers.
 	idx.Record("a", hashes)

@@ -5,23 +5,23 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
-var testSeed = tokenize.ChainSeed("test-model", "", "")
+var testSeed = blockhash.Seed("test-model", "", "")
 
 // fresh counts tokens handed out, so every extension is new.
 var fresh atomic.Int64
 
 // extend returns prefix followed by n blocks never hashed before, chained
 // as tokenize chains real prompts (block size 1: one fresh token a block).
-func extend(prefix []tokenize.BlockHash, n int) []tokenize.BlockHash {
+func extend(prefix []blockhash.Hash, n int) []blockhash.Hash {
 	toks := make([]int, len(prefix)+n)
 	base := fresh.Add(int64(n)) - int64(n)
 	for i := range n {
 		toks[len(prefix)+i] = int(base) + i + 1
 	}
-	return tokenize.ExtendBlockHashes(slices.Clip(slices.Clone(prefix)), testSeed, toks, 1)
+	return blockhash.Extend(slices.Clip(slices.Clone(prefix)), testSeed, toks, 1)
 }
 
 // tokensFor is a prompt length with n full blocks of size bs and a partial

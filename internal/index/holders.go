@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // The holder map answers "which replicas hold block h" for Match without a
@@ -32,7 +32,7 @@ const (
 // already; mixing keeps tests and odd callers with structured hashes from
 // piling into a few slots. The top shardBits pick the shard, the bits below
 // them the home slot.
-func mix(h tokenize.BlockHash) uint64 {
+func mix(h blockhash.Hash) uint64 {
 	x := (h.Hi ^ bits.RotateLeft64(h.Lo, 31)) * 0x9e3779b97f4a7c15
 	return x ^ x>>32
 }
@@ -80,7 +80,7 @@ func (t *holderTable) empty(i int) bool {
 // go, and whether h is there. A reader racing a writer may see a table
 // without an empty slot; the probe count bounds the loop, and the reader's
 // seqlock check throws the answer away.
-func (t *holderTable) find(h tokenize.BlockHash, m uint64) (int, bool) {
+func (t *holderTable) find(h blockhash.Hash, m uint64) (int, bool) {
 	mask := uint64(1)<<t.bits - 1
 	s := t.home(m)
 	for range mask + 1 {
@@ -98,7 +98,7 @@ func (t *holderTable) find(h tokenize.BlockHash, m uint64) (int, bool) {
 
 // holdersN copies h's holder words into dst, zero past the table's width
 // and when no replica holds h.
-func (t *holderTable) holdersN(h tokenize.BlockHash, m uint64, dst []uint64) {
+func (t *holderTable) holdersN(h blockhash.Hash, m uint64, dst []uint64) {
 	i, ok := t.find(h, m)
 	for w := range dst {
 		dst[w] = 0
@@ -123,7 +123,7 @@ func (s *holderShard) readBegin() uint64 {
 // holders1 returns word 0 of h's holders (handles 0-63), 0 when no
 // replica holds h. It is Match's inner loop: one function, the probe of a
 // one-word table written out.
-func (s *holderShard) holders1(h tokenize.BlockHash, m uint64) uint64 {
+func (s *holderShard) holders1(h blockhash.Hash, m uint64) uint64 {
 	for {
 		seq := s.seq.Load()
 		if seq&1 != 0 {
@@ -152,7 +152,7 @@ func (s *holderShard) holders1(h tokenize.BlockHash, m uint64) uint64 {
 }
 
 // holdersN copies h's holder words into dst.
-func (s *holderShard) holdersN(h tokenize.BlockHash, m uint64, dst []uint64) {
+func (s *holderShard) holdersN(h blockhash.Hash, m uint64, dst []uint64) {
 	for {
 		seq := s.readBegin()
 		s.tab.Load().holdersN(h, m, dst)
@@ -163,7 +163,7 @@ func (s *holderShard) holdersN(h tokenize.BlockHash, m uint64, dst []uint64) {
 }
 
 // add marks handle as a holder of h.
-func (s *holderShard) add(h tokenize.BlockHash, m uint64, handle int) {
+func (s *holderShard) add(h blockhash.Hash, m uint64, handle int) {
 	s.mu.Lock()
 	t := s.tab.Load()
 	if i, ok := t.find(h, m); ok {
@@ -189,7 +189,7 @@ func (s *holderShard) add(h tokenize.BlockHash, m uint64, handle int) {
 
 // remove clears handle from h's holders, dropping the entry when no holder
 // is left.
-func (s *holderShard) remove(h tokenize.BlockHash, m uint64, handle int) {
+func (s *holderShard) remove(h blockhash.Hash, m uint64, handle int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tab.Load()
@@ -214,7 +214,7 @@ func (s *holderShard) remove(h tokenize.BlockHash, m uint64, handle int) {
 		if t.empty(jo) {
 			break
 		}
-		home := t.home(mix(tokenize.BlockHash{Hi: t.slots[jo].Load(), Lo: t.slots[jo+1].Load()}))
+		home := t.home(mix(blockhash.Hash{Hi: t.slots[jo].Load(), Lo: t.slots[jo+1].Load()}))
 		// The entry at j may move to the hole unless its home lies
 		// cyclically in (hole, j].
 		if (j-home)&mask < (j-hole)&mask {
@@ -246,7 +246,7 @@ func (s *holderShard) rebuild(bits uint, words int) *holderTable {
 		if old.empty(o) {
 			continue
 		}
-		h := tokenize.BlockHash{Hi: old.slots[o].Load(), Lo: old.slots[o+1].Load()}
+		h := blockhash.Hash{Hi: old.slots[o].Load(), Lo: old.slots[o+1].Load()}
 		i, _ := t.find(h, mix(h))
 		t.slots[i].Store(h.Hi)
 		t.slots[i+1].Store(h.Lo)

@@ -6,7 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"pgregory.net/rapid"
 )
 
@@ -17,10 +18,10 @@ func TestHolderShard(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var s holderShard
 		s.tab.Store(newHolderTable(minTableBits, 1))
-		want := map[tokenize.BlockHash]map[int]bool{}
-		pool := rapid.SliceOfNDistinct(rapid.Custom(func(t *rapid.T) tokenize.BlockHash {
-			return tokenize.BlockHash{Hi: rapid.Uint64().Draw(t, "hi"), Lo: rapid.Uint64().Draw(t, "lo")}
-		}), 1, 40, func(h tokenize.BlockHash) tokenize.BlockHash { return h }).Draw(t, "blocks")
+		want := map[blockhash.Hash]map[int]bool{}
+		pool := rapid.SliceOfNDistinct(rapid.Custom(func(t *rapid.T) blockhash.Hash {
+			return blockhash.Hash{Hi: rapid.Uint64().Draw(t, "hi"), Lo: rapid.Uint64().Draw(t, "lo")}
+		}), 1, 40, func(h blockhash.Hash) blockhash.Hash { return h }).Draw(t, "blocks")
 		words := 1
 		for range rapid.IntRange(1, 300).Draw(t, "steps") {
 			h := rapid.SampledFrom(pool).Draw(t, "block")
@@ -70,11 +71,11 @@ func TestHolderShardChurn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var s holderShard
 	s.tab.Store(newHolderTable(minTableBits, 1))
-	pool := make([]tokenize.BlockHash, 300)
+	pool := make([]blockhash.Hash, 300)
 	for i := range pool {
-		pool[i] = tokenize.BlockHash{Hi: rng.Uint64(), Lo: rng.Uint64()}
+		pool[i] = blockhash.Hash{Hi: rng.Uint64(), Lo: rng.Uint64()}
 	}
-	want := map[tokenize.BlockHash]uint64{}
+	want := map[blockhash.Hash]uint64{}
 	var grew, shrank bool
 	for step := range 40_000 {
 		before := s.tab.Load().bits
@@ -98,7 +99,7 @@ func TestHolderShardChurn(t *testing.T) {
 		}
 		check := pool
 		if step%16 != 0 {
-			check = []tokenize.BlockHash{h}
+			check = []blockhash.Hash{h}
 		}
 		for _, h := range check {
 			if got := s.holders1(h, mix(h)); got != want[h] {

@@ -1,12 +1,12 @@
 package index
 
-import "github.com/inferrail/inferrail/internal/tokenize"
+import "github.com/inferrail/inferrail/internal/blockhash"
 
 // Index tracks the KV cache blocks each replica holds. Replicas are named by
 // their fleet ID; a replica the index has not heard of holds nothing.
 // Implementations are safe for concurrent use by many goroutines.
 //
-// Every hashes argument is a chain as tokenize.ExtendBlockHashes makes it:
+// Every hashes argument is a chain as blockhash.Extend makes it:
 // block i's hash names blocks 0 to i, so a block never appears at two
 // depths or after two different parents. Implementations may rely on it:
 // given hashes that are not a chain they may answer wrongly, but they must
@@ -16,7 +16,7 @@ type Index interface {
 	// it: hashes are the prompt's full-block hashes in chain order, block 0
 	// first. It returns a Token that undoes exactly this record. Record does
 	// not retain hashes.
-	Record(replica string, hashes []tokenize.BlockHash) Token
+	Record(replica string, hashes []blockhash.Hash) Token
 
 	// RecordPrompt is Record for a prompt whose computation also takes
 	// reserve blocks of the engine's cache that will hold no cached prefix
@@ -24,7 +24,7 @@ type Index interface {
 	// hands out first. Those slots evict cached blocks while the prompt is
 	// computed, so the replica keeps at most capacity-reserve blocks after
 	// the record (never fewer than the record's own).
-	RecordPrompt(replica string, hashes []tokenize.BlockHash, reserve int) Token
+	RecordPrompt(replica string, hashes []blockhash.Hash, reserve int) Token
 
 	// TakeBack undoes a Record whose attempt failed before the engine
 	// computed the prompt (refused, errored, or failed before answering):
@@ -44,7 +44,7 @@ type Index interface {
 	// promptTokens is a multiple of blockSize reports one block fewer than
 	// it has. promptTokens <= 0 reports 0. blockSize must be positive.
 	// Unknown and repeated candidates are allowed.
-	Match(dst []int, candidates []string, hashes []tokenize.BlockHash, promptTokens, blockSize int) []int
+	Match(dst []int, candidates []string, hashes []blockhash.Hash, promptTokens, blockSize int) []int
 
 	// SetCapacity sets how many blocks replica can hold (its KV cache size),
 	// evicting what no longer fits. A negative count is taken as 0.
@@ -65,9 +65,9 @@ type Index interface {
 // Token identifies one Record so that TakeBack can undo it. The zero Token
 // undoes nothing. Tokens are values; copy them freely.
 type Token struct {
-	rep   *replica             // nil when the record added nothing
-	stamp uint64               // the record's stamp on the blocks it touched
-	added []tokenize.BlockHash // blocks the record added, deepest first
+	rep   *replica         // nil when the record added nothing
+	stamp uint64           // the record's stamp on the blocks it touched
+	added []blockhash.Hash // blocks the record added, deepest first
 }
 
 // Stats is a snapshot of an index.

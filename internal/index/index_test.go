@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"pgregory.net/rapid"
 )
 
@@ -32,11 +33,11 @@ func testIndex(t *testing.T, newIndex func() Index) {
 
 const bs = 16 // block size in the suite
 
-func match(idx Index, cands []string, p []tokenize.BlockHash) []int {
+func match(idx Index, cands []string, p []blockhash.Hash) []int {
 	return idx.Match(nil, cands, p, tokensFor(len(p), bs), bs)
 }
 
-func wantMatch(t *testing.T, idx Index, cands []string, p []tokenize.BlockHash, want ...int) {
+func wantMatch(t *testing.T, idx Index, cands []string, p []blockhash.Hash, want ...int) {
 	t.Helper()
 	if got := match(idx, cands, p); !slices.Equal(got, want) {
 		t.Errorf("Match(%v, %d blocks) = %v, want %v", cands, len(p), got, want)
@@ -285,7 +286,7 @@ func testCapacity(t *testing.T, idx Index) {
 func testManyReplicas(t *testing.T, idx Index) {
 	const n = 200
 	ids := make([]string, n)
-	prompts := make([][]tokenize.BlockHash, n)
+	prompts := make([][]blockhash.Hash, n)
 	base := extend(nil, 3)
 	for i := range n {
 		ids[i] = "r" + string(rune('a'+i%26)) + string(rune('a'+i/26))
@@ -332,7 +333,7 @@ func testConcurrent(t *testing.T, idx Index) {
 		idx.SetCapacity(ids[i], 200)
 	}
 	// A pool of chained prompts: system prompts, then conversations.
-	var pool [][]tokenize.BlockHash
+	var pool [][]blockhash.Hash
 	for range 8 {
 		sys := extend(nil, 4+rand.IntN(8))
 		for range 16 {
@@ -435,7 +436,7 @@ func testSoak(t *testing.T, idx Index) {
 // recorded.
 func soak(t testing.TB, idx Index, ids []string, n, maxBlocks int, seed uint64) int {
 	rng := rand.New(rand.NewPCG(seed, 4))
-	systems := make([][]tokenize.BlockHash, 16)
+	systems := make([][]blockhash.Hash, 16)
 	for i := range systems {
 		systems[i] = extend(nil, 1+rng.IntN(maxBlocks/4))
 	}
@@ -537,10 +538,10 @@ func TestApproxNotChains(t *testing.T) {
 // unhashed, so one more cached block goes.
 func TestRecordPromptFollowsEngineEviction(t *testing.T) {
 	x := NewApprox(4)
-	chain := func(seed uint64, n int) []tokenize.BlockHash {
-		var hs []tokenize.BlockHash
+	chain := func(seed uint64, n int) []blockhash.Hash {
+		var hs []blockhash.Hash
 		for i := range n {
-			hs = append(hs, tokenize.BlockHash{Hi: seed, Lo: uint64(i)})
+			hs = append(hs, blockhash.Hash{Hi: seed, Lo: uint64(i)})
 		}
 		return hs
 	}
@@ -548,7 +549,7 @@ func TestRecordPromptFollowsEngineEviction(t *testing.T) {
 	x.RecordPrompt("r", a, 1) // A: 1 full block + a partial one
 	x.RecordPrompt("r", b, 1) // B: 2 + partial: cache {A0, B0, B1}
 	x.RecordPrompt("r", c, 1) // C: 2 + partial: the engine evicts A0 and B1
-	held := func(hs []tokenize.BlockHash) int {
+	held := func(hs []blockhash.Hash) int {
 		return x.Match(nil, []string{"r"}, hs, 1000*16, 16)[0]
 	}
 	if held(a) != 0 || held(b) != 1 || held(c) != 2 {

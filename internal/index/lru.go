@@ -1,6 +1,6 @@
 package index
 
-import "github.com/inferrail/inferrail/internal/tokenize"
+import "github.com/inferrail/inferrail/internal/blockhash"
 
 // lru is one replica's shadow of its KV cache: the blocks it holds, most
 // recently used first. Nodes live in a slab and link by index; a small
@@ -27,7 +27,7 @@ type lru struct {
 }
 
 type node struct {
-	hash       tokenize.BlockHash
+	hash       blockhash.Hash
 	stamp      uint64 // stamp of the last record that touched the block, with addedMark if it added it
 	prev, next int32
 }
@@ -38,7 +38,7 @@ const nodeBytes = 32
 func (l *lru) home(tag uint64) uint64 { return tag >> (32 - l.bits) }
 
 // find returns h's node, or 0 when the replica does not hold h.
-func (l *lru) find(h tokenize.BlockHash, m uint64) int32 {
+func (l *lru) find(h blockhash.Hash, m uint64) int32 {
 	if l.slots == nil {
 		return 0
 	}
@@ -59,7 +59,7 @@ func (l *lru) find(h tokenize.BlockHash, m uint64) int32 {
 
 // pushFront adds h, which the replica must not hold yet, as most recently
 // used, and returns its node.
-func (l *lru) pushFront(h tokenize.BlockHash, m uint64, stamp uint64) int32 {
+func (l *lru) pushFront(h blockhash.Hash, m uint64, stamp uint64) int32 {
 	if l.nodes == nil {
 		l.nodes = make([]node, 1, min(16, max(l.most, 2)))
 	}

@@ -5,7 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"pgregory.net/rapid"
 )
 
@@ -20,14 +21,14 @@ type refIndex struct {
 
 type refReplica struct {
 	capacity int
-	order    []tokenize.BlockHash
-	touched  map[tokenize.BlockHash]int // record that last touched the block
+	order    []blockhash.Hash
+	touched  map[blockhash.Hash]int // record that last touched the block
 }
 
 type refToken struct {
 	rep    *refReplica
 	record int
-	added  []tokenize.BlockHash
+	added  []blockhash.Hash
 }
 
 func newRefIndex(defaultCapacity int) *refIndex {
@@ -37,14 +38,14 @@ func newRefIndex(defaultCapacity int) *refIndex {
 func (m *refIndex) rep(id string) *refReplica {
 	r := m.reps[id]
 	if r == nil {
-		r = &refReplica{capacity: m.defaultCapacity, touched: map[tokenize.BlockHash]int{}}
+		r = &refReplica{capacity: m.defaultCapacity, touched: map[blockhash.Hash]int{}}
 		m.reps[id] = r
 	}
 	return r
 }
 
-func (r *refReplica) drop(h tokenize.BlockHash) {
-	r.order = slices.DeleteFunc(r.order, func(x tokenize.BlockHash) bool { return x == h })
+func (r *refReplica) drop(h blockhash.Hash) {
+	r.order = slices.DeleteFunc(r.order, func(x blockhash.Hash) bool { return x == h })
 	delete(r.touched, h)
 }
 
@@ -56,7 +57,7 @@ func (r *refReplica) trim() {
 
 // record touches the first min(n, capacity) blocks, the deepest first,
 // then trims to capacity.
-func (m *refIndex) record(id string, hashes []tokenize.BlockHash) refToken {
+func (m *refIndex) record(id string, hashes []blockhash.Hash) refToken {
 	r := m.rep(id)
 	k := min(len(hashes), r.capacity)
 	if k == 0 {
@@ -89,7 +90,7 @@ func (m *refIndex) takeBack(tok refToken) {
 	}
 }
 
-func (m *refIndex) holds(id string, h tokenize.BlockHash) bool {
+func (m *refIndex) holds(id string, h blockhash.Hash) bool {
 	r := m.reps[id]
 	if r == nil {
 		return false
@@ -98,7 +99,7 @@ func (m *refIndex) holds(id string, h tokenize.BlockHash) bool {
 	return ok
 }
 
-func (m *refIndex) match(cands []string, hashes []tokenize.BlockHash, toks, bsize int) []int {
+func (m *refIndex) match(cands []string, hashes []blockhash.Hash, toks, bsize int) []int {
 	limit := hitLimit(len(hashes), toks, bsize)
 	out := make([]int, len(cands))
 	for i, id := range cands {
@@ -128,8 +129,8 @@ func TestApproxAgainstModel(t *testing.T) {
 
 		// Prompts grow as a tree of chains: a prompt is a prefix of an
 		// earlier one, maybe extended by fresh blocks.
-		prompts := [][]tokenize.BlockHash{nil}
-		prompt := func(label string) []tokenize.BlockHash {
+		prompts := [][]blockhash.Hash{nil}
+		prompt := func(label string) []blockhash.Hash {
 			p := rapid.SampledFrom(prompts).Draw(t, label+"Base")
 			p = p[:rapid.IntRange(0, len(p)).Draw(t, label+"Cut")]
 			if rapid.Bool().Draw(t, label+"New") {
@@ -186,7 +187,7 @@ func TestApproxAgainstModel(t *testing.T) {
 				op = fmt.Sprintf("Reset(%s)", id)
 				idx.Reset(id)
 				if r := ref.reps[id]; r != nil {
-					r.order, r.touched = nil, map[tokenize.BlockHash]int{}
+					r.order, r.touched = nil, map[blockhash.Hash]int{}
 				}
 			case 9:
 				op = "Match"

@@ -27,7 +27,7 @@ func (p *prefixHash) choose(req *Request, cands []Candidate, commit bool) Decisi
 		return d
 	}
 	// The chain hash of block j-1 stands for blocks 0 to j-1.
-	key := req.Blocks[j-1].key()
+	key := blockKey(req.Blocks[j-1])
 	best, weight := 0, uint64(0)
 	for i := range cands {
 		if w := rendezvous(key, cands[i].ID); i == 0 || w > weight {

@@ -6,17 +6,19 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // chained returns the chain hashes of a prompt whose full blocks have the
 // given contents: like the tokenizer's, each hash covers its block and every
 // block before it, so prompts that differ in one block differ in every hash
 // from there on.
-func chained(contents ...uint64) []BlockHash {
-	out := make([]BlockHash, len(contents))
-	var parent BlockHash
+func chained(contents ...uint64) []blockhash.Hash {
+	out := make([]blockhash.Hash, len(contents))
+	var parent blockhash.Hash
 	for i, c := range contents {
-		parent = BlockHash{Hi: mix64(parent.Lo ^ c), Lo: mix64(parent.Hi + c + 1)}
+		parent = blockhash.Hash{Hi: mix64(parent.Lo ^ c), Lo: mix64(parent.Hi + c + 1)}
 		out[i] = parent
 	}
 	return out
@@ -183,7 +185,7 @@ func TestPrefixHashWithoutFullBlock(t *testing.T) {
 		steered string
 	}{
 		{"not_tokenized", &Request{PromptTokens: 900}, "no_prefix"},
-		{"shorter_than_a_block", &Request{PromptTokens: 15, Blocks: []BlockHash{}, BlockSize: 16}, "no_prefix"},
+		{"shorter_than_a_block", &Request{PromptTokens: 15, Blocks: []blockhash.Hash{}, BlockSize: 16}, "no_prefix"},
 		{"empty", &Request{}, "no_prefix"},
 		{"one_full_block", &Request{PromptTokens: 17, Blocks: chained(1), BlockSize: 16}, ""},
 	} {

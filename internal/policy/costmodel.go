@@ -325,7 +325,7 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
 	h.rooted = p.hot != nil && bs > 0 && len(req.Blocks) >= root
 	if h.rooted {
-		h.root = req.Blocks[root-1].key()
+		h.root = blockKey(req.Blocks[root-1])
 	}
 	// A shift when the block size allows, as it usually does: cached is
 	// never negative, so it divides exactly as / does.
@@ -411,7 +411,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	if deepest >= root {
 		credit = root // hot, as its demand says
 	}
-	hot := func(d int) bool { return p.hot.rateAt(req.Blocks[d-1].key(), t) > u }
+	hot := func(d int) bool { return p.hot.rateAt(blockKey(req.Blocks[d-1]), t) > u }
 	for j := h.ndepths - 1; j >= 0; j-- {
 		if d := h.depths[j]; d <= deepest && d > credit && hot(d) {
 			credit = d
@@ -558,12 +558,12 @@ func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time
 	p.hot.addAt(h.root, q, t)
 	for d := hotStride; d <= len(req.Blocks); d += markStep(d) {
 		if d != root {
-			p.hot.addAt(req.Blocks[d-1].key(), q, t)
+			p.hot.addAt(blockKey(req.Blocks[d-1]), q, t)
 		}
 	}
 	for _, d := range h.depths[:h.ndepths] {
 		if markAtOrBelow(d) != d {
-			p.hot.addAt(req.Blocks[d-1].key(), q, t)
+			p.hot.addAt(blockKey(req.Blocks[d-1]), q, t)
 		}
 	}
 }

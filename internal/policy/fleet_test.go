@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // This file is a discrete-event simulation of a fleet, to compare the
@@ -29,7 +31,7 @@ const simBlockSize = 16
 type simRequest struct {
 	arrive  float64 // seconds since the start
 	prompt  int     // tokens
-	blocks  []BlockHash
+	blocks  []blockhash.Hash
 	decode  float64 // seconds from first token to the last
 	session string
 }
@@ -65,7 +67,7 @@ func newTrafficGen(seed uint64, systemPrompts, minSys, maxSys int) *trafficGen {
 // 0) and goes on with tail unique tokens: its length and block hashes.
 // Blocks wholly inside the system prompt are shared; the rest are the
 // request's own.
-func (g *trafficGen) prompt(s, tail int) (int, []BlockHash) {
+func (g *trafficGen) prompt(s, tail int) (int, []blockhash.Hash) {
 	g.nextID++
 	id := g.nextID
 	sys := 0
@@ -73,12 +75,12 @@ func (g *trafficGen) prompt(s, tail int) (int, []BlockHash) {
 		sys = g.sys[s]
 	}
 	n := sys + tail
-	blocks := make([]BlockHash, n/simBlockSize)
+	blocks := make([]blockhash.Hash, n/simBlockSize)
 	for k := range blocks {
 		if (k+1)*simBlockSize <= sys {
-			blocks[k] = BlockHash{Hi: uint64(s) + 1, Lo: mix64(uint64(s)<<32 | uint64(k))}
+			blocks[k] = blockhash.Hash{Hi: uint64(s) + 1, Lo: mix64(uint64(s)<<32 | uint64(k))}
 		} else {
-			blocks[k] = BlockHash{Hi: 1<<40 | id, Lo: mix64(id<<20 ^ uint64(k))}
+			blocks[k] = blockhash.Hash{Hi: 1<<40 | id, Lo: mix64(id<<20 ^ uint64(k))}
 		}
 	}
 	return n, blocks
@@ -87,15 +89,15 @@ func (g *trafficGen) prompt(s, tail int) (int, []BlockHash) {
 // chatTurn returns the prompt of a conversation's turn: system prompt s
 // then history tokens of conversation conv, the same tokens at every turn,
 // so that each turn's prompt extends the last one's.
-func (g *trafficGen) chatTurn(s int, conv uint64, history int) (int, []BlockHash) {
+func (g *trafficGen) chatTurn(s int, conv uint64, history int) (int, []blockhash.Hash) {
 	sys := g.sys[s]
 	n := sys + history
-	blocks := make([]BlockHash, n/simBlockSize)
+	blocks := make([]blockhash.Hash, n/simBlockSize)
 	for k := range blocks {
 		if (k+1)*simBlockSize <= sys {
-			blocks[k] = BlockHash{Hi: uint64(s) + 1, Lo: mix64(uint64(s)<<32 | uint64(k))}
+			blocks[k] = blockhash.Hash{Hi: uint64(s) + 1, Lo: mix64(uint64(s)<<32 | uint64(k))}
 		} else {
-			blocks[k] = BlockHash{Hi: 1<<41 | conv, Lo: mix64(1<<62 | conv<<20 ^ uint64(k))}
+			blocks[k] = blockhash.Hash{Hi: 1<<41 | conv, Lo: mix64(1<<62 | conv<<20 ^ uint64(k))}
 		}
 	}
 	return n, blocks
@@ -229,7 +231,7 @@ func newBlockLRU(limit int) *blockLRU {
 }
 
 // match is how many leading blocks it holds.
-func (l *blockLRU) match(blocks []BlockHash) int {
+func (l *blockLRU) match(blocks []blockhash.Hash) int {
 	for i, h := range blocks {
 		if _, ok := l.index[h.Lo]; !ok {
 			return i
@@ -267,7 +269,7 @@ func (l *blockLRU) pushFront(i int32) {
 // store marks the prompt's blocks used, adding those it lacks. The last
 // block is stored first so that a prompt's head outlives its tail, as
 // engines free a sequence's blocks from the end.
-func (l *blockLRU) store(blocks []BlockHash) {
+func (l *blockLRU) store(blocks []blockhash.Hash) {
 	for k := len(blocks) - 1; k >= 0; k-- {
 		h := blocks[k].Lo
 		if i, ok := l.index[h]; ok {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"pgregory.net/rapid"
 )
 
@@ -19,13 +21,13 @@ func (c *fakeClock) seeded(seed uint64) Settings { s := c.settings(); s.Seed = s
 
 // chain returns n block hashes: the first shared ones of root prefix root,
 // the rest of tail (a conversation or a request of its own).
-func chain(root, shared, tail uint64, n int) []BlockHash {
-	b := make([]BlockHash, n)
+func chain(root, shared, tail uint64, n int) []blockhash.Hash {
+	b := make([]blockhash.Hash, n)
 	for k := range b {
 		if uint64(k) < shared {
-			b[k] = BlockHash{Hi: root + 1, Lo: mix64(root<<32 | uint64(k))}
+			b[k] = blockhash.Hash{Hi: root + 1, Lo: mix64(root<<32 | uint64(k))}
 		} else {
-			b[k] = BlockHash{Hi: tail + 1<<40, Lo: mix64(tail<<32 ^ uint64(k))}
+			b[k] = blockhash.Hash{Hi: tail + 1<<40, Lo: mix64(tail<<32 ^ uint64(k))}
 		}
 	}
 	return b

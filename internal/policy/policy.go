@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // Candidate is one replica a policy may pick, with its load when offered.
@@ -29,16 +31,10 @@ type Candidate struct {
 	KVCapacityBlocks int
 }
 
-// BlockHash is the chain hash of one full KV block of a prompt (XXH3-128 of
-// its tokens and its parent's hash): equal hashes at the same position mean
-// equal prefixes up to and including that block. It has the layout of
-// tokenize.BlockHash, which the gateway converts element by element.
-type BlockHash struct{ Hi, Lo uint64 }
-
-// key folds the hash to the 64 bits the sketch and rendezvous hashing use.
-// Both halves are hash output already, and both users mix what they are
-// given, so folding needs no mixing of its own.
-func (h BlockHash) key() uint64 { return h.Lo ^ h.Hi }
+// blockKey folds a block's hash to the 64 bits the sketch and rendezvous hashing
+// use. Both halves are hash output already, and both users mix what they
+// are given, so folding needs no mixing of its own.
+func blockKey(h blockhash.Hash) uint64 { return h.Lo ^ h.Hi }
 
 // Request is what a policy may know of the request being routed.
 type Request struct {
@@ -51,7 +47,7 @@ type Request struct {
 	PromptTokens int
 	// Blocks are the chain hashes of the prompt's full KV blocks, in
 	// order; nil when the prompt was not tokenized.
-	Blocks []BlockHash
+	Blocks []blockhash.Hash
 	// BlockSize is the tokens per KV block; 0 when Blocks is nil.
 	BlockSize int
 	// Session is the conversation the request belongs to (x-session-id,

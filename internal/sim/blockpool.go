@@ -1,6 +1,6 @@
 package sim
 
-import "github.com/inferrail/inferrail/internal/tokenize"
+import "github.com/inferrail/inferrail/internal/blockhash"
 
 // blockPool is the engine's KV cache: one pool of ref-counted blocks, with a
 // free queue whose order is vLLM's eviction order and a map from block hash
@@ -11,9 +11,9 @@ type blockPool struct {
 	head    int32 // first free block, the next one handed out; nilBlock when none
 	tail    int32 // last free block
 	numFree int
-	cached  map[tokenize.BlockHash]int32   // hash → the oldest block holding it
-	dups    map[tokenize.BlockHash][]int32 // hash → later blocks holding it too, oldest first
-	caching bool                           // prefix caching enabled
+	cached  map[blockhash.Hash]int32   // hash → the oldest block holding it
+	dups    map[blockhash.Hash][]int32 // hash → later blocks holding it too, oldest first
+	caching bool                       // prefix caching enabled
 	events  poolEvents
 }
 
@@ -28,7 +28,7 @@ type block struct {
 	ref        int32
 	prev, next int32 // free queue links, nilBlock at the ends or when not free
 	hashed     bool
-	hash       tokenize.BlockHash
+	hash       blockhash.Hash
 }
 
 func newBlockPool(numBlocks int, caching bool) *blockPool {
@@ -36,8 +36,8 @@ func newBlockPool(numBlocks int, caching bool) *blockPool {
 		blocks:  make([]block, numBlocks),
 		head:    nilBlock,
 		tail:    nilBlock,
-		cached:  make(map[tokenize.BlockHash]int32),
-		dups:    make(map[tokenize.BlockHash][]int32),
+		cached:  make(map[blockhash.Hash]int32),
+		dups:    make(map[blockhash.Hash][]int32),
 		caching: caching,
 	}
 	p.blocks[0].ref = 1 // the null block
@@ -103,7 +103,7 @@ func (p *blockPool) unlink(id int32) {
 
 // lookup returns the longest run of leading hashes that are cached, as the
 // blocks holding them, appended to dst.
-func (p *blockPool) lookup(dst []int32, hashes []tokenize.BlockHash) []int32 {
+func (p *blockPool) lookup(dst []int32, hashes []blockhash.Hash) []int32 {
 	if !p.caching {
 		return dst
 	}
@@ -175,11 +175,11 @@ func (p *blockPool) evict(id int32) {
 		}
 	}
 	b.hashed = false
-	b.hash = tokenize.BlockHash{}
+	b.hash = blockhash.Hash{}
 	p.events.evicted++
 }
 
-func (p *blockPool) setDups(h tokenize.BlockHash, d []int32) {
+func (p *blockPool) setDups(h blockhash.Hash, d []int32) {
 	if len(d) == 0 {
 		delete(p.dups, h)
 	} else {
@@ -188,7 +188,7 @@ func (p *blockPool) setDups(h tokenize.BlockHash, d []int32) {
 }
 
 // cache marks a full block as holding hash, so later prompts can hit it.
-func (p *blockPool) cache(id int32, h tokenize.BlockHash) {
+func (p *blockPool) cache(id int32, h blockhash.Hash) {
 	if !p.caching {
 		return
 	}
@@ -239,7 +239,7 @@ func (p *blockPool) reset() bool {
 	}
 	for id := range p.blocks {
 		p.blocks[id].hashed = false
-		p.blocks[id].hash = tokenize.BlockHash{}
+		p.blocks[id].hash = blockhash.Hash{}
 	}
 	clear(p.cached)
 	clear(p.dups)

@@ -4,7 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"pgregory.net/rapid"
 )
 
@@ -12,14 +13,14 @@ import (
 // slice (index 0 is handed out next) and the cache a map of slices.
 type refPool struct {
 	ref    []int
-	hash   []tokenize.BlockHash
+	hash   []blockhash.Hash
 	hashed []bool
 	free   []int32
-	cached map[tokenize.BlockHash][]int32
+	cached map[blockhash.Hash][]int32
 }
 
 func newRefPool(n int) *refPool {
-	p := &refPool{ref: make([]int, n), hash: make([]tokenize.BlockHash, n), hashed: make([]bool, n), cached: map[tokenize.BlockHash][]int32{}}
+	p := &refPool{ref: make([]int, n), hash: make([]blockhash.Hash, n), hashed: make([]bool, n), cached: map[blockhash.Hash][]int32{}}
 	p.ref[0] = 1
 	for id := 1; id < n; id++ {
 		p.free = append(p.free, int32(id))
@@ -42,7 +43,7 @@ func (p *refPool) allocate(n int) []int32 {
 				p.cached[p.hash[id]] = ids
 			}
 			p.hashed[id] = false
-			p.hash[id] = tokenize.BlockHash{}
+			p.hash[id] = blockhash.Hash{}
 		}
 		p.ref[id] = 1
 		out = append(out, id)
@@ -77,7 +78,7 @@ func (p *refPool) freeBlocks(ids []int32) {
 	p.free = append(front, p.free...)
 }
 
-func (p *refPool) cache(id int32, h tokenize.BlockHash) {
+func (p *refPool) cache(id int32, h blockhash.Hash) {
 	if p.hashed[id] {
 		return
 	}
@@ -85,7 +86,7 @@ func (p *refPool) cache(id int32, h tokenize.BlockHash) {
 	p.cached[h] = append(p.cached[h], id)
 }
 
-func (p *refPool) lookup(hashes []tokenize.BlockHash) []int32 {
+func (p *refPool) lookup(hashes []blockhash.Hash) []int32 {
 	var out []int32
 	for _, h := range hashes {
 		ids, ok := p.cached[h]
@@ -113,7 +114,7 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 		n := rapid.IntRange(2, 40).Draw(t, "blocks")
 		pool := newBlockPool(n, true)
 		ref := newRefPool(n)
-		hashes := []tokenize.BlockHash{{Lo: 1}, {Lo: 2}, {Lo: 3}, {Lo: 4}, {Lo: 5}}
+		hashes := []blockhash.Hash{{Lo: 1}, {Lo: 2}, {Lo: 3}, {Lo: 4}, {Lo: 5}}
 		var held [][]int32 // each entry: one holder's blocks, in order
 		steps := rapid.IntRange(1, 80).Draw(t, "steps")
 		for range steps {
@@ -147,7 +148,7 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 				pool.cache(id, h)
 				ref.cache(id, h)
 			case 3: // a new holder hits cached blocks
-				var chain []tokenize.BlockHash
+				var chain []blockhash.Hash
 				for range rapid.IntRange(1, 3).Draw(t, "chain") {
 					chain = append(chain, hashes[rapid.IntRange(0, len(hashes)-1).Draw(t, "hash")])
 				}
@@ -169,7 +170,7 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 				if wantOK {
 					for id := range ref.hashed {
 						ref.hashed[id] = false
-						ref.hash[id] = tokenize.BlockHash{}
+						ref.hash[id] = blockhash.Hash{}
 					}
 					clear(ref.cached)
 				}
@@ -202,11 +203,11 @@ func TestBlockPoolEvictionOrder(t *testing.T) {
 	a := p.allocate(nil, 3)    // 1 2 3
 	b := p.allocate(nil, 2)    // 4 5
 	for i, id := range a {
-		p.cache(id, tokenize.BlockHash{Lo: uint64(10 + i)})
+		p.cache(id, blockhash.Hash{Lo: uint64(10 + i)})
 	}
-	p.cache(b[0], tokenize.BlockHash{Lo: 20}) // block 5 stays unhashed
-	p.free(a)                                 // hashed, freed tail first: 3 2 1 at the tail
-	p.free(b)                                 // 5 unhashed to the head, 4 hashed to the tail
+	p.cache(b[0], blockhash.Hash{Lo: 20}) // block 5 stays unhashed
+	p.free(a)                             // hashed, freed tail first: 3 2 1 at the tail
+	p.free(b)                             // 5 unhashed to the head, 4 hashed to the tail
 	want := []int32{5, 6, 3, 2, 1, 4}
 	if got := freeOrder(p); !slices.Equal(got, want) {
 		t.Fatalf("free queue %v, want %v", got, want)
@@ -219,10 +220,10 @@ func TestBlockPoolEvictionOrder(t *testing.T) {
 	if !slices.Equal(got, []int32{5, 6, 3}) {
 		t.Fatalf("allocate(3) = %v", got)
 	}
-	if _, ok := p.cached[tokenize.BlockHash{Lo: 12}]; ok {
+	if _, ok := p.cached[blockhash.Hash{Lo: 12}]; ok {
 		t.Error("block 3's hash survived its reuse")
 	}
-	if hits := p.lookup(nil, []tokenize.BlockHash{{Lo: 10}, {Lo: 11}}); !slices.Equal(hits, []int32{1, 2}) {
+	if hits := p.lookup(nil, []blockhash.Hash{{Lo: 10}, {Lo: 11}}); !slices.Equal(hits, []int32{1, 2}) {
 		t.Errorf("lookup after partial reuse = %v, want [1 2]", hits)
 	}
 	if want := 0.5; p.usage() != want {
@@ -234,7 +235,7 @@ func TestBlockPoolEvictionOrder(t *testing.T) {
 }
 
 // holders lists the blocks holding h, oldest first.
-func (p *blockPool) holders(h tokenize.BlockHash) []int32 {
+func (p *blockPool) holders(h blockhash.Hash) []int32 {
 	first, ok := p.cached[h]
 	if !ok {
 		return nil

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -63,10 +65,10 @@ func BenchmarkEngineStepMixed(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.NumGPUBlocks = 16384
 	prompts := benchPrompts(1024, 8, 2)
-	hashes := make([][]tokenize.BlockHash, len(prompts))
-	seed := tokenize.ChainSeed(cfg.ModelName(), "", "")
+	hashes := make([][]blockhash.Hash, len(prompts))
+	seed := blockhash.Seed(cfg.ModelName(), "", "")
 	for i, p := range prompts {
-		hashes[i] = slices.Clip(tokenize.ExtendBlockHashes(nil, seed, p, cfg.BlockSize))
+		hashes[i] = slices.Clip(blockhash.Extend(nil, seed, p, cfg.BlockSize))
 	}
 	e := NewEngine(cfg, benchMetrics(&cfg))
 	next := 0
@@ -112,9 +114,9 @@ func benchDecodeEngine(b *testing.B, prompts [][]int, blocks int) (*Engine, floa
 	cfg := DefaultConfig()
 	cfg.NumGPUBlocks = blocks
 	e := NewEngine(cfg, benchMetrics(&cfg))
-	seed := tokenize.ChainSeed(cfg.ModelName(), "", "")
+	seed := blockhash.Seed(cfg.ModelName(), "", "")
 	for _, p := range prompts {
-		r := benchRequest(&cfg, p, tokenize.ExtendBlockHashes(nil, seed, p, cfg.BlockSize), 1<<30, true)
+		r := benchRequest(&cfg, p, blockhash.Extend(nil, seed, p, cfg.BlockSize), 1<<30, true)
 		e.sched.add(r)
 	}
 	var now float64
@@ -135,8 +137,8 @@ func benchDecodeEngine(b *testing.B, prompts [][]int, blocks int) (*Engine, floa
 
 // benchRequest builds an engine request the way Server.newRequest does.
 // hashes must have no spare capacity, since requests append to them.
-func benchRequest(cfg *Config, prompt []int, hashes []tokenize.BlockHash, maxTokens int, ignoreEOS bool) *request {
-	seed := tokenize.ChainSeed(cfg.ModelName(), "", "")
+func benchRequest(cfg *Config, prompt []int, hashes []blockhash.Hash, maxTokens int, ignoreEOS bool) *request {
+	seed := blockhash.Seed(cfg.ModelName(), "", "")
 	r := &request{
 		id:        "bench",
 		tokens:    prompt[:len(prompt):len(prompt)],

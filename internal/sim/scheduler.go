@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -20,8 +21,8 @@ type request struct {
 	id     string
 	tokens []int // all token ids: prompt, then generated
 	prompt int   // prompt length
-	hashes []tokenize.BlockHash
-	seed   tokenize.BlockHash
+	hashes []blockhash.Hash
+	seed   blockhash.Hash
 
 	maxTokens int // effective max_tokens
 	maxParam  int // max_tokens as the client asked, for metrics
@@ -371,7 +372,7 @@ func (s *scheduler) sample(r *request, now float64) {
 	}
 	r.tokens = append(r.tokens, tok)
 	if s.pool.caching && len(r.tokens)%s.cfg.BlockSize == 0 {
-		r.hashes = tokenize.ExtendBlockHashes(r.hashes, r.seed, r.tokens, s.cfg.BlockSize)
+		r.hashes = blockhash.Extend(r.hashes, r.seed, r.tokens, s.cfg.BlockSize)
 	}
 	s.stats.GenerationTokens++
 	s.stats.IterationTokens++

@@ -6,13 +6,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"pgregory.net/rapid"
 )
 
 // testRequest builds an engine request for a prompt, as the HTTP side does.
 func testRequest(cfg *Config, id string, prompt []int, maxTokens int) *request {
-	seed := tokenize.ChainSeed(cfg.ModelName(), "", "")
+	seed := blockhash.Seed(cfg.ModelName(), "", "")
 	r := &request{
 		id:        id,
 		tokens:    slices.Clip(slices.Clone(prompt)),
@@ -26,7 +28,7 @@ func testRequest(cfg *Config, id string, prompt []int, maxTokens int) *request {
 		out:       newStream(),
 	}
 	if cfg.EnablePrefixCaching {
-		r.hashes = tokenize.ExtendBlockHashes(nil, seed, prompt, cfg.BlockSize)
+		r.hashes = blockhash.Extend(nil, seed, prompt, cfg.BlockSize)
 	}
 	return r
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
@@ -271,7 +273,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 
 // newRequest builds the engine's view of a prepared request.
 func (s *Server) newRequest(p *prepared) *request {
-	seed := tokenize.ChainSeed(s.cfg.ModelName(), "", p.g.prompt.CacheSalt)
+	seed := blockhash.Seed(s.cfg.ModelName(), "", p.g.prompt.CacheSalt)
 	req := &request{
 		id:        p.id,
 		tokens:    p.prompt[:len(p.prompt):len(p.prompt)],
@@ -284,7 +286,7 @@ func (s *Server) newRequest(p *prepared) *request {
 		out:       newStream(),
 	}
 	if s.cfg.EnablePrefixCaching {
-		req.hashes = tokenize.ExtendBlockHashes(nil, seed, p.prompt, s.cfg.BlockSize)
+		req.hashes = blockhash.Extend(nil, seed, p.prompt, s.cfg.BlockSize)
 	}
 	// The stand-in model's reply depends only on the prompt: its words and,
 	// unless the client overrides it, where it stops.

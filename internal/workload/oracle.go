@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
+
 	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
@@ -52,7 +54,7 @@ func Analyze(reqs []Request, blockSize int) (*Analysis, error) {
 	if blockSize < 1 {
 		return nil, errors.New("block size: must be >= 1")
 	}
-	hashes := make([][]tokenize.BlockHash, len(reqs))
+	hashes := make([][]blockhash.Hash, len(reqs))
 	a := &Analysis{
 		PromptTokens: make([]int, len(reqs)),
 		CachedTokens: make([]int, len(reqs)),
@@ -69,8 +71,8 @@ func Analyze(reqs []Request, blockSize int) (*Analysis, error) {
 					continue
 				}
 				a.PromptTokens[i] = len(ids)
-				seed := tokenize.ChainSeed("", "", salt)
-				hashes[i] = tokenize.ExtendBlockHashes(nil, seed, ids, blockSize)
+				seed := blockhash.Seed("", "", salt)
+				hashes[i] = blockhash.Extend(nil, seed, ids, blockSize)
 			}
 		})
 	}
@@ -83,7 +85,7 @@ func Analyze(reqs []Request, blockSize int) (*Analysis, error) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(reqs[x].At, reqs[y].At) })
-	seen := make(map[tokenize.BlockHash]struct{})
+	seen := make(map[blockhash.Hash]struct{})
 	for _, i := range order {
 		hit, lookup := 0, min(len(hashes[i]), max(a.PromptTokens[i]-1, 0)/blockSize)
 		for hit < lookup {

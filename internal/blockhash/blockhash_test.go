@@ -1,4 +1,4 @@
-package tokenize
+package blockhash
 
 import (
 	"encoding/binary"
@@ -12,22 +12,22 @@ import (
 )
 
 func TestBlockHashChain(t *testing.T) {
-	seed := ChainSeed("m", "", "")
+	seed := Seed("m", "", "")
 	rapid.Check(t, func(t *rapid.T) {
 		bs := rapid.IntRange(1, 32).Draw(t, "blockSize")
 		toks := rapid.SliceOfN(rapid.IntRange(0, 1<<20), 0, 200).Draw(t, "tokens")
-		all := ExtendBlockHashes(nil, seed, toks, bs)
+		all := Extend(nil, seed, toks, bs)
 		if len(all) != len(toks)/bs {
 			t.Fatalf("%d hashes for %d tokens of block size %d", len(all), len(toks), bs)
 		}
 		// A prefix hashes the same alone as inside the longer prompt, and
 		// extending in steps equals hashing at once.
 		cut := rapid.IntRange(0, len(toks)).Draw(t, "cut")
-		head := ExtendBlockHashes(nil, seed, toks[:cut], bs)
+		head := Extend(nil, seed, toks[:cut], bs)
 		if !slices.Equal(head, all[:len(head)]) {
 			t.Fatalf("prefix of %d tokens hashes differently alone", cut)
 		}
-		if got := ExtendBlockHashes(head, seed, toks, bs); !slices.Equal(got, all) {
+		if got := Extend(head, seed, toks, bs); !slices.Equal(got, all) {
 			t.Fatalf("extending in steps differs")
 		}
 		// A changed token changes its block and every later one, never an
@@ -38,7 +38,7 @@ func TestBlockHashChain(t *testing.T) {
 		i := rapid.IntRange(0, len(toks)-1).Draw(t, "changed")
 		mod := slices.Clone(toks)
 		mod[i]++
-		other := ExtendBlockHashes(nil, seed, mod, bs)
+		other := Extend(nil, seed, mod, bs)
 		for b := range all {
 			changed := other[b] != all[b]
 			if want := b >= i/bs; changed != want {
@@ -49,11 +49,11 @@ func TestBlockHashChain(t *testing.T) {
 }
 
 func TestChainSeedSalts(t *testing.T) {
-	seeds := map[BlockHash]string{}
+	seeds := map[Hash]string{}
 	for _, c := range [][3]string{{"m", "", ""}, {"m2", "", ""}, {"m", "a", ""}, {"m", "", "a"}, {"m", "a", "b"}, {"m", "ab", ""}} {
-		s := ChainSeed(c[0], c[1], c[2])
+		s := Seed(c[0], c[1], c[2])
 		if prev, ok := seeds[s]; ok {
-			t.Errorf("ChainSeed%v equals ChainSeed of %s", c, prev)
+			t.Errorf("Seed%v equals Seed of %s", c, prev)
 		}
 		seeds[s] = c[0] + "/" + c[1] + "/" + c[2]
 	}
@@ -66,14 +66,14 @@ func BenchmarkExtendBlockHashes(b *testing.B) {
 	for i := range toks {
 		toks[i] = i * 7
 	}
-	seed := ChainSeed("m", "", "")
+	seed := Seed("m", "", "")
 	for _, bs := range []int{16, 32} {
 		b.Run(fmt.Sprintf("block=%d", bs), func(b *testing.B) {
 			n := len(toks) / bs
-			dst := make([]BlockHash, 0, n)
+			dst := make([]Hash, 0, n)
 			b.ReportAllocs()
 			for b.Loop() {
-				dst = ExtendBlockHashes(dst[:0], seed, toks, bs)
+				dst = Extend(dst[:0], seed, toks, bs)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/block")
 		})
@@ -84,9 +84,9 @@ func BenchmarkExtendBlockHashes(b *testing.B) {
 // without writing the block out, against xxh3.Hash128 of the written bytes.
 func TestBlockHash16(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		seed := BlockHash{rapid.Uint64().Draw(t, "hi"), rapid.Uint64().Draw(t, "lo")}
+		seed := Hash{rapid.Uint64().Draw(t, "hi"), rapid.Uint64().Draw(t, "lo")}
 		toks := rapid.SliceOfN(rapid.OneOf(rapid.IntRange(0, 1<<18), rapid.IntRange(0, 1<<32-1)), 0, 100).Draw(t, "tokens")
-		got := ExtendBlockHashes(nil, seed, toks, 16)
+		got := Extend(nil, seed, toks, 16)
 		parent := seed
 		for i, h := range got {
 			buf := binary.LittleEndian.AppendUint64(nil, parent.Hi)
@@ -95,7 +95,7 @@ func TestBlockHash16(t *testing.T) {
 				buf = binary.LittleEndian.AppendUint32(buf, uint32(tok))
 			}
 			want := xxh3.Hash128(buf)
-			if h != (BlockHash{want.Hi, want.Lo}) {
+			if h != (Hash{want.Hi, want.Lo}) {
 				t.Fatalf("block %d: %v, want %x%x", i, h, want.Hi, want.Lo)
 			}
 			parent = h
@@ -111,7 +111,7 @@ func TestBlockHashPinned(t *testing.T) {
 	for i := range toks {
 		toks[i] = i * 1000
 	}
-	seed := ChainSeed("m", "", "")
+	seed := Seed("m", "", "")
 	for _, tt := range []struct {
 		blockSize int
 		want      string
@@ -124,7 +124,7 @@ func TestBlockHashPinned(t *testing.T) {
 			"a4cfd0101c3f684c58ad54ca8b194108 6f0a86394f578f61f781b540f0067397 c1beb57afc2cd6e07c5b72e1c9139446 " +
 			"20dc87c3557dd840ba0c2d70ebed50ea]"},
 	} {
-		if got := fmt.Sprint(ExtendBlockHashes(nil, seed, toks, tt.blockSize)); got != tt.want {
+		if got := fmt.Sprint(Extend(nil, seed, toks, tt.blockSize)); got != tt.want {
 			t.Errorf("block size %d: hashes %s, want %s", tt.blockSize, got, tt.want)
 		}
 	}

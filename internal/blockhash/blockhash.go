@@ -1,4 +1,13 @@
-package tokenize
+// Package blockhash names KV cache blocks the way the router and the
+// simulator agree on: a chain of XXH3-128 hashes, one per full block of
+// tokens, each covering its parent's hash, so that one hash stands for the
+// whole prefix up to its block. Tokenizers produce the tokens; the index,
+// the policies, the gateway and the simulator take the hashes as they are.
+//
+// These are the router's own names for blocks. An engine's KV events carry
+// its own hash values (vLLM's sha256 chain by default), which are never
+// assumed equal to these.
+package blockhash
 
 import (
 	"encoding/binary"
@@ -9,22 +18,22 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// BlockHash names a full block of tokens and, through the chain, every token
+// Hash names a full block of tokens and, through the chain, every token
 // before it.
-type BlockHash struct{ Hi, Lo uint64 }
+type Hash struct{ Hi, Lo uint64 }
 
 // String returns the hash as 32 hex digits.
-func (h BlockHash) String() string {
+func (h Hash) String() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], h.Hi)
 	binary.BigEndian.PutUint64(b[8:], h.Lo)
 	return hex.EncodeToString(b[:])
 }
 
-// ChainSeed is the parent of a prompt's first block. It salts the chain with
+// Seed is the parent of a prompt's first block. It salts the chain with
 // everything that must keep two prompts of equal tokens apart: the model, the
 // LoRA adapter and the request's cache_salt.
-func ChainSeed(model, adapter, cacheSalt string) BlockHash {
+func Seed(model, adapter, cacheSalt string) Hash {
 	buf := make([]byte, 0, len(model)+len(adapter)+len(cacheSalt)+16)
 	buf = append(buf, "inferrail-chain\x00"...)
 	buf = append(buf, model...)
@@ -33,10 +42,10 @@ func ChainSeed(model, adapter, cacheSalt string) BlockHash {
 	buf = append(buf, 0)
 	buf = append(buf, cacheSalt...)
 	h := xxh3.Hash128(buf)
-	return BlockHash{h.Hi, h.Lo}
+	return Hash{h.Hi, h.Lo}
 }
 
-// ExtendBlockHashes appends to hashes the chained XXH3-128 hashes of the full
+// Extend appends to hashes the chained XXH3-128 hashes of the full
 // blocks of tokens that hashes does not cover yet, and returns the extended
 // slice. hashes must hold the hashes of the first len(hashes) blocks of the
 // same tokens, chained from seed. A trailing partial block is never hashed.
@@ -44,7 +53,7 @@ func ChainSeed(model, adapter, cacheSalt string) BlockHash {
 // A block's hash is XXH3-128 (default secret, seed 0) of its parent's hash,
 // Hi then Lo as little-endian uint64, followed by its tokens as
 // little-endian uint32.
-func ExtendBlockHashes(hashes []BlockHash, seed BlockHash, tokens []int, blockSize int) []BlockHash {
+func Extend(hashes []Hash, seed Hash, tokens []int, blockSize int) []Hash {
 	parent := seed
 	if len(hashes) > 0 {
 		parent = hashes[len(hashes)-1]
@@ -55,7 +64,7 @@ func ExtendBlockHashes(hashes []BlockHash, seed BlockHash, tokens []int, blockSi
 	}
 	hashes = slices.Grow(hashes, (len(tokens)-start)/blockSize)
 	if blockSize == 16 {
-		return appendBlockHashes16(hashes, parent, tokens[start:])
+		return appendHashes16(hashes, parent, tokens[start:])
 	}
 	var stack [16 + 4*64]byte
 	buf := stack[:]
@@ -71,7 +80,7 @@ func ExtendBlockHashes(hashes []BlockHash, seed BlockHash, tokens []int, blockSi
 			binary.LittleEndian.PutUint32(b[4*i:], uint32(t))
 		}
 		h := xxh3.Hash128(buf)
-		parent = BlockHash{h.Hi, h.Lo}
+		parent = Hash{h.Hi, h.Lo}
 		hashes = append(hashes, parent)
 	}
 	return hashes
@@ -98,16 +107,16 @@ const (
 	xxhPrime64x4 = 0x85EBCA77C2B2AE63
 )
 
-// appendBlockHashes16 appends the chained hashes of the full blocks of 16
+// appendHashes16 appends the chained hashes of the full blocks of 16
 // tokens of tokens, the first one's parent being parent. Each is XXH3-128
-// of the 80 bytes ExtendBlockHashes hashes for other sizes, computed
+// of the 80 bytes Extend hashes for other sizes, computed
 // without writing them out: it follows XXH3_len_17to128_128b of xxhash.h
 // for 80 bytes of input, whose eight-byte words are the parent's Hi and Lo
 // (bytes 0..15) and then tw(k), tokens 2k and 2k+1 (bytes 16+8k..23+8k).
 // Only the last of its three rounds reads the parent, so along the chain a
 // block waits on little more than that round and the final mix. The loop
 // body is written out here rather than called: the call costs a fifth.
-func appendBlockHashes16(hashes []BlockHash, parent BlockHash, tokens []int) []BlockHash {
+func appendHashes16(hashes []Hash, parent Hash, tokens []int) []Hash {
 	for ; len(tokens) >= 16; tokens = tokens[16:] {
 		t := (*[16]int)(tokens)
 		tw := func(k int) uint64 { return uint64(uint32(t[2*k])) | uint64(uint32(t[2*k+1]))<<32 }
@@ -134,7 +143,7 @@ func appendBlockHashes16(hashes []BlockHash, parent BlockHash, tokens []int) []B
 		lo += mulFold64(parent.Hi^xxhSecret00, parent.Lo^xxhSecret08)
 		lo ^= c + d
 		hi, lo = lo*xxhPrime64x1+hi*xxhPrime64x4+n*xxhPrime64x2&(1<<64-1), hi+lo
-		parent = BlockHash{Hi: -xxh3Avalanche(hi), Lo: xxh3Avalanche(lo)}
+		parent = Hash{Hi: -xxh3Avalanche(hi), Lo: xxh3Avalanche(lo)}
 		hashes = append(hashes, parent)
 	}
 	return hashes
