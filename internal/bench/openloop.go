@@ -19,15 +19,6 @@ import (
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
-// Response headers the gateway adds, read by the open-loop driver.
-const (
-	headerReplica      = "X-Inferrail-Replica"
-	headerPromptTokens = "X-Inferrail-Prompt-Tokens"
-	headerCachedTokens = "X-Inferrail-Cached-Tokens"
-	headerPolicy       = "X-Inferrail-Policy"
-	headerSession      = "X-Session-Id"
-)
-
 // errKindNotSent marks a request the run was stopped before it was due.
 // Open-loop requests fail with the kinds of package measure, except that a
 // status other than 200 counts as "status_<code>".
@@ -170,7 +161,7 @@ func (s sender) exchange(ctx context.Context, r *workload.Request, o *Outcome) e
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if r.Session != "" {
-		req.Header.Set(headerSession, r.Session)
+		req.Header.Set(openai.HeaderSession, r.Session)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -195,10 +186,10 @@ func (s sender) exchange(ctx context.Context, r *workload.Request, o *Outcome) e
 
 // readHeaders takes the gateway's routing headers into o.
 func readHeaders(h http.Header, o *Outcome) {
-	o.Replica = h.Get(headerReplica)
-	o.Policy = h.Get(headerPolicy)
-	p, errP := strconv.Atoi(h.Get(headerPromptTokens))
-	c, errC := strconv.Atoi(h.Get(headerCachedTokens))
+	o.Replica = h.Get(openai.HeaderReplica)
+	o.Policy = h.Get(openai.HeaderPolicy)
+	p, errP := strconv.Atoi(h.Get(openai.HeaderPromptTokens))
+	c, errC := strconv.Atoi(h.Get(openai.HeaderCachedTokens))
 	if errP == nil && errC == nil {
 		o.Predicted, o.PredPromptTokens, o.PredCachedToks = true, p, c
 	}

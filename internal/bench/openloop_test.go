@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -98,7 +99,7 @@ func TestOpenLoopCountsFromSchedule(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set(headerReplica, "r1")
+		w.Header().Set(openai.HeaderReplica, "r1")
 		fmt.Fprint(w, sseBody(3))
 	}))
 	defer srv.Close()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/openai"
 
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
@@ -67,7 +68,7 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 		}
 		body.WriteString("]}")
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
-		r.Header.Set(headerSession, fmt.Sprint("conv-", j))
+		r.Header.Set(openai.HeaderSession, fmt.Sprint("conv-", j))
 		ex := &exchange{r: r, id: fmt.Sprint("req-", j), model: testModel, body: []byte(body.String()), policy: g.policies[testModel]}
 		var result string
 		ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false)

@@ -150,7 +150,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 // the client port would (same deadline and size limit), checks it and
 // resolves its model, answering the error itself when it cannot.
 func (g *Gateway) adminExchange(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
-	ex := &exchange{w: w, r: r, arrived: time.Now(), id: r.Header.Get(headerRequestID)}
+	ex := &exchange{w: w, r: r, arrived: time.Now(), id: r.Header.Get(openai.HeaderRequestID)}
 	if !openai.ValidRequestID(ex.id) {
 		ex.id = newRequestID()
 	}

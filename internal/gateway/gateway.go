@@ -254,13 +254,13 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 // read, so a client waiting on Expect: 100-continue is answered at once.
 func (g *Gateway) answerOwn(w http.ResponseWriter, e *openai.Error, reason string) {
 	id := newRequestID()
-	w.Header().Set(headerRequestID, id)
+	w.Header().Set(openai.HeaderRequestID, id)
 	e.Write(w)
 	g.metrics.errors.WithLabelValues("", reason).Inc()
 }
 
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(headerRequestID, requestIDFor(r))
+	w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
 	if g.draining.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
@@ -269,7 +269,7 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func requestIDFor(r *http.Request) string {
-	if id := r.Header.Get(headerRequestID); openai.ValidRequestID(id) {
+	if id := r.Header.Get(openai.HeaderRequestID); openai.ValidRequestID(id) {
 		return id
 	}
 	return newRequestID()
@@ -278,7 +278,7 @@ func requestIDFor(r *http.Request) string {
 // serveModels lists the configured models and their aliases in config
 // order, with the metadata engines published; it never calls an engine.
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(headerRequestID, requestIDFor(r))
+	w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
 	now := time.Now().Unix()
 	snap := g.fleet.Snapshot()
 	b := []byte(`{"object":"list","data":[`)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -168,7 +169,7 @@ func sendCompletion(url, body string, header ...string) sent {
 	}
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
-	return sent{replica: resp.Header.Get(headerReplica), status: resp.StatusCode, err: err}
+	return sent{replica: resp.Header.Get(openai.HeaderReplica), status: resp.StatusCode, err: err}
 }
 
 // complete sends a completion and fails the test unless it succeeds; it
@@ -261,7 +262,7 @@ func sessionPastBoundedLoad(t *testing.T, gw *running, model string, engines []*
 	base := received()
 	body := promptOf(model, 1000, 40)
 	for step := 1; step <= 3; step++ {
-		go func() { results <- sendCompletion(gw.url, body, headerSession, "conv-bounded") }()
+		go func() { results <- sendCompletion(gw.url, body, openai.HeaderSession, "conv-bounded") }()
 		// An engine receives a request after its decision was counted.
 		waitFor(t, fmt.Sprintf("request %d to reach an engine", step), 5*time.Second, func() bool { return received() == base+step })
 		after(step)

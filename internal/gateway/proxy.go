@@ -23,16 +23,6 @@ import (
 	"github.com/inferrail/inferrail/internal/policy"
 )
 
-// Headers the gateway adds to responses.
-const (
-	headerRequestID    = "X-Request-Id"
-	headerReplica      = "X-Inferrail-Replica"
-	headerPromptTokens = "X-Inferrail-Prompt-Tokens"
-	headerCachedTokens = "X-Inferrail-Cached-Tokens"
-	headerPolicy       = "X-Inferrail-Policy"
-	headerSession      = "X-Session-Id"
-)
-
 // hopHeaders are meaningful for one connection only and never forwarded
 // (RFC 9110 §7.6.1).
 var hopHeaders = []string{
@@ -72,11 +62,11 @@ type exchange struct {
 // serveGenerate proxies a chat or completion request.
 func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{w: w, r: r, arrived: time.Now()}
-	ex.id = r.Header.Get(headerRequestID)
+	ex.id = r.Header.Get(openai.HeaderRequestID)
 	if !openai.ValidRequestID(ex.id) {
 		ex.id = newRequestID()
 	}
-	w.Header().Set(headerRequestID, ex.id)
+	w.Header().Set(openai.HeaderRequestID, ex.id)
 	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
 
 	body, e, reason := g.readBody(w, r, ex.deadline)
@@ -122,7 +112,7 @@ func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	if p := ex.pred; p != nil {
 		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
 	}
-	req.Session = ex.r.Header.Get(headerSession)
+	req.Session = ex.r.Header.Get(openai.HeaderSession)
 	if req.Session == "" {
 		req.Session = ex.user
 	}
@@ -446,7 +436,7 @@ func (g *Gateway) attempt(ex *exchange, lease *fleet.Lease) (*answer, error) {
 	}
 	copyHeaders(req.Header, ex.r.Header)
 	req.Header.Del("Expect")
-	req.Header.Set(headerRequestID, ex.id)
+	req.Header.Set(openai.HeaderRequestID, ex.id)
 	req.ContentLength = int64(len(ex.body))
 
 	// Until the head arrives, the request gives up when its deadline passes
@@ -513,12 +503,12 @@ func (g *Gateway) relay(ex *exchange, a *answer) {
 	for _, hh := range hopHeaders {
 		h.Del(hh)
 	}
-	h.Set(headerRequestID, ex.id)
-	h.Set(headerReplica, rep.ID)
-	h.Set(headerPolicy, ex.policy.Name())
+	h.Set(openai.HeaderRequestID, ex.id)
+	h.Set(openai.HeaderReplica, rep.ID)
+	h.Set(openai.HeaderPolicy, ex.policy.Name())
 	if ex.pred != nil {
-		h.Set(headerPromptTokens, strconv.Itoa(ex.pred.tokens))
-		h.Set(headerCachedTokens, strconv.Itoa(a.cached))
+		h.Set(openai.HeaderPromptTokens, strconv.Itoa(ex.pred.tokens))
+		h.Set(openai.HeaderCachedTokens, strconv.Itoa(a.cached))
 	}
 	ex.w.WriteHeader(resp.StatusCode)
 	// A response of unknown length (a stream) goes out as the engine sends

@@ -32,19 +32,19 @@ func TestCostModelFollowsTheCache(t *testing.T) {
 	gw := startGateway(t, cfg)
 	system := strings.Repeat("You answer questions about the fleet. ", 60)
 	resp, _ := chat(t, gw.url, systemChat(system, "first"))
-	home := resp.Header.Get(headerReplica)
-	if got := resp.Header.Get(headerPolicy); got != policy.CostModel {
-		t.Fatalf("%s = %q, want %q", headerPolicy, got, policy.CostModel)
+	home := resp.Header.Get(openai.HeaderReplica)
+	if got := resp.Header.Get(openai.HeaderPolicy); got != policy.CostModel {
+		t.Fatalf("%s = %q, want %q", openai.HeaderPolicy, got, policy.CostModel)
 	}
 	for i := range 10 {
 		resp, body := chat(t, gw.url, systemChat(system, fmt.Sprintf("question %d", i)))
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d: %s", resp.StatusCode, body)
 		}
-		if got := resp.Header.Get(headerReplica); got != home {
+		if got := resp.Header.Get(openai.HeaderReplica); got != home {
 			t.Errorf("request %d went to %s, away from %s which holds its system prompt", i, got, home)
 		}
-		cached, _ := strconv.Atoi(resp.Header.Get(headerCachedTokens))
+		cached, _ := strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens))
 		if cached < 300 {
 			t.Errorf("request %d: predicted %d cached tokens, want the system prompt's", i, cached)
 		}
@@ -126,7 +126,7 @@ func TestExplainNamesTheNextPickAndChangesNothing(t *testing.T) {
 				}
 			}
 			resp, _ := chat(t, gw.url, body)
-			if got := resp.Header.Get(headerReplica); got != ans.Winner {
+			if got := resp.Header.Get(openai.HeaderReplica); got != ans.Winner {
 				t.Errorf("explain named %s, routing picked %s", ans.Winner, got)
 			}
 		})
@@ -238,7 +238,7 @@ func TestRouteRequestSession(t *testing.T) {
 	} {
 		r, _ := http.NewRequest(http.MethodPost, "/v1/completions", nil)
 		if tc.header != "" {
-			r.Header.Set(headerSession, tc.header)
+			r.Header.Set(openai.HeaderSession, tc.header)
 		}
 		mf, err := openai.FindModel([]byte(tc.body))
 		if err != nil {

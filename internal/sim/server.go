@@ -256,7 +256,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
 			s.cfg.MaxModelLen, requested, n, n+requested), "input_tokens")
 	}
-	p.id = r.Header.Get("X-Request-Id")
+	p.id = r.Header.Get(openai.HeaderRequestID)
 	if p.id == "" {
 		p.id = g.requestID
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -442,7 +443,7 @@ func rawExchange(ctx context.Context, addr string, q *hostileReq) (o rawOutcome)
 		return o
 	}
 	defer resp.Body.Close()
-	o.status, o.replica = resp.StatusCode, resp.Header.Get(headerReplica)
+	o.status, o.replica = resp.StatusCode, resp.Header.Get(openai.HeaderReplica)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		var ne net.Error

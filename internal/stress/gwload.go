@@ -16,10 +16,6 @@ import (
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
-// headerReplica is the response header naming the replica that served a
-// request through the gateway.
-const headerReplica = "X-Inferrail-Replica"
-
 // fixedSchedule sends n requests at rate per second, evenly spaced.
 func fixedSchedule(rate, n int) []time.Duration {
 	s := make([]time.Duration, n)
@@ -133,14 +129,14 @@ func postChat(ctx context.Context, client *http.Client, url string, body []byte,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if requestID != "" {
-		req.Header.Set("X-Request-Id", requestID)
+		req.Header.Set(openai.HeaderRequestID, requestID)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", err
 	}
 	defer resp.Body.Close()
-	replica := resp.Header.Get(headerReplica)
+	replica := resp.Header.Get(openai.HeaderReplica)
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return resp.StatusCode, replica, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -515,7 +516,7 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err == nil {
-		f.Status, f.Replica = resp.StatusCode, resp.Header.Get(headerReplica)
+		f.Status, f.Replica = resp.StatusCode, resp.Header.Get(openai.HeaderReplica)
 		data, rerr := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		switch {

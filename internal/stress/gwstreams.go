@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -169,7 +170,7 @@ func gwStreamOnce(ctx context.Context, client *http.Client, url string, body []b
 		return "", err
 	}
 	defer resp.Body.Close()
-	replica := resp.Header.Get(headerReplica)
+	replica := resp.Header.Get(openai.HeaderReplica)
 	return replica, readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
 }
 

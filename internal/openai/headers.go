@@ -1,0 +1,18 @@
+package openai
+
+// HTTP headers of the wire contract between clients, the gateway and
+// engines. The canonical forms are used, so Header.Get and Set need no
+// canonicalization.
+const (
+	// HeaderRequestID carries a request's ID: the client's own when well
+	// formed (see ValidRequestID), which vLLM also takes as the response id.
+	HeaderRequestID = "X-Request-Id"
+	// HeaderSession names the conversation a request belongs to.
+	HeaderSession = "X-Session-Id"
+
+	// Headers the gateway adds to proxied responses.
+	HeaderReplica      = "X-Inferrail-Replica"       // the replica that served it
+	HeaderPolicy       = "X-Inferrail-Policy"        // the policy that routed it
+	HeaderPromptTokens = "X-Inferrail-Prompt-Tokens" // the prompt's length, when tokenized
+	HeaderCachedTokens = "X-Inferrail-Cached-Tokens" // cached tokens predicted on the replica
+)
