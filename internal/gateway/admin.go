@@ -81,12 +81,12 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
 // would send it, tokenized as routing would, in the shape of vLLM's
 // /tokenize plus the prompt's full-block hashes. Nothing reaches an engine.
 func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
-	ex, ok := g.adminExchange(w, r)
-	if !ok {
+	ex, err := g.readRequest(w, r)
+	if err != nil {
+		refusalOf(err).write(w) // not counted: nothing is routed
 		return
 	}
 	model, body := ex.model, ex.body
-	var err error
 	mt := g.tokenizers[model]
 	if mt == nil {
 		openai.BadRequest("The model "+model+" has no tokenizer.", "model").Write(w)

@@ -264,7 +264,7 @@ func benchmarkDecisions(b *testing.B, n int, sessions bool) {
 // demand is counted.
 func warmUp(b *testing.B, g *Gateway, exs []*exchange) {
 	for i, ex := range exs {
-		lease, _, e, _ := g.choose(ex, nil)
+		lease, _, e := g.choose(ex, nil)
 		if e != nil {
 			b.Fatalf("warm-up decision %d: %v", i, e)
 		}
@@ -276,7 +276,7 @@ func warmUp(b *testing.B, g *Gateway, exs []*exchange) {
 // and how long it took; releasing its lease is left out.
 func timedDecision(b *testing.B, g *Gateway, exs []*exchange, i int) time.Duration {
 	start := time.Now()
-	lease, _, e, _ := g.choose(exs[i%len(exs)], nil)
+	lease, _, e := g.choose(exs[i%len(exs)], nil)
 	took := time.Since(start)
 	if e != nil {
 		b.Fatalf("decision %d: %v", i, e)

@@ -1,21 +1,11 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
-	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
-)
-
-// Why a replica serving the model was not offered to the policy, in
-// /admin/explain.
-const (
-	notOfferedUnhealthy = "unhealthy"
-	notOfferedEjected   = "ejected"
-	notOfferedFull      = "at_capacity"
 )
 
 // explainedReplica is one replica serving the model, as /admin/explain
@@ -46,8 +36,9 @@ type explainedReplica struct {
 }
 
 // describe fills the replica's state from c, the candidate it is or would
-// be, turning the policy package's "unknown" values into nulls.
-func (r *explainedReplica) describe(c *policy.Candidate) {
+// be, turning the policy package's "unknown" values into nulls. c is a
+// copy: the answer keeps pointers into it.
+func (r *explainedReplica) describe(c policy.Candidate) {
 	r.ID, r.InFlight, r.QueuedSecs = c.ID, c.InFlight, c.QueuedPrefill
 	if c.Running >= 0 {
 		r.Running = &c.Running
@@ -78,13 +69,14 @@ type explainAnswer struct {
 
 // serveExplain answers POST /admin/explain/v1/...: what the model's policy
 // would do with the request now, and why. The body is read as on the client
-// port; nothing is sent to an engine and no routing state changes: no
-// lease, no index record, no policy state, no routing or request metric.
-// (The tokenizer's piece cache may learn the prompt's pieces, as it would
-// from any request, and counts that lookup.)
+// port, with the same errors; nothing is sent to an engine and no routing
+// state changes: no lease, no index record, no policy state, no routing or
+// request metric. (The tokenizer's piece cache may learn the prompt's
+// pieces, as it would from any request, and counts that lookup.)
 func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
-	ex, ok := g.adminExchange(w, r)
-	if !ok {
+	ex, err := g.readRequest(w, r)
+	if err != nil {
+		refusalOf(err).write(w) // not counted: explaining routes nothing
 		return
 	}
 	tokenized := "no_tokenizer"
@@ -94,49 +86,57 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }
 
-// explain builds the answer of serveExplain for a parsed request. Every
-// replica serving the model is described from the state a decision reads
-// (replicas not offered as well, so that their load and cache show); only
-// the offered ones are given to the policy.
+// explain builds the answer of serveExplain for a parsed request. The
+// policy is offered what routing would offer it (offer, shared with
+// choose) and explains instead of picking. Every replica serving the model
+// is described, those not offered too, with why, so that their load and
+// cache show.
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
-	now := time.Now()
-	ex.route.At = now
-	at := clock.Of(now)
+	start := time.Now()
 	mr := g.routes().model(ex.model)
-	pool := mr.routes
-	all := make([]policy.Candidate, len(pool))
-	for i := range pool {
-		g.candidate(&all[i], &pool[i], at)
+	sc := decisionScratches.Get().(*decisionScratch)
+	defer sc.release()
+	why := make([]string, len(mr.routes))
+	// With no usable replica nothing is offered and every route says why.
+	_ = g.offer(sc, ex, mr, start, nil, why)
+	ex.route.At = start
+
+	replicas := make([]explainedReplica, len(mr.routes))
+	for j, i := range sc.offered {
+		replicas[i].describe(sc.cands[j])
+		replicas[i].Offered = true
 	}
-	if ex.pred != nil && len(pool) > 0 {
-		for i, n := range g.cachedTokens(nil, mr.ids(), ex.model, ex.pred) {
-			all[i].Cached = n
+	var left []int // places of the routes not offered
+	for i, reason := range why {
+		if reason != "" {
+			left = append(left, i)
 		}
 	}
-	var cands []policy.Candidate
-	var offered []int // positions in pool
-	replicas := make([]explainedReplica, len(pool))
-	for i, rep := range pool {
-		replicas[i].describe(&all[i])
-		switch {
-		case !rep.Healthy():
-			replicas[i].NotOffered = notOfferedUnhealthy
-		case rep.Ejected(now):
-			replicas[i].NotOffered = notOfferedEjected
-		case !rep.HasRoom():
-			replicas[i].NotOffered = notOfferedFull
-		default:
-			replicas[i].Offered = true
-			offered = append(offered, i)
-			cands = append(cands, all[i])
+	var cached []int
+	if ex.pred != nil && len(left) > 0 {
+		ids := make([]string, len(left))
+		for k, i := range left {
+			ids[k] = mr.routes[i].id
 		}
+		cached = g.cachedTokens(nil, ids, ex.model, ex.pred)
 	}
+	at := clock.Of(start)
+	for k, i := range left {
+		var c policy.Candidate
+		g.candidate(&c, &mr.routes[i], at)
+		if cached != nil {
+			c.Cached = cached[k]
+		}
+		replicas[i].describe(c)
+		replicas[i].NotOffered = why[i]
+	}
+
 	ans := explainAnswer{Model: ex.model, Tokenized: tokenized}
-	if len(cands) > 0 {
-		ans.Explanation = ex.policy.Explain(&ex.route, cands)
+	if len(sc.cands) > 0 {
+		ans.Explanation = ex.policy.Explain(&ex.route, sc.cands)
 		for j := range ans.Explanation.Replicas {
-			replicas[offered[j]].priced(&ans.Explanation.Replicas[j])
+			replicas[sc.offered[j]].priced(&ans.Explanation.Replicas[j])
 		}
 	} else {
 		ans.Explanation = policy.Explanation{Policy: ex.policy.Name(), RequestID: ex.id, PromptTokens: ex.route.PromptTokens, Blocks: len(ex.route.Blocks)}
@@ -144,36 +144,4 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ans.Explanation.Replicas = nil
 	ans.Replicas = replicas
 	return ans
-}
-
-// adminExchange reads an admin request carrying a client's request body as
-// the client port would (same deadline and size limit), checks it and
-// resolves its model, answering the error itself when it cannot.
-func (g *Gateway) adminExchange(w http.ResponseWriter, r *http.Request) (*exchange, bool) {
-	ex := &exchange{w: w, r: r, arrived: time.Now(), id: r.Header.Get(openai.HeaderRequestID)}
-	if !openai.ValidRequestID(ex.id) {
-		ex.id = newRequestID()
-	}
-	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
-	body, e, _ := g.readBody(w, r, ex.deadline)
-	if e != nil {
-		e.Write(w)
-		return nil, false
-	}
-	if !json.Valid(body) {
-		openai.BadRequest("The request body is not valid JSON.", "").Write(w)
-		return nil, false
-	}
-	mf, err := openai.FindModel(body)
-	if err != nil {
-		openai.BadRequest(err.Error(), "model").Write(w)
-		return nil, false
-	}
-	model, ok := g.resolveModel(mf.Name)
-	if !ok {
-		openai.ModelNotFound(mf.Name).Write(w)
-		return nil, false
-	}
-	ex.model, ex.body, ex.policy, ex.user = model, body, g.policies[model], mf.User
-	return ex, true
 }

@@ -4,14 +4,12 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,7 +228,7 @@ func (g *Gateway) ClientHandler() http.Handler {
 	mux.HandleFunc("/v1/models", g.only(g.serveModels, http.MethodGet, http.MethodHead))
 	mux.HandleFunc("/health", g.only(g.serveHealth, http.MethodGet, http.MethodHead))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.answerOwn(w, openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
+		g.answerOwn(w, refusedNotFound)
 	})
 	return mux
 }
@@ -246,17 +244,16 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Allow", allow)
-		g.answerOwn(w, openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
+		g.answerOwn(w, refusedMethod)
 	}
 }
 
 // answerOwn answers a request that never reaches the proxy. Its body is not
 // read, so a client waiting on Expect: 100-continue is answered at once.
-func (g *Gateway) answerOwn(w http.ResponseWriter, e *openai.Error, reason string) {
-	id := newRequestID()
-	w.Header().Set(openai.HeaderRequestID, id)
-	e.Write(w)
-	g.metrics.errors.WithLabelValues("", reason).Inc()
+func (g *Gateway) answerOwn(w http.ResponseWriter, rf *refusal) {
+	w.Header().Set(openai.HeaderRequestID, newRequestID())
+	rf.write(w)
+	g.metrics.errors.WithLabelValues("", rf.reason).Inc()
 }
 
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
@@ -266,88 +263,6 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
-}
-
-func requestIDFor(r *http.Request) string {
-	if id := r.Header.Get(openai.HeaderRequestID); openai.ValidRequestID(id) {
-		return id
-	}
-	return newRequestID()
-}
-
-// serveModels lists the configured models and their aliases in config
-// order, with the metadata engines published; it never calls an engine.
-func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
-	now := time.Now().Unix()
-	snap := g.fleet.Snapshot()
-	b := []byte(`{"object":"list","data":[`)
-	first := true
-	for _, m := range g.cfg.Models {
-		card := engineCard(snap.ForModel(m.Name), m.Name)
-		for _, id := range append([]string{m.Name}, m.Aliases...) {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendCard(b, id, m.Name, now, card)
-		}
-	}
-	b = append(b, "]}"...)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	if r.Method == http.MethodHead {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	_, _ = w.Write(b)
-}
-
-// engineCard returns the freshest card an engine published for model.
-func engineCard(replicas []*fleet.Replica, model string) map[string]json.RawMessage {
-	var best *fleet.ModelCards
-	var raw []byte
-	for _, r := range replicas {
-		c := r.Cards()
-		if c == nil {
-			continue
-		}
-		if card, ok := c.Cards[model]; ok && (best == nil || c.Fetched.After(best.Fetched)) {
-			best, raw = c, card
-		}
-	}
-	var fields map[string]json.RawMessage
-	if raw != nil {
-		_ = json.Unmarshal(raw, &fields)
-	}
-	return fields
-}
-
-// appendCard writes a model card in vLLM's field order, taking what the
-// engine published where it did.
-func appendCard(b []byte, id, model string, now int64, engine map[string]json.RawMessage) []byte {
-	field := func(name, fallback string) string {
-		if v, ok := engine[name]; ok && json.Valid(v) {
-			return string(v)
-		}
-		return fallback
-	}
-	b = append(b, `{"id":`...)
-	b = openai.AppendString(b, id)
-	b = append(b, `,"object":"model","created":`...)
-	b = strconv.AppendInt(b, now, 10)
-	b = append(b, `,"owned_by":`...)
-	b = append(b, field("owned_by", `"vllm"`)...)
-	b = append(b, `,"root":`...)
-	b = append(b, field("root", openai.Quote(model))...)
-	b = append(b, `,"parent":`...)
-	b = append(b, field("parent", "null")...)
-	b = append(b, `,"max_model_len":`...)
-	b = append(b, field("max_model_len", "null")...)
-	b = append(b, `,"permission":`...)
-	b = append(b, field("permission", "[]")...)
-	return append(b, '}')
 }
 
 // AdminHandler serves the admin port: metrics and the replicas' state.

@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// Why a replica serving the model was not offered to the policy, as
+// /admin/explain names it.
+const (
+	notOfferedRemoved   = "removed"
+	notOfferedUnhealthy = "unhealthy"
+	notOfferedEjected   = "ejected"
+	notOfferedFull      = "at_capacity"
+	notOfferedTried     = "tried"
+)
+
+// choose decides where the request's next attempt goes and takes a lease
+// there: the policy picks among what offer gives it. It returns the lease
+// and the prompt tokens predicted cached on the replica (-1 without a
+// prediction), or errNoReplica or errFleetFull.
+func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, error) {
+	start := time.Now()
+	sc := decisionScratches.Get().(*decisionScratch)
+	defer sc.release()
+	mr := g.routes().model(ex.model)
+	if err := g.offer(sc, ex, mr, start, tried, nil); err != nil {
+		return nil, -1, err
+	}
+	offered, cands := sc.offered, sc.cands
+	for len(offered) > 0 {
+		d := ex.policy.Pick(&ex.route, cands)
+		i := d.Index
+		rt := &mr.routes[offered[i]]
+		if lease, ok := rt.TryAcquire(); ok {
+			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
+			g.metrics.decided(&mr.series, mr.chosen[offered[i]], d, time.Since(start))
+			return lease, cands[i].Cached, nil
+		}
+		// Lost the race for its last slot: offer the others as they were.
+		offered, cands = slices.Delete(offered, i, i+1), slices.Delete(cands, i, i+1)
+	}
+	return nil, -1, errFleetFull
+}
+
+// offer fills sc with what a decision for ex at start offers the model's
+// policy: every route that is usable and has room, as a candidate with its
+// load and predicted cache, those the request has not tried first (tried
+// ones only when no other has room). Routing (choose) and explaining
+// (explain) both decide from it, so what they offer cannot drift apart.
+//
+// When why is not nil (explaining), why[i] is set to the reason routes[i]
+// was not offered and left "" for those offered. It returns errNoReplica
+// when no route is usable at all; then nothing is offered.
+func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, start time.Time, tried map[*fleet.Replica]bool, why []string) error {
+	at := clock.Of(start)
+	// One pass fills the candidates as it finds them: a decision reads
+	// every replica, and reading each once is most of it. Routes are named
+	// by their place in the model's routes. The slices are grown once and
+	// filled by index: appending, or a call that returned them, kept them
+	// in memory and cost more per replica than reading it.
+	usable := false
+	all := len(mr.routes)
+	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
+	n := 0
+	for i := range mr.routes {
+		rt := &mr.routes[i]
+		if !rt.Usable(at) {
+			if why != nil {
+				why[i] = unusable(rt.Replica)
+			}
+			continue
+		}
+		usable = true
+		switch {
+		case !rt.HasRoom():
+			if why != nil {
+				why[i] = notOfferedFull
+			}
+		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
+			retried = append(retried, i)
+		default:
+			g.candidate(&cands[n], rt, at)
+			offered[n] = i
+			n++
+		}
+	}
+	if n == 0 {
+		for _, i := range retried {
+			g.candidate(&cands[n], &mr.routes[i], at)
+			offered[n] = i
+			n++
+		}
+	} else if why != nil {
+		for _, i := range retried {
+			why[i] = notOfferedTried
+		}
+	}
+	offered, cands = offered[:n], cands[:n]
+	sc.offered, sc.retried, sc.cands = offered, retried, cands
+	if !usable {
+		return errNoReplica
+	}
+	if ex.pred != nil && n > 0 {
+		bs := ex.route.BlockSize // the model's, as routeRequest set it with pred
+		sc.cached = g.index.MatchHandles(sc.cached, mr.indexHandles(g.index), offered, ex.pred.hashes, ex.pred.tokens, bs)
+		for i, blocks := range sc.cached {
+			cands[i].Cached = blocks * bs
+		}
+	}
+	ex.route.At = start
+	return nil
+}
+
+// unusable says why a replica that is not usable is not: removed from the
+// fleet, failing its probes, or else ejected.
+func unusable(r *fleet.Replica) string {
+	switch {
+	case r.Removed():
+		return notOfferedRemoved
+	case !r.Healthy():
+		return notOfferedUnhealthy
+	default:
+		return notOfferedEjected
+	}
+}
+
+// decisionScratch holds the slices one decision fills, so that deciding
+// allocates nothing once the pool is warm: allocations and the garbage
+// collections they bring are most of a decision's tail at many replicas.
+type decisionScratch struct {
+	offered, retried []int // places in the model's routes
+	cands            []policy.Candidate
+	cached           []int
+}
+
+var decisionScratches = sync.Pool{New: func() any { return new(decisionScratch) }}
+
+// release drops the replica IDs the candidates point at, so that a pooled
+// scratch keeps no departed replica's ID alive, and returns it to the pool.
+func (sc *decisionScratch) release() {
+	clear(sc.cands[:cap(sc.cands)])
+	decisionScratches.Put(sc)
+}
+
+// candidate fills c with a replica as policies see it at the instant at:
+// the gateway's own counts always, the engine's while its report is fresh. It
+// writes c in place: a decision fills one per replica, and building each in
+// a local and copying it cost more than the reads.
+func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
+	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
+	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.kvCapacity
+	// A retired feed's last report serves while it is fresh; only then is
+	// the new feed looked up, so a decision reads one feed per replica.
+	rep, ok := rt.feed.FreshRouting(at)
+	if !ok && rt.feed.Retired() {
+		rep, ok = g.reportFromNewFeed(rt, at)
+	}
+	if ok {
+		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
+		if rep.CapacityBlocks > 1 {
+			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
+		}
+	}
+}

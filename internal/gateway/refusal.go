@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/inferrail/inferrail/internal/openai"
+)
+
+// refusal is an answer the gateway gives itself instead of an engine's:
+// what the client reads, an error body in vLLM's shape with its status, and
+// the reason inferrail_request_errors_total counts it under.
+type refusal struct {
+	answer *openai.Error
+	reason string
+}
+
+func refuse(e *openai.Error, reason string) *refusal { return &refusal{e, reason} }
+
+func (r *refusal) Error() string { return r.answer.Message }
+
+// Errors of the request path that end in the gateway's own answer; see
+// refusalOf.
+var (
+	errNoReplica   = errors.New("no healthy replica serves the model")
+	errFleetFull   = errors.New("every replica serving the model is at capacity")
+	errReplicaDown = errors.New("replica failed its health checks while the request waited")
+	errHeadTimeout = errors.New("no response head within the request timeout")
+)
+
+// refusalOf turns an error of the request path into the answer the client
+// gets: the one place where an error becomes a status. A *refusal answers
+// as it is; no healthy replica or no room is 503, no response head in time
+// 504, and any other failure to reach an engine 502.
+func refusalOf(err error) *refusal {
+	var r *refusal
+	switch {
+	case errors.As(err, &r):
+		return r
+	case errors.Is(err, errNoReplica):
+		return refuse(openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica)
+	case errors.Is(err, errFleetFull):
+		return refuse(openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull)
+	case errors.Is(err, errHeadTimeout):
+		return refuse(openai.HTTPError(http.StatusGatewayTimeout, "No replica answered within the request timeout."), reasonTimeout)
+	default:
+		return refuse(openai.HTTPError(http.StatusBadGateway, "No replica could take the request."), reasonUpstream)
+	}
+}
+
+// write sends the refusal; a 503 tells the client when to try again.
+func (r *refusal) write(w http.ResponseWriter) {
+	if r.answer.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	r.answer.Write(w)
+}
+
+// Refusals of a request's body and model, before anything is routed.
+func bodyTooLarge(limit int64) *refusal {
+	return refuse(openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit)), reasonBodyTooLarge)
+}
+
+var (
+	refusedBodyTimeout = refuse(openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout)
+	refusedBodyRead    = refuse(openai.HTTPError(http.StatusBadRequest, "Reading the request body failed."), reasonBadRequest)
+	refusedNotJSON     = refuse(openai.BadRequest("The request body is not valid JSON.", ""), reasonBadRequest)
+	refusedNoModel     = refuse(openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
+	refusedNotFound    = refuse(openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
+	refusedMethod      = refuse(openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
+)

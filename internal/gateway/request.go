@@ -1,0 +1,458 @@
+package gateway
+
+// The request path of a chat or completion request, in the order it runs:
+// read → resolve the model → tokenize and predict → decide → attempt →
+// relay. Deciding is shared with /admin/explain (decide.go); what a
+// refused request is told comes from one place (refusal.go).
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// exchange is one client request on its way through the gateway.
+type exchange struct {
+	w        http.ResponseWriter
+	r        *http.Request
+	arrived  time.Time
+	id       string
+	model    string
+	body     []byte
+	policy   policy.Policy
+	deadline time.Time
+	pred     *prediction // nil: routed without a prediction
+	user     string      // the body's top-level user field, a conversation key
+	route    policy.Request
+}
+
+// serveGenerate proxies a chat or completion request: the whole path.
+func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
+	ex, err := g.readRequest(w, r)
+	if err != nil {
+		g.refuse(ex, err)
+		return
+	}
+	if g.cfg.Logging.LogPrompts {
+		g.log.Info("request", "request_id", ex.id, "model", ex.model, "body", string(ex.body))
+	}
+	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
+	ex.route = g.routeRequest(ex)
+	g.proxy(ex)
+}
+
+// refuse answers an error the gateway decided itself and counts it.
+func (g *Gateway) refuse(ex *exchange, err error) {
+	rf := refusalOf(err)
+	rf.write(ex.w)
+	g.metrics.errors.WithLabelValues(ex.model, rf.reason).Inc()
+	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
+}
+
+// readRequest reads a request's body within its deadline and size limit,
+// checks it is JSON and resolves the model it names, splicing the model's
+// own name over an alias so the engine sees a name it serves. The exchange
+// is returned, with its ID answered, whether or not the request is good.
+func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange, error) {
+	ex := &exchange{w: w, r: r, arrived: time.Now(), id: requestIDFor(r)}
+	w.Header().Set(openai.HeaderRequestID, ex.id)
+	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
+	body, err := g.readBody(w, r, ex.deadline)
+	if err != nil {
+		return ex, err
+	}
+	if !json.Valid(body) {
+		return ex, refusedNotJSON
+	}
+	mf, err := openai.FindModel(body)
+	if err != nil {
+		return ex, refuse(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
+	}
+	model, ok := g.resolveModel(mf.Name)
+	switch {
+	case !ok && mf.Name == "":
+		return ex, refusedNoModel
+	case !ok:
+		return ex, refuse(openai.ModelNotFound(mf.Name), reasonUnknownModel)
+	case model != mf.Name:
+		body = openai.SpliceModel(body, mf, model)
+	}
+	ex.model, ex.body, ex.policy, ex.user = model, body, g.policies[model], mf.User
+	return ex, nil
+}
+
+// requestIDFor is the client's request ID when well formed, else a new one.
+func requestIDFor(r *http.Request) string {
+	if id := r.Header.Get(openai.HeaderRequestID); openai.ValidRequestID(id) {
+		return id
+	}
+	return newRequestID()
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// readBody reads the whole body within the deadline and the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
+	limit := g.cfg.Server.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, bodyTooLarge(limit)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
+	n := r.ContentLength // sizes the buffer; a chunked body starts small
+	if n < 0 {
+		n = 4 << 10
+	}
+	n = min(n, 1<<20)
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		// The deadline stays: clearing it after a timeout wedges the
+		// connection, and the connection is closed after this answer.
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, bodyTooLarge(limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, refusedBodyTimeout
+		default:
+			return nil, refusedBodyRead
+		}
+	}
+	// Lift the deadline so a long response is not cut when it passes.
+	_ = rc.SetReadDeadline(time.Time{})
+	return buf.Bytes(), nil
+}
+
+// resolveModel maps a requested name or alias to a configured model. An
+// empty name resolves when the gateway serves exactly one model.
+func (g *Gateway) resolveModel(name string) (string, bool) {
+	if name == "" {
+		if len(g.cfg.Models) == 1 {
+			return g.cfg.Models[0].Name, true
+		}
+		return "", false
+	}
+	m, ok := g.models[name]
+	return m, ok
+}
+
+// routeRequest is what the policy learns of the request: its prompt's
+// length and blocks when tokenized (else a length estimated from the body at
+// four bytes a token) and the conversation it names.
+func (g *Gateway) routeRequest(ex *exchange) policy.Request {
+	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
+	if p := ex.pred; p != nil {
+		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
+	}
+	req.Session = ex.r.Header.Get(openai.HeaderSession)
+	if req.Session == "" {
+		req.Session = ex.user
+	}
+	return req
+}
+
+// bytesPerToken estimates a prompt's tokens from its body without a
+// tokenizer.
+const bytesPerToken = 4
+
+// proxy sends the request to replicas until one answers or attempts run
+// out. A replica that answers 502, 503 or 504 did not take the request: its
+// answer is kept and passed on only if no other replica answers better.
+func (g *Gateway) proxy(ex *exchange) {
+	tried := map[*fleet.Replica]bool{}
+	var kept *attempt
+	var lastErr error
+	for n := 1; ; n++ {
+		lease, cached, err := g.choose(ex, tried)
+		if err != nil {
+			if kept != nil {
+				g.relay(ex, kept)
+				return
+			}
+			g.refuse(ex, err)
+			return
+		}
+		if kept != nil {
+			kept.discard(g.index)
+			kept = nil
+		}
+		rep := lease.Replica()
+		tried[rep] = true
+		a := g.begin(ex, lease, cached)
+		err = g.send(ex, a)
+		switch {
+		case err == nil && !retryable(a.resp.StatusCode):
+			g.health.Report(rep, a.resp.StatusCode < 500)
+			g.relay(ex, a)
+			return
+		case ex.r.Context().Err() != nil: // the client left before any answer
+			a.discard(g.index)
+			g.cancelled(ex, rep.ID)
+			return
+		}
+		g.health.Report(rep, false)
+		if err != nil {
+			lastErr = err
+			a.discard(g.index)
+			g.log.Debug("attempt failed", "request_id", ex.id, "replica", rep.ID, "attempt", n, "error", err)
+		} else {
+			kept = a
+		}
+		if n >= g.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
+			if kept != nil {
+				g.relay(ex, kept)
+			} else {
+				g.refuse(ex, lastErr)
+			}
+			return
+		}
+		g.metrics.retries.WithLabelValues(ex.model).Inc()
+		if !g.sleep(ex, n) {
+			if kept != nil {
+				kept.discard(g.index)
+			}
+			g.cancelled(ex, "")
+			return
+		}
+	}
+}
+
+// retryable reports whether an engine status means it did not take the
+// request, so another replica may.
+func retryable(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+// cancelled counts a request whose client left; replica is "" when it
+// left between attempts.
+func (g *Gateway) cancelled(ex *exchange, replica string) {
+	g.metrics.disconnects.WithLabelValues(ex.model).Inc()
+	g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
+}
+
+// sleep waits the backoff before the next attempt; false when the client
+// left. The wait never runs past the request's deadline.
+func (g *Gateway) sleep(ex *exchange, attempt int) bool {
+	d := time.Duration(g.cfg.Retry.Backoff)
+	for i := 1; i < attempt && d < time.Duration(g.cfg.Retry.MaxBackoff); i++ {
+		d *= 2
+	}
+	d = min(d, time.Duration(g.cfg.Retry.MaxBackoff), time.Until(ex.deadline))
+	if d <= 0 {
+		return ex.r.Context().Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ex.r.Context().Done():
+		return false
+	}
+}
+
+// attempt is one try of a request on one replica. It owns what the try
+// holds until it is let go, once, by discard or by relay: the lease on the
+// replica, what routing recorded in the KV index for it, and the cancel of
+// its upstream request.
+type attempt struct {
+	lease  *fleet.Lease
+	record index.Token // the prompt's blocks recorded on the replica
+	cached int         // prompt tokens predicted cached there; -1 without a prediction
+	cancel context.CancelCauseFunc
+	resp   *http.Response // the engine's response head; nil until it came
+}
+
+// begin starts an attempt on the leased replica: the prompt's blocks are
+// recorded there, as the engine will hold them once it computes them.
+func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
+	a := &attempt{lease: lease, cached: cached, cancel: func(error) {}}
+	if ex.pred != nil {
+		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
+		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
+	}
+	return a
+}
+
+// discard lets go of an attempt whose answer the client will not see, or
+// that got none: the engine computed nothing for it, so what it recorded
+// is taken back.
+func (a *attempt) discard(ix *index.Approx) {
+	if a.resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
+		a.resp.Body.Close()
+	}
+	a.cancel(nil)
+	a.lease.Release()
+	ix.TakeBack(a.record)
+}
+
+// send sends the request to the attempt's replica and waits for the
+// response head, which it sets on the attempt.
+func (g *Gateway) send(ex *exchange, a *attempt) error {
+	rep := a.lease.Replica()
+	ctx, cancel := context.WithCancelCause(ex.r.Context())
+	a.cancel = cancel
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.URL.JoinPath(ex.r.URL.Path).String(), bytes.NewReader(ex.body))
+	if err != nil {
+		return err
+	}
+	copyHeaders(req.Header, ex.r.Header)
+	req.Header.Del("Expect")
+	req.Header.Set(openai.HeaderRequestID, ex.id)
+	req.ContentLength = int64(len(ex.body))
+
+	// Until the head arrives, the request gives up when its deadline passes
+	// or when probes take the replica out.
+	headed := make(chan struct{})
+	down := rep.Down()
+	timer := time.AfterFunc(time.Until(ex.deadline), func() { cancel(errHeadTimeout) })
+	go func() {
+		select {
+		case <-down:
+			cancel(errReplicaDown)
+		case <-headed:
+		case <-ctx.Done():
+		}
+	}()
+	resp, err := g.transport.RoundTrip(req)
+	timer.Stop()
+	close(headed)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ex.r.Context().Err() == nil {
+			err = cause
+		}
+		return err
+	}
+	a.lease.Started()
+	a.resp = resp
+	return nil
+}
+
+// hopHeaders are meaningful for one connection only and never forwarded
+// (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst[k] = append([]string(nil), vs...)
+	}
+	for _, conn := range src.Values("Connection") {
+		for _, f := range bytes.Split([]byte(conn), []byte(",")) {
+			dst.Del(string(bytes.TrimSpace(f)))
+		}
+	}
+	for _, h := range hopHeaders {
+		dst.Del(h)
+	}
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// relay streams the engine's response to the client as it arrives, frame by
+// frame, records the request's outcome and lets the attempt go.
+func (g *Gateway) relay(ex *exchange, a *attempt) {
+	resp, rep := a.resp, a.lease.Replica()
+	if resp.StatusCode/100 != 2 {
+		// The engine refused: it computed none of the prompt.
+		g.index.TakeBack(a.record)
+	}
+	defer func() {
+		resp.Body.Close()
+		a.cancel(nil)
+		a.lease.Release()
+		if rep.Removed() {
+			g.metrics.forget(rep.ID)
+		}
+	}()
+	h := ex.w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	for _, hh := range hopHeaders {
+		h.Del(hh)
+	}
+	h.Set(openai.HeaderRequestID, ex.id)
+	h.Set(openai.HeaderReplica, rep.ID)
+	h.Set(openai.HeaderPolicy, ex.policy.Name())
+	if ex.pred != nil {
+		h.Set(openai.HeaderPromptTokens, strconv.Itoa(ex.pred.tokens))
+		h.Set(openai.HeaderCachedTokens, strconv.Itoa(a.cached))
+	}
+	ex.w.WriteHeader(resp.StatusCode)
+	// A response of unknown length (a stream) goes out as the engine sends
+	// it: its head at once, then every chunk. One of known length is a
+	// whole answer: its head and body leave together when the handler
+	// ends (or as the write buffer fills), one write instead of two.
+	streamed := resp.ContentLength < 0
+	rc := http.NewResponseController(ex.w)
+	if streamed {
+		_ = rc.Flush()
+	}
+
+	bufp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bufp)
+	buf := *bufp
+	first := true
+	policyName := ex.policy.Name()
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				a.lease.FirstByte(time.Now())
+				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+			}
+			if _, werr := ex.w.Write(buf[:n]); werr != nil {
+				g.cancelled(ex, rep.ID)
+				return
+			}
+			if streamed {
+				_ = rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if ex.r.Context().Err() != nil {
+				g.cancelled(ex, rep.ID)
+				return
+			}
+			// The engine broke a response that had started: the client
+			// must see a broken response, never a clean end.
+			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			g.health.Report(rep, false)
+			g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", rerr)
+			panic(http.ErrAbortHandler)
+		}
+	}
+	g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+	g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+}
+
+func statusClass(code int) string {
+	return strconv.Itoa(code/100) + "xx"
+}
