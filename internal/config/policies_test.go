@@ -1,0 +1,23 @@
+package config
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// TestPolicyNamesMatchTheRegistry ties the names a config may give a
+// model's policy to the policies the gateway can build: a policy added to
+// one list and not the other would pass validation and fail at startup, or
+// never be reachable from a config.
+func TestPolicyNamesMatchTheRegistry(t *testing.T) {
+	if got, want := slices.Sorted(slices.Values(policies)), slices.Sorted(slices.Values(policy.Names())); !slices.Equal(got, want) {
+		t.Fatalf("config accepts %v, the registry builds %v", got, want)
+	}
+	for _, name := range policies {
+		if _, err := policy.NewWith(name, policy.DefaultSettings()); err != nil {
+			t.Errorf("config accepts %s, which does not build: %v", name, err)
+		}
+	}
+}
