@@ -123,7 +123,7 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(g.tokPool.Close)
+	b.Cleanup(g.Close)
 	scraping, stopScraping := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = g.scraper.Run(scraping); close(done) }()

@@ -47,7 +47,7 @@ func mixedFleet(t *testing.T, policyName string) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(g.tokPool.Close)
+	t.Cleanup(g.Close)
 	u, _ := url.Parse("http://127.0.0.1:2")
 	g.fleet.SetGroup("dns", []*fleet.Replica{
 		fleet.NewReplica("d0", u, []string{testModel}, 3, 0),

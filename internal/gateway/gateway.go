@@ -214,6 +214,15 @@ func (g *Gateway) newTransport() *http.Transport {
 	return t
 }
 
+// Close stops what New started (the tokenizer's workers) and closes idle
+// connections to engines. Serve does it when it returns; a gateway that is
+// built and never served is closed by its builder. Routing a request after
+// Close is not allowed.
+func (g *Gateway) Close() {
+	g.tokPool.Close()
+	g.transport.CloseIdleConnections()
+}
+
 // Fleet returns the gateway's fleet, for tests and the admin API.
 func (g *Gateway) Fleet() *fleet.Fleet { return g.fleet }
 
@@ -291,8 +300,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	defer func() {
 		stopBG()
 		wg.Wait()
-		g.transport.CloseIdleConnections()
-		g.tokPool.Close()
+		g.Close()
 	}()
 
 	sc := g.cfg.Server

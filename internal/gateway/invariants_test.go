@@ -391,7 +391,7 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		defer g.transport.CloseIdleConnections()
+		defer g.Close()
 		reps := g.Fleet().Snapshot().Replicas
 		for _, r := range reps {
 			switch rapid.IntRange(0, 4).Draw(rt, "state") {
@@ -465,7 +465,7 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.transport.CloseIdleConnections()
+	defer g.Close()
 	p := &racingPolicy{g: g}
 	lease, _, e := g.choose(&exchange{model: testModel, policy: p}, nil)
 	if e != nil {

@@ -68,7 +68,11 @@ func (l *Local) start(ln net.Listener) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hs := &http.Server{Handler: l.faulty(srv.Handler()), Protocols: cleartextProtocols(), ReadHeaderTimeout: 10 * time.Second}
+	// Requests live in ctx too, so that Kill ends handlers a fault holds:
+	// closing a connection does not cancel a request whose body was never
+	// read.
+	hs := &http.Server{Handler: l.faulty(srv.Handler()), Protocols: cleartextProtocols(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
