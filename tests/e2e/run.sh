@@ -9,6 +9,8 @@
 #   tests/e2e/run.sh [pytest args...]          the suite (make e2e-python, part of make test)
 #   tests/e2e/run.sh --stress [--out DIR]      1,000 concurrent streams through the gateway
 #                                              (make stress); --out writes DIR/sdk-streams.json
+#   tests/e2e/run.sh --venv                    only (re)build .venv/e2e, no binaries, no tests
+#                                              (make test does it while other steps run)
 # Environment: PYTHON (default python3, 3.11 to 3.13), GO (default go), E2E_BUILD=0 to use the
 # binaries already in bin/ instead of building them.
 set -euo pipefail
@@ -19,7 +21,9 @@ cd "$root"
 
 mode=suite
 out=
-if [[ ${1:-} == --stress ]]; then
+if [[ ${1:-} == --venv ]]; then
+	mode=venv
+elif [[ ${1:-} == --stress ]]; then
 	mode=stress
 	shift
 	if [[ ${1:-} == --out ]]; then
@@ -31,11 +35,13 @@ fi
 
 die() { echo "e2e: $*" >&2; exit 1; }
 
-# The binaries: go build is incremental, so this costs little when nothing changed.
+# The binaries: go build is incremental, so this costs little when nothing changed. No
+# -trimpath here (make build has it): that flag changes every package's build key, so in make
+# test it compiled every dependency a second time instead of reusing what go vet compiled.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3} CGO_ENABLED=${CGO_ENABLED:-0}
-if [[ ${E2E_BUILD:-1} != 0 ]]; then
+if [[ ${E2E_BUILD:-1} != 0 && $mode != venv ]]; then
 	mkdir -p bin
-	"${GO:-go}" build -trimpath -o bin/ ./cmd/inferrail-sim ./cmd/inferrail-gateway
+	"${GO:-go}" build -o bin/ ./cmd/inferrail-sim ./cmd/inferrail-gateway
 fi
 
 # The venv, stamped with the sha256 of the requirements it was built from.
@@ -51,6 +57,7 @@ if [[ "$(cat "$venv/requirements.sha256" 2>/dev/null)" != "$want" ]] || ! "$py" 
 	echo "$want" >"$venv/requirements.sha256"
 	echo "e2e: .venv/e2e ready in $((SECONDS - started)) s"
 fi
+[[ $mode == venv ]] && exit 0
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/inferrail-e2e.XXXXXX")
 pids=()
