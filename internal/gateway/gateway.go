@@ -44,7 +44,7 @@ type Gateway struct {
 
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
 	tokPool    *tokenize.Pool
-	index      *index.Approx
+	index      index.Index
 	learned    sync.Map // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
 }

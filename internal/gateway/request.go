@@ -296,7 +296,7 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 // discard lets go of an attempt whose answer the client will not see, or
 // that got none: the engine computed nothing for it, so what it recorded
 // is taken back.
-func (a *attempt) discard(ix *index.Approx) {
+func (a *attempt) discard(ix index.Index) {
 	if a.resp != nil {
 		_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
 		a.resp.Body.Close()

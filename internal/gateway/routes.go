@@ -89,7 +89,7 @@ func (mr *modelRoutes) ids() []string {
 }
 
 // indexHandles returns the routes' handles in the KV index.
-func (mr *modelRoutes) indexHandles(ix *index.Approx) *index.Handles {
+func (mr *modelRoutes) indexHandles(ix index.Index) *index.Handles {
 	if hd := mr.handles.Load(); hd != nil && ix.Current(hd) {
 		return hd
 	}

@@ -46,6 +46,17 @@ type Index interface {
 	// Unknown and repeated candidates are allowed.
 	Match(dst []int, candidates []string, hashes []blockhash.Hash, promptTokens, blockSize int) []int
 
+	// Resolve names the replicas ids by the index's own handles, for a
+	// caller that matches the same replicas request after request; see
+	// [Handles]. Current reports whether handles still name the index's
+	// replicas as they are (none joined or left since). MatchHandles is
+	// Match for the candidates ids[i] of Resolve for i in positions, in that
+	// order; it is correct whether or not the handles are current, and
+	// fastest while they are.
+	Resolve(ids []string) *Handles
+	Current(*Handles) bool
+	MatchHandles(dst []int, hd *Handles, positions []int, hashes []blockhash.Hash, promptTokens, blockSize int) []int
+
 	// SetCapacity sets how many blocks replica can hold (its KV cache size),
 	// evicting what no longer fits. A negative count is taken as 0.
 	SetCapacity(replica string, blocks int)
