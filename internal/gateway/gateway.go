@@ -84,6 +84,26 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{},
 		tokenizers: map[string]*modelTokenizer{}}
+	if err := g.buildModels(); err != nil {
+		return nil, err
+	}
+	// The queue is deep enough that a burst waits (up to tokenizer.max_wait,
+	// which bounds what a wait costs) instead of being refused at once: a
+	// queue of 4 per worker turned away 4% of requests at 2,000 req/s.
+	g.tokPool = tokenize.NewPool(cfg.Tokenizer.Workers, 64*cfg.Tokenizer.Workers)
+	g.index = index.NewApprox(cfg.Index.DefaultCapacityBlocks)
+	if err := g.buildFleet(opts.Resolver); err != nil {
+		return nil, err
+	}
+	g.transport = g.newTransport()
+	g.registry = prometheus.NewRegistry()
+	g.buildWatchers()
+	return g, nil
+}
+
+// buildModels resolves every model's names, policy and tokenizer.
+func (g *Gateway) buildModels() error {
+	cfg := g.cfg
 	seed := uint64(cfg.Routing.Seed)
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -95,31 +115,31 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 		p, err := policy.NewWith(cfg.ModelPolicy(m.Name), policySettings(cfg, m.Name, seed+uint64(i)))
 		if err != nil {
-			return nil, fmt.Errorf("models[%d].policy: %w", i, err)
+			return fmt.Errorf("models[%d].policy: %w", i, err)
 		}
 		g.policies[m.Name] = p
 		// A model without a tokenizer is a legitimate configuration, so it
 		// is noted at Info; one whose tokenizer fails to load is a Warn.
 		switch mt, err := loadTokenizer(&cfg.Models[i], cfg.Tokenizer.CacheTokens); {
 		case err != nil:
-			logger.Warn("model routes without cache predictions", "model", m.Name, "error", err)
+			g.log.Warn("model routes without cache predictions", "model", m.Name, "error", err)
 		case mt == nil:
-			logger.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
+			g.log.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
 		default:
 			g.tokenizers[m.Name] = mt
 		}
 	}
-	// The queue is deep enough that a burst waits (up to tokenizer.max_wait,
-	// which bounds what a wait costs) instead of being refused at once: a
-	// queue of 4 per worker turned away 4% of requests at 2,000 req/s.
-	g.tokPool = tokenize.NewPool(cfg.Tokenizer.Workers, 64*cfg.Tokenizer.Workers)
-	g.index = index.NewApprox(cfg.Index.DefaultCapacityBlocks)
+	return nil
+}
 
+// buildFleet makes the fleet of the configured replicas, whose KV
+// capacity the index learns, and the discovery of DNS groups.
+func (g *Gateway) buildFleet(res fleet.Resolver) error {
 	var static []*fleet.Replica
-	for i, rc := range cfg.Replicas {
+	for i, rc := range g.cfg.Replicas {
 		u, err := url.Parse(rc.URL)
 		if err != nil {
-			return nil, fmt.Errorf("replicas[%d].url: %w", i, err)
+			return fmt.Errorf("replicas[%d].url: %w", i, err)
 		}
 		r := fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending))
 		r.KVCapacityBlocks = rc.KVCapacityBlocks
@@ -130,22 +150,26 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.fleet = fleet.New(static)
 	var groups []fleet.DNSGroup
-	for i, dc := range cfg.Discovery.DNS {
+	for i, dc := range g.cfg.Discovery.DNS {
 		u, err := url.Parse(dc.URL)
 		if err != nil {
-			return nil, fmt.Errorf("discovery.dns[%d].url: %w", i, err)
+			return fmt.Errorf("discovery.dns[%d].url: %w", i, err)
 		}
 		groups = append(groups, fleet.DNSGroup{Name: dc.Name, URL: u, Models: dc.Models, Refresh: time.Duration(dc.Refresh),
 			MaxConcurrency: int64(dc.MaxConcurrency), MaxPending: int64(dc.MaxPending), KVCapacityBlocks: dc.KVCapacityBlocks})
 	}
-	g.discovery = fleet.NewDiscovery(g.fleet, groups, opts.Resolver, logger)
+	g.discovery = fleet.NewDiscovery(g.fleet, groups, res, g.log)
+	return nil
+}
 
-	g.transport = g.newTransport()
-	g.registry = prometheus.NewRegistry()
-	lc := cfg.Load
+// buildWatchers makes what watches the fleet (the engines' load scraper
+// and the health checker), the metrics that read them, and the reactions
+// of the index and the metrics to replicas that join or leave.
+func (g *Gateway) buildWatchers() {
+	lc := g.cfg.Load
 	g.scraper = load.NewScraper(load.ScrapeConfig{
 		Interval: time.Duration(lc.ScrapeInterval), Timeout: time.Duration(lc.ScrapeTimeout), MaxAge: time.Duration(lc.MaxAge),
-	}, &http.Client{Transport: g.transport}, g.scrapeTargets, logger, func(id, result string) {
+	}, &http.Client{Transport: g.transport}, g.scrapeTargets, g.log, func(id, result string) {
 		g.metrics.scrapes.WithLabelValues(id, result).Inc()
 		if result == load.ResultOK {
 			g.learnCapacity(id)
@@ -155,14 +179,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.metrics.indexResets.WithLabelValues(id).Inc()
 	})
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
-	hc := cfg.Health
-	probeClient := &http.Client{Transport: g.transport}
+	hc := g.cfg.Health
 	g.health = fleet.NewHealth(fleet.HealthConfig{
 		Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout),
 		UnhealthyThreshold: hc.UnhealthyThreshold, HealthyThreshold: hc.HealthyThreshold,
 		EjectionBackoff: time.Duration(hc.EjectionBackoff), MaxEjectionBackoff: time.Duration(hc.MaxEjectionBackoff),
 		MaxEjectionPercent: hc.MaxEjectionPercent,
-	}, g.fleet, probeClient, logger, func(r *fleet.Replica) {
+	}, g.fleet, &http.Client{Transport: g.transport}, g.log, func(r *fleet.Replica) {
 		g.metrics.ejections.WithLabelValues(r.ID).Inc()
 	}, nil)
 	g.fleet.Watch(func(added, removed []*fleet.Replica) {
@@ -177,7 +200,6 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 			g.learned.Delete(r.ID)
 		}
 	})
-	return g, nil
 }
 
 // scrapeTargets lists the replicas whose engines the load scraper reads.
