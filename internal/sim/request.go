@@ -250,110 +250,18 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 	}
 	v := &validator{}
 	g := &genRequest{chat: chat}
-
-	// Fields are checked in the order vLLM's request models declare them,
-	// which is the order pydantic reports their errors in.
-	if chat {
-		g.messages, g.lastRole = validateMessages(v, o)
-	}
-	g.model, _ = v.str(o, "model", true)
-	if !chat {
-		validatePrompt(v, o, tok)
-	}
-	g.requestID, _ = v.str(o, "request_id", false)
-	if mt, ok := v.integer(o, "max_tokens", true); ok {
-		g.maxTokens = mt
-	}
-	if chat {
-		if mct, ok := v.integer(o, "max_completion_tokens", true); ok {
-			g.maxTokens = mct
-		}
-	}
-	n, hasN := v.integer(o, "n", true)
-	g.minTokens, _ = v.integer(o, "min_tokens", false)
-	g.ignoreEOS, _ = v.boolean(o, "ignore_eos", false)
-	g.stream, _ = v.boolean(o, "stream", true)
-	v.boolean(o, "add_special_tokens", false)
-	salt, hasSalt := v.str(o, "cache_salt", true)
-	echo, _ := v.boolean(o, "echo", false)
-	for _, key := range []string{"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"} {
-		v.number(o, key)
-	}
-	v.integer(o, "top_k", true)
-	v.integer(o, "seed", true)
-	v.integer(o, "priority", false)
-
-	if so, present := o.get("stream_options"); present && so != nil {
-		g.hasStreamOptions = true
-		if sop, ok := so.(*object); ok {
-			g.includeUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "include_usage")
-			g.continuousUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "continuous_usage_stats")
-		} else {
-			v.add("model_type", []any{"stream_options"}, "Input should be a valid dictionary or instance of StreamOptions", so)
-		}
-	}
-
-	var logprobs bool
-	var bestOf int
-	var hasBestOf bool
-	if chat {
-		logprobs, _ = v.boolean(o, "logprobs", true)
-		if tl, ok := v.integer(o, "top_logprobs", true); ok && tl > 0 {
-			logprobs = true
-		}
-		g.addGenPrompt = true
-		if b, ok := v.boolean(o, "add_generation_prompt", false); ok {
-			g.addGenPrompt = b
-		}
-		g.continueFinal, _ = v.boolean(o, "continue_final_message", false)
-		validateTools(v, o)
-	} else {
-		_, logprobs = v.integer(o, "logprobs", true)
-		bestOf, hasBestOf = v.integer(o, "best_of", true)
-	}
+	c := g.readFields(v, o, tok)
 	if e := v.err(); e != nil {
 		return nil, e
 	}
-
-	// Checks vLLM makes after the body parsed, then the features the
-	// simulator refuses rather than answering differently from vLLM.
-	switch {
-	case g.hasStreamOptions && !g.stream:
-		return nil, openai.BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
-	case hasSalt && salt == "":
-		return nil, openai.BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt")
-	case g.maxTokens < 0 || (hasMax(o, chat) && g.maxTokens == 0):
-		return nil, openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", g.maxTokens), "max_tokens")
-	case g.minTokens < 0:
-		return nil, openai.BadRequest(fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", g.minTokens), "min_tokens")
-	case g.maxTokens > 0 && g.minTokens > g.maxTokens:
-		return nil, openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", g.maxTokens, g.minTokens), "min_tokens")
-	case hasN && n < 1:
-		return nil, openai.BadRequest(fmt.Sprintf("n must be at least 1, got %d.", n), "n")
-	case hasN && n > 1:
-		return nil, openai.BadRequest("n > 1 is not supported by inferrail-sim: it returns exactly one choice.", "n")
-	case logprobs:
-		return nil, openai.BadRequest("logprobs are not supported by inferrail-sim.", "logprobs")
-	case echo:
-		return nil, openai.BadRequest("echo is not supported by inferrail-sim.", "echo")
-	case hasBestOf && bestOf != 1:
-		return nil, openai.BadRequest("best_of is not supported by inferrail-sim.", "best_of")
-	case chat && g.addGenPrompt && g.continueFinal:
-		return nil, openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
+	if e := g.check(o, &c); e != nil {
+		return nil, e
 	}
 	if chat {
-		if t, ok := o.get("chat_template"); ok && t != nil {
-			return nil, openai.BadRequest("Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.", "")
-		}
-		if g.messages == 0 && g.continueFinal {
-			return nil, openai.BadRequest("continue_final_message requires a final message to continue.", "messages")
-		}
 		g.responseRole = "assistant"
 		if !g.addGenPrompt && g.messages > 0 {
 			g.responseRole = g.lastRole
 		}
-	} else if s, ok := o.get("suffix"); ok && s != nil {
-		return nil, openai.BadRequest("suffix is not currently supported", "suffix")
 	}
 	if g.stream {
 		g.continuousUsage = g.includeUsage && g.continuousUsage
@@ -372,6 +280,123 @@ func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *o
 		return nil, openai.BadRequest(err2.Error(), "")
 	}
 	return g, nil
+}
+
+// laterChecks are what readFields read for the checks vLLM makes once
+// the whole body parsed.
+type laterChecks struct {
+	n                       int
+	hasN                    bool
+	salt                    string
+	hasSalt, echo, logprobs bool
+	bestOf                  int
+	hasBestOf               bool
+}
+
+// readFields reads the request's fields into g, adding to v every
+// validation error.
+func (g *genRequest) readFields(v *validator, o *object, tok *tokenize.Sim) laterChecks {
+	chat := g.chat
+	var c laterChecks
+	// Fields are checked in the order vLLM's request models declare them,
+	// which is the order pydantic reports their errors in.
+	if chat {
+		g.messages, g.lastRole = validateMessages(v, o)
+	}
+	g.model, _ = v.str(o, "model", true)
+	if !chat {
+		validatePrompt(v, o, tok)
+	}
+	g.requestID, _ = v.str(o, "request_id", false)
+	if mt, ok := v.integer(o, "max_tokens", true); ok {
+		g.maxTokens = mt
+	}
+	if chat {
+		if mct, ok := v.integer(o, "max_completion_tokens", true); ok {
+			g.maxTokens = mct
+		}
+	}
+	c.n, c.hasN = v.integer(o, "n", true)
+	g.minTokens, _ = v.integer(o, "min_tokens", false)
+	g.ignoreEOS, _ = v.boolean(o, "ignore_eos", false)
+	g.stream, _ = v.boolean(o, "stream", true)
+	v.boolean(o, "add_special_tokens", false)
+	c.salt, c.hasSalt = v.str(o, "cache_salt", true)
+	c.echo, _ = v.boolean(o, "echo", false)
+	for _, key := range []string{"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"} {
+		v.number(o, key)
+	}
+	v.integer(o, "top_k", true)
+	v.integer(o, "seed", true)
+	v.integer(o, "priority", false)
+
+	if so, present := o.get("stream_options"); present && so != nil {
+		g.hasStreamOptions = true
+		if sop, ok := so.(*object); ok {
+			g.includeUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "include_usage")
+			g.continuousUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "continuous_usage_stats")
+		} else {
+			v.add("model_type", []any{"stream_options"}, "Input should be a valid dictionary or instance of StreamOptions", so)
+		}
+	}
+
+	if chat {
+		c.logprobs, _ = v.boolean(o, "logprobs", true)
+		if tl, ok := v.integer(o, "top_logprobs", true); ok && tl > 0 {
+			c.logprobs = true
+		}
+		g.addGenPrompt = true
+		if b, ok := v.boolean(o, "add_generation_prompt", false); ok {
+			g.addGenPrompt = b
+		}
+		g.continueFinal, _ = v.boolean(o, "continue_final_message", false)
+		validateTools(v, o)
+	} else {
+		_, c.logprobs = v.integer(o, "logprobs", true)
+		c.bestOf, c.hasBestOf = v.integer(o, "best_of", true)
+	}
+	return c
+}
+
+// check makes the checks vLLM makes once a request's fields read cleanly,
+// then refuses the features the simulator does not answer as vLLM would.
+func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
+	chat := g.chat
+	switch {
+	case g.hasStreamOptions && !g.stream:
+		return openai.BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
+	case c.hasSalt && c.salt == "":
+		return openai.BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt")
+	case g.maxTokens < 0 || (hasMax(o, chat) && g.maxTokens == 0):
+		return openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", g.maxTokens), "max_tokens")
+	case g.minTokens < 0:
+		return openai.BadRequest(fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", g.minTokens), "min_tokens")
+	case g.maxTokens > 0 && g.minTokens > g.maxTokens:
+		return openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", g.maxTokens, g.minTokens), "min_tokens")
+	case c.hasN && c.n < 1:
+		return openai.BadRequest(fmt.Sprintf("n must be at least 1, got %d.", c.n), "n")
+	case c.hasN && c.n > 1:
+		return openai.BadRequest("n > 1 is not supported by inferrail-sim: it returns exactly one choice.", "n")
+	case c.logprobs:
+		return openai.BadRequest("logprobs are not supported by inferrail-sim.", "logprobs")
+	case c.echo:
+		return openai.BadRequest("echo is not supported by inferrail-sim.", "echo")
+	case c.hasBestOf && c.bestOf != 1:
+		return openai.BadRequest("best_of is not supported by inferrail-sim.", "best_of")
+	case chat && g.addGenPrompt && g.continueFinal:
+		return openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
+	}
+	if chat {
+		if t, ok := o.get("chat_template"); ok && t != nil {
+			return openai.BadRequest("Chat template is passed with request, but --trust-request-chat-template is not set. Refused request with untrusted chat template.", "")
+		}
+		if g.messages == 0 && g.continueFinal {
+			return openai.BadRequest("continue_final_message requires a final message to continue.", "messages")
+		}
+	} else if s, ok := o.get("suffix"); ok && s != nil {
+		return openai.BadRequest("suffix is not currently supported", "suffix")
+	}
+	return nil
 }
 
 func hasMax(o *object, chat bool) bool {
