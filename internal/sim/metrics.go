@@ -145,119 +145,150 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	m := &Metrics{}
 	r := &m.reg
 	r.created = float64(cfg.Start.UnixNano()) / 1e9
+	f := &families{r: r, base: []string{"model_name", "engine"}, lv: []string{cfg.ModelName, cfg.Engine}}
+	m.registerSchedulerFamilies(f)
+	m.registerHistograms(f, build125Buckets(cfg.MaxModelLen))
+	registerCacheConfigInfo(r, cfg)
+	return m
+}
 
-	base := []string{"model_name", "engine"}
-	lv := []string{cfg.ModelName, cfg.Engine}
-	buckets125 := build125Buckets(cfg.MaxModelLen)
+// families registers vLLM's families, each labeled with the model and the
+// engine, and makes their one series.
+type families struct {
+	r    *promRegistry
+	base []string // label names: model_name, engine
+	lv   []string // their values
+}
 
-	counter := func(name, help string) *promChild {
-		return r.child(r.register(promCounter, name, help, base, nil), lv...)
-	}
-	gauge := func(name, help string) *promChild {
-		return r.child(r.register(promGauge, name, help, base, nil), lv...)
-	}
-	histogram := func(name, help string, buckets []float64) vllmHist {
-		f := r.register(promHistogram, name, help, base, buckets)
-		return vllmHist{c: r.child(f, lv...), bounds: f.bounds}
-	}
-	withLabel := func(extra string) []string { return append(append([]string(nil), base...), extra) }
+func (f *families) counter(name, help string) *promChild {
+	return f.r.child(f.r.register(promCounter, name, help, f.base, nil), f.lv...)
+}
 
+func (f *families) gauge(name, help string) *promChild {
+	return f.r.child(f.r.register(promGauge, name, help, f.base, nil), f.lv...)
+}
+
+func (f *families) histogram(name, help string, buckets []float64) vllmHist {
+	fam := f.r.register(promHistogram, name, help, f.base, buckets)
+	return vllmHist{c: f.r.child(fam, f.lv...), bounds: fam.bounds}
+}
+
+// child makes the series of a family with one label past the base ones.
+func (f *families) child(fam *promFamily, extra string) *promChild {
+	return f.r.child(fam, f.lv[0], f.lv[1], extra)
+}
+
+// withLabel is the base label names and one more.
+func (f *families) withLabel(extra string) []string {
+	return append(append([]string(nil), f.base...), extra)
+}
+
+// registerSchedulerFamilies registers the counters and gauges of the
+// engine's state and throughput.
+func (m *Metrics) registerSchedulerFamilies(f *families) {
 	// PerfMetricsProm (vllm/v1/metrics/perf.py) is constructed before the
 	// scheduler gauges and always registers its three counters; they only
 	// move with MFU metrics enabled.
-	counter("vllm:estimated_flops_per_gpu_total",
+	f.counter("vllm:estimated_flops_per_gpu_total",
 		"Estimated number of floating point operations per GPU (for Model Flops Utilization calculations).")
-	counter("vllm:estimated_read_bytes_per_gpu_total",
+	f.counter("vllm:estimated_read_bytes_per_gpu_total",
 		"Estimated number of bytes read from memory per GPU (for Model Flops Utilization calculations).")
-	counter("vllm:estimated_write_bytes_per_gpu_total",
+	f.counter("vllm:estimated_write_bytes_per_gpu_total",
 		"Estimated number of bytes written to memory per GPU (for Model Flops Utilization calculations).")
 
 	// Scheduler state.
-	m.running = gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-	m.waiting = gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-	byReason := r.register(promGauge, "vllm:num_requests_waiting_by_reason",
+	m.running = f.gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
+	m.waiting = f.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+	byReason := f.r.register(promGauge, "vllm:num_requests_waiting_by_reason",
 		"Number of waiting requests by reason. "+
 			"Reason labels: 'capacity' = waiting for scheduling capacity; "+
 			"'deferred' = deferred by transient constraints "+
 			"(LoRA budget, KV transfer, blocked status). "+
 			"Sum of all reasons equals vllm:num_requests_waiting.",
-		withLabel("reason"), nil)
-	m.waitingCapacity = r.child(byReason, cfg.ModelName, cfg.Engine, "capacity")
-	m.waitingDeferred = r.child(byReason, cfg.ModelName, cfg.Engine, "deferred")
+		f.withLabel("reason"), nil)
+	m.waitingCapacity = f.child(byReason, "capacity")
+	m.waitingDeferred = f.child(byReason, "deferred")
 
-	sleep := r.register(promGauge, "vllm:engine_sleep_state",
+	sleep := f.r.register(promGauge, "vllm:engine_sleep_state",
 		"Engine sleep state; awake = 0 means engine is sleeping; "+
 			"awake = 1 means engine is awake; "+
 			"weights_offloaded = 1 means sleep level 1; "+
 			"discard_all = 1 means sleep level 2.",
-		withLabel("sleep_state"), nil)
-	r.child(sleep, cfg.ModelName, cfg.Engine, "awake").set(1)
-	r.child(sleep, cfg.ModelName, cfg.Engine, "weights_offloaded")
-	r.child(sleep, cfg.ModelName, cfg.Engine, "discard_all")
+		f.withLabel("sleep_state"), nil)
+	f.child(sleep, "awake").set(1)
+	f.child(sleep, "weights_offloaded")
+	f.child(sleep, "discard_all")
 
-	m.kvUsage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
+	m.kvUsage = f.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 
-	m.prefixQueries = counter("vllm:prefix_cache_queries",
+	m.prefixQueries = f.counter("vllm:prefix_cache_queries",
 		"Prefix cache queries, in terms of number of queried tokens.")
-	m.prefixHits = counter("vllm:prefix_cache_hits",
+	m.prefixHits = f.counter("vllm:prefix_cache_hits",
 		"Prefix cache hits, in terms of number of cached tokens.")
-	counter("vllm:external_prefix_cache_queries",
+	f.counter("vllm:external_prefix_cache_queries",
 		"External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.")
-	counter("vllm:external_prefix_cache_hits",
+	f.counter("vllm:external_prefix_cache_hits",
 		"External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.")
-	counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.")
-	counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")
+	f.counter("vllm:mm_cache_queries", "Multi-modal cache queries, in terms of number of queried items.")
+	f.counter("vllm:mm_cache_hits", "Multi-modal cache hits, in terms of number of cached items.")
 
-	m.preemptions = counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
-	m.promptTokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-	bySource := r.register(promCounter, "vllm:prompt_tokens_by_source",
-		"Number of prompt tokens by source.", withLabel("source"), nil)
-	m.promptLocalCompute = r.child(bySource, cfg.ModelName, cfg.Engine, "local_compute")
-	m.promptLocalCacheHit = r.child(bySource, cfg.ModelName, cfg.Engine, "local_cache_hit")
-	r.child(bySource, cfg.ModelName, cfg.Engine, "external_kv_transfer")
-	m.promptCached = counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).")
-	m.generationTokens = counter("vllm:generation_tokens", "Number of generation tokens processed.")
+	m.preemptions = f.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
+	m.promptTokens = f.counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+	bySource := f.r.register(promCounter, "vllm:prompt_tokens_by_source",
+		"Number of prompt tokens by source.", f.withLabel("source"), nil)
+	m.promptLocalCompute = f.child(bySource, "local_compute")
+	m.promptLocalCacheHit = f.child(bySource, "local_cache_hit")
+	f.child(bySource, "external_kv_transfer")
+	m.promptCached = f.counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).")
+	m.generationTokens = f.counter("vllm:generation_tokens", "Number of generation tokens processed.")
 
-	success := r.register(promCounter, "vllm:request_success",
-		"Count of successfully processed requests.", withLabel("finished_reason"), nil)
+	success := f.r.register(promCounter, "vllm:request_success",
+		"Count of successfully processed requests.", f.withLabel("finished_reason"), nil)
 	for i, reason := range finishReasons {
-		m.requestSuccess[i] = r.child(success, cfg.ModelName, cfg.Engine, reason)
+		m.requestSuccess[i] = f.child(success, reason)
 	}
+}
 
+// registerHistograms registers the histograms of request sizes and
+// timings.
+func (m *Metrics) registerHistograms(f *families, buckets125 []float64) {
 	// Histograms of counts.
-	m.reqPromptTokens = histogram("vllm:request_prompt_tokens",
+	m.reqPromptTokens = f.histogram("vllm:request_prompt_tokens",
 		"Number of prefill tokens processed.", buckets125)
-	m.reqGenerationTokens = histogram("vllm:request_generation_tokens",
+	m.reqGenerationTokens = f.histogram("vllm:request_generation_tokens",
 		"Number of generation tokens processed.", buckets125)
-	m.iterationTokens = histogram("vllm:iteration_tokens_total",
+	m.iterationTokens = f.histogram("vllm:iteration_tokens_total",
 		"Histogram of number of tokens per engine_step.", iterationTokensBuckets)
-	m.reqMaxNumGenerationTokens = histogram("vllm:request_max_num_generation_tokens",
+	m.reqMaxNumGenerationTokens = f.histogram("vllm:request_max_num_generation_tokens",
 		"Histogram of maximum number of requested generation tokens.", buckets125)
-	m.reqParamsN = histogram("vllm:request_params_n",
+	m.reqParamsN = f.histogram("vllm:request_params_n",
 		"Histogram of the n request parameter.", paramsNBuckets)
-	m.reqParamsMaxTokens = histogram("vllm:request_params_max_tokens",
+	m.reqParamsMaxTokens = f.histogram("vllm:request_params_max_tokens",
 		"Histogram of the max_tokens request parameter.", buckets125)
 
 	// Histograms of timing intervals.
-	m.ttft = histogram("vllm:time_to_first_token_seconds",
+	m.ttft = f.histogram("vllm:time_to_first_token_seconds",
 		"Histogram of time to first token in seconds.", ttftBuckets)
-	m.itl = histogram("vllm:inter_token_latency_seconds",
+	m.itl = f.histogram("vllm:inter_token_latency_seconds",
 		"Histogram of inter-token latency in seconds.", itlBuckets)
-	m.tpot = histogram("vllm:request_time_per_output_token_seconds",
+	m.tpot = f.histogram("vllm:request_time_per_output_token_seconds",
 		"Histogram of time_per_output_token_seconds per request.", itlBuckets)
-	m.e2e = histogram("vllm:e2e_request_latency_seconds",
+	m.e2e = f.histogram("vllm:e2e_request_latency_seconds",
 		"Histogram of e2e request latency in seconds.", requestLatencyBuckets)
-	m.queue = histogram("vllm:request_queue_time_seconds",
+	m.queue = f.histogram("vllm:request_queue_time_seconds",
 		"Histogram of time spent in WAITING phase for request.", requestLatencyBuckets)
-	m.inference = histogram("vllm:request_inference_time_seconds",
+	m.inference = f.histogram("vllm:request_inference_time_seconds",
 		"Histogram of time spent in RUNNING phase for request.", requestLatencyBuckets)
-	m.prefill = histogram("vllm:request_prefill_time_seconds",
+	m.prefill = f.histogram("vllm:request_prefill_time_seconds",
 		"Histogram of time spent in PREFILL phase for request.", requestLatencyBuckets)
-	m.decode = histogram("vllm:request_decode_time_seconds",
+	m.decode = f.histogram("vllm:request_decode_time_seconds",
 		"Histogram of time spent in DECODE phase for request.", requestLatencyBuckets)
-	m.prefillKVComputed = histogram("vllm:request_prefill_kv_computed_tokens",
+	m.prefillKVComputed = f.histogram("vllm:request_prefill_kv_computed_tokens",
 		"Histogram of new KV tokens computed during prefill (excluding cached tokens).", buckets125)
+}
 
+// registerCacheConfigInfo registers vLLM's cache_config_info gauge.
+func registerCacheConfigInfo(r *promRegistry, cfg MetricsConfig) {
 	// log_engine_initialized: CacheConfig.metrics_info() plus engine, value 1.
 	names := make([]string, 0, len(cfg.CacheConfig)+1)
 	values := make([]string, 0, len(cfg.CacheConfig)+1)
@@ -272,8 +303,6 @@ func NewMetrics(cfg MetricsConfig) *Metrics {
 	values = append(values, cfg.Engine)
 	info := r.register(promGauge, "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", names, nil)
 	r.child(info, values...).set(1)
-
-	return m
 }
 
 // Record applies one engine step, the way PrometheusStatLogger.record does
