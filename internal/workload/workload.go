@@ -151,125 +151,144 @@ func (s Spec) WithDefaults() Spec {
 
 // Validate reports every problem with s at once. It reads no files.
 func (s Spec) Validate() error {
-	var errs []error
-	bad := func(field, rule string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+rule, append([]any{field}, args...)...))
+	var p problems
+	s.validateSource(&p)
+	s.validateShape(&p)
+	return errors.Join(p...)
+}
+
+// problems collects what is wrong with a spec, each naming its field.
+type problems []error
+
+func (p *problems) bad(field, rule string, args ...any) {
+	*p = append(*p, fmt.Errorf("%s: "+rule, append([]any{field}, args...)...))
+}
+
+// finite reports whether v is a finite number, and notes field if not.
+func (p *problems) finite(field string, v float64) bool {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		p.bad(field, "must be a finite number")
+		return false
 	}
+	return true
+}
+
+// validateSource checks what the requests come from and how many there
+// are: the workload and its rate, or the trace and its timing.
+func (s Spec) validateSource(p *problems) {
 	w := s.Workload
 	if !slices.Contains(Workloads(), w) {
-		bad("workload", "unknown workload %q (want one of %v)", w, Workloads())
+		p.bad("workload", "unknown workload %q (want one of %v)", w, Workloads())
 	}
 	if s.Model == "" {
-		bad("model", "required")
-	}
-	finite := func(field string, v float64) bool {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			bad(field, "must be a finite number")
-			return false
-		}
-		return true
+		p.bad("model", "required")
 	}
 	if s.Duration < 0 {
-		bad("duration", "must be >= 0")
+		p.bad("duration", "must be >= 0")
 	}
 	if s.Requests < 0 {
-		bad("requests", "must be >= 0")
+		p.bad("requests", "must be >= 0")
 	}
 	if w == Trace {
 		if s.Rate != 0 {
-			bad("rate", "must be 0 for trace: the trace's timestamps are the arrivals (use rate_multiplier)")
+			p.bad("rate", "must be 0 for trace: the trace's timestamps are the arrivals (use rate_multiplier)")
 		}
 		if s.Duration > 0 && s.Requests > 0 {
-			bad("duration", "at most one of duration and requests may cut a trace")
+			p.bad("duration", "at most one of duration and requests may cut a trace")
 		}
 		if s.TracePath == "" {
-			bad("trace_path", "required for trace")
+			p.bad("trace_path", "required for trace")
 		}
 		if s.Arrivals != "" {
-			bad("arrivals", "must be empty for trace: the trace's timestamps are the arrivals")
+			p.bad("arrivals", "must be empty for trace: the trace's timestamps are the arrivals")
 		}
 		if s.Ramp != "" {
-			bad("ramp", "must be empty for trace")
+			p.bad("ramp", "must be empty for trace")
 		}
-		if finite("time_scale", s.TimeScale) && s.TimeScale < 0 {
-			bad("time_scale", "must be > 0")
+		if p.finite("time_scale", s.TimeScale) && s.TimeScale < 0 {
+			p.bad("time_scale", "must be > 0")
 		}
-		if finite("rate_multiplier", s.RateMultiplier) && s.RateMultiplier < 0 {
-			bad("rate_multiplier", "must be > 0")
+		if p.finite("rate_multiplier", s.RateMultiplier) && s.RateMultiplier < 0 {
+			p.bad("rate_multiplier", "must be > 0")
 		}
 	} else {
-		if finite("rate", s.Rate) && s.Rate <= 0 {
-			bad("rate", "must be > 0")
+		if p.finite("rate", s.Rate) && s.Rate <= 0 {
+			p.bad("rate", "must be > 0")
 		}
 		if (s.Duration > 0) == (s.Requests > 0) {
-			bad("duration", "exactly one of duration and requests must be > 0")
+			p.bad("duration", "exactly one of duration and requests must be > 0")
 		}
 		if s.TracePath != "" {
-			bad("trace_path", "only for the trace workload")
+			p.bad("trace_path", "only for the trace workload")
 		}
 		if s.TimeScale != 0 {
-			bad("time_scale", "only for the trace workload")
+			p.bad("time_scale", "only for the trace workload")
 		}
 		if s.RateMultiplier != 0 {
-			bad("rate_multiplier", "only for the trace workload")
+			p.bad("rate_multiplier", "only for the trace workload")
 		}
 	}
+}
+
+// validateShape checks the arrivals, the ramp and the workload-specific
+// knobs.
+func (s Spec) validateShape(p *problems) {
+	w := s.Workload
 	switch s.Arrivals {
 	case "", Poisson, Gamma:
 	default:
-		bad("arrivals", "unknown arrival process %q (want poisson or gamma)", s.Arrivals)
+		p.bad("arrivals", "unknown arrival process %q (want poisson or gamma)", s.Arrivals)
 	}
-	if finite("cv", s.CV) {
+	if p.finite("cv", s.CV) {
 		arrivals := s.WithDefaults().Arrivals
 		switch {
 		case s.CV < 0:
-			bad("cv", "must be > 0")
+			p.bad("cv", "must be > 0")
 		case arrivals == Gamma && s.CV == 0 && w != W8:
-			bad("cv", "must be > 0 with gamma arrivals")
+			p.bad("cv", "must be > 0 with gamma arrivals")
 		case arrivals != Gamma && s.CV != 0:
-			bad("cv", "only with gamma arrivals")
+			p.bad("cv", "only with gamma arrivals")
 		}
 	}
 	switch s.Ramp {
 	case "", Flat, Diurnal:
 	default:
-		bad("ramp", "unknown ramp %q (want flat or diurnal)", s.Ramp)
+		p.bad("ramp", "unknown ramp %q (want flat or diurnal)", s.Ramp)
 	}
-	if finite("ramp_amplitude", s.RampAmplitude) {
+	if p.finite("ramp_amplitude", s.RampAmplitude) {
 		switch {
 		case s.RampAmplitude < 0 || s.RampAmplitude >= 1:
-			bad("ramp_amplitude", "must be in [0, 1)")
+			p.bad("ramp_amplitude", "must be in [0, 1)")
 		case s.RampAmplitude != 0 && s.WithDefaults().Ramp != Diurnal:
-			bad("ramp_amplitude", "only with the diurnal ramp")
+			p.bad("ramp_amplitude", "only with the diurnal ramp")
 		}
 	}
 	switch {
 	case s.SystemPrompts < 0:
-		bad("system_prompts", "must be >= 0")
+		p.bad("system_prompts", "must be >= 0")
 	case s.SystemPrompts > 0 && !slices.Contains([]string{W1, Hot, Mix, W8, W5}, w):
-		bad("system_prompts", "only for w1, hot, mix, w8 and w5")
+		p.bad("system_prompts", "only for w1, hot, mix, w8 and w5")
 	}
-	if finite("zipf", s.Zipf) {
+	if p.finite("zipf", s.Zipf) {
 		switch {
 		case s.Zipf < 0:
-			bad("zipf", "must be > 0")
+			p.bad("zipf", "must be > 0")
 		case s.Zipf > 0 && w != Hot && w != W4:
-			bad("zipf", "only for hot and w4")
+			p.bad("zipf", "only for hot and w4")
 		}
 	}
 	if s.OutputTokens < 0 {
-		bad("output_tokens", "must be >= 0")
+		p.bad("output_tokens", "must be >= 0")
 	}
 	switch {
 	case s.MaxPromptTokens < 0:
-		bad("max_prompt_tokens", "must be >= 0")
+		p.bad("max_prompt_tokens", "must be >= 0")
 	case s.MaxPromptTokens > 0 && w != W2 && w != W3 && w != Trace:
-		bad("max_prompt_tokens", "only for w2, w3 and trace")
+		p.bad("max_prompt_tokens", "only for w2, w3 and trace")
 	}
 	if s.ShareGPTPath != "" && w != W2 {
-		bad("sharegpt_path", "only for w2")
+		p.bad("sharegpt_path", "only for w2")
 	}
-	return errors.Join(errs...)
 }
 
 // Generate returns the requests of spec sorted by At (ties keep the order
