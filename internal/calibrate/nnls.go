@@ -23,42 +23,11 @@ var errNoConvergence = errors.New("nnls: no convergence")
 // and general optimizers, not NNLS, so a dependency would bring more code
 // than it saves.
 func nnls(a [][]float64, b []float64) ([]float64, error) {
-	m := len(a)
-	if m == 0 || m != len(b) {
-		return nil, errors.New("nnls: need as many observations as targets, and at least one")
+	as, scale, bnorm, err := scaleColumns(a, b)
+	if err != nil {
+		return nil, err
 	}
-	n := len(a[0])
-	scale := make([]float64, n)
-	for _, row := range a {
-		if len(row) != n {
-			return nil, errors.New("nnls: rows of different lengths")
-		}
-		for j, v := range row {
-			scale[j] += v * v
-		}
-	}
-	var bnorm float64
-	for _, v := range b {
-		bnorm += v * v
-	}
-	for _, s := range append(slices.Clone(scale), bnorm) {
-		if math.IsNaN(s) || math.IsInf(s, 0) {
-			return nil, errors.New("nnls: values must be finite, and small enough to square")
-		}
-	}
-	bnorm = math.Sqrt(bnorm)
-	for j := range scale {
-		scale[j] = math.Sqrt(scale[j])
-	}
-	as := make([][]float64, m) // A with unit-norm columns
-	for i, row := range a {
-		as[i] = make([]float64, n)
-		for j, v := range row {
-			if scale[j] > 0 {
-				as[i][j] = v / scale[j]
-			}
-		}
-	}
+	m, n := len(a), len(scale)
 
 	x := make([]float64, n)
 	passive := make([]bool, n) // the set P: columns free to move
@@ -123,6 +92,47 @@ func nnls(a [][]float64, b []float64) ([]float64, error) {
 		}
 	}
 	return unscale(x, scale)
+}
+
+// scaleColumns checks the problem's shape and values and returns A with
+// its columns scaled to unit norm, the scales, and the norm of b.
+func scaleColumns(a [][]float64, b []float64) (as [][]float64, scale []float64, bnorm float64, err error) {
+	m := len(a)
+	if m == 0 || m != len(b) {
+		return nil, nil, 0, errors.New("nnls: need as many observations as targets, and at least one")
+	}
+	n := len(a[0])
+	scale = make([]float64, n)
+	for _, row := range a {
+		if len(row) != n {
+			return nil, nil, 0, errors.New("nnls: rows of different lengths")
+		}
+		for j, v := range row {
+			scale[j] += v * v
+		}
+	}
+	for _, v := range b {
+		bnorm += v * v
+	}
+	for _, s := range append(slices.Clone(scale), bnorm) {
+		if math.IsNaN(s) || math.IsInf(s, 0) {
+			return nil, nil, 0, errors.New("nnls: values must be finite, and small enough to square")
+		}
+	}
+	bnorm = math.Sqrt(bnorm)
+	for j := range scale {
+		scale[j] = math.Sqrt(scale[j])
+	}
+	as = make([][]float64, m)
+	for i, row := range a {
+		as[i] = make([]float64, n)
+		for j, v := range row {
+			if scale[j] > 0 {
+				as[i][j] = v / scale[j]
+			}
+		}
+	}
+	return as, scale, bnorm, nil
 }
 
 // unscale turns a solution for unit-norm columns back into one for the
