@@ -17,7 +17,6 @@ const (
 	notOfferedUnhealthy = "unhealthy"
 	notOfferedEjected   = "ejected"
 	notOfferedFull      = "at_capacity"
-	notOfferedTried     = "tried"
 )
 
 // choose decides where the request's next attempt goes and takes a lease
@@ -54,9 +53,10 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 // ones only when no other has room). Routing (choose) and explaining
 // (explain) both decide from it, so what they offer cannot drift apart.
 //
-// When why is not nil (explaining), why[i] is set to the reason routes[i]
-// was not offered and left "" for those offered. It returns errNoReplica
-// when no route is usable at all; then nothing is offered.
+// When why is not nil (explaining, which tries nothing), why[i] is set to
+// the reason routes[i] was not offered and left "" for those offered. It
+// returns errNoReplica when no route is usable at all; then nothing is
+// offered.
 func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, start time.Time, tried map[*fleet.Replica]bool, why []string) error {
 	at := clock.Of(start)
 	// One pass fills the candidates as it finds them: a decision reads
@@ -95,10 +95,6 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 			g.candidate(&cands[n], &mr.routes[i], at)
 			offered[n] = i
 			n++
-		}
-	} else if why != nil {
-		for _, i := range retried {
-			why[i] = notOfferedTried
 		}
 	}
 	offered, cands = offered[:n], cands[:n]
