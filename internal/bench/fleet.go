@@ -239,7 +239,7 @@ func engineCounters(ctx context.Context, client *http.Client, urls []string) (en
 		r.hits.Queries += p.Sum("vllm:prefix_cache_queries_total")
 		r.hits.Hits += p.Sum("vllm:prefix_cache_hits_total")
 		const name = "vllm:request_success_total"
-		r.served = append(r.served, p.Sum(name)-p.Sum(name, `finished_reason="abort"`)-p.Sum(name, `finished_reason="error"`))
+		r.served = append(r.served, p.Sum(name)-p.Sum(name, procs.Label("finished_reason", "abort"))-p.Sum(name, procs.Label("finished_reason", "error")))
 	}
 	return r, nil
 }

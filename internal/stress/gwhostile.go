@@ -295,16 +295,7 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 	f.ClientConnsAfter, _ = gw.ClientConns()
 	f.GatewayErrors = map[string]float64{}
 	if p, err := gw.Metrics(ctx, admin); err == nil {
-		for series, v := range p {
-			name, labels, _ := strings.Cut(series, "{")
-			if name != "inferrail_request_errors_total" {
-				continue
-			}
-			if _, rest, ok := strings.Cut(labels, `reason="`); ok {
-				reason, _, _ := strings.Cut(rest, `"`)
-				f.GatewayErrors[reason] += v
-			}
-		}
+		maps.Copy(f.GatewayErrors, p.ByLabel("inferrail_request_errors_total", "reason"))
 	}
 	r.res.Hostile = f
 	log := gw.Log()

@@ -469,9 +469,9 @@ type routingCounters struct {
 
 func readRoutingCounters(p procs.PromPage) routingCounters {
 	return routingCounters{
-		decision:     histogramOf(p, "inferrail_routing_decision_seconds"),
-		tokenize:     histogramOf(p, "inferrail_tokenize_seconds"),
-		tokenized:    byLabel(p, "inferrail_tokenized_requests_total", "result"),
+		decision:     p.Buckets("inferrail_routing_decision_seconds"),
+		tokenize:     p.Buckets("inferrail_tokenize_seconds"),
+		tokenized:    p.ByLabel("inferrail_tokenized_requests_total", "result"),
 		promptTokens: p.Sum("inferrail_prompt_tokens_total"),
 		predicted:    p.Sum("inferrail_predicted_cached_tokens_total"),
 	}
@@ -510,80 +510,6 @@ func combineCounts(a, b map[string]float64, sign float64) map[string]float64 {
 // histogram is a Prometheus histogram's cumulative bucket counts by upper
 // bound, +Inf included.
 type histogram map[float64]float64
-
-// histogramOf sums the buckets of every series of histogram family name
-// on p. Nil when the page has none.
-func histogramOf(p procs.PromPage, name string) histogram {
-	var h histogram
-	for series, v := range p {
-		n, ls, _ := strings.Cut(series, "{")
-		if n != name+"_bucket" {
-			continue
-		}
-		le, ok := labelValue(strings.TrimSuffix(ls, "}"), "le")
-		if !ok {
-			continue
-		}
-		bound, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			continue
-		}
-		if h == nil {
-			h = histogram{}
-		}
-		h[bound] += v
-	}
-	return h
-}
-
-// byLabel sums the series of family name on p by the value of their label
-// key. Nil when the page has none.
-func byLabel(p procs.PromPage, name, key string) map[string]float64 {
-	var out map[string]float64
-	for series, v := range p {
-		n, ls, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		lv, _ := labelValue(strings.TrimSuffix(ls, "}"), key)
-		if out == nil {
-			out = map[string]float64{}
-		}
-		out[lv] += v
-	}
-	return out
-}
-
-// labelValue finds key's value among labels written as in the text
-// format, k1="v1",k2="v2", with the format's escapes.
-func labelValue(labels, key string) (string, bool) {
-	for labels != "" {
-		k, rest, ok := strings.Cut(labels, `="`)
-		if !ok {
-			return "", false
-		}
-		var v strings.Builder
-		i := 0
-		for ; i < len(rest) && rest[i] != '"'; i++ {
-			if rest[i] == '\\' && i+1 < len(rest) {
-				i++
-				switch rest[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(rest[i])
-				}
-				continue
-			}
-			v.WriteByte(rest[i])
-		}
-		if strings.TrimPrefix(k, ",") == key {
-			return v.String(), true
-		}
-		labels = strings.TrimPrefix(rest[min(i+1, len(rest)):], ",")
-	}
-	return "", false
-}
 
 // combine returns h plus sign times o, bound by bound.
 func (h histogram) combine(o histogram, sign float64) histogram {

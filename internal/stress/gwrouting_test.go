@@ -254,26 +254,6 @@ inferrail_predicted_cached_tokens_total{model="inferrail/sim-8b"} 610
 	}
 }
 
-func TestLabelValue(t *testing.T) {
-	tests := []struct {
-		labels, key, want string
-		ok                bool
-	}{
-		{`policy="kv_aware",le="1e-07"`, "le", "1e-07", true},
-		{`le="+Inf"`, "le", "+Inf", true},
-		{`model="a,le=\"x\"",result="busy"`, "result", "busy", true},
-		{`model="a,le=\"x\"",result="busy"`, "model", `a,le="x"`, true},
-		{`model="a\\b\nc"`, "model", "a\\b\nc", true},
-		{`model="a"`, "le", "", false},
-		{``, "le", "", false},
-	}
-	for _, tt := range tests {
-		if got, ok := labelValue(tt.labels, tt.key); got != tt.want || ok != tt.ok {
-			t.Errorf("labelValue(%q, %q) = %q, %v, want %q, %v", tt.labels, tt.key, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestRoutingPrompts(t *testing.T) {
 	type chat struct {
 		Model    string `json:"model"`

@@ -1,7 +1,6 @@
 package stress
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -510,39 +509,19 @@ func scrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*Si
 
 // parseGauges picks the soak's figures out of a Prometheus text page.
 func parseGauges(r io.Reader) (*SimGauges, error) {
-	g := &SimGauges{RequestSuccess: make(map[string]float64)}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		series := line[:sp]
-		name, labels, _ := strings.Cut(series, "{")
-		switch name {
-		case "vllm:num_requests_running":
-			g.Running = v
-		case "vllm:num_requests_waiting":
-			g.Waiting = v
-		case "vllm:kv_cache_usage_perc":
-			g.KVUsage = v
-		case "vllm:num_preemptions_total":
-			g.Preemptions = v
-		case "vllm:request_success_total":
-			if _, rest, ok := strings.Cut(labels, `finished_reason="`); ok {
-				reason, _, _ := strings.Cut(rest, `"`)
-				g.RequestSuccess[reason] += v
-			}
-		}
+	p, err := procs.ParsePage(r)
+	if err != nil {
+		return nil, err
 	}
-	return g, sc.Err()
+	g := &SimGauges{
+		Running:        p.Sum("vllm:num_requests_running"),
+		Waiting:        p.Sum("vllm:num_requests_waiting"),
+		KVUsage:        p.Sum("vllm:kv_cache_usage_perc"),
+		Preemptions:    p.Sum("vllm:num_preemptions_total"),
+		RequestSuccess: p.ByLabel("vllm:request_success_total", "finished_reason"),
+	}
+	if g.RequestSuccess == nil {
+		g.RequestSuccess = make(map[string]float64)
+	}
+	return g, nil
 }
