@@ -31,7 +31,8 @@ import (
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/plainproxy"
 	"github.com/inferrail/inferrail/internal/procs"
-	"github.com/inferrail/inferrail/internal/stress"
+	"github.com/inferrail/inferrail/internal/stress/engine"
+	"github.com/inferrail/inferrail/internal/stress/gateway"
 )
 
 func main() {
@@ -102,14 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := stress.DefaultSimConfig()
+	c := engine.DefaultConfig()
 	fs := flag.NewFlagSet("inferrail-bench stress", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	scenarios := strings.Join(c.Scenarios, ",")
 	verbose := false
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
 	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(stress.SimScenarios, ", "))
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(engine.Scenarios, ", "))
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "the simulators' --max-num-seqs")
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "sim-streams: concurrent streams")
 	fs.IntVar(&c.Streams.MaxTokens, "stream-max-tokens", c.Streams.MaxTokens, "sim-streams: max_tokens of each stream")
@@ -139,7 +140,7 @@ func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Command = "go run ./cmd/inferrail-bench stress " + shellJoin(args)
-	if err := stress.Sim(ctx, c); err != nil {
+	if err := engine.Run(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
@@ -147,7 +148,7 @@ func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := stress.DefaultGatewayConfig()
+	c := gateway.DefaultConfig()
 	if self, err := os.Executable(); err == nil {
 		c.BenchBinary = self // gw-floor's plain proxy is this binary's plain-proxy command
 	}
@@ -158,7 +159,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&c.GatewayBinary, "gateway-binary", c.GatewayBinary, "inferrail-gateway executable to start")
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
 	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(stress.GatewayScenarios, ", "))
+	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(gateway.Scenarios, ", "))
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
 	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
 	fs.IntVar(&c.Floor.Rate, "floor-rate", c.Floor.Rate, "gw-floor: request rate, req/s")
@@ -205,7 +206,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				names = append(names, v)
 			}
 		}
-		variants, err := stress.SelectRoutingVariants(c.Routing.Variants, names, rates)
+		variants, err := gateway.SelectRoutingVariants(c.Routing.Variants, names, rates)
 		if err != nil {
 			return fmt.Errorf("gwstress: --routing-variants: %w", err)
 		}
@@ -217,7 +218,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	c.Command = "go run ./cmd/inferrail-bench gwstress " + shellJoin(args)
-	if err := stress.Gateway(ctx, c); err != nil {
+	if err := gateway.Run(ctx, c); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "results and report written to %s\n", c.OutDir)
@@ -225,7 +226,7 @@ func gwstress(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // routingNames lists variants by name.
-func routingNames(variants []stress.RoutingVariant) string {
+func routingNames(variants []gateway.RoutingVariant) string {
 	names := make([]string, len(variants))
 	for i, v := range variants {
 		names[i] = v.Name()

@@ -147,7 +147,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 	s := &soak{
 		l:        l,
 		pid:      pid,
-		client:   newClient(l.Concurrency),
+		client:   NewClient(l.Concurrency),
 		baseURL:  baseURL,
 		prefixes: soakPrefixes(l.Seed),
 		begin:    time.Now(),
@@ -173,7 +173,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 		RequestsPerSecond: float64(l.Requests) / s.loadTime.Seconds(),
 		Latency:           summarize(s.latencies),
 	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = s.errors.result()
+	f.Errors, f.ErrorKinds, f.ErrorSamples = s.errors.Result()
 	if pid > 0 {
 		end := s.idleSample(ctx)
 		m := &SoakMemory{
@@ -191,7 +191,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 		}
 		f.Memory = m
 	}
-	if g, err := scrapeGauges(ctx, s.client, baseURL); err == nil {
+	if g, err := ScrapeGauges(ctx, s.client, baseURL); err == nil {
 		f.Sim = g
 	} else {
 		f.ErrorSamples = append(f.ErrorSamples, "scrape /metrics after the soak: "+err.Error())
@@ -211,7 +211,7 @@ type soak struct {
 	ended     atomic.Int64 // requests ended, any outcome
 	completed atomic.Int64
 	cancelled atomic.Int64
-	errors    errorTally
+	errors    ErrorTally
 
 	mu        sync.Mutex
 	mix       map[string]int  // guarded by mu
@@ -243,7 +243,7 @@ func (s *soak) phase(ctx context.Context, from, to int) {
 }
 
 // errPlanned is the cause of a client deadline the workload sets on purpose.
-var errPlanned = errors.New("planned client deadline")
+var ErrPlanned = errors.New("planned client deadline")
 
 // one sends request i and records its outcome.
 func (s *soak) one(ctx context.Context, i int) {
@@ -262,7 +262,7 @@ func (s *soak) one(ctx context.Context, i int) {
 	defer cancel()
 	if spec.deadline > 0 {
 		var stop context.CancelFunc
-		rctx, stop = context.WithTimeoutCause(rctx, spec.deadline, errPlanned)
+		rctx, stop = context.WithTimeoutCause(rctx, spec.deadline, ErrPlanned)
 		defer stop()
 	}
 	sent := time.Now()
@@ -274,10 +274,10 @@ func (s *soak) one(ctx context.Context, i int) {
 		s.mu.Lock()
 		s.latencies = append(s.latencies, took)
 		s.mu.Unlock()
-	case errors.Is(err, errLeft) || errors.Is(context.Cause(rctx), errPlanned):
+	case errors.Is(err, ErrLeft) || errors.Is(context.Cause(rctx), ErrPlanned):
 		s.cancelled.Add(1)
 	default:
-		s.errors.add(measure.Classify(rctx, err))
+		s.errors.Add(measure.Classify(rctx, err))
 	}
 	n := int(s.ended.Add(1))
 	if s.pid > 0 && s.l.SampleEvery > 0 && n > s.l.Warmup && (n-s.l.Warmup)%s.l.SampleEvery == 0 {
@@ -294,18 +294,18 @@ func (s *soak) send(ctx context.Context, spec soakRequest) error {
 		path = "/v1/chat/completions"
 	}
 	if spec.stream {
-		resp, err := post(ctx, s.client, s.baseURL+path, spec.body, "text/event-stream")
+		resp, err := Post(ctx, s.client, s.baseURL+path, spec.body, "text/event-stream")
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		c := streamCheck{maxTokens: spec.maxTokens, wantUsage: spec.usage}
+		c := StreamCheck{MaxTokens: spec.maxTokens, WantUsage: spec.usage}
 		if spec.leave {
-			c.onContent = func() bool { return false }
+			c.OnContent = func() bool { return false }
 		}
-		return readStream(resp.Body, c)
+		return ReadStream(resp.Body, c)
 	}
-	resp, err := post(ctx, s.client, s.baseURL+path, spec.body, "application/json")
+	resp, err := Post(ctx, s.client, s.baseURL+path, spec.body, "application/json")
 	if err != nil {
 		return err
 	}
@@ -314,11 +314,11 @@ func (s *soak) send(ctx context.Context, spec soakRequest) error {
 	if err != nil {
 		return err
 	}
-	return checkFull(body, spec.maxTokens)
+	return CheckFull(body, spec.maxTokens)
 }
 
 // checkFull checks a non-streamed chat or completion response.
-func checkFull(body []byte, maxTokens int) error {
+func CheckFull(body []byte, maxTokens int) error {
 	var r struct {
 		Choices []struct {
 			Message *struct {
@@ -424,7 +424,7 @@ func (s *soak) request(i int) soakRequest {
 	default:
 		words = 500 + r.IntN(1501)
 	}
-	text := babble(r, words)
+	text := Babble(r, words)
 
 	var b []byte
 	if q.chat {
@@ -464,7 +464,7 @@ func soakPrefixes(seed uint64) []string {
 	r := rand.New(rand.NewPCG(seed, 1<<62))
 	p := make([]string, 8)
 	for i := range p {
-		p[i] = "System " + strconv.Itoa(i) + ". " + babble(r, 100+r.IntN(501))
+		p[i] = "System " + strconv.Itoa(i) + ". " + Babble(r, 100+r.IntN(501))
 	}
 	return p
 }
@@ -476,7 +476,7 @@ decode steps slow, and the scheduler preempts what no longer fits. Tokens, block
 every step counts them.`)
 
 // babble returns n words of English-looking text.
-func babble(r *rand.Rand, n int) string {
+func Babble(r *rand.Rand, n int) string {
 	var b strings.Builder
 	for i := range n {
 		if i > 0 {
@@ -489,7 +489,7 @@ func babble(r *rand.Rand, n int) string {
 
 // scrapeGauges reads the gauges and counters a soak checks from the
 // simulator's /metrics page.
-func scrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
+func ScrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -38,14 +40,14 @@ const (
 
 // GatewayScenarios lists the gateway stress scenarios in the order
 // Gateway runs them.
-var GatewayScenarios = []string{
+var Scenarios = []string{
 	GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
 	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
 }
 
 // GatewayConfig says which gateway stress scenarios to run, against
 // which binaries, how big, and where their results go.
-type GatewayConfig struct {
+type Config struct {
 	// GatewayBinary is the inferrail-gateway executable started for each
 	// scenario, with a generated config.
 	GatewayBinary string
@@ -89,7 +91,7 @@ type GatewayConfig struct {
 	Flap        FlapLoad
 	Disconnects DisconnectsLoad
 	Hostile     HostileLoad
-	Soak        SoakLoad
+	Soak        stress.SoakLoad
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
 }
@@ -98,14 +100,14 @@ type GatewayConfig struct {
 // in about ten minutes on a two-core machine (gw-routing takes about half
 // of it). gw-overhead also runs at 500 req/s, below the rates of the
 // issue, where the machine is not near saturation.
-func DefaultGatewayConfig() GatewayConfig {
-	return GatewayConfig{
+func DefaultConfig() Config {
+	return Config{
 		GatewayBinary: "bin/inferrail-gateway",
 		SimBinary:     "bin/inferrail-sim",
 		BenchBinary:   "bin/inferrail-bench",
 		OutDir:        "bench/results/gateway",
-		Scenarios:     slices.Clone(GatewayScenarios),
-		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
+		Scenarios:     slices.Clone(Scenarios),
+		Streams:       GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
 		Floor:         FloorLoad{Rate: 1000, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1, ProjectRates: []int{500, 2000, 5000}},
 		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
@@ -114,14 +116,14 @@ func DefaultGatewayConfig() GatewayConfig {
 		Flap:          FlapLoad{Rate: 1000, Duration: 10 * time.Second, Toggle: 100 * time.Millisecond},
 		Disconnects:   DisconnectsLoad{Streams: 1000, MaxTokens: 200, Percent: 70, MaxDelay: 6 * time.Second, Seed: 1},
 		Hostile:       HostileLoad{Hostile: 3000, Valid: 1000, Concurrency: 32, HeaderTimeout: 2 * time.Second, RequestTimeout: 5 * time.Second, Seed: 1},
-		Soak:          SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		Soak:          stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 	}
 }
 
 // Validate reports every problem with c at once.
-func (c *GatewayConfig) Validate() error {
+func (c *Config) Validate() error {
 	var errs []error
 	if c.GatewayBinary == "" {
 		errs = append(errs, errors.New("gateway_binary: required"))
@@ -130,8 +132,8 @@ func (c *GatewayConfig) Validate() error {
 		errs = append(errs, errors.New("out_dir: required"))
 	}
 	for i, s := range c.Scenarios {
-		if !slices.Contains(GatewayScenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(GatewayScenarios, ", ")))
+		if !slices.Contains(Scenarios, s) {
+			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(Scenarios, ", ")))
 		}
 	}
 	if c.runs(GWScenarioFloor) && c.BenchBinary == "" {
@@ -163,24 +165,24 @@ func (c *GatewayConfig) Validate() error {
 	}
 	for _, l := range loads {
 		if c.runs(l.scenario) {
-			errs = append(errs, prefixed(l.path, l.err)...)
+			errs = append(errs, stress.Prefixed(l.path, l.err)...)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c *GatewayConfig) runs(scenario string) bool {
+func (c *Config) runs(scenario string) bool {
 	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
 }
 
 // GatewayResult is one gateway scenario's results file, <scenario>.json.
 // Exactly one of the figure fields is set, the one of its scenario.
-type GatewayResult struct {
+type Result struct {
 	Scenario    string              `json:"scenario"`
 	Description string              `json:"description"`
 	Command     string              `json:"command,omitempty"`
 	Environment measure.Environment `json:"environment"`
-	Setup       GatewaySetup        `json:"setup"`
+	Setup       Setup               `json:"setup"`
 	Parameters  map[string]any      `json:"parameters"`
 	// Checks are the scenario's targets and whether the run met them.
 	Checks []Check `json:"checks"`
@@ -211,7 +213,7 @@ type GatewayResult struct {
 }
 
 // GatewaySetup says what ran: the gateway, its engines and its config.
-type GatewaySetup struct {
+type Setup struct {
 	Gateway    string   `json:"gateway"`
 	Simulators string   `json:"simulators"`
 	SimArgs    []string `json:"sim_args,omitempty"`
@@ -235,7 +237,7 @@ const gwMachineNote = "Shared, noisy machine; the load generator (Go net/http cl
 // <scenario>.json for each into c.OutDir and regenerates the README there.
 // Request failures and missed targets are part of the results; the error is
 // for scenarios that could not run at all.
-func Gateway(ctx context.Context, c GatewayConfig) error {
+func Run(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -261,11 +263,11 @@ func Gateway(ctx context.Context, c GatewayConfig) error {
 		GWScenarioSlowReaders: runGWSlowReaders,
 		GWScenarioSlowBody:    runGWSlowBody,
 	}
-	for _, name := range GatewayScenarios {
+	for _, name := range Scenarios {
 		if !c.runs(name) {
 			continue
 		}
-		run := &gwRun{c: &c, log: c.Logger.With("scenario", name), res: &GatewayResult{
+		run := &gwRun{c: &c, log: c.Logger.With("scenario", name), res: &Result{
 			Scenario: name, Command: c.Command, Environment: env, Parameters: map[string]any{},
 		}}
 		c.Logger.Info("scenario start", "scenario", name)
@@ -287,10 +289,10 @@ func Gateway(ctx context.Context, c GatewayConfig) error {
 			return err
 		}
 	}
-	return WriteGatewayReport(c.OutDir)
+	return WriteReport(c.OutDir)
 }
 
-func writeGWResult(dir string, r *GatewayResult) error {
+func writeGWResult(dir string, r *Result) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -305,9 +307,9 @@ func writeGWResult(dir string, r *GatewayResult) error {
 // gwRun is one scenario in progress: its config, its result and the
 // children it started, which cleanup stops.
 type gwRun struct {
-	c   *GatewayConfig
+	c   *Config
 	log *slog.Logger
-	res *GatewayResult
+	res *Result
 
 	gateways []*procs.Gateway
 	replicas []*gwReplica

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -115,7 +117,7 @@ func gwStreamBody(model string, i, maxTokens int, ignoreEOS bool) []byte {
 // idle connections go before the server does (the OpenAI Python SDK's
 // httpx keeps them 5 s).
 func gwClient(conns int) *http.Client {
-	c := newClient(conns)
+	c := stress.NewClient(conns)
 	c.Transport.(*http.Transport).IdleConnTimeout = 5 * time.Second
 	return c
 }
@@ -144,18 +146,18 @@ func postChat(ctx context.Context, client *http.Client, url string, body []byte,
 	if resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, replica, measure.Failf(measure.KindStatus, "status %d: %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 300)]))
 	}
-	return resp.StatusCode, replica, checkFull(data, maxTokens)
+	return resp.StatusCode, replica, stress.CheckFull(data, maxTokens)
 }
 
 // tallyShots counts the failures among shots.
 func tallyShots(shots []shot) (int, map[string]int, []string) {
-	var t errorTally
+	var t stress.ErrorTally
 	for _, s := range shots {
 		if s.Err != nil {
-			t.add(s.Err)
+			t.Add(s.Err)
 		}
 	}
-	return t.result()
+	return t.Result()
 }
 
 // rssSampler follows a process's resident memory every interval until

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -97,7 +99,7 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 		"%s of SSE data lines per request as fast as TCP lets it. %d raw-TCP clients each start a stream through the gateway, read its first "+
 		"%d KiB and stop reading, holding the connection open for %v (%s in all if read). Meanwhile %d ordinary chats go through the same "+
 		"gateway to a --zero-latency simulator child. The gateway's memory must stay bounded (TCP backpressure, not buffering). Then the clients "+
-		"read again, every stream to its end.", mib(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, mib(int64(l.Clients)*l.StreamBytes), l.Others)
+		"read again, every stream to its end.", stress.MiB(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, stress.MiB(int64(l.Clients)*l.StreamBytes), l.Others)
 	r.res.Parameters = map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
 		"stall": l.Stall.String(), "others": l.Others}
 	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
@@ -158,7 +160,7 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 	stallStart := time.Now()
 	// Ordinary requests while the streams are stuck.
 	var lat []time.Duration
-	var tally errorTally
+	var tally stress.ErrorTally
 	var lmu sync.Mutex
 	next := atomic.Int64{}
 	var owg sync.WaitGroup
@@ -175,7 +177,7 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 				d := time.Since(t)
 				lmu.Lock()
 				if err != nil {
-					tally.add(measure.Classify(rctx, err))
+					tally.Add(measure.Classify(rctx, err))
 				} else {
 					lat = append(lat, d)
 				}
@@ -185,7 +187,7 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 		})
 	}
 	owg.Wait()
-	f.OthersErrors, f.OthersKinds, f.OthersSamples = tally.result()
+	f.OthersErrors, f.OthersKinds, f.OthersSamples = tally.Result()
 	f.OthersLatency = measure.Summarize(lat)
 	measure.SleepUntil(ctx, stallStart.Add(l.Stall))
 	stall := sampler.stop()
@@ -241,12 +243,12 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 	r.res.SlowReaders = f
 
 	r.check("gateway memory while 20 clients do not read", "bounded: a few MiB above the baseline, far below what the engine wrote",
-		fmt.Sprintf("peak %s above the %s baseline, while the engine had written %s into the stuck streams", mib(f.StallAboveBaseline),
-			mib(f.BaselineRSSBytes), mib(f.EngineWrittenTotal)), f.StallAboveBaseline < 32<<20 && f.StallAboveBaseline < f.EngineWrittenTotal/4)
+		fmt.Sprintf("peak %s above the %s baseline, while the engine had written %s into the stuck streams", stress.MiB(f.StallAboveBaseline),
+			stress.MiB(f.BaselineRSSBytes), stress.MiB(f.EngineWrittenTotal)), f.StallAboveBaseline < 32<<20 && f.StallAboveBaseline < f.EngineWrittenTotal/4)
 	r.check("other requests served meanwhile", fmt.Sprintf("%d of %d", l.Others, l.Others),
-		fmt.Sprintf("%d errors, p50 %s, p99 %s", f.OthersErrors, secs(f.OthersLatency.P50), secs(f.OthersLatency.P99)), f.OthersErrors == 0)
+		fmt.Sprintf("%d errors, p50 %s, p99 %s", f.OthersErrors, stress.Secs(f.OthersLatency.P50), stress.Secs(f.OthersLatency.P99)), f.OthersErrors == 0)
 	r.check("every stream read to its end afterwards", fmt.Sprintf("%d of %d", l.Clients, l.Clients),
-		fmt.Sprintf("%d (%s in %.2f s, %.0f MiB/s)", f.DrainCompleted, mib(f.DrainBytes+int64(l.Clients)*readFirst), f.DrainSeconds, f.DrainMiBPerSec),
+		fmt.Sprintf("%d (%s in %.2f s, %.0f MiB/s)", f.DrainCompleted, stress.MiB(f.DrainBytes+int64(l.Clients)*readFirst), f.DrainSeconds, f.DrainMiBPerSec),
 		f.DrainCompleted == l.Clients)
 	r.check("nothing held afterwards", "gateway in flight 0, 0 client connections",
 		fmt.Sprintf("in flight %.0f, connections %d", f.IdleAfter.GatewayInFlight, f.ClientConnsAfter), f.IdleAfter.idle() && f.ClientConnsAfter == 0)
@@ -436,7 +438,7 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	r.res.Description = fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
 		"one byte per write call (TCP_NODELAY, Go's default: a segment per byte), as fast as the harness can, through the gateway "+
 		"(server.request_timeout 10m, server.max_body_bytes 64 MiB) to a --zero-latency simulator child. The gateway's resident memory is "+
-		"sampled while the body arrives; the request must complete.", mib(int64(l.BodyBytes)))
+		"sampled while the body arrives; the request must complete.", stress.MiB(int64(l.BodyBytes)))
 	r.res.Parameters = map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
 	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
 	if err != nil {
@@ -523,7 +525,7 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 		case rerr != nil:
 			f.Error = rerr.Error()
 		case resp.StatusCode == http.StatusOK:
-			if err := checkFull(data, 4); err != nil {
+			if err := stress.CheckFull(data, 4); err != nil {
 				f.Error = err.Error()
 			}
 		default:
@@ -543,8 +545,8 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	r.res.SlowBody = f
 	r.check("request completes", "200 with a good chat", fmt.Sprintf("status %d %s", f.Status, f.Error), f.Status == http.StatusOK && f.Error == "")
 	r.check("gateway memory while the body arrives", "reported (the gateway buffers whole bodies, so about the body size and its growth slack)",
-		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload", mib(f.PeakRSSBytes-f.BaselineRSSBytes),
-			mib(f.BaselineRSSBytes), mib(int64(f.BodyBytes)), f.UploadSeconds), true)
+		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload", stress.MiB(f.PeakRSSBytes-f.BaselineRSSBytes),
+			stress.MiB(f.BaselineRSSBytes), stress.MiB(int64(f.BodyBytes)), f.UploadSeconds), true)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package stress
+package engine
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/stress"
+
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 )
@@ -24,11 +26,11 @@ const (
 
 // SimScenarios lists the simulator stress scenarios in the order Sim runs
 // them.
-var SimScenarios = []string{ScenarioStreams, ScenarioSoak}
+var Scenarios = []string{ScenarioStreams, ScenarioSoak}
 
 // SimConfig says which simulator stress scenarios to run against which simulator
 // binary and where their results go.
-type SimConfig struct {
+type Config struct {
 	// SimBinary is the inferrail-sim executable started for each run.
 	SimBinary string
 	// SimEnv is added to each child's environment. Nil adds nothing.
@@ -42,8 +44,8 @@ type SimConfig struct {
 	// results. Empty records nothing.
 	Command string
 
-	Streams StreamsLoad // sim-streams
-	Soak    SoakLoad    // sim-soak
+	Streams stress.StreamsLoad // sim-streams
+	Soak    stress.SoakLoad    // sim-soak
 	// MaxNumSeqs is the children's --max-num-seqs. Zero means 256.
 	MaxNumSeqs int
 	// Logger reports progress at Info. Nil discards.
@@ -53,19 +55,19 @@ type SimConfig struct {
 // DefaultSimConfig returns the issue's scenarios: 2,000 streams of 16
 // tokens, and a 35,000-request soak at concurrency 64 with a 2,000-request
 // warmup.
-func DefaultSimConfig() SimConfig {
-	return SimConfig{
+func DefaultConfig() Config {
+	return Config{
 		SimBinary:  "bin/inferrail-sim",
 		OutDir:     "bench/results/sim",
-		Scenarios:  slices.Clone(SimScenarios),
-		Streams:    StreamsLoad{Streams: 2000, MaxTokens: 16},
-		Soak:       SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		Scenarios:  slices.Clone(Scenarios),
+		Streams:    stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
+		Soak:       stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		MaxNumSeqs: 256,
 	}
 }
 
 // Validate reports every problem with c at once.
-func (c *SimConfig) Validate() error {
+func (c *Config) Validate() error {
 	var errs []error
 	if c.SimBinary == "" {
 		errs = append(errs, errors.New("sim_binary: required"))
@@ -74,39 +76,23 @@ func (c *SimConfig) Validate() error {
 		errs = append(errs, errors.New("out_dir: required"))
 	}
 	for i, s := range c.Scenarios {
-		if !slices.Contains(SimScenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(SimScenarios, ", ")))
+		if !slices.Contains(Scenarios, s) {
+			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(Scenarios, ", ")))
 		}
 	}
 	if c.MaxNumSeqs < 0 {
 		errs = append(errs, fmt.Errorf("max_num_seqs: must not be negative, got %d", c.MaxNumSeqs))
 	}
 	if c.runs(ScenarioStreams) {
-		errs = append(errs, prefixed("streams", c.Streams.Validate())...)
+		errs = append(errs, stress.Prefixed("streams", c.Streams.Validate())...)
 	}
 	if c.runs(ScenarioSoak) {
-		errs = append(errs, prefixed("soak", c.Soak.Validate())...)
+		errs = append(errs, stress.Prefixed("soak", c.Soak.Validate())...)
 	}
 	return errors.Join(errs...)
 }
 
-// prefixed puts path in front of each error joined in err.
-func prefixed(path string, err error) []error {
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Errorf("%s.%w", path, e)
-	}
-	return out
-}
-
-func (c *SimConfig) runs(scenario string) bool {
+func (c *Config) runs(scenario string) bool {
 	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
 }
 
@@ -116,16 +102,16 @@ type Result struct {
 	Description string              `json:"description"`
 	Command     string              `json:"command,omitempty"`
 	Environment measure.Environment `json:"environment"`
-	Runs        []Run               `json:"runs"`
+	Runs        []SimRun            `json:"runs"`
 }
 
 // Run is one simulator configuration of a scenario.
-type Run struct {
-	Variant    string          `json:"variant"`
-	SimArgs    []string        `json:"sim_args"`
-	Parameters map[string]any  `json:"parameters"`
-	Streams    *StreamsFigures `json:"streams,omitempty"`
-	Soak       *SoakFigures    `json:"soak,omitempty"`
+type SimRun struct {
+	Variant    string                 `json:"variant"`
+	SimArgs    []string               `json:"sim_args"`
+	Parameters map[string]any         `json:"parameters"`
+	Streams    *stress.StreamsFigures `json:"streams,omitempty"`
+	Soak       *stress.SoakFigures    `json:"soak,omitempty"`
 	// SimStopError is how the simulator failed to stop cleanly, if it did.
 	SimStopError string `json:"sim_stop_error,omitempty"`
 }
@@ -134,7 +120,7 @@ type Run struct {
 // against fresh simulator children, writes <scenario>.json for each into
 // c.OutDir and regenerates the README there. Request failures are part of the
 // results; the error is for scenarios that could not run at all.
-func Sim(ctx context.Context, c SimConfig) error {
+func Run(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -148,7 +134,7 @@ func Sim(ctx context.Context, c SimConfig) error {
 		return err
 	}
 	env := measure.CurrentEnvironment(ctx)
-	for _, name := range SimScenarios {
+	for _, name := range Scenarios {
 		if !c.runs(name) {
 			continue
 		}
@@ -171,7 +157,7 @@ func Sim(ctx context.Context, c SimConfig) error {
 	return WriteReport(c.OutDir)
 }
 
-func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
+func stressStreams(ctx context.Context, c *Config) (Result, error) {
 	res := Result{Description: fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
 		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
 		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
@@ -185,14 +171,14 @@ func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
 	}
 	for _, v := range variants {
 		args := append([]string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs)}, v.args...)
-		run := Run{Variant: v.name, SimArgs: args, Parameters: map[string]any{
+		run := SimRun{Variant: v.name, SimArgs: args, Parameters: map[string]any{
 			"streams":            c.Streams.Streams,
 			"max_tokens":         c.Streams.MaxTokens,
-			"per_stream_timeout": orDefault(c.Streams.Timeout, 2*time.Minute).String(),
+			"per_stream_timeout": stress.OrDefault(c.Streams.Timeout, 2*time.Minute).String(),
 		}}
 		err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 			c.Logger.Info("sim-streams", "variant", v.name, "streams", c.Streams.Streams, "sim_pid", p.Pid)
-			f, err := RunStreams(ctx, p.URL, c.Streams)
+			f, err := stress.RunStreams(ctx, p.URL, c.Streams)
 			if err != nil {
 				return err
 			}
@@ -209,24 +195,24 @@ func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
 	return res, nil
 }
 
-func stressSoak(ctx context.Context, c *SimConfig) (Result, error) {
+func stressSoak(ctx context.Context, c *Config) (Result, error) {
 	l := c.Soak
 	res := Result{Description: fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
 		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
 		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)}
 	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
-	run := Run{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
+	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
 		"requests":     l.Requests,
 		"concurrency":  l.Concurrency,
 		"warmup":       l.Warmup,
 		"sample_every": l.SampleEvery,
-		"idle_window":  orDefault(l.IdleWindow, 2*time.Second).String(),
-		"timeout":      orDefault(l.Timeout, 60*time.Second).String(),
+		"idle_window":  stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
+		"timeout":      stress.OrDefault(l.Timeout, 60*time.Second).String(),
 		"seed":         l.Seed,
 	}}
 	err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 		c.Logger.Info("sim-soak", "requests", l.Requests, "concurrency", l.Concurrency, "sim_pid", p.Pid)
-		f, err := RunSoak(ctx, p.URL, l, p.Pid)
+		f, err := stress.RunSoak(ctx, p.URL, l, p.Pid)
 		if err != nil {
 			return err
 		}
@@ -247,7 +233,7 @@ func stressSoak(ctx context.Context, c *SimConfig) (Result, error) {
 
 // withSim runs f against a fresh simulator child and stops the child
 // afterwards, recording an unclean stop in run.
-func withSim(ctx context.Context, c *SimConfig, args []string, run *Run, f func(*procs.Sim) error) error {
+func withSim(ctx context.Context, c *Config, args []string, run *SimRun, f func(*procs.Sim) error) error {
 	p, err := procs.StartSim(ctx, procs.SimOptions{Binary: c.SimBinary, Args: args, Env: c.SimEnv, Logger: c.Logger})
 	if err != nil {
 		return err
@@ -266,13 +252,6 @@ func withSim(ctx context.Context, c *SimConfig, args []string, run *Run, f func(
 		c.Logger.Warn("simulator did not stop cleanly", "err", run.SimStopError)
 	}
 	return ferr
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 func writeResult(dir string, r *Result) error {

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/stress"
+
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
@@ -20,7 +22,7 @@ import (
 // GWStreamsLoad is gw-streams: a burst of concurrent streamed chats through
 // the gateway over three simulator children.
 type GWStreamsLoad struct {
-	StreamsLoad // the burst itself, as sim-streams sends it
+	stress.StreamsLoad // the burst itself, as sim-streams sends it
 	// MaxNumSeqs is the simulators' --max-num-seqs. Must be positive.
 	MaxNumSeqs int
 	// DefaultLatency also runs the burst against simulators with the
@@ -118,7 +120,7 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := gw.URL + "/v1/chat/completions"
-	out := make([]streamOutcome, l.Streams)
+	out := make([]stress.StreamOutcome, l.Streams)
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -129,11 +131,11 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
-			o.sent = time.Now()
-			o.replica, o.err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.first)
-			o.done = time.Now()
-			if o.err != nil {
-				o.err = measure.Classify(rctx, o.err)
+			o.Sent = time.Now()
+			o.Replica, o.Err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
+			o.Done = time.Now()
+			if o.Err != nil {
+				o.Err = measure.Classify(rctx, o.Err)
 			}
 		})
 	}
@@ -141,10 +143,10 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	wg.Wait()
 	run.GatewayPeakRSSBytes = peak(sampler.stop())
 
-	t := tallyStreams(out)
-	run.Completed, run.WallSeconds, run.PerReplica = t.completed, t.wallSeconds, t.perReplica
-	run.Errors, run.ErrorKinds, run.ErrorSamples = t.errors.result()
-	run.Stream, run.TTFT = measure.Summarize(t.streamTimes), measure.Summarize(t.ttfts)
+	t := stress.TallyStreams(out)
+	run.Completed, run.WallSeconds, run.PerReplica = t.Completed, t.WallSeconds, t.PerReplica
+	run.Errors, run.ErrorKinds, run.ErrorSamples = t.Errors.Result()
+	run.Stream, run.TTFT = measure.Summarize(t.StreamTimes), measure.Summarize(t.TTFTs)
 	run.SpreadPercent = spreadPercent(run.PerReplica, []string{"sim-1", "sim-2", "sim-3"})
 
 	admin := procs.AdminClient()
@@ -165,13 +167,13 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 // gwStreamOnce sends one streamed chat, checks its stream and returns the
 // replica that served it.
 func gwStreamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) (string, error) {
-	resp, err := post(ctx, client, url, body, "text/event-stream")
+	resp, err := stress.Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	replica := resp.Header.Get(openai.HeaderReplica)
-	return replica, readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
+	return replica, stress.ReadStream(resp.Body, stress.StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
 }
 
 // spreadPercent is the largest distance of a replica's count from an even

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -284,7 +286,7 @@ func runGWKill(ctx context.Context, r *gwRun) error {
 	f.Retries, f.Ejections = retries1-retries0, ejections1-ejections0
 	f.KillAtSeconds, f.RestartAtSeconds = killAt.Seconds(), restartAt.Seconds()
 
-	var tally errorTally
+	var tally stress.ErrorTally
 	var lat, latAfter []time.Duration
 	f.PerReplica = map[string]int{}
 	f.ServingAgainAfter = -1
@@ -299,7 +301,7 @@ func runGWKill(ctx context.Context, r *gwRun) error {
 			f.SentAfterKill++
 		}
 		if s.Err != nil {
-			tally.add(s.Err)
+			tally.Add(s.Err)
 			if before {
 				f.FailedSentBeforeKill++
 			} else {
@@ -319,7 +321,7 @@ func runGWKill(ctx context.Context, r *gwRun) error {
 			}
 		}
 	}
-	_, f.ErrorKinds, f.ErrorSamples = tally.result()
+	_, f.ErrorKinds, f.ErrorSamples = tally.Result()
 	f.Latency, f.LatencyAfterKill = measure.Summarize(lat), measure.Summarize(latAfter)
 
 	f.PollSeconds = pollResolution(samples)
@@ -505,7 +507,7 @@ func hangOnce(ctx context.Context, r *gwRun, policy string, n int) (*HangFigures
 			hung[i] = true
 		}
 	}
-	var tally errorTally
+	var tally stress.ErrorTally
 	var toHung, others []time.Duration
 	f.PerReplica = map[string]int{}
 	f.BackAfter = -1
@@ -514,7 +516,7 @@ func hangOnce(ctx context.Context, r *gwRun, policy string, n int) (*HangFigures
 			f.SentToHung++
 		}
 		if s.Err != nil {
-			tally.add(s.Err)
+			tally.Add(s.Err)
 			if hung[i] {
 				f.SentToHungErrors++
 			}
@@ -532,7 +534,7 @@ func hangOnce(ctx context.Context, r *gwRun, policy string, n int) (*HangFigures
 			}
 		}
 	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.result()
+	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.Result()
 	f.SentToHungLatency, f.OthersLatency = measure.Summarize(toHung), measure.Summarize(others)
 	f.PollSeconds = pollResolution(samples)
 	f.DownAfter, f.PollDownAfter = -1, -1

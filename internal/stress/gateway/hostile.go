@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -178,7 +180,7 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 		_, _, _ = postChat(ctx, warm, gw.URL+"/v1/chat/completions", gwChatBody("sim", i, 4), "", 4)
 	}
 	warm.CloseIdleConnections()
-	idleWindow := orDefault(l.IdleWindow, 2*time.Second)
+	idleWindow := stress.OrDefault(l.IdleWindow, 2*time.Second)
 	f.RSSBeforeBytes = idleRSS(ctx, gw.Pid, idleWindow)
 	f.FDsBefore, _ = procs.OpenFDs(gw.Pid)
 
@@ -304,16 +306,16 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 	r.check("hangs (no answer, connection not closed)", "0", strconv.Itoa(f.Hangs), f.Hangs == 0)
 	r.check("valid requests answered 200", fmt.Sprintf("%d of %d", l.Valid, l.Valid), fmt.Sprintf("%d failed", f.ValidFailures), f.ValidFailures == 0)
 	r.check("handler panics in the gateway log", "0", strconv.Itoa(len(log.Panics)), len(log.Panics) == 0)
-	r.check("gateway healthy afterwards", "/health 200 and a chat served", orText(f.HealthDetail, "yes"), f.HealthyAfter && st.idle())
+	r.check("gateway healthy afterwards", "/health 200 and a chat served", stress.OrText(f.HealthDetail, "yes"), f.HealthyAfter && st.idle())
 	r.check("client connections the gateway still holds afterwards", "0", strconv.Itoa(f.ClientConnsAfter), f.ClientConnsAfter == 0)
 	r.check("gateway idle memory afterwards", "within 64 MiB of the baseline (the Go runtime returns freed heap lazily)",
-		fmt.Sprintf("%s → %s (peak %s); open files %d → %d", mib(f.RSSBeforeBytes), mib(f.RSSAfterBytes), mib(f.RSSPeakBytes), f.FDsBefore, f.FDsAfter),
+		fmt.Sprintf("%s → %s (peak %s); open files %d → %d", stress.MiB(f.RSSBeforeBytes), stress.MiB(f.RSSAfterBytes), stress.MiB(f.RSSPeakBytes), f.FDsBefore, f.FDsAfter),
 		f.RSSAfterBytes-f.RSSBeforeBytes < 64<<20)
 	r.note("Idle memory is read in the %v after the last request. A Go process that falls idle runs no garbage collection until the "+
 		"runtime forces one (every two minutes), and even then returns freed pages to the kernel slowly, so the bodies of the burst can stay "+
 		"resident for minutes without being held by anything; a leak would show in gw-soak's idle-to-idle growth instead.", idleWindow)
 	r.check("partial headers closed by the header timeout", fmt.Sprintf("about %v", l.HeaderTimeout),
-		fmt.Sprintf("p50 %s, max %s (%d connections)", secs(f.SlowClose.P50), secs(f.SlowClose.Max), f.SlowClose.N),
+		fmt.Sprintf("p50 %s, max %s (%d connections)", stress.Secs(f.SlowClose.P50), stress.Secs(f.SlowClose.Max), f.SlowClose.N),
 		f.SlowClose.N > 0 && f.SlowClose.Max < (l.HeaderTimeout+time.Second).Seconds())
 	return nil
 }
@@ -444,7 +446,7 @@ func rawExchange(ctx context.Context, addr string, q *hostileReq) (o rawOutcome)
 		o.err = "body: " + err.Error()
 	}
 	if q.valid && o.status == http.StatusOK {
-		if err := checkFull(body, 4); err != nil {
+		if err := stress.CheckFull(body, 4); err != nil {
 			o.bad = err.Error()
 		}
 	}

@@ -1,8 +1,9 @@
-package stress
+package gateway
 
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,23 +12,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/stress"
+	"github.com/inferrail/inferrail/internal/stress/stresstest"
+
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/procs/procstest"
 	"go.yaml.in/yaml/v3"
 )
 
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestMain lets the test binary act as the simulator, gateway and plain
+// proxy children the scenarios start.
+func TestMain(m *testing.M) { procstest.Main(m) }
+
 // testGatewayConfig is a small run of every scenario against helper
 // children (the test binary itself).
-func testGatewayConfig(t *testing.T) GatewayConfig {
+func testGatewayConfig(t *testing.T) Config {
 	t.Helper()
-	c := DefaultGatewayConfig()
+	c := DefaultConfig()
 	c.GatewayBinary, c.GatewayEnv = os.Args[0], procstest.GatewayEnv()
 	c.SimBinary, c.SimEnv = os.Args[0], procstest.SimEnv()
 	c.BenchBinary, c.BenchEnv = os.Args[0], procstest.BenchEnv()
 	c.OutDir = t.TempDir()
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
+	c.Streams = GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
 	c.Floor = FloorLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, Seed: 1, ProjectRates: []int{2000}}
 	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
@@ -48,7 +58,7 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 	// leaves a stream its engine has already finished, even on a slow machine.
 	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 60, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
 	c.Hostile = HostileLoad{Hostile: 100, Valid: 20, Concurrency: 8, HeaderTimeout: 300 * time.Millisecond, RequestTimeout: time.Second, Seed: 1, IdleWindow: 100 * time.Millisecond}
-	c.Soak = SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
+	c.Soak = stress.SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
 	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
 	c.SlowBody = SlowBodyLoad{BodyBytes: 32 << 10}
 	return c
@@ -58,7 +68,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 	c := testGatewayConfig(t)
 	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioKill}
 	c.Command = "go run ./cmd/inferrail-bench gwstress --streams 50"
-	if err := Gateway(t.Context(), c); err != nil {
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 
@@ -140,7 +150,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 func TestGatewayStressFaultsAndAbuse(t *testing.T) {
 	c := testGatewayConfig(t)
 	c.Scenarios = []string{GWScenarioDisconnects, GWScenarioHostile}
-	if err := Gateway(t.Context(), c); err != nil {
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 	d := readGWResult(t, c.OutDir, GWScenarioDisconnects).Disconnects
@@ -163,7 +173,7 @@ func TestGatewayStressFaultsAndAbuse(t *testing.T) {
 // whose only replica is not listening fails every request.
 func TestGatewayDeadReplicaErrors(t *testing.T) {
 	c := testGatewayConfig(t)
-	cfg := gwConfig([]*gwReplica{{ID: "dead", URL: deadURL(t)}}, healthFast)
+	cfg := gwConfig([]*gwReplica{{ID: "dead", URL: stresstest.DeadURL(t)}}, healthFast)
 	gw, err := procs.StartGateway(t.Context(), procs.GatewayOptions{Binary: c.GatewayBinary, Env: c.GatewayEnv, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +183,7 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	client := newClient(16)
+	client := stress.NewClient(16)
 	defer client.CloseIdleConnections()
 	body := gwChatBody(procs.SimModel, 0, 1)
 	shots := openLoop(t.Context(), time.Now(), fixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
@@ -193,13 +203,13 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 	}
 }
 
-func readGWResult(t *testing.T, dir, scenario string) GatewayResult {
+func readGWResult(t *testing.T, dir, scenario string) Result {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, scenario+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r GatewayResult
+	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("%s: %v", scenario, err)
 	}
@@ -209,39 +219,39 @@ func readGWResult(t *testing.T, dir, scenario string) GatewayResult {
 func TestGatewayConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		edit func(*GatewayConfig)
+		edit func(*Config)
 		want []string // substrings of the error; nil for valid
 	}{
-		{"default", func(*GatewayConfig) {}, nil},
-		{"no_gateway", func(c *GatewayConfig) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
-		{"unknown_scenario", func(c *GatewayConfig) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
-		{"sim_needed", func(c *GatewayConfig) { c.SimBinary = "" }, []string{"sim_binary: required"}},
-		{"bench_needed", func(c *GatewayConfig) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
-		{"floor", func(c *GatewayConfig) {
+		{"default", func(*Config) {}, nil},
+		{"no_gateway", func(c *Config) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
+		{"unknown_scenario", func(c *Config) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
+		{"sim_needed", func(c *Config) { c.SimBinary = "" }, []string{"sim_binary: required"}},
+		{"bench_needed", func(c *Config) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
+		{"floor", func(c *Config) {
 			c.Scenarios = []string{GWScenarioFloor}
 			c.Floor.Rate, c.Floor.ProjectRates = 0, []int{-1}
 		}, []string{"floor.rate: must be positive", "floor.project_rates[0]: must be positive"}},
-		{"sim_not_needed", func(c *GatewayConfig) {
+		{"sim_not_needed", func(c *Config) {
 			c.SimBinary = ""
 			c.Scenarios = []string{GWScenarioKill, GWScenarioHang, GWScenarioFlap}
 		}, nil},
-		{"all_at_once", func(c *GatewayConfig) {
+		{"all_at_once", func(c *Config) {
 			c.Overhead.Rates = []int{2000, 0}
 			c.Kill.Down = 0
 			c.Disconnects.Percent = 101
 			c.SlowBody.BodyBytes = 10
 		}, []string{"overhead.rates[1]: must be positive", "kill.down: must be positive", "disconnects.percent: must be within 0..100",
 			"slow_body.body_bytes: must be at least 1024"}},
-		{"unrun_scenario_unchecked", func(c *GatewayConfig) {
+		{"unrun_scenario_unchecked", func(c *Config) {
 			c.Scenarios = []string{GWScenarioSoak}
 			c.Streams.Streams = 0
 		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultGatewayConfig()
+			c := DefaultConfig()
 			tt.edit(&c)
-			checkValidate(t, c.Validate(), tt.want)
+			stresstest.CheckValidate(t, c.Validate(), tt.want)
 		})
 	}
 }
@@ -279,7 +289,7 @@ func TestLogWarnings(t *testing.T) {
 
 func TestHostileMix(t *testing.T) {
 	for _, n := range []int{100, 3000} {
-		l := DefaultGatewayConfig().Hostile
+		l := DefaultConfig().Hostile
 		l.Hostile = n
 		reqs := hostileMix(l, "127.0.0.1:1")
 		kinds := map[string]int{}
@@ -323,11 +333,11 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setup := GatewaySetup{Gateway: "inferrail-gateway child process", Simulators: "2 inferrail-sim child processes",
+	setup := Setup{Gateway: "inferrail-gateway child process", Simulators: "2 inferrail-sim child processes",
 		SimArgs: []string{"--zero-latency"}, GatewayConfig: string(cfgYAML)}
 	lat := measure.Percentiles{N: 100, Mean: 0.0012, P50: 0.001, P90: 0.0015, P99: 0.0031, P999: 0.0042, Max: 0.005}
-	base := func(scenario string) GatewayResult {
-		return GatewayResult{Scenario: scenario, Description: "About " + scenario + ".", Command: cmd, Environment: env, Setup: setup,
+	base := func(scenario string) Result {
+		return Result{Scenario: scenario, Description: "About " + scenario + ".", Command: cmd, Environment: env, Setup: setup,
 			Parameters: map[string]any{"n": 1}, Checks: []Check{{What: "errors", Target: "0", Got: "0", Met: true}},
 			Machine: procs.MachineShare{LoadAvgStart: "1.00 0.50 0.25", LoadAvgEnd: "2.00 1.00 0.50", Ours: 0.75, Others: 0.125, Interrupts: 0.05, Steal: 0.01}}
 	}
@@ -392,11 +402,11 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		FDsBefore: 20, FDsAfter: 25, HealthyAfter: true, GatewayErrors: map[string]float64{"bad_request": 900, "not_found": 400}}
 	hostile.GatewayLog = procs.GatewayLog{Panics: []string{"http: panic serving 127.0.0.1:1: `boom`"}}
 	soak := base(GWScenarioSoak)
-	soak.Soak = &GWSoakFigures{Soak: SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
-		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: Latency{P50: 0.02, P99: 0.08},
-		Memory: &SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
-			Samples: []MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
-		Sims: &SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
+	soak.Soak = &GWSoakFigures{Soak: stress.SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
+		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: stress.Latency{P50: 0.02, P99: 0.08},
+		Memory: &stress.SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
+			Samples: []stress.MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
+		Sims: &stress.SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
 	slowReaders := base(GWScenarioSlowReaders)
 	slowReaders.SlowReaders = &SlowReadersFigures{Clients: 20, StreamBytes: 32 << 20, ReadBeforeStall: 64 << 10, EngineWrittenMin: 1 << 20,
 		EngineWrittenMax: 3 << 20, EngineWrittenTotal: 40 << 20, BaselineRSSBytes: 20 << 20, StallPeakRSSBytes: 22 << 20, StallEndRSSBytes: 21 << 20,
@@ -407,9 +417,9 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
+	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
 
-	got := RenderGatewayReport(results)
+	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -421,6 +431,6 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if string(got) != string(want) {
-		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, firstDiff(string(want), string(got)))
+		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
 	}
 }

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -139,7 +141,7 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			lctx, leave := context.WithCancelCause(rctx)
 			defer leave(nil)
 			if o.planned {
-				t := time.AfterFunc(delays[i], func() { leave(errPlanned) })
+				t := time.AfterFunc(delays[i], func() { leave(stress.ErrPlanned) })
 				defer t.Stop()
 			}
 			o.sent = time.Now()
@@ -148,7 +150,7 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			o.sawFinish = finish
 			switch {
 			case err == nil:
-			case errors.Is(context.Cause(lctx), errPlanned):
+			case errors.Is(context.Cause(lctx), stress.ErrPlanned):
 				o.left = !finish
 				o.leftBeforeHead = !head
 			default:
@@ -160,13 +162,13 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	wg.Wait()
 
 	f := &DisconnectsFigures{Streams: l.Streams}
-	var tally errorTally
+	var tally stress.ErrorTally
 	var first, last time.Time
 	for _, o := range out {
 		if first.IsZero() || o.sent.Before(first) {
 			first = o.sent
 		}
-		last = later(last, o.done)
+		last = stress.Later(last, o.done)
 		if o.planned {
 			f.Planned++
 		}
@@ -174,7 +176,7 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 		case o.err != nil:
 			var le *measure.RequestError
 			errors.As(o.err, &le)
-			tally.add(le)
+			tally.Add(le)
 		case o.left:
 			f.Left++
 			if o.leftBeforeHead {
@@ -188,7 +190,7 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			f.Completed++
 		}
 	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.result()
+	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.Result()
 	f.WallSeconds = last.Sub(first).Seconds()
 	client.CloseIdleConnections()
 
@@ -230,13 +232,13 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 // was read. A leaveable stream is only read (the client may leave it at any
 // moment); any other is checked fully, max_tokens exact.
 func leaveableStream(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, leaveable bool) (head, finish bool, err error) {
-	resp, err := post(ctx, client, url, body, "text/event-stream")
+	resp, err := stress.Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
 		return false, false, err
 	}
 	defer resp.Body.Close()
 	if !leaveable {
-		err := readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true})
+		err := stress.ReadStream(resp.Body, stress.StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true})
 		return true, err == nil, err
 	}
 	r := openai.NewSSEReader(resp.Body, 0)
@@ -251,7 +253,7 @@ func leaveableStream(ctx context.Context, client *http.Client, url string, body 
 		if bytes.Equal(data, openai.Done) {
 			return true, finish, nil
 		}
-		var ch streamChunk
+		var ch stress.StreamChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
 			return true, finish, measure.Failf(measure.KindJSON, "chunk %.80q: %v", data, err)
 		}

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -181,7 +183,7 @@ func (l RoutingLoad) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: same settings as variants[%d] (%s)", p, j, v.Name()))
 		}
 		seen[v.Name()] = i
-		errs = append(errs, prefixed(p, v.validate())...)
+		errs = append(errs, stress.Prefixed(p, v.validate())...)
 	}
 	errs = append(errs, validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)...)
 	if l.SystemPrompts <= 0 {
@@ -423,7 +425,7 @@ func newRoutingPrompts(seed uint64, n, words, questionWords, maxTokens int) *rou
 	p := &routingPrompts{questionWords: questionWords, maxTokens: maxTokens, seed: seed}
 	if words > 0 {
 		for k := range n {
-			p.system = append(p.system, babble(rand.New(rand.NewPCG(seed, 1<<63|uint64(k))), words))
+			p.system = append(p.system, stress.Babble(rand.New(rand.NewPCG(seed, 1<<63|uint64(k))), words))
 		}
 	}
 	return p
@@ -442,7 +444,7 @@ func (p *routingPrompts) body(stream uint64, i int) []byte {
 		b = append(b, `},`...)
 	}
 	b = append(b, `{"role":"user","content":`...)
-	q := "Question " + strconv.FormatUint(stream, 10) + "." + strconv.Itoa(i) + ": " + babble(r, p.questionWords) + "?"
+	q := "Question " + strconv.FormatUint(stream, 10) + "." + strconv.Itoa(i) + ": " + stress.Babble(r, p.questionWords) + "?"
 	b = openai.AppendString(b, q)
 	b = append(b, `}],"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(p.maxTokens), 10)

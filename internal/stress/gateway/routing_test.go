@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"encoding/json"
@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress/stresstest"
 )
 
 func TestRoutingLoadValidate(t *testing.T) {
-	valid := func() RoutingLoad { return DefaultGatewayConfig().Routing }
+	valid := func() RoutingLoad { return DefaultConfig().Routing }
 	tests := []struct {
 		name string
 		edit func(*RoutingLoad)
@@ -47,10 +48,10 @@ func TestRoutingLoadValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := valid()
 			tt.edit(&l)
-			checkValidate(t, l.Validate(), tt.want)
+			stresstest.CheckValidate(t, l.Validate(), tt.want)
 		})
 	}
-	c := DefaultGatewayConfig()
+	c := DefaultConfig()
 	c.Routing.Requests = 0
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "routing.requests: must be positive") {
 		t.Errorf("GatewayConfig.Validate() = %v, want routing.requests named", err)
@@ -326,7 +327,7 @@ func TestGatewayStressRouting(t *testing.T) {
 		{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}},
 		{SystemWords: 0, Policy: "least_request", Replicas: 2, Rates: []int{300}},
 	}
-	if err := Gateway(t.Context(), c); err != nil {
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 	res := readGWResult(t, c.OutDir, GWScenarioRouting)
