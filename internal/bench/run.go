@@ -166,7 +166,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	}
 	before := make(chan reading, 1)
 	if fleet != nil {
-		urls := fleet.simURLs()
+		urls := fleet.SimURLs()
 		go func() {
 			if !measure.SleepUntil(ctx, start.Add(wall[warm].At)) {
 				before <- reading{err: ctx.Err()}
@@ -183,7 +183,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	m := measureOutcomes(outs, warm, spec.SLO)
 	if fleet != nil {
 		b := <-before
-		after, err := engineCounters(ctx, admin, fleet.simURLs())
+		after, err := engineCounters(ctx, admin, fleet.SimURLs())
 		if err = errors.Join(b.err, err); err != nil {
 			res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
 		} else {

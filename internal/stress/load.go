@@ -17,7 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/openai"
 )
 
-// errorTally counts errors by kind and keeps a few samples. Safe for
+// ErrorTally counts errors by kind and keeps a few samples. Safe for
 // concurrent use.
 type ErrorTally struct {
 	mu      sync.Mutex
@@ -45,7 +45,7 @@ func (t *ErrorTally) Result() (int, map[string]int, []string) {
 	return t.n, t.kinds, t.samples
 }
 
-// newClient returns a plain HTTP/1.1 client that may hold conns connections
+// NewClient returns a plain HTTP/1.1 client that may hold conns connections
 // to one host, with no overall timeout (streams take as long as they take;
 // requests carry their own deadlines).
 func NewClient(conns int) *http.Client {
@@ -58,7 +58,7 @@ func NewClient(conns int) *http.Client {
 	}}
 }
 
-// post sends a JSON body and checks the status and content type.
+// Post sends a JSON body and checks the status and content type.
 func Post(ctx context.Context, client *http.Client, url string, body []byte, wantType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -89,7 +89,7 @@ type usageJSON struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// streamChunk is what the harness reads of one chat or completion chunk.
+// StreamChunk is what the harness reads of one chat or completion chunk.
 type StreamChunk struct {
 	Choices []struct {
 		Delta *struct {
@@ -102,7 +102,7 @@ type StreamChunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// streamCheck says what a stream must hold.
+// StreamCheck says what a stream must hold.
 type StreamCheck struct {
 	MaxTokens  int  // completion_tokens must not exceed it (and equal it on finish "length")
 	Exact      bool // completion_tokens must equal maxTokens
@@ -111,11 +111,11 @@ type StreamCheck struct {
 	FirstChunk *time.Time // set at the first content chunk, when not nil
 }
 
-// readStream reads an event stream to its end and checks it: chunks that
+// ReadStream reads an event stream to its end and checks it: chunks that
 // parse, exactly one finish reason, the usage chunk when asked for and
 // consistent with max_tokens, and data: [DONE] last. onContent, when set,
 // is called after each content chunk; returning false stops reading there
-// (a client that leaves mid-stream) and readStream returns errLeft.
+// (a client that leaves mid-stream) and ReadStream returns ErrLeft.
 func ReadStream(body io.Reader, c StreamCheck) error {
 	r := openai.NewSSEReader(body, 0)
 	var (
@@ -194,7 +194,7 @@ func ReadStream(body io.Reader, c StreamCheck) error {
 	return nil
 }
 
-// errLeft is readStream's answer when the client chose to leave.
+// ErrLeft is ReadStream's answer when the client chose to leave.
 var ErrLeft = errors.New("client left mid-stream")
 
 // checkUsage checks a usage object against the request's max_tokens.

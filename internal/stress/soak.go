@@ -242,7 +242,7 @@ func (s *soak) phase(ctx context.Context, from, to int) {
 	wg.Wait()
 }
 
-// errPlanned is the cause of a client deadline the workload sets on purpose.
+// ErrPlanned is the cause of a client deadline the workload sets on purpose.
 var ErrPlanned = errors.New("planned client deadline")
 
 // one sends request i and records its outcome.
@@ -317,7 +317,7 @@ func (s *soak) send(ctx context.Context, spec soakRequest) error {
 	return CheckFull(body, spec.maxTokens)
 }
 
-// checkFull checks a non-streamed chat or completion response.
+// CheckFull checks a non-streamed chat or completion response.
 func CheckFull(body []byte, maxTokens int) error {
 	var r struct {
 		Choices []struct {
@@ -475,7 +475,7 @@ where their blocks already live while short chats spread across replicas; queues
 decode steps slow, and the scheduler preempts what no longer fits. Tokens, blocks, hashes:
 every step counts them.`)
 
-// babble returns n words of English-looking text.
+// Babble returns n words of English-looking text.
 func Babble(r *rand.Rand, n int) string {
 	var b strings.Builder
 	for i := range n {
@@ -487,7 +487,7 @@ func Babble(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-// scrapeGauges reads the gauges and counters a soak checks from the
+// ScrapeGauges reads the gauges and counters a soak checks from the
 // simulator's /metrics page.
 func ScrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

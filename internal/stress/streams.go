@@ -99,7 +99,7 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	return f, nil
 }
 
-// streamOutcome is one stream of a burst: when it was sent, when its first
+// StreamOutcome is one stream of a burst: when it was sent, when its first
 // content chunk and its end arrived, the replica that served it (through a
 // gateway) and why it failed, if it did.
 type StreamOutcome struct {
@@ -108,7 +108,7 @@ type StreamOutcome struct {
 	Err               error
 }
 
-// streamTally is what a burst of streams came to.
+// StreamTally is what a burst of streams came to.
 type StreamTally struct {
 	Completed   int
 	Errors      ErrorTally
@@ -119,6 +119,7 @@ type StreamTally struct {
 	PerReplica         map[string]int // completed streams
 }
 
+// TallyStreams sums up a burst of streams.
 func TallyStreams(out []StreamOutcome) *StreamTally {
 	t := &StreamTally{PerReplica: map[string]int{}}
 	var firstSent, lastDone time.Time
@@ -146,6 +147,7 @@ func TallyStreams(out []StreamOutcome) *StreamTally {
 	return t
 }
 
+// Later is the later of a and b.
 func Later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// prefixed puts path in front of each error joined in err.
+// Prefixed puts path in front of each error joined in err.
 func Prefixed(path string, err error) []error {
 	if err == nil {
 		return nil
@@ -21,7 +21,7 @@ func Prefixed(path string, err error) []error {
 	return out
 }
 
-// orDefault is d, or def when d is zero.
+// OrDefault is d, or def when d is zero.
 func OrDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
 		return def
@@ -29,7 +29,7 @@ func OrDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// secs writes seconds in the unit that suits them.
+// Secs writes seconds in the unit that suits them.
 func Secs(s float64) string {
 	switch {
 	case s == 0:
@@ -42,10 +42,10 @@ func Secs(s float64) string {
 	return fmt.Sprintf("%.2f s", s)
 }
 
-// mib writes bytes in MiB.
+// MiB writes bytes in MiB.
 func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-// orText is s, or def when s is empty.
+// OrText is s, or def when s is empty.
 func OrText(s, def string) string {
 	if s == "" {
 		return def

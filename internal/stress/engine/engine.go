@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -150,7 +150,7 @@ func Run(ctx context.Context, c Config) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		res.Scenario, res.Command, res.Environment = name, c.Command, env
-		if err := writeResult(c.OutDir, &res); err != nil {
+		if err := harness.WriteJSON(filepath.Join(c.OutDir, name+".json"), &res); err != nil {
 			return err
 		}
 	}
@@ -252,16 +252,4 @@ func withSim(ctx context.Context, c *Config, args []string, run *SimRun, f func(
 		c.Logger.Warn("simulator did not stop cleanly", "err", run.SimStopError)
 	}
 	return ferr
-}
-
-func writeResult(dir string, r *Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, r.Scenario+".json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/stress"
 )
 
@@ -27,21 +27,9 @@ const engineStepCommand = "go test -run '^$' -bench EngineStep -benchtime 3s ./i
 // WriteReport regenerates dir/README.md from every <scenario>.json in dir
 // and from dir/engine-step.txt if it exists.
 func WriteReport(dir string) error {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	results, err := harness.ReadDir[Result](dir)
 	if err != nil {
 		return err
-	}
-	var results []Result
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var r Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		results = append(results, r)
 	}
 	bench, err := os.ReadFile(filepath.Join(dir, EngineStepFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -275,7 +275,7 @@ func runGWKill(ctx context.Context, r *gwRun) error {
 		r.log.Info("gw-kill: restarted", "replica", victim.ID)
 	}()
 	retries0, ejections0 := gatewayCounters(ctx, admin, gw)
-	shots := openLoop(ctx, start, fixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, _ int) (int, string, error) {
+	shots := stress.OpenLoop(ctx, start, stress.FixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, _ int) (int, string, error) {
 		return postChat(ctx, client, url, body, "", 1)
 	})
 	<-ctrl
@@ -484,7 +484,7 @@ func hangOnce(ctx context.Context, r *gwRun, policy string, n int) (*HangFigures
 		victim.local.SetFault(sim.Fault{})
 	}()
 	retries0, _ := gatewayCounters(ctx, admin, gw)
-	shots := openLoop(ctx, start, fixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, i int) (int, string, error) {
+	shots := stress.OpenLoop(ctx, start, stress.FixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, i int) (int, string, error) {
 		return postChat(ctx, client, url, body, "gwhang-"+strconv.Itoa(i), 1)
 	})
 	<-ctrl
@@ -612,7 +612,7 @@ func runGWFlap(ctx context.Context, r *gwRun) error {
 		}
 	})
 	retries0, ejections0 := gatewayCounters(ctx, admin, gw)
-	shots := openLoop(ctx, start, fixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, _ int) (int, string, error) {
+	shots := stress.OpenLoop(ctx, start, stress.FixedSchedule(l.Rate, n), faultRequestTimeout, func(ctx context.Context, _ int) (int, string, error) {
 		return postChat(ctx, client, url, body, "", 1)
 	})
 	close(ctrl)
@@ -622,7 +622,7 @@ func runGWFlap(ctx context.Context, r *gwRun) error {
 	}
 	retries1, ejections1 := gatewayCounters(ctx, admin, gw)
 	f.Retries, f.Ejections = retries1-retries0, ejections1-ejections0
-	f.Errors, f.ErrorKinds, f.ErrorSamples = tallyShots(shots)
+	f.Errors, f.ErrorKinds, f.ErrorSamples = stress.TallyShots(shots)
 	var lat []time.Duration
 	f.PerReplica = map[string]int{}
 	for _, s := range shots {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
@@ -285,23 +285,11 @@ func Run(ctx context.Context, c Config) error {
 		m := run.res.Machine
 		c.Logger.Info("scenario done", "scenario", name, "seconds", time.Since(start).Seconds(),
 			"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
-		if err := writeGWResult(c.OutDir, run.res); err != nil {
+		if err := harness.WriteJSON(filepath.Join(c.OutDir, name+".json"), run.res); err != nil {
 			return err
 		}
 	}
 	return WriteReport(c.OutDir)
-}
-
-func writeGWResult(dir string, r *Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, r.Scenario+".json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
 }
 
 // gwRun is one scenario in progress: its config, its result and the
@@ -311,8 +299,8 @@ type gwRun struct {
 	log *slog.Logger
 	res *Result
 
-	gateways []*procs.Gateway
-	replicas []*gwReplica
+	fleet    harness.Fleet // the simulator children and the gateway
+	replicas []*gwReplica  // every engine behind the gateway
 	plains   []*procs.PlainProxy
 }
 
@@ -337,15 +325,16 @@ func (r *gwRun) note(format string, args ...any) {
 
 // simChildren starts n simulator children with args, named sim-1…sim-n.
 func (r *gwRun) simChildren(ctx context.Context, n int, args []string) ([]*gwReplica, error) {
+	first := len(r.fleet.Sims)
+	err := r.fleet.StartSims(ctx, n, procs.SimOptions{Binary: r.c.SimBinary, Args: args, Env: r.c.SimEnv, Logger: r.log})
 	var out []*gwReplica
-	for i := range n {
-		p, err := procs.StartSim(ctx, procs.SimOptions{Binary: r.c.SimBinary, Args: args, Env: r.c.SimEnv, Logger: r.log})
-		if err != nil {
-			return nil, err
-		}
-		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: p.URL, proc: p}
+	for i, p := range r.fleet.Sims[first:] {
+		rep := &gwReplica{ID: harness.SimID(i), URL: p.URL, proc: p}
 		r.replicas = append(r.replicas, rep)
 		out = append(out, rep)
+	}
+	if err != nil {
+		return nil, err
 	}
 	r.res.Setup.Simulators = fmt.Sprintf("%d inferrail-sim child processes (%s)", n, r.c.SimBinary)
 	r.res.Setup.SimArgs = args
@@ -361,7 +350,7 @@ func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, e
 		if err != nil {
 			return nil, err
 		}
-		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: l.URL(), local: l}
+		rep := &gwReplica{ID: harness.SimID(i), URL: l.URL(), local: l}
 		r.replicas = append(r.replicas, rep)
 		out = append(out, rep)
 	}
@@ -372,11 +361,10 @@ func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, e
 
 // gateway starts a gateway child with cfg.
 func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway, error) {
-	p, err := procs.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log})
-	if err != nil {
+	if err := r.fleet.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log}); err != nil {
 		return nil, err
 	}
-	r.gateways = append(r.gateways, p)
+	p := r.fleet.Gateway
 	if r.res.Setup.GatewayConfig == "" {
 		r.res.Setup.Gateway = fmt.Sprintf("inferrail-gateway child process (%s) with a generated config on loopback ports", r.c.GatewayBinary)
 		r.res.Setup.GatewayConfig = p.ConfigYAML
@@ -387,27 +375,22 @@ func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway
 // stopGateway stops gw now (before the scenario's other children),
 // recording its log and an unclean exit.
 func (r *gwRun) stopGateway(gw *procs.Gateway) {
-	i := slices.Index(r.gateways, gw)
-	if i < 0 {
+	if gw == nil || r.fleet.Gateway != gw {
 		return
 	}
-	r.gateways = slices.Delete(r.gateways, i, i+1)
-	select {
-	case <-gw.Exited():
-		r.res.StopErrors = append(r.res.StopErrors, "gateway exited during the run: "+gw.Output())
-	default:
-	}
-	if err := gw.Stop(); err != nil {
+	r.stopErrors(r.fleet.StopRouter())
+	r.res.GatewayLog.Merge(gw.Log())
+}
+
+func (r *gwRun) stopErrors(errs []error) {
+	for _, err := range errs {
 		r.res.StopErrors = append(r.res.StopErrors, err.Error())
 	}
-	r.res.GatewayLog.Merge(gw.Log())
 }
 
 // cleanup stops every child the scenario started and is still running.
 func (r *gwRun) cleanup() {
-	for len(r.gateways) > 0 {
-		r.stopGateway(r.gateways[0])
-	}
+	r.stopGateway(r.fleet.Gateway)
 	for _, p := range r.plains {
 		if err := p.Stop(); err != nil {
 			r.res.StopErrors = append(r.res.StopErrors, err.Error())
@@ -419,17 +402,9 @@ func (r *gwRun) cleanup() {
 
 // stopReplicas stops every engine started so far.
 func (r *gwRun) stopReplicas() {
+	r.stopErrors(r.fleet.StopSims())
 	for _, rep := range r.replicas {
 		switch {
-		case rep.proc != nil:
-			select {
-			case <-rep.proc.Exited():
-				r.res.StopErrors = append(r.res.StopErrors, rep.ID+" exited during the run: "+rep.proc.Output())
-			default:
-			}
-			if err := rep.proc.Stop(); err != nil {
-				r.res.StopErrors = append(r.res.StopErrors, rep.ID+": "+err.Error())
-			}
 		case rep.local != nil:
 			rep.local.Close()
 		case rep.stop != nil:
@@ -457,23 +432,19 @@ const (
 // (max_concurrency and max_pending 2048), and JSON logs at debug level so
 // the harness can count attempts and panics.
 func gwConfig(replicas []*gwReplica, h gwHealth) *config.Config {
-	cfg := config.Default()
-	cfg.Models = []config.Model{{Name: procs.SimModel, Aliases: []string{"sim"}}}
-	for _, rep := range replicas {
-		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: rep.ID, URL: rep.URL, Models: []string{procs.SimModel}, MaxConcurrency: 2048, MaxPending: 2048})
+	reps := make([]harness.Replica, len(replicas))
+	for i, rep := range replicas {
+		reps[i] = harness.Replica{ID: rep.ID, URL: rep.URL}
 	}
-	cfg.Routing.Seed = 1
-	cfg.Server.RequestTimeout = config.Duration(30 * time.Second)
-	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
-	cfg.Upstream.MaxIdleConnsPerHost = 1024
-	cfg.Logging = config.Logging{Level: "debug", Format: "json"}
+	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Aliases: []string{"sim"}, Caps: 2048,
+		RequestTimeout: 30 * time.Second, LogLevel: "debug"})
 	if h == healthFast {
 		cfg.Health.Interval = config.Duration(100 * time.Millisecond)
 		cfg.Health.Timeout = config.Duration(80 * time.Millisecond)
 		cfg.Health.EjectionBackoff = config.Duration(time.Second)
 		cfg.Health.MaxEjectionBackoff = config.Duration(10 * time.Second)
 	}
-	return &cfg
+	return cfg
 }
 
 // waitIdle polls the gateway and the simulator children until no request

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -186,10 +185,10 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 	client := stress.NewClient(16)
 	defer client.CloseIdleConnections()
 	body := gwChatBody(procs.SimModel, 0, 1)
-	shots := openLoop(t.Context(), time.Now(), fixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
+	shots := stress.OpenLoop(t.Context(), time.Now(), stress.FixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
 		return postChat(ctx, client, gw.URL+"/v1/chat/completions", body, "", 1)
 	})
-	n, kinds, samples := tallyShots(shots)
+	n, kinds, samples := stress.TallyShots(shots)
 	if n != 30 || kinds[measure.KindStatus] != 30 {
 		t.Errorf("%d errors %v (%v), want 30 status errors", n, kinds, samples)
 	}
@@ -253,29 +252,6 @@ func TestGatewayConfigValidate(t *testing.T) {
 			tt.edit(&c)
 			stresstest.CheckValidate(t, c.Validate(), tt.want)
 		})
-	}
-}
-
-func TestSchedules(t *testing.T) {
-	fixed := fixedSchedule(1000, 5)
-	if want := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond}; fmt.Sprint(fixed) != fmt.Sprint(want) {
-		t.Errorf("fixedSchedule(1000, 5) = %v, want %v", fixed, want)
-	}
-	p := poissonSchedule(2000, 20000, 1)
-	if len(p) != 20000 || p[0] != 0 {
-		t.Fatalf("poissonSchedule: %d arrivals starting at %v", len(p), p[0])
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] < p[i-1] {
-			t.Fatalf("poissonSchedule not sorted at %d", i)
-		}
-	}
-	// 20,000 arrivals at 2,000/s span about 10 s; the sd of the sum is 1%.
-	if span := p[len(p)-1].Seconds(); span < 9.5 || span > 10.5 {
-		t.Errorf("poissonSchedule(2000, 20000) spans %.2f s, want about 10", span)
-	}
-	if a, b := poissonSchedule(100, 10, 7), poissonSchedule(100, 10, 7); fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Error("poissonSchedule is not reproducible from its seed")
 	}
 }
 

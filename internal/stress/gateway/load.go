@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,72 +16,6 @@ import (
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
-
-// fixedSchedule sends n requests at rate per second, evenly spaced.
-func fixedSchedule(rate, n int) []time.Duration {
-	s := make([]time.Duration, n)
-	step := float64(time.Second) / float64(rate)
-	for i := range s {
-		s[i] = time.Duration(float64(i) * step)
-	}
-	return s
-}
-
-// poissonSchedule sends n requests as a Poisson process of rate per
-// second: exponential gaps drawn from seed.
-func poissonSchedule(rate, n int, seed uint64) []time.Duration {
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	s := make([]time.Duration, n)
-	var t float64
-	for i := range s {
-		s[i] = time.Duration(t)
-		t += r.ExpFloat64() / float64(rate) * float64(time.Second)
-	}
-	return s
-}
-
-// shot is one request of an open-loop run. Times are offsets from the
-// run's start.
-type shot struct {
-	Sched, Sent, Done time.Duration
-	Status            int
-	Replica           string
-	Err               *measure.RequestError // nil when the request succeeded
-}
-
-// shotFunc performs request i and reports the status and serving replica
-// it got, or why it failed.
-type shotFunc func(ctx context.Context, i int) (status int, replica string, err error)
-
-// openLoop sends request i at start+sched[i], each from its own goroutine,
-// whether or not earlier ones have answered, and waits for all of them.
-// timeout bounds each request. The dispatcher sleeps precisely (see
-// measure.SleepUntil) so that send lag measures the harness, not the timer.
-func openLoop(ctx context.Context, start time.Time, sched []time.Duration, timeout time.Duration, do shotFunc) []shot {
-	shots := make([]shot, len(sched))
-	var wg sync.WaitGroup
-	for i, at := range sched {
-		if !measure.SleepUntil(ctx, start.Add(at)) {
-			shots = shots[:i]
-			break
-		}
-		wg.Go(func() {
-			s := &shots[i]
-			s.Sched = at
-			s.Sent = time.Since(start)
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			status, replica, err := do(rctx, i)
-			s.Done = time.Since(start)
-			s.Status, s.Replica = status, replica
-			if err != nil {
-				s.Err = measure.Classify(rctx, err)
-			}
-		})
-	}
-	wg.Wait()
-	return shots
-}
 
 // gwChatBody is a non-streamed chat of request i asking for maxTokens.
 func gwChatBody(model string, i, maxTokens int) []byte {
@@ -110,7 +43,7 @@ func gwStreamBody(model string, i, maxTokens int, ignoreEOS bool) []byte {
 	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
 }
 
-// gwClient is newClient with idle connections dropped after 5 s. The
+// gwClient is stress.NewClient with idle connections dropped after 5 s. The
 // gateway closes client connections idle for server.header_read_timeout
 // (10 s by default), and a client that reuses one at that very moment gets
 // EOF on its POST, which net/http does not retry; so a client should let
@@ -147,17 +80,6 @@ func postChat(ctx context.Context, client *http.Client, url string, body []byte,
 		return resp.StatusCode, replica, measure.Failf(measure.KindStatus, "status %d: %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 300)]))
 	}
 	return resp.StatusCode, replica, stress.CheckFull(data, maxTokens)
-}
-
-// tallyShots counts the failures among shots.
-func tallyShots(shots []shot) (int, map[string]int, []string) {
-	var t stress.ErrorTally
-	for _, s := range shots {
-		if s.Err != nil {
-			t.Add(s.Err)
-		}
-	}
-	return t.Result()
 }
 
 // rssSampler follows a process's resident memory every interval until

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress"
 )
 
 // OverheadLoad is gw-overhead: the same open-loop schedule sent straight to
@@ -223,7 +224,7 @@ func (p *overheadPair) leg(ctx context.Context, target string, sched []time.Dura
 	cpu0, _ := procs.ProcessCPU(t.pid)
 	client0, _ := procs.ProcessCPU(os.Getpid())
 	engines0 := cpuOf(p.engines)
-	shots := openLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
+	shots := stress.OpenLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
 		return postChat(ctx, t.client, t.url, body(i), "", p.maxTokens)
 	})
 	engines1 := cpuOf(p.engines)
@@ -275,8 +276,8 @@ func (p *overheadPair) rate(ctx context.Context, log *slog.Logger, s overheadSpe
 // legs runs a leg against each target of order, in turn, on the same
 // Poisson schedule of s, each after its warmup, and returns them in order.
 func (p *overheadPair) legs(ctx context.Context, log *slog.Logger, order []string, s overheadSpec) ([]OverheadLeg, error) {
-	sched := poissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
-	warm := poissonSchedule(s.Rate, s.Warmup, s.Seed)
+	sched := stress.PoissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
+	warm := stress.PoissonSchedule(s.Rate, s.Warmup, s.Seed)
 	var legs []OverheadLeg
 	for i, target := range order {
 		warmBody, body := s.Bodies(i)
@@ -314,9 +315,9 @@ func poolTarget(target string, legs []OverheadLeg) OverheadLeg {
 }
 
 // overheadLeg summarises one leg.
-func overheadLeg(target string, shots []shot) OverheadLeg {
+func overheadLeg(target string, shots []stress.Shot) OverheadLeg {
 	lg := OverheadLeg{Target: target, Requests: len(shots)}
-	lg.Errors, lg.ErrorKinds, lg.ErrorSamples = tallyShots(shots)
+	lg.Errors, lg.ErrorKinds, lg.ErrorSamples = stress.TallyShots(shots)
 	var lat, lag []time.Duration
 	var lastSent time.Duration
 	for _, s := range shots {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
@@ -20,21 +20,9 @@ import (
 // WriteGatewayReport regenerates dir/README.md from every <scenario>.json
 // in dir.
 func WriteReport(dir string) error {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	results, err := harness.ReadDir[Result](dir)
 	if err != nil {
 		return err
-	}
-	var results []Result
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var r Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		results = append(results, r)
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), RenderReport(results), 0o644)
 }
