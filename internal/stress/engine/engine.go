@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -24,11 +20,26 @@ const (
 	ScenarioSoak    = "sim-soak"
 )
 
-// SimScenarios lists the simulator stress scenarios in the order Sim runs
+// scenarios are the simulator stress scenarios, in the order Run runs
 // them.
-var Scenarios = []string{ScenarioStreams, ScenarioSoak}
+var scenarios = []stress.Scenario[Config, *simRun]{
+	{Name: ScenarioStreams, Stresses: "the simulator's streaming path under a burst of concurrent streams", Params: "streams",
+		Load: func(c *Config) stress.Validator { return c.Streams }, Run: stressStreams},
+	{Name: ScenarioSoak, Stresses: "the simulator's memory and open files over a long mixed workload", Params: "soak",
+		Load: func(c *Config) stress.Validator { return c.Soak }, Run: stressSoak},
+}
 
-// SimConfig says which simulator stress scenarios to run against which simulator
+// Scenarios lists the simulator stress scenarios' names in the order Run
+// runs them.
+var Scenarios = stress.Names(scenarios)
+
+// simRun is one scenario in progress: the config and the result it fills.
+type simRun struct {
+	c   *Config
+	res Result
+}
+
+// Config says which simulator stress scenarios to run against which simulator
 // binary and where their results go.
 type Config struct {
 	// SimBinary is the inferrail-sim executable started for each run.
@@ -52,7 +63,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultSimConfig returns the issue's scenarios: 2,000 streams of 16
+// DefaultConfig returns the issue's scenarios: 2,000 streams of 16
 // tokens, and a 35,000-request soak at concurrency 64 with a 2,000-request
 // warmup.
 func DefaultConfig() Config {
@@ -75,25 +86,11 @@ func (c *Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("out_dir: required"))
 	}
-	for i, s := range c.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(Scenarios, ", ")))
-		}
-	}
 	if c.MaxNumSeqs < 0 {
 		errs = append(errs, fmt.Errorf("max_num_seqs: must not be negative, got %d", c.MaxNumSeqs))
 	}
-	if c.runs(ScenarioStreams) {
-		errs = append(errs, stress.Prefixed("streams", c.Streams.Validate())...)
-	}
-	if c.runs(ScenarioSoak) {
-		errs = append(errs, stress.Prefixed("soak", c.Soak.Validate())...)
-	}
+	errs = append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)
 	return errors.Join(errs...)
-}
-
-func (c *Config) runs(scenario string) bool {
-	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
 }
 
 // Result is one scenario's results file, <scenario>.json.
@@ -105,7 +102,7 @@ type Result struct {
 	Runs        []SimRun            `json:"runs"`
 }
 
-// Run is one simulator configuration of a scenario.
+// SimRun is one simulator configuration of a scenario.
 type SimRun struct {
 	Variant    string                 `json:"variant"`
 	SimArgs    []string               `json:"sim_args"`
@@ -116,7 +113,7 @@ type SimRun struct {
 	SimStopError string `json:"sim_stop_error,omitempty"`
 }
 
-// Sim runs the configured simulator scenarios one after another, each
+// Run runs the configured simulator scenarios one after another, each
 // against fresh simulator children, writes <scenario>.json for each into
 // c.OutDir and regenerates the README there. Request failures are part of the
 // results; the error is for scenarios that could not run at all.
@@ -130,38 +127,26 @@ func Run(ctx context.Context, c Config) error {
 	if c.MaxNumSeqs == 0 {
 		c.MaxNumSeqs = 256
 	}
-	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
-		return err
-	}
 	env := measure.CurrentEnvironment(ctx)
-	for _, name := range Scenarios {
-		if !c.runs(name) {
-			continue
-		}
-		var res Result
-		var err error
-		switch name {
-		case ScenarioStreams:
-			res, err = stressStreams(ctx, &c)
-		case ScenarioSoak:
-			res, err = stressSoak(ctx, &c)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		res.Scenario, res.Command, res.Environment = name, c.Command, env
-		if err := harness.WriteJSON(filepath.Join(c.OutDir, name+".json"), &res); err != nil {
-			return err
-		}
+	suite := stress.Suite[Config, *simRun]{Dir: c.OutDir, Logger: c.Logger,
+		Begin: func(stress.Scenario[Config, *simRun]) *simRun { return &simRun{c: &c} },
+		End: func(s stress.Scenario[Config, *simRun], r *simRun, err error) (any, error) {
+			r.res.Scenario, r.res.Command, r.res.Environment = s.Name, c.Command, env
+			return &r.res, err
+		},
+	}
+	if err := suite.Run(ctx, scenarios, c.Scenarios); err != nil {
+		return err
 	}
 	return WriteReport(c.OutDir)
 }
 
-func stressStreams(ctx context.Context, c *Config) (Result, error) {
-	res := Result{Description: fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
+func stressStreams(ctx context.Context, r *simRun) error {
+	c, res := r.c, &r.res
+	res.Description = fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
 		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
 		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
-		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens)}
+		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens)
 	variants := []struct {
 		name string
 		args []string
@@ -188,18 +173,18 @@ func stressStreams(ctx context.Context, c *Config) (Result, error) {
 			return nil
 		})
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", v.name, err)
+			return fmt.Errorf("%s: %w", v.name, err)
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	return res, nil
+	return nil
 }
 
-func stressSoak(ctx context.Context, c *Config) (Result, error) {
-	l := c.Soak
-	res := Result{Description: fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
+func stressSoak(ctx context.Context, r *simRun) error {
+	c, res, l := r.c, &r.res, r.c.Soak
+	res.Description = fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
 		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
-		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)}
+		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)
 	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
 	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
 		"requests":     l.Requests,
@@ -225,10 +210,10 @@ func stressSoak(ctx context.Context, c *Config) (Result, error) {
 		return nil
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.Runs = append(res.Runs, run)
-	return res, nil
+	return nil
 }
 
 // withSim runs f against a fresh simulator child and stops the child

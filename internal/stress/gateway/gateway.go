@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/harness"
@@ -22,30 +19,7 @@ import (
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
-// Gateway stress scenario names, in the order Gateway runs them.
-const (
-	GWScenarioStreams     = "gw-streams"
-	GWScenarioOverhead    = "gw-overhead"
-	GWScenarioFloor       = "gw-floor"
-	GWScenarioRouting     = "gw-routing"
-	GWScenarioKill        = "gw-kill"
-	GWScenarioHang        = "gw-hang"
-	GWScenarioFlap        = "gw-flap"
-	GWScenarioDisconnects = "gw-disconnects"
-	GWScenarioHostile     = "gw-hostile"
-	GWScenarioSoak        = "gw-soak"
-	GWScenarioSlowReaders = "gw-slow-readers"
-	GWScenarioSlowBody    = "gw-slow-body"
-)
-
-// GatewayScenarios lists the gateway stress scenarios in the order
-// Gateway runs them.
-var Scenarios = []string{
-	GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
-	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
-}
-
-// GatewayConfig says which gateway stress scenarios to run, against
+// Config says which gateway stress scenarios to run, against
 // which binaries, how big, and where their results go.
 type Config struct {
 	// GatewayBinary is the inferrail-gateway executable started for each
@@ -96,7 +70,7 @@ type Config struct {
 	SlowBody    SlowBodyLoad
 }
 
-// DefaultGatewayConfig returns the issues' scenarios, sized to run
+// DefaultConfig returns the issues' scenarios, sized to run
 // in about ten minutes on a two-core machine (gw-routing takes about half
 // of it). gw-overhead also runs at 500 req/s, below the rates of the
 // issue, where the machine is not near saturation.
@@ -131,51 +105,17 @@ func (c *Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("out_dir: required"))
 	}
-	for i, s := range c.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(Scenarios, ", ")))
-		}
-	}
-	if c.runs(GWScenarioFloor) && c.BenchBinary == "" {
+	if c.BenchBinary == "" && stress.Needed(scenarios, c.Scenarios, needBench) {
 		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
 	}
-	needsSim := false
-	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
-		needsSim = needsSim || c.runs(s)
-	}
-	if needsSim && c.SimBinary == "" {
+	if c.SimBinary == "" && stress.Needed(scenarios, c.Scenarios, needSims) {
 		errs = append(errs, errors.New("sim_binary: required by the scenarios that run simulator children"))
 	}
-	loads := []struct {
-		scenario, path string
-		err            error
-	}{
-		{GWScenarioStreams, "streams", c.Streams.Validate()},
-		{GWScenarioOverhead, "overhead", c.Overhead.Validate()},
-		{GWScenarioFloor, "floor", c.Floor.Validate()},
-		{GWScenarioRouting, "routing", c.Routing.Validate()},
-		{GWScenarioKill, "kill", c.Kill.Validate()},
-		{GWScenarioHang, "hang", c.Hang.Validate()},
-		{GWScenarioFlap, "flap", c.Flap.Validate()},
-		{GWScenarioDisconnects, "disconnects", c.Disconnects.Validate()},
-		{GWScenarioHostile, "hostile", c.Hostile.Validate()},
-		{GWScenarioSoak, "soak", c.Soak.Validate()},
-		{GWScenarioSlowReaders, "slow_readers", c.SlowReaders.Validate()},
-		{GWScenarioSlowBody, "slow_body", c.SlowBody.Validate()},
-	}
-	for _, l := range loads {
-		if c.runs(l.scenario) {
-			errs = append(errs, stress.Prefixed(l.path, l.err)...)
-		}
-	}
+	errs = append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)
 	return errors.Join(errs...)
 }
 
-func (c *Config) runs(scenario string) bool {
-	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
-}
-
-// GatewayResult is one gateway scenario's results file, <scenario>.json.
+// Result is one gateway scenario's results file, <scenario>.json.
 // Exactly one of the figure fields is set, the one of its scenario.
 type Result struct {
 	Scenario    string              `json:"scenario"`
@@ -212,7 +152,7 @@ type Result struct {
 	StopErrors []string `json:"stop_errors,omitempty"`
 }
 
-// GatewaySetup says what ran: the gateway, its engines and its config.
+// Setup says what ran: the gateway, its engines and its config.
 type Setup struct {
 	Gateway    string   `json:"gateway"`
 	Simulators string   `json:"simulators"`
@@ -232,7 +172,7 @@ type Check struct {
 // gwMachineNote is the Environment note of gateway results.
 const gwMachineNote = "Shared, noisy machine; the load generator (Go net/http client), the gateway and the simulators run on the same CPUs."
 
-// Gateway runs the configured gateway scenarios one after another, each
+// Run runs the configured gateway scenarios one after another, each
 // against a fresh gateway child and fresh simulators, writes
 // <scenario>.json for each into c.OutDir and regenerates the README there.
 // Request failures and missed targets are part of the results; the error is
@@ -244,50 +184,34 @@ func Run(ctx context.Context, c Config) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
-		return err
-	}
 	env := measure.CurrentEnvironment(ctx)
 	env.Note = gwMachineNote
-	runners := map[string]func(context.Context, *gwRun) error{
-		GWScenarioStreams:     runGWStreams,
-		GWScenarioOverhead:    runGWOverhead,
-		GWScenarioFloor:       runGWFloor,
-		GWScenarioRouting:     runGWRouting,
-		GWScenarioKill:        runGWKill,
-		GWScenarioHang:        runGWHang,
-		GWScenarioFlap:        runGWFlap,
-		GWScenarioDisconnects: runGWDisconnects,
-		GWScenarioHostile:     runGWHostile,
-		GWScenarioSoak:        runGWSoak,
-		GWScenarioSlowReaders: runGWSlowReaders,
-		GWScenarioSlowBody:    runGWSlowBody,
+	var start time.Time
+	var cpu0 procs.CPUTimes
+	suite := stress.Suite[Config, *gwRun]{Dir: c.OutDir, Logger: c.Logger,
+		Begin: func(s stress.Scenario[Config, *gwRun]) *gwRun {
+			start, cpu0 = time.Now(), procs.ReadCPUTimes()
+			return &gwRun{c: &c, log: c.Logger.With("scenario", s.Name), res: &Result{
+				Scenario: s.Name, Command: c.Command, Environment: env, Parameters: map[string]any{},
+			}}
+		},
+		End: func(s stress.Scenario[Config, *gwRun], r *gwRun, err error) (any, error) {
+			r.cleanup()
+			m := procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
+			r.res.Machine = m
+			if err != nil {
+				return nil, err
+			}
+			for _, ch := range r.res.Checks {
+				c.Logger.Info("check", "scenario", s.Name, "what", ch.What, "target", ch.Target, "got", ch.Got, "met", ch.Met)
+			}
+			c.Logger.Info("scenario done", "scenario", s.Name, "seconds", time.Since(start).Seconds(),
+				"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
+			return r.res, nil
+		},
 	}
-	for _, name := range Scenarios {
-		if !c.runs(name) {
-			continue
-		}
-		run := &gwRun{c: &c, log: c.Logger.With("scenario", name), res: &Result{
-			Scenario: name, Command: c.Command, Environment: env, Parameters: map[string]any{},
-		}}
-		c.Logger.Info("scenario start", "scenario", name)
-		start := time.Now()
-		cpu0 := procs.ReadCPUTimes()
-		err := runners[name](ctx, run)
-		run.cleanup()
-		run.res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for _, ch := range run.res.Checks {
-			c.Logger.Info("check", "scenario", name, "what", ch.What, "target", ch.Target, "got", ch.Got, "met", ch.Met)
-		}
-		m := run.res.Machine
-		c.Logger.Info("scenario done", "scenario", name, "seconds", time.Since(start).Seconds(),
-			"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
-		if err := harness.WriteJSON(filepath.Join(c.OutDir, name+".json"), run.res); err != nil {
-			return err
-		}
+	if err := suite.Run(ctx, scenarios, c.Scenarios); err != nil {
+		return err
 	}
 	return WriteReport(c.OutDir)
 }

@@ -65,13 +65,13 @@ func testGatewayConfig(t *testing.T) Config {
 
 func TestGatewayStressEndToEnd(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioKill}
+	c.Scenarios = []string{ScenarioStreams, ScenarioOverhead, ScenarioFloor, ScenarioKill}
 	c.Command = "go run ./cmd/inferrail-bench gwstress --streams 50"
 	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 
-	streams := readGWResult(t, c.OutDir, GWScenarioStreams)
+	streams := readGWResult(t, c.OutDir, ScenarioStreams)
 	if len(streams.Streams) != 1 {
 		t.Fatalf("gw-streams has %d runs, want 1", len(streams.Streams))
 	}
@@ -93,7 +93,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-streams setup, environment or checks missing: %+v", streams)
 	}
 
-	overhead := readGWResult(t, c.OutDir, GWScenarioOverhead)
+	overhead := readGWResult(t, c.OutDir, ScenarioOverhead)
 	if len(overhead.Overhead) != 1 {
 		t.Fatalf("gw-overhead has %d rates, want 1", len(overhead.Overhead))
 	}
@@ -105,7 +105,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-overhead latencies not filled: direct %+v, gateway %+v", o.Direct, o.Gateway)
 	}
 
-	floor := readGWResult(t, c.OutDir, GWScenarioFloor).Floor
+	floor := readGWResult(t, c.OutDir, ScenarioFloor).Floor
 	if floor == nil || len(floor.Legs) != 6 || len(floor.Targets) != 3 || len(floor.Projections) != 1 {
 		t.Fatalf("gw-floor figures: %+v", floor)
 	}
@@ -121,7 +121,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-floor projection: %+v", p)
 	}
 
-	kill := readGWResult(t, c.OutDir, GWScenarioKill).Kill
+	kill := readGWResult(t, c.OutDir, ScenarioKill).Kill
 	if kill == nil {
 		t.Fatal("gw-kill: no figures")
 	}
@@ -148,18 +148,18 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 
 func TestGatewayStressFaultsAndAbuse(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioDisconnects, GWScenarioHostile}
+	c.Scenarios = []string{ScenarioDisconnects, ScenarioHostile}
 	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	d := readGWResult(t, c.OutDir, GWScenarioDisconnects).Disconnects
+	d := readGWResult(t, c.OutDir, ScenarioDisconnects).Disconnects
 	if d == nil || d.Streams != 40 || d.Planned == 0 || d.Completed+d.Left+d.Errors != 40 || d.SimReceived == 0 {
 		t.Fatalf("gw-disconnects figures: %+v", d)
 	}
 	if d.SimFinished["abort"] != d.ExpectedAborts || !d.Idle.idle() {
 		t.Errorf("gw-disconnects: %v aborts, want %v; idle %+v", d.SimFinished["abort"], d.ExpectedAborts, d.Idle)
 	}
-	h := readGWResult(t, c.OutDir, GWScenarioHostile).Hostile
+	h := readGWResult(t, c.OutDir, ScenarioHostile).Hostile
 	if h == nil || h.Requests != 120 || len(h.Kinds) != len(hostileShares)+1 {
 		t.Fatalf("gw-hostile figures: %+v", h)
 	}
@@ -227,12 +227,12 @@ func TestGatewayConfigValidate(t *testing.T) {
 		{"sim_needed", func(c *Config) { c.SimBinary = "" }, []string{"sim_binary: required"}},
 		{"bench_needed", func(c *Config) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
 		{"floor", func(c *Config) {
-			c.Scenarios = []string{GWScenarioFloor}
+			c.Scenarios = []string{ScenarioFloor}
 			c.Floor.Rate, c.Floor.ProjectRates = 0, []int{-1}
 		}, []string{"floor.rate: must be positive", "floor.project_rates[0]: must be positive"}},
 		{"sim_not_needed", func(c *Config) {
 			c.SimBinary = ""
-			c.Scenarios = []string{GWScenarioKill, GWScenarioHang, GWScenarioFlap}
+			c.Scenarios = []string{ScenarioKill, ScenarioHang, ScenarioFlap}
 		}, nil},
 		{"all_at_once", func(c *Config) {
 			c.Overhead.Rates = []int{2000, 0}
@@ -242,7 +242,7 @@ func TestGatewayConfigValidate(t *testing.T) {
 		}, []string{"overhead.rates[1]: must be positive", "kill.down: must be positive", "disconnects.percent: must be within 0..100",
 			"slow_body.body_bytes: must be at least 1024"}},
 		{"unrun_scenario_unchecked", func(c *Config) {
-			c.Scenarios = []string{GWScenarioSoak}
+			c.Scenarios = []string{ScenarioSoak}
 			c.Streams.Streams = 0
 		}, nil},
 	}
@@ -317,20 +317,20 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 			Parameters: map[string]any{"n": 1}, Checks: []Check{{What: "errors", Target: "0", Got: "0", Met: true}},
 			Machine: procs.MachineShare{LoadAvgStart: "1.00 0.50 0.25", LoadAvgEnd: "2.00 1.00 0.50", Ours: 0.75, Others: 0.125, Interrupts: 0.05, Steal: 0.01}}
 	}
-	streams := base(GWScenarioStreams)
+	streams := base(ScenarioStreams)
 	streams.Streams = []GWStreamsRun{{Variant: "zero-latency", SimArgs: []string{"--max-num-seqs", "1024", "--zero-latency"}, Streams: 2000,
 		Completed: 1999, Errors: 1, ErrorKinds: map[string]int{"no_done": 1}, ErrorSamples: []string{"no_done: `cut`"}, WallSeconds: 1.25,
 		Stream: lat, TTFT: lat, PerReplica: map[string]int{"sim-1": 667, "sim-2": 666, "sim-3": 666},
 		SimFinished: map[string]float64{"sim-1": 667, "sim-2": 666, "sim-3": 667}, SpreadPercent: 0.05, GatewayPeakRSSBytes: 60 << 20}}
 	streams.Checks = append(streams.Checks, Check{What: "even | spread", Target: "within 10%", Got: "35%", Met: false})
-	overhead := base(GWScenarioOverhead)
+	overhead := base(ScenarioOverhead)
 	leg := OverheadLeg{Target: "direct", Requests: 10000, Latency: lat, SendLag: measure.Percentiles{N: 10000, P50: 0.00005, P99: 0.0002}, AchievedRate: 1999.6,
 		CPUPerRequest: 0.000101, OthersCPUShare: 0.02}
 	gleg := leg
 	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
 	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
 		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
-	floor := base(GWScenarioFloor)
+	floor := base(ScenarioFloor)
 	pleg := gleg
 	pleg.Target, pleg.CPUPerRequest = "plain", 0.00009
 	for _, lg := range []*OverheadLeg{&leg, &gleg, &pleg} {
@@ -338,7 +338,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}
 	floor.Floor = &FloorFigures{Rate: 1000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, pleg, pleg, gleg, leg}, Targets: []OverheadLeg{leg, gleg, pleg},
 		GatewayOverPlain: 1.12, CPUs: 2, Projections: []FloorProjection{{Rate: 5000, Direct: 1.1, Gateway: 1.6, Plain: 1.55}}}
-	routing := base(GWScenarioRouting)
+	routing := base(ScenarioRouting)
 	routing.Routing = []RoutingRun{{Name: "w200-tok-kv_aware-r3", Variant: RoutingVariant{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 3, Rates: []int{2000, 5000}},
 		Rates: []RoutingRate{
 			{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP50: BucketQuantile{N: 20000, Seconds: 1e-6, Low: 4e-7, High: 1.6e-6},
@@ -351,25 +351,25 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 				TokenizedShare: 1, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8, MetricsError: "scrape: refused"},
 		}}, {Name: "w0-notok-least_request-r3", Variant: RoutingVariant{Policy: "least_request", Replicas: 3, Rates: []int{2000}},
 		Rates: []RoutingRate{{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}}}}}
-	kill := base(GWScenarioKill)
+	kill := base(ScenarioKill)
 	kill.Kill = &KillFigures{Requests: 7000, Replica: "sim-2", KillAtSeconds: 2.001, RestartAtSeconds: 4.002, SentBeforeKill: 2000, InFlightAtKill: 2,
 		FailedSentBeforeKill: 1, SentAfterKill: 5000, ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status: status 502"},
 		OutOfRotationAfter: 0.0042, OutOfRotationBy: "passive ejection", PollSeconds: 0.0011, LastRoutedAfter: 0.0042, AttemptsAfterKill: 3,
 		ServingAgainAfter: 0.081, ServedAfterRestart: 900, Latency: lat, LatencyAfterKill: lat, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 1000, "sim-3": 2999},
 		Retries: 3, Ejections: 1}
 	kill.Notes = []string{"A note."}
-	hang := base(GWScenarioHang)
+	hang := base(ScenarioHang)
 	hang.Hang = []HangFigures{{Policy: "least_request", Requests: 6500, Replica: "sim-2", HangAtSeconds: 1.5, HealAtSeconds: 4.5, DownAfter: 0.31, PollSeconds: 0.002,
 		SentToHung: 4, SentToHungLatency: lat, OthersLatency: lat, AttemptErrors: map[string]int{"replica failed its health checks while the request waited": 4},
 		BackAfter: 0.1, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 500, "sim-3": 3000}, Retries: 4}}
-	flap := base(GWScenarioFlap)
+	flap := base(ScenarioFlap)
 	flap.Flap = &FlapFigures{Requests: 10000, Replica: "sim-2", Toggles: 100, Latency: lat, PerReplica: map[string]int{"sim-1": 4000, "sim-2": 2000, "sim-3": 4000}, Retries: 200, Ejections: 5}
 	flap.GatewayLog = procs.GatewayLog{Messages: map[string]int{"WARN replica ejected after failed requests": 5, "INFO replica passes probes again": 3},
 		AttemptErrors: map[string]int{"sim-2: status 503": 29}}
-	disc := base(GWScenarioDisconnects)
+	disc := base(ScenarioDisconnects)
 	disc.Disconnects = &DisconnectsFigures{Streams: 1000, Planned: 700, Left: 650, LeftBeforeHead: 40, FinishedFirst: 50, Completed: 350, WallSeconds: 9.5,
 		SimFinished: map[string]float64{"abort": 640, "length": 360}, SimReceived: 1000, ExpectedAborts: 640, GatewayDisconnects: 650, IdleAfter: 0.05}
-	hostile := base(GWScenarioHostile)
+	hostile := base(ScenarioHostile)
 	hostile.Hostile = &HostileFigures{Requests: 4000, Hostile: 3000, Valid: 1000, Kinds: []HostileKindFigures{
 		{Kind: "absurd-headers", Requests: 400, Outcomes: map[string]int{"400": 300, "431": 20, "501": 20, "505": 20, "200": 40}},
 		{Kind: "slowloris", Requests: 60, Outcomes: map[string]int{"closed": 60}},
@@ -377,18 +377,18 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}, Hangs: 1, SlowClose: lat, StalledBody: lat, Seconds: 12.5, RSSBeforeBytes: 20 << 20, RSSPeakBytes: 120 << 20, RSSAfterBytes: 40 << 20,
 		FDsBefore: 20, FDsAfter: 25, HealthyAfter: true, GatewayErrors: map[string]float64{"bad_request": 900, "not_found": 400}}
 	hostile.GatewayLog = procs.GatewayLog{Panics: []string{"http: panic serving 127.0.0.1:1: `boom`"}}
-	soak := base(GWScenarioSoak)
+	soak := base(ScenarioSoak)
 	soak.Soak = &GWSoakFigures{Soak: stress.SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
 		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: stress.Latency{P50: 0.02, P99: 0.08},
 		Memory: &stress.SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
 			Samples: []stress.MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
 		Sims: &stress.SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
-	slowReaders := base(GWScenarioSlowReaders)
+	slowReaders := base(ScenarioSlowReaders)
 	slowReaders.SlowReaders = &SlowReadersFigures{Clients: 20, StreamBytes: 32 << 20, ReadBeforeStall: 64 << 10, EngineWrittenMin: 1 << 20,
 		EngineWrittenMax: 3 << 20, EngineWrittenTotal: 40 << 20, BaselineRSSBytes: 20 << 20, StallPeakRSSBytes: 22 << 20, StallEndRSSBytes: 21 << 20,
 		DrainPeakRSSBytes: 25 << 20, AfterIdleRSSBytes: 21 << 20, StallAboveBaseline: 2 << 20, Others: 200, OthersLatency: lat, DrainCompleted: 20,
 		DrainBytes: 640 << 20, DrainSeconds: 2, DrainMiBPerSec: 320}
-	slowBody := base(GWScenarioSlowBody)
+	slowBody := base(ScenarioSlowBody)
 	slowBody.SlowBody = &SlowBodyFigures{BodyBytes: 8 << 20, Writes: 8 << 20, UploadSeconds: 30, AnswerSeconds: 0.01, Status: 200, Replica: "sim-1",
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}

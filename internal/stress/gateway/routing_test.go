@@ -322,7 +322,7 @@ func TestRoutingPrompts(t *testing.T) {
 
 func TestGatewayStressRouting(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioRouting}
+	c.Scenarios = []string{ScenarioRouting}
 	c.Routing.Variants = []RoutingVariant{
 		{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}},
 		{SystemWords: 0, Policy: "least_request", Replicas: 2, Rates: []int{300}},
@@ -330,7 +330,7 @@ func TestGatewayStressRouting(t *testing.T) {
 	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	res := readGWResult(t, c.OutDir, GWScenarioRouting)
+	res := readGWResult(t, c.OutDir, ScenarioRouting)
 	if len(res.Routing) != 2 || len(res.Checks) != 2 {
 		t.Fatalf("gw-routing has %d variants and %d checks, want 2 and 2", len(res.Routing), len(res.Checks))
 	}
