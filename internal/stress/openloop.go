@@ -3,6 +3,8 @@ package stress
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/harness"
@@ -78,4 +80,42 @@ func TallyShots(shots []Shot) (int, map[string]int, []string) {
 		}
 	}
 	return t.Result()
+}
+
+// Burst calls prepare(i) for every i in [0, n), then runs the functions
+// they return, each in a goroutine of its own, all released at once, and
+// waits for them: n requests sent together, their bodies built before.
+func Burst(n int, prepare func(i int) (run func())) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		run := prepare(i)
+		wg.Go(func() {
+			<-start
+			run()
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// Pool calls do(i) for every i in [from, to) on at most workers goroutines,
+// each taking the next i once its last call has returned (a closed loop),
+// until ctx ends, and waits for them.
+func Pool(ctx context.Context, from, to, workers int, do func(i int)) {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	for range min(workers, to-from) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= to {
+					return
+				}
+				do(i)
+			}
+		})
+	}
+	wg.Wait()
 }

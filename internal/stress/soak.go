@@ -225,21 +225,7 @@ type soak struct {
 func (s *soak) phase(ctx context.Context, from, to int) {
 	start := time.Now()
 	defer func() { s.loadTime += time.Since(start) }()
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	for range min(s.l.Concurrency, to-from) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= to {
-					return
-				}
-				s.one(ctx, i)
-			}
-		})
-	}
-	wg.Wait()
+	Pool(ctx, from, to, s.l.Concurrency, func(i int) { s.one(ctx, i) })
 }
 
 // ErrPlanned is the cause of a client deadline the workload sets on purpose.

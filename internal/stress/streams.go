@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -72,12 +71,9 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	url := baseURL + "/v1/chat/completions"
 
 	out := make([]StreamOutcome, l.Streams)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
+	Burst(len(out), func(i int) func() {
 		body := streamsBody(i, l.MaxTokens)
-		wg.Go(func() {
-			<-start
+		return func() {
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
@@ -87,10 +83,8 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 			if o.Err != nil {
 				o.Err = measure.Classify(rctx, o.Err)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 
 	t := TallyStreams(out)
 	f := StreamsFigures{Streams: l.Streams, Completed: t.Completed, WallSeconds: t.WallSeconds,

@@ -2,6 +2,8 @@ package stress
 
 import (
 	"fmt"
+	"io"
+	"slices"
 	"time"
 )
 
@@ -51,4 +53,37 @@ func OrText(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// SortByScenario sorts results in the order of the scenario names (those
+// of unknown scenarios last), scenario giving each one's name.
+func SortByScenario[T any](results []T, names []string, scenario func(*T) string) {
+	rank := func(s string) int {
+		if i := slices.Index(names, s); i >= 0 {
+			return i
+		}
+		return len(names)
+	}
+	slices.SortFunc(results, func(a, b T) int { return rank(scenario(&a)) - rank(scenario(&b)) })
+}
+
+// WriteReproduce writes a report's closing section: intro, then the
+// distinct commands, in order, the results came from.
+func WriteReproduce(w io.Writer, intro string, commands []string) {
+	fmt.Fprintf(w, "## Reproduce\n\n%s", intro)
+	var cmds []string
+	for _, c := range commands {
+		if c != "" && !slices.Contains(cmds, c) {
+			cmds = append(cmds, c)
+		}
+	}
+	if len(cmds) == 0 {
+		fmt.Fprint(w, "\n")
+		return
+	}
+	fmt.Fprint(w, " The results above came from:\n\n```sh\nmake build\n")
+	for _, c := range cmds {
+		fmt.Fprintf(w, "%s\n", c)
+	}
+	fmt.Fprint(w, "```\n")
 }

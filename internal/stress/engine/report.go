@@ -41,7 +41,7 @@ func WriteReport(dir string) error {
 // RenderReport renders the Markdown report of results (in scenario order)
 // and, when benchText is not empty, of the engine-step benchmark output.
 func RenderReport(results []Result, benchText string) []byte {
-	slices.SortFunc(results, func(a, b Result) int { return scenarioRank(a.Scenario) - scenarioRank(b.Scenario) })
+	stress.SortByScenario(results, Scenarios, func(r *Result) string { return r.Scenario })
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
 	p("# Simulator stress results\n\n")
@@ -77,23 +77,11 @@ func RenderReport(results []Result, benchText string) []byte {
 		}
 		p("\nReproduce: `%s`\n\n", engineStepCommand)
 	}
-	p("## Reproduce\n\n")
-	p("`make stress` builds `bin/inferrail-sim` and runs every scenario with the defaults.")
-	var cmds []string
-	for _, r := range results {
-		if r.Command != "" && !slices.Contains(cmds, r.Command) {
-			cmds = append(cmds, r.Command)
-		}
+	commands := make([]string, len(results))
+	for i, r := range results {
+		commands[i] = r.Command
 	}
-	if len(cmds) > 0 {
-		p(" The results above came from:\n\n```sh\nmake build\n")
-		for _, c := range cmds {
-			p("%s\n", c)
-		}
-		p("```\n")
-	} else {
-		p("\n")
-	}
+	stress.WriteReproduce(&w, "`make stress` builds `bin/inferrail-sim` and runs every scenario with the defaults.", commands)
 	return []byte(w.String())
 }
 
@@ -125,13 +113,6 @@ func renderSummary(w *strings.Builder, results []Result, rows []benchRow) {
 		fmt.Fprintf(w, "- %s\n", l)
 	}
 	fmt.Fprintln(w)
-}
-
-func scenarioRank(s string) int {
-	if i := slices.Index(Scenarios, s); i >= 0 {
-		return i
-	}
-	return len(Scenarios)
 }
 
 func renderStreams(w *strings.Builder, r *Result) {

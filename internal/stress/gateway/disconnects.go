@@ -9,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/stress"
@@ -98,11 +97,7 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 		"no running or waiting request, and the gateway to no request in flight.", l.Streams, l.MaxTokens, l.Percent, l.MaxDelay)
 	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
 		"max_delay": l.MaxDelay.String(), "seed": l.Seed, "per_stream_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, nil)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	sims, gw, err := r.simFleet(ctx, 3, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -110,18 +105,53 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	defer client.CloseIdleConnections()
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
-	url := gw.URL + "/v1/chat/completions"
+	out := sendLeaving(ctx, client, gw.URL+"/v1/chat/completions", l)
+	f := &DisconnectsFigures{Streams: l.Streams}
+	f.tally(out)
+	client.CloseIdleConnections()
 
-	type outcome struct {
-		planned        bool
-		left           bool
-		leftBeforeHead bool
-		sawFinish      bool
-		err            error
-		sent, done     time.Time
+	idle, st := waitIdle(ctx, admin, gw, sims, 30*time.Second)
+	f.IdleAfter, f.Idle = idle.Seconds(), st
+	if err := f.readEngines(ctx, admin, sims); err != nil {
+		return err
 	}
+	f.ExpectedAborts = float64(f.Left) - (float64(f.Streams) - f.SimReceived)
+	if p, err := gw.Metrics(ctx, admin); err == nil {
+		f.GatewayDisconnects = p.Sum("inferrail_client_disconnects_total")
+	}
+	r.res.Disconnects = f
+
+	r.check("streams not left: completed, all 200 tokens", fmt.Sprintf("%d, 0 errors", l.Streams-f.Left),
+		fmt.Sprintf("%d completed, %d errors", f.Completed, f.Errors), f.Errors == 0 && f.Completed == l.Streams-f.Left)
+	r.check("aborts in the engines = left streams that reached an engine", fmt.Sprintf("%.0f", f.ExpectedAborts),
+		fmt.Sprintf("%.0f (left %d, of which %d before the response head; engines received %.0f of %d)", f.SimFinished["abort"], f.Left, f.LeftBeforeHead, f.SimReceived, f.Streams),
+		f.SimFinished["abort"] == f.ExpectedAborts)
+	r.check("engines drained, nothing leaked in the gateway", "running 0, waiting 0, gateway in flight 0",
+		fmt.Sprintf("running %.0f, waiting %.0f, gateway in flight %.0f, pending %.0f, %.2f s after the last stream",
+			st.SimRunning, st.SimWaiting, st.GatewayInFlight, st.GatewayPending, f.IdleAfter), st.idle())
+	r.note("A stream counts as left when the client cancelled it before reading its finish_reason; one left after that is an ordinary end " +
+		"for the engine. A stream left within the first moments may not have reached an engine yet; the engines' request count tells how many did.")
+	return nil
+}
+
+// leavingStream is one stream of gw-disconnects: whether the client was
+// drawn to leave it, whether it did (before the response head or not),
+// and how it ended otherwise.
+type leavingStream struct {
+	planned        bool
+	left           bool
+	leftBeforeHead bool
+	sawFinish      bool
+	err            error
+	sent, done     time.Time
+}
+
+// sendLeaving sends l.Streams streamed chats at once, a random l.Percent
+// of which the client leaves at a moment drawn from [0, l.MaxDelay), and
+// reads the others to their end.
+func sendLeaving(ctx context.Context, client *http.Client, url string, l DisconnectsLoad) []leavingStream {
 	rng := rand.New(rand.NewPCG(l.Seed, 7))
-	out := make([]outcome, l.Streams)
+	out := make([]leavingStream, l.Streams)
 	delays := make([]time.Duration, l.Streams)
 	for i := range out {
 		if rng.IntN(100) < l.Percent {
@@ -129,12 +159,9 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			delays[i] = time.Duration(rng.Int64N(int64(l.MaxDelay)))
 		}
 	}
-	begin := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
+	stress.Burst(len(out), func(i int) func() {
 		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, true)
-		wg.Go(func() {
-			<-begin
+		return func() {
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
@@ -156,12 +183,13 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			default:
 				o.err = measure.Classify(rctx, err)
 			}
-		})
-	}
-	close(begin)
-	wg.Wait()
+		}
+	})
+	return out
+}
 
-	f := &DisconnectsFigures{Streams: l.Streams}
+// tally counts the streams by how they ended.
+func (f *DisconnectsFigures) tally(out []leavingStream) {
 	var tally stress.ErrorTally
 	var first, last time.Time
 	for _, o := range out {
@@ -192,10 +220,10 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	}
 	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.Result()
 	f.WallSeconds = last.Sub(first).Seconds()
-	client.CloseIdleConnections()
+}
 
-	idle, st := waitIdle(ctx, admin, gw, sims, 30*time.Second)
-	f.IdleAfter, f.Idle = idle.Seconds(), st
+// readEngines counts the requests the simulators finished, by reason.
+func (f *DisconnectsFigures) readEngines(ctx context.Context, admin *http.Client, sims []*gwReplica) error {
 	f.SimFinished = map[string]float64{}
 	for _, s := range sims {
 		p, err := procs.ScrapePage(ctx, admin, s.URL+"/metrics")
@@ -208,22 +236,6 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 			f.SimReceived += v
 		}
 	}
-	f.ExpectedAborts = float64(f.Left) - (float64(f.Streams) - f.SimReceived)
-	if p, err := gw.Metrics(ctx, admin); err == nil {
-		f.GatewayDisconnects = p.Sum("inferrail_client_disconnects_total")
-	}
-	r.res.Disconnects = f
-
-	r.check("streams not left: completed, all 200 tokens", fmt.Sprintf("%d, 0 errors", l.Streams-f.Left),
-		fmt.Sprintf("%d completed, %d errors", f.Completed, f.Errors), f.Errors == 0 && f.Completed == l.Streams-f.Left)
-	r.check("aborts in the engines = left streams that reached an engine", fmt.Sprintf("%.0f", f.ExpectedAborts),
-		fmt.Sprintf("%.0f (left %d, of which %d before the response head; engines received %.0f of %d)", f.SimFinished["abort"], f.Left, f.LeftBeforeHead, f.SimReceived, f.Streams),
-		f.SimFinished["abort"] == f.ExpectedAborts)
-	r.check("engines drained, nothing leaked in the gateway", "running 0, waiting 0, gateway in flight 0",
-		fmt.Sprintf("running %.0f, waiting %.0f, gateway in flight %.0f, pending %.0f, %.2f s after the last stream",
-			st.SimRunning, st.SimWaiting, st.GatewayInFlight, st.GatewayPending, f.IdleAfter), st.idle())
-	r.note("A stream counts as left when the client cancelled it before reading its finish_reason; one left after that is an ordinary end " +
-		"for the engine. A stream left within the first moments may not have reached an engine yet; the engines' request count tells how many did.")
 	return nil
 }
 

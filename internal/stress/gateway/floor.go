@@ -103,11 +103,7 @@ func runGWFloor(ctx context.Context, r *gwRun) error {
 	r.res.Parameters = map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(floorLegOrder[:], ", "), "project_rates": l.ProjectRates,
 		"per_request_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	sims, gw, err := r.simFleet(ctx, 3, overheadSimArgs, nil)
 	if err != nil {
 		return err
 	}

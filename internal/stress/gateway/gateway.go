@@ -283,6 +283,22 @@ func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, e
 	return out, nil
 }
 
+// simFleet starts n simulator children with args and a gateway child over
+// them, with the scenarios' config (default health) as edit, when not nil,
+// changes it.
+func (r *gwRun) simFleet(ctx context.Context, n int, args []string, edit func(*config.Config)) ([]*gwReplica, *procs.Gateway, error) {
+	sims, err := r.simChildren(ctx, n, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := gwConfig(sims, healthDefault)
+	if edit != nil {
+		edit(cfg)
+	}
+	gw, err := r.gateway(ctx, cfg)
+	return sims, gw, err
+}
+
 // gateway starts a gateway child with cfg.
 func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway, error) {
 	if err := r.fleet.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log}); err != nil {

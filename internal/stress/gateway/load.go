@@ -168,3 +168,12 @@ func ms(seconds float64) string {
 	}
 	return strconv.FormatFloat(seconds*1e3, 'f', 3, 64) + " ms"
 }
+
+// warmChats sends n chats for model through gw with client, one after
+// another, to open the gateway's connections to its engines before a
+// baseline is taken.
+func warmChats(ctx context.Context, client *http.Client, gw *procs.Gateway, n int, model string) {
+	for i := range n {
+		_, _, _ = postChat(ctx, client, gw.URL+"/v1/chat/completions", gwChatBody(model, i, 4), "", 4)
+	}
+}

@@ -133,11 +133,7 @@ func runGWOverhead(ctx context.Context, r *gwRun) error {
 		"Right before each leg, %d unmeasured requests at the same rate warm its target's connections.", l.MaxTokens, l.Requests, l.Warmup)
 	r.res.Parameters = map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	sims, gw, err := r.simFleet(ctx, 3, overheadSimArgs, nil)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,7 @@ func runGWSoak(ctx context.Context, r *gwRun) error {
 	r.res.Parameters = map[string]any{"requests": l.Requests, "concurrency": l.Concurrency, "warmup": l.Warmup,
 		"sample_every": l.SampleEvery, "idle_window": stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
 		"timeout": stress.OrDefault(l.Timeout, 60*time.Second).String(), "seed": l.Seed}
-	sims, err := r.simChildren(ctx, 3, []string{"--zero-latency"})
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	sims, gw, err := r.simFleet(ctx, 3, []string{"--zero-latency"}, nil)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/stress"
@@ -105,16 +104,12 @@ func runGWStreams(ctx context.Context, r *gwRun) error {
 
 func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant string, args []string) (GWStreamsRun, error) {
 	run := GWStreamsRun{Variant: variant, SimArgs: args, Streams: l.Streams}
-	sims, err := r.simChildren(ctx, 3, args)
-	if err != nil {
-		return run, err
-	}
+	sims, gw, err := r.simFleet(ctx, 3, args, nil)
 	defer r.stopReplicas()
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	defer r.stopGateway(gw)
 	if err != nil {
 		return run, err
 	}
-	defer r.stopGateway(gw)
 	r.log.Info("gw-streams", "variant", variant, "streams", l.Streams, "gateway_pid", gw.Pid)
 
 	client := gwClient(l.Streams)
@@ -122,12 +117,9 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	url := gw.URL + "/v1/chat/completions"
 	out := make([]stress.StreamOutcome, l.Streams)
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
+	stress.Burst(len(out), func(i int) func() {
 		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
-		wg.Go(func() {
-			<-start
+		return func() {
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
@@ -137,10 +129,8 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 			if o.Err != nil {
 				o.Err = measure.Classify(rctx, o.Err)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	run.GatewayPeakRSSBytes = peak(sampler.stop())
 
 	t := stress.TallyStreams(out)
