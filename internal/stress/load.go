@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -223,9 +222,6 @@ type Latency struct {
 
 // summarize sorts ds and returns nearest-rank percentiles.
 func summarize(ds []time.Duration) Latency {
-	if len(ds) == 0 {
-		return Latency{}
-	}
-	slices.Sort(ds)
-	return Latency{P50: measure.Percentile(ds, 0.50), P99: measure.Percentile(ds, 0.99), Max: ds[len(ds)-1].Seconds()}
+	p := measure.Summarize(ds)
+	return Latency{P50: p.P50, P99: p.P99, Max: p.Max}
 }

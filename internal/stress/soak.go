@@ -45,26 +45,12 @@ type SoakLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l SoakLoad) Validate() error {
-	var errs []error
-	if l.Requests <= 0 {
-		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", l.Requests))
-	}
-	if l.Concurrency <= 0 {
-		errs = append(errs, fmt.Errorf("concurrency: must be positive, got %d", l.Concurrency))
-	}
+	var warmup error
 	if l.Warmup < 0 || (l.Requests > 0 && l.Warmup >= l.Requests) {
-		errs = append(errs, fmt.Errorf("warmup: must be within 0..%d, got %d", max(0, l.Requests-1), l.Warmup))
+		warmup = fmt.Errorf("warmup: must be within 0..%d, got %d", max(0, l.Requests-1), l.Warmup)
 	}
-	if l.SampleEvery < 0 {
-		errs = append(errs, fmt.Errorf("sample_every: must not be negative, got %d", l.SampleEvery))
-	}
-	if l.IdleWindow < 0 {
-		errs = append(errs, fmt.Errorf("idle_window: must not be negative, got %v", l.IdleWindow))
-	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(Positive("requests", l.Requests), Positive("concurrency", l.Concurrency), warmup,
+		NotNegative("sample_every", l.SampleEvery), NotNegative("idle_window", l.IdleWindow), NotNegative("timeout", l.Timeout))
 }
 
 // SoakFigures is what RunSoak measured.

@@ -3,7 +3,6 @@ package stress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -27,17 +26,7 @@ type StreamsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l StreamsLoad) Validate() error {
-	var errs []error
-	if l.Streams <= 0 {
-		errs = append(errs, fmt.Errorf("streams: must be positive, got %d", l.Streams))
-	}
-	if l.MaxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", l.MaxTokens))
-	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(Positive("streams", l.Streams), Positive("max_tokens", l.MaxTokens), NotNegative("timeout", l.Timeout))
 }
 
 // StreamsFigures is what RunStreams measured.
@@ -161,9 +150,25 @@ func streamOnce(ctx context.Context, client *http.Client, url string, body []byt
 
 // streamsBody is the chat request of stream i: a short prompt of its own.
 func streamsBody(i, maxTokens int) []byte {
-	b := []byte(`{"messages":[{"role":"user","content":`)
-	b = openai.AppendString(b, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
-	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+	b := AppendChat(nil, "", "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.", maxTokens)
+	return append(b, StreamWithUsage...)
 }
+
+// AppendChat appends to b a chat request of one user message asking for
+// maxTokens, for model unless it is empty, left open for more fields.
+func AppendChat(b []byte, model, content string, maxTokens int) []byte {
+	b = append(b, '{')
+	if model != "" {
+		b = append(b, `"model":`...)
+		b = openai.AppendString(b, model)
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[{"role":"user","content":`...)
+	b = openai.AppendString(b, content)
+	b = append(b, `}],"max_tokens":`...)
+	return strconv.AppendInt(b, int64(maxTokens), 10)
+}
+
+// StreamWithUsage closes a request that AppendChat left open as a
+// streamed one asking for the usage chunk.
+const StreamWithUsage = `,"stream":true,"stream_options":{"include_usage":true}}`

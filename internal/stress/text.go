@@ -7,22 +7,6 @@ import (
 	"time"
 )
 
-// Prefixed puts path in front of each error joined in err.
-func Prefixed(path string, err error) []error {
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Errorf("%s.%w", path, e)
-	}
-	return out
-}
-
 // OrDefault is d, or def when d is zero.
 func OrDefault(d, def time.Duration) time.Duration {
 	if d == 0 {

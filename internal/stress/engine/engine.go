@@ -24,9 +24,9 @@ const (
 // them.
 var scenarios = []stress.Scenario[Config, *simRun]{
 	{Name: ScenarioStreams, Stresses: "the simulator's streaming path under a burst of concurrent streams", Params: "streams",
-		Load: func(c *Config) stress.Validator { return c.Streams }, Run: stressStreams},
+		Load: func(c *Config) stress.Validator { return c.Streams }, Describe: describeStreams, Run: stressStreams},
 	{Name: ScenarioSoak, Stresses: "the simulator's memory and open files over a long mixed workload", Params: "soak",
-		Load: func(c *Config) stress.Validator { return c.Soak }, Run: stressSoak},
+		Load: func(c *Config) stress.Validator { return c.Soak }, Describe: describeSoak, Run: stressSoak},
 }
 
 // Scenarios lists the simulator stress scenarios' names in the order Run
@@ -86,9 +86,7 @@ func (c *Config) Validate() error {
 	if c.OutDir == "" {
 		errs = append(errs, errors.New("out_dir: required"))
 	}
-	if c.MaxNumSeqs < 0 {
-		errs = append(errs, fmt.Errorf("max_num_seqs: must not be negative, got %d", c.MaxNumSeqs))
-	}
+	errs = append(errs, stress.NotNegative("max_num_seqs", c.MaxNumSeqs))
 	errs = append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)
 	return errors.Join(errs...)
 }
@@ -129,7 +127,11 @@ func Run(ctx context.Context, c Config) error {
 	}
 	env := measure.CurrentEnvironment(ctx)
 	suite := stress.Suite[Config, *simRun]{Dir: c.OutDir, Logger: c.Logger,
-		Begin: func(stress.Scenario[Config, *simRun]) *simRun { return &simRun{c: &c} },
+		Begin: func(s stress.Scenario[Config, *simRun]) *simRun {
+			r := &simRun{c: &c}
+			r.res.Description, _ = s.Describe(&c)
+			return r
+		},
 		End: func(s stress.Scenario[Config, *simRun], r *simRun, err error) (any, error) {
 			r.res.Scenario, r.res.Command, r.res.Environment = s.Name, c.Command, env
 			return &r.res, err
@@ -141,12 +143,16 @@ func Run(ctx context.Context, c Config) error {
 	return WriteReport(c.OutDir)
 }
 
-func stressStreams(ctx context.Context, r *simRun) error {
-	c, res := r.c, &r.res
-	res.Description = fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
+// describeStreams is sim-streams' description.
+func describeStreams(c *Config) (string, map[string]any) {
+	return fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
 		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
 		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
-		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens)
+		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens), nil
+}
+
+func stressStreams(ctx context.Context, r *simRun) error {
+	c, res := r.c, &r.res
 	variants := []struct {
 		name string
 		args []string
@@ -180,11 +186,16 @@ func stressStreams(ctx context.Context, r *simRun) error {
 	return nil
 }
 
+// describeSoak is sim-soak's description.
+func describeSoak(c *Config) (string, map[string]any) {
+	l := c.Soak
+	return fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
+		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
+		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup), nil
+}
+
 func stressSoak(ctx context.Context, r *simRun) error {
 	c, res, l := r.c, &r.res, r.c.Soak
-	res.Description = fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
-		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
-		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)
 	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
 	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
 		"requests":     l.Requests,

@@ -40,15 +40,12 @@ type DisconnectsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l DisconnectsLoad) Validate() error {
-	var errs []error
-	errs = append(errs, positiveInt("streams", l.Streams), positiveInt("max_tokens", l.MaxTokens), positiveDuration("max_delay", l.MaxDelay))
+	var percent error
 	if l.Percent < 0 || l.Percent > 100 {
-		errs = append(errs, fmt.Errorf("percent: must be within 0..100, got %d", l.Percent))
+		percent = fmt.Errorf("percent: must be within 0..100, got %d", l.Percent)
 	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(stress.Positive("streams", l.Streams), stress.Positive("max_tokens", l.MaxTokens),
+		stress.Positive("max_delay", l.MaxDelay), percent, stress.NotNegative("timeout", l.Timeout))
 }
 
 // DisconnectsFigures is what gw-disconnects measured.
@@ -85,18 +82,20 @@ type DisconnectsFigures struct {
 	Idle      idleState `json:"idle"`
 }
 
-func runGWDisconnects(ctx context.Context, r *gwRun) error {
-	l := r.c.Disconnects
-	if l.Timeout == 0 {
-		l.Timeout = 2 * time.Minute
-	}
-	r.res.Description = fmt.Sprintf("%d streamed chats (max_tokens %d, ignore_eos, include_usage) sent at once through the gateway to three "+
+func describeDisconnects(c *Config) (string, map[string]any) {
+	l := c.Disconnects
+	desc := fmt.Sprintf("%d streamed chats (max_tokens %d, ignore_eos, include_usage) sent at once through the gateway to three "+
 		"simulator children with the default latency model; a random %d%% of them are left by the client (request context cancelled, "+
 		"connection closed) at a moment drawn uniformly from [0, %v) after sending. Every stream the gateway had forwarded and the client left "+
 		"before its end must be aborted in an engine (vllm:request_success_total{finished_reason=\"abort\"}), the engines must drain to "+
 		"no running or waiting request, and the gateway to no request in flight.", l.Streams, l.MaxTokens, l.Percent, l.MaxDelay)
-	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
+	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
 		"max_delay": l.MaxDelay.String(), "seed": l.Seed, "per_stream_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWDisconnects(ctx context.Context, r *gwRun) error {
+	l := r.c.Disconnects
 	sims, gw, err := r.simFleet(ctx, 3, nil, nil)
 	if err != nil {
 		return err

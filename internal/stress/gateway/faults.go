@@ -28,8 +28,8 @@ type KillLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l KillLoad) Validate() error {
-	return errors.Join(positiveInt("rate", l.Rate), positiveDuration("before", l.Before),
-		positiveDuration("down", l.Down), positiveDuration("after", l.After))
+	return errors.Join(stress.Positive("rate", l.Rate), stress.Positive("before", l.Before),
+		stress.Positive("down", l.Down), stress.Positive("after", l.After))
 }
 
 // HangLoad is gw-hang: a simulator that stops answering (requests and
@@ -44,8 +44,8 @@ type HangLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l HangLoad) Validate() error {
-	return errors.Join(positiveInt("rate", l.Rate), positiveDuration("before", l.Before),
-		positiveDuration("hang", l.Hang), positiveDuration("after", l.After))
+	return errors.Join(stress.Positive("rate", l.Rate), stress.Positive("before", l.Before),
+		stress.Positive("hang", l.Hang), stress.Positive("after", l.After))
 }
 
 // FlapLoad is gw-flap: a simulator flipping between healthy and failing
@@ -62,21 +62,7 @@ type FlapLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l FlapLoad) Validate() error {
-	return errors.Join(positiveInt("rate", l.Rate), positiveDuration("duration", l.Duration), positiveDuration("toggle", l.Toggle))
-}
-
-func positiveInt(path string, v int) error {
-	if v <= 0 {
-		return fmt.Errorf("%s: must be positive, got %d", path, v)
-	}
-	return nil
-}
-
-func positiveDuration(path string, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%s: must be positive, got %v", path, d)
-	}
-	return nil
+	return errors.Join(stress.Positive("rate", l.Rate), stress.Positive("duration", l.Duration), stress.Positive("toggle", l.Toggle))
 }
 
 // faultRequestTimeout bounds each request of the fault scenarios.
@@ -244,14 +230,20 @@ type FlapFigures struct {
 	Ejections  float64        `json:"gateway_ejections"`
 }
 
+func describeFlap(c *Config) (string, map[string]any) {
+	l := c.Flap
+	n := int(l.Duration.Seconds() * float64(l.Rate))
+	desc := fmt.Sprintf("Non-streamed chats (max_tokens 1) at a fixed %d req/s for %v through the gateway over three in-process "+
+		"--zero-latency simulators, while sim-2 flips every %v between healthy and answering every request and probe with 503 (sim.FaultFail). "+
+		"A 503 is retryable: the gateway must move the request to another replica, so the client sees no error.", l.Rate, l.Duration, l.Toggle)
+	params := map[string]any{"rate": l.Rate, "requests": n, "duration": l.Duration.String(), "toggle": l.Toggle.String(),
+		"max_tokens": 1, "schedule": "fixed interval", "per_request_timeout": faultRequestTimeout.String()}
+	return desc, params
+}
+
 func runGWFlap(ctx context.Context, r *gwRun) error {
 	l := r.c.Flap
 	n := int(l.Duration.Seconds() * float64(l.Rate))
-	r.res.Description = fmt.Sprintf("Non-streamed chats (max_tokens 1) at a fixed %d req/s for %v through the gateway over three in-process "+
-		"--zero-latency simulators, while sim-2 flips every %v between healthy and answering every request and probe with 503 (sim.FaultFail). "+
-		"A 503 is retryable: the gateway must move the request to another replica, so the client sees no error.", l.Rate, l.Duration, l.Toggle)
-	r.res.Parameters = map[string]any{"rate": l.Rate, "requests": n, "duration": l.Duration.String(), "toggle": l.Toggle.String(),
-		"max_tokens": 1, "schedule": "fixed interval", "per_request_timeout": faultRequestTimeout.String()}
 	fl, err := r.startFaultLoad(ctx, "")
 	if err != nil {
 		return err

@@ -115,6 +115,19 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// withDefaults fills in the per-request timeouts left zero.
+func (c *Config) withDefaults() {
+	for _, d := range []struct {
+		t   *time.Duration
+		def time.Duration
+	}{
+		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Floor.Timeout, 10 * time.Second},
+		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
+	} {
+		*d.t = stress.OrDefault(*d.t, d.def)
+	}
+}
+
 // Result is one gateway scenario's results file, <scenario>.json.
 // Exactly one of the figure fields is set, the one of its scenario.
 type Result struct {
@@ -184,6 +197,7 @@ func Run(ctx context.Context, c Config) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.withDefaults()
 	env := measure.CurrentEnvironment(ctx)
 	env.Note = gwMachineNote
 	var start time.Time
@@ -191,8 +205,9 @@ func Run(ctx context.Context, c Config) error {
 	suite := stress.Suite[Config, *gwRun]{Dir: c.OutDir, Logger: c.Logger,
 		Begin: func(s stress.Scenario[Config, *gwRun]) *gwRun {
 			start, cpu0 = time.Now(), procs.ReadCPUTimes()
+			desc, params := s.Describe(&c)
 			return &gwRun{c: &c, log: c.Logger.With("scenario", s.Name), res: &Result{
-				Scenario: s.Name, Command: c.Command, Environment: env, Parameters: map[string]any{},
+				Scenario: s.Name, Description: desc, Command: c.Command, Environment: env, Parameters: params,
 			}}
 		},
 		End: func(s stress.Scenario[Config, *gwRun], r *gwRun, err error) (any, error) {

@@ -48,16 +48,9 @@ type HostileLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l HostileLoad) Validate() error {
-	var errs []error
-	errs = append(errs, positiveInt("hostile", l.Hostile), positiveInt("concurrency", l.Concurrency),
-		positiveDuration("header_timeout", l.HeaderTimeout), positiveDuration("request_timeout", l.RequestTimeout))
-	if l.Valid < 0 {
-		errs = append(errs, fmt.Errorf("valid: must not be negative, got %d", l.Valid))
-	}
-	if l.IdleWindow < 0 {
-		errs = append(errs, fmt.Errorf("idle_window: must not be negative, got %v", l.IdleWindow))
-	}
-	return errors.Join(errs...)
+	return errors.Join(stress.Positive("hostile", l.Hostile), stress.Positive("concurrency", l.Concurrency),
+		stress.Positive("header_timeout", l.HeaderTimeout), stress.Positive("request_timeout", l.RequestTimeout),
+		stress.NotNegative("valid", l.Valid), stress.NotNegative("idle_window", l.IdleWindow))
 }
 
 // HostileFigures is what gw-hostile measured.
@@ -132,17 +125,22 @@ type hostileReq struct {
 	keepAlive  bool          // valid request sent with the net/http client
 }
 
-func runGWHostile(ctx context.Context, r *gwRun) error {
-	l := r.c.Hostile
-	r.res.Description = fmt.Sprintf("%d hostile requests (malformed, huge and deeply nested JSON, wrong methods, odd paths, bad content types, "+
+func describeHostile(c *Config) (string, map[string]any) {
+	l := c.Hostile
+	desc := fmt.Sprintf("%d hostile requests (malformed, huge and deeply nested JSON, wrong methods, odd paths, bad content types, "+
 		"invalid UTF-8, absurd headers, bodies cut off or stalled half-way, garbage and HTTP/2 garbage, slowloris partial headers, idle "+
 		"connections) mixed with %d valid chats, over raw TCP connections (valid ones also over the net/http client, keep-alive and h2c), "+
 		"%d at a time, the slow ones all at once. The gateway (over three --zero-latency simulator children) runs with "+
 		"server.header_read_timeout %v and server.request_timeout %v. It must never answer a 5xx of its own that the protocol does not call for, "+
 		"never leave a connection hanging, answer every valid request, and stay healthy with its memory and open files back where they were.",
 		l.Hostile, l.Valid, l.Concurrency, l.HeaderTimeout, l.RequestTimeout)
-	r.res.Parameters = map[string]any{"hostile": l.Hostile, "valid": l.Valid, "concurrency": l.Concurrency,
+	params := map[string]any{"hostile": l.Hostile, "valid": l.Valid, "concurrency": l.Concurrency,
 		"header_read_timeout": l.HeaderTimeout.String(), "request_timeout": l.RequestTimeout.String(), "seed": l.Seed}
+	return desc, params
+}
+
+func runGWHostile(ctx context.Context, r *gwRun) error {
+	l := r.c.Hostile
 	sims, gw, err := r.simFleet(ctx, 3, []string{"--zero-latency"}, func(cfg *config.Config) {
 		cfg.Server.HeaderReadTimeout = config.Duration(l.HeaderTimeout)
 		cfg.Server.RequestTimeout = config.Duration(l.RequestTimeout)

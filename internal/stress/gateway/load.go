@@ -19,28 +19,18 @@ import (
 
 // gwChatBody is a non-streamed chat of request i asking for maxTokens.
 func gwChatBody(model string, i, maxTokens int) []byte {
-	b := []byte(`{"model":`)
-	b = openai.AppendString(b, model)
-	b = append(b, `,"messages":[{"role":"user","content":`...)
-	b = openai.AppendString(b, "Request "+strconv.Itoa(i)+": how does the gateway choose an engine?")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b := stress.AppendChat(nil, model, "Request "+strconv.Itoa(i)+": how does the gateway choose an engine?", maxTokens)
 	return append(b, '}')
 }
 
 // gwStreamBody is a streamed chat of request i asking for maxTokens, with
 // the usage chunk; ignoreEOS makes the engine produce all of them.
 func gwStreamBody(model string, i, maxTokens int, ignoreEOS bool) []byte {
-	b := []byte(`{"model":`)
-	b = openai.AppendString(b, model)
-	b = append(b, `,"messages":[{"role":"user","content":`...)
-	b = openai.AppendString(b, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b := stress.AppendChat(nil, model, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.", maxTokens)
 	if ignoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
 	}
-	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+	return append(b, stress.StreamWithUsage...)
 }
 
 // gwClient is stress.NewClient with idle connections dropped after 5 s. The

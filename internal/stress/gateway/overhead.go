@@ -50,27 +50,15 @@ func validateRates(rates []int) []error {
 		errs = append(errs, errors.New("rates: at least one is required"))
 	}
 	for i, r := range rates {
-		errs = append(errs, positiveInt(fmt.Sprintf("rates[%d]", i), r))
+		errs = append(errs, stress.Positive(fmt.Sprintf("rates[%d]", i), r))
 	}
 	return errs
 }
 
 // validateLegs checks the settings of an overhead comparison's legs.
 func validateLegs(requests, warmup, maxTokens int, timeout time.Duration) []error {
-	var errs []error
-	if requests <= 0 {
-		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", requests))
-	}
-	if warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup: must not be negative, got %d", warmup))
-	}
-	if maxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", maxTokens))
-	}
-	if timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", timeout))
-	}
-	return errs
+	return []error{stress.Positive("requests", requests), stress.NotNegative("warmup", warmup),
+		stress.Positive("max_tokens", maxTokens), stress.NotNegative("timeout", timeout)}
 }
 
 // OverheadRate is gw-overhead at one rate: four legs of the same schedule,
@@ -121,18 +109,20 @@ type OverheadLeg struct {
 	lat, lag []time.Duration // for pooling
 }
 
-func runGWOverhead(ctx context.Context, r *gwRun) error {
-	l := r.c.Overhead
-	if l.Timeout == 0 {
-		l.Timeout = 10 * time.Second
-	}
-	r.res.Description = fmt.Sprintf("Open loop: non-streamed chats (max_tokens %d) on a Poisson schedule, each sent at its scheduled time "+
+func describeOverhead(c *Config) (string, map[string]any) {
+	l := c.Overhead
+	desc := fmt.Sprintf("Open loop: non-streamed chats (max_tokens %d) on a Poisson schedule, each sent at its scheduled time "+
 		"from its own goroutine, latency counted from the scheduled time. At each rate the same %d-request schedule runs four times, back to back: "+
 		"straight to one --zero-latency simulator child (direct), through the gateway over three such children (gateway), gateway again, direct again; "+
 		"the two legs of each target are pooled, and the gateway's added latency is its percentile minus the direct one. "+
 		"Right before each leg, %d unmeasured requests at the same rate warm its target's connections.", l.MaxTokens, l.Requests, l.Warmup)
-	r.res.Parameters = map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+	params := map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWOverhead(ctx context.Context, r *gwRun) error {
+	l := r.c.Overhead
 	sims, gw, err := r.simFleet(ctx, 3, overheadSimArgs, nil)
 	if err != nil {
 		return err

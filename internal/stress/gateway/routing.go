@@ -186,12 +186,7 @@ func (l RoutingLoad) Validate() error {
 		errs = append(errs, stress.Prefixed(p, v.validate())...)
 	}
 	errs = append(errs, validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)...)
-	if l.SystemPrompts <= 0 {
-		errs = append(errs, fmt.Errorf("system_prompts: must be positive, got %d", l.SystemPrompts))
-	}
-	if l.QuestionWords <= 0 {
-		errs = append(errs, fmt.Errorf("question_words: must be positive, got %d", l.QuestionWords))
-	}
+	errs = append(errs, stress.Positive("system_prompts", l.SystemPrompts), stress.Positive("question_words", l.QuestionWords))
 	return errors.Join(errs...)
 }
 
@@ -274,12 +269,9 @@ type RoutingRate struct {
 	MetricsError string `json:"metrics_error,omitempty"`
 }
 
-func runGWRouting(ctx context.Context, r *gwRun) error {
-	l := r.c.Routing
-	if l.Timeout == 0 {
-		l.Timeout = 10 * time.Second
-	}
-	r.res.Description = fmt.Sprintf("gw-overhead's comparison for gateways that tokenize prompts, keep the KV index and route with the cache-aware policies. "+
+func describeRouting(c *Config) (string, map[string]any) {
+	l := c.Routing
+	desc := fmt.Sprintf("gw-overhead's comparison for gateways that tokenize prompts, keep the KV index and route with the cache-aware policies. "+
 		"Each variant starts fresh --zero-latency simulator children and a gateway child over all of them; at each of its rates the same "+
 		"%d-request Poisson schedule of non-streamed chats (max_tokens %d) runs four times, straight to the first simulator (direct), through the gateway, "+
 		"through the gateway again, direct again, each leg after %d unmeasured requests at the same rate. Latency counts from the scheduled send; "+
@@ -293,9 +285,14 @@ func runGWRouting(ctx context.Context, r *gwRun) error {
 	for _, v := range l.Variants {
 		names = append(names, v.Name())
 	}
-	r.res.Parameters = map[string]any{"variants": names, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+	params := map[string]any{"variants": names, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"system_prompts": l.SystemPrompts, "question_words": l.QuestionWords, "schedule": "poisson", "seed": l.Seed,
 		"leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWRouting(ctx context.Context, r *gwRun) error {
+	l := r.c.Routing
 	for _, v := range l.Variants {
 		run, err := r.routingVariant(ctx, l, v)
 		if err != nil {

@@ -41,15 +41,8 @@ type SlowReadersLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l SlowReadersLoad) Validate() error {
-	var errs []error
-	errs = append(errs, positiveInt("clients", l.Clients), positiveDuration("stall", l.Stall))
-	if l.StreamBytes <= 0 {
-		errs = append(errs, fmt.Errorf("stream_bytes: must be positive, got %d", l.StreamBytes))
-	}
-	if l.Others < 0 {
-		errs = append(errs, fmt.Errorf("others: must not be negative, got %d", l.Others))
-	}
-	return errors.Join(errs...)
+	return errors.Join(stress.Positive("clients", l.Clients), stress.Positive("stall", l.Stall),
+		stress.Positive("stream_bytes", l.StreamBytes), stress.NotNegative("others", l.Others))
 }
 
 // SlowReadersFigures is what gw-slow-readers measured.
@@ -92,15 +85,20 @@ type SlowReadersFigures struct {
 // firehoseModel is the model only the firehose engine serves.
 const firehoseModel = "firehose"
 
-func runGWSlowReaders(ctx context.Context, r *gwRun) error {
-	l := r.c.SlowReaders
-	r.res.Description = fmt.Sprintf("A firehose engine written in the harness (net/http, answers /health and an empty /v1/models) streams "+
+func describeSlowReaders(c *Config) (string, map[string]any) {
+	l := c.SlowReaders
+	desc := fmt.Sprintf("A firehose engine written in the harness (net/http, answers /health and an empty /v1/models) streams "+
 		"%s of SSE data lines per request as fast as TCP lets it. %d raw-TCP clients each start a stream through the gateway, read its first "+
 		"%d KiB and stop reading, holding the connection open for %v (%s in all if read). Meanwhile %d ordinary chats go through the same "+
 		"gateway to a --zero-latency simulator child. The gateway's memory must stay bounded (TCP backpressure, not buffering). Then the clients "+
 		"read again, every stream to its end.", stress.MiB(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, stress.MiB(int64(l.Clients)*l.StreamBytes), l.Others)
-	r.res.Parameters = map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
+	params := map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
 		"stall": l.Stall.String(), "others": l.Others}
+	return desc, params
+}
+
+func runGWSlowReaders(ctx context.Context, r *gwRun) error {
+	l := r.c.SlowReaders
 	sims, gw, fh, err := r.firehoseFleet(ctx, l.StreamBytes)
 	if err != nil {
 		return err
@@ -455,13 +453,18 @@ type SlowBodySample struct {
 	RSSBytes  int64   `json:"rss_bytes"`
 }
 
-func runGWSlowBody(ctx context.Context, r *gwRun) error {
-	l := r.c.SlowBody
-	r.res.Description = fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
+func describeSlowBody(c *Config) (string, map[string]any) {
+	l := c.SlowBody
+	desc := fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
 		"one byte per write call (TCP_NODELAY, Go's default: a segment per byte), as fast as the harness can, through the gateway "+
 		"(server.request_timeout 10m, server.max_body_bytes 64 MiB) to a --zero-latency simulator child. The gateway's resident memory is "+
 		"sampled while the body arrives; the request must complete.", stress.MiB(int64(l.BodyBytes)))
-	r.res.Parameters = map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
+	params := map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
+	return desc, params
+}
+
+func runGWSlowBody(ctx context.Context, r *gwRun) error {
+	l := r.c.SlowBody
 	_, gw, err := r.simFleet(ctx, 1, []string{"--zero-latency"}, func(cfg *config.Config) {
 		cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
 		cfg.Server.MaxBodyBytes = 64 << 20

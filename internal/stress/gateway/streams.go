@@ -31,14 +31,7 @@ type GWStreamsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l GWStreamsLoad) Validate() error {
-	var errs []error
-	if err := l.StreamsLoad.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if l.MaxNumSeqs <= 0 {
-		errs = append(errs, fmt.Errorf("max_num_seqs: must be positive, got %d", l.MaxNumSeqs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(l.StreamsLoad.Validate(), stress.Positive("max_num_seqs", l.MaxNumSeqs))
 }
 
 // GWStreamsRun is one simulator configuration of gw-streams.
@@ -66,17 +59,19 @@ type GWStreamsRun struct {
 	IdleAfter           idleState `json:"idle_after"`
 }
 
-func runGWStreams(ctx context.Context, r *gwRun) error {
-	l := r.c.Streams
-	if l.Timeout == 0 {
-		l.Timeout = 2 * time.Minute
-	}
-	r.res.Description = fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
+func describeStreams(c *Config) (string, map[string]any) {
+	l := c.Streams
+	desc := fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
 		"to three simulator children (--max-num-seqs %d), policy least_request, replica caps 2048. Every stream must answer 200, "+
 		"end with data: [DONE] and report completion_tokens %d; the X-Inferrail-Replica header of each answer gives the spread.",
 		l.Streams, l.MaxTokens, l.MaxNumSeqs, l.MaxTokens)
-	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
+	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
 		"replicas": 3, "per_stream_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWStreams(ctx context.Context, r *gwRun) error {
+	l := r.c.Streams
 	variants := []struct {
 		name string
 		args []string
