@@ -105,16 +105,23 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 	}
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inferrail-bench run", flag.ContinueOnError)
+// runFlags is the flag set of a command that carries out runs of a spec
+// given by flags (specFlags), the simulator flags after --.
+func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simArgs []string) (bench.RunSpec, error), *envFlags) {
+	fs := flag.NewFlagSet("inferrail-bench "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: inferrail-bench run [flags] [-- simulator flags]")
+		fmt.Fprintln(stderr, "usage: inferrail-bench "+name+" "+synopsis)
 		fs.PrintDefaults()
 	}
 	spec := specFlags(fs)
-	var ef envFlags
+	ef := &envFlags{}
 	ef.register(fs)
+	return fs, spec, ef
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
 	out := fs.String("out", "bench/results/runs", "directory for the result file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -140,15 +147,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inferrail-bench compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: inferrail-bench compare --policies a,b,c [flags] [-- simulator flags]")
-		fs.PrintDefaults()
-	}
-	spec := specFlags(fs)
-	var ef envFlags
-	ef.register(fs)
+	fs, spec, ef := runFlags("compare", "--policies a,b,c [flags] [-- simulator flags]", stderr)
 	policies := fs.String("policies", "round_robin,least_request", "comma-separated policies, each on the same requests")
 	reps := fs.Int("reps", 1, "repetitions, each with the next workload seed")
 	jobs := fs.Int("jobs", 1, "fleets side by side")

@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -17,13 +17,8 @@ import (
 // stressConfig reads stress's flags into the simulator scenarios' config.
 func stressConfig(args []string, stderr io.Writer) (engine.Config, error) {
 	c := engine.DefaultConfig()
-	fs := flag.NewFlagSet("inferrail-bench stress", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	scenarios := strings.Join(c.Scenarios, ",")
-	verbose := false
+	fs := newSuiteFlags("stress", stderr, &c.OutDir, c.Scenarios, engine.Scenarios, "log the simulator children's life cycle")
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
-	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(engine.Scenarios, ", "))
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "the simulators' --max-num-seqs")
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "sim-streams: concurrent streams")
 	fs.IntVar(&c.Streams.MaxTokens, "stream-max-tokens", c.Streams.MaxTokens, "sim-streams: max_tokens of each stream")
@@ -31,19 +26,9 @@ func stressConfig(args []string, stderr io.Writer) (engine.Config, error) {
 	fs.IntVar(&c.Soak.Concurrency, "soak-concurrency", c.Soak.Concurrency, "sim-soak: requests in flight")
 	fs.IntVar(&c.Soak.Warmup, "soak-warmup", c.Soak.Warmup, "sim-soak: requests before the memory baseline")
 	fs.IntVar(&c.Soak.SampleEvery, "soak-sample-every", c.Soak.SampleEvery, "sim-soak: memory sample under load every this many requests (0: none)")
-	fs.BoolVar(&verbose, "v", false, "log the simulator children's life cycle")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("stress: unexpected argument %q", fs.Arg(0))
-	}
-	if c.Scenarios = list(scenarios); len(c.Scenarios) == 0 {
-		return c, errors.New("stress: --scenarios: name at least one scenario")
-	}
-	c.Logger = logger(stderr, verbose)
-	c.Command = "go run ./cmd/inferrail-bench stress " + shellJoin(args)
-	return c, nil
+	var err error
+	c.Scenarios, c.Logger, c.Command, err = fs.parse(args)
+	return c, err
 }
 
 func stressCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -65,14 +50,9 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	if self, err := os.Executable(); err == nil {
 		c.BenchBinary = self // gw-floor's plain proxy is this binary's plain-proxy command
 	}
-	fs := flag.NewFlagSet("inferrail-bench gwstress", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	scenarios := strings.Join(c.Scenarios, ",")
-	verbose := false
+	fs := newSuiteFlags("gwstress", stderr, &c.OutDir, c.Scenarios, gateway.Scenarios, "log the children's life cycle")
 	fs.StringVar(&c.GatewayBinary, "gateway-binary", c.GatewayBinary, "inferrail-gateway executable to start")
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
-	fs.StringVar(&c.OutDir, "out", c.OutDir, "directory for <scenario>.json and README.md")
-	fs.StringVar(&scenarios, "scenarios", scenarios, "comma-separated scenarios to run: "+strings.Join(gateway.Scenarios, ", "))
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
 	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
 	fs.IntVar(&c.Floor.Rate, "floor-rate", c.Floor.Rate, "gw-floor: request rate, req/s")
@@ -85,15 +65,9 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	fs.IntVar(&c.Disconnects.Streams, "disconnect-streams", c.Disconnects.Streams, "gw-disconnects: streams")
 	fs.IntVar(&c.Hostile.Hostile, "hostile", c.Hostile.Hostile, "gw-hostile: hostile requests")
 	fs.IntVar(&c.Soak.Requests, "soak-requests", c.Soak.Requests, "gw-soak: requests, warmup included")
-	fs.BoolVar(&verbose, "v", false, "log the children's life cycle")
-	if err := fs.Parse(args); err != nil {
+	var err error
+	if c.Scenarios, c.Logger, c.Command, err = fs.parse(args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("gwstress: unexpected argument %q", fs.Arg(0))
-	}
-	if c.Scenarios = list(scenarios); len(c.Scenarios) == 0 {
-		return c, errors.New("gwstress: --scenarios: name at least one scenario")
 	}
 	if routingVariants != "" || routingRates != "" {
 		variants, err := selectRouting(c.Routing.Variants, routingVariants, routingRates)
@@ -102,8 +76,6 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 		}
 		c.Routing.Variants = variants
 	}
-	c.Logger = logger(stderr, verbose)
-	c.Command = "go run ./cmd/inferrail-bench gwstress " + shellJoin(args)
 	return c, nil
 }
 
@@ -144,4 +116,41 @@ func routingNames(variants []gateway.RoutingVariant) string {
 		names[i] = v.Name()
 	}
 	return strings.Join(names, ",")
+}
+
+// suiteFlags is the flag set of a stress command: the results directory,
+// the scenarios to run and -v, beside each command's own.
+type suiteFlags struct {
+	*flag.FlagSet
+	name      string
+	scenarios string
+	verbose   bool
+}
+
+// newSuiteFlags registers the flags every stress command takes: --out into
+// out, --scenarios (all of them known, selected by default) and -v, whose
+// help is verboseHelp.
+func newSuiteFlags(name string, stderr io.Writer, out *string, selected, all []string, verboseHelp string) *suiteFlags {
+	fs := &suiteFlags{FlagSet: flag.NewFlagSet("inferrail-bench "+name, flag.ContinueOnError), name: name}
+	fs.SetOutput(stderr)
+	fs.StringVar(out, "out", *out, "directory for <scenario>.json and README.md")
+	fs.StringVar(&fs.scenarios, "scenarios", strings.Join(selected, ","), "comma-separated scenarios to run: "+strings.Join(all, ", "))
+	fs.BoolVar(&fs.verbose, "v", false, verboseHelp)
+	return fs
+}
+
+// parse parses args and returns the scenarios selected, the logger -v
+// asks for and the command line that reproduces the run.
+func (fs *suiteFlags) parse(args []string) ([]string, *slog.Logger, string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, "", err
+	}
+	if fs.NArg() > 0 {
+		return nil, nil, "", fmt.Errorf("%s: unexpected argument %q", fs.name, fs.Arg(0))
+	}
+	scenarios := list(fs.scenarios)
+	if len(scenarios) == 0 {
+		return nil, nil, "", fmt.Errorf("%s: --scenarios: name at least one scenario", fs.name)
+	}
+	return scenarios, logger(fs.Output(), fs.verbose), "go run ./cmd/inferrail-bench " + fs.name + " " + shellJoin(args), nil
 }

@@ -1,6 +1,7 @@
 package stress
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -35,6 +36,15 @@ func Positive[T int | int64 | time.Duration](path string, v T) error {
 func NotNegative[T int | int64 | time.Duration](path string, v T) error {
 	if v < 0 {
 		return fmt.Errorf("%s: must not be negative, got %v", path, v)
+	}
+	return nil
+}
+
+// Required is the problem of a setting at path that must not be empty,
+// nil when it is not.
+func Required(path, v string) error {
+	if v == "" {
+		return errors.New(path + ": required")
 	}
 	return nil
 }

@@ -79,16 +79,9 @@ func DefaultConfig() Config {
 
 // Validate reports every problem with c at once.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.SimBinary == "" {
-		errs = append(errs, errors.New("sim_binary: required"))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: required"))
-	}
-	errs = append(errs, stress.NotNegative("max_num_seqs", c.MaxNumSeqs))
-	errs = append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)
-	return errors.Join(errs...)
+	errs := []error{stress.Required("sim_binary", c.SimBinary), stress.Required("out_dir", c.OutDir),
+		stress.NotNegative("max_num_seqs", c.MaxNumSeqs)}
+	return errors.Join(append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)...)
 }
 
 // Result is one scenario's results file, <scenario>.json.

@@ -98,13 +98,7 @@ func DefaultConfig() Config {
 
 // Validate reports every problem with c at once.
 func (c *Config) Validate() error {
-	var errs []error
-	if c.GatewayBinary == "" {
-		errs = append(errs, errors.New("gateway_binary: required"))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: required"))
-	}
+	errs := []error{stress.Required("gateway_binary", c.GatewayBinary), stress.Required("out_dir", c.OutDir)}
 	if c.BenchBinary == "" && stress.Needed(scenarios, c.Scenarios, needBench) {
 		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
 	}
