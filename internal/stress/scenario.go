@@ -31,6 +31,9 @@ type Scenario[C, R any] struct {
 	// Needs are the executables (C's keys) the scenario starts, beyond the
 	// one every scenario of the family starts.
 	Needs []string
+	// Setup, when not nil, starts what the scenario runs against before
+	// Run: a step the family's scenarios share.
+	Setup func(ctx context.Context, r R) error
 	// Run carries the scenario out on r.
 	Run func(ctx context.Context, r R) error
 }
@@ -110,7 +113,14 @@ func (u Suite[C, R]) Run(ctx context.Context, scenarios []Scenario[C, R], select
 		}
 		u.Logger.Info("scenario start", "scenario", s.Name, "stresses", s.Stresses)
 		r := u.Begin(s)
-		res, err := u.End(s, r, s.Run(ctx, r))
+		var err error
+		if s.Setup != nil {
+			err = s.Setup(ctx, r)
+		}
+		if err == nil {
+			err = s.Run(ctx, r)
+		}
+		res, err := u.End(s, r, err)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Name, err)
 		}

@@ -90,3 +90,20 @@ func TestSuiteRun(t *testing.T) {
 		t.Error("a scenario that could not run left a results file")
 	}
 }
+
+// A scenario whose Setup fails does not run, and the suite stops there.
+func TestSuiteSetupFails(t *testing.T) {
+	ran := false
+	s := []Scenario[testConfig, *testRun]{{Name: "broken", Params: "a", Load: func(c *testConfig) Validator { return c.A },
+		Setup: func(context.Context, *testRun) error { return errors.New("no fleet") },
+		Run:   func(context.Context, *testRun) error { ran = true; return nil }}}
+	suite := Suite[testConfig, *testRun]{Dir: t.TempDir(),
+		Begin: func(s Scenario[testConfig, *testRun]) *testRun { return &testRun{name: s.Name} },
+		End: func(_ Scenario[testConfig, *testRun], r *testRun, err error) (any, error) {
+			return r, err
+		},
+	}
+	if err := suite.Run(t.Context(), s, nil); err == nil || err.Error() != "broken: no fleet" || ran {
+		t.Errorf("Run = %v, ran %v; want broken: no fleet and no run", err, ran)
+	}
+}

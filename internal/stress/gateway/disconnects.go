@@ -96,10 +96,7 @@ func describeDisconnects(c *Config) (string, map[string]any) {
 
 func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	l := r.c.Disconnects
-	sims, gw, err := r.simFleet(ctx, 3, nil, nil)
-	if err != nil {
-		return err
-	}
+	sims, gw := r.sims, r.gw
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	admin := procs.AdminClient()

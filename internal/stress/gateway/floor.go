@@ -106,10 +106,7 @@ func describeFloor(c *Config) (string, map[string]any) {
 
 func runGWFloor(ctx context.Context, r *gwRun) error {
 	l := r.c.Floor
-	sims, gw, err := r.simFleet(ctx, 3, overheadSimArgs, nil)
-	if err != nil {
-		return err
-	}
+	sims, gw := r.sims, r.gw
 	var upstreams []string
 	for _, s := range sims {
 		upstreams = append(upstreams, s.URL)

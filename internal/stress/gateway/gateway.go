@@ -235,6 +235,9 @@ type gwRun struct {
 	fleet    harness.Fleet // the simulator children and the gateway
 	replicas []*gwReplica  // every engine behind the gateway
 	plains   []*procs.PlainProxy
+	// sims and gw are what a scenario's Setup (simFleetOf) started.
+	sims []*gwReplica
+	gw   *procs.Gateway
 }
 
 // gwReplica is one engine behind the gateway: a simulator child, an
@@ -306,6 +309,21 @@ func (r *gwRun) simFleet(ctx context.Context, n int, args []string, edit func(*c
 	}
 	gw, err := r.gateway(ctx, cfg)
 	return sims, gw, err
+}
+
+// simFleetOf is the Setup of a scenario that runs against n simulator
+// children with args behind a gateway child with the scenarios' config
+// (default health), which edit, when not nil, changes.
+func simFleetOf(n int, args []string, edit func(c *Config, cfg *config.Config)) func(context.Context, *gwRun) error {
+	return func(ctx context.Context, r *gwRun) error {
+		var err error
+		r.sims, r.gw, err = r.simFleet(ctx, n, args, func(cfg *config.Config) {
+			if edit != nil {
+				edit(r.c, cfg)
+			}
+		})
+		return err
+	}
 }
 
 // gateway starts a gateway child with cfg.

@@ -141,13 +141,7 @@ func describeHostile(c *Config) (string, map[string]any) {
 
 func runGWHostile(ctx context.Context, r *gwRun) error {
 	l := r.c.Hostile
-	sims, gw, err := r.simFleet(ctx, 3, []string{"--zero-latency"}, func(cfg *config.Config) {
-		cfg.Server.HeaderReadTimeout = config.Duration(l.HeaderTimeout)
-		cfg.Server.RequestTimeout = config.Duration(l.RequestTimeout)
-	})
-	if err != nil {
-		return err
-	}
+	sims, gw := r.sims, r.gw
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
 	addr := strings.TrimPrefix(gw.URL, "http://")
@@ -469,4 +463,11 @@ func clientExchange(ctx context.Context, c *http.Client, base string, i int) raw
 		}
 	}
 	return o
+}
+
+// hostileTimeouts gives gw-hostile's gateway its short header and request
+// timeouts.
+func hostileTimeouts(c *Config, cfg *config.Config) {
+	cfg.Server.HeaderReadTimeout = config.Duration(c.Hostile.HeaderTimeout)
+	cfg.Server.RequestTimeout = config.Duration(c.Hostile.RequestTimeout)
 }

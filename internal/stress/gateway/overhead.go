@@ -123,11 +123,7 @@ func describeOverhead(c *Config) (string, map[string]any) {
 
 func runGWOverhead(ctx context.Context, r *gwRun) error {
 	l := r.c.Overhead
-	sims, gw, err := r.simFleet(ctx, 3, overheadSimArgs, nil)
-	if err != nil {
-		return err
-	}
-	pair := newOverheadPair(gw, sims, l.Timeout, l.MaxTokens)
+	pair := newOverheadPair(r.gw, r.sims, l.Timeout, l.MaxTokens)
 	defer pair.close()
 	body := gwChatBody(procs.SimModel, 0, l.MaxTokens)
 	same := func(int) []byte { return body }

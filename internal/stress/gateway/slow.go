@@ -465,13 +465,7 @@ func describeSlowBody(c *Config) (string, map[string]any) {
 
 func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	l := r.c.SlowBody
-	_, gw, err := r.simFleet(ctx, 1, []string{"--zero-latency"}, func(cfg *config.Config) {
-		cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
-		cfg.Server.MaxBodyBytes = 64 << 20
-	})
-	if err != nil {
-		return err
-	}
+	gw := r.gw
 	warm := gwClient(2)
 	warmChats(ctx, warm, gw, 20, procs.SimModel)
 	warm.CloseIdleConnections()
@@ -602,4 +596,11 @@ func thinSamples(s []SlowBodySample, n int) []SlowBodySample {
 		out = append(out, s[i*(len(s)-1)/(n-1)])
 	}
 	return append(out, s[len(s)-1])
+}
+
+// slowBodyLimits lets gw-slow-body's request take ten minutes and its body
+// 64 MiB.
+func slowBodyLimits(_ *Config, cfg *config.Config) {
+	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
+	cfg.Server.MaxBodyBytes = 64 << 20
 }

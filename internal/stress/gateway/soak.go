@@ -40,10 +40,7 @@ func describeSoak(c *Config) (string, map[string]any) {
 
 func runGWSoak(ctx context.Context, r *gwRun) error {
 	l := r.c.Soak
-	sims, gw, err := r.simFleet(ctx, 3, []string{"--zero-latency"}, nil)
-	if err != nil {
-		return err
-	}
+	sims, gw := r.sims, r.gw
 	r.log.Info("gw-soak", "requests", l.Requests, "concurrency", l.Concurrency, "gateway_pid", gw.Pid)
 	sf, err := stress.RunSoak(ctx, gw.URL, l, gw.Pid)
 	if err != nil {
