@@ -1,8 +1,8 @@
 // Package bench is inferrail's open-loop benchmark harness, behind
 // inferrail-bench run, compare, sweep, report and demo: it drives real
 // processes over real sockets and writes machine-readable results and
-// Markdown reports. (The stress scenarios are package stress; the child
-// processes both start are package procs.)
+// Markdown reports. (The stress scenarios are packages stress/engine and
+// stress/gateway; the child processes both start are package procs.)
 //
 // Measure is one open-loop run (inferrail-bench run): a workload's requests
 // leave at their scheduled times whatever earlier ones are doing

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -54,17 +54,9 @@ type FleetOptions struct {
 	Logger *slog.Logger
 }
 
-// Fleet is a running benchmark fleet. Stop ends it; every child belongs to
-// the Fleet.
-type Fleet struct {
-	// URL is the router's client port, where requests go.
-	URL string
-	// Gateway is the inferrail-gateway in front of Sims, or Peer the peer
-	// router; the other is nil.
-	Gateway *procs.Gateway
-	Peer    *procs.Peer
-	Sims    []*procs.Sim
-}
+// Fleet is a running benchmark fleet: the harness's fleet of simulator
+// children behind a gateway or peer router child. Stop ends it.
+type Fleet = harness.Fleet
 
 // fleetModelArgs are the simulator flags every fleet sets.
 func fleetModelArgs(model string) []string {
@@ -100,51 +92,29 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	if o.Speedup > 1 {
 		args = append(args, "--speedup", strconv.FormatFloat(o.Speedup, 'g', -1, 64))
 	}
-	for range o.Replicas {
-		p, err := procs.StartSim(ctx, procs.SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger})
-		if err != nil {
-			return nil, errors.Join(err, f.Stop())
-		}
-		f.Sims = append(f.Sims, p)
-	}
-	if peer.Router != "" {
-		p, err := procs.StartPeer(ctx, procs.PeerOptions{Venv: o.PeerVenv, Policy: peer, Workers: f.simURLs(), Logger: o.Logger})
-		if err != nil {
-			return nil, errors.Join(err, f.Stop())
-		}
-		f.Peer, f.URL = p, p.URL
-		return f, nil
-	}
-	cfg := fleetConfig(o, f.Sims)
-	gw, err := procs.StartGateway(ctx, procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger})
-	if err != nil {
+	if err := f.StartSims(ctx, o.Replicas, procs.SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger}); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
-	f.Gateway, f.URL = gw, gw.URL
-	if err := f.waitHealthy(ctx, 15*time.Second); err != nil {
+	if peer.Router != "" {
+		if err := f.StartPeer(ctx, procs.PeerOptions{Venv: o.PeerVenv, Policy: peer, Logger: o.Logger}); err != nil {
+			return nil, errors.Join(err, f.Stop())
+		}
+		return f, nil
+	}
+	cfg := fleetConfig(o, f.Replicas())
+	if err := f.StartGateway(ctx, procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger}); err != nil {
+		return nil, errors.Join(err, f.Stop())
+	}
+	if err := f.WaitHealthy(ctx, 15*time.Second); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
 	return f, nil
 }
 
 // fleetConfig is the gateway config of a fleet.
-func fleetConfig(o FleetOptions, sims []*procs.Sim) *config.Config {
-	cfg := config.Default()
-	cfg.Models = []config.Model{{Name: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim", BlockSize: o.BlockSize}}
-	for i, s := range sims {
-		cfg.Replicas = append(cfg.Replicas, config.Replica{
-			ID: "sim-" + strconv.Itoa(i+1), URL: s.URL, Models: []string{o.Model},
-			MaxConcurrency: 4096, MaxPending: 4096,
-		})
-	}
-	cfg.Routing.Seed = o.Seed
-	if cfg.Routing.Seed == 0 {
-		cfg.Routing.Seed = 1
-	}
-	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
-	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
-	cfg.Upstream.MaxIdleConnsPerHost = 1024
-	cfg.Logging = config.Logging{Level: "warn", Format: "json"}
+func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
+	cfg := harness.GatewayConfig(replicas, harness.GatewayOptions{Model: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim",
+		BlockSize: o.BlockSize, Caps: 4096, Seed: o.Seed, RequestTimeout: 10 * time.Minute, LogLevel: "warn"})
 	if f := o.Speedup; f > 1 {
 		// What the gateway predicts and how fresh it wants its engine
 		// reports are times on the model's clock.
@@ -159,63 +129,7 @@ func fleetConfig(o FleetOptions, sims []*procs.Sim) *config.Config {
 		faster(&cfg.Load.ScrapeTimeout) // max_age must cover interval and timeout
 		faster(&cfg.Load.MaxAge)
 	}
-	return &cfg
-}
-
-// waitHealthy polls the gateway's metrics until every replica passes its
-// probes.
-func (f *Fleet) waitHealthy(ctx context.Context, limit time.Duration) error {
-	client := procs.AdminClient()
-	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(limit)
-	for {
-		p, err := f.Gateway.Metrics(ctx, client)
-		if err == nil && int(p.Sum("inferrail_replica_healthy")) == len(f.Sims) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("gateway: replicas not all healthy within %v (last scrape error: %v)", limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// Stop ends the gateway or peer router, then the simulators, and reports
-// every child that did not stop cleanly or had exited on its own. It may be
-// called more than once.
-func (f *Fleet) Stop() error {
-	var errs []error
-	if f.Peer != nil {
-		select {
-		case <-f.Peer.Exited():
-			errs = append(errs, fmt.Errorf("%s exited during the run: %s", f.Peer.Policy.Router, f.Peer.Output()))
-		default:
-		}
-		errs = append(errs, f.Peer.Stop())
-	}
-	if f.Gateway != nil {
-		select {
-		case <-f.Gateway.Exited():
-			errs = append(errs, errors.New("gateway exited during the run: "+f.Gateway.Output()))
-		default:
-		}
-		errs = append(errs, f.Gateway.Stop())
-	}
-	for i, s := range f.Sims {
-		select {
-		case <-s.Exited():
-			errs = append(errs, fmt.Errorf("sim-%d exited during the run: %s", i+1, s.Output()))
-		default:
-		}
-		if err := s.Stop(); err != nil {
-			errs = append(errs, fmt.Errorf("sim-%d: %w", i+1, err))
-		}
-	}
-	return errors.Join(errs...)
+	return cfg
 }
 
 // engineReading is what the engines' counters said at one moment.
@@ -239,7 +153,7 @@ func engineCounters(ctx context.Context, client *http.Client, urls []string) (en
 		r.hits.Queries += p.Sum("vllm:prefix_cache_queries_total")
 		r.hits.Hits += p.Sum("vllm:prefix_cache_hits_total")
 		const name = "vllm:request_success_total"
-		r.served = append(r.served, p.Sum(name)-p.Sum(name, `finished_reason="abort"`)-p.Sum(name, `finished_reason="error"`))
+		r.served = append(r.served, p.Sum(name)-p.Sum(name, procs.Label("finished_reason", "abort"))-p.Sum(name, procs.Label("finished_reason", "error")))
 	}
 	return r, nil
 }
@@ -252,7 +166,7 @@ func (b engineReading) servedSince(a engineReading) map[string]int {
 	}
 	m := make(map[string]int, len(b.served))
 	for i := range b.served {
-		m["sim-"+strconv.Itoa(i+1)] = int(math.Round(b.served[i] - a.served[i]))
+		m[harness.SimID(i)] = int(math.Round(b.served[i] - a.served[i]))
 	}
 	return m
 }
@@ -262,13 +176,4 @@ func (b EngineHits) since(a EngineHits) *EngineHits {
 	d := &EngineHits{Queries: b.Queries - a.Queries, Hits: b.Hits - a.Hits}
 	d.HitRate = ratio(d.Hits, d.Queries)
 	return d
-}
-
-// simURLs are the base URLs of the fleet's simulators.
-func (f *Fleet) simURLs() []string {
-	urls := make([]string, len(f.Sims))
-	for i, s := range f.Sims {
-		urls[i] = s.URL
-	}
-	return slices.Clip(urls)
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/workload"
@@ -90,8 +91,9 @@ func NewLoadClient() *http.Client {
 }
 
 // RunOpenLoop sends each request at start + its At, whatever the earlier
-// ones are doing: the scheduler only sleeps and starts goroutines, one per
-// request in flight, and never waits on a response. It returns when every
+// ones are doing, through the harness's open-loop driver (harness.Loop):
+// the scheduler only sleeps and starts goroutines, one per request in
+// flight, and never waits on a response. It returns when every
 // request has finished or failed, in the order of reqs. Requests not yet
 // due when ctx ends are reported with ErrKind "not_sent".
 func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, o OpenLoopOptions) []Outcome {
@@ -105,22 +107,15 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 	for i := range reqs {
 		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Sched: reqs[i].At}
 	}
-	var wg sync.WaitGroup
-	for i := range reqs {
-		if !measure.SleepUntil(ctx, start.Add(reqs[i].At)) {
-			for j := i; j < len(reqs); j++ {
-				out[j].ErrKind, out[j].Err = errKindNotSent, "run stopped before the request was due"
-			}
-			break
-		}
-		if o.OnSchedule != nil {
-			o.OnSchedule(i)
-		}
-		out[i].Dispatched = time.Since(start)
+	loop := harness.Loop{Start: start, N: len(reqs), At: func(i int) time.Duration { return reqs[i].At }, OnSchedule: o.OnSchedule}
+	sent := loop.Run(ctx, func(i int, dispatched time.Duration) {
+		out[i].Dispatched = dispatched
 		s := sender{client: o.Client, url: o.URL, timeout: o.Timeout, start: start}
-		wg.Go(func() { s.send(ctx, &reqs[i], &out[i]) })
+		s.send(ctx, &reqs[i], &out[i])
+	})
+	for j := sent; j < len(reqs); j++ {
+		out[j].ErrKind, out[j].Err = errKindNotSent, "run stopped before the request was due"
 	}
-	wg.Wait()
 	return out
 }
 

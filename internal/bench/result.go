@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
@@ -215,55 +214,23 @@ type PeerSetup struct {
 
 // WriteRunResult writes r as indented JSON to path, through a temporary
 // file so that a stopped sweep never leaves half a result behind.
-func WriteRunResult(path string, r *RunResult) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write result: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write result: %w", err)
-	}
-	return nil
-}
+func WriteRunResult(path string, r *RunResult) error { return harness.WriteJSON(path, r) }
 
 // ReadRunResult reads a result file.
-func ReadRunResult(path string) (*RunResult, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var r RunResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &r, nil
-}
+func ReadRunResult(path string) (*RunResult, error) { return harness.ReadJSON[RunResult](path) }
 
 // ReadRunResults reads every *.json result file in dir, in name order.
 // Files that are not run results (no spec) are skipped.
 func ReadRunResults(dir string) ([]*RunResult, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	all, err := harness.ReadDir[RunResult](dir)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(paths)
 	var out []*RunResult
-	for _, p := range paths {
-		r, err := ReadRunResult(p)
-		if err != nil {
-			return nil, err
+	for i := range all {
+		if all[i].Spec.Workload.Workload != "" {
+			out = append(out, &all[i])
 		}
-		if r.Spec.Workload.Workload == "" {
-			continue
-		}
-		out = append(out, r)
 	}
 	return out, nil
 }

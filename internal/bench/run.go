@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"runtime"
 	"slices"
 	"strings"
@@ -66,71 +67,20 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		return nil, err
 	}
 	log := env.logger()
-	gen, oracle := env.Generate, env.Oracle
-	if gen == nil {
-		gen = defaultGenerate
-	}
-	if oracle == nil {
-		oracle = defaultOracle
-	}
-	reqs, err := gen(spec.Workload)
+	reqs, wall, warm, err := planRun(&spec, &env)
 	if err != nil {
-		return nil, fmt.Errorf("generate workload: %w", err)
+		return nil, err
 	}
-	if len(reqs) == 0 {
-		return nil, errors.New("generate workload: no requests")
-	}
-	warmup, _ := ParseWarmup(spec.Warmup)
-	sched := make([]time.Duration, len(reqs))
-	for i, r := range reqs {
-		sched[i] = r.At
-	}
-	if !slices.IsSorted(sched) {
-		return nil, errors.New("generate workload: requests not in time order")
-	}
-	warm := warmup.count(sched)
-	if warm >= len(reqs) {
-		return nil, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, len(reqs))
-	}
-	// The schedule is in the model's time; the wall clock runs spec.clock()
-	// times faster.
 	clock := spec.clock()
-	wall := reqs
-	if clock > 1 {
-		wall = slices.Clone(reqs)
-		for i := range wall {
-			wall[i].At = toWall(reqs[i].At, clock)
-		}
-	}
-
 	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
 	target := spec.URL
 	var fleet *Fleet
 	cpu0 := procs.ReadCPUTimes()
 	if target == "" {
-		fleet, err = StartFleet(ctx, FleetOptions{
-			SimBinary: env.SimBinary, GatewayBinary: env.GatewayBinary,
-			SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
-			Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
-			Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-			Speedup: clock, Logger: log,
-		})
-		if err != nil {
+		if fleet, err = startRunFleet(ctx, &spec, &env, res); err != nil {
 			return nil, err
 		}
 		target = fleet.URL
-		res.Setup = RunSetup{
-			Simulators: fmt.Sprintf("%d inferrail-sim child processes (%s)", spec.Replicas, env.SimBinary),
-			SimArgs:    append(fleetModelArgs(spec.Workload.Model), spec.SimArgs...),
-		}
-		if p := fleet.Peer; p != nil {
-			res.Setup.Gateway = fmt.Sprintf("%s %s child process (%s) with its policy %s on loopback ports, in place of inferrail-gateway",
-				p.Policy.Router, p.Version, p.Argv[0], p.Policy.Policy)
-			res.Setup.Peer = &PeerSetup{Router: p.Policy.Router, Version: p.Version, Policy: p.Policy.Policy, Argv: p.Argv}
-		} else {
-			res.Setup.Gateway = "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports"
-			res.Setup.GatewayConfig = fleet.Gateway.ConfigYAML
-		}
 	}
 	stopFleet := func() {
 		if fleet == nil {
@@ -160,44 +110,18 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	// due, by a goroutine of its own so the scheduler never waits on it.
 	start := time.Now().Add(50 * time.Millisecond)
 	res.Started = start.UTC().Format(time.RFC3339Nano)
-	type reading struct {
-		counters engineReading
-		err      error
-	}
-	before := make(chan reading, 1)
-	if fleet != nil {
-		urls := fleet.simURLs()
-		go func() {
-			if !measure.SleepUntil(ctx, start.Add(wall[warm].At)) {
-				before <- reading{err: ctx.Err()}
-				return
-			}
-			h, err := engineCounters(ctx, admin, urls)
-			before <- reading{h, err}
-		}()
-	}
+	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
 	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URL: target, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	if fleet != nil {
-		b := <-before
-		after, err := engineCounters(ctx, admin, fleet.simURLs())
-		if err = errors.Join(b.err, err); err != nil {
-			res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
-		} else {
-			m.Engine = after.hits.since(b.counters.hits)
-			if len(m.Replicas) == 0 {
-				// No x-inferrail-replica header (a peer router): count
-				// by the simulators' own counters instead.
-				m.setEngineReplicas(after.servedSince(b.counters))
-			}
-		}
+		readEngines(ctx, admin, fleet, before, &m, res)
 	}
 	stopFleet()
 	res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
-	if o, err := oracle(reqs, spec.blockSize(), warm); err != nil {
+	if o, err := env.oracle()(reqs, spec.blockSize(), warm); err != nil {
 		res.Notes = append(res.Notes, "oracle hit rate unknown: "+err.Error())
 	} else {
 		m.setOracle(o)
@@ -209,6 +133,125 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	log.Info("run done", "workload", spec.Workload.Workload, "policy", spec.Policy, "rep", spec.Rep,
 		"succeeded", m.Succeeded, "measured", m.Measured, "ttft_p99_s", m.TTFT.P99, "hit_rate", m.HitRate)
 	return res, nil
+}
+
+// oracle is e.Oracle, or the workload's own.
+func (e *RunEnv) oracle() func(reqs []workload.Request, blockSize, warm int) (float64, error) {
+	if e.Oracle == nil {
+		return defaultOracle
+	}
+	return e.Oracle
+}
+
+// planRun generates the spec's requests and returns them, the same on the
+// wall clock the run keeps (spec.clock() times faster than the model's)
+// and how many of them warm up.
+func planRun(spec *RunSpec, env *RunEnv) (reqs, wall []workload.Request, warm int, err error) {
+	gen := env.Generate
+	if gen == nil {
+		gen = defaultGenerate
+	}
+	reqs, err = gen(spec.Workload)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("generate workload: %w", err)
+	}
+	if len(reqs) == 0 {
+		return nil, nil, 0, errors.New("generate workload: no requests")
+	}
+	warmup, _ := ParseWarmup(spec.Warmup)
+	sched := make([]time.Duration, len(reqs))
+	for i, r := range reqs {
+		sched[i] = r.At
+	}
+	if !slices.IsSorted(sched) {
+		return nil, nil, 0, errors.New("generate workload: requests not in time order")
+	}
+	warm = warmup.count(sched)
+	if warm >= len(reqs) {
+		return nil, nil, 0, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, len(reqs))
+	}
+	// The schedule is in the model's time; the wall clock runs spec.clock()
+	// times faster.
+	wall = reqs
+	if clock := spec.clock(); clock > 1 {
+		wall = slices.Clone(reqs)
+		for i := range wall {
+			wall[i].At = toWall(reqs[i].At, clock)
+		}
+	}
+	return reqs, wall, warm, nil
+}
+
+// startRunFleet starts the run's own cold fleet and records its setup in
+// res.
+func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResult) (*Fleet, error) {
+	fleet, err := StartFleet(ctx, FleetOptions{
+		SimBinary: env.SimBinary, GatewayBinary: env.GatewayBinary,
+		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
+		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
+		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
+		Speedup: spec.clock(), Logger: env.logger(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Setup = RunSetup{
+		Simulators: fmt.Sprintf("%d inferrail-sim child processes (%s)", spec.Replicas, env.SimBinary),
+		SimArgs:    append(fleetModelArgs(spec.Workload.Model), spec.SimArgs...),
+	}
+	if p := fleet.Peer; p != nil {
+		res.Setup.Gateway = fmt.Sprintf("%s %s child process (%s) with its policy %s on loopback ports, in place of inferrail-gateway",
+			p.Policy.Router, p.Version, p.Argv[0], p.Policy.Policy)
+		res.Setup.Peer = &PeerSetup{Router: p.Policy.Router, Version: p.Version, Policy: p.Policy.Policy, Argv: p.Argv}
+	} else {
+		res.Setup.Gateway = "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports"
+		res.Setup.GatewayConfig = fleet.Gateway.ConfigYAML
+	}
+	return fleet, nil
+}
+
+// counterReading is the engines' counters as read at one moment, or why
+// they could not be.
+type counterReading struct {
+	counters engineReading
+	err      error
+}
+
+// countersAt reads the counters of fleet's engines at the time at, from a
+// goroutine of its own; nil without a fleet.
+func countersAt(ctx context.Context, fleet *Fleet, admin *http.Client, at time.Time) <-chan counterReading {
+	if fleet == nil {
+		return nil
+	}
+	before := make(chan counterReading, 1)
+	urls := fleet.SimURLs()
+	go func() {
+		if !measure.SleepUntil(ctx, at) {
+			before <- counterReading{err: ctx.Err()}
+			return
+		}
+		h, err := engineCounters(ctx, admin, urls)
+		before <- counterReading{h, err}
+	}()
+	return before
+}
+
+// readEngines reads the engines' counters again after the load and takes
+// what changed since before into m: the prefix cache hits and, without the
+// gateway's replica header (a peer router), the requests per replica.
+func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, before <-chan counterReading, m *Measurements, res *RunResult) {
+	b := <-before
+	after, err := engineCounters(ctx, admin, fleet.SimURLs())
+	if err = errors.Join(b.err, err); err != nil {
+		res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
+		return
+	}
+	m.Engine = after.hits.since(b.counters.hits)
+	if len(m.Replicas) == 0 {
+		// No x-inferrail-replica header (a peer router): count by the
+		// simulators' own counters instead.
+		m.setEngineReplicas(after.servedSince(b.counters))
+	}
 }
 
 // toWall is the wall-clock offset of the model-time offset d on a clock

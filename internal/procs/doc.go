@@ -4,7 +4,8 @@
 // and sglang-router from their venv (StartPeer), each on free loopback
 // ports and retried when another process takes a port first. It also reads
 // what the harness follows of them: their logs (GatewayLog, PeerLog), their
-// Prometheus pages (ScrapePage), and from /proc their resident memory, open
+// Prometheus pages (ScrapePage, read by the Prometheus library's own
+// parser), and from /proc their resident memory, open
 // files, held connections and CPU time, and the machine's CPU share
 // (MachineShare).
 //

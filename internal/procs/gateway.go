@@ -1,13 +1,11 @@
 package procs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -337,88 +335,6 @@ func (l *gwLog) eventsCopy() []Event {
 	defer l.mu.Unlock()
 	return slices.Clone(l.events)
 }
-
-// PromPage is a scraped Prometheus text page: series, as printed with their
-// labels, and their values.
-type PromPage map[string]float64
-
-// ScrapePage reads a Prometheus text page (format 0.0.4).
-func ScrapePage(ctx context.Context, client *http.Client, url string) (PromPage, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)
-	}
-	p, err := ParsePage(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	return p, nil
-}
-
-// ParsePage parses the sample lines of a Prometheus text page; comments and
-// blank lines are skipped. A sample's timestamp, if any, is dropped.
-func ParsePage(r io.Reader) (PromPage, error) {
-	p := PromPage{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		// The value follows the series; label values may hold spaces, so
-		// split after the closing brace when there is one.
-		series, rest := line, ""
-		if i := strings.LastIndexByte(line, '}'); i >= 0 {
-			series, rest = line[:i+1], strings.TrimSpace(line[i+1:])
-		} else if i := strings.IndexByte(line, ' '); i >= 0 {
-			series, rest = line[:i], strings.TrimSpace(line[i+1:])
-		}
-		value, _, _ := strings.Cut(rest, " ")
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		p[series] = v
-	}
-	return p, sc.Err()
-}
-
-// Sum adds the values of the series of family name whose labels include
-// every one of labels, each written as key="value".
-func (p PromPage) Sum(name string, labels ...string) float64 {
-	var total float64
-	for series, v := range p {
-		n, ls, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(ls, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
-}
-
-// Label writes a label matcher for PromPage.Sum.
-func Label(k, v string) string { return k + "=" + strconv.Quote(v) }
 
 // AdminClient is the harness's client for the /metrics and /health pages
 // of its children.

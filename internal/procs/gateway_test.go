@@ -1,7 +1,6 @@
 package procs
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -40,45 +39,5 @@ not json at all
 	}
 	if s.AttemptErrors["sim-2: replica failed its health checks while the request waited"] != 1 {
 		t.Errorf("attempt errors = %v", s.AttemptErrors)
-	}
-}
-
-func TestParsePage(t *testing.T) {
-	page := `# HELP inferrail_replica_ejected 1 while passive ejection keeps the replica out of rotation.
-# TYPE inferrail_replica_ejected gauge
-inferrail_replica_ejected{replica="sim-1"} 0
-inferrail_replica_ejected{replica="sim-2"} 1
-inferrail_replica_ejected{replica="sim-20"} 1
-inferrail_routing_decisions_total{model="m",policy="least_request",replica="sim-2"} 12
-inferrail_routing_decisions_total{model="n",policy="least_request",replica="sim-2"} 3
-inferrail_upstream_retries_total{model="m"} 4 1700000000000
-odd{label="a b } c"} 2.5e+00
-go_goroutines 17
-`
-	p, err := ParsePage(strings.NewReader(page))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name   string
-		labels []string
-		want   float64
-	}{
-		{"inferrail_replica_ejected", []string{Label("replica", "sim-2")}, 1},
-		{"inferrail_replica_ejected", nil, 2},
-		{"inferrail_routing_decisions_total", []string{Label("replica", "sim-2")}, 15},
-		{"inferrail_routing_decisions_total", []string{Label("replica", "sim-2"), Label("model", "n")}, 3},
-		{"inferrail_upstream_retries_total", nil, 4},
-		{"odd", nil, 2.5},
-		{"go_goroutines", nil, 17},
-		{"missing", nil, 0},
-	}
-	for _, tt := range tests {
-		if got := p.Sum(tt.name, tt.labels...); got != tt.want {
-			t.Errorf("sum(%s, %v) = %v, want %v", tt.name, tt.labels, got, tt.want)
-		}
-	}
-	if _, err := ParsePage(strings.NewReader("x{a=\"b\"} notanumber\n")); err == nil {
-		t.Error("ParsePage accepted a value that is not a number")
 	}
 }

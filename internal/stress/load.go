@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,16 +16,16 @@ import (
 	"github.com/inferrail/inferrail/internal/openai"
 )
 
-// errorTally counts errors by kind and keeps a few samples. Safe for
+// ErrorTally counts errors by kind and keeps a few samples. Safe for
 // concurrent use.
-type errorTally struct {
+type ErrorTally struct {
 	mu      sync.Mutex
 	n       int            // guarded by mu
 	kinds   map[string]int // guarded by mu
 	samples []string       // guarded by mu
 }
 
-func (t *errorTally) add(e *measure.RequestError) {
+func (t *ErrorTally) Add(e *measure.RequestError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.n++
@@ -39,16 +38,16 @@ func (t *errorTally) add(e *measure.RequestError) {
 	}
 }
 
-func (t *errorTally) result() (int, map[string]int, []string) {
+func (t *ErrorTally) Result() (int, map[string]int, []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.n, t.kinds, t.samples
 }
 
-// newClient returns a plain HTTP/1.1 client that may hold conns connections
+// NewClient returns a plain HTTP/1.1 client that may hold conns connections
 // to one host, with no overall timeout (streams take as long as they take;
 // requests carry their own deadlines).
-func newClient(conns int) *http.Client {
+func NewClient(conns int) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conns + 16,
@@ -58,8 +57,8 @@ func newClient(conns int) *http.Client {
 	}}
 }
 
-// post sends a JSON body and checks the status and content type.
-func post(ctx context.Context, client *http.Client, url string, body []byte, wantType string) (*http.Response, error) {
+// Post sends a JSON body and checks the status and content type.
+func Post(ctx context.Context, client *http.Client, url string, body []byte, wantType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -89,8 +88,8 @@ type usageJSON struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// streamChunk is what the harness reads of one chat or completion chunk.
-type streamChunk struct {
+// StreamChunk is what the harness reads of one chat or completion chunk.
+type StreamChunk struct {
 	Choices []struct {
 		Delta *struct {
 			Content *string `json:"content"`
@@ -102,27 +101,27 @@ type streamChunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// streamCheck says what a stream must hold.
-type streamCheck struct {
-	maxTokens  int  // completion_tokens must not exceed it (and equal it on finish "length")
-	exact      bool // completion_tokens must equal maxTokens
-	wantUsage  bool // a usage chunk must come (stream_options.include_usage)
-	onContent  func() bool
-	firstChunk *time.Time // set at the first content chunk, when not nil
+// StreamCheck says what a stream must hold.
+type StreamCheck struct {
+	MaxTokens  int  // completion_tokens must not exceed it (and equal it on finish "length")
+	Exact      bool // completion_tokens must equal maxTokens
+	WantUsage  bool // a usage chunk must come (stream_options.include_usage)
+	OnContent  func() bool
+	FirstChunk *time.Time // set at the first content chunk, when not nil
 }
 
-// readStream reads an event stream to its end and checks it: chunks that
+// ReadStream reads an event stream to its end and checks it: chunks that
 // parse, exactly one finish reason, the usage chunk when asked for and
 // consistent with max_tokens, and data: [DONE] last. onContent, when set,
 // is called after each content chunk; returning false stops reading there
-// (a client that leaves mid-stream) and readStream returns errLeft.
-func readStream(body io.Reader, c streamCheck) error {
+// (a client that leaves mid-stream) and ReadStream returns ErrLeft.
+func ReadStream(body io.Reader, c StreamCheck) error {
 	r := openai.NewSSEReader(body, 0)
 	var (
 		finish  string
 		usage   *usageJSON
 		content bool
-		ch      streamChunk
+		ch      StreamChunk
 	)
 	for {
 		data, err := r.Next()
@@ -138,7 +137,7 @@ func readStream(body io.Reader, c streamCheck) error {
 		if bytes.Equal(data, openai.Done) {
 			break
 		}
-		ch = streamChunk{}
+		ch = StreamChunk{}
 		if err := json.Unmarshal(data, &ch); err != nil {
 			return measure.Failf(measure.KindJSON, "chunk %.80q: %v", data, err)
 		}
@@ -166,12 +165,12 @@ func readStream(body io.Reader, c streamCheck) error {
 			}
 		}
 		if gotContent {
-			if !content && c.firstChunk != nil {
-				*c.firstChunk = time.Now()
+			if !content && c.FirstChunk != nil {
+				*c.FirstChunk = time.Now()
 			}
 			content = true
-			if c.onContent != nil && !c.onContent() {
-				return errLeft
+			if c.OnContent != nil && !c.OnContent() {
+				return ErrLeft
 			}
 		}
 	}
@@ -182,20 +181,20 @@ func readStream(body io.Reader, c streamCheck) error {
 		return measure.Failf(measure.KindFinish, "finish_reason %q, want stop or length", finish)
 	}
 	switch {
-	case c.wantUsage && usage == nil:
+	case c.WantUsage && usage == nil:
 		return measure.Failf(measure.KindUsage, "no usage chunk")
-	case !c.wantUsage && usage != nil:
+	case !c.WantUsage && usage != nil:
 		return measure.Failf(measure.KindUsage, "usage chunk without include_usage")
 	case usage != nil:
-		if err := checkUsage(*usage, finish, c.maxTokens, c.exact); err != nil {
+		if err := checkUsage(*usage, finish, c.MaxTokens, c.Exact); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// errLeft is readStream's answer when the client chose to leave.
-var errLeft = errors.New("client left mid-stream")
+// ErrLeft is ReadStream's answer when the client chose to leave.
+var ErrLeft = errors.New("client left mid-stream")
 
 // checkUsage checks a usage object against the request's max_tokens.
 func checkUsage(u usageJSON, finish string, maxTokens int, exact bool) error {
@@ -223,9 +222,6 @@ type Latency struct {
 
 // summarize sorts ds and returns nearest-rank percentiles.
 func summarize(ds []time.Duration) Latency {
-	if len(ds) == 0 {
-		return Latency{}
-	}
-	slices.Sort(ds)
-	return Latency{P50: measure.Percentile(ds, 0.50), P99: measure.Percentile(ds, 0.99), Max: ds[len(ds)-1].Seconds()}
+	p := measure.Summarize(ds)
+	return Latency{P50: p.P50, P99: p.P99, Max: p.Max}
 }

@@ -1,7 +1,6 @@
 package stress
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -46,26 +45,12 @@ type SoakLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l SoakLoad) Validate() error {
-	var errs []error
-	if l.Requests <= 0 {
-		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", l.Requests))
-	}
-	if l.Concurrency <= 0 {
-		errs = append(errs, fmt.Errorf("concurrency: must be positive, got %d", l.Concurrency))
-	}
+	var warmup error
 	if l.Warmup < 0 || (l.Requests > 0 && l.Warmup >= l.Requests) {
-		errs = append(errs, fmt.Errorf("warmup: must be within 0..%d, got %d", max(0, l.Requests-1), l.Warmup))
+		warmup = fmt.Errorf("warmup: must be within 0..%d, got %d", max(0, l.Requests-1), l.Warmup)
 	}
-	if l.SampleEvery < 0 {
-		errs = append(errs, fmt.Errorf("sample_every: must not be negative, got %d", l.SampleEvery))
-	}
-	if l.IdleWindow < 0 {
-		errs = append(errs, fmt.Errorf("idle_window: must not be negative, got %v", l.IdleWindow))
-	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(Positive("requests", l.Requests), Positive("concurrency", l.Concurrency), warmup,
+		NotNegative("sample_every", l.SampleEvery), NotNegative("idle_window", l.IdleWindow), NotNegative("timeout", l.Timeout))
 }
 
 // SoakFigures is what RunSoak measured.
@@ -148,7 +133,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 	s := &soak{
 		l:        l,
 		pid:      pid,
-		client:   newClient(l.Concurrency),
+		client:   NewClient(l.Concurrency),
 		baseURL:  baseURL,
 		prefixes: soakPrefixes(l.Seed),
 		begin:    time.Now(),
@@ -174,7 +159,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 		RequestsPerSecond: float64(l.Requests) / s.loadTime.Seconds(),
 		Latency:           summarize(s.latencies),
 	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = s.errors.result()
+	f.Errors, f.ErrorKinds, f.ErrorSamples = s.errors.Result()
 	if pid > 0 {
 		end := s.idleSample(ctx)
 		m := &SoakMemory{
@@ -192,7 +177,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 		}
 		f.Memory = m
 	}
-	if g, err := scrapeGauges(ctx, s.client, baseURL); err == nil {
+	if g, err := ScrapeGauges(ctx, s.client, baseURL); err == nil {
 		f.Sim = g
 	} else {
 		f.ErrorSamples = append(f.ErrorSamples, "scrape /metrics after the soak: "+err.Error())
@@ -212,7 +197,7 @@ type soak struct {
 	ended     atomic.Int64 // requests ended, any outcome
 	completed atomic.Int64
 	cancelled atomic.Int64
-	errors    errorTally
+	errors    ErrorTally
 
 	mu        sync.Mutex
 	mix       map[string]int  // guarded by mu
@@ -226,25 +211,11 @@ type soak struct {
 func (s *soak) phase(ctx context.Context, from, to int) {
 	start := time.Now()
 	defer func() { s.loadTime += time.Since(start) }()
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	for range min(s.l.Concurrency, to-from) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= to {
-					return
-				}
-				s.one(ctx, i)
-			}
-		})
-	}
-	wg.Wait()
+	Pool(ctx, from, to, s.l.Concurrency, func(i int) { s.one(ctx, i) })
 }
 
-// errPlanned is the cause of a client deadline the workload sets on purpose.
-var errPlanned = errors.New("planned client deadline")
+// ErrPlanned is the cause of a client deadline the workload sets on purpose.
+var ErrPlanned = errors.New("planned client deadline")
 
 // one sends request i and records its outcome.
 func (s *soak) one(ctx context.Context, i int) {
@@ -263,7 +234,7 @@ func (s *soak) one(ctx context.Context, i int) {
 	defer cancel()
 	if spec.deadline > 0 {
 		var stop context.CancelFunc
-		rctx, stop = context.WithTimeoutCause(rctx, spec.deadline, errPlanned)
+		rctx, stop = context.WithTimeoutCause(rctx, spec.deadline, ErrPlanned)
 		defer stop()
 	}
 	sent := time.Now()
@@ -275,10 +246,10 @@ func (s *soak) one(ctx context.Context, i int) {
 		s.mu.Lock()
 		s.latencies = append(s.latencies, took)
 		s.mu.Unlock()
-	case errors.Is(err, errLeft) || errors.Is(context.Cause(rctx), errPlanned):
+	case errors.Is(err, ErrLeft) || errors.Is(context.Cause(rctx), ErrPlanned):
 		s.cancelled.Add(1)
 	default:
-		s.errors.add(measure.Classify(rctx, err))
+		s.errors.Add(measure.Classify(rctx, err))
 	}
 	n := int(s.ended.Add(1))
 	if s.pid > 0 && s.l.SampleEvery > 0 && n > s.l.Warmup && (n-s.l.Warmup)%s.l.SampleEvery == 0 {
@@ -295,18 +266,18 @@ func (s *soak) send(ctx context.Context, spec soakRequest) error {
 		path = "/v1/chat/completions"
 	}
 	if spec.stream {
-		resp, err := post(ctx, s.client, s.baseURL+path, spec.body, "text/event-stream")
+		resp, err := Post(ctx, s.client, s.baseURL+path, spec.body, "text/event-stream")
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		c := streamCheck{maxTokens: spec.maxTokens, wantUsage: spec.usage}
+		c := StreamCheck{MaxTokens: spec.maxTokens, WantUsage: spec.usage}
 		if spec.leave {
-			c.onContent = func() bool { return false }
+			c.OnContent = func() bool { return false }
 		}
-		return readStream(resp.Body, c)
+		return ReadStream(resp.Body, c)
 	}
-	resp, err := post(ctx, s.client, s.baseURL+path, spec.body, "application/json")
+	resp, err := Post(ctx, s.client, s.baseURL+path, spec.body, "application/json")
 	if err != nil {
 		return err
 	}
@@ -315,11 +286,11 @@ func (s *soak) send(ctx context.Context, spec soakRequest) error {
 	if err != nil {
 		return err
 	}
-	return checkFull(body, spec.maxTokens)
+	return CheckFull(body, spec.maxTokens)
 }
 
-// checkFull checks a non-streamed chat or completion response.
-func checkFull(body []byte, maxTokens int) error {
+// CheckFull checks a non-streamed chat or completion response.
+func CheckFull(body []byte, maxTokens int) error {
 	var r struct {
 		Choices []struct {
 			Message *struct {
@@ -425,7 +396,7 @@ func (s *soak) request(i int) soakRequest {
 	default:
 		words = 500 + r.IntN(1501)
 	}
-	text := babble(r, words)
+	text := Babble(r, words)
 
 	var b []byte
 	if q.chat {
@@ -465,7 +436,7 @@ func soakPrefixes(seed uint64) []string {
 	r := rand.New(rand.NewPCG(seed, 1<<62))
 	p := make([]string, 8)
 	for i := range p {
-		p[i] = "System " + strconv.Itoa(i) + ". " + babble(r, 100+r.IntN(501))
+		p[i] = "System " + strconv.Itoa(i) + ". " + Babble(r, 100+r.IntN(501))
 	}
 	return p
 }
@@ -476,8 +447,8 @@ where their blocks already live while short chats spread across replicas; queues
 decode steps slow, and the scheduler preempts what no longer fits. Tokens, blocks, hashes:
 every step counts them.`)
 
-// babble returns n words of English-looking text.
-func babble(r *rand.Rand, n int) string {
+// Babble returns n words of English-looking text.
+func Babble(r *rand.Rand, n int) string {
 	var b strings.Builder
 	for i := range n {
 		if i > 0 {
@@ -488,9 +459,9 @@ func babble(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-// scrapeGauges reads the gauges and counters a soak checks from the
+// ScrapeGauges reads the gauges and counters a soak checks from the
 // simulator's /metrics page.
-func scrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
+func ScrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
@@ -510,39 +481,19 @@ func scrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*Si
 
 // parseGauges picks the soak's figures out of a Prometheus text page.
 func parseGauges(r io.Reader) (*SimGauges, error) {
-	g := &SimGauges{RequestSuccess: make(map[string]float64)}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		series := line[:sp]
-		name, labels, _ := strings.Cut(series, "{")
-		switch name {
-		case "vllm:num_requests_running":
-			g.Running = v
-		case "vllm:num_requests_waiting":
-			g.Waiting = v
-		case "vllm:kv_cache_usage_perc":
-			g.KVUsage = v
-		case "vllm:num_preemptions_total":
-			g.Preemptions = v
-		case "vllm:request_success_total":
-			if _, rest, ok := strings.Cut(labels, `finished_reason="`); ok {
-				reason, _, _ := strings.Cut(rest, `"`)
-				g.RequestSuccess[reason] += v
-			}
-		}
+	p, err := procs.ParsePage(r)
+	if err != nil {
+		return nil, err
 	}
-	return g, sc.Err()
+	g := &SimGauges{
+		Running:        p.Sum("vllm:num_requests_running"),
+		Waiting:        p.Sum("vllm:num_requests_waiting"),
+		KVUsage:        p.Sum("vllm:kv_cache_usage_perc"),
+		Preemptions:    p.Sum("vllm:num_preemptions_total"),
+		RequestSuccess: p.ByLabel("vllm:request_success_total", "finished_reason"),
+	}
+	if g.RequestSuccess == nil {
+		g.RequestSuccess = make(map[string]float64)
+	}
+	return g, nil
 }

@@ -3,10 +3,8 @@ package stress
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -28,17 +26,7 @@ type StreamsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l StreamsLoad) Validate() error {
-	var errs []error
-	if l.Streams <= 0 {
-		errs = append(errs, fmt.Errorf("streams: must be positive, got %d", l.Streams))
-	}
-	if l.MaxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", l.MaxTokens))
-	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(Positive("streams", l.Streams), Positive("max_tokens", l.MaxTokens), NotNegative("timeout", l.Timeout))
 }
 
 // StreamsFigures is what RunStreams measured.
@@ -67,86 +55,83 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	if l.Timeout == 0 {
 		l.Timeout = 2 * time.Minute
 	}
-	client := newClient(l.Streams)
+	client := NewClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := baseURL + "/v1/chat/completions"
 
-	out := make([]streamOutcome, l.Streams)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
+	out := make([]StreamOutcome, l.Streams)
+	Burst(len(out), func(i int) func() {
 		body := streamsBody(i, l.MaxTokens)
-		wg.Go(func() {
-			<-start
+		return func() {
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
-			o.sent = time.Now()
-			o.err = streamOnce(rctx, client, url, body, l.MaxTokens, &o.first)
-			o.done = time.Now()
-			if o.err != nil {
-				o.err = measure.Classify(rctx, o.err)
+			o.Sent = time.Now()
+			o.Err = streamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
+			o.Done = time.Now()
+			if o.Err != nil {
+				o.Err = measure.Classify(rctx, o.Err)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 
-	t := tallyStreams(out)
-	f := StreamsFigures{Streams: l.Streams, Completed: t.completed, WallSeconds: t.wallSeconds,
-		Stream: summarize(t.streamTimes), TTFT: summarize(t.ttfts)}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = t.errors.result()
+	t := TallyStreams(out)
+	f := StreamsFigures{Streams: l.Streams, Completed: t.Completed, WallSeconds: t.WallSeconds,
+		Stream: summarize(t.StreamTimes), TTFT: summarize(t.TTFTs)}
+	f.Errors, f.ErrorKinds, f.ErrorSamples = t.Errors.Result()
 	return f, nil
 }
 
-// streamOutcome is one stream of a burst: when it was sent, when its first
+// StreamOutcome is one stream of a burst: when it was sent, when its first
 // content chunk and its end arrived, the replica that served it (through a
 // gateway) and why it failed, if it did.
-type streamOutcome struct {
-	sent, first, done time.Time
-	replica           string
-	err               error
+type StreamOutcome struct {
+	Sent, First, Done time.Time
+	Replica           string
+	Err               error
 }
 
-// streamTally is what a burst of streams came to.
-type streamTally struct {
-	completed   int
-	errors      errorTally
-	wallSeconds float64 // from the first stream sent to the last one done
+// StreamTally is what a burst of streams came to.
+type StreamTally struct {
+	Completed   int
+	Errors      ErrorTally
+	WallSeconds float64 // from the first stream sent to the last one done
 	// streamTimes run from sending to the end, ttfts to the first content
 	// chunk; completed streams only.
-	streamTimes, ttfts []time.Duration
-	perReplica         map[string]int // completed streams
+	StreamTimes, TTFTs []time.Duration
+	PerReplica         map[string]int // completed streams
 }
 
-func tallyStreams(out []streamOutcome) *streamTally {
-	t := &streamTally{perReplica: map[string]int{}}
+// TallyStreams sums up a burst of streams.
+func TallyStreams(out []StreamOutcome) *StreamTally {
+	t := &StreamTally{PerReplica: map[string]int{}}
 	var firstSent, lastDone time.Time
 	for _, o := range out {
-		if firstSent.IsZero() || o.sent.Before(firstSent) {
-			firstSent = o.sent
+		if firstSent.IsZero() || o.Sent.Before(firstSent) {
+			firstSent = o.Sent
 		}
-		if o.err != nil {
+		if o.Err != nil {
 			var le *measure.RequestError
-			errors.As(o.err, &le)
-			t.errors.add(le)
+			errors.As(o.Err, &le)
+			t.Errors.Add(le)
 			continue
 		}
-		t.completed++
-		t.perReplica[o.replica]++
-		lastDone = later(lastDone, o.done)
-		t.streamTimes = append(t.streamTimes, o.done.Sub(o.sent))
-		if !o.first.IsZero() {
-			t.ttfts = append(t.ttfts, o.first.Sub(o.sent))
+		t.Completed++
+		t.PerReplica[o.Replica]++
+		lastDone = Later(lastDone, o.Done)
+		t.StreamTimes = append(t.StreamTimes, o.Done.Sub(o.Sent))
+		if !o.First.IsZero() {
+			t.TTFTs = append(t.TTFTs, o.First.Sub(o.Sent))
 		}
 	}
-	if t.completed > 0 {
-		t.wallSeconds = lastDone.Sub(firstSent).Seconds()
+	if t.Completed > 0 {
+		t.WallSeconds = lastDone.Sub(firstSent).Seconds()
 	}
 	return t
 }
 
-func later(a, b time.Time) time.Time {
+// Later is the later of a and b.
+func Later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
@@ -155,19 +140,35 @@ func later(a, b time.Time) time.Time {
 
 // streamOnce sends one streamed chat request and checks its stream.
 func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) error {
-	resp, err := post(ctx, client, url, body, "text/event-stream")
+	resp, err := Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	return readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
+	return ReadStream(resp.Body, StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
 }
 
 // streamsBody is the chat request of stream i: a short prompt of its own.
 func streamsBody(i, maxTokens int) []byte {
-	b := []byte(`{"messages":[{"role":"user","content":`)
-	b = openai.AppendString(b, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
-	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+	b := AppendChat(nil, "", "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.", maxTokens)
+	return append(b, StreamWithUsage...)
 }
+
+// AppendChat appends to b a chat request of one user message asking for
+// maxTokens, for model unless it is empty, left open for more fields.
+func AppendChat(b []byte, model, content string, maxTokens int) []byte {
+	b = append(b, '{')
+	if model != "" {
+		b = append(b, `"model":`...)
+		b = openai.AppendString(b, model)
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[{"role":"user","content":`...)
+	b = openai.AppendString(b, content)
+	b = append(b, `}],"max_tokens":`...)
+	return strconv.AppendInt(b, int64(maxTokens), 10)
+}
+
+// StreamWithUsage closes a request that AppendChat left open as a
+// streamed one asking for the usage chunk.
+const StreamWithUsage = `,"stream":true,"stream_options":{"include_usage":true}}`

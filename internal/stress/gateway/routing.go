@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -181,15 +183,10 @@ func (l RoutingLoad) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: same settings as variants[%d] (%s)", p, j, v.Name()))
 		}
 		seen[v.Name()] = i
-		errs = append(errs, prefixed(p, v.validate())...)
+		errs = append(errs, stress.Prefixed(p, v.validate())...)
 	}
 	errs = append(errs, validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)...)
-	if l.SystemPrompts <= 0 {
-		errs = append(errs, fmt.Errorf("system_prompts: must be positive, got %d", l.SystemPrompts))
-	}
-	if l.QuestionWords <= 0 {
-		errs = append(errs, fmt.Errorf("question_words: must be positive, got %d", l.QuestionWords))
-	}
+	errs = append(errs, stress.Positive("system_prompts", l.SystemPrompts), stress.Positive("question_words", l.QuestionWords))
 	return errors.Join(errs...)
 }
 
@@ -272,12 +269,9 @@ type RoutingRate struct {
 	MetricsError string `json:"metrics_error,omitempty"`
 }
 
-func runGWRouting(ctx context.Context, r *gwRun) error {
-	l := r.c.Routing
-	if l.Timeout == 0 {
-		l.Timeout = 10 * time.Second
-	}
-	r.res.Description = fmt.Sprintf("gw-overhead's comparison for gateways that tokenize prompts, keep the KV index and route with the cache-aware policies. "+
+func describeRouting(c *Config) (string, map[string]any) {
+	l := c.Routing
+	desc := fmt.Sprintf("gw-overhead's comparison for gateways that tokenize prompts, keep the KV index and route with the cache-aware policies. "+
 		"Each variant starts fresh --zero-latency simulator children and a gateway child over all of them; at each of its rates the same "+
 		"%d-request Poisson schedule of non-streamed chats (max_tokens %d) runs four times, straight to the first simulator (direct), through the gateway, "+
 		"through the gateway again, direct again, each leg after %d unmeasured requests at the same rate. Latency counts from the scheduled send; "+
@@ -291,9 +285,14 @@ func runGWRouting(ctx context.Context, r *gwRun) error {
 	for _, v := range l.Variants {
 		names = append(names, v.Name())
 	}
-	r.res.Parameters = map[string]any{"variants": names, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+	params := map[string]any{"variants": names, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"system_prompts": l.SystemPrompts, "question_words": l.QuestionWords, "schedule": "poisson", "seed": l.Seed,
 		"leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWRouting(ctx context.Context, r *gwRun) error {
+	l := r.c.Routing
 	for _, v := range l.Variants {
 		run, err := r.routingVariant(ctx, l, v)
 		if err != nil {
@@ -423,7 +422,7 @@ func newRoutingPrompts(seed uint64, n, words, questionWords, maxTokens int) *rou
 	p := &routingPrompts{questionWords: questionWords, maxTokens: maxTokens, seed: seed}
 	if words > 0 {
 		for k := range n {
-			p.system = append(p.system, babble(rand.New(rand.NewPCG(seed, 1<<63|uint64(k))), words))
+			p.system = append(p.system, stress.Babble(rand.New(rand.NewPCG(seed, 1<<63|uint64(k))), words))
 		}
 	}
 	return p
@@ -442,7 +441,7 @@ func (p *routingPrompts) body(stream uint64, i int) []byte {
 		b = append(b, `},`...)
 	}
 	b = append(b, `{"role":"user","content":`...)
-	q := "Question " + strconv.FormatUint(stream, 10) + "." + strconv.Itoa(i) + ": " + babble(r, p.questionWords) + "?"
+	q := "Question " + strconv.FormatUint(stream, 10) + "." + strconv.Itoa(i) + ": " + stress.Babble(r, p.questionWords) + "?"
 	b = openai.AppendString(b, q)
 	b = append(b, `}],"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(p.maxTokens), 10)
@@ -469,9 +468,9 @@ type routingCounters struct {
 
 func readRoutingCounters(p procs.PromPage) routingCounters {
 	return routingCounters{
-		decision:     histogramOf(p, "inferrail_routing_decision_seconds"),
-		tokenize:     histogramOf(p, "inferrail_tokenize_seconds"),
-		tokenized:    byLabel(p, "inferrail_tokenized_requests_total", "result"),
+		decision:     p.Buckets("inferrail_routing_decision_seconds"),
+		tokenize:     p.Buckets("inferrail_tokenize_seconds"),
+		tokenized:    p.ByLabel("inferrail_tokenized_requests_total", "result"),
 		promptTokens: p.Sum("inferrail_prompt_tokens_total"),
 		predicted:    p.Sum("inferrail_predicted_cached_tokens_total"),
 	}
@@ -510,80 +509,6 @@ func combineCounts(a, b map[string]float64, sign float64) map[string]float64 {
 // histogram is a Prometheus histogram's cumulative bucket counts by upper
 // bound, +Inf included.
 type histogram map[float64]float64
-
-// histogramOf sums the buckets of every series of histogram family name
-// on p. Nil when the page has none.
-func histogramOf(p procs.PromPage, name string) histogram {
-	var h histogram
-	for series, v := range p {
-		n, ls, _ := strings.Cut(series, "{")
-		if n != name+"_bucket" {
-			continue
-		}
-		le, ok := labelValue(strings.TrimSuffix(ls, "}"), "le")
-		if !ok {
-			continue
-		}
-		bound, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			continue
-		}
-		if h == nil {
-			h = histogram{}
-		}
-		h[bound] += v
-	}
-	return h
-}
-
-// byLabel sums the series of family name on p by the value of their label
-// key. Nil when the page has none.
-func byLabel(p procs.PromPage, name, key string) map[string]float64 {
-	var out map[string]float64
-	for series, v := range p {
-		n, ls, _ := strings.Cut(series, "{")
-		if n != name {
-			continue
-		}
-		lv, _ := labelValue(strings.TrimSuffix(ls, "}"), key)
-		if out == nil {
-			out = map[string]float64{}
-		}
-		out[lv] += v
-	}
-	return out
-}
-
-// labelValue finds key's value among labels written as in the text
-// format, k1="v1",k2="v2", with the format's escapes.
-func labelValue(labels, key string) (string, bool) {
-	for labels != "" {
-		k, rest, ok := strings.Cut(labels, `="`)
-		if !ok {
-			return "", false
-		}
-		var v strings.Builder
-		i := 0
-		for ; i < len(rest) && rest[i] != '"'; i++ {
-			if rest[i] == '\\' && i+1 < len(rest) {
-				i++
-				switch rest[i] {
-				case 'n':
-					v.WriteByte('\n')
-				default:
-					v.WriteByte(rest[i])
-				}
-				continue
-			}
-			v.WriteByte(rest[i])
-		}
-		if strings.TrimPrefix(k, ",") == key {
-			return v.String(), true
-		}
-		labels = strings.TrimPrefix(rest[min(i+1, len(rest)):], ",")
-	}
-	return "", false
-}
 
 // combine returns h plus sign times o, bound by bound.
 func (h histogram) combine(o histogram, sign float64) histogram {

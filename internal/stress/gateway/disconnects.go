@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bytes"
@@ -9,8 +9,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -39,15 +40,12 @@ type DisconnectsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l DisconnectsLoad) Validate() error {
-	var errs []error
-	errs = append(errs, positiveInt("streams", l.Streams), positiveInt("max_tokens", l.MaxTokens), positiveDuration("max_delay", l.MaxDelay))
+	var percent error
 	if l.Percent < 0 || l.Percent > 100 {
-		errs = append(errs, fmt.Errorf("percent: must be within 0..100, got %d", l.Percent))
+		percent = fmt.Errorf("percent: must be within 0..100, got %d", l.Percent)
 	}
-	if l.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", l.Timeout))
-	}
-	return errors.Join(errs...)
+	return errors.Join(stress.Positive("streams", l.Streams), stress.Positive("max_tokens", l.MaxTokens),
+		stress.Positive("max_delay", l.MaxDelay), percent, stress.NotNegative("timeout", l.Timeout))
 }
 
 // DisconnectsFigures is what gw-disconnects measured.
@@ -84,127 +82,34 @@ type DisconnectsFigures struct {
 	Idle      idleState `json:"idle"`
 }
 
-func runGWDisconnects(ctx context.Context, r *gwRun) error {
-	l := r.c.Disconnects
-	if l.Timeout == 0 {
-		l.Timeout = 2 * time.Minute
-	}
-	r.res.Description = fmt.Sprintf("%d streamed chats (max_tokens %d, ignore_eos, include_usage) sent at once through the gateway to three "+
+func describeDisconnects(c *Config) (string, map[string]any) {
+	l := c.Disconnects
+	desc := fmt.Sprintf("%d streamed chats (max_tokens %d, ignore_eos, include_usage) sent at once through the gateway to three "+
 		"simulator children with the default latency model; a random %d%% of them are left by the client (request context cancelled, "+
 		"connection closed) at a moment drawn uniformly from [0, %v) after sending. Every stream the gateway had forwarded and the client left "+
 		"before its end must be aborted in an engine (vllm:request_success_total{finished_reason=\"abort\"}), the engines must drain to "+
 		"no running or waiting request, and the gateway to no request in flight.", l.Streams, l.MaxTokens, l.Percent, l.MaxDelay)
-	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
+	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
 		"max_delay": l.MaxDelay.String(), "seed": l.Seed, "per_stream_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, nil)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
-	if err != nil {
-		return err
-	}
+	return desc, params
+}
+
+func runGWDisconnects(ctx context.Context, r *gwRun) error {
+	l := r.c.Disconnects
+	sims, gw := r.sims, r.gw
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
-	url := gw.URL + "/v1/chat/completions"
-
-	type outcome struct {
-		planned        bool
-		left           bool
-		leftBeforeHead bool
-		sawFinish      bool
-		err            error
-		sent, done     time.Time
-	}
-	rng := rand.New(rand.NewPCG(l.Seed, 7))
-	out := make([]outcome, l.Streams)
-	delays := make([]time.Duration, l.Streams)
-	for i := range out {
-		if rng.IntN(100) < l.Percent {
-			out[i].planned = true
-			delays[i] = time.Duration(rng.Int64N(int64(l.MaxDelay)))
-		}
-	}
-	begin := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
-		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, true)
-		wg.Go(func() {
-			<-begin
-			o := &out[i]
-			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
-			defer cancel()
-			lctx, leave := context.WithCancelCause(rctx)
-			defer leave(nil)
-			if o.planned {
-				t := time.AfterFunc(delays[i], func() { leave(errPlanned) })
-				defer t.Stop()
-			}
-			o.sent = time.Now()
-			head, finish, err := leaveableStream(lctx, client, url, body, l.MaxTokens, o.planned)
-			o.done = time.Now()
-			o.sawFinish = finish
-			switch {
-			case err == nil:
-			case errors.Is(context.Cause(lctx), errPlanned):
-				o.left = !finish
-				o.leftBeforeHead = !head
-			default:
-				o.err = measure.Classify(rctx, err)
-			}
-		})
-	}
-	close(begin)
-	wg.Wait()
-
+	out := sendLeaving(ctx, client, gw.URL+"/v1/chat/completions", l)
 	f := &DisconnectsFigures{Streams: l.Streams}
-	var tally errorTally
-	var first, last time.Time
-	for _, o := range out {
-		if first.IsZero() || o.sent.Before(first) {
-			first = o.sent
-		}
-		last = later(last, o.done)
-		if o.planned {
-			f.Planned++
-		}
-		switch {
-		case o.err != nil:
-			var le *measure.RequestError
-			errors.As(o.err, &le)
-			tally.add(le)
-		case o.left:
-			f.Left++
-			if o.leftBeforeHead {
-				f.LeftBeforeHead++
-			}
-		case o.planned:
-			// Drawn to be left, but it finished first.
-			f.FinishedFirst++
-			f.Completed++
-		default:
-			f.Completed++
-		}
-	}
-	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.result()
-	f.WallSeconds = last.Sub(first).Seconds()
+	f.tally(out)
 	client.CloseIdleConnections()
 
 	idle, st := waitIdle(ctx, admin, gw, sims, 30*time.Second)
 	f.IdleAfter, f.Idle = idle.Seconds(), st
-	f.SimFinished = map[string]float64{}
-	for _, s := range sims {
-		p, err := procs.ScrapePage(ctx, admin, s.URL+"/metrics")
-		if err != nil {
-			return err
-		}
-		for _, reason := range []string{"abort", "length", "stop", "error", "repetition"} {
-			v := p.Sum("vllm:request_success_total", procs.Label("finished_reason", reason))
-			f.SimFinished[reason] += v
-			f.SimReceived += v
-		}
+	if err := f.readEngines(ctx, admin, sims); err != nil {
+		return err
 	}
 	f.ExpectedAborts = float64(f.Left) - (float64(f.Streams) - f.SimReceived)
 	if p, err := gw.Metrics(ctx, admin); err == nil {
@@ -225,18 +130,123 @@ func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	return nil
 }
 
+// leavingStream is one stream of gw-disconnects: whether the client was
+// drawn to leave it, whether it did (before the response head or not),
+// and how it ended otherwise.
+type leavingStream struct {
+	planned        bool
+	left           bool
+	leftBeforeHead bool
+	sawFinish      bool
+	err            error
+	sent, done     time.Time
+}
+
+// sendLeaving sends l.Streams streamed chats at once, a random l.Percent
+// of which the client leaves at a moment drawn from [0, l.MaxDelay), and
+// reads the others to their end.
+func sendLeaving(ctx context.Context, client *http.Client, url string, l DisconnectsLoad) []leavingStream {
+	rng := rand.New(rand.NewPCG(l.Seed, 7))
+	out := make([]leavingStream, l.Streams)
+	delays := make([]time.Duration, l.Streams)
+	for i := range out {
+		if rng.IntN(100) < l.Percent {
+			out[i].planned = true
+			delays[i] = time.Duration(rng.Int64N(int64(l.MaxDelay)))
+		}
+	}
+	stress.Burst(len(out), func(i int) func() {
+		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, true)
+		return func() {
+			o := &out[i]
+			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
+			defer cancel()
+			lctx, leave := context.WithCancelCause(rctx)
+			defer leave(nil)
+			if o.planned {
+				t := time.AfterFunc(delays[i], func() { leave(stress.ErrPlanned) })
+				defer t.Stop()
+			}
+			o.sent = time.Now()
+			head, finish, err := leaveableStream(lctx, client, url, body, l.MaxTokens, o.planned)
+			o.done = time.Now()
+			o.sawFinish = finish
+			switch {
+			case err == nil:
+			case errors.Is(context.Cause(lctx), stress.ErrPlanned):
+				o.left = !finish
+				o.leftBeforeHead = !head
+			default:
+				o.err = measure.Classify(rctx, err)
+			}
+		}
+	})
+	return out
+}
+
+// tally counts the streams by how they ended.
+func (f *DisconnectsFigures) tally(out []leavingStream) {
+	var tally stress.ErrorTally
+	var first, last time.Time
+	for _, o := range out {
+		if first.IsZero() || o.sent.Before(first) {
+			first = o.sent
+		}
+		last = stress.Later(last, o.done)
+		if o.planned {
+			f.Planned++
+		}
+		switch {
+		case o.err != nil:
+			var le *measure.RequestError
+			errors.As(o.err, &le)
+			tally.Add(le)
+		case o.left:
+			f.Left++
+			if o.leftBeforeHead {
+				f.LeftBeforeHead++
+			}
+		case o.planned:
+			// Drawn to be left, but it finished first.
+			f.FinishedFirst++
+			f.Completed++
+		default:
+			f.Completed++
+		}
+	}
+	f.Errors, f.ErrorKinds, f.ErrorSamples = tally.Result()
+	f.WallSeconds = last.Sub(first).Seconds()
+}
+
+// readEngines counts the requests the simulators finished, by reason.
+func (f *DisconnectsFigures) readEngines(ctx context.Context, admin *http.Client, sims []*gwReplica) error {
+	f.SimFinished = map[string]float64{}
+	for _, s := range sims {
+		p, err := procs.ScrapePage(ctx, admin, s.URL+"/metrics")
+		if err != nil {
+			return err
+		}
+		for _, reason := range []string{"abort", "length", "stop", "error", "repetition"} {
+			v := p.Sum("vllm:request_success_total", procs.Label("finished_reason", reason))
+			f.SimFinished[reason] += v
+			f.SimReceived += v
+		}
+	}
+	return nil
+}
+
 // leaveableStream reads a streamed chat until its end or until ctx ends.
 // It reports whether the response head arrived and whether a finish_reason
 // was read. A leaveable stream is only read (the client may leave it at any
 // moment); any other is checked fully, max_tokens exact.
 func leaveableStream(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, leaveable bool) (head, finish bool, err error) {
-	resp, err := post(ctx, client, url, body, "text/event-stream")
+	resp, err := stress.Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
 		return false, false, err
 	}
 	defer resp.Body.Close()
 	if !leaveable {
-		err := readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true})
+		err := stress.ReadStream(resp.Body, stress.StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true})
 		return true, err == nil, err
 	}
 	r := openai.NewSSEReader(resp.Body, 0)
@@ -251,7 +261,7 @@ func leaveableStream(ctx context.Context, client *http.Client, url string, body 
 		if bytes.Equal(data, openai.Done) {
 			return true, finish, nil
 		}
-		var ch streamChunk
+		var ch stress.StreamChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
 			return true, finish, measure.Failf(measure.KindJSON, "chunk %.80q: %v", data, err)
 		}

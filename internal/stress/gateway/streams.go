@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -20,7 +21,7 @@ import (
 // GWStreamsLoad is gw-streams: a burst of concurrent streamed chats through
 // the gateway over three simulator children.
 type GWStreamsLoad struct {
-	StreamsLoad // the burst itself, as sim-streams sends it
+	stress.StreamsLoad // the burst itself, as sim-streams sends it
 	// MaxNumSeqs is the simulators' --max-num-seqs. Must be positive.
 	MaxNumSeqs int
 	// DefaultLatency also runs the burst against simulators with the
@@ -30,14 +31,7 @@ type GWStreamsLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l GWStreamsLoad) Validate() error {
-	var errs []error
-	if err := l.StreamsLoad.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if l.MaxNumSeqs <= 0 {
-		errs = append(errs, fmt.Errorf("max_num_seqs: must be positive, got %d", l.MaxNumSeqs))
-	}
-	return errors.Join(errs...)
+	return errors.Join(l.StreamsLoad.Validate(), stress.Positive("max_num_seqs", l.MaxNumSeqs))
 }
 
 // GWStreamsRun is one simulator configuration of gw-streams.
@@ -65,17 +59,19 @@ type GWStreamsRun struct {
 	IdleAfter           idleState `json:"idle_after"`
 }
 
-func runGWStreams(ctx context.Context, r *gwRun) error {
-	l := r.c.Streams
-	if l.Timeout == 0 {
-		l.Timeout = 2 * time.Minute
-	}
-	r.res.Description = fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
+func describeStreams(c *Config) (string, map[string]any) {
+	l := c.Streams
+	desc := fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
 		"to three simulator children (--max-num-seqs %d), policy least_request, replica caps 2048. Every stream must answer 200, "+
 		"end with data: [DONE] and report completion_tokens %d; the X-Inferrail-Replica header of each answer gives the spread.",
 		l.Streams, l.MaxTokens, l.MaxNumSeqs, l.MaxTokens)
-	r.res.Parameters = map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
+	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
 		"replicas": 3, "per_stream_timeout": l.Timeout.String()}
+	return desc, params
+}
+
+func runGWStreams(ctx context.Context, r *gwRun) error {
+	l := r.c.Streams
 	variants := []struct {
 		name string
 		args []string
@@ -103,48 +99,39 @@ func runGWStreams(ctx context.Context, r *gwRun) error {
 
 func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant string, args []string) (GWStreamsRun, error) {
 	run := GWStreamsRun{Variant: variant, SimArgs: args, Streams: l.Streams}
-	sims, err := r.simChildren(ctx, 3, args)
-	if err != nil {
-		return run, err
-	}
+	sims, gw, err := r.simFleet(ctx, 3, args, nil)
 	defer r.stopReplicas()
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
+	defer r.stopGateway(gw)
 	if err != nil {
 		return run, err
 	}
-	defer r.stopGateway(gw)
 	r.log.Info("gw-streams", "variant", variant, "streams", l.Streams, "gateway_pid", gw.Pid)
 
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := gw.URL + "/v1/chat/completions"
-	out := make([]streamOutcome, l.Streams)
+	out := make([]stress.StreamOutcome, l.Streams)
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range out {
+	stress.Burst(len(out), func(i int) func() {
 		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
-		wg.Go(func() {
-			<-start
+		return func() {
 			o := &out[i]
 			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
 			defer cancel()
-			o.sent = time.Now()
-			o.replica, o.err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.first)
-			o.done = time.Now()
-			if o.err != nil {
-				o.err = measure.Classify(rctx, o.err)
+			o.Sent = time.Now()
+			o.Replica, o.Err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
+			o.Done = time.Now()
+			if o.Err != nil {
+				o.Err = measure.Classify(rctx, o.Err)
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	run.GatewayPeakRSSBytes = peak(sampler.stop())
 
-	t := tallyStreams(out)
-	run.Completed, run.WallSeconds, run.PerReplica = t.completed, t.wallSeconds, t.perReplica
-	run.Errors, run.ErrorKinds, run.ErrorSamples = t.errors.result()
-	run.Stream, run.TTFT = measure.Summarize(t.streamTimes), measure.Summarize(t.ttfts)
+	t := stress.TallyStreams(out)
+	run.Completed, run.WallSeconds, run.PerReplica = t.Completed, t.WallSeconds, t.PerReplica
+	run.Errors, run.ErrorKinds, run.ErrorSamples = t.Errors.Result()
+	run.Stream, run.TTFT = measure.Summarize(t.StreamTimes), measure.Summarize(t.TTFTs)
 	run.SpreadPercent = spreadPercent(run.PerReplica, []string{"sim-1", "sim-2", "sim-3"})
 
 	admin := procs.AdminClient()
@@ -165,13 +152,13 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 // gwStreamOnce sends one streamed chat, checks its stream and returns the
 // replica that served it.
 func gwStreamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) (string, error) {
-	resp, err := post(ctx, client, url, body, "text/event-stream")
+	resp, err := stress.Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
 	replica := resp.Header.Get(openai.HeaderReplica)
-	return replica, readStream(resp.Body, streamCheck{maxTokens: maxTokens, exact: true, wantUsage: true, firstChunk: first})
+	return replica, stress.ReadStream(resp.Body, stress.StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
 }
 
 // spreadPercent is the largest distance of a replica's count from an even

@@ -1,16 +1,14 @@
-package stress
+package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
@@ -22,13 +20,28 @@ const (
 	ScenarioSoak    = "sim-soak"
 )
 
-// SimScenarios lists the simulator stress scenarios in the order Sim runs
+// scenarios are the simulator stress scenarios, in the order Run runs
 // them.
-var SimScenarios = []string{ScenarioStreams, ScenarioSoak}
+var scenarios = []stress.Scenario[Config, *simRun]{
+	{Name: ScenarioStreams, Stresses: "the simulator's streaming path under a burst of concurrent streams", Params: "streams",
+		Load: func(c *Config) stress.Validator { return c.Streams }, Describe: describeStreams, Run: stressStreams},
+	{Name: ScenarioSoak, Stresses: "the simulator's memory and open files over a long mixed workload", Params: "soak",
+		Load: func(c *Config) stress.Validator { return c.Soak }, Describe: describeSoak, Run: stressSoak},
+}
 
-// SimConfig says which simulator stress scenarios to run against which simulator
+// Scenarios lists the simulator stress scenarios' names in the order Run
+// runs them.
+var Scenarios = stress.Names(scenarios)
+
+// simRun is one scenario in progress: the config and the result it fills.
+type simRun struct {
+	c   *Config
+	res Result
+}
+
+// Config says which simulator stress scenarios to run against which simulator
 // binary and where their results go.
-type SimConfig struct {
+type Config struct {
 	// SimBinary is the inferrail-sim executable started for each run.
 	SimBinary string
 	// SimEnv is added to each child's environment. Nil adds nothing.
@@ -42,72 +55,33 @@ type SimConfig struct {
 	// results. Empty records nothing.
 	Command string
 
-	Streams StreamsLoad // sim-streams
-	Soak    SoakLoad    // sim-soak
+	Streams stress.StreamsLoad // sim-streams
+	Soak    stress.SoakLoad    // sim-soak
 	// MaxNumSeqs is the children's --max-num-seqs. Zero means 256.
 	MaxNumSeqs int
 	// Logger reports progress at Info. Nil discards.
 	Logger *slog.Logger
 }
 
-// DefaultSimConfig returns the issue's scenarios: 2,000 streams of 16
+// DefaultConfig returns the issue's scenarios: 2,000 streams of 16
 // tokens, and a 35,000-request soak at concurrency 64 with a 2,000-request
 // warmup.
-func DefaultSimConfig() SimConfig {
-	return SimConfig{
+func DefaultConfig() Config {
+	return Config{
 		SimBinary:  "bin/inferrail-sim",
 		OutDir:     "bench/results/sim",
-		Scenarios:  slices.Clone(SimScenarios),
-		Streams:    StreamsLoad{Streams: 2000, MaxTokens: 16},
-		Soak:       SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		Scenarios:  slices.Clone(Scenarios),
+		Streams:    stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
+		Soak:       stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		MaxNumSeqs: 256,
 	}
 }
 
 // Validate reports every problem with c at once.
-func (c *SimConfig) Validate() error {
-	var errs []error
-	if c.SimBinary == "" {
-		errs = append(errs, errors.New("sim_binary: required"))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: required"))
-	}
-	for i, s := range c.Scenarios {
-		if !slices.Contains(SimScenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(SimScenarios, ", ")))
-		}
-	}
-	if c.MaxNumSeqs < 0 {
-		errs = append(errs, fmt.Errorf("max_num_seqs: must not be negative, got %d", c.MaxNumSeqs))
-	}
-	if c.runs(ScenarioStreams) {
-		errs = append(errs, prefixed("streams", c.Streams.Validate())...)
-	}
-	if c.runs(ScenarioSoak) {
-		errs = append(errs, prefixed("soak", c.Soak.Validate())...)
-	}
-	return errors.Join(errs...)
-}
-
-// prefixed puts path in front of each error joined in err.
-func prefixed(path string, err error) []error {
-	if err == nil {
-		return nil
-	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = fmt.Errorf("%s.%w", path, e)
-	}
-	return out
-}
-
-func (c *SimConfig) runs(scenario string) bool {
-	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
+func (c *Config) Validate() error {
+	errs := []error{stress.Required("sim_binary", c.SimBinary), stress.Required("out_dir", c.OutDir),
+		stress.NotNegative("max_num_seqs", c.MaxNumSeqs)}
+	return errors.Join(append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)...)
 }
 
 // Result is one scenario's results file, <scenario>.json.
@@ -116,25 +90,25 @@ type Result struct {
 	Description string              `json:"description"`
 	Command     string              `json:"command,omitempty"`
 	Environment measure.Environment `json:"environment"`
-	Runs        []Run               `json:"runs"`
+	Runs        []SimRun            `json:"runs"`
 }
 
-// Run is one simulator configuration of a scenario.
-type Run struct {
-	Variant    string          `json:"variant"`
-	SimArgs    []string        `json:"sim_args"`
-	Parameters map[string]any  `json:"parameters"`
-	Streams    *StreamsFigures `json:"streams,omitempty"`
-	Soak       *SoakFigures    `json:"soak,omitempty"`
+// SimRun is one simulator configuration of a scenario.
+type SimRun struct {
+	Variant    string                 `json:"variant"`
+	SimArgs    []string               `json:"sim_args"`
+	Parameters map[string]any         `json:"parameters"`
+	Streams    *stress.StreamsFigures `json:"streams,omitempty"`
+	Soak       *stress.SoakFigures    `json:"soak,omitempty"`
 	// SimStopError is how the simulator failed to stop cleanly, if it did.
 	SimStopError string `json:"sim_stop_error,omitempty"`
 }
 
-// Sim runs the configured simulator scenarios one after another, each
+// Run runs the configured simulator scenarios one after another, each
 // against fresh simulator children, writes <scenario>.json for each into
 // c.OutDir and regenerates the README there. Request failures are part of the
 // results; the error is for scenarios that could not run at all.
-func Sim(ctx context.Context, c SimConfig) error {
+func Run(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -144,38 +118,34 @@ func Sim(ctx context.Context, c SimConfig) error {
 	if c.MaxNumSeqs == 0 {
 		c.MaxNumSeqs = 256
 	}
-	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
-		return err
-	}
 	env := measure.CurrentEnvironment(ctx)
-	for _, name := range SimScenarios {
-		if !c.runs(name) {
-			continue
-		}
-		var res Result
-		var err error
-		switch name {
-		case ScenarioStreams:
-			res, err = stressStreams(ctx, &c)
-		case ScenarioSoak:
-			res, err = stressSoak(ctx, &c)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		res.Scenario, res.Command, res.Environment = name, c.Command, env
-		if err := writeResult(c.OutDir, &res); err != nil {
-			return err
-		}
+	suite := stress.Suite[Config, *simRun]{Dir: c.OutDir, Logger: c.Logger,
+		Begin: func(s stress.Scenario[Config, *simRun]) *simRun {
+			r := &simRun{c: &c}
+			r.res.Description, _ = s.Describe(&c)
+			return r
+		},
+		End: func(s stress.Scenario[Config, *simRun], r *simRun, err error) (any, error) {
+			r.res.Scenario, r.res.Command, r.res.Environment = s.Name, c.Command, env
+			return &r.res, err
+		},
+	}
+	if err := suite.Run(ctx, scenarios, c.Scenarios); err != nil {
+		return err
 	}
 	return WriteReport(c.OutDir)
 }
 
-func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
-	res := Result{Description: fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
+// describeStreams is sim-streams' description.
+func describeStreams(c *Config) (string, map[string]any) {
+	return fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
 		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
 		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
-		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens)}
+		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens), nil
+}
+
+func stressStreams(ctx context.Context, r *simRun) error {
+	c, res := r.c, &r.res
 	variants := []struct {
 		name string
 		args []string
@@ -185,14 +155,14 @@ func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
 	}
 	for _, v := range variants {
 		args := append([]string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs)}, v.args...)
-		run := Run{Variant: v.name, SimArgs: args, Parameters: map[string]any{
+		run := SimRun{Variant: v.name, SimArgs: args, Parameters: map[string]any{
 			"streams":            c.Streams.Streams,
 			"max_tokens":         c.Streams.MaxTokens,
-			"per_stream_timeout": orDefault(c.Streams.Timeout, 2*time.Minute).String(),
+			"per_stream_timeout": stress.OrDefault(c.Streams.Timeout, 2*time.Minute).String(),
 		}}
 		err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 			c.Logger.Info("sim-streams", "variant", v.name, "streams", c.Streams.Streams, "sim_pid", p.Pid)
-			f, err := RunStreams(ctx, p.URL, c.Streams)
+			f, err := stress.RunStreams(ctx, p.URL, c.Streams)
 			if err != nil {
 				return err
 			}
@@ -202,31 +172,36 @@ func stressStreams(ctx context.Context, c *SimConfig) (Result, error) {
 			return nil
 		})
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", v.name, err)
+			return fmt.Errorf("%s: %w", v.name, err)
 		}
 		res.Runs = append(res.Runs, run)
 	}
-	return res, nil
+	return nil
 }
 
-func stressSoak(ctx context.Context, c *SimConfig) (Result, error) {
+// describeSoak is sim-soak's description.
+func describeSoak(c *Config) (string, map[string]any) {
 	l := c.Soak
-	res := Result{Description: fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
+	return fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
 		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
-		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup)}
+		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup), nil
+}
+
+func stressSoak(ctx context.Context, r *simRun) error {
+	c, res, l := r.c, &r.res, r.c.Soak
 	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
-	run := Run{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
+	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
 		"requests":     l.Requests,
 		"concurrency":  l.Concurrency,
 		"warmup":       l.Warmup,
 		"sample_every": l.SampleEvery,
-		"idle_window":  orDefault(l.IdleWindow, 2*time.Second).String(),
-		"timeout":      orDefault(l.Timeout, 60*time.Second).String(),
+		"idle_window":  stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
+		"timeout":      stress.OrDefault(l.Timeout, 60*time.Second).String(),
 		"seed":         l.Seed,
 	}}
 	err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 		c.Logger.Info("sim-soak", "requests", l.Requests, "concurrency", l.Concurrency, "sim_pid", p.Pid)
-		f, err := RunSoak(ctx, p.URL, l, p.Pid)
+		f, err := stress.RunSoak(ctx, p.URL, l, p.Pid)
 		if err != nil {
 			return err
 		}
@@ -239,15 +214,15 @@ func stressSoak(ctx context.Context, c *SimConfig) (Result, error) {
 		return nil
 	})
 	if err != nil {
-		return res, err
+		return err
 	}
 	res.Runs = append(res.Runs, run)
-	return res, nil
+	return nil
 }
 
 // withSim runs f against a fresh simulator child and stops the child
 // afterwards, recording an unclean stop in run.
-func withSim(ctx context.Context, c *SimConfig, args []string, run *Run, f func(*procs.Sim) error) error {
+func withSim(ctx context.Context, c *Config, args []string, run *SimRun, f func(*procs.Sim) error) error {
 	p, err := procs.StartSim(ctx, procs.SimOptions{Binary: c.SimBinary, Args: args, Env: c.SimEnv, Logger: c.Logger})
 	if err != nil {
 		return err
@@ -266,23 +241,4 @@ func withSim(ctx context.Context, c *SimConfig, args []string, run *Run, f func(
 		c.Logger.Warn("simulator did not stop cleanly", "err", run.SimStopError)
 	}
 	return ferr
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
-}
-
-func writeResult(dir string, r *Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(dir, r.Scenario+".json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
 }

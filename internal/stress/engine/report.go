@@ -1,8 +1,7 @@
-package stress
+package engine
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/harness"
+	"github.com/inferrail/inferrail/internal/stress"
 )
 
 // EngineStepFile is the name, inside a results directory, of the saved
@@ -25,21 +27,9 @@ const engineStepCommand = "go test -run '^$' -bench EngineStep -benchtime 3s ./i
 // WriteReport regenerates dir/README.md from every <scenario>.json in dir
 // and from dir/engine-step.txt if it exists.
 func WriteReport(dir string) error {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	results, err := harness.ReadDir[Result](dir)
 	if err != nil {
 		return err
-	}
-	var results []Result
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		var r Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		results = append(results, r)
 	}
 	bench, err := os.ReadFile(filepath.Join(dir, EngineStepFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -51,7 +41,7 @@ func WriteReport(dir string) error {
 // RenderReport renders the Markdown report of results (in scenario order)
 // and, when benchText is not empty, of the engine-step benchmark output.
 func RenderReport(results []Result, benchText string) []byte {
-	slices.SortFunc(results, func(a, b Result) int { return scenarioRank(a.Scenario) - scenarioRank(b.Scenario) })
+	stress.SortByScenario(results, Scenarios, func(r *Result) string { return r.Scenario })
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
 	p("# Simulator stress results\n\n")
@@ -61,7 +51,7 @@ func RenderReport(results []Result, benchText string) []byte {
 		p("**Machine:** %s, nproc %d, %s/%s, %s. The machine is shared and noisy, and the load generator and the simulator "+
 			"share its CPUs, so every figure includes the client's own cost and varies from run to run. "+
 			"Targets are judged on these figures; no test asserts them against a clock.\n\n",
-			orText(e.CPUModel, "unknown CPU"), e.NumCPU, e.GOOS, e.GOARCH, e.GoVersion)
+			stress.OrText(e.CPUModel, "unknown CPU"), e.NumCPU, e.GOOS, e.GOARCH, e.GoVersion)
 	}
 	rows := parseBenchLines(benchText)
 	renderSummary(&w, results, rows)
@@ -87,23 +77,11 @@ func RenderReport(results []Result, benchText string) []byte {
 		}
 		p("\nReproduce: `%s`\n\n", engineStepCommand)
 	}
-	p("## Reproduce\n\n")
-	p("`make stress` builds `bin/inferrail-sim` and runs every scenario with the defaults.")
-	var cmds []string
-	for _, r := range results {
-		if r.Command != "" && !slices.Contains(cmds, r.Command) {
-			cmds = append(cmds, r.Command)
-		}
+	commands := make([]string, len(results))
+	for i, r := range results {
+		commands[i] = r.Command
 	}
-	if len(cmds) > 0 {
-		p(" The results above came from:\n\n```sh\nmake build\n")
-		for _, c := range cmds {
-			p("%s\n", c)
-		}
-		p("```\n")
-	} else {
-		p("\n")
-	}
+	stress.WriteReproduce(&w, "`make stress` builds `bin/inferrail-sim` and runs every scenario with the defaults.", commands)
 	return []byte(w.String())
 }
 
@@ -114,11 +92,11 @@ func renderSummary(w *strings.Builder, results []Result, rows []benchRow) {
 		for _, run := range r.Runs {
 			if f := run.Streams; f != nil {
 				lines = append(lines, fmt.Sprintf("%d concurrent SSE streams, %s: %d of %d completed, %d errors, wall time %s.",
-					f.Streams, run.Variant, f.Completed, f.Streams, f.Errors, secs(f.WallSeconds)))
+					f.Streams, run.Variant, f.Completed, f.Streams, f.Errors, stress.Secs(f.WallSeconds)))
 			}
 			if f := run.Soak; f != nil && f.Memory != nil {
 				lines = append(lines, fmt.Sprintf("%d-request soak: resident memory grew %s (%s → %s); %d errors.",
-					f.Requests, mib(f.Memory.GrowthBytes), mib(f.Memory.WarmupRSSBytes), mib(f.Memory.EndRSSBytes), f.Errors))
+					f.Requests, stress.MiB(f.Memory.GrowthBytes), stress.MiB(f.Memory.WarmupRSSBytes), stress.MiB(f.Memory.EndRSSBytes), f.Errors))
 			}
 		}
 	}
@@ -137,13 +115,6 @@ func renderSummary(w *strings.Builder, results []Result, rows []benchRow) {
 	fmt.Fprintln(w)
 }
 
-func scenarioRank(s string) int {
-	if i := slices.Index(SimScenarios, s); i >= 0 {
-		return i
-	}
-	return len(SimScenarios)
-}
-
 func renderStreams(w *strings.Builder, r *Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## %s\n\n%s\n\n", r.Scenario, r.Description)
@@ -156,7 +127,7 @@ func renderStreams(w *strings.Builder, r *Result) {
 			continue
 		}
 		p("| %s (`%s`) | %d | %d | %d | %s | %s | %s | %s | %s |\n", run.Variant, strings.Join(run.SimArgs, " "),
-			f.Streams, f.Completed, f.Errors, secs(f.WallSeconds), secs(f.Stream.P50), secs(f.Stream.P99), secs(f.TTFT.P50), secs(f.TTFT.P99))
+			f.Streams, f.Completed, f.Errors, stress.Secs(f.WallSeconds), stress.Secs(f.Stream.P50), stress.Secs(f.Stream.P99), stress.Secs(f.TTFT.P50), stress.Secs(f.TTFT.P99))
 	}
 	p("\n")
 	for _, run := range r.Runs {
@@ -181,17 +152,17 @@ func renderSoak(w *strings.Builder, r *Result) {
 		p("| Requests | Completed | Left by the client | Errors | Load time | Requests/s | Latency p50 | Latency p99 |\n")
 		p("|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		p("| %d | %d | %d | %d | %s | %.0f | %s | %s |\n\n", f.Requests, f.Completed, f.Cancelled, f.Errors,
-			secs(f.LoadSeconds), f.RequestsPerSecond, secs(f.Latency.P50), secs(f.Latency.P99))
+			stress.Secs(f.LoadSeconds), f.RequestsPerSecond, stress.Secs(f.Latency.P50), stress.Secs(f.Latency.P99))
 		if m := f.Memory; m != nil {
 			p("**Resident memory growth: %s** (%d bytes), from %s idle after the warmup to %s idle at the end; peak %s. "+
-				"Open files at the idle baselines, with the client's connections closed: %d → %d.\n\n", mib(m.GrowthBytes), m.GrowthBytes, mib(m.WarmupRSSBytes), mib(m.EndRSSBytes), mib(m.PeakRSSBytes), m.WarmupFDs, m.EndFDs)
+				"Open files at the idle baselines, with the client's connections closed: %d → %d.\n\n", stress.MiB(m.GrowthBytes), m.GrowthBytes, stress.MiB(m.WarmupRSSBytes), stress.MiB(m.EndRSSBytes), stress.MiB(m.PeakRSSBytes), m.WarmupFDs, m.EndFDs)
 			p("| Requests ended | Seconds | VmRSS | Open files | When |\n|--:|--:|--:|--:|---|\n")
 			for _, s := range m.Samples {
 				when := "under load"
 				if s.Idle {
 					when = "idle, client connections closed (least VmRSS over the window)"
 				}
-				p("| %d | %.1f | %s | %d | %s |\n", s.Requests, s.Seconds, mib(s.RSSBytes), s.FDs, when)
+				p("| %d | %.1f | %s | %d | %s |\n", s.Requests, s.Seconds, stress.MiB(s.RSSBytes), s.FDs, when)
 			}
 			p("\n")
 		}
@@ -217,7 +188,7 @@ func renderSoak(w *strings.Builder, r *Result) {
 
 func renderProvenance(w *strings.Builder, r *Result) {
 	e := r.Environment
-	fmt.Fprintf(w, "Measured %s on commit %s", e.Date, orText(e.GitCommit, "unknown"))
+	fmt.Fprintf(w, "Measured %s on commit %s", e.Date, stress.OrText(e.GitCommit, "unknown"))
 	if e.GitDirty {
 		fmt.Fprint(w, " (the work tree had uncommitted changes)")
 	}
@@ -232,32 +203,11 @@ func renderErrors(w *strings.Builder, label string, kinds map[string]int, sample
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
 	}
-	fmt.Fprintf(w, "%s errors: %s.\n", label, orText(strings.Join(ks, ", "), "none"))
+	fmt.Fprintf(w, "%s errors: %s.\n", label, stress.OrText(strings.Join(ks, ", "), "none"))
 	for _, s := range samples {
 		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(s, "`", "'"))
 	}
 	fmt.Fprintln(w)
-}
-
-func secs(s float64) string {
-	switch {
-	case s == 0:
-		return "–"
-	case s < 0.001:
-		return fmt.Sprintf("%.0f µs", s*1e6)
-	case s < 1:
-		return fmt.Sprintf("%.1f ms", s*1e3)
-	}
-	return fmt.Sprintf("%.2f s", s)
-}
-
-func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-
-func orText(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // benchRow is one result line of `go test -bench` output.
@@ -266,7 +216,7 @@ type benchRow struct {
 	values map[string]string // unit → value
 }
 
-func (r benchRow) get(unit string) string { return orText(r.values[unit], "–") }
+func (r benchRow) get(unit string) string { return stress.OrText(r.values[unit], "–") }
 
 // parseBenchLines picks the result lines out of `go test -bench` output.
 func parseBenchLines(text string) []benchRow {

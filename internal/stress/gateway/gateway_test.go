@@ -1,9 +1,9 @@
-package stress
+package gateway
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,23 +11,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/stress"
+	"github.com/inferrail/inferrail/internal/stress/stresstest"
+
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/procs/procstest"
 	"go.yaml.in/yaml/v3"
 )
 
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestMain lets the test binary act as the simulator, gateway and plain
+// proxy children the scenarios start.
+func TestMain(m *testing.M) { procstest.Main(m) }
+
 // testGatewayConfig is a small run of every scenario against helper
 // children (the test binary itself).
-func testGatewayConfig(t *testing.T) GatewayConfig {
+func testGatewayConfig(t *testing.T) Config {
 	t.Helper()
-	c := DefaultGatewayConfig()
+	c := DefaultConfig()
 	c.GatewayBinary, c.GatewayEnv = os.Args[0], procstest.GatewayEnv()
 	c.SimBinary, c.SimEnv = os.Args[0], procstest.SimEnv()
 	c.BenchBinary, c.BenchEnv = os.Args[0], procstest.BenchEnv()
 	c.OutDir = t.TempDir()
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.Streams = GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
+	c.Streams = GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
 	c.Floor = FloorLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, Seed: 1, ProjectRates: []int{2000}}
 	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
@@ -48,7 +57,7 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 	// leaves a stream its engine has already finished, even on a slow machine.
 	c.Disconnects = DisconnectsLoad{Streams: 40, MaxTokens: 60, Percent: 70, MaxDelay: 300 * time.Millisecond, Seed: 1}
 	c.Hostile = HostileLoad{Hostile: 100, Valid: 20, Concurrency: 8, HeaderTimeout: 300 * time.Millisecond, RequestTimeout: time.Second, Seed: 1, IdleWindow: 100 * time.Millisecond}
-	c.Soak = SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
+	c.Soak = stress.SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
 	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
 	c.SlowBody = SlowBodyLoad{BodyBytes: 32 << 10}
 	return c
@@ -56,13 +65,13 @@ func testGatewayConfig(t *testing.T) GatewayConfig {
 
 func TestGatewayStressEndToEnd(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioKill}
+	c.Scenarios = []string{ScenarioStreams, ScenarioOverhead, ScenarioFloor, ScenarioKill}
 	c.Command = "go run ./cmd/inferrail-bench gwstress --streams 50"
-	if err := Gateway(t.Context(), c); err != nil {
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
 
-	streams := readGWResult(t, c.OutDir, GWScenarioStreams)
+	streams := readGWResult(t, c.OutDir, ScenarioStreams)
 	if len(streams.Streams) != 1 {
 		t.Fatalf("gw-streams has %d runs, want 1", len(streams.Streams))
 	}
@@ -84,7 +93,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-streams setup, environment or checks missing: %+v", streams)
 	}
 
-	overhead := readGWResult(t, c.OutDir, GWScenarioOverhead)
+	overhead := readGWResult(t, c.OutDir, ScenarioOverhead)
 	if len(overhead.Overhead) != 1 {
 		t.Fatalf("gw-overhead has %d rates, want 1", len(overhead.Overhead))
 	}
@@ -96,7 +105,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-overhead latencies not filled: direct %+v, gateway %+v", o.Direct, o.Gateway)
 	}
 
-	floor := readGWResult(t, c.OutDir, GWScenarioFloor).Floor
+	floor := readGWResult(t, c.OutDir, ScenarioFloor).Floor
 	if floor == nil || len(floor.Legs) != 6 || len(floor.Targets) != 3 || len(floor.Projections) != 1 {
 		t.Fatalf("gw-floor figures: %+v", floor)
 	}
@@ -112,7 +121,7 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		t.Errorf("gw-floor projection: %+v", p)
 	}
 
-	kill := readGWResult(t, c.OutDir, GWScenarioKill).Kill
+	kill := readGWResult(t, c.OutDir, ScenarioKill).Kill
 	if kill == nil {
 		t.Fatal("gw-kill: no figures")
 	}
@@ -139,18 +148,18 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 
 func TestGatewayStressFaultsAndAbuse(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioDisconnects, GWScenarioHostile}
-	if err := Gateway(t.Context(), c); err != nil {
+	c.Scenarios = []string{ScenarioDisconnects, ScenarioHostile}
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	d := readGWResult(t, c.OutDir, GWScenarioDisconnects).Disconnects
+	d := readGWResult(t, c.OutDir, ScenarioDisconnects).Disconnects
 	if d == nil || d.Streams != 40 || d.Planned == 0 || d.Completed+d.Left+d.Errors != 40 || d.SimReceived == 0 {
 		t.Fatalf("gw-disconnects figures: %+v", d)
 	}
 	if d.SimFinished["abort"] != d.ExpectedAborts || !d.Idle.idle() {
 		t.Errorf("gw-disconnects: %v aborts, want %v; idle %+v", d.SimFinished["abort"], d.ExpectedAborts, d.Idle)
 	}
-	h := readGWResult(t, c.OutDir, GWScenarioHostile).Hostile
+	h := readGWResult(t, c.OutDir, ScenarioHostile).Hostile
 	if h == nil || h.Requests != 120 || len(h.Kinds) != len(hostileShares)+1 {
 		t.Fatalf("gw-hostile figures: %+v", h)
 	}
@@ -163,7 +172,7 @@ func TestGatewayStressFaultsAndAbuse(t *testing.T) {
 // whose only replica is not listening fails every request.
 func TestGatewayDeadReplicaErrors(t *testing.T) {
 	c := testGatewayConfig(t)
-	cfg := gwConfig([]*gwReplica{{ID: "dead", URL: deadURL(t)}}, healthFast)
+	cfg := gwConfig([]*gwReplica{{ID: "dead", URL: stresstest.DeadURL(t)}}, healthFast)
 	gw, err := procs.StartGateway(t.Context(), procs.GatewayOptions{Binary: c.GatewayBinary, Env: c.GatewayEnv, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
@@ -173,13 +182,13 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	client := newClient(16)
+	client := stress.NewClient(16)
 	defer client.CloseIdleConnections()
 	body := gwChatBody(procs.SimModel, 0, 1)
-	shots := openLoop(t.Context(), time.Now(), fixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
+	shots := stress.OpenLoop(t.Context(), time.Now(), stress.FixedSchedule(500, 30), 10*time.Second, func(ctx context.Context, _ int) (int, string, error) {
 		return postChat(ctx, client, gw.URL+"/v1/chat/completions", body, "", 1)
 	})
-	n, kinds, samples := tallyShots(shots)
+	n, kinds, samples := stress.TallyShots(shots)
 	if n != 30 || kinds[measure.KindStatus] != 30 {
 		t.Errorf("%d errors %v (%v), want 30 status errors", n, kinds, samples)
 	}
@@ -193,13 +202,13 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 	}
 }
 
-func readGWResult(t *testing.T, dir, scenario string) GatewayResult {
+func readGWResult(t *testing.T, dir, scenario string) Result {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, scenario+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r GatewayResult
+	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("%s: %v", scenario, err)
 	}
@@ -209,63 +218,40 @@ func readGWResult(t *testing.T, dir, scenario string) GatewayResult {
 func TestGatewayConfigValidate(t *testing.T) {
 	tests := []struct {
 		name string
-		edit func(*GatewayConfig)
+		edit func(*Config)
 		want []string // substrings of the error; nil for valid
 	}{
-		{"default", func(*GatewayConfig) {}, nil},
-		{"no_gateway", func(c *GatewayConfig) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
-		{"unknown_scenario", func(c *GatewayConfig) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
-		{"sim_needed", func(c *GatewayConfig) { c.SimBinary = "" }, []string{"sim_binary: required"}},
-		{"bench_needed", func(c *GatewayConfig) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
-		{"floor", func(c *GatewayConfig) {
-			c.Scenarios = []string{GWScenarioFloor}
+		{"default", func(*Config) {}, nil},
+		{"no_gateway", func(c *Config) { c.GatewayBinary = "" }, []string{"gateway_binary: required"}},
+		{"unknown_scenario", func(c *Config) { c.Scenarios = []string{"gw-kill", "nope"} }, []string{`scenarios[1]: unknown scenario "nope"`}},
+		{"sim_needed", func(c *Config) { c.SimBinary = "" }, []string{"sim_binary: required"}},
+		{"bench_needed", func(c *Config) { c.BenchBinary = "" }, []string{"bench_binary: required by gw-floor"}},
+		{"floor", func(c *Config) {
+			c.Scenarios = []string{ScenarioFloor}
 			c.Floor.Rate, c.Floor.ProjectRates = 0, []int{-1}
 		}, []string{"floor.rate: must be positive", "floor.project_rates[0]: must be positive"}},
-		{"sim_not_needed", func(c *GatewayConfig) {
+		{"sim_not_needed", func(c *Config) {
 			c.SimBinary = ""
-			c.Scenarios = []string{GWScenarioKill, GWScenarioHang, GWScenarioFlap}
+			c.Scenarios = []string{ScenarioKill, ScenarioHang, ScenarioFlap}
 		}, nil},
-		{"all_at_once", func(c *GatewayConfig) {
+		{"all_at_once", func(c *Config) {
 			c.Overhead.Rates = []int{2000, 0}
 			c.Kill.Down = 0
 			c.Disconnects.Percent = 101
 			c.SlowBody.BodyBytes = 10
 		}, []string{"overhead.rates[1]: must be positive", "kill.down: must be positive", "disconnects.percent: must be within 0..100",
 			"slow_body.body_bytes: must be at least 1024"}},
-		{"unrun_scenario_unchecked", func(c *GatewayConfig) {
-			c.Scenarios = []string{GWScenarioSoak}
+		{"unrun_scenario_unchecked", func(c *Config) {
+			c.Scenarios = []string{ScenarioSoak}
 			c.Streams.Streams = 0
 		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultGatewayConfig()
+			c := DefaultConfig()
 			tt.edit(&c)
-			checkValidate(t, c.Validate(), tt.want)
+			stresstest.CheckValidate(t, c.Validate(), tt.want)
 		})
-	}
-}
-
-func TestSchedules(t *testing.T) {
-	fixed := fixedSchedule(1000, 5)
-	if want := []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond}; fmt.Sprint(fixed) != fmt.Sprint(want) {
-		t.Errorf("fixedSchedule(1000, 5) = %v, want %v", fixed, want)
-	}
-	p := poissonSchedule(2000, 20000, 1)
-	if len(p) != 20000 || p[0] != 0 {
-		t.Fatalf("poissonSchedule: %d arrivals starting at %v", len(p), p[0])
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] < p[i-1] {
-			t.Fatalf("poissonSchedule not sorted at %d", i)
-		}
-	}
-	// 20,000 arrivals at 2,000/s span about 10 s; the sd of the sum is 1%.
-	if span := p[len(p)-1].Seconds(); span < 9.5 || span > 10.5 {
-		t.Errorf("poissonSchedule(2000, 20000) spans %.2f s, want about 10", span)
-	}
-	if a, b := poissonSchedule(100, 10, 7), poissonSchedule(100, 10, 7); fmt.Sprint(a) != fmt.Sprint(b) {
-		t.Error("poissonSchedule is not reproducible from its seed")
 	}
 }
 
@@ -279,7 +265,7 @@ func TestLogWarnings(t *testing.T) {
 
 func TestHostileMix(t *testing.T) {
 	for _, n := range []int{100, 3000} {
-		l := DefaultGatewayConfig().Hostile
+		l := DefaultConfig().Hostile
 		l.Hostile = n
 		reqs := hostileMix(l, "127.0.0.1:1")
 		kinds := map[string]int{}
@@ -323,28 +309,28 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setup := GatewaySetup{Gateway: "inferrail-gateway child process", Simulators: "2 inferrail-sim child processes",
+	setup := Setup{Gateway: "inferrail-gateway child process", Simulators: "2 inferrail-sim child processes",
 		SimArgs: []string{"--zero-latency"}, GatewayConfig: string(cfgYAML)}
 	lat := measure.Percentiles{N: 100, Mean: 0.0012, P50: 0.001, P90: 0.0015, P99: 0.0031, P999: 0.0042, Max: 0.005}
-	base := func(scenario string) GatewayResult {
-		return GatewayResult{Scenario: scenario, Description: "About " + scenario + ".", Command: cmd, Environment: env, Setup: setup,
+	base := func(scenario string) Result {
+		return Result{Scenario: scenario, Description: "About " + scenario + ".", Command: cmd, Environment: env, Setup: setup,
 			Parameters: map[string]any{"n": 1}, Checks: []Check{{What: "errors", Target: "0", Got: "0", Met: true}},
 			Machine: procs.MachineShare{LoadAvgStart: "1.00 0.50 0.25", LoadAvgEnd: "2.00 1.00 0.50", Ours: 0.75, Others: 0.125, Interrupts: 0.05, Steal: 0.01}}
 	}
-	streams := base(GWScenarioStreams)
+	streams := base(ScenarioStreams)
 	streams.Streams = []GWStreamsRun{{Variant: "zero-latency", SimArgs: []string{"--max-num-seqs", "1024", "--zero-latency"}, Streams: 2000,
 		Completed: 1999, Errors: 1, ErrorKinds: map[string]int{"no_done": 1}, ErrorSamples: []string{"no_done: `cut`"}, WallSeconds: 1.25,
 		Stream: lat, TTFT: lat, PerReplica: map[string]int{"sim-1": 667, "sim-2": 666, "sim-3": 666},
 		SimFinished: map[string]float64{"sim-1": 667, "sim-2": 666, "sim-3": 667}, SpreadPercent: 0.05, GatewayPeakRSSBytes: 60 << 20}}
 	streams.Checks = append(streams.Checks, Check{What: "even | spread", Target: "within 10%", Got: "35%", Met: false})
-	overhead := base(GWScenarioOverhead)
+	overhead := base(ScenarioOverhead)
 	leg := OverheadLeg{Target: "direct", Requests: 10000, Latency: lat, SendLag: measure.Percentiles{N: 10000, P50: 0.00005, P99: 0.0002}, AchievedRate: 1999.6,
 		CPUPerRequest: 0.000101, OthersCPUShare: 0.02}
 	gleg := leg
 	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
 	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
 		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
-	floor := base(GWScenarioFloor)
+	floor := base(ScenarioFloor)
 	pleg := gleg
 	pleg.Target, pleg.CPUPerRequest = "plain", 0.00009
 	for _, lg := range []*OverheadLeg{&leg, &gleg, &pleg} {
@@ -352,7 +338,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}
 	floor.Floor = &FloorFigures{Rate: 1000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, pleg, pleg, gleg, leg}, Targets: []OverheadLeg{leg, gleg, pleg},
 		GatewayOverPlain: 1.12, CPUs: 2, Projections: []FloorProjection{{Rate: 5000, Direct: 1.1, Gateway: 1.6, Plain: 1.55}}}
-	routing := base(GWScenarioRouting)
+	routing := base(ScenarioRouting)
 	routing.Routing = []RoutingRun{{Name: "w200-tok-kv_aware-r3", Variant: RoutingVariant{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 3, Rates: []int{2000, 5000}},
 		Rates: []RoutingRate{
 			{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP50: BucketQuantile{N: 20000, Seconds: 1e-6, Low: 4e-7, High: 1.6e-6},
@@ -365,25 +351,25 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 				TokenizedShare: 1, PromptTokens: 10000000, PredictedCachedTokens: 8000000, PredictedHitRate: 0.8, MetricsError: "scrape: refused"},
 		}}, {Name: "w0-notok-least_request-r3", Variant: RoutingVariant{Policy: "least_request", Replicas: 3, Rates: []int{2000}},
 		Rates: []RoutingRate{{OverheadRate: overhead.Overhead[0], Decisions: 20000, DecisionP99: BucketQuantile{N: 20000, Seconds: 3.2e-6, Low: 1.6e-6, High: 6.4e-6}}}}}
-	kill := base(GWScenarioKill)
+	kill := base(ScenarioKill)
 	kill.Kill = &KillFigures{Requests: 7000, Replica: "sim-2", KillAtSeconds: 2.001, RestartAtSeconds: 4.002, SentBeforeKill: 2000, InFlightAtKill: 2,
 		FailedSentBeforeKill: 1, SentAfterKill: 5000, ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status: status 502"},
 		OutOfRotationAfter: 0.0042, OutOfRotationBy: "passive ejection", PollSeconds: 0.0011, LastRoutedAfter: 0.0042, AttemptsAfterKill: 3,
 		ServingAgainAfter: 0.081, ServedAfterRestart: 900, Latency: lat, LatencyAfterKill: lat, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 1000, "sim-3": 2999},
 		Retries: 3, Ejections: 1}
 	kill.Notes = []string{"A note."}
-	hang := base(GWScenarioHang)
+	hang := base(ScenarioHang)
 	hang.Hang = []HangFigures{{Policy: "least_request", Requests: 6500, Replica: "sim-2", HangAtSeconds: 1.5, HealAtSeconds: 4.5, DownAfter: 0.31, PollSeconds: 0.002,
 		SentToHung: 4, SentToHungLatency: lat, OthersLatency: lat, AttemptErrors: map[string]int{"replica failed its health checks while the request waited": 4},
 		BackAfter: 0.1, PerReplica: map[string]int{"sim-1": 3000, "sim-2": 500, "sim-3": 3000}, Retries: 4}}
-	flap := base(GWScenarioFlap)
+	flap := base(ScenarioFlap)
 	flap.Flap = &FlapFigures{Requests: 10000, Replica: "sim-2", Toggles: 100, Latency: lat, PerReplica: map[string]int{"sim-1": 4000, "sim-2": 2000, "sim-3": 4000}, Retries: 200, Ejections: 5}
 	flap.GatewayLog = procs.GatewayLog{Messages: map[string]int{"WARN replica ejected after failed requests": 5, "INFO replica passes probes again": 3},
 		AttemptErrors: map[string]int{"sim-2: status 503": 29}}
-	disc := base(GWScenarioDisconnects)
+	disc := base(ScenarioDisconnects)
 	disc.Disconnects = &DisconnectsFigures{Streams: 1000, Planned: 700, Left: 650, LeftBeforeHead: 40, FinishedFirst: 50, Completed: 350, WallSeconds: 9.5,
 		SimFinished: map[string]float64{"abort": 640, "length": 360}, SimReceived: 1000, ExpectedAborts: 640, GatewayDisconnects: 650, IdleAfter: 0.05}
-	hostile := base(GWScenarioHostile)
+	hostile := base(ScenarioHostile)
 	hostile.Hostile = &HostileFigures{Requests: 4000, Hostile: 3000, Valid: 1000, Kinds: []HostileKindFigures{
 		{Kind: "absurd-headers", Requests: 400, Outcomes: map[string]int{"400": 300, "431": 20, "501": 20, "505": 20, "200": 40}},
 		{Kind: "slowloris", Requests: 60, Outcomes: map[string]int{"closed": 60}},
@@ -391,25 +377,25 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}, Hangs: 1, SlowClose: lat, StalledBody: lat, Seconds: 12.5, RSSBeforeBytes: 20 << 20, RSSPeakBytes: 120 << 20, RSSAfterBytes: 40 << 20,
 		FDsBefore: 20, FDsAfter: 25, HealthyAfter: true, GatewayErrors: map[string]float64{"bad_request": 900, "not_found": 400}}
 	hostile.GatewayLog = procs.GatewayLog{Panics: []string{"http: panic serving 127.0.0.1:1: `boom`"}}
-	soak := base(GWScenarioSoak)
-	soak.Soak = &GWSoakFigures{Soak: SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
-		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: Latency{P50: 0.02, P99: 0.08},
-		Memory: &SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
-			Samples: []MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
-		Sims: &SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
-	slowReaders := base(GWScenarioSlowReaders)
+	soak := base(ScenarioSoak)
+	soak.Soak = &GWSoakFigures{Soak: stress.SoakFigures{Requests: 35000, Completed: 33000, Cancelled: 2000, Mix: map[string]int{"chat": 17500, "completion": 17500},
+		LoadSeconds: 20, RequestsPerSecond: 1750, Latency: stress.Latency{P50: 0.02, P99: 0.08},
+		Memory: &stress.SoakMemory{WarmupRSSBytes: 30 << 20, EndRSSBytes: 32 << 20, GrowthBytes: 2 << 20, GrowthMiB: 2, PeakRSSBytes: 40 << 20, WarmupFDs: 30, EndFDs: 30,
+			Samples: []stress.MemorySample{{Requests: 2000, Seconds: 2, RSSBytes: 30 << 20, FDs: 30, Idle: true}, {Requests: 35000, Seconds: 25, RSSBytes: 32 << 20, FDs: 30, Idle: true}}}},
+		Sims: &stress.SimGauges{RequestSuccess: map[string]float64{"length": 30000, "stop": 3000, "abort": 2000}}}
+	slowReaders := base(ScenarioSlowReaders)
 	slowReaders.SlowReaders = &SlowReadersFigures{Clients: 20, StreamBytes: 32 << 20, ReadBeforeStall: 64 << 10, EngineWrittenMin: 1 << 20,
 		EngineWrittenMax: 3 << 20, EngineWrittenTotal: 40 << 20, BaselineRSSBytes: 20 << 20, StallPeakRSSBytes: 22 << 20, StallEndRSSBytes: 21 << 20,
 		DrainPeakRSSBytes: 25 << 20, AfterIdleRSSBytes: 21 << 20, StallAboveBaseline: 2 << 20, Others: 200, OthersLatency: lat, DrainCompleted: 20,
 		DrainBytes: 640 << 20, DrainSeconds: 2, DrainMiBPerSec: 320}
-	slowBody := base(GWScenarioSlowBody)
+	slowBody := base(ScenarioSlowBody)
 	slowBody.SlowBody = &SlowBodyFigures{BodyBytes: 8 << 20, Writes: 8 << 20, UploadSeconds: 30, AnswerSeconds: 0.01, Status: 200, Replica: "sim-1",
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []GatewayResult{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
+	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
 
-	got := RenderGatewayReport(results)
+	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -421,6 +407,6 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if string(got) != string(want) {
-		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, firstDiff(string(want), string(got)))
+		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
 	}
 }

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress"
 )
 
 // OverheadLoad is gw-overhead: the same open-loop schedule sent straight to
@@ -49,27 +50,15 @@ func validateRates(rates []int) []error {
 		errs = append(errs, errors.New("rates: at least one is required"))
 	}
 	for i, r := range rates {
-		errs = append(errs, positiveInt(fmt.Sprintf("rates[%d]", i), r))
+		errs = append(errs, stress.Positive(fmt.Sprintf("rates[%d]", i), r))
 	}
 	return errs
 }
 
 // validateLegs checks the settings of an overhead comparison's legs.
 func validateLegs(requests, warmup, maxTokens int, timeout time.Duration) []error {
-	var errs []error
-	if requests <= 0 {
-		errs = append(errs, fmt.Errorf("requests: must be positive, got %d", requests))
-	}
-	if warmup < 0 {
-		errs = append(errs, fmt.Errorf("warmup: must not be negative, got %d", warmup))
-	}
-	if maxTokens <= 0 {
-		errs = append(errs, fmt.Errorf("max_tokens: must be positive, got %d", maxTokens))
-	}
-	if timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %v", timeout))
-	}
-	return errs
+	return []error{stress.Positive("requests", requests), stress.NotNegative("warmup", warmup),
+		stress.Positive("max_tokens", maxTokens), stress.NotNegative("timeout", timeout)}
 }
 
 // OverheadRate is gw-overhead at one rate: four legs of the same schedule,
@@ -120,27 +109,21 @@ type OverheadLeg struct {
 	lat, lag []time.Duration // for pooling
 }
 
-func runGWOverhead(ctx context.Context, r *gwRun) error {
-	l := r.c.Overhead
-	if l.Timeout == 0 {
-		l.Timeout = 10 * time.Second
-	}
-	r.res.Description = fmt.Sprintf("Open loop: non-streamed chats (max_tokens %d) on a Poisson schedule, each sent at its scheduled time "+
+func describeOverhead(c *Config) (string, map[string]any) {
+	l := c.Overhead
+	desc := fmt.Sprintf("Open loop: non-streamed chats (max_tokens %d) on a Poisson schedule, each sent at its scheduled time "+
 		"from its own goroutine, latency counted from the scheduled time. At each rate the same %d-request schedule runs four times, back to back: "+
 		"straight to one --zero-latency simulator child (direct), through the gateway over three such children (gateway), gateway again, direct again; "+
 		"the two legs of each target are pooled, and the gateway's added latency is its percentile minus the direct one. "+
 		"Right before each leg, %d unmeasured requests at the same rate warm its target's connections.", l.MaxTokens, l.Requests, l.Warmup)
-	r.res.Parameters = map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+	params := map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
-	if err != nil {
-		return err
-	}
-	pair := newOverheadPair(gw, sims, l.Timeout, l.MaxTokens)
+	return desc, params
+}
+
+func runGWOverhead(ctx context.Context, r *gwRun) error {
+	l := r.c.Overhead
+	pair := newOverheadPair(r.gw, r.sims, l.Timeout, l.MaxTokens)
 	defer pair.close()
 	body := gwChatBody(procs.SimModel, 0, l.MaxTokens)
 	same := func(int) []byte { return body }
@@ -223,7 +206,7 @@ func (p *overheadPair) leg(ctx context.Context, target string, sched []time.Dura
 	cpu0, _ := procs.ProcessCPU(t.pid)
 	client0, _ := procs.ProcessCPU(os.Getpid())
 	engines0 := cpuOf(p.engines)
-	shots := openLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
+	shots := stress.OpenLoop(ctx, time.Now().Add(5*time.Millisecond), sched, p.timeout, func(ctx context.Context, i int) (int, string, error) {
 		return postChat(ctx, t.client, t.url, body(i), "", p.maxTokens)
 	})
 	engines1 := cpuOf(p.engines)
@@ -275,8 +258,8 @@ func (p *overheadPair) rate(ctx context.Context, log *slog.Logger, s overheadSpe
 // legs runs a leg against each target of order, in turn, on the same
 // Poisson schedule of s, each after its warmup, and returns them in order.
 func (p *overheadPair) legs(ctx context.Context, log *slog.Logger, order []string, s overheadSpec) ([]OverheadLeg, error) {
-	sched := poissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
-	warm := poissonSchedule(s.Rate, s.Warmup, s.Seed)
+	sched := stress.PoissonSchedule(s.Rate, s.Requests, s.Seed+uint64(s.Rate))
+	warm := stress.PoissonSchedule(s.Rate, s.Warmup, s.Seed)
 	var legs []OverheadLeg
 	for i, target := range order {
 		warmBody, body := s.Bodies(i)
@@ -314,9 +297,9 @@ func poolTarget(target string, legs []OverheadLeg) OverheadLeg {
 }
 
 // overheadLeg summarises one leg.
-func overheadLeg(target string, shots []shot) OverheadLeg {
+func overheadLeg(target string, shots []stress.Shot) OverheadLeg {
 	lg := OverheadLeg{Target: target, Requests: len(shots)}
-	lg.Errors, lg.ErrorKinds, lg.ErrorSamples = tallyShots(shots)
+	lg.Errors, lg.ErrorKinds, lg.ErrorSamples = stress.TallyShots(shots)
 	var lat, lag []time.Duration
 	var lastSent time.Duration
 	for _, s := range shots {

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress"
 )
 
 // FloorLoad is gw-floor: one open-loop schedule, at a rate the machine
@@ -40,9 +41,9 @@ type FloorLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l FloorLoad) Validate() error {
-	errs := append(validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout), positiveInt("rate", l.Rate))
+	errs := append(validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout), stress.Positive("rate", l.Rate))
 	for i, r := range l.ProjectRates {
-		errs = append(errs, positiveInt(fmt.Sprintf("project_rates[%d]", i), r))
+		errs = append(errs, stress.Positive(fmt.Sprintf("project_rates[%d]", i), r))
 	}
 	return errors.Join(errs...)
 }
@@ -88,29 +89,24 @@ func pathCPU(lg OverheadLeg) float64 {
 	return cpu
 }
 
-func runGWFloor(ctx context.Context, r *gwRun) error {
-	l := r.c.Floor
-	if l.Timeout == 0 {
-		l.Timeout = 10 * time.Second
-	}
-	r.res.Description = fmt.Sprintf("The CPU a request costs each process. At %d req/s, a rate this machine carries, the same %d-request Poisson schedule of "+
+func describeFloor(c *Config) (string, map[string]any) {
+	l := c.Floor
+	desc := fmt.Sprintf("The CPU a request costs each process. At %d req/s, a rate this machine carries, the same %d-request Poisson schedule of "+
 		"non-streamed chats (max_tokens %d) goes straight to one --zero-latency simulator child (direct), through the gateway over three such children "+
 		"(gateway), and through a bare net/http reverse proxy taking turns over the same three (plain: `inferrail-bench plain-proxy`, the standard "+
 		"library's httputil.ReverseProxy with no routing, health, limits or metrics), in the order %s, each leg after %d unmeasured warmup requests. "+
 		"CPU per request is each process's user and system time over a leg (10 ms resolution) divided by its requests: the target proxy's, the "+
 		"harness's (the load generator), and the simulators' together.",
 		l.Rate, l.Requests, l.MaxTokens, strings.Join(floorLegOrder[:], ", "), l.Warmup)
-	r.res.Parameters = map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
+	params := map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
 		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(floorLegOrder[:], ", "), "project_rates": l.ProjectRates,
 		"per_request_timeout": l.Timeout.String()}
-	sims, err := r.simChildren(ctx, 3, overheadSimArgs)
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
-	if err != nil {
-		return err
-	}
+	return desc, params
+}
+
+func runGWFloor(ctx context.Context, r *gwRun) error {
+	l := r.c.Floor
+	sims, gw := r.sims, r.gw
 	var upstreams []string
 	for _, s := range sims {
 		upstreams = append(upstreams, s.URL)

@@ -1,121 +1,46 @@
-package stress
+package gateway
 
 import (
 	"bytes"
 	"context"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/stress"
+
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
-// fixedSchedule sends n requests at rate per second, evenly spaced.
-func fixedSchedule(rate, n int) []time.Duration {
-	s := make([]time.Duration, n)
-	step := float64(time.Second) / float64(rate)
-	for i := range s {
-		s[i] = time.Duration(float64(i) * step)
-	}
-	return s
-}
-
-// poissonSchedule sends n requests as a Poisson process of rate per
-// second: exponential gaps drawn from seed.
-func poissonSchedule(rate, n int, seed uint64) []time.Duration {
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	s := make([]time.Duration, n)
-	var t float64
-	for i := range s {
-		s[i] = time.Duration(t)
-		t += r.ExpFloat64() / float64(rate) * float64(time.Second)
-	}
-	return s
-}
-
-// shot is one request of an open-loop run. Times are offsets from the
-// run's start.
-type shot struct {
-	Sched, Sent, Done time.Duration
-	Status            int
-	Replica           string
-	Err               *measure.RequestError // nil when the request succeeded
-}
-
-// shotFunc performs request i and reports the status and serving replica
-// it got, or why it failed.
-type shotFunc func(ctx context.Context, i int) (status int, replica string, err error)
-
-// openLoop sends request i at start+sched[i], each from its own goroutine,
-// whether or not earlier ones have answered, and waits for all of them.
-// timeout bounds each request. The dispatcher sleeps precisely (see
-// measure.SleepUntil) so that send lag measures the harness, not the timer.
-func openLoop(ctx context.Context, start time.Time, sched []time.Duration, timeout time.Duration, do shotFunc) []shot {
-	shots := make([]shot, len(sched))
-	var wg sync.WaitGroup
-	for i, at := range sched {
-		if !measure.SleepUntil(ctx, start.Add(at)) {
-			shots = shots[:i]
-			break
-		}
-		wg.Go(func() {
-			s := &shots[i]
-			s.Sched = at
-			s.Sent = time.Since(start)
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			status, replica, err := do(rctx, i)
-			s.Done = time.Since(start)
-			s.Status, s.Replica = status, replica
-			if err != nil {
-				s.Err = measure.Classify(rctx, err)
-			}
-		})
-	}
-	wg.Wait()
-	return shots
-}
-
 // gwChatBody is a non-streamed chat of request i asking for maxTokens.
 func gwChatBody(model string, i, maxTokens int) []byte {
-	b := []byte(`{"model":`)
-	b = openai.AppendString(b, model)
-	b = append(b, `,"messages":[{"role":"user","content":`...)
-	b = openai.AppendString(b, "Request "+strconv.Itoa(i)+": how does the gateway choose an engine?")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b := stress.AppendChat(nil, model, "Request "+strconv.Itoa(i)+": how does the gateway choose an engine?", maxTokens)
 	return append(b, '}')
 }
 
 // gwStreamBody is a streamed chat of request i asking for maxTokens, with
 // the usage chunk; ignoreEOS makes the engine produce all of them.
 func gwStreamBody(model string, i, maxTokens int, ignoreEOS bool) []byte {
-	b := []byte(`{"model":`)
-	b = openai.AppendString(b, model)
-	b = append(b, `,"messages":[{"role":"user","content":`...)
-	b = openai.AppendString(b, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.")
-	b = append(b, `}],"max_tokens":`...)
-	b = strconv.AppendInt(b, int64(maxTokens), 10)
+	b := stress.AppendChat(nil, model, "Stream "+strconv.Itoa(i)+": tell me how the router picks an engine for this prompt.", maxTokens)
 	if ignoreEOS {
 		b = append(b, `,"ignore_eos":true`...)
 	}
-	return append(b, `,"stream":true,"stream_options":{"include_usage":true}}`...)
+	return append(b, stress.StreamWithUsage...)
 }
 
-// gwClient is newClient with idle connections dropped after 5 s. The
+// gwClient is stress.NewClient with idle connections dropped after 5 s. The
 // gateway closes client connections idle for server.header_read_timeout
 // (10 s by default), and a client that reuses one at that very moment gets
 // EOF on its POST, which net/http does not retry; so a client should let
 // idle connections go before the server does (the OpenAI Python SDK's
 // httpx keeps them 5 s).
 func gwClient(conns int) *http.Client {
-	c := newClient(conns)
+	c := stress.NewClient(conns)
 	c.Transport.(*http.Transport).IdleConnTimeout = 5 * time.Second
 	return c
 }
@@ -144,18 +69,7 @@ func postChat(ctx context.Context, client *http.Client, url string, body []byte,
 	if resp.StatusCode != http.StatusOK {
 		return resp.StatusCode, replica, measure.Failf(measure.KindStatus, "status %d: %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 300)]))
 	}
-	return resp.StatusCode, replica, checkFull(data, maxTokens)
-}
-
-// tallyShots counts the failures among shots.
-func tallyShots(shots []shot) (int, map[string]int, []string) {
-	var t errorTally
-	for _, s := range shots {
-		if s.Err != nil {
-			t.add(s.Err)
-		}
-	}
-	return t.result()
+	return resp.StatusCode, replica, stress.CheckFull(data, maxTokens)
 }
 
 // rssSampler follows a process's resident memory every interval until
@@ -243,4 +157,13 @@ func ms(seconds float64) string {
 		return "not seen"
 	}
 	return strconv.FormatFloat(seconds*1e3, 'f', 3, 64) + " ms"
+}
+
+// warmChats sends n chats for model through gw with client, one after
+// another, to open the gateway's connections to its engines before a
+// baseline is taken.
+func warmChats(ctx context.Context, client *http.Client, gw *procs.Gateway, n int, model string) {
+	for i := range n {
+		_, _, _ = postChat(ctx, client, gw.URL+"/v1/chat/completions", gwChatBody(model, i, 4), "", 4)
+	}
 }

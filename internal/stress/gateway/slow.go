@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -39,15 +41,8 @@ type SlowReadersLoad struct {
 
 // Validate reports every setting that cannot run.
 func (l SlowReadersLoad) Validate() error {
-	var errs []error
-	errs = append(errs, positiveInt("clients", l.Clients), positiveDuration("stall", l.Stall))
-	if l.StreamBytes <= 0 {
-		errs = append(errs, fmt.Errorf("stream_bytes: must be positive, got %d", l.StreamBytes))
-	}
-	if l.Others < 0 {
-		errs = append(errs, fmt.Errorf("others: must not be negative, got %d", l.Others))
-	}
-	return errors.Join(errs...)
+	return errors.Join(stress.Positive("clients", l.Clients), stress.Positive("stall", l.Stall),
+		stress.Positive("stream_bytes", l.StreamBytes), stress.NotNegative("others", l.Others))
 }
 
 // SlowReadersFigures is what gw-slow-readers measured.
@@ -90,30 +85,21 @@ type SlowReadersFigures struct {
 // firehoseModel is the model only the firehose engine serves.
 const firehoseModel = "firehose"
 
-func runGWSlowReaders(ctx context.Context, r *gwRun) error {
-	l := r.c.SlowReaders
-	const readFirst = 64 << 10
-	r.res.Description = fmt.Sprintf("A firehose engine written in the harness (net/http, answers /health and an empty /v1/models) streams "+
+func describeSlowReaders(c *Config) (string, map[string]any) {
+	l := c.SlowReaders
+	desc := fmt.Sprintf("A firehose engine written in the harness (net/http, answers /health and an empty /v1/models) streams "+
 		"%s of SSE data lines per request as fast as TCP lets it. %d raw-TCP clients each start a stream through the gateway, read its first "+
 		"%d KiB and stop reading, holding the connection open for %v (%s in all if read). Meanwhile %d ordinary chats go through the same "+
 		"gateway to a --zero-latency simulator child. The gateway's memory must stay bounded (TCP backpressure, not buffering). Then the clients "+
-		"read again, every stream to its end.", mib(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, mib(int64(l.Clients)*l.StreamBytes), l.Others)
-	r.res.Parameters = map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
+		"read again, every stream to its end.", stress.MiB(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, stress.MiB(int64(l.Clients)*l.StreamBytes), l.Others)
+	params := map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
 		"stall": l.Stall.String(), "others": l.Others}
-	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
-	if err != nil {
-		return err
-	}
-	fh, err := startFirehose(l.StreamBytes)
-	if err != nil {
-		return err
-	}
-	r.replicas = append(r.replicas, &gwReplica{ID: "firehose", URL: fh.url, stop: fh.close})
-	r.res.Setup.Simulators = "1 inferrail-sim child process (--zero-latency) and the harness's firehose engine (in process)"
-	cfg := gwConfig(sims, healthDefault)
-	cfg.Models = append(cfg.Models, config.Model{Name: firehoseModel})
-	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "firehose", URL: fh.url, Models: []string{firehoseModel}, MaxConcurrency: 64, MaxPending: 64})
-	gw, err := r.gateway(ctx, cfg)
+	return desc, params
+}
+
+func runGWSlowReaders(ctx context.Context, r *gwRun) error {
+	l := r.c.SlowReaders
+	sims, gw, fh, err := r.firehoseFleet(ctx, l.StreamBytes)
 	if err != nil {
 		return err
 	}
@@ -121,15 +107,75 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 	defer admin.CloseIdleConnections()
 	others := gwClient(8)
 	defer others.CloseIdleConnections()
-	for i := range 50 {
-		_, _, _ = postChat(ctx, others, gw.URL+"/v1/chat/completions", gwChatBody(procs.SimModel, i, 4), "", 4)
-	}
+	warmChats(ctx, others, gw, 50, procs.SimModel)
 	f := &SlowReadersFigures{Clients: l.Clients, StreamBytes: l.StreamBytes, ReadBeforeStall: readFirst, Others: l.Others}
 	f.BaselineRSSBytes = idleRSS(ctx, gw.Pid, time.Second)
 
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
-	addr := strings.TrimPrefix(gw.URL, "http://")
-	readers := make([]*stalledReader, l.Clients)
+	readers, err := startStalledReaders(ctx, strings.TrimPrefix(gw.URL, "http://"), l.Clients)
+	defer func() {
+		for _, sr := range readers {
+			if sr != nil {
+				sr.conn.Close()
+			}
+		}
+	}()
+	if err != nil {
+		return fmt.Errorf("start a stalled reader: %w", err)
+	}
+	stallStart := time.Now()
+	f.chatMeanwhile(ctx, others, gw.URL+"/v1/chat/completions", l.Others)
+	measure.SleepUntil(ctx, stallStart.Add(l.Stall))
+	f.readStall(sampler.stop(), fh.written())
+	r.log.Info("gw-slow-readers stalled", "rss_above_baseline_mib", float64(f.StallAboveBaseline)/(1<<20),
+		"engine_written_total_mib", float64(f.EngineWrittenTotal)/(1<<20))
+
+	sampler = startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
+	f.drain(readers, l.StreamBytes)
+	f.DrainPeakRSSBytes = peak(sampler.stop())
+	for _, sr := range readers {
+		sr.conn.Close()
+	}
+	others.CloseIdleConnections()
+	_, f.IdleAfter = waitIdle(ctx, admin, gw, sims, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	f.ClientConnsAfter, _ = gw.ClientConns()
+	f.AfterIdleRSSBytes = idleRSS(ctx, gw.Pid, time.Second)
+	r.res.SlowReaders = f
+	slowReadersChecks(r, f, l)
+	return nil
+}
+
+// readFirst is how much of its stream a slow reader reads before it
+// stops reading.
+const readFirst = 64 << 10
+
+// firehoseFleet starts gw-slow-readers' engines, a --zero-latency
+// simulator child and the firehose streaming streamBytes a request, and a
+// gateway over both, the firehose serving its own model.
+func (r *gwRun) firehoseFleet(ctx context.Context, streamBytes int64) ([]*gwReplica, *procs.Gateway, *firehose, error) {
+	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fh, err := startFirehose(streamBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	r.replicas = append(r.replicas, &gwReplica{ID: "firehose", URL: fh.url, stop: fh.close})
+	r.res.Setup.Simulators = "1 inferrail-sim child process (--zero-latency) and the harness's firehose engine (in process)"
+	cfg := gwConfig(sims, healthDefault)
+	cfg.Models = append(cfg.Models, config.Model{Name: firehoseModel})
+	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "firehose", URL: fh.url, Models: []string{firehoseModel}, MaxConcurrency: 64, MaxPending: 64})
+	gw, err := r.gateway(ctx, cfg)
+	return sims, gw, fh, err
+}
+
+// startStalledReaders starts n firehose streams through the gateway at
+// addr at once, each read to readFirst and then left unread. On an error
+// the readers started are returned with it, for closing.
+func startStalledReaders(ctx context.Context, addr string, n int) ([]*stalledReader, error) {
+	readers := make([]*stalledReader, n)
 	var wg sync.WaitGroup
 	var openErr error
 	var mu sync.Mutex
@@ -145,56 +191,41 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 		})
 	}
 	wg.Wait()
-	defer func() {
-		for _, sr := range readers {
-			if sr != nil {
-				sr.conn.Close()
-			}
-		}
-	}()
-	if openErr != nil {
-		return fmt.Errorf("start a stalled reader: %w", openErr)
-	}
-	stallStart := time.Now()
-	// Ordinary requests while the streams are stuck.
+	return readers, openErr
+}
+
+// chatMeanwhile sends n ordinary chats, four at a time, while the slow
+// readers hold their streams.
+func (f *SlowReadersFigures) chatMeanwhile(ctx context.Context, client *http.Client, url string, n int) {
 	var lat []time.Duration
-	var tally errorTally
-	var lmu sync.Mutex
-	next := atomic.Int64{}
-	var owg sync.WaitGroup
-	for range 4 {
-		owg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= l.Others {
-					return
-				}
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				t := time.Now()
-				_, _, err := postChat(rctx, others, gw.URL+"/v1/chat/completions", gwChatBody(procs.SimModel, i, 4), "", 4)
-				d := time.Since(t)
-				lmu.Lock()
-				if err != nil {
-					tally.add(measure.Classify(rctx, err))
-				} else {
-					lat = append(lat, d)
-				}
-				lmu.Unlock()
-				cancel()
-			}
-		})
-	}
-	owg.Wait()
-	f.OthersErrors, f.OthersKinds, f.OthersSamples = tally.result()
+	var tally stress.ErrorTally
+	var mu sync.Mutex
+	stress.Pool(ctx, 0, n, 4, func(i int) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		t := time.Now()
+		_, _, err := postChat(rctx, client, url, gwChatBody(procs.SimModel, i, 4), "", 4)
+		d := time.Since(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			tally.Add(measure.Classify(rctx, err))
+		} else {
+			lat = append(lat, d)
+		}
+	})
+	f.OthersErrors, f.OthersKinds, f.OthersSamples = tally.Result()
 	f.OthersLatency = measure.Summarize(lat)
-	measure.SleepUntil(ctx, stallStart.Add(l.Stall))
-	stall := sampler.stop()
+}
+
+// readStall takes the gateway's memory over the stall and what the
+// firehose had written into the stuck streams.
+func (f *SlowReadersFigures) readStall(stall []rssSample, written []int64) {
 	f.StallPeakRSSBytes = peak(stall)
 	if len(stall) > 0 {
 		f.StallEndRSSBytes = stall[len(stall)-1].RSS
 	}
 	f.StallAboveBaseline = f.StallPeakRSSBytes - f.BaselineRSSBytes
-	written := fh.written()
 	if len(written) > 0 {
 		f.EngineWrittenMin = slices.Min(written)
 		f.EngineWrittenMax = slices.Max(written)
@@ -202,18 +233,18 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 			f.EngineWrittenTotal += w
 		}
 	}
-	r.log.Info("gw-slow-readers stalled", "rss_above_baseline_mib", float64(f.StallAboveBaseline)/(1<<20),
-		"engine_written_total_mib", float64(f.EngineWrittenTotal)/(1<<20))
+}
 
-	// Drain every stream to its end.
-	sampler = startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
+// drain reads every stalled stream to its end, all at once.
+func (f *SlowReadersFigures) drain(readers []*stalledReader, streamBytes int64) {
 	drainStart := time.Now()
-	var dmu sync.Mutex
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, sr := range readers {
 		wg.Go(func() {
-			n, err := sr.drain(l.StreamBytes)
-			dmu.Lock()
-			defer dmu.Unlock()
+			n, err := sr.drain(streamBytes)
+			mu.Lock()
+			defer mu.Unlock()
 			f.DrainBytes += n
 			if err != nil {
 				if len(f.DrainErrors) < measure.MaxErrorSamples {
@@ -226,33 +257,24 @@ func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 	}
 	wg.Wait()
 	f.DrainSeconds = time.Since(drainStart).Seconds()
-	f.DrainPeakRSSBytes = peak(sampler.stop())
 	if f.DrainSeconds > 0 {
 		f.DrainMiBPerSec = float64(f.DrainBytes) / (1 << 20) / f.DrainSeconds
 	}
-	for _, sr := range readers {
-		sr.conn.Close()
-	}
-	others.CloseIdleConnections()
-	_, f.IdleAfter = waitIdle(ctx, admin, gw, sims, 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
-	f.ClientConnsAfter, _ = gw.ClientConns()
-	f.AfterIdleRSSBytes = idleRSS(ctx, gw.Pid, time.Second)
-	r.res.SlowReaders = f
+}
 
+func slowReadersChecks(r *gwRun, f *SlowReadersFigures, l SlowReadersLoad) {
 	r.check("gateway memory while 20 clients do not read", "bounded: a few MiB above the baseline, far below what the engine wrote",
-		fmt.Sprintf("peak %s above the %s baseline, while the engine had written %s into the stuck streams", mib(f.StallAboveBaseline),
-			mib(f.BaselineRSSBytes), mib(f.EngineWrittenTotal)), f.StallAboveBaseline < 32<<20 && f.StallAboveBaseline < f.EngineWrittenTotal/4)
+		fmt.Sprintf("peak %s above the %s baseline, while the engine had written %s into the stuck streams", stress.MiB(f.StallAboveBaseline),
+			stress.MiB(f.BaselineRSSBytes), stress.MiB(f.EngineWrittenTotal)), f.StallAboveBaseline < 32<<20 && f.StallAboveBaseline < f.EngineWrittenTotal/4)
 	r.check("other requests served meanwhile", fmt.Sprintf("%d of %d", l.Others, l.Others),
-		fmt.Sprintf("%d errors, p50 %s, p99 %s", f.OthersErrors, secs(f.OthersLatency.P50), secs(f.OthersLatency.P99)), f.OthersErrors == 0)
+		fmt.Sprintf("%d errors, p50 %s, p99 %s", f.OthersErrors, stress.Secs(f.OthersLatency.P50), stress.Secs(f.OthersLatency.P99)), f.OthersErrors == 0)
 	r.check("every stream read to its end afterwards", fmt.Sprintf("%d of %d", l.Clients, l.Clients),
-		fmt.Sprintf("%d (%s in %.2f s, %.0f MiB/s)", f.DrainCompleted, mib(f.DrainBytes+int64(l.Clients)*readFirst), f.DrainSeconds, f.DrainMiBPerSec),
+		fmt.Sprintf("%d (%s in %.2f s, %.0f MiB/s)", f.DrainCompleted, stress.MiB(f.DrainBytes+int64(l.Clients)*readFirst), f.DrainSeconds, f.DrainMiBPerSec),
 		f.DrainCompleted == l.Clients)
 	r.check("nothing held afterwards", "gateway in flight 0, 0 client connections",
 		fmt.Sprintf("in flight %.0f, connections %d", f.IdleAfter.GatewayInFlight, f.ClientConnsAfter), f.IdleAfter.idle() && f.ClientConnsAfter == 0)
 	r.note("Kernel socket buffers (loopback, tcp_rmem/tcp_wmem autotuning) hold what the engine wrote beyond what the client read; " +
 		"they are not in the gateway's resident memory, which is what the check looks at.")
-	return nil
 }
 
 // stalledReader is a client that started a firehose stream and stopped
@@ -431,39 +453,25 @@ type SlowBodySample struct {
 	RSSBytes  int64   `json:"rss_bytes"`
 }
 
-func runGWSlowBody(ctx context.Context, r *gwRun) error {
-	l := r.c.SlowBody
-	r.res.Description = fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
+func describeSlowBody(c *Config) (string, map[string]any) {
+	l := c.SlowBody
+	desc := fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
 		"one byte per write call (TCP_NODELAY, Go's default: a segment per byte), as fast as the harness can, through the gateway "+
 		"(server.request_timeout 10m, server.max_body_bytes 64 MiB) to a --zero-latency simulator child. The gateway's resident memory is "+
-		"sampled while the body arrives; the request must complete.", mib(int64(l.BodyBytes)))
-	r.res.Parameters = map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
-	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
-	if err != nil {
-		return err
-	}
-	cfg := gwConfig(sims, healthDefault)
-	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
-	cfg.Server.MaxBodyBytes = 64 << 20
-	gw, err := r.gateway(ctx, cfg)
-	if err != nil {
-		return err
-	}
+		"sampled while the body arrives; the request must complete.", stress.MiB(int64(l.BodyBytes)))
+	params := map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
+	return desc, params
+}
+
+func runGWSlowBody(ctx context.Context, r *gwRun) error {
+	l := r.c.SlowBody
+	gw := r.gw
 	warm := gwClient(2)
-	for i := range 20 {
-		_, _, _ = postChat(ctx, warm, gw.URL+"/v1/chat/completions", gwChatBody(procs.SimModel, i, 4), "", 4)
-	}
+	warmChats(ctx, warm, gw, 20, procs.SimModel)
 	warm.CloseIdleConnections()
 	f := &SlowBodyFigures{BodyBytes: l.BodyBytes}
 	f.BaselineRSSBytes = idleRSS(ctx, gw.Pid, time.Second)
 
-	head := []byte(`{"model":"inferrail/sim-8b","messages":[{"role":"user","content":"Hello"}],"max_tokens":4`)
-	body := make([]byte, l.BodyBytes)
-	copy(body, head)
-	for i := len(head); i < len(body)-1; i++ {
-		body[i] = ' '
-	}
-	body[len(body)-1] = '}'
 	addr := strings.TrimPrefix(gw.URL, "http://")
 	conn, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -476,62 +484,14 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	start := time.Now()
 	stopSampling := make(chan struct{})
 	var swg sync.WaitGroup
-	swg.Go(func() {
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			rss, _ := procs.ResidentBytes(gw.Pid)
-			f.Progress = append(f.Progress, SlowBodySample{Seconds: time.Since(start).Seconds(), SentBytes: sent.Load(), RSSBytes: rss})
-			select {
-			case <-stopSampling:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	headers := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", addr, len(body))
-	werr := func() error {
-		if _, err := io.WriteString(conn, headers); err != nil {
-			return err
-		}
-		for i := range body {
-			if _, err := conn.Write(body[i : i+1]); err != nil {
-				return fmt.Errorf("write byte %d: %w", i, err)
-			}
-			f.Writes++
-			if i&0xfff == 0 {
-				sent.Store(int64(i))
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-			}
-		}
-		sent.Store(int64(len(body)))
-		return nil
-	}()
+	swg.Go(func() { f.Progress = sampleUpload(gw.Pid, start, &sent, stopSampling) })
+	werr := dripBody(ctx, conn, addr, paddedChat(l.BodyBytes), f, &sent)
 	uploaded := time.Now()
 	f.UploadSeconds = uploaded.Sub(start).Seconds()
 	if werr != nil {
 		f.Error = werr.Error()
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err == nil {
-		f.Status, f.Replica = resp.StatusCode, resp.Header.Get(openai.HeaderReplica)
-		data, rerr := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case rerr != nil:
-			f.Error = rerr.Error()
-		case resp.StatusCode == http.StatusOK:
-			if err := checkFull(data, 4); err != nil {
-				f.Error = err.Error()
-			}
-		default:
-			f.Error = fmt.Sprintf("status %d: %.200s", resp.StatusCode, data)
-		}
-	} else if f.Error == "" {
-		f.Error = "read answer: " + err.Error()
-	}
+	f.readAnswer(conn)
 	f.AnswerSeconds = time.Since(uploaded).Seconds()
 	close(stopSampling)
 	swg.Wait()
@@ -543,9 +503,87 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	r.res.SlowBody = f
 	r.check("request completes", "200 with a good chat", fmt.Sprintf("status %d %s", f.Status, f.Error), f.Status == http.StatusOK && f.Error == "")
 	r.check("gateway memory while the body arrives", "reported (the gateway buffers whole bodies, so about the body size and its growth slack)",
-		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload", mib(f.PeakRSSBytes-f.BaselineRSSBytes),
-			mib(f.BaselineRSSBytes), mib(int64(f.BodyBytes)), f.UploadSeconds), true)
+		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload", stress.MiB(f.PeakRSSBytes-f.BaselineRSSBytes),
+			stress.MiB(f.BaselineRSSBytes), stress.MiB(int64(f.BodyBytes)), f.UploadSeconds), true)
 	return nil
+}
+
+// paddedChat is a short chat padded with JSON whitespace to n bytes.
+func paddedChat(n int) []byte {
+	head := []byte(`{"model":"inferrail/sim-8b","messages":[{"role":"user","content":"Hello"}],"max_tokens":4`)
+	body := make([]byte, n)
+	copy(body, head)
+	for i := len(head); i < len(body)-1; i++ {
+		body[i] = ' '
+	}
+	body[len(body)-1] = '}'
+	return body
+}
+
+// sampleUpload reads pid's resident memory and how much of the body was
+// sent every 250 ms until stop is closed.
+func sampleUpload(pid int, start time.Time, sent *atomic.Int64, stop <-chan struct{}) []SlowBodySample {
+	var out []SlowBodySample
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		rss, _ := procs.ResidentBytes(pid)
+		out = append(out, SlowBodySample{Seconds: time.Since(start).Seconds(), SentBytes: sent.Load(), RSSBytes: rss})
+		select {
+		case <-stop:
+			return out
+		case <-t.C:
+		}
+	}
+}
+
+// dripBody writes a POST of body to the chat route over conn, the body
+// one byte per write call, counting the writes in f and the bytes sent in
+// sent.
+func dripBody(ctx context.Context, conn net.Conn, host string, body []byte, f *SlowBodyFigures, sent *atomic.Int64) error {
+	headers := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", host, len(body))
+	if _, err := io.WriteString(conn, headers); err != nil {
+		return err
+	}
+	for i := range body {
+		if _, err := conn.Write(body[i : i+1]); err != nil {
+			return fmt.Errorf("write byte %d: %w", i, err)
+		}
+		f.Writes++
+		if i&0xfff == 0 {
+			sent.Store(int64(i))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	}
+	sent.Store(int64(len(body)))
+	return nil
+}
+
+// readAnswer reads the answer to the slow body from conn and checks it,
+// keeping the first problem in f.Error.
+func (f *SlowBodyFigures) readAnswer(conn net.Conn) {
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		if f.Error == "" {
+			f.Error = "read answer: " + err.Error()
+		}
+		return
+	}
+	f.Status, f.Replica = resp.StatusCode, resp.Header.Get(openai.HeaderReplica)
+	data, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case rerr != nil:
+		f.Error = rerr.Error()
+	case resp.StatusCode == http.StatusOK:
+		if err := stress.CheckFull(data, 4); err != nil {
+			f.Error = err.Error()
+		}
+	default:
+		f.Error = fmt.Sprintf("status %d: %.200s", resp.StatusCode, data)
+	}
 }
 
 // thinSamples keeps at most n samples, evenly spaced, the last included.
@@ -558,4 +596,11 @@ func thinSamples(s []SlowBodySample, n int) []SlowBodySample {
 		out = append(out, s[i*(len(s)-1)/(n-1)])
 	}
 	return append(out, s[len(s)-1])
+}
+
+// slowBodyLimits lets gw-slow-body's request take ten minutes and its body
+// 64 MiB.
+func slowBodyLimits(_ *Config, cfg *config.Config) {
+	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
+	cfg.Server.MaxBodyBytes = 64 << 20
 }

@@ -1,4 +1,4 @@
-package stress
+package gateway
 
 import (
 	"encoding/json"
@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/stress/stresstest"
 )
 
 func TestRoutingLoadValidate(t *testing.T) {
-	valid := func() RoutingLoad { return DefaultGatewayConfig().Routing }
+	valid := func() RoutingLoad { return DefaultConfig().Routing }
 	tests := []struct {
 		name string
 		edit func(*RoutingLoad)
@@ -47,10 +48,10 @@ func TestRoutingLoadValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := valid()
 			tt.edit(&l)
-			checkValidate(t, l.Validate(), tt.want)
+			stresstest.CheckValidate(t, l.Validate(), tt.want)
 		})
 	}
-	c := DefaultGatewayConfig()
+	c := DefaultConfig()
 	c.Routing.Requests = 0
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "routing.requests: must be positive") {
 		t.Errorf("GatewayConfig.Validate() = %v, want routing.requests named", err)
@@ -254,26 +255,6 @@ inferrail_predicted_cached_tokens_total{model="inferrail/sim-8b"} 610
 	}
 }
 
-func TestLabelValue(t *testing.T) {
-	tests := []struct {
-		labels, key, want string
-		ok                bool
-	}{
-		{`policy="kv_aware",le="1e-07"`, "le", "1e-07", true},
-		{`le="+Inf"`, "le", "+Inf", true},
-		{`model="a,le=\"x\"",result="busy"`, "result", "busy", true},
-		{`model="a,le=\"x\"",result="busy"`, "model", `a,le="x"`, true},
-		{`model="a\\b\nc"`, "model", "a\\b\nc", true},
-		{`model="a"`, "le", "", false},
-		{``, "le", "", false},
-	}
-	for _, tt := range tests {
-		if got, ok := labelValue(tt.labels, tt.key); got != tt.want || ok != tt.ok {
-			t.Errorf("labelValue(%q, %q) = %q, %v, want %q, %v", tt.labels, tt.key, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestRoutingPrompts(t *testing.T) {
 	type chat struct {
 		Model    string `json:"model"`
@@ -341,15 +322,15 @@ func TestRoutingPrompts(t *testing.T) {
 
 func TestGatewayStressRouting(t *testing.T) {
 	c := testGatewayConfig(t)
-	c.Scenarios = []string{GWScenarioRouting}
+	c.Scenarios = []string{ScenarioRouting}
 	c.Routing.Variants = []RoutingVariant{
 		{SystemWords: 200, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}},
 		{SystemWords: 0, Policy: "least_request", Replicas: 2, Rates: []int{300}},
 	}
-	if err := Gateway(t.Context(), c); err != nil {
+	if err := Run(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	res := readGWResult(t, c.OutDir, GWScenarioRouting)
+	res := readGWResult(t, c.OutDir, ScenarioRouting)
 	if len(res.Routing) != 2 || len(res.Checks) != 2 {
 		t.Fatalf("gw-routing has %d variants and %d checks, want 2 and 2", len(res.Routing), len(res.Checks))
 	}

@@ -1,10 +1,12 @@
-package stress
+package gateway
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/procs"
 )
@@ -14,9 +16,9 @@ import (
 type GWSoakFigures struct {
 	// Soak's Memory follows the gateway process; its Sim is unset (see
 	// Sims).
-	Soak SoakFigures `json:"soak"`
+	Soak stress.SoakFigures `json:"soak"`
 	// Sims sums the simulators' gauges and counters after the load.
-	Sims *SimGauges `json:"sims,omitempty"`
+	Sims *stress.SimGauges `json:"sims,omitempty"`
 	// IdleAfter is what was in flight once the load was over, and
 	// ClientConnsAfter the client connections the gateway still held
 	// after the client closed its own.
@@ -24,25 +26,23 @@ type GWSoakFigures struct {
 	ClientConnsAfter int       `json:"client_conns_after"`
 }
 
-func runGWSoak(ctx context.Context, r *gwRun) error {
-	l := r.c.Soak
-	r.res.Description = fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client: "+
+func describeSoak(c *Config) (string, map[string]any) {
+	l := c.Soak
+	desc := fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client: "+
 		"the simulator soak's workload) at concurrency %d through the gateway to three --zero-latency simulator children, following the "+
 		"gateway's resident memory (VmRSS) from an idle baseline after a %d-request warmup to an idle baseline at the end.",
 		l.Requests, l.Concurrency, l.Warmup)
-	r.res.Parameters = map[string]any{"requests": l.Requests, "concurrency": l.Concurrency, "warmup": l.Warmup,
-		"sample_every": l.SampleEvery, "idle_window": orDefault(l.IdleWindow, 2*time.Second).String(),
-		"timeout": orDefault(l.Timeout, 60*time.Second).String(), "seed": l.Seed}
-	sims, err := r.simChildren(ctx, 3, []string{"--zero-latency"})
-	if err != nil {
-		return err
-	}
-	gw, err := r.gateway(ctx, gwConfig(sims, healthDefault))
-	if err != nil {
-		return err
-	}
+	params := map[string]any{"requests": l.Requests, "concurrency": l.Concurrency, "warmup": l.Warmup,
+		"sample_every": l.SampleEvery, "idle_window": stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
+		"timeout": stress.OrDefault(l.Timeout, 60*time.Second).String(), "seed": l.Seed}
+	return desc, params
+}
+
+func runGWSoak(ctx context.Context, r *gwRun) error {
+	l := r.c.Soak
+	sims, gw := r.sims, r.gw
 	r.log.Info("gw-soak", "requests", l.Requests, "concurrency", l.Concurrency, "gateway_pid", gw.Pid)
-	sf, err := RunSoak(ctx, gw.URL, l, gw.Pid)
+	sf, err := stress.RunSoak(ctx, gw.URL, l, gw.Pid)
 	if err != nil {
 		return err
 	}
@@ -59,9 +59,9 @@ func runGWSoak(ctx context.Context, r *gwRun) error {
 	f := &GWSoakFigures{Soak: sf}
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
-	sum := &SimGauges{RequestSuccess: map[string]float64{}}
+	sum := &stress.SimGauges{RequestSuccess: map[string]float64{}}
 	for _, s := range sims {
-		g, err := scrapeGauges(ctx, admin, s.URL)
+		g, err := stress.ScrapeGauges(ctx, admin, s.URL)
 		if err != nil {
 			return err
 		}
@@ -81,7 +81,7 @@ func runGWSoak(ctx context.Context, r *gwRun) error {
 	r.check("errors", "0", fmt.Sprintf("%d (completed %d, left by the client %d)", sf.Errors, sf.Completed, sf.Cancelled), sf.Errors == 0)
 	if m := sf.Memory; m != nil {
 		r.check("gateway resident memory growth, idle to idle after the warmup", "under 10 MB",
-			fmt.Sprintf("%s (%d bytes: %s → %s, peak %s)", mib(m.GrowthBytes), m.GrowthBytes, mib(m.WarmupRSSBytes), mib(m.EndRSSBytes), mib(m.PeakRSSBytes)),
+			fmt.Sprintf("%s (%d bytes: %s → %s, peak %s)", stress.MiB(m.GrowthBytes), m.GrowthBytes, stress.MiB(m.WarmupRSSBytes), stress.MiB(m.EndRSSBytes), stress.MiB(m.PeakRSSBytes)),
 			m.GrowthBytes < 10_000_000)
 	}
 	r.check("nothing left in flight; client connections released", "gateway in flight 0, engines idle, 0 connections held",

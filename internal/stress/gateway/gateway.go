@@ -1,18 +1,17 @@
-package stress
+package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/harness"
+	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
@@ -20,32 +19,9 @@ import (
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
-// Gateway stress scenario names, in the order Gateway runs them.
-const (
-	GWScenarioStreams     = "gw-streams"
-	GWScenarioOverhead    = "gw-overhead"
-	GWScenarioFloor       = "gw-floor"
-	GWScenarioRouting     = "gw-routing"
-	GWScenarioKill        = "gw-kill"
-	GWScenarioHang        = "gw-hang"
-	GWScenarioFlap        = "gw-flap"
-	GWScenarioDisconnects = "gw-disconnects"
-	GWScenarioHostile     = "gw-hostile"
-	GWScenarioSoak        = "gw-soak"
-	GWScenarioSlowReaders = "gw-slow-readers"
-	GWScenarioSlowBody    = "gw-slow-body"
-)
-
-// GatewayScenarios lists the gateway stress scenarios in the order
-// Gateway runs them.
-var GatewayScenarios = []string{
-	GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioKill, GWScenarioHang, GWScenarioFlap,
-	GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody,
-}
-
-// GatewayConfig says which gateway stress scenarios to run, against
+// Config says which gateway stress scenarios to run, against
 // which binaries, how big, and where their results go.
-type GatewayConfig struct {
+type Config struct {
 	// GatewayBinary is the inferrail-gateway executable started for each
 	// scenario, with a generated config.
 	GatewayBinary string
@@ -89,23 +65,23 @@ type GatewayConfig struct {
 	Flap        FlapLoad
 	Disconnects DisconnectsLoad
 	Hostile     HostileLoad
-	Soak        SoakLoad
+	Soak        stress.SoakLoad
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
 }
 
-// DefaultGatewayConfig returns the issues' scenarios, sized to run
+// DefaultConfig returns the issues' scenarios, sized to run
 // in about ten minutes on a two-core machine (gw-routing takes about half
 // of it). gw-overhead also runs at 500 req/s, below the rates of the
 // issue, where the machine is not near saturation.
-func DefaultGatewayConfig() GatewayConfig {
-	return GatewayConfig{
+func DefaultConfig() Config {
+	return Config{
 		GatewayBinary: "bin/inferrail-gateway",
 		SimBinary:     "bin/inferrail-sim",
 		BenchBinary:   "bin/inferrail-bench",
 		OutDir:        "bench/results/gateway",
-		Scenarios:     slices.Clone(GatewayScenarios),
-		Streams:       GWStreamsLoad{StreamsLoad: StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
+		Scenarios:     slices.Clone(Scenarios),
+		Streams:       GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
 		Floor:         FloorLoad{Rate: 1000, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1, ProjectRates: []int{500, 2000, 5000}},
 		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
@@ -114,73 +90,46 @@ func DefaultGatewayConfig() GatewayConfig {
 		Flap:          FlapLoad{Rate: 1000, Duration: 10 * time.Second, Toggle: 100 * time.Millisecond},
 		Disconnects:   DisconnectsLoad{Streams: 1000, MaxTokens: 200, Percent: 70, MaxDelay: 6 * time.Second, Seed: 1},
 		Hostile:       HostileLoad{Hostile: 3000, Valid: 1000, Concurrency: 32, HeaderTimeout: 2 * time.Second, RequestTimeout: 5 * time.Second, Seed: 1},
-		Soak:          SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		Soak:          stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 	}
 }
 
 // Validate reports every problem with c at once.
-func (c *GatewayConfig) Validate() error {
-	var errs []error
-	if c.GatewayBinary == "" {
-		errs = append(errs, errors.New("gateway_binary: required"))
-	}
-	if c.OutDir == "" {
-		errs = append(errs, errors.New("out_dir: required"))
-	}
-	for i, s := range c.Scenarios {
-		if !slices.Contains(GatewayScenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios[%d]: unknown scenario %q (known: %s)", i, s, strings.Join(GatewayScenarios, ", ")))
-		}
-	}
-	if c.runs(GWScenarioFloor) && c.BenchBinary == "" {
+func (c *Config) Validate() error {
+	errs := []error{stress.Required("gateway_binary", c.GatewayBinary), stress.Required("out_dir", c.OutDir)}
+	if c.BenchBinary == "" && stress.Needed(scenarios, c.Scenarios, needBench) {
 		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
 	}
-	needsSim := false
-	for _, s := range []string{GWScenarioStreams, GWScenarioOverhead, GWScenarioFloor, GWScenarioRouting, GWScenarioDisconnects, GWScenarioHostile, GWScenarioSoak, GWScenarioSlowReaders, GWScenarioSlowBody} {
-		needsSim = needsSim || c.runs(s)
-	}
-	if needsSim && c.SimBinary == "" {
+	if c.SimBinary == "" && stress.Needed(scenarios, c.Scenarios, needSims) {
 		errs = append(errs, errors.New("sim_binary: required by the scenarios that run simulator children"))
 	}
-	loads := []struct {
-		scenario, path string
-		err            error
-	}{
-		{GWScenarioStreams, "streams", c.Streams.Validate()},
-		{GWScenarioOverhead, "overhead", c.Overhead.Validate()},
-		{GWScenarioFloor, "floor", c.Floor.Validate()},
-		{GWScenarioRouting, "routing", c.Routing.Validate()},
-		{GWScenarioKill, "kill", c.Kill.Validate()},
-		{GWScenarioHang, "hang", c.Hang.Validate()},
-		{GWScenarioFlap, "flap", c.Flap.Validate()},
-		{GWScenarioDisconnects, "disconnects", c.Disconnects.Validate()},
-		{GWScenarioHostile, "hostile", c.Hostile.Validate()},
-		{GWScenarioSoak, "soak", c.Soak.Validate()},
-		{GWScenarioSlowReaders, "slow_readers", c.SlowReaders.Validate()},
-		{GWScenarioSlowBody, "slow_body", c.SlowBody.Validate()},
-	}
-	for _, l := range loads {
-		if c.runs(l.scenario) {
-			errs = append(errs, prefixed(l.path, l.err)...)
-		}
-	}
+	errs = append(errs, stress.ValidateSelection(c, scenarios, c.Scenarios)...)
 	return errors.Join(errs...)
 }
 
-func (c *GatewayConfig) runs(scenario string) bool {
-	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, scenario)
+// withDefaults fills in the per-request timeouts left zero.
+func (c *Config) withDefaults() {
+	for _, d := range []struct {
+		t   *time.Duration
+		def time.Duration
+	}{
+		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Floor.Timeout, 10 * time.Second},
+		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
+	} {
+		*d.t = stress.OrDefault(*d.t, d.def)
+	}
 }
 
-// GatewayResult is one gateway scenario's results file, <scenario>.json.
+// Result is one gateway scenario's results file, <scenario>.json.
 // Exactly one of the figure fields is set, the one of its scenario.
-type GatewayResult struct {
+type Result struct {
 	Scenario    string              `json:"scenario"`
 	Description string              `json:"description"`
 	Command     string              `json:"command,omitempty"`
 	Environment measure.Environment `json:"environment"`
-	Setup       GatewaySetup        `json:"setup"`
+	Setup       Setup               `json:"setup"`
 	Parameters  map[string]any      `json:"parameters"`
 	// Checks are the scenario's targets and whether the run met them.
 	Checks []Check `json:"checks"`
@@ -210,8 +159,8 @@ type GatewayResult struct {
 	StopErrors []string `json:"stop_errors,omitempty"`
 }
 
-// GatewaySetup says what ran: the gateway, its engines and its config.
-type GatewaySetup struct {
+// Setup says what ran: the gateway, its engines and its config.
+type Setup struct {
 	Gateway    string   `json:"gateway"`
 	Simulators string   `json:"simulators"`
 	SimArgs    []string `json:"sim_args,omitempty"`
@@ -230,88 +179,65 @@ type Check struct {
 // gwMachineNote is the Environment note of gateway results.
 const gwMachineNote = "Shared, noisy machine; the load generator (Go net/http client), the gateway and the simulators run on the same CPUs."
 
-// Gateway runs the configured gateway scenarios one after another, each
+// Run runs the configured gateway scenarios one after another, each
 // against a fresh gateway child and fresh simulators, writes
 // <scenario>.json for each into c.OutDir and regenerates the README there.
 // Request failures and missed targets are part of the results; the error is
 // for scenarios that could not run at all.
-func Gateway(ctx context.Context, c GatewayConfig) error {
+func Run(ctx context.Context, c Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(c.OutDir, 0o755); err != nil {
-		return err
-	}
+	c.withDefaults()
 	env := measure.CurrentEnvironment(ctx)
 	env.Note = gwMachineNote
-	runners := map[string]func(context.Context, *gwRun) error{
-		GWScenarioStreams:     runGWStreams,
-		GWScenarioOverhead:    runGWOverhead,
-		GWScenarioFloor:       runGWFloor,
-		GWScenarioRouting:     runGWRouting,
-		GWScenarioKill:        runGWKill,
-		GWScenarioHang:        runGWHang,
-		GWScenarioFlap:        runGWFlap,
-		GWScenarioDisconnects: runGWDisconnects,
-		GWScenarioHostile:     runGWHostile,
-		GWScenarioSoak:        runGWSoak,
-		GWScenarioSlowReaders: runGWSlowReaders,
-		GWScenarioSlowBody:    runGWSlowBody,
+	var start time.Time
+	var cpu0 procs.CPUTimes
+	suite := stress.Suite[Config, *gwRun]{Dir: c.OutDir, Logger: c.Logger,
+		Begin: func(s stress.Scenario[Config, *gwRun]) *gwRun {
+			start, cpu0 = time.Now(), procs.ReadCPUTimes()
+			desc, params := s.Describe(&c)
+			return &gwRun{c: &c, log: c.Logger.With("scenario", s.Name), res: &Result{
+				Scenario: s.Name, Description: desc, Command: c.Command, Environment: env, Parameters: params,
+			}}
+		},
+		End: func(s stress.Scenario[Config, *gwRun], r *gwRun, err error) (any, error) {
+			r.cleanup()
+			m := procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
+			r.res.Machine = m
+			if err != nil {
+				return nil, err
+			}
+			for _, ch := range r.res.Checks {
+				c.Logger.Info("check", "scenario", s.Name, "what", ch.What, "target", ch.Target, "got", ch.Got, "met", ch.Met)
+			}
+			c.Logger.Info("scenario done", "scenario", s.Name, "seconds", time.Since(start).Seconds(),
+				"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
+			return r.res, nil
+		},
 	}
-	for _, name := range GatewayScenarios {
-		if !c.runs(name) {
-			continue
-		}
-		run := &gwRun{c: &c, log: c.Logger.With("scenario", name), res: &GatewayResult{
-			Scenario: name, Command: c.Command, Environment: env, Parameters: map[string]any{},
-		}}
-		c.Logger.Info("scenario start", "scenario", name)
-		start := time.Now()
-		cpu0 := procs.ReadCPUTimes()
-		err := runners[name](ctx, run)
-		run.cleanup()
-		run.res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		for _, ch := range run.res.Checks {
-			c.Logger.Info("check", "scenario", name, "what", ch.What, "target", ch.Target, "got", ch.Got, "met", ch.Met)
-		}
-		m := run.res.Machine
-		c.Logger.Info("scenario done", "scenario", name, "seconds", time.Since(start).Seconds(),
-			"ours_cpu_share", m.Ours, "others_cpu_share", m.Others, "interrupts_cpu_share", m.Interrupts, "steal_cpu_share", m.Steal)
-		if err := writeGWResult(c.OutDir, run.res); err != nil {
-			return err
-		}
-	}
-	return WriteGatewayReport(c.OutDir)
-}
-
-func writeGWResult(dir string, r *GatewayResult) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	if err := suite.Run(ctx, scenarios, c.Scenarios); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, r.Scenario+".json")
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
+	return WriteReport(c.OutDir)
 }
 
 // gwRun is one scenario in progress: its config, its result and the
 // children it started, which cleanup stops.
 type gwRun struct {
-	c   *GatewayConfig
+	c   *Config
 	log *slog.Logger
-	res *GatewayResult
+	res *Result
 
-	gateways []*procs.Gateway
-	replicas []*gwReplica
+	fleet    harness.Fleet // the simulator children and the gateway
+	replicas []*gwReplica  // every engine behind the gateway
 	plains   []*procs.PlainProxy
+	// sims and gw are what a scenario's Setup (simFleetOf) started.
+	sims []*gwReplica
+	gw   *procs.Gateway
 }
 
 // gwReplica is one engine behind the gateway: a simulator child, an
@@ -335,15 +261,16 @@ func (r *gwRun) note(format string, args ...any) {
 
 // simChildren starts n simulator children with args, named sim-1…sim-n.
 func (r *gwRun) simChildren(ctx context.Context, n int, args []string) ([]*gwReplica, error) {
+	first := len(r.fleet.Sims)
+	err := r.fleet.StartSims(ctx, n, procs.SimOptions{Binary: r.c.SimBinary, Args: args, Env: r.c.SimEnv, Logger: r.log})
 	var out []*gwReplica
-	for i := range n {
-		p, err := procs.StartSim(ctx, procs.SimOptions{Binary: r.c.SimBinary, Args: args, Env: r.c.SimEnv, Logger: r.log})
-		if err != nil {
-			return nil, err
-		}
-		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: p.URL, proc: p}
+	for i, p := range r.fleet.Sims[first:] {
+		rep := &gwReplica{ID: harness.SimID(i), URL: p.URL, proc: p}
 		r.replicas = append(r.replicas, rep)
 		out = append(out, rep)
+	}
+	if err != nil {
+		return nil, err
 	}
 	r.res.Setup.Simulators = fmt.Sprintf("%d inferrail-sim child processes (%s)", n, r.c.SimBinary)
 	r.res.Setup.SimArgs = args
@@ -359,7 +286,7 @@ func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, e
 		if err != nil {
 			return nil, err
 		}
-		rep := &gwReplica{ID: fmt.Sprintf("sim-%d", i+1), URL: l.URL(), local: l}
+		rep := &gwReplica{ID: harness.SimID(i), URL: l.URL(), local: l}
 		r.replicas = append(r.replicas, rep)
 		out = append(out, rep)
 	}
@@ -368,13 +295,43 @@ func (r *gwRun) simLocals(n int, cfg sim.Config, args []string) ([]*gwReplica, e
 	return out, nil
 }
 
+// simFleet starts n simulator children with args and a gateway child over
+// them, with the scenarios' config (default health) as edit, when not nil,
+// changes it.
+func (r *gwRun) simFleet(ctx context.Context, n int, args []string, edit func(*config.Config)) ([]*gwReplica, *procs.Gateway, error) {
+	sims, err := r.simChildren(ctx, n, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := gwConfig(sims, healthDefault)
+	if edit != nil {
+		edit(cfg)
+	}
+	gw, err := r.gateway(ctx, cfg)
+	return sims, gw, err
+}
+
+// simFleetOf is the Setup of a scenario that runs against n simulator
+// children with args behind a gateway child with the scenarios' config
+// (default health), which edit, when not nil, changes.
+func simFleetOf(n int, args []string, edit func(c *Config, cfg *config.Config)) func(context.Context, *gwRun) error {
+	return func(ctx context.Context, r *gwRun) error {
+		var err error
+		r.sims, r.gw, err = r.simFleet(ctx, n, args, func(cfg *config.Config) {
+			if edit != nil {
+				edit(r.c, cfg)
+			}
+		})
+		return err
+	}
+}
+
 // gateway starts a gateway child with cfg.
 func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway, error) {
-	p, err := procs.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log})
-	if err != nil {
+	if err := r.fleet.StartGateway(ctx, procs.GatewayOptions{Binary: r.c.GatewayBinary, Env: r.c.GatewayEnv, Config: cfg, Logger: r.log}); err != nil {
 		return nil, err
 	}
-	r.gateways = append(r.gateways, p)
+	p := r.fleet.Gateway
 	if r.res.Setup.GatewayConfig == "" {
 		r.res.Setup.Gateway = fmt.Sprintf("inferrail-gateway child process (%s) with a generated config on loopback ports", r.c.GatewayBinary)
 		r.res.Setup.GatewayConfig = p.ConfigYAML
@@ -385,27 +342,22 @@ func (r *gwRun) gateway(ctx context.Context, cfg *config.Config) (*procs.Gateway
 // stopGateway stops gw now (before the scenario's other children),
 // recording its log and an unclean exit.
 func (r *gwRun) stopGateway(gw *procs.Gateway) {
-	i := slices.Index(r.gateways, gw)
-	if i < 0 {
+	if gw == nil || r.fleet.Gateway != gw {
 		return
 	}
-	r.gateways = slices.Delete(r.gateways, i, i+1)
-	select {
-	case <-gw.Exited():
-		r.res.StopErrors = append(r.res.StopErrors, "gateway exited during the run: "+gw.Output())
-	default:
-	}
-	if err := gw.Stop(); err != nil {
+	r.stopErrors(r.fleet.StopRouter())
+	r.res.GatewayLog.Merge(gw.Log())
+}
+
+func (r *gwRun) stopErrors(errs []error) {
+	for _, err := range errs {
 		r.res.StopErrors = append(r.res.StopErrors, err.Error())
 	}
-	r.res.GatewayLog.Merge(gw.Log())
 }
 
 // cleanup stops every child the scenario started and is still running.
 func (r *gwRun) cleanup() {
-	for len(r.gateways) > 0 {
-		r.stopGateway(r.gateways[0])
-	}
+	r.stopGateway(r.fleet.Gateway)
 	for _, p := range r.plains {
 		if err := p.Stop(); err != nil {
 			r.res.StopErrors = append(r.res.StopErrors, err.Error())
@@ -417,17 +369,9 @@ func (r *gwRun) cleanup() {
 
 // stopReplicas stops every engine started so far.
 func (r *gwRun) stopReplicas() {
+	r.stopErrors(r.fleet.StopSims())
 	for _, rep := range r.replicas {
 		switch {
-		case rep.proc != nil:
-			select {
-			case <-rep.proc.Exited():
-				r.res.StopErrors = append(r.res.StopErrors, rep.ID+" exited during the run: "+rep.proc.Output())
-			default:
-			}
-			if err := rep.proc.Stop(); err != nil {
-				r.res.StopErrors = append(r.res.StopErrors, rep.ID+": "+err.Error())
-			}
 		case rep.local != nil:
 			rep.local.Close()
 		case rep.stop != nil:
@@ -455,23 +399,19 @@ const (
 // (max_concurrency and max_pending 2048), and JSON logs at debug level so
 // the harness can count attempts and panics.
 func gwConfig(replicas []*gwReplica, h gwHealth) *config.Config {
-	cfg := config.Default()
-	cfg.Models = []config.Model{{Name: procs.SimModel, Aliases: []string{"sim"}}}
-	for _, rep := range replicas {
-		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: rep.ID, URL: rep.URL, Models: []string{procs.SimModel}, MaxConcurrency: 2048, MaxPending: 2048})
+	reps := make([]harness.Replica, len(replicas))
+	for i, rep := range replicas {
+		reps[i] = harness.Replica{ID: rep.ID, URL: rep.URL}
 	}
-	cfg.Routing.Seed = 1
-	cfg.Server.RequestTimeout = config.Duration(30 * time.Second)
-	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
-	cfg.Upstream.MaxIdleConnsPerHost = 1024
-	cfg.Logging = config.Logging{Level: "debug", Format: "json"}
+	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Aliases: []string{"sim"}, Caps: 2048,
+		RequestTimeout: 30 * time.Second, LogLevel: "debug"})
 	if h == healthFast {
 		cfg.Health.Interval = config.Duration(100 * time.Millisecond)
 		cfg.Health.Timeout = config.Duration(80 * time.Millisecond)
 		cfg.Health.EjectionBackoff = config.Duration(time.Second)
 		cfg.Health.MaxEjectionBackoff = config.Duration(10 * time.Second)
 	}
-	return &cfg
+	return cfg
 }
 
 // waitIdle polls the gateway and the simulator children until no request

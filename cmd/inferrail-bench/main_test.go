@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/bench"
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs/procstest"
+	"github.com/inferrail/inferrail/internal/stress/engine"
+	"github.com/inferrail/inferrail/internal/stress/gateway"
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// TestMain lets the test binary act as the simulator children the stress
+// command starts.
+func TestMain(m *testing.M) { procstest.Main(m) }
+
+// runArgs runs the command line args and returns what it wrote.
+func runArgs(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(t.Context(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestHelp(t *testing.T) {
+	for _, h := range []string{"help", "-h", "--help"} {
+		out, _, err := runArgs(t, h)
+		if err != nil || out != usage {
+			t.Errorf("%s: %v, stdout %q; want the usage", h, err, out)
+		}
+	}
+	if _, errOut, err := runArgs(t); err == nil || err.Error() != "no command given" || errOut != usage {
+		t.Errorf("no command: %v, stderr %q", err, errOut)
+	}
+	if _, errOut, err := runArgs(t, "bogus"); err == nil || err.Error() != `unknown command "bogus"` || errOut != usage {
+		t.Errorf("unknown command: %v, stderr %q", err, errOut)
+	}
+	for name := range commands {
+		if !strings.Contains(usage, "\n  "+name) {
+			t.Errorf("the usage does not list %s", name)
+		}
+	}
+}
+
+// Each command's -h lists its flags on stderr and stops with flag.ErrHelp;
+// the stress commands' list their scenarios.
+func TestCommandHelp(t *testing.T) {
+	tests := map[string][]string{
+		"run":         {"-workload", "-rate", "-policy", "-url", "-sim-binary", "-out"},
+		"compare":     {"-policies", "-reps", "-jobs"},
+		"sweep":       {"-file", "-jobs", "-reuse", "-n"},
+		"report":      {"-in", "-out"},
+		"stress":      append([]string{"-sim-binary", "-soak-requests"}, engine.Scenarios...),
+		"gwstress":    append([]string{"-gateway-binary", "-routing-variants"}, gateway.Scenarios...),
+		"demo":        {"-rate", "-policies"},
+		"plain-proxy": {"-upstreams"},
+	}
+	for name, want := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, errOut, err := runArgs(t, name, "-h")
+			if !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("error %v, want flag.ErrHelp", err)
+			}
+			for _, w := range want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("help lacks %q:\n%s", w, errOut)
+				}
+			}
+		})
+	}
+}
+
+// Arguments that cannot run are refused with a message naming the
+// command and the problem, before anything starts.
+func TestArgumentErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"report"}, "report: --in and --out are required, and nothing else"},
+		{[]string{"report", "--in", "a", "--out", "b", "extra"}, "report: --in and --out are required, and nothing else"},
+		{[]string{"sweep"}, "sweep: --file is required"},
+		{[]string{"sweep", "--file", "x.toml", "extra"}, `sweep: unexpected argument "extra"`},
+		{[]string{"stress", "--scenarios", " , "}, "stress: --scenarios: name at least one scenario"},
+		{[]string{"stress", "extra"}, `stress: unexpected argument "extra"`},
+		{[]string{"stress", "--scenarios", "sim-soak,nope"}, `scenarios[1]: unknown scenario "nope" (known: sim-streams, sim-soak)`},
+		{[]string{"gwstress", "--scenarios", ""}, "gwstress: --scenarios: name at least one scenario"},
+		{[]string{"gwstress", "--routing-rates", "100,x"}, `gwstress: --routing-rates: "x" is not a number`},
+		{[]string{"gwstress", "--routing-variants", "bogus"}, "gwstress: --routing-variants: "},
+		{[]string{"gwstress", "--scenarios", "gw-kill", "--gateway-binary", ""}, "gateway_binary: required"},
+		{[]string{"run", "--url", "http://127.0.0.1:1", "--", "--max-num-seqs", "4"}, "run: simulator flags after -- need a fleet of the run's own; drop --url"},
+		{[]string{"run", "--rate", "-1"}, "run: "},
+		{[]string{"compare", "--url", "http://127.0.0.1:1"}, "compare: a comparison starts its own fleets; drop --url"},
+		{[]string{"compare", "--policies", " , "}, "compare: name at least one policy and at least one repetition"},
+		{[]string{"demo", "extra"}, `demo: unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, _, err := runArgs(t, tt.args...)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The stress commands' flags land in their configs, and the command line
+// is recorded as the one that reproduces the results.
+func TestStressFlags(t *testing.T) {
+	c, err := stressConfig([]string{"--scenarios", "sim-soak", "--soak-requests", "500", "--max-num-seqs", "8", "--out", "some dir"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Scenarios, []string{"sim-soak"}) || c.Soak.Requests != 500 || c.MaxNumSeqs != 8 || c.OutDir != "some dir" ||
+		c.Command != "go run ./cmd/inferrail-bench stress --scenarios sim-soak --soak-requests 500 --max-num-seqs 8 --out 'some dir'" {
+		t.Errorf("config %+v", c)
+	}
+	g, err := gwstressConfig([]string{"--scenarios", "gw-routing, gw-soak", "--routing-variants", "w200-tok-kv_aware-r2", "--routing-rates", "100,300"}, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.Scenarios, []string{"gw-routing", "gw-soak"}) || len(g.Routing.Variants) != 1 ||
+		g.Routing.Variants[0].Name() != "w200-tok-kv_aware-r2" || !reflect.DeepEqual(g.Routing.Variants[0].Rates, []int{100, 300}) {
+		t.Errorf("gwstress config: scenarios %v, routing variants %+v", g.Scenarios, g.Routing.Variants)
+	}
+	if g.BenchBinary == "" {
+		t.Error("gw-floor's plain proxy is not this binary")
+	}
+}
+
+// report turns a directory of result files into report.md.
+func TestReport(t *testing.T) {
+	in, out := t.TempDir(), filepath.Join(t.TempDir(), "report")
+	for i, policy := range []string{"round_robin", "least_request"} {
+		k := float64(i + 1)
+		r := &bench.RunResult{
+			Spec: bench.RunSpec{Policy: policy, Replicas: 3, Warmup: "0.1", SLO: bench.DefaultSLO(),
+				Workload: workload.Spec{Workload: "w1", Rate: 4, Duration: time.Minute, Seed: 1}},
+			Environment: measure.Environment{GitCommit: "abc123", GoVersion: "go1.27.3", GOOS: "linux", GOARCH: "amd64", NumCPU: 2},
+			Measurements: bench.Measurements{Requests: 100, Warmup: 10, Measured: 90, Succeeded: 90,
+				TTFT: measure.Percentiles{N: 90, P50: 0.05 * k, P99: 0.5 * k}, E2E: measure.Percentiles{N: 90, P50: 0.5 * k, P99: 2 * k},
+				GoodputRPS: 4 / k, GoodFraction: 1 / k, ThroughputRPS: 4, HitRate: 0.5 / k},
+		}
+		if err := bench.WriteRunResult(filepath.Join(in, r.Spec.FileName()), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, _, err := runArgs(t, "report", "--in", in, "--out", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, "report.md")
+	if stdout != "report written to "+path+"\n" {
+		t.Errorf("stdout %q", stdout)
+	}
+	md, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"round_robin", "least_request", "w1"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+// sweep -n prints the plan of the smoke sweep and starts nothing.
+func TestSweepPlan(t *testing.T) {
+	stdout, _, err := runArgs(t, "sweep", "-n", "--file", filepath.Join("..", "..", "bench", "sweeps", "smoke.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) != 3 || lines[2] != "2 runs" || !strings.HasSuffix(lines[0], ".json") || !strings.Contains(lines[0], "round_robin") {
+		t.Errorf("plan:\n%s\nwant the two runs of the smoke sweep, round_robin first", stdout)
+	}
+}
+
+// stress runs the simulator scenarios against real children and writes
+// their results, recording the command line that reproduces them.
+func TestStressCommand(t *testing.T) {
+	for _, kv := range procstest.SimEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // the children inherit it: the test binary acts as the simulator
+	}
+	out := t.TempDir()
+	args := []string{"--sim-binary", os.Args[0], "--out", out, "--streams", "8", "--stream-max-tokens", "4",
+		"--soak-requests", "40", "--soak-warmup", "10", "--soak-concurrency", "4", "--soak-sample-every", "10"}
+	stdout, stderr, err := runArgs(t, append([]string{"stress"}, args...)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if stdout != "results and report written to "+out+"\n" {
+		t.Errorf("stdout %q", stdout)
+	}
+	b, err := os.ReadFile(filepath.Join(out, engine.ScenarioStreams+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res engine.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Command != "go run ./cmd/inferrail-bench stress "+shellJoin(args) || len(res.Runs) != 2 {
+		t.Errorf("sim-streams: command %q, %d runs", res.Command, len(res.Runs))
+	}
+	for _, run := range res.Runs {
+		if f := run.Streams; f == nil || f.Completed != 8 || f.Errors != 0 {
+			t.Errorf("%s: %+v", run.Variant, run.Streams)
+		}
+	}
+	for _, name := range []string{engine.ScenarioSoak + ".json", "README.md"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"--out", "bench/results/sim", "--scenarios", "a,b", "it's", "", "x y"})
+	if want := `--out bench/results/sim --scenarios a,b 'it'\''s' '' 'x y'`; got != want {
+		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}

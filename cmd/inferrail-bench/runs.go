@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/bench"
+	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// specFlags registers the flags that say what a run measures and returns a
+// function building the spec once the flags are parsed.
+func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
+	s := bench.RunSpec{Replicas: 3, SLO: bench.DefaultSLO(), Warmup: "0.1", Timeout: 5 * time.Minute}
+	w := &s.Workload
+	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
+	fs.StringVar(&s.URL, "url", "", "send to this gateway or engine instead of starting a fleet")
+	fs.IntVar(&s.Replicas, "replicas", s.Replicas, "simulators of the run's own fleet")
+	fs.StringVar(&s.Policy, "policy", "least_request", "the gateway's routing policy, or a peer router's: peer:vllm-router:cache_aware, peer:sglang-router:round_robin, …")
+	fs.StringVar(&w.Workload, "workload", w.Workload, "w1, w2, w3, w4, w5, w6, w8, mix, hot or trace")
+	fs.StringVar(&w.Model, "model", w.Model, "model name of every request")
+	fs.Float64Var(&w.Rate, "rate", w.Rate, "mean requests per second")
+	fs.DurationVar(&w.Duration, "duration", w.Duration, "schedule length (ignored with --requests unless given too)")
+	fs.IntVar(&w.Requests, "requests", 0, "stop after this many requests instead (0: by duration)")
+	fs.Uint64Var(&w.Seed, "seed", w.Seed, "workload seed")
+	fs.StringVar(&w.Arrivals, "arrivals", "", "poisson (default) or gamma")
+	fs.Float64Var(&w.CV, "cv", 0, "coefficient of variation of gamma gaps")
+	fs.StringVar(&w.Ramp, "ramp", "", "diurnal: the rate follows a day's shape, mean kept")
+	fs.IntVar(&w.SystemPrompts, "system-prompts", 0, "w1/hot/mix: distinct shared system prompts (0: the workload's default)")
+	fs.Float64Var(&w.Zipf, "zipf", 0, "hot: Zipf exponent over system prompts (0: the workload's default)")
+	fs.IntVar(&w.OutputTokens, "output-tokens", 0, "fixed output length (0: the workload's draw)")
+	fs.StringVar(&w.TracePath, "trace", "", "trace: Mooncake-format JSONL to replay")
+	fs.Float64Var(&w.TimeScale, "time-scale", 0, "trace: multiply timestamps (0: 1)")
+	fs.Float64Var(&w.RateMultiplier, "rate-multiplier", 0, "trace: compress arrivals by this factor (0: 1)")
+	fs.StringVar(&w.ShareGPTPath, "sharegpt", "", "w2: replay conversations from a ShareGPT JSON file")
+	fs.StringVar(&s.Warmup, "warmup", s.Warmup, "left out of the figures: a duration (10s) or a fraction of the requests (0.1)")
+	fs.DurationVar(&s.SLO.TTFT, "slo-ttft", s.SLO.TTFT, "goodput SLO: longest TTFT")
+	fs.DurationVar(&s.SLO.TPOT, "slo-tpot", s.SLO.TPOT, "goodput SLO: longest time per output token")
+	fs.DurationVar(&s.Timeout, "timeout", s.Timeout, "bound on each request")
+	fs.Float64Var(&s.Speedup, "speedup", 0, "run the fleet this many times faster than the model's clock; figures stay in the model's time (0: real time)")
+	return func(simArgs []string) (bench.RunSpec, error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if w.Requests > 0 && !set["duration"] {
+			w.Duration = 0 // --requests alone replaces the default duration
+		}
+		if w.Workload == "trace" {
+			// A trace keeps its own arrivals and replays whole unless cut.
+			if !set["duration"] {
+				w.Duration = 0
+			}
+			if !set["rate"] {
+				w.Rate = 0
+			}
+		}
+		if s.URL != "" {
+			s.Policy, s.Replicas = "", 0
+			if len(simArgs) > 0 {
+				return s, errors.New("simulator flags after -- need a fleet of the run's own; drop --url")
+			}
+		}
+		s.SimArgs = simArgs
+		return s, s.Validate()
+	}
+}
+
+// envFlags registers the flags that say how runs are carried out.
+type envFlags struct {
+	simBinary, gatewayBinary string
+	peerVenv, peerSetup      string
+	verbose                  bool
+}
+
+func (e *envFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&e.simBinary, "sim-binary", "bin/inferrail-sim", "inferrail-sim executable to start")
+	fs.StringVar(&e.gatewayBinary, "gateway-binary", "bin/inferrail-gateway", "inferrail-gateway executable to start")
+	fs.StringVar(&e.peerVenv, "peer-venv", ".venv/peers", "venv holding the peer routers (policies peer:<router>:<policy>)")
+	fs.StringVar(&e.peerSetup, "peer-setup", "bench/peers/venv.sh", "script that makes --peer-venv before the first peer run (empty: use the venv as it is)")
+	fs.BoolVar(&e.verbose, "v", false, "log the children's life cycle")
+}
+
+// preparePeers makes the peer routers' venv when any of runs needs it.
+func (e *envFlags) preparePeers(ctx context.Context, env bench.RunEnv, runs []bench.RunSpec) error {
+	if !bench.UsesPeers(runs) || e.peerSetup == "" {
+		return nil
+	}
+	return procs.MakePeerVenv(ctx, e.peerSetup, e.peerVenv, env.Logger)
+}
+
+func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) bench.RunEnv {
+	return bench.RunEnv{
+		SimBinary: e.simBinary, GatewayBinary: e.gatewayBinary,
+		PeerVenv:    e.peerVenv,
+		Command:     command,
+		Environment: measure.CurrentEnvironment(ctx),
+		Logger:      logger(stderr, e.verbose),
+	}
+}
+
+// runFlags is the flag set of a command that carries out runs of a spec
+// given by flags (specFlags), the simulator flags after --.
+func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simArgs []string) (bench.RunSpec, error), *envFlags) {
+	fs := flag.NewFlagSet("inferrail-bench "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: inferrail-bench "+name+" "+synopsis)
+		fs.PrintDefaults()
+	}
+	spec := specFlags(fs)
+	ef := &envFlags{}
+	ef.register(fs)
+	return fs, spec, ef
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
+	out := fs.String("out", "bench/results/runs", "directory for the result file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := spec(fs.Args())
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	r, err := bench.Measure(ctx, s, env)
+	if r != nil {
+		path := filepath.Join(*out, s.FileName())
+		if werr := bench.WriteRunResult(path, r); werr != nil {
+			return errors.Join(err, werr)
+		}
+		bench.WriteSummary(stdout, r)
+		fmt.Fprintf(stdout, "result written to %s\n", path)
+	}
+	return err
+}
+
+func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, spec, ef := runFlags("compare", "--policies a,b,c [flags] [-- simulator flags]", stderr)
+	policies := fs.String("policies", "round_robin,least_request", "comma-separated policies, each on the same requests")
+	reps := fs.Int("reps", 1, "repetitions, each with the next workload seed")
+	jobs := fs.Int("jobs", 1, "fleets side by side")
+	out := fs.String("out", "bench/results/compare", "directory for the result files")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := spec(fs.Args())
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	if s.URL != "" {
+		return errors.New("compare: a comparison starts its own fleets; drop --url")
+	}
+	pols := list(*policies)
+	if len(pols) == 0 || *reps < 1 {
+		return errors.New("compare: name at least one policy and at least one repetition")
+	}
+	runs := bench.ComparePlan(s, pols, *reps)
+	for i := range runs {
+		if err := runs[i].Validate(); err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+	}
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench compare "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, runs); err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	var results []*bench.RunResult
+	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs}, env)
+	for _, r := range runs {
+		if res, rerr := bench.ReadRunResult(filepath.Join(*out, r.FileName())); rerr == nil && res.Spec.Equal(&r) {
+			results = append(results, res)
+		}
+	}
+	fmt.Fprint(stdout, bench.RenderCompareTable(results))
+	fmt.Fprintf(stdout, "%d runs (%d from earlier result files), results in %s\n", len(results), sum.Skipped, *out)
+	return err
+}
+
+func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inferrail-bench sweep", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef envFlags
+	ef.register(fs)
+	file := fs.String("file", "", "sweep file (TOML)")
+	jobs := fs.Int("jobs", 1, "fleets side by side, each on its own ports")
+	out := fs.String("out", "", "results directory (default: the file's out)")
+	reuseDirs := fs.String("reuse", "", "comma-separated results directories whose runs of the same spec are copied instead of run again")
+	trace := fs.String("trace", "", "Mooncake-format trace the file's trace points replay")
+	dry := fs.Bool("n", false, "print the plan and stop")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sweep: unexpected argument %q", fs.Arg(0))
+	}
+	if *file == "" {
+		return errors.New("sweep: --file is required")
+	}
+	f, err := bench.LoadSweep(*file)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = f.Out
+	}
+	if *out == "" {
+		return errors.New("sweep: no results directory: set out in the file or --out")
+	}
+	runs, skipped := f.Plan(bench.PlanOptions{TracePath: *trace})
+	for _, s := range skipped {
+		fmt.Fprintln(stderr, "skipped:", s)
+	}
+	if *dry {
+		for _, r := range runs {
+			fmt.Fprintln(stdout, r.FileName())
+		}
+		fmt.Fprintf(stdout, "%d runs\n", len(runs))
+		return nil
+	}
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench sweep "+shellJoin(args))
+	if err := ef.preparePeers(ctx, env, runs); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	reuse := list(*reuseDirs)
+	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, Reuse: reuse, OnResult: func(path string, r *bench.RunResult) {
+		fmt.Fprintf(stdout, "%s: %d/%d ok, TTFT p99 %.0f ms, goodput %.2f req/s, hit %.2f\n", filepath.Base(path),
+			r.Measurements.Succeeded, r.Measurements.Measured, r.Measurements.TTFT.P99*1e3, r.Measurements.GoodputRPS, r.Measurements.HitRate)
+	}}, env)
+	fmt.Fprintf(stdout, "sweep: %d planned, %d already done, %d reused, %d ran, %d failed; results in %s\n", sum.Planned, sum.Skipped, sum.Reused, sum.Ran, len(sum.Failed), *out)
+	for _, f := range sum.Failed {
+		fmt.Fprintln(stdout, "failed:", f)
+	}
+	return err
+}
+
+func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inferrail-bench report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	in := fs.String("in", "", "directory of result files")
+	out := fs.String("out", "", "directory for report.md")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" || *out == "" || fs.NArg() > 0 {
+		return errors.New("report: --in and --out are required, and nothing else")
+	}
+	path, err := bench.WriteRunReport(*in, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report written to %s\n", path)
+	return nil
+}
+
+func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := bench.DefaultDemoConfig()
+	fs := flag.NewFlagSet("inferrail-bench demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var ef envFlags
+	ef.register(fs)
+	policies := strings.Join(c.Policies, ",")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "W1's mean offered rate in req/s")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "schedule length of each run")
+	fs.IntVar(&c.SystemPrompts, "system-prompts", c.SystemPrompts, "W1's shared system prompts (0: the workload's default)")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
+	fs.StringVar(&policies, "policies", policies, "comma-separated policies, the first the baseline")
+	fs.StringVar(&c.Out, "out", "bench/tmp/demo", "directory for the result files, the chart and the report")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
+	}
+	c.Policies = list(policies)
+	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench demo "+shellJoin(args))
+	if !ef.verbose {
+		// Progress is the demo's own output; the children's warnings still show.
+		env.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return bench.Demo(ctx, c, env, stdout)
+}

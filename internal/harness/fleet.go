@@ -1,0 +1,208 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// Fleet is the children a run drives: simulators, and the gateway or the
+// peer router in front of them. Every child started through it belongs to
+// it until Stop.
+type Fleet struct {
+	// URL is the router's client port, where requests go.
+	URL string
+	// Gateway is the inferrail-gateway in front of Sims, or Peer the peer
+	// router; nil until started.
+	Gateway *procs.Gateway
+	Peer    *procs.Peer
+	// Sims are the simulator children, sim-1, sim-2, … in order.
+	Sims []*procs.Sim
+}
+
+// SimID is the replica name of the fleet's i-th simulator (from 0) in the
+// gateway configs the harness generates.
+func SimID(i int) string { return "sim-" + strconv.Itoa(i+1) }
+
+// StartSims starts n simulator children with o, after those already
+// started. On an error the ones started stay in the fleet, for Stop.
+func (f *Fleet) StartSims(ctx context.Context, n int, o procs.SimOptions) error {
+	for range n {
+		p, err := procs.StartSim(ctx, o)
+		if err != nil {
+			return err
+		}
+		f.Sims = append(f.Sims, p)
+	}
+	return nil
+}
+
+// StartGateway starts a gateway child with o; URL becomes its client port.
+func (f *Fleet) StartGateway(ctx context.Context, o procs.GatewayOptions) error {
+	gw, err := procs.StartGateway(ctx, o)
+	if err != nil {
+		return err
+	}
+	f.Gateway, f.URL = gw, gw.URL
+	return nil
+}
+
+// StartPeer starts a peer router child with o in front of the fleet's
+// simulators; URL becomes its client port.
+func (f *Fleet) StartPeer(ctx context.Context, o procs.PeerOptions) error {
+	o.Workers = f.SimURLs()
+	p, err := procs.StartPeer(ctx, o)
+	if err != nil {
+		return err
+	}
+	f.Peer, f.URL = p, p.URL
+	return nil
+}
+
+// SimURLs are the base URLs of the fleet's simulators.
+func (f *Fleet) SimURLs() []string {
+	urls := make([]string, len(f.Sims))
+	for i, s := range f.Sims {
+		urls[i] = s.URL
+	}
+	return slices.Clip(urls)
+}
+
+// Replicas are the fleet's simulators as the gateway's replicas.
+func (f *Fleet) Replicas() []Replica {
+	out := make([]Replica, len(f.Sims))
+	for i, s := range f.Sims {
+		out[i] = Replica{ID: SimID(i), URL: s.URL}
+	}
+	return out
+}
+
+// WaitHealthy polls the gateway's metrics until every replica passes its
+// probes, for at most limit.
+func (f *Fleet) WaitHealthy(ctx context.Context, limit time.Duration) error {
+	client := procs.AdminClient()
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(limit)
+	for {
+		p, err := f.Gateway.Metrics(ctx, client)
+		if err == nil && int(p.Sum("inferrail_replica_healthy")) == len(f.Sims) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway: replicas not all healthy within %v (last scrape error: %v)", limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends the router, then the simulators, and reports every child that
+// did not stop cleanly or had exited on its own. It may be called more than
+// once.
+func (f *Fleet) Stop() error {
+	return errors.Join(append(f.StopRouter(), f.StopSims()...)...)
+}
+
+// StopRouter ends the gateway or the peer router and drops it from the
+// fleet, one error for each way it failed; read its log before.
+func (f *Fleet) StopRouter() []error {
+	var errs []error
+	if p := f.Peer; p != nil {
+		errs = append(errs, exitedEarly(p.Exited(), string(p.Policy.Router), p.Output)...)
+		errs = appendErr(errs, "", p.Stop())
+	}
+	if gw := f.Gateway; gw != nil {
+		errs = append(errs, exitedEarly(gw.Exited(), "gateway", gw.Output)...)
+		errs = appendErr(errs, "", gw.Stop())
+	}
+	f.Peer, f.Gateway = nil, nil
+	return errs
+}
+
+// StopSims ends the simulators and drops them from the fleet, one error
+// for each way one failed.
+func (f *Fleet) StopSims() []error {
+	var errs []error
+	for i, s := range f.Sims {
+		errs = append(errs, exitedEarly(s.Exited(), SimID(i), s.Output)...)
+		errs = appendErr(errs, SimID(i)+": ", s.Stop())
+	}
+	f.Sims = nil
+	return errs
+}
+
+// exitedEarly reports a child that exited before it was asked to stop:
+// that is a result of the run, not a failure of the harness.
+func exitedEarly(exited <-chan struct{}, name string, output func() string) []error {
+	select {
+	case <-exited:
+		return []error{errors.New(name + " exited during the run: " + output())}
+	default:
+		return nil
+	}
+}
+
+func appendErr(errs []error, prefix string, err error) []error {
+	if err == nil {
+		return errs
+	}
+	if prefix == "" {
+		return append(errs, err)
+	}
+	return append(errs, fmt.Errorf("%s%w", prefix, err))
+}
+
+// Replica is one engine behind a generated gateway config.
+type Replica struct{ ID, URL string }
+
+// GatewayOptions say what a generated gateway config holds beyond its
+// replicas.
+type GatewayOptions struct {
+	// Model is routed to every replica, also under Aliases.
+	Model   string
+	Aliases []string
+	// Policy, Tokenizer and BlockSize are the model's; empty or zero keep
+	// the gateway's defaults.
+	Policy, Tokenizer string
+	BlockSize         int
+	// Caps is every replica's max_concurrency and max_pending, high enough
+	// that the breakers never refuse a request of the run.
+	Caps int
+	// Seed seeds the randomized policies. Zero means 1.
+	Seed int64
+	// RequestTimeout is server.request_timeout.
+	RequestTimeout time.Duration
+	// LogLevel is the JSON log's level.
+	LogLevel string
+}
+
+// GatewayConfig is the config of a gateway child in front of replicas:
+// o's model on every one of them, loopback ports chosen at start, a quick
+// shutdown, a connection pool large enough for the harness's load, and JSON
+// logs the harness reads.
+func GatewayConfig(replicas []Replica, o GatewayOptions) *config.Config {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: o.Model, Aliases: o.Aliases, Policy: o.Policy, Tokenizer: o.Tokenizer, BlockSize: o.BlockSize}}
+	for _, r := range replicas {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: r.ID, URL: r.URL, Models: []string{o.Model},
+			MaxConcurrency: o.Caps, MaxPending: o.Caps})
+	}
+	cfg.Routing.Seed = o.Seed
+	if cfg.Routing.Seed == 0 {
+		cfg.Routing.Seed = 1
+	}
+	cfg.Server.RequestTimeout = config.Duration(o.RequestTimeout)
+	cfg.Server.ShutdownTimeout = config.Duration(2 * time.Second)
+	cfg.Upstream.MaxIdleConnsPerHost = 1024
+	cfg.Logging = config.Logging{Level: o.LogLevel, Format: "json"}
+	return &cfg
+}

@@ -1,0 +1,149 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/harness"
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/procs/procstest"
+)
+
+// TestMain lets the test binary act as the children TestFleet starts.
+func TestMain(m *testing.M) { procstest.Main(m) }
+
+// The loop dispatches every request at its time, each in a goroutine of
+// its own: a send that blocks holds back none of the later ones.
+func TestLoopDoesNotWaitOnSends(t *testing.T) {
+	const n = 5
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []int
+	var scheduled []int
+	start := time.Now().Add(5 * time.Millisecond)
+	loop := harness.Loop{Start: start, N: n, At: func(i int) time.Duration { return time.Duration(i) * 5 * time.Millisecond },
+		OnSchedule: func(i int) { scheduled = append(scheduled, i) }}
+	done := make(chan int)
+	go func() {
+		done <- loop.Run(t.Context(), func(i int, dispatched time.Duration) {
+			if dispatched < time.Duration(i)*5*time.Millisecond {
+				t.Errorf("request %d dispatched at %v, before its time", i, dispatched)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if i == 0 {
+				<-release // the first send hangs until every other has been sent
+			}
+		})
+	}()
+	deadline := time.After(10 * time.Second)
+	for {
+		mu.Lock()
+		got := len(order)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("only %d of %d sends started while the first one blocked", got, n)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(release)
+	if sent := <-done; sent != n {
+		t.Errorf("Run = %d, want %d", sent, n)
+	}
+	if !reflect.DeepEqual(scheduled, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("OnSchedule saw %v", scheduled)
+	}
+}
+
+// A loop whose context ends stops dispatching and says how far it got.
+func TestLoopStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	loop := harness.Loop{Start: time.Now(), N: 3, At: func(i int) time.Duration { return time.Duration(i) * time.Hour }}
+	sent := loop.Run(ctx, func(i int, _ time.Duration) { cancel() })
+	if sent != 1 {
+		t.Errorf("Run = %d, want 1 (the others were due after the context ended)", sent)
+	}
+}
+
+func TestResultsRoundTrip(t *testing.T) {
+	type result struct {
+		Name  string `json:"name"`
+		Value int    `json:"value"`
+	}
+	dir := filepath.Join(t.TempDir(), "results")
+	for _, r := range []result{{"b", 2}, {"a", 1}} {
+		if err := harness.WriteJSON(filepath.Join(dir, r.Name+".json"), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "a.json"))
+	if err != nil || string(b) != "{\n  \"name\": \"a\",\n  \"value\": 1\n}\n" {
+		t.Errorf("a.json = %q, %v", b, err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmp) != 0 {
+		t.Errorf("temporary files left: %v", tmp)
+	}
+	got, err := harness.ReadDir[result](dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != (result{"a", 1}) || got[1] != (result{"b", 2}) {
+		t.Errorf("ReadDir = %+v, want a then b", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "c.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.ReadDir[result](dir); err == nil || !strings.Contains(err.Error(), "c.json") {
+		t.Errorf("ReadDir of a broken file = %v, want an error naming it", err)
+	}
+}
+
+// TestFleet starts two simulators behind a gateway with a generated config,
+// waits for both to be healthy and stops them cleanly.
+func TestFleet(t *testing.T) {
+	ctx := t.Context()
+	var f harness.Fleet
+	defer f.Stop()
+	if err := f.StartSims(ctx, 2, procs.SimOptions{Binary: os.Args[0], Env: procstest.SimEnv(), Args: []string{"--zero-latency"}}); err != nil {
+		t.Fatal(err)
+	}
+	reps := f.Replicas()
+	if len(reps) != 2 || reps[0].ID != "sim-1" || reps[1].ID != "sim-2" || reps[1].URL != f.Sims[1].URL {
+		t.Errorf("replicas %+v", reps)
+	}
+	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Aliases: []string{"sim"}, Caps: 16,
+		RequestTimeout: 30 * time.Second, LogLevel: "debug"})
+	if cfg.Routing.Seed != 1 || len(cfg.Replicas) != 2 || cfg.Replicas[0].MaxPending != 16 || cfg.Models[0].Aliases[0] != "sim" {
+		t.Errorf("config: %+v", cfg)
+	}
+	if err := f.StartGateway(ctx, procs.GatewayOptions{Binary: os.Args[0], Env: procstest.GatewayEnv(), Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if f.URL != f.Gateway.URL {
+		t.Errorf("URL %q, want the gateway's %q", f.URL, f.Gateway.URL)
+	}
+	if err := f.WaitHealthy(ctx, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if len(f.Sims) != 0 {
+		t.Errorf("%d simulators left after Stop", len(f.Sims))
+	}
+	if err := f.Stop(); err != nil {
+		t.Errorf("second Stop: %v", err)
+	}
+}

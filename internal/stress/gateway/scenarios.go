@@ -1,0 +1,63 @@
+package gateway
+
+import "github.com/inferrail/inferrail/internal/stress"
+
+// Gateway stress scenario names, in the order Run runs them.
+const (
+	ScenarioStreams     = "gw-streams"
+	ScenarioOverhead    = "gw-overhead"
+	ScenarioFloor       = "gw-floor"
+	ScenarioRouting     = "gw-routing"
+	ScenarioKill        = "gw-kill"
+	ScenarioHang        = "gw-hang"
+	ScenarioFlap        = "gw-flap"
+	ScenarioDisconnects = "gw-disconnects"
+	ScenarioHostile     = "gw-hostile"
+	ScenarioSoak        = "gw-soak"
+	ScenarioSlowReaders = "gw-slow-readers"
+	ScenarioSlowBody    = "gw-slow-body"
+)
+
+// What scenarios start beyond the gateway (Scenario.Needs).
+const (
+	needSims  = "sim_binary"   // simulator children
+	needBench = "bench_binary" // the plain proxy, inferrail-bench plain-proxy
+)
+
+// scenarios are the gateway stress scenarios, in the order Run runs them.
+var scenarios = []stress.Scenario[Config, *gwRun]{
+	{Name: ScenarioStreams, Stresses: "the streaming path and the spread of a burst of concurrent streams over three replicas",
+		Params: "streams", Load: func(c *Config) stress.Validator { return c.Streams }, Needs: []string{needSims}, Describe: describeStreams, Run: runGWStreams},
+	{Name: ScenarioOverhead, Stresses: "the latency the gateway adds to an open-loop schedule, against the simulator straight",
+		Params: "overhead", Load: func(c *Config) stress.Validator { return c.Overhead }, Needs: []string{needSims}, Describe: describeOverhead,
+		Setup: simFleetOf(3, overheadSimArgs, nil), Run: runGWOverhead},
+	{Name: ScenarioFloor, Stresses: "the CPU a request costs the gateway, against a bare net/http reverse proxy",
+		Params: "floor", Load: func(c *Config) stress.Validator { return c.Floor }, Needs: []string{needSims, needBench}, Describe: describeFloor,
+		Setup: simFleetOf(3, overheadSimArgs, nil), Run: runGWFloor},
+	{Name: ScenarioRouting, Stresses: "the latency tokenization, the KV index and the cache-aware policies add",
+		Params: "routing", Load: func(c *Config) stress.Validator { return c.Routing }, Needs: []string{needSims}, Describe: describeRouting, Run: runGWRouting},
+	{Name: ScenarioKill, Stresses: "how soon a killed replica leaves rotation, and comes back once restarted",
+		Params: "kill", Load: func(c *Config) stress.Validator { return c.Kill }, Describe: describeKill, Run: runGWKill},
+	{Name: ScenarioHang, Stresses: "requests waiting on a replica that stops answering",
+		Params: "hang", Load: func(c *Config) stress.Validator { return c.Hang }, Describe: describeHang, Run: runGWHang},
+	{Name: ScenarioFlap, Stresses: "retries over a replica flipping between healthy and failing",
+		Params: "flap", Load: func(c *Config) stress.Validator { return c.Flap }, Describe: describeFlap, Run: runGWFlap},
+	{Name: ScenarioDisconnects, Stresses: "clients that leave mid-stream: their engine requests must end too",
+		Params: "disconnects", Load: func(c *Config) stress.Validator { return c.Disconnects }, Needs: []string{needSims}, Describe: describeDisconnects,
+		Setup: simFleetOf(3, nil, nil), Run: runGWDisconnects},
+	{Name: ScenarioHostile, Stresses: "the HTTP server against malformed, huge, slow and garbage requests",
+		Params: "hostile", Load: func(c *Config) stress.Validator { return c.Hostile }, Needs: []string{needSims}, Describe: describeHostile,
+		Setup: simFleetOf(3, []string{"--zero-latency"}, hostileTimeouts), Run: runGWHostile},
+	{Name: ScenarioSoak, Stresses: "the gateway's memory and connections over a long mixed workload",
+		Params: "soak", Load: func(c *Config) stress.Validator { return c.Soak }, Needs: []string{needSims}, Describe: describeSoak,
+		Setup: simFleetOf(3, []string{"--zero-latency"}, nil), Run: runGWSoak},
+	{Name: ScenarioSlowReaders, Stresses: "clients that stop reading their streams: the gateway's memory and the other clients",
+		Params: "slow_readers", Load: func(c *Config) stress.Validator { return c.SlowReaders }, Needs: []string{needSims}, Describe: describeSlowReaders, Run: runGWSlowReaders},
+	{Name: ScenarioSlowBody, Stresses: "a large request body written a byte at a time",
+		Params: "slow_body", Load: func(c *Config) stress.Validator { return c.SlowBody }, Needs: []string{needSims}, Describe: describeSlowBody,
+		Setup: simFleetOf(1, []string{"--zero-latency"}, slowBodyLimits), Run: runGWSlowBody},
+}
+
+// Scenarios lists the gateway stress scenarios' names in the order Run
+// runs them.
+var Scenarios = stress.Names(scenarios)

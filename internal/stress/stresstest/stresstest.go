@@ -1,0 +1,61 @@
+// Package stresstest holds the helpers the tests of the stress packages
+// share: a URL where nothing listens, a golden file's first differing line
+// and a Validate result's check.
+package stresstest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// DeadURL is a loopback URL where nothing listens.
+func DeadURL(t *testing.T) string {
+	t.Helper()
+	port, err := procs.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(port)
+}
+
+// FirstDiff describes the first line where got departs from want.
+func FirstDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\nwant %q\ngot  %q", i+1, wl, gl)
+		}
+	}
+	return "no line"
+}
+
+// CheckValidate checks a Validate result: nil when want is nil, else an
+// error naming every problem in want.
+func CheckValidate(t *testing.T, err error, want []string) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Errorf("Validate() = %v, want nil", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("Validate() = nil, want %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Validate() = %q, want it to contain %q", err, w)
+		}
+	}
+}
