@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/inferrail/inferrail/internal/tokenize/piececache"
 )
 
 // HF is a Hugging Face tokenizer read from a tokenizer.json (and the
@@ -44,8 +46,8 @@ type HF struct {
 	specialTokens     []specialToken
 	additionalSpecial []string
 
-	pieces  *pieceCache // nil: no piece cache (see WithCache)
-	scratch *sync.Pool  // *hfScratch; shared with the tokenizers WithCache makes
+	pieces  *piececache.Cache // nil: no piece cache (see WithCache)
+	scratch *sync.Pool        // *hfScratch; shared with the tokenizers WithCache makes
 }
 
 // specialToken is a special token attribute (bos_token …) and its text.
@@ -161,20 +163,20 @@ func (t *HF) Encode(dst []int, text string, addSpecialTokens bool) []int {
 			continue
 		}
 		// What follows depends only on the segment's text and on
-		// whether it starts the text: it is a piece (piececache.go).
+		// whether it starts the text: it is a piece (package piececache).
 		seg, start := text[sp.start:sp.end], sp.start == 0
-		if t.pieces == nil || len(seg) < pieceMinBytes {
+		if t.pieces == nil || len(seg) < piececache.MinBytes {
 			dst = t.encodeSegment(dst, seg, start, sc)
 			continue
 		}
-		key := t.pieces.key(seg, start)
+		key := t.pieces.Key(seg, start)
 		var ok bool
-		if dst, ok = t.pieces.appendCached(dst, key, seg, start); ok {
+		if dst, ok = t.pieces.AppendCached(dst, key, seg, start); ok {
 			continue
 		}
 		n := len(dst)
 		dst = t.encodeSegment(dst, seg, start, sc)
-		t.pieces.put(key, seg, start, dst[n:])
+		t.pieces.Put(key, seg, start, dst[n:])
 	}
 	t.scratch.Put(sc)
 	if addSpecialTokens {

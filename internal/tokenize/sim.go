@@ -2,6 +2,8 @@ package tokenize
 
 import (
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/tokenize/piececache"
 )
 
 // Sim is the builtin:sim tokenizer: a deterministic stand-in for a real
@@ -21,7 +23,7 @@ import (
 //
 // The zero value is not usable; use NewSim. A *Sim is safe for concurrent use.
 type Sim struct {
-	pieces *pieceCache // nil: no piece cache (see WithCache)
+	pieces *piececache.Cache // nil: no piece cache (see WithCache)
 }
 
 // Special token texts of the builtin:sim vocabulary, in id order.
