@@ -449,7 +449,7 @@ func TestChatReusesContents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range p.Chat.contents {
-		p.Chat.contents[i].s += "!"
+		p.Chat.contents[i].Value += "!"
 	}
 	if got, err := r.Render(p.Chat); err != nil || got != "a!;b;d!;" {
 		t.Errorf("Render = %q, %v; want the parsed contents, marked: %q", got, err, "a!;b;d!;")

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/ardanlabs/jinja"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
 // maxJSONDepth bounds the nesting of JSON values turned into template
@@ -27,23 +29,29 @@ const maxJSONDepth = 200
 // UnsupportedError: Python keeps them exactly (or as inf) and the template
 // engine cannot.
 func jsonValue(raw []byte) (jinja.Value, error) {
-	return jsonValueKnowing(raw, decodedString{})
+	return jsonValueKnowing(raw, rawjson.Decoded{})
+}
+
+// valueReader reads template values, taking the value of the string known
+// without decoding it.
+type valueReader struct {
+	rawjson.Reader
+	known rawjson.Decoded
 }
 
 // jsonValueKnowing is jsonValue taking the value of a string in raw from
 // known.
-func jsonValueKnowing(raw []byte, known decodedString) (jinja.Value, error) {
-	r := newJSONReader(raw)
-	r.known = known
+func jsonValueKnowing(raw []byte, known rawjson.Decoded) (jinja.Value, error) {
+	r := valueReader{Reader: rawjson.NewReader(raw), known: known}
 	v, err := r.jinjaValue(0)
 	if err == nil {
-		if _, err = r.dec.ReadToken(); err == io.EOF {
+		if _, err = r.Dec.ReadToken(); err == io.EOF {
 			err = nil
 		} else if err == nil {
 			err = errors.New("trailing data after JSON value")
 		}
 	}
-	r.release()
+	r.Release()
 	if err != nil {
 		// The error as json.Decoder words it, and in its order.
 		return streamJSONValue(raw)
@@ -52,34 +60,34 @@ func jsonValueKnowing(raw []byte, known decodedString) (jinja.Value, error) {
 }
 
 // jinjaValue reads the next value as jsonValue does.
-func (r *jsonReader) jinjaValue(depth int) (jinja.Value, error) {
+func (r *valueReader) jinjaValue(depth int) (jinja.Value, error) {
 	if depth > maxJSONDepth {
 		return jinja.Undefined(), unsupported(ReasonDepth)
 	}
-	switch r.dec.PeekKind() {
+	switch r.Dec.PeekKind() {
 	case '[':
-		if _, err := r.dec.ReadToken(); err != nil {
+		if _, err := r.Dec.ReadToken(); err != nil {
 			return jinja.Undefined(), err
 		}
 		items := []jinja.Value{}
-		for r.dec.PeekKind() != ']' {
+		for r.Dec.PeekKind() != ']' {
 			v, err := r.jinjaValue(depth + 1)
 			if err != nil {
 				return jinja.Undefined(), err
 			}
 			items = append(items, v)
 		}
-		if _, err := r.dec.ReadToken(); err != nil {
+		if _, err := r.Dec.ReadToken(); err != nil {
 			return jinja.Undefined(), err
 		}
 		return jinja.NewList(items), nil
 	case '{':
-		if _, err := r.dec.ReadToken(); err != nil {
+		if _, err := r.Dec.ReadToken(); err != nil {
 			return jinja.Undefined(), err
 		}
 		d := jinja.NewDict()
-		for r.dec.PeekKind() != '}' {
-			key, err := r.value()
+		for r.Dec.PeekKind() != '}' {
+			key, err := r.Value()
 			if err != nil {
 				return jinja.Undefined(), err
 			}
@@ -87,14 +95,14 @@ func (r *jsonReader) jinjaValue(depth int) (jinja.Value, error) {
 			if err != nil {
 				return jinja.Undefined(), err
 			}
-			d.AsDict().Set(stringValue(key), v)
+			d.AsDict().Set(rawjson.Unquote(key), v)
 		}
-		if _, err := r.dec.ReadToken(); err != nil {
+		if _, err := r.Dec.ReadToken(); err != nil {
 			return jinja.Undefined(), err
 		}
 		return d, nil
 	}
-	raw, err := r.value()
+	raw, err := r.Value()
 	if err != nil {
 		return jinja.Undefined(), err
 	}
@@ -106,10 +114,10 @@ func (r *jsonReader) jinjaValue(depth int) (jinja.Value, error) {
 	case 'f':
 		return jinja.NewBool(false), nil
 	case '"':
-		if s, ok := r.known.of(raw); ok {
+		if s, ok := r.known.Of(raw); ok {
 			return jinja.NewString(s), nil
 		}
-		return jinja.NewString(stringValue(raw)), nil
+		return jinja.NewString(rawjson.Unquote(raw)), nil
 	}
 	return numberValue(string(raw))
 }

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
 // ChatOptions are a model's server-side chat settings, vLLM's
@@ -549,10 +551,10 @@ func documents(raw json.RawMessage) (jinja.Value, error) {
 //
 // contents are the contents ParseChatRequest decoded, by message; they
 // spare decoding long texts twice.
-func conversation(raw []json.RawMessage, contents []decodedString, format string) ([]jinja.Value, error) {
+func conversation(raw []json.RawMessage, contents []rawjson.Decoded, format string) ([]jinja.Value, error) {
 	conv := make([]jinja.Value, 0, len(raw))
 	for i, rm := range raw {
-		var known decodedString
+		var known rawjson.Decoded
 		if i < len(contents) {
 			known = contents[i]
 		}

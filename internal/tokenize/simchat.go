@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
 // ChatMessage is one message of a chat request, reduced to what a chat
@@ -43,23 +45,7 @@ type Chat struct {
 	// from JSON strings, by message, for ChatRenderer to reuse rather than
 	// decode again: it takes one only for the very bytes it was decoded
 	// from.
-	contents []decodedString
-}
-
-// decodedString is a JSON string, as a slice of a request body, and its
-// value.
-type decodedString struct {
-	raw []byte
-	s   string
-}
-
-// of returns the value of raw, a JSON string, when raw is the slice d was
-// decoded from (not merely equal to it).
-func (d decodedString) of(raw []byte) (string, bool) {
-	if len(d.raw) == 0 || len(raw) != len(d.raw) || &raw[0] != &d.raw[0] {
-		return "", false
-	}
-	return d.s, true
+	contents []rawjson.Decoded
 }
 
 // RenderSimChat renders chat with the fixed builtin:sim template, a ChatML
