@@ -8,7 +8,7 @@ CMDS      := inferrail-sim inferrail-gateway inferrail-bench inferrail-calibrate
 FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \
-	./internal/tokenize:FuzzSimEncode \
+	./internal/tokenize/simtok:FuzzSimEncode \
 	./internal/tokenize:FuzzHFEncode \
 	./internal/tokenize:FuzzHFScanners \
 	./internal/tokenize:FuzzChatRender \

@@ -15,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // Results of edge tokenization, as counted in
@@ -43,7 +44,7 @@ type promptTokenizer interface {
 }
 
 // simTokenizer is the simulators' own builtin:sim.
-type simTokenizer struct{ sim *tokenize.Sim }
+type simTokenizer struct{ sim *simtok.Tokenizer }
 
 func (t simTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) { return t.sim.PromptIDs(p), nil }
 func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.sim.CacheStats() }
@@ -90,7 +91,7 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 		return nil, nil
 	}
 	if m.Tokenizer == "builtin:sim" {
-		return &modelTokenizer{tok: simTokenizer{tokenize.NewSim().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
+		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
 	}
 	dir, err := tokenizerDir(m.Tokenizer)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // hfFamilies are the tokenizers fetched by `make tokenizers`
@@ -136,59 +137,10 @@ func TestHFGoldens(t *testing.T) {
 	}
 }
 
-// benchCorpus is English and Go code from the pinned Go toolchain (the go
-// command's documentation and net/http's server), cut at line ends into
-// chunks of at most 4 KiB, the size of a typical prompt.
-// scripts/goldens/bench_tokenizers.py encodes the same chunks with HF
-// tokenizers for comparison.
-func benchCorpus(b *testing.B) (chunks []string, size int) {
-	b.Helper()
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		b.Fatalf("go env GOROOT: %v", err)
-	}
-	root := strings.TrimSpace(string(out))
-	for _, name := range []string{"src/cmd/go/alldocs.go", "src/net/http/server.go"} {
-		data, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil {
-			b.Fatal(err)
-		}
-		chunks = append(chunks, chunkLines(string(data), 4096)...)
-	}
-	for _, c := range chunks {
-		size += len(c)
-	}
-	return chunks, size
-}
-
-// chunkLines cuts s after newlines into chunks of at most max bytes (a longer
-// line is a chunk of its own).
-func chunkLines(s string, max int) []string {
-	var chunks []string
-	start, end := 0, 0
-	for end < len(s) {
-		next := strings.IndexByte(s[end:], '\n')
-		if next < 0 {
-			next = len(s)
-		} else {
-			next += end + 1
-		}
-		if next-start > max && end > start {
-			chunks = append(chunks, s[start:end])
-			start = end
-		}
-		end = next
-	}
-	if end > start {
-		chunks = append(chunks, s[start:end])
-	}
-	return chunks
-}
-
 // BenchmarkHFEncode measures raw encoding throughput per family, single
 // goroutine, with a warm word cache.
 func BenchmarkHFEncode(b *testing.B) {
-	chunks, size := benchCorpus(b)
+	chunks, size := tokenizetest.Corpus(b)
 	for _, family := range hfFamilies {
 		b.Run(family, func(b *testing.B) {
 			tok := sharedHF(b, family)
@@ -1020,7 +972,7 @@ func writeRangeTable(b *bytes.Buffer, name string, rs []rune) {
 // before every pass over the corpus: the cost of text no earlier request
 // shared.
 func BenchmarkHFEncodeCold(b *testing.B) {
-	chunks, size := benchCorpus(b)
+	chunks, size := tokenizetest.Corpus(b)
 	for _, family := range hfFamilies {
 		b.Run(family, func(b *testing.B) {
 			tok := sharedHF(b, family)

@@ -38,33 +38,3 @@ func (t *HF) WithCache(maxTokens int) *HF {
 // and how many it had to encode (misses) since WithCache. Pieces too short
 // to cache are not counted; without a cache both are 0.
 func (t *HF) CacheStats() (hits, misses uint64) { return t.pieces.Stats() }
-
-// WithCache returns a builtin:sim tokenizer that keeps the ids of the pieces
-// it encodes, up to maxTokens tokens in all. Its pieces are the texts
-// between two special tokens at least 64 bytes long: a special token always
-// ends a piece, and whether a piece ends at a byte depends only on the text
-// to its left, so encoding starts afresh after every special token. With
-// maxTokens <= 0 the result has no cache.
-func (*Sim) WithCache(maxTokens int) *Sim {
-	return &Sim{pieces: piececache.New(maxTokens)}
-}
-
-// CacheStats returns the piece cache's hits and misses, as HF.CacheStats.
-func (t *Sim) CacheStats() (hits, misses uint64) { return t.pieces.Stats() }
-
-// encodeText encodes text without special tokens, through the piece cache
-// when there is one.
-func (t *Sim) encodeText(dst []int, text string) []int {
-	if t.pieces == nil || len(text) < piececache.MinBytes {
-		return encodePieces(dst, text)
-	}
-	key := t.pieces.Key(text, false)
-	dst, ok := t.pieces.AppendCached(dst, key, text, false)
-	if ok {
-		return dst
-	}
-	n := len(dst)
-	dst = encodePieces(dst, text)
-	t.pieces.Put(key, text, false, dst[n:])
-	return dst
-}

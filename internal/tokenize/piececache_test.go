@@ -9,10 +9,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // familyHF returns a family's shared tokenizer, or skips the test when
@@ -55,41 +56,6 @@ func cacheTokenizers(t *testing.T) []struct {
 	return list
 }
 
-// pieceAtoms are the fragments random pieces are made of: words, spaces
-// and newlines, digits, punctuation, text NFC changes, CJK, the Metaspace
-// character.
-var pieceAtoms = []string{
-	"the", " cat", "Hello", " world", " ", "  ", "\n", "\n\n", "\t", "42", "2025", ",", ".", "!", "'s", "'ll",
-	"e\u0301", "é", "日本語", "中文", "▁", "{", "}", "<", ">", "|", "x", "ab", "  \n ",
-}
-
-// pieceText draws texts built from a few pieces, most of them long enough
-// to be cached, and added tokens of the tokenizer between them, so that the
-// same piece comes back at the start of a text, after an added token and
-// next to another piece.
-func pieceText(specials []string) *rapid.Generator[[]string] {
-	return rapid.Custom(func(t *rapid.T) []string {
-		atoms := rapid.SampledFrom(pieceAtoms)
-		pool := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) string {
-			return strings.Join(rapid.SliceOfN(atoms, 1, 60).Draw(t, "atoms"), "")
-		}), 1, 4).Draw(t, "pool")
-		texts := make([]string, rapid.IntRange(1, 4).Draw(t, "texts"))
-		for i := range texts {
-			var b strings.Builder
-			for range rapid.IntRange(0, 6).Draw(t, "steps") {
-				if rapid.IntRange(0, 3).Draw(t, "piece") > 0 {
-					b.WriteString(rapid.SampledFrom(pool).Draw(t, "from pool"))
-				}
-				if len(specials) > 0 && rapid.IntRange(0, 3).Draw(t, "special") > 0 {
-					b.WriteString(rapid.SampledFrom(specials).Draw(t, "added token"))
-				}
-			}
-			texts[i] = b.String()
-		}
-		return texts
-	})
-}
-
 // addedContents returns up to 40 added tokens of tok, in content order.
 func addedContents(tok *HF) []string {
 	var out []string
@@ -118,7 +84,7 @@ func TestHFCacheEqualsUncached(t *testing.T) {
 			tok := tt.tok(t)
 			specials := addedContents(tok)
 			rapid.Check(t, func(rt *rapid.T) {
-				texts := pieceText(specials).Draw(rt, "texts")
+				texts := tokenizetest.PieceText(specials).Draw(rt, "texts")
 				budget := rapid.SampledFrom([]int{1 << 20, 200}).Draw(rt, "budget")
 				c := tok.WithCache(budget)
 				for _, pass := range []string{"cold", "warm"} {
@@ -317,156 +283,15 @@ func TestHFCacheHits(t *testing.T) {
 	}
 }
 
-// TestSimCacheEqualsUncached is TestHFCacheEqualsUncached for builtin:sim.
-func TestSimCacheEqualsUncached(t *testing.T) {
-	sim := NewSim()
-	specials := simSpecials[:]
-	rapid.Check(t, func(rt *rapid.T) {
-		texts := pieceText(specials).Draw(rt, "texts")
-		budget := rapid.SampledFrom([]int{1 << 20, 200}).Draw(rt, "budget")
-		c := sim.WithCache(budget)
-		for _, pass := range []string{"cold", "warm"} {
-			for _, text := range texts {
-				want := sim.Encode(nil, text)
-				if got := c.Encode(nil, text); !slices.Equal(got, want) {
-					rt.Fatalf("%s: Encode(%q) with cache = %v, without %v", pass, text, got, want)
-				}
-				if got := c.PromptIDs(&Prompt{Text: text, AddSpecial: true}); !slices.Equal(got, sim.PromptIDs(&Prompt{Text: text, AddSpecial: true})) {
-					rt.Fatalf("%s: PromptIDs(%q) differs with cache", pass, text)
-				}
-			}
-		}
-	})
-	c := sim.WithCache(1 << 20)
-	text := SimIMStart + strings.Repeat("system prompt ", 10) + SimIMEnd
-	c.Encode(nil, text)
-	c.Encode(nil, text)
-	if hits, misses := c.CacheStats(); hits != 1 || misses != 1 {
-		t.Errorf("CacheStats() = %d, %d; want 1, 1", hits, misses)
-	}
-}
-
-// TestPieceCacheConcurrent encodes from several goroutines through one
-// small cache that keeps evicting; under -race it checks the locking.
+// TestPieceCacheConcurrent encodes with Qwen3's tokenizer from several
+// goroutines through one small cache that keeps evicting; under -race it
+// checks the locking.
 func TestPieceCacheConcurrent(t *testing.T) {
-	type encoder struct {
-		name           string
-		cached, direct func(string) []int
-	}
-	sim := NewSim()
-	simCached := sim.WithCache(3000)
-	encoders := []encoder{{"sim",
-		func(s string) []int { return simCached.Encode(nil, s) },
-		func(s string) []int { return sim.Encode(nil, s) }}}
-	dir := filepath.Join("..", "..", ".cache", "tokenizers", "qwen3")
-	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
-		tok := sharedHF(t, "qwen3")
-		c := tok.WithCache(3000)
-		encoders = append(encoders, encoder{"qwen3",
-			func(s string) []int { return c.Encode(nil, s, false) },
-			func(s string) []int { return tok.Encode(nil, s, false) }})
-	} else {
-		t.Logf("qwen3: no tokenizer files in %s (run `make tokenizers`); checking builtin:sim only", dir)
-	}
-	var pieces []string
-	for i := range 40 {
-		pieces = append(pieces, fmt.Sprintf("piece %d: %s", i, strings.Repeat(pieceAtoms[i%len(pieceAtoms)]+" and more ", 3+i%20)))
-	}
-	for _, e := range encoders {
-		var texts []string
-		for i := range 200 {
-			texts = append(texts, "<|im_start|>"+pieces[i%len(pieces)]+"<|im_end|><|im_start|>"+pieces[(i*7)%len(pieces)]+"<|im_end|>")
-		}
-		want := make([][]int, len(texts))
-		for i, s := range texts {
-			want[i] = e.direct(s)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan string, 4)
-		for w := range 4 {
-			wg.Go(func() {
-				for round := range 3 {
-					for i := (w + round) % 4; i < len(texts); i += 4 {
-						if got := e.cached(texts[i]); !slices.Equal(got, want[i]) {
-							errs <- fmt.Sprintf("%s: Encode(%q) = %v, want %v", e.name, texts[i], got, want[i])
-							return
-						}
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for msg := range errs {
-			t.Error(msg)
-		}
-	}
-	if _, tokens := simCached.pieces.Size(); tokens > 3000 {
-		t.Errorf("sim cache holds %d tokens, bound 3000", tokens)
-	}
-}
-
-// corpusTaker returns take, which returns the next lines of benchCorpus,
-// from its start, until they make at least tokens tokens with tok.
-func corpusTaker(b *testing.B, tok *HF) (take func(tokens int) string) {
-	b.Helper()
-	chunks, _ := benchCorpus(b)
-	var lines []string
-	for _, c := range chunks {
-		lines = append(lines, strings.SplitAfter(c, "\n")...)
-	}
-	return func(tokens int) string {
-		var sb strings.Builder
-		for n := 0; n < tokens; {
-			l := lines[0]
-			lines = lines[1:]
-			sb.WriteString(l)
-			n += len(tok.Encode(nil, l, false))
-		}
-		return sb.String()
-	}
-}
-
-// chat8k builds a Qwen3 (ChatML) chat of about 8,000 tokens from the pinned
-// Go toolchain's documentation and net/http's server: a system turn of
-// about 5,000 tokens and five turns of about 600. turns(tag) renders it,
-// with tag put at the start of every turn after the system one so that
-// they can be made new while the system turn is not.
-func chat8k(b *testing.B, tok *HF) (system string, turns func(tag string) string) {
-	b.Helper()
-	take := corpusTaker(b, tok)
-	system = "<|im_start|>system\n" + take(5000) + "<|im_end|>\n"
-	var rest []string
-	for i := range 5 {
-		rest = append(rest, []string{"user", "assistant"}[i%2], take(600))
-	}
-	turns = func(tag string) string {
-		var sb strings.Builder
-		sb.WriteString(system)
-		for i := 0; i < len(rest); i += 2 {
-			sb.WriteString("<|im_start|>" + rest[i] + "\n" + tag)
-			sb.WriteString(rest[i+1])
-			sb.WriteString("<|im_end|>\n")
-		}
-		sb.WriteString("<|im_start|>assistant\n")
-		return sb.String()
-	}
-	return system, turns
-}
-
-// chat8kOneTurn builds another Qwen3 chat of about 8,000 tokens from the
-// same text: a system turn of about 7,500 tokens and one user turn of about
-// 450, then the generation prompt. chat(tag) renders it with tag at the
-// start of the user turn.
-func chat8kOneTurn(b *testing.B, tok *HF) (system string, chat func(tag string) string) {
-	b.Helper()
-	take := corpusTaker(b, tok)
-	system = "<|im_start|>system\n" + take(7500) + "<|im_end|>\n"
-	user := take(450)
-	chat = func(tag string) string {
-		return system + "<|im_start|>user\n" + tag + user + "<|im_end|>\n<|im_start|>assistant\n"
-	}
-	return system, chat
+	tok := familyHF(t, "qwen3")
+	c := tok.WithCache(3000)
+	tokenizetest.CheckCacheConcurrent(t, "qwen3",
+		func(s string) []int { return c.Encode(nil, s, false) },
+		func(s string) []int { return tok.Encode(nil, s, false) })
 }
 
 // BenchmarkHFChat8k encodes an 8,000-token chat with Qwen3's tokenizer:
@@ -475,12 +300,13 @@ func chat8kOneTurn(b *testing.B, tok *HF) (system string, chat func(tag string) 
 // but not the other five (warm-system), whose text is rebuilt for every
 // encoding (about 3 µs) to make them new. cold-words also empties the BPE
 // model's word cache, which a running gateway keeps warm.
-// warm-system-one-turn is another 8,000-token chat (chat8kOneTurn) whose
+// warm-system-one-turn is another 8,000-token chat (Chat8kOneTurn) whose
 // system turn of 7,500 tokens has been seen and whose one user turn of 450
 // is new, its text rebuilt for every encoding as in warm-system.
 func BenchmarkHFChat8k(b *testing.B) {
 	tok := familyHF(b, "qwen3")
-	system, turns := chat8k(b, tok)
+	count := func(s string) int { return len(tok.Encode(nil, s, false)) }
+	system, turns := tokenizetest.Chat8k(b, count)
 	chat := turns("")
 	n := len(tok.Encode(nil, chat, false))
 	run := func(name string, n int, setup func() *HF, text func(i int) string) {
@@ -528,36 +354,12 @@ func BenchmarkHFChat8k(b *testing.B) {
 		c.Encode(nil, system, false)
 		return c
 	}, func(i int) string { return turns(fmt.Sprintf("(%d) ", i)) })
-	system1, chat1 := chat8kOneTurn(b, tok)
+	system1, chat1 := tokenizetest.Chat8kOneTurn(b, count)
 	run("warm-system-one-turn", len(tok.Encode(nil, chat1(""), false)), func() *HF {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, system1, false)
 		return c
 	}, func(i int) string { return chat1(fmt.Sprintf("(%d) ", i)) })
-}
-
-// BenchmarkSimChat8k is BenchmarkHFChat8k's nocache and warm for
-// builtin:sim, on the same text with its special tokens.
-func BenchmarkSimChat8k(b *testing.B) {
-	_, turns := chat8k(b, familyHF(b, "qwen3"))
-	chat := turns("")
-	sim := NewSim()
-	n := sim.Count(chat)
-	warm := sim.WithCache(4 << 20)
-	warm.Encode(nil, chat)
-	for _, c := range []struct {
-		name string
-		sim  *Sim
-	}{{"nocache", sim}, {"warm", warm}} {
-		b.Run(c.name, func(b *testing.B) {
-			var dst []int
-			b.ReportAllocs()
-			for b.Loop() {
-				dst = c.sim.Encode(dst[:0], chat)
-			}
-			b.ReportMetric(float64(n), "tokens")
-		})
-	}
 }
 
 // BenchmarkChatRequest8k is the whole edge path of an 8,000-token chat
@@ -567,7 +369,7 @@ func BenchmarkSimChat8k(b *testing.B) {
 // system prompt before new turns).
 func BenchmarkChatRequest8k(b *testing.B) {
 	tok := familyHF(b, "qwen3")
-	chunks, _ := benchCorpus(b)
+	chunks, _ := tokenizetest.Corpus(b)
 	var lines []string
 	for _, c := range chunks {
 		lines = append(lines, strings.SplitAfter(c, "\n")...)

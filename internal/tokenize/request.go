@@ -427,23 +427,3 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
 }
-
-// PromptIDs returns the builtin:sim token ids of p, as the simulator
-// computes them.
-func (t *Sim) PromptIDs(p *Prompt) []int {
-	var ids []int
-	if p.AddSpecial {
-		ids = append(ids, t.BOS())
-	}
-	switch {
-	case p.Chat != nil:
-		return t.Encode(ids, RenderSimChat(p.Chat))
-	case p.HasIDs:
-		if p.AddSpecial {
-			// vLLM adds no special tokens to a prompt given as ids.
-			return append([]int(nil), p.IDs...)
-		}
-		return append(ids, p.IDs...)
-	}
-	return t.Encode(ids, p.Text)
-}

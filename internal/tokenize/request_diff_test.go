@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // The single-pass parsers must give what the reference parsers
@@ -451,7 +453,7 @@ func breakBody(rt *rapid.T, body string) string {
 // BenchmarkParseChatRequest32k parses a 32 KB chat request, the size of
 // BenchmarkChatRequest8k's, with the single-pass parser and the reference.
 func BenchmarkParseChatRequest32k(b *testing.B) {
-	chunks, _ := benchCorpus(b)
+	chunks, _ := tokenizetest.Corpus(b)
 	text := strings.Join(chunks, "")
 	msgs := []map[string]string{{"role": "system", "content": text[:20000]}}
 	for i := range 5 {

@@ -1,9 +1,9 @@
-package tokenize
+package simtok
 
-// simWords are the words the simulator's stand-in model says. Every word is
+// words are the words the simulator's stand-in model says. Every word is
 // followed by a space when spoken, so each ends a piece and the spoken text
 // encodes back to exactly the ids that were spoken.
-var simWords = [...]string{
+var words = [...]string{
 	"the", "a", "model", "token", "cache", "prefix", "router", "request", "reply", "engine",
 	"block", "prompt", "fast", "slow", "queue", "batch", "decode", "prefill", "is", "of",
 	"and", "to", "in", "that", "it", "for", "on", "with", "as", "at",
@@ -28,7 +28,7 @@ func NewBabbler(seed uint64) Babbler { return Babbler{state: seed} }
 // Next returns the next generated token id, never a special one.
 func (b *Babbler) Next() int {
 	if b.next == b.n {
-		w := simWords[b.rand()%uint64(len(simWords))]
+		w := words[b.rand()%uint64(len(words))]
 		b.n = len(encodePieces(b.pending[:0], w+" "))
 		b.next = 0
 	}

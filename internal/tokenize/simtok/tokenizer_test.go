@@ -1,4 +1,4 @@
-package tokenize
+package simtok
 
 import (
 	"slices"
@@ -7,10 +7,12 @@ import (
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/tokenize"
 )
 
 func TestSimEncode(t *testing.T) {
-	sim := NewSim()
+	sim := New()
 	piece := func(s string) int { return pieceID(s) }
 	tests := []struct {
 		text string
@@ -21,7 +23,7 @@ func TestSimEncode(t *testing.T) {
 		{"hello world", []int{piece("hel"), piece("lo "), piece("wor"), piece("ld")}},
 		{"a,b", []int{piece("a,"), piece("b")}},
 		{"<|im_start|>user\nhi<|im_end|>", []int{2, piece("use"), piece("r\n"), piece("hi"), 3}},
-		{"x<|endoftext|>", []int{piece("x"), SimEOSID}},
+		{"x<|endoftext|>", []int{piece("x"), EOSID}},
 		{"<|im_start", []int{piece("<"), piece("|"), piece("im_"), piece("sta"), piece("rt")}},
 		{"é", []int{piece("é")}},
 		{"日本", []int{piece("日"), piece("本")}},
@@ -41,8 +43,8 @@ func TestSimEncode(t *testing.T) {
 // multi-byte runes.
 func text() *rapid.Generator[string] {
 	atoms := rapid.SampledFrom([]string{
-		"a", "bc", "def", " ", "\n", ",", "<", "|", "<|", "|>", "im_start", SimIMStart, SimIMEnd,
-		SimEOS, SimThink, "é", "日本語", "\x00", "\xff", "hello ", "world",
+		"a", "bc", "def", " ", "\n", ",", "<", "|", "<|", "|>", "im_start", IMStart, IMEnd,
+		EOS, Think, "é", "日本語", "\x00", "\xff", "hello ", "world",
 	})
 	return rapid.Custom(func(t *rapid.T) string {
 		parts := rapid.SliceOfN(atoms, 0, 40).Draw(t, "parts")
@@ -51,7 +53,7 @@ func text() *rapid.Generator[string] {
 }
 
 func TestSimRoundTrip(t *testing.T) {
-	sim := NewSim()
+	sim := New()
 	rapid.Check(t, func(t *rapid.T) {
 		s := rapid.OneOf(text(), rapid.String()).Draw(t, "s")
 		ids := sim.Encode(nil, s)
@@ -72,7 +74,7 @@ func TestSimRoundTrip(t *testing.T) {
 // TestSimPrefixStable checks that shared text means shared tokens: the ids of
 // a prefix, but possibly its last, begin the ids of any longer text.
 func TestSimPrefixStable(t *testing.T) {
-	sim := NewSim()
+	sim := New()
 	rapid.Check(t, func(t *rapid.T) {
 		p := text().Draw(t, "prefix")
 		x := text().Draw(t, "suffix")
@@ -90,7 +92,7 @@ func TestSimPrefixStable(t *testing.T) {
 // TestSimBoundaryLeftOnly checks the stronger property: when a prefix ends at
 // a piece boundary, all of its ids are shared.
 func TestSimBoundaryLeftOnly(t *testing.T) {
-	sim := NewSim()
+	sim := New()
 	rapid.Check(t, func(t *rapid.T) {
 		p := text().Draw(t, "prefix") + " "
 		x := text().Draw(t, "suffix")
@@ -103,7 +105,7 @@ func TestSimBoundaryLeftOnly(t *testing.T) {
 }
 
 func TestBabblerRetokenizes(t *testing.T) {
-	sim := NewSim()
+	sim := New()
 	rapid.Check(t, func(t *rapid.T) {
 		seed := rapid.Uint64().Draw(t, "seed")
 		n := rapid.IntRange(0, 200).Draw(t, "n")
@@ -124,7 +126,7 @@ func TestBabblerRetokenizes(t *testing.T) {
 		if got := sim.Encode(nil, spoken); !slices.Equal(got, ids) {
 			t.Fatalf("Encode(%q) = %v, want %v", spoken, got, ids)
 		}
-		got := sim.Encode(nil, "assistant\n"+spoken+SimIMEnd)
+		got := sim.Encode(nil, "assistant\n"+spoken+IMEnd)
 		want := append(sim.Encode(nil, "assistant\n"), ids...)
 		want = append(want, 3)
 		if !slices.Equal(got, want) {
@@ -139,12 +141,12 @@ func TestBabblerRetokenizes(t *testing.T) {
 	})
 }
 
-func TestRenderSimChat(t *testing.T) {
-	chat := &Chat{
-		Messages: []ChatMessage{
+func TestRenderChat(t *testing.T) {
+	chat := &tokenize.Chat{
+		Messages: []tokenize.ChatMessage{
 			{Role: "system", Content: "Be brief."},
 			{Role: "user", Content: "Hi"},
-			{Role: "assistant", Content: "", ToolCalls: []ToolCall{{Name: "f", Arguments: `{ "x": 1 }`}}},
+			{Role: "assistant", Content: "", ToolCalls: []tokenize.ToolCall{{Name: "f", Arguments: `{ "x": 1 }`}}},
 		},
 		Tools:               nil,
 		AddGenerationPrompt: true,
@@ -152,33 +154,33 @@ func TestRenderSimChat(t *testing.T) {
 	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n" +
 		"<|im_start|>assistant\n<tool_call>{\"name\":\"f\",\"arguments\":{\"x\":1}}</tool_call><|im_end|>\n" +
 		"<|im_start|>assistant\n"
-	if got := RenderSimChat(chat); got != want {
-		t.Errorf("RenderSimChat = %q, want %q", got, want)
+	if got := RenderChat(chat); got != want {
+		t.Errorf("RenderChat = %q, want %q", got, want)
 	}
 	chat.AddGenerationPrompt = false
 	chat.ContinueFinalMessage = true
 	chat.Messages = chat.Messages[:2]
 	want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
-	if got := RenderSimChat(chat); got != want {
-		t.Errorf("RenderSimChat continued = %q, want %q", got, want)
+	if got := RenderChat(chat); got != want {
+		t.Errorf("RenderChat continued = %q, want %q", got, want)
 	}
 }
 
 // TestSimMultiTurnReuse checks that a reply sent back as history leaves the
 // first turn's prompt and reply ids as a prefix of the second turn's prompt.
 func TestSimMultiTurnReuse(t *testing.T) {
-	sim := NewSim()
-	turn1 := &Chat{Messages: []ChatMessage{{Role: "user", Content: "Tell me, please."}}, AddGenerationPrompt: true}
-	p1 := sim.Encode(nil, RenderSimChat(turn1))
+	sim := New()
+	turn1 := &tokenize.Chat{Messages: []tokenize.ChatMessage{{Role: "user", Content: "Tell me, please."}}, AddGenerationPrompt: true}
+	p1 := sim.Encode(nil, RenderChat(turn1))
 	b := NewBabbler(7)
 	var reply []int
 	for range 37 {
 		reply = append(reply, b.Next())
 	}
-	turn2 := &Chat{Messages: append(turn1.Messages,
-		ChatMessage{Role: "assistant", Content: sim.Decode(reply, true)},
-		ChatMessage{Role: "user", Content: "More?"}), AddGenerationPrompt: true}
-	p2 := sim.Encode(nil, RenderSimChat(turn2))
+	turn2 := &tokenize.Chat{Messages: append(turn1.Messages,
+		tokenize.ChatMessage{Role: "assistant", Content: sim.Decode(reply, true)},
+		tokenize.ChatMessage{Role: "user", Content: "More?"}), AddGenerationPrompt: true}
+	p2 := sim.Encode(nil, RenderChat(turn2))
 	prefix := append(slices.Clone(p1), reply...)
 	if !slices.Equal(p2[:len(prefix)], prefix) {
 		t.Fatalf("second turn %v does not start with first prompt and reply %v", p2, prefix)
@@ -186,10 +188,10 @@ func TestSimMultiTurnReuse(t *testing.T) {
 }
 
 func FuzzSimEncode(f *testing.F) {
-	for _, s := range []string{"", "hello world", SimIMStart + "user\n", "<|<|im_end|>", "\xff\xfe", "日本語"} {
+	for _, s := range []string{"", "hello world", IMStart + "user\n", "<|<|im_end|>", "\xff\xfe", "日本語"} {
 		f.Add(s)
 	}
-	sim := NewSim()
+	sim := New()
 	f.Fuzz(func(t *testing.T, s string) {
 		if len(s) > 1<<16 {
 			return
@@ -202,7 +204,7 @@ func FuzzSimEncode(f *testing.F) {
 }
 
 func BenchmarkSimEncode(b *testing.B) {
-	sim := NewSim()
+	sim := New()
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog, again and again. ", 400)
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()

@@ -1,4 +1,8 @@
-package tokenize
+// Package simtok is the builtin:sim tokenizer, the simulators' stand-in
+// vocabulary, which the gateway reads through the very code the simulator
+// uses: its encoding, its chat template, the prompt ids of a parsed request,
+// and the babbler that generates its replies.
+package simtok
 
 import (
 	"strings"
@@ -6,7 +10,7 @@ import (
 	"github.com/inferrail/inferrail/internal/tokenize/piececache"
 )
 
-// Sim is the builtin:sim tokenizer: a deterministic stand-in for a real
+// Tokenizer is the builtin:sim tokenizer: a deterministic stand-in for a real
 // vocabulary that the simulator and the gateway share, so a gateway configured
 // with builtin:sim sees exactly the token ids its simulators compute.
 //
@@ -21,60 +25,61 @@ import (
 // Special tokens are matched as literal text before pieces are cut, so they
 // always stand alone and start a fresh piece after them.
 //
-// The zero value is not usable; use NewSim. A *Sim is safe for concurrent use.
-type Sim struct {
+// The zero value is not usable; use New. A *Tokenizer is safe for
+// concurrent use.
+type Tokenizer struct {
 	pieces *piececache.Cache // nil: no piece cache (see WithCache)
 }
 
 // Special token texts of the builtin:sim vocabulary, in id order.
 const (
-	SimEOS         = "<|endoftext|>"
-	SimBOS         = "<|bos|>"
-	SimIMStart     = "<|im_start|>"
-	SimIMEnd       = "<|im_end|>"
-	SimToolCall    = "<tool_call>"
-	SimToolCallEnd = "</tool_call>"
-	SimThink       = "<think>"
-	SimThinkEnd    = "</think>"
+	EOS         = "<|endoftext|>"
+	BOS         = "<|bos|>"
+	IMStart     = "<|im_start|>"
+	IMEnd       = "<|im_end|>"
+	ToolCall    = "<tool_call>"
+	ToolCallEnd = "</tool_call>"
+	Think       = "<think>"
+	ThinkEnd    = "</think>"
 )
 
-var simSpecials = [...]string{SimEOS, SimBOS, SimIMStart, SimIMEnd, SimToolCall, SimToolCallEnd, SimThink, SimThinkEnd}
+var specials = [...]string{EOS, BOS, IMStart, IMEnd, ToolCall, ToolCallEnd, Think, ThinkEnd}
 
 // Ids of the special tokens.
 const (
-	SimEOSID = 0
-	SimBOSID = 1
+	EOSID = 0
+	BOSID = 1
 )
 
 const (
-	simFirstPiece = len(simSpecials)
-	simBase1      = simFirstPiece    // one-byte pieces
-	simBase2      = simBase1 + 1<<8  // two-byte pieces
-	simBase3      = simBase2 + 1<<16 // three-byte pieces
-	simVocabSize  = simBase3 + 1<<24 // one past the largest id
-	simMaxPiece   = 3                // bytes
+	firstPiece = len(specials)
+	base1      = firstPiece    // one-byte pieces
+	base2      = base1 + 1<<8  // two-byte pieces
+	base3      = base2 + 1<<16 // three-byte pieces
+	vocabSize  = base3 + 1<<24 // one past the largest id
+	maxPiece   = 3             // bytes
 )
 
-// NewSim returns the builtin:sim tokenizer.
-func NewSim() *Sim { return &Sim{} }
+// New returns the builtin:sim tokenizer.
+func New() *Tokenizer { return &Tokenizer{} }
 
 // VocabSize is one past the largest token id.
-func (*Sim) VocabSize() int { return simVocabSize }
+func (*Tokenizer) VocabSize() int { return vocabSize }
 
 // EOS is the end-of-sequence token id.
-func (*Sim) EOS() int { return SimEOSID }
+func (*Tokenizer) EOS() int { return EOSID }
 
 // BOS is the beginning-of-sequence token id, added to completion prompts
 // when add_special_tokens is true.
-func (*Sim) BOS() int { return SimBOSID }
+func (*Tokenizer) BOS() int { return BOSID }
 
 // IsSpecial reports whether id is a special token.
-func (*Sim) IsSpecial(id int) bool { return id >= 0 && id < simFirstPiece }
+func (*Tokenizer) IsSpecial(id int) bool { return id >= 0 && id < firstPiece }
 
 // Encode appends the ids of text to dst and returns the extended slice.
 // Special token texts inside text are encoded as their special ids, as
 // vLLM does for text that contains them.
-func (t *Sim) Encode(dst []int, text string) []int {
+func (t *Tokenizer) Encode(dst []int, text string) []int {
 	for len(text) > 0 {
 		i, sp := nextSpecial(text)
 		dst = t.encodeText(dst, text[:i])
@@ -82,13 +87,13 @@ func (t *Sim) Encode(dst []int, text string) []int {
 			break
 		}
 		dst = append(dst, sp)
-		text = text[i+len(simSpecials[sp]):]
+		text = text[i+len(specials[sp]):]
 	}
 	return dst
 }
 
 // Count returns len(Encode(nil, text)) without building the slice.
-func (t *Sim) Count(text string) int {
+func (t *Tokenizer) Count(text string) int {
 	n := 0
 	for len(text) > 0 {
 		i, sp := nextSpecial(text)
@@ -97,9 +102,40 @@ func (t *Sim) Count(text string) int {
 			break
 		}
 		n++
-		text = text[i+len(simSpecials[sp]):]
+		text = text[i+len(specials[sp]):]
 	}
 	return n
+}
+
+// WithCache returns a builtin:sim tokenizer that keeps the ids of the pieces
+// it encodes, up to maxTokens tokens in all. Its pieces are the texts
+// between two special tokens at least 64 bytes long: a special token always
+// ends a piece, and whether a piece ends at a byte depends only on the text
+// to its left, so encoding starts afresh after every special token. With
+// maxTokens <= 0 the result has no cache.
+func (*Tokenizer) WithCache(maxTokens int) *Tokenizer {
+	return &Tokenizer{pieces: piececache.New(maxTokens)}
+}
+
+// CacheStats returns the piece cache's hits and misses, as the Hugging
+// Face tokenizer's CacheStats does.
+func (t *Tokenizer) CacheStats() (hits, misses uint64) { return t.pieces.Stats() }
+
+// encodeText encodes text without special tokens, through the piece cache
+// when there is one.
+func (t *Tokenizer) encodeText(dst []int, text string) []int {
+	if t.pieces == nil || len(text) < piececache.MinBytes {
+		return encodePieces(dst, text)
+	}
+	key := t.pieces.Key(text, false)
+	dst, ok := t.pieces.AppendCached(dst, key, text, false)
+	if ok {
+		return dst
+	}
+	n := len(dst)
+	dst = encodePieces(dst, text)
+	t.pieces.Put(key, text, false, dst[n:])
+	return dst
 }
 
 // nextSpecial finds the leftmost special token in text. It returns its byte
@@ -114,8 +150,8 @@ func nextSpecial(text string) (int, int) {
 		}
 		at := off + j
 		best := -1
-		for id, sp := range simSpecials {
-			if strings.HasPrefix(text[at:], sp) && (best < 0 || len(sp) > len(simSpecials[best])) {
+		for id, sp := range specials {
+			if strings.HasPrefix(text[at:], sp) && (best < 0 || len(sp) > len(specials[best])) {
 				best = id
 			}
 		}
@@ -145,7 +181,7 @@ func endsPiece(b byte) bool {
 func encodePieces(dst []int, text string) []int {
 	start := 0
 	for i := 0; i < len(text); i++ {
-		if i+1-start == simMaxPiece || endsPiece(text[i]) {
+		if i+1-start == maxPiece || endsPiece(text[i]) {
 			dst = append(dst, pieceID(text[start:i+1]))
 			start = i + 1
 		}
@@ -159,7 +195,7 @@ func encodePieces(dst []int, text string) []int {
 func countPieces(text string) int {
 	n, start := 0, 0
 	for i := 0; i < len(text); i++ {
-		if i+1-start == simMaxPiece || endsPiece(text[i]) {
+		if i+1-start == maxPiece || endsPiece(text[i]) {
 			n++
 			start = i + 1
 		}
@@ -174,46 +210,46 @@ func countPieces(text string) int {
 func pieceID(p string) int {
 	switch len(p) {
 	case 1:
-		return simBase1 + int(p[0])
+		return base1 + int(p[0])
 	case 2:
-		return simBase2 + (int(p[0])<<8 | int(p[1]))
+		return base2 + (int(p[0])<<8 | int(p[1]))
 	default:
-		return simBase3 + (int(p[0])<<16 | int(p[1])<<8 | int(p[2]))
+		return base3 + (int(p[0])<<16 | int(p[1])<<8 | int(p[2]))
 	}
 }
 
 // appendPiece appends the text of a valid non-special id to dst.
 func appendPiece(dst []byte, id int) []byte {
 	switch {
-	case id >= simBase3:
-		v := id - simBase3
+	case id >= base3:
+		v := id - base3
 		return append(dst, byte(v>>16), byte(v>>8), byte(v))
-	case id >= simBase2:
-		v := id - simBase2
+	case id >= base2:
+		v := id - base2
 		return append(dst, byte(v>>8), byte(v))
 	default:
-		return append(dst, byte(id-simBase1))
+		return append(dst, byte(id-base1))
 	}
 }
 
 // Valid reports whether id belongs to the vocabulary.
-func (*Sim) Valid(id int) bool { return id >= 0 && id < simVocabSize }
+func (*Tokenizer) Valid(id int) bool { return id >= 0 && id < vocabSize }
 
 // Decode returns the text of ids. Special tokens are left out when
 // skipSpecial is true, as vLLM's default skip_special_tokens does.
 // Ids outside the vocabulary are skipped; callers validate them first.
-func (t *Sim) Decode(ids []int, skipSpecial bool) string {
+func (t *Tokenizer) Decode(ids []int, skipSpecial bool) string {
 	return string(t.AppendDecoded(nil, ids, skipSpecial))
 }
 
 // AppendDecoded appends the text of ids to dst.
-func (t *Sim) AppendDecoded(dst []byte, ids []int, skipSpecial bool) []byte {
+func (t *Tokenizer) AppendDecoded(dst []byte, ids []int, skipSpecial bool) []byte {
 	for _, id := range ids {
 		switch {
-		case id < 0 || id >= simVocabSize:
-		case id < simFirstPiece:
+		case id < 0 || id >= vocabSize:
+		case id < firstPiece:
 			if !skipSpecial {
-				dst = append(dst, simSpecials[id]...)
+				dst = append(dst, specials[id]...)
 			}
 		default:
 			dst = appendPiece(dst, id)
