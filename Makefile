@@ -9,8 +9,8 @@ FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \
 	./internal/tokenize/simtok:FuzzSimEncode \
-	./internal/tokenize:FuzzHFEncode \
-	./internal/tokenize:FuzzHFScanners \
+	./internal/tokenize/hf:FuzzHFEncode \
+	./internal/tokenize/hf:FuzzHFScanners \
 	./internal/tokenize:FuzzChatRender \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \

@@ -15,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
@@ -52,7 +53,7 @@ func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.si
 // hfTokenizer is a Hugging Face tokenizer.json, and its chat template for
 // chat requests.
 type hfTokenizer struct {
-	hf   *tokenize.HF
+	hf   *hf.Tokenizer
 	chat *tokenize.ChatRenderer
 }
 
@@ -97,12 +98,12 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	hf, err := tokenize.LoadHF(dir)
+	tok, err := hf.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	hf = hf.WithCache(cacheTokens)
-	chat, err := hf.NewChatRenderer(tokenize.ChatOptions{
+	tok = tok.WithCache(cacheTokens)
+	chat, err := tokenize.NewChatRenderer(tok, tokenize.ChatOptions{
 		Template:      m.ChatTemplate,
 		ContentFormat: m.ChatTemplateContentFormat,
 		Kwargs:        json.RawMessage(m.ChatTemplateKwargs),
@@ -110,7 +111,7 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	return &modelTokenizer{tok: hfTokenizer{hf: hf, chat: chat}, blockSize: m.Blocks()}, nil
+	return &modelTokenizer{tok: hfTokenizer{hf: tok, chat: chat}, blockSize: m.Blocks()}, nil
 }
 
 var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)

@@ -6,30 +6,50 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ardanlabs/jinja"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // chatFamilies have chat templates and goldens in testdata/chat, written by
 // scripts/goldens/chat_goldens.py; llama2 there holds completion requests.
 var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"}
 
-// chatHF loads a family's tokenizer for the chat tests, or skips the test
-// when its files have not been fetched.
-func chatHF(t *testing.T, family string) *HF {
-	t.Helper()
-	dir := filepath.Join("..", "..", ".cache", "tokenizers", family)
+// chatHF loads a family's tokenizer for the chat tests, once for all of
+// them, or skips the test when its files have not been fetched.
+func chatHF(tb testing.TB, family string) *hf.Tokenizer {
+	tb.Helper()
+	dir := familyDir(family)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Skipf("%s: no tokenizer files in %s: run `make tokenizers` (make test fetches them first)", family, dir)
+		tb.Skipf("%s: no tokenizer files in %s: run `make tokenizers` (make test fetches them first)", family, dir)
 	}
-	return sharedHF(t, family)
+	if tok, ok := loaded.Load(family); ok {
+		return tok.(*hf.Tokenizer)
+	}
+	tok, err := hf.Load(dir)
+	if err != nil {
+		tb.Fatalf("hf.Load(%s): %v", family, err)
+	}
+	actual, _ := loaded.LoadOrStore(family, tok)
+	return actual.(*hf.Tokenizer)
+}
+
+var loaded sync.Map // family → *hf.Tokenizer, shared by the chat tests
+
+// familyDir is where `make tokenizers` puts a family's files.
+func familyDir(family string) string {
+	return filepath.Join("..", "..", ".cache", "tokenizers", family)
 }
 
 type chatGolden struct {
@@ -106,8 +126,8 @@ var lenientErrors = []string{"UndefinedError:", "TypeError:"}
 func TestChatGoldens(t *testing.T) {
 	for _, fam := range chatFamilies {
 		t.Run(fam, func(t *testing.T) {
-			hf := chatHF(t, fam)
-			r, err := hf.NewChatRenderer(ChatOptions{})
+			tok := chatHF(t, fam)
+			r, err := NewChatRenderer(tok, ChatOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +140,7 @@ func TestChatGoldens(t *testing.T) {
 				var text string
 				if err == nil {
 					if text, err = r.Render(p.Chat); err == nil {
-						ids = hf.Encode(nil, text, p.AddSpecial)
+						ids = tok.Encode(nil, text, p.AddSpecial)
 					}
 				}
 				var ue *UnsupportedError
@@ -146,7 +166,7 @@ func TestChatGoldens(t *testing.T) {
 					matched = append(matched, goldenIDs{fmt.Sprintf("#%d %s", i, g.Request), text, p.AddSpecial, g.IDs})
 				}
 			}
-			t.Run("cached", func(t *testing.T) { checkGoldensCached(t, hf, matched) })
+			t.Run("cached", func(t *testing.T) { checkGoldensCached(t, tok, matched) })
 			t.Logf("%s: %d golden requests: %d match, %d rendered where Python raised %v, %d refused as %s",
 				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, ReasonControl)
 			if len(goldens) < 150 || ok < len(goldens)*9/10 {
@@ -161,10 +181,10 @@ func TestChatGoldens(t *testing.T) {
 func TestChatSpecialTokens(t *testing.T) {
 	for _, fam := range append(slices.Clone(chatFamilies), "llama2") {
 		t.Run(fam, func(t *testing.T) {
-			hf := chatHF(t, fam)
+			tok := chatHF(t, fam)
 			head, _ := readChatGoldens(t, fam)
 			got := map[string]any{}
-			for k, v := range hf.specialTokenVars() {
+			for k, v := range specialTokenVars(tok.ChatConfig()) {
 				if v.IsList() {
 					var items []any
 					for _, it := range v.AsList().Items {
@@ -185,7 +205,7 @@ func TestChatSpecialTokens(t *testing.T) {
 // TestCompletionGoldens: Llama 2 completion prompts, with and without
 // add_special_tokens, then again through a piece cache, cold and warm.
 func TestCompletionGoldens(t *testing.T) {
-	hf := chatHF(t, "llama2")
+	tok := chatHF(t, "llama2")
 	_, goldens := readChatGoldens(t, "llama2")
 	var all []goldenIDs
 	for i, g := range goldens {
@@ -193,7 +213,7 @@ func TestCompletionGoldens(t *testing.T) {
 		if err != nil {
 			t.Fatalf("#%d %s: %v", i, g.Request, err)
 		}
-		if got := hf.Encode(nil, p.Text, p.AddSpecial); !slices.Equal(got, g.IDs) {
+		if got := tok.Encode(nil, p.Text, p.AddSpecial); !slices.Equal(got, g.IDs) {
 			t.Errorf("#%d %s: ids %v, want %v", i, g.Request, got, g.IDs)
 		}
 		all = append(all, goldenIDs{fmt.Sprintf("#%d %s", i, g.Request), p.Text, p.AddSpecial, g.IDs})
@@ -201,7 +221,7 @@ func TestCompletionGoldens(t *testing.T) {
 	if len(goldens) < 50 {
 		t.Errorf("only %d goldens", len(goldens))
 	}
-	t.Run("cached", func(t *testing.T) { checkGoldensCached(t, hf, all) })
+	t.Run("cached", func(t *testing.T) { checkGoldensCached(t, tok, all) })
 }
 
 func TestDetectContentFormat(t *testing.T) {
@@ -234,9 +254,9 @@ func TestDetectContentFormat(t *testing.T) {
 	}
 	// The real templates.
 	for fam, want := range map[string]string{"qwen3": FormatString, "llama3_1": FormatString, "deepseek_v3": FormatString, "gemma3": FormatOpenAI} {
-		hf := chatHF(t, fam)
+		tok := chatHF(t, fam)
 		var src string
-		if err := json.Unmarshal(hf.chatTemplate, &src); err != nil {
+		if err := json.Unmarshal(tok.ChatConfig().Template, &src); err != nil {
 			t.Fatal(err)
 		}
 		if got := DetectContentFormat(src); got != want {
@@ -248,11 +268,11 @@ func TestDetectContentFormat(t *testing.T) {
 // renderWith renders body with a template of ours and a fixed clock.
 func renderWith(t *testing.T, tmpl string, opts ChatOptions, body string) (string, error) {
 	t.Helper()
-	hf := &HF{chatTemplate: json.RawMessage(mustJSON(t, tmpl)), specialTokens: []specialToken{{"bos_token", "<s>"}}}
+	cfg := hf.ChatConfig{Template: json.RawMessage(mustJSON(t, tmpl)), SpecialTokens: []hf.SpecialToken{{Attr: "bos_token", Content: "<s>"}}}
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }
 	}
-	r, err := hf.NewChatRenderer(opts)
+	r, err := newChatRenderer(nil, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,8 +421,8 @@ func TestChatTemplateFunctions(t *testing.T) {
 
 func TestChatNamedTemplates(t *testing.T) {
 	named := `[{"name":"default","template":"D"},{"name":"tool_use","template":"T"}]`
-	hf := &HF{chatTemplate: json.RawMessage(named)}
-	r, err := hf.NewChatRenderer(ChatOptions{})
+	cfg := hf.ChatConfig{Template: json.RawMessage(named)}
+	r, err := newChatRenderer(nil, cfg, ChatOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,16 +440,16 @@ func TestChatNamedTemplates(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", body, got, err, want)
 		}
 	}
-	r, err = hf.NewChatRenderer(ChatOptions{Template: "tool_use"})
+	r, err = newChatRenderer(nil, cfg, ChatOptions{Template: "tool_use"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, err := r.Render(&Chat{RawMessages: []json.RawMessage{json.RawMessage(`{"role":"user","content":"x"}`)}}); err != nil || got != "T" {
 		t.Errorf("option tool_use: %q, %v", got, err)
 	}
-	if _, err := (&HF{}).NewChatRenderer(ChatOptions{}); err != nil {
+	if _, err := NewChatRenderer(&hf.Tokenizer{}, ChatOptions{}); err != nil {
 		t.Fatal(err)
-	} else if r, _ := (&HF{}).NewChatRenderer(ChatOptions{}); true {
+	} else if r, _ := NewChatRenderer(&hf.Tokenizer{}, ChatOptions{}); true {
 		if _, err := r.Render(&Chat{}); !errors.Is(err, ErrNoChatTemplate) {
 			t.Errorf("no template: %v, want ErrNoChatTemplate", err)
 		}
@@ -439,8 +459,8 @@ func TestChatNamedTemplates(t *testing.T) {
 // TestChatReusesContents: the renderer takes the contents the parser
 // decoded, for the bytes they were decoded from only.
 func TestChatReusesContents(t *testing.T) {
-	hf := &HF{chatTemplate: json.RawMessage(`"{% for m in messages %}{{ m.content }};{% endfor %}"`)}
-	r, err := hf.NewChatRenderer(ChatOptions{})
+	cfg := hf.ChatConfig{Template: json.RawMessage(`"{% for m in messages %}{{ m.content }};{% endfor %}"`)}
+	r, err := newChatRenderer(nil, cfg, ChatOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +504,7 @@ func jinjaToJSON(v jinja.Value) (string, error) {
 // template renders (reading only tokenizer_config.json, so that workers
 // start fast), and a synthetic one; the text of the family the first
 // argument picks (chatFamilies, modulo their number) is also tokenized and
-// checked as FuzzHFEncode checks text (fuzzTokenizer.check), the input
+// checked as FuzzHFEncode checks text (tokenizetest's Families.Check), the input
 // skipped there when that family's tokenizer files are missing.
 func FuzzChatRender(f *testing.F) {
 	type renderer struct {
@@ -494,14 +514,11 @@ func FuzzChatRender(f *testing.F) {
 	opts := ChatOptions{Now: func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }}
 	var renderers []renderer
 	for i, fam := range chatFamilies {
-		dir := filepath.Join("..", "..", ".cache", "tokenizers", fam)
-		cfg, err := readHFConfig(filepath.Join(dir, "tokenizer_config.json"))
+		cfg, err := hf.LoadChatConfig(familyDir(fam))
 		if err != nil || cfg == nil {
 			continue // not fetched: the synthetic template below still runs
 		}
-		hf := &HF{}
-		cfg.chatInfo(hf)
-		r, err := hf.NewChatRenderer(opts)
+		r, err := newChatRenderer(nil, *cfg, opts)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -513,15 +530,15 @@ func FuzzChatRender(f *testing.F) {
 			}
 		}
 	}
-	hf := &HF{chatTemplate: json.RawMessage(`"{% for m in messages %}{% for p in m.content %}{{ p | tojson }}{% endfor %}{{ m.tool_calls | tojson }}{% endfor %}{{ tools }}{{ documents }}"`)}
-	r, err := hf.NewChatRenderer(opts)
+	cfg := hf.ChatConfig{Template: json.RawMessage(`"{% for m in messages %}{% for p in m.content %}{{ p | tojson }}{% endfor %}{{ m.tool_calls | tojson }}{% endfor %}{{ tools }}{{ documents }}"`)}
+	r, err := newChatRenderer(nil, cfg, opts)
 	if err != nil {
 		f.Fatal(err)
 	}
 	renderers = append(renderers, renderer{"", r})
 	f.Add(uint8(0), []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{"function":{"name":"f"}}]}`))
 	f.Add(uint8(1), []byte(`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{\\"a\\": [1.0, {\\"b\\": 1e400}]}"}}]}],"continue_final_message":true,"add_generation_prompt":false}`))
-	var tokenizers fuzzTokenizers
+	tokenizers := tokenizetest.Families[*hf.Tokenizer]{Load: chatHF}
 	f.Fuzz(func(t *testing.T, family uint8, body []byte) {
 		if len(body) > 1<<14 {
 			return
@@ -548,7 +565,135 @@ func FuzzChatRender(f *testing.F) {
 			}
 		}
 		if rendered {
-			tokenizers.get(t, picked).check(t, text)
+			tokenizers.Check(t, picked, text)
 		}
+	})
+}
+
+// goldenIDs is a text and the ids a golden gives for it.
+type goldenIDs struct {
+	name    string // names the golden in failures
+	text    string
+	special bool // add_special_tokens
+	ids     []int
+}
+
+// checkGoldensCached encodes goldens through one piece cache as a gateway
+// does, token for token: cold (an empty cache, where a piece is encoded the
+// first time and found when a later golden repeats it), warm (the same
+// cache, the same order) and warm again in another order, so that each
+// golden takes pieces that others put. The cache keeps everything, so warm
+// passes must find every piece.
+func checkGoldensCached(t *testing.T, tok *hf.Tokenizer, goldens []goldenIDs) {
+	t.Helper()
+	c := tok.WithCache(4 << 20)
+	inOrder := make([]int, len(goldens))
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	shuffled := rand.New(rand.NewPCG(7, 8)).Perm(len(goldens))
+	for _, pass := range []struct {
+		name  string
+		order []int
+	}{{"cold", inOrder}, {"warm", inOrder}, {"warm_shuffled", shuffled}} {
+		_, missesBefore := c.CacheStats()
+		failed := 0
+		for _, i := range pass.order {
+			g := goldens[i]
+			if got := c.Encode(nil, g.text, g.special); !slices.Equal(got, g.ids) {
+				if failed++; failed <= 10 {
+					t.Errorf("%s: %s: Encode(%q, %v) with cache\n got %v\nwant %v", pass.name, g.name, g.text, g.special, got, g.ids)
+				}
+			}
+		}
+		if failed > 0 {
+			t.Errorf("%s: %d of %d goldens differ", pass.name, failed, len(goldens))
+		}
+		if _, misses := c.CacheStats(); pass.name != "cold" && misses != missesBefore {
+			t.Errorf("%s: %d pieces missed, want all found", pass.name, misses-missesBefore)
+		}
+	}
+	hits, misses := c.CacheStats()
+	if hits == 0 {
+		t.Errorf("CacheStats() = %d hits, %d misses: no golden has a piece the cache keeps", hits, misses)
+	}
+	t.Logf("%d goldens, 3 passes: %d pieces found, %d encoded", len(goldens), hits, misses)
+}
+
+// BenchmarkChatRequest8k is the whole edge path of an 8,000-token chat
+// request with Qwen3: the body parsed, the chat template rendered, the text
+// tokenized. cold uses an empty piece cache each time; warm one that has
+// seen the same request (BenchmarkHFChat8k's warm-system covers a seen
+// system prompt before new turns).
+func BenchmarkChatRequest8k(b *testing.B) {
+	tok := chatHF(b, "qwen3")
+	chunks, _ := tokenizetest.Corpus(b)
+	var lines []string
+	for _, c := range chunks {
+		lines = append(lines, strings.SplitAfter(c, "\n")...)
+	}
+	take := func(tokens int) string {
+		var sb strings.Builder
+		for n := 0; n < tokens; {
+			sb.WriteString(lines[0])
+			n += len(tok.Encode(nil, lines[0], false))
+			lines = lines[1:]
+		}
+		return sb.String()
+	}
+	system := take(5000)
+	var turns []string
+	for range 5 {
+		turns = append(turns, take(600))
+	}
+	body := func(tag string) []byte {
+		msgs := []map[string]string{{"role": "system", "content": system}}
+		for i, t := range turns {
+			msgs = append(msgs, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": tag + t})
+		}
+		out, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "chat_template_kwargs": map[string]bool{"enable_thinking": false}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	same := body("")
+	renderer := func(b *testing.B, c *hf.Tokenizer) *ChatRenderer {
+		r, err := NewChatRenderer(c, ChatOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	encode := func(b *testing.B, r *ChatRenderer, req []byte) int {
+		p, err := ParseChatRequest(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids, err := r.ChatIDs(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return len(ids)
+	}
+	n := encode(b, renderer(b, tok), same)
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer() // the gateway builds its renderer once, at start
+			r := renderer(b, tok.WithCache(4<<20))
+			b.StartTimer()
+			encode(b, r, same)
+		}
+		b.ReportMetric(float64(n), "tokens")
+	})
+	b.Run("warm", func(b *testing.B) {
+		r := renderer(b, tok.WithCache(4<<20))
+		encode(b, r, same)
+		b.ReportAllocs()
+		for b.Loop() {
+			encode(b, r, same)
+		}
+		b.ReportMetric(float64(n), "tokens")
 	})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
@@ -58,7 +59,8 @@ func badRequest(format string, args ...any) error {
 // prepares them (transformers' apply_chat_template over Jinja2) and
 // tokenizes the result. It is safe for concurrent use.
 type ChatRenderer struct {
-	hf       *HF
+	tok      *hf.Tokenizer
+	special  hf.ChatConfig            // the special tokens the template sees
 	single   *chatTemplate            // the template, when there is one
 	named    map[string]*chatTemplate // named templates ("default", "tool_use"), when there are several
 	format   string                   // FormatAuto, FormatString or FormatOpenAI
@@ -125,10 +127,16 @@ func hasPyOnlySpace(v jinja.Value) bool {
 	return false
 }
 
-// NewChatRenderer returns a renderer for h's chat template (from
+// NewChatRenderer returns a renderer for tok's chat template (from
 // tokenizer_config.json) with opts.
-func (h *HF) NewChatRenderer(opts ChatOptions) (*ChatRenderer, error) {
-	r := &ChatRenderer{hf: h, now: opts.Now}
+func NewChatRenderer(tok *hf.Tokenizer, opts ChatOptions) (*ChatRenderer, error) {
+	return newChatRenderer(tok, tok.ChatConfig(), opts)
+}
+
+// newChatRenderer returns a renderer of the chat template and special
+// tokens of cfg that encodes with tok.
+func newChatRenderer(tok *hf.Tokenizer, cfg hf.ChatConfig, opts ChatOptions) (*ChatRenderer, error) {
+	r := &ChatRenderer{tok: tok, special: cfg, now: opts.Now}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -140,7 +148,7 @@ func (h *HF) NewChatRenderer(opts ChatOptions) (*ChatRenderer, error) {
 	default:
 		return nil, fmt.Errorf("chat template content format %q: want auto, string or openai", opts.ContentFormat)
 	}
-	named, single, err := parseChatTemplates(h.chatTemplate)
+	named, single, err := parseChatTemplates(cfg.Template)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +187,7 @@ func (h *HF) NewChatRenderer(opts ChatOptions) (*ChatRenderer, error) {
 // parseChatTemplates reads tokenizer_config.json's chat_template: a string,
 // or a list of {"name", "template"} objects.
 func parseChatTemplates(raw json.RawMessage) (named map[string]string, single string, err error) {
-	if isNull(raw) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return nil, "", nil
 	}
 	if err := json.Unmarshal(raw, &single); err == nil {
@@ -230,7 +238,7 @@ func (r *ChatRenderer) ChatIDs(p *Prompt) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.hf.Encode(nil, text, p.AddSpecial), nil
+	return r.tok.Encode(nil, text, p.AddSpecial), nil
 }
 
 // apply_chat_template parameters that a chat_template_kwargs key set
@@ -323,7 +331,7 @@ func (r *ChatRenderer) Render(c *Chat) (string, error) {
 
 	// The template's variables: special tokens, kwargs, then what
 	// apply_chat_template passes itself.
-	vars := r.hf.specialTokenVars()
+	vars := specialTokenVars(r.special)
 	for _, k := range kw.OrderedKeys() {
 		if inertParams[k] {
 			continue
@@ -426,14 +434,14 @@ func pyStr(v jinja.Value) string {
 
 // specialTokenVars are transformers' special_tokens_map: each special token
 // attribute that is set, and additional_special_tokens when not empty.
-func (h *HF) specialTokenVars() map[string]jinja.Value {
-	vars := make(map[string]jinja.Value, len(h.specialTokens)+8)
-	for _, st := range h.specialTokens {
-		vars[st.attr] = jinja.NewString(st.content)
+func specialTokenVars(cfg hf.ChatConfig) map[string]jinja.Value {
+	vars := make(map[string]jinja.Value, len(cfg.SpecialTokens)+8)
+	for _, st := range cfg.SpecialTokens {
+		vars[st.Attr] = jinja.NewString(st.Content)
 	}
-	if len(h.additionalSpecial) > 0 {
-		items := make([]jinja.Value, len(h.additionalSpecial))
-		for i, s := range h.additionalSpecial {
+	if len(cfg.AdditionalSpecialTokens) > 0 {
+		items := make([]jinja.Value, len(cfg.AdditionalSpecialTokens))
+		for i, s := range cfg.AdditionalSpecialTokens {
 			items[i] = jinja.NewString(s)
 		}
 		vars["additional_special_tokens"] = jinja.NewList(items)

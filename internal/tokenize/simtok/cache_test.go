@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
@@ -84,13 +85,13 @@ func BenchmarkSimChat8k(b *testing.B) {
 
 // loadQwen3 loads Qwen3's tokenizer, or skips the benchmark when `make
 // tokenizers` has not fetched its files.
-func loadQwen3(b *testing.B) *tokenize.HF {
+func loadQwen3(b *testing.B) *hf.Tokenizer {
 	b.Helper()
 	dir := filepath.Join("..", "..", "..", ".cache", "tokenizers", "qwen3")
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		b.Skipf("qwen3: no tokenizer files in %s (run `make tokenizers`)", dir)
 	}
-	tok, err := tokenize.LoadHF(dir)
+	tok, err := hf.Load(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

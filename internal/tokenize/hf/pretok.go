@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
@@ -67,10 +67,10 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		return list, byteLevel, nil
 	case "Split":
 		var c struct {
-			Type     string    `json:"type"`
-			Pattern  hfPattern `json:"pattern"`
-			Behavior string    `json:"behavior"`
-			Invert   bool      `json:"invert"`
+			Type     string      `json:"type"`
+			Pattern  patternJSON `json:"pattern"`
+			Behavior string      `json:"behavior"`
+			Invert   bool        `json:"invert"`
 		}
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return nil, false, fmt.Errorf("%s: %w", path, err)
@@ -97,7 +97,7 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		p := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace}
 		if c.UseRegex {
 			pat := patGPT2
-			m, err := newMatcher(hfPattern{Regex: &pat})
+			m, err := newMatcher(patternJSON{Regex: &pat})
 			if err != nil {
 				return nil, false, fmt.Errorf("%s: %w", path, err)
 			}

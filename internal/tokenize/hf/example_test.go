@@ -1,4 +1,4 @@
-package tokenize_test
+package hf_test
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 )
 
-func ExampleLoadHF() {
+func ExampleLoad() {
 	// A directory as a model repository has it: tokenizer.json, and
 	// tokenizer_config.json for the transformers class (here a Llama one,
 	// which adds BOS when special tokens are asked for).
@@ -31,7 +31,7 @@ func ExampleLoadHF() {
 		log.Fatal(err)
 	}
 
-	tok, err := tokenize.LoadHF(dir)
+	tok, err := hf.Load(dir)
 	if err != nil {
 		log.Fatal(err)
 	}

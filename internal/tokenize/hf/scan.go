@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"unicode"
@@ -9,7 +9,7 @@ import (
 // returns exactly the matches regexp2 returns for its pattern, character
 // classes included (regexp2's \s is unicode.IsSpace and its \p{..} are the
 // unicode package's tables), except that characters new in Unicode 17 are in
-// no class, as for tokenizers' Oniguruma (see hfunicode.go). They run several
+// no class, as for tokenizers' Oniguruma (see unicode.go). They run several
 // times faster. TestHFScanners and FuzzHFScanners compare them with regexp2.
 
 // Patterns with a scanner, as they appear in tokenizer.json.
@@ -91,7 +91,7 @@ func init() {
 
 func classOfSlow(r rune) uint8 {
 	var c uint8
-	if unicode.Is(hfRegexUnassigned, r) {
+	if unicode.Is(regexUnassigned, r) {
 		return 0
 	}
 	switch {

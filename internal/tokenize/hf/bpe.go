@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
@@ -54,7 +54,7 @@ func newBPE(raw json.RawMessage, byteLevel bool) (*bpe, error) {
 	if typ != "BPE" {
 		return nil, fmt.Errorf("model: type %q: %w (only BPE is implemented)", typ, ErrUnsupported)
 	}
-	var m hfModel
+	var m modelJSON
 	if err := strictUnmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
@@ -6,32 +6,33 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// hfConfig is what LoadHF reads of tokenizer_config.json: what transformers
+// config is what Load reads of tokenizer_config.json: what transformers
 // 4.x changes in the tokenizer it builds from tokenizer.json.
-type hfConfig struct {
-	TokenizerClass     string                   `json:"tokenizer_class"`
-	AddBOSToken        *bool                    `json:"add_bos_token"`
-	AddEOSToken        *bool                    `json:"add_eos_token"`
-	AddPrefixSpace     *bool                    `json:"add_prefix_space"`
-	SplitSpecialTokens bool                     `json:"split_special_tokens"`
-	FromSlow           bool                     `json:"from_slow"`
-	AddedTokensDecoder map[string]hfConfigToken `json:"added_tokens_decoder"`
-	Additional         []hfConfigToken          `json:"additional_special_tokens"`
-	Extra              map[string]hfConfigToken `json:"extra_special_tokens"`
-	ChatTemplate       json.RawMessage          `json:"chat_template"`
+type config struct {
+	TokenizerClass     string                 `json:"tokenizer_class"`
+	AddBOSToken        *bool                  `json:"add_bos_token"`
+	AddEOSToken        *bool                  `json:"add_eos_token"`
+	AddPrefixSpace     *bool                  `json:"add_prefix_space"`
+	SplitSpecialTokens bool                   `json:"split_special_tokens"`
+	FromSlow           bool                   `json:"from_slow"`
+	AddedTokensDecoder map[string]configToken `json:"added_tokens_decoder"`
+	Additional         []configToken          `json:"additional_special_tokens"`
+	Extra              map[string]configToken `json:"extra_special_tokens"`
+	ChatTemplate       json.RawMessage        `json:"chat_template"`
 
-	class    hfClass
-	specials map[string]*hfConfigToken // by attribute (bos_token …), with the class defaults; nil: none
+	class    tokenizerClass
+	specials map[string]*configToken // by attribute (bos_token …), with the class defaults; nil: none
 }
 
-// hfConfigToken is a token in tokenizer_config.json: a string, or an
+// configToken is a token in tokenizer_config.json: a string, or an
 // AddedToken object.
-type hfConfigToken struct {
+type configToken struct {
 	Content    string `json:"content"`
 	SingleWord bool   `json:"single_word"`
 	LStrip     bool   `json:"lstrip"`
@@ -40,27 +41,27 @@ type hfConfigToken struct {
 	Special    *bool  `json:"special"`
 }
 
-func (c *hfConfigToken) UnmarshalJSON(data []byte) error {
+func (c *configToken) UnmarshalJSON(data []byte) error {
 	var s string
 	if err := json.Unmarshal(data, &s); err == nil {
-		*c = hfConfigToken{Content: s}
+		*c = configToken{Content: s}
 		return nil
 	}
-	type plain hfConfigToken
+	type plain configToken
 	var p plain
 	if err := json.Unmarshal(data, &p); err != nil {
 		return err
 	}
-	*c = hfConfigToken(p)
+	*c = configToken(p)
 	return nil
 }
 
 // specialAttrs are transformers' SPECIAL_TOKENS_ATTRIBUTES, in order.
 var specialAttrs = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
 
-// hfClass is what a transformers 4.x fast tokenizer class does beyond
+// tokenizerClass is what a transformers 4.x fast tokenizer class does beyond
 // PreTrainedTokenizerFast, as far as encoding is concerned.
-type hfClass struct {
+type tokenizerClass struct {
 	// defaults are the constructor's special tokens (by attribute), used
 	// when tokenizer_config.json does not set them; transformers adds
 	// those the vocabulary lacks as special tokens.
@@ -77,10 +78,10 @@ type hfClass struct {
 
 const endOfText = "<|endoftext|>"
 
-// hfClasses are the supported tokenizer_class values, without "Fast"
-// (AutoTokenizer takes the fast class either way). LoadHF refuses others:
+// tokenizerClasses are the supported tokenizer_class values, without "Fast"
+// (AutoTokenizer takes the fast class either way). Load refuses others:
 // their constructors may change the tokenizer in ways not reproduced here.
-var hfClasses = map[string]hfClass{
+var tokenizerClasses = map[string]tokenizerClass{
 	"PreTrainedTokenizer": {},
 	"GPT2Tokenizer":       {defaults: map[string]string{"unk_token": endOfText, "bos_token": endOfText, "eos_token": endOfText}},
 	"Qwen2Tokenizer":      {defaults: map[string]string{"unk_token": endOfText, "eos_token": endOfText, "pad_token": endOfText}},
@@ -98,7 +99,7 @@ var hfClasses = map[string]hfClass{
 	},
 }
 
-func readHFConfig(path string) (*hfConfig, error) {
+func readConfig(path string) (*config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -106,15 +107,15 @@ func readHFConfig(path string) (*hfConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := parseHFConfig(data)
+	cfg, err := parseConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer_config.json: %w", err)
 	}
 	return cfg, nil
 }
 
-func parseHFConfig(data []byte) (*hfConfig, error) {
-	var cfg hfConfig
+func parseConfig(data []byte) (*config, error) {
+	var cfg config
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 		return nil, err
 	}
 	name := strings.TrimSuffix(cfg.TokenizerClass, "Fast")
-	class, ok := hfClasses[name]
+	class, ok := tokenizerClasses[name]
 	if !ok {
 		return nil, fmt.Errorf("tokenizer_class %q: %w", cfg.TokenizerClass, ErrUnsupported)
 	}
@@ -134,16 +135,16 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 	if cfg.AddPrefixSpace != nil && name == "LlamaTokenizer" {
 		return nil, fmt.Errorf("add_prefix_space with %s: %w (transformers then converts the slow tokenizer)", cfg.TokenizerClass, ErrUnsupported)
 	}
-	cfg.specials = map[string]*hfConfigToken{}
+	cfg.specials = map[string]*configToken{}
 	for _, k := range specialAttrs {
 		v, ok := raw[k]
 		switch {
 		case !ok:
 			if def, ok := class.defaults[k]; ok {
-				cfg.specials[k] = &hfConfigToken{Content: def}
+				cfg.specials[k] = &configToken{Content: def}
 			}
 		case !isNull(v):
-			var tok hfConfigToken
+			var tok configToken
 			if err := json.Unmarshal(v, &tok); err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -156,7 +157,7 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 // overridePrefixSpace applies PreTrainedTokenizerFast's rule: a top-level
 // pre-tokenizer with an add_prefix_space different from the tokenizer's
 // (tokenizer_config.json's, false by default) gets the tokenizer's.
-func (c *hfConfig) overridePrefixSpace(raw json.RawMessage) (json.RawMessage, error) {
+func (c *config) overridePrefixSpace(raw json.RawMessage) (json.RawMessage, error) {
 	if isNull(raw) {
 		return raw, nil
 	}
@@ -189,8 +190,8 @@ func (c *hfConfig) overridePrefixSpace(raw json.RawMessage) (json.RawMessage, er
 // addTokens adds what transformers adds from tokenizer_config.json: entries
 // of added_tokens_decoder that differ from the tokenizer's (by content or any
 // flag), then special tokens the tokenizer lacks.
-func (c *hfConfig) addTokens(t *HF) error {
-	var specialList []hfConfigToken
+func (c *config) addTokens(t *Tokenizer) error {
+	var specialList []configToken
 	for _, k := range specialAttrs {
 		if tok := c.specials[k]; tok != nil {
 			specialList = append(specialList, *tok)
@@ -246,7 +247,7 @@ func (c *hfConfig) addTokens(t *HF) error {
 
 // added converts a config token to an added token; a plain string gets
 // tokenizers' AddedToken defaults (normalized unless special).
-func (ct hfConfigToken) added(special bool) addedToken {
+func (ct configToken) added(special bool) addedToken {
 	tok := addedToken{content: ct.Content, singleWord: ct.SingleWord, lstrip: ct.LStrip, rstrip: ct.RStrip, special: special}
 	if ct.Special != nil {
 		tok.special = *ct.Special || special
@@ -261,7 +262,7 @@ func (ct hfConfigToken) added(special bool) addedToken {
 // overridePostProcessor is update_post_processor of the template classes:
 // "<bos>:0 $A:0 <eos>:0" with the tokens add_bos_token and add_eos_token
 // ask for.
-func (c *hfConfig) overridePostProcessor(t *HF) error {
+func (c *config) overridePostProcessor(t *Tokenizer) error {
 	if !c.class.template {
 		return nil
 	}
@@ -301,19 +302,53 @@ func (c *hfConfig) overridePostProcessor(t *HF) error {
 	return nil
 }
 
-// chatInfo gives t what its chat templates read of the config: the
-// template, and the special tokens as transformers' special_tokens_map has
-// them (attributes whose token is set and not empty, extra_special_tokens
-// included).
-func (c *hfConfig) chatInfo(t *HF) {
-	t.chatTemplate = c.ChatTemplate
+// ChatConfig is what chat templates read of a model's
+// tokenizer_config.json.
+type ChatConfig struct {
+	// Template is chat_template as written: a string, a list of
+	// {"name", "template"} objects, or nil when absent.
+	Template json.RawMessage
+	// SpecialTokens are the special tokens as transformers'
+	// special_tokens_map has them: each attribute (bos_token …) whose
+	// token is set and not empty, extra_special_tokens included.
+	SpecialTokens []SpecialToken
+	// AdditionalSpecialTokens are additional_special_tokens.
+	AdditionalSpecialTokens []string
+}
+
+// SpecialToken is a special token attribute (bos_token …) and its text.
+type SpecialToken struct{ Attr, Content string }
+
+// ChatConfig returns what t's chat templates read of its
+// tokenizer_config.json; empty without one. Its slices are shared: do not
+// modify them.
+func (t *Tokenizer) ChatConfig() ChatConfig { return t.chat }
+
+// LoadChatConfig reads dir/tokenizer_config.json for its ChatConfig alone,
+// without loading the tokenizer; nil when the file is absent. Its errors
+// are Load's for the same file.
+func LoadChatConfig(dir string) (*ChatConfig, error) {
+	cfg, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	if cfg == nil {
+		return nil, nil
+	}
+	cc := cfg.chatConfig()
+	return &cc, nil
+}
+
+// chatConfig is the ChatConfig of the config.
+func (c *config) chatConfig() ChatConfig {
+	cc := ChatConfig{Template: c.ChatTemplate}
 	for _, k := range specialAttrs {
 		if tok := c.specials[k]; tok != nil && tok.Content != "" {
-			t.specialTokens = append(t.specialTokens, specialToken{attr: k, content: tok.Content})
+			cc.SpecialTokens = append(cc.SpecialTokens, SpecialToken{Attr: k, Content: tok.Content})
 		}
 	}
 	for _, tok := range c.Additional {
-		t.additionalSpecial = append(t.additionalSpecial, tok.Content)
+		cc.AdditionalSpecialTokens = append(cc.AdditionalSpecialTokens, tok.Content)
 	}
 	// extra_special_tokens become attributes too (Gemma 3's image_token).
 	extra := make([]string, 0, len(c.Extra))
@@ -323,7 +358,8 @@ func (c *hfConfig) chatInfo(t *HF) {
 	sort.Strings(extra)
 	for _, k := range extra {
 		if tok := c.Extra[k]; tok.Content != "" {
-			t.specialTokens = append(t.specialTokens, specialToken{attr: k, content: tok.Content})
+			cc.SpecialTokens = append(cc.SpecialTokens, SpecialToken{Attr: k, Content: tok.Content})
 		}
 	}
+	return cc
 }

@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"slices"
@@ -11,16 +11,16 @@ import (
 
 // tokenizers' Unicode data is older than Go's: its regexes (Oniguruma) know
 // Unicode 16, its normalizers (unicode-normalization-alignments) about
-// Unicode 9. The generated tables in hfunicode_table.go list the characters
+// Unicode 9. The generated tables in unicode_table.go list the characters
 // whose classes or normalization differ, so this package can see them as
 // tokenizers does:
 //
-//   - hfRegexUnassigned: characters the scanners of hfscan.go and
+//   - regexUnassigned: characters the scanners of scan.go and
 //     single_word matching (Rust's regex crate, also Unicode 16) treat as
 //     unassigned (in no class). Patterns run by regexp2 still use Go's
 //     tables; the Digits pre-tokenizer uses Rust's char::is_numeric, whose
 //     tables are Unicode 17 like Go's.
-//   - hfNormUnknown: characters tokenizers' normalizers do not know (no
+//   - normUnassigned: characters tokenizers' normalizers do not know (no
 //     decomposition, combining class 0). Normalization treats them as
 //     barriers that pass through unchanged, and undoes compositions into
 //     them.
@@ -30,8 +30,8 @@ import (
 // row. Text with long runs of combining marks is normalized by
 // normalizeExact instead.
 
-// hfNormalize normalizes s to form as tokenizers does.
-func hfNormalize(form norm.Form, s string) string {
+// normalize normalizes s to form as tokenizers does.
+func normalize(form norm.Form, s string) string {
 	if isASCII(s) {
 		return s
 	}
@@ -48,11 +48,11 @@ func hfNormalize(form norm.Form, s string) string {
 		if !isNormUnknown(r) {
 			continue
 		}
-		hfNormalizeSegment(&b, form, s[start:i], long)
+		normalizeSegment(&b, form, s[start:i], long)
 		b.WriteRune(r)
 		start = i + utf8.RuneLen(r)
 	}
-	hfNormalizeSegment(&b, form, s[start:], long)
+	normalizeSegment(&b, form, s[start:], long)
 	return b.String()
 }
 
@@ -85,12 +85,12 @@ func hasLongNonStarterRun(s string) bool {
 	return false
 }
 
-// hfNormalizeSegment appends the normalization of a stretch without unknown
+// normalizeSegment appends the normalization of a stretch without unknown
 // characters. Go may still compose into a character tokenizers does not
 // know (all such characters are new composites of new scripts, whose parts
 // compose with nothing else); tokenizers leaves the parts decomposed, in
 // canonical order with the marks that follow.
-func hfNormalizeSegment(b *strings.Builder, form norm.Form, s string, long bool) {
+func normalizeSegment(b *strings.Builder, form norm.Form, s string, long bool) {
 	if s == "" {
 		return
 	}
@@ -115,7 +115,7 @@ func hfNormalizeSegment(b *strings.Builder, form norm.Form, s string, long bool)
 	b.WriteString(string(rs))
 }
 
-func isNormUnknown(r rune) bool { return r >= 0x300 && unicode.Is(hfNormUnknown, r) }
+func isNormUnknown(r rune) bool { return r >= 0x300 && unicode.Is(normUnassigned, r) }
 
 // ccc is the canonical combining class of r as tokenizers knows it.
 func ccc(r rune) uint8 {

@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"sort"
@@ -171,7 +171,7 @@ func (v *addedVocab) findMatches(dst []span, s string, trie *addedTrie) []span {
 // isWordChar is the Unicode \w of Rust's regex crate: Alphabetic, marks,
 // decimal digits, connector punctuation and the joiners.
 func isWordChar(r rune) bool {
-	if unicode.Is(hfRegexUnassigned, r) {
+	if unicode.Is(regexUnassigned, r) {
 		return false
 	}
 	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.Is(unicode.Nd, r) ||

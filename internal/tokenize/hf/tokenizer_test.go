@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"bufio"
@@ -26,15 +26,15 @@ import (
 	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
-// hfFamilies are the tokenizers fetched by `make tokenizers`
-// (scripts/tokenizers.lock) with goldens in testdata/hf.
-var hfFamilies = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"}
+// families are the tokenizers fetched by `make tokenizers`
+// (scripts/tokenizers.lock) with goldens in testdata.
+var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"}
 
-// hfDir is the directory of a family's tokenizer files. When they are missing
+// familyDir is the directory of a family's tokenizer files. When they are missing
 // the test fails, or is skipped under -short.
-func hfDir(tb testing.TB, family string) string {
+func familyDir(tb testing.TB, family string) string {
 	tb.Helper()
-	dir := filepath.Join("..", "..", ".cache", "tokenizers", family)
+	dir := filepath.Join("..", "..", "..", ".cache", "tokenizers", family)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		if testing.Short() {
 			tb.Skipf("%s: no tokenizer files (run `make tokenizers`)", family)
@@ -44,34 +44,34 @@ func hfDir(tb testing.TB, family string) string {
 	return dir
 }
 
-var hfShared sync.Map // family → *HF, shared by tests that do not need a cold tokenizer
+var shared sync.Map // family → *Tokenizer, shared by tests that do not need a cold tokenizer
 
-func sharedHF(tb testing.TB, family string) *HF {
+func sharedTokenizer(tb testing.TB, family string) *Tokenizer {
 	tb.Helper()
-	dir := hfDir(tb, family)
-	if t, ok := hfShared.Load(family); ok {
-		return t.(*HF)
+	dir := familyDir(tb, family)
+	if t, ok := shared.Load(family); ok {
+		return t.(*Tokenizer)
 	}
-	t, err := LoadHF(dir)
+	t, err := Load(dir)
 	if err != nil {
-		tb.Fatalf("LoadHF(%s): %v", family, err)
+		tb.Fatalf("Load(%s): %v", family, err)
 	}
-	actual, _ := hfShared.LoadOrStore(family, t)
-	return actual.(*HF)
+	actual, _ := shared.LoadOrStore(family, t)
+	return actual.(*Tokenizer)
 }
 
-type hfGolden struct {
+type golden struct {
 	Text       string `json:"text"`
 	IDs        []int  `json:"ids"`
 	IDsSpecial []int  `json:"ids_special"`
 }
 
-// readGoldens reads testdata/hf/<family>.jsonl.gz, or the same file under
+// readGoldens reads testdata/<family>.jsonl.gz, or the same file under
 // $HF_GOLDENS_DIR: scripts/goldens/tokenizer_goldens.py --seed N --out DIR
 // writes more goldens to check without committing them.
-func readGoldens(tb testing.TB, family string) []hfGolden {
+func readGoldens(tb testing.TB, family string) []golden {
 	tb.Helper()
-	dir := filepath.Join("testdata", "hf")
+	dir := "testdata"
 	if d := os.Getenv("HF_GOLDENS_DIR"); d != "" {
 		dir = d
 	}
@@ -85,11 +85,11 @@ func readGoldens(tb testing.TB, family string) []hfGolden {
 	if err != nil {
 		tb.Fatalf("%s: %v", path, err)
 	}
-	var out []hfGolden
+	var out []golden
 	sc := bufio.NewScanner(zr)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
-		var g hfGolden
+		var g golden
 		if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
 			tb.Fatalf("%s:%d: %v", path, len(out)+1, err)
 		}
@@ -104,10 +104,10 @@ func readGoldens(tb testing.TB, family string) []hfGolden {
 // TestHFGoldens compares every golden string token for token, first with an
 // empty word cache (cold), then again on the same tokenizer (warm).
 func TestHFGoldens(t *testing.T) {
-	for _, family := range hfFamilies {
+	for _, family := range families {
 		t.Run(family, func(t *testing.T) {
 			t.Parallel()
-			tok := sharedHF(t, family)
+			tok := sharedTokenizer(t, family)
 			tok.model.cache.reset() // cold
 			goldens := readGoldens(t, family)
 			if len(goldens) < 3000 {
@@ -141,9 +141,9 @@ func TestHFGoldens(t *testing.T) {
 // goroutine, with a warm word cache.
 func BenchmarkHFEncode(b *testing.B) {
 	chunks, size := tokenizetest.Corpus(b)
-	for _, family := range hfFamilies {
+	for _, family := range families {
 		b.Run(family, func(b *testing.B) {
-			tok := sharedHF(b, family)
+			tok := sharedTokenizer(b, family)
 			var dst []int
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -180,7 +180,7 @@ func TestHFEncodeCases(t *testing.T) {
 		{"gemma3", "Hello world", true, []int{2, 9259, 1902}},
 	}
 	for _, tt := range tests {
-		tok := sharedHF(t, tt.family)
+		tok := sharedTokenizer(t, tt.family)
 		if got := tok.Encode(nil, tt.text, tt.special); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: Encode(%q, %v) = %v, want %v", tt.family, tt.text, tt.special, got, tt.want)
 		}
@@ -202,9 +202,9 @@ func TestHFGoldenCases(t *testing.T) {
 		"long_run":       strings.Repeat("a", 300),
 		"space_run":      "x" + strings.Repeat(" ", 100) + "y",
 	}
-	for _, family := range hfFamilies {
-		tok := sharedHF(t, family)
-		byText := map[string]hfGolden{}
+	for _, family := range families {
+		tok := sharedTokenizer(t, family)
+		byText := map[string]golden{}
 		for _, g := range readGoldens(t, family) {
 			byText[g.Text] = g
 		}
@@ -228,7 +228,7 @@ func TestHFDecode(t *testing.T) {
 		"tabs\tand\nnewlines\r\n", "<|im_start|>user\nhi<|im_end|>",
 	}
 	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"} {
-		tok := sharedHF(t, family)
+		tok := sharedTokenizer(t, family)
 		for _, text := range texts {
 			if got := tok.Decode(tok.Encode(nil, text, false)); got != text {
 				t.Errorf("%s: Decode(Encode(%q)) = %q", family, text, got)
@@ -237,7 +237,7 @@ func TestHFDecode(t *testing.T) {
 	}
 	// Llama 2 strips the space its normalizer prepends; special tokens
 	// break that, as they do in tokenizers.
-	llama2 := sharedHF(t, "llama2")
+	llama2 := sharedTokenizer(t, "llama2")
 	for _, tt := range []struct{ text, want string }{
 		{"Hello world", "Hello world"},
 		{" hello", " hello"},
@@ -257,7 +257,7 @@ func TestHFDecode(t *testing.T) {
 		t.Errorf("llama2: Decode(<0xE3><0xE3>) = %q, want two U+FFFD", got)
 	}
 	// Byte-level: a cut UTF-8 sequence is one U+FFFD (Rust's from_utf8_lossy).
-	qwen := sharedHF(t, "qwen3")
+	qwen := sharedTokenizer(t, "qwen3")
 	ids := qwen.Encode(nil, "𠀀", false) // three byte tokens
 	for k := 1; k < len(ids); k++ {
 		if got := qwen.Decode(ids[:k]); got != "\uFFFD" {
@@ -271,7 +271,7 @@ func TestHFDecode(t *testing.T) {
 
 // TestHFInvalidUTF8 checks that invalid bytes encode as U+FFFD would.
 func TestHFInvalidUTF8(t *testing.T) {
-	tok := sharedHF(t, "qwen3")
+	tok := sharedTokenizer(t, "qwen3")
 	for _, tt := range []struct{ in, as string }{
 		{"a\xffb", "a\uFFFDb"},
 		{"\xe3\x81", "\uFFFD\uFFFD"},
@@ -286,7 +286,7 @@ func TestHFInvalidUTF8(t *testing.T) {
 // TestHFConcurrent encodes from several goroutines at once on one tokenizer;
 // under -race it checks the word cache and scratch pools.
 func TestHFConcurrent(t *testing.T) {
-	tok := sharedHF(t, "llama3_1")
+	tok := sharedTokenizer(t, "llama3_1")
 	goldens := readGoldens(t, "llama3_1")
 	var wg sync.WaitGroup
 	errs := make(chan string, 4)
@@ -322,9 +322,9 @@ func TestHFSynthetic(t *testing.T) {
 	}
 	for _, st := range data.Tokenizers {
 		t.Run(st.Name, func(t *testing.T) {
-			tok, err := newHF(st.Tokenizer, nil)
+			tok, err := newTokenizer(st.Tokenizer, nil)
 			if err != nil {
-				t.Fatalf("newHF: %v", err)
+				t.Fatalf("newTokenizer: %v", err)
 			}
 			failed := 0
 			for i, text := range data.Texts {
@@ -368,9 +368,9 @@ func TestHFConfigs(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), c.Config, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			tok, err := LoadHF(dir)
+			tok, err := Load(dir)
 			if err != nil {
-				t.Fatalf("LoadHF(config %s): %v", c.Config, err)
+				t.Fatalf("Load(config %s): %v", c.Config, err)
 			}
 			for j, want := range c.IDs {
 				text := data.Texts[j]
@@ -385,7 +385,7 @@ func TestHFConfigs(t *testing.T) {
 	}
 }
 
-// TestLoadHFRefusesConfig checks tokenizer_config.json settings LoadHF cannot
+// TestLoadHFRefusesConfig checks tokenizer_config.json settings Load cannot
 // follow.
 func TestLoadHFRefusesConfig(t *testing.T) {
 	for _, cfg := range []string{
@@ -403,13 +403,13 @@ func TestLoadHFRefusesConfig(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := LoadHF(dir); !errors.Is(err, ErrUnsupported) {
-			t.Errorf("LoadHF with %s = %v, want ErrUnsupported", cfg, err)
+		if _, err := Load(dir); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("Load with %s = %v, want ErrUnsupported", cfg, err)
 		}
 	}
 }
 
-type hfSynthetic struct {
+type syntheticData struct {
 	Texts      []string `json:"texts"`
 	Tokenizers []struct {
 		Name       string          `json:"name"`
@@ -426,10 +426,10 @@ type hfSynthetic struct {
 	} `json:"configs"`
 }
 
-// readSynthetic reads testdata/hf/synthetic.json.gz (or $HF_GOLDENS_DIR's).
-func readSynthetic(t *testing.T) *hfSynthetic {
+// readSynthetic reads testdata/synthetic.json.gz (or $HF_GOLDENS_DIR's).
+func readSynthetic(t *testing.T) *syntheticData {
 	t.Helper()
-	dir := filepath.Join("testdata", "hf")
+	dir := "testdata"
 	if d := os.Getenv("HF_GOLDENS_DIR"); d != "" {
 		dir = d
 	}
@@ -442,7 +442,7 @@ func readSynthetic(t *testing.T) *hfSynthetic {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data hfSynthetic
+	var data syntheticData
 	if err := json.NewDecoder(zr).Decode(&data); err != nil {
 		t.Fatal(err)
 	}
@@ -502,9 +502,9 @@ func TestLoadHFRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newHF(withComponent(t, tt.key, tt.value), nil)
+			_, err := newTokenizer(withComponent(t, tt.key, tt.value), nil)
 			if err == nil {
-				t.Fatalf("newHF with %s %s: no error", tt.key, tt.value)
+				t.Fatalf("newTokenizer with %s %s: no error", tt.key, tt.value)
 			}
 			if errors.Is(err, ErrUnsupported) != tt.unsupported {
 				t.Errorf("errors.Is(%v, ErrUnsupported) = %v, want %v", err, !tt.unsupported, tt.unsupported)
@@ -521,7 +521,7 @@ func TestLoadHFRefuses(t *testing.T) {
 func TestLoadHFMergeForms(t *testing.T) {
 	for _, merges := range []string{`["a b"]`, `[["a","b"]]`, `["#version: 0.2","a b"]`} {
 		model := `{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":false,"vocab":{"a":0,"b":1,"ab":2,"c":3},"merges":` + merges + `}`
-		tok, err := newHF(withComponent(t, "model", model), nil)
+		tok, err := newTokenizer(withComponent(t, "model", model), nil)
 		if err != nil {
 			t.Fatalf("merges %s: %v", merges, err)
 		}
@@ -532,131 +532,9 @@ func TestLoadHFMergeForms(t *testing.T) {
 }
 
 func TestLoadHFMissing(t *testing.T) {
-	_, err := LoadHF(t.TempDir())
+	_, err := Load(t.TempDir())
 	if !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("LoadHF(empty dir) = %v, want fs.ErrNotExist", err)
-	}
-}
-
-// fuzzTokenizer is a family's tokenizer as the fuzz targets check it.
-type fuzzTokenizer struct {
-	family string
-	tok    *HF
-	maxID  int    // every id is below
-	sep    string // the added token of the lowest id, which ends a piece
-}
-
-// fuzzTokenizers loads the families' tokenizers for the fuzz targets, each
-// on the first input that picks it, so that a fuzz worker reads only those
-// it uses. Safe for concurrent use.
-type fuzzTokenizers struct {
-	mu sync.Mutex
-	m  map[string]*fuzzTokenizer // guarded by mu
-}
-
-// get returns family's tokenizer, or skips the test when `make tokenizers`
-// has not fetched its files.
-func (ft *fuzzTokenizers) get(t *testing.T, family string) *fuzzTokenizer {
-	t.Helper()
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	if f := ft.m[family]; f != nil {
-		return f
-	}
-	tok := familyHF(t, family)
-	f := &fuzzTokenizer{family: family, tok: tok, maxID: len(tok.model.tokens)}
-	sepID := int32(-1)
-	for id, a := range tok.added.byID {
-		f.maxID = max(f.maxID, int(id)+1)
-		if sepID < 0 || id < sepID {
-			sepID, f.sep = id, a.content
-		}
-	}
-	if f.sep == "" {
-		t.Fatalf("%s: no added tokens", family)
-	}
-	if ft.m == nil {
-		ft.m = map[string]*fuzzTokenizer{}
-	}
-	ft.m[family] = f
-	return f
-}
-
-// roundTrips reports whether the family's Decode gives back s from its
-// encoding without special tokens. The byte-level families (Qwen3, Llama
-// 3.1, DeepSeek V3) keep every valid UTF-8 text, Qwen3 once NFC normalized.
-// Gemma 3 and Llama 2 write spaces as "▁" and decode every "▁" as a space,
-// so a "▁" of the text comes back as a space. Llama 2 also prepends "▁" to
-// each stretch of text between added tokens, and its decoder strips only
-// the first, as tokenizers' does ("a</s>b" decodes as "a</s> b").
-func (f *fuzzTokenizer) roundTrips(s string) bool {
-	if !utf8.ValidString(s) {
-		return false // encoded as if each invalid byte were U+FFFD
-	}
-	switch f.family {
-	case "qwen3":
-		return norm.NFC.IsNormalString(s)
-	case "llama3_1", "deepseek_v3":
-		return true
-	case "gemma3":
-		return !strings.Contains(s, "▁")
-	case "llama2":
-		if strings.Contains(s, "▁") {
-			return false
-		}
-		for a := range f.tok.added.byContent {
-			if strings.Contains(s, a) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// check encodes s and checks what holds for every family: Encode appends
-// to dst, ids are in the vocabulary, special tokens only wrap the plain
-// encoding, a piece cache changes nothing (a new cache: s cold, then warm,
-// then sep+s+sep+s, where s is a piece not at the start, missed once and
-// found once), and Decode gives back s where the family guarantees it
-// (roundTrips).
-func (f *fuzzTokenizer) check(t *testing.T, s string) {
-	t.Helper()
-	ids := f.tok.Encode([]int{-7}, s, false)
-	if ids[0] != -7 {
-		t.Fatalf("%s: Encode overwrote dst", f.family)
-	}
-	ids = ids[1:]
-	for _, id := range ids {
-		if id < 0 || id >= f.maxID {
-			t.Fatalf("%s: Encode(%q): id %d out of range", f.family, s, id)
-		}
-	}
-	special := f.tok.Encode(nil, s, true)
-	if want := slices.Concat(f.tok.prefix, ids, f.tok.suffix); !slices.Equal(special, want) {
-		t.Fatalf("%s: Encode(%q, true) = %v, want %v", f.family, s, special, want)
-	}
-	twice := f.sep + s + f.sep + s
-	twiceIDs := f.tok.Encode(nil, twice, false)
-	c := f.tok.WithCache(1 << 16)
-	for _, tt := range []struct {
-		pass, text string
-		special    bool
-		want       []int
-	}{
-		{"cold", s, false, ids},
-		{"warm", s, false, ids},
-		{"warm", s, true, special},
-		{"after_added_token", twice, false, twiceIDs},
-	} {
-		if got := c.Encode(nil, tt.text, tt.special); !slices.Equal(got, tt.want) {
-			t.Fatalf("%s: %s: Encode(%q, %v) with cache = %v, without %v", f.family, tt.pass, tt.text, tt.special, got, tt.want)
-		}
-	}
-	if f.roundTrips(s) {
-		if got := f.tok.Decode(ids); got != s {
-			t.Fatalf("%s: Decode(Encode(%q)) = %q", f.family, s, got)
-		}
+		t.Errorf("Load(empty dir) = %v, want fs.ErrNotExist", err)
 	}
 }
 
@@ -678,12 +556,13 @@ func fuzzPieceSeeds(family string) []string {
 }
 
 // FuzzHFEncode encodes arbitrary text with the tokenizer of the family the
-// first argument picks (hfFamilies, modulo their number), skipping the
+// first argument picks (families, modulo their number), skipping the
 // input when that family's files are missing, and checks the properties of
-// fuzzTokenizer.check: no panic, ids in the vocabulary, the same ids with a
-// piece cache, and the text back from Decode where the family keeps it.
+// tokenizetest's Families.Check: no panic, ids in the vocabulary, the same
+// ids with a piece cache, and the text back from Decode where the family
+// keeps it.
 func FuzzHFEncode(f *testing.F) {
-	for i, family := range hfFamilies {
+	for i, family := range families {
 		for _, s := range []string{"", "Hello, world!", "<|im_start|>user\nhi<|im_end|>", "cafe\u0301 日本語 😀",
 			"\xff\xfe", "  \n\t ", "'S 'll 123456", "<0x41>", strings.Repeat("ab ", 50), "a▁b ▁", " </s>x<s>"} {
 			f.Add(uint8(i), s)
@@ -692,12 +571,12 @@ func FuzzHFEncode(f *testing.F) {
 			f.Add(uint8(i), s)
 		}
 	}
-	var tokenizers fuzzTokenizers
+	tokenizers := tokenizetest.Families[*Tokenizer]{Load: familyTokenizer}
 	f.Fuzz(func(t *testing.T, family uint8, s string) {
 		if len(s) > 4096 {
 			s = s[:4096]
 		}
-		tokenizers.get(t, hfFamilies[int(family)%len(hfFamilies)]).check(t, s)
+		tokenizers.Check(t, families[int(family)%len(families)], s)
 	})
 }
 
@@ -725,7 +604,7 @@ func randomScanText(r *rand.Rand) string {
 // new in Unicode 17, which the scanners (like tokenizers) see as unassigned.
 func checkScanner(t *testing.T, pattern string, re, scan matcher, s string) {
 	t.Helper()
-	if strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(hfRegexUnassigned, r) }) {
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(regexUnassigned, r) }) {
 		return
 	}
 	want := re.find(nil, s)
@@ -762,7 +641,7 @@ func TestHFScanners(t *testing.T) {
 // correct but slower.
 func TestHFScannersUsed(t *testing.T) {
 	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3"} {
-		tok := sharedHF(t, family)
+		tok := sharedTokenizer(t, family)
 		for i, pt := range tok.pre {
 			if sp, ok := pt.(*splitPre); ok {
 				if _, ok := sp.m.(scanMatcher); !ok {
@@ -796,11 +675,11 @@ func FuzzHFScanners(f *testing.F) {
 	})
 }
 
-var update = flag.Bool("update", false, "rewrite hfunicode_table.go from testdata/hf/unicode.json.gz")
+var update = flag.Bool("update", false, "rewrite unicode_table.go from testdata/unicode.json.gz")
 
-// hfUnicodeData is testdata/hf/unicode.json.gz: tokenizers' view of every
+// unicodeData is testdata/unicode.json.gz: tokenizers' view of every
 // code point, written by scripts/goldens/tokenizer_goldens.py.
-type hfUnicodeData struct {
+type unicodeData struct {
 	CCCProbe []string                     `json:"ccc_probe"`
 	Classes  map[string][][2]rune         `json:"classes"`
 	Norm     map[string]map[string]string `json:"norm"`
@@ -808,11 +687,11 @@ type hfUnicodeData struct {
 
 // TestHFUnicodeTables derives the characters whose regex classes and
 // normalization differ between tokenizers and Go from tokenizers' view,
-// checks hfunicode_table.go lists exactly those (rewrite it with -update),
+// checks unicode_table.go lists exactly those (rewrite it with -update),
 // and checks that normalization with the tables reproduces tokenizers on
 // every probe.
 func TestHFUnicodeTables(t *testing.T) {
-	f, err := os.Open(filepath.Join("testdata", "hf", "unicode.json.gz"))
+	f, err := os.Open(filepath.Join("testdata", "unicode.json.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -821,7 +700,7 @@ func TestHFUnicodeTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data hfUnicodeData
+	var data unicodeData
 	if err := json.NewDecoder(zr).Decode(&data); err != nil {
 		t.Fatal(err)
 	}
@@ -886,18 +765,18 @@ func TestHFUnicodeTables(t *testing.T) {
 		}
 	}
 	if len(normUnknown) > 0 && normUnknown[0] < 0x300 {
-		t.Errorf("%U: hfNormalize skips the table below U+0300", normUnknown[0])
+		t.Errorf("%U: normalize skips the table below U+0300", normUnknown[0])
 	}
 
-	src := hfUnicodeTableSource(slices.Compact(slices.Sorted(slices.Values(regexNew))), normUnknown)
-	const path = "hfunicode_table.go"
+	src := unicodeTableSource(slices.Compact(slices.Sorted(slices.Values(regexNew))), normUnknown)
+	const path = "unicode_table.go"
 	if *update {
 		if err := os.WriteFile(path, src, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if have, err := os.ReadFile(path); err != nil || !bytes.Equal(have, src) {
-		t.Fatalf("%s is out of date (err %v): run go test ./internal/tokenize -run TestHFUnicodeTables -update", path, err)
+		t.Fatalf("%s is out of date (err %v): run go test ./internal/tokenize/hf -run TestHFUnicodeTables -update", path, err)
 	}
 
 	// With the tables, normalization matches tokenizers on every probe.
@@ -907,24 +786,24 @@ func TestHFUnicodeTables(t *testing.T) {
 		}
 		s := string(r)
 		for name, form := range forms {
-			if got, want := hfNormalize(form, s), hfNorm(name, s, r); got != want {
+			if got, want := normalize(form, s), hfNorm(name, s, r); got != want {
 				t.Errorf("%s(%U) = %+q, tokenizers %+q", name, r, got, want)
 			}
 		}
-		if got, want := hfNormalize(norm.NFC, probe(r)), hfNorm("ccc_probe", probe(r), r); got != want {
+		if got, want := normalize(norm.NFC, probe(r)), hfNorm("ccc_probe", probe(r), r); got != want {
 			t.Errorf("NFC(%+q) = %+q, tokenizers %+q", probe(r), got, want)
 		}
 	}
 }
 
-// hfUnicodeTableSource formats hfunicode_table.go.
-func hfUnicodeTableSource(regexNew, normUnknown []rune) []byte {
+// unicodeTableSource formats unicode_table.go.
+func unicodeTableSource(regexNew, normUnknown []rune) []byte {
 	var b bytes.Buffer
-	b.WriteString("// Code generated by TestHFUnicodeTables -update from testdata/hf/unicode.json.gz; DO NOT EDIT.\n\npackage tokenize\n\nimport \"unicode\"\n\n")
-	b.WriteString("// hfRegexUnassigned are the characters Go's unicode tables put in \\p{L}, \\p{N},\n// \\p{P}, \\p{S}, \\p{M} or \\s and tokenizers' regexes do not.\n")
-	writeRangeTable(&b, "hfRegexUnassigned", regexNew)
-	b.WriteString("\n// hfNormUnknown are the characters tokenizers' normalizers treat as unassigned.\n")
-	writeRangeTable(&b, "hfNormUnknown", normUnknown)
+	b.WriteString("// Code generated by TestHFUnicodeTables -update from testdata/unicode.json.gz; DO NOT EDIT.\n\npackage hf\n\nimport \"unicode\"\n\n")
+	b.WriteString("// regexUnassigned are the characters Go's unicode tables put in \\p{L}, \\p{N},\n// \\p{P}, \\p{S}, \\p{M} or \\s and tokenizers' regexes do not.\n")
+	writeRangeTable(&b, "regexUnassigned", regexNew)
+	b.WriteString("\n// normUnassigned are the characters tokenizers' normalizers treat as unassigned.\n")
+	writeRangeTable(&b, "normUnassigned", normUnknown)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		panic(err)
@@ -973,9 +852,9 @@ func writeRangeTable(b *bytes.Buffer, name string, rs []rune) {
 // shared.
 func BenchmarkHFEncodeCold(b *testing.B) {
 	chunks, size := tokenizetest.Corpus(b)
-	for _, family := range hfFamilies {
+	for _, family := range families {
 		b.Run(family, func(b *testing.B) {
-			tok := sharedHF(b, family)
+			tok := sharedTokenizer(b, family)
 			var dst []int
 			b.SetBytes(int64(size))
 			b.ReportAllocs()

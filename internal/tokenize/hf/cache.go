@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import "github.com/inferrail/inferrail/internal/tokenize/piececache"
 
@@ -28,7 +28,7 @@ import "github.com/inferrail/inferrail/internal/tokenize/piececache"
 //
 // The result shares t's vocabulary and the word cache of its BPE model, but
 // not its piece cache: each call makes a new, empty one.
-func (t *HF) WithCache(maxTokens int) *HF {
+func (t *Tokenizer) WithCache(maxTokens int) *Tokenizer {
 	c := *t
 	c.pieces = piececache.New(maxTokens)
 	return &c
@@ -37,4 +37,4 @@ func (t *HF) WithCache(maxTokens int) *HF {
 // CacheStats returns how many pieces Encode found in the piece cache (hits)
 // and how many it had to encode (misses) since WithCache. Pieces too short
 // to cache are not counted; without a cache both are 0.
-func (t *HF) CacheStats() (hits, misses uint64) { return t.pieces.Stats() }
+func (t *Tokenizer) CacheStats() (hits, misses uint64) { return t.pieces.Stats() }

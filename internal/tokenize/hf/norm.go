@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
@@ -70,9 +70,9 @@ func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 		return prependNorm(c.Prepend), nil
 	case "Replace":
 		var c struct {
-			Type    string    `json:"type"`
-			Pattern hfPattern `json:"pattern"`
-			Content string    `json:"content"`
+			Type    string      `json:"type"`
+			Pattern patternJSON `json:"pattern"`
+			Content string      `json:"content"`
 		}
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -98,7 +98,7 @@ func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 
 type unicodeNorm struct{ form norm.Form }
 
-func (n unicodeNorm) normalize(s string) string { return hfNormalize(n.form, s) }
+func (n unicodeNorm) normalize(s string) string { return normalize(n.form, s) }
 
 type normSequence []normalizer
 

@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ type matcher interface {
 // literally; a Regex pattern is Oniguruma syntax, which regexp2 (a .NET-style
 // backtracking engine) reads the same way for the constructs tokenizers use:
 // lookahead, \p{..} classes, (?i:..) groups, possessive-free alternations.
-// Patterns with a hand-written scanner (hfscan.go) use it instead; tests check
+// Patterns with a hand-written scanner (scan.go) use it instead; tests check
 // the two agree.
-func newMatcher(p hfPattern) (matcher, error) {
+func newMatcher(p patternJSON) (matcher, error) {
 	switch {
 	case p.String != nil && p.Regex != nil:
 		return nil, fmt.Errorf("both String and Regex")

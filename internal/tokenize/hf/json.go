@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"bytes"
@@ -8,24 +8,24 @@ import (
 	"strings"
 )
 
-// ErrUnsupported is wrapped by LoadHF errors for tokenizer.json components (or
+// ErrUnsupported is wrapped by Load errors for tokenizer.json components (or
 // options of them) that this package does not implement. Such a tokenizer is
 // refused rather than approximated: one wrong token shifts every later block hash.
 var ErrUnsupported = errors.New("unsupported")
 
-// hfFile is the top level of tokenizer.json. Components stay raw until their
+// tokenizerJSON is the top level of tokenizer.json. Components stay raw until their
 // "type" is known. Truncation and padding are ignored: transformers resets
 // them on every call and vLLM truncates only when a request asks for it.
-type hfFile struct {
-	AddedTokens   []hfAddedToken  `json:"added_tokens"`
-	Normalizer    json.RawMessage `json:"normalizer"`
-	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-	PostProcessor json.RawMessage `json:"post_processor"`
-	Decoder       json.RawMessage `json:"decoder"`
-	Model         json.RawMessage `json:"model"`
+type tokenizerJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         json.RawMessage  `json:"model"`
 }
 
-type hfAddedToken struct {
+type addedTokenJSON struct {
 	ID         int    `json:"id"`
 	Content    string `json:"content"`
 	SingleWord bool   `json:"single_word"`
@@ -35,14 +35,14 @@ type hfAddedToken struct {
 	Special    bool   `json:"special"`
 }
 
-// hfPattern is the {"String": ...} or {"Regex": ...} of Split and Replace.
-type hfPattern struct {
+// patternJSON is the {"String": ...} or {"Regex": ...} of Split and Replace.
+type patternJSON struct {
 	String *string `json:"String"`
 	Regex  *string `json:"Regex"`
 }
 
-// hfModel is the "model" object; only BPE is implemented.
-type hfModel struct {
+// modelJSON is the "model" object; only BPE is implemented.
+type modelJSON struct {
 	Type                    string         `json:"type"`
 	Dropout                 *float64       `json:"dropout"`
 	UnkToken                *string        `json:"unk_token"`
@@ -52,13 +52,13 @@ type hfModel struct {
 	ByteFallback            bool           `json:"byte_fallback"`
 	IgnoreMerges            bool           `json:"ignore_merges"`
 	Vocab                   map[string]int `json:"vocab"`
-	Merges                  hfMerges       `json:"merges"`
+	Merges                  mergesJSON     `json:"merges"`
 }
 
-// hfMerges holds merges written either as "a b" strings or as ["a", "b"] pairs.
-type hfMerges [][2]string
+// mergesJSON holds merges written either as "a b" strings or as ["a", "b"] pairs.
+type mergesJSON [][2]string
 
-func (m *hfMerges) UnmarshalJSON(data []byte) error {
+func (m *mergesJSON) UnmarshalJSON(data []byte) error {
 	rest := bytes.TrimLeft(data, " \t\r\n")
 	if len(rest) > 0 && rest[0] == '[' {
 		rest = bytes.TrimLeft(rest[1:], " \t\r\n")

@@ -1,11 +1,13 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -13,7 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/tokenize/piececache"
 )
 
-// HF is a Hugging Face tokenizer read from a tokenizer.json (and the
+// Tokenizer is a Hugging Face tokenizer read from a tokenizer.json (and the
 // tokenizer_config.json beside it). It produces the token ids that
 // transformers' AutoTokenizer computes for the same directory, which is what
 // vLLM uses: tokenizer(text, add_special_tokens=...)["input_ids"].
@@ -24,11 +26,11 @@ import (
 // Replace, Strip and Sequence, the pre-tokenizers Split, ByteLevel,
 // Metaspace, Digits and Sequence, the post-processors TemplateProcessing,
 // ByteLevel and Sequence, and the decoders ByteLevel, Metaspace, Replace,
-// ByteFallback, Fuse, Strip and Sequence. LoadHF refuses anything else with
+// ByteFallback, Fuse, Strip and Sequence. Load refuses anything else with
 // an error wrapping ErrUnsupported.
 //
-// An *HF is safe for concurrent use.
-type HF struct {
+// An *Tokenizer is safe for concurrent use.
+type Tokenizer struct {
 	norm      normalizer     // nil: none
 	pre       []preTokenizer // in order; ByteLevel, if any, last
 	byteLevel bool           // the model's vocabulary is in raw bytes
@@ -39,28 +41,20 @@ type HF struct {
 	prefix, suffix []int
 	dec            decoder // nil: tokens are joined with spaces
 
-	// From tokenizer_config.json, for chat templates: chat_template as
-	// written, the special tokens that are set (transformers'
-	// special_tokens_map) and additional_special_tokens.
-	chatTemplate      json.RawMessage
-	specialTokens     []specialToken
-	additionalSpecial []string
+	chat ChatConfig // from tokenizer_config.json, for chat templates
 
 	pieces  *piececache.Cache // nil: no piece cache (see WithCache)
-	scratch *sync.Pool        // *hfScratch; shared with the tokenizers WithCache makes
+	scratch *sync.Pool        // *encodeScratch; shared with the tokenizers WithCache makes
 }
 
-// specialToken is a special token attribute (bos_token …) and its text.
-type specialToken struct{ attr, content string }
-
-// hfScratch holds the buffers of one Encode call.
-type hfScratch struct {
+// encodeScratch holds the buffers of one Encode call.
+type encodeScratch struct {
 	spans, normSpans []span
 	pieces, next     []piece
 	split            splitScratch
 }
 
-// LoadHF reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
+// Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
 // Without the config it encodes as the tokenizers library alone does.
 //
 // With it, as transformers 4.x does when it loads the directory (vLLM requires
@@ -70,31 +64,31 @@ type hfScratch struct {
 // the Llama, Gemma and GPT-NeoX tokenizer classes, replace the
 // post-processor by one built from add_bos_token and add_eos_token. Classes
 // whose constructors do more (CodeLlama, Cohere) are refused.
-func LoadHF(dir string) (*HF, error) {
+func Load(dir string) (*Tokenizer, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	cfg, err := readHFConfig(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	t, err := newHF(data, cfg)
+	t, err := newTokenizer(data, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
 	}
 	return t, nil
 }
 
-// newHF builds a tokenizer from the bytes of tokenizer.json and the parsed
+// newTokenizer builds a tokenizer from the bytes of tokenizer.json and the parsed
 // tokenizer_config.json. Without a config (nil) it behaves as the bare
 // tokenizers library; with one, as transformers.
-func newHF(data []byte, cfg *hfConfig) (*HF, error) {
-	var f hfFile
+func newTokenizer(data []byte, cfg *config) (*Tokenizer, error) {
+	var f tokenizerJSON
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	t := &HF{}
+	t := &Tokenizer{}
 	var err error
 	if t.norm, err = newNormalizer("normalizer", f.Normalizer); err != nil {
 		return nil, err
@@ -136,9 +130,9 @@ func newHF(data []byte, cfg *hfConfig) (*HF, error) {
 		if err := cfg.overridePostProcessor(t); err != nil {
 			return nil, err
 		}
-		cfg.chatInfo(t)
+		t.chat = cfg.chatConfig()
 	}
-	t.scratch = &sync.Pool{New: func() any { return new(hfScratch) }}
+	t.scratch = &sync.Pool{New: func() any { return new(encodeScratch) }}
 	return t, nil
 }
 
@@ -148,14 +142,14 @@ func newHF(data []byte, cfg *hfConfig) (*HF, error) {
 //
 // Text that is not valid UTF-8 is encoded as if each invalid byte were
 // U+FFFD, which is how encoding/json decodes such bytes in a request.
-func (t *HF) Encode(dst []int, text string, addSpecialTokens bool) []int {
+func (t *Tokenizer) Encode(dst []int, text string, addSpecialTokens bool) []int {
 	if !utf8.ValidString(text) {
 		text = replaceInvalidUTF8(text)
 	}
 	if addSpecialTokens {
 		dst = append(dst, t.prefix...)
 	}
-	sc := t.scratch.Get().(*hfScratch)
+	sc := t.scratch.Get().(*encodeScratch)
 	sc.spans = t.added.findMatches(sc.spans[:0], text, t.added.raw)
 	for _, sp := range sc.spans {
 		if sp.id >= 0 {
@@ -189,7 +183,7 @@ func (t *HF) Encode(dst []int, text string, addSpecialTokens bool) []int {
 // matched before normalization): it normalizes it, cuts out the normalized
 // added tokens, and pre-tokenizes and encodes the rest. start is true when
 // the segment begins the text.
-func (t *HF) encodeSegment(dst []int, seg string, start bool, sc *hfScratch) []int {
+func (t *Tokenizer) encodeSegment(dst []int, seg string, start bool, sc *encodeScratch) []int {
 	if t.norm != nil {
 		seg = t.norm.normalize(seg)
 	}
@@ -207,7 +201,7 @@ func (t *HF) encodeSegment(dst []int, seg string, start bool, sc *hfScratch) []i
 
 // encodePiece pre-tokenizes one normalized stretch of text and runs the
 // model on each pre-token.
-func (t *HF) encodePiece(dst []int, p piece, sc *hfScratch) []int {
+func (t *Tokenizer) encodePiece(dst []int, p piece, sc *encodeScratch) []int {
 	pieces := append(sc.pieces[:0], p)
 	for _, pt := range t.pre {
 		next := sc.next[:0]
@@ -225,7 +219,7 @@ func (t *HF) encodePiece(dst []int, p piece, sc *hfScratch) []int {
 
 // Decode returns the text of ids as tokenizers' decode does with
 // skip_special_tokens=false. Ids outside the vocabulary are skipped.
-func (t *HF) Decode(ids []int) string {
+func (t *Tokenizer) Decode(ids []int) string {
 	toks := make([]string, 0, len(ids))
 	for _, id := range ids {
 		if id < 0 || id > 1<<31-1 {
@@ -251,12 +245,39 @@ func (t *HF) Decode(ids []int) string {
 
 // TokenID returns the id of a token given as written in tokenizer.json (an
 // added token, else a model vocabulary entry).
-func (t *HF) TokenID(tok string) (int, bool) {
+func (t *Tokenizer) TokenID(tok string) (int, bool) {
 	if id, ok := t.added.byContent[tok]; ok {
 		return int(id), true
 	}
 	id, ok := t.model.lookup(tok)
 	return int(id), ok
+}
+
+// VocabSize is one past the largest token id, of the model's vocabulary
+// and of the added tokens.
+func (t *Tokenizer) VocabSize() int {
+	n := len(t.model.tokens)
+	for id := range t.added.byID {
+		n = max(n, int(id)+1)
+	}
+	return n
+}
+
+// SpecialIDs returns the ids Encode puts before and after the text's own
+// when it adds special tokens: the post-processor's, typically BOS.
+func (t *Tokenizer) SpecialIDs() (prefix, suffix []int) {
+	return slices.Clone(t.prefix), slices.Clone(t.suffix)
+}
+
+// AddedTokens returns the texts of the added tokens, special or not, in
+// the order of their ids.
+func (t *Tokenizer) AddedTokens() []string {
+	ids := slices.Sorted(maps.Keys(t.added.byID))
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = t.added.byID[id].content
+	}
+	return out
 }
 
 // replaceInvalidUTF8 replaces each byte that is not part of a valid UTF-8

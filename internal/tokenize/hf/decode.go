@@ -1,4 +1,4 @@
-package tokenize
+package hf
 
 import (
 	"encoding/json"
@@ -71,9 +71,9 @@ func newDecoder(path string, raw json.RawMessage) (decoder, error) {
 		return decMetaspace{repl: []rune(m.repl)[0], skipFirst: m.prepend != "never"}, nil
 	case "Replace":
 		var c struct {
-			Type    string    `json:"type"`
-			Pattern hfPattern `json:"pattern"`
-			Content string    `json:"content"`
+			Type    string      `json:"type"`
+			Pattern patternJSON `json:"pattern"`
+			Content string      `json:"content"`
 		}
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return bad(err)

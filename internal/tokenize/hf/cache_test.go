@@ -1,9 +1,7 @@
-package tokenize
+package hf
 
 import (
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,15 +14,15 @@ import (
 	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
-// familyHF returns a family's shared tokenizer, or skips the test when
+// familyTokenizer returns a family's shared tokenizer, or skips the test when
 // `make tokenizers` has not fetched its files.
-func familyHF(t testing.TB, family string) *HF {
+func familyTokenizer(t testing.TB, family string) *Tokenizer {
 	t.Helper()
-	dir := filepath.Join("..", "..", ".cache", "tokenizers", family)
+	dir := filepath.Join("..", "..", "..", ".cache", "tokenizers", family)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
 		t.Skipf("%s: no tokenizer files in %s (run `make tokenizers`)", family, dir)
 	}
-	return sharedHF(t, family)
+	return sharedTokenizer(t, family)
 }
 
 // cacheTokenizers lists every tokenizer the piece cache is checked on: the
@@ -33,31 +31,31 @@ func familyHF(t testing.TB, family string) *HF {
 // present.
 func cacheTokenizers(t *testing.T) []struct {
 	name string
-	tok  func(t *testing.T) *HF
+	tok  func(t *testing.T) *Tokenizer
 } {
 	type entry = struct {
 		name string
-		tok  func(t *testing.T) *HF
+		tok  func(t *testing.T) *Tokenizer
 	}
 	var list []entry
 	for _, st := range readSynthetic(t).Tokenizers {
 		raw := st.Tokenizer
-		list = append(list, entry{"synthetic_" + st.Name, func(t *testing.T) *HF {
-			tok, err := newHF(raw, nil)
+		list = append(list, entry{"synthetic_" + st.Name, func(t *testing.T) *Tokenizer {
+			tok, err := newTokenizer(raw, nil)
 			if err != nil {
-				t.Fatalf("newHF: %v", err)
+				t.Fatalf("newTokenizer: %v", err)
 			}
 			return tok
 		}})
 	}
-	for _, family := range hfFamilies {
-		list = append(list, entry{family, func(t *testing.T) *HF { return familyHF(t, family) }})
+	for _, family := range families {
+		list = append(list, entry{family, func(t *testing.T) *Tokenizer { return familyTokenizer(t, family) }})
 	}
 	return list
 }
 
 // addedContents returns up to 40 added tokens of tok, in content order.
-func addedContents(tok *HF) []string {
+func addedContents(tok *Tokenizer) []string {
 	var out []string
 	for s := range tok.added.byContent {
 		out = append(out, s)
@@ -105,10 +103,10 @@ func TestHFCacheEqualsUncached(t *testing.T) {
 // TestHFGoldensCached runs the goldens through a tokenizer with a piece
 // cache, cold and then warm, token for token.
 func TestHFGoldensCached(t *testing.T) {
-	for _, family := range hfFamilies {
+	for _, family := range families {
 		t.Run(family, func(t *testing.T) {
 			t.Parallel()
-			c := familyHF(t, family).WithCache(4 << 20)
+			c := familyTokenizer(t, family).WithCache(4 << 20)
 			goldens := readGoldens(t, family)
 			for _, pass := range []string{"cold", "warm"} {
 				failed := 0
@@ -134,56 +132,6 @@ func TestHFGoldensCached(t *testing.T) {
 	}
 }
 
-// goldenIDs is a text and the ids a golden gives for it.
-type goldenIDs struct {
-	name    string // names the golden in failures
-	text    string
-	special bool // add_special_tokens
-	ids     []int
-}
-
-// checkGoldensCached encodes goldens through one piece cache as a gateway
-// does, token for token: cold (an empty cache, where a piece is encoded the
-// first time and found when a later golden repeats it), warm (the same
-// cache, the same order) and warm again in another order, so that each
-// golden takes pieces that others put. The cache keeps everything, so warm
-// passes must find every piece.
-func checkGoldensCached(t *testing.T, tok *HF, goldens []goldenIDs) {
-	t.Helper()
-	c := tok.WithCache(4 << 20)
-	inOrder := make([]int, len(goldens))
-	for i := range inOrder {
-		inOrder[i] = i
-	}
-	shuffled := rand.New(rand.NewPCG(7, 8)).Perm(len(goldens))
-	for _, pass := range []struct {
-		name  string
-		order []int
-	}{{"cold", inOrder}, {"warm", inOrder}, {"warm_shuffled", shuffled}} {
-		_, missesBefore := c.CacheStats()
-		failed := 0
-		for _, i := range pass.order {
-			g := goldens[i]
-			if got := c.Encode(nil, g.text, g.special); !slices.Equal(got, g.ids) {
-				if failed++; failed <= 10 {
-					t.Errorf("%s: %s: Encode(%q, %v) with cache\n got %v\nwant %v", pass.name, g.name, g.text, g.special, got, g.ids)
-				}
-			}
-		}
-		if failed > 0 {
-			t.Errorf("%s: %d of %d goldens differ", pass.name, failed, len(goldens))
-		}
-		if _, misses := c.CacheStats(); pass.name != "cold" && misses != missesBefore {
-			t.Errorf("%s: %d pieces missed, want all found", pass.name, misses-missesBefore)
-		}
-	}
-	hits, misses := c.CacheStats()
-	if hits == 0 {
-		t.Errorf("CacheStats() = %d hits, %d misses: no golden has a piece the cache keeps", hits, misses)
-	}
-	t.Logf("%d goldens, 3 passes: %d pieces found, %d encoded", len(goldens), hits, misses)
-}
-
 // TestHFSyntheticCached is TestHFSynthetic through a piece cache, cold and
 // warm: the synthetic tokenizers have the components whose result depends
 // on where a piece is (Metaspace's prepend_scheme "first") or on its
@@ -192,9 +140,9 @@ func TestHFSyntheticCached(t *testing.T) {
 	data := readSynthetic(t)
 	for _, st := range data.Tokenizers {
 		t.Run(st.Name, func(t *testing.T) {
-			tok, err := newHF(st.Tokenizer, nil)
+			tok, err := newTokenizer(st.Tokenizer, nil)
 			if err != nil {
-				t.Fatalf("newHF: %v", err)
+				t.Fatalf("newTokenizer: %v", err)
 			}
 			c := tok.WithCache(1 << 20)
 			for _, pass := range []string{"cold", "warm"} {
@@ -215,11 +163,11 @@ func TestHFSyntheticCached(t *testing.T) {
 // from the same text after an added token: with Metaspace's prepend_scheme
 // "first" they encode differently.
 func TestHFCacheStart(t *testing.T) {
-	var tok *HF
+	var tok *Tokenizer
 	for _, st := range readSynthetic(t).Tokenizers {
 		if st.Name == "metaspace_first_fuse_unk" {
 			var err error
-			if tok, err = newHF(st.Tokenizer, nil); err != nil {
+			if tok, err = newTokenizer(st.Tokenizer, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -246,7 +194,7 @@ func TestHFCacheStart(t *testing.T) {
 // TestHFCacheHits checks what is cached and counted: long pieces between
 // added tokens, not short ones.
 func TestHFCacheHits(t *testing.T) {
-	tok := familyHF(t, "qwen3")
+	tok := familyTokenizer(t, "qwen3")
 	c := tok.WithCache(1 << 20)
 	system := "system\n" + strings.Repeat("You are a careful assistant. ", 10)
 	chat := func(user string) string {
@@ -287,7 +235,7 @@ func TestHFCacheHits(t *testing.T) {
 // goroutines through one small cache that keeps evicting; under -race it
 // checks the locking.
 func TestPieceCacheConcurrent(t *testing.T) {
-	tok := familyHF(t, "qwen3")
+	tok := familyTokenizer(t, "qwen3")
 	c := tok.WithCache(3000)
 	tokenizetest.CheckCacheConcurrent(t, "qwen3",
 		func(s string) []int { return c.Encode(nil, s, false) },
@@ -304,12 +252,12 @@ func TestPieceCacheConcurrent(t *testing.T) {
 // system turn of 7,500 tokens has been seen and whose one user turn of 450
 // is new, its text rebuilt for every encoding as in warm-system.
 func BenchmarkHFChat8k(b *testing.B) {
-	tok := familyHF(b, "qwen3")
+	tok := familyTokenizer(b, "qwen3")
 	count := func(s string) int { return len(tok.Encode(nil, s, false)) }
 	system, turns := tokenizetest.Chat8k(b, count)
 	chat := turns("")
 	n := len(tok.Encode(nil, chat, false))
-	run := func(name string, n int, setup func() *HF, text func(i int) string) {
+	run := func(name string, n int, setup func() *Tokenizer, text func(i int) string) {
 		b.Run(name, func(b *testing.B) {
 			c := setup()
 			var dst []int
@@ -326,7 +274,7 @@ func BenchmarkHFChat8k(b *testing.B) {
 		})
 	}
 	same := func(int) string { return chat }
-	run("nocache", n, func() *HF { return tok }, same)
+	run("nocache", n, func() *Tokenizer { return tok }, same)
 	b.Run("cold", func(b *testing.B) {
 		var dst []int
 		b.ReportAllocs()
@@ -344,98 +292,20 @@ func BenchmarkHFChat8k(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "tokens")
 	})
-	run("warm", n, func() *HF {
+	run("warm", n, func() *Tokenizer {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, chat, false)
 		return c
 	}, same)
-	run("warm-system", n, func() *HF {
+	run("warm-system", n, func() *Tokenizer {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, system, false)
 		return c
 	}, func(i int) string { return turns(fmt.Sprintf("(%d) ", i)) })
 	system1, chat1 := tokenizetest.Chat8kOneTurn(b, count)
-	run("warm-system-one-turn", len(tok.Encode(nil, chat1(""), false)), func() *HF {
+	run("warm-system-one-turn", len(tok.Encode(nil, chat1(""), false)), func() *Tokenizer {
 		c := tok.WithCache(4 << 20)
 		c.Encode(nil, system1, false)
 		return c
 	}, func(i int) string { return chat1(fmt.Sprintf("(%d) ", i)) })
-}
-
-// BenchmarkChatRequest8k is the whole edge path of an 8,000-token chat
-// request with Qwen3: the body parsed, the chat template rendered, the text
-// tokenized. cold uses an empty piece cache each time; warm one that has
-// seen the same request (BenchmarkHFChat8k's warm-system covers a seen
-// system prompt before new turns).
-func BenchmarkChatRequest8k(b *testing.B) {
-	tok := familyHF(b, "qwen3")
-	chunks, _ := tokenizetest.Corpus(b)
-	var lines []string
-	for _, c := range chunks {
-		lines = append(lines, strings.SplitAfter(c, "\n")...)
-	}
-	take := func(tokens int) string {
-		var sb strings.Builder
-		for n := 0; n < tokens; {
-			sb.WriteString(lines[0])
-			n += len(tok.Encode(nil, lines[0], false))
-			lines = lines[1:]
-		}
-		return sb.String()
-	}
-	system := take(5000)
-	var turns []string
-	for range 5 {
-		turns = append(turns, take(600))
-	}
-	body := func(tag string) []byte {
-		msgs := []map[string]string{{"role": "system", "content": system}}
-		for i, t := range turns {
-			msgs = append(msgs, map[string]string{"role": []string{"user", "assistant"}[i%2], "content": tag + t})
-		}
-		out, err := json.Marshal(map[string]any{"model": "m", "messages": msgs, "chat_template_kwargs": map[string]bool{"enable_thinking": false}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return out
-	}
-	same := body("")
-	renderer := func(b *testing.B, c *HF) *ChatRenderer {
-		r, err := c.NewChatRenderer(ChatOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return r
-	}
-	encode := func(b *testing.B, r *ChatRenderer, req []byte) int {
-		p, err := ParseChatRequest(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ids, err := r.ChatIDs(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return len(ids)
-	}
-	n := encode(b, renderer(b, tok), same)
-	b.Run("cold", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			b.StopTimer() // the gateway builds its renderer once, at start
-			r := renderer(b, tok.WithCache(4<<20))
-			b.StartTimer()
-			encode(b, r, same)
-		}
-		b.ReportMetric(float64(n), "tokens")
-	})
-	b.Run("warm", func(b *testing.B) {
-		r := renderer(b, tok.WithCache(4<<20))
-		encode(b, r, same)
-		b.ReportAllocs()
-		for b.Loop() {
-			encode(b, r, same)
-		}
-		b.ReportMetric(float64(n), "tokens")
-	})
 }
