@@ -11,10 +11,10 @@ FUZZ_TARGETS := \
 	./internal/tokenize/simtok:FuzzSimEncode \
 	./internal/tokenize/hf:FuzzHFEncode \
 	./internal/tokenize/hf:FuzzHFScanners \
-	./internal/tokenize:FuzzChatRender \
+	./internal/tokenize/chattemplate:FuzzChatRender \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
-	./internal/tokenize:FuzzJSONValueAgainstStream \
+	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \

@@ -15,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
@@ -54,7 +55,7 @@ func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.si
 // chat requests.
 type hfTokenizer struct {
 	hf   *hf.Tokenizer
-	chat *tokenize.ChatRenderer
+	chat *chattemplate.Renderer
 }
 
 func (t hfTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) {
@@ -103,7 +104,7 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
 	tok = tok.WithCache(cacheTokens)
-	chat, err := tokenize.NewChatRenderer(tok, tokenize.ChatOptions{
+	chat, err := chattemplate.New(tok, chattemplate.Options{
 		Template:      m.ChatTemplate,
 		ContentFormat: m.ChatTemplateContentFormat,
 		Kwargs:        json.RawMessage(m.ChatTemplateKwargs),
@@ -227,13 +228,13 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 // under, by why.
 func tokResult(err error) string {
 	var ue *tokenize.UnsupportedError
-	var te *tokenize.TemplateError
+	var te *chattemplate.Error
 	switch {
 	case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate, errors.As(err, &te):
 		return tokTemplate
 	case errors.As(err, &ue):
 		return tokUnsupported
-	case errors.Is(err, tokenize.ErrNoChatTemplate):
+	case errors.Is(err, chattemplate.ErrMissing):
 		return tokUnavailable
 	}
 	return tokInvalid

@@ -29,7 +29,7 @@ type Chat struct {
 	ContinueFinalMessage bool
 
 	// The request's fields as sent, for Hugging Face chat templates
-	// (ChatRenderer), which need their key order and number types: the
+	// (package chattemplate), which need their key order and number types: the
 	// messages, tools (nil if absent or null), chat_template_kwargs and
 	// documents (nil if absent or null), and reasoning_effort ("" if
 	// absent or null).
@@ -39,9 +39,9 @@ type Chat struct {
 	Documents       json.RawMessage
 	ReasoningEffort string
 
-	// contents are the messages' contents that ParseChatRequest decoded
-	// from JSON strings, by message, for ChatRenderer to reuse rather than
-	// decode again: it takes one only for the very bytes it was decoded
-	// from.
-	contents []rawjson.Decoded
+	// Contents are the messages' contents that ParseChatRequest decoded
+	// from JSON strings, by message, for the chat renderer to reuse rather
+	// than decode again: it takes one only for the very bytes it was
+	// decoded from (rawjson.Decoded.Of).
+	Contents []rawjson.Decoded
 }

@@ -44,7 +44,7 @@ func unsupported(reason string) error { return &UnsupportedError{Reason: reason}
 // vLLM prepares it: content parts joined with newlines, the developer role
 // as system, reasoning and tool calls kept, tools as compact JSON (the
 // builtin:sim template's view), and the fields Hugging Face chat templates
-// read, as sent (ChatRenderer's view).
+// read, as sent (package chattemplate's view).
 //
 // Keys match case-sensitively, as in vLLM's request models (encoding/json
 // into a struct would not), and a repeated key keeps its last value, as in
@@ -101,7 +101,7 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	c.RawMessages, c.Messages, c.contents = m.raws, m.msgs, m.contents
+	c.RawMessages, c.Messages, c.Contents = m.raws, m.msgs, m.contents
 	if present(f.tools) {
 		c.RawTools = f.tools
 		tools, ok := elements(f.tools)
@@ -139,7 +139,7 @@ type chatMessages struct {
 	msgs []ChatMessage
 	err  error // the first message's error, with its index: reported after the fields before messages
 
-	contents []rawjson.Decoded // for Chat.contents
+	contents []rawjson.Decoded // for Chat.Contents
 }
 
 func (f *chatFields) read(r *rawjson.Reader, name []byte) error {

@@ -1,4 +1,4 @@
-package tokenize
+package chattemplate
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
@@ -26,7 +27,7 @@ const maxJSONDepth = 200
 // so that tojson and printing give back 1 and 1.0 as sent.
 //
 // Integers beyond 64 bits and floats beyond float64 are refused with an
-// UnsupportedError: Python keeps them exactly (or as inf) and the template
+// tokenize.UnsupportedError: Python keeps them exactly (or as inf) and the template
 // engine cannot.
 func jsonValue(raw []byte) (jinja.Value, error) {
 	return jsonValueKnowing(raw, rawjson.Decoded{})
@@ -62,7 +63,7 @@ func jsonValueKnowing(raw []byte, known rawjson.Decoded) (jinja.Value, error) {
 // jinjaValue reads the next value as jsonValue does.
 func (r *valueReader) jinjaValue(depth int) (jinja.Value, error) {
 	if depth > maxJSONDepth {
-		return jinja.Undefined(), unsupported(ReasonDepth)
+		return jinja.Undefined(), unsupported(tokenize.ReasonDepth)
 	}
 	switch r.Dec.PeekKind() {
 	case '[':
@@ -139,7 +140,7 @@ func streamJSONValue(raw []byte) (jinja.Value, error) {
 
 func decodeValue(dec *json.Decoder, depth int) (jinja.Value, error) {
 	if depth > maxJSONDepth {
-		return jinja.Undefined(), unsupported(ReasonDepth)
+		return jinja.Undefined(), unsupported(tokenize.ReasonDepth)
 	}
 	tok, err := dec.Token()
 	if err != nil {
@@ -201,13 +202,13 @@ func numberValue(s string) (jinja.Value, error) {
 	if !strings.ContainsAny(s, ".eE") {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return jinja.Undefined(), unsupported(ReasonNumber)
+			return jinja.Undefined(), unsupported(tokenize.ReasonNumber)
 		}
 		return jinja.NewInt(n), nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) {
-		return jinja.Undefined(), unsupported(ReasonNumber)
+		return jinja.Undefined(), unsupported(tokenize.ReasonNumber)
 	}
 	return jinja.NewFloat(f), nil
 }
@@ -221,7 +222,7 @@ func pyJSONLoads(s string) (jinja.Value, error) {
 	trimmed := strings.Trim(s, " \t\n\r")
 	if !json.Valid([]byte(trimmed)) {
 		if strings.Contains(s, "NaN") || strings.Contains(s, "Infinity") {
-			return jinja.Undefined(), unsupported(ReasonNumber)
+			return jinja.Undefined(), unsupported(tokenize.ReasonNumber)
 		}
 		return jinja.NewDict(), nil
 	}

@@ -1,4 +1,4 @@
-package tokenize
+package chattemplate
 
 import (
 	"bufio"
@@ -18,11 +18,12 @@ import (
 	"github.com/ardanlabs/jinja"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
 	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
-// chatFamilies have chat templates and goldens in testdata/chat, written by
+// chatFamilies have chat templates and goldens in testdata, written by
 // scripts/goldens/chat_goldens.py; llama2 there holds completion requests.
 var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"}
 
@@ -49,7 +50,7 @@ var loaded sync.Map // family → *hf.Tokenizer, shared by the chat tests
 
 // familyDir is where `make tokenizers` puts a family's files.
 func familyDir(family string) string {
-	return filepath.Join("..", "..", ".cache", "tokenizers", family)
+	return filepath.Join("..", "..", "..", ".cache", "tokenizers", family)
 }
 
 type chatGolden struct {
@@ -66,7 +67,7 @@ type chatGoldenHeader struct {
 
 func readChatGoldens(t testing.TB, family string) (chatGoldenHeader, []chatGolden) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "chat", family+".jsonl.gz"))
+	f, err := os.Open(filepath.Join("testdata", family+".jsonl.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func readChatGoldens(t testing.TB, family string) (chatGoldenHeader, []chatGolde
 // errorKind classifies a renderer error as the goldens do.
 func errorKind(err error) string {
 	var re *RequestError
-	var te *TemplateError
+	var te *Error
 	switch {
 	case errors.As(err, &re):
 		return "request"
@@ -127,7 +128,7 @@ func TestChatGoldens(t *testing.T) {
 	for _, fam := range chatFamilies {
 		t.Run(fam, func(t *testing.T) {
 			tok := chatHF(t, fam)
-			r, err := NewChatRenderer(tok, ChatOptions{})
+			r, err := New(tok, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +136,7 @@ func TestChatGoldens(t *testing.T) {
 			var ok, lenient, unfollowed int
 			var matched []goldenIDs
 			for i, g := range goldens {
-				p, err := ParseChatRequest([]byte(g.Request))
+				p, err := tokenize.ParseChatRequest([]byte(g.Request))
 				var ids []int
 				var text string
 				if err == nil {
@@ -143,10 +144,10 @@ func TestChatGoldens(t *testing.T) {
 						ids = tok.Encode(nil, text, p.AddSpecial)
 					}
 				}
-				var ue *UnsupportedError
+				var ue *tokenize.UnsupportedError
 				switch {
-				case errors.As(err, &ue) && ue.Reason == ReasonControl:
-					unfollowed++ // refused on purpose, see ReasonControl
+				case errors.As(err, &ue) && ue.Reason == tokenize.ReasonControl:
+					unfollowed++ // refused on purpose, see tokenize.ReasonControl
 				case g.Error == "template" && err == nil && slices.ContainsFunc(lenientErrors, func(p string) bool { return strings.HasPrefix(g.Message, p) }):
 					lenient++
 				case g.Error != "" && err == nil:
@@ -168,7 +169,7 @@ func TestChatGoldens(t *testing.T) {
 			}
 			t.Run("cached", func(t *testing.T) { checkGoldensCached(t, tok, matched) })
 			t.Logf("%s: %d golden requests: %d match, %d rendered where Python raised %v, %d refused as %s",
-				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, ReasonControl)
+				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, tokenize.ReasonControl)
 			if len(goldens) < 150 || ok < len(goldens)*9/10 {
 				t.Errorf("%d of %d goldens match: too few", ok, len(goldens))
 			}
@@ -209,7 +210,7 @@ func TestCompletionGoldens(t *testing.T) {
 	_, goldens := readChatGoldens(t, "llama2")
 	var all []goldenIDs
 	for i, g := range goldens {
-		p, err := ParseCompletionRequest([]byte(g.Request))
+		p, err := tokenize.ParseCompletionRequest([]byte(g.Request))
 		if err != nil {
 			t.Fatalf("#%d %s: %v", i, g.Request, err)
 		}
@@ -266,17 +267,17 @@ func TestDetectContentFormat(t *testing.T) {
 }
 
 // renderWith renders body with a template of ours and a fixed clock.
-func renderWith(t *testing.T, tmpl string, opts ChatOptions, body string) (string, error) {
+func renderWith(t *testing.T, tmpl string, opts Options, body string) (string, error) {
 	t.Helper()
 	cfg := hf.ChatConfig{Template: json.RawMessage(mustJSON(t, tmpl)), SpecialTokens: []hf.SpecialToken{{Attr: "bos_token", Content: "<s>"}}}
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }
 	}
-	r, err := newChatRenderer(nil, cfg, opts)
+	r, err := newRenderer(nil, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseChatRequest([]byte(body))
+	p, err := tokenize.ParseChatRequest([]byte(body))
 	if err != nil {
 		return "", err
 	}
@@ -294,7 +295,7 @@ func mustJSON(t *testing.T, v any) []byte {
 
 func TestChatKwargs(t *testing.T) {
 	const tmpl = `{{ a }}|{{ b }}|{{ c }}|{{ enable_thinking }}|{{ add_generation_prompt }}|{{ reasoning_effort is defined }}`
-	opts := ChatOptions{Kwargs: json.RawMessage(`{"a": "model", "b": "model", "c": 1, "enable_thinking": true}`)}
+	opts := Options{Kwargs: json.RawMessage(`{"a": "model", "b": "model", "c": 1, "enable_thinking": true}`)}
 	tests := []struct {
 		name, body, want string
 	}{
@@ -311,7 +312,7 @@ func TestChatKwargs(t *testing.T) {
 			t.Errorf("%s: Render = %q, %v; want %q", tt.name, got, err, tt.want)
 		}
 	}
-	got, err := renderWith(t, `{{ enable_thinking }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"}`)
+	got, err := renderWith(t, `{{ enable_thinking }}`, Options{}, `{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none"}`)
 	if err != nil || got != "False" {
 		t.Errorf("reasoning_effort none: %q, %v; want enable_thinking False", got, err)
 	}
@@ -326,8 +327,8 @@ func TestChatKwargs(t *testing.T) {
 		}
 	}
 	_, err = renderWith(t, tmpl, opts, `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"chat_template":"{{1}}"}}`)
-	var ue *UnsupportedError
-	if !errors.As(err, &ue) || ue.Reason != ReasonTemplate {
+	var ue *tokenize.UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != tokenize.ReasonTemplate {
 		t.Errorf("chat_template in kwargs: %v, want unsupported template", err)
 	}
 }
@@ -345,18 +346,18 @@ func TestChatContinueFinalMessage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		body := `{"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":` + string(mustJSON(t, tt.last)) + `}],"continue_final_message":true,"add_generation_prompt":false}`
-		got, err := renderWith(t, tt.tmpl, ChatOptions{}, body)
+		got, err := renderWith(t, tt.tmpl, Options{}, body)
 		if err != nil || got != tt.want {
 			t.Errorf("%s: Render = %q, %v; want %q", tt.name, got, err, tt.want)
 		}
 	}
-	_, err := renderWith(t, tmpl, ChatOptions{}, `{"messages":[{"role":"user","content":"Hi"}],"continue_final_message":true}`)
+	_, err := renderWith(t, tmpl, Options{}, `{"messages":[{"role":"user","content":"Hi"}],"continue_final_message":true}`)
 	var re *RequestError
 	if !errors.As(err, &re) {
 		t.Errorf("with add_generation_prompt: %v, want a request error", err)
 	}
-	_, err = renderWith(t, `{{ messages[0].content[:2] }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"Hello"}],"continue_final_message":true,"add_generation_prompt":false}`)
-	var te *TemplateError
+	_, err = renderWith(t, `{{ messages[0].content[:2] }}`, Options{}, `{"messages":[{"role":"user","content":"Hello"}],"continue_final_message":true,"add_generation_prompt":false}`)
+	var te *Error
 	if !errors.As(err, &te) {
 		t.Errorf("template cutting the final message: %v, want a template error", err)
 	}
@@ -381,14 +382,14 @@ func TestChatToolCallArguments(t *testing.T) {
 		{` [1, "é", null, true] `, `{"id": "c1", "function": {"arguments": [1, "é", null, true], "name": "f"}, "type": "function"}/[1, 'é', None, True];`},
 	}
 	for _, tt := range tests {
-		got, err := renderWith(t, tmpl, ChatOptions{}, call(tt.args))
+		got, err := renderWith(t, tmpl, Options{}, call(tt.args))
 		if want := tt.want + tools; err != nil || got != want {
 			t.Errorf("arguments %q: Render =\n%q, %v; want\n%q", tt.args, got, err, want)
 		}
 	}
-	_, err := renderWith(t, tmpl, ChatOptions{}, call(`{"n": 123456789012345678901234567890}`))
-	var ue *UnsupportedError
-	if !errors.As(err, &ue) || ue.Reason != ReasonNumber {
+	_, err := renderWith(t, tmpl, Options{}, call(`{"n": 123456789012345678901234567890}`))
+	var ue *tokenize.UnsupportedError
+	if !errors.As(err, &ue) || ue.Reason != tokenize.ReasonNumber {
 		t.Errorf("a 100-bit integer: %v, want unsupported number", err)
 	}
 }
@@ -400,7 +401,7 @@ func TestChatContentFormats(t *testing.T) {
 		FormatString: `"a";"b\nc";"";"d\ne";`,
 		FormatOpenAI: `[{"type": "text", "text": "a"}];[{"type": "text", "text": "b"}, {"type": "text", "text": "c"}];[];"d\ne";`,
 	} {
-		got, err := renderWith(t, tmpl, ChatOptions{ContentFormat: format}, body)
+		got, err := renderWith(t, tmpl, Options{ContentFormat: format}, body)
 		if err != nil || got != want {
 			t.Errorf("%s: Render = %q, %v; want %q", format, got, err, want)
 		}
@@ -408,12 +409,12 @@ func TestChatContentFormats(t *testing.T) {
 }
 
 func TestChatTemplateFunctions(t *testing.T) {
-	got, err := renderWith(t, `{{ bos_token }}{{ strftime_now("%d %b %Y %H:%M:%S %A %j %%") }}{{ eos_token is defined }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}]}`)
+	got, err := renderWith(t, `{{ bos_token }}{{ strftime_now("%d %b %Y %H:%M:%S %A %j %%") }}{{ eos_token is defined }}`, Options{}, `{"messages":[{"role":"user","content":"x"}]}`)
 	if want := "<s>07 Mar 2026 14:05:09 Saturday 066 %False"; err != nil || got != want {
 		t.Errorf("Render = %q, %v; want %q", got, err, want)
 	}
-	_, err = renderWith(t, `{{ raise_exception("no " ~ messages[0].role) }}`, ChatOptions{}, `{"messages":[{"role":"user","content":"x"}]}`)
-	var te *TemplateError
+	_, err = renderWith(t, `{{ raise_exception("no " ~ messages[0].role) }}`, Options{}, `{"messages":[{"role":"user","content":"x"}]}`)
+	var te *Error
 	if !errors.As(err, &te) || te.Err.Error() != "no user" {
 		t.Errorf("raise_exception: %v, want a template error saying no user", err)
 	}
@@ -422,7 +423,7 @@ func TestChatTemplateFunctions(t *testing.T) {
 func TestChatNamedTemplates(t *testing.T) {
 	named := `[{"name":"default","template":"D"},{"name":"tool_use","template":"T"}]`
 	cfg := hf.ChatConfig{Template: json.RawMessage(named)}
-	r, err := newChatRenderer(nil, cfg, ChatOptions{})
+	r, err := newRenderer(nil, cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +433,7 @@ func TestChatNamedTemplates(t *testing.T) {
 		`{"messages":[{"role":"user","content":"x"}],"tools":[{"function":{"name":"f"}}]}`:        "T",
 		`{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"tools":[{"a":1}]}}`: "T",
 	} {
-		p, err := ParseChatRequest([]byte(body))
+		p, err := tokenize.ParseChatRequest([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,18 +441,18 @@ func TestChatNamedTemplates(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", body, got, err, want)
 		}
 	}
-	r, err = newChatRenderer(nil, cfg, ChatOptions{Template: "tool_use"})
+	r, err = newRenderer(nil, cfg, Options{Template: "tool_use"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.Render(&Chat{RawMessages: []json.RawMessage{json.RawMessage(`{"role":"user","content":"x"}`)}}); err != nil || got != "T" {
+	if got, err := r.Render(&tokenize.Chat{RawMessages: []json.RawMessage{json.RawMessage(`{"role":"user","content":"x"}`)}}); err != nil || got != "T" {
 		t.Errorf("option tool_use: %q, %v", got, err)
 	}
-	if _, err := NewChatRenderer(&hf.Tokenizer{}, ChatOptions{}); err != nil {
+	if _, err := New(&hf.Tokenizer{}, Options{}); err != nil {
 		t.Fatal(err)
-	} else if r, _ := NewChatRenderer(&hf.Tokenizer{}, ChatOptions{}); true {
-		if _, err := r.Render(&Chat{}); !errors.Is(err, ErrNoChatTemplate) {
-			t.Errorf("no template: %v, want ErrNoChatTemplate", err)
+	} else if r, _ := New(&hf.Tokenizer{}, Options{}); true {
+		if _, err := r.Render(&tokenize.Chat{}); !errors.Is(err, ErrMissing) {
+			t.Errorf("no template: %v, want ErrMissing", err)
 		}
 	}
 }
@@ -460,16 +461,16 @@ func TestChatNamedTemplates(t *testing.T) {
 // decoded, for the bytes they were decoded from only.
 func TestChatReusesContents(t *testing.T) {
 	cfg := hf.ChatConfig{Template: json.RawMessage(`"{% for m in messages %}{{ m.content }};{% endfor %}"`)}
-	r, err := newChatRenderer(nil, cfg, ChatOptions{})
+	r, err := newRenderer(nil, cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"a"},{"role":"user","content":["b"]},{"role":"user","content":"c","content":"d"}]}`))
+	p, err := tokenize.ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"a"},{"role":"user","content":["b"]},{"role":"user","content":"c","content":"d"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range p.Chat.contents {
-		p.Chat.contents[i].Value += "!"
+	for i := range p.Chat.Contents {
+		p.Chat.Contents[i].Value += "!"
 	}
 	if got, err := r.Render(p.Chat); err != nil || got != "a!;b;d!;" {
 		t.Errorf("Render = %q, %v; want the parsed contents, marked: %q", got, err, "a!;b;d!;")
@@ -504,21 +505,21 @@ func jinjaToJSON(v jinja.Value) (string, error) {
 // template renders (reading only tokenizer_config.json, so that workers
 // start fast), and a synthetic one; the text of the family the first
 // argument picks (chatFamilies, modulo their number) is also tokenized and
-// checked as FuzzHFEncode checks text (tokenizetest's Families.Check), the input
-// skipped there when that family's tokenizer files are missing.
+// checked as FuzzHFEncode checks text (tokenizetest's Families.Check), the
+// input skipped there when that family's tokenizer files are missing.
 func FuzzChatRender(f *testing.F) {
 	type renderer struct {
 		family string // "" for the synthetic template
-		r      *ChatRenderer
+		r      *Renderer
 	}
-	opts := ChatOptions{Now: func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }}
+	opts := Options{Now: func() time.Time { return time.Date(2026, 3, 7, 14, 5, 9, 0, time.UTC) }}
 	var renderers []renderer
 	for i, fam := range chatFamilies {
 		cfg, err := hf.LoadChatConfig(familyDir(fam))
 		if err != nil || cfg == nil {
 			continue // not fetched: the synthetic template below still runs
 		}
-		r, err := newChatRenderer(nil, *cfg, opts)
+		r, err := newRenderer(nil, *cfg, opts)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -531,7 +532,7 @@ func FuzzChatRender(f *testing.F) {
 		}
 	}
 	cfg := hf.ChatConfig{Template: json.RawMessage(`"{% for m in messages %}{% for p in m.content %}{{ p | tojson }}{% endfor %}{{ m.tool_calls | tojson }}{% endfor %}{{ tools }}{{ documents }}"`)}
-	r, err := newChatRenderer(nil, cfg, opts)
+	r, err := newRenderer(nil, cfg, opts)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -543,14 +544,14 @@ func FuzzChatRender(f *testing.F) {
 		if len(body) > 1<<14 {
 			return
 		}
-		p, err := ParseChatRequest(body)
+		p, err := tokenize.ParseChatRequest(body)
 		if err != nil {
 			return
 		}
 		// Rendering with the contents the parser decoded is rendering
 		// without them.
 		fresh := *p.Chat
-		fresh.contents = nil
+		fresh.Contents = nil
 		picked := chatFamilies[int(family)%len(chatFamilies)]
 		var text string
 		rendered := false
@@ -658,15 +659,15 @@ func BenchmarkChatRequest8k(b *testing.B) {
 		return out
 	}
 	same := body("")
-	renderer := func(b *testing.B, c *hf.Tokenizer) *ChatRenderer {
-		r, err := NewChatRenderer(c, ChatOptions{})
+	renderer := func(b *testing.B, c *hf.Tokenizer) *Renderer {
+		r, err := New(c, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		return r
 	}
-	encode := func(b *testing.B, r *ChatRenderer, req []byte) int {
-		p, err := ParseChatRequest(req)
+	encode := func(b *testing.B, r *Renderer, req []byte) int {
+		p, err := tokenize.ParseChatRequest(req)
 		if err != nil {
 			b.Fatal(err)
 		}

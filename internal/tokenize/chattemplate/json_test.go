@@ -1,19 +1,23 @@
-package tokenize
+package chattemplate
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ardanlabs/jinja"
+
+	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // FuzzJSONValueAgainstStream: jsonValue, which reads with jsontext, gives
 // what streamJSONValue, which reads with json.Decoder, gives: the same
 // value, key order and number kinds included, or the same error.
 func FuzzJSONValueAgainstStream(f *testing.F) {
-	for _, s := range parseSeeds {
+	for _, s := range tokenizetest.RequestSeeds {
 		f.Add([]byte(s))
 	}
 	for _, s := range []string{
@@ -78,4 +82,17 @@ func dumpValue(v jinja.Value) string {
 	}
 	dump(v)
 	return b.String()
+}
+
+// errKind is an error's type, its UnsupportedError reason and its message,
+// as package tokenize's parser tests tell errors apart.
+func errKind(err error) string {
+	var ue *tokenize.UnsupportedError
+	switch {
+	case err == nil:
+		return "nil"
+	case errors.As(err, &ue):
+		return fmt.Sprintf("unsupported %s: %s", ue.Reason, err)
+	}
+	return fmt.Sprintf("%T: %s", errors.Unwrap(err), err)
 }
