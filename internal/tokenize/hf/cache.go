@@ -2,16 +2,9 @@ package hf
 
 import "github.com/inferrail/inferrail/internal/tokenize/piececache"
 
-// A piece is a stretch of prompt text that a tokenizer encodes the same
-// wherever it appears: for both tokenizers here, the text between two
-// special (added) tokens, which restart tokenization. Chat prompts repeat
-// most of theirs from one request to the next (the system prompt, earlier
-// turns), so a tokenizer built with WithCache keeps the ids of the pieces it
-// has encoded and copies them on the next sighting instead of encoding again.
-
 // WithCache returns a tokenizer that encodes as t does and keeps the ids of
 // the pieces it encodes, up to maxTokens tokens in all, for the next request
-// that repeats them. Its pieces are the texts between two added tokens
+// that repeats them (package piececache). Its pieces are the texts between two added tokens
 // matched before normalization (as <|im_start|> and <|im_end|>) that are at
 // least 64 bytes long: a shared system prompt, an earlier turn of a chat.
 // Everything after that first split (the normalizer, added tokens matched
