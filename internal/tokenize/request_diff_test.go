@@ -76,8 +76,8 @@ func compareWithReference(t interface {
 	if errKind(err) != errKind(wantErr) {
 		t.Fatalf("%s(%q): error %v (%s), want %v (%s)", name, body, err, errKind(err), wantErr, errKind(wantErr))
 	}
-	// Chat.Contents is checked by package chattemplate's TestChatReusesContents and
-	// FuzzChatRender.
+	// Chat.Contents is checked by package chattemplate's
+	// TestChatReusesContents and FuzzChatRender.
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Chat{}, "Contents")); diff != "" {
 		t.Fatalf("%s(%q) (-reference +got):\n%s", name, body, diff)
 	}

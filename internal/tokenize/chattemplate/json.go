@@ -27,8 +27,8 @@ const maxJSONDepth = 200
 // so that tojson and printing give back 1 and 1.0 as sent.
 //
 // Integers beyond 64 bits and floats beyond float64 are refused with an
-// tokenize.UnsupportedError: Python keeps them exactly (or as inf) and the template
-// engine cannot.
+// tokenize.UnsupportedError: Python keeps them exactly (or as inf) and the
+// template engine cannot.
 func jsonValue(raw []byte) (jinja.Value, error) {
 	return jsonValueKnowing(raw, rawjson.Decoded{})
 }

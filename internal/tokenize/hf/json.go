@@ -13,9 +13,10 @@ import (
 // refused rather than approximated: one wrong token shifts every later block hash.
 var ErrUnsupported = errors.New("unsupported")
 
-// tokenizerJSON is the top level of tokenizer.json. Components stay raw until their
-// "type" is known. Truncation and padding are ignored: transformers resets
-// them on every call and vLLM truncates only when a request asks for it.
+// tokenizerJSON is the top level of tokenizer.json. Components stay raw until
+// their "type" is known. Truncation and padding are ignored: transformers
+// resets them on every call and vLLM truncates only when a request asks for
+// it.
 type tokenizerJSON struct {
 	AddedTokens   []addedTokenJSON `json:"added_tokens"`
 	Normalizer    json.RawMessage  `json:"normalizer"`
@@ -55,7 +56,8 @@ type modelJSON struct {
 	Merges                  mergesJSON     `json:"merges"`
 }
 
-// mergesJSON holds merges written either as "a b" strings or as ["a", "b"] pairs.
+// mergesJSON holds merges written either as "a b" strings or as ["a", "b"]
+// pairs.
 type mergesJSON [][2]string
 
 func (m *mergesJSON) UnmarshalJSON(data []byte) error {

@@ -80,8 +80,8 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
-// newTokenizer builds a tokenizer from the bytes of tokenizer.json and the parsed
-// tokenizer_config.json. Without a config (nil) it behaves as the bare
+// newTokenizer builds a tokenizer from the bytes of tokenizer.json and the
+// parsed tokenizer_config.json. Without a config (nil) it behaves as the bare
 // tokenizers library; with one, as transformers.
 func newTokenizer(data []byte, cfg *config) (*Tokenizer, error) {
 	var f tokenizerJSON

@@ -30,8 +30,8 @@ import (
 // (scripts/tokenizers.lock) with goldens in testdata.
 var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"}
 
-// familyDir is the directory of a family's tokenizer files. When they are missing
-// the test fails, or is skipped under -short.
+// familyDir is the directory of a family's tokenizer files. When they are
+// missing the test fails, or is skipped under -short.
 func familyDir(tb testing.TB, family string) string {
 	tb.Helper()
 	dir := filepath.Join("..", "..", "..", ".cache", "tokenizers", family)
