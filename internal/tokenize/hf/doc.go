@@ -7,6 +7,6 @@
 // decoders the families in use need, and refuses any other component
 // (ErrUnsupported) rather than approximate it: one wrong token shifts every
 // later block hash. A tokenizer made by WithCache keeps the ids of the
-// prompt pieces requests repeat (package piececache); ChatConfig is what a
-// chat renderer reads of tokenizer_config.json.
+// prompt pieces requests repeat (package piececache); ChatConfig is what
+// chat templates (package chattemplate) read of tokenizer_config.json.
 package hf

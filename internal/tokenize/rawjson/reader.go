@@ -1,9 +1,9 @@
 // Package rawjson reads JSON in one pass with encoding/json/jsontext and
 // hands out the values it reads as slices of its input. It accepts what
 // json.Unmarshal accepts (repeated names, invalid UTF-8) and decodes strings
-// as json.Unmarshal does, so that the request parsers built on it and the
-// chat renderer's template values take bodies as vLLM's code would, without
-// decoding them twice.
+// as json.Unmarshal does, so that package tokenize's request parsers read a
+// body once and still give json.Unmarshal's results, and package
+// chattemplate reuses the strings they decoded (Decoded).
 package rawjson
 
 import (
