@@ -8,13 +8,13 @@ CMDS      := inferrail-sim inferrail-gateway inferrail-bench inferrail-calibrate
 FUZZTIME  ?= 30s
 # Every fuzz target as package:Target.
 FUZZ_TARGETS := \
-	./internal/tokenize:FuzzSimEncode \
-	./internal/tokenize:FuzzHFEncode \
-	./internal/tokenize:FuzzHFScanners \
-	./internal/tokenize:FuzzChatRender \
+	./internal/tokenize/simtok:FuzzSimEncode \
+	./internal/tokenize/hf:FuzzHFEncode \
+	./internal/tokenize/hf:FuzzHFScanners \
+	./internal/tokenize/chattemplate:FuzzChatRender \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
-	./internal/tokenize:FuzzJSONValueAgainstStream \
+	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \

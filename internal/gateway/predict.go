@@ -15,6 +15,9 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // Results of edge tokenization, as counted in
@@ -43,7 +46,7 @@ type promptTokenizer interface {
 }
 
 // simTokenizer is the simulators' own builtin:sim.
-type simTokenizer struct{ sim *tokenize.Sim }
+type simTokenizer struct{ sim *simtok.Tokenizer }
 
 func (t simTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) { return t.sim.PromptIDs(p), nil }
 func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.sim.CacheStats() }
@@ -51,8 +54,8 @@ func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.si
 // hfTokenizer is a Hugging Face tokenizer.json, and its chat template for
 // chat requests.
 type hfTokenizer struct {
-	hf   *tokenize.HF
-	chat *tokenize.ChatRenderer
+	hf   *hf.Tokenizer
+	chat *chattemplate.Renderer
 }
 
 func (t hfTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) {
@@ -90,18 +93,18 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 		return nil, nil
 	}
 	if m.Tokenizer == "builtin:sim" {
-		return &modelTokenizer{tok: simTokenizer{tokenize.NewSim().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
+		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
 	}
 	dir, err := tokenizerDir(m.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	hf, err := tokenize.LoadHF(dir)
+	tok, err := hf.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	hf = hf.WithCache(cacheTokens)
-	chat, err := hf.NewChatRenderer(tokenize.ChatOptions{
+	tok = tok.WithCache(cacheTokens)
+	chat, err := chattemplate.New(tok, chattemplate.Options{
 		Template:      m.ChatTemplate,
 		ContentFormat: m.ChatTemplateContentFormat,
 		Kwargs:        json.RawMessage(m.ChatTemplateKwargs),
@@ -109,7 +112,7 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	return &modelTokenizer{tok: hfTokenizer{hf: hf, chat: chat}, blockSize: m.Blocks()}, nil
+	return &modelTokenizer{tok: hfTokenizer{hf: tok, chat: chat}, blockSize: m.Blocks()}, nil
 }
 
 var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)
@@ -225,13 +228,13 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 // under, by why.
 func tokResult(err error) string {
 	var ue *tokenize.UnsupportedError
-	var te *tokenize.TemplateError
+	var te *chattemplate.Error
 	switch {
 	case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate, errors.As(err, &te):
 		return tokTemplate
 	case errors.As(err, &ue):
 		return tokUnsupported
-	case errors.Is(err, tokenize.ErrNoChatTemplate):
+	case errors.Is(err, chattemplate.ErrMissing):
 		return tokUnavailable
 	}
 	return tokInvalid

@@ -17,7 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 )
 
 // engineUsage is what an engine reported of a response's prompt.
@@ -250,7 +250,7 @@ func TestHFTokenizer(t *testing.T) {
 	if _, err := os.Stat(qwen3Dir + "/tokenizer.json"); err != nil {
 		t.Fatalf("%v: run make tokenizers (make test does) to fetch the pinned tokenizer files", err)
 	}
-	hf, err := tokenize.LoadHF(qwen3Dir)
+	tok, err := hf.Load(qwen3Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestHFTokenizer(t *testing.T) {
 		}
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
-		if want := hf.Encode(nil, text, true); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
+		if want := tok.Encode(nil, text, true); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
 			t.Errorf("%s: gateway tokens %v, the tokenizer's %v", setting, out.Tokens, want)
 		}
 		// A chat is rendered with the model's chat template, then
@@ -310,7 +310,7 @@ func TestHFTokenizer(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		resp.Body.Close()
 		prompt := "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
-		if want := hf.Encode(nil, prompt, false); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
+		if want := tok.Encode(nil, prompt, false); fmt.Sprint(out.Tokens) != fmt.Sprint(want) {
 			t.Errorf("%s: gateway chat tokens %v, the template's %v", setting, out.Tokens, want)
 		}
 		if r, _ := chat(t, gw.url, body); r.StatusCode != 200 || r.Header.Get("X-Inferrail-Cached-Tokens") == "" {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // The engine-step benchmarks time what the engine goroutine does per step
@@ -154,7 +154,7 @@ func benchRequest(cfg *Config, prompt []int, hashes []blockhash.Hash, maxTokens 
 	for _, t := range prompt {
 		h = (h ^ uint64(t)) * 0x100000001b3
 	}
-	r.babble = tokenize.NewBabbler(h)
+	r.babble = simtok.NewBabbler(h)
 	r.eosAt = naturalLength(h)
 	return r
 }
@@ -163,7 +163,7 @@ func benchRequest(cfg *Config, prompt []int, hashes []blockhash.Hash, maxTokens 
 // shared > 0 the first half of each is one of that many common prefixes.
 func benchPrompts(n, shared int, seed uint64) [][]int {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	tok := tokenize.NewSim()
+	tok := simtok.New()
 	word := func() int { return 8 + rng.IntN(tok.VocabSize()-8) } // no special tokens
 	prefixes := make([][]int, shared)
 	for i := range prefixes {

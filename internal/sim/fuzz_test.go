@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/inferrail/inferrail/internal/openai"
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 var requestSeeds = []string{
@@ -26,7 +26,7 @@ var requestSeeds = []string{
 // fuzzParse checks that parsing never panics and that what it accepts is
 // coherent.
 func fuzzParse(t *testing.T, body []byte, chat bool) {
-	tok := tokenize.NewSim()
+	tok := simtok.New()
 	g, e := parseGenRequest(body, chat, tok)
 	if e != nil {
 		if g != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // genRequest is a validated chat or completion request, reduced to what the
@@ -235,7 +236,7 @@ func (v *validator) number(o *object, key string) {
 
 // parseGenRequest validates a chat (chat true) or completion body. The first
 // error is a 400 in vLLM's shape.
-func parseGenRequest(body []byte, chat bool, tok *tokenize.Sim) (*genRequest, *openai.Error) {
+func parseGenRequest(body []byte, chat bool, tok *simtok.Tokenizer) (*genRequest, *openai.Error) {
 	root, err := decodeJSON(body)
 	if err != nil {
 		v := &validator{}
@@ -295,7 +296,7 @@ type laterChecks struct {
 
 // readFields reads the request's fields into g, adding to v every
 // validation error.
-func (g *genRequest) readFields(v *validator, o *object, tok *tokenize.Sim) laterChecks {
+func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) laterChecks {
 	chat := g.chat
 	var c laterChecks
 	// Fields are checked in the order vLLM's request models declare them,
@@ -568,7 +569,7 @@ func validateTools(v *validator, o *object) {
 
 // validatePrompt checks a completion prompt: a string, a list of token ids,
 // or a batch of one of either. Batches of several prompts are refused.
-func validatePrompt(v *validator, o *object, tok *tokenize.Sim) {
+func validatePrompt(v *validator, o *object, tok *simtok.Tokenizer) {
 	raw, ok := o.get("prompt")
 	if !ok || raw == nil {
 		v.add("value_error", nil, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", o)

@@ -2,7 +2,7 @@ package sim
 
 import (
 	"github.com/inferrail/inferrail/internal/blockhash"
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // reqState is where a request is in the engine.
@@ -29,7 +29,7 @@ type request struct {
 	minTokens int
 	ignoreEOS bool
 	eosAt     int // number of generated tokens, EOS included, at which the model stops on its own
-	babble    tokenize.Babbler
+	babble    simtok.Babbler
 
 	state      reqState
 	blocks     []int32 // blocks held, in token order
@@ -117,7 +117,7 @@ type scheduler struct {
 	running []*request
 	plan    []work
 	hits    []int32 // scratch for prefix lookups
-	tok     *tokenize.Sim
+	tok     *simtok.Tokenizer
 	stats   StepStats
 }
 
@@ -125,7 +125,7 @@ func newScheduler(cfg *Config) *scheduler {
 	return &scheduler{
 		cfg:  cfg,
 		pool: newBlockPool(cfg.NumGPUBlocks, cfg.EnablePrefixCaching),
-		tok:  tokenize.NewSim(),
+		tok:  simtok.New(),
 	}
 }
 

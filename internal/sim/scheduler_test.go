@@ -8,7 +8,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 	"pgregory.net/rapid"
 )
 
@@ -24,7 +24,7 @@ func testRequest(cfg *Config, id string, prompt []int, maxTokens int) *request {
 		maxParam:  maxTokens,
 		ignoreEOS: true,
 		eosAt:     math.MaxInt,
-		babble:    tokenize.NewBabbler(uint64(len(id))),
+		babble:    simtok.NewBabbler(uint64(len(id))),
 		out:       newStream(),
 	}
 	if cfg.EnablePrefixCaching {

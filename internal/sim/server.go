@@ -19,7 +19,7 @@ import (
 	"github.com/inferrail/inferrail/internal/blockhash"
 
 	"github.com/inferrail/inferrail/internal/openai"
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // Version is the vLLM version the simulator answers as.
@@ -34,7 +34,7 @@ type Server struct {
 	cfg         Config
 	engine      *Engine
 	metrics     *Metrics
-	tok         *tokenize.Sim
+	tok         *simtok.Tokenizer
 	fingerprint string
 	log         *slog.Logger
 	mux         *http.ServeMux
@@ -60,7 +60,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		cfg:         cfg,
 		metrics:     m,
 		engine:      NewEngine(cfg, m),
-		tok:         tokenize.NewSim(),
+		tok:         simtok.New(),
 		fingerprint: fingerprint(&cfg),
 		log:         logger,
 	}
@@ -294,7 +294,7 @@ func (s *Server) newRequest(p *prepared) *request {
 	for _, t := range p.prompt {
 		h = (h ^ uint64(t)) * 0x100000001b3
 	}
-	req.babble = tokenize.NewBabbler(h)
+	req.babble = simtok.NewBabbler(h)
 	req.eosAt = naturalLength(h)
 	return req
 }

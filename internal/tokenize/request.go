@@ -6,43 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
-
-// Prompt is what decides a request's prompt tokens: the chat to render, or
-// the completion prompt, and the flags that change its tokens.
-type Prompt struct {
-	Chat       *Chat  // chat requests; nil for completions
-	Text       string // completion prompt text
-	IDs        []int  // completion prompt given as token ids
-	HasIDs     bool
-	AddSpecial bool   // add the tokenizer's special tokens (BOS); vLLM's default is false for chat, true for completions
-	CacheSalt  string // vLLM's per-request cache_salt; salts the block hashes
-}
-
-// UnsupportedError says why a request's prompt cannot be followed, as the
-// reason the gateway counts it under: it is routed without a prediction.
-type UnsupportedError struct{ Reason string }
-
-func (e *UnsupportedError) Error() string { return "prompt not followed: " + e.Reason }
-
-// Reasons for UnsupportedError.
-const (
-	ReasonMultimodal = "multimodal" // content parts other than text
-	ReasonTemplate   = "template"   // a chat template in the request
-	ReasonBatch      = "batch"      // several prompts in one completion request
-	ReasonDeveloper  = "developer"  // a developer message, for a Hugging Face chat template
-	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
-	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
-	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
-)
-
-func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
 
 // ParseChatRequest reads the prompt of a chat completion request the way
 // vLLM prepares it: content parts joined with newlines, the developer role
 // as system, reasoning and tool calls kept, tools as compact JSON (the
 // builtin:sim template's view), and the fields Hugging Face chat templates
-// read, as sent (ChatRenderer's view).
+// read, as sent (package chattemplate's view).
 //
 // Keys match case-sensitively, as in vLLM's request models (encoding/json
 // into a struct would not), and a repeated key keeps its last value, as in
@@ -99,7 +71,7 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if m.err != nil {
 		return nil, m.err
 	}
-	c.RawMessages, c.Messages, c.contents = m.raws, m.msgs, m.contents
+	c.RawMessages, c.Messages, c.Contents = m.raws, m.msgs, m.contents
 	if present(f.tools) {
 		c.RawTools = f.tools
 		tools, ok := elements(f.tools)
@@ -137,14 +109,14 @@ type chatMessages struct {
 	msgs []ChatMessage
 	err  error // the first message's error, with its index: reported after the fields before messages
 
-	contents []decodedString // for Chat.contents
+	contents []rawjson.Decoded // for Chat.Contents
 }
 
-func (f *chatFields) read(r *jsonReader, name []byte) error {
+func (f *chatFields) read(r *rawjson.Reader, name []byte) error {
 	var dst *[]byte
 	switch string(name) {
 	case "messages":
-		return r.messages(&f.messages)
+		return readMessages(r, &f.messages)
 	case "chat_template":
 		dst = &f.template
 	case "chat_template_kwargs":
@@ -164,28 +136,28 @@ func (f *chatFields) read(r *jsonReader, name []byte) error {
 	case "cache_salt":
 		dst = &f.cacheSalt
 	default:
-		return r.dec.SkipValue()
+		return r.Dec.SkipValue()
 	}
 	var err error
-	*dst, err = r.value()
+	*dst, err = r.Value()
 	return err
 }
 
-// messages reads the messages member into m, replacing an earlier one.
-func (r *jsonReader) messages(m *chatMessages) error {
+// readMessages reads the messages member into m, replacing an earlier one.
+func readMessages(r *rawjson.Reader, m *chatMessages) error {
 	*m = chatMessages{}
-	if r.dec.PeekKind() != '[' {
+	if r.Dec.PeekKind() != '[' {
 		var err error
-		m.raw, err = r.value()
+		m.raw, err = r.Value()
 		return err
 	}
-	if _, err := r.dec.ReadToken(); err != nil {
+	if _, err := r.Dec.ReadToken(); err != nil {
 		return err
 	}
 	m.list, m.raws = true, []json.RawMessage{}
-	for i := 0; r.dec.PeekKind() != ']'; i++ {
+	for i := 0; r.Dec.PeekKind() != ']'; i++ {
 		var f messageFields
-		raw, err := r.message(&f)
+		raw, err := readMessage(r, &f)
 		if err != nil {
 			return err
 		}
@@ -199,13 +171,13 @@ func (r *jsonReader) messages(m *chatMessages) error {
 			continue
 		}
 		m.msgs = append(m.msgs, msg)
-		var content decodedString
+		var content rawjson.Decoded
 		if len(f.content) > 0 && f.content[0] == '"' {
-			content = decodedString{f.content, msg.Content}
+			content = rawjson.Decoded{Raw: f.content, Value: msg.Content}
 		}
 		m.contents = append(m.contents, content)
 	}
-	_, err := r.dec.ReadToken()
+	_, err := r.Dec.ReadToken()
 	return err
 }
 
@@ -216,19 +188,19 @@ type messageFields struct {
 	other []byte // the message when it is not an object
 }
 
-// message reads one message into f and returns it whole.
-func (r *jsonReader) message(f *messageFields) ([]byte, error) {
-	if r.dec.PeekKind() != '{' {
-		raw, err := r.value()
+// readMessage reads one message into f and returns it whole.
+func readMessage(r *rawjson.Reader, f *messageFields) ([]byte, error) {
+	if r.Dec.PeekKind() != '{' {
+		raw, err := r.Value()
 		f.other = raw
 		return raw, err
 	}
-	if _, err := r.dec.ReadToken(); err != nil {
+	if _, err := r.Dec.ReadToken(); err != nil {
 		return nil, err
 	}
-	start := int(r.dec.InputOffset()) - len("{")
-	for r.dec.PeekKind() != '}' {
-		name, err := r.name()
+	start := int(r.Dec.InputOffset()) - len("{")
+	for r.Dec.PeekKind() != '}' {
+		name, err := r.Name()
 		if err != nil {
 			return nil, err
 		}
@@ -245,20 +217,20 @@ func (r *jsonReader) message(f *messageFields) ([]byte, error) {
 		case "tool_calls":
 			dst = &f.toolCalls
 		default:
-			if err := r.dec.SkipValue(); err != nil {
+			if err := r.Dec.SkipValue(); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if *dst, err = r.value(); err != nil {
+		if *dst, err = r.Value(); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := r.dec.ReadToken(); err != nil {
+	if _, err := r.Dec.ReadToken(); err != nil {
 		return nil, err
 	}
-	end := int(r.dec.InputOffset())
-	return r.src[start:end:end], nil
+	end := int(r.Dec.InputOffset())
+	return r.Slice(start, end), nil
 }
 
 func (f *messageFields) message() (ChatMessage, error) {
@@ -333,7 +305,7 @@ func contentText(raw []byte) (string, error) {
 		return "", nil
 	}
 	if raw[0] == '"' {
-		return stringValue(raw), nil
+		return rawjson.Unquote(raw), nil
 	}
 	parts, ok := elements(raw)
 	if !ok {
@@ -343,7 +315,7 @@ func contentText(raw []byte) (string, error) {
 	for _, p := range parts {
 		switch p[0] {
 		case '"':
-			texts = append(texts, stringValue(p))
+			texts = append(texts, rawjson.Unquote(p))
 			continue
 		case 'n':
 			texts = append(texts, "")
@@ -372,7 +344,7 @@ func contentText(raw []byte) (string, error) {
 // token ids, alone or as a batch of one. Keys match as in ParseChatRequest.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	var addSpecial, cacheSalt, raw []byte
-	err := readObject(body, func(r *jsonReader, name []byte) error {
+	err := readObject(body, func(r *rawjson.Reader, name []byte) error {
 		var dst *[]byte
 		switch string(name) {
 		case "add_special_tokens":
@@ -382,10 +354,10 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 		case "prompt":
 			dst = &raw
 		default:
-			return r.dec.SkipValue()
+			return r.Dec.SkipValue()
 		}
 		var err error
-		*dst, err = r.value()
+		*dst, err = r.Value()
 		return err
 	})
 	if err != nil {
@@ -411,7 +383,7 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 		}
 	}
 	if raw[0] == '"' {
-		p.Text = stringValue(raw)
+		p.Text = rawjson.Unquote(raw)
 		return p, nil
 	}
 	var ids []int
@@ -424,24 +396,4 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	}
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
-}
-
-// PromptIDs returns the builtin:sim token ids of p, as the simulator
-// computes them.
-func (t *Sim) PromptIDs(p *Prompt) []int {
-	var ids []int
-	if p.AddSpecial {
-		ids = append(ids, t.BOS())
-	}
-	switch {
-	case p.Chat != nil:
-		return t.Encode(ids, RenderSimChat(p.Chat))
-	case p.HasIDs:
-		if p.AddSpecial {
-			// vLLM adds no special tokens to a prompt given as ids.
-			return append([]int(nil), p.IDs...)
-		}
-		return append(ids, p.IDs...)
-	}
-	return t.Encode(ids, p.Text)
 }

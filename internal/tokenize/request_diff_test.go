@@ -10,81 +10,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/tokenize/tokenizetest"
 )
 
 // The single-pass parsers must give what the reference parsers
 // (request_reference_test.go) give for every body: the same Prompt, and
 // the same error, message and kind.
 
-// parseSeeds are bodies at the edges: repeated and escaped keys, keys in
-// another case, lax booleans, null where a value is expected, values of the
-// wrong kind, invalid UTF-8, deep nesting and broken JSON.
-var parseSeeds = []string{
-	``, ` `, `null`, ` null `, `{}`, `[]`, `1`, `"x"`, `{"messages":[]}`, `{"messages":null}`,
-	`{"messages":[]} x`, `{"messages":[]} {}`, `{"messages":[],}`, `{"messages":[{]}`, `{"messages":[1,]}`,
-	`{"messages":"hi"}`, `{"messages":{}}`, `{"messages":[null]}`, `{"messages":[1]}`, `{"messages":[[]]}`, `{"messages":["x"]}`,
-	`{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"system","content":"b"}]}`,
-	`{"messages":[{"role":"user","content":1}],"messages":[]}`,
-	`{"messages":[{"role":"user","content":1}],"chat_template":"x"}`,
-	`{"messages":[{"role":"user","content":1}],"cache_salt":1}`,
-	`{"messages":[{"role":"user","content":1}],"tools":1}`,
-	`{"messages":[{"role":"user","content":1},{"role":2}]}`,
-	`{"messages":[{"role":"user","content":1}],"x":[1,}`,
-	`{"mess\u0061ges":[{"r\u006fle":"us\u0065r","content":"\u00e9\ud800\n"}]}`,
-	"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe ok \xc3\"}],\"cache_salt\":\"\xff\"}",
-	"{\"messages\xff\":[],\"messages\":[{\"role\":\"user\"}]}",
-	`{"Messages":[],"messages":[{"Role":"user","role":"assistant","Content":[{"type":"image_url"}],"content":"kept"}],"Add_Generation_Prompt":false}`,
-	`{"messages":[{"role":"developer","content":"x"},{"role":null,"content":null}]}`,
-	`{"messages":[{"role":"user","content":[]}]}`,
-	`{"messages":[{"role":"user","content":[null,"a",{"type":"text","text":"b"},{"type":"text"},{"type":"text","text":null}]}]}`,
-	`{"messages":[{"role":"user","content":[{"type":"te\u0078t","text":"b"},{"type":"text","type":"image","text":"c"}]}]}`,
-	`{"messages":[{"role":"user","content":[{"type":"image","type":"text","text":"c","text":"d"}]}]}`,
-	`{"messages":[{"role":"user","content":[1]}]}`, `{"messages":[{"role":"user","content":[[]]}]}`,
-	`{"messages":[{"role":"user","content":[true]}]}`, `{"messages":[{"role":"user","content":[{"type":1}]}]}`,
-	`{"messages":[{"role":"user","content":[{"type":"text","text":1}]}]}`,
-	`{"messages":[{"role":"user","content":{}}]}`, `{"messages":[{"role":"user","content":true}]}`,
-	`{"messages":[{"role":"user","content":1.5}]}`, `{"messages":[{"role":["user"]}]}`,
-	`{"messages":[{"role":"assistant","reasoning":"a","reasoning_content":"b"}]}`,
-	`{"messages":[{"role":"assistant","reasoning":"a","reasoning_content":""}]}`,
-	`{"messages":[{"role":"assistant","reasoning":1}]}`, `{"messages":[{"role":"assistant","reasoning_content":{}}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":null}]}`, `{"messages":[{"role":"assistant","tool_calls":[]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":{}}]}`, `{"messages":[{"role":"assistant","tool_calls":[null]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[1]}]}`, `{"messages":[{"role":"assistant","tool_calls":[{}]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[{"function":null}]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[{"function":[]}]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":1}}]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}}]}]}`,
-	`{"messages":[{"role":"assistant","tool_calls":[{"id":"1","type":"function","function":{"name":"f","name":"g","arguments":"{\"x\": 1}"}}]}]}`,
-	`{"messages":[],"chat_template":null,"chat_template":"x"}`, `{"messages":[],"chat_template":"x","chat_template":null}`,
-	`{"messages":[],"chat_template_kwargs":null}`, `{"messages":[],"chat_template_kwargs":[]}`, `{"messages":[],"chat_template_kwargs":"x"}`,
-	`{"messages":[],"chat_template_kwargs":{"chat_template":null}}`, `{"messages":[],"chat_template_kwargs":{"chat_t\u0065mplate":"x"}}`,
-	`{"messages":[],"chat_template_kwargs":{"chat_template":"x","chat_template":null}}`,
-	`{"messages":[],"chat_template_kwargs":{ "b" : 1.0 , "a" : null }}`,
-	`{"messages":[],"documents":null}`, `{"messages":[],"documents":[ {"title" : "t"} ]}`, `{"messages":[],"documents":1}`,
-	`{"messages":[],"reasoning_effort":null}`, `{"messages":[],"reasoning_effort":1}`, `{"messages":[],"reasoning_effort":"low"}`,
-	`{"messages":[],"add_generation_prompt":"Yes"}`, `{"messages":[],"add_generation_prompt":"\"yes\""}`,
-	`{"messages":[],"add_generation_prompt":"y\u0065s"}`, `{"messages":[],"add_generation_prompt":1.0}`,
-	`{"messages":[],"add_generation_prompt":2}`, `{"messages":[],"add_generation_prompt":[ 1 ]}`,
-	`{"messages":[],"add_generation_prompt":{"a" : 1}}`, `{"messages":[],"continue_final_message":"on","add_special_tokens":"OFF"}`,
-	`{"messages":[],"add_special_tokens":null,"cache_salt":null}`, `{"messages":[],"cache_salt":["s"]}`,
-	`{"messages":[],"tools":null}`, `{"messages":[],"tools":[]}`, `{"messages":[],"tools":{}}`, `{"messages":[],"tools":[null, 1, "x"]}`,
-	`{"messages":[],"tools":[ {"type": "function", "function": {"name": "f", "parameters": {"b": 1.0, "a": "\u00e9<>&"}}} ]}`,
-	`{"messages":[{"role":"user","content":"x"}],"tools":[1],"tools":null}`,
-	`{"messages":[{"role":"user","content":"` + strings.Repeat(`[`, 3) + `"}],"x":` + strings.Repeat(`[`, 300) + strings.Repeat(`]`, 300) + `}`,
-	`{"messages":[],"x":` + strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001) + `}`,
-	`{"messages":[{"role":"user","content":[` + strings.Repeat(`{"a":`, 500) + `1` + strings.Repeat(`}`, 500) + `]}]}`,
-	// Completions.
-	`{"prompt":"hi"}`, `{"prompt":["hi"]}`, `{"prompt":["hi","there"]}`, `{"prompt":[5,6]}`, `{"prompt":[[5,6]]}`,
-	`{"prompt":[[1],[2]]}`, `{"prompt":[]}`, `{"prompt":[[]]}`, `{"prompt":[null]}`, `{"prompt":[1,null]}`, `{"prompt":[1.5]}`,
-	`{"prompt":[[1.5]]}`, `{"prompt":[["a","b"]]}`, `{"prompt":[["a"]]}`, `{"prompt":[1e2]}`, `{"prompt":[-0]}`,
-	`{"prompt":[99999999999999999999]}`, `{"prompt":5}`, `{"prompt":{}}`, `{"prompt":true}`, `{"prompt":null}`,
-	`{"prompt":"a","prompt":null}`, `{"prompt":"a","Prompt":"b"}`, `{"max_tokens":1}`, `{"prompt":[[1],"a"]}`,
-	`{"prompt":"a","add_special_tokens":"no","cache_salt":"s"}`, `{"prompt":"a","add_special_tokens":"maybe"}`,
-	`{"prompt":["a"],"add_special_tokens":0}`, `{"prompt":" \u00e9\ud83d\ude00\ud83d"}`, `{"prompt":[[1,2],[3]]}`,
-}
-
 func FuzzParseChatRequestAgainstReference(f *testing.F) {
-	for _, s := range parseSeeds {
+	for _, s := range tokenizetest.RequestSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -96,7 +31,7 @@ func FuzzParseChatRequestAgainstReference(f *testing.F) {
 }
 
 func FuzzParseCompletionRequestAgainstReference(f *testing.F) {
-	for _, s := range parseSeeds {
+	for _, s := range tokenizetest.RequestSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -108,7 +43,7 @@ func FuzzParseCompletionRequestAgainstReference(f *testing.F) {
 }
 
 func TestParseSeedsAgainstReference(t *testing.T) {
-	for _, s := range parseSeeds {
+	for _, s := range tokenizetest.RequestSeeds {
 		compareWithReference(t, "ParseChatRequest", []byte(s), ParseChatRequest, parseChatRequestReference)
 		compareWithReference(t, "ParseCompletionRequest", []byte(s), ParseCompletionRequest, parseCompletionRequestReference)
 	}
@@ -141,8 +76,9 @@ func compareWithReference(t interface {
 	if errKind(err) != errKind(wantErr) {
 		t.Fatalf("%s(%q): error %v (%s), want %v (%s)", name, body, err, errKind(err), wantErr, errKind(wantErr))
 	}
-	// Chat.contents is checked by TestChatReusesContents and FuzzChatRender.
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Chat{})); diff != "" {
+	// Chat.Contents is checked by package chattemplate's
+	// TestChatReusesContents and FuzzChatRender.
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Chat{}, "Contents")); diff != "" {
 		t.Fatalf("%s(%q) (-reference +got):\n%s", name, body, diff)
 	}
 }
@@ -451,7 +387,7 @@ func breakBody(rt *rapid.T, body string) string {
 // BenchmarkParseChatRequest32k parses a 32 KB chat request, the size of
 // BenchmarkChatRequest8k's, with the single-pass parser and the reference.
 func BenchmarkParseChatRequest32k(b *testing.B) {
-	chunks, _ := benchCorpus(b)
+	chunks, _ := tokenizetest.Corpus(b)
 	text := strings.Join(chunks, "")
 	msgs := []map[string]string{{"role": "system", "content": text[:20000]}}
 	for i := range 5 {

@@ -2,7 +2,6 @@ package tokenize
 
 import (
 	"errors"
-	"slices"
 	"testing"
 )
 
@@ -39,36 +38,6 @@ func TestParseChatRequest(t *testing.T) {
 		if !errors.As(err, &ue) || ue.Reason != reason {
 			t.Errorf("ParseChatRequest(%s) = %v, want unsupported %s", body, err, reason)
 		}
-	}
-}
-
-func TestParseCompletionRequest(t *testing.T) {
-	sim := NewSim()
-	tests := []struct {
-		body string
-		ids  []int
-	}{
-		{`{"prompt":"hi"}`, append([]int{SimBOSID}, sim.Encode(nil, "hi")...)},
-		{`{"prompt":["hi"],"add_special_tokens":false}`, sim.Encode(nil, "hi")},
-		{`{"prompt":[5,6]}`, []int{5, 6}},
-		{`{"prompt":[[5,6]]}`, []int{5, 6}},
-	}
-	for _, tt := range tests {
-		p, err := ParseCompletionRequest([]byte(tt.body))
-		if err != nil {
-			t.Fatalf("%s: %v", tt.body, err)
-		}
-		if got := sim.PromptIDs(p); !slices.Equal(got, tt.ids) {
-			t.Errorf("%s: ids %v, want %v", tt.body, got, tt.ids)
-		}
-	}
-	_, err := ParseCompletionRequest([]byte(`{"prompt":[[1],[2]]}`))
-	var ue *UnsupportedError
-	if !errors.As(err, &ue) || ue.Reason != ReasonBatch {
-		t.Errorf("a batch of two: %v, want unsupported batch", err)
-	}
-	if _, err := ParseCompletionRequest([]byte(`{"max_tokens":1}`)); err == nil {
-		t.Error("no prompt accepted")
 	}
 }
 

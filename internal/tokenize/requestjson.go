@@ -1,125 +1,43 @@
 package tokenize
 
 import (
-	"bytes"
 	"encoding/json"
-	"encoding/json/jsontext"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
-// The request parsers walk a body once with a jsontext.Decoder and keep
+// The request parsers walk a body once with a rawjson.Reader and keep
 // the values they read as slices of it. What they accept and refuse, and
 // the errors they give, are json.Unmarshal's into maps and raw messages,
 // as in the parsers they replace (request_reference_test.go): the decoder
 // takes json.Unmarshal's options, and where a value is refused, the error
 // is the one json.Unmarshal gives for it.
 
-// decodeOptions make a jsontext.Decoder accept what json.Unmarshal accepts:
-// repeated names and invalid UTF-8.
-var decodeOptions = json.DefaultOptionsV1()
-
-var decoderPool = sync.Pool{New: func() any { return jsontext.NewDecoder(emptyReader{}, decodeOptions) }}
-
-type emptyReader struct{}
-
-func (emptyReader) Read([]byte) (int, error) { return 0, io.EOF }
-
-// errNotObject is a value read as an object that is not one.
-var errNotObject = errors.New("not an object")
-
-// jsonReader reads JSON values from src and hands them out as slices of
-// src, capped so that appending to them copies.
-type jsonReader struct {
-	src   []byte
-	dec   *jsontext.Decoder
-	known decodedString // a string in src already decoded (jsonValueKnowing)
-}
-
-func newJSONReader(src []byte) jsonReader {
-	dec := decoderPool.Get().(*jsontext.Decoder)
-	dec.Reset(bytes.NewBuffer(src), decodeOptions) // parsed in place, not copied
-	return jsonReader{src: src, dec: dec}
-}
-
-// release returns the decoder to the pool, without src.
-func (r *jsonReader) release() {
-	r.dec.Reset(emptyReader{}, decodeOptions)
-	decoderPool.Put(r.dec)
-	r.dec = nil
-}
-
-// value reads the next value.
-func (r *jsonReader) value() ([]byte, error) {
-	v, err := r.dec.ReadValue()
-	if err != nil {
-		return nil, err
-	}
-	end := int(r.dec.InputOffset())
-	return r.src[end-len(v) : end : end], nil
-}
-
-// name reads the next object member's name, unquoted.
-func (r *jsonReader) name() ([]byte, error) {
-	raw, err := r.value()
-	if err != nil {
-		return nil, err
-	}
-	if bytes.IndexByte(raw, '\\') < 0 {
-		// Invalid UTF-8 is left as it is: it matches no name a caller
-		// looks for, and json.Unmarshal's U+FFFD would not either.
-		return raw[1 : len(raw)-1], nil
-	}
-	name, _ := jsontext.AppendUnquote(nil, raw)
-	return name, nil
-}
-
-// members reads an object, calling visit with each member's name for it to
-// read or skip the value.
-func (r *jsonReader) members(visit func(r *jsonReader, name []byte) error) error {
-	if r.dec.PeekKind() != '{' {
-		return errNotObject
-	}
-	if _, err := r.dec.ReadToken(); err != nil {
-		return err
-	}
-	for r.dec.PeekKind() != '}' {
-		name, err := r.name()
-		if err != nil {
-			return err
-		}
-		if err := visit(r, name); err != nil {
-			return err
-		}
-	}
-	_, err := r.dec.ReadToken()
-	return err
-}
-
 // readObject reads body, a request, calling visit for each member. Its
 // error is json.Unmarshal's for body into a map: a syntax error anywhere in
 // body, or a body that is not an object. A null body has no members.
-func readObject(body []byte, visit func(r *jsonReader, name []byte) error) error {
-	r := newJSONReader(body)
-	err := r.members(visit)
+func readObject(body []byte, visit func(r *rawjson.Reader, name []byte) error) error {
+	r := rawjson.NewReader(body)
+	err := r.Members(visit)
 	if err == nil {
-		if _, err = r.dec.ReadToken(); err == io.EOF {
+		if _, err = r.Dec.ReadToken(); err == io.EOF {
 			err = nil
 		} else if err == nil {
 			err = errors.New("data after the top-level value")
 		}
 	}
-	r.release()
+	r.Release()
 	if err == nil {
 		return nil
 	}
 	if _, uerr := object(body); uerr != nil {
 		return uerr
 	}
-	if errors.Is(err, errNotObject) {
+	if errors.Is(err, rawjson.ErrNotObject) {
 		return nil // null
 	}
 	return err // not reached: the decoder and json.Unmarshal disagree
@@ -136,18 +54,18 @@ func objectFields(raw []byte, keys [2]string) (vals [2][]byte, ok bool) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return vals, false
 	}
-	r := newJSONReader(raw)
-	err := r.members(func(r *jsonReader, name []byte) error {
+	r := rawjson.NewReader(raw)
+	err := r.Members(func(r *rawjson.Reader, name []byte) error {
 		for i, k := range keys {
 			if k != "" && string(name) == k {
 				var err error
-				vals[i], err = r.value()
+				vals[i], err = r.Value()
 				return err
 			}
 		}
-		return r.dec.SkipValue()
+		return r.Dec.SkipValue()
 	})
-	r.release()
+	r.Release()
 	return vals, err == nil
 }
 
@@ -157,13 +75,13 @@ func elements(raw []byte) (items [][]byte, ok bool) {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil, false
 	}
-	r := newJSONReader(raw)
-	defer r.release()
-	if _, err := r.dec.ReadToken(); err != nil {
+	r := rawjson.NewReader(raw)
+	defer r.Release()
+	if _, err := r.Dec.ReadToken(); err != nil {
 		return nil, false
 	}
-	for r.dec.PeekKind() != ']' {
-		v, err := r.value()
+	for r.Dec.PeekKind() != ']' {
+		v, err := r.Value()
 		if err != nil {
 			return nil, false
 		}
@@ -188,7 +106,7 @@ func objectError(raw []byte) error {
 	if _, err := object(raw); err != nil {
 		return err
 	}
-	return errNotObject // not reached
+	return rawjson.ErrNotObject // not reached
 }
 
 // arrayError is json.Unmarshal's error for raw, which is not a list, into
@@ -213,26 +131,11 @@ func optString(raw []byte) (string, error) {
 		return "", nil
 	}
 	if raw[0] == '"' {
-		return stringValue(raw), nil
+		return rawjson.Unquote(raw), nil
 	}
 	var s string
 	err := json.Unmarshal(raw, &s) // for its error
 	return s, err
-}
-
-var unquotePool = sync.Pool{New: func() any { return new([]byte) }}
-
-// stringValue decodes a JSON string as json.Unmarshal does: invalid UTF-8
-// and unpaired surrogates become U+FFFD.
-func stringValue(raw []byte) string {
-	buf := unquotePool.Get().(*[]byte)
-	b, _ := jsontext.AppendUnquote((*buf)[:0], raw)
-	s := string(b)
-	if cap(b) <= 1<<20 {
-		*buf = b
-		unquotePool.Put(buf)
-	}
-	return s
 }
 
 // laxBool reads a boolean as vLLM's request models do (pydantic's lax

@@ -6,7 +6,7 @@
 //
 // Every body is a streaming chat completion request asking for usage, with
 // ignore_eos set so the reply is exactly max_tokens long. Lengths are counted
-// in builtin:sim tokens (tokenize.Sim), the tokenizer of the benchmark
+// in builtin:sim tokens (simtok.Tokenizer), the tokenizer of the benchmark
 // fleets, so "a 2,000-token system prompt" is 2,000 tokens as the simulator
 // counts them.
 //

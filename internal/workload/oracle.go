@@ -41,15 +41,14 @@ func OracleHitRate(reqs []Request, blockSize int) (float64, error) {
 }
 
 // Analyze tokenizes every request's prompt exactly as the simulator does
-// (tokenize.ParseChatRequest or ParseCompletionRequest, then Sim.PromptIDs),
-// chains its block hashes and replays the requests in At order (ties in
-// the order given) against an unlimited cache that keeps every block of
-// every earlier prompt. A request's cached tokens are blockSize times the
-// leading blocks found, counting at most the blocks before its last token,
-// as the simulator (and vLLM) always compute that one; every full block is
-// then cached. Requests are taken
-// to name one model: the model field does not salt the hashes, cache_salt
-// does.
+// (tokenize.ParseChatRequest or ParseCompletionRequest, then the builtin:sim
+// tokenizer's PromptIDs), chains its block hashes and replays the requests
+// in At order (ties in the order given) against an unlimited cache that
+// keeps every block of every earlier prompt. A request's cached tokens are
+// blockSize times the leading blocks found, counting at most the blocks
+// before its last token, as the simulator (and vLLM) always compute that
+// one; every full block is then cached. Requests are taken to name one
+// model: the model field does not salt the hashes, cache_salt does.
 func Analyze(reqs []Request, blockSize int) (*Analysis, error) {
 	if blockSize < 1 {
 		return nil, errors.New("block size: must be >= 1")

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
 // simTok counts tokens the way the simulator does.
-var simTok = tokenize.NewSim()
+var simTok = simtok.New()
 
 // words are what generated text is made of.
 var words = [...]string{
@@ -191,7 +191,7 @@ type toolCall struct {
 
 func newToolCall(id, name, args string) toolCall {
 	nameJSON, _ := json.Marshal(name)
-	rendered := tokenize.SimToolCall + `{"name":` + string(nameJSON) + `,"arguments":` + args + "}" + tokenize.SimToolCallEnd
+	rendered := simtok.ToolCall + `{"name":` + string(nameJSON) + `,"arguments":` + args + "}" + simtok.ToolCallEnd
 	return toolCall{id, name, args, simTok.Count(rendered)}
 }
 
@@ -221,12 +221,12 @@ func toolsTokens(tools []string) int {
 		return 0
 	}
 	var b strings.Builder
-	b.WriteString(tokenize.SimIMStart + "system\n# Tools\n")
+	b.WriteString(simtok.IMStart + "system\n# Tools\n")
 	for _, t := range tools {
 		b.WriteString(t)
 		b.WriteByte('\n')
 	}
-	b.WriteString(tokenize.SimIMEnd + "\n")
+	b.WriteString(simtok.IMEnd + "\n")
 	return simTok.Count(b.String())
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Compare raw encoding throughput: internal/tokenize's HF reader against Hugging Face tokenizers.
+"""Compare raw encoding throughput: internal/tokenize/hf against Hugging Face tokenizers.
 
-Both encode the corpus of BenchmarkHFEncode (internal/tokenize/hf_test.go): the go command's
+Both encode the corpus of BenchmarkHFEncode (tokenizetest.Corpus): the go command's
 documentation and net/http's server.go from the pinned Go toolchain, cut at line ends into chunks
 of at most 4 KiB, without special tokens, on one thread, with warm caches. HF tokenizers is the
 PyPI binding pinned in requirements.txt (Rust core); Tokenizer.encode on one string is
@@ -33,7 +33,7 @@ GO_ENV = dict(os.environ, GOTOOLCHAIN="go1.27.3")
 
 
 def chunk_lines(s, limit):
-    """The chunking of chunkLines in hf_test.go."""
+    """The chunking of chunkLines in internal/tokenize/tokenizetest/corpus.go."""
     chunks, start, end = [], 0, 0
     while end < len(s):
         nxt = s.find(b"\n", end)
@@ -74,7 +74,7 @@ def hf_mbps(family, chunks, size, seconds):
 def go_mbps(families, seconds):
     pattern = "^BenchmarkHFEncode$/^(" + "|".join(families) + ")$"
     out = subprocess.run(
-        ["go", "test", "./internal/tokenize", "-run", "^$", "-bench", pattern,
+        ["go", "test", "./internal/tokenize/hf", "-run", "^$", "-bench", pattern,
          "-benchtime", f"{seconds}s", "-count", "3", "-cpu", "1"],
         cwd=ROOT, capture_output=True, text=True, env=GO_ENV)
     if out.returncode != 0:

@@ -3,8 +3,9 @@
 
 For Qwen3, Llama 3.x (the llama3_1 package), DeepSeek V3 and Gemma 3 this builds a few hundred chat
 completion requests (hand-written edge cases, then seeded random ones), prepares each the way vLLM
-prepares a chat request, and writes internal/tokenize/testdata/chat/<family>.jsonl.gz. Llama 2 has
-no chat template: its file holds completion requests, with and without add_special_tokens.
+prepares a chat request, and writes internal/tokenize/chattemplate/testdata/<family>.jsonl.gz.
+Llama 2 has no chat template: its file holds completion requests, with and without
+add_special_tokens.
 
 vLLM itself is not installed here (it needs torch). Its request preparation is followed step by step
 from its source (vllm/entrypoints/chat_utils.py: parse_chat_messages, _postprocess_messages;
@@ -56,7 +57,7 @@ from transformers.utils import chat_template_utils  # noqa: E402
 
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
-OUT = os.path.join(ROOT, "internal", "tokenize", "testdata", "chat")
+OUT = os.path.join(ROOT, "internal", "tokenize", "chattemplate", "testdata")
 CHAT_FAMILIES = ["qwen3", "llama3_1", "deepseek_v3", "gemma3"]
 
 
@@ -576,7 +577,7 @@ def write_completions(out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=200, help="random requests per chat family (default 200)")
-    ap.add_argument("--out", default=OUT, help="output directory (default internal/tokenize/testdata/chat)")
+    ap.add_argument("--out", default=OUT, help="output directory (default internal/tokenize/chattemplate/testdata)")
     ap.add_argument("family", nargs="*", help="families to write (default: the four chat families and llama2)")
     args = ap.parse_args()
     fams = args.family or CHAT_FAMILIES + ["llama2"]

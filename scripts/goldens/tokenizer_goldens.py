@@ -4,12 +4,12 @@
 For each family in scripts/tokenizers.lock this encodes a fixed list of tricky strings and a few
 thousand seeded random ones with the reference stack (transformers' AutoTokenizer over HF
 tokenizers, pinned in requirements.txt, as vLLM loads a tokenizer) and writes
-internal/tokenize/testdata/hf/<family>.jsonl.gz, one JSON object per line:
+internal/tokenize/hf/testdata/<family>.jsonl.gz, one JSON object per line:
 
     {"text": ..., "ids": [...], "ids_special": [...]}
 
-It also writes testdata/hf/unicode.json.gz (how tokenizers classifies and normalizes every code
-point; see write_unicode) and testdata/hf/synthetic.json.gz: small BPE tokenizers trained here with components
+It also writes testdata/unicode.json.gz (how tokenizers classifies and normalizes every code
+point; see write_unicode) and testdata/synthetic.json.gz: small BPE tokenizers trained here with components
 and options the five families do not use, each with its tokenizer.json and the ids (and decoded
 text) the bare tokenizers library gives for a few hundred strings.
 
@@ -44,7 +44,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
-OUT = os.path.join(ROOT, "internal", "tokenize", "testdata", "hf")
+OUT = os.path.join(ROOT, "internal", "tokenize", "hf", "testdata")
 LOCK = os.path.join(ROOT, "scripts", "tokenizers.lock")
 
 # Strings every family gets, before the random ones: cases that broke earlier implementations.
@@ -517,9 +517,10 @@ CCC_PROBE = ("\u0345", "\u0334")
 
 
 def write_unicode():
-    """Writes testdata/hf/unicode.json.gz: how tokenizers (its Oniguruma regexes and its
+    """Writes testdata/unicode.json.gz: how tokenizers (its Oniguruma regexes and its
     normalization tables, both older than Go's Unicode tables) sees every code point. The Go test
-    TestHFUnicodeTables derives hfunicode_table.go from it (go test -run TestHFUnicodeTables -update)."""
+    TestHFUnicodeTables derives unicode_table.go from it (go test ./internal/tokenize/hf -run
+    TestHFUnicodeTables -update)."""
     from tokenizers import Regex, normalizers, pre_tokenizers
 
     cps = [c for c in range(0x110000) if not (0xD800 <= c <= 0xDFFF)]
@@ -581,7 +582,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None,
                     help="seed of the random strings (default: fixed per family, as committed)")
     ap.add_argument("--out", default=OUT,
-                    help="output directory (default internal/tokenize/testdata/hf); for extra, uncommitted "
+                    help="output directory (default internal/tokenize/hf/testdata); for extra, uncommitted "
                          "checks run the Go tests with HF_GOLDENS_DIR pointing there")
     ap.add_argument("family", nargs="*", help="families to write (default: all in scripts/tokenizers.lock)")
     args = ap.parse_args()

@@ -1,0 +1,150 @@
+package chattemplate
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
+)
+
+// continueTag marks the end of the final message while rendering with
+// continue_final_message, as transformers does.
+const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
+
+// renderConversation renders, and with cont cuts the text after the final
+// message's content the way transformers' render_jinja_template does.
+func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, vars map[string]jinja.Value, cont bool) (string, error) {
+	if len(conv) == 0 {
+		// transformers indexes the first message (IndexError).
+		return "", &Error{Err: errors.New("no messages")}
+	}
+	var final string
+	if cont {
+		last := conv[len(conv)-1].AsDict()
+		content, _ := last.Get("content")
+		switch {
+		case content.IsString():
+			final = content.AsString()
+			last.Set("content", jinja.NewString(final+continueTag))
+		case content.IsList():
+			items := content.AsList().Items
+			found := false
+			for i := len(items) - 1; i >= 0 && !found; i-- {
+				if !items[i].IsDict() {
+					continue
+				}
+				block := items[i].AsDict()
+				if text, ok := block.Get("text"); ok && text.IsString() {
+					final = text.AsString()
+					block.Set("text", jinja.NewString(final+continueTag))
+					found = true
+				}
+			}
+			if !found {
+				return "", badRequest("continue_final_message is set but the final message has no text to continue")
+			}
+		default:
+			return "", badRequest("continue_final_message is set but the final message has no content")
+		}
+	}
+	vars["messages"] = jinja.NewList(conv)
+	var raised error
+	vars["raise_exception"] = jinja.NewCallable("raise_exception", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		msg := ""
+		if len(args) > 0 {
+			msg = pyStr(args[0])
+		}
+		raised = errors.New(msg)
+		return jinja.Undefined(), raised
+	})
+	vars["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+		if len(args) != 1 || !args[0].IsString() {
+			return jinja.Undefined(), errors.New("strftime_now takes one format string")
+		}
+		return jinja.NewString(strftime(r.now(), args[0].AsString())), nil
+	})
+	out, err := t.RenderValues(vars)
+	if err != nil {
+		if raised != nil {
+			return "", &Error{Err: raised}
+		}
+		return "", &Error{Err: err}
+	}
+	if !cont {
+		return out, nil
+	}
+	tag := strings.TrimRight(continueTag, " ")
+	if !strings.Contains(out, pyStrip(final)) || !strings.Contains(out, tag) {
+		return "", &Error{Err: errors.New("continue_final_message is set but the final message does not appear in the rendered chat")}
+	}
+	loc := strings.LastIndex(out, tag)
+	if strings.HasPrefix(out[loc:], continueTag) {
+		return out[:loc], nil
+	}
+	return pyRStrip(out[:loc]), nil
+}
+
+// pyStr is Python's str() of a template value.
+func pyStr(v jinja.Value) string {
+	if v.IsString() {
+		return v.AsString()
+	}
+	return v.String()
+}
+
+// specialTokenVars are transformers' special_tokens_map: each special token
+// attribute that is set, and additional_special_tokens when not empty.
+func specialTokenVars(cfg hf.ChatConfig) map[string]jinja.Value {
+	vars := make(map[string]jinja.Value, len(cfg.SpecialTokens)+8)
+	for _, st := range cfg.SpecialTokens {
+		vars[st.Attr] = jinja.NewString(st.Content)
+	}
+	if len(cfg.AdditionalSpecialTokens) > 0 {
+		items := make([]jinja.Value, len(cfg.AdditionalSpecialTokens))
+		for i, s := range cfg.AdditionalSpecialTokens {
+			items[i] = jinja.NewString(s)
+		}
+		vars["additional_special_tokens"] = jinja.NewList(items)
+	}
+	return vars
+}
+
+// usesFilter reports whether a template applies the named filter; when it
+// cannot be lexed, it says yes.
+func usesFilter(src, name string) bool {
+	toks, err := templateTokens(src)
+	if err != nil {
+		return true
+	}
+	for i := 0; i+1 < len(toks); i++ {
+		if toks[i].is("|") && toks[i+1].kind == tokName && toks[i+1].text == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPyOnlySpace reports whether any string in v holds U+001C to U+001F,
+// which Python counts as whitespace and Go does not.
+func hasPyOnlySpace(v jinja.Value) bool {
+	switch {
+	case v.IsString():
+		return strings.ContainsAny(v.AsString(), "\x1c\x1d\x1e\x1f")
+	case v.IsList():
+		for _, it := range v.AsList().Items {
+			if hasPyOnlySpace(it) {
+				return true
+			}
+		}
+	case v.IsDict():
+		d := v.AsDict()
+		for _, k := range d.OrderedKeys() {
+			if val, _ := d.Get(k); hasPyOnlySpace(val) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,524 @@
+package hf
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// bpe is the BPE model of tokenizer.json, applied to one pre-token at a time
+// exactly as tokenizers' BPE::merge_word does: the word starts as one symbol
+// per character (per byte after the ByteLevel pre-tokenizer), unknown
+// characters go to byte fallback or the unk token, then merges are applied
+// lowest rank first, leftmost first among equal ranks.
+//
+// A bpe is immutable after newBPE, apart from its word cache.
+type bpe struct {
+	// vocab maps token text to id. In byte-level mode the keys are the raw
+	// bytes a token stands for (the GPT-2 byte-to-character mapping undone),
+	// so words are never mapped to characters and back.
+	vocab     map[string]int32
+	tokens    []string         // id → token as written in tokenizer.json ("" if none)
+	size      int              // entries in the vocabulary
+	extra     map[string]int32 // byte-level: entries with characters outside the byte mapping
+	merges    mergeTable
+	byteLevel bool
+	byteIDs   [256]int32 // byte-level: id of each one-byte token, -1 if absent
+	asciiIDs  [128]int32 // otherwise: id of each ASCII one-character token, -1 if absent
+	bmpIDs    []int32    // otherwise: id of each one-character token below U+10000, -1 if absent
+	fallback  [256]int32 // byte fallback: id of "<0xXX>", -1 if absent
+	unk       int32      // -1: no unk token
+	fuseUnk   bool
+	byteFall  bool
+	ignoreMrg bool
+
+	cache wordCache
+}
+
+// merge is what a pair of adjacent symbols becomes, and when.
+type merge struct {
+	rank int32
+	id   int32
+}
+
+func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+func newBPE(raw json.RawMessage, byteLevel bool) (*bpe, error) {
+	typ, err := componentType(raw)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if typ != "BPE" {
+		return nil, fmt.Errorf("model: type %q: %w (only BPE is implemented)", typ, ErrUnsupported)
+	}
+	var m modelJSON
+	if err := strictUnmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model: dropout %v: %w (encoding would be random)", *m.Dropout, ErrUnsupported)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return nil, fmt.Errorf("model: continuing_subword_prefix %q: %w", *m.ContinuingSubwordPrefix, ErrUnsupported)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return nil, fmt.Errorf("model: end_of_word_suffix %q: %w", *m.EndOfWordSuffix, ErrUnsupported)
+	}
+	if m.Vocab == nil {
+		return nil, fmt.Errorf("model: missing vocab")
+	}
+	b := &bpe{
+		vocab:     make(map[string]int32, len(m.Vocab)),
+		merges:    newMergeTable(len(m.Merges)),
+		byteLevel: byteLevel,
+		unk:       -1,
+		fuseUnk:   m.FuseUnk,
+		byteFall:  m.ByteFallback,
+		ignoreMrg: m.IgnoreMerges,
+	}
+	maxID := -1
+	for tok, id := range m.Vocab {
+		if id < 0 || id > 1<<30 {
+			return nil, fmt.Errorf("model: vocab[%q]: id %d out of range", tok, id)
+		}
+		maxID = max(maxID, id)
+	}
+	b.tokens = make([]string, maxID+1)
+	b.size = len(m.Vocab)
+	b.extra = map[string]int32{}
+	for tok, id := range m.Vocab {
+		b.tokens[id] = tok
+		key, ok := tok, true
+		if byteLevel {
+			key, ok = byteLevelDecode(tok)
+		}
+		if ok {
+			b.vocab[key] = int32(id)
+		} else {
+			b.extra[tok] = int32(id)
+		}
+	}
+	lookup := b.lookup
+	for i, mg := range m.Merges {
+		a, okA := lookup(mg[0])
+		c, okC := lookup(mg[1])
+		n, okN := lookup(mg[0] + mg[1])
+		if !okA || !okC || !okN {
+			return nil, fmt.Errorf("model: merges[%d] %q %q: token not in vocab", i, mg[0], mg[1])
+		}
+		// A repeated pair keeps its last rank, as tokenizers' map does.
+		b.merges.put(pairKey(a, c), merge{rank: int32(i), id: n})
+	}
+	if m.UnkToken != nil {
+		id, ok := lookup(*m.UnkToken)
+		if !ok {
+			// tokenizers fails only when an unknown character needs it;
+			// fail early instead.
+			return nil, fmt.Errorf("model: unk_token %q not in vocab", *m.UnkToken)
+		}
+		b.unk = id
+	}
+	for i := range b.byteIDs {
+		b.byteIDs[i] = -1
+		b.fallback[i] = -1
+	}
+	for i := range b.asciiIDs {
+		b.asciiIDs[i] = -1
+		if id, ok := m.Vocab[string(rune(i))]; ok && !byteLevel {
+			b.asciiIDs[i] = int32(id)
+		}
+	}
+	if !byteLevel {
+		b.bmpIDs = make([]int32, 0x10000)
+		for i := range b.bmpIDs {
+			b.bmpIDs[i] = -1
+		}
+		for tok, id := range m.Vocab {
+			if r, n := utf8.DecodeRuneInString(tok); n == len(tok) && r < 0x10000 && (r != utf8.RuneError || n == 3) {
+				b.bmpIDs[r] = int32(id)
+			}
+		}
+	}
+	for i := range 256 {
+		if byteLevel {
+			if id, ok := b.vocab[string([]byte{byte(i)})]; ok {
+				b.byteIDs[i] = id
+			}
+		}
+		if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", i)]; ok {
+			b.fallback[i] = int32(id)
+		}
+	}
+	b.cache.init()
+	return b, nil
+}
+
+// lookup finds a token written as in tokenizer.json.
+func (b *bpe) lookup(tok string) (int32, bool) {
+	if b.byteLevel {
+		key, ok := byteLevelDecode(tok)
+		if !ok {
+			id, ok := b.extra[tok]
+			return id, ok
+		}
+		tok = key
+	}
+	id, ok := b.vocab[tok]
+	return id, ok
+}
+
+// symbol is one node of a word being merged: a token id, the byte length it
+// covers (0 once merged into its left neighbour), and its neighbours.
+type symbol struct {
+	id         int32
+	prev, next int32
+	n          int32
+}
+
+// bpeScratch holds the buffers of one word encoding.
+type bpeScratch struct {
+	syms []symbol
+	heap mergeHeap
+	ids  []int32
+}
+
+var bpeScratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
+
+// encode appends the ids of one pre-token to dst.
+func (b *bpe) encode(dst []int, word string) []int {
+	if word == "" {
+		return dst
+	}
+	if b.ignoreMrg {
+		if id, ok := b.vocab[word]; ok {
+			return append(dst, int(id))
+		}
+	}
+	if ids, ok := b.cache.get(word); ok {
+		for _, id := range ids {
+			dst = append(dst, int(id))
+		}
+		return dst
+	}
+	s := bpeScratchPool.Get().(*bpeScratch)
+	s.ids = b.mergeWord(s, s.ids[:0], word)
+	for _, id := range s.ids {
+		dst = append(dst, int(id))
+	}
+	b.cache.put(word, s.ids)
+	bpeScratchPool.Put(s)
+	return dst
+}
+
+// mergeWord appends the ids of word to ids.
+func (b *bpe) mergeWord(s *bpeScratch, ids []int32, word string) []int32 {
+	syms := s.syms[:0]
+	add := func(id int32, n int) {
+		last := int32(len(syms)) - 1
+		if last >= 0 {
+			syms[last].next = last + 1
+		}
+		syms = append(syms, symbol{id: id, prev: last, next: -1, n: int32(n)})
+	}
+	unkID, unkLen := int32(-1), 0
+	for i := 0; i < len(word); {
+		var id int32 = -1
+		var n int
+		if b.byteLevel {
+			id, n = b.byteIDs[word[i]], 1
+		} else if c := word[i]; c < utf8.RuneSelf {
+			id, n = b.asciiIDs[c], 1
+		} else {
+			var r rune
+			r, n = utf8.DecodeRuneInString(word[i:])
+			if r < 0x10000 {
+				id = b.bmpIDs[r]
+			} else if v, ok := b.vocab[word[i:i+n]]; ok {
+				id = v
+			}
+		}
+		char := word[i : i+n]
+		i += n
+		if id >= 0 {
+			if unkID >= 0 {
+				add(unkID, unkLen)
+				unkID = -1
+			}
+			add(id, n)
+			continue
+		}
+		if b.byteFall {
+			// The bytes of the character as the model sees it: after
+			// ByteLevel, that is the UTF-8 of the mapped character.
+			var buf [4]byte
+			bs := []byte(char)
+			if b.byteLevel {
+				bs = buf[:utf8.EncodeRune(buf[:], byteLevelChars[char[0]])]
+			}
+			ok := true
+			for _, c := range bs {
+				if b.fallback[c] < 0 {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				for _, c := range bs {
+					add(b.fallback[c], 1)
+				}
+				continue
+			}
+		}
+		if b.unk >= 0 {
+			switch {
+			case unkID >= 0 && b.fuseUnk:
+				unkLen += n
+			case unkID >= 0:
+				add(unkID, unkLen)
+				unkID, unkLen = b.unk, n
+			default:
+				unkID, unkLen = b.unk, n
+			}
+		}
+		// Without an unk token the character is dropped, as tokenizers does.
+	}
+	if unkID >= 0 {
+		add(unkID, unkLen)
+	}
+	syms = b.applyMerges(s, syms)
+	for _, sym := range syms {
+		if sym.n != 0 {
+			ids = append(ids, sym.id)
+		}
+	}
+	s.syms = syms
+	return ids
+}
+
+// applyMerges is tokenizers' Word::merge_all without dropout: a min-heap of
+// candidate merges ordered by (rank, position); stale entries are skipped when
+// their pair no longer yields the same token.
+func (b *bpe) applyMerges(s *bpeScratch, syms []symbol) []symbol {
+	if len(syms) < 2 {
+		return syms
+	}
+	h := s.heap[:0]
+	for i := 0; i+1 < len(syms); i++ {
+		if m, ok := b.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
+			h = h.push(newCand(m.rank, int32(i), m.id))
+		}
+	}
+	for len(h) > 0 {
+		var top mergeCand
+		h, top = h.pop()
+		pos := top.pos()
+		cur := &syms[pos]
+		if cur.n == 0 || cur.next == -1 {
+			continue
+		}
+		nextPos := cur.next
+		right := syms[nextPos]
+		m, ok := b.merges.get(pairKey(cur.id, right.id))
+		if !ok || m.id != top.id {
+			continue
+		}
+		cur.id = top.id
+		cur.n += right.n
+		cur.next = right.next
+		syms[nextPos].n = 0
+		if right.next >= 0 && int(right.next) < len(syms) {
+			syms[right.next].prev = pos
+		}
+		if cur.prev >= 0 {
+			if m, ok := b.merges.get(pairKey(syms[cur.prev].id, cur.id)); ok {
+				h = h.push(newCand(m.rank, cur.prev, m.id))
+			}
+		}
+		if cur.next >= 0 && int(cur.next) < len(syms) {
+			if m, ok := b.merges.get(pairKey(cur.id, syms[cur.next].id)); ok {
+				h = h.push(newCand(m.rank, pos, m.id))
+			}
+		}
+	}
+	s.heap = h
+	return syms
+}
+
+// mergeTable is an open-addressing hash table from symbol pairs to merges:
+// the lookup of the merge loop, about twice as fast as a Go map here.
+type mergeTable struct {
+	slots []mergeSlot
+	shift uint
+}
+
+type mergeSlot struct {
+	key uint64 // emptyPair if unused
+	val merge
+}
+
+const emptyPair = ^uint64(0)
+
+func newMergeTable(n int) mergeTable {
+	size, shift := 16, uint(60)
+	for size < 2*n {
+		size *= 2
+		shift--
+	}
+	slots := make([]mergeSlot, size)
+	for i := range slots {
+		slots[i].key = emptyPair
+	}
+	return mergeTable{slots: slots, shift: shift}
+}
+
+func (t *mergeTable) slot(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> t.shift }
+
+func (t *mergeTable) put(key uint64, v merge) {
+	mask := uint64(len(t.slots) - 1)
+	for i := t.slot(key); ; i = (i + 1) & mask {
+		if s := &t.slots[i]; s.key == emptyPair || s.key == key {
+			s.key, s.val = key, v
+			return
+		}
+	}
+}
+
+func (t *mergeTable) get(key uint64) (merge, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for i := t.slot(key); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.key == key {
+			return s.val, true
+		}
+		if s.key == emptyPair {
+			return merge{}, false
+		}
+	}
+}
+
+// mergeCand is a merge waiting in the heap: key orders by rank, then
+// position.
+type mergeCand struct {
+	key uint64 // rank<<32 | pos
+	id  int32
+}
+
+func newCand(rank, pos, id int32) mergeCand {
+	return mergeCand{key: uint64(uint32(rank))<<32 | uint64(uint32(pos)), id: id}
+}
+
+func (c mergeCand) pos() int32 { return int32(uint32(c.key)) }
+
+// mergeHeap is a 4-ary min-heap of merge candidates.
+type mergeHeap []mergeCand
+
+func (h mergeHeap) push(c mergeCand) mergeHeap {
+	h = append(h, c)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if h[p].key <= c.key {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = c
+	return h
+}
+
+func (h mergeHeap) pop() (mergeHeap, mergeCand) {
+	top := h[0]
+	n := len(h) - 1
+	last := h[n]
+	h = h[:n]
+	if n == 0 {
+		return h, top
+	}
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if h[k].key < h[m].key {
+				m = k
+			}
+		}
+		if h[m].key >= last.key {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = last
+	return h, top
+}
+
+// wordCache remembers the ids of words already merged. It is sharded to keep
+// lock contention low; a full shard is emptied rather than evicted piecemeal.
+type wordCache struct {
+	seed   maphash.Seed
+	shards [wordCacheShards]wordCacheShard
+}
+
+const (
+	wordCacheShards   = 32
+	wordCacheShardCap = 2048 // words per shard
+	wordCacheMaxWord  = 256  // longer words are not cached (bytes)
+)
+
+type wordCacheShard struct {
+	mu sync.RWMutex
+	m  map[string][]int32 // guarded by mu
+}
+
+func (c *wordCache) init() {
+	c.seed = maphash.MakeSeed()
+	for i := range c.shards {
+		c.shards[i].m = make(map[string][]int32)
+	}
+}
+
+// reset empties the cache.
+func (c *wordCache) reset() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
+func (c *wordCache) shard(word string) *wordCacheShard {
+	return &c.shards[maphash.String(c.seed, word)%wordCacheShards]
+}
+
+func (c *wordCache) get(word string) ([]int32, bool) {
+	if len(word) > wordCacheMaxWord {
+		return nil, false
+	}
+	s := c.shard(word)
+	s.mu.RLock()
+	ids, ok := s.m[word]
+	s.mu.RUnlock()
+	return ids, ok
+}
+
+func (c *wordCache) put(word string, ids []int32) {
+	if len(word) > wordCacheMaxWord {
+		return
+	}
+	s := c.shard(word)
+	s.mu.Lock()
+	if len(s.m) >= wordCacheShardCap {
+		clear(s.m)
+	}
+	s.m[strings.Clone(word)] = append([]int32(nil), ids...)
+	s.mu.Unlock()
+}

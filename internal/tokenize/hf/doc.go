@@ -1,0 +1,12 @@
+// Package hf reads Hugging Face tokenizers, tokenizer.json and the
+// tokenizer_config.json beside it, and encodes text to the very token ids
+// transformers' AutoTokenizer computes for the same directory, which is
+// what vLLM uses (goldens in testdata, written by
+// scripts/goldens/tokenizer_goldens.py). It implements the BPE model with
+// the normalizers, pre-tokenizers, added tokens, post-processors and
+// decoders the families in use need, and refuses any other component
+// (ErrUnsupported) rather than approximate it: one wrong token shifts every
+// later block hash. A tokenizer made by WithCache keeps the ids of the
+// prompt pieces requests repeat (package piececache); ChatConfig is what
+// chat templates (package chattemplate) read of tokenizer_config.json.
+package hf

@@ -1,0 +1,166 @@
+package hf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// normalizer is one tokenizer.json normalizer. normalize returns s itself
+// when nothing changes, so the common case allocates nothing.
+type normalizer interface {
+	normalize(s string) string
+}
+
+// newNormalizer builds the normalizer at path (for error messages) from raw;
+// it returns nil for null and for an empty Sequence.
+func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
+	typ, err := componentType(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch typ {
+	case "":
+		return nil, nil
+	case "NFC", "NFD", "NFKC", "NFKD":
+		var c struct {
+			Type string `json:"type"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return unicodeNorm{form: map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}[typ]}, nil
+	case "Sequence":
+		var c struct {
+			Type        string            `json:"type"`
+			Normalizers []json.RawMessage `json:"normalizers"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		var seq normSequence
+		for i, sub := range c.Normalizers {
+			n, err := newNormalizer(fmt.Sprintf("%s.normalizers[%d]", path, i), sub)
+			if err != nil {
+				return nil, err
+			}
+			if n != nil {
+				seq = append(seq, n)
+			}
+		}
+		switch len(seq) {
+		case 0:
+			return nil, nil
+		case 1:
+			return seq[0], nil
+		}
+		return seq, nil
+	case "Prepend":
+		var c struct {
+			Type    string `json:"type"`
+			Prepend string `json:"prepend"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return prependNorm(c.Prepend), nil
+	case "Replace":
+		var c struct {
+			Type    string      `json:"type"`
+			Pattern patternJSON `json:"pattern"`
+			Content string      `json:"content"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		m, err := newMatcher(c.Pattern)
+		if err != nil {
+			return nil, fmt.Errorf("%s.pattern: %w", path, err)
+		}
+		return replaceNorm{m: m, content: c.Content}, nil
+	case "Strip":
+		var c struct {
+			Type  string `json:"type"`
+			Left  bool   `json:"strip_left"`
+			Right bool   `json:"strip_right"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return stripNorm{left: c.Left, right: c.Right}, nil
+	}
+	return nil, fmt.Errorf("%s: normalizer type %q: %w", path, typ, ErrUnsupported)
+}
+
+type unicodeNorm struct{ form norm.Form }
+
+func (n unicodeNorm) normalize(s string) string { return normalize(n.form, s) }
+
+type normSequence []normalizer
+
+func (seq normSequence) normalize(s string) string {
+	for _, n := range seq {
+		s = n.normalize(s)
+	}
+	return s
+}
+
+// prependNorm adds its text in front of every non-empty string.
+type prependNorm string
+
+func (p prependNorm) normalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(p) + s
+}
+
+type replaceNorm struct {
+	m       matcher
+	content string
+}
+
+func (r replaceNorm) normalize(s string) string {
+	if lit, ok := r.m.(literalMatcher); ok {
+		return strings.ReplaceAll(s, string(lit), r.content)
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range r.m.find(nil, s) {
+		b.WriteString(s[last:m[0]])
+		b.WriteString(r.content)
+		last = m[1]
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+type stripNorm struct{ left, right bool }
+
+func (n stripNorm) normalize(s string) string {
+	if n.left {
+		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	}
+	if n.right {
+		s = strings.TrimRightFunc(s, unicode.IsSpace)
+	}
+	return s
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+var errEmptyPattern = errors.New("empty pattern")

@@ -1,0 +1,396 @@
+package hf
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// piece is a pre-token: a string the model encodes on its own. start is true
+// for the piece that begins at offset 0 of the original text (Metaspace's
+// prepend_scheme "first" looks at it).
+type piece struct {
+	s     string
+	start bool
+}
+
+// preTokenizer splits one piece into smaller ones, appending only non-empty
+// pieces to dst, as tokenizers' PreTokenizedString::split keeps them.
+type preTokenizer interface {
+	split(dst []piece, p piece, sc *splitScratch) []piece
+}
+
+// splitScratch holds buffers reused across pieces of one encoding.
+type splitScratch struct {
+	matches [][2]int
+	parts   []splitPart
+}
+
+// splitPart is one range of a string and whether the pattern matched it.
+type splitPart struct {
+	start, end int
+	match      bool
+}
+
+// newPreTokenizers flattens the pre_tokenizer of tokenizer.json into a list
+// applied in order. byteLevel reports a ByteLevel pre-tokenizer, which must
+// come last: the model then works on raw bytes instead of the GPT-2
+// characters ByteLevel maps them to.
+func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, byteLevel bool, err error) {
+	typ, err := componentType(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", path, err)
+	}
+	switch typ {
+	case "":
+		return nil, false, nil
+	case "Sequence":
+		var c struct {
+			Type          string            `json:"type"`
+			PreTokenizers []json.RawMessage `json:"pretokenizers"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		for i, sub := range c.PreTokenizers {
+			if byteLevel {
+				return nil, false, fmt.Errorf("%s.pretokenizers[%d]: a pre-tokenizer after ByteLevel: %w", path, i, ErrUnsupported)
+			}
+			l, bl, err := newPreTokenizers(fmt.Sprintf("%s.pretokenizers[%d]", path, i), sub)
+			if err != nil {
+				return nil, false, err
+			}
+			list, byteLevel = append(list, l...), bl
+		}
+		return list, byteLevel, nil
+	case "Split":
+		var c struct {
+			Type     string      `json:"type"`
+			Pattern  patternJSON `json:"pattern"`
+			Behavior string      `json:"behavior"`
+			Invert   bool        `json:"invert"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		b, err := parseBehavior(c.Behavior)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s.behavior: %w", path, err)
+		}
+		m, err := newMatcher(c.Pattern)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s.pattern: %w", path, err)
+		}
+		return []preTokenizer{&splitPre{m: m, behavior: b, invert: c.Invert}}, false, nil
+	case "ByteLevel":
+		c := struct {
+			Type           string `json:"type"`
+			AddPrefixSpace bool   `json:"add_prefix_space"`
+			TrimOffsets    bool   `json:"trim_offsets"`
+			UseRegex       bool   `json:"use_regex"`
+		}{UseRegex: true}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		p := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace}
+		if c.UseRegex {
+			pat := patGPT2
+			m, err := newMatcher(patternJSON{Regex: &pat})
+			if err != nil {
+				return nil, false, fmt.Errorf("%s: %w", path, err)
+			}
+			p.re = m
+		}
+		return []preTokenizer{p}, true, nil
+	case "Metaspace":
+		var c struct {
+			Type           string  `json:"type"`
+			Replacement    string  `json:"replacement"`
+			PrependScheme  *string `json:"prepend_scheme"`
+			Split          *bool   `json:"split"`
+			AddPrefixSpace *bool   `json:"add_prefix_space"`
+			StrRep         *string `json:"str_rep"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		p, err := newMetaspace(c.Replacement, c.PrependScheme, c.Split, c.AddPrefixSpace)
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		return []preTokenizer{p}, false, nil
+	case "Digits":
+		var c struct {
+			Type             string `json:"type"`
+			IndividualDigits bool   `json:"individual_digits"`
+		}
+		if err := strictUnmarshal(raw, &c); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		b := splitContiguous
+		if c.IndividualDigits {
+			b = splitIsolated
+		}
+		// Rust's char::is_numeric, whose tables (Unicode 17, unlike
+		// tokenizers' regexes) are Go's.
+		return []preTokenizer{&splitPre{m: runeClassMatcher(unicode.IsNumber), behavior: b}}, false, nil
+	}
+	return nil, false, fmt.Errorf("%s: pre-tokenizer type %q: %w", path, typ, ErrUnsupported)
+}
+
+// splitBehavior is tokenizers' SplitDelimiterBehavior.
+type splitBehavior int
+
+const (
+	splitRemoved splitBehavior = iota
+	splitIsolated
+	splitMergedWithPrevious
+	splitMergedWithNext
+	splitContiguous
+)
+
+func parseBehavior(s string) (splitBehavior, error) {
+	switch s {
+	case "Removed":
+		return splitRemoved, nil
+	case "Isolated":
+		return splitIsolated, nil
+	case "MergedWithPrevious":
+		return splitMergedWithPrevious, nil
+	case "MergedWithNext":
+		return splitMergedWithNext, nil
+	case "Contiguous":
+		return splitContiguous, nil
+	}
+	return 0, fmt.Errorf("%q: %w", s, ErrUnsupported)
+}
+
+// splitPre is the Split pre-tokenizer (and Digits, which is a Split on
+// numeric characters).
+type splitPre struct {
+	m        matcher
+	behavior splitBehavior
+	invert   bool
+}
+
+func (p *splitPre) split(dst []piece, in piece, sc *splitScratch) []piece {
+	return splitBy(dst, in, p.m, p.behavior, p.invert, sc)
+}
+
+// splitBy is NormalizedString::split: the string is cut into matched and
+// unmatched ranges covering it, the flags are inverted if asked, the ranges
+// are merged according to behavior, and non-empty results are kept.
+func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bool, sc *splitScratch) []piece {
+	s := in.s
+	if s == "" {
+		return dst
+	}
+	sc.matches = m.find(sc.matches[:0], s)
+	parts := sc.parts[:0]
+	prev := 0
+	for _, mt := range sc.matches {
+		if prev != mt[0] {
+			parts = append(parts, splitPart{prev, mt[0], invert})
+		}
+		parts = append(parts, splitPart{mt[0], mt[1], !invert})
+		prev = mt[1]
+	}
+	if prev != len(s) {
+		parts = append(parts, splitPart{prev, len(s), invert})
+	}
+	sc.parts = parts
+
+	emit := func(start, end int) {
+		if start < end {
+			dst = append(dst, piece{s: s[start:end], start: in.start && start == 0})
+		}
+	}
+	switch behavior {
+	case splitIsolated:
+		for _, p := range parts {
+			emit(p.start, p.end)
+		}
+	case splitRemoved:
+		for _, p := range parts {
+			if !p.match {
+				emit(p.start, p.end)
+			}
+		}
+	case splitContiguous:
+		// Runs of parts with the same flag become one piece.
+		for i := 0; i < len(parts); {
+			j := i + 1
+			for j < len(parts) && parts[j].match == parts[j-1].match {
+				j++
+			}
+			emit(parts[i].start, parts[j-1].end)
+			i = j
+		}
+	case splitMergedWithPrevious:
+		// A match directly after a non-match joins it.
+		prevMatch := false
+		start, end, open := 0, 0, false
+		for _, p := range parts {
+			if p.match && !prevMatch && open {
+				end = p.end
+			} else {
+				if open {
+					emit(start, end)
+				}
+				start, end, open = p.start, p.end, true
+			}
+			prevMatch = p.match
+		}
+		if open {
+			emit(start, end)
+		}
+	case splitMergedWithNext:
+		// Walking backwards, a match directly before a non-match joins it.
+		n0 := len(dst)
+		prevMatch := false
+		start, end, open := 0, 0, false
+		for i := len(parts) - 1; i >= 0; i-- {
+			p := parts[i]
+			if p.match && !prevMatch && open {
+				start = p.start
+			} else {
+				if open {
+					emit(start, end)
+				}
+				start, end, open = p.start, p.end, true
+			}
+			prevMatch = p.match
+		}
+		if open {
+			emit(start, end)
+		}
+		for i, j := n0, len(dst)-1; i < j; i, j = i+1, j-1 {
+			dst[i], dst[j] = dst[j], dst[i]
+		}
+	}
+	return dst
+}
+
+// runeClassMatcher matches every single character of a class.
+type runeClassMatcher func(rune) bool
+
+func (f runeClassMatcher) find(dst [][2]int, s string) [][2]int {
+	for i, r := range s {
+		if f(r) {
+			dst = append(dst, [2]int{i, i + utf8.RuneLen(r)})
+		}
+	}
+	return dst
+}
+
+// byteLevelPre is the ByteLevel pre-tokenizer. The mapping of bytes to
+// printable characters is not applied: the model's vocabulary is converted to
+// raw bytes instead (see bpe), which gives the same ids.
+type byteLevelPre struct {
+	addPrefixSpace bool
+	re             matcher // nil unless use_regex
+}
+
+func (p *byteLevelPre) split(dst []piece, in piece, sc *splitScratch) []piece {
+	if p.addPrefixSpace && !strings.HasPrefix(in.s, " ") {
+		in.s = " " + in.s
+	}
+	if p.re == nil {
+		if in.s != "" {
+			dst = append(dst, in)
+		}
+		return dst
+	}
+	return splitBy(dst, in, p.re, splitIsolated, false, sc)
+}
+
+// metaspacePre is the Metaspace pre-tokenizer: spaces become the replacement
+// character, which is prepended as the scheme says, and the piece is split
+// before each replacement character.
+type metaspacePre struct {
+	repl    string
+	prepend string // "always", "first" or "never"
+	cut     bool   // split before each replacement character
+}
+
+func newMetaspace(repl string, scheme *string, split, addPrefixSpace *bool) (*metaspacePre, error) {
+	if utf8.RuneCountInString(repl) != 1 {
+		return nil, fmt.Errorf("replacement %q: must be one character", repl)
+	}
+	p := &metaspacePre{repl: repl, prepend: "always", cut: true}
+	if scheme != nil {
+		switch *scheme {
+		case "always", "first", "never":
+			p.prepend = *scheme
+		default:
+			return nil, fmt.Errorf("prepend_scheme %q: %w", *scheme, ErrUnsupported)
+		}
+	}
+	if addPrefixSpace != nil && !*addPrefixSpace {
+		if p.prepend != "never" {
+			return nil, fmt.Errorf("add_prefix_space does not match declared prepend_scheme")
+		}
+	}
+	if split != nil {
+		p.cut = *split
+	}
+	return p, nil
+}
+
+func (p *metaspacePre) split(dst []piece, in piece, sc *splitScratch) []piece {
+	s := strings.ReplaceAll(in.s, " ", p.repl)
+	switch p.prepend {
+	case "always":
+		if !strings.HasPrefix(s, p.repl) {
+			s = p.repl + s
+		}
+	case "first":
+		if !strings.HasPrefix(s, p.repl) && in.start {
+			s = p.repl + s
+		}
+	}
+	in.s = s
+	if !p.cut {
+		if s != "" {
+			dst = append(dst, in)
+		}
+		return dst
+	}
+	return splitBy(dst, in, literalMatcher(p.repl), splitMergedWithNext, false, sc)
+}
+
+// The GPT-2 byte-to-character mapping of ByteLevel: printable Latin-1 bytes
+// stand for themselves, the other 68 bytes for U+0100 onwards.
+var (
+	byteLevelChars [256]rune
+	byteLevelBytes = map[rune]byte{}
+)
+
+func init() {
+	n := 0
+	for b := range 256 {
+		if b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE {
+			byteLevelChars[b] = rune(b)
+		} else {
+			byteLevelChars[b] = rune(256 + n)
+			n++
+		}
+		byteLevelBytes[byteLevelChars[b]] = byte(b)
+	}
+}
+
+// byteLevelDecode turns a byte-level token back into the bytes it stands for;
+// ok is false if it has a character outside the mapping.
+func byteLevelDecode(tok string) (string, bool) {
+	buf := make([]byte, 0, len(tok))
+	for _, r := range tok {
+		b, ok := byteLevelBytes[r]
+		if !ok {
+			return "", false
+		}
+		buf = append(buf, b)
+	}
+	return string(buf), true
+}

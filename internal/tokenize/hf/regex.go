@@ -1,0 +1,111 @@
+package hf
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/dlclark/regexp2"
+)
+
+// matcher finds the non-overlapping matches of a Split or Replace pattern,
+// left to right, as Oniguruma's find_iter does in tokenizers.
+type matcher interface {
+	// find appends the [start, end) byte ranges of the matches in s to dst.
+	find(dst [][2]int, s string) [][2]int
+}
+
+// newMatcher compiles a tokenizer.json pattern. A String pattern matches
+// literally; a Regex pattern is Oniguruma syntax, which regexp2 (a .NET-style
+// backtracking engine) reads the same way for the constructs tokenizers use:
+// lookahead, \p{..} classes, (?i:..) groups, possessive-free alternations.
+// Patterns with a hand-written scanner (scan.go) use it instead; tests check
+// the two agree.
+func newMatcher(p patternJSON) (matcher, error) {
+	switch {
+	case p.String != nil && p.Regex != nil:
+		return nil, fmt.Errorf("both String and Regex")
+	case p.String != nil:
+		if *p.String == "" {
+			return nil, errEmptyPattern
+		}
+		return literalMatcher(*p.String), nil
+	case p.Regex != nil:
+		if *p.Regex == "" {
+			return nil, errEmptyPattern
+		}
+		if m := scannerFor(*p.Regex); m != nil {
+			return m, nil
+		}
+		return newRegexMatcher(*p.Regex)
+	}
+	return nil, fmt.Errorf("neither String nor Regex")
+}
+
+// literalMatcher matches one string literally.
+type literalMatcher string
+
+func (l literalMatcher) find(dst [][2]int, s string) [][2]int {
+	for off := 0; ; {
+		i := strings.Index(s[off:], string(l))
+		if i < 0 {
+			return dst
+		}
+		dst = append(dst, [2]int{off + i, off + i + len(l)})
+		off += i + len(l)
+	}
+}
+
+// regexMatcher runs a regexp2 pattern. regexp2 works on runes, so offsets are
+// converted back to bytes.
+type regexMatcher struct {
+	re *regexp2.Regexp
+}
+
+func newRegexMatcher(pattern string) (*regexMatcher, error) {
+	re, err := regexp2.Compile(pattern, regexp2.None)
+	if err != nil {
+		return nil, fmt.Errorf("regex %q: %w", pattern, err)
+	}
+	return &regexMatcher{re: re}, nil
+}
+
+type runeScratch struct {
+	runes []rune
+	offs  []int // byte offset of each rune, and of the end
+}
+
+var runeScratchPool = sync.Pool{New: func() any { return new(runeScratch) }}
+
+func (m *regexMatcher) find(dst [][2]int, s string) [][2]int {
+	if s == "" {
+		return dst
+	}
+	sc := runeScratchPool.Get().(*runeScratch)
+	defer runeScratchPool.Put(sc)
+	runes, offs := sc.runes[:0], sc.offs[:0]
+	for i, r := range s {
+		runes = append(runes, r)
+		offs = append(offs, i)
+	}
+	offs = append(offs, len(s))
+	sc.runes, sc.offs = runes, offs
+	match, err := m.re.FindRunesMatch(runes)
+	lastEnd := -1
+	for err == nil && match != nil {
+		start := match.Index
+		end := start + match.Length
+		// Like the onig crate's find_iter, an empty match right where the
+		// previous match ended is skipped.
+		if end > start || start != lastEnd {
+			dst = append(dst, [2]int{offs[start], offs[end]})
+			lastEnd = end
+		}
+		match, err = m.re.FindNextMatch(match)
+	}
+	if err != nil {
+		// regexp2 fails only on a match timeout, and none is set.
+		panic(fmt.Sprintf("tokenize: regexp2 %q: %v", m.re.String(), err))
+	}
+	return dst
+}

@@ -1,0 +1,384 @@
+package hf
+
+import (
+	"unicode"
+	"unicode/utf8"
+)
+
+// Hand-written scanners for the Split regexes of common tokenizers. Each one
+// returns exactly the matches regexp2 returns for its pattern, character
+// classes included (regexp2's \s is unicode.IsSpace and its \p{..} are the
+// unicode package's tables), except that characters new in Unicode 17 are in
+// no class, as for tokenizers' Oniguruma (see unicode.go). They run several
+// times faster. TestHFScanners and FuzzHFScanners compare them with regexp2.
+
+// Patterns with a scanner, as they appear in tokenizer.json.
+const (
+	// patCL100K is the pattern of Llama 3 (and GPT-4's cl100k): numbers in
+	// runs of up to three digits.
+	patCL100K = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// patQwen is Qwen 2 and 3's variant: one digit per match.
+	patQwen = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// patDigits3 splits numbers into runs of up to three (DeepSeek V3).
+	patDigits3 = `\p{N}{1,3}`
+	// patKanaHan is DeepSeek V3's run of common CJK ideographs and kana.
+	patKanaHan = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"
+	// patGPT2 is GPT-2's pattern, which the ByteLevel pre-tokenizer applies
+	// when use_regex is set.
+	patGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
+	// patDeepSeek is DeepSeek V3's word pattern.
+	patDeepSeek = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+)
+
+// scannerFor returns the hand-written matcher of a Split regex, or nil.
+func scannerFor(pattern string) matcher {
+	switch pattern {
+	case patCL100K:
+		return scanMatcher(func(s string, i int) int { return scanCL100K(s, i, 3) })
+	case patQwen:
+		return scanMatcher(func(s string, i int) int { return scanCL100K(s, i, 1) })
+	case patDigits3:
+		return scanMatcher(scanDigits3)
+	case patKanaHan:
+		return scanMatcher(scanKanaHan)
+	case patDeepSeek:
+		return scanMatcher(scanDeepSeek)
+	case patGPT2:
+		return scanMatcher(scanGPT2)
+	}
+	return nil
+}
+
+// scanMatcher turns "the end of the match starting at i, or -1" into a
+// matcher: like a regex search, positions without a match are stepped over
+// one character at a time.
+type scanMatcher func(s string, i int) int
+
+func (at scanMatcher) find(dst [][2]int, s string) [][2]int {
+	for i := 0; i < len(s); {
+		if end := at(s, i); end > i {
+			dst = append(dst, [2]int{i, end})
+			i = end
+			continue
+		}
+		if s[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, n := utf8.DecodeRuneInString(s[i:])
+			i += n
+		}
+	}
+	return dst
+}
+
+// Character classes, as bits.
+const (
+	clL     uint8 = 1 << iota // \p{L}
+	clN                       // \p{N}
+	clSpace                   // \s
+	clP                       // \p{P}
+	clS                       // \p{S}
+	clM                       // \p{M}
+)
+
+var asciiClass [utf8.RuneSelf]uint8
+
+func init() {
+	for r := range rune(utf8.RuneSelf) {
+		asciiClass[r] = classOfSlow(r)
+	}
+}
+
+func classOfSlow(r rune) uint8 {
+	var c uint8
+	if unicode.Is(regexUnassigned, r) {
+		return 0
+	}
+	switch {
+	case unicode.IsLetter(r):
+		c |= clL
+	case unicode.IsNumber(r):
+		c |= clN
+	case unicode.IsPunct(r):
+		c |= clP
+	case unicode.IsSymbol(r):
+		c |= clS
+	case unicode.IsMark(r):
+		c |= clM
+	}
+	if unicode.IsSpace(r) {
+		c |= clSpace
+	}
+	return c
+}
+
+// charAt decodes the character at i (i < len(s)) and its classes.
+func charAt(s string, i int) (r rune, n int, class uint8) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return rune(c), 1, asciiClass[c]
+	}
+	r, n = utf8.DecodeRuneInString(s[i:])
+	return r, n, classOfSlow(r)
+}
+
+// classAt is the classes of the character at i, 0 past the end.
+func classAt(s string, i int) uint8 {
+	if i >= len(s) {
+		return 0
+	}
+	_, _, c := charAt(s, i)
+	return c
+}
+
+// runOf returns the end of the run of characters with any of the classes in
+// want, starting at i.
+func runOf(s string, i int, want uint8) int {
+	for i < len(s) {
+		_, n, c := charAt(s, i)
+		if c&want == 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+// runNot returns the end of the run of characters with none of the classes
+// in avoid, starting at i.
+func runNot(s string, i int, avoid uint8) int {
+	for i < len(s) {
+		_, n, c := charAt(s, i)
+		if c&avoid != 0 {
+			break
+		}
+		i += n
+	}
+	return i
+}
+
+func lowerASCII(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// scanContraction matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at i. regexp2 folds
+// case with unicode.ToLower, under which only ASCII letters become these.
+func scanContraction(s string, i int) int {
+	if s[i] != '\'' || i+1 >= len(s) {
+		return -1
+	}
+	switch lowerASCII(s[i+1]) {
+	case 's', 't', 'm', 'd':
+		return i + 2
+	case 'r', 'v':
+		if i+2 < len(s) && lowerASCII(s[i+2]) == 'e' {
+			return i + 3
+		}
+	case 'l':
+		if i+2 < len(s) && lowerASCII(s[i+2]) == 'l' {
+			return i + 3
+		}
+	}
+	return -1
+}
+
+// scanSpaces matches the three whitespace alternatives shared by the
+// patterns, \s*[\r\n]+|\s+(?!\S)|\s+, at i, whose character has class c0.
+func scanSpaces(s string, i int, c0 uint8) int {
+	if c0&clSpace == 0 {
+		return -1
+	}
+	end, last, lastStart := i, -1, i
+	for end < len(s) {
+		r, n, c := charAt(s, end)
+		if c&clSpace == 0 {
+			break
+		}
+		if r == '\r' || r == '\n' {
+			last = end
+		}
+		lastStart = end
+		end += n
+	}
+	// \s*[\r\n]+: backtracking leaves the last line break of the run last.
+	if last >= 0 {
+		return last + 1
+	}
+	// \s+(?!\S): the whole run at the end of the text, else all of it but
+	// its last character, if that leaves any.
+	if end == len(s) {
+		return end
+	}
+	if lastStart > i {
+		return lastStart
+	}
+	// \s+
+	return end
+}
+
+// scanCL100K matches patCL100K (maxDigits 3) or patQwen (maxDigits 1) at i.
+func scanCL100K(s string, i, maxDigits int) int {
+	if end := scanContraction(s, i); end > 0 {
+		return end
+	}
+	r0, n0, c0 := charAt(s, i)
+	// [^\r\n\p{L}\p{N}]?\p{L}+
+	if c0&clL != 0 {
+		return runOf(s, i, clL)
+	}
+	if r0 != '\r' && r0 != '\n' && c0&clN == 0 && classAt(s, i+n0)&clL != 0 {
+		return runOf(s, i+n0, clL)
+	}
+	// \p{N}{1,maxDigits}
+	if c0&clN != 0 {
+		end := i
+		for k := 0; k < maxDigits && end < len(s); k++ {
+			_, n, c := charAt(s, end)
+			if c&clN == 0 {
+				break
+			}
+			end += n
+		}
+		return end
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+	j := i
+	if r0 == ' ' {
+		j = i + 1
+	}
+	if j < len(s) && classAt(s, j)&(clSpace|clL|clN) == 0 {
+		end := runNot(s, j, clSpace|clL|clN)
+		for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
+			end++
+		}
+		return end
+	}
+	return scanSpaces(s, i, c0)
+}
+
+// scanDigits3 matches \p{N}{1,3} at i.
+func scanDigits3(s string, i int) int {
+	end := i
+	for k := 0; k < 3 && end < len(s); k++ {
+		_, n, c := charAt(s, end)
+		if c&clN == 0 {
+			break
+		}
+		end += n
+	}
+	if end == i {
+		return -1
+	}
+	return end
+}
+
+func isKanaHan(r rune) bool {
+	return r >= 0x4e00 && r <= 0x9fa5 || r >= 0x3040 && r <= 0x309f || r >= 0x30a0 && r <= 0x30ff
+}
+
+// scanKanaHan matches patKanaHan at i.
+func scanKanaHan(s string, i int) int {
+	end := i
+	for end < len(s) && s[end] >= utf8.RuneSelf {
+		r, n := utf8.DecodeRuneInString(s[end:])
+		if !isKanaHan(r) {
+			break
+		}
+		end += n
+	}
+	if end == i {
+		return -1
+	}
+	return end
+}
+
+func isASCIILetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isASCIIPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
+}
+
+// scanDeepSeek matches patDeepSeek at i.
+func scanDeepSeek(s string, i int) int {
+	// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+	if isASCIIPunct(s[i]) && i+1 < len(s) && isASCIILetter(s[i+1]) {
+		end := i + 1
+		for end < len(s) && isASCIILetter(s[end]) {
+			end++
+		}
+		return end
+	}
+	r0, n0, c0 := charAt(s, i)
+	// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+	if r0 != '\r' && r0 != '\n' && c0&(clL|clP|clS) == 0 && classAt(s, i+n0)&(clL|clM) != 0 {
+		return runOf(s, i+n0, clL|clM)
+	}
+	if c0&(clL|clM) != 0 {
+		return runOf(s, i, clL|clM)
+	}
+	// ' ?[\p{P}\p{S}]+[\r\n]*'
+	j := i
+	if r0 == ' ' {
+		j = i + 1
+	}
+	if j < len(s) && classAt(s, j)&(clP|clS) != 0 {
+		end := runOf(s, j, clP|clS)
+		for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
+			end++
+		}
+		return end
+	}
+	return scanSpaces(s, i, c0)
+}
+
+// scanGPT2 matches patGPT2 at i.
+func scanGPT2(s string, i int) int {
+	if s[i] == '\'' && i+1 < len(s) {
+		switch s[i+1] {
+		case 's', 't', 'm', 'd':
+			return i + 2
+		case 'r', 'v':
+			if i+2 < len(s) && s[i+2] == 'e' {
+				return i + 3
+			}
+		case 'l':
+			if i+2 < len(s) && s[i+2] == 'l' {
+				return i + 3
+			}
+		}
+	}
+	_, _, c0 := charAt(s, i)
+	j, c := i, c0
+	if s[i] == ' ' && i+1 < len(s) {
+		j, c = i+1, classAt(s, i+1)
+	}
+	// ' ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+': the optional space goes with
+	// whatever class the next character starts.
+	switch {
+	case c&clL != 0:
+		return runOf(s, j, clL)
+	case c&clN != 0:
+		return runOf(s, j, clN)
+	case c&clSpace == 0:
+		return runNot(s, j, clSpace|clL|clN)
+	}
+	// \s+(?!\S)|\s+ (no line-break alternative in this pattern).
+	if c0&clSpace == 0 {
+		return -1
+	}
+	end, lastStart := i, i
+	for end < len(s) {
+		_, n, c := charAt(s, end)
+		if c&clSpace == 0 {
+			break
+		}
+		lastStart = end
+		end += n
+	}
+	if end == len(s) || lastStart == i {
+		return end
+	}
+	return lastStart
+}

@@ -1,0 +1,77 @@
+package tokenize
+
+import (
+	"encoding/json"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
+)
+
+// Prompt is what decides a request's prompt tokens: the chat to render, or
+// the completion prompt, and the flags that change its tokens.
+type Prompt struct {
+	Chat       *Chat  // chat requests; nil for completions
+	Text       string // completion prompt text
+	IDs        []int  // completion prompt given as token ids
+	HasIDs     bool
+	AddSpecial bool   // add the tokenizer's special tokens (BOS); vLLM's default is false for chat, true for completions
+	CacheSalt  string // vLLM's per-request cache_salt; salts the block hashes
+}
+
+// ChatMessage is one message of a chat request, reduced to what a chat
+// template reads.
+type ChatMessage struct {
+	Role      string
+	Content   string // string content, or its text parts joined by "\n"
+	Reasoning string
+	ToolCalls []ToolCall
+}
+
+// ToolCall is an assistant's call of a tool.
+type ToolCall struct {
+	Name      string
+	Arguments string // JSON text as the client sent it
+}
+
+// Chat is a chat request as a template sees it.
+type Chat struct {
+	Messages             []ChatMessage
+	Tools                []json.RawMessage
+	AddGenerationPrompt  bool
+	ContinueFinalMessage bool
+
+	// The request's fields as sent, for Hugging Face chat templates
+	// (package chattemplate), which need their key order and number
+	// types: the messages, tools (nil if absent or null),
+	// chat_template_kwargs and documents (nil if absent or null), and
+	// reasoning_effort ("" if absent or null).
+	RawMessages     []json.RawMessage
+	RawTools        json.RawMessage
+	TemplateKwargs  json.RawMessage
+	Documents       json.RawMessage
+	ReasoningEffort string
+
+	// Contents are the messages' contents that ParseChatRequest decoded
+	// from JSON strings, by message, for the chat renderer to reuse rather
+	// than decode again: it takes one only for the very bytes it was
+	// decoded from (rawjson.Decoded.Of).
+	Contents []rawjson.Decoded
+}
+
+// UnsupportedError says why a request's prompt cannot be followed, as the
+// reason the gateway counts it under: it is routed without a prediction.
+type UnsupportedError struct{ Reason string }
+
+func (e *UnsupportedError) Error() string { return "prompt not followed: " + e.Reason }
+
+// Reasons for UnsupportedError.
+const (
+	ReasonMultimodal = "multimodal" // content parts other than text
+	ReasonTemplate   = "template"   // a chat template in the request
+	ReasonBatch      = "batch"      // several prompts in one completion request
+	ReasonDeveloper  = "developer"  // a developer message, for a Hugging Face chat template
+	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
+	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
+	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
+)
+
+func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
