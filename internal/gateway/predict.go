@@ -179,17 +179,25 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 		return nil
 	}
 	start := time.Now()
+	// The worker writes only into done, which is read after a nil error:
+	// after ErrSlow the worker may still be tokenizing, and its late result
+	// must not race with (or replace) the request's own.
+	var done struct {
+		pred   *prediction
+		result string
+	}
+	work := func() { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat) }
 	var pred *prediction
-	var result string
-	work := func() { pred, result = tokenizeBody(mt, ex.model, ex.body, chat) }
+	result := tokSlow // unless it is done in time, or the queue is full
 	if len(ex.body) <= inlineBytes {
 		work()
+		pred, result = done.pred, done.result
 	} else {
 		switch err := g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work); {
+		case err == nil:
+			pred, result = done.pred, done.result
 		case errors.Is(err, tokenize.ErrBusy):
-			pred, result = nil, tokBusy
-		case errors.Is(err, tokenize.ErrSlow):
-			pred, result = nil, tokSlow
+			result = tokBusy
 		}
 	}
 	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()

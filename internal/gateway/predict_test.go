@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -435,5 +436,48 @@ func TestCacheSaltKeepsChainsApart(t *testing.T) {
 		if predicted != engine || !s.cachedOK(predicted) {
 			t.Errorf("request %d (salt %q): predicted %d, engine %d cached; want %s, and the two equal", i, s.salt, predicted, engine, s.want)
 		}
+	}
+}
+
+// TestPredictGivesUpOnSlowTokenizing: a request whose tokens take longer
+// than tokenizer.max_wait is routed without a prediction while the worker
+// may still be tokenizing it; the worker's late result must not reach the
+// request (the race detector catches a shared write), and every request is
+// counted under one result.
+func TestPredictGivesUpOnSlowTokenizing(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim"}}
+	cfg.Replicas = []config.Replica{{ID: "r0", URL: "http://127.0.0.1:1", Models: []string{testModel}}}
+	cfg.Tokenizer.Workers = 1
+	cfg.Tokenizer.MaxWait = config.Duration(time.Microsecond)
+	g, err := New(&cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	const senders, each = 4, 25
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				words := strings.Repeat(fmt.Sprintf("word%d ", s*each+i), 400) // well past inlineBytes
+				body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1}`, testModel, words)
+				ex := &exchange{model: testModel, body: []byte(body)}
+				if pred := g.predict(ex, false); pred != nil && pred.tokens == 0 {
+					t.Errorf("a prediction of no tokens for %d bytes", len(body))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total float64
+	for _, result := range []string{tokOK, tokBusy, tokSlow} {
+		total += counterValue(t, &running{g: g}, "inferrail_tokenized_requests_total", "model", testModel, "result", result)
+	}
+	if total != senders*each {
+		t.Errorf("%v requests counted, want %d", total, senders*each)
+	}
+	if counterValue(t, &running{g: g}, "inferrail_tokenized_requests_total", "model", testModel, "result", tokSlow) == 0 {
+		t.Error("no request gave up waiting: the test did not reach the case it is for")
 	}
 }
