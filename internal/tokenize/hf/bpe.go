@@ -47,28 +47,9 @@ type merge struct {
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 func newBPE(raw json.RawMessage, byteLevel bool) (*bpe, error) {
-	typ, err := componentType(raw)
+	m, err := readModel(raw)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	if typ != "BPE" {
-		return nil, fmt.Errorf("model: type %q: %w (only BPE is implemented)", typ, ErrUnsupported)
-	}
-	var m modelJSON
-	if err := strictUnmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	if m.Dropout != nil && *m.Dropout != 0 {
-		return nil, fmt.Errorf("model: dropout %v: %w (encoding would be random)", *m.Dropout, ErrUnsupported)
-	}
-	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
-		return nil, fmt.Errorf("model: continuing_subword_prefix %q: %w", *m.ContinuingSubwordPrefix, ErrUnsupported)
-	}
-	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
-		return nil, fmt.Errorf("model: end_of_word_suffix %q: %w", *m.EndOfWordSuffix, ErrUnsupported)
-	}
-	if m.Vocab == nil {
-		return nil, fmt.Errorf("model: missing vocab")
+		return nil, err
 	}
 	b := &bpe{
 		vocab:     make(map[string]int32, len(m.Vocab)),
@@ -121,39 +102,75 @@ func newBPE(raw json.RawMessage, byteLevel bool) (*bpe, error) {
 		}
 		b.unk = id
 	}
+	b.indexChars(m.Vocab)
+	b.cache.init()
+	return b, nil
+}
+
+// readModel reads a tokenizer.json model section, refusing what the reader
+// does not implement rather than encode differently from tokenizers.
+func readModel(raw json.RawMessage) (*modelJSON, error) {
+	typ, err := componentType(raw)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if typ != "BPE" {
+		return nil, fmt.Errorf("model: type %q: %w (only BPE is implemented)", typ, ErrUnsupported)
+	}
+	var m modelJSON
+	if err := strictUnmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return nil, fmt.Errorf("model: dropout %v: %w (encoding would be random)", *m.Dropout, ErrUnsupported)
+	}
+	if m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "" {
+		return nil, fmt.Errorf("model: continuing_subword_prefix %q: %w", *m.ContinuingSubwordPrefix, ErrUnsupported)
+	}
+	if m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "" {
+		return nil, fmt.Errorf("model: end_of_word_suffix %q: %w", *m.EndOfWordSuffix, ErrUnsupported)
+	}
+	if m.Vocab == nil {
+		return nil, fmt.Errorf("model: missing vocab")
+	}
+	return &m, nil
+}
+
+// indexChars fills the tables that find single characters and bytes
+// without a map lookup: ASCII, the BMP (without byte-level), bytes
+// (with it) and byte fallback tokens.
+func (b *bpe) indexChars(vocab map[string]int) {
 	for i := range b.byteIDs {
 		b.byteIDs[i] = -1
 		b.fallback[i] = -1
 	}
 	for i := range b.asciiIDs {
 		b.asciiIDs[i] = -1
-		if id, ok := m.Vocab[string(rune(i))]; ok && !byteLevel {
+		if id, ok := vocab[string(rune(i))]; ok && !b.byteLevel {
 			b.asciiIDs[i] = int32(id)
 		}
 	}
-	if !byteLevel {
+	if !b.byteLevel {
 		b.bmpIDs = make([]int32, 0x10000)
 		for i := range b.bmpIDs {
 			b.bmpIDs[i] = -1
 		}
-		for tok, id := range m.Vocab {
+		for tok, id := range vocab {
 			if r, n := utf8.DecodeRuneInString(tok); n == len(tok) && r < 0x10000 && (r != utf8.RuneError || n == 3) {
 				b.bmpIDs[r] = int32(id)
 			}
 		}
 	}
 	for i := range 256 {
-		if byteLevel {
+		if b.byteLevel {
 			if id, ok := b.vocab[string([]byte{byte(i)})]; ok {
 				b.byteIDs[i] = id
 			}
 		}
-		if id, ok := m.Vocab[fmt.Sprintf("<0x%02X>", i)]; ok {
+		if id, ok := vocab[fmt.Sprintf("<0x%02X>", i)]; ok {
 			b.fallback[i] = int32(id)
 		}
 	}
-	b.cache.init()
-	return b, nil
 }
 
 // lookup finds a token written as in tokenizer.json.

@@ -66,42 +66,15 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		}
 		return list, byteLevel, nil
 	case "Split":
-		var c struct {
-			Type     string      `json:"type"`
-			Pattern  patternJSON `json:"pattern"`
-			Behavior string      `json:"behavior"`
-			Invert   bool        `json:"invert"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		b, err := parseBehavior(c.Behavior)
+		p, err := newSplitPre(path, raw)
 		if err != nil {
-			return nil, false, fmt.Errorf("%s.behavior: %w", path, err)
+			return nil, false, err
 		}
-		m, err := newMatcher(c.Pattern)
-		if err != nil {
-			return nil, false, fmt.Errorf("%s.pattern: %w", path, err)
-		}
-		return []preTokenizer{&splitPre{m: m, behavior: b, invert: c.Invert}}, false, nil
+		return []preTokenizer{p}, false, nil
 	case "ByteLevel":
-		c := struct {
-			Type           string `json:"type"`
-			AddPrefixSpace bool   `json:"add_prefix_space"`
-			TrimOffsets    bool   `json:"trim_offsets"`
-			UseRegex       bool   `json:"use_regex"`
-		}{UseRegex: true}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		p := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace}
-		if c.UseRegex {
-			pat := patGPT2
-			m, err := newMatcher(patternJSON{Regex: &pat})
-			if err != nil {
-				return nil, false, fmt.Errorf("%s: %w", path, err)
-			}
-			p.re = m
+		p, err := newByteLevelPre(path, raw)
+		if err != nil {
+			return nil, false, err
 		}
 		return []preTokenizer{p}, true, nil
 	case "Metaspace":
@@ -138,6 +111,51 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		return []preTokenizer{&splitPre{m: runeClassMatcher(unicode.IsNumber), behavior: b}}, false, nil
 	}
 	return nil, false, fmt.Errorf("%s: pre-tokenizer type %q: %w", path, typ, ErrUnsupported)
+}
+
+// newSplitPre reads a Split pre-tokenizer.
+func newSplitPre(path string, raw json.RawMessage) (preTokenizer, error) {
+	var c struct {
+		Type     string      `json:"type"`
+		Pattern  patternJSON `json:"pattern"`
+		Behavior string      `json:"behavior"`
+		Invert   bool        `json:"invert"`
+	}
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	b, err := parseBehavior(c.Behavior)
+	if err != nil {
+		return nil, fmt.Errorf("%s.behavior: %w", path, err)
+	}
+	m, err := newMatcher(c.Pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%s.pattern: %w", path, err)
+	}
+	return &splitPre{m: m, behavior: b, invert: c.Invert}, nil
+}
+
+// newByteLevelPre reads a ByteLevel pre-tokenizer.
+func newByteLevelPre(path string, raw json.RawMessage) (preTokenizer, error) {
+	c := struct {
+		Type           string `json:"type"`
+		AddPrefixSpace bool   `json:"add_prefix_space"`
+		TrimOffsets    bool   `json:"trim_offsets"`
+		UseRegex       bool   `json:"use_regex"`
+	}{UseRegex: true}
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p := &byteLevelPre{addPrefixSpace: c.AddPrefixSpace}
+	if c.UseRegex {
+		pat := patGPT2
+		m, err := newMatcher(patternJSON{Regex: &pat})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		p.re = m
+	}
+	return p, nil
 }
 
 // splitBehavior is tokenizers' SplitDelimiterBehavior.
