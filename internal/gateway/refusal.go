@@ -16,7 +16,7 @@ type refusal struct {
 	reason string
 }
 
-func refuse(e *openai.Error, reason string) *refusal { return &refusal{e, reason} }
+func newRefusal(e *openai.Error, reason string) *refusal { return &refusal{e, reason} }
 
 func (r *refusal) Error() string { return r.answer.Message }
 
@@ -39,13 +39,13 @@ func refusalOf(err error) *refusal {
 	case errors.As(err, &r):
 		return r
 	case errors.Is(err, errNoReplica):
-		return refuse(openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica)
+		return newRefusal(openai.HTTPError(http.StatusServiceUnavailable, "No healthy replica serves the model."), reasonNoReplica)
 	case errors.Is(err, errFleetFull):
-		return refuse(openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull)
+		return newRefusal(openai.HTTPError(http.StatusServiceUnavailable, "Every replica serving the model is at capacity."), reasonFleetFull)
 	case errors.Is(err, errHeadTimeout):
-		return refuse(openai.HTTPError(http.StatusGatewayTimeout, "No replica answered within the request timeout."), reasonTimeout)
+		return newRefusal(openai.HTTPError(http.StatusGatewayTimeout, "No replica answered within the request timeout."), reasonTimeout)
 	default:
-		return refuse(openai.HTTPError(http.StatusBadGateway, "No replica could take the request."), reasonUpstream)
+		return newRefusal(openai.HTTPError(http.StatusBadGateway, "No replica could take the request."), reasonUpstream)
 	}
 }
 
@@ -59,14 +59,14 @@ func (r *refusal) write(w http.ResponseWriter) {
 
 // Refusals of a request's body and model, before anything is routed.
 func bodyTooLarge(limit int64) *refusal {
-	return refuse(openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit)), reasonBodyTooLarge)
+	return newRefusal(openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("The request body is larger than %d bytes.", limit)), reasonBodyTooLarge)
 }
 
 var (
-	refusedBodyTimeout = refuse(openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout)
-	refusedBodyRead    = refuse(openai.HTTPError(http.StatusBadRequest, "Reading the request body failed."), reasonBadRequest)
-	refusedNotJSON     = refuse(openai.BadRequest("The request body is not valid JSON.", ""), reasonBadRequest)
-	refusedNoModel     = refuse(openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
-	refusedNotFound    = refuse(openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
-	refusedMethod      = refuse(openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
+	refusedBodyTimeout = newRefusal(openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout)
+	refusedBodyRead    = newRefusal(openai.HTTPError(http.StatusBadRequest, "Reading the request body failed."), reasonBadRequest)
+	refusedNotJSON     = newRefusal(openai.BadRequest("The request body is not valid JSON.", ""), reasonBadRequest)
+	refusedNoModel     = newRefusal(openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
+	refusedNotFound    = newRefusal(openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
+	refusedMethod      = newRefusal(openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
 )

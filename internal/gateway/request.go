@@ -80,14 +80,14 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	}
 	mf, err := openai.FindModel(body)
 	if err != nil {
-		return ex, refuse(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
+		return ex, newRefusal(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
 	}
 	model, ok := g.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":
 		return ex, refusedNoModel
 	case !ok:
-		return ex, refuse(openai.ModelNotFound(mf.Name), reasonUnknownModel)
+		return ex, newRefusal(openai.ModelNotFound(mf.Name), reasonUnknownModel)
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
 	}
