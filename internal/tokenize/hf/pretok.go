@@ -78,18 +78,7 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		}
 		return []preTokenizer{p}, true, nil
 	case "Metaspace":
-		var c struct {
-			Type           string  `json:"type"`
-			Replacement    string  `json:"replacement"`
-			PrependScheme  *string `json:"prepend_scheme"`
-			Split          *bool   `json:"split"`
-			AddPrefixSpace *bool   `json:"add_prefix_space"`
-			StrRep         *string `json:"str_rep"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		p, err := newMetaspace(c.Replacement, c.PrependScheme, c.Split, c.AddPrefixSpace)
+		p, err := newMetaspace(raw)
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %w", path, err)
 		}
@@ -137,12 +126,7 @@ func newSplitPre(path string, raw json.RawMessage) (preTokenizer, error) {
 
 // newByteLevelPre reads a ByteLevel pre-tokenizer.
 func newByteLevelPre(path string, raw json.RawMessage) (preTokenizer, error) {
-	c := struct {
-		Type           string `json:"type"`
-		AddPrefixSpace bool   `json:"add_prefix_space"`
-		TrimOffsets    bool   `json:"trim_offsets"`
-		UseRegex       bool   `json:"use_regex"`
-	}{UseRegex: true}
+	c := byteLevelJSON{UseRegex: true}
 	if err := strictUnmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -333,26 +317,39 @@ type metaspacePre struct {
 	cut     bool   // split before each replacement character
 }
 
-func newMetaspace(repl string, scheme *string, split, addPrefixSpace *bool) (*metaspacePre, error) {
-	if utf8.RuneCountInString(repl) != 1 {
-		return nil, fmt.Errorf("replacement %q: must be one character", repl)
+// newMetaspace reads a Metaspace object, which the pre-tokenizer and the
+// decoder of that name share.
+func newMetaspace(raw json.RawMessage) (*metaspacePre, error) {
+	var c struct {
+		Type           string  `json:"type"`
+		Replacement    string  `json:"replacement"`
+		PrependScheme  *string `json:"prepend_scheme"`
+		Split          *bool   `json:"split"`
+		AddPrefixSpace *bool   `json:"add_prefix_space"`
+		StrRep         *string `json:"str_rep"`
 	}
-	p := &metaspacePre{repl: repl, prepend: "always", cut: true}
-	if scheme != nil {
-		switch *scheme {
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	if utf8.RuneCountInString(c.Replacement) != 1 {
+		return nil, fmt.Errorf("replacement %q: must be one character", c.Replacement)
+	}
+	p := &metaspacePre{repl: c.Replacement, prepend: "always", cut: true}
+	if c.PrependScheme != nil {
+		switch *c.PrependScheme {
 		case "always", "first", "never":
-			p.prepend = *scheme
+			p.prepend = *c.PrependScheme
 		default:
-			return nil, fmt.Errorf("prepend_scheme %q: %w", *scheme, ErrUnsupported)
+			return nil, fmt.Errorf("prepend_scheme %q: %w", *c.PrependScheme, ErrUnsupported)
 		}
 	}
-	if addPrefixSpace != nil && !*addPrefixSpace {
+	if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
 		if p.prepend != "never" {
 			return nil, fmt.Errorf("add_prefix_space does not match declared prepend_scheme")
 		}
 	}
-	if split != nil {
-		p.cut = *split
+	if c.Split != nil {
+		p.cut = *c.Split
 	}
 	return p, nil
 }
