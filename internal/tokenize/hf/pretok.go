@@ -3,6 +3,7 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -230,33 +231,21 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 			emit(parts[i].start, parts[j-1].end)
 			i = j
 		}
-	case splitMergedWithPrevious:
-		// A match directly after a non-match joins it.
-		prevMatch := false
-		start, end, open := 0, 0, false
-		for _, p := range parts {
-			if p.match && !prevMatch && open {
-				end = p.end
-			} else {
-				if open {
-					emit(start, end)
-				}
-				start, end, open = p.start, p.end, true
-			}
-			prevMatch = p.match
-		}
-		if open {
-			emit(start, end)
-		}
-	case splitMergedWithNext:
-		// Walking backwards, a match directly before a non-match joins it.
+	case splitMergedWithPrevious, splitMergedWithNext:
+		// A match directly after a non-match joins it; for
+		// MergedWithNext the same walking backwards, so a match directly
+		// before a non-match joins it, and the pieces come out reversed.
+		back := behavior == splitMergedWithNext
 		n0 := len(dst)
 		prevMatch := false
 		start, end, open := 0, 0, false
-		for i := len(parts) - 1; i >= 0; i-- {
+		for i := range parts {
 			p := parts[i]
+			if back {
+				p = parts[len(parts)-1-i]
+			}
 			if p.match && !prevMatch && open {
-				start = p.start
+				start, end = min(start, p.start), max(end, p.end)
 			} else {
 				if open {
 					emit(start, end)
@@ -268,8 +257,8 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 		if open {
 			emit(start, end)
 		}
-		for i, j := n0, len(dst)-1; i < j; i, j = i+1, j-1 {
-			dst[i], dst[j] = dst[j], dst[i]
+		if back {
+			slices.Reverse(dst[n0:])
 		}
 	}
 	return dst
