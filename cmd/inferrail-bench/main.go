@@ -15,28 +15,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/plainproxy"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "inferrail-bench:", err)
-		}
-		os.Exit(2)
-	}
-}
+func main() { cli.Main("inferrail-bench", run) }
 
 const usage = `usage: inferrail-bench <command> [flags]
 
@@ -123,13 +110,4 @@ func list(s string) []string {
 		}
 	}
 	return out
-}
-
-// logger logs to stderr at Info, or at Debug when verbose.
-func logger(stderr io.Writer, verbose bool) *slog.Logger {
-	level := slog.LevelInfo
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/bench"
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 )
@@ -101,7 +102,7 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		PeerVenv:    e.peerVenv,
 		Command:     command,
 		Environment: measure.CurrentEnvironment(ctx),
-		Logger:      logger(stderr, e.verbose),
+		Logger:      cli.Logger(stderr, e.verbose),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/stress/engine"
 	"github.com/inferrail/inferrail/internal/stress/gateway"
 )
@@ -152,5 +153,5 @@ func (fs *suiteFlags) parse(args []string) ([]string, *slog.Logger, string, erro
 	if len(scenarios) == 0 {
 		return nil, nil, "", fmt.Errorf("%s: --scenarios: name at least one scenario", fs.name)
 	}
-	return scenarios, logger(fs.Output(), fs.verbose), "go run ./cmd/inferrail-bench " + fs.name + " " + shellJoin(args), nil
+	return scenarios, cli.Logger(fs.Output(), fs.verbose), "go run ./cmd/inferrail-bench " + fs.name + " " + shellJoin(args), nil
 }

@@ -13,27 +13,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/calibrate"
+	"github.com/inferrail/inferrail/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "inferrail-calibrate:", err)
-		}
-		os.Exit(2)
-	}
-}
+func main() { cli.Main("inferrail-calibrate", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	d := calibrate.DefaultDesign()
@@ -59,11 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if opts.URL == "" {
 		return errors.New("--url: the engine to calibrate is required")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	opts.Logger = cli.Logger(stderr, *verbose)
 
 	res, err := calibrate.Run(ctx, opts)
 	if err != nil {

@@ -10,25 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/gateway"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "inferrail-gateway:", err)
-		}
-		os.Exit(2)
-	}
-}
+func main() { cli.Main("inferrail-gateway", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inferrail-gateway", flag.ContinueOnError)

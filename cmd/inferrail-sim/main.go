@@ -5,29 +5,19 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "inferrail-sim:", err)
-		}
-		os.Exit(2)
-	}
+	cli.Main("inferrail-sim", func(ctx context.Context, args []string, _, stderr io.Writer) error {
+		return run(ctx, args, stderr)
+	})
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {

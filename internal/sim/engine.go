@@ -109,15 +109,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		e.drain(vnow)
 		if e.sched.idle() {
-			e.record()
-			select {
-			case m := <-e.inbox:
-				e.handle(m, e.now())
-				idle = true
-				continue
-			case <-ctx.Done():
+			if !e.await(ctx) {
 				return nil
 			}
+			idle = true
+			continue
 		}
 		if idle || e.cfg.ZeroLatency {
 			vnow = max(vnow, e.now())
@@ -127,15 +123,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		if len(plan) == 0 {
 			// Nothing can run until something changes (only cancels
 			// and arrivals do); wait for it as if idle.
-			e.record()
-			select {
-			case m := <-e.inbox:
-				e.handle(m, e.now())
-				idle = true
-				continue
-			case <-ctx.Done():
+			if !e.await(ctx) {
 				return nil
 			}
+			idle = true
+			continue
 		}
 		end := vnow
 		if !e.cfg.ZeroLatency {
@@ -164,6 +156,19 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // drain handles every queued message without waiting.
+// await records the engine's state, then waits for a message and handles
+// it; false when ctx ends first.
+func (e *Engine) await(ctx context.Context) bool {
+	e.record()
+	select {
+	case m := <-e.inbox:
+		e.handle(m, e.now())
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func (e *Engine) drain(now float64) {
 	for {
 		select {

@@ -388,31 +388,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, p *prepared, req
 	sw := streamWriter{p: p, created: created, fingerprint: s.fingerprint, prompt: req.prompt}
 	var ids []int
 	var buf, text []byte
+	// stopped ends the stream with an error event, unless the client has
+	// gone: the engine stopped under it, and it must never end as if it
+	// had finished.
+	stopped := func() {
+		if r.Context().Err() == nil {
+			e := openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished")
+			buf = openai.AppendEvent(buf[:0], e.AppendStreamJSON(nil))
+			buf = openai.AppendEvent(buf, openai.Done)
+			_, _ = w.Write(buf)
+			flush()
+		}
+	}
 	started := false
 	for {
 		if !s.wait(r.Context(), req) {
-			if r.Context().Err() == nil {
-				e := openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished")
-				buf = openai.AppendEvent(buf[:0], e.AppendStreamJSON(nil))
-				buf = openai.AppendEvent(buf, openai.Done)
-				_, _ = w.Write(buf)
-				flush()
-			}
+			stopped()
 			return
 		}
 		var total int
 		var finish string
 		ids, total, finish = req.out.take(ids[:0])
 		if finish == "abort" {
-			if r.Context().Err() == nil {
-				// The engine stopped under a running stream: say so,
-				// never end it as if it had finished.
-				e := openai.HTTPError(http.StatusInternalServerError, "the engine stopped before the request finished")
-				buf = openai.AppendEvent(buf[:0], e.AppendStreamJSON(nil))
-				buf = openai.AppendEvent(buf, openai.Done)
-				_, _ = w.Write(buf)
-				flush()
-			}
+			stopped()
 			return
 		}
 		buf = buf[:0]

@@ -16,6 +16,15 @@ import (
 	"github.com/inferrail/inferrail/internal/openai"
 )
 
+// Failures are the failed requests of a result: how many, how many of each
+// kind, and a few samples. Figures embed it untagged, so its fields stand in
+// their JSON where the embedding does.
+type Failures struct {
+	Errors       int            `json:"errors"`
+	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
+	ErrorSamples []string       `json:"error_samples,omitempty"`
+}
+
 // ErrorTally counts errors by kind and keeps a few samples. Safe for
 // concurrent use.
 type ErrorTally struct {

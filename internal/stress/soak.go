@@ -60,10 +60,8 @@ type SoakFigures struct {
 	// Cancelled counts requests the client gave up on by design: streams it
 	// left after the first content chunk and non-streamed requests whose
 	// short client deadline expired. They are not errors.
-	Cancelled    int            `json:"cancelled"`
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Cancelled int `json:"cancelled"`
+	Failures
 	// Mix counts the requests sent by shape (chat, chat_stream, completion,
 	// completion_stream) and, in addition, those planned to be given up by
 	// the client (left_mid_stream, client_deadline).

@@ -31,11 +31,9 @@ func (l StreamsLoad) Validate() error {
 
 // StreamsFigures is what RunStreams measured.
 type StreamsFigures struct {
-	Streams      int            `json:"streams"`
-	Completed    int            `json:"completed"` // streams that passed every check
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Streams   int `json:"streams"`
+	Completed int `json:"completed"` // streams that passed every check
+	Failures
 	// WallSeconds runs from the first request sent to the last [DONE] read.
 	WallSeconds float64 `json:"wall_seconds"`
 	// Stream is the time from sending a request to reading its [DONE];

@@ -57,6 +57,20 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 	return recs, nil
 }
 
+// traceLength checks a record's input or output length, a token count in
+// [1, maxTraceTokens]; 0 with the error when it is missing or outside.
+func traceLength(name string, n *int) (int, error) {
+	switch {
+	case n == nil:
+		return 0, errors.New(name + ": required")
+	case *n < 1:
+		return 0, errors.New(name + ": must be >= 1")
+	case *n > maxTraceTokens:
+		return 0, fmt.Errorf("%s: must be <= %d", name, maxTraceTokens)
+	}
+	return *n, nil
+}
+
 func parseTraceLine(b []byte) (TraceRecord, error) {
 	var raw struct {
 		Timestamp    *float64 `json:"timestamp"`
@@ -77,25 +91,12 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 	default:
 		rec.Timestamp = *raw.Timestamp
 	}
-	switch {
-	case raw.InputLength == nil:
-		errs = append(errs, errors.New("input_length: required"))
-	case *raw.InputLength < 1:
-		errs = append(errs, errors.New("input_length: must be >= 1"))
-	case *raw.InputLength > maxTraceTokens:
-		errs = append(errs, fmt.Errorf("input_length: must be <= %d", maxTraceTokens))
-	default:
-		rec.InputLength = *raw.InputLength
+	var err error
+	if rec.InputLength, err = traceLength("input_length", raw.InputLength); err != nil {
+		errs = append(errs, err)
 	}
-	switch {
-	case raw.OutputLength == nil:
-		errs = append(errs, errors.New("output_length: required"))
-	case *raw.OutputLength < 1:
-		errs = append(errs, errors.New("output_length: must be >= 1"))
-	case *raw.OutputLength > maxTraceTokens:
-		errs = append(errs, fmt.Errorf("output_length: must be <= %d", maxTraceTokens))
-	default:
-		rec.OutputLength = *raw.OutputLength
+	if rec.OutputLength, err = traceLength("output_length", raw.OutputLength); err != nil {
+		errs = append(errs, err)
 	}
 	for i, id := range raw.HashIDs {
 		if id < 0 {

@@ -60,11 +60,9 @@ type DisconnectsFigures struct {
 	LeftBeforeHead int `json:"left_before_head"`
 	FinishedFirst  int `json:"finished_first"`
 	// Completed streams ran to data: [DONE] and passed every check.
-	Completed    int            `json:"completed"`
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
-	WallSeconds  float64        `json:"wall_seconds"`
+	Completed int `json:"completed"`
+	stress.Failures
+	WallSeconds float64 `json:"wall_seconds"`
 	// SimFinished sums vllm:request_success_total over the simulators by
 	// finished_reason; SimReceived is their total, the requests the
 	// engines got.

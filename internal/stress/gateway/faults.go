@@ -216,13 +216,11 @@ func (f *faultLoad) poll(ctx context.Context, pause time.Duration, until func())
 
 // FlapFigures is what gw-flap measured.
 type FlapFigures struct {
-	Requests     int                 `json:"requests"`
-	Replica      string              `json:"flapping_replica"`
-	Toggles      int                 `json:"toggles"`
-	Errors       int                 `json:"errors"`
-	ErrorKinds   map[string]int      `json:"error_kinds,omitempty"`
-	ErrorSamples []string            `json:"error_samples,omitempty"`
-	Latency      measure.Percentiles `json:"latency"`
+	Requests int    `json:"requests"`
+	Replica  string `json:"flapping_replica"`
+	Toggles  int    `json:"toggles"`
+	stress.Failures
+	Latency measure.Percentiles `json:"latency"`
 	// PerReplica counts successful responses by replica; the flapping one
 	// still serves while healthy and not ejected.
 	PerReplica map[string]int `json:"per_replica"`

@@ -15,14 +15,12 @@ import (
 
 // HangFigures is what gw-hang measured with one routing policy.
 type HangFigures struct {
-	Policy        string         `json:"policy"`
-	Requests      int            `json:"requests"`
-	Replica       string         `json:"hung_replica"`
-	HangAtSeconds float64        `json:"hang_at_seconds"`
-	HealAtSeconds float64        `json:"heal_at_seconds"`
-	Errors        int            `json:"errors"`
-	ErrorKinds    map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples  []string       `json:"error_samples,omitempty"`
+	Policy        string  `json:"policy"`
+	Requests      int     `json:"requests"`
+	Replica       string  `json:"hung_replica"`
+	HangAtSeconds float64 `json:"hang_at_seconds"`
+	HealAtSeconds float64 `json:"heal_at_seconds"`
+	stress.Failures
 	// DownAfter is when the gateway logged that probes marked the replica
 	// down (to the millisecond); PollDownAfter when the first admin poll
 	// after the hang showed it, PollSeconds the mean time between polls.

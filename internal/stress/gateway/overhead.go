@@ -78,11 +78,9 @@ type OverheadRate struct {
 
 // OverheadLeg is one pass of the schedule against one target.
 type OverheadLeg struct {
-	Target       string         `json:"target"` // direct or gateway
-	Requests     int            `json:"requests"`
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Target   string `json:"target"` // direct or gateway
+	Requests int    `json:"requests"`
+	stress.Failures
 	// Latency runs from each request's scheduled send time to the end of
 	// its response, successful requests only.
 	Latency measure.Percentiles `json:"latency"`

@@ -36,13 +36,11 @@ func (l GWStreamsLoad) Validate() error {
 
 // GWStreamsRun is one simulator configuration of gw-streams.
 type GWStreamsRun struct {
-	Variant      string         `json:"variant"`
-	SimArgs      []string       `json:"sim_args"`
-	Streams      int            `json:"streams"`
-	Completed    int            `json:"completed"`
-	Errors       int            `json:"errors"`
-	ErrorKinds   map[string]int `json:"error_kinds,omitempty"`
-	ErrorSamples []string       `json:"error_samples,omitempty"`
+	Variant   string   `json:"variant"`
+	SimArgs   []string `json:"sim_args"`
+	Streams   int      `json:"streams"`
+	Completed int      `json:"completed"`
+	stress.Failures
 	// WallSeconds runs from the first request sent to the last [DONE] read.
 	WallSeconds float64             `json:"wall_seconds"`
 	Stream      measure.Percentiles `json:"stream"`

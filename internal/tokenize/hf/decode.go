@@ -30,41 +30,19 @@ func newDecoder(path string, raw json.RawMessage) (decoder, error) {
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return bad(err)
 		}
-		var seq decSequence
-		for i, sub := range c.Decoders {
-			d, err := newDecoder(fmt.Sprintf("%s.decoders[%d]", path, i), sub)
-			if err != nil {
-				return nil, err
-			}
-			if d != nil {
-				seq = append(seq, d)
-			}
+		seq, err := readSequence(path+".decoders", c.Decoders, newDecoder)
+		if err != nil {
+			return nil, err
 		}
-		return seq, nil
+		return decSequence(seq), nil
 	case "ByteLevel":
-		var c struct {
-			Type           string `json:"type"`
-			AddPrefixSpace bool   `json:"add_prefix_space"`
-			TrimOffsets    bool   `json:"trim_offsets"`
-			UseRegex       bool   `json:"use_regex"`
-		}
+		var c byteLevelJSON
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return bad(err)
 		}
 		return decByteLevel{}, nil
 	case "Metaspace":
-		var c struct {
-			Type           string  `json:"type"`
-			Replacement    string  `json:"replacement"`
-			PrependScheme  *string `json:"prepend_scheme"`
-			Split          *bool   `json:"split"`
-			AddPrefixSpace *bool   `json:"add_prefix_space"`
-			StrRep         *string `json:"str_rep"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return bad(err)
-		}
-		m, err := newMetaspace(c.Replacement, c.PrependScheme, c.Split, c.AddPrefixSpace)
+		m, err := newMetaspace(raw)
 		if err != nil {
 			return bad(err)
 		}

@@ -42,6 +42,33 @@ type patternJSON struct {
 	Regex  *string `json:"Regex"`
 }
 
+// readSequence reads the components of a Sequence, path[i] each, with
+// read, and keeps those it does not return nil for (null, an empty
+// Sequence).
+func readSequence[T comparable](path string, raws []json.RawMessage, read func(string, json.RawMessage) (T, error)) ([]T, error) {
+	var seq []T
+	var null T
+	for i, raw := range raws {
+		c, err := read(fmt.Sprintf("%s[%d]", path, i), raw)
+		if err != nil {
+			return nil, err
+		}
+		if c != null {
+			seq = append(seq, c)
+		}
+	}
+	return seq, nil
+}
+
+// byteLevelJSON is a ByteLevel pre-tokenizer, post-processor or decoder:
+// one object with the same fields in all three places.
+type byteLevelJSON struct {
+	Type           string `json:"type"`
+	AddPrefixSpace bool   `json:"add_prefix_space"`
+	TrimOffsets    bool   `json:"trim_offsets"`
+	UseRegex       bool   `json:"use_regex"`
+}
+
 // modelJSON is the "model" object; only BPE is implemented.
 type modelJSON struct {
 	Type                    string         `json:"type"`

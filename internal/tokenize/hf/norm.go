@@ -42,15 +42,9 @@ func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		var seq normSequence
-		for i, sub := range c.Normalizers {
-			n, err := newNormalizer(fmt.Sprintf("%s.normalizers[%d]", path, i), sub)
-			if err != nil {
-				return nil, err
-			}
-			if n != nil {
-				seq = append(seq, n)
-			}
+		seq, err := readSequence(path+".normalizers", c.Normalizers, newNormalizer)
+		if err != nil {
+			return nil, err
 		}
 		switch len(seq) {
 		case 0:
@@ -58,7 +52,7 @@ func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 		case 1:
 			return seq[0], nil
 		}
-		return seq, nil
+		return normSequence(seq), nil
 	case "Prepend":
 		var c struct {
 			Type    string `json:"type"`

@@ -3,6 +3,7 @@ package hf
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -78,18 +79,7 @@ func newPreTokenizers(path string, raw json.RawMessage) (list []preTokenizer, by
 		}
 		return []preTokenizer{p}, true, nil
 	case "Metaspace":
-		var c struct {
-			Type           string  `json:"type"`
-			Replacement    string  `json:"replacement"`
-			PrependScheme  *string `json:"prepend_scheme"`
-			Split          *bool   `json:"split"`
-			AddPrefixSpace *bool   `json:"add_prefix_space"`
-			StrRep         *string `json:"str_rep"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, false, fmt.Errorf("%s: %w", path, err)
-		}
-		p, err := newMetaspace(c.Replacement, c.PrependScheme, c.Split, c.AddPrefixSpace)
+		p, err := newMetaspace(raw)
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %w", path, err)
 		}
@@ -137,12 +127,7 @@ func newSplitPre(path string, raw json.RawMessage) (preTokenizer, error) {
 
 // newByteLevelPre reads a ByteLevel pre-tokenizer.
 func newByteLevelPre(path string, raw json.RawMessage) (preTokenizer, error) {
-	c := struct {
-		Type           string `json:"type"`
-		AddPrefixSpace bool   `json:"add_prefix_space"`
-		TrimOffsets    bool   `json:"trim_offsets"`
-		UseRegex       bool   `json:"use_regex"`
-	}{UseRegex: true}
+	c := byteLevelJSON{UseRegex: true}
 	if err := strictUnmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -246,33 +231,21 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 			emit(parts[i].start, parts[j-1].end)
 			i = j
 		}
-	case splitMergedWithPrevious:
-		// A match directly after a non-match joins it.
-		prevMatch := false
-		start, end, open := 0, 0, false
-		for _, p := range parts {
-			if p.match && !prevMatch && open {
-				end = p.end
-			} else {
-				if open {
-					emit(start, end)
-				}
-				start, end, open = p.start, p.end, true
-			}
-			prevMatch = p.match
-		}
-		if open {
-			emit(start, end)
-		}
-	case splitMergedWithNext:
-		// Walking backwards, a match directly before a non-match joins it.
+	case splitMergedWithPrevious, splitMergedWithNext:
+		// A match directly after a non-match joins it; for
+		// MergedWithNext the same walking backwards, so a match directly
+		// before a non-match joins it, and the pieces come out reversed.
+		back := behavior == splitMergedWithNext
 		n0 := len(dst)
 		prevMatch := false
 		start, end, open := 0, 0, false
-		for i := len(parts) - 1; i >= 0; i-- {
+		for i := range parts {
 			p := parts[i]
+			if back {
+				p = parts[len(parts)-1-i]
+			}
 			if p.match && !prevMatch && open {
-				start = p.start
+				start, end = min(start, p.start), max(end, p.end)
 			} else {
 				if open {
 					emit(start, end)
@@ -284,8 +257,8 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 		if open {
 			emit(start, end)
 		}
-		for i, j := n0, len(dst)-1; i < j; i, j = i+1, j-1 {
-			dst[i], dst[j] = dst[j], dst[i]
+		if back {
+			slices.Reverse(dst[n0:])
 		}
 	}
 	return dst
@@ -333,26 +306,39 @@ type metaspacePre struct {
 	cut     bool   // split before each replacement character
 }
 
-func newMetaspace(repl string, scheme *string, split, addPrefixSpace *bool) (*metaspacePre, error) {
-	if utf8.RuneCountInString(repl) != 1 {
-		return nil, fmt.Errorf("replacement %q: must be one character", repl)
+// newMetaspace reads a Metaspace object, which the pre-tokenizer and the
+// decoder of that name share.
+func newMetaspace(raw json.RawMessage) (*metaspacePre, error) {
+	var c struct {
+		Type           string  `json:"type"`
+		Replacement    string  `json:"replacement"`
+		PrependScheme  *string `json:"prepend_scheme"`
+		Split          *bool   `json:"split"`
+		AddPrefixSpace *bool   `json:"add_prefix_space"`
+		StrRep         *string `json:"str_rep"`
 	}
-	p := &metaspacePre{repl: repl, prepend: "always", cut: true}
-	if scheme != nil {
-		switch *scheme {
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	if utf8.RuneCountInString(c.Replacement) != 1 {
+		return nil, fmt.Errorf("replacement %q: must be one character", c.Replacement)
+	}
+	p := &metaspacePre{repl: c.Replacement, prepend: "always", cut: true}
+	if c.PrependScheme != nil {
+		switch *c.PrependScheme {
 		case "always", "first", "never":
-			p.prepend = *scheme
+			p.prepend = *c.PrependScheme
 		default:
-			return nil, fmt.Errorf("prepend_scheme %q: %w", *scheme, ErrUnsupported)
+			return nil, fmt.Errorf("prepend_scheme %q: %w", *c.PrependScheme, ErrUnsupported)
 		}
 	}
-	if addPrefixSpace != nil && !*addPrefixSpace {
+	if c.AddPrefixSpace != nil && !*c.AddPrefixSpace {
 		if p.prepend != "never" {
 			return nil, fmt.Errorf("add_prefix_space does not match declared prepend_scheme")
 		}
 	}
-	if split != nil {
-		p.cut = *split
+	if c.Split != nil {
+		p.cut = *c.Split
 	}
 	return p, nil
 }

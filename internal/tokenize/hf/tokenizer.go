@@ -309,12 +309,7 @@ func newPostProcessor(path string, raw json.RawMessage) (prefix, suffix []int, e
 		return nil, nil, nil
 	case "ByteLevel":
 		// It only adjusts offsets.
-		var c struct {
-			Type           string `json:"type"`
-			AddPrefixSpace bool   `json:"add_prefix_space"`
-			TrimOffsets    bool   `json:"trim_offsets"`
-			UseRegex       bool   `json:"use_regex"`
-		}
+		var c byteLevelJSON
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", path, err)
 		}
