@@ -35,9 +35,9 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
-## test: lint (gofmt, vet, staticcheck, govulncheck), then every test with the race detector (and
-## again without it those the detector makes meaningless), a short run of each fuzz target, and the
-## end-to-end tests with the OpenAI Python SDK; it prints each step's time and the total
+## test: lint (gofmt, vet, staticcheck, govulncheck), then every test with the race detector (fuzz
+## targets' seed corpora included) and again without it those the detector makes meaningless, and
+## the end-to-end tests with the OpenAI Python SDK; it prints each step's time and the total
 ## (scripts/test.sh, which also fetches the tokenizer files and the e2e venv while lint runs).
 test:
 	@./scripts/test.sh
@@ -83,7 +83,8 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 norace:
 	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime)$$' ./internal/index ./internal/bench
 
-# A few seconds per fuzz target inside `make test`; `make fuzz` runs longer.
+# A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their
+# seed corpora); `make fuzz` runs longer.
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=3s SMOKE=1
 
