@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # make test: every check, in order, with the time each step took and the total at the end.
-# The steps are make targets (see the Makefile). Fuzzing is not one of them: every fuzz target's
-# seed corpus (its f.Add seeds and testdata/fuzz, crashers included) runs as a test in the race
-# step, while mutating for a few seconds more cost a whole build of every package with the
-# fuzzer's instrumentation, about a quarter of make test on a fresh machine; make fuzz-smoke and make
-# fuzz do that. The two downloads that need the network rather
+# The steps are make targets (see the Makefile). The two downloads that need the network rather
 # than the CPU, the pinned tokenizer files and the Python venv of the end-to-end suite, run in the
 # background while lint compiles, and are waited for before the first step that reads them.
+#
+# Fuzzing is not a step: every fuzz target's seed corpus (its f.Add seeds and testdata/fuzz,
+# crashers included) runs as a test in the race step, while mutating for a few seconds more cost
+# a build of every package with the fuzzer's instrumentation, about a quarter of make test on a
+# fresh machine. make fuzz-smoke and make fuzz mutate.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
