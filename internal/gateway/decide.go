@@ -31,6 +31,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	if err := g.offer(sc, ex, mr, start, tried, nil); err != nil {
 		return nil, -1, err
 	}
+	ex.route.At = start
 	offered, cands := sc.offered, sc.cands
 	for len(offered) > 0 {
 		d := ex.policy.Pick(&ex.route, cands)
@@ -109,7 +110,6 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 			cands[i].Cached = blocks * bs
 		}
 	}
-	ex.route.At = start
 	return nil
 }
 

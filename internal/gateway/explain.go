@@ -100,7 +100,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	why := make([]string, len(mr.routes))
 	// With no usable replica nothing is offered and every route says why.
 	_ = g.offer(sc, ex, mr, start, nil, why)
-	ex.route.At = start
+	ex.route.At = start // the instant the policy explains at, as choose picks at
 
 	replicas := make([]explainedReplica, len(mr.routes))
 	for j, i := range sc.offered {
