@@ -865,9 +865,17 @@ func testCancellation(t *testing.T, f *e2eFleet, client openai.Client) {
 	if !ok {
 		t.Fatalf("x-inferrail-replica %q names no engine", rep)
 	}
-	page := scrape(t, base)
-	if v, ok := sample(page, "vllm:num_requests_running", `model_name="`+sdkModel+`"`); !ok || v != 1 {
-		t.Fatalf("while streaming: %s's vllm:num_requests_running = %v (found %v), want 1", rep, v, ok)
+	// The engine publishes its gauges after it hands out a step's tokens
+	// (as vLLM's output handler does), so a scrape right after the first
+	// chunk may still see the step before it: wait for the next one.
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		v, ok := sample(scrape(t, base), "vllm:num_requests_running", `model_name="`+sdkModel+`"`)
+		if ok && v == 1 {
+			break
+		}
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("while streaming: %s's vllm:num_requests_running = %v (found %v) for 2 s, want 1", rep, v, ok)
+		}
 	}
 	if n := inFlight(t, f)[rep]; n != 1 {
 		t.Fatalf("while streaming: the gateway has %d requests in flight on %s, want 1", n, rep)
