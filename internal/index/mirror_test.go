@@ -1,0 +1,184 @@
+package index
+
+import (
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+const mirrorBS = 4
+
+func mirrorSeed(adapter, salt string) blockhash.Hash { return blockhash.Seed("m", adapter, salt) }
+
+// ours is the gateway's chain for tokens, as routing computes it.
+func ours(salt string, tokens ...int) []blockhash.Hash {
+	return blockhash.Extend(nil, mirrorSeed("", salt), tokens, mirrorBS)
+}
+
+func seq(from, n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = from + i
+	}
+	return out
+}
+
+func u32(ids []int) []uint32 {
+	out := make([]uint32, len(ids))
+	for i, t := range ids {
+		out[i] = uint32(t)
+	}
+	return out
+}
+
+// stored is a BlockStored of engine hashes first.. for tokens, after parent
+// (0: none).
+func stored(parent uint64, first uint64, tokens []int) events.Event {
+	ev := events.Event{Kind: events.BlockStored, Tokens: u32(tokens), BlockSize: mirrorBS, Medium: "GPU", HasMedium: true}
+	for i := range len(tokens) / mirrorBS {
+		ev.Hashes = append(ev.Hashes, events.UintHash(first+uint64(i)))
+	}
+	if parent != 0 {
+		ev.Parent, ev.HasParent = events.UintHash(parent), true
+	}
+	return ev
+}
+
+func removed(h uint64) events.Event {
+	return events.Event{Kind: events.BlockRemoved, Hashes: []events.Hash{events.UintHash(h)}, Medium: "GPU", HasMedium: true}
+}
+
+func apply(m *Mirror, evs ...events.Event) {
+	m.Apply(&events.Batch{Events: evs})
+}
+
+// mirrored is how many leading blocks of chain the mirror holds.
+func mirrored(m *Mirror, chain []blockhash.Hash) int {
+	for i, h := range chain {
+		if !m.Holds(h) {
+			return i
+		}
+	}
+	return len(chain)
+}
+
+func TestMirrorRebuildsTheGatewaysChain(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	tokens := seq(1, 12)
+	// The engine stores the prompt's first two blocks in one step and the
+	// third (say, filled by output) in a later one.
+	apply(m, stored(0, 100, tokens[:8]))
+	apply(m, stored(101, 102, tokens[8:12]))
+	chain := ours("", tokens...)
+	if got := mirrored(m, chain); got != 3 {
+		t.Fatalf("mirror holds %d leading blocks of the chain, want 3", got)
+	}
+	// Another salt is another chain, though the tokens are the same.
+	if got := mirrored(m, ours("s", tokens...)); got != 0 {
+		t.Errorf("a salted prompt matches %d blocks, want 0", got)
+	}
+	apply(m, removed(102))
+	if got := mirrored(m, chain); got != 2 {
+		t.Errorf("after removing block 2: %d blocks, want 2", got)
+	}
+	apply(m, removed(999))
+	if m.Stats.UnknownRemovals != 1 {
+		t.Errorf("UnknownRemovals %d, want 1", m.Stats.UnknownRemovals)
+	}
+	apply(m, events.Event{Kind: events.AllBlocksCleared})
+	if m.Len() != 0 || mirrored(m, chain) != 0 {
+		t.Errorf("after AllBlocksCleared: %d blocks, %d held", m.Len(), mirrored(m, chain))
+	}
+}
+
+func TestMirrorSaltFromExtraKeys(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	tokens := seq(7, 8)
+	ev := stored(0, 1, tokens)
+	ev.ExtraKeys = []events.RawValue{{0x91, 0xa4, 's', 'a', 'l', 't'}, {0xc0}}
+	apply(m, ev)
+	if got := mirrored(m, ours("salt", tokens...)); got != 2 {
+		t.Errorf("salted chain: %d blocks held, want 2", got)
+	}
+	if got := mirrored(m, ours("", tokens...)); got != 0 {
+		t.Errorf("unsalted chain: %d blocks held, want 0", got)
+	}
+}
+
+func TestMirrorCountsCopies(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	tokens := seq(1, 4)
+	// Two requests computed the same block at once: stored twice, each
+	// copy removed on its own.
+	apply(m, stored(0, 5, tokens), stored(0, 5, tokens))
+	apply(m, removed(5))
+	if !m.Holds(ours("", tokens...)[0]) {
+		t.Fatal("one copy removed of two: the block must still be held")
+	}
+	apply(m, removed(5))
+	if m.Holds(ours("", tokens...)[0]) || m.Len() != 0 {
+		t.Fatal("both copies removed: the block must be gone")
+	}
+}
+
+func TestMirrorOrphansJoinTheirParent(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	tokens := seq(1, 16)
+	chain := ours("", tokens...)
+	// Blocks 2 and 3 arrive before the blocks they extend, as when a
+	// subscriber starts mid-stream and replays later.
+	apply(m, stored(11, 12, tokens[8:16]))
+	if m.Orphans() != 2 || mirrored(m, chain) != 0 {
+		t.Fatalf("orphans %d, held %d; want 2 orphans, nothing keyed", m.Orphans(), mirrored(m, chain))
+	}
+	apply(m, stored(0, 10, tokens[:8]))
+	if m.Orphans() != 0 {
+		t.Errorf("orphans %d after their parent arrived, want 0", m.Orphans())
+	}
+	if got := mirrored(m, chain); got != 4 {
+		t.Errorf("held %d leading blocks, want 4", got)
+	}
+	// Removing an orphan's copy works by the engine's hash alone.
+	apply(m, removed(13))
+	if got := mirrored(m, chain); got != 3 {
+		t.Errorf("held %d after removing block 3, want 3", got)
+	}
+}
+
+func TestMirrorBoundsOrphans(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 3)
+	for i := range 10 {
+		apply(m, stored(uint64(1000+i), uint64(i+1), seq(i*4, 4)))
+	}
+	if m.Orphans() > 3 {
+		t.Errorf("%d orphans kept, bound 3", m.Orphans())
+	}
+	if m.Stats.OrphansDropped < 7 {
+		t.Errorf("OrphansDropped %d, want at least 7", m.Stats.OrphansDropped)
+	}
+	none := NewMirror(mirrorBS, mirrorSeed, 0)
+	apply(none, stored(50, 1, seq(0, 4)))
+	if none.Len() != 0 || none.Stats.OrphansDropped != 1 {
+		t.Errorf("with no orphans allowed: %d blocks kept, %d dropped", none.Len(), none.Stats.OrphansDropped)
+	}
+}
+
+func TestMirrorSkipsWhatItCannotKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ev   events.Event
+	}{
+		{"other_block_size", func() events.Event { e := stored(0, 1, seq(0, 8)); e.BlockSize = 8; return e }()},
+		{"short_tokens", func() events.Event { e := stored(0, 1, seq(0, 8)); e.Tokens = e.Tokens[:7]; return e }()},
+		{"cpu_medium", func() events.Event { e := stored(0, 1, seq(0, 8)); e.Medium = "CPU"; return e }()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMirror(mirrorBS, mirrorSeed, 10)
+			apply(m, tc.ev)
+			if m.Len() != 0 || m.Stats.Skipped == 0 {
+				t.Errorf("kept %d blocks, skipped %d", m.Len(), m.Stats.Skipped)
+			}
+		})
+	}
+}
