@@ -40,6 +40,9 @@ type pubPeer struct {
 	subs    map[string]int // topic prefix -> times subscribed, as libzmq counts
 	size    int            // bytes of distinct topics in subs
 	dropped atomic.Uint64
+	// byCommand and byMessage record which subscription form the peer used
+	// (tests check that libzmq uses the one its ZMTP version implies).
+	byCommand, byMessage atomic.Bool
 }
 
 // PubStats counts what a Pub did.
@@ -130,12 +133,14 @@ func (peer *pubPeer) read(c *conn) error {
 		}
 		switch {
 		case cmd != nil && cmd.name == "SUBSCRIBE":
+			peer.byCommand.Store(true)
 			err = peer.subscribe(cmd.data, true)
 		case cmd != nil && cmd.name == "CANCEL":
 			err = peer.subscribe(cmd.data, false)
 		case cmd != nil && cmd.name == "PING":
 			err = c.pong(cmd.data)
 		case cmd == nil && len(msg[0]) > 0 && msg[0][0] <= 1:
+			peer.byMessage.Store(true)
 			err = peer.subscribe(msg[0][1:], msg[0][0] == 1)
 		}
 		if err != nil {

@@ -32,7 +32,7 @@ type SubStats struct {
 }
 
 // DialSub connects a SUB socket to endpoint ("tcp://host:port") and
-// subscribes to each topic prefix ("" for every message). It returns at
+// subscribes to each topic prefix ("" for every message; none, nothing). It returns at
 // once; the connection is made in the background, and the socket lives
 // until Close or until ctx is done.
 func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) (*Sub, error) {
