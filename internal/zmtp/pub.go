@@ -47,9 +47,13 @@ type pubPeer struct {
 
 // PubStats counts what a Pub did.
 type PubStats struct {
-	Peers    int    // subscribers connected now
-	Dropped  uint64 // message copies dropped because a peer's queue was full
-	Rejected uint64 // connections closed for failing the handshake or the protocol
+	Peers int // subscribers connected now
+	// Subscribers are the connected peers with at least one subscription:
+	// those a message can reach (a SUB subscribes right after its
+	// handshake, so it counts as a peer a moment before it counts here).
+	Subscribers int
+	Dropped     uint64 // message copies dropped because a peer's queue was full
+	Rejected    uint64 // connections closed for failing the handshake or the protocol
 }
 
 // ListenPub binds a PUB socket to endpoint ("tcp://*:5557", "tcp://127.0.0.1:0").
@@ -101,9 +105,16 @@ func (p *Pub) Send(frames [][]byte) error {
 // Stats returns the socket's counters.
 func (p *Pub) Stats() PubStats {
 	p.mu.Lock()
-	n := len(p.peers)
+	n, subscribed := len(p.peers), 0
+	for peer := range p.peers {
+		peer.mu.Lock()
+		if len(peer.subs) > 0 {
+			subscribed++
+		}
+		peer.mu.Unlock()
+	}
 	p.mu.Unlock()
-	return PubStats{Peers: n, Dropped: p.dropped.Load(), Rejected: p.rejected.Load()}
+	return PubStats{Peers: n, Subscribers: subscribed, Dropped: p.dropped.Load(), Rejected: p.rejected.Load()}
 }
 
 // serve runs one subscriber's connection until it ends.

@@ -108,7 +108,7 @@ func TestPubSubTopicsAndSubscribers(t *testing.T) {
 			}
 		}
 	}
-	if st := pub.Stats(); st.Peers != 3 || st.Dropped != 0 {
+	if st := pub.Stats(); st.Peers != 3 || st.Subscribers != 3 || st.Dropped != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
