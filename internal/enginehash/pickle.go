@@ -2,6 +2,7 @@ package enginehash
 
 import (
 	"encoding/binary"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -190,23 +191,37 @@ func (p *pickler) get(idx int) {
 	p.buf = binary.LittleEndian.AppendUint32(p.buf, uint32(idx))
 }
 
-func (p *pickler) int(v uint32) {
-	p.boundary()
-	p.open()
+// ints saves the items of a token tuple. Between two checks of the frame
+// boundary it writes as many ints as cannot reach the 64 KiB target (each
+// is at most 6 bytes) without checking, which is what keeps pickling close
+// to CBOR in speed.
+func (p *pickler) ints(tokens []uint32) {
+	for len(tokens) > 0 {
+		p.boundary()
+		p.open()
+		room := frameSizeTarget - (len(p.buf) - p.frameStart - frameHeaderSize)
+		n := min((room+5)/6, len(tokens))
+		buf := slices.Grow(p.buf, 6*n)
+		for _, v := range tokens[:n] {
+			buf = appendPickleInt(buf, v)
+		}
+		p.buf = buf
+		tokens = tokens[n:]
+	}
+}
+
+func appendPickleInt(b []byte, v uint32) []byte {
 	switch {
 	case v <= 0xff:
-		p.buf = append(p.buf, opBinint1, byte(v))
+		return append(b, opBinint1, byte(v))
 	case v <= 0xffff:
-		p.buf = append(p.buf, opBinint2, byte(v), byte(v>>8))
+		return append(b, opBinint2, byte(v), byte(v>>8))
 	case v <= 0x7fffffff:
-		p.buf = append(p.buf, opBinint)
-		p.buf = binary.LittleEndian.AppendUint32(p.buf, v)
+		return binary.LittleEndian.AppendUint32(append(b, opBinint), v)
 	default:
 		// Past BININT's signed range: LONG1 with the fewest bytes that
 		// keep the sign bit clear, (bits/8)+1 = 5.
-		p.buf = append(p.buf, opLong1, 5)
-		p.buf = binary.LittleEndian.AppendUint32(p.buf, v)
-		p.buf = append(p.buf, 0)
+		return append(binary.LittleEndian.AppendUint32(append(b, opLong1, 5), v), 0)
 	}
 }
 
@@ -242,9 +257,7 @@ func (p *pickler) block(parent []byte, tokens []uint32, extra ExtraKeys) {
 		p.op(opEmptyTuple)
 	} else {
 		p.tupleStart(len(tokens))
-		for _, t := range tokens {
-			p.int(t)
-		}
+		p.ints(tokens)
 		p.tupleEnd(len(tokens))
 	}
 	p.boundary()
