@@ -20,7 +20,20 @@
 // variable is set, otherwise 32 random bytes (32 for every algorithm, so
 // the first block of an xxhash chain has a 32-byte parent and later blocks
 // a 16-byte one). KV events carry each digest's low 64 bits as an unsigned
-// integer (EventInt) unless vLLM's int block hashes are turned off.
+// integer (EventInt), vLLM's default; with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES
+// off they carry the digest bytes themselves.
+//
+// Use: New(algo, seed) makes an engine's Hasher (PythonHashSeed, RandomSeed,
+// SeedFromEnv or NoneHashSeed); Hasher.AppendChain hashes a request's full
+// blocks, or resumes a chain as the request grows; Hasher.Block hashes one
+// block; Request.ExtraKeys gives the extra_keys a BlockStored event reports
+// per block. A Hasher is immutable and safe for concurrent use; its scratch
+// buffers come from a sync.Pool, so hashing into a dst with room allocates
+// nothing.
+//
+// Go strings are serialised as their bytes. They match Python's str when
+// they are valid UTF-8 (and, for pickle, which writes surrogates through,
+// when a lone surrogate is spelled in WTF-8).
 //
 // The package reimplements the two serialisations for exactly these tuples:
 // CPython's C pickler at protocol 5 (framing, memoisation and opcode choice
