@@ -1,0 +1,5 @@
+//go:build !race
+
+package enginehash
+
+const raceEnabled = false
