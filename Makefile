@@ -24,7 +24,8 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzClientPort \
 	./internal/load:FuzzParse \
 	./internal/load:FuzzParseAgainstLibrary \
-	./internal/workload:FuzzTrace
+	./internal/workload:FuzzTrace \
+	./internal/events:FuzzDecodeBatch
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
 	sweep sweep-smoke routing baselines report repro peers

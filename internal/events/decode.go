@@ -396,7 +396,7 @@ func (d *decoder) hashes(dst []Hash) ([]Hash, error) {
 	if cap(dst) < n {
 		dst = make([]Hash, 0, n)
 	}
-	digestBytes := 0
+	digests, digestBytes := 0, 0
 	for i := 0; i < n; i++ {
 		if len(d.rest) > 0 && isBin(d.rest[0]) {
 			off := len(d.all) - len(d.rest)
@@ -405,7 +405,7 @@ func (d *decoder) hashes(dst []Hash) ([]Hash, error) {
 				return dst, d.failMsgp(err)
 			}
 			d.rest = rest
-			digestBytes += len(v)
+			digests, digestBytes = digests+1, digestBytes+len(v)
 			dst = append(dst, Hash{form: hashBytes, n: uint64(off)})
 			continue
 		}
@@ -415,7 +415,7 @@ func (d *decoder) hashes(dst []Hash) ([]Hash, error) {
 		}
 		dst = append(dst, h)
 	}
-	if digestBytes > 0 {
+	if digests > 0 { // counted, not summed: an empty digest needs filling too
 		d.fillDigests(dst[len(dst)-n:], digestBytes)
 	}
 	return dst, nil
