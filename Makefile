@@ -25,7 +25,8 @@ FUZZ_TARGETS := \
 	./internal/load:FuzzParse \
 	./internal/load:FuzzParseAgainstLibrary \
 	./internal/workload:FuzzTrace \
-	./internal/zmtp:FuzzReadFrames
+	./internal/zmtp:FuzzReadFrames \
+	./internal/events:FuzzDecodeBatch
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
 	sweep sweep-smoke routing baselines report repro peers

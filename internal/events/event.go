@@ -86,6 +86,10 @@ type Batch struct {
 	// versions did not).
 	DPRank    int64
 	HasDPRank bool
+	// Skipped counts the events DecodeBatch left out because their kind
+	// is one this package does not know (a newer engine's): the known
+	// events of the batch still apply, and a consumer can count these.
+	Skipped int
 }
 
 // Event is one BlockStored, BlockRemoved or AllBlocksCleared. Fields a kind
