@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/inferrail/inferrail/internal/cli"
@@ -25,6 +26,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opts.ApplyEnv(os.LookupEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := sim.New(opts.Config, logger)
 	if err != nil {

@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/inferrail/inferrail/internal/blockhash"
+import (
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
 
 // blockPool is the engine's KV cache: one pool of ref-counted blocks, with a
 // free queue whose order is vLLM's eviction order and a map from block hash
@@ -15,6 +18,7 @@ type blockPool struct {
 	dups    map[blockhash.Hash][]int32 // hash → later blocks holding it too, oldest first
 	caching bool                       // prefix caching enabled
 	events  poolEvents
+	log     *kvLog // where stores, evictions and resets are logged; nil when the engine publishes no events
 }
 
 // poolEvents counts what happened to cached blocks, for KV events and tests.
@@ -29,6 +33,7 @@ type block struct {
 	prev, next int32 // free queue links, nilBlock at the ends or when not free
 	hashed     bool
 	hash       blockhash.Hash
+	ext        events.Hash // the engine's own hash of the block, for events; set with hash when events are on
 }
 
 func newBlockPool(numBlocks int, caching bool) *blockPool {
@@ -177,6 +182,9 @@ func (p *blockPool) evict(id int32) {
 	b.hashed = false
 	b.hash = blockhash.Hash{}
 	p.events.evicted++
+	if p.log != nil {
+		p.log.removed(b.ext)
+	}
 }
 
 func (p *blockPool) setDups(h blockhash.Hash, d []int32) {
@@ -187,16 +195,18 @@ func (p *blockPool) setDups(h blockhash.Hash, d []int32) {
 	}
 }
 
-// cache marks a full block as holding hash, so later prompts can hit it.
-func (p *blockPool) cache(id int32, h blockhash.Hash) {
+// cache marks a full block as holding hash (ext in the engine's own terms),
+// so later prompts can hit it. It reports whether the block was not cached
+// before.
+func (p *blockPool) cache(id int32, h blockhash.Hash, ext events.Hash) bool {
 	if !p.caching {
-		return
+		return false
 	}
 	b := &p.blocks[id]
 	if b.hashed {
-		return
+		return false
 	}
-	b.hashed, b.hash = true, h
+	b.hashed, b.hash, b.ext = true, h, ext
 	if _, taken := p.cached[h]; taken {
 		// Two requests computed the same block at once; both copies
 		// serve hits until evicted, as in vLLM.
@@ -205,6 +215,7 @@ func (p *blockPool) cache(id int32, h blockhash.Hash) {
 		p.cached[h] = id
 	}
 	p.events.stored++
+	return true
 }
 
 // free drops one reference on each of ids, which are a request's blocks in
@@ -240,8 +251,12 @@ func (p *blockPool) reset() bool {
 	for id := range p.blocks {
 		p.blocks[id].hashed = false
 		p.blocks[id].hash = blockhash.Hash{}
+		p.blocks[id].ext = events.Hash{}
 	}
 	clear(p.cached)
 	clear(p.dups)
+	if p.log != nil {
+		p.log.cleared()
+	}
 	return true
 }

@@ -27,6 +27,28 @@ type Config struct {
 	Latency LatencyModel
 	// ZeroLatency makes every step free: the engine answers as fast as it can.
 	ZeroLatency bool
+
+	// KVEvents is --kv-events-config; the zero value publishes nothing.
+	KVEvents KVEventsConfig
+	// KVEventsEncoding is how batches are encoded: "map" (vLLM's current
+	// msgspec form; empty means it), "array" (vLLM before June 2026) or
+	// "sglang" (SGLang's shape).
+	KVEventsEncoding string
+	// PrefixCachingHashAlgo is --prefix-caching-hash-algo: sha256 (empty
+	// means it), sha256_cbor, xxhash or xxhash_cbor. It decides the hashes
+	// KV events carry; the engine's own cache is keyed the same either way.
+	PrefixCachingHashAlgo string
+	// HashSeed is PYTHONHASHSEED, which seeds the first block's parent hash
+	// when HashSeedSet; unset, every engine start draws a random one, as
+	// vLLM does, so hashes differ between engines and restarts.
+	HashSeed    string
+	HashSeedSet bool
+	// BytesBlockHashes sends whole digests in events instead of their low 64
+	// bits (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0).
+	BytesBlockHashes bool
+	// DataParallelRank is --data-parallel-rank: stamped on every batch, and
+	// added to the event endpoints' ports.
+	DataParallelRank int
 }
 
 // DefaultConfig returns vLLM's serving defaults for an 8B model on one 24 GB
@@ -101,6 +123,7 @@ func (c *Config) Validate() error {
 	if err := c.Latency.validate(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateKVEvents()...)
 	return errors.Join(errs...)
 }
 

@@ -8,6 +8,10 @@
 // timeline: continuous batching with chunked prefill under a token budget,
 // one reference-counted pool of KV blocks with prefix caching and vLLM's
 // eviction order, preemption when blocks run out, and a latency model whose
-// prefill cost has the shape the router's cost model prices. Local starts
-// one on a loopback port for tests and the benchmark harness.
+// prefill cost has the shape the router's cost model prices. With
+// --kv-events-config the engine publishes its KV cache events as vLLM does:
+// one numbered batch per step that stores, evicts or clears blocks, on a
+// ZeroMQ PUB socket, with a replay socket for the last batches, the block
+// hashes computed with vLLM's own algorithm (package enginehash). Local
+// starts one on a loopback port for tests and the benchmark harness.
 package sim

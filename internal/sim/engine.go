@@ -29,12 +29,14 @@ const (
 	msgSubmit msgKind = iota
 	msgCancel
 	msgReset
+	msgInspect
 )
 
 type message struct {
-	kind  msgKind
-	r     *request
-	reply chan bool
+	kind    msgKind
+	r       *request
+	reply   chan bool
+	inspect func(*scheduler)
 }
 
 // NewEngine returns an engine for cfg, which must be valid. It records its
@@ -80,6 +82,23 @@ func (e *Engine) ResetPrefixCache(ctx context.Context) (bool, error) {
 		return false, ErrStopped
 	case <-ctx.Done():
 		return false, ctx.Err()
+	}
+}
+
+// inspect runs f on the engine goroutine between steps, for tests that
+// read the engine's state.
+func (e *Engine) inspect(ctx context.Context, f func(*scheduler)) error {
+	reply := make(chan bool, 1)
+	if err := e.send(ctx, message{kind: msgInspect, inspect: f, reply: reply}); err != nil {
+		return err
+	}
+	select {
+	case <-reply:
+		return nil
+	case <-e.done:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -152,6 +171,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.sched.complete(plan, end)
 		vnow = end
 		e.record()
+		e.flushKV()
+	}
+}
+
+// flushKV publishes the step's KV events, if the engine publishes any.
+func (e *Engine) flushKV() {
+	if l := e.sched.pool.log; l != nil {
+		l.flush()
 	}
 }
 
@@ -187,7 +214,14 @@ func (e *Engine) handle(m message, now float64) {
 	case msgCancel:
 		e.sched.cancel(m.r, now)
 	case msgReset:
-		m.reply <- e.sched.pool.reset()
+		ok := e.sched.pool.reset()
+		// vLLM would publish the clear with its next step's batch; an
+		// idle engine has none, so it goes out at once.
+		e.flushKV()
+		m.reply <- ok
+	case msgInspect:
+		m.inspect(e.sched)
+		m.reply <- true
 	}
 }
 

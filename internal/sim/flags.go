@@ -31,6 +31,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	decodeSeqUS := durationAsFloat(lat.DecodeSeq, time.Microsecond)
 	noPrefix := false
 	speedup := 1.0
+	kvEvents := ""
 
 	fs.StringVar(&o.Host, "host", o.Host, "address to listen on")
 	fs.IntVar(&o.Port, "port", o.Port, "port to listen on")
@@ -50,6 +51,10 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.Float64Var(&decodeSeqUS, "decode-seq-us", decodeSeqUS, "microseconds each further sequence adds to a decode step")
 	fs.BoolVar(&o.ZeroLatency, "zero-latency", false, "answer as fast as possible, for overhead benchmarks")
 	fs.Float64Var(&speedup, "speedup", speedup, "run this many times faster than the latency flags say (every step's time divided by it)")
+	fs.StringVar(&kvEvents, "kv-events-config", "", `publish KV events, as vLLM's flag of the same name: JSON such as {"enable_kv_cache_events": true}`)
+	fs.StringVar(&o.KVEventsEncoding, "kv-events-encoding", "map", "how KV event batches are encoded: map (vLLM today), array (vLLM before June 2026) or sglang")
+	fs.StringVar(&o.PrefixCachingHashAlgo, "prefix-caching-hash-algo", "sha256", "the engine's block hash for KV events: sha256, sha256_cbor, xxhash or xxhash_cbor")
+	fs.IntVar(&o.DataParallelRank, "data-parallel-rank", 0, "stamped on KV event batches and added to their endpoints' ports")
 
 	if err := fs.Parse(joinMultiValued(args, "served-model-name")); err != nil {
 		return o, err
@@ -60,6 +65,13 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	o.ServedModelNames = names
 	o.EnablePrefixCaching = !noPrefix
 	var errs []string
+	if kvEvents != "" {
+		c, err := ParseKVEventsConfig(kvEvents)
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		o.KVEvents = c
+	}
 	conv := func(name string, v float64, unit time.Duration) time.Duration {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v*float64(unit) > float64(math.MaxInt64) {
 			errs = append(errs, fmt.Sprintf("--%s: must be a non-negative number, got %v", name, v))
@@ -86,6 +98,17 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 		return o, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return o, o.Config.Validate()
+}
+
+// ApplyEnv reads the environment variables vLLM reads for KV events:
+// PYTHONHASHSEED (seeds the first block's parent hash; unset, a random seed
+// per start) and VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES ("0" sends whole
+// digests). getenv is os.LookupEnv in the binary.
+func (c *Config) ApplyEnv(getenv func(string) (string, bool)) {
+	c.HashSeed, c.HashSeedSet = getenv("PYTHONHASHSEED")
+	if v, ok := getenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"); ok {
+		c.BytesBlockHashes = v == "0" || strings.EqualFold(v, "false")
+	}
 }
 
 func durationAsFloat(d, unit time.Duration) float64 { return float64(d) / float64(unit) }

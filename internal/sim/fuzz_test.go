@@ -132,7 +132,7 @@ func FuzzHTTP(f *testing.F) {
 			if resp.StatusCode != 200 || !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
 				t.Fatalf("%s %q: broken stream %d %s", path, body, resp.StatusCode, got)
 			}
-			for _, ev := range events(t, string(got)) {
+			for _, ev := range sseData(t, string(got)) {
 				if ev != "[DONE]" && !json.Valid([]byte(ev)) {
 					t.Fatalf("event is not JSON: %s", ev)
 				}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +40,9 @@ type Local struct {
 	cfg   Config
 	addr  string // fixed at start, kept across restarts
 	fault atomic.Pointer[Fault]
+	// The KV event endpoints, fixed at the first start like addr, which
+	// StartLocal makes before it shares l.
+	kvEndpoint, kvReplay string
 
 	mu      sync.Mutex
 	srv     *Server
@@ -67,6 +72,7 @@ func (l *Local) start(ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	l.pinKVPorts(srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	// Requests live in ctx too, so that Kill ends handlers a fault holds:
 	// closing a connection does not cancel a request whose body was never
@@ -83,6 +89,40 @@ func (l *Local) start(ln net.Listener) error {
 	}()
 	l.srv, l.httpSrv, l.cancel, l.done = srv, hs, cancel, done
 	return nil
+}
+
+// pinKVPorts makes a restart bind the event sockets where the first start
+// did, when the config let the kernel pick their ports.
+func (l *Local) pinKVPorts(srv *Server) {
+	pin := func(endpoint *string, a net.Addr) {
+		if a == nil || !strings.HasSuffix(*endpoint, ":0") {
+			return
+		}
+		port := a.(*net.TCPAddr).Port - l.cfg.DataParallelRank // bindAddr adds the rank again
+		*endpoint = "tcp://*:" + strconv.Itoa(port)
+	}
+	pin(&l.cfg.KVEvents.Endpoint, srv.KVEventsAddr())
+	pin(&l.cfg.KVEvents.ReplayEndpoint, srv.KVReplayAddr())
+	if l.kvEndpoint == "" { // the first start: restarts bind the same ports
+		l.kvEndpoint = loopbackEndpoint(srv.KVEventsAddr())
+		l.kvReplay = loopbackEndpoint(srv.KVReplayAddr())
+	}
+}
+
+// KVEventsEndpoint is where a subscriber on this machine reads the
+// simulator's KV events ("" when it publishes none); it stays the same
+// across restarts.
+func (l *Local) KVEventsEndpoint() string { return l.kvEndpoint }
+
+// KVReplayEndpoint is where a client on this machine asks for a replay
+// ("" without one).
+func (l *Local) KVReplayEndpoint() string { return l.kvReplay }
+
+func loopbackEndpoint(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return "tcp://127.0.0.1:" + strconv.Itoa(a.(*net.TCPAddr).Port)
 }
 
 // URL is the simulator's base URL.

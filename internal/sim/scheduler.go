@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
@@ -23,6 +24,12 @@ type request struct {
 	prompt int   // prompt length
 	hashes []blockhash.Hash
 	seed   blockhash.Hash
+	salt   string // cache_salt, which the engine's block 0 hash takes in
+	// ext are the engine's own hashes of the full blocks, as its KV events
+	// name them, and extLast the last one's whole digest, the next one's
+	// parent; kept only while the engine publishes events.
+	ext     []events.Hash
+	extLast []byte
 
 	maxTokens int // effective max_tokens
 	maxParam  int // max_tokens as the client asked, for metrics
@@ -252,8 +259,20 @@ func (s *scheduler) cacheFull(r *request) {
 		return
 	}
 	full := min(r.computed, len(r.tokens)) / s.cfg.BlockSize
+	log := s.pool.log
+	run := r.numCached // the first block of the run newly cached, for its BlockStored
 	for ; r.numCached < full; r.numCached++ {
-		s.pool.cache(r.blocks[r.numCached], r.hashes[r.numCached])
+		var ext events.Hash
+		if log != nil {
+			ext = r.ext[r.numCached]
+		}
+		if !s.pool.cache(r.blocks[r.numCached], r.hashes[r.numCached], ext) && log != nil {
+			log.stored(r, run, r.numCached)
+			run = r.numCached + 1
+		}
+	}
+	if log != nil {
+		log.stored(r, run, full)
 	}
 }
 
@@ -373,6 +392,9 @@ func (s *scheduler) sample(r *request, now float64) {
 	r.tokens = append(r.tokens, tok)
 	if s.pool.caching && len(r.tokens)%s.cfg.BlockSize == 0 {
 		r.hashes = blockhash.Extend(r.hashes, r.seed, r.tokens, s.cfg.BlockSize)
+		if s.pool.log != nil {
+			s.pool.log.extend(r)
+		}
 	}
 	s.stats.GenerationTokens++
 	s.stats.IterationTokens++

@@ -38,6 +38,7 @@ type Server struct {
 	fingerprint string
 	log         *slog.Logger
 	mux         *http.ServeMux
+	kvpub       *kvPublisher // nil unless KV events are published
 }
 
 // New validates cfg and builds a server. Serve runs it.
@@ -64,6 +65,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fingerprint: fingerprint(&cfg),
 		log:         logger,
 	}
+	if cfg.KVEvents.Publishing() && cfg.EnablePrefixCaching {
+		if err := s.startKVEvents(); err != nil {
+			return nil, fmt.Errorf("kv events: %w", err)
+		}
+	}
 	s.routes()
 	return s, nil
 }
@@ -81,8 +87,24 @@ func (s *Server) Engine() *Engine { return s.engine }
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Run runs the engine until ctx ends, for servers whose HTTP side is
-// served by the caller.
-func (s *Server) Run(ctx context.Context) error { return s.engine.Run(ctx) }
+// served by the caller, and its KV event publisher, whose sockets it closes
+// before it returns.
+func (s *Server) Run(ctx context.Context) error {
+	if s.kvpub == nil {
+		return s.engine.Run(ctx)
+	}
+	// The publisher outlives the engine a little, to send its last batches.
+	pubCtx, stop := context.WithCancel(context.Background())
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		s.kvpub.run(pubCtx, s.cfg.KVEvents.BufferSteps)
+	}()
+	err := s.engine.Run(ctx)
+	stop()
+	<-pubDone
+	return err
+}
 
 // Serve runs the engine and serves HTTP on ln until ctx ends, then shuts the
 // listener down and waits for both.
@@ -97,7 +119,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	engineDone := make(chan error, 1)
-	go func() { engineDone <- s.engine.Run(ctx) }()
+	go func() { engineDone <- s.Run(ctx) }()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	var err error
@@ -182,7 +204,7 @@ func cacheConfigLabels(c *Config) [][2]string {
 		{"num_cpu_blocks", "None"},
 		{"num_gpu_blocks", strconv.Itoa(c.NumGPUBlocks)},
 		{"num_gpu_blocks_override", strconv.Itoa(c.NumGPUBlocks)},
-		{"prefix_caching_hash_algo", "sha256"},
+		{"prefix_caching_hash_algo", hashAlgoName(c)},
 		{"sliding_window", "None"},
 	}
 }
@@ -276,6 +298,7 @@ func (s *Server) newRequest(p *prepared) *request {
 	seed := blockhash.Seed(s.cfg.ModelName(), "", p.g.prompt.CacheSalt)
 	req := &request{
 		id:        p.id,
+		salt:      p.g.prompt.CacheSalt,
 		tokens:    p.prompt[:len(p.prompt):len(p.prompt)],
 		prompt:    len(p.prompt),
 		seed:      seed,
@@ -287,6 +310,9 @@ func (s *Server) newRequest(p *prepared) *request {
 	}
 	if s.cfg.EnablePrefixCaching {
 		req.hashes = blockhash.Extend(nil, seed, p.prompt, s.cfg.BlockSize)
+		if l := s.engine.sched.pool.log; l != nil {
+			l.extend(req) // here, so that the engine goroutine does not hash prompts
+		}
 	}
 	// The stand-in model's reply depends only on the prompt: its words and,
 	// unless the client overrides it, where it stops.

@@ -127,8 +127,8 @@ const (
 	specModels         = `{"object":"list","data":[{"id":"Qwen/Qwen3-0.6B","object":"model","created":1755000000,"owned_by":"vllm","root":"Qwen/Qwen3-0.6B","parent":null,"max_model_len":4096,"permission":[{"id":"modelperm-0123456789abcdef","object":"model_permission","created":1755000000,"allow_create_engine":false,"allow_sampling":true,"allow_logprobs":true,"allow_search_indices":false,"allow_view":true,"allow_fine_tuning":false,"organization":"*","group":null,"is_blocking":false}]}]}`
 )
 
-// events splits an SSE body into its data payloads.
-func events(t testing.TB, body string) []string {
+// sseData splits an SSE body into its data payloads.
+func sseData(t testing.TB, body string) []string {
 	t.Helper()
 	if !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Fatalf("stream does not end with data: [DONE]:\n%s", body)
@@ -187,7 +187,7 @@ func TestWireParity(t *testing.T) {
 		if status != 200 || ct != "text/event-stream; charset=utf-8" {
 			t.Fatalf("status %d, content type %q", status, ct)
 		}
-		ev := events(t, body)
+		ev := sseData(t, body)
 		if len(ev) != 5 { // role, 2 content, finish, [DONE]
 			t.Fatalf("%d events, want 5:\n%s", len(ev), body)
 		}
@@ -197,7 +197,7 @@ func TestWireParity(t *testing.T) {
 	})
 	t.Run("chat_stream_usage", func(t *testing.T) {
 		_, _, body := post(t, url+"/v1/chat/completions", chat+`,"stream":true,"stream_options":{"include_usage":true}}`)
-		ev := events(t, body)
+		ev := sseData(t, body)
 		last := ev[len(ev)-2]
 		sameShape(t, "usage chunk", last, specUsageChunk)
 		finish := ev[len(ev)-3]
@@ -205,12 +205,12 @@ func TestWireParity(t *testing.T) {
 			t.Errorf("finish chunk carries the fingerprint although a usage chunk follows: %s", finish)
 		}
 		_, _, body = post(t, urlDetails+"/v1/chat/completions", chat+`,"stream":true,"stream_options":{"include_usage":true}}`)
-		ev = events(t, body)
+		ev = sseData(t, body)
 		sameShape(t, "usage chunk with details", usageOf(t, ev[len(ev)-2]), specUsageDetails)
 	})
 	t.Run("chat_stream_continuous", func(t *testing.T) {
 		_, _, body := post(t, url+"/v1/chat/completions", chat+`,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`)
-		ev := events(t, body)
+		ev := sseData(t, body)
 		want := []string{
 			`"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":`,
 			`"usage":{"prompt_tokens":`, `"usage":{"prompt_tokens":`, `"usage":{"prompt_tokens":`,
@@ -241,14 +241,14 @@ func TestWireParity(t *testing.T) {
 	})
 	t.Run("completion_stream", func(t *testing.T) {
 		_, _, body := post(t, url+"/v1/completions", comp+`,"max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`)
-		ev := events(t, body)
+		ev := sseData(t, body)
 		if len(ev) != 4 {
 			t.Fatalf("%d events, want 4:\n%s", len(ev), body)
 		}
 		sameShape(t, "completion chunk", ev[0], specCompChunk)
 		sameShape(t, "completion usage chunk", ev[2], specCompUsageChunk)
 		_, _, body = post(t, url+"/v1/completions", comp+`,"max_tokens":2,"stream":true}`)
-		ev = events(t, body)
+		ev = sseData(t, body)
 		if !strings.Contains(ev[1], `"finish_reason":"length"`) || !strings.HasSuffix(ev[1], `"system_fingerprint":"`+fingerprint(&cfg)+`"}`) {
 			t.Errorf("completion finish chunk without usage should end with the fingerprint: %s", ev[1])
 		}

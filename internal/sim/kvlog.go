@@ -1,0 +1,151 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/inferrail/inferrail/internal/enginehash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+// kvLog gathers what one engine step did to the prefix cache, as vLLM's
+// block pool queues it: a BlockStored per run of blocks a request filled,
+// a BlockRemoved per evicted block, AllBlocksCleared on a reset. The engine
+// hands each step's events on as one batch. Owned by the engine goroutine.
+type kvLog struct {
+	hasher   *enginehash.Hasher
+	intForm  bool // send hashes as their low 64 bits, vLLM's default
+	rank     int64
+	events   []events.Event
+	sink     KVEventSink
+	blockLen int
+}
+
+// KVEventSink receives every batch of KV events an engine emits, in order,
+// on the engine goroutine: Publish must not block and must not keep b after
+// it returns.
+type KVEventSink interface {
+	Publish(b *events.Batch)
+}
+
+// vLLM's fixed fields for blocks of a single full-attention group on GPU.
+const (
+	kvMedium   = "GPU"
+	kvSpecKind = "full_attention"
+)
+
+func newKVLog(h *enginehash.Hasher, intForm bool, rank, blockSize int, sink KVEventSink) *kvLog {
+	return &kvLog{hasher: h, intForm: intForm, rank: int64(rank), sink: sink, blockLen: blockSize}
+}
+
+// wire is a digest as the events carry it.
+func (l *kvLog) wire(digest []byte) events.Hash {
+	if l.intForm {
+		return events.UintHash(enginehash.EventInt(digest))
+	}
+	return events.BytesHash(digest)
+}
+
+// extend appends to r's engine hashes those of its full blocks not hashed
+// yet: the prompt's when it is built, then each block its output fills.
+func (l *kvLog) extend(r *request) {
+	bs := l.blockLen
+	for i := len(r.ext); (i+1)*bs <= len(r.tokens); i++ {
+		var extra enginehash.ExtraKeys
+		if i == 0 && r.salt != "" {
+			extra = enginehash.ExtraKeys{r.salt}
+		}
+		// A fresh slice each time: Block must not write over its parent.
+		r.extLast = l.hasher.Block(nil, r.extLast, toUint32(r.tokens[i*bs:(i+1)*bs]), extra)
+		r.ext = append(r.ext, l.wire(r.extLast))
+	}
+}
+
+func toUint32(ids []int) []uint32 {
+	out := make([]uint32, len(ids))
+	for i, t := range ids {
+		out[i] = uint32(t)
+	}
+	return out
+}
+
+// stored logs that r's blocks first..end-1 entered the cache.
+func (l *kvLog) stored(r *request, first, end int) {
+	if first >= end {
+		return
+	}
+	bs := l.blockLen
+	ev := events.Event{
+		Kind:        events.BlockStored,
+		Hashes:      append([]events.Hash(nil), r.ext[first:end]...),
+		Tokens:      toUint32(r.tokens[first*bs : end*bs]),
+		BlockSize:   bs,
+		Medium:      kvMedium,
+		HasMedium:   true,
+		ExtraKeys:   make([]events.RawValue, end-first),
+		HasGroupIdx: true,
+		SpecKind:    kvSpecKind,
+		HasSpecKind: true,
+	}
+	if first > 0 {
+		ev.Parent, ev.HasParent = r.ext[first-1], true
+	}
+	for i := range ev.ExtraKeys {
+		ev.ExtraKeys[i] = nilValue
+		if first+i == 0 && r.salt != "" {
+			ev.ExtraKeys[i] = saltKey(r.salt)
+		}
+	}
+	l.events = append(l.events, ev)
+}
+
+// nilValue is msgpack's nil: a block hashed with no extra keys.
+var nilValue = events.RawValue{0xc0}
+
+// saltKey is the msgpack encoding of the one-string tuple (cache_salt,).
+func saltKey(salt string) events.RawValue {
+	out := []byte{0x91}
+	n := len(salt)
+	switch {
+	case n < 32:
+		out = append(out, 0xa0|byte(n))
+	case n < 1<<8:
+		out = append(out, 0xd9, byte(n))
+	case n < 1<<16:
+		out = append(out, 0xda, byte(n>>8), byte(n))
+	default:
+		out = append(out, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(out, salt...)
+}
+
+// removed logs that the block carrying h left the cache.
+func (l *kvLog) removed(h events.Hash) {
+	l.events = append(l.events, events.Event{
+		Kind:        events.BlockRemoved,
+		Hashes:      []events.Hash{h},
+		Medium:      kvMedium,
+		HasMedium:   true,
+		HasGroupIdx: true,
+	})
+}
+
+// cleared logs a reset of the whole cache.
+func (l *kvLog) cleared() {
+	l.events = append(l.events, events.Event{Kind: events.AllBlocksCleared})
+}
+
+// flush hands the step's events on as one batch, if there were any.
+func (l *kvLog) flush() {
+	if len(l.events) == 0 {
+		return
+	}
+	b := events.Batch{
+		TS:        float64(time.Now().UnixNano()) / 1e9,
+		Events:    l.events,
+		DPRank:    l.rank,
+		HasDPRank: true,
+	}
+	l.sink.Publish(&b)
+	clear(l.events)
+	l.events = l.events[:0]
+}
