@@ -1,0 +1,235 @@
+// Package kvfeed reads one engine's KV event stream and hands it on in
+// order, whole or not at all: it subscribes to the engine's PUB socket,
+// checks every batch's sequence number, fills gaps from the engine's replay
+// socket, recovers what the replay buffer still holds when it starts, and
+// tells its consumer to forget everything when the history cannot be
+// repaired (the engine restarted, batches were lost beyond the buffer, or a
+// batch could not be decoded).
+package kvfeed
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/zmtp"
+)
+
+// Config says where an engine publishes.
+type Config struct {
+	Endpoint       string // the engine's PUB socket, tcp://host:port
+	ReplayEndpoint string // its replay (ROUTER) socket; "" when it has none
+	Topic          string // the topic prefix to subscribe to; "" for all
+	// ReplayTimeout bounds one replay, from request to end marker.
+	// Zero means 2 s.
+	ReplayTimeout time.Duration
+	// Socket tunes the SUB and DEALER sockets (queue lengths, maximum
+	// message size, reconnect backoff).
+	Socket zmtp.Options
+	Log    *slog.Logger // nil: discard
+}
+
+// Sink consumes the stream. Both methods run on the feed's goroutine.
+type Sink interface {
+	// Apply takes the batch with sequence number seq; batches arrive in
+	// sequence order, each once, between purges. b is only valid during
+	// the call.
+	Apply(seq uint64, b *events.Batch)
+	// Purge says that what was applied so far may no longer describe the
+	// engine: forget it. reason is a short word for metrics.
+	Purge(reason string)
+}
+
+// Purge reasons.
+const (
+	PurgeRestart   = "restart"   // the sequence started over: a new publisher
+	PurgeLost      = "lost"      // batches missing that no replay could bring back
+	PurgeMalformed = "malformed" // a batch that could not be decoded
+)
+
+// Stats counts what a Feed saw. LastSeq is meaningful once HasSeq.
+type Stats struct {
+	Received   uint64 // messages read from the PUB socket
+	Applied    uint64 // batches handed to the sink, live or replayed
+	Duplicates uint64 // batches skipped as already applied
+	Gaps       uint64 // times a batch arrived out of sequence
+	Replays    uint64 // replays done (ReplayErrs of them failed)
+	ReplayErrs uint64 // replays that failed or timed out
+	Purges     uint64
+	Malformed  uint64 // messages with the wrong frames or an undecodable payload
+	LastSeq    uint64
+	HasSeq     bool
+	LastBatch  time.Time // when the last batch was applied
+}
+
+// Feed follows one engine's stream. Create with New, then Run.
+type Feed struct {
+	cfg  Config
+	sink Sink
+	log  *slog.Logger
+
+	batch events.Batch // decode buffer, reused
+
+	// Owned by Run's goroutine.
+	last uint64
+	has  bool
+	// replayed holds a checksum of each batch the last replay applied,
+	// until the live stream moves past it: a live message with an earlier
+	// sequence is a duplicate only when its bytes are the replayed ones;
+	// otherwise the stream started over.
+	replayed map[uint64]uint64
+
+	mu    sync.Mutex
+	stats Stats // guarded by mu
+}
+
+// New returns a feed of cfg's stream into sink.
+func New(cfg Config, sink Sink) *Feed {
+	if cfg.ReplayTimeout <= 0 {
+		cfg.ReplayTimeout = 2 * time.Second
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Feed{cfg: cfg, sink: sink, log: log.With("endpoint", cfg.Endpoint), replayed: map[uint64]uint64{}}
+}
+
+// Stats returns the feed's counters now; safe to call from any goroutine.
+func (f *Feed) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+func (f *Feed) count(fn func(*Stats)) {
+	f.mu.Lock()
+	fn(&f.stats)
+	f.mu.Unlock()
+}
+
+// Run follows the stream until ctx ends; it returns ctx's error, or the
+// error that kept it from subscribing at all.
+func (f *Feed) Run(ctx context.Context) error {
+	sub, err := zmtp.DialSub(ctx, f.cfg.Endpoint, f.cfg.Socket, f.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("kvfeed: %w", err)
+	}
+	defer sub.Close()
+	if f.cfg.ReplayEndpoint != "" {
+		// Whatever the engine cached before we listened, as far back as its
+		// buffer reaches.
+		f.catchUp(ctx, 0)
+	}
+	for {
+		msg, err := sub.Recv(ctx)
+		switch {
+		case errors.Is(err, zmtp.ErrDisconnected):
+			continue // the sequence numbers tell whether anything was lost
+		case err != nil:
+			return ctx.Err()
+		}
+		f.count(func(s *Stats) { s.Received++ })
+		f.handle(ctx, msg)
+	}
+}
+
+// handle takes one live message.
+func (f *Feed) handle(ctx context.Context, msg [][]byte) {
+	seq, payload, ok := split(msg)
+	if !ok {
+		f.malformed("a message without topic, 8-byte sequence and payload", nil)
+		return
+	}
+	switch {
+	case !f.has || seq == f.last+1:
+		clear(f.replayed)
+		f.apply(seq, payload)
+	case f.isDuplicate(seq, payload):
+		f.count(func(s *Stats) { s.Duplicates++ })
+	case seq <= f.last:
+		// The sequence went back: the engine (or whatever now listens on
+		// its port) started a new stream.
+		f.purge(PurgeRestart)
+		if f.cfg.ReplayEndpoint != "" {
+			f.catchUp(ctx, 0)
+		}
+		f.retry(seq, payload)
+	default:
+		f.count(func(s *Stats) { s.Gaps++ })
+		if f.cfg.ReplayEndpoint != "" {
+			f.catchUp(ctx, f.last+1)
+		}
+		f.retry(seq, payload)
+	}
+}
+
+// isDuplicate reports whether a live message is one the last replay
+// already applied.
+func (f *Feed) isDuplicate(seq uint64, payload []byte) bool {
+	sum, ok := f.replayed[seq]
+	return ok && sum == xxh3.Hash(payload)
+}
+
+// retry takes a live message again after a replay: it may now be the next
+// one, a duplicate, or still beyond a gap nothing could fill.
+func (f *Feed) retry(seq uint64, payload []byte) {
+	switch {
+	case !f.has || seq == f.last+1:
+		f.apply(seq, payload)
+	case f.isDuplicate(seq, payload):
+		f.count(func(s *Stats) { s.Duplicates++ })
+	case seq <= f.last:
+		f.purge(PurgeRestart)
+		f.apply(seq, payload)
+	default:
+		f.purge(PurgeLost)
+		f.apply(seq, payload)
+	}
+}
+
+// split checks a message's frames: [topic, seq (8 bytes), payload].
+func split(msg [][]byte) (seq uint64, payload []byte, ok bool) {
+	if len(msg) != 3 || len(msg[1]) != 8 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(msg[1]), msg[2], true
+}
+
+// apply decodes and hands on one batch, the stream's next.
+func (f *Feed) apply(seq uint64, payload []byte) {
+	if err := events.DecodeBatch(payload, &f.batch); err != nil {
+		// The batch's changes are lost: nothing applied since can be
+		// trusted to be whole.
+		f.malformed("an undecodable batch", err)
+		f.purge(PurgeMalformed)
+		f.last, f.has = seq, true
+		return
+	}
+	f.sink.Apply(seq, &f.batch)
+	f.last, f.has = seq, true
+	now := time.Now()
+	f.count(func(s *Stats) { s.Applied++; s.LastSeq, s.HasSeq, s.LastBatch = seq, true, now })
+}
+
+func (f *Feed) purge(reason string) {
+	f.sink.Purge(reason)
+	f.has = false
+	clear(f.replayed)
+	f.count(func(s *Stats) { s.Purges++; s.HasSeq = false })
+}
+
+func (f *Feed) malformed(what string, err error) {
+	var n uint64
+	f.count(func(s *Stats) { s.Malformed++; n = s.Malformed })
+	if n&(n-1) == 0 { // the 1st, 2nd, 4th, 8th...: a sample, not a flood
+		f.log.Warn("kv events: dropped "+what, "err", err, "malformed_so_far", n)
+	}
+}

@@ -1,0 +1,280 @@
+package kvfeed
+
+import (
+	"context"
+	"encoding/binary"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/zmtp"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// engine is a scripted publisher on real sockets: what it sends live and
+// what its replay buffer holds are set by the test.
+type engine struct {
+	t      *testing.T
+	pub    *zmtp.Pub
+	router *zmtp.Router
+
+	mu      sync.Mutex
+	buffer  map[uint64][]byte // what replay can send
+	replays []uint64          // start of each replay asked for
+}
+
+func newEngine(t *testing.T, ctx context.Context) *engine {
+	t.Helper()
+	pub, err := zmtp.ListenPub(ctx, "tcp://127.0.0.1:0", zmtp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := zmtp.ListenRouter(ctx, "tcp://127.0.0.1:0", zmtp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{t: t, pub: pub, router: router, buffer: map[uint64][]byte{}}
+	done := make(chan struct{})
+	go func() { defer close(done); e.serveReplays(ctx) }()
+	t.Cleanup(func() { pub.Close(); router.Close(); <-done })
+	return e
+}
+
+func (e *engine) serveReplays(ctx context.Context) {
+	for {
+		req, err := e.router.Recv(ctx)
+		if err != nil {
+			return
+		}
+		if len(req) != 3 || len(req[2]) != 8 {
+			continue
+		}
+		start := binary.BigEndian.Uint64(req[2])
+		e.mu.Lock()
+		e.replays = append(e.replays, start)
+		seqs := make([]uint64, 0, len(e.buffer))
+		for s := range e.buffer {
+			if s >= start {
+				seqs = append(seqs, s)
+			}
+		}
+		slices.Sort(seqs)
+		for _, s := range seqs {
+			_ = e.router.Send([][]byte{req[0], {}, []byte("kv"), seqBytes(s), e.buffer[s]})
+		}
+		e.mu.Unlock()
+		_ = e.router.Send([][]byte{req[0], {}, {}, endSeq, {}})
+	}
+}
+
+func seqBytes(s uint64) []byte { return binary.BigEndian.AppendUint64(nil, s) }
+
+// batch is a payload whose one event names seq, so the sink can tell
+// batches apart.
+func batch(seq uint64) []byte {
+	b := events.Batch{TS: 1, HasDPRank: true, Events: []events.Event{{
+		Kind: events.BlockRemoved, Hashes: []events.Hash{events.UintHash(seq)}, Medium: "GPU", HasMedium: true,
+	}}}
+	return events.AppendBatch(nil, &b, events.EncodingMap)
+}
+
+// keep puts batches in the replay buffer without sending them.
+func (e *engine) keep(seqs ...uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range seqs {
+		e.buffer[s] = batch(s)
+	}
+}
+
+// send publishes batches live (and keeps them for replay).
+func (e *engine) send(seqs ...uint64) {
+	e.keep(seqs...)
+	for _, s := range seqs {
+		if err := e.pub.Send([][]byte{[]byte("kv"), seqBytes(s), batch(s)}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// sink records what the feed hands on.
+type sink struct {
+	mu      sync.Mutex
+	applied []uint64 // the seq of each batch, checked against its content
+	purges  []string
+	bad     int
+}
+
+func (s *sink) Apply(seq uint64, b *events.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(b.Events) != 1 {
+		s.bad++
+	} else if n, _ := b.Events[0].Hashes[0].Uint(); n != seq {
+		s.bad++
+	}
+	s.applied = append(s.applied, seq)
+}
+
+func (s *sink) Purge(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.purges = append(s.purges, reason)
+}
+
+func (s *sink) snapshot() ([]uint64, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.applied), slices.Clone(s.purges)
+}
+
+// start runs a feed of e into a new sink and waits until the feed is
+// subscribed.
+func start(t *testing.T, ctx context.Context, e *engine, replay bool) (*Feed, *sink) {
+	t.Helper()
+	cfg := Config{Endpoint: e.pub.Endpoint(), Topic: "kv"}
+	if replay {
+		cfg.ReplayEndpoint = e.router.Endpoint()
+	}
+	s := &sink{}
+	f := New(cfg, s)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	t.Cleanup(func() { <-done })
+	waitFor(t, "the feed to subscribe", func() bool { return e.pub.Stats().Subscribers == 1 })
+	if replay {
+		waitFor(t, "the first replay", func() bool { return f.Stats().Replays == 1 })
+	}
+	return f, s
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func waitApplied(t *testing.T, s *sink, n int) {
+	t.Helper()
+	waitFor(t, "batches", func() bool { a, _ := s.snapshot(); return len(a) >= n })
+}
+
+func seqs(from, to uint64) []uint64 {
+	var out []uint64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestFeed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		replay bool
+		before func(e *engine) // what the engine did before the feed started
+		script func(e *engine) // what it does after
+		want   []uint64
+		purges []string
+		check  func(t *testing.T, st Stats)
+	}{
+		{name: "in_order", replay: true,
+			script: func(e *engine) { e.send(seqs(0, 4)...) },
+			want:   seqs(0, 4)},
+		{name: "recovers_history_at_start", replay: true,
+			before: func(e *engine) { e.keep(seqs(0, 9)...) },
+			script: func(e *engine) { e.send(10, 11) },
+			want:   seqs(0, 11)},
+		{name: "gap_filled_by_replay", replay: true,
+			script: func(e *engine) { e.send(0, 1); e.keep(2, 3); e.send(4, 5) },
+			want:   seqs(0, 5),
+			check: func(t *testing.T, st Stats) {
+				if st.Gaps != 1 || st.Duplicates == 0 {
+					t.Errorf("gaps %d duplicates %d, want 1 gap and the live copy of 4 a duplicate", st.Gaps, st.Duplicates)
+				}
+			}},
+		{name: "gap_beyond_the_buffer", replay: true,
+			script: func(e *engine) { e.send(0, 1); e.send(4, 5) }, // 2 and 3 were never kept
+			want:   []uint64{0, 1, 4, 5}, purges: []string{PurgeLost}},
+		{name: "gap_without_replay",
+			script: func(e *engine) { e.send(0, 1); e.send(4) },
+			want:   []uint64{0, 1, 4}, purges: []string{PurgeLost}},
+		{name: "restart", replay: true,
+			script: func(e *engine) {
+				e.send(0, 1, 2)
+				e.mu.Lock()
+				clear(e.buffer) // a new engine: a new buffer
+				e.mu.Unlock()
+				e.send(0, 1)
+			},
+			want: []uint64{0, 1, 2, 0, 1}, purges: []string{PurgeRestart}},
+		{name: "jump_by_2_63",
+			script: func(e *engine) { e.send(0, 1<<63, 1<<63+1) },
+			want:   []uint64{0, 1 << 63, 1<<63 + 1}, purges: []string{PurgeLost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			e := newEngine(t, ctx)
+			if tc.before != nil {
+				tc.before(e)
+			}
+			f, s := start(t, ctx, e, tc.replay)
+			tc.script(e)
+			waitApplied(t, s, len(tc.want))
+			time.Sleep(20 * time.Millisecond) // anything more would be a bug
+			applied, purges := s.snapshot()
+			if !slices.Equal(applied, tc.want) {
+				t.Errorf("applied %v, want %v", applied, tc.want)
+			}
+			if !slices.Equal(purges, tc.purges) {
+				t.Errorf("purges %v, want %v", purges, tc.purges)
+			}
+			if s.bad != 0 {
+				t.Errorf("%d batches handed on under the wrong sequence", s.bad)
+			}
+			if tc.check != nil {
+				tc.check(t, f.Stats())
+			}
+		})
+	}
+}
+
+func TestFeedSurvivesGarbage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newEngine(t, ctx)
+	f, s := start(t, ctx, e, false)
+	e.send(0)
+	for _, msg := range [][][]byte{
+		{[]byte("kv")},                                  // too few frames
+		{[]byte("kv"), []byte("seq"), batch(1)},         // a short sequence
+		{[]byte("kv"), seqBytes(1), []byte{0x93, 0xcb}}, // a truncated payload
+		{[]byte("kv"), seqBytes(2), {0xc1, 0xff, 0x00}}, // not msgpack at all
+		{[]byte("kv"), seqBytes(3), batch(3), batch(3)}, // too many frames
+	} {
+		if err := e.pub.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.send(3, 4)
+	waitApplied(t, s, 3)
+	time.Sleep(20 * time.Millisecond)
+	applied, purges := s.snapshot()
+	if !slices.Equal(applied, []uint64{0, 3, 4}) {
+		t.Errorf("applied %v, want [0 3 4]", applied)
+	}
+	if st := f.Stats(); st.Malformed != 5 {
+		t.Errorf("malformed %d, want 5", st.Malformed)
+	}
+	if len(purges) != 2 || purges[0] != PurgeMalformed {
+		t.Errorf("purges %v, want two malformed", purges)
+	}
+}

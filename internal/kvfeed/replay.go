@@ -1,0 +1,76 @@
+package kvfeed
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/inferrail/inferrail/internal/zmtp"
+)
+
+// endSeq is vLLM's end-of-replay marker: -1 as 8 big-endian bytes.
+var endSeq = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// catchUp asks the replay socket for every batch from start on and applies
+// those the sink lacks. A replay whose first batch comes after what the
+// sink needs means history is lost: the sink is purged first. A replay
+// that fails changes nothing; the live stream goes on.
+func (f *Feed) catchUp(ctx context.Context, start uint64) {
+	defer f.count(func(s *Stats) { s.Replays++ })
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.ReplayTimeout)
+	defer cancel()
+	err := f.replay(ctx, start, func(seq uint64, payload []byte) {
+		switch {
+		case f.has && seq <= f.last:
+			f.count(func(s *Stats) { s.Duplicates++ })
+			return
+		case f.has && seq != f.last+1:
+			f.purge(PurgeLost)
+		}
+		f.apply(seq, payload)
+		f.replayed[seq] = xxh3.Hash(payload)
+	})
+	if err != nil {
+		f.count(func(s *Stats) { s.ReplayErrs++ })
+		f.log.Warn("kv events: replay failed", "start", start, "err", err)
+	}
+}
+
+// replay runs one replay exchange on a DEALER of its own (so that a late
+// answer to an abandoned replay can never mix into the next), calling got
+// for each batch in order until the end marker.
+func (f *Feed) replay(ctx context.Context, start uint64, got func(seq uint64, payload []byte)) error {
+	d, err := zmtp.DialDealer(ctx, f.cfg.ReplayEndpoint, f.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Send(ctx, [][]byte{{}, binary.BigEndian.AppendUint64(nil, start)}); err != nil {
+		return err
+	}
+	prev, first := uint64(0), true
+	for {
+		msg, err := d.Recv(ctx)
+		if err != nil {
+			return err
+		}
+		// [empty delimiter, topic, seq, payload]; the end marker has an
+		// empty topic, the -1 sequence and an empty payload.
+		if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
+			return fmt.Errorf("a replay message of %d frames", len(msg))
+		}
+		if bytes.Equal(msg[2], endSeq) && len(msg[1]) == 0 && len(msg[3]) == 0 {
+			return nil
+		}
+		seq := binary.BigEndian.Uint64(msg[2])
+		if seq < start || (!first && seq != prev+1) {
+			return errors.New("replayed batches out of order")
+		}
+		prev, first = seq, false
+		got(seq, msg[3])
+	}
+}
