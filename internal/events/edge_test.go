@@ -1,0 +1,142 @@
+package events
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// batchOf wraps already-encoded events in a batch [1.0, [events...], 0].
+func batchOf(events ...[]byte) []byte {
+	p := msgp.AppendArrayHeader(nil, 3)
+	p = msgp.AppendFloat64(p, 1)
+	p = msgp.AppendArrayHeader(p, uint32(len(events)))
+	for _, e := range events {
+		p = append(p, e...)
+	}
+	return msgp.AppendUint64(p, 0)
+}
+
+// TestTagNotFirst: msgspec writes the tag first, but a map whose tag comes
+// later is still read, its fields by the kind the tag names.
+func TestTagNotFirst(t *testing.T) {
+	e := msgp.AppendMapHeader(nil, 3)
+	e = msgp.AppendString(e, "block_hashes")
+	e = msgp.AppendArrayHeader(e, 1)
+	e = msgp.AppendUint64(e, 7)
+	e = msgp.AppendString(e, "type")
+	e = msgp.AppendString(e, "BlockRemoved")
+	e = msgp.AppendString(e, "token_ids") // not a BlockRemoved field: skipped
+	e = msgp.AppendArrayHeader(e, 1)
+	e = msgp.AppendUint64(e, 1)
+	var b Batch
+	if err := DecodeBatch(batchOf(e), &b); err != nil {
+		t.Fatal(err)
+	}
+	want := &Batch{TS: 1, HasDPRank: true, Events: []Event{{Kind: BlockRemoved, Hashes: []Hash{UintHash(7)}}}}
+	if d := batchDiff(want, &b); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}
+
+// TestUnknownKindSkipped: an event of a kind this package does not know,
+// in either form, is skipped and counted; the others decode.
+func TestUnknownKindSkipped(t *testing.T) {
+	arr := msgp.AppendArrayHeader(nil, 3)
+	arr = msgp.AppendString(arr, "BlockMoved")
+	arr = msgp.AppendArrayHeader(arr, 1)
+	arr = msgp.AppendUint64(arr, 1)
+	arr = msgp.AppendString(arr, "CPU")
+	m := msgp.AppendMapHeader(nil, 2)
+	m = msgp.AppendString(m, "to")
+	m = msgp.AppendMapHeader(m, 1)
+	m = msgp.AppendString(m, "x")
+	m = msgp.AppendNil(m)
+	m = msgp.AppendString(m, "type")
+	m = msgp.AppendString(m, "Future")
+	cleared := msgp.AppendArrayHeader(nil, 1)
+	cleared = msgp.AppendString(cleared, "AllBlocksCleared")
+	var b Batch
+	if err := DecodeBatch(batchOf(arr, cleared, m), &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Skipped != 2 || len(b.Events) != 1 || b.Events[0].Kind != AllBlocksCleared {
+		t.Fatalf("got %+v", b)
+	}
+}
+
+// TestDeepNestingDoesNotRecurse: extra keys nested a million deep are
+// skipped with a count, not a call per level.
+func TestDeepNestingDoesNotRecurse(t *testing.T) {
+	const depth = 1 << 20
+	raw := append(bytes.Repeat([]byte{0x91}, depth), 0xc0)
+	e := msgp.AppendMapHeader(nil, 5)
+	e = msgp.AppendString(e, "type")
+	e = msgp.AppendString(e, "BlockStored")
+	e = msgp.AppendString(e, "block_hashes")
+	e = msgp.AppendArrayHeader(e, 1)
+	e = msgp.AppendUint64(e, 1)
+	e = msgp.AppendString(e, "token_ids")
+	e = msgp.AppendArrayHeader(e, 0)
+	e = msgp.AppendString(e, "block_size")
+	e = msgp.AppendUint64(e, 16)
+	e = msgp.AppendString(e, "extra_keys")
+	e = msgp.AppendArrayHeader(e, 1)
+	e = append(e, raw...)
+	var b Batch
+	if err := DecodeBatch(batchOf(e), &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Events) != 1 || !bytes.Equal(b.Events[0].ExtraKeys[0], raw) {
+		t.Fatalf("extra key not kept whole")
+	}
+}
+
+// TestHugeHeadersFailFast: headers claiming 2^32-1 elements, where a list,
+// a map or a skipped value is read, fail with ErrTooLong at once.
+func TestHugeHeadersFailFast(t *testing.T) {
+	huge32 := []byte{0xdd, 0xff, 0xff, 0xff, 0xff}
+	hugeMap := []byte{0xdf, 0xff, 0xff, 0xff, 0xff}
+	stored := func(key string, v []byte) []byte {
+		e := msgp.AppendMapHeader(nil, 2)
+		e = msgp.AppendString(e, "type")
+		e = msgp.AppendString(e, "BlockStored")
+		e = msgp.AppendString(e, key)
+		return append(e, v...)
+	}
+	for name, p := range map[string][]byte{
+		"events":     append(msgp.AppendFloat64([]byte{0x93}, 1), huge32...),
+		"event map":  batchOf(hugeMap),
+		"hashes":     batchOf(stored("block_hashes", huge32)),
+		"extra keys": batchOf(stored("extra_keys", huge32)),
+		"unknown":    batchOf(stored("future", hugeMap)),
+	} {
+		var b Batch
+		if err := DecodeBatch(p, &b); !errors.Is(err, ErrTooLong) {
+			t.Errorf("%s: %v, want ErrTooLong", name, err)
+		}
+	}
+}
+
+// TestDecodeErrorSaysWhere: the error names the event, the field and the
+// offset of the bad value.
+func TestDecodeErrorSaysWhere(t *testing.T) {
+	good := msgp.AppendArrayHeader(nil, 1)
+	good = msgp.AppendString(good, "AllBlocksCleared")
+	bad := msgp.AppendArrayHeader(nil, 5)
+	bad = msgp.AppendString(bad, "BlockStored")
+	bad = msgp.AppendArrayHeader(bad, 0)
+	bad = msgp.AppendNil(bad)
+	bad = msgp.AppendArrayHeader(bad, 1)
+	at := len(batchOf(good)) - 1 + len(bad) // the batch up to its rank (1 byte), then bad so far
+	bad = msgp.AppendInt64(bad, -5)
+	bad = msgp.AppendUint64(bad, 16)
+	var b Batch
+	err := DecodeBatch(batchOf(good, bad), &b)
+	var de *DecodeError
+	if !errors.As(err, &de) || de.Err != ErrRange || de.Event != 1 || de.Field != "token_ids" || de.Offset != at {
+		t.Fatalf("got %#v (%v), want ErrRange in event 1's token_ids at byte %d", de, err, at)
+	}
+}
