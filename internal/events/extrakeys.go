@@ -17,9 +17,13 @@ func CacheSalt(keys RawValue, adapter string) string {
 	salt := ""
 	for i := range n {
 		if msgp.NextType(rest) != msgp.StrType {
-			if rest, err = msgp.Skip(rest); err != nil {
+			// The decoder's skip: it does not recurse, however deep a
+			// hostile key nests.
+			d := decoder{all: rest, rest: rest, event: -1}
+			if d.skipN(1) != nil {
 				return ""
 			}
+			rest = d.rest
 			continue
 		}
 		var s string

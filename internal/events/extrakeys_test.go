@@ -53,3 +53,16 @@ func TestCacheSalt(t *testing.T) {
 		}
 	}
 }
+
+// A key nested a million deep costs a salt lookup no recursion.
+func TestCacheSaltDeepNesting(t *testing.T) {
+	deep := make([]byte, 0, 1<<20+4)
+	deep = append(deep, 0x92)
+	for range 1 << 20 {
+		deep = append(deep, 0x91)
+	}
+	deep = append(deep, 0xc0, 0xa1, 's')
+	if got := CacheSalt(deep, ""); got != "s" {
+		t.Errorf("CacheSalt = %q, want s", got)
+	}
+}
