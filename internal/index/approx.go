@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -34,6 +35,8 @@ import (
 // the index is approximate. Must not be copied.
 type Approx struct {
 	defaultCapacity int
+	specTTL         time.Duration
+	now             func() int64 // UnixNano; a test may stop the clock
 
 	// replicas is an immutable snapshot, replaced under mu.
 	replicas atomic.Pointer[registry]
@@ -55,7 +58,14 @@ type replica struct {
 	capacity int    // in blocks; guarded by mu
 	stamps   uint64 // records so far, the last record's stamp; guarded by mu
 	lru      lru    // guarded by mu
+	// ev is the engine-fed source, nil until AttachEvents; guarded by mu.
+	// While it is active, the holder map shows it instead of lru.
+	ev *eventSource
 }
+
+// eventsActive reports whether r's holder bits follow its engine's events.
+// Callers hold r.mu.
+func (r *replica) eventsActive() bool { return r.ev != nil && r.ev.active }
 
 var _ Index = (*Approx)(nil)
 
@@ -67,7 +77,8 @@ const maxCapacity = 1 << 29
 // capacity with SetCapacity holds up to defaultCapacity blocks; zero or less
 // means such a replica holds nothing.
 func NewApprox(defaultCapacity int) *Approx {
-	x := &Approx{defaultCapacity: clampCapacity(defaultCapacity), words: 1}
+	x := &Approx{defaultCapacity: clampCapacity(defaultCapacity), words: 1, specTTL: DefaultSpeculativeTTL,
+		now: func() int64 { return time.Now().UnixNano() }}
 	x.replicas.Store(newRegistry(nil))
 	for i := range x.shards {
 		x.shards[i].tab.Store(newHolderTable(minTableBits, 1))
@@ -76,6 +87,12 @@ func NewApprox(defaultCapacity int) *Approx {
 }
 
 func clampCapacity(blocks int) int { return min(max(blocks, 0), maxCapacity) }
+
+// SetSpeculativeTTL sets how long a prompt routed to an events-sourced
+// replica counts as held without its engine confirming it (default
+// DefaultSpeculativeTTL; zero or less turns speculation off). Call it
+// before the index is shared.
+func (x *Approx) SetSpeculativeTTL(d time.Duration) { x.specTTL = max(d, 0) }
 
 // Record implements [Index.Record]: RecordPrompt without a reserve.
 func (x *Approx) Record(id string, hashes []blockhash.Hash) Token {
@@ -113,18 +130,28 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 		added++
 	}
 	limit := max(r.capacity-max(reserve, 0), k)
+	var spec []blockhash.Hash
+	if r.eventsActive() && x.specTTL > 0 {
+		spec = x.speculate(r, hashes[:k], stamp)
+	}
 	if added == 0 {
 		x.evictTo(r, limit)
+		if len(spec) > 0 {
+			return Token{rep: r, stamp: stamp, spec: spec}
+		}
 		return Token{}
 	}
 	// The record's blocks lead the list, shallowest first. Publish the new
 	// ones in that order, so that a concurrent Match finds whole prefixes.
-	tok := Token{rep: r, stamp: stamp, added: make([]blockhash.Hash, added)}
+	tok := Token{rep: r, stamp: stamp, added: make([]blockhash.Hash, added), spec: spec}
+	publish := !r.eventsActive()
 	for n := r.lru.front(); added > 0 && n != 0; n = r.lru.nodes[n].next {
 		if r.lru.nodes[n].stamp == stamp|addedMark {
 			h := r.lru.nodes[n].hash
-			m := mix(h)
-			x.shards[m>>(64-shardBits)].add(h, m, r.handle)
+			if publish {
+				m := mix(h)
+				x.shards[m>>(64-shardBits)].add(h, m, r.handle)
+			}
 			added--
 			tok.added[added] = h
 		}
@@ -155,6 +182,9 @@ func (x *Approx) TakeBack(t Token) {
 		if n := r.lru.find(h, m); n != 0 && r.lru.nodes[n].stamp == t.stamp|addedMark {
 			x.drop(r, n, m)
 		}
+	}
+	if r.ev != nil && len(t.spec) > 0 {
+		x.unspeculate(r, t)
 	}
 }
 
@@ -504,7 +534,10 @@ func (x *Approx) Stats() Stats {
 	st.Bytes = int64(unsafe.Sizeof(*x)) + x.replicas.Load().bytes()
 	for _, r := range snap {
 		r.mu.Lock()
-		rs := ReplicaStats{ID: r.id, Held: r.lru.held, Capacity: r.capacity}
+		rs := ReplicaStats{ID: r.id, Held: r.lru.held, Capacity: r.capacity, Source: r.source()}
+		if r.eventsActive() {
+			rs.Held = r.ev.mirror.Held() + len(r.ev.spec)
+		}
 		st.Bytes += r.lru.bytes() + int64(unsafe.Sizeof(*r))
 		r.mu.Unlock()
 		st.Entries += rs.Held
@@ -585,17 +618,27 @@ func (x *Approx) evictTo(r *replica, limit int) {
 // Callers hold r.mu.
 func (x *Approx) drop(r *replica, n int32, m uint64) {
 	h := r.lru.nodes[n].hash
-	x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+	if !r.eventsActive() {
+		x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+	}
 	r.lru.remove(n, m)
 }
 
-// clear drops everything r holds. Callers hold r.mu.
+// clear drops everything r holds, by either source. Callers hold r.mu.
 func (x *Approx) clear(r *replica) {
-	// Deepest first, so that a concurrent Match finds whole prefixes.
-	for n := r.lru.back(); n != 0; n = r.lru.nodes[n].prev {
-		h := r.lru.nodes[n].hash
-		m := mix(h)
-		x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+	if ev := r.ev; ev != nil {
+		ev.mirror.Clear() // its hook removes the bits of what it held
+		if ev.active {
+			for h := range ev.spec {
+				x.removeBit(r, h)
+			}
+		}
+		clear(ev.spec)
+		ev.queue = ev.queue[:0]
+	}
+	if !r.eventsActive() {
+		// Deepest first, so that a concurrent Match finds whole prefixes.
+		x.unpublishLRU(r)
 	}
 	r.lru.clear()
 }

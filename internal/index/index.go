@@ -79,6 +79,7 @@ type Token struct {
 	rep   *replica         // nil when the record added nothing
 	stamp uint64           // the record's stamp on the blocks it touched
 	added []blockhash.Hash // blocks the record added, deepest first
+	spec  []blockhash.Hash // speculative entries the record made (events source)
 }
 
 // Stats is a snapshot of an index.
@@ -97,6 +98,7 @@ type ReplicaStats struct {
 	ID       string
 	Held     int // blocks the index assumes cached there
 	Capacity int // blocks the replica can hold
+	Source   Source
 }
 
 // hitLimit is how many of a prompt's blocks an engine may serve from its

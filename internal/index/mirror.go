@@ -30,6 +30,11 @@ type Mirror struct {
 	waiting    map[engineKey][]engineKey
 	orphans    int
 	maxOrphans int
+	maxBlocks  int
+
+	// held and dropped, when set, hear of every gateway hash the engine
+	// comes to hold (its first copy) and stops holding (its last).
+	held, dropped func(blockhash.Hash)
 
 	Stats MirrorStats
 }
@@ -50,6 +55,10 @@ type MirrorStats struct {
 	Skipped uint64
 	// OrphansDropped are orphans evicted past the bound before joining.
 	OrphansDropped uint64
+	// Overflow are stored blocks refused because the mirror was full: an
+	// engine never stores more blocks than its cache holds, so a stream
+	// that does is broken or hostile.
+	Overflow uint64
 }
 
 // engineKey is an engine hash reduced to 64 bits: the integer an engine
@@ -80,8 +89,8 @@ type mirrorBlock struct {
 
 // NewMirror returns an empty mirror of an engine whose blocks hold
 // blockSize tokens. maxOrphans bounds the blocks kept without a known
-// parent (0 keeps none).
-func NewMirror(blockSize int, seed SeedFunc, maxOrphans int) *Mirror {
+// parent (0 keeps none); maxBlocks bounds all blocks (0: no bound).
+func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror {
 	return &Mirror{
 		blockSize:  blockSize,
 		seed:       seed,
@@ -89,6 +98,28 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans int) *Mirror {
 		ours:       make(map[blockhash.Hash]int32),
 		waiting:    make(map[engineKey][]engineKey),
 		maxOrphans: max(0, maxOrphans),
+		maxBlocks:  max(0, maxBlocks),
+	}
+}
+
+// hold counts n more engine copies of the block the gateway names h.
+func (m *Mirror) hold(h blockhash.Hash, n int32) {
+	before := m.ours[h]
+	m.ours[h] = before + n
+	if before == 0 && m.held != nil {
+		m.held(h)
+	}
+}
+
+// release counts one engine copy fewer of h.
+func (m *Mirror) release(h blockhash.Hash) {
+	if n := m.ours[h] - 1; n > 0 {
+		m.ours[h] = n
+		return
+	}
+	delete(m.ours, h)
+	if m.dropped != nil {
+		m.dropped(h)
 	}
 }
 
@@ -120,6 +151,11 @@ func (m *Mirror) ApplyEvent(ev *events.Event) {
 // Clear forgets everything, as after the engine reset its cache or
 // restarted.
 func (m *Mirror) Clear() {
+	if m.dropped != nil {
+		for h := range m.ours {
+			m.dropped(h)
+		}
+	}
 	clear(m.blocks)
 	clear(m.ours)
 	clear(m.waiting)
@@ -151,13 +187,18 @@ func (m *Mirror) store(ev *events.Event) {
 		b := m.blocks[k]
 		fresh := b == nil
 		if fresh {
+			if m.maxBlocks > 0 && len(m.blocks) >= m.maxBlocks {
+				m.Stats.Overflow++
+				parent, parentKey = nil, k // its children cannot be keyed either
+				continue
+			}
 			b = &mirrorBlock{}
 			m.blocks[k] = b
 		}
 		b.count++
 		m.Stats.Stored++
 		if !fresh && !b.orphan {
-			m.ours[b.ours]++
+			m.hold(b.ours, 1)
 			parent, parentKey = b, k
 			continue
 		}
@@ -182,7 +223,7 @@ func (m *Mirror) store(ev *events.Event) {
 			m.orphans--
 		}
 		b.ours = m.chain(base, tokens)
-		m.ours[b.ours] += b.count
+		m.hold(b.ours, b.count)
 		m.join(k)
 		parent, parentKey = b, k
 	}
@@ -249,7 +290,7 @@ func (m *Mirror) join(k engineKey) {
 			c.ours = m.chain(p.ours, c.tokens)
 			c.orphan, c.tokens = false, nil
 			m.orphans--
-			m.ours[c.ours] += c.count
+			m.hold(c.ours, c.count)
 			stack = append(stack, ck)
 		}
 	}
@@ -264,11 +305,7 @@ func (m *Mirror) remove(k engineKey) {
 	m.Stats.Removed++
 	b.count--
 	if !b.orphan {
-		if n := m.ours[b.ours] - 1; n > 0 {
-			m.ours[b.ours] = n
-		} else {
-			delete(m.ours, b.ours)
-		}
+		m.release(b.ours)
 	}
 	if b.count > 0 {
 		return
@@ -291,6 +328,9 @@ func (m *Mirror) Blocks() map[uint64]int {
 	}
 	return out
 }
+
+// Held is how many distinct gateway hashes the mirror holds.
+func (m *Mirror) Held() int { return len(m.ours) }
 
 // Len is how many distinct engine blocks the mirror holds, orphans included.
 func (m *Mirror) Len() int { return len(m.blocks) }

@@ -64,7 +64,7 @@ func mirrored(m *Mirror, chain []blockhash.Hash) int {
 }
 
 func TestMirrorRebuildsTheGatewaysChain(t *testing.T) {
-	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	tokens := seq(1, 12)
 	// The engine stores the prompt's first two blocks in one step and the
 	// third (say, filled by output) in a later one.
@@ -93,7 +93,7 @@ func TestMirrorRebuildsTheGatewaysChain(t *testing.T) {
 }
 
 func TestMirrorSaltFromExtraKeys(t *testing.T) {
-	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	tokens := seq(7, 8)
 	ev := stored(0, 1, tokens)
 	ev.ExtraKeys = []events.RawValue{{0x91, 0xa4, 's', 'a', 'l', 't'}, {0xc0}}
@@ -107,7 +107,7 @@ func TestMirrorSaltFromExtraKeys(t *testing.T) {
 }
 
 func TestMirrorCountsCopies(t *testing.T) {
-	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	tokens := seq(1, 4)
 	// Two requests computed the same block at once: stored twice, each
 	// copy removed on its own.
@@ -123,7 +123,7 @@ func TestMirrorCountsCopies(t *testing.T) {
 }
 
 func TestMirrorOrphansJoinTheirParent(t *testing.T) {
-	m := NewMirror(mirrorBS, mirrorSeed, 100)
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	tokens := seq(1, 16)
 	chain := ours("", tokens...)
 	// Blocks 2 and 3 arrive before the blocks they extend, as when a
@@ -147,7 +147,7 @@ func TestMirrorOrphansJoinTheirParent(t *testing.T) {
 }
 
 func TestMirrorBoundsOrphans(t *testing.T) {
-	m := NewMirror(mirrorBS, mirrorSeed, 3)
+	m := NewMirror(mirrorBS, mirrorSeed, 3, 0)
 	for i := range 10 {
 		apply(m, stored(uint64(1000+i), uint64(i+1), seq(i*4, 4)))
 	}
@@ -157,7 +157,7 @@ func TestMirrorBoundsOrphans(t *testing.T) {
 	if m.Stats.OrphansDropped < 7 {
 		t.Errorf("OrphansDropped %d, want at least 7", m.Stats.OrphansDropped)
 	}
-	none := NewMirror(mirrorBS, mirrorSeed, 0)
+	none := NewMirror(mirrorBS, mirrorSeed, 0, 0)
 	apply(none, stored(50, 1, seq(0, 4)))
 	if none.Len() != 0 || none.Stats.OrphansDropped != 1 {
 		t.Errorf("with no orphans allowed: %d blocks kept, %d dropped", none.Len(), none.Stats.OrphansDropped)
@@ -174,11 +174,40 @@ func TestMirrorSkipsWhatItCannotKey(t *testing.T) {
 		{"cpu_medium", func() events.Event { e := stored(0, 1, seq(0, 8)); e.Medium = "CPU"; return e }()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := NewMirror(mirrorBS, mirrorSeed, 10)
+			m := NewMirror(mirrorBS, mirrorSeed, 10, 0)
 			apply(m, tc.ev)
 			if m.Len() != 0 || m.Stats.Skipped == 0 {
 				t.Errorf("kept %d blocks, skipped %d", m.Len(), m.Stats.Skipped)
 			}
 		})
+	}
+}
+
+func TestMirrorBoundsBlocksAndTellsTransitions(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 10, 3)
+	var held, dropped []blockhash.Hash
+	m.held = func(h blockhash.Hash) { held = append(held, h) }
+	m.dropped = func(h blockhash.Hash) { dropped = append(dropped, h) }
+	tokens := seq(1, 20)
+	apply(m, stored(0, 1, tokens)) // five blocks, room for three
+	if m.Len() != 3 || m.Stats.Overflow != 2 {
+		t.Fatalf("kept %d blocks with %d refused; want 3 and 2", m.Len(), m.Stats.Overflow)
+	}
+	chain := ours("", tokens...)
+	if len(held) != 3 || held[0] != chain[0] || held[2] != chain[2] {
+		t.Fatalf("held %v, want the first three of the chain", held)
+	}
+	apply(m, stored(0, 1, tokens[:4])) // a second copy: no transition
+	apply(m, removed(1))
+	if len(dropped) != 0 {
+		t.Fatalf("dropped %v while a copy remains", dropped)
+	}
+	apply(m, removed(1))
+	if len(dropped) != 1 || dropped[0] != chain[0] {
+		t.Fatalf("dropped %v, want block 0", dropped)
+	}
+	apply(m, events.Event{Kind: events.AllBlocksCleared})
+	if len(dropped) != 3 {
+		t.Errorf("after a clear %d drops, want 3", len(dropped))
 	}
 }

@@ -1,0 +1,293 @@
+package index
+
+import (
+	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+// A replica's part of the holder map follows one of two sources. The
+// shadow LRU of the gateway's own routing (the approximate source) is
+// always kept. Once the replica's engine events are attached and the
+// source switched to them (SetSource), its holder bits follow the engine's
+// mirrored cache instead, plus speculation: a prompt routed to the replica
+// counts as held for SpeculativeTTL, so that back-to-back requests meet
+// before the engine's events about the first arrive, unless the events
+// confirm it sooner.
+
+// Source names where a replica's predictions come from.
+type Source string
+
+const (
+	SourceApproximate Source = "approximate"
+	SourceEvents      Source = "events"
+)
+
+// DefaultSpeculativeTTL is how long a routed prompt counts as held on an
+// events-sourced replica without the engine confirming it.
+const DefaultSpeculativeTTL = 2 * time.Second
+
+// eventSource is a replica's engine-fed state. Guarded by its replica's mu.
+type eventSource struct {
+	mirror *Mirror
+	active bool // the replica's holder bits follow the mirror and speculation
+	spec   map[blockhash.Hash]specEntry
+	queue  []specItem // by expiry: the TTL is fixed, so in insertion order
+}
+
+type specEntry struct {
+	expires int64  // UnixNano
+	stamp   uint64 // the record that made it, for TakeBack
+}
+
+type specItem struct {
+	h       blockhash.Hash
+	expires int64
+}
+
+// EventsConfig describes a replica's engine for its mirror.
+type EventsConfig struct {
+	BlockSize int      // tokens per engine block, the gateway's block size
+	Seed      SeedFunc // the chain seed the gateway uses for this replica's model
+	// MaxBlocks bounds the mirror (0: four times the replica's capacity
+	// when attached, at least 1<<16): a stream that stores more is broken.
+	MaxBlocks int
+	// MaxOrphans bounds blocks kept without a known parent (0: MaxBlocks/4).
+	MaxOrphans int
+}
+
+// AttachEvents gives replica id a mirror of its engine's cache, fed by
+// ApplyEvents. Predictions keep coming from the approximate source until
+// SetSource switches them. Attaching again replaces the mirror (and falls
+// back to the approximate source).
+func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
+	r := x.lockReplica(id, true)
+	defer r.mu.Unlock()
+	if r.ev != nil {
+		x.setSource(r, false)
+	}
+	maxBlocks := cfg.MaxBlocks
+	if maxBlocks <= 0 {
+		maxBlocks = max(4*r.capacity, 1<<16)
+	}
+	maxOrphans := cfg.MaxOrphans
+	if maxOrphans <= 0 {
+		maxOrphans = maxBlocks / 4
+	}
+	ev := &eventSource{mirror: NewMirror(cfg.BlockSize, cfg.Seed, maxOrphans, maxBlocks), spec: map[blockhash.Hash]specEntry{}}
+	ev.mirror.held = func(h blockhash.Hash) {
+		if ev.active {
+			x.addBit(r, h)
+		}
+	}
+	ev.mirror.dropped = func(h blockhash.Hash) {
+		if _, speculated := ev.spec[h]; ev.active && !speculated {
+			x.removeBit(r, h)
+		}
+	}
+	r.ev = ev
+}
+
+// ApplyEvents applies one batch of replica id's engine events to its
+// mirror; nothing happens for a replica without one.
+func (x *Approx) ApplyEvents(id string, b *events.Batch) {
+	r := x.lockReplica(id, false)
+	if r == nil {
+		return
+	}
+	defer r.mu.Unlock()
+	if r.ev == nil {
+		return
+	}
+	x.expire(r, x.now())
+	r.ev.mirror.Apply(b)
+}
+
+// PurgeEvents empties replica id's mirror: its engine's stream can no
+// longer be trusted to describe the cache (it restarted, or history was
+// lost).
+func (x *Approx) PurgeEvents(id string) {
+	r := x.lockReplica(id, false)
+	if r == nil {
+		return
+	}
+	defer r.mu.Unlock()
+	if r.ev != nil {
+		r.ev.mirror.Clear()
+	}
+}
+
+// SetSource makes replica id's predictions follow its engine's events
+// (events true; only once attached) or the gateway's own routing. It
+// reports the source in effect afterwards.
+func (x *Approx) SetSource(id string, events bool) Source {
+	r := x.lockReplica(id, false)
+	if r == nil {
+		return SourceApproximate
+	}
+	defer r.mu.Unlock()
+	x.setSource(r, events && r.ev != nil)
+	return r.source()
+}
+
+func (r *replica) source() Source {
+	if r.ev != nil && r.ev.active {
+		return SourceEvents
+	}
+	return SourceApproximate
+}
+
+// setSource republishes r's holder bits from the source asked for. The
+// switch is not atomic for a concurrent Match, which may see a replica
+// without blocks for a moment. Callers hold r.mu.
+func (x *Approx) setSource(r *replica, events bool) {
+	if r.ev == nil || r.ev.active == events {
+		return
+	}
+	if events {
+		x.unpublishLRU(r)
+		r.ev.active = true
+		for h := range r.ev.mirror.ours {
+			x.addBit(r, h)
+		}
+		for h := range r.ev.spec {
+			x.addBit(r, h)
+		}
+		return
+	}
+	for h := range r.ev.mirror.ours {
+		x.removeBit(r, h)
+	}
+	for h := range r.ev.spec {
+		x.removeBit(r, h)
+	}
+	r.ev.active = false
+	clear(r.ev.spec)
+	r.ev.queue = r.ev.queue[:0]
+	// Shallowest first, so that a concurrent Match finds whole prefixes:
+	// the LRU's front is the most recent, and a record's first block ends
+	// up in front of its later ones.
+	for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
+		x.addBit(r, r.lru.nodes[n].hash)
+	}
+}
+
+// unpublishLRU removes the shadow LRU's bits from the holder map, keeping
+// the LRU. Callers hold r.mu.
+func (x *Approx) unpublishLRU(r *replica) {
+	for n := r.lru.back(); n != 0; n = r.lru.nodes[n].prev {
+		x.removeBit(r, r.lru.nodes[n].hash)
+	}
+}
+
+func (x *Approx) addBit(r *replica, h blockhash.Hash) {
+	m := mix(h)
+	x.shards[m>>(64-shardBits)].add(h, m, r.handle)
+}
+
+func (x *Approx) removeBit(r *replica, h blockhash.Hash) {
+	m := mix(h)
+	x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
+}
+
+// speculate counts a routed prompt's blocks the mirror lacks as held until
+// the TTL ends, and returns them, for TakeBack: an entry a record renews is
+// that record's to take back. Callers hold r.mu; r's source is the events.
+func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []blockhash.Hash {
+	now := x.now()
+	x.expire(r, now)
+	expires := now + int64(x.specTTL)
+	var set []blockhash.Hash
+	for _, h := range hashes {
+		if r.ev.mirror.Holds(h) {
+			continue
+		}
+		if _, ok := r.ev.spec[h]; !ok {
+			x.addBit(r, h)
+		}
+		r.ev.spec[h] = specEntry{expires: expires, stamp: stamp}
+		r.ev.queue = append(r.ev.queue, specItem{h: h, expires: expires})
+		set = append(set, h)
+	}
+	return set
+}
+
+// unspeculate takes back the speculation of a failed attempt: the entries
+// that record made and no later record renewed.
+func (x *Approx) unspeculate(r *replica, t Token) {
+	for _, h := range t.spec {
+		if e, ok := r.ev.spec[h]; ok && e.stamp == t.stamp {
+			delete(r.ev.spec, h)
+			if !r.ev.mirror.Holds(h) {
+				x.removeBit(r, h)
+			}
+		}
+	}
+}
+
+// expire ends the speculation whose time is up. Callers hold r.mu.
+func (x *Approx) expire(r *replica, now int64) {
+	ev := r.ev
+	if ev == nil {
+		return
+	}
+	i := 0
+	for ; i < len(ev.queue) && ev.queue[i].expires <= now; i++ {
+		it := ev.queue[i]
+		e, ok := ev.spec[it.h]
+		if !ok || e.expires != it.expires {
+			continue // taken back, or renewed by a later record
+		}
+		delete(ev.spec, it.h)
+		if ev.active && !ev.mirror.Holds(it.h) {
+			x.removeBit(r, it.h)
+		}
+	}
+	if i > 0 {
+		ev.queue = append(ev.queue[:0], ev.queue[i:]...)
+	}
+}
+
+// ExpireSpeculation ends the speculation whose time is up on every
+// replica. Records and events do it for their replica as they come; a
+// gateway calls this now and then so that an idle replica's guesses end
+// too.
+func (x *Approx) ExpireSpeculation() {
+	now := x.now()
+	for _, r := range x.replicas.Load().byID {
+		r.mu.Lock()
+		if !r.dead {
+			x.expire(r, now)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// EventStats describes a replica's engine-fed state.
+type EventStats struct {
+	Source      Source
+	Attached    bool
+	Mirrored    int // distinct blocks the engine holds, as the gateway names them
+	Speculative int // blocks routed there that the engine has not confirmed yet
+	Orphans     int // blocks held under the engine's hash only, parent unknown
+	Mirror      MirrorStats
+}
+
+// Events returns replica id's engine-fed state.
+func (x *Approx) Events(id string) EventStats {
+	r := x.lockReplica(id, false)
+	if r == nil {
+		return EventStats{Source: SourceApproximate}
+	}
+	defer r.mu.Unlock()
+	st := EventStats{Source: r.source()}
+	if r.ev != nil {
+		st.Attached = true
+		st.Mirrored = r.ev.mirror.Held()
+		st.Speculative = len(r.ev.spec)
+		st.Orphans = r.ev.mirror.Orphans()
+		st.Mirror = r.ev.mirror.Stats
+	}
+	return st
+}

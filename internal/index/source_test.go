@@ -1,0 +1,230 @@
+package index
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+// eventsIndex is an index whose replica "e" is attached to events, with a
+// clock the test moves.
+func eventsIndex() (*Approx, *int64) {
+	x := NewApprox(1000)
+	clock := int64(1)
+	x.now = func() int64 { return clock }
+	x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
+	return x, &clock
+}
+
+// depth is how many leading blocks of chain replica id holds, as Match says.
+func depth(x *Approx, id string, chain []blockhash.Hash) int {
+	return x.Match(nil, []string{id}, chain, len(chain)*mirrorBS+1, mirrorBS)[0]
+}
+
+func batchOf(evs ...events.Event) *events.Batch { return &events.Batch{Events: evs} }
+
+func TestSourceSwitchesWhatMatchSees(t *testing.T) {
+	x, _ := eventsIndex()
+	routed := ours("", seq(1, 12)...)
+	cached := ours("", seq(100, 8)...)
+	x.Record("e", routed)
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(100, 8))))
+	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 {
+		t.Fatalf("approximate source: routed %d, cached %d; want 3, 0", depth(x, "e", routed), depth(x, "e", cached))
+	}
+	if got := x.SetSource("e", true); got != SourceEvents {
+		t.Fatalf("SetSource gave %s", got)
+	}
+	if depth(x, "e", routed) != 0 || depth(x, "e", cached) != 2 {
+		t.Fatalf("events source: routed %d, cached %d; want 0, 2", depth(x, "e", routed), depth(x, "e", cached))
+	}
+	x.SetSource("e", false)
+	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 {
+		t.Fatalf("back to approximate: routed %d, cached %d; want 3, 0", depth(x, "e", routed), depth(x, "e", cached))
+	}
+	if got := x.SetSource("nobody", true); got != SourceApproximate {
+		t.Errorf("an unknown replica's source: %s", got)
+	}
+	x.Record("plain", routed)
+	if got := x.SetSource("plain", true); got != SourceApproximate {
+		t.Errorf("a replica without events switched to %s", got)
+	}
+}
+
+func TestSpeculationUntilTheEngineConfirms(t *testing.T) {
+	x, clock := eventsIndex()
+	x.SetSource("e", true)
+	a := ours("", seq(1, 8)...)
+	b := ours("", seq(50, 8)...)
+	x.Record("e", a)
+	x.Record("e", b)
+	if depth(x, "e", a) != 2 || depth(x, "e", b) != 2 {
+		t.Fatal("routed prompts must count as held before the engine's events")
+	}
+	// The engine confirms a; b never shows up.
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	*clock += int64(DefaultSpeculativeTTL)
+	x.ExpireSpeculation()
+	if depth(x, "e", a) != 2 {
+		t.Errorf("a confirmed prompt: %d blocks after the TTL, want 2", depth(x, "e", a))
+	}
+	if depth(x, "e", b) != 0 {
+		t.Errorf("an unconfirmed prompt: %d blocks after the TTL, want 0", depth(x, "e", b))
+	}
+	if st := x.Events("e"); st.Speculative != 0 || st.Mirrored != 2 || st.Source != SourceEvents {
+		t.Errorf("events stats %+v", st)
+	}
+}
+
+func TestSpeculationSurvivesAnEvictionItPredates(t *testing.T) {
+	x, clock := eventsIndex()
+	x.SetSource("e", true)
+	a := ours("", seq(1, 4)...)
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4))))
+	*clock += 10
+	// The engine evicts the block just as a new prompt is routed to it
+	// (the record sees it held, so nothing is speculated) ...
+	x.Record("e", a)
+	x.ApplyEvents("e", batchOf(removed(1)))
+	if depth(x, "e", a) != 0 {
+		t.Fatalf("a block the engine evicted, not speculated: %d", depth(x, "e", a))
+	}
+	// ... while a prompt routed after the eviction counts until its TTL.
+	x.Record("e", a)
+	if depth(x, "e", a) != 1 {
+		t.Fatal("a routed prompt must count as held")
+	}
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4)), removed(1)))
+	if depth(x, "e", a) != 1 {
+		t.Error("an engine removal must not end a pending speculation")
+	}
+	*clock += int64(DefaultSpeculativeTTL)
+	x.ExpireSpeculation()
+	if depth(x, "e", a) != 0 {
+		t.Error("after the TTL the removal stands")
+	}
+}
+
+func TestTakeBackEndsSpeculation(t *testing.T) {
+	x, _ := eventsIndex()
+	x.SetSource("e", true)
+	a := ours("", seq(1, 8)...)
+	tok := x.Record("e", a)
+	x.TakeBack(tok)
+	if depth(x, "e", a) != 0 {
+		t.Fatal("a taken-back record still counts")
+	}
+	// A later record renews an entry: taking back the earlier one leaves it.
+	t1 := x.Record("e", a)
+	x.Record("e", a)
+	x.TakeBack(t1)
+	if depth(x, "e", a) != 2 {
+		t.Error("a renewed speculation was taken back by an older record")
+	}
+}
+
+func TestResetAndForgetClearEvents(t *testing.T) {
+	x, _ := eventsIndex()
+	x.SetSource("e", true)
+	a := ours("", seq(1, 8)...)
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.Reset("e")
+	if depth(x, "e", a) != 0 || x.Events("e").Mirrored != 0 {
+		t.Fatal("Reset must empty the mirror")
+	}
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.PurgeEvents("e")
+	if depth(x, "e", a) != 0 {
+		t.Fatal("PurgeEvents must empty the mirror")
+	}
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.Forget("e")
+	if st := x.Stats(); st.Entries != 0 {
+		t.Errorf("after Forget: %d entries", st.Entries)
+	}
+	// Its handle goes to a newcomer, which must not inherit the bits.
+	x.Record("other", ours("", seq(500, 4)...))
+	if depth(x, "other", a) != 0 {
+		t.Error("a new replica inherited a forgotten one's blocks")
+	}
+}
+
+// TestEventsSourceAgainstModel drives an events-sourced replica with
+// random stores, removals, clears, records, take-backs and clock moves,
+// and checks every block's membership (single-block matches, which need no
+// prefix closure) against a naive model: held while the engine holds a
+// copy or an unexpired, untaken speculation names it.
+func TestEventsSourceAgainstModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		x, clock := eventsIndex()
+		x.SetSource("e", true)
+		const nBlocks = 6
+		// Block j is the one-block prompt of tokens j*4..j*4+3, engine hash j+1.
+		hash := func(j int) blockhash.Hash { return ours("", seq(j*4, 4)...)[0] }
+		copies := map[int]int{}
+		type spec struct {
+			expires int64
+			stamp   int
+		}
+		specs := map[int]spec{}
+		type rec struct {
+			tok   Token
+			j     int
+			stamp int
+		}
+		var recs []rec
+		stamp := 0
+		ttl := int64(DefaultSpeculativeTTL)
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			j := rapid.IntRange(0, nBlocks-1).Draw(rt, "block")
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0:
+				x.ApplyEvents("e", batchOf(stored(0, uint64(j+1), seq(j*4, 4))))
+				copies[j]++
+			case 1:
+				x.ApplyEvents("e", batchOf(removed(uint64(j+1))))
+				if copies[j] > 0 {
+					copies[j]--
+				}
+			case 2:
+				x.ApplyEvents("e", batchOf(events.Event{Kind: events.AllBlocksCleared}))
+				clear(copies)
+			case 3:
+				stamp++
+				tok := x.Record("e", []blockhash.Hash{hash(j)})
+				if copies[j] == 0 {
+					specs[j] = spec{*clock + ttl, stamp}
+				}
+				recs = append(recs, rec{tok, j, stamp})
+			case 4:
+				if len(recs) > 0 {
+					i := rapid.IntRange(0, len(recs)-1).Draw(rt, "record")
+					r := recs[i]
+					x.TakeBack(r.tok)
+					if s, ok := specs[r.j]; ok && s.stamp == r.stamp {
+						delete(specs, r.j)
+					}
+				}
+			case 5:
+				*clock += rapid.Int64Range(1, ttl).Draw(rt, "tick")
+				x.ExpireSpeculation()
+				for k, s := range specs {
+					if s.expires <= *clock {
+						delete(specs, k)
+					}
+				}
+			}
+			for k := range nBlocks {
+				_, speculated := specs[k]
+				want := copies[k] > 0 || speculated
+				if got := depth(x, "e", []blockhash.Hash{hash(k)}) == 1; got != want {
+					rt.Fatalf("block %d: held %v, model %v (copies %d, speculated %v)", k, got, want, copies[k], speculated)
+				}
+			}
+		}
+	})
+}
+
