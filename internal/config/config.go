@@ -119,6 +119,23 @@ type Replica struct {
 	// the gateway's shadow of it. 0 means what the engine reports, else
 	// Index.DefaultCapacityBlocks.
 	KVCapacityBlocks int `yaml:"kv_capacity_blocks"`
+	// KVEvents is where the engine publishes its KV cache events, read
+	// when index.mode is exact or auto. Empty fields take index.kv_events'
+	// defaults on the replica URL's host.
+	KVEvents ReplicaKVEvents `yaml:"kv_events"`
+}
+
+// ReplicaKVEvents names one engine's KV event sockets, as ZeroMQ
+// endpoints tcp://host:port.
+type ReplicaKVEvents struct {
+	// Endpoint is the engine's PUB socket (vLLM's kv-events-config
+	// endpoint). Empty: tcp://<url host>:<index.kv_events.port>.
+	Endpoint string `yaml:"endpoint"`
+	// ReplayEndpoint is its replay socket. Empty: on the url host at
+	// index.kv_events.replay_port, or none when that is 0.
+	ReplayEndpoint string `yaml:"replay_endpoint"`
+	// Topic is the topic prefix to subscribe to. Empty: index.kv_events.topic.
+	Topic string `yaml:"topic"`
 }
 
 // Discovery configures replicas found at run time.
@@ -339,6 +356,42 @@ type Index struct {
 	// DefaultCapacityBlocks is a replica's cache size in blocks when neither
 	// the config nor its engine says. Must be >= 1; default 16384.
 	DefaultCapacityBlocks int `yaml:"default_capacity_blocks"`
+	// Mode says where predictions come from: "approximate" (the gateway's
+	// own routing decisions; the default), "exact" (each engine's KV
+	// events, a replica falling back to approximate while its stream is
+	// down, silent or not caught up) or "auto" (exact, and a replica whose
+	// events over-predict its engine's cache hits also falls back).
+	Mode string `yaml:"mode"`
+	// SpeculativeTTL is how long a prompt routed to an events-fed replica
+	// counts as cached there before the engine's events confirm it. Must be
+	// >= 0; 0 turns speculation off. Default 2s.
+	SpeculativeTTL Duration `yaml:"speculative_ttl"`
+	// KVEvents are the defaults of every replica's kv_events.
+	KVEvents KVEvents `yaml:"kv_events"`
+}
+
+// Index modes.
+const (
+	IndexApproximate = "approximate"
+	IndexExact       = "exact"
+	IndexAuto        = "auto"
+)
+
+// KVEvents are how the gateway reaches engines' KV event streams unless a
+// replica says otherwise.
+type KVEvents struct {
+	// Port is the engines' PUB port on their URL host. 1-65535; default
+	// 5557, vLLM's.
+	Port int `yaml:"port"`
+	// ReplayPort is the engines' replay port on their URL host; 0 (the
+	// default, as vLLM has no replay socket unless configured) means none.
+	ReplayPort int `yaml:"replay_port"`
+	// Topic is the topic prefix to subscribe to. Default "", every topic.
+	Topic string `yaml:"topic"`
+	// Silence is how long a stream may say nothing while its engine
+	// reports new prompts before the replica falls back to approximate
+	// predictions. Must be > 0; default 3s.
+	Silence Duration `yaml:"silence"`
 }
 
 // EngineLoad tunes how the gateway reads engines' own metrics pages.
@@ -423,7 +476,8 @@ func Default() Config {
 			MaxIdleConnsPerHost: 256,
 		},
 		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond), CacheTokens: 4 << 20},
-		Index:     Index{DefaultCapacityBlocks: 16384},
+		Index: Index{DefaultCapacityBlocks: 16384, Mode: IndexApproximate, SpeculativeTTL: Duration(2 * time.Second),
+			KVEvents: KVEvents{Port: 5557, Silence: Duration(3 * time.Second)}},
 		Load: EngineLoad{
 			ScrapeInterval: Duration(100 * time.Millisecond),
 			ScrapeTimeout:  Duration(100 * time.Millisecond),

@@ -52,7 +52,8 @@ func TestGoodFiles(t *testing.T) {
 		{Name: "Qwen/Qwen3-8B", Policy: "round_robin", BlockSize: 16},
 	}
 	full.Replicas = []Replica{
-		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32, KVCapacityBlocks: 18000},
+		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32, KVCapacityBlocks: 18000,
+			KVEvents: ReplicaKVEvents{Endpoint: "tcp://10.0.0.10:6557", ReplayEndpoint: "tcp://10.0.0.10:6558", Topic: "kv"}},
 		{ID: "gpu_1.b", URL: "https://[fd00::1]:8443", Models: []string{"Qwen/Qwen3-8B"}, MaxConcurrency: 1, MaxPending: 1},
 	}
 	full.Discovery.DNS = []DNSGroup{{
@@ -60,7 +61,8 @@ func TestGoodFiles(t *testing.T) {
 		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(2), MaxConcurrency: 64, MaxPending: 16, KVCapacityBlocks: 9000,
 	}}
 	full.Tokenizer = Tokenizer{Workers: 2, MaxWait: Duration(20 * time.Millisecond)}
-	full.Index = Index{DefaultCapacityBlocks: 4096}
+	full.Index = Index{DefaultCapacityBlocks: 4096, Mode: IndexAuto, SpeculativeTTL: Duration(1500 * time.Millisecond),
+		KVEvents: KVEvents{Port: 5600, ReplayPort: 5601, Topic: "events", Silence: sec(5)}}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{
 		DefaultPolicy: "random", Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true,
@@ -218,6 +220,17 @@ var badFiles = map[string][]string{
 		`line 12: models[4].name: "llama" is already used at models[0].name`,
 		"line 13: models[5].name: must be printable text without leading or trailing spaces",
 		"line 14: models[5].aliases[0]: must be printable text without leading or trailing spaces",
+	},
+	"index.bad.yaml": {
+		`line 8: replicas[0].kv_events.endpoint: must be a tcp:// endpoint, got "ipc:///tmp/kv"`,
+		`line 9: replicas[0].kv_events.replay_endpoint: must be tcp://host:port, got "tcp://*:5558"`,
+		`line 14: replicas[1].kv_events.endpoint: port must be within 1-65535, got "tcp://127.0.0.1:0"`,
+		`line 15: replicas[1].kv_events.replay_endpoint: must be tcp://host:port, got "tcp://127.0.0.1"`,
+		`line 17: index.mode: must be approximate, exact or auto, got "exactly"`,
+		"line 18: index.speculative_ttl: must be >= 0",
+		"line 20: index.kv_events.port: must be within 1-65535",
+		"line 21: index.kv_events.replay_port: must be within 0-65535",
+		"line 22: index.kv_events.silence: must be > 0",
 	},
 	"replicas.bad.yaml": {
 		"line 6: replicas[0].id: may only hold letters, digits, '.', '_' and '-'",

@@ -81,7 +81,7 @@ func (c *Config) validate() []*Error {
 	v.atLeast("tokenizer.workers", c.Tokenizer.Workers, 1)
 	v.positive("tokenizer.max_wait", c.Tokenizer.MaxWait)
 	v.atLeast("tokenizer.cache_tokens", c.Tokenizer.CacheTokens, 0)
-	v.atLeast("index.default_capacity_blocks", c.Index.DefaultCapacityBlocks, 1)
+	v.index(c)
 	v.logging(&c.Logging)
 	return v.errs
 }
@@ -299,6 +299,8 @@ func (v *validator) replicas(c *Config) {
 		v.servedModels(p+".models", r.Models, served)
 		v.limits(p, r.MaxConcurrency, r.MaxPending)
 		v.atLeast(p+".kv_capacity_blocks", r.KVCapacityBlocks, 0)
+		v.zmqEndpoint(p+".kv_events.endpoint", r.KVEvents.Endpoint)
+		v.zmqEndpoint(p+".kv_events.replay_endpoint", r.KVEvents.ReplayEndpoint)
 	}
 	groups := map[string]string{}
 	for i := range c.Discovery.DNS {
@@ -326,6 +328,45 @@ func (v *validator) replicas(c *Config) {
 		if m.Name != "" && isModelName(m.Name) && !served[m.Name] {
 			v.fail(fmt.Sprintf("models[%d]", i), "no replica or dns group serves it")
 		}
+	}
+}
+
+func (v *validator) index(c *Config) {
+	ix := &c.Index
+	v.atLeast("index.default_capacity_blocks", ix.DefaultCapacityBlocks, 1)
+	switch ix.Mode {
+	case IndexApproximate, IndexExact, IndexAuto:
+	default:
+		v.fail("index.mode", "must be approximate, exact or auto, got %q", ix.Mode)
+	}
+	if ix.SpeculativeTTL < 0 {
+		v.fail("index.speculative_ttl", "must be >= 0")
+	}
+	if ix.KVEvents.Port < 1 || ix.KVEvents.Port > 65535 {
+		v.fail("index.kv_events.port", "must be within 1-65535")
+	}
+	if ix.KVEvents.ReplayPort < 0 || ix.KVEvents.ReplayPort > 65535 {
+		v.fail("index.kv_events.replay_port", "must be within 0-65535")
+	}
+	v.positive("index.kv_events.silence", ix.KVEvents.Silence)
+}
+
+// zmqEndpoint checks an optional ZeroMQ endpoint a gateway connects to:
+// tcp://host:port with a host and a port of 1-65535.
+func (v *validator) zmqEndpoint(path, s string) {
+	if s == "" {
+		return
+	}
+	rest, ok := strings.CutPrefix(s, "tcp://")
+	host, port, err := net.SplitHostPort(rest)
+	n, perr := strconv.Atoi(port)
+	switch {
+	case !ok:
+		v.fail(path, "must be a tcp:// endpoint, got %q", s)
+	case err != nil || host == "" || host == "*":
+		v.fail(path, "must be tcp://host:port, got %q", s)
+	case perr != nil || n < 1 || n > 65535:
+		v.fail(path, "port must be within 1-65535, got %q", s)
 	}
 }
 
