@@ -74,7 +74,12 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 // serveIndex answers GET /admin/index: the KV index's entries, their memory
 // and every replica's predicted blocks against its capacity.
 func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
-	writeAdminJSON(w, http.StatusOK, summarize(g.index.Stats()))
+	s := summarize(g.index.Stats())
+	s.Mode = g.cfg.Index.Mode
+	if g.kv != nil {
+		s.KVEvents = g.kv.status(time.Now())
+	}
+	writeAdminJSON(w, http.StatusOK, s)
 }
 
 // serveTokenize answers POST /admin/tokenize/v1/...: a request as a client

@@ -45,7 +45,8 @@ type Gateway struct {
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
 	tokPool    *tokenize.Pool
 	index      index.Index
-	learned    sync.Map // replica → engine-reported capacity last applied
+	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
+	learned    sync.Map  // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
 }
 
@@ -91,7 +92,9 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	// which bounds what a wait costs) instead of being refused at once: a
 	// queue of 4 per worker turned away 4% of requests at 2,000 req/s.
 	g.tokPool = tokenize.NewPool(cfg.Tokenizer.Workers, 64*cfg.Tokenizer.Workers)
-	g.index = index.NewApprox(cfg.Index.DefaultCapacityBlocks)
+	ix := index.NewApprox(cfg.Index.DefaultCapacityBlocks)
+	ix.SetSpeculativeTTL(time.Duration(cfg.Index.SpeculativeTTL))
+	g.index = ix
 	if err := g.buildFleet(opts.Resolver); err != nil {
 		return nil, err
 	}
@@ -179,6 +182,10 @@ func (g *Gateway) buildWatchers() {
 		g.metrics.indexResets.WithLabelValues(id).Inc()
 	})
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
+	if g.cfg.Index.Mode != config.IndexApproximate {
+		g.kv = newKVEvents(g.cfg, g.index, g.scraper, g.log, g.eventsConfig)
+		g.registry.MustRegister(&kvCollector{kv: g.kv})
+	}
 	hc := g.cfg.Health
 	g.health = fleet.NewHealth(fleet.HealthConfig{
 		Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout),
@@ -198,6 +205,10 @@ func (g *Gateway) buildWatchers() {
 			g.metrics.forget(r.ID)
 			g.index.Forget(r.ID)
 			g.learned.Delete(r.ID)
+		}
+		if g.kv != nil {
+			g.kv.leave(removed)
+			g.kv.join(added)
 		}
 	})
 }
@@ -319,6 +330,9 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	wg.Go(func() { _ = g.health.Run(bg) })
 	wg.Go(func() { _ = g.discovery.Run(bg) })
 	wg.Go(func() { _ = g.scraper.Run(bg) })
+	if g.kv != nil {
+		wg.Go(func() { g.kv.run(bg, func() []*fleet.Replica { return g.fleet.Snapshot().Replicas }) })
+	}
 	defer func() {
 		stopBG()
 		wg.Wait()

@@ -281,16 +281,20 @@ func (g *Gateway) learnCapacity(id string) {
 
 // indexSummary is GET /admin/index.
 type indexSummary struct {
+	Mode          string           `json:"mode"`
 	Entries       int              `json:"entries"`
 	Bytes         int64            `json:"bytes"`
 	BytesPerEntry float64          `json:"bytes_per_entry"`
 	Replicas      []indexedReplica `json:"replicas"`
+	// KVEvents is every followed engine stream (modes exact and auto).
+	KVEvents []kvStatus `json:"kv_events,omitempty"`
 }
 
 type indexedReplica struct {
-	ID       string `json:"id"`
-	Held     int    `json:"blocks"`
-	Capacity int    `json:"capacity_blocks"`
+	ID       string       `json:"id"`
+	Held     int          `json:"blocks"`
+	Capacity int          `json:"capacity_blocks"`
+	Source   index.Source `json:"source"`
 }
 
 func summarize(st index.Stats) indexSummary {
@@ -299,7 +303,7 @@ func summarize(st index.Stats) indexSummary {
 		s.BytesPerEntry = float64(st.Bytes) / float64(st.Entries)
 	}
 	for _, r := range st.Replicas {
-		s.Replicas = append(s.Replicas, indexedReplica{ID: r.ID, Held: r.Held, Capacity: r.Capacity})
+		s.Replicas = append(s.Replicas, indexedReplica{ID: r.ID, Held: r.Held, Capacity: r.Capacity, Source: r.Source})
 	}
 	return s
 }

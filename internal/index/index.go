@@ -1,6 +1,9 @@
 package index
 
-import "github.com/inferrail/inferrail/internal/blockhash"
+import (
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
 
 // Index tracks the KV cache blocks each replica holds. Replicas are named by
 // their fleet ID; a replica the index has not heard of holds nothing.
@@ -71,6 +74,16 @@ type Index interface {
 
 	// Stats describes the index now.
 	Stats() Stats
+
+	// AttachEvents, ApplyEvents, PurgeEvents, SetSource, Events and
+	// ExpireSpeculation feed a replica's predictions from its engine's KV
+	// events instead of the gateway's own routing; see [Approx.AttachEvents].
+	AttachEvents(replica string, cfg EventsConfig)
+	ApplyEvents(replica string, b *events.Batch)
+	PurgeEvents(replica string)
+	SetSource(replica string, events bool) Source
+	Events(replica string) EventStats
+	ExpireSpeculation()
 }
 
 // Token identifies one Record so that TakeBack can undo it. The zero Token

@@ -77,6 +77,9 @@ func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
 	}
 	ev := &eventSource{mirror: NewMirror(cfg.BlockSize, cfg.Seed, maxOrphans, maxBlocks), spec: map[blockhash.Hash]specEntry{}}
 	ev.mirror.held = func(h blockhash.Hash) {
+		// The engine confirms a speculation: from now on its events
+		// alone say whether it holds the block.
+		delete(ev.spec, h)
 		if ev.active {
 			x.addBit(r, h)
 		}

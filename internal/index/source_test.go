@@ -79,32 +79,25 @@ func TestSpeculationUntilTheEngineConfirms(t *testing.T) {
 	}
 }
 
-func TestSpeculationSurvivesAnEvictionItPredates(t *testing.T) {
-	x, clock := eventsIndex()
+func TestConfirmedSpeculationFollowsTheEngine(t *testing.T) {
+	x, _ := eventsIndex()
 	x.SetSource("e", true)
 	a := ours("", seq(1, 4)...)
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4))))
-	*clock += 10
-	// The engine evicts the block just as a new prompt is routed to it
-	// (the record sees it held, so nothing is speculated) ...
 	x.Record("e", a)
+	x.ApplyEvents("e", batchOf(removed(99))) // news of another block
+	if depth(x, "e", a) != 1 {
+		t.Fatal("a removal of another block ended the speculation")
+	}
+	// The engine stores the routed block, then evicts it: from the store
+	// on, its events alone decide, so the eviction counts at once, not
+	// when the TTL would have ended.
+	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4))))
+	if st := x.Events("e"); st.Speculative != 0 || st.Mirrored != 1 {
+		t.Errorf("after the store: %+v", st)
+	}
 	x.ApplyEvents("e", batchOf(removed(1)))
 	if depth(x, "e", a) != 0 {
-		t.Fatalf("a block the engine evicted, not speculated: %d", depth(x, "e", a))
-	}
-	// ... while a prompt routed after the eviction counts until its TTL.
-	x.Record("e", a)
-	if depth(x, "e", a) != 1 {
-		t.Fatal("a routed prompt must count as held")
-	}
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4)), removed(1)))
-	if depth(x, "e", a) != 1 {
-		t.Error("an engine removal must not end a pending speculation")
-	}
-	*clock += int64(DefaultSpeculativeTTL)
-	x.ExpireSpeculation()
-	if depth(x, "e", a) != 0 {
-		t.Error("after the TTL the removal stands")
+		t.Error("the engine evicted a confirmed block; it must not count")
 	}
 }
 
@@ -183,6 +176,9 @@ func TestEventsSourceAgainstModel(t *testing.T) {
 			switch rapid.IntRange(0, 5).Draw(rt, "op") {
 			case 0:
 				x.ApplyEvents("e", batchOf(stored(0, uint64(j+1), seq(j*4, 4))))
+				if copies[j] == 0 {
+					delete(specs, j) // the engine confirms a speculation
+				}
 				copies[j]++
 			case 1:
 				x.ApplyEvents("e", batchOf(removed(uint64(j+1))))
@@ -227,4 +223,3 @@ func TestEventsSourceAgainstModel(t *testing.T) {
 		}
 	})
 }
-

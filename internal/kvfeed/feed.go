@@ -149,6 +149,12 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		return
 	}
 	switch {
+	case !f.has && seq > 0 && f.cfg.ReplayEndpoint != "":
+		// The first batch we hear of is not the stream's first: what came
+		// before may still be in the engine's buffer.
+		f.count(func(s *Stats) { s.Gaps++ })
+		f.catchUp(ctx, 0)
+		f.retry(seq, payload)
 	case !f.has || seq == f.last+1:
 		clear(f.replayed)
 		f.apply(seq, payload)

@@ -192,6 +192,12 @@ func TestFeed(t *testing.T) {
 			before: func(e *engine) { e.keep(seqs(0, 9)...) },
 			script: func(e *engine) { e.send(10, 11) },
 			want:   seqs(0, 11)},
+		{name: "joined_late", replay: true,
+			script: func(e *engine) { e.keep(0, 1, 2); e.send(3, 4) }, // 0-2 went out before the feed listened
+			want:   seqs(0, 4)},
+		{name: "joined_late_without_replay",
+			script: func(e *engine) { e.keep(0, 1, 2); e.send(3, 4) },
+			want:   []uint64{3, 4}},
 		{name: "gap_filled_by_replay", replay: true,
 			script: func(e *engine) { e.send(0, 1); e.keep(2, 3); e.send(4, 5) },
 			want:   seqs(0, 5),

@@ -240,7 +240,7 @@ func TestKVEventsMirrorTheCache(t *testing.T) {
 
 			cfg := l.Server().Config()
 			model := cfg.ModelName()
-			m := index.NewMirror(16, func(adapter, salt string) blockhash.Hash { return blockhash.Seed(model, adapter, salt) }, 1<<16)
+			m := index.NewMirror(16, func(adapter, salt string) blockhash.Hash { return blockhash.Seed(model, adapter, salt) }, 1<<16, 0)
 			cleared := 0
 			var b events.Batch
 			for seq, p := range all {

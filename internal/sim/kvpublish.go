@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"net"
+	"sync/atomic"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/enginehash"
 	"github.com/inferrail/inferrail/internal/events"
@@ -31,6 +33,9 @@ type kvPublisher struct {
 	ring []sentBatch // the last batches sent, a circular buffer
 	head int         // ring index of the oldest batch once the ring is full
 	next uint64      // the next batch's sequence number
+
+	queued atomic.Uint64 // batches Publish queued so far
+	sent   atomic.Uint64 // batches sent so far, for readers outside run
 }
 
 type sentBatch struct {
@@ -97,6 +102,7 @@ func (p *kvPublisher) Publish(b *events.Batch) {
 	payload := events.AppendBatch(nil, b, p.enc)
 	select {
 	case p.queue <- payload:
+		p.queued.Add(1)
 	case <-p.done:
 	}
 }
@@ -145,6 +151,7 @@ func (p *kvPublisher) close() {
 func (p *kvPublisher) send(payload []byte, bufferSteps int) {
 	seq := binary.BigEndian.AppendUint64(nil, p.next)
 	p.next++
+	defer p.sent.Store(p.next)
 	if err := p.pub.Send([][]byte{p.topic, seq, payload}); err != nil {
 		p.log.Warn("kv events: publishing failed", "seq", p.next-1, "err", err)
 	}
@@ -233,4 +240,40 @@ func (s *Server) KVReplayAddr() net.Addr {
 		return nil
 	}
 	return s.kvpub.ReplayAddr()
+}
+
+// KVBatchesSent is how many KV event batches the engine has published
+// (the next batch's sequence number); 0 when it publishes none.
+func (s *Server) KVBatchesSent() uint64 {
+	if s.kvpub == nil {
+		return 0
+	}
+	return s.kvpub.sent.Load()
+}
+
+// KVEventsFlushed waits until every KV event the engine has emitted so far
+// is published, and returns how many batches that makes. Tests use it to
+// know when a subscriber can have heard of a request that just finished:
+// the engine publishes a step's events after it hands out the step's
+// tokens, as vLLM does.
+func (s *Server) KVEventsFlushed(ctx context.Context) (uint64, error) {
+	if s.kvpub == nil {
+		return 0, nil
+	}
+	// A round trip to the engine goroutine: the steps before it have
+	// queued their batches.
+	if err := s.engine.inspect(ctx, func(*scheduler) {}); err != nil {
+		return 0, err
+	}
+	want := s.kvpub.queued.Load()
+	for s.kvpub.sent.Load() < want {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-s.kvpub.done:
+			return s.kvpub.sent.Load(), ErrStopped
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return s.kvpub.sent.Load(), nil
 }

@@ -1,0 +1,293 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/kvfeed"
+	"github.com/inferrail/inferrail/internal/load"
+)
+
+// kvEvents follows the KV event stream of every engine in the fleet (index
+// mode exact or auto): one kvfeed per replica, started when the replica
+// joins and stopped when it leaves, feeding the index's mirror of that
+// engine. Every tick it decides, per replica, whether predictions follow
+// the events or the gateway's own routing:
+//   - no stream: nothing applied since the feed started or was purged
+//     (unless a replay showed the engine has published nothing at all);
+//   - catching up: the mirror lacks history (it did not start at the
+//     stream's first batch) and the engine has not yet stored as many
+//     blocks as its cache holds since;
+//   - silent: the engine took new prompts but the stream said nothing for
+//     index.kv_events.silence.
+//
+// Safe for concurrent use; run owns every feed's goroutine.
+type kvEvents struct {
+	index   index.Index
+	scraper *load.Scraper
+	cfg     *config.Config
+	log     *slog.Logger
+	// attach describes a replica's engine for its mirror; false when its
+	// model has no tokenizer (so no predictions to make).
+	attach func(r *fleet.Replica) (index.EventsConfig, bool)
+
+	mu    sync.Mutex
+	ctx   context.Context // nil until run starts; guarded by mu
+	feeds map[string]*replicaFeed
+	wg    sync.WaitGroup
+}
+
+// replicaFeed is one replica's stream and what the gateway concluded
+// about it.
+type replicaFeed struct {
+	id             string
+	endpoint       string
+	replay         string
+	feed           *kvfeed.Feed
+	cancel         context.CancelFunc
+	capacityBlocks int // what the index thinks the engine holds at most
+
+	mu          sync.Mutex // the feed's goroutine and the tick share what follows
+	started     bool       // a batch applied since the last purge
+	complete    bool       // ... and the first of them was the stream's first
+	storedSince int        // blocks stored since the last purge
+	purges      map[string]uint64
+	source      index.Source // what the last tick decided
+	reason      string       // and why not events, "" when events
+
+	// Owned by the tick.
+	queriesMark float64   // the engine's prefix cache queries when the last batch was seen
+	batchMark   time.Time // that batch's arrival
+}
+
+// Why a replica's predictions come from the approximate source.
+const (
+	reasonNoStream   = "no_stream"
+	reasonCatchingUp = "catching_up"
+	reasonSilent     = "silent"
+)
+
+func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, log *slog.Logger,
+	attach func(r *fleet.Replica) (index.EventsConfig, bool)) *kvEvents {
+	return &kvEvents{index: idx, scraper: scraper, cfg: cfg, log: log, attach: attach, feeds: map[string]*replicaFeed{}}
+}
+
+// endpoints returns where replica r's engine publishes: its configured
+// kv_events, else index.kv_events' ports on its URL's host.
+func endpoints(cfg *config.Config, r *fleet.Replica) (pub, replay, topic string) {
+	ix := cfg.Index.KVEvents
+	topic = ix.Topic
+	for i := range cfg.Replicas {
+		if rc := &cfg.Replicas[i]; rc.ID == r.ID {
+			pub, replay = rc.KVEvents.Endpoint, rc.KVEvents.ReplayEndpoint
+			if rc.KVEvents.Topic != "" {
+				topic = rc.KVEvents.Topic
+			}
+		}
+	}
+	host := r.URL.Hostname()
+	if pub == "" {
+		pub = "tcp://" + net.JoinHostPort(host, strconv.Itoa(ix.Port))
+	}
+	if replay == "" && ix.ReplayPort > 0 {
+		replay = "tcp://" + net.JoinHostPort(host, strconv.Itoa(ix.ReplayPort))
+	}
+	return pub, replay, topic
+}
+
+// run starts a feed for every replica in the fleet (current lists it, read
+// once join can start feeds, so that none joins unseen in between), then
+// ticks until ctx ends; it stops and waits for every feed before it
+// returns.
+func (k *kvEvents) run(ctx context.Context, current func() []*fleet.Replica) {
+	k.mu.Lock()
+	k.ctx = ctx
+	k.mu.Unlock()
+	k.join(current())
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			k.mu.Lock()
+			for id, f := range k.feeds {
+				f.cancel()
+				delete(k.feeds, id)
+			}
+			k.mu.Unlock()
+			k.wg.Wait()
+			return
+		case now := <-t.C:
+			k.tick(now)
+		}
+	}
+}
+
+// join starts feeds for replicas that joined (once run has started; run
+// starts those present before it).
+func (k *kvEvents) join(reps []*fleet.Replica) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ctx == nil || k.ctx.Err() != nil {
+		return
+	}
+	for _, r := range reps {
+		if _, ok := k.feeds[r.ID]; ok {
+			continue
+		}
+		ec, ok := k.attach(r)
+		if !ok {
+			continue
+		}
+		pub, replay, topic := endpoints(k.cfg, r)
+		k.index.AttachEvents(r.ID, ec)
+		f := &replicaFeed{id: r.ID, endpoint: pub, replay: replay, source: index.SourceApproximate,
+			reason: reasonNoStream, purges: map[string]uint64{}}
+		f.feed = kvfeed.New(kvfeed.Config{Endpoint: pub, ReplayEndpoint: replay, Topic: topic,
+			Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index})
+		ctx, cancel := context.WithCancel(k.ctx)
+		f.cancel = cancel
+		k.feeds[r.ID] = f
+		k.wg.Go(func() {
+			if err := f.feed.Run(ctx); err != nil && ctx.Err() == nil {
+				k.log.Warn("kv events: cannot follow the engine's stream", "replica", f.id, "endpoint", pub, "err", err)
+			}
+		})
+	}
+}
+
+// leave stops the feeds of replicas that left.
+func (k *kvEvents) leave(reps []*fleet.Replica) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, r := range reps {
+		if f, ok := k.feeds[r.ID]; ok {
+			f.cancel()
+			delete(k.feeds, r.ID)
+		}
+	}
+}
+
+// tick decides every replica's source and ends stale speculation.
+func (k *kvEvents) tick(now time.Time) {
+	k.index.ExpireSpeculation()
+	capacity := map[string]int{}
+	for _, rs := range k.index.Stats().Replicas {
+		capacity[rs.ID] = rs.Capacity
+	}
+	k.mu.Lock()
+	feeds := make([]*replicaFeed, 0, len(k.feeds))
+	for _, f := range k.feeds {
+		feeds = append(feeds, f)
+	}
+	k.mu.Unlock()
+	for _, f := range feeds {
+		reason := k.judge(f, now, capacity[f.id])
+		want := index.SourceEvents
+		if reason != "" {
+			want = index.SourceApproximate
+		}
+		got := k.index.SetSource(f.id, want == index.SourceEvents)
+		f.mu.Lock()
+		changed := got != f.source || reason != f.reason
+		f.source, f.reason = got, reason
+		f.mu.Unlock()
+		if changed {
+			k.log.Info("kv index source", "replica", f.id, "source", string(got), "reason", reason)
+		}
+	}
+}
+
+// judge returns why replica f's predictions cannot follow its events now,
+// or "" when they can.
+func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) string {
+	st := f.feed.Stats()
+	f.mu.Lock()
+	started, complete, stored := f.started, f.complete, f.storedSince
+	f.capacityBlocks = capacityBlocks
+	f.mu.Unlock()
+	// A replay that answered with nothing, and no batch since: the
+	// engine has published nothing at all, so an empty mirror is its cache.
+	idle := !started && st.Applied == 0 && st.Received == 0 && st.Replays > st.ReplayErrs
+	if (!started || !st.HasSeq) && !idle {
+		return reasonNoStream
+	}
+	if !complete && !idle && stored < capacityBlocks {
+		return reasonCatchingUp
+	}
+	var queries float64
+	if s := k.scraper.Last(f.id); s != nil && s.Report != nil {
+		queries = s.Report.PrefixQueries
+	}
+	if !st.LastBatch.Equal(f.batchMark) || queries < f.queriesMark {
+		f.batchMark, f.queriesMark = st.LastBatch, queries
+	}
+	if queries > f.queriesMark && now.Sub(st.LastBatch) > time.Duration(k.cfg.Index.KVEvents.Silence) {
+		return reasonSilent
+	}
+	return ""
+}
+
+// feedSink hands one replica's stream to the index and keeps what judge
+// needs to know about it.
+type feedSink struct {
+	f     *replicaFeed
+	index index.Index
+}
+
+func (s *feedSink) Apply(seq uint64, b *events.Batch) {
+	s.index.ApplyEvents(s.f.id, b)
+	stored := 0
+	for i := range b.Events {
+		if b.Events[i].Kind == events.BlockStored {
+			stored += len(b.Events[i].Hashes)
+		}
+	}
+	f := s.f
+	f.mu.Lock()
+	if !f.started {
+		f.started, f.complete = true, seq == 0
+	}
+	f.storedSince += stored
+	f.mu.Unlock()
+}
+
+func (s *feedSink) Purge(reason string) {
+	s.index.PurgeEvents(s.f.id)
+	f := s.f
+	f.mu.Lock()
+	f.started, f.complete, f.storedSince = false, false, 0
+	f.purges[reason]++
+	f.mu.Unlock()
+}
+
+// eventsConfig is what the index needs to mirror replica r's engine: the
+// block size and chain seed of the model it serves (its first), as routing
+// hashes that model's prompts. Blocks an engine stored for an adapter are
+// seeded with the adapter's name as the model's, which is how a client
+// asks for it and so how routing hashes it.
+func (g *Gateway) eventsConfig(r *fleet.Replica) (index.EventsConfig, bool) {
+	if len(r.Models) == 0 {
+		return index.EventsConfig{}, false
+	}
+	model := r.Models[0]
+	mt := g.tokenizers[model]
+	if mt == nil {
+		return index.EventsConfig{}, false
+	}
+	return index.EventsConfig{BlockSize: mt.blockSize, Seed: func(adapter, salt string) blockhash.Hash {
+		if adapter != "" {
+			return blockhash.Seed(adapter, "", salt)
+		}
+		return blockhash.Seed(model, "", salt)
+	}}, true
+}

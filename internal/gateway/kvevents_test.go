@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// eventFleet starts n simulators publishing KV events with replay, with
+// caches of blocks blocks, and a gateway config in index mode over them.
+func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config.Config) {
+	t.Helper()
+	var sims []*sim.Local
+	for range n {
+		cfg := sim.DefaultConfig()
+		cfg.ZeroLatency = true
+		cfg.MaxModelLen = 1024
+		cfg.NumGPUBlocks = blocks
+		cfg.EnablePromptTokensDetails = true
+		cfg.KVEvents = sim.DefaultKVEventsConfig()
+		cfg.KVEvents.Enable, cfg.KVEvents.Publisher = true, "zmq"
+		cfg.KVEvents.Endpoint, cfg.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
+		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		sims = append(sims, l)
+	}
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = "kv_aware"
+	cfg.Index.Mode = mode
+	for i, s := range sims {
+		cfg.Replicas[i].KVEvents = config.ReplicaKVEvents{Endpoint: s.KVEventsEndpoint(), ReplayEndpoint: s.KVReplayEndpoint()}
+	}
+	return sims, cfg
+}
+
+// adminIndex reads /admin/index.
+func adminIndex(t *testing.T, admin string) indexSummary {
+	t.Helper()
+	resp, err := http.Get(admin + "/admin/index")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s indexSummary
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// catchUp waits until the gateway has applied every batch the simulators
+// have published about the requests they finished.
+func catchUp(t *testing.T, gw *running, sims []*sim.Local) {
+	t.Helper()
+	sent := make([]uint64, len(sims))
+	for i, s := range sims {
+		n, err := s.Server().KVEventsFlushed(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[i] = n
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		st := adminIndex(t, gw.admin).KVEvents
+		behind := -1
+		for i := range sims {
+			if sent[i] > 0 && (st[i].LastSeq == nil || *st[i].LastSeq != sent[i]-1) {
+				behind = i
+			}
+		}
+		if behind < 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s the gateway is behind on %s: the engine sent %d batches, the stream is %+v", st[behind].ID, sent[behind], st[behind])
+		}
+	}
+}
+
+// conversation is a multi-turn chat over a shared system prompt: each
+// turn resends the earlier ones with the model's answers.
+type conversation struct {
+	system string
+	turns  []string // user, assistant, user, ...
+}
+
+func (c *conversation) body() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"model":"sim","max_tokens":24,"ignore_eos":true,"messages":[{"role":"system","content":%q}`, c.system)
+	for i, m := range c.turns {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&b, `,{"role":%q,"content":%q}`, role, m)
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
+// TestExactIndexPredictsEveryHit routes multi-turn chats over shared system
+// prompts to engines small enough to evict all the time, one request at a
+// time, and checks that every prediction equals the cached tokens the
+// engine then reports: the exact index sees what the engines hold,
+// generated blocks and evictions included.
+func TestExactIndexPredictsEveryHit(t *testing.T) {
+	sims, cfg := eventFleet(t, 3, 160, config.IndexExact)
+	gw := startGateway(t, cfg)
+	waitFor(t, "every replica to follow its events", 5*time.Second, func() bool {
+		for _, r := range adminIndex(t, gw.admin).Replicas {
+			if r.Source != index.SourceEvents {
+				return false
+			}
+		}
+		return true
+	})
+	rng := rand.New(rand.NewPCG(1, 2))
+	systems := make([]string, 4)
+	for i := range systems {
+		systems[i] = strings.Repeat(fmt.Sprintf("You are assistant %d and you answer briefly. ", i), 6+3*i)
+	}
+	convs := make([]*conversation, 12)
+	for i := range convs {
+		convs[i] = &conversation{system: systems[rng.IntN(len(systems))]}
+	}
+	exact, hits, requests := 0, 0, 150
+	for i := range requests {
+		c := convs[rng.IntN(len(convs))]
+		c.turns = append(c.turns, fmt.Sprintf("question %d about item %d", i, rng.IntN(1000)))
+		body0 := c.body()
+		resp, body := chat(t, gw.url, body0)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d: %s", i, resp.StatusCode, body)
+		}
+		var out struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil || len(out.Choices) != 1 {
+			t.Fatalf("request %d: %v: %s", i, err, body)
+		}
+		c.turns = append(c.turns, out.Choices[0].Message.Content)
+		if len(c.turns) > 8 { // keep prompts within the engines' context
+			c.turns = c.turns[len(c.turns)-4:]
+		}
+		predicted, err := strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens))
+		if err != nil {
+			t.Fatalf("request %d: no prediction header: %v", i, err)
+		}
+		if predicted == out.Usage.Details.Cached {
+			exact++
+		} else {
+			t.Errorf("request %d on %s: predicted %d cached tokens, the engine found %d",
+				i, resp.Header.Get(openai.HeaderReplica), predicted, out.Usage.Details.Cached)
+			debugHeld(t, gw, resp.Header.Get(openai.HeaderReplica), body0)
+		}
+		if out.Usage.Details.Cached > 0 {
+			hits++
+		}
+		// The next prediction may count on this answer's blocks only once
+		// the engine has told of them.
+		catchUp(t, gw, sims)
+	}
+	t.Logf("%d of %d predictions exact, %d requests hit the cache", exact, requests, hits)
+	s := adminIndex(t, gw.admin)
+	evicted := uint64(0)
+	for _, st := range s.KVEvents {
+		if st.Source != index.SourceEvents || st.Gaps != 0 || st.Malformed != 0 {
+			t.Errorf("stream %+v", st)
+		}
+		evicted += st.Mirror.Removed
+	}
+	if evicted == 0 || hits < requests/3 {
+		t.Errorf("%d blocks evicted, %d hits: the test does not exercise eviction and reuse", evicted, hits)
+	}
+	page := scrape(t, gw.admin)
+	for _, want := range []string{`inferrail_index_source{replica="sim-1",source="events"} 1`, `inferrail_kv_events_gaps_total{replica="sim-2"} 0`,
+		`inferrail_kv_events_blocks{replica="sim-3",state="mirrored"}`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the metrics page lacks %s", want)
+		}
+	}
+}
+
+// debugHeld logs which of a prompt's blocks the index holds for rep, to
+// tell a missing block from a hole in the chain when a prediction is off.
+func debugHeld(t *testing.T, gw *running, rep, body string) {
+	resp, err := http.Post(gw.admin+"/admin/tokenize/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tk struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tk); err != nil {
+		t.Fatal(err)
+	}
+	var pattern strings.Builder
+	for _, h := range blockhash.Extend(nil, blockhash.Seed(testModel, "", ""), tk.Tokens, 16) {
+		if gw.g.index.Match(nil, []string{rep}, []blockhash.Hash{h}, 100, 16)[0] == 1 {
+			pattern.WriteByte('X')
+		} else {
+			pattern.WriteByte('.')
+		}
+	}
+	t.Logf("%d tokens, blocks held %s, %+v", len(tk.Tokens), pattern.String(), gw.g.index.Events(rep))
+}

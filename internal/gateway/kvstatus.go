@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/kvfeed"
+)
+
+// kvStatus is one replica's event stream as /admin/index and the metrics
+// show it.
+type kvStatus struct {
+	ID             string            `json:"id"`
+	Source         index.Source      `json:"source"`
+	Reason         string            `json:"reason,omitempty"` // why not events
+	Endpoint       string            `json:"endpoint"`
+	ReplayEndpoint string            `json:"replay_endpoint,omitempty"`
+	LastSeq        *uint64           `json:"last_seq"`
+	LagSeconds     *float64          `json:"lag_seconds"` // since the last batch applied
+	Received       uint64            `json:"received"`
+	Applied        uint64            `json:"applied"`
+	Duplicates     uint64            `json:"duplicates"`
+	Gaps           uint64            `json:"gaps"`
+	Replays        uint64            `json:"replays"`
+	ReplayErrors   uint64            `json:"replay_errors"`
+	Malformed      uint64            `json:"malformed"`
+	Purges         map[string]uint64 `json:"purges"`
+	Mirrored       int               `json:"mirrored_blocks"`
+	Speculative    int               `json:"speculative_blocks"`
+	Orphans        int               `json:"orphan_blocks"`
+	Mirror         index.MirrorStats `json:"mirror"`
+}
+
+// status lists every followed replica's stream, sorted by ID.
+func (k *kvEvents) status(now time.Time) []kvStatus {
+	k.mu.Lock()
+	feeds := make([]*replicaFeed, 0, len(k.feeds))
+	for _, f := range k.feeds {
+		feeds = append(feeds, f)
+	}
+	k.mu.Unlock()
+	out := make([]kvStatus, 0, len(feeds))
+	for _, f := range feeds {
+		out = append(out, k.statusOf(f, now))
+	}
+	slices.SortFunc(out, func(a, b kvStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
+	st := f.feed.Stats()
+	ev := k.index.Events(f.id)
+	s := kvStatus{
+		ID: f.id, Source: ev.Source, Endpoint: f.endpoint, ReplayEndpoint: f.replay,
+		Received: st.Received, Applied: st.Applied, Duplicates: st.Duplicates, Gaps: st.Gaps,
+		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed,
+		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
+		Purges: map[string]uint64{},
+	}
+	if st.HasSeq {
+		seq := st.LastSeq
+		s.LastSeq = &seq
+	}
+	if !st.LastBatch.IsZero() {
+		lag := now.Sub(st.LastBatch).Seconds()
+		s.LagSeconds = &lag
+	}
+	f.mu.Lock()
+	for r, n := range f.purges {
+		s.Purges[r] = n
+	}
+	if ev.Source != index.SourceEvents {
+		s.Reason = f.reason
+	}
+	f.mu.Unlock()
+	return s
+}
+
+// kvCollector exports every followed stream's counters.
+type kvCollector struct{ kv *kvEvents }
+
+var (
+	descKVBatches = prometheus.NewDesc("inferrail_kv_events_batches_total",
+		"KV event batches applied to the index, live or replayed.", []string{"replica"}, nil)
+	descKVGaps = prometheus.NewDesc("inferrail_kv_events_gaps_total",
+		"Times a replica's KV event stream skipped sequence numbers.", []string{"replica"}, nil)
+	descKVReplays = prometheus.NewDesc("inferrail_kv_events_replays_total",
+		"Replays asked of a replica's engine, by result.", []string{"replica", "result"}, nil)
+	descKVPurges = prometheus.NewDesc("inferrail_kv_events_purges_total",
+		"Times a replica's mirror was emptied, by reason (restart, lost, malformed).", []string{"replica", "reason"}, nil)
+	descKVMalformed = prometheus.NewDesc("inferrail_kv_events_malformed_total",
+		"KV event messages dropped as malformed.", []string{"replica"}, nil)
+	descKVLastSeq = prometheus.NewDesc("inferrail_kv_events_last_sequence",
+		"Sequence number of the last KV event batch applied.", []string{"replica"}, nil)
+	descKVLag = prometheus.NewDesc("inferrail_kv_events_lag_seconds",
+		"Time since the last KV event batch was applied.", []string{"replica"}, nil)
+	descKVBlocks = prometheus.NewDesc("inferrail_kv_events_blocks",
+		"Blocks of a replica's mirror: mirrored (the engine holds them), speculative (routed, not confirmed), orphan (parent unknown).",
+		[]string{"replica", "state"}, nil)
+	descKVDropped = prometheus.NewDesc("inferrail_kv_events_dropped_total",
+		"What a replica's mirror could not apply, by kind (unknown_removal, skipped, orphan_dropped, overflow).",
+		[]string{"replica", "kind"}, nil)
+	descIndexSource = prometheus.NewDesc("inferrail_index_source",
+		"1 for the source a replica's predictions come from now (events or approximate).", []string{"replica", "source"}, nil)
+)
+
+func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
+		descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descIndexSource} {
+		ch <- d
+	}
+}
+
+func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, s := range c.kv.status(time.Now()) {
+		id := s.ID
+		counter(descKVBatches, s.Applied, id)
+		counter(descKVGaps, s.Gaps, id)
+		counter(descKVReplays, s.Replays-s.ReplayErrors, id, "ok")
+		counter(descKVReplays, s.ReplayErrors, id, "error")
+		for _, r := range []string{kvfeed.PurgeRestart, kvfeed.PurgeLost, kvfeed.PurgeMalformed} {
+			counter(descKVPurges, s.Purges[r], id, r)
+		}
+		counter(descKVMalformed, s.Malformed, id)
+		if s.LastSeq != nil {
+			gauge(descKVLastSeq, float64(*s.LastSeq), id)
+		}
+		if s.LagSeconds != nil {
+			gauge(descKVLag, *s.LagSeconds, id)
+		}
+		gauge(descKVBlocks, float64(s.Mirrored), id, "mirrored")
+		gauge(descKVBlocks, float64(s.Speculative), id, "speculative")
+		gauge(descKVBlocks, float64(s.Orphans), id, "orphan")
+		counter(descKVDropped, s.Mirror.UnknownRemovals, id, "unknown_removal")
+		counter(descKVDropped, s.Mirror.Skipped, id, "skipped")
+		counter(descKVDropped, s.Mirror.OrphansDropped, id, "orphan_dropped")
+		counter(descKVDropped, s.Mirror.Overflow, id, "overflow")
+		for _, src := range []index.Source{index.SourceEvents, index.SourceApproximate} {
+			v := 0.0
+			if s.Source == src {
+				v = 1
+			}
+			gauge(descIndexSource, v, id, string(src))
+		}
+	}
+}
