@@ -19,7 +19,9 @@ const (
 	// EncodingArray is older vLLM's: each event an array [kind, every
 	// field in declaration order], None as nil. msgspec ignores
 	// omit_defaults for array_like structs (msgspec issue #720; the
-	// goldens show it), so no trailing default is dropped.
+	// goldens show it), so no trailing default is dropped. The fields are
+	// those vLLM had when it last sent arrays, just before #42892: no
+	// locality (#48281 came later), which this encoding drops.
 	EncodingArray
 	// EncodingSGLang is SGLang's arrays: BlockStored [kind, block_hashes,
 	// parent_block_hash, token_ids, block_size, lora_id, medium],
@@ -100,6 +102,10 @@ var (
 		required:  2,
 		mandatory: 1 << fHashes,
 	}
+	// vLLM's array-like events, before #42892, had every field but
+	// locality, the last one.
+	arrayStored  = layout{fields: vllmStored.fields[:len(vllmStored.fields)-1]}
+	arrayRemoved = layout{fields: vllmRemoved.fields[:len(vllmRemoved.fields)-1]}
 	// SGLang's structs are prefixes of vLLM's (same order), with medium
 	// defaulted, so one positional decoder reads both.
 	sglangStored  = layout{fields: vllmStored.fields[:6]}
@@ -136,10 +142,14 @@ func eventLayout(k Kind, enc Encoding) layout {
 	switch {
 	case k == BlockStored && enc == EncodingSGLang:
 		return sglangStored
+	case k == BlockStored && enc == EncodingArray:
+		return arrayStored
 	case k == BlockStored:
 		return vllmStored
 	case k == BlockRemoved && enc == EncodingSGLang:
 		return sglangRemoved
+	case k == BlockRemoved && enc == EncodingArray:
+		return arrayRemoved
 	case k == BlockRemoved:
 		return vllmRemoved
 	}

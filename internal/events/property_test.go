@@ -92,15 +92,21 @@ func genBatch(t *rapid.T) *Batch {
 	return b
 }
 
-// carried is what of b an encoding carries: SGLang's events have no
-// lora_name, extra keys, group, spec or locality.
+// carried is what of b an encoding carries: vLLM's array events have no
+// locality; SGLang's events have no lora_name, extra keys, group, spec or
+// locality.
 func carried(b *Batch, enc Encoding) *Batch {
-	if enc != EncodingSGLang {
+	if enc == EncodingMap {
 		return b
 	}
 	n := *b
 	n.Events = nil
 	for _, e := range b.Events {
+		if enc == EncodingArray {
+			e.Locality, e.HasLocality = "", false
+			n.Events = append(n.Events, e)
+			continue
+		}
 		n.Events = append(n.Events, Event{Kind: e.Kind, Hashes: e.Hashes, Parent: e.Parent,
 			HasParent: e.HasParent, Tokens: e.Tokens, BlockSize: e.BlockSize, LoRAID: e.LoRAID,
 			HasLoRAID: e.HasLoRAID && e.Kind == BlockStored, Medium: e.Medium, HasMedium: e.HasMedium})

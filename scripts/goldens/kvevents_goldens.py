@@ -47,8 +47,10 @@ OUT = os.path.join(ROOT, "internal", "events", "testdata", "goldens.json")
 Hash = Union[bytes, int]
 
 
-def vllm_structs(array_like):
-    """vLLM's event structs; events encoded as maps, or as arrays (before #42892)."""
+def vllm_structs(array_like, with_locality=True):
+    """vLLM's event structs; events encoded as maps, or as arrays (before #42892). vLLM's
+    array-like events never had locality (#48281 came after #42892): with_locality=False
+    leaves it out, as the "array" family does."""
 
     class Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
         ts: float
@@ -70,13 +72,15 @@ def vllm_structs(array_like):
         group_idx: Optional[int] = None
         kv_cache_spec_kind: Optional[str] = None
         kv_cache_spec_sliding_window: Optional[int] = None
-        locality: Optional[str] = None
+        if with_locality:
+            locality: Optional[str] = None
 
     class BlockRemoved(Event):
         block_hashes: list[Hash]
         medium: Optional[str]
         group_idx: Optional[int] = None
-        locality: Optional[str] = None
+        if with_locality:
+            locality: Optional[str] = None
 
     class AllBlocksCleared(Event):
         pass
@@ -153,7 +157,7 @@ def sglang_structs():
 
 FAMILIES = {
     "map": vllm_structs(False),
-    "array": vllm_structs(True),
+    "array": vllm_structs(True, with_locality=False),
     "array-v0": vllm_v0_structs(),
     "sglang": sglang_structs(),
 }
@@ -242,9 +246,17 @@ EDGE_NEG = [-1, -31, -32, -33, -127, -128, -129, -32767, -32768, -32769, -(2**31
 def vllm_cases(fam):
     Batch, Stored, Removed, Cleared = FAMILIES[fam]
 
+    def no_locality(cls, kw):
+        if "locality" not in cls.__struct_fields__:  # the array family has none
+            kw.pop("locality", None)
+        return kw
+
+    def removed(**kw):
+        return Removed(**no_locality(Removed, kw))
+
     def stored(hashes, toks, bs=16, parent=None, **kw):
         base = dict(lora_id=None, medium="GPU", lora_name=None)
-        base.update(kw)
+        base.update(no_locality(Stored, kw))
         return Stored(block_hashes=hashes, parent_block_hash=parent, token_ids=toks,
                       block_size=bs, **base)
 
@@ -281,8 +293,8 @@ def vllm_cases(fam):
         stored([31], tokens(0, 16), parent=30, lora_id=2**40, medium="CPU", lora_name="n",
                extra_keys=[None], group_idx=5, kv_cache_spec_kind="sliding_window_mla",
                kv_cache_spec_sliding_window=128, locality="REMOTE"),
-        Removed(block_hashes=[31], medium="STORAGE", group_idx=5, locality="LOCAL"),
-        Removed(block_hashes=[32], medium=None, locality="LOCAL")])
+        removed(block_hashes=[31], medium="STORAGE", group_idx=5, locality="LOCAL"),
+        removed(block_hashes=[32], medium=None, locality="LOCAL")])
     yield "defaults-between", Batch(ts=9.0, data_parallel_rank=0, events=[
         stored([41], tokens(0, 4), bs=4, medium=None, locality="LOCAL"),
         stored([42], tokens(4, 4), bs=4, parent=41, kv_cache_spec_sliding_window=0)])
@@ -377,6 +389,16 @@ def decode_only_cases():
     want["events"] = [e for e in want["events"] if e["type"] != "BlockMoved"]
     want["skipped"] = 1
     yield "future-fields-and-kinds", future, want
+
+    # Array-like events with locality, which no vLLM sent (inferrail-sim's array encoding did
+    # until it was caught by tests/e2e/test_kv_events.py): still read.
+    _, lStored, lRemoved, _ = vllm_structs(True, with_locality=True)
+    located = mBatch(ts=3.0, data_parallel_rank=0, events=[
+        lStored(block_hashes=[5], parent_block_hash=None, token_ids=tokens(0, 4), block_size=4,
+                lora_id=None, medium="GPU", lora_name=None, extra_keys=[None], group_idx=0,
+                kv_cache_spec_kind="full_attention", locality="LOCAL"),
+        lRemoved(block_hashes=[5], medium="GPU", group_idx=0)])
+    yield "array-with-locality", located, expect_batch(located)
 
 
 def error_cases():

@@ -7,6 +7,8 @@ run.sh passes their addresses in the environment:
   E2E_GATEWAY_ADMIN_URL  its admin port (/admin/replicas)
   E2E_REPLICAS           sim-1=http://127.0.0.1:port,... the gateway's engines by replica id
   E2E_STRESS_OUT         directory for the stress result file; empty: print only
+  E2E_BIN_DIR            the binaries run.sh built, for tests that start servers of their own
+                         (test_kv_events.py)
 
 A test taking `target` runs twice: straight to the lone simulator ("sim"), and through the
 gateway ("gateway"), where it asks for the alias `sim` of inferrail/sim-8b.

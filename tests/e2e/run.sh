@@ -190,6 +190,7 @@ for name in sim-1 sim-2 sim-3; do E2E_REPLICAS+="${E2E_REPLICAS:+,}$name=http://
 export E2E_REPLICAS
 [[ $mode == suite ]] && export E2E_SIM_URL=http://${addr[sim-solo]}
 export E2E_STRESS_OUT=$out
+export E2E_BIN_DIR=$root/bin # test_kv_events.py starts simulators of its own from here
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the work tree
 
 args=(-c "$here/pytest.ini" -p no:cacheprovider)
