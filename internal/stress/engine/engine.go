@@ -77,11 +77,11 @@ type Config struct {
 // mirrored from its KV events, per kv-mirror variant.
 func DefaultConfig() Config {
 	return Config{
-		SimBinary:  "bin/inferrail-sim",
-		OutDir:     "bench/results/sim",
-		Scenarios:  slices.Clone(Scenarios),
-		Streams:    stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
-		Soak:       stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		SimBinary: "bin/inferrail-sim",
+		OutDir:    "bench/results/sim",
+		Scenarios: slices.Clone(Scenarios),
+		Streams:   stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
+		Soak:      stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		KVMirror: KVMirrorLoad{Requests: 10000, Rate: 1000, NumGPUBlocks: 2048, BufferSteps: 10000, ReplayCheck: 1000,
 			Prefixes: 16, MaxTokens: 64, SaltEvery: 5, Seed: 1},
 		MaxNumSeqs: 256,
