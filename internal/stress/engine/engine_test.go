@@ -162,13 +162,13 @@ func TestRenderReportGolden(t *testing.T) {
 				{Variant: KVSteady, SimArgs: []string{"--zero-latency"}, KVMirror: &KVMirrorFigures{
 					Requests: 10000, Completed: 10000, LoadSeconds: 10.01, Feed: FeedCounts{Received: 50000, Applied: 50000, Replays: 1},
 					Mirror: index.MirrorStats{Stored: 40000, Removed: 38000}, EngineCopies: 2047, EngineDistinct: 2047, MirrorDistinct: 2047,
-					ReplayChecked: 1000, ReplayEqual: 1000}},
+					ReplayWindow: 1000, ReplayChecked: 1000, ReplayEqual: 1000}},
 				{Variant: KVEngineRestart, SimArgs: []string{"--zero-latency"}, KVMirror: &KVMirrorFigures{
 					Requests: 10000, Completed: 9800, Failures: stress.Failures{Errors: 200, ErrorKinds: map[string]int{"transport": 200},
 						ErrorSamples: []string{"transport: connection refused"}},
 					LoadSeconds: 10.2, Feed: FeedCounts{Received: 45000, Applied: 46000, Replays: 2, Purges: 1, Duplicates: 3},
 					Mirror: index.MirrorStats{Stored: 39000, Removed: 30000}, EngineCopies: 2047, EngineDistinct: 2047, MirrorDistinct: 2046,
-					KeyMismatches: 1, MissingHashes: 1, ReplayChecked: 1000, ReplayEqual: 999, DisruptedAt: 5000,
+					KeyMismatches: 1, MissingHashes: 1, ReplayWindow: 1000, ReplayChecked: 990, ReplayEqual: 989, ReplayUnseen: 10, DisruptedAt: 5000,
 					Problems: []string{"the mirror differs from the engine"}}},
 			},
 		},

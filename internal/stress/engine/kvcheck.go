@@ -164,14 +164,20 @@ func (k *kvRun) checkReplay(ctx context.Context, f *KVMirrorFigures) {
 		f.Problems = append(f.Problems, "replay for the byte check: "+err.Error())
 		return
 	}
+	f.ReplayWindow = int(last + 1 - start)
 	k.tap.mu.Lock()
 	defer k.tap.mu.Unlock()
 	for _, b := range got {
 		if b.seq > last {
 			continue
 		}
+		live, ok := k.tap.live[b.seq]
+		if !ok {
+			f.ReplayUnseen++
+			continue
+		}
 		f.ReplayChecked++
-		if live, ok := k.tap.live[b.seq]; ok && bytes.Equal(live, b.payload) {
+		if bytes.Equal(live, b.payload) {
 			f.ReplayEqual++
 		}
 	}

@@ -94,10 +94,15 @@ type KVMirrorFigures struct {
 	// does not hold under the gateway's hash.
 	KeyMismatches int `json:"key_mismatches"`
 	MissingHashes int `json:"missing_hashes"`
-	// ReplayChecked of the last batches were replayed; ReplayEqual of them
-	// had the bytes the live stream carried.
+	// ReplayWindow is how many of the last batches were asked for again
+	// (ReplayCheck, or fewer when the stream is shorter); ReplayChecked of
+	// them were also seen live, and ReplayEqual of those had the same bytes.
+	// ReplayUnseen were replayed but never seen live: the tap was
+	// reconnecting to a restarted engine when they went out.
+	ReplayWindow  int `json:"replay_window"`
 	ReplayChecked int `json:"replay_checked"`
 	ReplayEqual   int `json:"replay_equal"`
+	ReplayUnseen  int `json:"replay_unseen,omitempty"`
 	// DisruptedAt is the request index at which the disruption began.
 	DisruptedAt int `json:"disrupted_at,omitempty"`
 	// Problems lists every check that failed; empty when the mirror
@@ -437,8 +442,12 @@ func (k *kvRun) judge(f *KVMirrorFigures) {
 	if f.Mirror.Removed == 0 {
 		bad("no block was evicted: the cache is too large for the load")
 	}
-	if f.ReplayEqual != f.ReplayChecked || f.ReplayChecked != k.l.ReplayCheck {
-		bad("%d of %d replayed batches equal the live ones, %d checked", f.ReplayEqual, k.l.ReplayCheck, f.ReplayChecked)
+	if f.ReplayEqual != f.ReplayChecked || f.ReplayChecked+f.ReplayUnseen != f.ReplayWindow || f.ReplayChecked == 0 {
+		bad("of the last %d batches, %d replayed and seen live, %d of them byte-equal, %d replayed but not seen live",
+			f.ReplayWindow, f.ReplayChecked, f.ReplayEqual, f.ReplayUnseen)
+	}
+	if f.ReplayUnseen != 0 && k.variant != KVEngineRestart {
+		bad("%d replayed batches were never seen live", f.ReplayUnseen)
 	}
 	if f.Feed.Malformed != 0 || f.Orphans != 0 || f.Mirror.Skipped != 0 {
 		bad("%d malformed batches, %d orphans, %d blocks skipped", f.Feed.Malformed, f.Orphans, f.Mirror.Skipped)
