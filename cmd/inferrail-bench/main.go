@@ -37,8 +37,8 @@ Commands:
   sweep    the runs of a TOML sweep file, policies innermost, resuming past
            runs whose result file matches
   report   a Markdown report from a directory of result files
-  stress   run the simulator stress scenarios (sim-streams, sim-soak) and
-           write their results and report
+  stress   run the simulator stress scenarios (sim-streams, sim-soak,
+           kv-mirror) and write their results and report
   gwstress run the gateway stress scenarios (gw-streams, gw-overhead,
            gw-routing, gw-kill, ...) against a gateway child process and write their results and
            report

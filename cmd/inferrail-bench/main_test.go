@@ -93,7 +93,7 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"sweep", "--file", "x.toml", "extra"}, `sweep: unexpected argument "extra"`},
 		{[]string{"stress", "--scenarios", " , "}, "stress: --scenarios: name at least one scenario"},
 		{[]string{"stress", "extra"}, `stress: unexpected argument "extra"`},
-		{[]string{"stress", "--scenarios", "sim-soak,nope"}, `scenarios[1]: unknown scenario "nope" (known: sim-streams, sim-soak)`},
+		{[]string{"stress", "--scenarios", "sim-soak,nope"}, `scenarios[1]: unknown scenario "nope" (known: sim-streams, sim-soak, kv-mirror)`},
 		{[]string{"gwstress", "--scenarios", ""}, "gwstress: --scenarios: name at least one scenario"},
 		{[]string{"gwstress", "--routing-rates", "100,x"}, `gwstress: --routing-rates: "x" is not a number`},
 		{[]string{"gwstress", "--routing-variants", "bogus"}, "gwstress: --routing-variants: "},
@@ -195,7 +195,8 @@ func TestStressCommand(t *testing.T) {
 	}
 	out := t.TempDir()
 	args := []string{"--sim-binary", os.Args[0], "--out", out, "--streams", "8", "--stream-max-tokens", "4",
-		"--soak-requests", "40", "--soak-warmup", "10", "--soak-concurrency", "4", "--soak-sample-every", "10"}
+		"--soak-requests", "40", "--soak-warmup", "10", "--soak-concurrency", "4", "--soak-sample-every", "10",
+		"--kv-requests", "300", "--kv-rate", "600", "--kv-blocks", "512", "--kv-buffer-steps", "1000", "--kv-replay-check", "100"}
 	stdout, stderr, err := runArgs(t, append([]string{"stress"}, args...)...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
@@ -219,7 +220,7 @@ func TestStressCommand(t *testing.T) {
 			t.Errorf("%s: %+v", run.Variant, run.Streams)
 		}
 	}
-	for _, name := range []string{engine.ScenarioSoak + ".json", "README.md"} {
+	for _, name := range []string{engine.ScenarioSoak + ".json", engine.ScenarioKVMirror + ".json", "README.md"} {
 		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
 			t.Error(err)
 		}

@@ -27,6 +27,11 @@ func stressConfig(args []string, stderr io.Writer) (engine.Config, error) {
 	fs.IntVar(&c.Soak.Concurrency, "soak-concurrency", c.Soak.Concurrency, "sim-soak: requests in flight")
 	fs.IntVar(&c.Soak.Warmup, "soak-warmup", c.Soak.Warmup, "sim-soak: requests before the memory baseline")
 	fs.IntVar(&c.Soak.SampleEvery, "soak-sample-every", c.Soak.SampleEvery, "sim-soak: memory sample under load every this many requests (0: none)")
+	fs.IntVar(&c.KVMirror.Requests, "kv-requests", c.KVMirror.Requests, "kv-mirror: requests per variant")
+	fs.IntVar(&c.KVMirror.Rate, "kv-rate", c.KVMirror.Rate, "kv-mirror: request rate, req/s")
+	fs.IntVar(&c.KVMirror.NumGPUBlocks, "kv-blocks", c.KVMirror.NumGPUBlocks, "kv-mirror: the simulator's cache, in blocks")
+	fs.IntVar(&c.KVMirror.BufferSteps, "kv-buffer-steps", c.KVMirror.BufferSteps, "kv-mirror: the simulator's replay buffer, in batches")
+	fs.IntVar(&c.KVMirror.ReplayCheck, "kv-replay-check", c.KVMirror.ReplayCheck, "kv-mirror: how many of the last batches must replay byte for byte")
 	var err error
 	c.Scenarios, c.Logger, c.Command, err = fs.parse(args)
 	return c, err

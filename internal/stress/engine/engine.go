@@ -18,6 +18,9 @@ import (
 const (
 	ScenarioStreams = "sim-streams"
 	ScenarioSoak    = "sim-soak"
+	// ScenarioKVMirror runs its simulator in this process: it reads the
+	// engine's cache to compare it with the mirror.
+	ScenarioKVMirror = "kv-mirror"
 )
 
 // scenarios are the simulator stress scenarios, in the order Run runs
@@ -27,6 +30,8 @@ var scenarios = []stress.Scenario[Config, *simRun]{
 		Load: func(c *Config) stress.Validator { return c.Streams }, Describe: describeStreams, Run: stressStreams},
 	{Name: ScenarioSoak, Stresses: "the simulator's memory and open files over a long mixed workload", Params: "soak",
 		Load: func(c *Config) stress.Validator { return c.Soak }, Describe: describeSoak, Run: stressSoak},
+	{Name: ScenarioKVMirror, Stresses: "the KV event stream and a mirror of the engine's cache built from it, under eviction and restarts", Params: "kv_mirror",
+		Load: func(c *Config) stress.Validator { return c.KVMirror }, Describe: describeKVMirror, Run: stressKVMirror},
 }
 
 // Scenarios lists the simulator stress scenarios' names in the order Run
@@ -57,6 +62,9 @@ type Config struct {
 
 	Streams stress.StreamsLoad // sim-streams
 	Soak    stress.SoakLoad    // sim-soak
+	// KVMirror is kv-mirror's load; its simulator runs in this process,
+	// not from SimBinary.
+	KVMirror KVMirrorLoad
 	// MaxNumSeqs is the children's --max-num-seqs. Zero means 256.
 	MaxNumSeqs int
 	// Logger reports progress at Info. Nil discards.
@@ -64,15 +72,18 @@ type Config struct {
 }
 
 // DefaultConfig returns the issue's scenarios: 2,000 streams of 16
-// tokens, and a 35,000-request soak at concurrency 64 with a 2,000-request
-// warmup.
+// tokens, a 35,000-request soak at concurrency 64 with a 2,000-request
+// warmup, and 10,000 requests at 1,000 req/s through a 2,048-block cache
+// mirrored from its KV events, per kv-mirror variant.
 func DefaultConfig() Config {
 	return Config{
-		SimBinary:  "bin/inferrail-sim",
-		OutDir:     "bench/results/sim",
-		Scenarios:  slices.Clone(Scenarios),
-		Streams:    stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
-		Soak:       stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		SimBinary: "bin/inferrail-sim",
+		OutDir:    "bench/results/sim",
+		Scenarios: slices.Clone(Scenarios),
+		Streams:   stress.StreamsLoad{Streams: 2000, MaxTokens: 16},
+		Soak:      stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
+		KVMirror: KVMirrorLoad{Requests: 10000, Rate: 1000, NumGPUBlocks: 2048, BufferSteps: 10000, ReplayCheck: 1000,
+			Prefixes: 16, MaxTokens: 64, SaltEvery: 5, Seed: 1},
 		MaxNumSeqs: 256,
 	}
 }
@@ -100,6 +111,7 @@ type SimRun struct {
 	Parameters map[string]any         `json:"parameters"`
 	Streams    *stress.StreamsFigures `json:"streams,omitempty"`
 	Soak       *stress.SoakFigures    `json:"soak,omitempty"`
+	KVMirror   *KVMirrorFigures       `json:"kv_mirror,omitempty"`
 	// SimStopError is how the simulator failed to stop cleanly, if it did.
 	SimStopError string `json:"sim_stop_error,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/inferrail/inferrail/internal/stress"
 	"github.com/inferrail/inferrail/internal/stress/stresstest"
 
+	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs/procstest"
 )
@@ -28,6 +29,7 @@ func TestSimEndToEnd(t *testing.T) {
 	c := DefaultConfig()
 	c.SimBinary, c.SimEnv = os.Args[0], procstest.SimEnv()
 	c.OutDir = out
+	c.Scenarios = []string{ScenarioStreams, ScenarioSoak} // TestKVMirror runs kv-mirror
 	c.Command = "go run ./cmd/inferrail-bench stress --streams 40"
 	c.Streams = stress.StreamsLoad{Streams: 40, MaxTokens: 16, Timeout: 30 * time.Second}
 	c.Soak = stress.SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Timeout: 30 * time.Second, Seed: 1}
@@ -113,6 +115,12 @@ func TestSimConfigValidate(t *testing.T) {
 			c.Soak.Warmup = c.Soak.Requests
 			c.Soak.Concurrency = -1
 		}, []string{"streams.streams: must be positive", "soak.concurrency: must be positive", "soak.warmup: must be within 0..34999"}},
+		{"kv_mirror", func(c *Config) {
+			c.KVMirror.ReplayCheck = c.KVMirror.BufferSteps + 1
+			c.KVMirror.MaxTokens = 8
+			c.KVMirror.Rate = 0
+		}, []string{"kv_mirror.rate: must be positive", "kv_mirror.replay_check: must not exceed buffer_steps (10000), got 10001",
+			"kv_mirror.max_tokens: must be at least 16 (one block), got 8"}},
 		{"unrun_scenario_unchecked", func(c *Config) {
 			c.Scenarios = []string{ScenarioSoak}
 			c.Streams.Streams = 0
@@ -147,6 +155,22 @@ func TestRenderReportGolden(t *testing.T) {
 					}},
 				Sim: &stress.SimGauges{Preemptions: 12, RequestSuccess: map[string]float64{"abort": 3, "length": 30000, "stop": 3000}},
 			}}},
+		},
+		{
+			Scenario: ScenarioKVMirror, Description: "A mirror.", Command: cmd, Environment: env,
+			Runs: []SimRun{
+				{Variant: KVSteady, SimArgs: []string{"--zero-latency"}, KVMirror: &KVMirrorFigures{
+					Requests: 10000, Completed: 10000, LoadSeconds: 10.01, Feed: FeedCounts{Received: 50000, Applied: 50000, Replays: 1},
+					Mirror: index.MirrorStats{Stored: 40000, Removed: 38000}, EngineCopies: 2047, EngineDistinct: 2047, MirrorDistinct: 2047,
+					ReplayWindow: 1000, ReplayChecked: 1000, ReplayEqual: 1000}},
+				{Variant: KVEngineRestart, SimArgs: []string{"--zero-latency"}, KVMirror: &KVMirrorFigures{
+					Requests: 10000, Completed: 9800, Failures: stress.Failures{Errors: 200, ErrorKinds: map[string]int{"transport": 200},
+						ErrorSamples: []string{"transport: connection refused"}},
+					LoadSeconds: 10.2, Feed: FeedCounts{Received: 45000, Applied: 46000, Replays: 2, Purges: 1, Duplicates: 3},
+					Mirror: index.MirrorStats{Stored: 39000, Removed: 30000}, EngineCopies: 2047, EngineDistinct: 2047, MirrorDistinct: 2046,
+					KeyMismatches: 1, MissingHashes: 1, ReplayWindow: 1000, ReplayChecked: 990, ReplayEqual: 989, ReplayUnseen: 10, DisruptedAt: 5000,
+					Problems: []string{"the mirror differs from the engine"}}},
+			},
 		},
 		{
 			Scenario: ScenarioStreams, Description: "Many streams.", Command: cmd, Environment: env,

@@ -62,6 +62,8 @@ func RenderReport(results []Result, benchText string) []byte {
 			renderStreams(&w, r)
 		case ScenarioSoak:
 			renderSoak(&w, r)
+		case ScenarioKVMirror:
+			renderKVMirror(&w, r)
 		default:
 			p("## %s\n\n%s\n\n", r.Scenario, r.Description)
 		}
@@ -97,6 +99,9 @@ func renderSummary(w *strings.Builder, results []Result, rows []benchRow) {
 			if f := run.Soak; f != nil && f.Memory != nil {
 				lines = append(lines, fmt.Sprintf("%d-request soak: resident memory grew %s (%s → %s); %d errors.",
 					f.Requests, stress.MiB(f.Memory.GrowthBytes), stress.MiB(f.Memory.WarmupRSSBytes), stress.MiB(f.Memory.EndRSSBytes), f.Errors))
+			}
+			if f := run.KVMirror; f != nil {
+				lines = append(lines, kvSummary(run.Variant, f))
 			}
 		}
 	}

@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestKVMirror runs kv-mirror short: 1,000 requests at 500 req/s per
+// variant, through a cache small enough to evict.
+func TestKVMirror(t *testing.T) {
+	out := t.TempDir()
+	c := DefaultConfig()
+	c.OutDir, c.Scenarios = out, []string{ScenarioKVMirror}
+	c.KVMirror = KVMirrorLoad{Requests: 1000, Rate: 500, NumGPUBlocks: 1024, BufferSteps: 2000, ReplayCheck: 500,
+		Prefixes: 8, MaxTokens: 64, SaltEvery: 5, Downtime: 100 * time.Millisecond, Timeout: 30 * time.Second, Seed: 1}
+	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	res := readResult(t, filepath.Join(out, ScenarioKVMirror+".json"))
+	if len(res.Runs) != len(kvVariants) {
+		t.Fatalf("%d runs, want %d", len(res.Runs), len(kvVariants))
+	}
+	for _, run := range res.Runs {
+		f := run.KVMirror
+		if f == nil {
+			t.Fatalf("%s: no figures", run.Variant)
+		}
+		t.Logf("%s: %+v", run.Variant, *f)
+		for _, p := range f.Problems {
+			t.Errorf("%s: %s", run.Variant, p)
+		}
+		if f.Feed.Applied == 0 || f.EngineCopies == 0 || f.ReplayChecked == 0 || (run.Variant != KVEngineRestart && f.ReplayChecked != 500) {
+			t.Errorf("%s: figures not filled: %+v", run.Variant, *f)
+		}
+	}
+}
