@@ -55,7 +55,7 @@ func BenchmarkMirrorBytesPerBlock(b *testing.B) {
 	var perBlock float64
 	for b.Loop() {
 		grew, kept := heapGrowth(func() any {
-			m := NewMirror(16, func(string, string) blockhash.Hash { return seed }, 0)
+			m := NewMirror(16, func(string, string) blockhash.Hash { return seed }, 0, 0)
 			fillMirror(m, mirroredBlocks)
 			return m
 		})

@@ -107,7 +107,7 @@ func BenchmarkIngest(b *testing.B) {
 
 func benchIngest(b *testing.B, c *ingestCycle, decoded []events.Batch, mode string) {
 	seed := blockhash.Seed("inferrail/sim-8b", "", "")
-	m := index.NewMirror(16, func(string, string) blockhash.Hash { return seed }, 1<<16)
+	m := index.NewMirror(16, func(string, string) blockhash.Hash { return seed }, 1<<16, 0)
 	for _, p := range c.prefixes {
 		m.Apply(p)
 	}

@@ -218,7 +218,7 @@ func runKVMirror(ctx context.Context, c *Config, cfg sim.Config, variant string)
 	model := cfg.ModelName()
 	seed := func(adapter, salt string) blockhash.Hash { return blockhash.Seed(model, adapter, salt) }
 	k := &kvRun{l: l, variant: variant, sim: local,
-		sink: &mirrorSink{m: index.NewMirror(cfg.BlockSize, seed, 1<<16)},
+		sink: &mirrorSink{m: index.NewMirror(cfg.BlockSize, seed, 1<<16, 0)},
 		fcfg: kvfeed.Config{Endpoint: local.KVEventsEndpoint(), ReplayEndpoint: local.KVReplayEndpoint(), Topic: "kv",
 			ReplayTimeout: 30 * time.Second, Log: c.Logger}}
 	if k.tap, err = startTap(ctx, local.KVEventsEndpoint(), 2*l.ReplayCheck); err != nil {
