@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -36,8 +37,15 @@ func venvPython(t *testing.T) string {
 		dir = parent
 	}
 	py := filepath.Join(dir, ".venv", "e2e", "bin", "python")
-	if _, err := os.Stat(py); err != nil {
-		msg := fmt.Sprintf("interop with libzmq needs %s (pyzmq): build it with tests/e2e/run.sh --venv", py)
+	// run.sh stamps the venv with the sha256 of the requirements it was
+	// built from; a venv built before pyzmq was pinned lacks it.
+	want, err := os.ReadFile(filepath.Join(dir, "tests", "e2e", "requirements.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp, _ := os.ReadFile(filepath.Join(dir, ".venv", "e2e", "requirements.sha256"))
+	if _, err := os.Stat(py); err != nil || strings.TrimSpace(string(stamp)) != fmt.Sprintf("%x", sha256.Sum256(want)) {
+		msg := fmt.Sprintf("interop with libzmq needs %s (pyzmq), built from tests/e2e/requirements.txt as it is: (re)build it with tests/e2e/run.sh --venv", py)
 		if os.Getenv("CI") != "" || os.Getenv("INFERRAIL_REQUIRE_INTEROP") == "1" {
 			t.Fatal(msg)
 		}
