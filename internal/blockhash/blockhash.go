@@ -45,6 +45,25 @@ func Seed(model, adapter, cacheSalt string) Hash {
 	return Hash{h.Hi, h.Lo}
 }
 
+// Next is the hash of one block of tokens after parent: what Extend
+// computes for that block. It is for readers of KV events, whose token ids
+// come as uint32; it allocates nothing for blocks of up to 256 tokens.
+func Next(parent Hash, tokens []uint32) Hash {
+	var stack [16 + 4*256]byte
+	buf := stack[:]
+	if need := 16 + 4*len(tokens); need > len(stack) {
+		buf = make([]byte, need)
+	}
+	buf = buf[:16+4*len(tokens)]
+	binary.LittleEndian.PutUint64(buf[0:], parent.Hi)
+	binary.LittleEndian.PutUint64(buf[8:], parent.Lo)
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(buf[16+4*i:], t)
+	}
+	h := xxh3.Hash128(buf)
+	return Hash{h.Hi, h.Lo}
+}
+
 // Extend appends to hashes the chained XXH3-128 hashes of the full
 // blocks of tokens that hashes does not cover yet, and returns the extended
 // slice. hashes must hold the hashes of the first len(hashes) blocks of the

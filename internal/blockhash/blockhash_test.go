@@ -129,3 +129,25 @@ func TestBlockHashPinned(t *testing.T) {
 		}
 	}
 }
+
+// TestNextIsExtend: hashing one block at a time with Next gives Extend's
+// chain, for the block sizes engines use and past Next's stack buffer.
+func TestNextIsExtend(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		bs := rapid.SampledFrom([]int{1, 16, 32, 256, 300}).Draw(t, "blockSize")
+		toks := rapid.SliceOfN(rapid.IntRange(0, 1<<31-1), 0, 3*bs).Draw(t, "tokens")
+		seed := Seed("m", "", rapid.StringN(0, 4, -1).Draw(t, "salt"))
+		want := Extend(nil, seed, toks, bs)
+		parent := seed
+		for i, h := range want {
+			block := make([]uint32, bs)
+			for j := range block {
+				block[j] = uint32(toks[i*bs+j])
+			}
+			parent = Next(parent, block)
+			if parent != h {
+				t.Fatalf("block %d: Next %v, Extend %v", i, parent, h)
+			}
+		}
+	})
+}

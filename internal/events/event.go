@@ -67,6 +67,20 @@ func (h Hash) IsBytes() bool { return h.form == hashBytes }
 // integer); false when the hash was sent as bytes.
 func (h Hash) Uint() (uint64, bool) { return h.n, h.form != hashBytes }
 
+// Low64 is the hash as 64 bits: the integer, or a digest's last eight
+// bytes read big-endian (how vLLM turns its digests into integers), so that
+// both forms of one engine's hash agree.
+func (h Hash) Low64() uint64 {
+	if h.form != hashBytes {
+		return h.n
+	}
+	var k uint64
+	for i := max(0, len(h.bytes)-8); i < len(h.bytes); i++ {
+		k = k<<8 | uint64(h.bytes[i])
+	}
+	return k
+}
+
 // Bytes returns the digest of a hash sent as bytes, or the integer's eight
 // big-endian bytes.
 func (h Hash) Bytes() []byte {

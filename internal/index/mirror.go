@@ -1,6 +1,8 @@
 package index
 
 import (
+	"slices"
+
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
 )
@@ -21,19 +23,21 @@ type Mirror struct {
 	blockSize int
 	seed      SeedFunc
 
-	blocks map[engineKey]*mirrorBlock
-	// ours counts, per gateway hash, the engine blocks that carry it: an
-	// engine may hold two copies of one block (two requests computed it at
-	// once), each stored and removed on its own.
-	ours map[blockhash.Hash]int32
-	// waiting lists the orphans under each unseen parent.
+	blocks map[engineKey]mirrorBlock
+	keyed  int // blocks with a gateway hash (not orphans)
+	// waiting lists the orphans under each unseen parent; orphans holds
+	// their tokens.
 	waiting    map[engineKey][]engineKey
-	orphans    int
+	orphans    map[engineKey]orphan
 	maxOrphans int
 	maxBlocks  int
 
 	// held and dropped, when set, hear of every gateway hash the engine
-	// comes to hold (its first copy) and stops holding (its last).
+	// comes to hold (its first copy, once keyed) and stops holding (its
+	// last copy). One gateway hash per engine block: two engine blocks of
+	// the same tokens after the same parent differ only by what the
+	// gateway does not hash (multimodal inputs, prompt embeddings), which
+	// text prompts do not have.
 	held, dropped func(blockhash.Hash)
 
 	Stats MirrorStats
@@ -66,23 +70,19 @@ type MirrorStats struct {
 // when it sends integers.
 type engineKey uint64
 
-func keyOf(h events.Hash) engineKey {
-	if n, ok := h.Uint(); ok {
-		return engineKey(n)
-	}
-	b := h.Bytes()
-	var k uint64
-	for _, c := range b[max(0, len(b)-8):] {
-		k = k<<8 | uint64(c)
-	}
-	return engineKey(k)
-}
+func keyOf(h events.Hash) engineKey { return engineKey(h.Low64()) }
 
+// mirrorBlock is one engine block, a map value: 24 bytes. An orphan's
+// gateway hash is not known yet; what it needs to learn it waits in
+// Mirror.orphans.
 type mirrorBlock struct {
 	ours   blockhash.Hash // valid unless orphan
 	count  int32          // copies the engine holds
 	orphan bool
-	// An orphan keeps what it needs to join the chain later.
+}
+
+// orphan is what an orphan keeps to join the chain later.
+type orphan struct {
 	parent engineKey
 	tokens []uint32
 }
@@ -94,32 +94,11 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror 
 	return &Mirror{
 		blockSize:  blockSize,
 		seed:       seed,
-		blocks:     make(map[engineKey]*mirrorBlock),
-		ours:       make(map[blockhash.Hash]int32),
+		blocks:     make(map[engineKey]mirrorBlock),
 		waiting:    make(map[engineKey][]engineKey),
+		orphans:    make(map[engineKey]orphan),
 		maxOrphans: max(0, maxOrphans),
 		maxBlocks:  max(0, maxBlocks),
-	}
-}
-
-// hold counts n more engine copies of the block the gateway names h.
-func (m *Mirror) hold(h blockhash.Hash, n int32) {
-	before := m.ours[h]
-	m.ours[h] = before + n
-	if before == 0 && m.held != nil {
-		m.held(h)
-	}
-}
-
-// release counts one engine copy fewer of h.
-func (m *Mirror) release(h blockhash.Hash) {
-	if n := m.ours[h] - 1; n > 0 {
-		m.ours[h] = n
-		return
-	}
-	delete(m.ours, h)
-	if m.dropped != nil {
-		m.dropped(h)
 	}
 }
 
@@ -152,14 +131,16 @@ func (m *Mirror) ApplyEvent(ev *events.Event) {
 // restarted.
 func (m *Mirror) Clear() {
 	if m.dropped != nil {
-		for h := range m.ours {
-			m.dropped(h)
+		for _, b := range m.blocks {
+			if !b.orphan {
+				m.dropped(b.ours)
+			}
 		}
 	}
 	clear(m.blocks)
-	clear(m.ours)
+	m.keyed = 0
 	clear(m.waiting)
-	m.orphans = 0
+	clear(m.orphans)
 }
 
 func (m *Mirror) store(ev *events.Event) {
@@ -176,80 +157,70 @@ func (m *Mirror) store(ev *events.Event) {
 	if !ev.HasParent && len(ev.ExtraKeys) > 0 {
 		salt = events.CacheSalt(ev.ExtraKeys[0], lora)
 	}
-	var parent *mirrorBlock
-	parentKey := engineKey(0)
+	// parent is the block before the one at hand: known (keyed), or not.
+	parentKey, parentKnown := engineKey(0), false
+	var parentOurs blockhash.Hash
 	if ev.HasParent {
 		parentKey = keyOf(ev.Parent)
-		parent = m.blocks[parentKey]
+		p, ok := m.blocks[parentKey]
+		parentKnown, parentOurs = ok && !p.orphan, p.ours
 	}
 	for j, h := range ev.Hashes {
 		k := keyOf(h)
-		b := m.blocks[k]
-		fresh := b == nil
-		if fresh {
-			if m.maxBlocks > 0 && len(m.blocks) >= m.maxBlocks {
-				m.Stats.Overflow++
-				parent, parentKey = nil, k // its children cannot be keyed either
-				continue
-			}
-			b = &mirrorBlock{}
-			m.blocks[k] = b
+		b, seen := m.blocks[k]
+		if !seen && m.maxBlocks > 0 && len(m.blocks) >= m.maxBlocks {
+			m.Stats.Overflow++
+			parentKey, parentKnown = k, false // its children cannot be keyed either
+			continue
 		}
 		b.count++
 		m.Stats.Stored++
-		if !fresh && !b.orphan {
-			m.hold(b.ours, 1)
-			parent, parentKey = b, k
-			continue
-		}
-		// A new block, or an orphan stored again: key it if its parent
-		// is now known.
-		tokens := ev.Tokens[j*bs : (j+1)*bs]
-		var base blockhash.Hash
 		switch {
+		case seen && !b.orphan:
+			m.blocks[k] = b // one more copy of a keyed block
 		case j == 0 && !ev.HasParent:
-			base = m.seed(lora, salt)
-		case parent != nil && !parent.orphan:
-			base = parent.ours
+			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
+		case parentKnown:
+			m.key(k, b, parentOurs, ev.Tokens[j*bs:(j+1)*bs])
+		case seen: // an orphan stored again, still without its parent
+			m.blocks[k] = b
 		default:
-			if fresh {
-				m.adopt(k, b, parentKey, tokens)
-			}
-			parent, parentKey = b, k
-			continue
+			b.orphan = true
+			m.blocks[k] = b
+			m.adopt(k, parentKey, ev.Tokens[j*bs:(j+1)*bs])
 		}
-		if b.orphan {
-			b.orphan, b.tokens = false, nil
-			m.orphans--
-		}
-		b.ours = m.chain(base, tokens)
-		m.hold(b.ours, b.count)
-		m.join(k)
-		parent, parentKey = b, k
+		b = m.blocks[k]
+		parentKey, parentKnown, parentOurs = k, !b.orphan && b.count > 0, b.ours
 	}
 }
 
-// chain is the gateway's hash of a block of tokens after parent.
-func (m *Mirror) chain(parent blockhash.Hash, tokens []uint32) blockhash.Hash {
-	ids := make([]int, len(tokens))
-	for i, t := range tokens {
-		ids[i] = int(t)
+// key gives block k (new, or an orphan) its gateway hash, the chain of
+// tokens after base, and joins the orphans waiting on it.
+func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []uint32) {
+	if b.orphan {
+		delete(m.orphans, k)
+		b.orphan = false
 	}
-	return blockhash.Extend(nil, parent, ids, m.blockSize)[0]
+	b.ours = blockhash.Next(base, tokens)
+	m.blocks[k] = b
+	m.keyed++
+	if m.held != nil {
+		m.held(b.ours)
+	}
+	m.join(k)
 }
 
-// adopt keeps b, whose parent is unknown or an orphan, as an orphan.
-func (m *Mirror) adopt(k engineKey, b *mirrorBlock, parent engineKey, tokens []uint32) {
+// adopt keeps the tokens of orphan k, whose parent is unknown or an
+// orphan, until the parent joins the chain.
+func (m *Mirror) adopt(k, parent engineKey, tokens []uint32) {
 	if m.maxOrphans == 0 {
 		delete(m.blocks, k)
 		m.Stats.OrphansDropped++
 		return
 	}
-	b.orphan, b.parent = true, parent
-	b.tokens = append([]uint32(nil), tokens...)
+	m.orphans[k] = orphan{parent: parent, tokens: append([]uint32(nil), tokens...)}
 	m.waiting[parent] = append(m.waiting[parent], k)
-	m.orphans++
-	if m.orphans > m.maxOrphans {
+	if len(m.orphans) > m.maxOrphans {
 		m.dropOrphans()
 	}
 }
@@ -259,14 +230,14 @@ func (m *Mirror) adopt(k engineKey, b *mirrorBlock, parent engineKey, tokens []u
 func (m *Mirror) dropOrphans() {
 	for p, kids := range m.waiting {
 		for _, k := range kids {
-			if b := m.blocks[k]; b != nil && b.orphan {
+			if _, ok := m.orphans[k]; ok {
+				delete(m.orphans, k)
 				delete(m.blocks, k)
-				m.orphans--
 				m.Stats.OrphansDropped++
 			}
 		}
 		delete(m.waiting, p)
-		if m.orphans <= m.maxOrphans {
+		if len(m.orphans) <= m.maxOrphans {
 			return
 		}
 	}
@@ -279,45 +250,85 @@ func (m *Mirror) join(k engineKey) {
 	for len(stack) > 0 {
 		pk := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		p := m.blocks[pk]
 		kids := m.waiting[pk]
+		if len(kids) == 0 {
+			continue
+		}
 		delete(m.waiting, pk)
+		p := m.blocks[pk]
 		for _, ck := range kids {
-			c := m.blocks[ck]
-			if c == nil || !c.orphan {
+			o, ok := m.orphans[ck]
+			if !ok || o.parent != pk {
 				continue
 			}
-			c.ours = m.chain(p.ours, c.tokens)
-			c.orphan, c.tokens = false, nil
-			m.orphans--
-			m.hold(c.ours, c.count)
+			delete(m.orphans, ck)
+			c := m.blocks[ck]
+			c.orphan = false
+			c.ours = blockhash.Next(p.ours, o.tokens)
+			m.blocks[ck] = c
+			m.keyed++
+			if m.held != nil {
+				m.held(c.ours)
+			}
 			stack = append(stack, ck)
 		}
 	}
 }
 
 func (m *Mirror) remove(k engineKey) {
-	b := m.blocks[k]
-	if b == nil {
+	b, ok := m.blocks[k]
+	if !ok {
 		m.Stats.UnknownRemovals++
 		return
 	}
 	m.Stats.Removed++
 	b.count--
-	if !b.orphan {
-		m.release(b.ours)
-	}
 	if b.count > 0 {
+		m.blocks[k] = b
 		return
 	}
 	delete(m.blocks, k)
-	if b.orphan {
-		m.orphans--
+	if !b.orphan {
+		m.keyed--
+		if m.dropped != nil {
+			m.dropped(b.ours)
+		}
+	}
+	if o, ok := m.orphans[k]; ok {
+		delete(m.orphans, k)
+		kids := m.waiting[o.parent]
+		if i := slices.Index(kids, k); i >= 0 {
+			kids = slices.Delete(kids, i, i+1)
+		}
+		if len(kids) == 0 {
+			delete(m.waiting, o.parent)
+		} else {
+			m.waiting[o.parent] = kids
+		}
 	}
 }
 
-// Holds reports whether the engine holds a block the gateway names h.
-func (m *Mirror) Holds(h blockhash.Hash) bool { return m.ours[h] > 0 }
+// GatewayHashes returns the gateway hash of every block the engine holds
+// that the mirror could key, for comparing a mirror with an engine. It
+// walks the whole mirror.
+func (m *Mirror) GatewayHashes() map[blockhash.Hash]bool {
+	out := make(map[blockhash.Hash]bool, m.keyed)
+	for _, b := range m.blocks {
+		if !b.orphan {
+			out[b.ours] = true
+		}
+	}
+	return out
+}
+
+// eachKeyed calls f with the gateway hash of every keyed block.
+func (m *Mirror) eachKeyed(f func(blockhash.Hash)) {
+	for _, b := range m.blocks {
+		if !b.orphan {
+			f(b.ours)
+		}
+	}
+}
 
 // Blocks returns the engine hash keys held and how many copies of each,
 // for comparing a mirror with an engine.
@@ -329,11 +340,11 @@ func (m *Mirror) Blocks() map[uint64]int {
 	return out
 }
 
-// Held is how many distinct gateway hashes the mirror holds.
-func (m *Mirror) Held() int { return len(m.ours) }
+// Held is how many blocks the mirror holds under a gateway hash.
+func (m *Mirror) Held() int { return m.keyed }
 
 // Len is how many distinct engine blocks the mirror holds, orphans included.
 func (m *Mirror) Len() int { return len(m.blocks) }
 
 // Orphans is how many of them have no known parent yet.
-func (m *Mirror) Orphans() int { return m.orphans }
+func (m *Mirror) Orphans() int { return len(m.orphans) }

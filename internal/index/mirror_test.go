@@ -3,6 +3,8 @@ package index
 import (
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
 )
@@ -55,8 +57,9 @@ func apply(m *Mirror, evs ...events.Event) {
 
 // mirrored is how many leading blocks of chain the mirror holds.
 func mirrored(m *Mirror, chain []blockhash.Hash) int {
+	held := m.GatewayHashes()
 	for i, h := range chain {
-		if !m.Holds(h) {
+		if !held[h] {
 			return i
 		}
 	}
@@ -113,11 +116,11 @@ func TestMirrorCountsCopies(t *testing.T) {
 	// copy removed on its own.
 	apply(m, stored(0, 5, tokens), stored(0, 5, tokens))
 	apply(m, removed(5))
-	if !m.Holds(ours("", tokens...)[0]) {
+	if !m.GatewayHashes()[ours("", tokens...)[0]] {
 		t.Fatal("one copy removed of two: the block must still be held")
 	}
 	apply(m, removed(5))
-	if m.Holds(ours("", tokens...)[0]) || m.Len() != 0 {
+	if m.GatewayHashes()[ours("", tokens...)[0]] || m.Len() != 0 {
 		t.Fatal("both copies removed: the block must be gone")
 	}
 }
@@ -210,4 +213,129 @@ func TestMirrorBoundsBlocksAndTellsTransitions(t *testing.T) {
 	if len(dropped) != 3 {
 		t.Errorf("after a clear %d drops, want 3", len(dropped))
 	}
+}
+
+// naiveMirror is the mirror's reference model, written for clarity: every
+// present block with its copies, and whether it is keyed (its gateway hash
+// known: stored at the root, or after a keyed parent, or joined when its
+// parent was keyed later).
+type naiveMirror struct {
+	copies map[uint64]int
+	keyed  map[uint64]bool
+	parent map[uint64]uint64 // of orphans waiting, by key
+}
+
+func (n *naiveMirror) store(keys []uint64, parent uint64, hasParent bool) {
+	for j, k := range keys {
+		pk, ok := parent, hasParent
+		if j > 0 {
+			pk, ok = keys[j-1], true
+		}
+		n.copies[k]++
+		switch {
+		case n.keyed[k]:
+		case !ok || (n.copies[pk] > 0 && n.keyed[pk]):
+			n.keyed[k] = true
+			delete(n.parent, k)
+			n.joinUnder(k)
+		default:
+			if _, waiting := n.parent[k]; !waiting {
+				n.parent[k] = pk
+			}
+		}
+	}
+}
+
+func (n *naiveMirror) joinUnder(k uint64) {
+	for c, p := range n.parent {
+		if p == k && n.copies[c] > 0 {
+			n.keyed[c] = true
+			delete(n.parent, c)
+			n.joinUnder(c)
+		}
+	}
+}
+
+func (n *naiveMirror) remove(k uint64) {
+	if n.copies[k] == 0 {
+		return
+	}
+	n.copies[k]--
+	if n.copies[k] == 0 {
+		delete(n.copies, k)
+		delete(n.keyed, k)
+		delete(n.parent, k)
+	}
+}
+
+// TestMirrorAgainstModel applies random stores (with parents known, not
+// yet seen or gone), copies, removals and clears, over chains of blocks
+// whose gateway hashes the test knows, and compares every block's copies
+// and every keyed block's gateway hash with the model.
+func TestMirrorAgainstModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		const chains, depth = 4, 4
+		// Block (c, d): engine key 100*c+d+1, tokens 4 of its own.
+		key := func(c, d int) uint64 { return uint64(100*c + d + 1) }
+		tokens := func(c, d int) []int { return seq(1000*c+10*d, mirrorBS) }
+		gw := map[uint64]blockhash.Hash{}
+		for c := range chains {
+			var all []int
+			for d := range depth {
+				all = append(all, tokens(c, d)...)
+			}
+			for d, h := range ours("", all...) {
+				gw[key(c, d)] = h
+			}
+		}
+		m := NewMirror(mirrorBS, mirrorSeed, 1000, 0)
+		model := &naiveMirror{copies: map[uint64]int{}, keyed: map[uint64]bool{}, parent: map[uint64]uint64{}}
+		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			c := rapid.IntRange(0, chains-1).Draw(rt, "chain")
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			case 0, 1, 2: // store blocks from..to-1 of chain c in one event
+				from := rapid.IntRange(0, depth-1).Draw(rt, "from")
+				to := rapid.IntRange(from+1, depth).Draw(rt, "to")
+				var toks []int
+				var keys []uint64
+				for d := from; d < to; d++ {
+					toks = append(toks, tokens(c, d)...)
+					keys = append(keys, key(c, d))
+				}
+				ev := stored(0, key(c, from), toks)
+				if from > 0 {
+					ev.Parent, ev.HasParent = events.UintHash(key(c, from-1)), true
+				}
+				apply(m, ev)
+				model.store(keys, key(c, from-1), from > 0)
+			case 3, 4:
+				d := rapid.IntRange(0, depth-1).Draw(rt, "depth")
+				apply(m, removed(key(c, d)))
+				model.remove(key(c, d))
+			case 5:
+				apply(m, events.Event{Kind: events.AllBlocksCleared})
+				clear(model.copies)
+				clear(model.keyed)
+				clear(model.parent)
+			}
+			got := m.Blocks()
+			for k, n := range model.copies {
+				if got[k] != n {
+					rt.Fatalf("block %d: %d copies, model %d", k, got[k], n)
+				}
+			}
+			if len(got) != len(model.copies) {
+				rt.Fatalf("mirror holds %d blocks, model %d", len(got), len(model.copies))
+			}
+			held := m.GatewayHashes()
+			for k, h := range gw {
+				if held[h] != model.keyed[k] {
+					rt.Fatalf("block %d: held under the gateway's hash %v, model %v", k, held[h], model.keyed[k])
+				}
+			}
+			if m.Orphans() != len(model.copies)-len(model.keyed) {
+				rt.Fatalf("%d orphans, model %d", m.Orphans(), len(model.copies)-len(model.keyed))
+			}
+		}
+	})
 }

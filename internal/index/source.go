@@ -151,17 +151,13 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if events {
 		x.unpublishLRU(r)
 		r.ev.active = true
-		for h := range r.ev.mirror.ours {
-			x.addBit(r, h)
-		}
+		r.ev.mirror.eachKeyed(func(h blockhash.Hash) { x.addBit(r, h) })
 		for h := range r.ev.spec {
 			x.addBit(r, h)
 		}
 		return
 	}
-	for h := range r.ev.mirror.ours {
-		x.removeBit(r, h)
-	}
+	r.ev.mirror.eachKeyed(func(h blockhash.Hash) { x.removeBit(r, h) })
 	for h := range r.ev.spec {
 		x.removeBit(r, h)
 	}
@@ -189,6 +185,18 @@ func (x *Approx) addBit(r *replica, h blockhash.Hash) {
 	x.shards[m>>(64-shardBits)].add(h, m, r.handle)
 }
 
+// hasBit reports whether the holder map shows r holding h.
+func (x *Approx) hasBit(r *replica, h blockhash.Hash) bool {
+	m := mix(h)
+	s := &x.shards[m>>(64-shardBits)]
+	if r.handle < 64 {
+		return s.holders1(h, m)&(1<<r.handle) != 0
+	}
+	words := make([]uint64, r.handle/64+1)
+	s.holdersN(h, m, words)
+	return words[r.handle/64]&(1<<(r.handle%64)) != 0
+}
+
 func (x *Approx) removeBit(r *replica, h blockhash.Hash) {
 	m := mix(h)
 	x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
@@ -203,8 +211,8 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []
 	expires := now + int64(x.specTTL)
 	var set []blockhash.Hash
 	for _, h := range hashes {
-		if r.ev.mirror.Holds(h) {
-			continue
+		if _, speculated := r.ev.spec[h]; !speculated && x.hasBit(r, h) {
+			continue // the engine holds it: its bit is the mirror's
 		}
 		if _, ok := r.ev.spec[h]; !ok {
 			x.addBit(r, h)
@@ -217,12 +225,14 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []
 }
 
 // unspeculate takes back the speculation of a failed attempt: the entries
-// that record made and no later record renewed.
+// that record made and no later record renewed. An entry exists only while
+// the mirror lacks its block (the mirror's store ends it), so its bit goes
+// with it.
 func (x *Approx) unspeculate(r *replica, t Token) {
 	for _, h := range t.spec {
 		if e, ok := r.ev.spec[h]; ok && e.stamp == t.stamp {
 			delete(r.ev.spec, h)
-			if !r.ev.mirror.Holds(h) {
+			if r.ev.active {
 				x.removeBit(r, h)
 			}
 		}
@@ -243,8 +253,8 @@ func (x *Approx) expire(r *replica, now int64) {
 			continue // taken back, or renewed by a later record
 		}
 		delete(ev.spec, it.h)
-		if ev.active && !ev.mirror.Holds(it.h) {
-			x.removeBit(r, it.h)
+		if ev.active {
+			x.removeBit(r, it.h) // the mirror lacks it, or the entry would be gone
 		}
 	}
 	if i > 0 {
