@@ -76,6 +76,7 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
 	s := summarize(g.index.Stats())
 	s.Mode = g.cfg.Index.Mode
+	s.Predictions = g.drift.status()
 	if g.kv != nil {
 		s.KVEvents = g.kv.status(time.Now())
 	}

@@ -46,6 +46,7 @@ type Gateway struct {
 	tokPool    *tokenize.Pool
 	index      index.Index
 	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
+	drift      *drift    // predictions checked against the engines' usage
 	learned    sync.Map  // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
 }
@@ -182,8 +183,10 @@ func (g *Gateway) buildWatchers() {
 		g.metrics.indexResets.WithLabelValues(id).Inc()
 	})
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
+	g.drift = newDrift(g.log)
+	g.registry.MustRegister(&driftCollector{d: g.drift})
 	if g.cfg.Index.Mode != config.IndexApproximate {
-		g.kv = newKVEvents(g.cfg, g.index, g.scraper, g.log, g.eventsConfig)
+		g.kv = newKVEvents(g.cfg, g.index, g.scraper, g.drift, g.log, g.eventsConfig)
 		g.registry.MustRegister(&kvCollector{kv: g.kv})
 	}
 	hc := g.cfg.Health
@@ -205,6 +208,7 @@ func (g *Gateway) buildWatchers() {
 			g.metrics.forget(r.ID)
 			g.index.Forget(r.ID)
 			g.learned.Delete(r.ID)
+			g.drift.forget(r.ID)
 		}
 		if g.kv != nil {
 			g.kv.leave(removed)

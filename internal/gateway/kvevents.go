@@ -28,12 +28,15 @@ import (
 //     stream's first batch) and the engine has not yet stored as many
 //     blocks as its cache holds since;
 //   - silent: the engine took new prompts but the stream said nothing for
-//     index.kv_events.silence.
+//     index.kv_events.silence;
+//   - drift (mode auto): the replica's predictions over-counted its
+//     engine's cached tokens (see drift), for driftCooldown.
 //
 // Safe for concurrent use; run owns every feed's goroutine.
 type kvEvents struct {
 	index   index.Index
 	scraper *load.Scraper
+	drift   *drift
 	cfg     *config.Config
 	log     *slog.Logger
 	// attach describes a replica's engine for its mirror; false when its
@@ -74,11 +77,12 @@ const (
 	reasonNoStream   = "no_stream"
 	reasonCatchingUp = "catching_up"
 	reasonSilent     = "silent"
+	reasonDrift      = "drift" // mode auto: the events over-predicted the engine's hits
 )
 
-func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, log *slog.Logger,
+func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, d *drift, log *slog.Logger,
 	attach func(r *fleet.Replica) (index.EventsConfig, bool)) *kvEvents {
-	return &kvEvents{index: idx, scraper: scraper, cfg: cfg, log: log, attach: attach, feeds: map[string]*replicaFeed{}}
+	return &kvEvents{index: idx, scraper: scraper, drift: d, cfg: cfg, log: log, attach: attach, feeds: map[string]*replicaFeed{}}
 }
 
 // endpoints returns where replica r's engine publishes: its configured
@@ -233,6 +237,14 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	}
 	if queries > f.queriesMark && now.Sub(st.LastBatch) > time.Duration(k.cfg.Index.KVEvents.Silence) {
 		return reasonSilent
+	}
+	if k.cfg.Index.Mode == config.IndexAuto {
+		if alarmed, since := k.drift.alarmed(f.id); alarmed {
+			if now.Sub(since) < driftCooldown {
+				return reasonDrift
+			}
+			k.drift.restart(f.id) // try the events again, judged afresh
+		}
 	}
 	return ""
 }

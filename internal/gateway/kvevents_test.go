@@ -190,6 +190,16 @@ func TestExactIndexPredictsEveryHit(t *testing.T) {
 		}
 		evicted += st.Mirror.Removed
 	}
+	// The gateway's own checks of its predictions agree.
+	var checked, over, under uint64
+	for _, p := range s.Predictions {
+		checked += p.Exact + p.Over + p.Under
+		over += p.Over
+		under += p.Under
+	}
+	if checked != uint64(requests) || over+under != uint64(requests-exact) {
+		t.Errorf("the gateway checked %d predictions (%d over, %d under); the client saw %d, %d off", checked, over, under, requests, requests-exact)
+	}
 	if evicted == 0 || hits < requests/3 {
 		t.Errorf("%d blocks evicted, %d hits: the test does not exercise eviction and reuse", evicted, hits)
 	}

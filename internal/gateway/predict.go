@@ -288,6 +288,8 @@ type indexSummary struct {
 	Replicas      []indexedReplica `json:"replicas"`
 	// KVEvents is every followed engine stream (modes exact and auto).
 	KVEvents []kvStatus `json:"kv_events,omitempty"`
+	// Predictions are the checks of predictions against engine usage.
+	Predictions []driftStatus `json:"predictions"`
 }
 
 type indexedReplica struct {

@@ -417,8 +417,15 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	buf := *bufp
 	first := true
 	policyName := ex.policy.Name()
+	// The engine's usage says how many cached tokens it found, to check
+	// the prediction against.
+	check := ex.pred != nil && resp.StatusCode/100 == 2
+	var tail usageTail
 	for {
 		n, rerr := resp.Body.Read(buf)
+		if n > 0 && check {
+			tail.write(buf[:n])
+		}
 		if n > 0 {
 			if first {
 				first = false
@@ -451,6 +458,11 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	}
 	g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
 	g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+	if check {
+		if cached, ok := tail.cachedTokens(); ok {
+			g.drift.observe(rep.ID, a.cached, cached)
+		}
+	}
 }
 
 func statusClass(code int) string {

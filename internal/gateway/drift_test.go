@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/zmtp"
+)
+
+func TestUsageTailFindsCachedTokens(t *testing.T) {
+	whole := `{"id":"x","usage":{"prompt_tokens":40,"total_tokens":44,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":32}},"kv_transfer_params":null}`
+	stream := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"prompt_tokens_details\":{\"cached_tokens\": 16}}}\n\ndata: [DONE]\n\n"
+	long := whole + strings.Repeat(" ", 2000)
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		want   int
+		ok     bool
+	}{
+		{"whole", []string{whole}, 32, true},
+		{"split_in_the_key", []string{whole[:80], whole[80:95], whole[95:]}, 32, true},
+		{"byte_by_byte", strings.Split(whole, ""), 32, true},
+		{"stream", []string{stream[:30], stream[30:]}, 16, true},
+		{"null_details", []string{`{"usage":{"prompt_tokens":3,"prompt_tokens_details":null}}`}, 0, false},
+		{"null_count", []string{`{"usage":{"prompt_tokens_details":{"cached_tokens":null}}}`}, 0, false},
+		{"no_usage", []string{`{"id":"x"}`}, 0, false},
+		{"usage_scrolled_out", []string{long}, 0, false},
+		{"absurd_count", []string{`{"cached_tokens":99999999999}`}, 0, false},
+		{"last_one_counts", []string{`"cached_tokens":1 ... "cached_tokens":7}`}, 7, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u usageTail
+			for _, c := range tc.chunks {
+				u.write([]byte(c))
+			}
+			got, ok := u.cachedTokens()
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("cachedTokens = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestDriftAlarm(t *testing.T) {
+	d := newDrift(slog.New(slog.DiscardHandler))
+	for range driftMinSamples - 1 {
+		d.observe("r", 32, 0) // all over, but too few to judge
+	}
+	if on, _ := d.alarmed("r"); on {
+		t.Fatal("alarmed before the minimum of samples")
+	}
+	d.observe("r", 32, 0)
+	if on, _ := d.alarmed("r"); !on {
+		t.Fatal("not alarmed after a window of over-predictions")
+	}
+	// Exact predictions push the over share down; the alarm holds until
+	// half the threshold (hysteresis).
+	for range driftWindow - int(driftMaxOver*driftWindow) {
+		d.observe("r", 16, 16)
+	}
+	if on, _ := d.alarmed("r"); !on {
+		t.Error("the alarm ended at the threshold, before half of it")
+	}
+	for range driftWindow {
+		d.observe("r", 16, 16)
+	}
+	if on, _ := d.alarmed("r"); on {
+		t.Error("still alarmed after a window of exact predictions")
+	}
+	d.observe("r", 0, 48)
+	st := d.status()
+	if len(st) != 1 || st[0].Over != driftMinSamples || st[0].Under != 1 || st[0].UnderTokens != 48 ||
+		st[0].OverTokens != 32*driftMinSamples || st[0].Exact != uint64(2*driftWindow-int(driftMaxOver*driftWindow)) {
+		t.Errorf("status %+v", st)
+	}
+	d.restart("r")
+	if st := d.status(); st[0].Window != 0 || st[0].Drifting {
+		t.Errorf("after restart: %+v", st[0])
+	}
+	d.forget("r")
+	if len(d.status()) != 0 {
+		t.Error("forget left the replica")
+	}
+}
+
+// TestDriftDropsAutoToApproximate: an engine that caches nothing behind a
+// stream that claims every prompt is cached. In auto mode the gateway
+// notices its predictions over-count, raises the alarm and stops
+// following the stream.
+func TestDriftDropsAutoToApproximate(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.ZeroLatency, cfg.MaxModelLen, cfg.NumGPUBlocks = true, 1024, 256
+	cfg.EnablePromptTokensDetails, cfg.EnablePrefixCaching = true, false
+	engine, err := sim.StartLocal(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(engine.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub, err := zmtp.ListenPub(ctx, "tcp://127.0.0.1:0", zmtp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	gcfg := testConfig(t, []*sim.Local{engine})
+	gcfg.Index.Mode = config.IndexAuto
+	gcfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: pub.Endpoint()}
+	gw := startGateway(t, gcfg)
+	waitFor(t, "the gateway to subscribe", 5*time.Second, func() bool { return pub.Stats().Subscribers == 1 })
+
+	body := systemChat(strings.Repeat("a long shared system prompt ", 20), "question")
+	tokens := adminTokens(t, gw, body)
+	// The lying stream: the prompt's full blocks, stored.
+	stored := events.Event{Kind: events.BlockStored, BlockSize: 16, Medium: "GPU", HasMedium: true}
+	for i := 0; (i+1)*16 <= len(tokens); i++ {
+		stored.Hashes = append(stored.Hashes, events.UintHash(uint64(1000+i)))
+		for _, tok := range tokens[i*16 : (i+1)*16] {
+			stored.Tokens = append(stored.Tokens, uint32(tok))
+		}
+	}
+	payload := events.AppendBatch(nil, &events.Batch{Events: []events.Event{stored}, HasDPRank: true}, events.EncodingMap)
+	if err := pub.Send([][]byte{{}, binary.BigEndian.AppendUint64(nil, 0), payload}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica to follow the stream", 5*time.Second, func() bool {
+		return adminIndex(t, gw.admin).Replicas[0].Source == index.SourceEvents
+	})
+	for i := range driftMinSamples + 5 {
+		resp, out := chat(t, gw.url, body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, out)
+		}
+		if i == 0 {
+			if got, _ := strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens)); got == 0 {
+				t.Fatal("the lying stream did not make the gateway predict a hit")
+			}
+		}
+	}
+	waitFor(t, "the drift alarm to drop the replica to approximate", 5*time.Second, func() bool {
+		s := adminIndex(t, gw.admin)
+		return s.Replicas[0].Source == index.SourceApproximate && len(s.KVEvents) == 1 && s.KVEvents[0].Reason == reasonDrift
+	})
+	s := adminIndex(t, gw.admin)
+	if len(s.Predictions) != 1 || !s.Predictions[0].Drifting || s.Predictions[0].Over < driftMinSamples {
+		t.Errorf("predictions %+v", s.Predictions)
+	}
+	if !strings.Contains(scrape(t, gw.admin), `inferrail_index_drift{replica="sim-1"} 1`) {
+		t.Error("the metrics page does not show the drift")
+	}
+	if n := strings.Count(gw.logs.String(), "kv index drift: predictions over-count"); n != 1 {
+		t.Errorf("the alarm was logged %d times, want once", n)
+	}
+}
+
+// adminTokens is the gateway's tokenization of a chat body.
+func adminTokens(t *testing.T, gw *running, body string) []int {
+	t.Helper()
+	resp, err := http.Post(gw.admin+"/admin/tokenize/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var tk struct {
+		Tokens []int `json:"tokens"`
+	}
+	if err := json.Unmarshal(b, &tk); err != nil || len(tk.Tokens) < 32 {
+		t.Fatalf("tokenize: %v: %s", err, b)
+	}
+	return tk.Tokens
+}
