@@ -349,6 +349,11 @@ type Tokenizer struct {
 	// prompts, earlier turns) kept tokenized per model. Must be >= 0; 0
 	// turns the cache off. Default 4194304.
 	CacheTokens int `yaml:"cache_tokens"`
+	// Verify compares, at startup, each model's tokens for a few probe
+	// requests with an engine's /tokenize; a model whose tokens differ
+	// routes without predictions. Default true; turn it off only for
+	// engines that stand in for the model without its tokenizer.
+	Verify bool `yaml:"verify"`
 }
 
 // Index tunes the gateway's KV index, its picture of every replica's cache.
@@ -475,7 +480,7 @@ func Default() Config {
 			ConnectTimeout:      Duration(2 * time.Second),
 			MaxIdleConnsPerHost: 256,
 		},
-		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond), CacheTokens: 4 << 20},
+		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond), CacheTokens: 4 << 20, Verify: true},
 		Index: Index{DefaultCapacityBlocks: 16384, Mode: IndexApproximate, SpeculativeTTL: Duration(2 * time.Second),
 			KVEvents: KVEvents{Port: 5557, Silence: Duration(3 * time.Second)}},
 		Load: EngineLoad{

@@ -60,7 +60,7 @@ func TestGoodFiles(t *testing.T) {
 		Name: "llama-pool", URL: "http://vllm.inference.svc.cluster.local:8000",
 		Models: []string{"meta-llama/Llama-3.1-8B-Instruct"}, Refresh: sec(2), MaxConcurrency: 64, MaxPending: 16, KVCapacityBlocks: 9000,
 	}}
-	full.Tokenizer = Tokenizer{Workers: 2, MaxWait: Duration(20 * time.Millisecond)}
+	full.Tokenizer = Tokenizer{Workers: 2, MaxWait: Duration(20 * time.Millisecond), Verify: false}
 	full.Index = Index{DefaultCapacityBlocks: 4096, Mode: IndexAuto, SpeculativeTTL: Duration(1500 * time.Millisecond),
 		KVEvents: KVEvents{Port: 5600, ReplayPort: 5601, Topic: "events", Silence: sec(5)}}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}

@@ -77,6 +77,7 @@ func (g *Gateway) serveIndex(w http.ResponseWriter, r *http.Request) {
 	s := summarize(g.index.Stats())
 	s.Mode = g.cfg.Index.Mode
 	s.Predictions = g.drift.status()
+	s.Tokenization = g.tokChecks.list()
 	if g.kv != nil {
 		s.KVEvents = g.kv.status(time.Now())
 	}

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,4 +188,116 @@ func adminTokens(t *testing.T, gw *running, body string) []int {
 		t.Fatalf("tokenize: %v: %s", err, b)
 	}
 	return tk.Tokens
+}
+
+// otherTokenizer fronts a simulator as an engine whose tokenizer differs:
+// its /tokenize adds a token to every answer; the rest passes through.
+func otherTokenizer(t *testing.T, s *sim.Local) string {
+	t.Helper()
+	target, err := url.Parse(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/tokenize" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		resp, err := http.Post(s.URL()+"/tokenize", "application/json", r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Tokens []int `json:"tokens"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		out.Tokens = append(out.Tokens, 7)
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestTokenizationCheckedAtStartup: a model whose tokens differ from its
+// engine's /tokenize is noticed at startup and routes without
+// predictions, while a model that agrees keeps them.
+func TestTokenizationCheckedAtStartup(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want string
+	}{{"agrees", tokAgrees}, {"disagrees", tokDisagrees}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sims := fleetOf(t, 1, true)
+			cfg := testConfig(t, sims)
+			if tc.want == tokDisagrees {
+				cfg.Replicas[0].URL = otherTokenizer(t, sims[0])
+			}
+			gw := startGateway(t, cfg)
+			var got []tokenCheck
+			waitFor(t, "the tokenization check", 5*time.Second, func() bool {
+				got = adminIndex(t, gw.admin).Tokenization
+				return len(got) == 1 && got[0].State != tokPending
+			})
+			if got[0].State != tc.want || got[0].Replica != "sim-1" {
+				t.Fatalf("tokenization %+v, want %s", got[0], tc.want)
+			}
+			resp, body := chat(t, gw.url, chatBody("hello there", ""))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			predicted := resp.Header.Get(openai.HeaderCachedTokens) != ""
+			if predicted != (tc.want == tokAgrees) {
+				t.Errorf("prediction made: %v", predicted)
+			}
+			page := scrape(t, gw.admin)
+			agrees := `inferrail_tokenizer_agrees{model="inferrail/sim-8b"} 1`
+			if tc.want == tokDisagrees {
+				agrees = `inferrail_tokenizer_agrees{model="inferrail/sim-8b"} 0`
+				if !strings.Contains(page, `result="disagrees"} 1`) {
+					t.Error("the request without a prediction is not counted as disagrees")
+				}
+			}
+			if !strings.Contains(page, agrees) {
+				t.Errorf("the metrics page lacks %s", agrees)
+			}
+		})
+	}
+}
+
+// TestUnconfirmedSpeculationRaisesSuspicion: when the engine never stores
+// the blocks routed to it (here the gateway cuts blocks of 32 tokens, the
+// engine of 16, as a mismatched tokenizer would also make it), every
+// speculation runs out unconfirmed and the gateway says so.
+func TestUnconfirmedSpeculationRaisesSuspicion(t *testing.T) {
+	sims, cfg := eventFleet(t, 1, 1024, config.IndexExact)
+	cfg.Models[0].BlockSize = 32
+	cfg.Index.SpeculativeTTL = config.Duration(50 * time.Millisecond)
+	gw := startGateway(t, cfg)
+	waitFor(t, "the replica to follow its events", 5*time.Second, func() bool {
+		return adminIndex(t, gw.admin).Replicas[0].Source == index.SourceEvents
+	})
+	for i := range 30 {
+		resp, body := chat(t, gw.url, systemChat(strings.Repeat(fmt.Sprintf("prompt %d says something new ", i), 20), "q"))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	catchUp(t, gw, sims)
+	waitFor(t, "the tokenization suspicion", 5*time.Second, func() bool {
+		s := adminIndex(t, gw.admin).KVEvents
+		return len(s) == 1 && s[0].TokenizationSuspect
+	})
+	s := adminIndex(t, gw.admin).KVEvents[0]
+	if s.Confirmed != 0 || s.Unconfirmed < speculationWindow || s.Mirror.Skipped == 0 {
+		t.Errorf("stream %+v", s)
+	}
+	if !strings.Contains(gw.logs.String(), "its tokens likely differ") {
+		t.Error("the suspicion was not logged")
+	}
 }

@@ -47,7 +47,8 @@ type Gateway struct {
 	index      index.Index
 	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
 	drift      *drift    // predictions checked against the engines' usage
-	learned    sync.Map  // replica → engine-reported capacity last applied
+	tokChecks  *tokenChecks
+	learned    sync.Map // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
 }
 
@@ -185,6 +186,8 @@ func (g *Gateway) buildWatchers() {
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
 	g.drift = newDrift(g.log)
 	g.registry.MustRegister(&driftCollector{d: g.drift})
+	g.tokChecks = &tokenChecks{checks: map[string]*tokenCheck{}}
+	g.registry.MustRegister(&tokenCheckCollector{c: g.tokChecks})
 	if g.cfg.Index.Mode != config.IndexApproximate {
 		g.kv = newKVEvents(g.cfg, g.index, g.scraper, g.drift, g.log, g.eventsConfig)
 		g.registry.MustRegister(&kvCollector{kv: g.kv})
@@ -336,6 +339,9 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	wg.Go(func() { _ = g.scraper.Run(bg) })
 	if g.kv != nil {
 		wg.Go(func() { g.kv.run(bg, func() []*fleet.Replica { return g.fleet.Snapshot().Replicas }) })
+	}
+	if g.cfg.Tokenizer.Verify {
+		wg.Go(func() { g.checkTokenizers(bg, 5*time.Second) })
 	}
 	defer func() {
 		stopBG()

@@ -67,7 +67,10 @@ type replicaFeed struct {
 	source      index.Source // what the last tick decided
 	reason      string       // and why not events, "" when events
 
+	suspect bool // nearly every routed prompt's blocks go unconfirmed: tokens differ?
+
 	// Owned by the tick.
+	specMark    [2]uint64 // confirmed, expired speculations when the current window began
 	queriesMark float64   // the engine's prefix cache queries when the last batch was seen
 	batchMark   time.Time // that batch's arrival
 }
@@ -208,6 +211,38 @@ func (k *kvEvents) tick(now time.Time) {
 		if changed {
 			k.log.Info("kv index source", "replica", f.id, "source", string(got), "reason", reason)
 		}
+		k.watchSpeculation(f)
+	}
+}
+
+// Speculation windows: after this many speculations end, their share that
+// ran out unconfirmed is judged; past unconfirmedSuspect the engine is
+// suspected of tokenizing otherwise (a healthy engine confirms nearly all
+// of them; some run out when requests wait in its queue past the TTL).
+const (
+	speculationWindow  = 200
+	unconfirmedSuspect = 0.9
+)
+
+// watchSpeculation judges f's last window of speculation.
+func (k *kvEvents) watchSpeculation(f *replicaFeed) {
+	ev := k.index.Events(f.id)
+	confirmed, expired := ev.Confirmed-f.specMark[0], ev.Expired-f.specMark[1]
+	if confirmed+expired < speculationWindow {
+		return
+	}
+	f.specMark = [2]uint64{ev.Confirmed, ev.Expired}
+	suspect := float64(expired)/float64(confirmed+expired) >= unconfirmedSuspect
+	f.mu.Lock()
+	changed := suspect != f.suspect
+	f.suspect = suspect
+	f.mu.Unlock()
+	switch {
+	case changed && suspect:
+		k.log.Error("the engine stores none of the blocks routed to it: its tokens likely differ from the gateway's (check the model's tokenizer and chat template)",
+			"replica", f.id, "unconfirmed", expired, "confirmed", confirmed)
+	case changed:
+		k.log.Info("the engine confirms the blocks routed to it again", "replica", f.id)
 	}
 }
 

@@ -185,7 +185,7 @@ func TestExactIndexPredictsEveryHit(t *testing.T) {
 	s := adminIndex(t, gw.admin)
 	evicted := uint64(0)
 	for _, st := range s.KVEvents {
-		if st.Source != index.SourceEvents || st.Gaps != 0 || st.Malformed != 0 {
+		if st.Source != index.SourceEvents || st.Gaps != 0 || st.Malformed != 0 || st.TokenizationSuspect {
 			t.Errorf("stream %+v", st)
 		}
 		evicted += st.Mirror.Removed

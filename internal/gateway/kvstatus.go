@@ -33,6 +33,12 @@ type kvStatus struct {
 	Speculative    int               `json:"speculative_blocks"`
 	Orphans        int               `json:"orphan_blocks"`
 	Mirror         index.MirrorStats `json:"mirror"`
+	// Confirmed and Unconfirmed count routed blocks the engine stored, and
+	// those it did not within the speculative TTL; TokenizationSuspect is
+	// set when nearly all go unconfirmed.
+	Confirmed           uint64 `json:"speculation_confirmed"`
+	Unconfirmed         uint64 `json:"speculation_unconfirmed"`
+	TokenizationSuspect bool   `json:"tokenization_suspect"`
 }
 
 // status lists every followed replica's stream, sorted by ID.
@@ -59,7 +65,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		Received: st.Received, Applied: st.Applied, Duplicates: st.Duplicates, Gaps: st.Gaps,
 		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
-		Purges: map[string]uint64{},
+		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: map[string]uint64{},
 	}
 	if st.HasSeq {
 		seq := st.LastSeq
@@ -76,6 +82,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 	if ev.Source != index.SourceEvents {
 		s.Reason = f.reason
 	}
+	s.TokenizationSuspect = f.suspect
 	f.mu.Unlock()
 	return s
 }
@@ -104,13 +111,19 @@ var (
 	descKVDropped = prometheus.NewDesc("inferrail_kv_events_dropped_total",
 		"What a replica's mirror could not apply, by kind (unknown_removal, skipped, orphan_dropped, overflow).",
 		[]string{"replica", "kind"}, nil)
+	descKVSpeculation = prometheus.NewDesc("inferrail_kv_events_speculation_total",
+		"Routed blocks counted as cached before the engine's events: confirmed by a store, or expired unconfirmed.",
+		[]string{"replica", "result"}, nil)
+	descKVTokSuspect = prometheus.NewDesc("inferrail_kv_events_tokenization_suspect",
+		"1 while nearly every block routed to the replica goes unconfirmed by its engine: its tokens likely differ from the gateway's.",
+		[]string{"replica"}, nil)
 	descIndexSource = prometheus.NewDesc("inferrail_index_source",
 		"1 for the source a replica's predictions come from now (events or approximate).", []string{"replica", "source"}, nil)
 )
 
 func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
-		descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descIndexSource} {
+		descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descKVSpeculation, descKVTokSuspect, descIndexSource} {
 		ch <- d
 	}
 }
@@ -145,6 +158,13 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descKVDropped, s.Mirror.Skipped, id, "skipped")
 		counter(descKVDropped, s.Mirror.OrphansDropped, id, "orphan_dropped")
 		counter(descKVDropped, s.Mirror.Overflow, id, "overflow")
+		counter(descKVSpeculation, s.Confirmed, id, "confirmed")
+		counter(descKVSpeculation, s.Unconfirmed, id, "expired")
+		suspect := 0.0
+		if s.TokenizationSuspect {
+			suspect = 1
+		}
+		gauge(descKVTokSuspect, suspect, id)
 		for _, src := range []index.Source{index.SourceEvents, index.SourceApproximate} {
 			v := 0.0
 			if s.Source == src {

@@ -100,7 +100,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 		}, []string{"replica"}),
 		tokenized: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_tokenized_requests_total",
-			Help: "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow, unavailable.",
+			Help: "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow, unavailable, disagrees.",
 		}, []string{"model", "result"}),
 		tokenizeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "inferrail_tokenize_seconds",

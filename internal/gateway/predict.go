@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -31,6 +32,7 @@ const (
 	tokBusy        = "busy"        // the worker queue was full
 	tokSlow        = "slow"        // no result within tokenizer.max_wait
 	tokUnavailable = "unavailable" // the model's tokenizer cannot prepare this kind of request (a chat without a chat template)
+	tokDisagree    = "disagrees"   // the model's tokens differ from its engines' (see tokcheck.go)
 )
 
 // inlineBytes is the body size up to which tokenization runs on the
@@ -74,6 +76,9 @@ func (t hfTokenizer) CacheStats() (hits, misses uint64) { return t.hf.CacheStats
 type modelTokenizer struct {
 	tok       promptTokenizer
 	blockSize int
+	// disagrees is set when an engine's /tokenize gave other tokens for
+	// the startup probes: the model then routes without predictions.
+	disagrees atomic.Bool
 }
 
 // prediction is what the gateway knows of a request's prompt.
@@ -176,6 +181,10 @@ func TokenizerProblems(cfg *config.Config) []string {
 func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 	mt := g.tokenizers[ex.model]
 	if mt == nil {
+		return nil
+	}
+	if mt.disagrees.Load() {
+		g.metrics.tokenized.WithLabelValues(ex.model, tokDisagree).Inc()
 		return nil
 	}
 	start := time.Now()
@@ -290,6 +299,9 @@ type indexSummary struct {
 	KVEvents []kvStatus `json:"kv_events,omitempty"`
 	// Predictions are the checks of predictions against engine usage.
 	Predictions []driftStatus `json:"predictions"`
+	// Tokenization is every model's startup comparison with an engine's
+	// /tokenize.
+	Tokenization []tokenCheck `json:"tokenization"`
 }
 
 type indexedReplica struct {

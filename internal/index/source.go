@@ -34,6 +34,11 @@ type eventSource struct {
 	active bool // the replica's holder bits follow the mirror and speculation
 	spec   map[blockhash.Hash]specEntry
 	queue  []specItem // by expiry: the TTL is fixed, so in insertion order
+	// confirmed and expired count speculations the engine's store ended
+	// and those whose time ran out first: when nearly all run out, the
+	// engine stores other blocks than the gateway routes (its tokens
+	// differ).
+	confirmed, expired uint64
 }
 
 type specEntry struct {
@@ -79,7 +84,10 @@ func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
 	ev.mirror.held = func(h blockhash.Hash) {
 		// The engine confirms a speculation: from now on its events
 		// alone say whether it holds the block.
-		delete(ev.spec, h)
+		if _, ok := ev.spec[h]; ok {
+			ev.confirmed++
+			delete(ev.spec, h)
+		}
 		if ev.active {
 			x.addBit(r, h)
 		}
@@ -253,6 +261,7 @@ func (x *Approx) expire(r *replica, now int64) {
 			continue // taken back, or renewed by a later record
 		}
 		delete(ev.spec, it.h)
+		ev.expired++
 		if ev.active {
 			x.removeBit(r, it.h) // the mirror lacks it, or the entry would be gone
 		}
@@ -284,7 +293,10 @@ type EventStats struct {
 	Mirrored    int // distinct blocks the engine holds, as the gateway names them
 	Speculative int // blocks routed there that the engine has not confirmed yet
 	Orphans     int // blocks held under the engine's hash only, parent unknown
-	Mirror      MirrorStats
+	// Confirmed and Expired count speculations the engine confirmed and
+	// those that ran out first.
+	Confirmed, Expired uint64
+	Mirror             MirrorStats
 }
 
 // Events returns replica id's engine-fed state.
@@ -300,6 +312,7 @@ func (x *Approx) Events(id string) EventStats {
 		st.Mirrored = r.ev.mirror.Held()
 		st.Speculative = len(r.ev.spec)
 		st.Orphans = r.ev.mirror.Orphans()
+		st.Confirmed, st.Expired = r.ev.confirmed, r.ev.expired
 		st.Mirror = r.ev.mirror.Stats
 	}
 	return st

@@ -74,8 +74,8 @@ func TestSpeculationUntilTheEngineConfirms(t *testing.T) {
 	if depth(x, "e", b) != 0 {
 		t.Errorf("an unconfirmed prompt: %d blocks after the TTL, want 0", depth(x, "e", b))
 	}
-	if st := x.Events("e"); st.Speculative != 0 || st.Mirrored != 2 || st.Source != SourceEvents {
-		t.Errorf("events stats %+v", st)
+	if st := x.Events("e"); st.Speculative != 0 || st.Mirrored != 2 || st.Source != SourceEvents || st.Confirmed != 2 || st.Expired != 2 {
+		t.Errorf("events stats %+v, want 2 blocks confirmed and 2 expired", st)
 	}
 }
 
