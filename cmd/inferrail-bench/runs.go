@@ -283,6 +283,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
 	fs.StringVar(&policies, "policies", policies, "comma-separated policies, the first the baseline")
 	fs.StringVar(&c.Out, "out", "bench/tmp/demo", "directory for the result files, the chart and the report")
+	fs.IntVar(&c.Index.Requests, "index-requests", c.Index.Requests, "W2 requests of the index comparison, approximate against exact (0: skip it)")
+	fs.Float64Var(&c.Index.Rate, "index-rate", c.Index.Rate, "W2's mean offered rate in req/s in the index comparison")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
