@@ -100,6 +100,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"gwstress", "--scenarios", "gw-kill", "--gateway-binary", ""}, "gateway_binary: required"},
 		{[]string{"run", "--url", "http://127.0.0.1:1", "--", "--max-num-seqs", "4"}, "run: simulator flags after -- need a fleet of the run's own; drop --url"},
 		{[]string{"run", "--rate", "-1"}, "run: "},
+		{[]string{"run", "--index", "fast"}, `run: index: must be approximate, exact or auto, not "fast"`},
+		{[]string{"run", "--index", "exact", "--policy", "peer:vllm-router:round_robin"}, "run: index: only for a gateway of the run's own"},
 		{[]string{"compare", "--url", "http://127.0.0.1:1"}, "compare: a comparison starts its own fleets; drop --url"},
 		{[]string{"compare", "--policies", " , "}, "compare: name at least one policy and at least one repetition"},
 		{[]string{"demo", "extra"}, `demo: unexpected argument "extra"`},
@@ -231,5 +233,23 @@ func TestShellJoin(t *testing.T) {
 	got := shellJoin([]string{"--out", "bench/results/sim", "--scenarios", "a,b", "it's", "", "x y"})
 	if want := `--out bench/results/sim --scenarios a,b 'it'\''s' '' 'x y'`; got != want {
 		t.Errorf("shellJoin = %s, want %s", got, want)
+	}
+}
+
+// --index lands in the spec, approximate as the runs before the option.
+func TestIndexFlag(t *testing.T) {
+	for _, tt := range []struct{ arg, want string }{{"", ""}, {"approximate", ""}, {"exact", "exact"}, {"auto", "auto"}} {
+		fs, spec, _ := runFlags("run", "", new(bytes.Buffer))
+		args := []string{"--policy", "cost_model"}
+		if tt.arg != "" {
+			args = append(args, "--index", tt.arg)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		s, err := spec(nil)
+		if err != nil || s.Index != tt.want {
+			t.Errorf("--index %q: spec index %q, %v; want %q", tt.arg, s.Index, err, tt.want)
+		}
 	}
 }

@@ -47,7 +47,12 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	fs.DurationVar(&s.SLO.TPOT, "slo-tpot", s.SLO.TPOT, "goodput SLO: longest time per output token")
 	fs.DurationVar(&s.Timeout, "timeout", s.Timeout, "bound on each request")
 	fs.Float64Var(&s.Speedup, "speedup", 0, "run the fleet this many times faster than the model's clock; figures stay in the model's time (0: real time)")
+	fs.StringVar(&s.Index, "index", bench.IndexApproximate, "the gateway's index.mode: approximate, or exact or auto with the simulators publishing KV events the gateway follows")
 	return func(simArgs []string) (bench.RunSpec, error) {
+		var err error
+		if s.Index, err = bench.NormalizeIndex(s.Index); err != nil {
+			return s, err
+		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if w.Requests > 0 && !set["duration"] {
@@ -278,6 +283,8 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
 	fs.StringVar(&policies, "policies", policies, "comma-separated policies, the first the baseline")
 	fs.StringVar(&c.Out, "out", "bench/tmp/demo", "directory for the result files, the chart and the report")
+	fs.IntVar(&c.Index.Requests, "index-requests", c.Index.Requests, "W2 requests of the index comparison, approximate against exact (0: skip it)")
+	fs.Float64Var(&c.Index.Rate, "index-rate", c.Index.Rate, "W2's mean offered rate in req/s in the index comparison")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

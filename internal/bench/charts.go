@@ -146,9 +146,10 @@ var (
 
 // policyStyle is the colour and glyph of a policy, and whether its line is
 // dashed: other policies (peer routers) get dashed lines, the k-th of them
-// in a chart the k-th of otherColors.
+// in a chart the k-th of otherColors, as do the gateway's policies with
+// another index mode than approximate ("cost_model (exact)").
 func policyStyle(policy string, k int) (c color.Color, g draw.GlyphDrawer, dashed bool) {
-	if r := policyRank(policy); r < len(policyOrder) {
+	if r := slices.Index(policyOrder, policy); r >= 0 {
 		return policyColors[r], policyGlyphs[r], false
 	}
 	return otherColors[k%len(otherColors)], otherGlyphs[k%len(otherGlyphs)], true

@@ -38,16 +38,20 @@ type DemoConfig struct {
 	// Out is the directory for the result files, the chart and the report.
 	// Required.
 	Out string
+	// Index is the second part: W2 with the gateway's index approximate
+	// against exact. Its results go to Out/index.
+	Index IndexDemo
 }
 
 // DefaultDemoConfig is `make demo`'s: W1 with 16 system prompts at 5
 // req/s for 40 s, round_robin then cost_model. One simulator's cache
 // (65k tokens) cannot hold 16 prompts of 2k–8k tokens but three together
 // can, so round_robin keeps evicting and missing where cost_model keeps
-// each prompt on one replica; no request comes near the timeout. On a
-// 2-core machine it takes about a minute and a half.
+// each prompt on one replica; no request comes near the timeout. Then
+// DefaultIndexDemo. On a 2-core machine it takes about two minutes.
 func DefaultDemoConfig() DemoConfig {
-	return DemoConfig{Rate: 5, Duration: 40 * time.Second, SystemPrompts: 16, Seed: 1, Policies: []string{"round_robin", "cost_model"}}
+	return DemoConfig{Rate: 5, Duration: 40 * time.Second, SystemPrompts: 16, Seed: 1, Policies: []string{"round_robin", "cost_model"},
+		Index: DefaultIndexDemo()}
 }
 
 // spec is the run every policy of the demo gets.
@@ -62,7 +66,9 @@ func (c *DemoConfig) spec() RunSpec {
 // Demo is the showcase: for each policy, three simulators and the gateway
 // start cold, W1's requests go out on their schedule, and the fleet stops;
 // then it prints a table comparing the policies, draws a chart and writes
-// the result files and their report under c.Out. Failed requests make it
+// the result files and their report under c.Out; last, unless
+// c.Index.Requests is 0, it runs W2 with each of c.Index.Modes and prints
+// how exact each mode's predictions were. Failed requests make it
 // return an error after the table.
 func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 	if c.Out == "" || len(c.Policies) == 0 {
@@ -112,6 +118,9 @@ func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 	report, err := WriteRunReport(c.Out, filepath.Join(c.Out, "report"))
 	if err != nil {
 		return fmt.Errorf("demo: report: %w", err)
+	}
+	if err := runIndexDemo(ctx, c.Index, c.Seed, filepath.Join(c.Out, "index"), env, out); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\nchart:   %s\nreport:  %s\nresults: %s\n", chart, report, c.Out)
 	var failed, measured int

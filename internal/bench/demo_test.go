@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -77,5 +78,46 @@ func TestDemoConfigSpec(t *testing.T) {
 	if len(runs) != 2 || runs[0].Policy != "round_robin" || runs[1].Policy != "cost_model" ||
 		runs[0].Workload != runs[1].Workload {
 		t.Errorf("the demo's runs are not round_robin then cost_model on the same workload: %+v", runs)
+	}
+}
+
+func TestRenderIndexTable(t *testing.T) {
+	run := func(index string, exact, over, under, hit float64, st *procs.IndexStatus) *RunResult {
+		return &RunResult{
+			Spec: RunSpec{Policy: "cost_model", Index: index},
+			Measurements: Measurements{Measured: 270, HitRate: hit, TTFT: measure.Percentiles{P50: 0.23, P99: 0.7},
+				Prediction: &Prediction{Requests: 270, Exact: exact, Over: over, Under: under}},
+			Index: st,
+		}
+	}
+	following := &procs.IndexStatus{Replicas: []procs.IndexReplica{{ID: "sim-1", Source: "events"}},
+		KVEvents: []procs.KVStream{{ID: "sim-1", Source: "events"}}}
+	lagging := &procs.IndexStatus{Replicas: []procs.IndexReplica{{ID: "sim-1", Source: "approximate"}},
+		KVEvents: []procs.KVStream{{ID: "sim-1", Source: "approximate", Reason: "silent"}}}
+	got := RenderIndexTable([]*RunResult{run("", 0.89, 0.1, 0.01, 0.13, nil), run("exact", 0.99, 0.01, 0, 0.15, following),
+		run("auto", 0.5, 0.5, 0, 0.1, lagging)})
+	want := `index        exact  over  under  hit rate  TTFT p50  TTFT p99     followed events  errors
+approximate    89%   10%     1%       13%    230 ms    700 ms                   –   0/270
+exact          99%    1%     0%       15%    230 ms    700 ms                 yes   0/270
+auto           50%   50%     0%       10%    230 ms    700 ms  no (sim-1: silent)   0/270
+`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("RenderIndexTable (-want +got):\n%s", diff)
+	}
+}
+
+func TestIndexDemoSpecs(t *testing.T) {
+	d := DefaultIndexDemo()
+	runs, err := d.specs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].Index != "" || runs[1].Index != IndexExact || runs[0].Workload != runs[1].Workload ||
+		runs[0].FileName() == runs[1].FileName() {
+		t.Errorf("runs %+v", runs)
+	}
+	d.Modes = []string{"fast"}
+	if _, err := d.specs(1); err == nil {
+		t.Error("an unknown mode was accepted")
 	}
 }

@@ -50,6 +50,10 @@ type FleetOptions struct {
 	// timings alike, so the fleet behaves as at speedup 1 on a faster
 	// clock. Peer routers are started as they are.
 	Speedup float64
+	// Index is the gateway's index.mode (RunSpec.Index): with exact or
+	// auto the simulators publish KV events on loopback ports and the
+	// gateway follows them. Empty means approximate.
+	Index string
 	// Logger receives the children's life cycle at Debug. Nil discards.
 	Logger *slog.Logger
 }
@@ -65,7 +69,8 @@ func fleetModelArgs(model string) []string {
 
 // StartFleet starts o.Replicas simulators and a gateway in front of them,
 // with a config it generates: the model tokenized with builtin:sim so the
-// gateway predicts cached tokens, o.Policy, caps high enough never to
+// gateway predicts cached tokens, o.Policy, o.Index (the simulators
+// publishing KV events for exact and auto), caps high enough never to
 // refuse a request, and warn-level JSON logs. It returns once the gateway
 // reports every replica healthy. For a peer policy it starts that router
 // instead of the gateway and returns once the router reports every
@@ -92,7 +97,8 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	if o.Speedup > 1 {
 		args = append(args, "--speedup", strconv.FormatFloat(o.Speedup, 'g', -1, 64))
 	}
-	if err := f.StartSims(ctx, o.Replicas, procs.SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, Logger: o.Logger}); err != nil {
+	kv := o.Index == IndexExact || o.Index == IndexAuto
+	if err := f.StartSims(ctx, o.Replicas, procs.SimOptions{Binary: o.SimBinary, Args: args, Env: o.SimEnv, KVEvents: kv, Logger: o.Logger}); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
 	if peer.Router != "" {
@@ -114,7 +120,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 // fleetConfig is the gateway config of a fleet.
 func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
 	cfg := harness.GatewayConfig(replicas, harness.GatewayOptions{Model: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim",
-		BlockSize: o.BlockSize, Caps: 4096, Seed: o.Seed, RequestTimeout: 10 * time.Minute, LogLevel: "warn"})
+		BlockSize: o.BlockSize, Caps: 4096, Seed: o.Seed, RequestTimeout: 10 * time.Minute, LogLevel: "warn", IndexMode: o.Index})
 	if f := o.Speedup; f > 1 {
 		// What the gateway predicts and how fresh it wants its engine
 		// reports are times on the model's clock.
@@ -128,6 +134,8 @@ func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
 		faster(&cfg.Load.ScrapeInterval)
 		faster(&cfg.Load.ScrapeTimeout) // max_age must cover interval and timeout
 		faster(&cfg.Load.MaxAge)
+		// Engines confirm routed prompts sooner on the faster clock.
+		faster(&cfg.Index.SpeculativeTTL)
 	}
 	return cfg
 }

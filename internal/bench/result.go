@@ -48,6 +48,39 @@ type RunSpec struct {
 	// gateway's time constants all shrink by it, and every figure is
 	// scaled back, so results read in the model's time. 0 or 1: real time.
 	Speedup float64 `json:"speedup,omitempty"`
+	// Index is the gateway's index.mode: exact or auto start the
+	// simulators publishing KV events the gateway follows. Empty is the
+	// gateway's default, approximate (the runs before the option), and
+	// IndexMode says so.
+	Index string `json:"index,omitempty"`
+}
+
+// IndexMode is the run's index mode, Index or approximate.
+func (s *RunSpec) IndexMode() string {
+	if s.Index == "" {
+		return IndexApproximate
+	}
+	return s.Index
+}
+
+// Index modes a run's gateway can have (config index.mode).
+const (
+	IndexApproximate = "approximate"
+	IndexExact       = "exact"
+	IndexAuto        = "auto"
+)
+
+// NormalizeIndex turns an index mode as given (empty, approximate, exact
+// or auto) into RunSpec.Index, where approximate is empty so that a run
+// planned with it is the same run as one planned before the option.
+func NormalizeIndex(mode string) (string, error) {
+	switch mode {
+	case "", IndexApproximate:
+		return "", nil
+	case IndexExact, IndexAuto:
+		return mode, nil
+	}
+	return "", fmt.Errorf("index: must be approximate, exact or auto, not %q", mode)
 }
 
 // Validate reports every problem with s at once.
@@ -93,6 +126,14 @@ func (s *RunSpec) Validate() error {
 	if s.URL != "" && s.Speedup > 1 {
 		errs = append(errs, errors.New("speedup: only for a fleet of the run's own, not an existing url"))
 	}
+	if s.Index != "" {
+		if n, err := NormalizeIndex(s.Index); err != nil || n == "" {
+			errs = append(errs, fmt.Errorf("index: must be empty (approximate), exact or auto, not %q", s.Index))
+		}
+		if s.URL != "" || procs.IsPeerPolicy(s.Policy) {
+			errs = append(errs, errors.New("index: only for a gateway of the run's own, not an existing url or a peer router"))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -133,8 +174,8 @@ func (s *RunSpec) blockSize() int {
 }
 
 // FileName is the name of the run's result file: point (or workload),
-// rate (a trace's rate multiplier), repetition and policy, each made safe
-// for a file name.
+// rate (a trace's rate multiplier), repetition, policy and the index mode
+// unless approximate, each made safe for a file name.
 func (s *RunSpec) FileName() string {
 	name := s.Point
 	if name == "" {
@@ -144,7 +185,7 @@ func (s *RunSpec) FileName() string {
 	if s.Workload.Workload == "trace" {
 		rate = "x" + strconv.FormatFloat(s.Workload.RateMultiplier, 'f', -1, 64)
 	}
-	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy}
+	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index}
 	var b strings.Builder
 	for _, p := range parts {
 		if p == "" {
@@ -185,6 +226,11 @@ type RunResult struct {
 	GatewayLog *procs.GatewayLog `json:"gateway_log,omitempty"`
 	// PeerLog is what a peer router child logged at warning and above.
 	PeerLog *procs.PeerLog `json:"peer_log,omitempty"`
+	// Index is the gateway's /admin/index after the last response: each
+	// replica's blocks and prediction source, and in modes exact and auto
+	// each engine's event stream (why a replica did not follow it, if it
+	// did not).
+	Index *procs.IndexStatus `json:"index,omitempty"`
 }
 
 // RunSetup says what a run's fleet was.
@@ -195,6 +241,9 @@ type RunSetup struct {
 	Simulators    string   `json:"simulators,omitempty"`
 	SimArgs       []string `json:"sim_args,omitempty"`
 	GatewayConfig string   `json:"gateway_config,omitempty"`
+	// IndexMode is the gateway's index.mode; empty in front of a peer
+	// router.
+	IndexMode string `json:"index_mode,omitempty"`
 	// Peer is the peer router in place of the gateway; nil for the gateway.
 	Peer *PeerSetup `json:"peer,omitempty"`
 }

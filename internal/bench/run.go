@@ -190,7 +190,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-		Speedup: spec.clock(), Logger: env.logger(),
+		Speedup: spec.clock(), Index: spec.Index, Logger: env.logger(),
 	})
 	if err != nil {
 		return nil, err
@@ -206,6 +206,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 	} else {
 		res.Setup.Gateway = "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports"
 		res.Setup.GatewayConfig = fleet.Gateway.ConfigYAML
+		res.Setup.IndexMode = spec.IndexMode()
 	}
 	return fleet, nil
 }
@@ -236,10 +237,17 @@ func countersAt(ctx context.Context, fleet *Fleet, admin *http.Client, at time.T
 	return before
 }
 
-// readEngines reads the engines' counters again after the load and takes
-// what changed since before into m: the prefix cache hits and, without the
-// gateway's replica header (a peer router), the requests per replica.
+// readEngines reads the gateway's index into res, then the engines'
+// counters again after the load and takes what changed since before into
+// m: the prefix cache hits and, without the gateway's replica header (a
+// peer router), the requests per replica.
 func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, before <-chan counterReading, m *Measurements, res *RunResult) {
+	if gw := fleet.Gateway; gw != nil {
+		var err error
+		if res.Index, err = gw.Index(ctx, admin); err != nil {
+			res.Notes = append(res.Notes, "gateway index not read: "+err.Error())
+		}
+	}
 	b := <-before
 	after, err := engineCounters(ctx, admin, fleet.SimURLs())
 	if err = errors.Join(b.err, err); err != nil {
@@ -285,6 +293,8 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	target := s.Policy
 	if s.URL != "" {
 		target = s.URL
+	} else if s.Index != "" {
+		target += " (index " + s.Index + ")"
 	}
 	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
@@ -324,6 +334,7 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",
 			p.Requests, 100*p.Exact, 100*p.Over, 100*p.Under, p.MeanError, p.HitRate)
 	}
+	writeIndexStatus(w, r.Index)
 	if len(m.Errors) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m.Errors)) {
@@ -348,5 +359,22 @@ func msec(s float64) string {
 		return fmt.Sprintf("%.2fms", s*1e3)
 	default:
 		return fmt.Sprintf("%.0fms", s*1e3)
+	}
+}
+
+// writeIndexStatus says, for each engine whose KV events the gateway
+// followed, where its predictions came from at the end and what the stream
+// carried.
+func writeIndexStatus(w io.Writer, st *procs.IndexStatus) {
+	if st == nil {
+		return
+	}
+	for _, k := range st.KVEvents {
+		why := ""
+		if k.Reason != "" {
+			why = " (" + k.Reason + ")"
+		}
+		fmt.Fprintf(w, "  kv events %s: source %s%s, %d batches applied, %d gaps, %d replays, %d mirrored blocks\n",
+			k.ID, k.Source, why, k.Applied, k.Gaps, k.Replays, k.Mirrored)
 	}
 }

@@ -357,3 +357,63 @@ func TestRunSpecSpeedupErrors(t *testing.T) {
 		t.Errorf("speedup 4: %v", err)
 	}
 }
+
+// The same run with the gateway in index mode exact: the simulators
+// publish KV events on loopback ports, the gateway follows every stream to
+// the end, and every cached-token prediction is exact.
+func TestMeasureFleetExactIndex(t *testing.T) {
+	reqs := sharedPromptRequests(30, 20*time.Millisecond, 4, 0)
+	spec := smallSpec("cost_model", 50, len(reqs))
+	spec.Index = IndexExact
+	r, err := Measure(t.Context(), spec, fleetEnv(t, reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Measurements
+	if m.Succeeded != m.Measured || len(m.Errors) != 0 {
+		t.Fatalf("%d of %d succeeded, errors %v %v", m.Succeeded, m.Measured, m.Errors, m.ErrorSamples)
+	}
+	if r.Setup.IndexMode != IndexExact || !strings.Contains(r.Setup.GatewayConfig, "mode: exact") ||
+		!strings.Contains(r.Setup.GatewayConfig, "replay_endpoint: tcp://127.0.0.1:") {
+		t.Errorf("index mode %q, gateway config:\n%s", r.Setup.IndexMode, r.Setup.GatewayConfig)
+	}
+	if r.Index == nil || r.Index.Mode != IndexExact || !r.Index.Following() || len(r.Index.KVEvents) != 2 {
+		t.Fatalf("gateway index at the end: %+v", r.Index)
+	}
+	if m.Prediction == nil || m.Prediction.Exact != 1 {
+		t.Errorf("prediction %+v: sequential requests on an events-fed index should all be exact", m.Prediction)
+	}
+	if got := spec.FileName(); got != "w1_rate50_rep0_cost_model_exact.json" {
+		t.Errorf("FileName = %q", got)
+	}
+	var b strings.Builder
+	WriteSummary(&b, r)
+	if !strings.Contains(b.String(), "via cost_model (index exact)") || !strings.Contains(b.String(), "kv events sim-2: source events") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+}
+
+func TestRunSpecIndexErrors(t *testing.T) {
+	for _, tt := range []struct {
+		mutate func(*RunSpec)
+		want   string
+	}{
+		{func(s *RunSpec) { s.Index = "approximate" }, "index: must be empty (approximate), exact or auto"},
+		{func(s *RunSpec) { s.Index = "bogus" }, "index: must be empty (approximate), exact or auto"},
+		{func(s *RunSpec) { s.Index, s.Policy = "exact", "peer:vllm-router:round_robin" }, "index: only for a gateway of the run's own"},
+		{func(s *RunSpec) { s.Index, s.URL = "auto", "http://127.0.0.1:1" }, "index: only for a gateway of the run's own"},
+	} {
+		s := smallSpec("cost_model", 1, 10)
+		tt.mutate(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: Validate = %v, want %q", s, err, tt.want)
+		}
+	}
+	s := smallSpec("cost_model", 1, 10)
+	if s.IndexMode() != IndexApproximate || s.FileName() != "w1_rate1_rep0_cost_model.json" {
+		t.Errorf("default: mode %q, file %q", s.IndexMode(), s.FileName())
+	}
+	if n, err := NormalizeIndex("approximate"); n != "" || err != nil {
+		t.Errorf("NormalizeIndex(approximate) = %q, %v", n, err)
+	}
+}

@@ -66,10 +66,7 @@ func pointRows(results []*RunResult) []PolicyRow {
 	byPolicy := map[string][]*RunResult{}
 	var order []string
 	for _, r := range results {
-		p := r.Spec.Policy
-		if p == "" {
-			p = r.Spec.URL
-		}
+		p := policyLabel(&r.Spec)
 		if _, ok := byPolicy[p]; !ok {
 			order = append(order, p)
 		}
@@ -143,11 +140,25 @@ func pointRows(results []*RunResult) []PolicyRow {
 	return rows
 }
 
+// policyLabel names a run's row: its policy (or URL), and the gateway's
+// index mode unless approximate, as in "cost_model (exact)".
+func policyLabel(s *RunSpec) string {
+	p := s.Policy
+	if p == "" {
+		p = s.URL
+	}
+	if s.Index != "" {
+		p += " (" + s.Index + ")"
+	}
+	return p
+}
+
 // policyOrder is the order of the report's rows: the cache-blind
 // baselines, then the cache-aware policies.
 var policyOrder = []string{"round_robin", "random", "least_request", "p2c", "prefix_hash", "kv_aware", "cost_model"}
 
 func policyRank(p string) int {
+	p, _, _ = strings.Cut(p, " ")
 	if i := slices.Index(policyOrder, p); i >= 0 {
 		return i
 	}
@@ -337,6 +348,10 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 		fmt.Fprint(w, " (some with uncommitted changes)")
 	}
 	fmt.Fprint(w, ".\n\n")
+	if slices.ContainsFunc(results, func(r *RunResult) bool { return r.Spec.Index != "" }) {
+		fmt.Fprint(w, "**Index:** a row marked (exact) or (auto) had the gateway's `index.mode` so, following every simulator's KV events "+
+			"(published on loopback ports); the other gateway rows predicted from its own routing decisions (approximate).\n\n")
+	}
 	writePeers(w, results)
 }
 

@@ -51,6 +51,10 @@ type SweepFile struct {
 	// clock (see RunSpec.Speedup); rates, durations and figures stay in
 	// the model's time. Default 1.
 	Speedup float64 `toml:"speedup"`
+	// Index are the gateway's index modes (approximate, exact, auto) every
+	// policy runs under, innermost after the policy; a peer router runs
+	// once whatever they are, having no such mode. Default [approximate].
+	Index []string `toml:"index"`
 
 	Points []SweepPoint `toml:"points"`
 }
@@ -73,6 +77,7 @@ type SweepPoint struct {
 	Requests int      `toml:"requests"`
 	Warmup   string   `toml:"warmup"`
 	SimArgs  []string `toml:"sim_args"`
+	Index    []string `toml:"index"`
 
 	Arrivals      string  `toml:"arrivals"`
 	CV            float64 `toml:"cv"`
@@ -224,7 +229,9 @@ func (f *SweepFile) Validate() error {
 		if p.Ramp != "" && p.Ramp != "diurnal" {
 			fail(path+".ramp", "must be empty or diurnal, not %q", p.Ramp)
 		}
+		errs = append(errs, checkIndexModes(path+".index", p.Index)...)
 	}
+	errs = append(errs, checkIndexModes("index", f.Index)...)
 	for i, pol := range f.Policies {
 		if pol == "" {
 			fail(fmt.Sprintf("policies[%d]", i), "must not be empty")
@@ -233,6 +240,17 @@ func (f *SweepFile) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkIndexModes reports each of modes that is no index mode.
+func checkIndexModes(path string, modes []string) []error {
+	var errs []error
+	for i, m := range modes {
+		if _, err := NormalizeIndex(m); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: must be approximate, exact or auto, not %q", path, i, m))
+		}
+	}
+	return errs
 }
 
 // workloadNames are the workloads a sweep point may name.
@@ -256,7 +274,8 @@ type PlanOptions struct {
 }
 
 // Plan expands f into its runs in the order they run: points in file
-// order, then rates, then repetitions, then policies innermost, so drift
+// order, then rates, then repetitions, then policies and their index
+// modes innermost, so drift
 // over a long sweep falls on every policy alike. skipped names what was
 // left out and why.
 func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
@@ -319,16 +338,39 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 					w.Rate, w.TracePath, w.TimeScale, w.RateMultiplier = 0, o.TracePath, p.TimeScale, rate
 				}
 				for _, pol := range policies {
-					runs = append(runs, RunSpec{
-						Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
-						Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
-						Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup,
-					})
+					for _, mode := range indexModes(p.Index, f.Index, pol) {
+						runs = append(runs, RunSpec{
+							Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
+							Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
+							Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode,
+						})
+					}
 				}
 			}
 		}
 	}
 	return runs, skipped
+}
+
+// indexModes are the RunSpec.Index values policy runs under at a point:
+// the point's modes, else the file's, else approximate alone; a peer
+// router's only.
+func indexModes(point, file []string, policy string) []string {
+	modes := point
+	if len(modes) == 0 {
+		modes = file
+	}
+	var out []string
+	for _, m := range modes {
+		n, _ := NormalizeIndex(m)
+		if !slices.Contains(out, n) && (n == "" || !procs.IsPeerPolicy(policy)) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{""}
+	}
+	return out
 }
 
 // SweepOptions say where a sweep's results go and how many fleets run at

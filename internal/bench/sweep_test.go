@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,44 @@ func TestCommittedSweepFiles(t *testing.T) {
 			}
 			t.Logf("%d runs", len(runs))
 		})
+	}
+}
+
+// A sweep's index modes run innermost after each policy, a point's
+// replacing the file's; a peer router runs once.
+func TestSweepPlanIndex(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+policies = ["cost_model", "peer:vllm-router:round_robin"]
+requests = 100
+index = ["approximate", "exact"]
+
+[[points]]
+workload = "w1"
+rates = [2]
+
+[[points]]
+workload = "w2"
+rates = [3]
+index = ["auto"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := f.Plan(PlanOptions{})
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.FileName())
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: %v", r.FileName(), err)
+		}
+	}
+	want := []string{"w1_rate2_rep0_cost_model.json", "w1_rate2_rep0_cost_model_exact.json", "w1_rate2_rep0_peer-vllm-router-round_robin.json",
+		"w2_rate3_rep0_cost_model_auto.json", "w2_rate3_rep0_peer-vllm-router-round_robin.json"}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan %v, want %v", got, want)
+	}
+	if _, err := ParseSweep([]byte("policies = [\"cost_model\"]\nrequests = 1\nindex = [\"fast\"]\n[[points]]\nworkload = \"w1\"\nrates = [1]\n")); err == nil ||
+		!strings.Contains(err.Error(), `index[0]: must be approximate, exact or auto, not "fast"`) {
+		t.Errorf("bad index: %v", err)
 	}
 }

@@ -78,7 +78,7 @@ func (f *Fleet) SimURLs() []string {
 func (f *Fleet) Replicas() []Replica {
 	out := make([]Replica, len(f.Sims))
 	for i, s := range f.Sims {
-		out[i] = Replica{ID: SimID(i), URL: s.URL}
+		out[i] = Replica{ID: SimID(i), URL: s.URL, KVEndpoint: s.KVEndpoint, KVReplayEndpoint: s.KVReplayEndpoint}
 	}
 	return out
 }
@@ -162,7 +162,13 @@ func appendErr(errs []error, prefix string, err error) []error {
 }
 
 // Replica is one engine behind a generated gateway config.
-type Replica struct{ ID, URL string }
+type Replica struct {
+	ID, URL string
+	// KVEndpoint and KVReplayEndpoint are the engine's KV event sockets,
+	// followed when the index mode is exact or auto; empty for an engine
+	// that publishes none.
+	KVEndpoint, KVReplayEndpoint string
+}
 
 // GatewayOptions say what a generated gateway config holds beyond its
 // replicas.
@@ -183,18 +189,26 @@ type GatewayOptions struct {
 	RequestTimeout time.Duration
 	// LogLevel is the JSON log's level.
 	LogLevel string
+	// IndexMode is index.mode: approximate, exact or auto. Empty keeps the
+	// gateway's default (approximate).
+	IndexMode string
 }
 
 // GatewayConfig is the config of a gateway child in front of replicas:
-// o's model on every one of them, loopback ports chosen at start, a quick
-// shutdown, a connection pool large enough for the harness's load, and JSON
-// logs the harness reads.
+// o's model on every one of them, each replica's KV event sockets, o's
+// index mode, loopback ports chosen at start, a quick shutdown, a
+// connection pool large enough for the harness's load, and JSON logs the
+// harness reads.
 func GatewayConfig(replicas []Replica, o GatewayOptions) *config.Config {
 	cfg := config.Default()
 	cfg.Models = []config.Model{{Name: o.Model, Aliases: o.Aliases, Policy: o.Policy, Tokenizer: o.Tokenizer, BlockSize: o.BlockSize}}
 	for _, r := range replicas {
 		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: r.ID, URL: r.URL, Models: []string{o.Model},
-			MaxConcurrency: o.Caps, MaxPending: o.Caps})
+			MaxConcurrency: o.Caps, MaxPending: o.Caps,
+			KVEvents: config.ReplicaKVEvents{Endpoint: r.KVEndpoint, ReplayEndpoint: r.KVReplayEndpoint}})
+	}
+	if o.IndexMode != "" {
+		cfg.Index.Mode = o.IndexMode
 	}
 	cfg.Routing.Seed = o.Seed
 	if cfg.Routing.Seed == 0 {

@@ -147,3 +147,69 @@ func TestFleet(t *testing.T) {
 		t.Errorf("second Stop: %v", err)
 	}
 }
+
+// TestFleetExactIndex starts simulators publishing KV events behind a
+// gateway in index mode exact and waits until the gateway follows every
+// engine's stream.
+func TestFleetExactIndex(t *testing.T) {
+	ctx := t.Context()
+	var f harness.Fleet
+	defer f.Stop()
+	if err := f.StartSims(ctx, 2, procs.SimOptions{Binary: os.Args[0], Env: procstest.SimEnv(), KVEvents: true,
+		Args: []string{"--zero-latency"}}); err != nil {
+		t.Fatal(err)
+	}
+	reps := f.Replicas()
+	for i, r := range reps {
+		if !strings.HasPrefix(r.KVEndpoint, "tcp://127.0.0.1:") || !strings.HasPrefix(r.KVReplayEndpoint, "tcp://127.0.0.1:") ||
+			r.KVEndpoint == r.KVReplayEndpoint || r.KVEndpoint != f.Sims[i].KVEndpoint {
+			t.Errorf("replica %d: kv endpoints %q, %q", i, r.KVEndpoint, r.KVReplayEndpoint)
+		}
+	}
+	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Caps: 16, Tokenizer: "builtin:sim",
+		RequestTimeout: 30 * time.Second, LogLevel: "warn", IndexMode: "exact"})
+	if err := f.StartGateway(ctx, procs.GatewayOptions{Binary: os.Args[0], Env: procstest.GatewayEnv(), Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.Gateway.ConfigYAML, "endpoint: "+reps[1].KVEndpoint) {
+		t.Errorf("config written without sim-2's endpoint:\n%s", f.Gateway.ConfigYAML)
+	}
+	if err := f.WaitHealthy(ctx, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	client := procs.AdminClient()
+	defer client.CloseIdleConnections()
+	var st *procs.IndexStatus
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		st, err = f.Gateway.Index(ctx, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Following() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.Mode != "exact" || !st.Following() || len(st.KVEvents) != 2 || st.KVEvents[0].Endpoint != reps[0].KVEndpoint {
+		t.Errorf("/admin/index: %+v", st)
+	}
+}
+
+// GatewayConfig writes the index mode and each replica's KV event sockets;
+// without a mode it keeps the gateway's default.
+func TestGatewayConfigIndex(t *testing.T) {
+	reps := []harness.Replica{{ID: "sim-1", URL: "http://127.0.0.1:1", KVEndpoint: "tcp://127.0.0.1:2", KVReplayEndpoint: "tcp://127.0.0.1:3"}}
+	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Caps: 1, IndexMode: "exact",
+		RequestTimeout: time.Second, LogLevel: "warn"})
+	kv := cfg.Replicas[0].KVEvents
+	if cfg.Index.Mode != "exact" || kv.Endpoint != "tcp://127.0.0.1:2" || kv.ReplayEndpoint != "tcp://127.0.0.1:3" {
+		t.Errorf("index %+v, replica kv_events %+v", cfg.Index, kv)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	if cfg := harness.GatewayConfig(reps[:0], harness.GatewayOptions{Model: procs.SimModel}); cfg.Index.Mode != "approximate" {
+		t.Errorf("default index mode %q", cfg.Index.Mode)
+	}
+}

@@ -75,3 +75,10 @@ func TestChildren(t *testing.T) {
 		t.Errorf("sim stop: %v", err)
 	}
 }
+
+func TestKVEventsConfigJSON(t *testing.T) {
+	const want = `{"enable_kv_cache_events":true,"endpoint":"tcp://*:5001","replay_endpoint":"tcp://127.0.0.1:5002"}`
+	if got := procs.KVEventsConfigJSON(5001, 5002); got != want {
+		t.Errorf("KVEventsConfigJSON = %s, want %s", got, want)
+	}
+}

@@ -17,6 +17,10 @@ type Sim struct {
 	URL string
 	// Pid is the child's process id.
 	Pid int
+	// KVEndpoint and KVReplayEndpoint are where the child publishes its KV
+	// cache events and answers replay requests, tcp://127.0.0.1:port;
+	// empty unless SimOptions.KVEvents.
+	KVEndpoint, KVReplayEndpoint string
 
 	*child
 	stderr *TailBuffer
@@ -29,6 +33,10 @@ type SimOptions struct {
 	Binary string
 	// Args are extra flags; --host and --port are added. Nil means none.
 	Args []string
+	// KVEvents makes the child publish its KV cache events on a free port
+	// and answer replay requests on another (--kv-events-config is added;
+	// Args must not hold one).
+	KVEvents bool
 	// Env is added to the harness's own environment. Nil adds nothing.
 	Env []string
 	// StartTimeout bounds how long the child may take to answer /health.
@@ -56,7 +64,18 @@ func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}, o.Args...)
+	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}
+	var kvPub, kvReplay int
+	if o.KVEvents {
+		if kvPub, err = FreePort(); err != nil {
+			return nil, err
+		}
+		if kvReplay, err = FreePort(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--kv-events-config", KVEventsConfigJSON(kvPub, kvReplay))
+	}
+	args = append(args, o.Args...)
 	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	stderr := &TailBuffer{max: 16 << 10}
@@ -73,6 +92,9 @@ func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
 		stderr: stderr,
 		log:    o.Logger.With("component", "sim_child", "pid", cmd.Process.Pid),
 	}
+	if o.KVEvents {
+		p.KVEndpoint, p.KVReplayEndpoint = loopbackTCP(kvPub), loopbackTCP(kvReplay)
+	}
 	c.clog = p.log
 	p.log.Debug("started simulator", "args", args)
 	if err := p.waitOK(ctx, p.URL+"/health", o.StartTimeout, p.stderr.String); err != nil {
@@ -81,6 +103,17 @@ func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
 	}
 	return p, nil
 }
+
+// KVEventsConfigJSON is the simulator's --kv-events-config publishing on
+// port pub (bound on every interface, as an endpoint the engine binds must
+// name *) and answering replays on port replay of the loopback interface.
+func KVEventsConfigJSON(pub, replay int) string {
+	return `{"enable_kv_cache_events":true,"endpoint":"tcp://*:` + strconv.Itoa(pub) +
+		`","replay_endpoint":"` + loopbackTCP(replay) + `"}`
+}
+
+// loopbackTCP is the ZeroMQ endpoint of a loopback port.
+func loopbackTCP(port int) string { return "tcp://127.0.0.1:" + strconv.Itoa(port) }
 
 // Output returns the tail of what the child wrote to stdout and stderr.
 func (p *Sim) Output() string { return p.stderr.String() }
