@@ -41,7 +41,7 @@ const (
 const (
 	replayHonest   int32 = iota // every buffered batch from start on, then the end marker
 	replaySilent                // never answers
-	replayDisorder              // the buffered batches from start on, last first
+	replayDisorder              // start+1, then start
 	replayGarbage               // random frames
 )
 
@@ -78,7 +78,7 @@ func newScriptedPublisher(t testing.TB, enc events.Encoding, pubHWM int) *script
 	if err != nil {
 		t.Fatal(err)
 	}
-	router, err := zmtp.ListenRouter(ctx, "tcp://127.0.0.1:0", zmtp.Options{HWM: 64})
+	router, err := zmtp.ListenRouter(ctx, "tcp://127.0.0.1:0", zmtp.Options{HWM: 2 * hostileRing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,13 +239,14 @@ func (e *scriptedPublisher) serveReplays(ctx context.Context) {
 		case replaySilent:
 			continue
 		case replayDisorder:
-			for i := len(answer) - 1; i >= 0; i-- {
-				e.router.Send([][]byte{id, {}, e.topic, binary.BigEndian.AppendUint64(nil, answer[i].seq), answer[i].payload})
+			empty := events.AppendBatch(nil, &events.Batch{TS: 1}, e.enc)
+			for _, seq := range []uint64{start + 1, start} {
+				e.router.Send([][]byte{id, {}, e.topic, binary.BigEndian.AppendUint64(nil, seq), empty})
 			}
 		case replayGarbage:
 			for range 5 {
 				msg := [][]byte{id}
-				for range rng.IntN(6) {
+				for range 1 + rng.IntN(5) {
 					msg = append(msg, randBytes(rng, rng.IntN(40)))
 				}
 				e.router.Send(msg)

@@ -64,13 +64,13 @@ func TestHostilePublisherGarbage(t *testing.T) {
 	checkHeap(t, before, hostileHeapBound)
 	st = r.stream()
 	r.wantMetrics(map[string]float64{
-		`inferrail_kv_events_malformed_total{replica="sim-1"}`:                     float64(st.Malformed),
-		`inferrail_kv_events_disconnects_total{replica="sim-1"}`:                   float64(st.Disconnects),
+		`inferrail_kv_events_malformed_total{replica="sim-1"}`:                      float64(st.Malformed),
+		`inferrail_kv_events_disconnects_total{replica="sim-1"}`:                    float64(st.Disconnects),
 		`inferrail_kv_events_rejected_total{replica="sim-1"}`:                       float64(st.Rejected),
-		`inferrail_index_source{replica="sim-1",source="events"}`:                  1,
-		`inferrail_kv_events_purges_total{reason="malformed",replica="sim-1"}`:     float64(st.Purges[kvfeed.PurgeMalformed]),
-		`inferrail_kv_events_purges_total{reason="restart",replica="sim-1"}`:       float64(st.Purges[kvfeed.PurgeRestart]),
-		`inferrail_kv_events_replays_total{replica="sim-1",result="error"}`:        float64(st.ReplayErrors),
+		`inferrail_index_source{replica="sim-1",source="events"}`:                   1,
+		`inferrail_kv_events_purges_total{reason="malformed",replica="sim-1"}`:      float64(st.Purges[kvfeed.PurgeMalformed]),
+		`inferrail_kv_events_purges_total{reason="restart",replica="sim-1"}`:        float64(st.Purges[kvfeed.PurgeRestart]),
+		`inferrail_kv_events_replays_total{replica="sim-1",result="error"}`:         float64(st.ReplayErrors),
 		`inferrail_kv_events_dropped_total{kind="unknown_removal",replica="sim-1"}`: 0,
 	})
 }
