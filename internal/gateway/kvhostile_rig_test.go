@@ -132,9 +132,18 @@ func (e *scriptedPublisher) accept(ctx context.Context) {
 		if h := e.hostile.Load(); h != nil {
 			e.hostiles.Add(1)
 			go func() {
-				defer nc.Close()
-				go io.Copy(io.Discard, nc) // whatever the SUB says
+				drained := make(chan struct{})
+				go func() { io.Copy(io.Discard, nc); close(drained) }() // whatever the SUB says
 				(*h)(nc)
+				// Half-close and let the SUB hang up: closing with its bytes
+				// unread would reset the connection, and a reset can discard
+				// what h sent before the SUB reads it.
+				nc.(*net.TCPConn).CloseWrite()
+				select {
+				case <-drained:
+				case <-time.After(2 * time.Second):
+				}
+				nc.Close()
 			}()
 			continue
 		}
@@ -316,6 +325,10 @@ func newHostileRig(t *testing.T, enc events.Encoding, pubHWM int) *hostileRig {
 	cfg.Index.Mode = config.IndexExact
 	cfg.Index.KVEvents.Silence = config.Duration(hostileSilence)
 	cfg.Replicas[0].KVCapacityBlocks = hostileCapacity
+	// The floods starve a 2-core machine: health checks as tight as the
+	// other tests' would eject the only replica for being slow.
+	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Timeout = config.Duration(time.Second)
 	cfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: eng.endpoint(), ReplayEndpoint: eng.router.Endpoint()}
 	gw := startGateway(t, cfg)
 	r := &hostileRig{t: t, gw: gw, eng: eng, block: gw.g.tokenizers[testModel].blockSize}
@@ -383,9 +396,13 @@ func (r *hostileRig) heal() kvStatus {
 	return r.waitSource(index.SourceEvents, "", 10*time.Second)
 }
 
-// finish stops the load and checks that every request went through.
+// finish stops the load, once it has sent a few requests, and checks that
+// every request went through.
 func (r *hostileRig) finish() {
 	r.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); r.load.ok.Load()+r.load.failed.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	ok, failed, first := r.load.stop()
 	if failed > 0 || ok == 0 {
 		r.t.Errorf("through the gateway: %d requests served, %d failed (first: %s)", ok, failed, first)
