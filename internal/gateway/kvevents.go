@@ -29,6 +29,8 @@ import (
 //     blocks as its cache holds since;
 //   - silent: the engine took new prompts but the stream said nothing for
 //     index.kv_events.silence;
+//   - overflow: the stream stored more blocks than the mirror's bound
+//     (several times the engine's cache) since it was last purged;
 //   - drift (mode auto): the replica's predictions over-counted its
 //     engine's cached tokens (see drift), for driftCooldown.
 //
@@ -64,8 +66,12 @@ type replicaFeed struct {
 	complete    bool       // ... and the first of them was the stream's first
 	storedSince int        // blocks stored since the last purge
 	purges      map[string]uint64
-	source      index.Source // what the last tick decided
-	reason      string       // and why not events, "" when events
+	// overflowMark is the mirror's Overflow count at the last purge: a
+	// mirror that refused blocks since holds more than any cache could,
+	// so the stream is broken or hostile until it starts over.
+	overflowMark uint64
+	source       index.Source // what the last tick decided
+	reason       string       // and why not events, "" when events
 
 	suspect bool // nearly every routed prompt's blocks go unconfirmed: tokens differ?
 
@@ -80,6 +86,7 @@ const (
 	reasonNoStream   = "no_stream"
 	reasonCatchingUp = "catching_up"
 	reasonSilent     = "silent"
+	reasonOverflow   = "overflow"
 	reasonDrift      = "drift" // mode auto: the events over-predicted the engine's hits
 )
 
@@ -251,7 +258,7 @@ func (k *kvEvents) watchSpeculation(f *replicaFeed) {
 func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) string {
 	st := f.feed.Stats()
 	f.mu.Lock()
-	started, complete, stored := f.started, f.complete, f.storedSince
+	started, complete, stored, overflowMark := f.started, f.complete, f.storedSince, f.overflowMark
 	f.capacityBlocks = capacityBlocks
 	f.mu.Unlock()
 	// A replay that answered with nothing, and no batch since: the
@@ -259,6 +266,9 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	idle := !started && st.Applied == 0 && st.Received == 0 && st.Replays > st.ReplayErrs
 	if (!started || !st.HasSeq) && !idle {
 		return reasonNoStream
+	}
+	if k.index.Events(f.id).Mirror.Overflow > overflowMark {
+		return reasonOverflow
 	}
 	if !complete && !idle && stored < capacityBlocks {
 		return reasonCatchingUp
@@ -310,9 +320,11 @@ func (s *feedSink) Apply(seq uint64, b *events.Batch) {
 
 func (s *feedSink) Purge(reason string) {
 	s.index.PurgeEvents(s.f.id)
+	overflow := s.index.Events(s.f.id).Mirror.Overflow
 	f := s.f
 	f.mu.Lock()
 	f.started, f.complete, f.storedSince = false, false, 0
+	f.overflowMark = overflow
 	f.purges[reason]++
 	f.mu.Unlock()
 }

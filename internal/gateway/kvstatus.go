@@ -28,6 +28,8 @@ type kvStatus struct {
 	Replays        uint64            `json:"replays"`
 	ReplayErrors   uint64            `json:"replay_errors"`
 	Malformed      uint64            `json:"malformed"`
+	Disconnects    uint64            `json:"disconnects"` // connections lost after the handshake
+	Rejected       uint64            `json:"rejected"`    // connections whose handshake failed
 	Purges         map[string]uint64 `json:"purges"`
 	Mirrored       int               `json:"mirrored_blocks"`
 	Speculative    int               `json:"speculative_blocks"`
@@ -64,6 +66,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		ID: f.id, Source: ev.Source, Endpoint: f.endpoint, ReplayEndpoint: f.replay,
 		Received: st.Received, Applied: st.Applied, Duplicates: st.Duplicates, Gaps: st.Gaps,
 		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed,
+		Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
 		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: map[string]uint64{},
 	}
@@ -101,6 +104,10 @@ var (
 		"Times a replica's mirror was emptied, by reason (restart, lost, malformed).", []string{"replica", "reason"}, nil)
 	descKVMalformed = prometheus.NewDesc("inferrail_kv_events_malformed_total",
 		"KV event messages dropped as malformed.", []string{"replica"}, nil)
+	descKVDisconnects = prometheus.NewDesc("inferrail_kv_events_disconnects_total",
+		"Connections to a replica's KV event publisher lost after the handshake (closed, or a broken frame).", []string{"replica"}, nil)
+	descKVRejected = prometheus.NewDesc("inferrail_kv_events_rejected_total",
+		"Connections to a replica's KV event publisher whose ZMTP handshake failed.", []string{"replica"}, nil)
 	descKVLastSeq = prometheus.NewDesc("inferrail_kv_events_last_sequence",
 		"Sequence number of the last KV event batch applied.", []string{"replica"}, nil)
 	descKVLag = prometheus.NewDesc("inferrail_kv_events_lag_seconds",
@@ -123,7 +130,8 @@ var (
 
 func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
-		descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descKVSpeculation, descKVTokSuspect, descIndexSource} {
+		descKVDisconnects, descKVRejected, descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descKVSpeculation,
+		descKVTokSuspect, descIndexSource} {
 		ch <- d
 	}
 }
@@ -145,6 +153,8 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descKVPurges, s.Purges[r], id, r)
 		}
 		counter(descKVMalformed, s.Malformed, id)
+		counter(descKVDisconnects, s.Disconnects, id)
+		counter(descKVRejected, s.Rejected, id)
 		if s.LastSeq != nil {
 			gauge(descKVLastSeq, float64(*s.LastSeq), id)
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -64,9 +65,14 @@ type Stats struct {
 	ReplayErrs uint64 // replays that failed or timed out
 	Purges     uint64
 	Malformed  uint64 // messages with the wrong frames or an undecodable payload
-	LastSeq    uint64
-	HasSeq     bool
-	LastBatch  time.Time // when the last batch was applied
+	// Disconnects are connections to the publisher lost after their
+	// handshake (it closed, or broke the protocol: a cut or oversized
+	// frame); Rejected are those whose handshake failed (not ZMTP).
+	Disconnects uint64
+	Rejected    uint64
+	LastSeq     uint64
+	HasSeq      bool
+	LastBatch   time.Time // when the last batch was applied
 }
 
 // Feed follows one engine's stream. Create with New, then Run.
@@ -85,6 +91,8 @@ type Feed struct {
 	// sequence is a duplicate only when its bytes are the replayed ones;
 	// otherwise the stream started over.
 	replayed map[uint64]uint64
+
+	sub atomic.Pointer[zmtp.Sub] // while Run subscribes, for Rejected
 
 	mu    sync.Mutex
 	stats Stats // guarded by mu
@@ -105,8 +113,12 @@ func New(cfg Config, sink Sink) *Feed {
 // Stats returns the feed's counters now; safe to call from any goroutine.
 func (f *Feed) Stats() Stats {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.stats
+	st := f.stats
+	f.mu.Unlock()
+	if s := f.sub.Load(); s != nil {
+		st.Rejected = s.Stats().Rejected
+	}
+	return st
 }
 
 func (f *Feed) count(fn func(*Stats)) {
@@ -123,6 +135,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		return fmt.Errorf("kvfeed: %w", err)
 	}
 	defer sub.Close()
+	f.sub.Store(sub)
 	if f.cfg.ReplayEndpoint != "" {
 		// Whatever the engine cached before we listened, as far back as its
 		// buffer reaches.
@@ -132,6 +145,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		msg, err := sub.Recv(ctx)
 		switch {
 		case errors.Is(err, zmtp.ErrDisconnected):
+			f.count(func(s *Stats) { s.Disconnects++ })
 			continue // the sequence numbers tell whether anything was lost
 		case err != nil:
 			return ctx.Err()

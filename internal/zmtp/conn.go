@@ -332,7 +332,8 @@ func (b *base) listen(endpoint string, serve func(*conn), rejected func(error)) 
 
 // dial connects to endpoint in a goroutine, serves each connection with
 // serve and reconnects with backoff when it ends, until the socket closes.
-func (b *base) dial(endpoint string, serve func(*conn)) error {
+// rejected, if not nil, hears of each connection whose handshake failed.
+func (b *base) dial(endpoint string, serve func(*conn), rejected func(error)) error {
 	addr, err := parseEndpoint(endpoint, false)
 	if err != nil {
 		return err
@@ -347,6 +348,9 @@ func (b *base) dial(endpoint string, serve func(*conn)) error {
 					serve(c)
 				} else {
 					nc.Close()
+					if rejected != nil && b.ctx.Err() == nil {
+						rejected(err)
+					}
 				}
 			}
 			if !sleep(b.ctx, wait) {

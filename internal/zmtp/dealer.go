@@ -27,7 +27,7 @@ func DialDealer(ctx context.Context, endpoint string, o Options) (*Dealer, error
 	d := &Dealer{base: newBase(ctx, "DEALER", o)}
 	d.out = make(chan [][]byte, d.opts.HWM)
 	d.in = make(chan [][]byte, d.opts.HWM)
-	if err := d.dial(endpoint, d.serve); err != nil {
+	if err := d.dial(endpoint, d.serve, nil); err != nil {
 		d.close()
 		return nil, err
 	}

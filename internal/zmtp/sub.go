@@ -23,12 +23,14 @@ type Sub struct {
 	q           chan [][]byte // a nil message marks a lost connection
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
+	rejected    atomic.Uint64
 }
 
 // SubStats counts a Sub's connections.
 type SubStats struct {
 	Connects    uint64 // handshakes completed
 	Disconnects uint64 // connections lost after their handshake
+	Rejected    uint64 // connections whose handshake failed (Sub only)
 }
 
 // DialSub connects a SUB socket to endpoint ("tcp://host:port") and
@@ -41,7 +43,7 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 		s.topics = append(s.topics, []byte(t))
 	}
 	s.q = make(chan [][]byte, s.opts.HWM)
-	if err := s.dial(endpoint, s.serve); err != nil {
+	if err := s.dial(endpoint, s.serve, func(error) { s.rejected.Add(1) }); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -63,7 +65,7 @@ func (s *Sub) Close() error { return s.close() }
 
 // Stats returns the socket's counters.
 func (s *Sub) Stats() SubStats {
-	return SubStats{Connects: s.connects.Load(), Disconnects: s.disconnects.Load()}
+	return SubStats{Connects: s.connects.Load(), Disconnects: s.disconnects.Load(), Rejected: s.rejected.Load()}
 }
 
 // serve subscribes on a new connection and reads from it until it ends.
