@@ -81,9 +81,10 @@ race:
 FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 
 # Tests that skip under the race detector, whose sync.Pool drops items on purpose and which slows
-# timing-sensitive runs: allocation counts and a run on a faster clock.
+# timing-sensitive runs: allocation counts, a run on a faster clock, and the KV event floods.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime)$$' ./internal/index ./internal/bench
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood)$$' \
+	  ./internal/index ./internal/bench ./internal/gateway
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their
 # seed corpora); `make fuzz` runs longer.

@@ -261,9 +261,10 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	started, complete, stored, overflowMark := f.started, f.complete, f.storedSince, f.overflowMark
 	f.capacityBlocks = capacityBlocks
 	f.mu.Unlock()
-	// A replay that answered with nothing, and no batch since: the
-	// engine has published nothing at all, so an empty mirror is its cache.
-	idle := !started && st.Applied == 0 && st.Received == 0 && st.Replays > st.ReplayErrs
+	// A replay that answered with nothing, and no batch applied since: the
+	// engine had published nothing at all, so an empty mirror is its cache
+	// (a batch received but not yet applied changes nothing until it is).
+	idle := !started && st.Applied == 0 && st.Replays > st.ReplayErrs
 	if (!started || !st.HasSeq) && !idle {
 		return reasonNoStream
 	}

@@ -41,6 +41,10 @@ func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config
 	cfg := testConfig(t, sims)
 	cfg.Routing.DefaultPolicy = "kv_aware"
 	cfg.Index.Mode = mode
+	// Probes as patient as a production gateway's: under the race detector
+	// on a busy machine the suite's 40 ms timeouts eject healthy engines.
+	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Timeout = config.Duration(time.Second)
 	for i, s := range sims {
 		cfg.Replicas[i].KVEvents = config.ReplicaKVEvents{Endpoint: s.KVEventsEndpoint(), ReplayEndpoint: s.KVReplayEndpoint()}
 	}
@@ -234,5 +238,11 @@ func debugHeld(t *testing.T, gw *running, rep, body string) {
 			pattern.WriteByte('.')
 		}
 	}
-	t.Logf("%d tokens, blocks held %s, %+v", len(tk.Tokens), pattern.String(), gw.g.index.Events(rep))
+	var stream kvStatus
+	for _, st := range adminIndex(t, gw.admin).KVEvents {
+		if st.ID == rep {
+			stream = st
+		}
+	}
+	t.Logf("%d tokens, blocks held %s, %+v; stream %+v", len(tk.Tokens), pattern.String(), gw.g.index.Events(rep), stream)
 }

@@ -2,6 +2,6 @@
 
 package gateway
 
-// hostileRace: under the race detector the hostile floods run smaller,
-// being some ten times slower.
+// hostileRace: under the race detector the hostile floods are skipped,
+// being some ten times slower; make norace runs them.
 const hostileRace = true

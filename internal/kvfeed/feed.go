@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/zmtp"
 )
@@ -86,11 +84,10 @@ type Feed struct {
 	// Owned by Run's goroutine.
 	last uint64
 	has  bool
-	// replayed holds a checksum of each batch the last replay applied,
-	// until the live stream moves past it: a live message with an earlier
-	// sequence is a duplicate only when its bytes are the replayed ones;
-	// otherwise the stream started over.
-	replayed map[uint64]uint64
+	// liveLast is the last sequence the SUB delivered (hasLive once one
+	// did): the live stream's own order, apart from what replays applied.
+	liveLast uint64
+	hasLive  bool
 
 	sub atomic.Pointer[zmtp.Sub] // while Run subscribes, for Rejected
 
@@ -107,7 +104,7 @@ func New(cfg Config, sink Sink) *Feed {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Feed{cfg: cfg, sink: sink, log: log.With("endpoint", cfg.Endpoint), replayed: map[uint64]uint64{}}
+	return &Feed{cfg: cfg, sink: sink, log: log.With("endpoint", cfg.Endpoint)}
 }
 
 // Stats returns the feed's counters now; safe to call from any goroutine.
@@ -156,32 +153,39 @@ func (f *Feed) Run(ctx context.Context) error {
 }
 
 // handle takes one live message.
+//
+// A publisher sends its batches in sequence order and the SUB delivers
+// them in order, so the live stream going back means a new publisher (the
+// engine restarted). A live batch at or below what is applied but past
+// the live watermark is one a replay already applied: the replay reads
+// ahead of what the SUB still queues.
 func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	seq, payload, ok := split(msg)
 	if !ok {
 		f.malformed("a message without topic, 8-byte sequence and payload", nil)
 		return
 	}
-	switch {
-	case !f.has && seq > 0 && f.cfg.ReplayEndpoint != "":
-		// The first batch we hear of is not the stream's first: what came
-		// before may still be in the engine's buffer.
-		f.count(func(s *Stats) { s.Gaps++ })
-		f.catchUp(ctx, 0)
-		f.retry(seq, payload)
-	case !f.has || seq == f.last+1:
-		clear(f.replayed)
-		f.apply(seq, payload)
-	case f.isDuplicate(seq, payload):
-		f.count(func(s *Stats) { s.Duplicates++ })
-	case seq <= f.last:
-		// The sequence went back: the engine (or whatever now listens on
-		// its port) started a new stream.
+	if f.hasLive && seq <= f.liveLast {
+		f.liveLast = seq
 		f.purge(PurgeRestart)
 		if f.cfg.ReplayEndpoint != "" {
 			f.catchUp(ctx, 0)
 		}
 		f.retry(seq, payload)
+		return
+	}
+	f.liveLast, f.hasLive = seq, true
+	switch {
+	case !f.has && seq > 0 && f.cfg.ReplayEndpoint != "":
+		// The first batch we hear of is not the stream's first: what came
+		// before may still be in the engine's buffer. (Not a gap: nothing
+		// was lost that we had followed.)
+		f.catchUp(ctx, 0)
+		f.retry(seq, payload)
+	case !f.has || seq == f.last+1:
+		f.apply(seq, payload)
+	case seq <= f.last:
+		f.count(func(s *Stats) { s.Duplicates++ })
 	default:
 		f.count(func(s *Stats) { s.Gaps++ })
 		if f.cfg.ReplayEndpoint != "" {
@@ -191,24 +195,14 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	}
 }
 
-// isDuplicate reports whether a live message is one the last replay
-// already applied.
-func (f *Feed) isDuplicate(seq uint64, payload []byte) bool {
-	sum, ok := f.replayed[seq]
-	return ok && sum == xxh3.Hash(payload)
-}
-
 // retry takes a live message again after a replay: it may now be the next
 // one, a duplicate, or still beyond a gap nothing could fill.
 func (f *Feed) retry(seq uint64, payload []byte) {
 	switch {
 	case !f.has || seq == f.last+1:
 		f.apply(seq, payload)
-	case f.isDuplicate(seq, payload):
-		f.count(func(s *Stats) { s.Duplicates++ })
 	case seq <= f.last:
-		f.purge(PurgeRestart)
-		f.apply(seq, payload)
+		f.count(func(s *Stats) { s.Duplicates++ })
 	default:
 		f.purge(PurgeLost)
 		f.apply(seq, payload)
@@ -242,7 +236,6 @@ func (f *Feed) apply(seq uint64, payload []byte) {
 func (f *Feed) purge(reason string) {
 	f.sink.Purge(reason)
 	f.has = false
-	clear(f.replayed)
 	f.count(func(s *Stats) { s.Purges++; s.HasSeq = false })
 }
 

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/zeebo/xxh3"
-
 	"github.com/inferrail/inferrail/internal/zmtp"
 )
 
@@ -32,7 +30,6 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 			f.purge(PurgeLost)
 		}
 		f.apply(seq, payload)
-		f.replayed[seq] = xxh3.Hash(payload)
 	})
 	if err != nil {
 		f.count(func(s *Stats) { s.ReplayErrs++ })

@@ -345,25 +345,30 @@ func (k *kvRun) load(ctx context.Context, f *KVMirrorFigures) {
 	disrupt.Wait()
 	if k.variant == KVEngineRestart {
 		// Requests sent while the engine was down (or to its dead
-		// connections) failed; one served by the restarted engine makes
-		// sure its new stream has begun, whatever the machine's speed.
-		k.serveOnce(ctx, prefixes, l.Requests)
+		// connections) failed; the restarted engine serves until the feed
+		// has seen its new stream begin, whatever the machine's speed (a
+		// SUB still backing off may miss the new stream's first batches).
+		k.serveUntilRestartSeen(ctx, prefixes, l.Requests)
 	}
 	f.LoadSeconds = time.Since(start).Seconds()
 	f.Errors, f.ErrorKinds, f.ErrorSamples = stress.TallyShots(shots)
 	f.Completed = len(shots) - f.Errors
 }
 
-// serveOnce sends request i until one succeeds, for up to 10 s, on fresh
-// connections.
-func (k *kvRun) serveOnce(ctx context.Context, prefixes []string, i int) {
+// serveUntilRestartSeen sends requests from i on, on fresh connections,
+// until the feed has purged for the restart, for up to 15 s.
+func (k *kvRun) serveUntilRestartSeen(ctx context.Context, prefixes []string, i int) {
 	client := stress.NewClient(1)
 	defer client.CloseIdleConnections()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; i++ {
-		if status, _, err := k.send(ctx, client, prefixes, i); err == nil && status == http.StatusOK {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+		_, _, _ = k.send(ctx, client, prefixes, i)
+		k.mu.Lock()
+		f := k.feed
+		k.mu.Unlock()
+		if f != nil && f.feed.Stats().Purges > 0 {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
