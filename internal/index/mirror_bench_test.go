@@ -2,6 +2,7 @@ package index
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -90,4 +91,44 @@ func BenchmarkEventsIndexBytesPerBlock(b *testing.B) {
 		perBlock = float64(grew) / mirroredBlocks
 	}
 	b.ReportMetric(perBlock, "bytes/block")
+}
+
+// BenchmarkMatch512x64Events is BenchmarkMatch512x64's staggered fleet with
+// every replica following its engine's events: replica i's mirror holds
+// the query's first 8(i+1) blocks, stored as one BlockStored from the
+// tokens. Match reads the same holder map either way, so its cost should
+// not change with the source.
+func BenchmarkMatch512x64Events(b *testing.B) {
+	ids := benchIDs()
+	idx := NewApprox(16384)
+	toks := make([]int, benchBlocks*benchBS)
+	for i := range toks {
+		toks[i] = 1000 + i
+	}
+	q := blockhash.Extend(nil, testSeed, toks, benchBS)
+	seed := func(string, string) blockhash.Hash { return testSeed }
+	for i, id := range ids {
+		idx.AttachEvents(id, EventsConfig{BlockSize: benchBS, Seed: seed})
+		idx.SetSource(id, true)
+		n := 8 * (i + 1)
+		ev := events.Event{Kind: events.BlockStored, BlockSize: benchBS, Medium: "GPU", HasMedium: true,
+			Tokens: make([]uint32, n*benchBS)}
+		for j := range n {
+			ev.Hashes = append(ev.Hashes, events.UintHash(uint64(i)<<32|uint64(j+1)))
+		}
+		for j := range ev.Tokens {
+			ev.Tokens[j] = uint32(toks[j])
+		}
+		idx.ApplyEvents(id, &events.Batch{Events: []events.Event{ev}})
+	}
+	dst := make([]int, len(ids))
+	b.ReportAllocs()
+	for b.Loop() {
+		dst = idx.Match(dst, ids, q, benchTokens, benchBS)
+	}
+	reportLatency(b, 200_000, func(int) { dst = idx.Match(dst, ids, q, benchTokens, benchBS) })
+	if slices.Max(dst) != benchBlocks {
+		b.Fatalf("the deepest replica holds %d blocks, want %d", slices.Max(dst), benchBlocks)
+	}
+	b.ReportMetric(float64(slices.Max(dst)), "deepest-blocks")
 }
