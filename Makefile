@@ -29,7 +29,7 @@ FUZZ_TARGETS := \
 	./internal/events:FuzzDecodeBatch
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
-	sweep sweep-smoke routing baselines report repro peers
+	sweep sweep-smoke routing baselines exact-routing report repro peers
 
 all: build
 
@@ -143,9 +143,15 @@ baselines: build
 	$(BENCH) sweep --file bench/sweeps/baselines.toml $(BENCH_BINS) --reuse bench/results/sweep
 	$(BENCH) report --in bench/results/baselines --out bench/report/baselines
 
+## exact-routing: cost_model and kv_aware under the approximate and the exact index, side by side
+## with both peer routers, on W2 at 12 req/s and hot at 15 (bench/sweeps/exact.toml), 3 repetitions.
+exact-routing: build
+	$(BENCH) sweep --file bench/sweeps/exact.toml $(BENCH_BINS)
+	$(BENCH) report --in bench/results/exact-routing --out bench/report/exact-routing
+
 ## report: rebuild every report from the result files in bench/results.
 report: build
-	@for d in sweep routing baselines smoke; do \
+	@for d in sweep routing baselines exact-routing smoke; do \
 	  if [ -d bench/results/$$d ]; then $(BENCH) report --in bench/results/$$d --out bench/report/$$d; fi; \
 	done
 
