@@ -140,15 +140,23 @@ func pointRows(results []*RunResult) []PolicyRow {
 	return rows
 }
 
-// policyLabel names a run's row: its policy (or URL), and the gateway's
-// index mode unless approximate, as in "cost_model (exact)".
+// policyLabel names a run's row: its policy (or URL), the gateway's index
+// mode unless approximate and how many gateways when more than one, as in
+// "cost_model (exact)" or "cost_model (exact, 2 gateways)".
 func policyLabel(s *RunSpec) string {
 	p := s.Policy
 	if p == "" {
 		p = s.URL
 	}
+	var more []string
 	if s.Index != "" {
-		p += " (" + s.Index + ")"
+		more = append(more, s.Index)
+	}
+	if s.Gateways > 1 {
+		more = append(more, strconv.Itoa(s.Gateways)+" gateways")
+	}
+	if len(more) > 0 {
+		p += " (" + strings.Join(more, ", ") + ")"
 	}
 	return p
 }

@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/procs"
+)
+
+// Two gateways in index mode exact in front of the same two simulators,
+// the requests sent to each in turn: each routes half, and at the end both
+// mirror the same blocks of every engine.
+func TestMeasureTwoExactGateways(t *testing.T) {
+	reqs := sharedPromptRequests(30, 20*time.Millisecond, 4, 0)
+	spec := smallSpec("cost_model", 50, len(reqs))
+	spec.Index, spec.Gateways = IndexExact, 2
+	r, err := Measure(t.Context(), spec, fleetEnv(t, reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Measurements
+	if m.Succeeded != m.Measured || len(m.Errors) != 0 {
+		t.Fatalf("%d of %d succeeded, errors %v %v", m.Succeeded, m.Measured, m.Errors, m.ErrorSamples)
+	}
+	if len(m.Gateways) != 2 || m.Gateways[0].Measured+m.Gateways[1].Measured != m.Measured ||
+		m.Gateways[0].Measured != m.Measured/2 || m.Gateways[0].URL == m.Gateways[1].URL {
+		t.Errorf("per gateway %+v of %d measured", m.Gateways, m.Measured)
+	}
+	if r.Setup.Gateways != 2 || !strings.HasPrefix(r.Setup.Gateway, "2 inferrail-gateway child processes") {
+		t.Errorf("setup %+v", r.Setup)
+	}
+	if len(r.GatewayIndexes) != 2 || r.Index != r.GatewayIndexes[0] || !r.GatewayIndexes[1].Following() {
+		t.Fatalf("gateway indexes %+v", r.GatewayIndexes)
+	}
+	if a := r.Agreement; a == nil || !a.Agree || a.Replicas != 2 {
+		t.Errorf("agreement %+v", a)
+	}
+	if got := spec.FileName(); got != "w1_rate50_rep0_cost_model_exact_gw2.json" {
+		t.Errorf("FileName = %q", got)
+	}
+	var b strings.Builder
+	WriteSummary(&b, r)
+	for _, want := range []string{"via cost_model (index exact) through 2 gateways", "gateway 2: ", "index agreement: the 2 gateways' mirrors of 2 engines agree"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// compareIndexes names every engine whose stream differs from the first
+// gateway's, and a gateway that follows other engines.
+func TestCompareIndexes(t *testing.T) {
+	seq := func(n uint64) *uint64 { return &n }
+	st := func(digest string, ids ...string) *procs.IndexStatus {
+		s := &procs.IndexStatus{}
+		for _, id := range ids {
+			s.KVEvents = append(s.KVEvents, procs.KVStream{ID: id, Source: "events", LastSeq: seq(7), Mirrored: 3, Digest: "aa",
+				Mirror: procs.MirrorCounters{Stored: 5, Removed: 2}})
+		}
+		s.KVEvents[len(ids)-1].Digest = digest
+		return s
+	}
+	if n, diffs := compareIndexes([]*procs.IndexStatus{st("bb", "sim-1", "sim-2"), st("bb", "sim-1", "sim-2")}); n != 2 || len(diffs) != 0 {
+		t.Errorf("same: %d replicas, %v", n, diffs)
+	}
+	n, diffs := compareIndexes([]*procs.IndexStatus{st("bb", "sim-1", "sim-2"), st("cc", "sim-1", "sim-2")})
+	if n != 2 || len(diffs) != 1 || !strings.Contains(diffs[0], "sim-2: gateway 1 source events, 3 blocks mirrored, last seq 7, 5 stored, 2 removed, digest bb; gateway 2") ||
+		!strings.HasSuffix(diffs[0], "digest cc") {
+		t.Errorf("digest differs: %d, %q", n, diffs)
+	}
+	if _, diffs := compareIndexes([]*procs.IndexStatus{st("bb", "sim-1", "sim-2"), st("aa", "sim-1")}); len(diffs) != 1 ||
+		diffs[0] != "gateway 2 follows 1 engines, gateway 1 2" {
+		t.Errorf("an engine missing: %q", diffs)
+	}
+	if n, diffs := compareIndexes([]*procs.IndexStatus{{}, {}}); n != 0 || len(diffs) != 0 {
+		t.Errorf("approximate: %d, %v", n, diffs)
+	}
+}
