@@ -229,3 +229,38 @@ func countsText(m map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// writeGatewayRuns tabulates, in a report, every run through several
+// gateways and the one-gateway runs of the same point and index mode: the
+// requests and p99 TTFT of each replica (where the load went, and the slow
+// requests), and whether the gateways' mirrors agreed at the end.
+func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
+	if !slices.ContainsFunc(results, func(r *RunResult) bool { return r.Spec.Gateways > 1 }) {
+		return
+	}
+	fmt.Fprint(w, "## Gateways side by side\n\n")
+	fmt.Fprint(w, "Each run, one gateway or several in front of the same simulators: the measured requests each replica served "+
+		"and their p99 TTFT in ms, the busiest replica's share, and for several gateways whether their `/admin/index` "+
+		"agreed at the end on every engine (mirrored blocks, last sequence, blocks stored and removed, digest of the "+
+		"mirrored gateway hashes; approximate gateways follow no events and have nothing to compare).\n\n")
+	fmt.Fprint(w, "| run | gateways | replicas: requests (TTFT p99) | busiest | index agreement |\n|---|--:|---|--:|---|\n")
+	rs := slices.Clone(results)
+	slices.SortFunc(rs, func(a, b *RunResult) int { return strings.Compare(a.Spec.FileName(), b.Spec.FileName()) })
+	for _, r := range rs {
+		m := &r.Measurements
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m.Replicas)) {
+			parts = append(parts, fmt.Sprintf("%s %d (%s)", k, m.Replicas[k], msecText(m.ReplicaTTFTP99[k])))
+		}
+		agree := "–"
+		switch a := r.Agreement; {
+		case a != nil && a.Agree:
+			agree = fmt.Sprintf("agree on %d engines (%d reads)", a.Replicas, a.Reads)
+		case a != nil:
+			agree = fmt.Sprintf("**differ** after %d reads: %s", a.Reads, strings.Join(a.Differences, "; "))
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", strings.TrimSuffix(r.Spec.FileName(), ".json"), r.Spec.GatewayCount(),
+			strings.Join(parts, ", "), num2(m.BusiestShare), agree)
+	}
+	fmt.Fprintln(w)
+}

@@ -77,3 +77,29 @@ func TestCompareIndexes(t *testing.T) {
 		t.Errorf("approximate: %d, %v", n, diffs)
 	}
 }
+
+// The report lists the runs of a point through one gateway and through
+// several, where their load went and whether the gateways agreed.
+func TestReportGatewayRuns(t *testing.T) {
+	run := func(gws int, index string, a *IndexAgreement) *RunResult {
+		s := smallSpec("cost_model", 6, 100)
+		s.Index, s.Gateways = index, gws
+		return &RunResult{Spec: s, Agreement: a, Measurements: Measurements{
+			Replicas: map[string]int{"sim-1": 60, "sim-2": 40}, ReplicaTTFTP99: map[string]float64{"sim-1": 1.5, "sim-2": 0.25},
+			BusiestShare: 0.6, Succeeded: 100, Measured: 100}}
+	}
+	var w strings.Builder
+	writeGatewayRuns(&w, []*RunResult{run(0, "", nil)})
+	if w.Len() != 0 {
+		t.Errorf("one gateway only: %q", w.String())
+	}
+	writeGatewayRuns(&w, []*RunResult{run(2, IndexExact, &IndexAgreement{Agree: true, Replicas: 2, Reads: 1}), run(0, IndexExact, nil),
+		run(2, IndexExact, &IndexAgreement{Reads: 50, Differences: []string{"sim-1: differs"}})})
+	for _, want := range []string{"| w1_rate6_rep0_cost_model_exact | 1 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | – |",
+		"| w1_rate6_rep0_cost_model_exact_gw2 | 2 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | agree on 2 engines (1 reads) |",
+		"**differ** after 50 reads: sim-1: differs"} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, w.String())
+		}
+	}
+}

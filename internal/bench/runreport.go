@@ -252,6 +252,7 @@ func RenderRunReport(results []*RunResult) string {
 		}
 		p("\n")
 	}
+	writeGatewayRuns(&w, results)
 	return w.String()
 }
 
@@ -333,8 +334,12 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 	if len(r.Spec.SimArgs) > 0 {
 		fmt.Fprintf(w, " (extra flags `%s`)", strings.Join(r.Spec.SimArgs, " "))
 	}
-	fmt.Fprintf(w, " behind one gateway, all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
-		r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
+	behind := "one gateway,"
+	if slices.ContainsFunc(results, func(r *RunResult) bool { return r.Spec.Gateways > 1 }) {
+		behind = "one gateway, or in rows marked \"N gateways\" N of them with the same config, the client sending the requests to each in turn,"
+	}
+	fmt.Fprintf(w, " behind %s all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
+		behind, r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
 	if c := r.Spec.clock(); c > 1 {
 		fmt.Fprintf(w, "**Clock:** every fleet ran %v times faster than the latency model (simulator `--speedup %v`; the schedule, the gateway's cost model, scrape interval, report age and hot-prefix window shrunk alike; peer routers unchanged). Every rate, duration and latency here is on the model's clock, scaled back from the wall clock.\n\n", c, c)
 	}
