@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -243,7 +244,10 @@ func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
 		"and their p99 TTFT in ms, the busiest replica's share, and for several gateways whether their `/admin/index` "+
 		"agreed at the end on every engine (mirrored blocks, last sequence, blocks stored and removed, digest of the "+
 		"mirrored gateway hashes; approximate gateways follow no events and have nothing to compare).\n\n")
-	fmt.Fprint(w, "| run | gateways | replicas: requests (TTFT p99) | busiest | index agreement |\n|---|--:|---|--:|---|\n")
+	fmt.Fprint(w, "*Excess* is the mean, over the measured requests, of the requests in flight on the replica a request went to "+
+		"minus the fewest in flight on any replica when it was sent (every gateway's requests counted), *piled* the share "+
+		"of requests sent with 3 or more in excess: how much the gateways piled onto a replica.\n\n")
+	fmt.Fprint(w, "| run | gateways | replicas: requests (TTFT p99) | busiest | excess | piled | index agreement |\n|---|--:|---|--:|--:|--:|---|\n")
 	rs := slices.Clone(results)
 	slices.SortFunc(rs, func(a, b *RunResult) int { return strings.Compare(a.Spec.FileName(), b.Spec.FileName()) })
 	for _, r := range rs {
@@ -259,8 +263,92 @@ func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
 		case a != nil:
 			agree = fmt.Sprintf("**differ** after %d reads: %s", a.Reads, strings.Join(a.Differences, "; "))
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", strings.TrimSuffix(r.Spec.FileName(), ".json"), r.Spec.GatewayCount(),
-			strings.Join(parts, ", "), num2(m.BusiestShare), agree)
+		excess, piled := "–", "–"
+		if h := m.Herding; h != nil {
+			excess, piled = num2(h.MeanExcess), share(h.Piled)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", strings.TrimSuffix(r.Spec.FileName(), ".json"), r.Spec.GatewayCount(),
+			strings.Join(parts, ", "), num2(m.BusiestShare), excess, piled, agree)
 	}
 	fmt.Fprintln(w)
+}
+
+// Herding says how far the replicas each request went to were busier than
+// the least busy one when it was sent: gateways that each see the same
+// best replica, not knowing what the others send it, pile onto it.
+type Herding struct {
+	// MeanExcess is the mean, over the measured requests that name their
+	// replica, of the requests in flight on that replica minus the fewest
+	// in flight on any replica, the moment the request was sent (from the
+	// outcomes' send and end times, every gateway's requests counted).
+	MeanExcess float64 `json:"mean_excess_in_flight"`
+	// Piled is the share of them sent to a replica with at least
+	// pileExcess more in flight than the least busy one.
+	Piled float64 `json:"piled"`
+}
+
+// pileExcess is how many more requests in flight than the least busy
+// replica count as piling on.
+const pileExcess = 3
+
+// herdingOf measures Herding over the outcomes after the first warm, the
+// warmup's requests counted as in flight; nil when no outcome names its
+// replica.
+func herdingOf(outs []Outcome, warm int) *Herding {
+	type event struct {
+		at    time.Duration
+		start bool
+		i     int // outcome
+	}
+	var evs []event
+	ids := map[string]int{}
+	for i := range outs {
+		o := &outs[i]
+		if o.Replica == "" || o.Sent <= 0 {
+			continue
+		}
+		if _, ok := ids[o.Replica]; !ok {
+			ids[o.Replica] = len(ids)
+		}
+		evs = append(evs, event{o.Sent, true, i}, event{max(o.Sched+o.E2E, o.Sent), false, i})
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Ends before starts at the same instant: a request that ended then is
+	// no longer in flight.
+	slices.SortFunc(evs, func(a, b event) int {
+		if a.start != b.start && a.at == b.at {
+			if a.start {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.i, b.i))
+	})
+	inFlight := make([]int, len(ids))
+	var h Herding
+	n := 0
+	for _, e := range evs {
+		r := ids[outs[e.i].Replica]
+		if !e.start {
+			inFlight[r]--
+			continue
+		}
+		if e.i >= warm {
+			excess := inFlight[r] - slices.Min(inFlight)
+			h.MeanExcess += float64(excess)
+			if excess >= pileExcess {
+				h.Piled++
+			}
+			n++
+		}
+		inFlight[r]++
+	}
+	if n == 0 {
+		return nil
+	}
+	h.MeanExcess /= float64(n)
+	h.Piled /= float64(n)
+	return &h
 }

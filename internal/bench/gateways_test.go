@@ -95,11 +95,33 @@ func TestReportGatewayRuns(t *testing.T) {
 	}
 	writeGatewayRuns(&w, []*RunResult{run(2, IndexExact, &IndexAgreement{Agree: true, Replicas: 2, Reads: 1}), run(0, IndexExact, nil),
 		run(2, IndexExact, &IndexAgreement{Reads: 50, Differences: []string{"sim-1: differs"}})})
-	for _, want := range []string{"| w1_rate6_rep0_cost_model_exact | 1 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | – |",
-		"| w1_rate6_rep0_cost_model_exact_gw2 | 2 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | agree on 2 engines (1 reads) |",
+	for _, want := range []string{"| w1_rate6_rep0_cost_model_exact | 1 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | – | – | – |",
+		"| w1_rate6_rep0_cost_model_exact_gw2 | 2 | sim-1 60 (1,500), sim-2 40 (250) | 0.60 | – | – | agree on 2 engines (1 reads) |",
 		"**differ** after 50 reads: sim-1: differs"} {
 		if !strings.Contains(w.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, w.String())
 		}
+	}
+}
+
+// herdingOf counts, at each measured request's send, how many more
+// requests were in flight on its replica than on the least busy one.
+func TestHerding(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	o := func(rep string, sent, end int) Outcome { return Outcome{Replica: rep, Sent: ms(sent), E2E: ms(end)} }
+	outs := []Outcome{
+		o("a", 1, 100), o("a", 2, 100), o("a", 3, 100), // warmup: a busy
+		o("a", 10, 20), // 3 in flight on a, 0 on b: excess 3, piled
+		o("b", 20, 30), // a's 4th ended at 20: 3 on a, 0 on b: excess 0
+		o("a", 40, 50), // 3 on a, 0 on b: excess 3
+		o("b", 0, 0),   // never sent: not counted
+		o("", 5, 50),   // no replica: not counted
+	}
+	h := herdingOf(outs, 3)
+	if h == nil || h.MeanExcess != 2 || h.Piled != 2.0/3 {
+		t.Errorf("herding %+v, want mean excess 2, piled 2/3", h)
+	}
+	if herdingOf([]Outcome{{}}, 0) != nil {
+		t.Error("herding without replicas")
 	}
 }

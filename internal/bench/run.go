@@ -120,6 +120,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
+	m.Herding = herdingOf(outs, warm)
 	if fleet != nil {
 		readEngines(ctx, admin, fleet, before, &m, res)
 	}
@@ -362,6 +363,10 @@ func WriteSummary(w io.Writer, r *RunResult) {
 			parts = append(parts, k+" "+msec(m.ReplicaTTFTP99[k]))
 		}
 		fmt.Fprintf(w, "  TTFT p99 by replica: %s\n", strings.Join(parts, ", "))
+	}
+	if h := m.Herding; h != nil {
+		fmt.Fprintf(w, "  sent to a replica with %.2f more requests in flight than the least busy on average; %.1f%% with %d or more\n",
+			h.MeanExcess, 100*h.Piled, pileExcess)
 	}
 	writeIndexStatus(w, r.Index)
 	writeGateways(w, r)

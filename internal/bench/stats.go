@@ -159,6 +159,9 @@ type Measurements struct {
 	// ReplicaTTFTP99 is the p99 TTFT of the measured successes each
 	// replica served, by x-inferrail-replica: where the slow requests were.
 	ReplicaTTFTP99 map[string]float64 `json:"replica_ttft_p99,omitempty"`
+	// Herding says how much busier than the least busy replica the ones
+	// chosen were when the requests were sent; nil without replica names.
+	Herding *Herding `json:"herding,omitempty"`
 	// Gateways breaks the figures down by gateway when the run had more
 	// than one (RunSpec.Gateways), in the order of their URLs.
 	Gateways []GatewayFigures `json:"gateways,omitempty"`
