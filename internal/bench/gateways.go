@@ -246,7 +246,8 @@ func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
 		"mirrored gateway hashes; approximate gateways follow no events and have nothing to compare).\n\n")
 	fmt.Fprint(w, "*Excess* is the mean, over the measured requests, of the requests in flight on the replica a request went to "+
 		"minus the fewest in flight on any replica when it was sent (every gateway's requests counted), *piled* the share "+
-		"of requests sent with 3 or more in excess: how much the gateways piled onto a replica.\n\n")
+		"of requests sent with 3 or more in excess: how much the gateways piled onto a replica; in parentheses the same "+
+		"over the requests still waiting for their first token.\n\n")
 	fmt.Fprint(w, "| run | gateways | replicas: requests (TTFT p99) | busiest | excess | piled | index agreement |\n|---|--:|---|--:|--:|--:|---|\n")
 	rs := slices.Clone(results)
 	slices.SortFunc(rs, func(a, b *RunResult) int { return strings.Compare(a.Spec.FileName(), b.Spec.FileName()) })
@@ -265,7 +266,8 @@ func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
 		}
 		excess, piled := "–", "–"
 		if h := m.Herding; h != nil {
-			excess, piled = num2(h.MeanExcess), share(h.Piled)
+			excess = num2(h.MeanExcess) + " (" + num2(h.MeanExcessWaiting) + ")"
+			piled = share(h.Piled) + " (" + share(h.PiledWaiting) + ")"
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s |\n", strings.TrimSuffix(r.Spec.FileName(), ".json"), r.Spec.GatewayCount(),
 			strings.Join(parts, ", "), num2(m.BusiestShare), excess, piled, agree)
@@ -285,6 +287,11 @@ type Herding struct {
 	// Piled is the share of them sent to a replica with at least
 	// pileExcess more in flight than the least busy one.
 	Piled float64 `json:"piled"`
+	// MeanExcessWaiting and PiledWaiting are the same over the requests
+	// still waiting for their first token (sent, no TTFT yet): the queue
+	// a new request's own first token waits behind.
+	MeanExcessWaiting float64 `json:"mean_excess_waiting"`
+	PiledWaiting      float64 `json:"piled_waiting"`
 }
 
 // pileExcess is how many more requests in flight than the least busy
@@ -295,6 +302,27 @@ const pileExcess = 3
 // warmup's requests counted as in flight; nil when no outcome names its
 // replica.
 func herdingOf(outs []Outcome, warm int) *Herding {
+	var h Herding
+	var ok bool
+	h.MeanExcess, h.Piled, ok = excessAtSend(outs, warm, func(o *Outcome) time.Duration { return o.Sched + o.E2E })
+	if !ok {
+		return nil
+	}
+	h.MeanExcessWaiting, h.PiledWaiting, _ = excessAtSend(outs, warm, func(o *Outcome) time.Duration {
+		if o.TTFT > 0 {
+			return o.Sched + o.TTFT
+		}
+		return o.Sched + o.E2E
+	})
+	return &h
+}
+
+// excessAtSend is the mean, over the measured outcomes that name their
+// replica, of the outcomes busy on that replica (from Sent to end) minus
+// the fewest busy on any replica, when each was sent, and the share with
+// pileExcess or more; ok is false when no measured outcome names its
+// replica.
+func excessAtSend(outs []Outcome, warm int, end func(*Outcome) time.Duration) (mean, piled float64, ok bool) {
 	type event struct {
 		at    time.Duration
 		start bool
@@ -310,13 +338,10 @@ func herdingOf(outs []Outcome, warm int) *Herding {
 		if _, ok := ids[o.Replica]; !ok {
 			ids[o.Replica] = len(ids)
 		}
-		evs = append(evs, event{o.Sent, true, i}, event{max(o.Sched+o.E2E, o.Sent), false, i})
-	}
-	if len(ids) == 0 {
-		return nil
+		evs = append(evs, event{o.Sent, true, i}, event{max(end(o), o.Sent), false, i})
 	}
 	// Ends before starts at the same instant: a request that ended then is
-	// no longer in flight.
+	// no longer busy.
 	slices.SortFunc(evs, func(a, b event) int {
 		if a.start != b.start && a.at == b.at {
 			if a.start {
@@ -326,29 +351,26 @@ func herdingOf(outs []Outcome, warm int) *Herding {
 		}
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.i, b.i))
 	})
-	inFlight := make([]int, len(ids))
-	var h Herding
+	busy := make([]int, len(ids))
 	n := 0
 	for _, e := range evs {
 		r := ids[outs[e.i].Replica]
 		if !e.start {
-			inFlight[r]--
+			busy[r]--
 			continue
 		}
 		if e.i >= warm {
-			excess := inFlight[r] - slices.Min(inFlight)
-			h.MeanExcess += float64(excess)
+			excess := busy[r] - slices.Min(busy)
+			mean += float64(excess)
 			if excess >= pileExcess {
-				h.Piled++
+				piled++
 			}
 			n++
 		}
-		inFlight[r]++
+		busy[r]++
 	}
 	if n == 0 {
-		return nil
+		return 0, 0, false
 	}
-	h.MeanExcess /= float64(n)
-	h.Piled /= float64(n)
-	return &h
+	return mean / float64(n), piled / float64(n), true
 }

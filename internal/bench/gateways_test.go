@@ -121,6 +121,12 @@ func TestHerding(t *testing.T) {
 	if h == nil || h.MeanExcess != 2 || h.Piled != 2.0/3 {
 		t.Errorf("herding %+v, want mean excess 2, piled 2/3", h)
 	}
+	// Waiting for the first token: the warmup's first tokens came at 5,
+	// 50 and 60; at 10 two wait on a, at 20 and 40 one.
+	outs[0].TTFT, outs[1].TTFT, outs[2].TTFT = ms(5), ms(50), ms(60)
+	if h := herdingOf(outs, 3); h == nil || h.MeanExcessWaiting != 4.0/3 || h.PiledWaiting != 0 {
+		t.Errorf("herding %+v, want mean excess waiting 4/3, none piled", h)
+	}
 	if herdingOf([]Outcome{{}}, 0) != nil {
 		t.Error("herding without replicas")
 	}

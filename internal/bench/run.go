@@ -365,8 +365,8 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		fmt.Fprintf(w, "  TTFT p99 by replica: %s\n", strings.Join(parts, ", "))
 	}
 	if h := m.Herding; h != nil {
-		fmt.Fprintf(w, "  sent to a replica with %.2f more requests in flight than the least busy on average; %.1f%% with %d or more\n",
-			h.MeanExcess, 100*h.Piled, pileExcess)
+		fmt.Fprintf(w, "  sent to a replica with %.2f more requests in flight than the least busy on average, %.1f%% with %d or more; %.2f more waiting for a first token, %.1f%% with %d or more\n",
+			h.MeanExcess, 100*h.Piled, pileExcess, h.MeanExcessWaiting, 100*h.PiledWaiting, pileExcess)
 	}
 	writeIndexStatus(w, r.Index)
 	writeGateways(w, r)
