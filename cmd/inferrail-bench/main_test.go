@@ -253,3 +253,24 @@ func TestIndexFlag(t *testing.T) {
 		}
 	}
 }
+
+// --gateways lands in the spec, one as the runs before the option.
+func TestGatewaysFlag(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		want int
+	}{{"", 0}, {"1", 0}, {"2", 2}} {
+		fs, spec, _ := runFlags("run", "", new(bytes.Buffer))
+		args := []string{"--policy", "cost_model"}
+		if tt.arg != "" {
+			args = append(args, "--gateways", tt.arg)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		s, err := spec(nil)
+		if err != nil || s.Gateways != tt.want {
+			t.Errorf("--gateways %q: spec gateways %d, %v; want %d", tt.arg, s.Gateways, err, tt.want)
+		}
+	}
+}

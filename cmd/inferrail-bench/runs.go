@@ -48,10 +48,14 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	fs.DurationVar(&s.Timeout, "timeout", s.Timeout, "bound on each request")
 	fs.Float64Var(&s.Speedup, "speedup", 0, "run the fleet this many times faster than the model's clock; figures stay in the model's time (0: real time)")
 	fs.StringVar(&s.Index, "index", bench.IndexApproximate, "the gateway's index.mode: approximate, or exact or auto with the simulators publishing KV events the gateway follows")
+	fs.IntVar(&s.Gateways, "gateways", 1, "gateways with the same config in front of the same simulators, the client sending the requests to each in turn")
 	return func(simArgs []string) (bench.RunSpec, error) {
 		var err error
 		if s.Index, err = bench.NormalizeIndex(s.Index); err != nil {
 			return s, err
+		}
+		if s.Gateways == 1 {
+			s.Gateways = 0 // one gateway: the same run as before the option
 		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

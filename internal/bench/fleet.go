@@ -54,6 +54,11 @@ type FleetOptions struct {
 	// auto the simulators publish KV events on loopback ports and the
 	// gateway follows them. Empty means approximate.
 	Index string
+	// Gateways is how many gateways, with the same config, to start in
+	// front of the simulators: each follows every engine and the client
+	// sends to each in turn (Fleet.URLs). Zero means 1; not with a peer
+	// router.
+	Gateways int
 	// Logger receives the children's life cycle at Debug. Nil discards.
 	Logger *slog.Logger
 }
@@ -67,11 +72,11 @@ func fleetModelArgs(model string) []string {
 	return []string{"--served-model-name", model, "--enable-prompt-tokens-details"}
 }
 
-// StartFleet starts o.Replicas simulators and a gateway in front of them,
-// with a config it generates: the model tokenized with builtin:sim so the
-// gateway predicts cached tokens, o.Policy, o.Index (the simulators
+// StartFleet starts o.Replicas simulators and a gateway (o.Gateways of
+// them) in front of them, with a config it generates: the model tokenized
+// with builtin:sim so the gateway predicts cached tokens, o.Policy, o.Index (the simulators
 // publishing KV events for exact and auto), caps high enough never to
-// refuse a request, and warn-level JSON logs. It returns once the gateway
+// refuse a request, and warn-level JSON logs. It returns once every gateway
 // reports every replica healthy. For a peer policy it starts that router
 // instead of the gateway and returns once the router reports every
 // simulator healthy.
@@ -108,7 +113,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 		return f, nil
 	}
 	cfg := fleetConfig(o, f.Replicas())
-	if err := f.StartGateway(ctx, procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger}); err != nil {
+	if err := f.StartGateways(ctx, max(1, o.Gateways), procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger}); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
 	if err := f.WaitHealthy(ctx, 15*time.Second); err != nil {

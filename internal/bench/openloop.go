@@ -31,7 +31,10 @@ const errKindNotSent = "not_sent"
 type Outcome struct {
 	Index int
 	Kind  string
-	Sched time.Duration
+	// Target is the place in OpenLoopOptions.URLs of the gateway the
+	// request went to; 0 with a single URL.
+	Target int
+	Sched  time.Duration
 	// Dispatched is when the scheduler handed the request to its goroutine;
 	// Sent when its body was written to the connection. Sent − Sched is the
 	// send lag: a blocked scheduler or a client out of connections shows
@@ -64,8 +67,12 @@ func (o *Outcome) OK() bool { return o.ErrKind == "" }
 // OpenLoopOptions say where and how an open-loop run sends its requests.
 type OpenLoopOptions struct {
 	// URL is the base URL requests go to: a gateway's client port or an
-	// engine. Required.
+	// engine. Required unless URLs is set.
 	URL string
+	// URLs, when set, are several gateways in front of the same engines,
+	// sent to in turn: request i goes to URLs[i mod len(URLs)] (round
+	// robin over the requests' order) and URL is not used.
+	URLs []string
 	// Client sends the requests. Nil means a client with its own transport
 	// and no connection limit (see NewLoadClient).
 	Client *http.Client
@@ -90,10 +97,11 @@ func NewLoadClient() *http.Client {
 	}}
 }
 
-// RunOpenLoop sends each request at start + its At, whatever the earlier
-// ones are doing, through the harness's open-loop driver (harness.Loop):
-// the scheduler only sleeps and starts goroutines, one per request in
-// flight, and never waits on a response. It returns when every
+// RunOpenLoop sends each request at start + its At, to o.URL or to each of
+// o.URLs in turn, whatever the earlier ones are doing, through the
+// harness's open-loop driver (harness.Loop): the scheduler only sleeps and
+// starts goroutines, one per request in flight, and never waits on a
+// response. It returns when every
 // request has finished or failed, in the order of reqs. Requests not yet
 // due when ctx ends are reported with ErrKind "not_sent".
 func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, o OpenLoopOptions) []Outcome {
@@ -103,14 +111,18 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Minute
 	}
+	urls := o.URLs
+	if len(urls) == 0 {
+		urls = []string{o.URL}
+	}
 	out := make([]Outcome, len(reqs))
 	for i := range reqs {
-		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Sched: reqs[i].At}
+		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Target: i % len(urls), Sched: reqs[i].At}
 	}
 	loop := harness.Loop{Start: start, N: len(reqs), At: func(i int) time.Duration { return reqs[i].At }, OnSchedule: o.OnSchedule}
 	sent := loop.Run(ctx, func(i int, dispatched time.Duration) {
 		out[i].Dispatched = dispatched
-		s := sender{client: o.Client, url: o.URL, timeout: o.Timeout, start: start}
+		s := sender{client: o.Client, url: urls[out[i].Target], timeout: o.Timeout, start: start}
 		s.send(ctx, &reqs[i], &out[i])
 	})
 	for j := sent; j < len(reqs); j++ {

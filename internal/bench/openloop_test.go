@@ -210,3 +210,40 @@ func TestOpenLoopErrors(t *testing.T) {
 		t.Errorf("slow: %s", outs[1].String())
 	}
 }
+
+// With several URLs, the driver sends the requests to each in turn, in the
+// order of the schedule, and says where each went.
+func TestOpenLoopAlternatesGateways(t *testing.T) {
+	var srvs []*httptest.Server
+	var mu sync.Mutex
+	got := map[string][]int{}
+	for _, name := range []string{"a", "b"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			got[name] = append(got[name], len(got["a"])+len(got["b"]))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set(openai.HeaderReplica, name)
+			fmt.Fprint(w, sseBody(1))
+		}))
+		defer srv.Close()
+		srvs = append(srvs, srv)
+	}
+	outs := RunOpenLoop(t.Context(), time.Now(), handRequests(6, 5*time.Millisecond),
+		OpenLoopOptions{URLs: []string{srvs[0].URL, srvs[1].URL}, Timeout: 10 * time.Second})
+	for i, o := range outs {
+		want := []string{"a", "b"}[i%2]
+		if !o.OK() || o.Target != i%2 || o.Replica != want {
+			t.Errorf("request %d: target %d, served by %q (%s); want %d, %q", i, o.Target, o.Replica, o.String(), i%2, want)
+		}
+	}
+	if len(got["a"]) != 3 || len(got["b"]) != 3 {
+		t.Errorf("requests by server: %v, want 3 each", got)
+	}
+	m := measureOutcomes(outs, 2, DefaultSLO())
+	m.setGateways(outs, 2, 2)
+	if len(m.Gateways) != 2 || m.Gateways[0].Measured != 2 || m.Gateways[1].Succeeded != 2 ||
+		m.Gateways[0].Replicas["a"] != 2 || m.Gateways[1].Replicas["b"] != 2 {
+		t.Errorf("per gateway: %+v", m.Gateways)
+	}
+}

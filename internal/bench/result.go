@@ -53,7 +53,15 @@ type RunSpec struct {
 	// gateway's default, approximate (the runs before the option), and
 	// IndexMode says so.
 	Index string `json:"index,omitempty"`
+	// Gateways is how many gateways, with the same config, the run's own
+	// fleet puts in front of its simulators, the client sending the
+	// requests to each in turn. 0 or 1: one (the runs before the option).
+	Gateways int `json:"gateways,omitempty"`
 }
+
+// GatewayCount is how many gateways the run's fleet has: Gateways, at
+// least 1.
+func (s *RunSpec) GatewayCount() int { return max(1, s.Gateways) }
 
 // IndexMode is the run's index mode, Index or approximate.
 func (s *RunSpec) IndexMode() string {
@@ -126,6 +134,12 @@ func (s *RunSpec) Validate() error {
 	if s.URL != "" && s.Speedup > 1 {
 		errs = append(errs, errors.New("speedup: only for a fleet of the run's own, not an existing url"))
 	}
+	if s.Gateways < 0 || s.Gateways > maxGateways {
+		errs = append(errs, fmt.Errorf("gateways: must be within 0-%d, got %d", maxGateways, s.Gateways))
+	}
+	if s.Gateways > 1 && (s.URL != "" || procs.IsPeerPolicy(s.Policy)) {
+		errs = append(errs, errors.New("gateways: several only for gateways of the run's own, not an existing url or a peer router"))
+	}
 	if s.Index != "" {
 		if n, err := NormalizeIndex(s.Index); err != nil || n == "" {
 			errs = append(errs, fmt.Errorf("index: must be empty (approximate), exact or auto, not %q", s.Index))
@@ -139,6 +153,9 @@ func (s *RunSpec) Validate() error {
 
 // maxSpeedup bounds RunSpec.Speedup as the simulator bounds --speedup.
 const maxSpeedup = 1000
+
+// maxGateways bounds RunSpec.Gateways: each is a child process.
+const maxGateways = 16
 
 // clock is the factor between the model's time and the run's wall clock:
 // Speedup, or 1.
@@ -174,8 +191,9 @@ func (s *RunSpec) blockSize() int {
 }
 
 // FileName is the name of the run's result file: point (or workload),
-// rate (a trace's rate multiplier), repetition, policy and the index mode
-// unless approximate, each made safe for a file name.
+// rate (a trace's rate multiplier), repetition, policy, the index mode
+// unless approximate and gwN for N > 1 gateways, each made safe for a file
+// name.
 func (s *RunSpec) FileName() string {
 	name := s.Point
 	if name == "" {
@@ -185,7 +203,11 @@ func (s *RunSpec) FileName() string {
 	if s.Workload.Workload == "trace" {
 		rate = "x" + strconv.FormatFloat(s.Workload.RateMultiplier, 'f', -1, 64)
 	}
-	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index}
+	gws := ""
+	if s.Gateways > 1 {
+		gws = "gw" + strconv.Itoa(s.Gateways)
+	}
+	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index, gws}
 	var b strings.Builder
 	for _, p := range parts {
 		if p == "" {
@@ -231,6 +253,12 @@ type RunResult struct {
 	// each engine's event stream (why a replica did not follow it, if it
 	// did not).
 	Index *procs.IndexStatus `json:"index,omitempty"`
+	// GatewayIndexes is every gateway's /admin/index after the last
+	// response, when the run had several (Index is the first's), and
+	// Agreement how their KV event streams compared (modes exact and
+	// auto).
+	GatewayIndexes []*procs.IndexStatus `json:"gateway_indexes,omitempty"`
+	Agreement      *IndexAgreement      `json:"index_agreement,omitempty"`
 }
 
 // RunSetup says what a run's fleet was.
@@ -244,6 +272,9 @@ type RunSetup struct {
 	// IndexMode is the gateway's index.mode; empty in front of a peer
 	// router.
 	IndexMode string `json:"index_mode,omitempty"`
+	// Gateways is how many gateway children stood in front of the
+	// simulators; 0 in front of a peer router.
+	Gateways int `json:"gateways,omitempty"`
 	// Peer is the peer router in place of the gateway; nil for the gateway.
 	Peer *PeerSetup `json:"peer,omitempty"`
 }

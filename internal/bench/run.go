@@ -73,21 +73,24 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	}
 	clock := spec.clock()
 	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
-	target := spec.URL
+	targets := []string{spec.URL}
 	var fleet *Fleet
 	cpu0 := procs.ReadCPUTimes()
-	if target == "" {
+	if spec.URL == "" {
 		if fleet, err = startRunFleet(ctx, &spec, &env, res); err != nil {
 			return nil, err
 		}
-		target = fleet.URL
+		targets = fleet.URLs
 	}
 	stopFleet := func() {
 		if fleet == nil {
 			return
 		}
-		if fleet.Gateway != nil {
-			gl := fleet.Gateway.Log()
+		if len(fleet.Gateways) > 0 {
+			var gl procs.GatewayLog
+			for _, gw := range fleet.Gateways {
+				gl.Merge(gw.Log())
+			}
 			res.GatewayLog = &gl
 		}
 		if fleet.Peer != nil {
@@ -113,9 +116,11 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URL: target, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
+	m.setGateways(outs, warm, len(targets), targets...)
+	m.Herding = herdingOf(outs, warm)
 	if fleet != nil {
 		readEngines(ctx, admin, fleet, before, &m, res)
 	}
@@ -190,7 +195,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-		Speedup: spec.clock(), Index: spec.Index, Logger: env.logger(),
+		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Logger: env.logger(),
 	})
 	if err != nil {
 		return nil, err
@@ -205,6 +210,11 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		res.Setup.Peer = &PeerSetup{Router: p.Policy.Router, Version: p.Version, Policy: p.Policy.Policy, Argv: p.Argv}
 	} else {
 		res.Setup.Gateway = "inferrail-gateway child process (" + env.GatewayBinary + ") with a generated config on loopback ports"
+		if n := len(fleet.Gateways); n > 1 {
+			res.Setup.Gateway = fmt.Sprintf("%d inferrail-gateway child processes (%s) with the same generated config on loopback ports of their own, the client sending the requests to each in turn",
+				n, env.GatewayBinary)
+		}
+		res.Setup.Gateways = len(fleet.Gateways)
 		res.Setup.GatewayConfig = fleet.Gateway.ConfigYAML
 		res.Setup.IndexMode = spec.IndexMode()
 	}
@@ -242,11 +252,21 @@ func countersAt(ctx context.Context, fleet *Fleet, admin *http.Client, at time.T
 // m: the prefix cache hits and, without the gateway's replica header (a
 // peer router), the requests per replica.
 func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, before <-chan counterReading, m *Measurements, res *RunResult) {
-	if gw := fleet.Gateway; gw != nil {
+	switch gws := fleet.Gateways; {
+	case len(gws) == 1:
 		var err error
-		if res.Index, err = gw.Index(ctx, admin); err != nil {
+		if res.Index, err = gws[0].Index(ctx, admin); err != nil {
 			res.Notes = append(res.Notes, "gateway index not read: "+err.Error())
 		}
+	case len(gws) > 1:
+		// Every gateway's, until their mirrors agree: the engines' last
+		// events may still be on their way to one of them.
+		sts, agreement, err := agreeIndexes(ctx, admin, gws, 5*time.Second)
+		if err != nil {
+			res.Notes = append(res.Notes, "gateway indexes not read: "+err.Error())
+			break
+		}
+		res.Index, res.GatewayIndexes, res.Agreement = sts[0], sts, agreement
 	}
 	b := <-before
 	after, err := engineCounters(ctx, admin, fleet.SimURLs())
@@ -296,6 +316,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	} else if s.Index != "" {
 		target += " (index " + s.Index + ")"
 	}
+	if s.Gateways > 1 {
+		target += fmt.Sprintf(" through %d gateways", s.Gateways)
+	}
 	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
 	d := func(name string, x measure.Percentiles) {
@@ -334,7 +357,19 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",
 			p.Requests, 100*p.Exact, 100*p.Over, 100*p.Under, p.MeanError, p.HitRate)
 	}
+	if len(m.ReplicaTTFTP99) > 1 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(m.ReplicaTTFTP99)) {
+			parts = append(parts, k+" "+msec(m.ReplicaTTFTP99[k]))
+		}
+		fmt.Fprintf(w, "  TTFT p99 by replica: %s\n", strings.Join(parts, ", "))
+	}
+	if h := m.Herding; h != nil {
+		fmt.Fprintf(w, "  sent to a replica with %.2f more requests in flight than the least busy on average, %.1f%% with %d or more; %.2f more waiting for a first token, %.1f%% with %d or more\n",
+			h.MeanExcess, 100*h.Piled, pileExcess, h.MeanExcessWaiting, 100*h.PiledWaiting, pileExcess)
+	}
 	writeIndexStatus(w, r.Index)
+	writeGateways(w, r)
 	if len(m.Errors) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m.Errors)) {
@@ -374,7 +409,11 @@ func writeIndexStatus(w io.Writer, st *procs.IndexStatus) {
 		if k.Reason != "" {
 			why = " (" + k.Reason + ")"
 		}
-		fmt.Fprintf(w, "  kv events %s: source %s%s, %d batches applied, %d gaps, %d replays, %d mirrored blocks\n",
-			k.ID, k.Source, why, k.Applied, k.Gaps, k.Replays, k.Mirrored)
+		digest := ""
+		if k.Digest != "" {
+			digest = ", digest " + k.Digest
+		}
+		fmt.Fprintf(w, "  kv events %s: source %s%s, %d batches applied, %d gaps, %d replays, %d mirrored blocks%s\n",
+			k.ID, k.Source, why, k.Applied, k.Gaps, k.Replays, k.Mirrored, digest)
 	}
 }

@@ -140,15 +140,23 @@ func pointRows(results []*RunResult) []PolicyRow {
 	return rows
 }
 
-// policyLabel names a run's row: its policy (or URL), and the gateway's
-// index mode unless approximate, as in "cost_model (exact)".
+// policyLabel names a run's row: its policy (or URL), the gateway's index
+// mode unless approximate and how many gateways when more than one, as in
+// "cost_model (exact)" or "cost_model (exact, 2 gateways)".
 func policyLabel(s *RunSpec) string {
 	p := s.Policy
 	if p == "" {
 		p = s.URL
 	}
+	var more []string
 	if s.Index != "" {
-		p += " (" + s.Index + ")"
+		more = append(more, s.Index)
+	}
+	if s.Gateways > 1 {
+		more = append(more, strconv.Itoa(s.Gateways)+" gateways")
+	}
+	if len(more) > 0 {
+		p += " (" + strings.Join(more, ", ") + ")"
 	}
 	return p
 }
@@ -244,6 +252,7 @@ func RenderRunReport(results []*RunResult) string {
 		}
 		p("\n")
 	}
+	writeGatewayRuns(&w, results)
 	return w.String()
 }
 
@@ -325,8 +334,12 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 	if len(r.Spec.SimArgs) > 0 {
 		fmt.Fprintf(w, " (extra flags `%s`)", strings.Join(r.Spec.SimArgs, " "))
 	}
-	fmt.Fprintf(w, " behind one gateway, all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
-		r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
+	behind := "one gateway,"
+	if slices.ContainsFunc(results, func(r *RunResult) bool { return r.Spec.Gateways > 1 }) {
+		behind = "one gateway, or in rows marked \"N gateways\" N of them with the same config, the client sending the requests to each in turn,"
+	}
+	fmt.Fprintf(w, " behind %s all child processes on loopback; SLO TTFT ≤ %v, TPOT ≤ %v; %s.\n\n",
+		behind, r.Spec.SLO.TTFT, r.Spec.SLO.TPOT, warmupText(r.Spec.Warmup))
 	if c := r.Spec.clock(); c > 1 {
 		fmt.Fprintf(w, "**Clock:** every fleet ran %v times faster than the latency model (simulator `--speedup %v`; the schedule, the gateway's cost model, scrape interval, report age and hot-prefix window shrunk alike; peer routers unchanged). Every rate, duration and latency here is on the model's clock, scaled back from the wall clock.\n\n", c, c)
 	}

@@ -156,6 +156,15 @@ type Measurements struct {
 	Replicas     map[string]int `json:"replicas,omitempty"`
 	ReplicasFrom string         `json:"replicas_from,omitempty"`
 	BusiestShare float64        `json:"busiest_share"`
+	// ReplicaTTFTP99 is the p99 TTFT of the measured successes each
+	// replica served, by x-inferrail-replica: where the slow requests were.
+	ReplicaTTFTP99 map[string]float64 `json:"replica_ttft_p99,omitempty"`
+	// Herding says how much busier than the least busy replica the ones
+	// chosen were when the requests were sent; nil without replica names.
+	Herding *Herding `json:"herding,omitempty"`
+	// Gateways breaks the figures down by gateway when the run had more
+	// than one (RunSpec.Gateways), in the order of their URLs.
+	Gateways []GatewayFigures `json:"gateways,omitempty"`
 	// Policies counts measured successes by x-inferrail-policy, when the
 	// gateway names it.
 	Policies map[string]int `json:"policies,omitempty"`
@@ -279,6 +288,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		m.BusiestShare = float64(slices.Max(slices.Collect(maps.Values(m.Replicas)))) / float64(m.Succeeded)
 	}
 	m.Prediction = pred.result()
+	m.ReplicaTTFTP99 = replicaTTFTP99(outs)
 	if len(kinds) > 1 {
 		m.Kinds = map[string]KindFigures{}
 		for k, os := range kinds {

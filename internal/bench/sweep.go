@@ -55,6 +55,10 @@ type SweepFile struct {
 	// policy runs under, innermost after the policy; a peer router runs
 	// once whatever they are, having no such mode. Default [approximate].
 	Index []string `toml:"index"`
+	// Gateways are the numbers of gateways, with the same config, every
+	// gateway policy runs with (RunSpec.Gateways), innermost after the
+	// index mode; a peer router runs alone. Default [1].
+	Gateways []int `toml:"gateways"`
 
 	Points []SweepPoint `toml:"points"`
 }
@@ -232,6 +236,7 @@ func (f *SweepFile) Validate() error {
 		errs = append(errs, checkIndexModes(path+".index", p.Index)...)
 	}
 	errs = append(errs, checkIndexModes("index", f.Index)...)
+	errs = append(errs, checkGatewayCounts(f.Gateways)...)
 	for i, pol := range f.Policies {
 		if pol == "" {
 			fail(fmt.Sprintf("policies[%d]", i), "must not be empty")
@@ -248,6 +253,17 @@ func checkIndexModes(path string, modes []string) []error {
 	for i, m := range modes {
 		if _, err := NormalizeIndex(m); err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: must be approximate, exact or auto, not %q", path, i, m))
+		}
+	}
+	return errs
+}
+
+// checkGatewayCounts reports each of counts outside 1-maxGateways.
+func checkGatewayCounts(counts []int) []error {
+	var errs []error
+	for i, n := range counts {
+		if n < 1 || n > maxGateways {
+			errs = append(errs, fmt.Errorf("gateways[%d]: must be within 1-%d, not %d", i, maxGateways, n))
 		}
 	}
 	return errs
@@ -339,11 +355,13 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 				}
 				for _, pol := range policies {
 					for _, mode := range indexModes(p.Index, f.Index, pol) {
-						runs = append(runs, RunSpec{
-							Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
-							Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
-							Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode,
-						})
+						for _, gws := range gatewayCounts(f.Gateways, pol) {
+							runs = append(runs, RunSpec{
+								Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
+								Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
+								Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
+							})
+						}
 					}
 				}
 			}
@@ -369,6 +387,25 @@ func indexModes(point, file []string, policy string) []string {
 	}
 	if len(out) == 0 {
 		out = []string{""}
+	}
+	return out
+}
+
+// gatewayCounts are the RunSpec.Gateways values policy runs with: the
+// file's counts (one is 0, as before the option), else one; a peer
+// router's only.
+func gatewayCounts(counts []int, policy string) []int {
+	var out []int
+	for _, n := range counts {
+		if n == 1 {
+			n = 0
+		}
+		if !slices.Contains(out, n) && (n == 0 || !procs.IsPeerPolicy(policy)) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = []int{0}
 	}
 	return out
 }

@@ -238,3 +238,47 @@ index = ["auto"]
 		t.Errorf("bad index: %v", err)
 	}
 }
+
+// A sweep's gateway counts run innermost after the index mode; one gateway
+// is the run as before the option; a peer router runs alone.
+func TestSweepPlanGateways(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+policies = ["cost_model", "peer:vllm-router:round_robin"]
+requests = 100
+index = ["approximate", "exact"]
+gateways = [1, 2]
+
+[[points]]
+workload = "w1"
+rates = [2]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := f.Plan(PlanOptions{})
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.FileName())
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: %v", r.FileName(), err)
+		}
+	}
+	want := []string{"w1_rate2_rep0_cost_model.json", "w1_rate2_rep0_cost_model_gw2.json",
+		"w1_rate2_rep0_cost_model_exact.json", "w1_rate2_rep0_cost_model_exact_gw2.json",
+		"w1_rate2_rep0_peer-vllm-router-round_robin.json"}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan %v, want %v", got, want)
+	}
+	if runs[1].Gateways != 2 || runs[0].Gateways != 0 || policyLabel(&runs[3]) != "cost_model (exact, 2 gateways)" {
+		t.Errorf("gateways %d, %d; label %q", runs[0].Gateways, runs[1].Gateways, policyLabel(&runs[3]))
+	}
+	if _, err := ParseSweep([]byte("policies = [\"cost_model\"]\nrequests = 1\ngateways = [0]\n[[points]]\nworkload = \"w1\"\nrates = [1]\n")); err == nil ||
+		!strings.Contains(err.Error(), "gateways[0]: must be within 1-16, not 0") {
+		t.Errorf("bad gateways: %v", err)
+	}
+	s := runs[1]
+	s.Policy = "peer:vllm-router:round_robin"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "gateways: several only for gateways of the run's own") {
+		t.Errorf("two peer routers: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,11 @@ type kvStatus struct {
 	Speculative    int               `json:"speculative_blocks"`
 	Orphans        int               `json:"orphan_blocks"`
 	Mirror         index.MirrorStats `json:"mirror"`
+	// Digest is the mirror's order-independent digest of the gateway
+	// hashes it holds (index.Mirror.Digest), 16 hex digits: two gateways
+	// following the same engine agree on its cache when their digests,
+	// mirrored blocks and last sequence agree.
+	Digest string `json:"digest"`
 	// Confirmed and Unconfirmed count routed blocks the engine stored, and
 	// those it did not within the speculative TTL; TokenizationSuspect is
 	// set when nearly all go unconfirmed.
@@ -69,6 +75,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
 		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: map[string]uint64{},
+		Digest: fmt.Sprintf("%016x", ev.Digest),
 	}
 	if st.HasSeq {
 		seq := st.LastSeq

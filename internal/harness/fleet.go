@@ -16,12 +16,19 @@ import (
 // peer router in front of them. Every child started through it belongs to
 // it until Stop.
 type Fleet struct {
-	// URL is the router's client port, where requests go.
+	// URL is the router's client port, where requests go: the first
+	// gateway's when there are several.
 	URL string
-	// Gateway is the inferrail-gateway in front of Sims, or Peer the peer
-	// router; nil until started.
+	// URLs are the client ports of every router, in the order started:
+	// one, or one per gateway.
+	URLs []string
+	// Gateway is the inferrail-gateway in front of Sims (the first one),
+	// or Peer the peer router; nil until started.
 	Gateway *procs.Gateway
 	Peer    *procs.Peer
+	// Gateways are every gateway child in front of Sims, in the order
+	// started; Gateway is the first.
+	Gateways []*procs.Gateway
 	// Sims are the simulator children, sim-1, sim-2, … in order.
 	Sims []*procs.Sim
 }
@@ -43,13 +50,31 @@ func (f *Fleet) StartSims(ctx context.Context, n int, o procs.SimOptions) error 
 	return nil
 }
 
-// StartGateway starts a gateway child with o; URL becomes its client port.
+// StartGateway starts a gateway child with o, after any already started;
+// the first one's client port becomes URL, and every one's joins URLs.
 func (f *Fleet) StartGateway(ctx context.Context, o procs.GatewayOptions) error {
 	gw, err := procs.StartGateway(ctx, o)
 	if err != nil {
 		return err
 	}
-	f.Gateway, f.URL = gw, gw.URL
+	if f.Gateway == nil {
+		f.Gateway, f.URL = gw, gw.URL
+	}
+	f.Gateways = append(f.Gateways, gw)
+	f.URLs = append(f.URLs, gw.URL)
+	return nil
+}
+
+// StartGateways starts n gateway children with the same options, each on
+// ports of its own: gateways side by side in front of the same engines,
+// the same config, following the same KV event streams. On an error the
+// ones started stay in the fleet, for Stop.
+func (f *Fleet) StartGateways(ctx context.Context, n int, o procs.GatewayOptions) error {
+	for range n {
+		if err := f.StartGateway(ctx, o); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -61,7 +86,7 @@ func (f *Fleet) StartPeer(ctx context.Context, o procs.PeerOptions) error {
 	if err != nil {
 		return err
 	}
-	f.Peer, f.URL = p, p.URL
+	f.Peer, f.URL, f.URLs = p, p.URL, []string{p.URL}
 	return nil
 }
 
@@ -83,26 +108,38 @@ func (f *Fleet) Replicas() []Replica {
 	return out
 }
 
-// WaitHealthy polls the gateway's metrics until every replica passes its
-// probes, for at most limit.
+// WaitHealthy polls every gateway's metrics until each reports every
+// replica passing its probes, for at most limit in all.
 func (f *Fleet) WaitHealthy(ctx context.Context, limit time.Duration) error {
 	client := procs.AdminClient()
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(limit)
-	for {
-		p, err := f.Gateway.Metrics(ctx, client)
-		if err == nil && int(p.Sum("inferrail_replica_healthy")) == len(f.Sims) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("gateway: replicas not all healthy within %v (last scrape error: %v)", limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+	for i, gw := range f.Gateways {
+		for {
+			p, err := gw.Metrics(ctx, client)
+			if err == nil && int(p.Sum("inferrail_replica_healthy")) == len(f.Sims) {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: replicas not all healthy within %v (last scrape error: %v)", gatewayName(i, len(f.Gateways)), limit, err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
+	return nil
+}
+
+// gatewayName names the i-th of n gateways in errors: "gateway" when it
+// is the only one, else "gateway 1", "gateway 2", ….
+func gatewayName(i, n int) string {
+	if n <= 1 {
+		return "gateway"
+	}
+	return "gateway " + strconv.Itoa(i+1)
 }
 
 // Stop ends the router, then the simulators, and reports every child that
@@ -112,19 +149,24 @@ func (f *Fleet) Stop() error {
 	return errors.Join(append(f.StopRouter(), f.StopSims()...)...)
 }
 
-// StopRouter ends the gateway or the peer router and drops it from the
-// fleet, one error for each way it failed; read its log before.
+// StopRouter ends the gateways or the peer router and drops them from the
+// fleet, one error for each way one failed; read their logs before.
 func (f *Fleet) StopRouter() []error {
 	var errs []error
 	if p := f.Peer; p != nil {
 		errs = append(errs, exitedEarly(p.Exited(), string(p.Policy.Router), p.Output)...)
 		errs = appendErr(errs, "", p.Stop())
 	}
-	if gw := f.Gateway; gw != nil {
-		errs = append(errs, exitedEarly(gw.Exited(), "gateway", gw.Output)...)
-		errs = appendErr(errs, "", gw.Stop())
+	for i, gw := range f.Gateways {
+		name := gatewayName(i, len(f.Gateways))
+		errs = append(errs, exitedEarly(gw.Exited(), name, gw.Output)...)
+		if len(f.Gateways) > 1 {
+			errs = appendErr(errs, name+": ", gw.Stop())
+		} else {
+			errs = appendErr(errs, "", gw.Stop())
+		}
 	}
-	f.Peer, f.Gateway = nil, nil
+	f.Peer, f.Gateway, f.Gateways, f.URLs = nil, nil, nil, nil
 	return errs
 }
 

@@ -148,9 +148,9 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-// TestFleetExactIndex starts simulators publishing KV events behind a
-// gateway in index mode exact and waits until the gateway follows every
-// engine's stream.
+// TestFleetExactIndex starts simulators publishing KV events behind two
+// gateways in index mode exact, with the same config, and waits until
+// both follow every engine's stream.
 func TestFleetExactIndex(t *testing.T) {
 	ctx := t.Context()
 	var f harness.Fleet
@@ -168,8 +168,12 @@ func TestFleetExactIndex(t *testing.T) {
 	}
 	cfg := harness.GatewayConfig(reps, harness.GatewayOptions{Model: procs.SimModel, Caps: 16, Tokenizer: "builtin:sim",
 		RequestTimeout: 30 * time.Second, LogLevel: "warn", IndexMode: "exact"})
-	if err := f.StartGateway(ctx, procs.GatewayOptions{Binary: os.Args[0], Env: procstest.GatewayEnv(), Config: cfg}); err != nil {
+	if err := f.StartGateways(ctx, 2, procs.GatewayOptions{Binary: os.Args[0], Env: procstest.GatewayEnv(), Config: cfg}); err != nil {
 		t.Fatal(err)
+	}
+	if len(f.Gateways) != 2 || f.Gateway != f.Gateways[0] || len(f.URLs) != 2 || f.URL != f.URLs[0] ||
+		f.URLs[1] != f.Gateways[1].URL || f.URLs[0] == f.URLs[1] {
+		t.Errorf("gateways %v, URL %s, URLs %v", f.Gateways, f.URL, f.URLs)
 	}
 	if !strings.Contains(f.Gateway.ConfigYAML, "endpoint: "+reps[1].KVEndpoint) {
 		t.Errorf("config written without sim-2's endpoint:\n%s", f.Gateway.ConfigYAML)
@@ -179,20 +183,25 @@ func TestFleetExactIndex(t *testing.T) {
 	}
 	client := procs.AdminClient()
 	defer client.CloseIdleConnections()
-	var st *procs.IndexStatus
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var err error
-		st, err = f.Gateway.Index(ctx, client)
-		if err != nil {
-			t.Fatal(err)
+	for i, gw := range f.Gateways {
+		var st *procs.IndexStatus
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			var err error
+			st, err = gw.Index(ctx, client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Following() || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if st.Following() || time.Now().After(deadline) {
-			break
+		if st.Mode != "exact" || !st.Following() || len(st.KVEvents) != 2 || st.KVEvents[0].Endpoint != reps[0].KVEndpoint {
+			t.Errorf("gateway %d's /admin/index: %+v", i+1, st)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	if st.Mode != "exact" || !st.Following() || len(st.KVEvents) != 2 || st.KVEvents[0].Endpoint != reps[0].KVEndpoint {
-		t.Errorf("/admin/index: %+v", st)
+	if err := f.Stop(); err != nil || len(f.Gateways) != 0 || f.Gateway != nil || len(f.URLs) != 0 {
+		t.Errorf("Stop: %v; gateways %v left", err, f.Gateways)
 	}
 }
 

@@ -25,6 +25,9 @@ type Mirror struct {
 
 	blocks map[engineKey]mirrorBlock
 	keyed  int // blocks with a gateway hash (not orphans)
+	// digest adds up digestMix of every keyed block's gateway hash
+	// (wrapping), kept as blocks are keyed and dropped: see Digest.
+	digest uint64
 	// waiting lists the orphans under each unseen parent; orphans holds
 	// their tokens.
 	waiting    map[engineKey][]engineKey
@@ -139,6 +142,7 @@ func (m *Mirror) Clear() {
 	}
 	clear(m.blocks)
 	m.keyed = 0
+	m.digest = 0
 	clear(m.waiting)
 	clear(m.orphans)
 }
@@ -204,6 +208,7 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 	b.ours = blockhash.Next(base, tokens)
 	m.blocks[k] = b
 	m.keyed++
+	m.digest += digestMix(b.ours)
 	if m.held != nil {
 		m.held(b.ours)
 	}
@@ -267,6 +272,7 @@ func (m *Mirror) join(k engineKey) {
 			c.ours = blockhash.Next(p.ours, o.tokens)
 			m.blocks[ck] = c
 			m.keyed++
+			m.digest += digestMix(c.ours)
 			if m.held != nil {
 				m.held(c.ours)
 			}
@@ -290,6 +296,7 @@ func (m *Mirror) remove(k engineKey) {
 	delete(m.blocks, k)
 	if !b.orphan {
 		m.keyed--
+		m.digest -= digestMix(b.ours)
 		if m.dropped != nil {
 			m.dropped(b.ours)
 		}
@@ -338,6 +345,28 @@ func (m *Mirror) Blocks() map[uint64]int {
 		out[uint64(k)] = int(b.count)
 	}
 	return out
+}
+
+// Digest sums a mix of the gateway hash of every block the mirror keyed
+// (wrapping at 64 bits): two mirrors holding the same blocks under the same
+// gateway hashes have the same digest, whatever order the blocks came in,
+// and mirrors that differ by a block differ in it but by chance (one in
+// 2^64). It is kept as blocks come and go, so reading it costs nothing;
+// orphans, which have no gateway hash yet, are not in it.
+func (m *Mirror) Digest() uint64 { return m.digest }
+
+// digestMix spreads a gateway hash over 64 bits for Digest: both halves
+// through a SplitMix64 finalizer, so that the sum of many is uniform and a
+// change to any bit of a hash changes it.
+func digestMix(h blockhash.Hash) uint64 {
+	return splitMix(h.Hi ^ splitMix(h.Lo))
+}
+
+func splitMix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // Held is how many blocks the mirror holds under a gateway hash.

@@ -333,9 +333,55 @@ func TestMirrorAgainstModel(t *testing.T) {
 					rt.Fatalf("block %d: held under the gateway's hash %v, model %v", k, held[h], model.keyed[k])
 				}
 			}
+			var digest uint64
+			for k, keyed := range model.keyed {
+				if keyed {
+					digest += digestMix(gw[k])
+				}
+			}
+			if m.Digest() != digest {
+				rt.Fatalf("digest %x, model %x", m.Digest(), digest)
+			}
 			if m.Orphans() != len(model.copies)-len(model.keyed) {
 				rt.Fatalf("%d orphans, model %d", m.Orphans(), len(model.copies)-len(model.keyed))
 			}
 		}
 	})
+}
+
+// TestMirrorDigest: two mirrors that end up holding the same blocks have
+// the same digest whatever order the blocks came in (a child before its
+// parent, as an orphan), and a block more or less changes it.
+func TestMirrorDigest(t *testing.T) {
+	tokens := seq(1, 16)
+	a := NewMirror(mirrorBS, mirrorSeed, 100, 0)
+	b := NewMirror(mirrorBS, mirrorSeed, 100, 0)
+	if a.Digest() != 0 {
+		t.Fatalf("empty mirror's digest %x, want 0", a.Digest())
+	}
+	apply(a, stored(0, 1, tokens[:8]), stored(2, 3, tokens[8:]))
+	apply(b, stored(2, 3, tokens[8:])) // an orphan: not in the digest yet
+	if b.Digest() != 0 || b.Orphans() != 2 {
+		t.Fatalf("orphans only: digest %x, %d orphans; want 0, 2", b.Digest(), b.Orphans())
+	}
+	apply(b, stored(0, 1, tokens[:8]))
+	if a.Digest() != b.Digest() || a.Digest() == 0 {
+		t.Fatalf("same blocks in another order: digests %x and %x", a.Digest(), b.Digest())
+	}
+	apply(b, stored(0, 1, tokens[:4])) // a second copy: the same blocks
+	if a.Digest() != b.Digest() {
+		t.Fatalf("a second copy changed the digest: %x, %x", a.Digest(), b.Digest())
+	}
+	apply(a, removed(4))
+	if a.Digest() == b.Digest() {
+		t.Fatal("a block less, the same digest")
+	}
+	apply(a, stored(3, 4, tokens[12:]))
+	if a.Digest() != b.Digest() {
+		t.Fatalf("the block back, digests %x and %x", a.Digest(), b.Digest())
+	}
+	apply(a, events.Event{Kind: events.AllBlocksCleared})
+	if a.Digest() != 0 {
+		t.Fatalf("cleared mirror's digest %x, want 0", a.Digest())
+	}
 }

@@ -293,6 +293,9 @@ type EventStats struct {
 	Mirrored    int // distinct blocks the engine holds, as the gateway names them
 	Speculative int // blocks routed there that the engine has not confirmed yet
 	Orphans     int // blocks held under the engine's hash only, parent unknown
+	// Digest is the mirror's Digest: equal for two gateways' mirrors of
+	// the same engine when they hold the same blocks.
+	Digest uint64
 	// Confirmed and Expired count speculations the engine confirmed and
 	// those that ran out first.
 	Confirmed, Expired uint64
@@ -312,6 +315,7 @@ func (x *Approx) Events(id string) EventStats {
 		st.Mirrored = r.ev.mirror.Held()
 		st.Speculative = len(r.ev.spec)
 		st.Orphans = r.ev.mirror.Orphans()
+		st.Digest = r.ev.mirror.Digest()
 		st.Confirmed, st.Expired = r.ev.confirmed, r.ev.expired
 		st.Mirror = r.ev.mirror.Stats
 	}

@@ -48,6 +48,10 @@ type KVStream struct {
 	Speculative    int               `json:"speculative_blocks"`
 	Orphans        int               `json:"orphan_blocks"`
 	Mirror         MirrorCounters    `json:"mirror"`
+	// Digest is the gateway's digest of the mirror's gateway hashes, the
+	// same for two gateways whose mirrors of the engine hold the same
+	// blocks; empty from a gateway too old to report it.
+	Digest string `json:"digest,omitempty"`
 }
 
 // MirrorCounters are what a replica's mirror applied and could not apply
