@@ -15,3 +15,7 @@ func ParseEncoding(name string) (Encoding, error) {
 	}
 	return 0, fmt.Errorf("unknown encoding %q (want map, array or sglang)", name)
 }
+
+// ReplayEnd is the sequence frame of the message that ends a replay: -1 as
+// eight big-endian bytes, as vLLM's publisher sends it.
+var ReplayEnd = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}

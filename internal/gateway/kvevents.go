@@ -54,12 +54,11 @@ type kvEvents struct {
 // replicaFeed is one replica's stream and what the gateway concluded
 // about it.
 type replicaFeed struct {
-	id             string
-	endpoint       string
-	replay         string
-	feed           *kvfeed.Feed
-	cancel         context.CancelFunc
-	capacityBlocks int // what the index thinks the engine holds at most
+	id       string
+	endpoint string
+	replay   string
+	feed     *kvfeed.Feed
+	cancel   context.CancelFunc
 
 	mu          sync.Mutex // the feed's goroutine and the tick share what follows
 	started     bool       // a batch applied since the last purge
@@ -259,7 +258,6 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	st := f.feed.Stats()
 	f.mu.Lock()
 	started, complete, stored, overflowMark := f.started, f.complete, f.storedSince, f.overflowMark
-	f.capacityBlocks = capacityBlocks
 	f.mu.Unlock()
 	// A replay that answered with nothing, and no batch applied since: the
 	// engine had published nothing at all, so an empty mirror is its cache

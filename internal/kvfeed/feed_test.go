@@ -68,7 +68,7 @@ func (e *engine) serveReplays(ctx context.Context) {
 			_ = e.router.Send([][]byte{req[0], {}, []byte("kv"), seqBytes(s), e.buffer[s]})
 		}
 		e.mu.Unlock()
-		_ = e.router.Send([][]byte{req[0], {}, {}, endSeq, {}})
+		_ = e.router.Send([][]byte{req[0], {}, {}, events.ReplayEnd, {}})
 	}
 }
 

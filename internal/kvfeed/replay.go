@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/zmtp"
 )
-
-// endSeq is vLLM's end-of-replay marker: -1 as 8 big-endian bytes.
-var endSeq = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // catchUp asks the replay socket for every batch from start on and applies
 // those the sink lacks. A replay whose first batch comes after what the
@@ -60,7 +58,7 @@ func (f *Feed) replay(ctx context.Context, start uint64, got func(seq uint64, pa
 		if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
 			return fmt.Errorf("a replay message of %d frames", len(msg))
 		}
-		if bytes.Equal(msg[2], endSeq) && len(msg[1]) == 0 && len(msg[3]) == 0 {
+		if bytes.Equal(msg[2], events.ReplayEnd) && len(msg[1]) == 0 && len(msg[3]) == 0 {
 			return nil
 		}
 		seq := binary.BigEndian.Uint64(msg[2])

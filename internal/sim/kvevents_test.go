@@ -108,7 +108,7 @@ func replay(t *testing.T, ctx context.Context, endpoint string, start uint64) []
 		if len(msg) != 4 || len(msg[0]) != 0 {
 			t.Fatalf("replay message of %d frames, want 4: %q", len(msg), msg)
 		}
-		if len(msg[1]) == 0 && bytes.Equal(msg[2], replayEnd) && len(msg[3]) == 0 {
+		if len(msg[1]) == 0 && bytes.Equal(msg[2], events.ReplayEnd) && len(msg[3]) == 0 {
 			return out
 		}
 		if string(msg[1]) != "kv" || binary.BigEndian.Uint64(msg[2]) != want {

@@ -43,9 +43,6 @@ type sentBatch struct {
 	payload []byte
 }
 
-// replayEnd is vLLM's end-of-replay sequence, -1 as 8 big-endian bytes.
-var replayEnd = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
 // newKVPublisher binds the sockets cfg names, with ports offset by rank.
 func newKVPublisher(cfg *Config, log *slog.Logger) (*kvPublisher, error) {
 	kc := &cfg.KVEvents
@@ -200,7 +197,7 @@ func (p *kvPublisher) serveReplay(req [][]byte) {
 			return
 		}
 	}
-	if err := p.replay.Send([][]byte{id, {}, {}, replayEnd, {}}); err != nil {
+	if err := p.replay.Send([][]byte{id, {}, {}, events.ReplayEnd, {}}); err != nil {
 		p.log.Warn("kv events: replay end marker lost", "err", err)
 	}
 }

@@ -189,9 +189,6 @@ type replayed struct {
 	payload []byte
 }
 
-// replayEnd is vLLM's end-of-replay sequence number, -1.
-var replayEnd = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
 // replayFrom asks the replay socket at endpoint for every batch from start
 // on, in vLLM's framing, and returns them in order.
 func replayFrom(ctx context.Context, endpoint string, start uint64) ([]replayed, error) {
@@ -214,7 +211,7 @@ func replayFrom(ctx context.Context, endpoint string, start uint64) ([]replayed,
 		if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
 			return nil, fmt.Errorf("a replay message of %d frames", len(msg))
 		}
-		if len(msg[1]) == 0 && bytes.Equal(msg[2], replayEnd) && len(msg[3]) == 0 {
+		if len(msg[1]) == 0 && bytes.Equal(msg[2], events.ReplayEnd) && len(msg[3]) == 0 {
 			return out, nil
 		}
 		seq := binary.BigEndian.Uint64(msg[2])
