@@ -3,6 +3,8 @@ package sim
 import (
 	"time"
 
+	"github.com/tinylib/msgp/msgp"
+
 	"github.com/inferrail/inferrail/internal/enginehash"
 	"github.com/inferrail/inferrail/internal/events"
 )
@@ -103,19 +105,7 @@ var nilValue = events.RawValue{0xc0}
 
 // saltKey is the msgpack encoding of the one-string tuple (cache_salt,).
 func saltKey(salt string) events.RawValue {
-	out := []byte{0x91}
-	n := len(salt)
-	switch {
-	case n < 32:
-		out = append(out, 0xa0|byte(n))
-	case n < 1<<8:
-		out = append(out, 0xd9, byte(n))
-	case n < 1<<16:
-		out = append(out, 0xda, byte(n>>8), byte(n))
-	default:
-		out = append(out, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(out, salt...)
+	return msgp.AppendString(msgp.AppendArrayHeader(nil, 1), salt)
 }
 
 // removed logs that the block carrying h left the cache.
