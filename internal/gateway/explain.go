@@ -94,7 +94,7 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	start := time.Now()
-	mr := g.routes().model(ex.model)
+	mr := g.routes(ex.gen).model(ex.model)
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	why := make([]string, len(mr.routes))

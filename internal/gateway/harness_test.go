@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -189,4 +190,10 @@ func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// testPolicy is the policy of the model's first arm in the generation in
+// effect: its only one without a split.
+func (g *Gateway) testPolicy(model string) policy.Policy {
+	return g.current().routing[model].arms[0].policy
 }

@@ -56,6 +56,10 @@ type Settings struct {
 	// Now is the clock the hot-prefix sketch decays by. Nil means time.Now.
 	// Tests set it so that Explain and Pick see the same instant.
 	Now func() time.Time
+	// Start is when the policy starts counting time: the hot-prefix
+	// sketch's ticks are counted from it. The zero time means Now() when
+	// the policy is built. A replay sets it to rebuild a policy exactly.
+	Start time.Time
 }
 
 // CostParams are the cost model's parameters, all in seconds and all >= 0.
