@@ -175,7 +175,7 @@ func shadowSeed(name string) uint64 {
 // it with the same settings, else a new one.
 func (gen *generation) policy(prev *generation, key policyKey, s policy.Settings) (policy.Policy, error) {
 	if prev != nil {
-		if b, ok := prev.built[key]; ok && reflect.DeepEqual(b.settings, s) {
+		if b, ok := prev.built[key]; ok && reflect.DeepEqual(b.settings.For(key.name), s.For(key.name)) {
 			gen.built[key] = b
 			return b.p, nil
 		}

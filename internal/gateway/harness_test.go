@@ -101,11 +101,18 @@ func startGateway(t testing.TB, cfg *config.Config) *running {
 // (nil: the system resolver).
 func startResolvingGateway(t testing.TB, cfg *config.Config, res fleet.Resolver) *running {
 	t.Helper()
+	return startGatewayWith(t, cfg, Options{Resolver: res})
+}
+
+// startGatewayWith is startGateway with opts; their Logger is the test's.
+func startGatewayWith(t testing.TB, cfg *config.Config, opts Options) *running {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Resolver: res})
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,3 +188,22 @@ func (s *Settings) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// For returns the settings the named policy reads: s with every other
+// field zeroed. Two policies of one name built from settings whose For is
+// equal behave alike, so a reload that changes only what a policy does not
+// read may keep it, and its state. For is for comparing settings: some of
+// the zeroed fields are not valid to build with.
+func (s Settings) For(name string) Settings {
+	if name == CostModel {
+		return s
+	}
+	out := Settings{Seed: s.Seed, Cost: s.Cost, Now: s.Now, Start: s.Start}
+	switch name {
+	case PrefixHash:
+		out.PrefixHashBlocks = s.PrefixHashBlocks
+	case KVAware:
+		out.KVAware = s.KVAware
+	}
+	return out
+}
