@@ -546,7 +546,8 @@ func TestLocalFile(t *testing.T) {
 		t.Fatalf("Load(%s): %v", localFile, err)
 	}
 	want := Default()
-	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Policy: "cost_model", Tokenizer: "builtin:sim", BlockSize: 16}}
+	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Tokenizer: "builtin:sim", BlockSize: 16}}
+	want.Routing.DefaultPolicy = "cost_model"
 	for i, port := range []string{"8001", "8002", "8003"} {
 		r := defaultReplica()
 		r.ID = "sim-" + strconv.Itoa(i+1)
