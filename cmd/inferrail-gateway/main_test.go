@@ -90,7 +90,11 @@ func TestSIGHUPRereadsTheConfig(t *testing.T) {
 	for {
 		var ans struct {
 			Generation uint64
-			Config     struct{ Routing struct{ DefaultPolicy string `json:"default_policy"` } }
+			Config     struct {
+				Routing struct {
+					DefaultPolicy string `json:"default_policy"`
+				}
+			}
 		}
 		resp, err := probe.Get(configURL)
 		if err == nil {
