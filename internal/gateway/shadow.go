@@ -19,8 +19,12 @@ import (
 )
 
 // shadowQueue is how many routed requests may wait for the shadow worker.
-// Past it a request leaves the shadow: the request path never waits.
-const shadowQueue = 4096
+// Past it a request leaves the shadow: the request path never waits. A
+// waiting job holds its prompt's block hashes (30 KB for 30,000 tokens),
+// so the queue is bounded in memory too; the worker decides a job in tens
+// of microseconds, so it fills only when the worker is starved of CPU or
+// the shadow log's disk stalls.
+const shadowQueue = 1024
 
 // shadowJob is one routed request as its shadows see it: the request, the
 // candidates the routing policy was offered, in the same state, and what
