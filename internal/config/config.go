@@ -75,7 +75,7 @@ type Model struct {
 	// Shadow lists policies that choose a replica for each of the model's
 	// requests without routing it, replacing routing.shadow for this model
 	// (an empty list means none). Nil means routing.shadow.
-	Shadow []string `yaml:"shadow,omitempty"`
+	Shadow PolicyList `yaml:"shadow,omitempty"`
 	// CostModel overrides routing.cost_model for this model, key by key
 	// (a key left out keeps routing.cost_model's value). Nil means none.
 	CostModel *CostModelOverride `yaml:"cost_model,omitempty"`
@@ -201,7 +201,7 @@ type Routing struct {
 	// Shadow lists policies that choose a replica for every routed request
 	// without routing it, so that their choices can be compared with the
 	// routing policy's (GET /admin/shadow). Nil means none.
-	Shadow []string `yaml:"shadow,omitempty"`
+	Shadow PolicyList `yaml:"shadow,omitempty"`
 	// Seed seeds the randomized policies, so a fixed seed replays the same
 	// choices. 0, the default, seeds from the clock at start.
 	Seed int64 `yaml:"seed"`
@@ -576,7 +576,7 @@ func (c *Config) ModelSplit(name string) Split {
 
 // ModelShadow returns the shadow policies of the model that name names: its
 // own list when it has one, else routing.shadow.
-func (c *Config) ModelShadow(name string) []string {
+func (c *Config) ModelShadow(name string) PolicyList {
 	if m := c.model(name); m != nil && m.Shadow != nil {
 		return m.Shadow
 	}

@@ -188,6 +188,13 @@ func TestJSONRoundTrip(t *testing.T) {
 		if diff := cmp.Diff(c, *got, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("round trip through JSON (-config +read back):\n%s", diff)
 		}
+		// An empty shadow list means none, no list routing's: the two
+		// must not merge.
+		for i := range c.Models {
+			if (c.Models[i].Shadow == nil) != (got.Models[i].Shadow == nil) {
+				t.Fatalf("models[%d].shadow %#v read back as %#v", i, c.Models[i].Shadow, got.Models[i].Shadow)
+			}
+		}
 	})
 }
 

@@ -189,12 +189,12 @@ func drawSplit(t *rapid.T, label string) Split {
 }
 
 // drawShadow draws no list, an empty one or distinct policies.
-func drawShadow(t *rapid.T, label string) []string {
+func drawShadow(t *rapid.T, label string) PolicyList {
 	switch rapid.IntRange(0, 2).Draw(t, label+"_kind") {
 	case 0:
 		return nil
 	case 1:
-		return []string{}
+		return PolicyList{}
 	}
 	return rapid.SliceOfNDistinct(rapid.SampledFrom(policies), 1, len(policies), rapid.ID[string]).Draw(t, label)
 }

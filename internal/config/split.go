@@ -121,6 +121,14 @@ func (v *validator) shadow(path string, names []string) {
 	}
 }
 
+// PolicyList is a list of policy names where an empty list and no list
+// differ: a model's shadow: [] means none, no shadow key means
+// routing.shadow. It is written out whenever it is not nil.
+type PolicyList []string
+
+// IsZero tells yaml's omitempty that only a nil list is left out.
+func (l PolicyList) IsZero() bool { return l == nil }
+
 // JSONObject is a JSON object held as its text. In YAML it is written either
 // as a mapping or as a string holding the JSON. Empty means none.
 type JSONObject string
