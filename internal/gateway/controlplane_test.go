@@ -150,10 +150,10 @@ func TestReloadKeepsPolicyState(t *testing.T) {
 			before := gw.g.testPolicy(testModel)
 			shadowBefore := gw.g.current().routing[testModel].shadows[0]
 			var same configAnswer
-	if adminDo(t, http.MethodPatch, gw.admin+"/admin/config", `{}`, &same); same.Result != reloadUnchanged || same.Generation != 1 {
-		t.Errorf("an empty patch: %s, generation %d; want unchanged, 1", same.Result, same.Generation)
-	}
-	if code, _, problems := patch(t, gw.admin, `{"retry":{"max_attempts":2},"logging":{"log_prompts":true}}`); code != http.StatusOK {
+			if adminDo(t, http.MethodPatch, gw.admin+"/admin/config", `{}`, &same); same.Result != reloadUnchanged || same.Generation != 1 {
+				t.Errorf("an empty patch: %s, generation %d; want unchanged, 1", same.Result, same.Generation)
+			}
+			if code, _, problems := patch(t, gw.admin, `{"retry":{"max_attempts":2},"logging":{"log_prompts":true}}`); code != http.StatusOK {
 				t.Fatalf("patch: %d %v", code, problems)
 			}
 			if gw.g.testPolicy(testModel) != before || gw.g.current().routing[testModel].shadows[0] != shadowBefore {
