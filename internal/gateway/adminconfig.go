@@ -19,9 +19,11 @@ const maxPatchBytes = 4 << 20
 // configAnswer is the body of GET /admin/config and of a successful PATCH
 // or reload.
 type configAnswer struct {
-	Generation uint64          `json:"generation"`
-	Result     string          `json:"result,omitempty"` // applied or unchanged, after a change
-	Config     json.RawMessage `json:"config"`
+	Generation uint64 `json:"generation"`
+	Result     string `json:"result,omitempty"` // applied or unchanged, after a change
+	// ApplySecs is how long applying the change took, after an applied one.
+	ApplySecs float64         `json:"apply_secs,omitempty"`
+	Config    json.RawMessage `json:"config"`
 }
 
 // problemAnswer is the body of a refused change: every problem at once.
@@ -50,7 +52,11 @@ func (g *Gateway) writeGeneration(w http.ResponseWriter, gen *generation, result
 		return
 	}
 	w.Header().Set("X-Inferrail-Config-Generation", strconv.FormatUint(gen.n, 10))
-	writeAdminJSON(w, http.StatusOK, configAnswer{Generation: gen.n, Result: result, Config: cfg})
+	ans := configAnswer{Generation: gen.n, Result: result, Config: cfg}
+	if result == reloadApplied {
+		ans.ApplySecs = gen.applied.Seconds()
+	}
+	writeAdminJSON(w, http.StatusOK, ans)
 }
 
 // servePatchConfig answers PATCH /admin/config: a JSON merge patch (RFC

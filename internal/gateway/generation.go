@@ -33,6 +33,9 @@ type generation struct {
 	// settings it was built with: the next generation keeps those whose
 	// settings did not change, and their state with them.
 	built map[policyKey]builtPolicy
+	// applied is how long applying it took: checking it against the config
+	// in effect, building its policies and replicas; 0 for the first.
+	applied time.Duration
 	// table is the fleet as this generation's decisions read it.
 	table atomic.Pointer[routeTable]
 }

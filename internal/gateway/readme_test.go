@@ -170,7 +170,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		answers = append(answers, body)
 	}
 	var patched configAnswer
-	if err := json.Unmarshal(answers[0], &patched); err != nil || patched.Generation != 2 || patched.Result != reloadApplied {
+	if err := json.Unmarshal(answers[0], &patched); err != nil || patched.Generation != 2 || patched.Result != reloadApplied || patched.ApplySecs <= 0 {
 		t.Errorf("the first patch answered %s", answers[0])
 	}
 	var shadow struct{ Shadows []shadowView }

@@ -75,6 +75,7 @@ func (g *Gateway) current() *generation { return g.gen.Load() }
 func (g *Gateway) apply(next *config.Config, via string) (string, *generation, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
+	start := time.Now()
 	cur := g.current()
 	if sameConfig(cur.cfg, next) {
 		g.reloaded(reloadUnchanged)
@@ -98,6 +99,7 @@ func (g *Gateway) apply(next *config.Config, via string) (string, *generation, e
 	// The replicas first: a request of the new generation may be routed
 	// at once, and its policies expect the fleet the config names.
 	added, removed := g.fleet.SetStatic(static, sameReplica)
+	gen.applied = time.Since(start)
 	g.gen.Store(gen)
 	g.reloaded(reloadApplied)
 	g.onGeneration(gen)
