@@ -100,9 +100,11 @@ func (g *Gateway) apply(next *config.Config, via string) (string, *generation, e
 	// at once, and its policies expect the fleet the config names.
 	added, removed := g.fleet.SetStatic(static, sameReplica)
 	gen.applied = time.Since(start)
+	// Logged before it is published, so that no decision of it can be
+	// logged before it.
+	g.onGeneration(gen)
 	g.gen.Store(gen)
 	g.reloaded(reloadApplied)
-	g.onGeneration(gen)
 	g.log.Info("config applied", "via", via, "generation", gen.n, "replicas_added", len(added), "replicas_removed", len(removed))
 	return reloadApplied, gen, nil
 }

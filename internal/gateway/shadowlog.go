@@ -220,7 +220,7 @@ type ReplayReport struct {
 // was tampered with or whose pick differs, naming the line.
 func ReplayShadow(r io.Reader) (ReplayReport, error) {
 	var rep ReplayReport
-	rp := &replayer{policies: map[policyKey]replayPolicy{}}
+	rp := &replayer{gens: map[uint64]map[policyKey]replayPolicy{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
 	prev := ""
@@ -275,11 +275,13 @@ func readShadowLine(b []byte, prev *string) (shadowRecord, error) {
 	return rec, nil
 }
 
-// replayer holds the shadows as the log rebuilds them.
+// replayer holds the shadows as the log rebuilds them, for every
+// generation: decisions of a generation may still be logged after the
+// next one (requests that arrived before it), and a policy the next one
+// kept is the same policy in both.
 type replayer struct {
-	gen      uint64
-	cfg      *config.Config
-	policies map[policyKey]replayPolicy
+	gens map[uint64]map[policyKey]replayPolicy
+	last map[policyKey]replayPolicy // the latest generation's
 }
 
 type replayPolicy struct {
@@ -296,12 +298,12 @@ func (rp *replayer) generation(rec *shadowRecord) error {
 		return fmt.Errorf("generation %d: its config does not load: %w", rec.Generation, err)
 	}
 	if rec.Generation == 1 {
-		clear(rp.policies) // a new gateway process
+		rp.gens, rp.last = map[uint64]map[policyKey]replayPolicy{}, nil // a new gateway process
 	}
 	next := map[policyKey]replayPolicy{}
 	for _, lp := range rec.Shadows {
 		key := policyKey{model: lp.Model, shadow: true, name: lp.Policy}
-		if old, ok := rp.policies[key]; ok && old.seed == lp.Seed && old.started == lp.Started {
+		if old, ok := rp.last[key]; ok && old.seed == lp.Seed && old.started == lp.Started {
 			next[key] = old
 			continue
 		}
@@ -313,15 +315,16 @@ func (rp *replayer) generation(rec *shadowRecord) error {
 		}
 		next[key] = replayPolicy{p: p, seed: lp.Seed, started: lp.Started}
 	}
-	rp.gen, rp.cfg, rp.policies = rec.Generation, cfg, next
+	rp.gens[rec.Generation], rp.last = next, next
 	return nil
 }
 
 // decision replays one shadowed request and returns how many picks it
 // checked.
 func (rp *replayer) decision(rec *shadowRecord) (int, error) {
-	if rp.cfg == nil || rec.Generation != rp.gen {
-		return 0, fmt.Errorf("a decision of generation %d, but the log's generation in effect is %d", rec.Generation, rp.gen)
+	policies, ok := rp.gens[rec.Generation]
+	if !ok {
+		return 0, fmt.Errorf("a decision of generation %d, which the log has not started", rec.Generation)
 	}
 	if rec.Request == nil || len(rec.Candidates) == 0 {
 		return 0, fmt.Errorf("a decision without its request or candidates")
@@ -344,7 +347,7 @@ func (rp *replayer) decision(rec *shadowRecord) (int, error) {
 		cands[i] = policy.Candidate(c)
 	}
 	for _, pick := range rec.Picks {
-		rpol, ok := rp.policies[policyKey{model: rec.Model, shadow: true, name: pick.Policy}]
+		rpol, ok := policies[policyKey{model: rec.Model, shadow: true, name: pick.Policy}]
 		if !ok {
 			return 0, fmt.Errorf("request %s: %s is not a shadow of %s in generation %d", lr.ID, pick.Policy, rec.Model, rec.Generation)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -68,6 +69,7 @@ type Config struct {
 	Soak        stress.SoakLoad
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
+	Control     ControlLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -93,6 +95,7 @@ func DefaultConfig() Config {
 		Soak:          stress.SoakLoad{Requests: 35000, Concurrency: 64, Warmup: 2000, SampleEvery: 5000, Seed: 1},
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
+		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 	}
 }
 
@@ -116,7 +119,7 @@ func (c *Config) withDefaults() {
 		def time.Duration
 	}{
 		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Floor.Timeout, 10 * time.Second},
-		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
+		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute}, {&c.Control.Timeout, 10 * time.Second},
 	} {
 		*d.t = stress.OrDefault(*d.t, d.def)
 	}
@@ -148,6 +151,7 @@ type Result struct {
 	Soak        *GWSoakFigures      `json:"soak,omitempty"`
 	SlowReaders *SlowReadersFigures `json:"slow_readers,omitempty"`
 	SlowBody    *SlowBodyFigures    `json:"slow_body,omitempty"`
+	Control     *ControlFigures     `json:"control,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.
@@ -238,6 +242,7 @@ type gwRun struct {
 	// sims and gw are what a scenario's Setup (simFleetOf) started.
 	sims []*gwReplica
 	gw   *procs.Gateway
+	tmp  []string // directories removed at cleanup
 }
 
 // gwReplica is one engine behind the gateway: a simulator child, an
@@ -365,6 +370,10 @@ func (r *gwRun) cleanup() {
 	}
 	r.plains = nil
 	r.stopReplicas()
+	for _, dir := range r.tmp {
+		_ = os.RemoveAll(dir)
+	}
+	r.tmp = nil
 }
 
 // stopReplicas stops every engine started so far.

@@ -60,7 +60,37 @@ func testGatewayConfig(t *testing.T) Config {
 	c.Soak = stress.SoakLoad{Requests: 300, Concurrency: 16, Warmup: 100, SampleEvery: 100, IdleWindow: 100 * time.Millisecond, Seed: 1}
 	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
 	c.SlowBody = SlowBodyLoad{BodyBytes: 32 << 10}
+	c.Control = ControlLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 1, Seed: 1}
 	return c
+}
+
+// TestGatewayStressControl: gw-control's legs, storm and replay at a small
+// size: nothing fails, every patch applies and the log replays to every
+// pick.
+func TestGatewayStressControl(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioControl}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	f := readGWResult(t, c.OutDir, ScenarioControl).Control
+	if f == nil {
+		t.Fatal("gw-control: no figures")
+	}
+	if len(f.Legs) != 4 || f.None.Requests != 120 || f.Shadowed.Requests != 120 || f.None.Errors+f.Shadowed.Errors != 0 {
+		t.Errorf("gw-control legs: none %d requests %d errors, shadowed %d requests %d errors (%v %v)",
+			f.None.Requests, f.None.Errors, f.Shadowed.Requests, f.Shadowed.Errors, f.None.ErrorSamples, f.Shadowed.ErrorSamples)
+	}
+	if f.Storm.Requests != 60 || f.Storm.Errors != 0 || f.Patches == 0 || f.PatchErrors != 0 || f.ApplyTime.N == 0 || f.AdminErrors != 0 {
+		t.Errorf("gw-control storm: %d requests, %d errors (%v), %d patches, %d failed (%v), %d apply times, %d admin errors",
+			f.Storm.Requests, f.Storm.Errors, f.Storm.ErrorSamples, f.Patches, f.PatchErrors, f.PatchSamples, f.ApplyTime.N, f.AdminErrors)
+	}
+	// Every shadowed request of the two shadowed legs (their warmups too)
+	// reached the shadows, and the storm's shadowed ones; the replay
+	// checks each of them.
+	if f.ShadowDecisions < 120 || f.ReplayError != "" || f.Replay.Picks < 120*len(controlShadows) || f.Replay.Generations < 4 {
+		t.Errorf("gw-control shadows: %d decisions, %d dropped, replay %+v, error %q", f.ShadowDecisions, f.ShadowDropped, f.Replay, f.ReplayError)
+	}
 }
 
 func TestGatewayStressEndToEnd(t *testing.T) {

@@ -123,6 +123,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.slowReaders(r.SlowReaders)
 	case r.SlowBody != nil:
 		w.slowBody(r.SlowBody)
+	case r.Control != nil:
+		w.control(r.Control)
 	}
 }
 

@@ -16,6 +16,7 @@ const (
 	ScenarioSoak        = "gw-soak"
 	ScenarioSlowReaders = "gw-slow-readers"
 	ScenarioSlowBody    = "gw-slow-body"
+	ScenarioControl     = "gw-control"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -56,6 +57,9 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioSlowBody, Stresses: "a large request body written a byte at a time",
 		Params: "slow_body", Load: func(c *Config) stress.Validator { return c.SlowBody }, Needs: []string{needSims}, Describe: describeSlowBody,
 		Setup: simFleetOf(1, []string{"--zero-latency"}, slowBodyLimits), Run: runGWSlowBody},
+	{Name: ScenarioControl, Stresses: "the live control plane under traffic: shadows and their log beside none, a storm of config patches and admin reads",
+		Params: "control", Load: func(c *Config) stress.Validator { return c.Control }, Needs: []string{needSims}, Describe: describeControl,
+		Setup: controlSetup, Run: runGWControl},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
