@@ -9,6 +9,8 @@ import "time"
 // returns it, and it is safe for concurrent reads.
 type Config struct {
 	Server Server `yaml:"server"`
+	// Auth holds the API keys of both ports.
+	Auth Auth `yaml:"auth"`
 	// Models are the models the gateway serves, in the order GET /v1/models
 	// lists them. At least one is required.
 	Models []Model `yaml:"models"`
@@ -47,6 +49,8 @@ type Server struct {
 	// MaxBodyBytes is the largest request body accepted, in bytes; larger
 	// bodies get 413. Must be > 0; default 33554432 (32 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// TLS serves the client port over TLS; default plain HTTP.
+	TLS ServerTLS `yaml:"tls"`
 }
 
 // Model is one model the gateway serves.
@@ -87,6 +91,8 @@ type Model struct {
 	// request gets, which a request's chat_template_kwargs override key by
 	// key. Empty means none.
 	ChatTemplateKwargs string `yaml:"chat_template_kwargs,omitempty"`
+	// Limits are the model's rate limits, across every key. Default none.
+	Limits Limits `yaml:"limits"`
 }
 
 // Blocks returns the model's block size in tokens.
@@ -334,6 +340,8 @@ type Upstream struct {
 	// MaxIdleConnsPerHost is the number of idle connections kept to each
 	// engine. Must be >= 1; default 256.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// TLS configures connections to https:// engines.
+	TLS UpstreamTLS `yaml:"tls"`
 }
 
 // Tokenizer tunes how the gateway tokenizes prompts at its edge.
@@ -446,6 +454,7 @@ func Default() Config {
 			ShutdownTimeout:   Duration(30 * time.Second),
 			MaxBodyBytes:      32 << 20,
 		},
+		Auth: Auth{ReloadInterval: Duration(time.Second)},
 		Routing: Routing{
 			DefaultPolicy:     "least_request",
 			Epsilon:           1,
