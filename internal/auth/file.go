@@ -211,7 +211,7 @@ func (p *parser) key(n *yaml.Node, path string) {
 			p.models(v, kp, k)
 		case "priority":
 			if s, ok := p.str(v, kp); ok {
-				if k.Priority, ok = parsePriority(s); !ok {
+				if k.Priority, ok = ParsePriority(s); !ok {
 					p.fail(v, kp, "must be critical, standard or sheddable, not %q", s)
 				}
 			}

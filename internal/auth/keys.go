@@ -29,8 +29,8 @@ func (p Priority) String() string {
 	return "standard"
 }
 
-// parsePriority reads a priority class; empty is Standard.
-func parsePriority(s string) (Priority, bool) {
+// ParsePriority reads a priority class; empty is Standard.
+func ParsePriority(s string) (Priority, bool) {
 	switch s {
 	case "", "standard":
 		return Standard, true

@@ -50,6 +50,7 @@ type Gateway struct {
 	tokChecks  *tokenChecks
 	learned    sync.Map // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
+	access     *access // API keys, rate limits and TLS (auth.go, limits.go, tls.go)
 }
 
 // policySettings are the routing settings of one model.
@@ -103,6 +104,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
 	g.buildWatchers()
+	if err := g.buildAccess(); err != nil {
+		g.Close()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -279,7 +284,7 @@ func (g *Gateway) ClientHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.answerOwn(w, refusedNotFound)
 	})
-	return mux
+	return g.requireKey(mux)
 }
 
 // only admits the given methods and answers others with vLLM's 405.
@@ -324,7 +329,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("POST /admin/tokenize/v1/completions", g.serveTokenize)
 	mux.HandleFunc("POST /admin/explain/v1/chat/completions", g.serveExplain)
 	mux.HandleFunc("POST /admin/explain/v1/completions", g.serveExplain)
-	return mux
+	return g.requireAdminKey(mux)
 }
 
 // Serve resolves DNS groups, starts health checking and serves the client
@@ -337,6 +342,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	wg.Go(func() { _ = g.health.Run(bg) })
 	wg.Go(func() { _ = g.discovery.Run(bg) })
 	wg.Go(func() { _ = g.scraper.Run(bg) })
+	wg.Go(func() { g.watchKeys(bg) })
 	if g.kv != nil {
 		wg.Go(func() { g.kv.run(bg, func() []*fleet.Replica { return g.fleet.Snapshot().Replicas }) })
 	}
@@ -363,7 +369,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	}
 	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
 	errc := make(chan error, 2)
-	go func() { errc <- clientSrv.Serve(client) }()
+	go func() { errc <- g.serveClient(clientSrv, client) }()
 	go func() { errc <- adminSrv.Serve(admin) }()
 
 	var err error
