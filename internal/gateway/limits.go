@@ -201,7 +201,7 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 	if !b.outputs || resp.StatusCode/100 != 2 {
 		return
 	}
-	b.meter = &outputMeter{stream: resp.ContentLength < 0 || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	b.meter = &outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
 	resp.Body = &meteredBody{ReadCloser: resp.Body, m: b.meter}
 }
 
@@ -229,12 +229,14 @@ func (g *Gateway) settle(ex *exchange) {
 
 // outputMeter counts a response's output tokens: from the engine's usage
 // when the response carries it (a whole answer always does, a stream with
-// stream_options.include_usage), else estimated, for a stream as one token
-// per event but the role and [DONE] events (vLLM sends a token an event),
-// for anything else as its bytes over four.
+// stream_options.include_usage), else estimated: for a stream as one
+// token per event but [DONE] and a chat's role event (vLLM sends an event
+// per engine step, a token each unless it speculates), for anything else
+// as its bytes over four.
 type outputMeter struct {
 	tail   usageTail
 	stream bool
+	chat   bool
 	events int64 // SSE events ended, counted by their blank lines
 	bytes  int64
 	lastNL bool // the last read ended with a newline
@@ -261,7 +263,11 @@ func (m *outputMeter) tokens() (int64, string) {
 		return int64(n), "usage"
 	}
 	if m.stream {
-		return max(m.events-2, 0), "stream_chunks"
+		framing := int64(1)
+		if m.chat {
+			framing = 2
+		}
+		return max(m.events-framing, 0), "stream_chunks"
 	}
 	return m.bytes / bytesPerToken, "bytes"
 }
