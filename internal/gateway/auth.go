@@ -56,6 +56,7 @@ type accessMetrics struct {
 	reloads     *prometheus.CounterVec
 	tlsReloads  *prometheus.CounterVec
 	charged     *prometheus.CounterVec
+	chargedBy   map[string]prometheus.Counter // charged's series by source, looked up once
 	limitErrors prometheus.Counter
 }
 
@@ -87,6 +88,10 @@ func newAccessMetrics(reg prometheus.Registerer) *accessMetrics {
 		}),
 	}
 	reg.MustRegister(m.failures, m.limited, m.reloads, m.tlsReloads, m.charged, m.limitErrors)
+	m.chargedBy = map[string]prometheus.Counter{}
+	for _, s := range []string{sourceUsage, sourceChunks, sourceBytes} {
+		m.chargedBy[s] = m.charged.WithLabelValues(s)
+	}
 	return m
 }
 

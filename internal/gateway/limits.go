@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/auth"
@@ -38,6 +39,7 @@ type bill struct {
 	key     *auth.Key // nil without keys
 	costs   [maxCosts]ratelimit.Cost
 	n       int
+	scratch [maxCosts]ratelimit.Cost // for the costs settle charges or refunds
 	outputs bool            // an output budget applies
 	status  int             // the engine's status; 0 when none answered
 	meter   *outputMeter    // counts the response's output; nil unless outputs and a 2xx
@@ -64,9 +66,10 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt i
 	}
 }
 
-// of returns the bill's costs of one kind, with N set to n.
+// of returns the bill's costs of one kind, with N set to n, in its
+// scratch space.
 func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
-	var out []ratelimit.Cost
+	out := b.scratch[:0]
 	for _, c := range b.costs[:b.n] {
 		if c.ID.Kind == kind {
 			c.N = n
@@ -152,42 +155,71 @@ func (b *bill) refusal(v ratelimit.Verdict) *refusal {
 	return rf
 }
 
+// rateHeaderNames are OpenAI's x-ratelimit headers, canonical, in the
+// order rateHeaders writes their values: limit, remaining, reset of
+// requests, then of tokens.
+var rateHeaderNames = [2][3]string{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+}
+
 // rateHeaders sets OpenAI's x-ratelimit headers from the bill's costs:
 // the requests figures of the request budget with the fewest left, the
 // tokens figures of the token budget (prompt or output) with the fewest
-// left. Budgets a request has none of are left out.
+// left. Budgets a request has none of are left out. Every request that a
+// limit applies to gets them, so they cost two allocations: one string of
+// all the values, one array of the header slices.
 func rateHeaders(h http.Header, costs []ratelimit.Cost) {
-	var req, tok *ratelimit.Cost
+	var pick [2]*ratelimit.Cost // requests, tokens
 	for i := range costs {
 		c := &costs[i]
-		p := &tok
+		k := 1
 		if c.ID.Kind == ratelimit.Requests {
-			p = &req
+			k = 0
 		}
-		if *p == nil || c.Remaining < (*p).Remaining {
-			*p = c
+		if pick[k] == nil || c.Remaining < pick[k].Remaining {
+			pick[k] = c
 		}
 	}
-	for _, s := range []struct {
-		suffix string
-		c      *ratelimit.Cost
-	}{{"Requests", req}, {"Tokens", tok}} {
-		if s.c == nil {
+	var buf [128]byte
+	b := buf[:0]
+	var ends [6]int
+	for k, c := range pick {
+		if c == nil {
 			continue
 		}
-		h.Set("X-Ratelimit-Limit-"+s.suffix, strconv.FormatInt(s.c.Rate.Limit, 10))
-		h.Set("X-Ratelimit-Remaining-"+s.suffix, strconv.FormatInt(s.c.Remaining, 10))
-		h.Set("X-Ratelimit-Reset-"+s.suffix, resetString(s.c.Reset))
+		b = strconv.AppendInt(b, c.Rate.Limit, 10)
+		ends[3*k] = len(b)
+		b = strconv.AppendInt(b, c.Remaining, 10)
+		ends[3*k+1] = len(b)
+		b = appendReset(b, c.Reset)
+		ends[3*k+2] = len(b)
+	}
+	all := string(b)
+	vals := make([]string, 6)
+	start := 0
+	for k, c := range pick {
+		if c == nil {
+			continue
+		}
+		for j := range 3 {
+			i := 3*k + j
+			vals[i] = all[start:ends[i]]
+			start = ends[i]
+			h[rateHeaderNames[k][j]] = vals[i : i+1 : i+1]
+		}
 	}
 }
 
 // resetString writes a duration as OpenAI's reset headers do: "1s",
 // "6m0s", "17ms", to the millisecond, rounded up.
-func resetString(d time.Duration) string {
+func resetString(d time.Duration) string { return string(appendReset(nil, d)) }
+
+func appendReset(b []byte, d time.Duration) []byte {
 	if d <= 0 {
-		return "0s"
+		return append(b, "0s"...)
 	}
-	return (d + time.Millisecond - 1).Truncate(time.Millisecond).String()
+	return append(b, (d + time.Millisecond - 1).Truncate(time.Millisecond).String()...)
 }
 
 // meter notes the engine's answer to an admitted request and, when an
@@ -201,8 +233,11 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 	if !b.outputs || resp.StatusCode/100 != 2 {
 		return
 	}
-	b.meter = &outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
-	resp.Body = &meteredBody{ReadCloser: resp.Body, m: b.meter}
+	m := meters.Get().(*outputMeter)
+	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
+	m.body = meteredBody{ReadCloser: resp.Body, m: m}
+	resp.Body = &m.body
+	b.meter = m
 }
 
 // settle ends a request's bill: the output charged, or the prompt tokens
@@ -218,7 +253,9 @@ func (g *Gateway) settle(ex *exchange) {
 		err = g.access.limiter.Refund(b.ctx, time.Now(), b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
 	case b.meter != nil:
 		n, source := b.meter.tokens()
-		g.access.metrics.charged.WithLabelValues(source).Add(float64(n))
+		meters.Put(b.meter)
+		b.meter = nil
+		g.access.metrics.chargedBy[source].Add(float64(n))
 		err = g.access.limiter.Charge(b.ctx, time.Now(), b.of(ratelimit.OutputTokens, n))
 	}
 	if err != nil {
@@ -234,6 +271,7 @@ func (g *Gateway) settle(ex *exchange) {
 // per engine step, a token each unless it speculates), for anything else
 // as its bytes over four.
 type outputMeter struct {
+	body   meteredBody // the response body it reads through
 	tail   usageTail
 	stream bool
 	chat   bool
@@ -257,19 +295,31 @@ func (m *outputMeter) write(p []byte) {
 	}
 }
 
+// meters recycles outputMeters, each 1 KiB of tail: one per metered
+// response would be the largest allocation of a request.
+var meters = sync.Pool{New: func() any { return new(outputMeter) }}
+
+// Sources of an output count, as inferrail_rate_limit_output_tokens_total
+// labels them.
+const (
+	sourceUsage  = "usage"
+	sourceChunks = "stream_chunks"
+	sourceBytes  = "bytes"
+)
+
 // tokens returns the output tokens and where the count came from.
 func (m *outputMeter) tokens() (int64, string) {
 	if n, ok := m.tail.lastNumber(`"completion_tokens":`); ok {
-		return int64(n), "usage"
+		return int64(n), sourceUsage
 	}
 	if m.stream {
 		framing := int64(1)
 		if m.chat {
 			framing = 2
 		}
-		return max(m.events-framing, 0), "stream_chunks"
+		return max(m.events-framing, 0), sourceChunks
 	}
-	return m.bytes / bytesPerToken, "bytes"
+	return m.bytes / bytesPerToken, sourceBytes
 }
 
 // meteredBody is a response body whose bytes an outputMeter sees.

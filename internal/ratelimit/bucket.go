@@ -98,6 +98,13 @@ func (b *Bucket) Fits(n int64) bool { return n <= b.rate.Limit }
 // it would admit n. A count over what the bucket holds when full is never
 // admitted (see Fits); its wait is until the bucket is full.
 func (b *Bucket) Admit(now time.Time, n int64) (ok bool, wait time.Duration) {
+	ok, wait, _, _ = b.admit(now, n)
+	return ok, wait
+}
+
+// admit is Admit that also returns State's answer after it, under one
+// lock.
+func (b *Bucket) admit(now time.Time, n int64) (ok bool, wait time.Duration, remaining int64, reset time.Duration) {
 	n = b.clamp(n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -105,9 +112,11 @@ func (b *Bucket) Admit(now time.Time, n int64) (ok bool, wait time.Duration) {
 	need := max(n, 1) * b.unit
 	if n <= b.rate.Limit && b.level >= need {
 		b.level -= n * b.unit
-		return true, 0
+		ok = true
+	} else {
+		wait = b.until(now, min(need, b.full))
 	}
-	return false, b.until(now, min(need, b.full))
+	return ok, wait, max(b.level, 0) / b.unit, b.until(now, b.full)
 }
 
 // Wait returns how long until Admit(n) would succeed, 0 if it would now,

@@ -176,7 +176,8 @@ func (l *Local) Admit(_ context.Context, now time.Time, costs []Cost) (Verdict, 
 	}
 	for i := range costs {
 		c := &costs[i]
-		if ok, _ := l.bucket(c.ID, c.Rate, now).Admit(now, c.N); ok {
+		var ok bool
+		if ok, _, c.Remaining, c.Reset = l.bucket(c.ID, c.Rate, now).admit(now, c.N); ok {
 			continue
 		}
 		for j := range i {
@@ -194,7 +195,6 @@ func (l *Local) Admit(_ context.Context, now time.Time, costs []Cost) (Verdict, 
 		l.states(now, costs)
 		return v, nil
 	}
-	l.states(now, costs)
 	return Verdict{OK: true, Denied: -1}, nil
 }
 
@@ -209,17 +209,21 @@ func (l *Local) states(now time.Time, costs []Cost) {
 // Charge implements Limiter.
 func (l *Local) Charge(_ context.Context, now time.Time, costs []Cost) error {
 	for i := range costs {
-		l.bucket(costs[i].ID, costs[i].Rate, now).Charge(now, costs[i].N)
+		c := &costs[i]
+		b := l.bucket(c.ID, c.Rate, now)
+		b.Charge(now, c.N)
+		c.Remaining, c.Reset = b.State(now)
 	}
-	l.states(now, costs)
 	return nil
 }
 
 // Refund implements Limiter.
 func (l *Local) Refund(_ context.Context, now time.Time, costs []Cost) error {
 	for i := range costs {
-		l.bucket(costs[i].ID, costs[i].Rate, now).Refund(now, costs[i].N)
+		c := &costs[i]
+		b := l.bucket(c.ID, c.Rate, now)
+		b.Refund(now, c.N)
+		c.Remaining, c.Reset = b.State(now)
 	}
-	l.states(now, costs)
 	return nil
 }

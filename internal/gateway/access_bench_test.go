@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/auth"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/ratelimit"
+)
+
+// accessModes are the configurations the access benchmarks compare: no
+// keys (the gateway as before), a key out of 10,000, and that key with
+// every limit of its own and of its model (never reached).
+var accessModes = []string{"none", "keys", "keys+limits"}
+
+// accessConfig edits cfg for mode and returns the secret to send ("" for
+// none).
+func accessConfig(b *testing.B, cfg *config.Config, mode string) string {
+	b.Helper()
+	if mode == "none" {
+		return ""
+	}
+	big := config.Limits{RequestsPerMinute: ratelimit.MaxPerMinute, PromptTokensPerMinute: ratelimit.MaxPerMinute, OutputTokensPerMinute: ratelimit.MaxPerMinute}
+	keys := make([]*auth.Key, 10_000)
+	var secret string
+	for i := range keys {
+		s, k := newKey(fmt.Sprintf("tenant-%05d", i), nil)
+		if mode == "keys+limits" {
+			k.Limits = big
+		}
+		keys[i] = k
+		if i == 4321 {
+			secret = s
+		}
+	}
+	path := filepath.Join(b.TempDir(), "keys.yaml")
+	writeKeys(b, path, keys...)
+	cfg.Auth.KeysFile = path
+	if mode == "keys+limits" {
+		cfg.Models[0].Limits = big
+	}
+	return secret
+}
+
+
+// BenchmarkProxyChatAccess is BenchmarkProxyChat in each access mode, side
+// by side: the whole request path over loopback to a zero-latency
+// simulator. Compare with
+//
+//	go test -run '^$' -bench ProxyChatAccess -count 6 ./internal/gateway | benchstat -col /mode -
+func BenchmarkProxyChatAccess(b *testing.B) {
+	for _, mode := range accessModes {
+		b.Run("mode="+mode, func(b *testing.B) {
+			cfg := testConfig(b, fleetOf(b, 1, true))
+			secret := accessConfig(b, cfg, mode)
+			gw := startGateway(b, cfg)
+			body := chatBody("hello there", "")
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+			defer client.CloseIdleConnections()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					if secret != "" {
+						req.Header.Set("Authorization", "Bearer "+secret)
+					}
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("status %d", resp.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// nopWriter is a ResponseWriter that keeps nothing but a fresh header map.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+// BenchmarkAccessPath is what access adds to a request, alone: the key
+// looked up among 10,000, the request's costs taken from six buckets, its
+// response metered and its output charged from the usage.
+//
+//	go test -run '^$' -bench AccessPath -count 6 ./internal/gateway | benchstat -col /mode -
+func BenchmarkAccessPath(b *testing.B) {
+	usage := []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":100,"total_tokens":104,"completion_tokens":4}}`)
+	for _, mode := range accessModes {
+		b.Run("mode="+mode, func(b *testing.B) {
+			cfg := testConfig(b, fleetOf(b, 1, true))
+			secret := accessConfig(b, cfg, mode)
+			g, err := New(cfg, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			h := g.requireKey(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ex := &exchange{w: w, r: r, model: testModel, route: policy.Request{PromptTokens: 100}}
+				if err := g.admit(ex); err != nil {
+					b.Fatal(err)
+				}
+				resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(usage))}
+				g.meter(ex, resp)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				g.settle(ex)
+			}))
+			req, _ := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", nil)
+			if secret != "" {
+				req.Header.Set("Authorization", "Bearer "+secret)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(&nopWriter{h: http.Header{}}, req)
+			}
+		})
+	}
+}
