@@ -49,7 +49,6 @@ func accessConfig(b *testing.B, cfg *config.Config, mode string) string {
 	return secret
 }
 
-
 // BenchmarkProxyChatAccess is BenchmarkProxyChat in each access mode, side
 // by side: the whole request path over loopback to a zero-latency
 // simulator. Compare with

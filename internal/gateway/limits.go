@@ -40,10 +40,10 @@ type bill struct {
 	costs   [maxCosts]ratelimit.Cost
 	n       int
 	scratch [maxCosts]ratelimit.Cost // for the costs settle charges or refunds
-	outputs bool            // an output budget applies
-	status  int             // the engine's status; 0 when none answered
-	meter   *outputMeter    // counts the response's output; nil unless outputs and a 2xx
-	ctx     context.Context // for the limiter's calls after the client may have left
+	outputs bool                     // an output budget applies
+	status  int                      // the engine's status; 0 when none answered
+	meter   *outputMeter             // counts the response's output; nil unless outputs and a 2xx
+	ctx     context.Context          // for the limiter's calls after the client may have left
 }
 
 // add adds the buckets of one set of limits.
