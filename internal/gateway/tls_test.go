@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -259,5 +262,33 @@ func TestUpstreamTLS(t *testing.T) {
 				t.Errorf("a chat to an https engine: %d %s", resp.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestUpstreamTLSHTTP2: with upstream.http2, https engines are spoken to
+// in HTTP/2 negotiated by ALPN. (The simulator serves HTTP/1.1 over TLS,
+// so the engine here is a plain net/http server that says which protocol
+// it was asked in.)
+func TestUpstreamTLSHTTP2(t *testing.T) {
+	engine := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"proto":"`+r.Proto+`"}`)
+		}
+	}))
+	engine.EnableHTTP2 = true
+	engine.Config.ErrorLog = log.New(io.Discard, "", 0) // handshakes cut by Close at the end
+	engine.StartTLS()
+	t.Cleanup(engine.Close)
+	caFile := filepath.Join(t.TempDir(), "engine.pem")
+	certstest.Write(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: engine.Certificate().Raw}))
+	cfg := testConfig(t, nil)
+	cfg.Replicas = []config.Replica{{ID: "h2", URL: engine.URL, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Upstream.HTTP2 = true
+	cfg.Upstream.TLS.CAFile = caFile
+	cfg.Tokenizer.Verify = false
+	gw := startGateway(t, cfg)
+	if resp, body := chat(t, gw.url, chatBody("h2", "")); resp.StatusCode != 200 || body != `{"proto":"HTTP/2.0"}` {
+		t.Errorf("%d %s, want the engine asked in HTTP/2", resp.StatusCode, body)
 	}
 }
