@@ -19,8 +19,15 @@ type Hash [sha256.Size]byte
 // hashPrefix starts a hash as the keys file writes it.
 const hashPrefix = "sha256:"
 
-// HashOf returns the hash of a secret.
-func HashOf(secret string) Hash { return sha256.Sum256([]byte(secret)) }
+// HashOf returns the hash of a secret. It allocates nothing for a secret
+// of up to MaxTokenBytes, the longest a request may send.
+func HashOf(secret string) Hash {
+	var buf [MaxTokenBytes]byte
+	if len(secret) <= len(buf) {
+		return sha256.Sum256(buf[:copy(buf[:], secret)])
+	}
+	return sha256.Sum256([]byte(secret))
+}
 
 // String writes the hash as the keys file does: sha256:<64 hex digits>.
 func (h Hash) String() string { return hashPrefix + hex.EncodeToString(h[:]) }
