@@ -39,11 +39,10 @@ type bill struct {
 	key     *auth.Key // nil without keys
 	costs   [maxCosts]ratelimit.Cost
 	n       int
-	scratch [maxCosts]ratelimit.Cost // for the costs settle charges or refunds
-	outputs bool                     // an output budget applies
-	status  int                      // the engine's status; 0 when none answered
-	meter   *outputMeter             // counts the response's output; nil unless outputs and a 2xx
-	ctx     context.Context          // for the limiter's calls after the client may have left
+	outputs bool            // an output budget applies
+	status  int             // the engine's status; 0 when none answered
+	meter   *outputMeter    // counts the response's output; nil unless outputs and a 2xx
+	ctx     context.Context // for the limiter's calls after the client may have left
 }
 
 // add adds the buckets of one set of limits.
@@ -66,17 +65,18 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt i
 	}
 }
 
-// of returns the bill's costs of one kind, with N set to n, in its
-// scratch space.
+// of returns the bill's costs of one kind, with N set to n. It reorders
+// the bill's costs in place: settle, its one caller, is their last use.
 func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
-	out := b.scratch[:0]
-	for _, c := range b.costs[:b.n] {
-		if c.ID.Kind == kind {
-			c.N = n
-			out = append(out, c)
+	k := 0
+	for i := range b.costs[:b.n] {
+		if b.costs[i].ID.Kind == kind {
+			b.costs[i].N = n
+			b.costs[k], b.costs[i] = b.costs[i], b.costs[k]
+			k++
 		}
 	}
-	return out
+	return b.costs[:k]
 }
 
 // admit checks that the request's key may use its model and takes its
