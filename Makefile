@@ -27,7 +27,10 @@ FUZZ_TARGETS := \
 	./internal/load:FuzzParseAgainstLibrary \
 	./internal/workload:FuzzTrace \
 	./internal/zmtp:FuzzReadFrames \
-	./internal/events:FuzzDecodeBatch
+	./internal/events:FuzzDecodeBatch \
+	./internal/auth:FuzzParse \
+	./internal/auth:FuzzParseBearer \
+	./internal/gateway:FuzzClientPortKeyed
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
 	sweep sweep-smoke routing baselines exact-routing report repro peers

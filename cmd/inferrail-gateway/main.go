@@ -24,6 +24,9 @@ import (
 func main() { cli.Main("inferrail-gateway", run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "keygen" {
+		return runKeygen(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("inferrail-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config file (required)")
@@ -44,7 +47,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *check {
 		fmt.Fprintf(stdout, "%s: valid (%d models, %d replicas, %d dns groups)\n", *path, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
-		for _, p := range gateway.TokenizerProblems(cfg) {
+		notes, err := gateway.CheckAccess(cfg)
+		if err != nil {
+			return err
+		}
+		for _, p := range append(gateway.TokenizerProblems(cfg), notes...) {
 			fmt.Fprintln(stdout, "note:", p)
 		}
 		return nil

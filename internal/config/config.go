@@ -9,6 +9,8 @@ import "time"
 // returns it, and it is safe for concurrent reads.
 type Config struct {
 	Server Server `yaml:"server"`
+	// Auth holds the API keys of both ports.
+	Auth Auth `yaml:"auth"`
 	// Models are the models the gateway serves, in the order GET /v1/models
 	// lists them. At least one is required.
 	Models []Model `yaml:"models"`
@@ -54,6 +56,8 @@ type Server struct {
 	// when it differs from the config in effect. Must be >= 0; 0 rereads it
 	// only on SIGHUP or POST /admin/reload. Default 2s.
 	ReloadInterval Duration `yaml:"reload_interval"`
+	// TLS serves the client port over TLS; default plain HTTP.
+	TLS ServerTLS `yaml:"tls"`
 }
 
 // Model is one model the gateway serves.
@@ -102,6 +106,8 @@ type Model struct {
 	// key. Empty means none.
 	// Written as a mapping or as a string holding the JSON.
 	ChatTemplateKwargs JSONObject `yaml:"chat_template_kwargs,omitempty"`
+	// Limits are the model's rate limits, across every key. Default none.
+	Limits Limits `yaml:"limits"`
 }
 
 // Blocks returns the model's block size in tokens.
@@ -358,6 +364,8 @@ type Upstream struct {
 	// MaxIdleConnsPerHost is the number of idle connections kept to each
 	// engine. Must be >= 1; default 256.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// TLS configures connections to https:// engines.
+	TLS UpstreamTLS `yaml:"tls"`
 }
 
 // Tokenizer tunes how the gateway tokenizes prompts at its edge.
@@ -479,6 +487,7 @@ func Default() Config {
 			MaxBodyBytes:      32 << 20,
 			ReloadInterval:    Duration(2 * time.Second),
 		},
+		Auth: Auth{ReloadInterval: Duration(time.Second)},
 		Routing: Routing{
 			DefaultPolicy:     "least_request",
 			Epsilon:           1,

@@ -102,7 +102,17 @@ func TestGoodFiles(t *testing.T) {
 		{ID: "gpu-2", URL: "http://10.0.0.12:8000", Models: both, MaxConcurrency: 8, MaxPending: 2},
 	}
 
+	withAuth := Default()
+	withAuth.Server.AdminListen = "[::1]:9090"
+	withAuth.Server.TLS = ServerTLS{CertFile: "/etc/inferrail/tls.crt", KeyFile: "/etc/inferrail/tls.key", ClientCAFile: "/etc/inferrail/clients.pem"}
+	withAuth.Auth = Auth{KeysFile: "keys.yaml", AdminKeysFile: "admin-keys.yaml", ReloadInterval: ms(250)}
+	withAuth.Models = []Model{{Name: "m", BlockSize: 16, Limits: Limits{RequestsPerMinute: 600, PromptTokensPerMinute: MaxPerMinute}}}
+	withAuth.Replicas = []Replica{{ID: "r", URL: "https://engine.internal:8443", Models: []string{"m"}, MaxConcurrency: 256, MaxPending: 64}}
+	withAuth.Upstream.TLS = UpstreamTLS{CAFile: "/etc/inferrail/engines-ca.pem", CertFile: "/etc/inferrail/gateway.crt",
+		KeyFile: "/etc/inferrail/gateway.key", ServerName: "vllm.internal"}
+
 	tests := map[string]Config{
+		"auth.good.yaml":     withAuth,
 		"minimal.good.yaml":  minimal,
 		"full.good.yaml":     full,
 		"dns-only.good.yaml": dnsOnly,
@@ -189,6 +199,17 @@ var badFiles = map[string][]string{
 		"line 11: server.header_read_timeout: must be > 0",
 		"line 12: server.shutdown_timeout: must be >= 0",
 		"line 13: server.max_body_bytes: must be > 0",
+	},
+	"auth.bad.yaml": {
+		"line 4: models[0].limits.requests_per_minute: must be between 0 (no limit) and 10000000000",
+		"line 5: models[0].limits.prompt_tokens_per_minute: must be between 0 (no limit) and 10000000000",
+		"line 11: server.tls.cert_file: required with server.tls.key_file",
+		"line 13: server.tls.client_ca_file: needs server.tls.cert_file: client certificates are asked for over TLS only",
+		"line 16: auth.admin_keys_file: must not be auth.keys_file: every client key would open the admin port",
+		"line 17: auth.reload_interval: must be > 0",
+		"line 19: upstream.tls.key_file: required with upstream.tls.cert_file",
+		"line 19: upstream.tls: applies to https:// replicas and dns groups, and none is",
+		"line 21: upstream.tls.server_name: must be a host name or an IP address",
 	},
 	"listen-host.bad.yaml": {
 		"line 2: server.listen: must have an IP address or a host name before the port, or nothing for every address",
@@ -476,6 +497,7 @@ func TestExampleFile(t *testing.T) {
 		got, want any
 	}{
 		{"server", cfg.Server, def.Server},
+		{"auth", cfg.Auth, def.Auth},
 		{"routing", cfg.Routing, def.Routing},
 		{"health", cfg.Health, def.Health},
 		{"retry", cfg.Retry, def.Retry},

@@ -55,6 +55,7 @@ func TestRestartOnly(t *testing.T) {
 			m := &c.Models[0]
 			m.Policy, m.Split, m.Shadow, m.Aliases = "cost_model", Split{{"kv_aware", 100}}, []string{"p2c"}, []string{"other"}
 			m.CostModel = nil
+			m.Limits.RequestsPerMinute = 60
 		}, nil},
 		{"listeners", func(c *Config) { c.Server.Listen = "127.0.0.1:1"; c.Server.AdminListen = "127.0.0.1:2" },
 			[]string{"server.listen", "server.admin_listen"}},

@@ -166,6 +166,7 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	c.Logging.Level = rapid.SampledFrom([]string{"debug", "info", "warn", "error"}).Draw(t, "level")
 	c.Logging.Format = rapid.SampledFrom([]string{"text", "json"}).Draw(t, "format")
 	c.Logging.LogPrompts = rapid.Bool().Draw(t, "log_prompts")
+	drawAuth(t, &c)
 	return c
 })
 

@@ -71,6 +71,7 @@ func (c *Config) Validate() error {
 func (c *Config) validate() []*Error {
 	v := &validator{}
 	v.server(&c.Server)
+	v.auth(c)
 	v.models(c.Models)
 	v.replicas(c)
 	v.routing(&c.Routing)

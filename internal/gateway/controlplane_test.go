@@ -125,16 +125,6 @@ func TestReloadUnderTraffic(t *testing.T) {
 	}
 }
 
-func grepLines(page, prefix string) string {
-	var out []string
-	for l := range strings.Lines(page) {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, strings.TrimSpace(l))
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // TestReloadKeepsPolicyState: for every policy, a change to what it does
 // not read keeps the very policy, state and all; a change to what it
 // reads builds a new one. Round robin shows the state kept: its rotation
@@ -461,5 +451,30 @@ func TestShadowNeverDelays(t *testing.T) {
 	g.serveShadow(rec, nil)
 	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.Dropped != 10 || len(ans.Shadows) != 1 || ans.Shadows[0].Decisions != 1 {
 		t.Errorf("/admin/shadow = %+v, %v", ans, err)
+	}
+}
+
+// TestModelLimitsChangeLive: a model's rate limits are live config: a
+// patch that sets them limits the next requests, one that removes them
+// lets them through.
+func TestModelLimitsChangeLive(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	set := fmt.Sprintf(`{"models":[{"name":%q,"aliases":["sim"],"tokenizer":"builtin:sim","block_size":0,"limits":{"requests_per_minute":1}}]}`, testModel)
+	if code, _, problems := patch(t, gw.admin, set); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	first, _ := chat(t, gw.url, chatBody("one", ""))
+	second, _ := chat(t, gw.url, chatBody("two", ""))
+	if first.StatusCode != http.StatusOK || second.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("with 1 request a minute: %d then %d, want 200 then 429", first.StatusCode, second.StatusCode)
+	}
+	// A list is replaced whole, so the patch restates what must not change.
+	unset := fmt.Sprintf(`{"models":[{"name":%q,"aliases":["sim"],"tokenizer":"builtin:sim","block_size":0}]}`, testModel)
+	if code, _, problems := patch(t, gw.admin, unset); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if resp, body := chat(t, gw.url, chatBody("three", "")); resp.StatusCode != http.StatusOK {
+		t.Errorf("after the limit was removed: %d %s", resp.StatusCode, body)
 	}
 }

@@ -207,8 +207,11 @@ func (u *usageTail) write(p []byte) {
 // cachedTokens finds the engine's usage.prompt_tokens_details.cached_tokens
 // in the tail: the last `"cached_tokens":` followed by a number. False
 // when there is none (the engine does not report it, or reports null).
-func (u *usageTail) cachedTokens() (int, bool) {
-	const key = `"cached_tokens":`
+func (u *usageTail) cachedTokens() (int, bool) { return u.lastNumber(`"cached_tokens":`) }
+
+// lastNumber finds the last key in the tail followed by a number of at
+// most nine digits.
+func (u *usageTail) lastNumber(key string) (int, bool) {
 	b := u.buf[:u.n]
 	i := bytes.LastIndex(b, []byte(key))
 	if i < 0 {

@@ -58,6 +58,7 @@ type Gateway struct {
 	drift      *drift    // predictions checked against the engines' usage
 	tokChecks  *tokenChecks
 	learned    sync.Map // replica → engine-reported capacity last applied
+	access     *access  // API keys, rate limits and TLS (auth.go, limits.go, tls.go)
 }
 
 // policySettings are the routing settings of one model.
@@ -123,6 +124,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
 	g.buildWatchers()
+	if err := g.buildAccess(); err != nil {
+		g.Close()
+		return nil, err
+	}
 	var sl *shadowLog
 	if path := cfg.Observability.ShadowLog; path != "" {
 		if sl, err = openShadowLog(path, logger); err != nil {
@@ -297,7 +302,7 @@ func (g *Gateway) ClientHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.answerOwn(w, refusedNotFound)
 	})
-	return mux
+	return g.requireKey(mux)
 }
 
 // only admits the given methods and answers others with vLLM's 405.
@@ -346,7 +351,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("PATCH /admin/config", g.servePatchConfig)
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	mux.HandleFunc("GET /admin/shadow", g.serveShadow)
-	return mux
+	return g.requireAdminKey(mux)
 }
 
 // Serve resolves DNS groups, starts health checking and serves the client
@@ -359,6 +364,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	wg.Go(func() { _ = g.health.Run(bg) })
 	wg.Go(func() { _ = g.discovery.Run(bg) })
 	wg.Go(func() { _ = g.scraper.Run(bg) })
+	wg.Go(func() { g.watchKeys(bg) })
 	if g.kv != nil {
 		wg.Go(func() { g.kv.run(bg, func() []*fleet.Replica { return g.fleet.Snapshot().Replicas }) })
 	}
@@ -391,7 +397,7 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	}
 	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
 	errc := make(chan error, 2)
-	go func() { errc <- clientSrv.Serve(client) }()
+	go func() { errc <- g.serveClient(clientSrv, client) }()
 	go func() { errc <- adminSrv.Serve(admin) }()
 
 	var err error

@@ -29,6 +29,8 @@ type generation struct {
 	models map[string]string // name or alias → model name
 	// routing holds each model's arms and shadows.
 	routing map[string]*modelPolicies
+	// limits are each model's own rate limits, by model name; absent: none.
+	limits map[string]config.Limits
 	// built are every policy of the generation by what it serves, with the
 	// settings it was built with: the next generation keeps those whose
 	// settings did not change, and their state with them.
@@ -126,7 +128,7 @@ var clockSeed = func() uint64 { return uint64(time.Now().UnixNano()) }
 // nil for the first generation.
 func newGeneration(cfg *config.Config, n uint64, prev *generation) (*generation, error) {
 	gen := &generation{n: n, cfg: cfg, loaded: time.Now(), models: map[string]string{},
-		routing: map[string]*modelPolicies{}, built: map[policyKey]builtPolicy{}}
+		routing: map[string]*modelPolicies{}, limits: map[string]config.Limits{}, built: map[policyKey]builtPolicy{}}
 	switch {
 	case cfg.Routing.Seed != 0:
 		gen.seed = uint64(cfg.Routing.Seed)
@@ -139,6 +141,9 @@ func newGeneration(cfg *config.Config, n uint64, prev *generation) (*generation,
 		gen.models[m.Name] = m.Name
 		for _, a := range m.Aliases {
 			gen.models[a] = m.Name
+		}
+		if !m.Limits.IsZero() {
+			gen.limits[m.Name] = m.Limits
 		}
 		mp := &modelPolicies{}
 		split := slices.Clone(cfg.ModelSplit(m.Name))

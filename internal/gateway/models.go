@@ -19,6 +19,9 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	b := []byte(`{"object":"list","data":[`)
 	first := true
 	for _, m := range g.cfg.Models {
+		if !keyAllows(r, m.Name) {
+			continue
+		}
 		card := engineCard(snap.ForModel(m.Name), m.Name)
 		for _, id := range append([]string{m.Name}, m.Aliases...) {
 			if !first {

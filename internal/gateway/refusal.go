@@ -14,9 +14,10 @@ import (
 type refusal struct {
 	answer *openai.Error
 	reason string
+	header http.Header // headers the answer carries; nil for none
 }
 
-func newRefusal(e *openai.Error, reason string) *refusal { return &refusal{e, reason} }
+func newRefusal(e *openai.Error, reason string) *refusal { return &refusal{answer: e, reason: reason} }
 
 func (r *refusal) Error() string { return r.answer.Message }
 
@@ -53,6 +54,9 @@ func refusalOf(err error) *refusal {
 func (r *refusal) write(w http.ResponseWriter) {
 	if r.answer.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
+	}
+	for k, vs := range r.header {
+		w.Header()[k] = vs
 	}
 	r.answer.Write(w)
 }

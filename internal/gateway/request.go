@@ -41,6 +41,7 @@ type exchange struct {
 	pred     *prediction // nil: routed without a prediction
 	user     string      // the body's top-level user field, a conversation key
 	route    policy.Request
+	bill     *bill // what the rate limits charged; nil when none apply
 }
 
 // serveGenerate proxies a chat or completion request: the whole path.
@@ -55,6 +56,11 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
 	ex.route = g.routeRequest(ex)
+	if err := g.admit(ex); err != nil {
+		g.refuse(ex, err)
+		return
+	}
+	defer g.settle(ex)
 	g.proxy(ex)
 }
 
@@ -385,6 +391,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // frame, records the request's outcome and lets the attempt go.
 func (g *Gateway) relay(ex *exchange, a *attempt) {
 	resp, rep := a.resp, a.lease.Replica()
+	g.meter(ex, resp)
 	if resp.StatusCode/100 != 2 {
 		// The engine refused: it computed none of the prompt.
 		g.index.TakeBack(a.record)

@@ -8,12 +8,22 @@ import (
 // Error is an error answer in the shape vLLM gives: {"error": {"message",
 // "type", "param", "code"}}. Type is vLLM's exception name for errors it
 // raises itself (BadRequestError, NotFoundError) and the HTTP phrase for
-// framework errors ("Bad Request", "Method Not Allowed").
+// framework errors ("Bad Request", "Method Not Allowed"). The gateway's
+// own API key and rate limit errors take OpenAI's types and codes instead
+// (invalid_request_error, invalid_api_key, rate_limit_exceeded), as
+// OpenAI's SDKs and their users know them.
 type Error struct {
 	Status  int
 	Type    string
 	Message string
 	Param   string // empty means null
+	Code    string // OpenAI's error code; empty means the status, as vLLM writes it
+}
+
+// OpenAIError is an error in OpenAI's own terms: its type and code
+// strings.
+func OpenAIError(status int, typ, code, msg, param string) *Error {
+	return &Error{Status: status, Type: typ, Message: msg, Param: param, Code: code}
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -72,7 +82,11 @@ func (e *Error) appendJSON(dst []byte, f *bodyFormat) []byte {
 		dst = f.str(dst, e.Param)
 	}
 	dst = append(dst, f.code...)
-	dst = strconv.AppendInt(dst, int64(e.Status), 10)
+	if e.Code != "" {
+		dst = f.str(dst, e.Code)
+	} else {
+		dst = strconv.AppendInt(dst, int64(e.Status), 10)
+	}
 	return append(dst, "}}"...)
 }
 

@@ -68,6 +68,13 @@ func TestErrorBodies(t *testing.T) {
 	if got, want := string(e.AppendStreamJSON(nil)), `{"error": {"message": "bad \u00fc", "type": "BadRequestError", "param": null, "code": 400}}`; got != want {
 		t.Errorf("AppendStreamJSON = %s, want %s", got, want)
 	}
+	e = OpenAIError(429, "tokens", "rate_limit_exceeded", "Rate limit reached.", "")
+	if got, want := string(e.AppendJSON(nil)), `{"error":{"message":"Rate limit reached.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`; got != want {
+		t.Errorf("AppendJSON with a code = %s, want %s", got, want)
+	}
+	if got, want := string(e.AppendStreamJSON(nil)), `{"error": {"message": "Rate limit reached.", "type": "tokens", "param": null, "code": "rate_limit_exceeded"}}`; got != want {
+		t.Errorf("AppendStreamJSON with a code = %s, want %s", got, want)
+	}
 }
 
 // chunked hands out its data in pieces of the given sizes.

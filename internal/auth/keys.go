@@ -1,0 +1,108 @@
+package auth
+
+import (
+	"context"
+	"slices"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// Priority is a key's priority class: which requests wait, and which are
+// shed first, when the fleet is saturated. Lower values are more
+// important. The zero value is Standard.
+type Priority int8
+
+// Priority classes.
+const (
+	Critical  Priority = -1
+	Standard  Priority = 0
+	Sheddable Priority = 1
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Critical:
+		return "critical"
+	case Sheddable:
+		return "sheddable"
+	}
+	return "standard"
+}
+
+// ParsePriority reads a priority class; empty is Standard.
+func ParsePriority(s string) (Priority, bool) {
+	switch s {
+	case "", "standard":
+		return Standard, true
+	case "critical":
+		return Critical, true
+	case "sheddable":
+		return Sheddable, true
+	}
+	return Standard, false
+}
+
+// Key is one API key, as its keys file describes it. A Key is never
+// changed once read: a reload makes new ones.
+type Key struct {
+	// Name names the key in metrics and logs; unique in its file.
+	Name string
+	// Hash is the SHA-256 of the secret.
+	Hash Hash
+	// Models are the canonical names of the models the key may use; nil
+	// means every model.
+	Models []string
+	// Priority is the key's priority class.
+	Priority Priority
+	// Limits are the key's own rate limits, across models.
+	Limits config.Limits
+}
+
+// Allows reports whether the key may use model, a canonical model name.
+func (k *Key) Allows(model string) bool {
+	return k.Models == nil || slices.Contains(k.Models, model)
+}
+
+// Set is the keys of one file. It is never changed once read, and is safe
+// for concurrent use.
+type Set struct {
+	keys   []*Key // in file order
+	byHash map[Hash]*Key
+}
+
+// Lookup returns the key whose secret is secret, or nil.
+func (s *Set) Lookup(secret string) *Key {
+	if s == nil {
+		return nil
+	}
+	return s.byHash[HashOf(secret)]
+}
+
+// Len returns the number of keys.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.keys)
+}
+
+// Keys returns the keys in file order; the slice must not be changed.
+func (s *Set) Keys() []*Key {
+	if s == nil {
+		return nil
+	}
+	return s.keys
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying the key a request authenticated with.
+func NewContext(ctx context.Context, k *Key) context.Context {
+	return context.WithValue(ctx, ctxKey{}, k)
+}
+
+// FromContext returns the key NewContext put in ctx, or nil.
+func FromContext(ctx context.Context) *Key {
+	k, _ := ctx.Value(ctxKey{}).(*Key)
+	return k
+}

@@ -1,0 +1,335 @@
+package gateway
+
+// Rate limits of keys and models. A request is admitted (admit) once its
+// model is known and its prompt counted: it takes one request and its
+// prompt tokens from every bucket of its key and its model, and needs
+// every output budget out of debt. When the response ends (settle), the
+// output tokens the engine reports in its usage are charged, or estimated
+// when it reports none; a request no engine answered with a 2xx gets its
+// prompt tokens back. Refused requests get 429 with OpenAI's headers, so
+// the official SDKs wait as told and retry.
+//
+// Limits hold per gateway instance (ratelimit.Local).
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/auth"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/ratelimit"
+)
+
+// maxCosts is the most buckets one request touches: three kinds, of its
+// key and of its model.
+const maxCosts = 6
+
+// bill is what a request took from the rate limits, and what it still
+// owes when its response ends.
+type bill struct {
+	key     *auth.Key // nil without keys
+	costs   [maxCosts]ratelimit.Cost
+	n       int
+	outputs bool            // an output budget applies
+	status  int             // the engine's status; 0 when none answered
+	meter   *outputMeter    // counts the response's output; nil unless outputs and a 2xx
+	ctx     context.Context // for the limiter's calls after the client may have left
+}
+
+// add adds the buckets of one set of limits.
+func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt int64) {
+	for _, c := range []struct {
+		kind  ratelimit.Kind
+		limit int64
+		n     int64
+	}{
+		{ratelimit.Requests, l.RequestsPerMinute, 1},
+		{ratelimit.PromptTokens, l.PromptTokensPerMinute, prompt},
+		{ratelimit.OutputTokens, l.OutputTokensPerMinute, 0},
+	} {
+		if c.limit == 0 {
+			continue
+		}
+		b.costs[b.n] = ratelimit.Cost{ID: ratelimit.ID{Scope: scope, Name: name, Kind: c.kind}, Rate: ratelimit.PerMinute(c.limit), N: c.n}
+		b.n++
+		b.outputs = b.outputs || c.kind == ratelimit.OutputTokens
+	}
+}
+
+// of returns the bill's costs of one kind, with N set to n. It reorders
+// the bill's costs in place: settle, its one caller, is their last use.
+func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
+	k := 0
+	for i := range b.costs[:b.n] {
+		if b.costs[i].ID.Kind == kind {
+			b.costs[i].N = n
+			b.costs[k], b.costs[i] = b.costs[i], b.costs[k]
+			k++
+		}
+	}
+	return b.costs[:k]
+}
+
+// admit checks that the request's key may use its model and takes its
+// costs from the rate limits. A limiter that fails admits the request.
+func (g *Gateway) admit(ex *exchange) error {
+	key := auth.FromContext(ex.r.Context())
+	if key != nil && !key.Allows(ex.model) {
+		g.access.metrics.failures.WithLabelValues(portClient, string(auth.ModelDenied)).Inc()
+		return modelDenied(key.Name, ex.model)
+	}
+	ml := ex.gen.limits[ex.model] // live config: the request's generation's
+	var kl config.Limits
+	if key != nil {
+		kl = key.Limits
+	}
+	if kl.IsZero() && ml.IsZero() {
+		return nil
+	}
+	b := &bill{key: key, ctx: context.WithoutCancel(ex.r.Context())}
+	prompt := int64(ex.route.PromptTokens)
+	if key != nil {
+		b.add(ratelimit.ScopeKey, key.Name, kl, prompt)
+	}
+	b.add(ratelimit.ScopeModel, ex.model, ml, prompt)
+	v, err := g.access.limiter.Admit(b.ctx, time.Now(), b.costs[:b.n])
+	if err != nil {
+		g.access.metrics.limitErrors.Inc()
+		g.log.Warn("rate limiter failed; the request is admitted", "request_id", ex.id, "error", err)
+		return nil
+	}
+	if !v.OK {
+		denied := &b.costs[v.Denied]
+		keyName := ""
+		if key != nil {
+			keyName = key.Name
+		}
+		g.access.metrics.limited.WithLabelValues(ex.model, keyName, denied.ID.Limit()).Inc()
+		return b.refusal(v)
+	}
+	rateHeaders(ex.w.Header(), b.costs[:b.n])
+	ex.bill = b
+	return nil
+}
+
+// refusal is the 429 of a refused bill, in OpenAI's shape: its message
+// names the limit, the x-ratelimit headers say where every budget stands,
+// and Retry-After (and retry-after-ms, which the SDKs read first) when it
+// will admit the request. A request larger than a full budget is told
+// not to retry.
+func (b *bill) refusal(v ratelimit.Verdict) *refusal {
+	c := &b.costs[v.Denied]
+	typ := "tokens"
+	if c.ID.Kind == ratelimit.Requests {
+		typ = "requests"
+	}
+	whose := "model `" + c.ID.Name + "`"
+	if c.ID.Scope == ratelimit.ScopeKey {
+		whose = "key `" + c.ID.Name + "`"
+	}
+	what := strings.ReplaceAll(c.ID.Kind.String(), "_", " ") + " per minute"
+	h := http.Header{}
+	rateHeaders(h, b.costs[:b.n])
+	var msg string
+	if v.Never {
+		msg = fmt.Sprintf("Request too large for %s on %s: limit %d, requested %d. It can never be admitted: shorten it or raise the limit.",
+			whose, what, c.Rate.Limit, c.N)
+		h.Set("X-Should-Retry", "false")
+	} else {
+		msg = fmt.Sprintf("Rate limit reached for %s on %s: limit %d, remaining %d, requested %d. Please try again in %s.",
+			whose, what, c.Rate.Limit, c.Remaining, max(c.N, 1), resetString(v.Wait))
+		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(v.Wait.Seconds())), 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(v.Wait.Milliseconds()+1, 10))
+	}
+	rf := newRefusal(openai.OpenAIError(http.StatusTooManyRequests, typ, "rate_limit_exceeded", msg, ""), reasonRateLimited)
+	rf.header = h
+	return rf
+}
+
+// rateHeaderNames are OpenAI's x-ratelimit headers, canonical, in the
+// order rateHeaders writes their values: limit, remaining, reset of
+// requests, then of tokens.
+var rateHeaderNames = [2][3]string{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+}
+
+// rateHeaders sets OpenAI's x-ratelimit headers from the bill's costs:
+// the requests figures of the request budget with the fewest left, the
+// tokens figures of the token budget (prompt or output) with the fewest
+// left. Budgets a request has none of are left out. Every request that a
+// limit applies to gets them, so they cost two allocations: one string of
+// all the values, one array of the header slices.
+func rateHeaders(h http.Header, costs []ratelimit.Cost) {
+	var pick [2]*ratelimit.Cost // requests, tokens
+	for i := range costs {
+		c := &costs[i]
+		k := 1
+		if c.ID.Kind == ratelimit.Requests {
+			k = 0
+		}
+		if pick[k] == nil || c.Remaining < pick[k].Remaining {
+			pick[k] = c
+		}
+	}
+	var buf [128]byte
+	b := buf[:0]
+	var ends [6]int
+	for k, c := range pick {
+		if c == nil {
+			continue
+		}
+		b = strconv.AppendInt(b, c.Rate.Limit, 10)
+		ends[3*k] = len(b)
+		b = strconv.AppendInt(b, c.Remaining, 10)
+		ends[3*k+1] = len(b)
+		b = appendReset(b, c.Reset)
+		ends[3*k+2] = len(b)
+	}
+	all := string(b)
+	vals := make([]string, 6)
+	start := 0
+	for k, c := range pick {
+		if c == nil {
+			continue
+		}
+		for j := range 3 {
+			i := 3*k + j
+			vals[i] = all[start:ends[i]]
+			start = ends[i]
+			h[rateHeaderNames[k][j]] = vals[i : i+1 : i+1]
+		}
+	}
+}
+
+// resetString writes a duration as OpenAI's reset headers do: "1s",
+// "6m0s", "17ms", to the millisecond, rounded up.
+func resetString(d time.Duration) string { return string(appendReset(nil, d)) }
+
+func appendReset(b []byte, d time.Duration) []byte {
+	if d <= 0 {
+		return append(b, "0s"...)
+	}
+	return append(b, (d + time.Millisecond - 1).Truncate(time.Millisecond).String()...)
+}
+
+// meter notes the engine's answer to an admitted request and, when an
+// output budget applies to a 2xx, counts the output as it is relayed.
+func (g *Gateway) meter(ex *exchange, resp *http.Response) {
+	b := ex.bill
+	if b == nil {
+		return
+	}
+	b.status = resp.StatusCode
+	if !b.outputs || resp.StatusCode/100 != 2 {
+		return
+	}
+	m := meters.Get().(*outputMeter)
+	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
+	m.body = meteredBody{ReadCloser: resp.Body, m: m}
+	resp.Body = &m.body
+	b.meter = m
+}
+
+// settle ends a request's bill: the output charged, or the prompt tokens
+// given back when no engine answered it with a 2xx.
+func (g *Gateway) settle(ex *exchange) {
+	b := ex.bill
+	if b == nil {
+		return
+	}
+	var err error
+	switch {
+	case b.status/100 != 2:
+		err = g.access.limiter.Refund(b.ctx, time.Now(), b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
+	case b.meter != nil:
+		n, source := b.meter.tokens()
+		meters.Put(b.meter)
+		b.meter = nil
+		g.access.metrics.chargedBy[source].Add(float64(n))
+		err = g.access.limiter.Charge(b.ctx, time.Now(), b.of(ratelimit.OutputTokens, n))
+	}
+	if err != nil {
+		g.access.metrics.limitErrors.Inc()
+		g.log.Warn("rate limiter failed to settle a request", "request_id", ex.id, "error", err)
+	}
+}
+
+// outputMeter counts a response's output tokens: from the engine's usage
+// when the response carries it (a whole answer always does, a stream with
+// stream_options.include_usage), else estimated: for a stream as one
+// token per event but [DONE] and a chat's role event (vLLM sends an event
+// per engine step, a token each unless it speculates), for anything else
+// as its bytes over four.
+type outputMeter struct {
+	body   meteredBody // the response body it reads through
+	tail   usageTail
+	stream bool
+	chat   bool
+	events int64 // SSE events ended, counted by their blank lines
+	bytes  int64
+	lastNL bool // the last read ended with a newline
+}
+
+func (m *outputMeter) write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	m.tail.write(p)
+	m.bytes += int64(len(p))
+	if m.stream {
+		if m.lastNL && p[0] == '\n' {
+			m.events++
+		}
+		m.events += int64(bytes.Count(p, []byte("\n\n")))
+		m.lastNL = p[len(p)-1] == '\n'
+	}
+}
+
+// meters recycles outputMeters, each 1 KiB of tail: one per metered
+// response would be the largest allocation of a request.
+var meters = sync.Pool{New: func() any { return new(outputMeter) }}
+
+// Sources of an output count, as inferrail_rate_limit_output_tokens_total
+// labels them.
+const (
+	sourceUsage  = "usage"
+	sourceChunks = "stream_chunks"
+	sourceBytes  = "bytes"
+)
+
+// tokens returns the output tokens and where the count came from.
+func (m *outputMeter) tokens() (int64, string) {
+	if n, ok := m.tail.lastNumber(`"completion_tokens":`); ok {
+		return int64(n), sourceUsage
+	}
+	if m.stream {
+		framing := int64(1)
+		if m.chat {
+			framing = 2
+		}
+		return max(m.events-framing, 0), sourceChunks
+	}
+	return m.bytes / bytesPerToken, sourceBytes
+}
+
+// meteredBody is a response body whose bytes an outputMeter sees.
+type meteredBody struct {
+	io.ReadCloser
+	m *outputMeter
+}
+
+func (b *meteredBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.m.write(p[:n])
+	return n, err
+}

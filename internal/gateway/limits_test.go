@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/auth"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/ratelimit"
+)
+
+// resetHeader reads an x-ratelimit-reset header, which must be in the
+// form OpenAI sends: a Go duration to the millisecond ("1s", "6m0s",
+// "17ms").
+func resetHeader(t *testing.T, resp *http.Response, name string) time.Duration {
+	t.Helper()
+	v := resp.Header.Get(name)
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d%time.Millisecond != 0 || d.String() != v {
+		t.Fatalf("%s = %q, want a duration to the millisecond as Go writes it", name, v)
+	}
+	return d
+}
+
+func intHeader(t *testing.T, resp *http.Response, name string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(resp.Header.Get(name), 10, 64)
+	if err != nil {
+		t.Fatalf("%s = %q, want an integer", name, resp.Header.Get(name))
+	}
+	return n
+}
+
+func TestRateLimitRequests(t *testing.T) {
+	secret, k := newKey("rpm-2", func(k *auth.Key) { k.Limits.RequestsPerMinute = 2 })
+	cfg, _ := keyedConfig(t, 1, k)
+	gw := startGateway(t, cfg)
+	for i, wantLeft := range []int64{1, 0} {
+		resp, body := chat(t, gw.url, chatBody("rpm", ""), bearer(secret)...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		if got := intHeader(t, resp, "X-Ratelimit-Limit-Requests"); got != 2 {
+			t.Errorf("request %d: limit %d, want 2", i, got)
+		}
+		if got := intHeader(t, resp, "X-Ratelimit-Remaining-Requests"); got != wantLeft {
+			t.Errorf("request %d: remaining %d, want %d", i, got, wantLeft)
+		}
+		// Full again after 30 s a request used, less what passed since.
+		if d := resetHeader(t, resp, "X-Ratelimit-Reset-Requests"); d > time.Duration(2-wantLeft)*30*time.Second || d < time.Duration(2-wantLeft)*29*time.Second {
+			t.Errorf("request %d: reset %v", i, d)
+		}
+		if resp.Header.Get("X-Ratelimit-Limit-Tokens") != "" {
+			t.Errorf("token headers without a token limit")
+		}
+	}
+	resp, body := chat(t, gw.url, chatBody("rpm", ""), bearer(secret)...)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request: %d %s", resp.StatusCode, body)
+	}
+	e := decodeError(t, body)
+	if e.Error.Type != "requests" || e.Error.Code != "rate_limit_exceeded" || !strings.Contains(e.Error.Message, "key `rpm-2` on requests per minute: limit 2") {
+		t.Errorf("429 body: %s", body)
+	}
+	ms := intHeader(t, resp, "Retry-After-Ms")
+	if ms < 29_000 || ms > 30_001 {
+		t.Errorf("retry-after-ms %d, want about 30 s (one request at 2 a minute)", ms)
+	}
+	if got := intHeader(t, resp, "Retry-After"); got != int64(math.Ceil(float64(ms-1)/1000)) {
+		t.Errorf("Retry-After %d with retry-after-ms %d: want the seconds rounded up", got, ms)
+	}
+	if intHeader(t, resp, "X-Ratelimit-Remaining-Requests") != 0 || resp.Header.Get("X-Should-Retry") != "" {
+		t.Errorf("429 headers: %v", resp.Header)
+	}
+	page := scrape(t, gw.admin)
+	if got := metricValue(page, `inferrail_rate_limited_total{key="rpm-2",limit="key_requests",model="`+testModel+`"}`); got != 1 {
+		t.Errorf("rate limited count %v, want 1", got)
+	}
+	if got := metricValue(page, `inferrail_request_errors_total{model="`+testModel+`",reason="rate_limited"}`); got != 1 {
+		t.Errorf("request errors rate_limited %v, want 1", got)
+	}
+}
+
+// promptTokens returns what the edge tokenizer counts for body's prompt.
+func promptTokens(t *testing.T, gw *running, body string, header ...string) int64 {
+	t.Helper()
+	resp, b := chat(t, gw.url, body, header...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("measuring the prompt: %d %s", resp.StatusCode, b)
+	}
+	return intHeader(t, resp, "X-Inferrail-Prompt-Tokens")
+}
+
+// TestRateLimitPromptTokensExact: prompt tokens are taken as the edge
+// tokenizer counts them, to the token, and given back when no engine
+// computed the prompt.
+func TestRateLimitPromptTokensExact(t *testing.T) {
+	probeSecret, probe := newKey("probe", nil)
+	body := chatBody("count these prompt tokens exactly, please", "")
+	cfg, path := keyedConfig(t, 1, probe)
+	gw := startGateway(t, cfg)
+	p := promptTokens(t, gw, body, bearer(probeSecret)...)
+
+	secret, k := newKey("tokens", func(k *auth.Key) { k.Limits.PromptTokensPerMinute = 2*p + 1 })
+	tooBigSecret, tooBig := newKey("too-big", func(k *auth.Key) { k.Limits.PromptTokensPerMinute = p - 1 })
+	writeKeys(t, path, probe, k, tooBig)
+	waitFor(t, "the new keys", 10*time.Second, func() bool {
+		resp, _ := get(t, gw.url+"/v1/models", bearer(secret)...)
+		return resp.StatusCode == 200
+	})
+
+	// An engine's 400 (n > 1 is refused by the simulator) gives the prompt
+	// tokens back.
+	if resp, b := chat(t, gw.url, chatBody("count these prompt tokens exactly, please", `,"n":2`), bearer(secret)...); resp.StatusCode != 400 {
+		t.Fatalf("n=2: %d %s", resp.StatusCode, b)
+	}
+	for i, left := range []int64{p + 1, 1} {
+		resp, b := chat(t, gw.url, body, bearer(secret)...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+		// Refill adds 2p+1 tokens a minute; no more than one can come in
+		// between.
+		if got := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); got != left && got != left+1 {
+			t.Errorf("request %d: %d tokens left, want %d (%d a prompt)", i, got, left, p)
+		}
+		if got := intHeader(t, resp, "X-Ratelimit-Limit-Tokens"); got != 2*p+1 {
+			t.Errorf("limit %d", got)
+		}
+	}
+	resp, b := chat(t, gw.url, body, bearer(secret)...)
+	if resp.StatusCode != 429 || decodeError(t, b).Error.Type != "tokens" {
+		t.Fatalf("third prompt: %d %s", resp.StatusCode, b)
+	}
+
+	resp, b = chat(t, gw.url, body, bearer(tooBigSecret)...)
+	if resp.StatusCode != 429 || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
+		t.Fatalf("a prompt over the whole budget: %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+	if !strings.Contains(b, "Request too large for key `too-big` on prompt tokens per minute") {
+		t.Errorf("message: %s", b)
+	}
+	page := scrape(t, gw.admin)
+	for _, series := range []string{
+		`inferrail_rate_limited_total{key="tokens",limit="key_prompt_tokens",model="` + testModel + `"}`,
+		`inferrail_rate_limited_total{key="too-big",limit="key_prompt_tokens",model="` + testModel + `"}`,
+	} {
+		if metricValue(page, series) != 1 {
+			t.Errorf("%s: %v, want 1", series, metricValue(page, series))
+		}
+	}
+}
+
+// TestModelLimitsWithoutKeys: a model's limits hold with no keys at all.
+func TestModelLimitsWithoutKeys(t *testing.T) {
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	cfg.Models[0].Limits = config.Limits{RequestsPerMinute: 1}
+	gw := startGateway(t, cfg)
+	if resp, b := chat(t, gw.url, chatBody("m", "")); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	resp, b := chat(t, gw.url, chatBody("m", ""))
+	if resp.StatusCode != 429 || !strings.Contains(b, "model `"+testModel+"` on requests per minute") {
+		t.Fatalf("second request: %d %s", resp.StatusCode, b)
+	}
+	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limited_total{key="",limit="model_requests",model="`+testModel+`"}`); got != 1 {
+		t.Errorf("model-limited count %v", got)
+	}
+}
+
+// TestOutputTokenLimits: output tokens are charged from the engine's
+// usage when a response ends, into debt, and a budget in debt admits
+// nothing until it refills; a stream without usage is charged an estimate
+// from its events.
+func TestOutputTokenLimits(t *testing.T) {
+	secret, k := newKey("out", func(k *auth.Key) { k.Limits.OutputTokensPerMinute = 10 })
+	streamSecret, sk := newKey("streams", func(k *auth.Key) { k.Limits.OutputTokensPerMinute = 1000 })
+	cfg := testConfig(t, fleetOf(t, 1, false)) // real decode steps: a token an event
+	path := t.TempDir() + "/keys.yaml"
+	writeKeys(t, path, k, sk)
+	cfg.Auth.KeysFile = path
+	gw := startGateway(t, cfg)
+	eight := `{"model":"sim","messages":[{"role":"user","content":"output"}],"max_tokens":8,"ignore_eos":true}`
+	for i := range 2 {
+		if resp, b := chat(t, gw.url, eight, bearer(secret)...); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	// 16 charged of 10: 6 in debt, so a token is 7 tokens of refill away
+	// at 10 a minute: 42 s.
+	resp, b := chat(t, gw.url, eight, bearer(secret)...)
+	if resp.StatusCode != 429 || decodeError(t, b).Error.Type != "tokens" {
+		t.Fatalf("in debt: %d %s", resp.StatusCode, b)
+	}
+	if ms := intHeader(t, resp, "Retry-After-Ms"); ms < 41_000 || ms > 42_001 {
+		t.Errorf("retry-after-ms %d, want about 42 s", ms)
+	}
+	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="usage"}`); got != 16 {
+		t.Errorf("output tokens charged from usage: %v, want 16", got)
+	}
+
+	streamBody := func(extra string) string {
+		return `{"model":"sim","messages":[{"role":"user","content":"stream"}],"max_tokens":5,"ignore_eos":true,"stream":true` + extra + `}`
+	}
+	for _, tc := range []struct{ extra, source string }{
+		{"", "stream_chunks"},
+		{`,"stream_options":{"include_usage":true}`, "usage"},
+	} {
+		before := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="`+tc.source+`"}`)
+		resp, b := chat(t, gw.url, streamBody(tc.extra), bearer(streamSecret)...)
+		if resp.StatusCode != 200 || !bytes.Contains([]byte(b), []byte("[DONE]")) {
+			t.Fatalf("stream: %d %s", resp.StatusCode, b)
+		}
+		after := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="`+tc.source+`"}`)
+		if after-max(before, 0) != 5 {
+			t.Errorf("a 5-token stream %s charged %v from %s, want 5", tc.extra, after-max(before, 0), tc.source)
+		}
+	}
+}
+
+func TestOutputMeterEstimates(t *testing.T) {
+	tests := []struct {
+		name         string
+		stream, chat bool
+		reads        []string
+		want         int64
+		source       string
+	}{
+		{"usage", false, true, []string{`{"choices":[],"usage":{"prompt_tokens":5,"total_tokens":12,"completion_tokens":7}}`}, 7, "usage"},
+		{"chat_events", true, true, []string{"data: {role}\n\ndata: {a}\n", "\ndata: {b}\n\ndata: [DONE]\n\n"}, 2, "stream_chunks"},
+		{"completion_events", true, false, []string{"data: {a}\n\n", "data: {b}\n\ndata: {c}\n\ndata: [DONE]\n\n"}, 3, "stream_chunks"},
+		{"split_blank_line", true, false, []string{"data: {a}\n", "\n", "data: [DONE]\n", "\n"}, 1, "stream_chunks"},
+		{"no_usage_whole", false, false, []string{strings.Repeat("x", 41)}, 10, "bytes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &outputMeter{stream: tc.stream, chat: tc.chat}
+			for _, r := range tc.reads {
+				m.write([]byte(r))
+			}
+			if n, src := m.tokens(); n != tc.want || src != tc.source {
+				t.Errorf("tokens() = %d, %s; want %d, %s", n, src, tc.want, tc.source)
+			}
+		})
+	}
+}
+
+func TestResetString(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {-time.Second, "0s"}, {time.Nanosecond, "1ms"}, {17 * time.Millisecond, "17ms"},
+		{time.Second, "1s"}, {1500*time.Millisecond + 1, "1.501s"}, {6 * time.Minute, "6m0s"},
+	} {
+		if got := resetString(tc.d); got != tc.want {
+			t.Errorf("resetString(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestRateHeadersPickTheTightest(t *testing.T) {
+	costs := []ratelimit.Cost{
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeKey, Kind: ratelimit.Requests}, Rate: ratelimit.PerMinute(100), Remaining: 50, Reset: time.Second},
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeModel, Kind: ratelimit.Requests}, Rate: ratelimit.PerMinute(1000), Remaining: 10, Reset: 2 * time.Second},
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeKey, Kind: ratelimit.PromptTokens}, Rate: ratelimit.PerMinute(5000), Remaining: 4000, Reset: 3 * time.Second},
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeKey, Kind: ratelimit.OutputTokens}, Rate: ratelimit.PerMinute(900), Remaining: 800, Reset: 4 * time.Second},
+	}
+	h := http.Header{}
+	rateHeaders(h, costs)
+	want := map[string]string{
+		"X-Ratelimit-Limit-Requests": "1000", "X-Ratelimit-Remaining-Requests": "10", "X-Ratelimit-Reset-Requests": "2s",
+		"X-Ratelimit-Limit-Tokens": "900", "X-Ratelimit-Remaining-Tokens": "800", "X-Ratelimit-Reset-Tokens": "4s",
+	}
+	for k, v := range want {
+		if h.Get(k) != v {
+			t.Errorf("%s = %q, want %q", k, h.Get(k), v)
+		}
+	}
+}
