@@ -24,6 +24,8 @@ type Config struct {
 	Tokenizer Tokenizer  `yaml:"tokenizer"`
 	Index     Index      `yaml:"index"`
 	Logging   Logging    `yaml:"logging"`
+	// Observability is traces and the decision log; off by default.
+	Observability Observability `yaml:"observability"`
 }
 
 // Server configures the gateway's listeners and request limits.
@@ -488,7 +490,8 @@ func Default() Config {
 			ScrapeTimeout:  Duration(100 * time.Millisecond),
 			MaxAge:         Duration(250 * time.Millisecond),
 		},
-		Logging: Logging{Level: "info", Format: "text"},
+		Logging:       Logging{Level: "info", Format: "text"},
+		Observability: defaultObservability(),
 	}
 }
 
