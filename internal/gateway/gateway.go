@@ -50,6 +50,7 @@ type Gateway struct {
 	tokChecks  *tokenChecks
 	learned    sync.Map // replica → engine-reported capacity last applied
 	table      atomic.Pointer[routeTable]
+	obs        observability // traces and the decision log
 }
 
 // policySettings are the routing settings of one model.
@@ -103,6 +104,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
 	g.buildWatchers()
+	var err error
+	if g.obs, err = newObservability(&cfg.Observability, g.registry, logger); err != nil {
+		g.Close()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -261,6 +267,9 @@ func (g *Gateway) newTransport() *http.Transport {
 func (g *Gateway) Close() {
 	g.tokPool.Close()
 	g.transport.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), observeCloseTimeout)
+	defer cancel()
+	g.obs.close(ctx, g.log)
 }
 
 // Fleet returns the gateway's fleet, for tests and the admin API.
