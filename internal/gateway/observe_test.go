@@ -168,7 +168,7 @@ func TestTraceSpans(t *testing.T) {
 		attrDecision:      ra[string(attrDecision)].AsFloat64() > 0,
 	} {
 		if !ok {
-			t.Errorf("route span's %s = %v", key, ra[string(key)].Emit())
+			t.Errorf("route span's %s = %v", key, ra[string(key)].String())
 		}
 	}
 	ua := spanAttrs(up.Attributes)
@@ -388,7 +388,7 @@ func TestDecisionLogSampling(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) < 10 || len(want) > 30 || retried == 0 {
 		t.Errorf("logged requests %v (%d retried), want %v and some retried", got, retried, want)
 	}
-	if !strings.Contains(page, fmt.Sprintf("inferrail_decision_log_dropped_total 0\n")) {
+	if !strings.Contains(page, "inferrail_decision_log_dropped_total 0\n") {
 		t.Errorf("metrics page without inferrail_decision_log_dropped_total 0:\n%s", page)
 	}
 }
