@@ -108,12 +108,15 @@ func (g *Gateway) observe(ex *exchange) func() {
 	if !g.obs.on() {
 		return noObservation
 	}
-	o := &observed{}
-	ex.obs = o
-	o.logged = g.obs.log != nil && ex.model != "" && g.obs.sampler.Sampled(ex.id)
+	logged := g.obs.log != nil && ex.model != "" && g.obs.sampler.Sampled(ex.id)
 	if g.obs.tracer == nil {
+		if logged { // else, with the decision log alone, there is nothing to keep
+			ex.obs = &observed{logged: true}
+		}
 		return noObservation
 	}
+	o := &observed{logged: logged}
+	ex.obs = o
 	return g.traceServer(ex, o)
 }
 

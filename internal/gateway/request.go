@@ -41,7 +41,7 @@ type exchange struct {
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
-	obs       *observed // its trace and decision log; nil while neither is on
+	obs       *observed // its trace and logged decisions; nil when it has neither
 }
 
 // serveGenerate proxies a chat or completion request: the whole path.

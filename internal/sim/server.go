@@ -220,7 +220,9 @@ func cacheConfigLabels(c *Config) [][2]string {
 }
 
 func fingerprint(c *Config) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", *c))
+	fc := *c
+	fc.OTLPTracesEndpoint, fc.OTLPTracesProtocol = "", "" // where spans go changes no answer
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", fc))
 	return "vllm-" + Version + "-" + hex.EncodeToString(sum[:4])
 }
 
