@@ -48,14 +48,19 @@ const (
 	spanUpstream = "upstream"
 )
 
+// The span kinds, made once: an option is allocated each time it is made.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
 // traceServer starts ex's server span, at its arrival and in the trace of
 // the client's traceparent when it sent one, and returns what ends it.
 // From here on ex.r's context holds the span and ex.w notes the status.
 func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 	tr := g.obs.tracer
 	ctx := tr.Extract(ex.r.Context(), ex.r.Header)
-	ctx, span := tr.Start(ctx, ex.r.Method+" "+ex.r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(ex.arrived),
+	ctx, span := tr.Start(ctx, ex.r.Method+" "+ex.r.URL.Path, serverKind, trace.WithTimestamp(ex.arrived),
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(ex.r.Method), semconv.URLPath(ex.r.URL.Path), attrRequestID.String(ex.id)))
 	o.server = span
 	ex.r = ex.r.WithContext(ctx)
@@ -140,7 +145,7 @@ func (g *Gateway) traceUpstream(ex *exchange, a *attempt, req *http.Request) *up
 		return nil
 	}
 	tr := g.obs.tracer
-	ctx, span := tr.Start(ex.r.Context(), spanUpstream, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := tr.Start(ex.r.Context(), spanUpstream, clientKind,
 		trace.WithAttributes(attrReplica.String(a.lease.Replica().ID), attrAttempt.Int(ex.obs.attempt),
 			semconv.HTTPRequestMethodKey.String(req.Method), semconv.URLFull(req.URL.String())))
 	// The client's traceparent was copied with the other headers; the

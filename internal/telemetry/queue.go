@@ -3,7 +3,9 @@ package telemetry
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -42,21 +44,48 @@ func (a *admission) ForceFlush(ctx context.Context) error { return a.next.ForceF
 // counting is the exporter the batch processor calls: it hands batches
 // to the OTLP exporter, counts what they became, gives their room in the
 // queue back, and logs when export starts failing and when it recovers.
+// While exports fail it gives batches up unsent until its backoff has
+// passed: the OTLP exporter does not retry a collector that refuses
+// connections, and would encode every batch only to fail again.
 type counting struct {
 	next sdktrace.SpanExporter
 	held *atomic.Int64 // admission's
 
 	exported, failed atomic.Uint64
-	failing          atomic.Bool
 	log              *slog.Logger
+
+	mu      sync.Mutex
+	failing bool      // guarded by mu
+	backoff backoff   // guarded by mu
+	retryAt time.Time // guarded by mu; while failing, no batch is sent before it
+}
+
+// backoff is the wait after a failed export: first, doubling up to most.
+type backoff struct{ first, most, next time.Duration }
+
+func (b *backoff) failed() time.Duration {
+	b.next = min(max(2*b.next, b.first), b.most)
+	return b.next
 }
 
 func (c *counting) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	n := uint64(len(spans))
 	c.held.Add(-int64(n)) // out of the queue: the batch processor holds them as its batch
-	if err := c.next.ExportSpans(ctx, spans); err != nil {
+	c.mu.Lock()
+	skip := c.failing && time.Now().Before(c.retryAt)
+	c.mu.Unlock()
+	if skip {
 		c.failed.Add(n)
-		if !c.failing.Swap(true) {
+		return nil
+	}
+	err := c.next.ExportSpans(ctx, spans)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.failed.Add(n)
+		c.retryAt = time.Now().Add(c.backoff.failed())
+		if !c.failing {
+			c.failing = true
 			c.log.Warn("trace export failing; spans are lost until it recovers", "spans", n, "error", err)
 		}
 		// Counted and logged here; returned, the SDK would hand it to the
@@ -64,7 +93,9 @@ func (c *counting) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		return nil
 	}
 	c.exported.Add(n)
-	if c.failing.Swap(false) {
+	c.backoff.next = 0
+	if c.failing {
+		c.failing = false
 		c.log.Info("trace export recovered", "spans", n)
 	}
 	return nil

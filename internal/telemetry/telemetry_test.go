@@ -3,6 +3,7 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -176,11 +177,12 @@ func TestExport(t *testing.T) {
 }
 
 // TestExportFailingAndRecovering counts spans a collector refused, warns
-// once when export starts failing and notes when it recovers.
+// once when export starts failing and notes when it recovers. The backoff
+// is a nanosecond: every batch is tried.
 func TestExportFailingAndRecovering(t *testing.T) {
 	rcv := otlptest.NewHTTP(t)
 	var logs bytes.Buffer
-	tr, err := New(context.Background(), Options{Endpoint: rcv.Endpoint, SampleRatio: 1,
+	tr, err := New(context.Background(), Options{Endpoint: rcv.Endpoint, SampleRatio: 1, FailureBackoff: time.Nanosecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -200,8 +202,8 @@ func TestExportFailingAndRecovering(t *testing.T) {
 	if err := tr.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := tr.Stats(); st.Failed != 3 || st.Exported != 1 {
-		t.Errorf("stats %+v, want 3 failed and 1 exported", st)
+	if st := tr.Stats(); st.Failed != 3 || st.Exported != 1 || rcv.Attempts() != 4 {
+		t.Errorf("stats %+v after %d attempts, want 3 failed and 1 exported in 4", st, rcv.Attempts())
 	}
 	out := logs.String()
 	if n := strings.Count(out, "trace export failing"); n != 1 {
@@ -209,6 +211,42 @@ func TestExportFailingAndRecovering(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=WARN") || strings.Count(out, "trace export recovered") != 1 {
 		t.Errorf("log:\n%s", out)
+	}
+}
+
+// TestFailingCollectorIsLeftAlone: after a failed export, batches are
+// given up unsent until the backoff has passed, so a collector that is
+// down costs no encoding; they count as failed.
+func TestFailingCollectorIsLeftAlone(t *testing.T) {
+	rcv := otlptest.NewHTTP(t)
+	tr, err := New(context.Background(), Options{Endpoint: rcv.Endpoint, SampleRatio: 1, FailureBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	rcv.Refuse(true)
+	for range 5 {
+		_, s := tr.Start(context.Background(), "s")
+		s.End()
+		if err := tr.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv.Refuse(false)
+	if st := tr.Stats(); rcv.Attempts() != 1 || st.Failed != 5 || st.Exported != 0 {
+		t.Errorf("%d attempts, stats %+v; want 1 attempt and 5 failed", rcv.Attempts(), st)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{first: time.Second, most: 5 * time.Second}
+	var got []time.Duration
+	for range 5 {
+		got = append(got, b.failed())
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("backoffs %v, want %v", got, want)
 	}
 }
 

@@ -57,6 +57,11 @@ type Options struct {
 	BatchTimeout time.Duration
 	// ExportTimeout bounds one export, retries included. Default 10 s.
 	ExportTimeout time.Duration
+	// FailureBackoff is how long batches are given up without being sent
+	// after an export failed, so that a collector that is down costs no
+	// encoding; it doubles while exports keep failing, up to 30 times
+	// itself. Default 1 s.
+	FailureBackoff time.Duration
 	// Exporter, if not nil, replaces the OTLP exporter (Endpoint and
 	// Protocol are then ignored): tests pass an in-memory one.
 	Exporter sdktrace.SpanExporter
@@ -75,6 +80,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.ExportTimeout <= 0 {
 		o.ExportTimeout = 10 * time.Second
+	}
+	if o.FailureBackoff <= 0 {
+		o.FailureBackoff = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -110,7 +118,7 @@ func New(ctx context.Context, o Options) (*Tracer, error) {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
 	t := &Tracer{queue: &admission{limit: int64(o.QueueSize)}}
-	t.export = &counting{next: exp, held: &t.queue.held, log: o.Logger}
+	t.export = &counting{next: exp, held: &t.queue.held, log: o.Logger, backoff: backoff{first: o.FailureBackoff, most: 30 * o.FailureBackoff}}
 	// The SDK's queue has room for every span admitted and for the
 	// markers ForceFlush puts in it, so it never drops one itself: every
 	// drop is admission's, and counted.
@@ -205,7 +213,8 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 // Stats counts what became of the sampled spans ended so far.
 type Stats struct {
 	// Exported spans reached the collector; Failed ones were in batches
-	// the collector did not take, retries included.
+	// the collector did not take, retries included, or given up unsent
+	// while exports were failing (Options.FailureBackoff).
 	Exported, Failed uint64
 	// Dropped spans found the queue full and were never sent.
 	Dropped uint64

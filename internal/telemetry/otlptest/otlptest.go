@@ -48,10 +48,11 @@ type Receiver struct {
 	// (spans are taken at /v1/traces), for gRPC http://host:port.
 	Endpoint string
 
-	refuse atomic.Bool // answer every export with an error
-	mu     sync.Mutex
-	spans  []Span
-	posts  int // export requests received
+	refuse   atomic.Bool  // answer every export with an error
+	attempts atomic.Int64 // export requests received, refused ones too
+	mu       sync.Mutex
+	spans    []Span
+	posts    int // export requests taken
 }
 
 // NewHTTP starts an OTLP/HTTP receiver taking protobuf at /v1/traces; the
@@ -75,6 +76,7 @@ func NewHTTP(t testing.TB) *Receiver {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		r.attempts.Add(1)
 		if r.refuse.Load() {
 			// 400 is not retried, so a refused export fails at once.
 			http.Error(w, "refused by the test", http.StatusBadRequest)
@@ -119,6 +121,7 @@ type grpcService struct {
 }
 
 func (s grpcService) Export(_ context.Context, msg *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+	s.r.attempts.Add(1)
 	if s.r.refuse.Load() {
 		return nil, status.Error(codes.InvalidArgument, "refused by the test")
 	}
@@ -196,6 +199,9 @@ func (r *Receiver) Spans() []Span {
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
 }
+
+// Attempts is the number of export requests received, refused or taken.
+func (r *Receiver) Attempts() int { return int(r.attempts.Load()) }
 
 // Exports is the number of export requests taken.
 func (r *Receiver) Exports() int {
