@@ -1,8 +1,6 @@
 package decisionlog
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"sync"
@@ -123,17 +121,12 @@ func (w *Writer) Stats() Stats {
 // batches of whole lines, until Close, then what is still queued.
 func (w *Writer) drain() {
 	defer close(w.done)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	var buf []byte
 	n := 0 // records in buf
 	add := func(r *Record) {
-		if err := enc.Encode(r); err != nil { // cannot happen for a Record
-			w.failed.Add(1)
-			return
-		}
+		buf = r.AppendJSON(buf)
 		n++
-		if buf.Len() >= batchBytes {
+		if len(buf) >= batchBytes {
 			w.flush(&buf, &n)
 		}
 	}
@@ -165,11 +158,11 @@ func (w *Writer) drain() {
 }
 
 // flush writes the n records in buf and counts them.
-func (w *Writer) flush(buf *bytes.Buffer, n *int) {
+func (w *Writer) flush(buf *[]byte, n *int) {
 	if *n == 0 {
 		return
 	}
-	_, err := w.out.Write(buf.Bytes())
+	_, err := w.out.Write(*buf)
 	switch {
 	case err != nil:
 		w.failed.Add(uint64(*n))
@@ -184,6 +177,6 @@ func (w *Writer) flush(buf *bytes.Buffer, n *int) {
 			w.log.Info("decision log write recovered")
 		}
 	}
-	buf.Reset()
+	*buf = (*buf)[:0]
 	*n = 0
 }
