@@ -18,7 +18,7 @@ func genRecord(text *rapid.Generator[string]) *rapid.Generator[*Record] {
 	count := rapid.IntRange(-1, 1<<40)
 	return rapid.Custom(func(t *rapid.T) *Record {
 		r := &Record{
-			Time: time.Unix(rapid.Int64Range(-1e10, 1e10).Draw(t, "sec"), rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")).UTC(),
+			Time:      time.Unix(rapid.Int64Range(-1e10, 1e10).Draw(t, "sec"), rapid.Int64Range(0, 999_999_999).Draw(t, "nsec")).UTC(),
 			RequestID: text.Draw(t, "id"), Model: text.Draw(t, "model"), Policy: text.Draw(t, "policy"), Arm: text.Draw(t, "arm"),
 			Attempt: count.Draw(t, "attempt"), PromptTokens: count.Draw(t, "prompt"), Blocks: count.Draw(t, "blocks"),
 			Tokenized: text.Draw(t, "tokenized"), Winner: text.Draw(t, "winner"), EstimatedTTFTSecs: num.Draw(t, "est"),
