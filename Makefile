@@ -21,6 +21,7 @@ FUZZ_TARGETS := \
 	./internal/sim:FuzzHTTP \
 	./internal/openai:FuzzFindModel \
 	./internal/config:FuzzParse \
+	./internal/config:FuzzPatch \
 	./internal/gateway:FuzzClientPort \
 	./internal/load:FuzzParse \
 	./internal/load:FuzzParseAgainstLibrary \

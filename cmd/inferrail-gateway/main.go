@@ -10,7 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/config"
@@ -24,8 +28,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "YAML config file (required)")
 	check := fs.Bool("check", false, "validate the config and exit")
+	replay := fs.String("replay-shadow", "", "rebuild the shadow policies of a shadow log (observability.shadow_log), replay its requests, check every pick and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *replay != "" {
+		return replayShadow(*replay, stdout)
 	}
 	if *path == "" {
 		return errors.New("--config is required")
@@ -42,7 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := newLogger(stderr, cfg.Logging)
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger})
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger, ConfigPath: *path})
 	if err != nil {
 		return err
 	}
@@ -57,7 +65,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("inferrail-gateway listening", "client", client.Addr().String(), "admin", admin.Addr().String(),
 		"models", len(cfg.Models), "replicas", len(cfg.Replicas))
+	stopHUP := reloadOnHUP(ctx, g, logger)
+	defer stopHUP()
 	return g.Serve(ctx, client, admin)
+}
+
+// reloadOnHUP rereads the config file on every SIGHUP until ctx ends or
+// the returned stop is called.
+func reloadOnHUP(ctx context.Context, g *gateway.Gateway, logger *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if result, err := g.ReloadFile("sighup"); err == nil {
+					logger.Info("config reread on SIGHUP", "result", result)
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
+}
+
+// replayShadow checks a shadow log and prints what it replayed.
+func replayShadow(path string, stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	start := time.Now()
+	rep, err := gateway.ReplayShadow(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w (after %d generations, %d requests, %d picks that matched)", path, err, rep.Generations, rep.Decisions, rep.Picks)
+	}
+	fmt.Fprintf(stdout, "%s: %d generations, %d requests, all %d shadow picks replayed identically in %.2fs\n",
+		path, rep.Generations, rep.Decisions, rep.Picks, time.Since(start).Seconds())
+	return nil
 }
 
 func newLogger(w io.Writer, lc config.Logging) *slog.Logger {

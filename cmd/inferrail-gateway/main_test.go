@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestCheck(t *testing.T) {
@@ -41,5 +45,88 @@ func TestCheck(t *testing.T) {
 	}
 	if err := run(context.Background(), nil, &out, &errOut); err == nil {
 		t.Error("no --config accepted")
+	}
+}
+
+// TestSIGHUPRereadsTheConfig: the gateway, a real process, rereads its
+// config file on SIGHUP (with server.reload_interval off) and applies the
+// edit as generation 2.
+func TestSIGHUPRereadsTheConfig(t *testing.T) {
+	client, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(policy string) {
+		cfg := fmt.Sprintf("server: {listen: '127.0.0.1:%d', admin_listen: '127.0.0.1:%d', reload_interval: 0s}\n"+
+			"models: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\nrouting: {default_policy: %s}\n", client, admin, policy)
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("round_robin")
+	c, err := spawn("gateway", childGateway, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if clean, how := c.stop(); !clean {
+			t.Errorf("the gateway did not stop cleanly: it %s\n%s", how, c.out.String())
+		}
+	}()
+	configURL := fmt.Sprintf("http://127.0.0.1:%d/admin/config", admin)
+	if err := c.waitReady(func() (bool, string) { return getOK(configURL) }); err != nil {
+		t.Fatal(err)
+	}
+	write("p2c")
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var ans struct {
+			Generation uint64
+			Config     struct {
+				Routing struct {
+					DefaultPolicy string `json:"default_policy"`
+				}
+			}
+		}
+		resp, err := probe.Get(configURL)
+		if err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&ans)
+			resp.Body.Close()
+		}
+		if ans.Generation == 2 && ans.Config.Routing.DefaultPolicy == "p2c" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGHUP: generation %d, policy %q; want 2, p2c\n%s", ans.Generation, ans.Config.Routing.DefaultPolicy, c.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestReplayShadowFlag: --replay-shadow checks a log and fails, naming the
+// line, on one that was tampered with.
+func TestReplayShadowFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	empty := filepath.Join(t.TempDir(), "empty.jsonl")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"--replay-shadow", empty}, &out, &errOut); err != nil || !strings.Contains(out.String(), "0 generations, 0 requests") {
+		t.Errorf("an empty log: %v, %q", err, out.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"kind":"generation","generation":1,"sum":"00"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"--replay-shadow", bad}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "line 1:") {
+		t.Errorf("a tampered log: %v, want line 1 named", err)
 	}
 }

@@ -253,7 +253,36 @@ func RenderRunReport(results []*RunResult) string {
 		p("\n")
 	}
 	writeGatewayRuns(&w, results)
+	writeArms(&w, results)
 	return w.String()
+}
+
+// writeArms tabulates, for every run whose requests more than one policy
+// routed (an A/B split), each arm's requests, latencies and hit rate.
+func writeArms(w *strings.Builder, results []*RunResult) {
+	var split []*RunResult
+	for _, r := range results {
+		if len(r.Measurements.Arms) > 1 {
+			split = append(split, r)
+		}
+	}
+	if len(split) == 0 {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Split arms\n\nRuns whose requests were routed by more than one policy (an A/B split), by the policy each " +
+		"response named in x-inferrail-policy. Latencies in ms from the scheduled send time.\n\n")
+	p("| run | arm | measured | succeeded | TTFT p50 | TTFT p99 | e2e p99 | hit |\n|---|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range split {
+		k := keyOf(r)
+		name := fmt.Sprintf("%s at %s, %s, rep %d", k.Point, k.rateText(), policyLabel(&r.Spec), r.Spec.Rep)
+		for _, arm := range slices.Sorted(maps.Keys(r.Measurements.Arms)) {
+			f := r.Measurements.Arms[arm]
+			p("| %s | %s | %d | %d | %s | %s | %s | %s |\n", name, arm, f.Measured, f.Succeeded,
+				msecText(f.TTFT.P50), msecText(f.TTFT.P99), msecText(f.E2E.P99), num2(f.HitRate))
+		}
+	}
+	p("\n")
 }
 
 // writeHeadline tabulates every policy's p99 TTFT and hit rate at each

@@ -174,6 +174,10 @@ type Measurements struct {
 	// Kinds breaks the measured requests down by workload kind when there
 	// is more than one (mix).
 	Kinds map[string]KindFigures `json:"kinds,omitempty"`
+	// Arms breaks the measured requests down by the policy that routed
+	// them (x-inferrail-policy) when there is more than one: the arms of an
+	// A/B split.
+	Arms map[string]KindFigures `json:"arms,omitempty"`
 }
 
 // EngineHits is the engines' prefix cache counters over the window.
@@ -293,6 +297,18 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		m.Kinds = map[string]KindFigures{}
 		for k, os := range kinds {
 			m.Kinds[k] = kindFigures(os)
+		}
+	}
+	if len(m.Policies) > 1 {
+		arms := map[string][]Outcome{}
+		for _, o := range outs {
+			if o.Policy != "" {
+				arms[o.Policy] = append(arms[o.Policy], o)
+			}
+		}
+		m.Arms = map[string]KindFigures{}
+		for p, os := range arms {
+			m.Arms[p] = kindFigures(os)
 		}
 	}
 	return m

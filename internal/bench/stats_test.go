@@ -3,11 +3,13 @@ package bench
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/workload"
 	"pgregory.net/rapid"
 )
 
@@ -197,4 +199,31 @@ func sumValues(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// TestMeasureArms: the requests of a split run are broken down by the
+// policy that routed them; a run of one policy has no arms.
+func TestMeasureArms(t *testing.T) {
+	ms := time.Millisecond
+	out := func(i int, policy string, ttft time.Duration, prompt, cached int) Outcome {
+		return Outcome{Index: i, Sched: time.Duration(i) * 100 * ms, TTFT: ttft, E2E: ttft + 100*ms, PromptTokens: prompt,
+			CachedTokens: cached, CompletionTokens: 2, HasUsage: true, Policy: policy}
+	}
+	outs := []Outcome{out(0, "cost_model", 100*ms, 100, 50), out(1, "kv_aware", 300*ms, 100, 0), out(2, "cost_model", 200*ms, 100, 100),
+		{Index: 3, Sched: 300 * ms, E2E: ms, Status: 503, ErrKind: "status_503", Policy: "kv_aware"}}
+	m := measureOutcomes(outs, 0, DefaultSLO())
+	cm, kv := m.Arms["cost_model"], m.Arms["kv_aware"]
+	if len(m.Arms) != 2 || cm.Measured != 2 || cm.Succeeded != 2 || kv.Measured != 2 || kv.Succeeded != 1 {
+		t.Fatalf("arms %+v", m.Arms)
+	}
+	if cm.HitRate != 0.75 || kv.HitRate != 0 || cm.TTFT.Max != 0.2 || kv.TTFT.Max != 0.3 {
+		t.Errorf("cost_model hit %v TTFT max %v, kv_aware hit %v TTFT max %v", cm.HitRate, cm.TTFT.Max, kv.HitRate, kv.TTFT.Max)
+	}
+	if one := measureOutcomes(outs[:1], 0, DefaultSLO()); one.Arms != nil {
+		t.Errorf("a run of one policy has arms %v", one.Arms)
+	}
+	report := RenderRunReport([]*RunResult{{Spec: RunSpec{Policy: "split:cost_model=50,kv_aware=50", Workload: workload.Spec{Workload: "w1", Rate: 2}}, Measurements: m}})
+	if !strings.Contains(report, "## Split arms") || !strings.Contains(report, "| kv_aware | 2 | 1 |") {
+		t.Errorf("the report does not split the run by arm:\n%s", report)
+	}
 }

@@ -12,6 +12,7 @@ package blockhash
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/bits"
 	"slices"
 
@@ -28,6 +29,18 @@ func (h Hash) String() string {
 	binary.BigEndian.PutUint64(b[:8], h.Hi)
 	binary.BigEndian.PutUint64(b[8:], h.Lo)
 	return hex.EncodeToString(b[:])
+}
+
+// Parse reads a hash written by String: exactly 32 hex digits.
+func Parse(s string) (Hash, error) {
+	var b [16]byte
+	if len(s) != 2*len(b) {
+		return Hash{}, fmt.Errorf("block hash %q: want 32 hex digits", s)
+	}
+	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
+		return Hash{}, fmt.Errorf("block hash %q: %w", s, err)
+	}
+	return Hash{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}, nil
 }
 
 // Seed is the parent of a prompt's first block. It salts the chain with

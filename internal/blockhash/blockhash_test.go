@@ -151,3 +151,20 @@ func TestNextIsExtend(t *testing.T) {
 		}
 	})
 }
+
+// TestParseRoundTrip: String and Parse are inverses, and Parse refuses
+// anything but 32 hex digits.
+func TestParseRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := Hash{Hi: rapid.Uint64().Draw(t, "hi"), Lo: rapid.Uint64().Draw(t, "lo")}
+		got, err := Parse(h.String())
+		if err != nil || got != h {
+			t.Fatalf("Parse(%q) = %v, %v; want %v", h.String(), got, err, h)
+		}
+	})
+	for _, bad := range []string{"", "00", "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef0", " 123456789abcdef0123456789abcdef"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) succeeded, want an error", bad)
+		}
+	}
+}

@@ -24,7 +24,9 @@ type Config struct {
 	Tokenizer Tokenizer  `yaml:"tokenizer"`
 	Index     Index      `yaml:"index"`
 	Logging   Logging    `yaml:"logging"`
-	// Observability is traces and the decision log; off by default.
+	// Observability configures what the gateway records beside its
+	// metrics: traces, the decision log and the shadow log. Read at start
+	// only.
 	Observability Observability `yaml:"observability"`
 }
 
@@ -49,6 +51,10 @@ type Server struct {
 	// MaxBodyBytes is the largest request body accepted, in bytes; larger
 	// bodies get 413. Must be > 0; default 33554432 (32 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReloadInterval is how often the config file is reread; it is applied
+	// when it differs from the config in effect. Must be >= 0; 0 rereads it
+	// only on SIGHUP or POST /admin/reload. Default 2s.
+	ReloadInterval Duration `yaml:"reload_interval"`
 }
 
 // Model is one model the gateway serves.
@@ -64,6 +70,13 @@ type Model struct {
 	// random, least_request, p2c, prefix_hash, kv_aware or cost_model. Empty
 	// means Routing.DefaultPolicy.
 	Policy string `yaml:"policy,omitempty"`
+	// Split shares the model's traffic between policies, overriding Policy
+	// and routing.split. Nil means none.
+	Split Split `yaml:"split,omitempty"`
+	// Shadow lists policies that choose a replica for each of the model's
+	// requests without routing it, replacing routing.shadow for this model
+	// (an empty list means none). Nil means routing.shadow.
+	Shadow PolicyList `yaml:"shadow,omitempty"`
 	// CostModel overrides routing.cost_model for this model, key by key
 	// (a key left out keeps routing.cost_model's value). Nil means none.
 	CostModel *CostModelOverride `yaml:"cost_model,omitempty"`
@@ -88,7 +101,8 @@ type Model struct {
 	// JSON object as that flag takes it: template variables every chat
 	// request gets, which a request's chat_template_kwargs override key by
 	// key. Empty means none.
-	ChatTemplateKwargs string `yaml:"chat_template_kwargs,omitempty"`
+	// Written as a mapping or as a string holding the JSON.
+	ChatTemplateKwargs JSONObject `yaml:"chat_template_kwargs,omitempty"`
 }
 
 // Blocks returns the model's block size in tokens.
@@ -180,6 +194,15 @@ type Routing struct {
 	// DefaultPolicy is the policy of every model without its own (see
 	// Model.Policy for the names). Default least_request.
 	DefaultPolicy string `yaml:"default_policy"`
+	// Split shares traffic between policies by percent, for every model
+	// without its own policy or split: a request's arm follows from its
+	// conversation key, else its request ID. Nil means DefaultPolicy
+	// routes everything.
+	Split Split `yaml:"split,omitempty"`
+	// Shadow lists policies that choose a replica for every routed request
+	// without routing it, so that their choices can be compared with the
+	// routing policy's (GET /admin/shadow). Nil means none.
+	Shadow PolicyList `yaml:"shadow,omitempty"`
 	// Seed seeds the randomized policies, so a fixed seed replays the same
 	// choices. 0, the default, seeds from the clock at start.
 	Seed int64 `yaml:"seed"`
@@ -447,6 +470,7 @@ func Default() Config {
 			HeaderReadTimeout: Duration(10 * time.Second),
 			ShutdownTimeout:   Duration(30 * time.Second),
 			MaxBodyBytes:      32 << 20,
+			ReloadInterval:    Duration(2 * time.Second),
 		},
 		Routing: Routing{
 			DefaultPolicy:     "least_request",
@@ -526,29 +550,52 @@ func (c *Config) ResolveModel(name string) (canonical string, ok bool) {
 	return "", false
 }
 
-// ModelPolicy returns the routing policy of the model that name (a model
-// name or alias) names: its own Policy, or Routing.DefaultPolicy when it has
-// none or no model has that name.
-func (c *Config) ModelPolicy(name string) string {
-	if canonical, ok := c.ResolveModel(name); ok {
-		for _, m := range c.Models {
-			if m.Name == canonical && m.Policy != "" {
-				return m.Policy
-			}
+// ModelSplit returns the policies that route the model that name (a model
+// name or alias) names, with their shares: its own split, else its own
+// policy alone, else routing.split, else routing.default_policy alone.
+func (c *Config) ModelSplit(name string) Split {
+	if m := c.model(name); m != nil {
+		switch {
+		case m.Split != nil:
+			return m.Split
+		case m.Policy != "":
+			return Split{{Policy: m.Policy, Percent: maxPercent}}
 		}
 	}
-	return c.Routing.DefaultPolicy
+	if c.Routing.Split != nil {
+		return c.Routing.Split
+	}
+	return Split{{Policy: c.Routing.DefaultPolicy, Percent: maxPercent}}
+}
+
+// ModelShadow returns the shadow policies of the model that name names: its
+// own list when it has one, else routing.shadow.
+func (c *Config) ModelShadow(name string) PolicyList {
+	if m := c.model(name); m != nil && m.Shadow != nil {
+		return m.Shadow
+	}
+	return c.Routing.Shadow
+}
+
+// model returns the model that name (a name or alias) names, or nil.
+func (c *Config) model(name string) *Model {
+	canonical, ok := c.ResolveModel(name)
+	if !ok {
+		return nil
+	}
+	for i := range c.Models {
+		if c.Models[i].Name == canonical {
+			return &c.Models[i]
+		}
+	}
+	return nil
 }
 
 // ModelCostModel returns the cost model of the model that name names:
 // routing.cost_model with the model's own keys laid over it.
 func (c *Config) ModelCostModel(name string) CostModel {
-	if canonical, ok := c.ResolveModel(name); ok {
-		for _, m := range c.Models {
-			if m.Name == canonical {
-				return m.CostModel.Apply(c.Routing.CostModel)
-			}
-		}
+	if m := c.model(name); m != nil {
+		return m.CostModel.Apply(c.Routing.CostModel)
 	}
 	return c.Routing.CostModel
 }

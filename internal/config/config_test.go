@@ -45,11 +45,13 @@ func TestGoodFiles(t *testing.T) {
 		HeaderReadTimeout: sec(5),
 		ShutdownTimeout:   0,
 		MaxBodyBytes:      1 << 20,
+		ReloadInterval:    ms(500),
 	}
 	full.Models = []Model{
 		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c", Tokenizer: "builtin:sim", BlockSize: 32,
 			CostModel: &CostModelOverride{PrefillPairSecs: ptr(0.000000004), DecodeInterferenceSecs: ptr(0.0)}},
-		{Name: "Qwen/Qwen3-8B", Policy: "round_robin", BlockSize: 16},
+		{Name: "Qwen/Qwen3-8B", Policy: "round_robin", BlockSize: 16, Shadow: []string{},
+			ChatTemplateKwargs: `{"depth":2,"enable_thinking":false}`},
 	}
 	full.Replicas = []Replica{
 		{ID: "gpu-0", URL: "http://10.0.0.10:8000/engine", Models: []string{"meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"}, MaxConcurrency: 128, MaxPending: 32, KVCapacityBlocks: 18000,
@@ -65,7 +67,7 @@ func TestGoodFiles(t *testing.T) {
 		KVEvents: KVEvents{Port: 5600, ReplayPort: 5601, Topic: "events", Silence: sec(5)}}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{
-		DefaultPolicy: "random", Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true,
+		DefaultPolicy: "random", Split: Split{{"p2c", 75}, {"kv_aware", 25}}, Shadow: []string{"least_request", "cost_model"}, Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true,
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
@@ -79,7 +81,8 @@ func TestGoodFiles(t *testing.T) {
 	full.Upstream = Upstream{HTTP2: true, ConnectTimeout: ms(100), MaxIdleConnsPerHost: 1}
 	full.Logging = Logging{Level: "debug", Format: "json", LogPrompts: true}
 	full.Observability = Observability{OTLPEndpoint: "http://collector:4317", OTLPProtocol: OTLPGRPC, TraceSampleRatio: 0.25,
-		DecisionLog: DecisionLog{Path: "/var/log/inferrail/decisions.jsonl", SampleRate: 0.01, MaxSizeMB: 20}}
+		DecisionLog: DecisionLog{Path: "/var/log/inferrail/decisions.jsonl", SampleRate: 0.01, MaxSizeMB: 20},
+		ShadowLog:   "/var/log/inferrail/shadow.jsonl"}
 
 	minimal := Default()
 	minimal.Models = []Model{{Name: "m", BlockSize: 16}}
@@ -194,6 +197,19 @@ var badFiles = map[string][]string{
 	},
 	"same-port.bad.yaml": {
 		"line 4: server.admin_listen: must not listen where server.listen (:9090) does",
+	},
+	"control.bad.yaml": {
+		"line 2: server.reload_interval: must be >= 0",
+		"line 5: models[0].split: percents must add up to 100, not 120",
+		`line 6: models[0].shadow[1]: "p2c" is listed twice`,
+		`line 6: models[0].shadow[2]: must be one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not "fastest"`,
+		"line 9: models[1].split: must be a mapping of policy names to percents, such as {cost_model: 90, kv_aware: 10}",
+		"line 10: models[1].chat_template_kwargs: must be a mapping, or a string holding a JSON object",
+		"line 12: models[2].split.cost_model: must be an integer",
+		"line 12: models[2].split.kv_aware: must be an integer",
+		"line 16: routing.split.fastest: is not a policy: must be one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model",
+		"line 16: routing.split.p2c: must be a percent from 0 to 100",
+		"line 17: routing.shadow: must be a list",
 	},
 	"routing.bad.yaml": {
 		"line 4: models[0].cost_model.prefill_token_secs: must be >= 0",
@@ -422,9 +438,9 @@ func schemaKeys(t reflect.Type, prefix string, out map[string]bool) {
 		}
 		out[p] = true
 		ft := f.Type
-		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && !leafTypes[ft] {
 			schemaKeys(ft.Elem(), p+"[]", out)
-		} else if ft.Kind() == reflect.Struct && ft != durationType {
+		} else if ft.Kind() == reflect.Struct && !leafTypes[ft] {
 			schemaKeys(ft, p, out)
 		}
 	}
@@ -451,6 +467,9 @@ func documentKeys(n *yaml.Node, prefix string, keys map[string]bool, uncommented
 			section := v.Kind == yaml.MappingNode && v.Style != yaml.FlowStyle
 			if !section && k.LineComment == "" && v.LineComment == "" {
 				*uncommented = append(*uncommented, p)
+			}
+			if v.Kind == yaml.MappingNode && (k.Value == "split" || k.Value == "chat_template_kwargs") {
+				continue // a value that is a mapping, not a section of keys
 			}
 			documentKeys(v, p, keys, uncommented)
 		}
@@ -542,7 +561,8 @@ func TestLocalFile(t *testing.T) {
 		t.Fatalf("Load(%s): %v", localFile, err)
 	}
 	want := Default()
-	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Policy: "cost_model", Tokenizer: "builtin:sim", BlockSize: 16}}
+	want.Models = []Model{{Name: "inferrail/sim-8b", Aliases: []string{"sim"}, Tokenizer: "builtin:sim", BlockSize: 16}}
+	want.Routing.DefaultPolicy = "cost_model"
 	for i, port := range []string{"8001", "8002", "8003"} {
 		r := defaultReplica()
 		r.ID = "sim-" + strconv.Itoa(i+1)
@@ -604,6 +624,7 @@ func TestResolveModelAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Routing.Split = nil
 	for _, tt := range []struct {
 		name, canonical string
 		ok              bool
@@ -620,13 +641,36 @@ func TestResolveModelAndPolicy(t *testing.T) {
 		if canonical != tt.canonical || ok != tt.ok {
 			t.Errorf("ResolveModel(%q) = %q, %v; want %q, %v", tt.name, canonical, ok, tt.canonical, tt.ok)
 		}
-		if got := cfg.ModelPolicy(tt.name); got != tt.policy {
-			t.Errorf("ModelPolicy(%q) = %q, want %q", tt.name, got, tt.policy)
+		want := Split{{Policy: tt.policy, Percent: 100}}
+		if got := cfg.ModelSplit(tt.name); !slices.Equal(got, want) {
+			t.Errorf("ModelSplit(%q) = %v, want %v", tt.name, got, want)
 		}
 	}
 	cfg.Models[1].Policy = ""
-	if got := cfg.ModelPolicy("Qwen/Qwen3-8B"); got != "random" {
-		t.Errorf("ModelPolicy of a model without a policy = %q, want routing.default_policy random", got)
+	if got := cfg.ModelSplit("Qwen/Qwen3-8B"); !slices.Equal(got, Split{{"random", 100}}) {
+		t.Errorf("ModelSplit of a model without a policy = %v, want routing.default_policy random", got)
+	}
+	// A split: the model's own wins over its policy, and routing's over
+	// the default policy only.
+	cfg.Routing.Split = Split{{"kv_aware", 30}, {"p2c", 70}}
+	if got := cfg.ModelSplit("Qwen/Qwen3-8B"); !slices.Equal(got, cfg.Routing.Split) {
+		t.Errorf("ModelSplit with routing.split = %v, want %v", got, cfg.Routing.Split)
+	}
+	if got := cfg.ModelSplit("llama"); !slices.Equal(got, Split{{"p2c", 100}}) {
+		t.Errorf("ModelSplit of a model with its own policy under routing.split = %v, want its policy", got)
+	}
+	cfg.Models[0].Split = Split{{"cost_model", 100}}
+	if got := cfg.ModelSplit("llama"); !slices.Equal(got, cfg.Models[0].Split) {
+		t.Errorf("ModelSplit of a model with its own split = %v, want it", got)
+	}
+	// Shadows: the model's own list, even empty, else routing's.
+	cfg.Routing.Shadow = []string{"p2c"}
+	if got := cfg.ModelShadow("llama"); !slices.Equal(got, []string{"p2c"}) {
+		t.Errorf("ModelShadow without its own = %v, want routing.shadow", got)
+	}
+	cfg.Models[0].Shadow = []string{}
+	if got := cfg.ModelShadow("llama"); got == nil || len(got) != 0 {
+		t.Errorf("ModelShadow with an empty list = %#v, want it (none)", got)
 	}
 }
 

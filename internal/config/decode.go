@@ -40,6 +40,11 @@ func Parse(data []byte) (*Config, error) {
 	return parse(data, "")
 }
 
+// ParseFile parses data read from the file at path, as Load does.
+func ParseFile(data []byte, path string) (*Config, error) {
+	return parse(data, path)
+}
+
 func parse(data []byte, file string) (*Config, error) {
 	doc, err := parseYAML(data)
 	if err != nil {
@@ -266,7 +271,11 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType   = reflect.TypeFor[Duration]()
+	splitType      = reflect.TypeFor[Split]()
+	jsonObjectType = reflect.TypeFor[JSONObject]()
+)
 
 // value decodes n onto v. A null value keeps what v holds, unless nullOK is
 // false (list items).
@@ -294,6 +303,15 @@ func (d *decoder) value(n *yaml.Node, v reflect.Value, path string, nullOK bool)
 			return
 		}
 		v.SetInt(int64(dur))
+	case v.Type() == splitType:
+		v.Set(reflect.ValueOf(d.splitArms(n, path)))
+	case v.Type() == jsonObjectType:
+		s, msg := jsonObjectText(n)
+		if msg != "" {
+			d.reject(path, n, msg)
+			return
+		}
+		v.SetString(s)
 	case v.Kind() == reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			d.reject(path, n, "must be a mapping of keys to values")

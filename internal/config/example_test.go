@@ -23,7 +23,7 @@ replicas:
 	}
 	name, _ := cfg.ResolveModel("sim")
 	r := cfg.Replicas[0]
-	fmt.Println(name, cfg.ModelPolicy("sim"))
+	fmt.Println(name, cfg.ModelSplit("sim")[0].Policy)
 	fmt.Println(r.URL, r.MaxConcurrency, r.MaxPending)
 	fmt.Println(time.Duration(cfg.Server.RequestTimeout), cfg.Health.Timeout)
 	// Output:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,59 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip mismatch (-first +second):\n%s", diff)
 		}
 	})
+}
+
+// FuzzPatch applies arbitrary bytes as a merge patch to the full config:
+// either the result applies and validates, or the patch is refused with
+// *Error values or ErrPatch, and the config it was applied to is unchanged
+// either way.
+func FuzzPatch(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `null`, `[]`, `"x"`, `{"routing":{"split":{"p2c":null,"kv_aware":null}}}`,
+		`{"routing":{"split":{"cost_model":90,"kv_aware":10},"shadow":["least_request"]}}`,
+		`{"routing":{"epsilon":null,"seed":9223372036854775807}}`, `{"replicas":null}`, `{"models":[{"name":"m"}]}`,
+		`{"server":{"listen":"127.0.0.1:1"}}`, `{"routing":{"split":{"p2c":1e400}}}`, `{"a":`, `{"retry":{"backoff":"1h"}}`,
+		`{"models":[{"name":"meta-llama/Llama-3.1-8B-Instruct","chat_template_kwargs":{"x":[1,{"y":null}]}}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	base, err := Load(filepath.Join("testdata", "full.good.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, patch []byte) {
+		if len(patch) > maxFuzzInput {
+			return
+		}
+		cur, err := Load(filepath.Join("testdata", "full.good.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := cur.Patch(patch)
+		if diff := cmp.Diff(base, cur, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("Patch changed the config it was applied to:\n%s", diff)
+		}
+		if err != nil {
+			if errors.Is(err, ErrPatch) {
+				return
+			}
+			for _, e := range unjoin(err) {
+				var ce *Error
+				if !errors.As(e, &ce) && !isYAMLError(e) {
+					t.Fatalf("refused with %T %v, not an *Error", e, e)
+				}
+			}
+			return
+		}
+		if err := got.Validate(); err != nil {
+			t.Fatalf("a patched config that does not validate: %v", err)
+		}
+	})
+}
+
+// isYAMLError reports an error of the YAML parser itself: merged JSON the
+// parser refuses (it is stricter than JSON about some escapes).
+func isYAMLError(err error) bool {
+	var te *yaml.TypeError
+	return errors.As(err, &te) || strings.HasPrefix(err.Error(), "yaml: ")
 }

@@ -6,9 +6,10 @@ import (
 	"strings"
 )
 
-// Observability configures the gateway's OpenTelemetry traces and its
-// decision log. Both are off by default and cost the request path nothing
-// while off. Both are read at start only.
+// Observability configures the gateway's OpenTelemetry traces, its
+// decision log and its shadow log. All are off by default; traces and the
+// decision log cost the request path nothing while off. All are read at
+// start only.
 type Observability struct {
 	// OTLPEndpoint is the OTLP collector traces are exported to, an http or
 	// https URL (https verifies the collector's certificate). With
@@ -26,6 +27,10 @@ type Observability struct {
 	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
 	// DecisionLog writes sampled routing decisions as JSON lines.
 	DecisionLog DecisionLog `yaml:"decision_log"`
+	// ShadowLog is a file that every config generation and every shadow
+	// decision, with what the shadows saw, is appended to as JSON lines
+	// (no prompts), for inferrail-gateway --replay-shadow. Empty means none.
+	ShadowLog string `yaml:"shadow_log,omitempty"`
 }
 
 // DecisionLog configures the decision log: one JSON line per routing

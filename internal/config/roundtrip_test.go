@@ -132,6 +132,19 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	}
 
 	c.Routing.DefaultPolicy = rapid.SampledFrom(policies[1:]).Draw(t, "default_policy")
+	c.Routing.Split = drawSplit(t, "split")
+	c.Routing.Shadow = drawShadow(t, "shadow")
+	c.Server.ReloadInterval = drawDuration(t, "reload_interval", 0, Duration(time.Hour))
+	for i := range c.Models {
+		m := &c.Models[i]
+		m.Split, m.Shadow = drawSplit(t, "model_split"), drawShadow(t, "model_shadow")
+		if rapid.Bool().Draw(t, "has_kwargs") {
+			m.ChatTemplateKwargs = JSONObject(rapid.SampledFrom([]string{`{"enable_thinking":false}`, `{"a":[1,2,{"b":null}],"c":"x: y"}`, `{}`}).Draw(t, "kwargs"))
+		}
+	}
+	if rapid.Bool().Draw(t, "has_shadow_log") {
+		c.Observability.ShadowLog = rapid.StringMatching(`/[a-z]{1,8}/[a-z.]{1,12}`).Draw(t, "shadow_log")
+	}
 	c.Routing.Seed = rapid.Int64().Draw(t, "seed")
 
 	h := &c.Health
@@ -173,6 +186,36 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	o.DecisionLog.MaxFiles = rapid.IntRange(0, 1000).Draw(t, "max_files")
 	return c
 })
+
+// drawSplit draws no split or a valid one: distinct policies whose percents
+// add up to 100.
+func drawSplit(t *rapid.T, label string) Split {
+	if rapid.Bool().Draw(t, label+"_none") {
+		return nil
+	}
+	names := rapid.SliceOfNDistinct(rapid.SampledFrom(policies), 1, len(policies), rapid.ID[string]).Draw(t, label+"_policies")
+	s := make(Split, len(names))
+	left := maxPercent
+	for i, n := range names {
+		p := left
+		if i < len(names)-1 {
+			p = rapid.IntRange(0, left).Draw(t, label+"_percent")
+		}
+		s[i], left = SplitArm{Policy: n, Percent: p}, left-p
+	}
+	return s
+}
+
+// drawShadow draws no list, an empty one or distinct policies.
+func drawShadow(t *rapid.T, label string) PolicyList {
+	switch rapid.IntRange(0, 2).Draw(t, label+"_kind") {
+	case 0:
+		return nil
+	case 1:
+		return PolicyList{}
+	}
+	return rapid.SliceOfNDistinct(rapid.SampledFrom(policies), 1, len(policies), rapid.ID[string]).Draw(t, label)
+}
 
 // TestRoundTrip marshals random valid configs with yaml and parses them
 // back: every value must survive, including durations and names that YAML

@@ -118,6 +118,9 @@ func (v *validator) server(s *Server) {
 	}
 	v.positive("server.request_timeout", s.RequestTimeout)
 	v.positive("server.header_read_timeout", s.HeaderReadTimeout)
+	if s.ReloadInterval < 0 {
+		v.fail("server.reload_interval", "must be >= 0")
+	}
 	if s.ShutdownTimeout < 0 {
 		v.fail("server.shutdown_timeout", "must be >= 0")
 	}
@@ -222,6 +225,8 @@ func (v *validator) models(models []Model) {
 		if m.Policy != "" && !isPolicy(m.Policy) {
 			v.fail(p+".policy", "must be empty or one of %s, not %q", strings.Join(policies, ", "), m.Policy)
 		}
+		v.split(p+".split", m.Split)
+		v.shadow(p+".shadow", m.Shadow)
 		v.atLeast(p+".block_size", m.BlockSize, 0)
 		switch m.ChatTemplateContentFormat {
 		case "", "auto", "string", "openai":
@@ -458,6 +463,8 @@ func (v *validator) routing(r *Routing) {
 	if !isPolicy(r.DefaultPolicy) {
 		v.fail("routing.default_policy", "must be one of %s, not %q", strings.Join(policies, ", "), r.DefaultPolicy)
 	}
+	v.split("routing.split", r.Split)
+	v.shadow("routing.shadow", r.Shadow)
 	if r.Epsilon <= 0 {
 		v.fail("routing.epsilon", "must be > 0")
 	}

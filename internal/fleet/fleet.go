@@ -90,6 +90,45 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 	return added, removed
 }
 
+// SetStatic replaces the static replicas, in order. A replica whose ID is
+// already static and that same reports true for the one it would replace
+// is kept as it is (health and counters included); the others are
+// replaced: the old one is marked removed and finishes what it is doing,
+// the new one starts fresh.
+func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) bool) (added, removed []*Replica) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := make(map[string]*Replica, len(f.static))
+	for _, r := range f.static {
+		old[r.ID] = r
+	}
+	next := make([]*Replica, 0, len(replicas))
+	for _, r := range replicas {
+		if o, ok := old[r.ID]; ok && same(o, r) {
+			next = append(next, o)
+			delete(old, r.ID)
+			continue
+		}
+		next = append(next, r)
+		added = append(added, r)
+	}
+	for _, r := range f.static {
+		if old[r.ID] == r {
+			r.removed.Store(true)
+			removed = append(removed, r)
+		}
+	}
+	f.static = next
+	if len(added) == 0 && len(removed) == 0 {
+		return nil, nil
+	}
+	f.publish()
+	for _, w := range f.watchers {
+		w(added, removed)
+	}
+	return added, removed
+}
+
 // publish builds and swaps in a snapshot; f.mu is held or f is new.
 func (f *Fleet) publish() {
 	s := &Snapshot{byModel: map[string][]*Replica{}, byID: map[string]*Replica{}}

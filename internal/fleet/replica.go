@@ -36,6 +36,9 @@ type Replica struct {
 	// KVCapacityBlocks is its KV cache size in blocks as the config sets
 	// it; 0 leaves it to what the engine reports.
 	KVCapacityBlocks int
+	// KVEvents is where its engine publishes KV events, as the config
+	// names it; zero for DNS members and replicas left to the defaults.
+	KVEvents KVEvents
 
 	promptTokens atomic.Int64 // prompt tokens of queued leases in flight
 
@@ -49,7 +52,14 @@ type Replica struct {
 
 	card atomic.Pointer[ModelCards]
 
-	_ [56]byte // to 256 bytes, four whole lines
+	_ [8]byte // to 256 bytes, four whole lines
+}
+
+// KVEvents names an engine's KV event sockets as configured: its PUB
+// endpoint, its replay endpoint and the topic to subscribe to; empty
+// fields take the gateway's defaults.
+type KVEvents struct {
+	Endpoint, ReplayEndpoint, Topic string
 }
 
 // ModelCards is what an engine last published on /v1/models, by model id.

@@ -69,7 +69,7 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 		body.WriteString("]}")
 		r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
 		r.Header.Set(openai.HeaderSession, fmt.Sprint("conv-", j))
-		ex := &exchange{r: r, id: fmt.Sprint("req-", j), model: testModel, body: []byte(body.String()), policy: g.policies[testModel]}
+		ex := &exchange{r: r, id: fmt.Sprint("req-", j), model: testModel, body: []byte(body.String()), gen: g.current(), policy: g.testPolicy(testModel)}
 		var result string
 		ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false)
 		if result != tokOK || ex.pred.tokens != 8000 || len(ex.pred.hashes) != 500 {
@@ -178,7 +178,7 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 		b.Fatalf("predicted cached tokens %v on %v, want [7984 4000 0]", got, ids)
 	}
 	var c policy.Candidate
-	g.candidate(&c, &g.routes().model(testModel).routes[0], clock.Of(now))
+	g.candidate(&c, &g.routes(g.current()).model(testModel).routes[0], clock.Of(now))
 	if c.Running < 0 || c.KVUsage < 0 || c.KVCapacityBlocks != simCfg.NumGPUBlocks-1 {
 		b.Fatalf("candidate without its engine's report: %+v", c)
 	}

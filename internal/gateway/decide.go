@@ -27,7 +27,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	start := time.Now()
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
-	mr := g.routes().model(ex.model)
+	mr := g.routes(ex.gen).model(ex.model)
 	if err := g.offer(sc, ex, mr, start, tried, ex.obs.whyNotOffered(len(mr.routes))); err != nil {
 		return nil, -1, err
 	}
@@ -39,7 +39,11 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
-			g.metrics.decided(&mr.series, mr.chosen[offered[i]], d, time.Since(start))
+			as := &mr.arms[ex.arm]
+			g.metrics.decided(&as.series, as.chosen[offered[i]], d, time.Since(start))
+			if ex.shadowed && len(tried) == 0 {
+				g.shadows.submit(ex, cands, d)
+			}
 			g.observeDecision(ex, mr, offered, cands, i, &d, x, start)
 			return lease, cands[i].Cached, nil
 		}

@@ -80,7 +80,7 @@ func mixedFleet(t *testing.T, policyName string) *Gateway {
 func decisionExchange(t *testing.T, g *Gateway, p policy.Policy, prompt string) *exchange {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1}`, testModel, prompt)
-	ex := &exchange{r: httptest.NewRequest("POST", "/v1/completions", nil), id: "req", model: testModel, body: []byte(body), policy: p}
+	ex := &exchange{r: httptest.NewRequest("POST", "/v1/completions", nil), id: "req", gen: g.current(), model: testModel, body: []byte(body), policy: p}
 	var result string
 	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false); result != tokOK {
 		t.Fatalf("tokenize: %s", result)
@@ -99,7 +99,7 @@ func TestExplainAgreesWithRouting(t *testing.T) {
 	for _, name := range policy.Names() {
 		t.Run(name, func(t *testing.T) {
 			g := mixedFleet(t, name)
-			rec := &recordingPolicy{Policy: g.policies[testModel]}
+			rec := &recordingPolicy{Policy: g.testPolicy(testModel)}
 			for i := range 12 {
 				prompt := fmt.Sprintf("%s question %d", strings.Repeat("shared context ", 40*(i%3)), i%4)
 				ans := g.explain(decisionExchange(t, g, rec, prompt), tokOK)
@@ -135,9 +135,9 @@ func TestExplainAgreesWithRouting(t *testing.T) {
 // it was removed; routing and explaining offer the same rest.
 func TestOfferSkipsRemovedReplicas(t *testing.T) {
 	g := mixedFleet(t, policy.LeastRequest)
-	mr := g.routes().model(testModel) // the routes of a fleet with d0 and d1
+	mr := g.routes(g.current()).model(testModel) // the routes of a fleet with d0 and d1
 	g.fleet.SetGroup("dns", []*fleet.Replica{g.fleet.Snapshot().Get("d1")})
-	ex := decisionExchange(t, g, g.policies[testModel], "hello")
+	ex := decisionExchange(t, g, g.testPolicy(testModel), "hello")
 
 	offered := func(why []string) []string {
 		sc := new(decisionScratch)

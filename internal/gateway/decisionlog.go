@@ -47,7 +47,7 @@ func (g *Gateway) observeDecision(ex *exchange, mr *modelRoutes, offered []int, 
 func decisionRecord(g *Gateway, ex *exchange, mr *modelRoutes, offered []int, cands []policy.Candidate, i int, d *policy.Decision,
 	x *policy.Explanation, start, now time.Time) *decisionlog.Record {
 	rec := &decisionlog.Record{
-		Time: start, RequestID: ex.id, Model: ex.model, Policy: ex.policy.Name(), Attempt: ex.obs.attempt,
+		Time: start, RequestID: ex.id, Model: ex.model, Policy: ex.policy.Name(), Arm: armName(ex), Attempt: ex.obs.attempt,
 		PromptTokens: ex.route.PromptTokens, Blocks: len(ex.route.Blocks), Tokenized: tokenOutcome(ex), Winner: cands[i].ID,
 		EstimatedTTFTSecs: d.EstimatedTTFT, PrefillSecs: d.PrefillSecs, Steered: d.Steered, Guards: d.Guards,
 		DecisionSecs: now.Sub(start).Seconds(), Candidates: make([]decisionlog.Candidate, len(mr.routes)),

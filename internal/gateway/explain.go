@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
 
@@ -75,6 +78,9 @@ type explainAnswer struct {
 // pieces, as it would from any request, and counts that lookup.)
 func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	ex, err := g.readRequest(w, r)
+	if err == nil {
+		err = ex.explainPolicy(r.URL.Query().Get("policy"))
+	}
 	if err != nil {
 		refusalOf(err).write(w) // not counted: explaining routes nothing
 		return
@@ -86,6 +92,29 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }
 
+// explainPolicy sets the policy /admin/explain?policy= names: any arm of
+// the model's split or any of its shadows. Without one, the request is
+// explained by the arm that would route it.
+func (ex *exchange) explainPolicy(name string) error {
+	if name == "" {
+		return nil
+	}
+	mp := ex.gen.routing[ex.model]
+	if p := mp.policyFor(name); p != nil {
+		ex.policy = p
+		return nil
+	}
+	var names []string
+	for _, a := range mp.arms {
+		names = append(names, a.policy.Name())
+	}
+	for _, p := range mp.shadows {
+		names = append(names, p.Name())
+	}
+	msg := fmt.Sprintf("The model %s has no policy %q: it runs %s.", ex.model, name, strings.Join(names, ", "))
+	return newRefusal(openai.BadRequest(msg, "policy"), reasonBadRequest)
+}
+
 // explain builds the answer of serveExplain for a parsed request. The
 // policy is offered what routing would offer it (offer, shared with
 // choose) and explains instead of picking. Every replica serving the model
@@ -94,7 +123,7 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ex.route = g.routeRequest(ex)
 	start := time.Now()
-	mr := g.routes().model(ex.model)
+	mr := g.routes(ex.gen).model(ex.model)
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	why := make([]string, len(mr.routes))

@@ -4,12 +4,15 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,15 +32,21 @@ import (
 // Gateway routes OpenAI-compatible requests to a fleet of engines. Build it
 // with New and run it with Serve.
 type Gateway struct {
+	// cfg is the config the gateway started with. What can change while it
+	// runs is read from the generation in effect (current); the rest only a
+	// restart changes, so cfg holds it.
 	cfg       *config.Config
+	gen       atomic.Pointer[generation]
+	reloadMu  sync.Mutex  // serializes reloads
+	patchMu   sync.Mutex  // serializes admin patches, read to applied
+	file      *configFile // nil when not started from a file; guarded by reloadMu
+	shadows   *shadowRunner
 	log       *slog.Logger
 	fleet     *fleet.Fleet
 	health    *fleet.Health
 	discovery *fleet.Discovery
 	scraper   *load.Scraper
 	transport *http.Transport
-	models    map[string]string // name or alias → model name
-	policies  map[string]policy.Policy
 	registry  *prometheus.Registry
 	metrics   *metrics
 	draining  atomic.Bool
@@ -48,8 +57,7 @@ type Gateway struct {
 	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
 	drift      *drift    // predictions checked against the engines' usage
 	tokChecks  *tokenChecks
-	learned    sync.Map // replica → engine-reported capacity last applied
-	table      atomic.Pointer[routeTable]
+	learned    sync.Map      // replica → engine-reported capacity last applied
 	obs        observability // traces and the decision log
 }
 
@@ -78,6 +86,10 @@ type Options struct {
 	Logger   *slog.Logger     // nil discards
 	Resolver fleet.Resolver   // for DNS groups; nil means the system resolver
 	Now      func() time.Time // unused yet; reserved for tests of timed behaviour
+	// ConfigPath is the file the config was read from, reread every
+	// server.reload_interval, on SIGHUP and on POST /admin/reload. Empty:
+	// the config changes only through PATCH /admin/config.
+	ConfigPath string
 }
 
 // New builds a gateway from a validated config.
@@ -86,11 +98,19 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: logger, models: map[string]string{}, policies: map[string]policy.Policy{},
-		tokenizers: map[string]*modelTokenizer{}}
-	if err := g.buildModels(); err != nil {
+	g := &Gateway{cfg: cfg, log: logger, tokenizers: map[string]*modelTokenizer{}}
+	if opts.ConfigPath != "" {
+		g.file = &configFile{path: opts.ConfigPath}
+		if data, err := os.ReadFile(opts.ConfigPath); err == nil {
+			g.file.sum = sha256.Sum256(data)
+		}
+	}
+	gen, err := newGeneration(cfg, 1, nil)
+	if err != nil {
 		return nil, err
 	}
+	g.gen.Store(gen)
+	g.buildTokenizers()
 	// The queue is deep enough that a burst waits (up to tokenizer.max_wait,
 	// which bounds what a wait costs) instead of being refused at once: a
 	// queue of 4 per worker turned away 4% of requests at 2,000 req/s.
@@ -104,7 +124,16 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
 	g.buildWatchers()
-	var err error
+	var sl *shadowLog
+	if path := cfg.Observability.ShadowLog; path != "" {
+		if sl, err = openShadowLog(path, logger); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	g.shadows = newShadowRunner(g.registry, sl)
+	g.registry.MustRegister(&controlCollector{g: g})
+	g.onGeneration(gen)
 	if g.obs, err = newObservability(&cfg.Observability, g.registry, logger); err != nil {
 		g.Close()
 		return nil, err
@@ -112,23 +141,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// buildModels resolves every model's names, policy and tokenizer.
-func (g *Gateway) buildModels() error {
+// buildTokenizers loads every model's tokenizer.
+func (g *Gateway) buildTokenizers() {
 	cfg := g.cfg
-	seed := uint64(cfg.Routing.Seed)
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
 	for i, m := range cfg.Models {
-		g.models[m.Name] = m.Name
-		for _, a := range m.Aliases {
-			g.models[a] = m.Name
-		}
-		p, err := policy.NewWith(cfg.ModelPolicy(m.Name), policySettings(cfg, m.Name, seed+uint64(i)))
-		if err != nil {
-			return fmt.Errorf("models[%d].policy: %w", i, err)
-		}
-		g.policies[m.Name] = p
 		// A model without a tokenizer is a legitimate configuration, so it
 		// is noted at Info; one whose tokenizer fails to load is a Warn.
 		switch mt, err := loadTokenizer(&cfg.Models[i], cfg.Tokenizer.CacheTokens); {
@@ -140,23 +156,18 @@ func (g *Gateway) buildModels() error {
 			g.tokenizers[m.Name] = mt
 		}
 	}
-	return nil
 }
 
 // buildFleet makes the fleet of the configured replicas, whose KV
 // capacity the index learns, and the discovery of DNS groups.
 func (g *Gateway) buildFleet(res fleet.Resolver) error {
-	var static []*fleet.Replica
-	for i, rc := range g.cfg.Replicas {
-		u, err := url.Parse(rc.URL)
-		if err != nil {
-			return fmt.Errorf("replicas[%d].url: %w", i, err)
-		}
-		r := fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending))
-		r.KVCapacityBlocks = rc.KVCapacityBlocks
-		static = append(static, r)
-		if rc.KVCapacityBlocks > 0 {
-			g.index.SetCapacity(rc.ID, rc.KVCapacityBlocks)
+	static, err := staticReplicas(g.cfg)
+	if err != nil {
+		return err
+	}
+	for _, r := range static {
+		if r.KVCapacityBlocks > 0 {
+			g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 		}
 	}
 	g.fleet = fleet.New(static)
@@ -208,16 +219,22 @@ func (g *Gateway) buildWatchers() {
 		g.metrics.ejections.WithLabelValues(r.ID).Inc()
 	}, nil)
 	g.fleet.Watch(func(added, removed []*fleet.Replica) {
+		for _, r := range removed {
+			// A replica replaced by one of the same ID (its settings were
+			// reloaded) keeps its series; its engine's cache is another's.
+			if !slices.ContainsFunc(added, func(a *fleet.Replica) bool { return a.ID == r.ID }) {
+				g.metrics.forget(r.ID)
+			}
+			g.index.Forget(r.ID)
+			g.learned.Delete(r.ID)
+			g.drift.forget(r.ID)
+		}
+		// After the departures: a replica replaced by one of its ID is
+		// forgotten, then learned anew.
 		for _, r := range added {
 			if r.KVCapacityBlocks > 0 {
 				g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 			}
-		}
-		for _, r := range removed {
-			g.metrics.forget(r.ID)
-			g.index.Forget(r.ID)
-			g.learned.Delete(r.ID)
-			g.drift.forget(r.ID)
 		}
 		if g.kv != nil {
 			g.kv.leave(removed)
@@ -333,6 +350,10 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("POST /admin/tokenize/v1/completions", g.serveTokenize)
 	mux.HandleFunc("POST /admin/explain/v1/chat/completions", g.serveExplain)
 	mux.HandleFunc("POST /admin/explain/v1/completions", g.serveExplain)
+	mux.HandleFunc("GET /admin/config", g.serveConfig)
+	mux.HandleFunc("PATCH /admin/config", g.servePatchConfig)
+	mux.HandleFunc("POST /admin/reload", g.serveReload)
+	mux.HandleFunc("GET /admin/shadow", g.serveShadow)
 	return mux
 }
 
@@ -351,6 +372,12 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	}
 	if g.cfg.Tokenizer.Verify {
 		wg.Go(func() { g.checkTokenizers(bg, 5*time.Second) })
+	}
+	if g.file != nil {
+		wg.Go(func() { g.watchFile(bg) })
+	}
+	if g.shadows != nil {
+		wg.Go(func() { g.shadows.run(bg) })
 	}
 	defer func() {
 		stopBG()

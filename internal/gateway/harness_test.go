@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -100,11 +101,18 @@ func startGateway(t testing.TB, cfg *config.Config) *running {
 // (nil: the system resolver).
 func startResolvingGateway(t testing.TB, cfg *config.Config, res fleet.Resolver) *running {
 	t.Helper()
+	return startGatewayWith(t, cfg, Options{Resolver: res})
+}
+
+// startGatewayWith is startGateway with opts; their Logger is the test's.
+func startGatewayWith(t testing.TB, cfg *config.Config, opts Options) *running {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Resolver: res})
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	g, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +197,10 @@ func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// testPolicy is the policy of the model's first arm in the generation in
+// effect: its only one without a split.
+func (g *Gateway) testPolicy(model string) policy.Policy {
+	return g.current().routing[model].arms[0].policy
 }

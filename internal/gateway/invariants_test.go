@@ -411,7 +411,7 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 		}
 		for range 20 {
 			model := rapid.SampledFrom(models).Draw(rt, "model")
-			ex := &exchange{model: model, policy: g.policies[model]}
+			ex := &exchange{model: model, gen: g.current(), policy: g.testPolicy(model)}
 			lease, _, e := g.choose(ex, map[*fleet.Replica]bool{})
 			if e != nil {
 				continue
@@ -467,7 +467,7 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 	}
 	defer g.Close()
 	p := &racingPolicy{g: g}
-	lease, _, e := g.choose(&exchange{model: testModel, policy: p}, nil)
+	lease, _, e := g.choose(&exchange{gen: g.current(), model: testModel, policy: p}, nil)
 	if e != nil {
 		t.Fatalf("no lease after losing the race: %v", e)
 	}

@@ -98,14 +98,9 @@ func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, d *
 // kv_events, else index.kv_events' ports on its URL's host.
 func endpoints(cfg *config.Config, r *fleet.Replica) (pub, replay, topic string) {
 	ix := cfg.Index.KVEvents
-	topic = ix.Topic
-	for i := range cfg.Replicas {
-		if rc := &cfg.Replicas[i]; rc.ID == r.ID {
-			pub, replay = rc.KVEvents.Endpoint, rc.KVEvents.ReplayEndpoint
-			if rc.KVEvents.Topic != "" {
-				topic = rc.KVEvents.Topic
-			}
-		}
+	pub, replay, topic = r.KVEvents.Endpoint, r.KVEvents.ReplayEndpoint, r.KVEvents.Topic
+	if topic == "" {
+		topic = ix.Topic
 	}
 	host := r.URL.Hostname()
 	if pub == "" {

@@ -53,6 +53,7 @@ type metrics struct {
 	estimatedTTFT  *prometheus.HistogramVec
 	guards         *prometheus.CounterVec
 	steered        *prometheus.CounterVec
+	reloads        *prometheus.CounterVec
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
@@ -132,6 +133,10 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 			Name: "inferrail_routing_steered_total",
 			Help: "Decisions decided by session affinity (session), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix), or routed by the fallback for prompts without a full block (no_prefix).",
 		}, []string{"model", "reason"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_config_reloads_total",
+			Help: "Attempts to change the config (file, SIGHUP or admin API) by result: applied, unchanged or rejected.",
+		}, []string{"result"}),
 		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_load_scrapes_total",
 			Help: "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.",
@@ -143,7 +148,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 	reg.MustRegister(m.requests, m.ttft, m.duration, m.decisions, m.decisionTime,
 		m.retries, m.disconnects, m.errors, m.ejections, m.scrapes,
 		m.tokenized, m.tokenizeTime, m.promptTokens, m.predicted, m.indexResets,
-		m.estimatedTTFT, m.guards, m.steered,
+		m.estimatedTTFT, m.guards, m.steered, m.reloads,
 		&replicaCollector{fleet: f, scraper: sc}, &indexCollector{index: ix}, &tokenizerCollector{tokenizers: toks})
 	return m
 }

@@ -160,3 +160,12 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // observeCloseTimeout bounds how long closing the gateway waits for the
 // spans still queued to be exported.
 const observeCloseTimeout = 3 * time.Second
+
+// armName is the split arm that routed ex: its policy's name when the
+// model's traffic is split between policies, "" when it is not.
+func armName(ex *exchange) string {
+	if mp := ex.gen.routing[ex.model]; mp != nil && len(mp.arms) > 1 {
+		return ex.policy.Name()
+	}
+	return ""
+}

@@ -86,7 +86,7 @@ func BenchmarkObservationHooks(b *testing.B) {
 			up := httptest.NewRequest(http.MethodPost, sims[0].URL()+"/v1/chat/completions", nil)
 			b.ReportAllocs()
 			for b.Loop() {
-				ex := &exchange{w: httptest.NewRecorder(), r: base, id: "req-bench", model: testModel, body: body, policy: g.policies[testModel]}
+				ex := &exchange{w: httptest.NewRecorder(), r: base, id: "req-bench", model: testModel, body: body, gen: g.current(), policy: g.testPolicy(testModel)}
 				ex.pred = g.predict(ex, true)
 				ex.route = g.routeRequest(ex)
 				end := g.observe(ex)

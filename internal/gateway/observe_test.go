@@ -393,6 +393,43 @@ func TestDecisionLogSampling(t *testing.T) {
 	}
 }
 
+// TestDecisionLogArms: with the model's traffic split between two
+// policies, every decision names the arm that routed it, both in the
+// decision log and on its route span; without a split the arm is "".
+func TestDecisionLogArms(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	cfg.Models[0].Split = config.Split{{Policy: policy.LeastRequest, Percent: 50}, {Policy: policy.RoundRobin, Percent: 50}}
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	exp := tracetest.NewInMemoryExporter()
+	gw := startObserved(t, decisionLogConfig(cfg, path, 1), exp)
+	for i := range 20 {
+		if resp, _ := chat(t, gw.url, chatBody(fmt.Sprint("arm ", i), "")); resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	gw.stop()
+	recs, _ := readDecisions(t, path)
+	arms := map[string]int{}
+	for _, r := range recs {
+		if r.Arm != r.Policy {
+			t.Errorf("decision of %s: arm %q, policy %q", r.RequestID, r.Arm, r.Policy)
+		}
+		arms[r.Arm]++
+	}
+	if len(recs) != 20 || arms[policy.LeastRequest] == 0 || arms[policy.RoundRobin] == 0 {
+		t.Errorf("%d decisions by arm %v, want 20 over both arms", len(recs), arms)
+	}
+	for _, s := range exp.GetSpans() {
+		if a := spanAttrs(s.Attributes); s.Name == spanRoute && a[string(attrArm)].AsString() != a[string(attrPolicy)].AsString() {
+			t.Errorf("route span's arm %q, policy %q", a[string(attrArm)].AsString(), a[string(attrPolicy)].AsString())
+		}
+	}
+}
+
 // TestObservationOffAllocatesNothing: with traces and the decision log
 // off, the hooks on the request path allocate nothing and leave the
 // request untouched.
@@ -404,10 +441,10 @@ func TestObservationOffAllocatesNothing(t *testing.T) {
 	}
 	defer g.Close()
 	r, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody("x", "")))
-	ex := &exchange{r: r, id: "req", model: testModel, policy: g.policies[testModel]}
+	ex := &exchange{r: r, id: "req", model: testModel, gen: g.current(), policy: g.testPolicy(testModel)}
 	ex.route = g.routeRequest(ex)
 	cands := []policy.Candidate{{ID: "sim-1", Cached: -1, Running: -1, KVUsage: -1}, {ID: "sim-2", Cached: -1, Running: -1, KVUsage: -1}}
-	mr := g.routes().model(testModel)
+	mr := g.routes(ex.gen).model(testModel)
 	a := &attempt{}
 	allocs := testing.AllocsPerRun(1000, func() {
 		defer g.observe(ex)()

@@ -31,9 +31,12 @@ type exchange struct {
 	r        *http.Request
 	arrived  time.Time
 	id       string
+	gen      *generation // the config it reads for its whole life
 	model    string
 	body     []byte
-	policy   policy.Policy
+	arm      int           // its policy's place in the model's arms
+	policy   policy.Policy // the arm's policy
+	shadowed bool          // the model has shadow policies
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
 	user     string      // the body's top-level user field, a conversation key
@@ -52,7 +55,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		g.refuse(ex, err)
 		return
 	}
-	if g.cfg.Logging.LogPrompts {
+	if ex.gen.cfg.Logging.LogPrompts {
 		g.log.Info("request", "request_id", ex.id, "model", ex.model, "body", string(ex.body))
 	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
@@ -73,7 +76,7 @@ func (g *Gateway) refuse(ex *exchange, err error) {
 // own name over an alias so the engine sees a name it serves. The exchange
 // is returned, with its ID answered, whether or not the request is good.
 func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange, error) {
-	ex := &exchange{w: w, r: r, arrived: time.Now(), id: requestIDFor(r)}
+	ex := &exchange{w: w, r: r, arrived: time.Now(), id: requestIDFor(r), gen: g.current()}
 	w.Header().Set(openai.HeaderRequestID, ex.id)
 	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
 	body, err := g.readBody(w, r, ex.deadline)
@@ -87,7 +90,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	if err != nil {
 		return ex, newRefusal(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
 	}
-	model, ok := g.resolveModel(mf.Name)
+	model, ok := ex.gen.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":
 		return ex, refusedNoModel
@@ -96,8 +99,30 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
 	}
-	ex.model, ex.body, ex.policy, ex.user = model, body, g.policies[model], mf.User
+	ex.model, ex.body, ex.user = model, body, mf.User
+	mp := ex.gen.routing[model]
+	ex.arm = mp.armOf(ex.conversation())
+	ex.policy, ex.shadowed = mp.arms[ex.arm].policy, len(mp.shadows) > 0
 	return ex, nil
+}
+
+// conversation is the request's conversation key (x-session-id, else the
+// body's user field), or its ID when it names none: what its split arm
+// follows.
+func (ex *exchange) conversation() string {
+	if s := ex.session(); s != "" {
+		return s
+	}
+	return ex.id
+}
+
+// session is the conversation the request names: x-session-id, else the
+// body's user field; "" when none.
+func (ex *exchange) session() string {
+	if s := ex.r.Header.Get(openai.HeaderSession); s != "" {
+		return s
+	}
+	return ex.user
 }
 
 // requestIDFor is the client's request ID when well formed, else a new one.
@@ -147,19 +172,6 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time
 	return buf.Bytes(), nil
 }
 
-// resolveModel maps a requested name or alias to a configured model. An
-// empty name resolves when the gateway serves exactly one model.
-func (g *Gateway) resolveModel(name string) (string, bool) {
-	if name == "" {
-		if len(g.cfg.Models) == 1 {
-			return g.cfg.Models[0].Name, true
-		}
-		return "", false
-	}
-	m, ok := g.models[name]
-	return m, ok
-}
-
 // routeRequest is what the policy learns of the request: its prompt's
 // length and blocks when tokenized (else a length estimated from the body at
 // four bytes a token) and the conversation it names.
@@ -168,10 +180,7 @@ func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	if p := ex.pred; p != nil {
 		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
 	}
-	req.Session = ex.r.Header.Get(openai.HeaderSession)
-	if req.Session == "" {
-		req.Session = ex.user
-	}
+	req.Session = ex.session()
 	return req
 }
 
@@ -222,7 +231,7 @@ func (g *Gateway) proxy(ex *exchange) {
 		} else {
 			kept = a
 		}
-		if n >= g.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
+		if n >= ex.gen.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
 			if kept != nil {
 				g.relay(ex, kept)
 			} else {
@@ -257,11 +266,12 @@ func (g *Gateway) cancelled(ex *exchange, replica string) {
 // sleep waits the backoff before the next attempt; false when the client
 // left. The wait never runs past the request's deadline.
 func (g *Gateway) sleep(ex *exchange, attempt int) bool {
-	d := time.Duration(g.cfg.Retry.Backoff)
-	for i := 1; i < attempt && d < time.Duration(g.cfg.Retry.MaxBackoff); i++ {
+	rc := ex.gen.cfg.Retry
+	d := time.Duration(rc.Backoff)
+	for i := 1; i < attempt && d < time.Duration(rc.MaxBackoff); i++ {
 		d *= 2
 	}
-	d = min(d, time.Duration(g.cfg.Retry.MaxBackoff), time.Until(ex.deadline))
+	d = min(d, time.Duration(rc.MaxBackoff), time.Until(ex.deadline))
 	if d <= 0 {
 		return ex.r.Context().Err() == nil
 	}
@@ -393,7 +403,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		a.cancel(nil)
 		a.lease.Release()
 		a.trace.end()
-		if rep.Removed() {
+		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {
 			g.metrics.forget(rep.ID)
 		}
 	}()

@@ -15,8 +15,8 @@ import (
 // fleet order, each with its engine's load feed, and the series decisions
 // update. A decision reads every candidate's engine report, so the table
 // keeps the feeds and series at hand instead of looking each replica up by
-// ID. It is built for one fleet snapshot and rebuilt when membership
-// changes.
+// ID. It is built for one fleet snapshot and one generation, and rebuilt
+// when membership changes.
 type routeTable struct {
 	snap   *fleet.Snapshot
 	models map[string]*modelRoutes
@@ -25,14 +25,20 @@ type routeTable struct {
 // modelRoutes are the replicas serving a model, in fleet order.
 type modelRoutes struct {
 	routes []route
-	// chosen[i] counts the model's decisions that chose routes[i]: only
-	// the winner's is read, so it stays out of the routes every decision
-	// reads.
-	chosen []prometheus.Counter
-	series decisionSeries
+	// arms are the series of each of the model's arms, in the
+	// generation's order.
+	arms []armSeries
 	// handles are the routes' replicas as the KV index names them,
 	// resolved again when replicas join or leave the index.
 	handles atomic.Pointer[index.Handles]
+}
+
+// armSeries are the series one arm's decisions update.
+type armSeries struct {
+	// chosen[i] counts the arm's decisions that chose routes[i]: only the
+	// winner's is read, so it stays out of the routes every decision reads.
+	chosen []prometheus.Counter
+	series decisionSeries
 }
 
 // route is a replica as a decision for one model reads it: every
@@ -47,24 +53,32 @@ type route struct {
 	kvCapacity int
 }
 
-// routes returns the table of the fleet's current snapshot.
-func (g *Gateway) routes() *routeTable {
+// routes returns the table of the fleet's current snapshot for a
+// generation. Each generation keeps its own, so requests of an old one,
+// still retrying after a reload, do not rebuild the new one's.
+func (g *Gateway) routes(gen *generation) *routeTable {
 	snap := g.fleet.Snapshot()
-	if t := g.table.Load(); t != nil && t.snap == snap {
+	if t := gen.table.Load(); t != nil && t.snap == snap {
 		return t
 	}
-	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(g.policies))}
-	for model, p := range g.policies {
+	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(gen.routing))}
+	for model, mp := range gen.routing {
 		pool := snap.ForModel(model)
-		mr := &modelRoutes{routes: make([]route, len(pool)), chosen: make([]prometheus.Counter, len(pool)),
-			series: g.metrics.decisionSeries(model, p.Name())}
+		mr := &modelRoutes{routes: make([]route, len(pool)), arms: make([]armSeries, len(mp.arms))}
 		for i, r := range pool {
 			mr.routes[i] = route{r, g.scraper.Feed(r.ID), r.ID, r.KVCapacityBlocks}
-			mr.chosen[i] = g.metrics.decisionsFor(&mr.series, r.ID)
+		}
+		for j, a := range mp.arms {
+			as := &mr.arms[j]
+			as.series = g.metrics.decisionSeries(model, a.policy.Name())
+			as.chosen = make([]prometheus.Counter, len(pool))
+			for i, r := range pool {
+				as.chosen[i] = g.metrics.decisionsFor(&as.series, r.ID)
+			}
 		}
 		t.models[model] = mr
 	}
-	g.table.Store(t)
+	gen.table.Store(t)
 	return t
 }
 
@@ -104,6 +118,6 @@ func (mr *modelRoutes) indexHandles(ix index.Index) *index.Handles {
 // its reports now arrive in a new feed, and the table is dropped to pick
 // that up.
 func (g *Gateway) reportFromNewFeed(rt *route, now clock.Instant) (load.Routing, bool) {
-	g.table.Store(nil)
+	g.current().table.Store(nil)
 	return g.scraper.Feed(rt.ID).FreshRouting(now)
 }

@@ -29,7 +29,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 
 	ids := func() []string {
 		var out []string
-		for _, rt := range g.routes().model(testModel).routes {
+		for _, rt := range g.routes(g.current()).model(testModel).routes {
 			if rt.feed != g.scraper.Feed(rt.ID) {
 				t.Errorf("%s is routed with a feed the scraper does not fill", rt.ID)
 			}
@@ -42,7 +42,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	waitFor(t, "the first member", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", first}) })
 	// Both answer scrapes: their candidates carry their engines' reports.
 	waitFor(t, "both engines' reports", 2*time.Second, func() bool {
-		for _, rt := range g.routes().model(testModel).routes {
+		for _, rt := range g.routes(g.current()).model(testModel).routes {
 			var c policy.Candidate
 			now := time.Now()
 			g.candidate(&c, &rt, clock.Of(now))
@@ -52,10 +52,10 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 		}
 		return true
 	})
-	before := g.routes()
+	before := g.routes(g.current())
 	res.set("127.0.0.1", "127.0.0.2")
 	waitFor(t, "the second member", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", first, second}) })
-	if g.routes() == before {
+	if g.routes(g.current()) == before {
 		t.Error("a member joined and the table stayed")
 	}
 	res.set("127.0.0.2")
@@ -66,7 +66,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	// the table is dropped so the next decision builds a new one.
 	ghost := g.scraper.Feed("ghost")
 	waitFor(t, "the scraper to retire a feed nobody scrapes", 2*time.Second, ghost.Retired)
-	rt := g.routes().model(testModel).routes[0]
+	rt := g.routes(g.current()).model(testModel).routes[0]
 	rt.feed = ghost
 	var c policy.Candidate
 	g.candidate(&c, &rt, clock.Of(time.Now()))
@@ -75,7 +75,7 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	} else if c.KVCapacityBlocks != live.CapacityBlocks-1 || c.KVUsage != live.KVUsage {
 		t.Errorf("a retired feed gave %+v, sim-1's live report is %+v", c, live)
 	}
-	if g.table.Load() != nil {
+	if g.current().table.Load() != nil {
 		t.Error("a retired feed left the table in place")
 	}
 }

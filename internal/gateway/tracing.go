@@ -101,7 +101,7 @@ func (g *Gateway) traceDecision(ex *exchange, o *observed, cands []policy.Candid
 	if span.IsRecording() {
 		w := &cands[i]
 		attrs := []attribute.KeyValue{
-			attrModel.String(ex.model), attrPolicy.String(ex.policy.Name()), attrArm.String(""), attrAttempt.Int(o.attempt),
+			attrModel.String(ex.model), attrPolicy.String(ex.policy.Name()), attrArm.String(armName(ex)), attrAttempt.Int(o.attempt),
 			attrCandidates.Int(len(cands)), attrWinner.String(w.ID), attrInFlight.Int64(w.InFlight),
 			attrEstimatedTTFT.Float64(d.EstimatedTTFT), attrPrefill.Float64(d.PrefillSecs), attrPromptTokens.Int(ex.route.PromptTokens),
 			attrTokenized.String(tokenOutcome(ex)), attrDecision.Float64(now.Sub(start).Seconds()),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
@@ -244,6 +245,9 @@ type GatewayOptions struct {
 func GatewayConfig(replicas []Replica, o GatewayOptions) *config.Config {
 	cfg := config.Default()
 	cfg.Models = []config.Model{{Name: o.Model, Aliases: o.Aliases, Policy: o.Policy, Tokenizer: o.Tokenizer, BlockSize: o.BlockSize}}
+	if split, ok := ParseSplit(o.Policy); ok {
+		cfg.Models[0].Policy, cfg.Models[0].Split = "", split
+	}
 	for _, r := range replicas {
 		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: r.ID, URL: r.URL, Models: []string{o.Model},
 			MaxConcurrency: o.Caps, MaxPending: o.Caps,
@@ -261,4 +265,28 @@ func GatewayConfig(replicas []Replica, o GatewayOptions) *config.Config {
 	cfg.Upstream.MaxIdleConnsPerHost = 1024
 	cfg.Logging = config.Logging{Level: o.LogLevel, Format: "json"}
 	return &cfg
+}
+
+// splitPrefix starts a policy that is an A/B split, as in
+// "split:cost_model=90,kv_aware=10".
+const splitPrefix = "split:"
+
+// ParseSplit reads a policy written as an A/B split: "split:" and
+// policy=percent pairs separated by commas. ok is false for a policy that
+// is not written as a split; a malformed one gives the pairs it could read,
+// which the gateway's config validation then refuses.
+func ParseSplit(policy string) (split config.Split, ok bool) {
+	rest, ok := strings.CutPrefix(policy, splitPrefix)
+	if !ok {
+		return nil, false
+	}
+	for _, pair := range strings.Split(rest, ",") {
+		name, pct, _ := strings.Cut(pair, "=")
+		n, err := strconv.Atoi(pct)
+		if err != nil {
+			n = -1 // refused by validation: a percent from 0 to 100
+		}
+		split = append(split, config.SplitArm{Policy: name, Percent: n})
+	}
+	return split, true
 }

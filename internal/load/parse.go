@@ -298,24 +298,58 @@ func missing(names ...string) error {
 	return fmt.Errorf("%w: no %s family", ErrUnreadable, strings.Join(names, " or "))
 }
 
-func parseVLLM(p *page) (*Report, error) {
-	rep := &Report{Engine: VLLM}
+// families names the metric families an engine reports Report's common
+// fields in; where servers renamed one, every name, the newest first.
+// Running, waiting and KV usage are required.
+type families struct {
+	running, waiting, kvUsage              []string
+	prefixQueries, prefixHits, preemptions []string
+}
+
+var (
+	vllmFamilies = families{
+		running: []string{"vllm:num_requests_running"},
+		waiting: []string{"vllm:num_requests_waiting"},
+		// Older servers named KV usage and the prefix counters differently.
+		kvUsage:       []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
+		prefixQueries: []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries"},
+		prefixHits:    []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits"},
+		preemptions:   []string{"vllm:num_preemptions_total", "vllm:num_preemptions"},
+	}
+	sglangFamilies = families{
+		running:       []string{"sglang:num_running_reqs"},
+		waiting:       []string{"sglang:num_queue_reqs"},
+		kvUsage:       []string{"sglang:token_usage"},
+		prefixQueries: []string{"sglang:prompt_tokens_total"},
+		prefixHits:    []string{"sglang:cached_tokens_total"},
+		preemptions:   []string{"sglang:num_retracted_requests_total"},
+	}
+)
+
+// report reads the fields every engine reports, from f's families.
+func (p *page) report(e Engine, f families) (*Report, error) {
+	rep := &Report{Engine: e}
 	var ok bool
-	var ranks int
-	if rep.Running, ranks, ok = p.sum("vllm:num_requests_running"); !ok {
-		return nil, missing("vllm:num_requests_running")
+	if rep.Running, rep.Ranks, ok = p.sum(f.running...); !ok {
+		return nil, missing(f.running...)
 	}
-	rep.Ranks = ranks
-	if rep.Waiting, _, ok = p.sum("vllm:num_requests_waiting"); !ok {
-		return nil, missing("vllm:num_requests_waiting")
+	if rep.Waiting, _, ok = p.sum(f.waiting...); !ok {
+		return nil, missing(f.waiting...)
 	}
-	// Older servers named KV usage and the prefix counters differently.
-	if rep.KVUsage, ok = p.mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"); !ok {
-		return nil, missing("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+	if rep.KVUsage, ok = p.mean(f.kvUsage...); !ok {
+		return nil, missing(f.kvUsage...)
 	}
-	rep.PrefixQueries, _, _ = p.sum("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries")
-	rep.PrefixHits, _, _ = p.sum("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")
-	rep.Preemptions, _, _ = p.sum("vllm:num_preemptions_total", "vllm:num_preemptions")
+	rep.PrefixQueries, _, _ = p.sum(f.prefixQueries...)
+	rep.PrefixHits, _, _ = p.sum(f.prefixHits...)
+	rep.Preemptions, _, _ = p.sum(f.preemptions...)
+	return rep, nil
+}
+
+func parseVLLM(p *page) (*Report, error) {
+	rep, err := p.report(VLLM, vllmFamilies)
+	if err != nil {
+		return nil, err
+	}
 	if infos, ok := p.get("vllm:cache_config_info"); ok {
 		for _, m := range infos {
 			if bs, err := strconv.Atoi(m.labels["block_size"]); err == nil && bs > 0 {
@@ -330,22 +364,10 @@ func parseVLLM(p *page) (*Report, error) {
 }
 
 func parseSGLang(p *page) (*Report, error) {
-	rep := &Report{Engine: SGLang}
-	var ok bool
-	var ranks int
-	if rep.Running, ranks, ok = p.sum("sglang:num_running_reqs"); !ok {
-		return nil, missing("sglang:num_running_reqs")
+	rep, err := p.report(SGLang, sglangFamilies)
+	if err != nil {
+		return nil, err
 	}
-	rep.Ranks = ranks
-	if rep.Waiting, _, ok = p.sum("sglang:num_queue_reqs"); !ok {
-		return nil, missing("sglang:num_queue_reqs")
-	}
-	if rep.KVUsage, ok = p.mean("sglang:token_usage"); !ok {
-		return nil, missing("sglang:token_usage")
-	}
-	rep.PrefixQueries, _, _ = p.sum("sglang:prompt_tokens_total")
-	rep.PrefixHits, _, _ = p.sum("sglang:cached_tokens_total")
-	rep.Preemptions, _, _ = p.sum("sglang:num_retracted_requests_total")
 	pageSize, _ := p.mean("sglang:page_size")
 	tokens, _, _ := p.sum("sglang:max_total_num_tokens")
 	if pageSize >= 1 {

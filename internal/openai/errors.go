@@ -41,37 +41,37 @@ func ModelNotFound(model string) *Error {
 
 // AppendJSON appends the error body as Starlette's JSONResponse writes it:
 // compact, raw UTF-8.
-func (e *Error) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"error":{"message":`...)
-	dst = AppendString(dst, e.Message)
-	dst = append(dst, `,"type":`...)
-	dst = AppendString(dst, e.Type)
-	dst = append(dst, `,"param":`...)
-	if e.Param == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = AppendString(dst, e.Param)
-	}
-	dst = append(dst, `,"code":`...)
-	dst = strconv.AppendInt(dst, int64(e.Status), 10)
-	return append(dst, "}}"...)
-}
+func (e *Error) AppendJSON(dst []byte) []byte { return e.appendJSON(dst, &compactBody) }
 
 // AppendStreamJSON appends the error as vLLM writes it inside an event
 // stream: Python json.dumps with its default spaced separators and ASCII
 // escapes.
-func (e *Error) AppendStreamJSON(dst []byte) []byte {
-	dst = append(dst, `{"error": {"message": `...)
-	dst = AppendASCIIString(dst, e.Message)
-	dst = append(dst, `, "type": `...)
-	dst = AppendASCIIString(dst, e.Type)
-	dst = append(dst, `, "param": `...)
+func (e *Error) AppendStreamJSON(dst []byte) []byte { return e.appendJSON(dst, &spacedBody) }
+
+// bodyFormat is one way of writing an error body: the text before each
+// value and how strings are written.
+type bodyFormat struct {
+	message, typ, param, code string
+	str                       func(dst []byte, s string) []byte
+}
+
+var (
+	compactBody = bodyFormat{`{"error":{"message":`, `,"type":`, `,"param":`, `,"code":`, AppendString}
+	spacedBody  = bodyFormat{`{"error": {"message": `, `, "type": `, `, "param": `, `, "code": `, AppendASCIIString}
+)
+
+func (e *Error) appendJSON(dst []byte, f *bodyFormat) []byte {
+	dst = append(dst, f.message...)
+	dst = f.str(dst, e.Message)
+	dst = append(dst, f.typ...)
+	dst = f.str(dst, e.Type)
+	dst = append(dst, f.param...)
 	if e.Param == "" {
 		dst = append(dst, "null"...)
 	} else {
-		dst = AppendASCIIString(dst, e.Param)
+		dst = f.str(dst, e.Param)
 	}
-	dst = append(dst, `, "code": `...)
+	dst = append(dst, f.code...)
 	dst = strconv.AppendInt(dst, int64(e.Status), 10)
 	return append(dst, "}}"...)
 }

@@ -67,22 +67,14 @@ func appendU(dst []byte, r rune) []byte {
 	return append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 }
 
+// shortEscapes are the ASCII characters JSON escapes with a backslash and a
+// letter, by the letter; the other control characters take \u00XX.
+var shortEscapes = [utf8.RuneSelf]byte{'"': '"', '\\': '\\', '\n': 'n', '\r': 'r', '\t': 't', '\b': 'b', '\f': 'f'}
+
+// appendEscape appends the escape of ASCII character c.
 func appendEscape(dst []byte, c byte) []byte {
-	switch c {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
+	if e := shortEscapes[c]; e != 0 {
+		return append(dst, '\\', e)
 	}
 	return appendU(dst, rune(c))
 }

@@ -152,7 +152,11 @@ func (h *hotView) addDepth(d int) {
 func newCostModel(s Settings) *costModel {
 	p := &costModel{s: s, src: newSource(s.Seed)}
 	if s.HotPrefix.Blocks > 0 {
-		p.hot = newSketch(s.HotPrefix.Window, s.Now())
+		start := s.Start
+		if start.IsZero() {
+			start = s.Now()
+		}
+		p.hot = newSketch(s.HotPrefix.Window, start)
 	}
 	if s.SessionAffinity {
 		p.sessions = newSessions(s.Sessions)

@@ -158,11 +158,11 @@ func NewWith(name string, s Settings) (Policy, error) {
 	case RoundRobin:
 		return &roundRobin{cost: s.Cost}, nil
 	case Random:
-		return &random{cost: s.Cost, src: newSource(s.Seed)}, nil
+		return &drawn{name: Random, cost: s.Cost, draw: anyOne, src: newSource(s.Seed)}, nil
 	case LeastRequest:
-		return &leastRequest{cost: s.Cost, src: newSource(s.Seed)}, nil
+		return &drawn{name: LeastRequest, cost: s.Cost, draw: fewestInFlight, src: newSource(s.Seed)}, nil
 	case P2C:
-		return &p2c{cost: s.Cost, src: newSource(s.Seed)}, nil
+		return &drawn{name: P2C, cost: s.Cost, draw: twoChoices, src: newSource(s.Seed)}, nil
 	case PrefixHash:
 		return &prefixHash{cost: s.Cost, blocks: s.PrefixHashBlocks, src: newSource(s.Seed)}, nil
 	case KVAware:
@@ -221,79 +221,49 @@ func (p *roundRobin) Explain(req *Request, cands []Candidate) Explanation {
 	return explainPlain(RoundRobin, p.cost, req, cands, plainDecision(p.cost, req, cands, i))
 }
 
-type random struct {
+// drawn is a policy that chooses on load alone with a seeded generator:
+// random, least_request and p2c, which differ only in draw.
+type drawn struct {
+	name string
 	cost CostParams
+	draw func(cands []Candidate, r *rand.Rand) int
 	mu   sync.Mutex // guards src
 	src  *source
 }
 
-func (*random) Name() string { return Random }
+func (p *drawn) Name() string { return p.name }
 
-func (p *random) choose(req *Request, cands []Candidate, commit bool) Decision {
-	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int { return r.IntN(len(cands)) })
+func (p *drawn) choose(req *Request, cands []Candidate, commit bool) Decision {
+	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int { return p.draw(cands, r) })
 	return plainDecision(p.cost, req, cands, i)
 }
 
-func (p *random) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
+func (p *drawn) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
 
-func (p *random) Explain(req *Request, cands []Candidate) Explanation {
-	return explainPlain(Random, p.cost, req, cands, p.choose(req, cands, false))
+func (p *drawn) Explain(req *Request, cands []Candidate) Explanation {
+	return explainPlain(p.name, p.cost, req, cands, p.choose(req, cands, false))
 }
 
-type leastRequest struct {
-	cost CostParams
-	mu   sync.Mutex // guards src
-	src  *source
-}
+// anyOne draws a candidate uniformly.
+func anyOne(cands []Candidate, r *rand.Rand) int { return r.IntN(len(cands)) }
 
-func (*leastRequest) Name() string { return LeastRequest }
-
-// choose returns a candidate with the fewest requests in flight; ties are
-// broken uniformly at random (reservoir sampling over the tied ones).
-func (p *leastRequest) choose(req *Request, cands []Candidate, commit bool) Decision {
-	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int {
-		best, ties := 0, 0
-		for i, c := range cands {
-			switch {
-			case c.InFlight < cands[best].InFlight:
-				best, ties = i, 1
-			case c.InFlight == cands[best].InFlight:
-				ties++
-				if r.IntN(ties) == 0 {
-					best = i
-				}
+// fewestInFlight returns a candidate with the fewest requests in flight;
+// ties are broken uniformly at random (reservoir sampling over the tied
+// ones).
+func fewestInFlight(cands []Candidate, r *rand.Rand) int {
+	best, ties := 0, 0
+	for i, c := range cands {
+		switch {
+		case c.InFlight < cands[best].InFlight:
+			best, ties = i, 1
+		case c.InFlight == cands[best].InFlight:
+			ties++
+			if r.IntN(ties) == 0 {
+				best = i
 			}
 		}
-		return best
-	})
-	return plainDecision(p.cost, req, cands, i)
-}
-
-func (p *leastRequest) Pick(req *Request, cands []Candidate) Decision {
-	return p.choose(req, cands, true)
-}
-
-func (p *leastRequest) Explain(req *Request, cands []Candidate) Explanation {
-	return explainPlain(LeastRequest, p.cost, req, cands, p.choose(req, cands, false))
-}
-
-type p2c struct {
-	cost CostParams
-	mu   sync.Mutex // guards src
-	src  *source
-}
-
-func (*p2c) Name() string { return P2C }
-
-func (p *p2c) choose(req *Request, cands []Candidate, commit bool) Decision {
-	i := p.src.draw(&p.mu, commit, func(r *rand.Rand) int { return twoChoices(cands, r) })
-	return plainDecision(p.cost, req, cands, i)
-}
-
-func (p *p2c) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
-
-func (p *p2c) Explain(req *Request, cands []Candidate) Explanation {
-	return explainPlain(P2C, p.cost, req, cands, p.choose(req, cands, false))
+	}
+	return best
 }
 
 // twoChoices draws two distinct candidates and keeps the one with fewer

@@ -56,6 +56,10 @@ type Settings struct {
 	// Now is the clock the hot-prefix sketch decays by. Nil means time.Now.
 	// Tests set it so that Explain and Pick see the same instant.
 	Now func() time.Time
+	// Start is when the policy starts counting time: the hot-prefix
+	// sketch's ticks are counted from it. The zero time means Now() when
+	// the policy is built. A replay sets it to rebuild a policy exactly.
+	Start time.Time
 }
 
 // CostParams are the cost model's parameters, all in seconds and all >= 0.
@@ -183,4 +187,23 @@ func (s *Settings) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// For returns the settings the named policy reads: s with every other
+// field zeroed. Two policies of one name built from settings whose For is
+// equal behave alike, so a reload that changes only what a policy does not
+// read may keep it, and its state. For is for comparing settings: some of
+// the zeroed fields are not valid to build with.
+func (s Settings) For(name string) Settings {
+	if name == CostModel {
+		return s
+	}
+	out := Settings{Seed: s.Seed, Cost: s.Cost, Now: s.Now, Start: s.Start}
+	switch name {
+	case PrefixHash:
+		out.PrefixHashBlocks = s.PrefixHashBlocks
+	case KVAware:
+		out.KVAware = s.KVAware
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
@@ -24,11 +23,7 @@ func readObject(body []byte, visit func(r *rawjson.Reader, name []byte) error) e
 	r := rawjson.NewReader(body)
 	err := r.Members(visit)
 	if err == nil {
-		if _, err = r.Dec.ReadToken(); err == io.EOF {
-			err = nil
-		} else if err == nil {
-			err = errors.New("data after the top-level value")
-		}
+		err = r.End()
 	}
 	r.Release()
 	if err == nil {

@@ -161,7 +161,7 @@ func newShareGPTSource(g *gen) (*shareGPTSource, error) {
 func (s *shareGPTSource) perStart() float64 { return s.mean }
 
 func (s *shareGPTSource) lead() time.Duration {
-	return time.Duration(s.most-1) * time.Duration(chatThinkSecs.hi) * time.Second
+	return sessionLead(s.most, chatThinkSecs)
 }
 
 func (s *shareGPTSource) start(at time.Duration, dst []Request) []Request {
@@ -190,7 +190,7 @@ func (s *shareGPTSource) start(at time.Duration, dst []Request) []Request {
 			break
 		}
 		c.messages = append(c.messages, t.reply)
-		at += seconds(float64(chatThinkSecs.lo) + s.r.Float64()*float64(chatThinkSecs.hi-chatThinkSecs.lo))
+		at += chatThinkSecs.drawSeconds(s.r)
 	}
 	return dst
 }

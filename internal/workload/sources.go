@@ -15,6 +15,17 @@ type span struct{ lo, hi int }
 func (s span) draw(r *rand.Rand) int { return s.lo + r.IntN(s.hi-s.lo+1) }
 func (s span) mean() float64         { return float64(s.lo+s.hi) / 2 }
 
+// drawSeconds draws a time uniformly from s, read as seconds.
+func (s span) drawSeconds(r *rand.Rand) time.Duration {
+	return seconds(float64(s.lo) + r.Float64()*float64(s.hi-s.lo))
+}
+
+// sessionLead is the longest a session of at most turns requests, gap
+// apart, runs past its start.
+func sessionLead(turns int, gap span) time.Duration {
+	return time.Duration(turns-1) * time.Duration(gap.hi) * time.Second
+}
+
 // Lengths of the workloads, in tokens unless said otherwise.
 var (
 	sharedSystemLen = span{2000, 8000}
@@ -195,7 +206,7 @@ var chatSystem = literal("You are a helpful assistant. Answer clearly and keep t
 func (s *chatSource) perStart() float64 { return chatTurns.mean() }
 
 func (s *chatSource) lead() time.Duration {
-	return time.Duration(chatTurns.hi-1) * time.Duration(chatThinkSecs.hi) * time.Second
+	return sessionLead(chatTurns.hi, chatThinkSecs)
 }
 
 func (s *chatSource) start(at time.Duration, dst []Request) []Request {
@@ -214,7 +225,7 @@ func (s *chatSource) start(at time.Duration, dst []Request) []Request {
 		dst = append(dst, req)
 		// The history resent next turn holds a reply of the length asked for.
 		c.messages = append(c.messages, newMessage("assistant", s.unique(out)))
-		at += seconds(float64(chatThinkSecs.lo) + s.r.Float64()*float64(chatThinkSecs.hi-chatThinkSecs.lo))
+		at += chatThinkSecs.drawSeconds(s.r)
 	}
 	return dst
 }
@@ -263,7 +274,7 @@ func newAgentSource(g *gen) *agentSource {
 func (s *agentSource) perStart() float64 { return agentSteps.mean() }
 
 func (s *agentSource) lead() time.Duration {
-	return time.Duration(agentSteps.hi-1) * time.Duration(agentGapSecs.hi) * time.Second
+	return sessionLead(agentSteps.hi, agentGapSecs)
 }
 
 func (s *agentSource) start(at time.Duration, dst []Request) []Request {
@@ -293,7 +304,7 @@ func (s *agentSource) start(at time.Duration, dst []Request) []Request {
 		result := newMessage("tool", s.unique(agentResult.draw(s.r)))
 		result.callID = id
 		c.messages = append(c.messages, result)
-		at += seconds(float64(agentGapSecs.lo) + s.r.Float64()*float64(agentGapSecs.hi-agentGapSecs.lo))
+		at += agentGapSecs.drawSeconds(s.r)
 	}
 	return dst
 }

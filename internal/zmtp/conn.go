@@ -281,8 +281,9 @@ func newBase(ctx context.Context, self string, o Options) *base {
 	return b
 }
 
-// close stops every goroutine of the socket and waits for them.
-func (b *base) close() error {
+// Close disconnects every peer and stops every goroutine of the socket,
+// waiting for them.
+func (b *base) Close() error {
 	b.once.Do(func() {
 		b.cancel()
 		if b.ln != nil {
@@ -292,6 +293,15 @@ func (b *base) close() error {
 	b.wg.Wait()
 	return nil
 }
+
+// listener is a base that binds (PUB, ROUTER): it has an address.
+type listener struct{ *base }
+
+// Addr is the bound address, with the port the kernel picked for port 0.
+func (l listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Endpoint is Addr in ZeroMQ's form, for a peer to connect to.
+func (l listener) Endpoint() string { return "tcp://" + l.ln.Addr().String() }
 
 // listen binds endpoint and serves each accepted connection that completes
 // the handshake with serve, in its own goroutine, until the socket closes.

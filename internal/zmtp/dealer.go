@@ -28,7 +28,7 @@ func DialDealer(ctx context.Context, endpoint string, o Options) (*Dealer, error
 	d.out = make(chan [][]byte, d.opts.HWM)
 	d.in = make(chan [][]byte, d.opts.HWM)
 	if err := d.dial(endpoint, d.serve, nil); err != nil {
-		d.close()
+		d.Close()
 		return nil, err
 	}
 	return d, nil
@@ -55,9 +55,6 @@ func (d *Dealer) Send(ctx context.Context, frames [][]byte) error {
 
 // Recv returns the next message, ctx's error, or ErrClosed.
 func (d *Dealer) Recv(ctx context.Context) ([][]byte, error) { return d.recv(ctx, d.in) }
-
-// Close disconnects and stops every goroutine of the socket.
-func (d *Dealer) Close() error { return d.close() }
 
 // Stats returns the socket's connection counters.
 func (d *Dealer) Stats() SubStats {

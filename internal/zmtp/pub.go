@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -26,7 +25,7 @@ var errTooManySubscriptions = errors.New("zmtp: peer exceeds the subscription li
 // peer's queue is full the message is dropped for that peer only, so a slow
 // subscriber never slows the publisher or the other subscribers.
 type Pub struct {
-	*base
+	listener
 	mu       sync.Mutex
 	peers    map[*pubPeer]struct{}
 	dropped  atomic.Uint64
@@ -59,22 +58,13 @@ type PubStats struct {
 // ListenPub binds a PUB socket to endpoint ("tcp://*:5557", "tcp://127.0.0.1:0").
 // It lives until Close or until ctx is done.
 func ListenPub(ctx context.Context, endpoint string, o Options) (*Pub, error) {
-	p := &Pub{base: newBase(ctx, "PUB", o), peers: map[*pubPeer]struct{}{}}
+	p := &Pub{listener: listener{newBase(ctx, "PUB", o)}, peers: map[*pubPeer]struct{}{}}
 	if err := p.listen(endpoint, p.serve, func(error) { p.rejected.Add(1) }); err != nil {
-		p.close()
+		p.Close()
 		return nil, err
 	}
 	return p, nil
 }
-
-// Addr is the bound address, with the port the kernel picked for port 0.
-func (p *Pub) Addr() net.Addr { return p.ln.Addr() }
-
-// Endpoint is Addr in ZeroMQ's form, for a peer to connect to.
-func (p *Pub) Endpoint() string { return "tcp://" + p.ln.Addr().String() }
-
-// Close disconnects every subscriber and stops every goroutine of the socket.
-func (p *Pub) Close() error { return p.close() }
 
 // Send queues frames for every subscriber whose subscription prefixes
 // frames[0]; it never blocks on the network. The frames are shared by the

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -23,7 +22,7 @@ var (
 // counter, as libzmq does). Recv prefixes each message with its sender's
 // identity; Send routes by the first frame.
 type Router struct {
-	*base
+	listener
 	in       chan [][]byte
 	mu       sync.Mutex
 	peers    map[string]chan [][]byte
@@ -34,23 +33,14 @@ type Router struct {
 // ListenRouter binds a ROUTER socket to endpoint; it lives until Close or
 // until ctx is done.
 func ListenRouter(ctx context.Context, endpoint string, o Options) (*Router, error) {
-	r := &Router{base: newBase(ctx, "ROUTER", o), peers: map[string]chan [][]byte{}, nextID: rand.Uint32()}
+	r := &Router{listener: listener{newBase(ctx, "ROUTER", o)}, peers: map[string]chan [][]byte{}, nextID: rand.Uint32()}
 	r.in = make(chan [][]byte, r.opts.HWM)
 	if err := r.listen(endpoint, r.serve, func(error) { r.rejected.Add(1) }); err != nil {
-		r.close()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
-
-// Addr is the bound address, with the port the kernel picked for port 0.
-func (r *Router) Addr() net.Addr { return r.ln.Addr() }
-
-// Endpoint is Addr in ZeroMQ's form, for a peer to connect to.
-func (r *Router) Endpoint() string { return "tcp://" + r.ln.Addr().String() }
-
-// Close disconnects every peer and stops every goroutine of the socket.
-func (r *Router) Close() error { return r.close() }
 
 // Recv returns the next message from any peer as [identity, frames...].
 // Peers share one queue of HWM messages; a peer that floods it waits its

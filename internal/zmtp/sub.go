@@ -44,7 +44,7 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 	}
 	s.q = make(chan [][]byte, s.opts.HWM)
 	if err := s.dial(endpoint, s.serve, func(error) { s.rejected.Add(1) }); err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -59,9 +59,6 @@ func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
 	}
 	return m, err
 }
-
-// Close disconnects and stops every goroutine of the socket.
-func (s *Sub) Close() error { return s.close() }
 
 // Stats returns the socket's counters.
 func (s *Sub) Stats() SubStats {

@@ -2,7 +2,7 @@
 """Write the KV cache event goldens of the Go msgpack codec (internal/events).
 
 The payloads are encoded by msgspec itself (pinned in requirements.txt), from msgspec Structs
-declared the way the engines declare theirs:
+declared the way the engines declare theirs (kvstructs.py):
 
   map      current vLLM (since PR #42892): events are tagged structs encoded as maps,
            {"type": <class name>, fields...}, omit_defaults drops defaulted fields equal to None;
@@ -31,7 +31,7 @@ The script makes its own venv (.venv/goldens) from the pinned, hashed wheels.
 import json
 import os
 import sys
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 sys.dont_write_bytecode = True  # no __pycache__ in the repository
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -41,126 +41,12 @@ _venv.ensure()
 
 import msgspec  # noqa: E402
 
+import kvstructs  # noqa: E402
+
 ROOT = _venv.ROOT
 OUT = os.path.join(ROOT, "internal", "events", "testdata", "goldens.json")
 
-Hash = Union[bytes, int]
-
-
-def vllm_structs(array_like, with_locality=True):
-    """vLLM's event structs; events encoded as maps, or as arrays (before #42892). vLLM's
-    array-like events never had locality (#48281 came after #42892): with_locality=False
-    leaves it out, as the "array" family does."""
-
-    class Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-        ts: float
-        events: list[Any]
-        data_parallel_rank: Optional[int] = None
-
-    class Event(msgspec.Struct, array_like=array_like, omit_defaults=True, gc=False, tag=True):
-        pass
-
-    class BlockStored(Event):
-        block_hashes: list[Hash]
-        parent_block_hash: Optional[Hash]
-        token_ids: list[int]
-        block_size: int
-        lora_id: Optional[int]
-        medium: Optional[str]
-        lora_name: Optional[str]
-        extra_keys: Optional[list[Optional[tuple[Any, ...]]]] = None
-        group_idx: Optional[int] = None
-        kv_cache_spec_kind: Optional[str] = None
-        kv_cache_spec_sliding_window: Optional[int] = None
-        if with_locality:
-            locality: Optional[str] = None
-
-    class BlockRemoved(Event):
-        block_hashes: list[Hash]
-        medium: Optional[str]
-        group_idx: Optional[int] = None
-        if with_locality:
-            locality: Optional[str] = None
-
-    class AllBlocksCleared(Event):
-        pass
-
-    class KVEventBatch(Batch):
-        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
-
-    return KVEventBatch, BlockStored, BlockRemoved, AllBlocksCleared
-
-
-def vllm_v0_structs():
-    """vLLM's array-like events before lora_name (#27577) and everything after it."""
-
-    class Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-        ts: float
-        events: list[Any]
-        data_parallel_rank: Optional[int] = None
-
-    class Event(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
-        pass
-
-    class BlockStored(Event):
-        block_hashes: list[int]
-        parent_block_hash: Optional[int]
-        token_ids: list[int]
-        block_size: int
-        lora_id: Optional[int]
-        medium: Optional[str]
-
-    class BlockRemoved(Event):
-        block_hashes: list[int]
-        medium: Optional[str]
-
-    class AllBlocksCleared(Event):
-        pass
-
-    class KVEventBatch(Batch):
-        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
-
-    return KVEventBatch, BlockStored, BlockRemoved, AllBlocksCleared
-
-
-def sglang_structs():
-    """SGLang's structs (python/sglang/srt/disaggregation/kv_events.py)."""
-
-    class Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-        ts: float
-        events: list[Any]
-        attn_dp_rank: Optional[int] = None
-
-    class Event(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
-        pass
-
-    class BlockStored(Event):
-        block_hashes: list[int]
-        parent_block_hash: Optional[int]
-        token_ids: list[int]
-        block_size: int
-        lora_id: Optional[int]
-        medium: Optional[str] = None
-
-    class BlockRemoved(Event):
-        block_hashes: list[int]
-        medium: Optional[str] = None
-
-    class AllBlocksCleared(Event):
-        pass
-
-    class KVEventBatch(Batch):
-        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
-
-    return KVEventBatch, BlockStored, BlockRemoved, AllBlocksCleared
-
-
-FAMILIES = {
-    "map": vllm_structs(False),
-    "array": vllm_structs(True, with_locality=False),
-    "array-v0": vllm_v0_structs(),
-    "sglang": sglang_structs(),
-}
+FAMILIES = {fam: kvstructs.structs(fam) for fam in kvstructs.FAMILIES}
 
 ENC = msgspec.msgpack.Encoder()
 
@@ -392,7 +278,7 @@ def decode_only_cases():
 
     # Array-like events with locality, which no vLLM sent (inferrail-sim's array encoding did
     # until it was caught by tests/e2e/test_kv_events.py): still read.
-    _, lStored, lRemoved, _ = vllm_structs(True, with_locality=True)
+    _, lStored, lRemoved, _ = kvstructs.structs("array", locality=True)
     located = mBatch(ts=3.0, data_parallel_rank=0, events=[
         lStored(block_hashes=[5], parent_block_hash=None, token_ids=tokens(0, 4), block_size=4,
                 lora_id=None, medium="GPU", lora_name=None, extra_keys=[None], group_idx=0,

@@ -17,9 +17,9 @@ tests then hold what arrived to vLLM's wire format (vllm-spec.md §3):
     VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0;
   * replay sends every batch again, byte for byte, then vLLM's end marker.
 
-The struct declarations below follow vLLM's vllm/distributed/kv_events.py field for field
-(and SGLang's python/sglang/srt/disaggregation/kv_events.py); the tag of each event is its
-class name, so each family is declared in a function of its own.
+The structs are scripts/goldens/kvstructs.py's, which the Go codec's goldens are encoded with:
+vLLM's vllm/distributed/kv_events.py field for field (and SGLang's
+python/sglang/srt/disaggregation/kv_events.py).
 """
 
 import hashlib
@@ -35,8 +35,6 @@ import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, Optional, Union
 
 import msgspec
 import pytest
@@ -45,108 +43,15 @@ from zmq.utils.monitor import recv_monitor_message
 
 from fleet import BLOCK_SIZE, MODEL, Target, http_get, http_post_json, words
 
+# The engines' structs, shared with the goldens of the Go codec.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                                "goldens"))
+import kvstructs  # noqa: E402
+
 TOPIC = b"kv"
 END_SEQ = b"\xff" * 8
 SALT = "e2e-salt"
 SALTED_MAX_TOKENS = 40
-HashT = Union[bytes, int]  # vLLM's ExternalBlockHash
-
-
-# --- the wire structs -------------------------------------------------------------------------
-
-def vllm_structs(array_like):
-    """vLLM's KV event structs. array_like=False: current vLLM (events are maps since PR
-    #42892); True: vLLM just before that PR, whose events were arrays and had no locality."""
-
-    class EventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-        ts: float
-        events: list[Any]
-        data_parallel_rank: Optional[int] = None
-
-    class KVCacheEvent(msgspec.Struct, array_like=array_like, omit_defaults=True, gc=False,
-                       tag=True):
-        pass
-
-    if array_like:
-        class BlockStored(KVCacheEvent):
-            block_hashes: list[HashT]
-            parent_block_hash: Optional[HashT]
-            token_ids: list[int]
-            block_size: int
-            lora_id: Optional[int]
-            medium: Optional[str]
-            lora_name: Optional[str]
-            extra_keys: Optional[list[Optional[tuple[Any, ...]]]] = None
-            group_idx: Optional[int] = None
-            kv_cache_spec_kind: Optional[str] = None
-            kv_cache_spec_sliding_window: Optional[int] = None
-
-        class BlockRemoved(KVCacheEvent):
-            block_hashes: list[HashT]
-            medium: Optional[str]
-            group_idx: Optional[int] = None
-    else:
-        class BlockStored(KVCacheEvent):
-            block_hashes: list[HashT]
-            parent_block_hash: Optional[HashT]
-            token_ids: list[int]
-            block_size: int
-            lora_id: Optional[int]
-            medium: Optional[str]
-            lora_name: Optional[str]
-            extra_keys: Optional[list[Optional[tuple[Any, ...]]]] = None
-            group_idx: Optional[int] = None
-            kv_cache_spec_kind: Optional[str] = None
-            kv_cache_spec_sliding_window: Optional[int] = None
-            locality: Optional[str] = None
-
-        class BlockRemoved(KVCacheEvent):
-            block_hashes: list[HashT]
-            medium: Optional[str]
-            group_idx: Optional[int] = None
-            locality: Optional[str] = None
-
-    class AllBlocksCleared(KVCacheEvent):
-        pass
-
-    class KVEventBatch(EventBatch):
-        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
-
-    return SimpleNamespace(Batch=KVEventBatch, Stored=BlockStored, Removed=BlockRemoved,
-                           Cleared=AllBlocksCleared)
-
-
-def sglang_structs():
-    """SGLang's KV event structs: array-like events, fewer fields, attn_dp_rank."""
-
-    class EventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-        ts: float
-        events: list[Any]
-        attn_dp_rank: Optional[int] = None
-
-    class KVCacheEvent(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
-        pass
-
-    class BlockStored(KVCacheEvent):
-        block_hashes: list[int]
-        parent_block_hash: Optional[int]
-        token_ids: list[int]
-        block_size: int
-        lora_id: Optional[int]
-        medium: Optional[str] = None
-
-    class BlockRemoved(KVCacheEvent):
-        block_hashes: list[int]
-        medium: Optional[str] = None
-
-    class AllBlocksCleared(KVCacheEvent):
-        pass
-
-    class KVEventBatch(EventBatch):
-        events: list[Union[BlockStored, BlockRemoved, AllBlocksCleared]]
-
-    return SimpleNamespace(Batch=KVEventBatch, Stored=BlockStored, Removed=BlockRemoved,
-                           Cleared=AllBlocksCleared)
 
 
 # --- vLLM's block hash (vllm/utils/hashing.py, vllm/v1/core/kv_cache_utils.py) ---------------
@@ -511,11 +416,11 @@ def test_kv_frames_and_sequence(kv_map):
 
 
 def test_kv_map_decodes_with_vllm_structs(kv_map):
-    decode_all(kv_map, vllm_structs(array_like=False))
+    decode_all(kv_map, kvstructs.structs("map"))
 
 
 def test_kv_map_semantics(kv_map):
-    s = vllm_structs(array_like=False)
+    s = kvstructs.structs("map")
     events = check_semantics(decode_all(kv_map, s), s)
     check_vllm_fields(events, s)
     kinds = Counter(type(ev).__name__ for ev in events)
@@ -550,7 +455,7 @@ def test_kv_map_semantics(kv_map):
 
 
 def test_kv_map_hashes_are_vllms(kv_map):
-    s = vllm_structs(array_like=False)
+    s = kvstructs.structs("map")
     events = check_semantics(decode_all(kv_map, s), s)
     roots = check_hashes(events, s, as_int=True)
     assert roots >= 6
@@ -561,7 +466,7 @@ def test_kv_map_hashes_are_vllms(kv_map):
 
 def test_kv_bytes_hashes_are_digests(kv_bytes):
     check_frames(kv_bytes)
-    s = vllm_structs(array_like=False)
+    s = kvstructs.structs("map")
     events = check_semantics(decode_all(kv_bytes, s), s)
     check_vllm_fields(events, s)
     assert check_hashes(events, s, as_int=False) >= 6
@@ -582,7 +487,7 @@ def test_kv_replay(rec, request):
 
 def test_kv_array_decodes_with_old_vllm_structs(kv_array):
     check_frames(kv_array)
-    s = vllm_structs(array_like=True)
+    s = kvstructs.structs("array")
     events = check_semantics(decode_all(kv_array, s), s)
     check_vllm_fields(events, s, locality=False)
     assert check_hashes(events, s, as_int=True) >= 6
@@ -591,7 +496,7 @@ def test_kv_array_decodes_with_old_vllm_structs(kv_array):
 
 def test_kv_sglang_decodes_with_sglang_structs(kv_sglang):
     check_frames(kv_sglang)
-    s = sglang_structs()
+    s = kvstructs.structs("sglang")
     events = check_semantics(decode_all(kv_sglang, s), s, rank_field="attn_dp_rank")
     assert any(isinstance(e, s.Removed) for e in events)
     assert any(isinstance(e, s.Stored) and e.parent_block_hash is not None for e in events)

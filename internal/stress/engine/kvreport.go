@@ -22,8 +22,6 @@ func kvSummary(variant string, f *KVMirrorFigures) string {
 
 func renderKVMirror(w *strings.Builder, r *Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("## %s\n\n%s\n\n", r.Scenario, r.Description)
-	renderProvenance(w, r)
 	p("| Variant | Requests | Completed | Errors | Load time | Batches applied | Gaps | Replays | Duplicates | Purges | Skipped as seen | Blocks stored | Blocks removed | Engine blocks | Mirror blocks | Mismatched keys | Missing hashes | Replayed equal to live |\n")
 	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, run := range r.Runs {

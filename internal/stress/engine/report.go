@@ -57,15 +57,10 @@ func RenderReport(results []Result, benchText string) []byte {
 	renderSummary(&w, results, rows)
 	for i := range results {
 		r := &results[i]
-		switch r.Scenario {
-		case ScenarioStreams:
-			renderStreams(&w, r)
-		case ScenarioSoak:
-			renderSoak(&w, r)
-		case ScenarioKVMirror:
-			renderKVMirror(&w, r)
-		default:
-			p("## %s\n\n%s\n\n", r.Scenario, r.Description)
+		p("## %s\n\n%s\n\n", r.Scenario, r.Description)
+		if render, ok := renderers[r.Scenario]; ok {
+			renderProvenance(&w, r)
+			render(&w, r)
 		}
 	}
 	if len(rows) > 0 {
@@ -120,10 +115,14 @@ func renderSummary(w *strings.Builder, results []Result, rows []benchRow) {
 	fmt.Fprintln(w)
 }
 
+// renderers write each scenario's figures, below its heading and
+// provenance.
+var renderers = map[string]func(w *strings.Builder, r *Result){
+	ScenarioStreams: renderStreams, ScenarioSoak: renderSoak, ScenarioKVMirror: renderKVMirror,
+}
+
 func renderStreams(w *strings.Builder, r *Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("## %s\n\n%s\n\n", r.Scenario, r.Description)
-	renderProvenance(w, r)
 	p("| Simulator | Streams | Completed | Errors | Wall time, first send to last [DONE] | Stream p50 | Stream p99 | TTFT p50 | TTFT p99 |\n")
 	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, run := range r.Runs {
@@ -147,8 +146,6 @@ func renderStreams(w *strings.Builder, r *Result) {
 
 func renderSoak(w *strings.Builder, r *Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("## %s\n\n%s\n\n", r.Scenario, r.Description)
-	renderProvenance(w, r)
 	for _, run := range r.Runs {
 		f := run.Soak
 		if f == nil {

@@ -225,13 +225,9 @@ func (w *mdWriter) streams(r *Result) {
 	w.p("| Simulators | Streams | Completed | Errors | Wall time | Stream p50 | Stream p99 | TTFT p50 | TTFT p99 | Served by (header) | Finished per simulator | Gateway peak RSS |\n")
 	w.p("|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|--:|\n")
 	for _, run := range r.Streams {
-		fin := map[string]int{}
-		for k, v := range run.SimFinished {
-			fin[k] = int(v)
-		}
 		w.p("| %s (`%s`) | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Variant, strings.Join(run.SimArgs, " "),
 			run.Streams, run.Completed, run.Errors, stress.Secs(run.WallSeconds), stress.Secs(run.Stream.P50), stress.Secs(run.Stream.P99),
-			stress.Secs(run.TTFT.P50), stress.Secs(run.TTFT.P99), formatCounts(run.PerReplica), formatCounts(fin), stress.MiB(run.GatewayPeakRSSBytes))
+			stress.Secs(run.TTFT.P50), stress.Secs(run.TTFT.P99), formatCounts(run.PerReplica), formatCounts(run.SimFinished), stress.MiB(run.GatewayPeakRSSBytes))
 	}
 	w.p("\n")
 	for _, run := range r.Streams {
@@ -324,11 +320,7 @@ func (w *mdWriter) routing(runs []RoutingRun) {
 		for _, rr := range run.Rates {
 			label := fmt.Sprintf("%s at %d req/s", run.Name, rr.Rate)
 			if rr.Tokenizations > 0 && rr.TokenizedShare < 1 {
-				counts := map[string]int{}
-				for k, v := range rr.Tokenized {
-					counts[k] = int(v)
-				}
-				w.p("%s: tokenization results %s.\n\n", label, formatCounts(counts))
+				w.p("%s: tokenization results %s.\n\n", label, formatCounts(rr.Tokenized))
 			}
 			if rr.MetricsError != "" {
 				w.p("%s: a gateway /metrics scrape failed, so its figures miss a leg: `%s`\n\n", label, rr.MetricsError)
@@ -397,10 +389,6 @@ func (w *mdWriter) kill(f *KillFigures) {
 }
 
 func (w *mdWriter) hang(f *HangFigures) {
-	kinds := map[string]int{}
-	for k, v := range f.AttemptErrors {
-		kinds[k] = v
-	}
 	w.p("### policy %s\n\n", f.Policy)
 	w.kv(
 		row("requests (fixed rate)", fmt.Sprint(f.Requests)),
@@ -411,7 +399,7 @@ func (w *mdWriter) hang(f *HangFigures) {
 		row("requests that had been sent to it / failed", fmt.Sprintf("%d / %d", f.SentToHung, f.SentToHungErrors)),
 		row("their latency from the scheduled send", pct(f.SentToHungLatency)),
 		row("latency of the others", pct(f.OthersLatency)),
-		row("its failed attempts in the gateway log, by error", formatCounts(kinds)),
+		row("its failed attempts in the gateway log, by error", formatCounts(f.AttemptErrors)),
 		row("serving again after the heal (end of its first response)", ms(f.BackAfter)),
 		row("served by", formatCounts(f.PerReplica)),
 		row("gateway retries", fmt.Sprintf("%.0f", f.Retries)),
@@ -432,10 +420,6 @@ func (w *mdWriter) flap(f *FlapFigures) {
 }
 
 func (w *mdWriter) disconnects(f *DisconnectsFigures) {
-	fin := map[string]int{}
-	for k, v := range f.SimFinished {
-		fin[k] = int(v)
-	}
 	w.kv(
 		row("streams / drawn to be left", fmt.Sprintf("%d / %d", f.Streams, f.Planned)),
 		row("left before their end / of them before the response head", fmt.Sprintf("%d / %d", f.Left, f.LeftBeforeHead)),
@@ -443,7 +427,7 @@ func (w *mdWriter) disconnects(f *DisconnectsFigures) {
 		row("completed (all checks) / errors", fmt.Sprintf("%d / %d", f.Completed, f.Errors)),
 		row("wall time", stress.Secs(f.WallSeconds)),
 		row("requests the engines received", fmt.Sprintf("%.0f", f.SimReceived)),
-		row("engines' request_success_total by finished_reason", formatCounts(fin)),
+		row("engines' request_success_total by finished_reason", formatCounts(f.SimFinished)),
 		row("expected aborts (left streams that reached an engine)", fmt.Sprintf("%.0f", f.ExpectedAborts)),
 		row("gateway inferrail_client_disconnects_total", fmt.Sprintf("%.0f", f.GatewayDisconnects)),
 		row("idle after the last stream ended", fmt.Sprintf("%.2f s: engines running %.0f, waiting %.0f; gateway in flight %.0f, pending %.0f",
@@ -453,10 +437,6 @@ func (w *mdWriter) disconnects(f *DisconnectsFigures) {
 }
 
 func (w *mdWriter) hostile(f *HostileFigures) {
-	reasons := map[string]int{}
-	for k, v := range f.GatewayErrors {
-		reasons[k] = int(v)
-	}
 	w.kv(
 		row("exchanges: hostile / valid", fmt.Sprintf("%d / %d", f.Hostile, f.Valid)),
 		row("gateway 5xx not called for / 5xx for want of an engine / hangs / valid requests failed", fmt.Sprintf("%d / %d / %d / %d", f.GatewayFailures, f.Upstream5xx, f.Hangs, f.ValidFailures)),
@@ -466,7 +446,7 @@ func (w *mdWriter) hostile(f *HostileFigures) {
 		row("gateway idle RSS before / peak / idle after", fmt.Sprintf("%s / %s / %s", stress.MiB(f.RSSBeforeBytes), stress.MiB(f.RSSPeakBytes), stress.MiB(f.RSSAfterBytes))),
 		row("gateway open files before / after; client connections held after", fmt.Sprintf("%d / %d; %d", f.FDsBefore, f.FDsAfter, f.ClientConnsAfter)),
 		row("healthy afterwards", fmt.Sprintf("%v %s", f.HealthyAfter, f.HealthDetail)),
-		row("gateway's own errors (inferrail_request_errors_total by reason)", formatCounts(reasons)),
+		row("gateway's own errors (inferrail_request_errors_total by reason)", formatCounts(f.GatewayErrors)),
 	)
 	w.p("| Kind | Requests | Answers and endings | Failures |\n|---|--:|---|--:|\n")
 	for _, k := range f.Kinds {
@@ -506,12 +486,8 @@ func (w *mdWriter) soak(g *GWSoakFigures) {
 	}
 	w.p("Mix: %s.\n\n", formatCounts(f.Mix))
 	if s := g.Sims; s != nil {
-		succ := map[string]int{}
-		for k, v := range s.RequestSuccess {
-			succ[k] = int(v)
-		}
 		w.p("The simulators' /metrics after the load, summed: running %.0f, waiting %.0f, preemptions %.0f; request_success_total: %s. "+
-			"Gateway afterwards: in flight %.0f, client connections held %d.\n\n", s.Running, s.Waiting, s.Preemptions, formatCounts(succ),
+			"Gateway afterwards: in flight %.0f, client connections held %d.\n\n", s.Running, s.Waiting, s.Preemptions, formatCounts(s.RequestSuccess),
 			g.IdleAfter.GatewayInFlight, g.ClientConnsAfter)
 	}
 	w.errors("All", f.ErrorKinds, f.ErrorSamples)

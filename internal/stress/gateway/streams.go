@@ -177,15 +177,16 @@ func spreadPercent(counts map[string]int, ids []string) float64 {
 	return worst
 }
 
-// formatCounts writes counts as "a 1, b 2" in key order.
-func formatCounts(counts map[string]int) string {
+// formatCounts writes counts as "a 1, b 2" in key order, float counts (as
+// read from metrics) as whole numbers.
+func formatCounts[N int | float64](counts map[string]N) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		name := k
 		if name == "" {
 			name = "(none)"
 		}
-		parts = append(parts, fmt.Sprintf("%s %d", name, counts[k]))
+		parts = append(parts, fmt.Sprintf("%s %d", name, int(counts[k])))
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -46,11 +46,7 @@ func jsonValueKnowing(raw []byte, known rawjson.Decoded) (jinja.Value, error) {
 	r := valueReader{Reader: rawjson.NewReader(raw), known: known}
 	v, err := r.jinjaValue(0)
 	if err == nil {
-		if _, err = r.Dec.ReadToken(); err == io.EOF {
-			err = nil
-		} else if err == nil {
-			err = errors.New("trailing data after JSON value")
-		}
+		err = r.End()
 	}
 	r.Release()
 	if err != nil {

@@ -48,19 +48,11 @@ func newDecoder(path string, raw json.RawMessage) (decoder, error) {
 		}
 		return decMetaspace{repl: []rune(m.repl)[0], skipFirst: m.prepend != "never"}, nil
 	case "Replace":
-		var c struct {
-			Type    string      `json:"type"`
-			Pattern patternJSON `json:"pattern"`
-			Content string      `json:"content"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return bad(err)
-		}
-		m, err := newMatcher(c.Pattern)
+		r, err := newReplace(path, raw)
 		if err != nil {
-			return bad(err)
+			return nil, err
 		}
-		return decReplace{r: replaceNorm{m: m, content: c.Content}}, nil
+		return decReplace{r: r}, nil
 	case "ByteFallback", "Fuse":
 		var c struct {
 			Type string `json:"type"`

@@ -63,19 +63,11 @@ func newNormalizer(path string, raw json.RawMessage) (normalizer, error) {
 		}
 		return prependNorm(c.Prepend), nil
 	case "Replace":
-		var c struct {
-			Type    string      `json:"type"`
-			Pattern patternJSON `json:"pattern"`
-			Content string      `json:"content"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		m, err := newMatcher(c.Pattern)
+		r, err := newReplace(path, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%s.pattern: %w", path, err)
+			return nil, err
 		}
-		return replaceNorm{m: m, content: c.Content}, nil
+		return r, nil
 	case "Strip":
 		var c struct {
 			Type  string `json:"type"`
@@ -116,6 +108,24 @@ func (p prependNorm) normalize(s string) string {
 type replaceNorm struct {
 	m       matcher
 	content string
+}
+
+// newReplace reads a Replace component, the same JSON as a normalizer and
+// as a decoder: a pattern and the text that replaces each match.
+func newReplace(path string, raw json.RawMessage) (replaceNorm, error) {
+	var c struct {
+		Type    string      `json:"type"`
+		Pattern patternJSON `json:"pattern"`
+		Content string      `json:"content"`
+	}
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return replaceNorm{}, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := newMatcher(c.Pattern)
+	if err != nil {
+		return replaceNorm{}, fmt.Errorf("%s.pattern: %w", path, err)
+	}
+	return replaceNorm{m: m, content: c.Content}, nil
 }
 
 func (r replaceNorm) normalize(s string) string {

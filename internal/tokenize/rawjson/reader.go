@@ -61,6 +61,22 @@ func (r *Reader) Value() ([]byte, error) {
 	return r.src[end-len(v) : end : end], nil
 }
 
+// ErrTrailing is End's error for input after the value.
+var ErrTrailing = errors.New("data after the top-level value")
+
+// End reads past the end of the value read: nil if the input ends there,
+// ErrTrailing if something follows, or the syntax error of what follows.
+func (r *Reader) End() error {
+	_, err := r.Dec.ReadToken()
+	switch err {
+	case io.EOF:
+		return nil
+	case nil:
+		return ErrTrailing
+	}
+	return err
+}
+
 // Slice returns the input from offset start to end, capped as values are.
 func (r *Reader) Slice(start, end int) []byte { return r.src[start:end:end] }
 

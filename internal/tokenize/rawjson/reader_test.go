@@ -46,3 +46,30 @@ func TestReaderSlices(t *testing.T) {
 		t.Errorf("Members of a list = %v, want ErrNotObject", err)
 	}
 }
+
+func TestReaderEnd(t *testing.T) {
+	for _, tt := range []struct {
+		in       string
+		trailing bool // ErrTrailing
+		syntax   bool // another error
+	}{
+		{in: `{"a":1}`},
+		{in: "{\"a\":1} \n\t"},
+		{in: `{"a":1} 2`, trailing: true},
+		{in: `{"a":1}{}`, trailing: true},
+		{in: `{"a":1} ]`, syntax: true},
+		{in: `{"a":1} "x`, syntax: true},
+	} {
+		r := NewReader([]byte(tt.in))
+		if _, err := r.Value(); err != nil {
+			t.Fatalf("%q: Value: %v", tt.in, err)
+		}
+		err := r.End()
+		r.Release()
+		switch {
+		case tt.trailing && !errors.Is(err, ErrTrailing), tt.syntax && (err == nil || errors.Is(err, ErrTrailing)),
+			!tt.trailing && !tt.syntax && err != nil:
+			t.Errorf("End after %q = %v", tt.in, err)
+		}
+	}
+}

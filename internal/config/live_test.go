@@ -1,0 +1,219 @@
+package config
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"pgregory.net/rapid"
+)
+
+func loadFull(t *testing.T) *Config {
+	t.Helper()
+	cfg, err := Load(filepath.Join("testdata", "full.good.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// clone copies a config through its JSON, which Patch relies on keeping
+// every value.
+func clone(t *testing.T, c *Config) *Config {
+	t.Helper()
+	out, err := c.Patch([]byte(`{}`))
+	if err != nil {
+		t.Fatalf("Patch({}): %v", err)
+	}
+	return out
+}
+
+// TestRestartOnly: a change to what the gateway builds at start is named
+// by its path; a change to what can change live is not.
+func TestRestartOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(c *Config)
+		want   []string
+	}{
+		{"nothing", func(c *Config) {}, nil},
+		{"routing", func(c *Config) {
+			c.Routing.Epsilon, c.Routing.Split, c.Routing.Shadow = 3, Split{{"p2c", 100}}, nil
+			c.Routing.HotPrefix.Window *= 2
+		}, nil},
+		{"retry and log_prompts", func(c *Config) { c.Retry.MaxAttempts = 7; c.Logging.LogPrompts = !c.Logging.LogPrompts }, nil},
+		{"reload interval", func(c *Config) { c.Server.ReloadInterval = 0 }, nil},
+		{"replicas", func(c *Config) {
+			c.Replicas[0].URL = "http://10.0.0.99:8000"
+			c.Replicas = append(c.Replicas, Replica{ID: "new", URL: "http://x:1", Models: []string{"Qwen/Qwen3-8B"}, MaxConcurrency: 1, MaxPending: 1})
+		}, nil},
+		{"a model's live keys", func(c *Config) {
+			m := &c.Models[0]
+			m.Policy, m.Split, m.Shadow, m.Aliases = "cost_model", Split{{"kv_aware", 100}}, []string{"p2c"}, []string{"other"}
+			m.CostModel = nil
+		}, nil},
+		{"listeners", func(c *Config) { c.Server.Listen = "127.0.0.1:1"; c.Server.AdminListen = "127.0.0.1:2" },
+			[]string{"server.listen", "server.admin_listen"}},
+		{"a model's tokenizer and block size", func(c *Config) { c.Models[1].Tokenizer = "builtin:sim"; c.Models[0].BlockSize = 64 },
+			[]string{"models[0].block_size", "models[1].tokenizer"}},
+		{"the model list", func(c *Config) { c.Models = c.Models[:1] }, []string{"models"}},
+		{"a model's name", func(c *Config) { c.Models[1].Name = "other" }, []string{"models[1].name"}},
+		{"chat template kwargs", func(c *Config) { c.Models[1].ChatTemplateKwargs = `{"x":1}` }, []string{"models[1].chat_template_kwargs"}},
+		{"startup sections", func(c *Config) {
+			c.Health.Interval *= 2
+			c.Discovery.DNS[0].Refresh *= 2
+			c.Upstream.HTTP2 = !c.Upstream.HTTP2
+			c.Load.MaxAge *= 2
+			c.Tokenizer.Workers++
+			c.Index.Mode = IndexExact
+			c.Logging.Level = "warn"
+			c.Observability.ShadowLog = ""
+		}, []string{"discovery.dns[0].refresh", "health.interval", "upstream.http2", "load.max_age", "tokenizer.workers",
+			"index.mode", "logging.level", "observability.shadow_log"}},
+		{"live and restart-only together", func(c *Config) { c.Routing.Kappa = 0.5; c.Index.DefaultCapacityBlocks++ },
+			[]string{"index.default_capacity_blocks"}},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			cur := loadFull(t)
+			next := clone(t, cur)
+			tt.change(next)
+			if got := RestartOnly(cur, next); !slices.Equal(got, tt.want) {
+				t.Errorf("RestartOnly = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPatch applies merge patches to the full config: what they set,
+// remove (back to the default) or break.
+func TestPatch(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		patch   string
+		check   func(t *testing.T, c *Config)
+		errs    []string // messages, without lines; nil when it applies
+		isPatch bool     // the error is ErrPatch
+	}{
+		{name: "empty", patch: `{}`, check: func(t *testing.T, c *Config) {
+			if diff := cmp.Diff(loadFull(t), c, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("{} changed the config (-before +after):\n%s", diff)
+			}
+		}},
+		// A split is a mapping, so a patch merges into it: a policy is
+		// dropped by setting it to null.
+		{name: "split and shadow", patch: `{"routing": {"split": {"p2c": null, "cost_model": 90, "kv_aware": 10}, "shadow": ["least_request"]}}`,
+			check: func(t *testing.T, c *Config) {
+				got := slices.SortedFunc(slices.Values(c.Routing.Split), func(a, b SplitArm) int { return strings.Compare(a.Policy, b.Policy) })
+				if !slices.Equal(got, Split{{"cost_model", 90}, {"kv_aware", 10}}) || !slices.Equal(c.Routing.Shadow, []string{"least_request"}) {
+					t.Errorf("split %v, shadow %v", c.Routing.Split, c.Routing.Shadow)
+				}
+			}},
+		{name: "null takes the default", patch: `{"routing": {"epsilon": null, "split": null}, "retry": null}`,
+			check: func(t *testing.T, c *Config) {
+				d := Default()
+				if c.Routing.Epsilon != d.Routing.Epsilon || c.Routing.Split != nil || c.Retry != d.Retry {
+					t.Errorf("epsilon %v, split %v, retry %+v; want defaults", c.Routing.Epsilon, c.Routing.Split, c.Retry)
+				}
+			}},
+		{name: "a list is replaced whole", patch: `{"replicas": [{"id": "solo", "url": "http://127.0.0.1:9", "models": ["meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-8B"]}]}`,
+			check: func(t *testing.T, c *Config) {
+				if len(c.Replicas) != 1 || c.Replicas[0].MaxConcurrency != defaultMaxConcurrency {
+					t.Errorf("replicas %+v: want one, with its defaults", c.Replicas)
+				}
+			}},
+		// The split merges with kv_aware's 25.
+		{name: "invalid values, all reported", patch: `{"routing": {"epsilon": -1, "split": {"p2c": 50}}, "retry": {"max_attempts": "3"}}`,
+			errs: []string{"routing.split: percents must add up to 100, not 75", "routing.epsilon: must be > 0", "retry.max_attempts: must be an integer"}},
+		{name: "unknown key", patch: `{"routing": {"splt": {}}}`, errs: []string{"routing.splt: unknown key"}},
+		{name: "not JSON", patch: `{"routing":`, isPatch: true},
+		{name: "not an object", patch: `[1]`, errs: []string{"must be a mapping of keys to values"}},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			cur := loadFull(t)
+			before := clone(t, cur)
+			got, err := cur.Patch([]byte(tt.patch))
+			if diff := cmp.Diff(before, cur, cmpopts.EquateEmpty()); diff != "" {
+				t.Fatalf("Patch changed the config it was applied to:\n%s", diff)
+			}
+			switch {
+			case tt.isPatch:
+				if !errors.Is(err, ErrPatch) {
+					t.Fatalf("Patch = %v, want ErrPatch", err)
+				}
+			case tt.errs != nil:
+				if err == nil {
+					t.Fatal("Patch applied, want errors")
+				}
+				var msgs []string
+				for _, e := range unjoin(err) {
+					var ce *Error
+					if !errors.As(e, &ce) {
+						t.Fatalf("error %v is not a *Error", e)
+					}
+					m := ce.Msg
+					if ce.Path != "" {
+						m = ce.Path + ": " + m
+					}
+					msgs = append(msgs, m)
+				}
+				slices.Sort(msgs)
+				want := slices.Sorted(slices.Values(tt.errs))
+				if !slices.Equal(msgs, want) {
+					t.Errorf("errors %q, want %q", msgs, want)
+				}
+			default:
+				if err != nil {
+					t.Fatalf("Patch: %v", err)
+				}
+				tt.check(t, got)
+			}
+		})
+	}
+}
+
+// TestJSONRoundTrip: any valid config, written as JSON and read back as
+// a config file, is the same config, so an empty patch changes nothing.
+func TestJSONRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := genConfig.Draw(t, "config")
+		got, err := c.Patch([]byte(`{}`))
+		if err != nil {
+			j, _ := c.JSON()
+			t.Fatalf("Patch({}): %v\n%s", err, j)
+		}
+		if diff := cmp.Diff(c, *got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip through JSON (-config +read back):\n%s", diff)
+		}
+		// An empty shadow list means none, no list routing's: the two
+		// must not merge.
+		for i := range c.Models {
+			if (c.Models[i].Shadow == nil) != (got.Models[i].Shadow == nil) {
+				t.Fatalf("models[%d].shadow %#v read back as %#v", i, c.Models[i].Shadow, got.Models[i].Shadow)
+			}
+		}
+	})
+}
+
+// TestSplitAndKwargsForms: a split keeps its written order; kwargs read
+// as a mapping or as a string of JSON are the same object.
+func TestSplitAndKwargsForms(t *testing.T) {
+	base := "replicas: [{id: a, url: \"http://127.0.0.1:1\", models: [m]}]\n"
+	a, err := Parse([]byte(base + "models: [{name: m, chat_template_kwargs: {enable_thinking: false, n: 2}}]\nrouting: {split: {p2c: 30, cost_model: 70}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte(base + "models: [{name: m, chat_template_kwargs: '{\"enable_thinking\":false,\"n\":2}'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Models[0].ChatTemplateKwargs != b.Models[0].ChatTemplateKwargs {
+		t.Errorf("kwargs as a mapping %q, as a string %q", a.Models[0].ChatTemplateKwargs, b.Models[0].ChatTemplateKwargs)
+	}
+	if want := (Split{{"p2c", 30}, {"cost_model", 70}}); !slices.Equal(a.Routing.Split, want) {
+		t.Errorf("split %v, want %v in written order", a.Routing.Split, want)
+	}
+}

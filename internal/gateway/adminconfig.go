@@ -1,0 +1,148 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// maxPatchBytes bounds a PATCH /admin/config body: a whole config is far
+// smaller.
+const maxPatchBytes = 4 << 20
+
+// configAnswer is the body of GET /admin/config and of a successful PATCH
+// or reload.
+type configAnswer struct {
+	Generation uint64 `json:"generation"`
+	Result     string `json:"result,omitempty"` // applied or unchanged, after a change
+	// ApplySecs is how long applying the change took, after an applied one.
+	ApplySecs float64         `json:"apply_secs,omitempty"`
+	Config    json.RawMessage `json:"config"`
+}
+
+// problemAnswer is the body of a refused change: every problem at once.
+type problemAnswer struct {
+	Error    string          `json:"error"`
+	Result   string          `json:"result"`
+	Problems []problemDetail `json:"problems"`
+}
+
+type problemDetail struct {
+	Path    string `json:"path,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// serveConfig answers GET /admin/config: the config in effect and its
+// generation.
+func (g *Gateway) serveConfig(w http.ResponseWriter, r *http.Request) {
+	g.writeGeneration(w, g.current(), "")
+}
+
+func (g *Gateway) writeGeneration(w http.ResponseWriter, gen *generation, result string) {
+	cfg, err := gen.cfg.JSON()
+	if err != nil {
+		writeAdminJSON(w, http.StatusInternalServerError, problemAnswer{Error: err.Error(), Problems: []problemDetail{}})
+		return
+	}
+	w.Header().Set("X-Inferrail-Config-Generation", strconv.FormatUint(gen.n, 10))
+	ans := configAnswer{Generation: gen.n, Result: result, Config: cfg}
+	if result == reloadApplied {
+		ans.ApplySecs = gen.applied.Seconds()
+	}
+	writeAdminJSON(w, http.StatusOK, ans)
+}
+
+// servePatchConfig answers PATCH /admin/config: a JSON merge patch (RFC
+// 7396) applied to the config in effect, validated as the file is. The
+// file is left alone: its next edit replaces the patch.
+func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPatchBytes))
+	if err != nil {
+		writeProblems(w, http.StatusRequestEntityTooLarge, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: "the patch is larger than 4 MiB"}}})
+		g.reloaded(reloadRejected)
+		return
+	}
+	// Patches are applied one at a time onto the config in effect, so that
+	// two at once cannot undo each other.
+	g.patchMu.Lock()
+	defer g.patchMu.Unlock()
+	next, err := g.current().cfg.Patch(body)
+	if err != nil {
+		status := http.StatusUnprocessableEntity
+		if errors.Is(err, config.ErrPatch) {
+			status = http.StatusBadRequest
+		}
+		re := refused(err)
+		for i := range re.Problems {
+			re.Problems[i].Line = 0 // lines of the merged JSON, which nobody wrote
+		}
+		g.rejected(re, "patch")
+		writeProblems(w, status, reloadRejected, re)
+		return
+	}
+	g.answerChange(w, next, "patch")
+}
+
+// serveReload answers POST /admin/reload: the config file reread now.
+func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
+	result, gen, err := g.reloadFile("admin", true)
+	var re *ReloadError
+	switch {
+	case errors.As(err, &re):
+		writeProblems(w, http.StatusUnprocessableEntity, reloadRejected, re)
+	case err != nil:
+		writeProblems(w, http.StatusConflict, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: err.Error()}}})
+	default:
+		g.writeGeneration(w, gen, result)
+	}
+}
+
+// answerChange applies a config and answers with the result.
+func (g *Gateway) answerChange(w http.ResponseWriter, next *config.Config, via string) {
+	result, gen, err := g.apply(next, via)
+	var re *ReloadError
+	if errors.As(err, &re) {
+		writeProblems(w, http.StatusUnprocessableEntity, result, re)
+		return
+	}
+	g.writeGeneration(w, gen, result)
+}
+
+func writeProblems(w http.ResponseWriter, status int, result string, re *ReloadError) {
+	out := problemAnswer{Error: "the config was refused; the config in effect stays", Result: result, Problems: []problemDetail{}}
+	for _, p := range re.Problems {
+		out.Problems = append(out.Problems, problemDetail{Path: p.Path, Line: p.Line, Message: p.Msg})
+	}
+	writeAdminJSON(w, status, out)
+}
+
+// controlCollector reports the config in effect: its generation and each
+// model's split.
+type controlCollector struct{ g *Gateway }
+
+var (
+	descGeneration = prometheus.NewDesc("inferrail_config_generation", "The generation of the config in effect: 1 at start, one more at every applied change.", nil, nil)
+	descPercent    = prometheus.NewDesc("inferrail_model_policy_percent", "The percent of a model's requests each policy routes.", []string{"model", "policy"}, nil)
+)
+
+func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descGeneration
+	ch <- descPercent
+}
+
+func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
+	gen := c.g.current()
+	ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(gen.n))
+	for model, mp := range gen.routing {
+		for _, a := range mp.arms {
+			ch <- prometheus.MustNewConstMetric(descPercent, prometheus.GaugeValue, float64(a.percent), model, a.policy.Name())
+		}
+	}
+}

@@ -1,0 +1,465 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// adminDo sends an admin request and decodes its JSON answer into out.
+func adminDo(t fataler, method, url, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s answered %d, not JSON: %v\n%s", method, url, resp.StatusCode, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// patch PATCHes /admin/config and returns the status, the generation and
+// the problems of a refusal.
+func patch(t fataler, admin, body string) (int, uint64, []problemDetail) {
+	t.Helper()
+	var ans struct {
+		Generation uint64          `json:"generation"`
+		Problems   []problemDetail `json:"problems"`
+	}
+	code := adminDo(t, http.MethodPatch, admin+"/admin/config", body, &ans)
+	return code, ans.Generation, ans.Problems
+}
+
+// TestReloadUnderTraffic: 400 requests, half streamed, through 30 config
+// patches 100 ms apart that switch the policy, epsilon and the replica set:
+// every request completes, and every patch is applied.
+func TestReloadUnderTraffic(t *testing.T) {
+	sims := fleetOf(t, 3, true)
+	cfg := testConfig(t, sims)
+	gw := startGateway(t, cfg)
+	all := fmt.Sprintf(`[{"id":"sim-1","url":%q,"models":[%q]},{"id":"sim-2","url":%q,"models":[%q]},{"id":"sim-3","url":%q,"models":[%q]}]`,
+		sims[0].URL(), testModel, sims[1].URL(), testModel, sims[2].URL(), testModel)
+	two := fmt.Sprintf(`[{"id":"sim-1","url":%q,"models":[%q]},{"id":"sim-3","url":%q,"models":[%q]}]`,
+		sims[0].URL(), testModel, sims[2].URL(), testModel)
+
+	done := make(chan struct{})
+	var patches sync.WaitGroup
+	patches.Go(func() {
+		names := policy.Names()
+		for i := range 30 {
+			replicas := all
+			if i%2 == 0 {
+				replicas = two
+			}
+			body := fmt.Sprintf(`{"routing":{"default_policy":%q,"epsilon":%g},"replicas":%s}`, names[i%len(names)], 0.5+float64(i%4), replicas)
+			if code, gen, problems := patch(t, gw.admin, body); code != http.StatusOK || gen != uint64(i+2) {
+				t.Errorf("patch %d: %d, generation %d, problems %v", i, code, gen, problems)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		close(done)
+	})
+
+	var requests sync.WaitGroup
+	failures := make(chan string, 400)
+	next := make(chan int)
+	for range 8 {
+		requests.Go(func() {
+			for i := range next {
+				stream := ""
+				if i%2 == 1 {
+					stream = `,"stream":true`
+				}
+				resp, body := chat(t, gw.url, chatBody(fmt.Sprintf("request %d %s", i, strings.Repeat("words ", i%40)), stream))
+				switch {
+				case resp.StatusCode != http.StatusOK:
+					failures <- fmt.Sprintf("request %d: %d %s", i, resp.StatusCode, body)
+				case stream != "" && !strings.HasSuffix(strings.TrimSpace(body), "data: [DONE]"):
+					failures <- fmt.Sprintf("request %d: stream did not end with [DONE]", i)
+				}
+			}
+		})
+	}
+	// Spread the 400 requests over the patches' three seconds.
+	for i := range 400 {
+		next <- i
+		time.Sleep(6 * time.Millisecond)
+	}
+	close(next)
+	requests.Wait()
+	<-done
+	patches.Wait()
+	close(failures)
+	for f := range failures {
+		t.Error(f)
+	}
+	if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_config_reloads_total{result="applied"} 30`) ||
+		!strings.Contains(page, "inferrail_config_generation 31") {
+		t.Errorf("metrics do not show 30 applied reloads and generation 31:\n%s", grepLines(page, "inferrail_config_"))
+	}
+}
+
+func grepLines(page, prefix string) string {
+	var out []string
+	for l := range strings.Lines(page) {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, strings.TrimSpace(l))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestReloadKeepsPolicyState: for every policy, a change to what it does
+// not read keeps the very policy, state and all; a change to what it
+// reads builds a new one. Round robin shows the state kept: its rotation
+// goes on across the reload.
+func TestReloadKeepsPolicyState(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	for _, name := range policy.Names() {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t, sims)
+			cfg.Routing.DefaultPolicy = name
+			cfg.Routing.Shadow = []string{name}
+			gw := startGateway(t, cfg)
+			before := gw.g.testPolicy(testModel)
+			shadowBefore := gw.g.current().routing[testModel].shadows[0]
+			var same configAnswer
+			if adminDo(t, http.MethodPatch, gw.admin+"/admin/config", `{}`, &same); same.Result != reloadUnchanged || same.Generation != 1 {
+				t.Errorf("an empty patch: %s, generation %d; want unchanged, 1", same.Result, same.Generation)
+			}
+			if code, _, problems := patch(t, gw.admin, `{"retry":{"max_attempts":2},"logging":{"log_prompts":true}}`); code != http.StatusOK {
+				t.Fatalf("patch: %d %v", code, problems)
+			}
+			if gw.g.testPolicy(testModel) != before || gw.g.current().routing[testModel].shadows[0] != shadowBefore {
+				t.Error("a change to retry and logging rebuilt the policy")
+			}
+			// epsilon is read by cost_model alone.
+			patch(t, gw.admin, `{"routing":{"epsilon":3}}`)
+			if kept := gw.g.testPolicy(testModel) == before; kept != (name != policy.CostModel) {
+				t.Errorf("after an epsilon change, policy kept = %v", kept)
+			}
+			// Every policy reads the cost model (each prices its pick).
+			now := gw.g.testPolicy(testModel)
+			patch(t, gw.admin, `{"routing":{"cost_model":{"prefill_fixed_secs":0.01}}}`)
+			if gw.g.testPolicy(testModel) == now {
+				t.Error("a cost model change kept the policy")
+			}
+		})
+	}
+
+	t.Run("round_robin_rotation", func(t *testing.T) {
+		cfg := testConfig(t, sims)
+		gw := startGateway(t, cfg)
+		var seen []string
+		for i := range 5 {
+			if i == 2 {
+				patch(t, gw.admin, `{"retry":{"max_attempts":4}}`)
+			}
+			resp, _ := chat(t, gw.url, chatBody("hi", ""))
+			seen = append(seen, resp.Header.Get(openai.HeaderReplica))
+		}
+		for i := 1; i < len(seen); i++ {
+			if seen[i] == seen[i-1] {
+				t.Fatalf("replicas %v: the rotation restarted at the reload", seen)
+			}
+		}
+	})
+}
+
+// TestRestartOnlyRefused: a change to what only a restart applies is
+// refused whole, naming every path, with the config in effect unchanged;
+// so are invalid values (all at once) and a body that is not JSON.
+func TestRestartOnlyRefused(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	for _, tt := range []struct {
+		name, body string
+		code       int
+		paths      []string
+	}{
+		{"listeners_and_index", `{"server":{"listen":"127.0.0.1:1"},"index":{"default_capacity_blocks":7},"routing":{"epsilon":2}}`,
+			http.StatusUnprocessableEntity, []string{"server.listen", "index.default_capacity_blocks"}},
+		{"model_list", `{"models":[{"name":"other"}],"replicas":[{"id":"x","url":"http://127.0.0.1:1","models":["other"]}]}`,
+			http.StatusUnprocessableEntity, []string{"models[0].name", "models[0].tokenizer", "models[0].block_size"}},
+		{"invalid_values", `{"routing":{"epsilon":-1,"split":{"p2c":40}},"retry":{"max_attempts":0}}`,
+			http.StatusUnprocessableEntity, []string{"routing.split", "routing.epsilon", "retry.max_attempts"}},
+		{"not_json", `{"routing":`, http.StatusBadRequest, []string{""}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, problems := patch(t, gw.admin, tt.body)
+			var paths []string
+			for _, p := range problems {
+				paths = append(paths, p.Path)
+				if p.Line != 0 {
+					t.Errorf("problem %+v names a line of the merged JSON", p)
+				}
+			}
+			if code != tt.code || !slices.Equal(slices.Sorted(slices.Values(paths)), slices.Sorted(slices.Values(tt.paths))) {
+				t.Errorf("PATCH = %d with paths %q, want %d with %q", code, paths, tt.code, tt.paths)
+			}
+			var cur configAnswer
+			adminDo(t, http.MethodGet, gw.admin+"/admin/config", "", &cur)
+			if cur.Generation != 1 || gw.g.current().cfg.Routing.Epsilon != 1 {
+				t.Errorf("generation %d, epsilon %v after a refused change; want 1 and 1", cur.Generation, gw.g.current().cfg.Routing.Epsilon)
+			}
+		})
+	}
+	if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_config_reloads_total{result="rejected"} 4`) {
+		t.Errorf("want 4 rejected reloads:\n%s", grepLines(page, "inferrail_config_"))
+	}
+}
+
+// TestSplit: a 75/25 split routes each arm's share within binomial bounds,
+// every conversation stays on one arm, and both are named in responses,
+// metrics and explain.
+func TestSplit(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.Split = config.Split{{Policy: "least_request", Percent: 75}, {Policy: "p2c", Percent: 25}}
+	gw := startGateway(t, cfg)
+
+	const n = 800
+	counts := map[string]int{}
+	for i := range n {
+		resp, body := chat(t, gw.url, chatBody("hello", ""), openai.HeaderRequestID, fmt.Sprintf("split-req-%d", i))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+		counts[resp.Header.Get(openai.HeaderPolicy)]++
+	}
+	// A two-sided binomial test at a false alarm rate of about 1e-6:
+	// 4.9 standard deviations.
+	mean, sd := 0.75*n, math.Sqrt(n*0.75*0.25)
+	if got := float64(counts["least_request"]); math.Abs(got-mean) > 4.9*sd || counts["least_request"]+counts["p2c"] != n {
+		t.Errorf("arms %v over %d requests: least_request should be %.0f ± %.0f", counts, n, mean, 4.9*sd)
+	}
+
+	arms := map[string]bool{}
+	for c := range 40 {
+		var first string
+		for i := range 5 {
+			resp, _ := chat(t, gw.url, chatBody("turn", ""), openai.HeaderSession, fmt.Sprintf("conversation-%d", c))
+			got := resp.Header.Get(openai.HeaderPolicy)
+			if i == 0 {
+				first = got
+			} else if got != first {
+				t.Fatalf("conversation %d moved from %s to %s", c, first, got)
+			}
+		}
+		arms[first] = true
+	}
+	if len(arms) != 2 {
+		t.Errorf("40 conversations all on %v", arms)
+	}
+	page := scrape(t, gw.admin)
+	for _, want := range []string{`inferrail_model_policy_percent{model="inferrail/sim-8b",policy="least_request"} 75`,
+		`inferrail_model_policy_percent{model="inferrail/sim-8b",policy="p2c"} 25`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	var ans explainAnswer
+	if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/chat/completions?policy=p2c", chatBody("x", ""), &ans); code != http.StatusOK || ans.Policy != "p2c" {
+		t.Errorf("explain ?policy=p2c: %d, policy %q", code, ans.Policy)
+	}
+	var refusal struct {
+		Error struct{ Message, Param string }
+	}
+	if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/chat/completions?policy=kv_aware", chatBody("x", ""), &refusal); code != http.StatusBadRequest ||
+		!strings.Contains(refusal.Error.Message, "least_request, p2c") {
+		t.Errorf("explain ?policy=kv_aware on a model without it: %d %+v", code, refusal)
+	}
+}
+
+// TestShadowLogReplays: 300 requests over two config generations with
+// every policy in shadow replay offline to every pick; an edited or a
+// removed line is caught at its line.
+func TestShadowLogReplays(t *testing.T) {
+	sims := fleetOf(t, 3, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = "cost_model"
+	cfg.Routing.SessionAffinity = true
+	cfg.Routing.Shadow = policy.Names()
+	logPath := filepath.Join(t.TempDir(), "shadow.jsonl")
+	cfg.Observability.ShadowLog = logPath
+	gw := startGateway(t, cfg)
+
+	send := func(from, to int) {
+		var wg sync.WaitGroup
+		for w := range 6 {
+			wg.Go(func() {
+				for i := from + w; i < to; i += 6 {
+					prompt := fmt.Sprintf("%s question %d", strings.Repeat("shared system prompt ", 20*(i%3)), i)
+					resp, body := chat(t, gw.url, chatBody(prompt, ""), openai.HeaderSession, fmt.Sprint("conv-", i%17))
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("request %d: %d %s", i, resp.StatusCode, body)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	send(0, 150)
+	// The second generation rebuilds the policies that read epsilon
+	// (cost_model) and keeps the others.
+	if code, _, problems := patch(t, gw.admin, `{"routing":{"epsilon":0.5}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	send(150, 300)
+	waitFor(t, "the shadow worker to drain", 10*time.Second, func() bool {
+		var ans struct{ Shadows []shadowView }
+		adminDo(t, http.MethodGet, gw.admin+"/admin/shadow", "", &ans)
+		return len(ans.Shadows) == len(policy.Names()) && !slices.ContainsFunc(ans.Shadows, func(v shadowView) bool { return v.Decisions != 300 })
+	})
+	gw.cancel()
+	<-gw.done
+
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("shared system prompt")) {
+		t.Fatal("the shadow log holds a prompt")
+	}
+	rep, err := ReplayShadow(bytes.NewReader(data))
+	want := ReplayReport{Generations: 2, Decisions: 300, Picks: 300 * len(policy.Names())}
+	if err != nil || rep != want {
+		t.Fatalf("ReplayShadow = %+v, %v; want %+v", rep, err, want)
+	}
+
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	edited := slices.Clone(lines)
+	edited[40] = bytes.Replace(edited[40], []byte(`"in_flight":`), []byte(`"in_flight":1`), 1)
+	removed := slices.Delete(slices.Clone(lines), 70, 71)
+	for name, tampered := range map[string][][]byte{"line 41": edited, "line 71": removed} {
+		if _, err := ReplayShadow(bytes.NewReader(bytes.Join(tampered, nil))); err == nil || !strings.HasPrefix(err.Error(), name+":") {
+			t.Errorf("a log tampered at %s replays with %v", name, err)
+		}
+	}
+}
+
+// TestConfigFileReload: the file is reread every reload_interval and an
+// edit applied; a patch stays until the file's next edit replaces it; a
+// refused edit keeps the config in effect; POST /admin/reload rereads it.
+func TestConfigFileReload(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	cfg.Server.ReloadInterval = config.Duration(20 * time.Millisecond)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(c *config.Config) {
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cfg)
+	gw := startGatewayWith(t, cfg, Options{ConfigPath: path})
+	policyNow := func() string { return gw.g.testPolicy(testModel).Name() }
+
+	patch(t, gw.admin, `{"routing":{"default_policy":"p2c"}}`)
+	time.Sleep(100 * time.Millisecond) // several rereads of the unchanged file
+	if got := policyNow(); got != "p2c" {
+		t.Fatalf("policy %s: an unchanged file undid the patch", got)
+	}
+
+	edit := *cfg
+	edit.Routing.DefaultPolicy = "kv_aware"
+	write(&edit)
+	waitFor(t, "the edit to apply", 5*time.Second, func() bool { return policyNow() == "kv_aware" })
+
+	bad := edit
+	bad.Server.Listen = "127.0.0.1:1"
+	bad.Routing.DefaultPolicy = "random"
+	write(&bad)
+	waitFor(t, "the refused edit to be counted", 5*time.Second, func() bool {
+		return strings.Contains(scrape(t, gw.admin), `inferrail_config_reloads_total{result="rejected"} 1`)
+	})
+	if got := policyNow(); got != "kv_aware" {
+		t.Errorf("policy %s after a refused edit, want kv_aware kept", got)
+	}
+
+	write(&edit)
+	var ans configAnswer
+	waitFor(t, "the file to be back", 5*time.Second, func() bool {
+		adminDo(t, http.MethodPost, gw.admin+"/admin/reload", "", &ans)
+		return ans.Result == reloadUnchanged
+	})
+	var cur struct {
+		Generation uint64
+		Config     struct {
+			Routing struct {
+				DefaultPolicy string `json:"default_policy"`
+			}
+		}
+	}
+	adminDo(t, http.MethodGet, gw.admin+"/admin/config", "", &cur)
+	if cur.Generation != 3 || cur.Config.Routing.DefaultPolicy != "kv_aware" {
+		t.Errorf("GET /admin/config: generation %d, policy %q; want 3, kv_aware", cur.Generation, cur.Config.Routing.DefaultPolicy)
+	}
+}
+
+// TestShadowNeverDelays: with the worker's queue full, routed requests
+// leave the shadow and are counted, and every request is still served.
+func TestShadowNeverDelays(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	cfg.Routing.Shadow = []string{"p2c"}
+	g, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	// No worker runs: every job waits in the queue until it is full.
+	for i := range shadowQueue + 10 {
+		ex := &exchange{gen: g.current(), id: fmt.Sprint(i), model: testModel, policy: g.testPolicy(testModel), shadowed: true}
+		lease, _, err := g.choose(ex, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Release()
+	}
+	if got := g.shadows.nDropped.Load(); got != 10 {
+		t.Errorf("dropped %d, want the 10 past the queue", got)
+	}
+	// Drain one job by hand: it is decided from its copy of the candidates.
+	job := <-g.shadows.jobs
+	g.shadows.decide(&job)
+	var ans struct {
+		Dropped int64
+		Shadows []shadowView
+	}
+	rec := httptest.NewRecorder()
+	g.serveShadow(rec, nil)
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.Dropped != 10 || len(ans.Shadows) != 1 || ans.Shadows[0].Decisions != 1 {
+		t.Errorf("/admin/shadow = %+v, %v", ans, err)
+	}
+}

@@ -1,0 +1,226 @@
+package gateway
+
+// Live config: a new config is checked against the one in effect, built
+// into a generation (policies whose settings did not change are taken
+// over) and swapped in. Requests that arrived before keep theirs.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+)
+
+// Results of a reload attempt, as inferrail_config_reloads_total counts
+// them.
+const (
+	reloadApplied   = "applied"
+	reloadUnchanged = "unchanged"
+	reloadRejected  = "rejected"
+)
+
+// ReloadError is a config the gateway refused: it did not parse or
+// validate, or it changes what only a restart can. Problems lists every
+// problem at once, each with the path it concerns; the config in effect
+// stays.
+type ReloadError struct {
+	Problems []config.Error
+}
+
+func (e *ReloadError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i := range e.Problems {
+		msgs[i] = e.Problems[i].Error()
+	}
+	return "config refused: " + strings.Join(msgs, "; ")
+}
+
+// refused turns a config's parse or validation error into a ReloadError.
+func refused(err error) *ReloadError {
+	re := &ReloadError{}
+	for _, e := range unjoin(err) {
+		var ce *config.Error
+		if errors.As(e, &ce) {
+			re.Problems = append(re.Problems, *ce)
+		} else {
+			re.Problems = append(re.Problems, config.Error{Msg: e.Error()})
+		}
+	}
+	return re
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// current returns the generation in effect.
+func (g *Gateway) current() *generation { return g.gen.Load() }
+
+// apply makes next the config in effect, unless it equals it (unchanged) or
+// cannot be applied while the gateway runs (rejected, with every reason).
+// via names where it came from, for the log. Attempts are serialized.
+func (g *Gateway) apply(next *config.Config, via string) (string, *generation, error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	start := time.Now()
+	cur := g.current()
+	if sameConfig(cur.cfg, next) {
+		g.reloaded(reloadUnchanged)
+		return reloadUnchanged, cur, nil
+	}
+	if paths := config.RestartOnly(cur.cfg, next); len(paths) > 0 {
+		re := &ReloadError{}
+		for _, p := range paths {
+			re.Problems = append(re.Problems, config.Error{Path: p, Msg: "changed, but only a restart applies it"})
+		}
+		return g.rejected(re, via)
+	}
+	static, err := staticReplicas(next)
+	if err != nil {
+		return g.rejected(refused(err), via)
+	}
+	gen, err := newGeneration(next, cur.n+1, cur)
+	if err != nil {
+		return g.rejected(refused(err), via)
+	}
+	// The replicas first: a request of the new generation may be routed
+	// at once, and its policies expect the fleet the config names.
+	added, removed := g.fleet.SetStatic(static, sameReplica)
+	gen.applied = time.Since(start)
+	g.gen.Store(gen)
+	g.reloaded(reloadApplied)
+	g.onGeneration(gen)
+	g.log.Info("config applied", "via", via, "generation", gen.n, "replicas_added", len(added), "replicas_removed", len(removed))
+	return reloadApplied, gen, nil
+}
+
+// sameConfig reports whether two configs say the same: their files would
+// hold the same keys and values (an empty list and none, where they mean
+// the same, are not told apart).
+func sameConfig(a, b *config.Config) bool {
+	ja, errA := a.JSON()
+	jb, errB := b.JSON()
+	if errA != nil || errB != nil {
+		return reflect.DeepEqual(a, b)
+	}
+	return bytes.Equal(ja, jb)
+}
+
+func (g *Gateway) rejected(re *ReloadError, via string) (string, *generation, error) {
+	g.reloaded(reloadRejected)
+	g.log.Warn("config refused; the config in effect stays", "via", via, "error", re.Error())
+	return reloadRejected, g.current(), re
+}
+
+func (g *Gateway) reloaded(result string) {
+	if g.metrics != nil {
+		g.metrics.reloads.WithLabelValues(result).Inc()
+	}
+}
+
+// onGeneration is what follows a generation's publication: the shadow log
+// records it. Set before the first generation is built.
+func (g *Gateway) onGeneration(gen *generation) {
+	if g.shadows != nil {
+		g.shadows.generation(gen)
+	}
+}
+
+// staticReplicas builds the fleet's static replicas of cfg.
+func staticReplicas(cfg *config.Config) ([]*fleet.Replica, error) {
+	out := make([]*fleet.Replica, 0, len(cfg.Replicas))
+	for i, rc := range cfg.Replicas {
+		u, err := url.Parse(rc.URL)
+		if err != nil {
+			return nil, &config.Error{Path: fmt.Sprintf("replicas[%d].url", i), Msg: err.Error()}
+		}
+		r := fleet.NewReplica(rc.ID, u, rc.Models, int64(rc.MaxConcurrency), int64(rc.MaxPending))
+		r.KVCapacityBlocks = rc.KVCapacityBlocks
+		r.KVEvents = fleet.KVEvents(rc.KVEvents)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// sameReplica reports whether a reloaded static replica is the one in the
+// fleet: the same engine with the same limits. One that differs in any of
+// them is replaced; the old one finishes its requests.
+func sameReplica(old, next *fleet.Replica) bool {
+	return old.URL.String() == next.URL.String() && slices.Equal(old.Models, next.Models) &&
+		old.MaxConcurrency == next.MaxConcurrency && old.MaxPending == next.MaxPending &&
+		old.KVCapacityBlocks == next.KVCapacityBlocks && old.KVEvents == next.KVEvents
+}
+
+// configFile is the file the gateway's config came from and what was last
+// read of it, so that only an edit is applied.
+type configFile struct {
+	path string
+	sum  [sha256.Size]byte // of the contents last read
+}
+
+// ReloadFile rereads the config file and applies it, whatever it holds:
+// for SIGHUP and POST /admin/reload. It returns the result and, when the
+// file was refused, why.
+func (g *Gateway) ReloadFile(via string) (string, error) {
+	result, _, err := g.reloadFile(via, true)
+	return result, err
+}
+
+// reloadFile reads the file and applies it when force is set or it was
+// edited since it was last read; "" when it was not.
+func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error) {
+	if g.file == nil {
+		return "", g.current(), errors.New("the gateway was not started from a config file")
+	}
+	data, err := os.ReadFile(g.file.path)
+	if err != nil {
+		return g.rejected(&ReloadError{Problems: []config.Error{{File: g.file.path, Msg: err.Error()}}}, via)
+	}
+	g.reloadMu.Lock()
+	sum := sha256.Sum256(data)
+	edited := sum != g.file.sum
+	g.file.sum = sum
+	g.reloadMu.Unlock()
+	if !edited && !force {
+		return "", g.current(), nil
+	}
+	next, err := config.ParseFile(bytes.Clone(data), g.file.path)
+	if err != nil {
+		return g.rejected(refused(err), via)
+	}
+	return g.apply(next, via)
+}
+
+// watchFile rereads the config file every server.reload_interval of the
+// config in effect (which may itself change) until ctx ends.
+func (g *Gateway) watchFile(ctx context.Context) {
+	for {
+		wait := time.Duration(g.current().cfg.Server.ReloadInterval)
+		if wait <= 0 {
+			wait = time.Second // off: look again later in case it is turned on
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if g.current().cfg.Server.ReloadInterval > 0 {
+			_, _, _ = g.reloadFile("file", false)
+		}
+	}
+}

@@ -1,0 +1,357 @@
+package gateway
+
+// The shadow log: every config generation and every shadow decision, with
+// what the shadows saw, as JSON lines, so that anyone can rebuild the
+// shadows and check every pick (ReplayShadow). Prompts are never in it:
+// a request is its length, its block hashes and its conversation key.
+//
+// Each line ends with a sum chained over the lines before it (since the
+// last first generation, where a gateway process starts), so an edited,
+// removed or reordered line is caught at the line where it happened.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// Kinds of shadow log records.
+const (
+	recordGeneration = "generation"
+	recordDecision   = "decision"
+)
+
+// shadowRecord is one line of the shadow log.
+type shadowRecord struct {
+	Kind       string `json:"kind"`
+	Generation uint64 `json:"generation"`
+	// A generation: its config and every shadow policy it runs.
+	Config  json.RawMessage `json:"config,omitempty"`
+	Shadows []loggedPolicy  `json:"shadows,omitempty"`
+	// A decision: the request, the candidates, the routing policy's pick
+	// and each shadow's.
+	Model      string            `json:"model,omitempty"`
+	Request    *loggedRequest    `json:"request,omitempty"`
+	Candidates []loggedCandidate `json:"candidates,omitempty"`
+	Routed     *shadowPick       `json:"routed,omitempty"`
+	Picks      []shadowPick      `json:"picks,omitempty"`
+}
+
+// loggedPolicy is a shadow policy as built: with the config's settings for
+// its model, this seed and this start, a replay builds it again.
+type loggedPolicy struct {
+	Model   string `json:"model"`
+	Policy  string `json:"policy"`
+	Seed    uint64 `json:"seed"`
+	Started int64  `json:"started_unix_nano"`
+}
+
+// loggedRequest is what a policy knows of a request (policy.Request).
+type loggedRequest struct {
+	ID           string   `json:"id"`
+	PromptTokens int      `json:"prompt_tokens"`
+	Blocks       []string `json:"blocks,omitempty"` // block hashes, 32 hex digits each
+	BlockSize    int      `json:"block_size,omitempty"`
+	Session      string   `json:"session,omitempty"`
+	At           int64    `json:"at_unix_nano"`
+}
+
+// loggedCandidate is a candidate as the policies saw it (policy.Candidate).
+type loggedCandidate struct {
+	ID               string  `json:"replica"`
+	InFlight         int64   `json:"in_flight"`
+	Cached           int     `json:"cached_tokens"`
+	QueuedPrefill    float64 `json:"queued_prefill_secs"`
+	Running          int64   `json:"running"`
+	KVUsage          float64 `json:"kv_usage"`
+	KVCapacityBlocks int     `json:"kv_capacity_blocks"`
+}
+
+// shadowPick is a policy's choice among a decision's candidates, with the
+// cost model's estimate of its TTFT.
+type shadowPick struct {
+	Policy   string  `json:"policy"`
+	Index    int     `json:"index"`
+	Replica  string  `json:"replica"`
+	Estimate float64 `json:"estimated_ttft_secs"`
+}
+
+// sumField ends every line: `,"sum":"<32 hex digits>"}`.
+const sumField = `,"sum":"`
+
+// chainSum is the sum of a line's record (its JSON without the sum) after
+// the line whose sum is prev.
+func chainSum(prev string, record []byte) string {
+	h := sha256.New()
+	h.Write([]byte(prev))
+	h.Write(record)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// shadowLog appends records to the shadow log file. It is used by the
+// shadow worker alone, and by the reload that publishes a generation
+// (serialized with it by mu).
+type shadowLog struct {
+	log  *slog.Logger
+	file *os.File
+	mu   sync.Mutex
+	w    *bufio.Writer
+	prev string // the last line's sum
+	err  error  // the first write error, after which nothing is written
+}
+
+func openShadowLog(path string, log *slog.Logger) (*shadowLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("observability.shadow_log: %w", err)
+	}
+	return &shadowLog{log: log, file: f, mu: sync.Mutex{}, w: bufio.NewWriterSize(f, 256<<10)}, nil
+}
+
+// generation records a generation and the shadows it runs. The first
+// generation starts a new chain: a gateway process starts there.
+func (l *shadowLog) generation(gen *generation) {
+	cfg, err := gen.cfg.JSON()
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	rec := shadowRecord{Kind: recordGeneration, Generation: gen.n, Config: cfg}
+	for _, m := range gen.cfg.Models {
+		for _, p := range gen.routing[m.Name].shadows {
+			b := gen.built[policyKey{model: m.Name, shadow: true, name: p.Name()}]
+			rec.Shadows = append(rec.Shadows, loggedPolicy{Model: m.Name, Policy: p.Name(), Seed: b.seed, Started: b.started.UnixNano()})
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if gen.n == 1 {
+		l.prev = ""
+	}
+	l.write(&rec)
+	l.flushLocked()
+}
+
+// decision records a shadowed request and its picks.
+func (l *shadowLog) decision(job *shadowJob, picks []shadowPick) {
+	r := &job.req
+	req := &loggedRequest{ID: r.ID, PromptTokens: r.PromptTokens, BlockSize: r.BlockSize, Session: r.Session, At: r.At.UnixNano()}
+	if r.Blocks != nil {
+		req.Blocks = make([]string, len(r.Blocks))
+		for i, h := range r.Blocks {
+			req.Blocks[i] = h.String()
+		}
+	}
+	cands := make([]loggedCandidate, len(job.cands))
+	for i, c := range job.cands {
+		cands[i] = loggedCandidate(c)
+	}
+	routed := shadowPick{Policy: job.policy, Index: job.routed.Index, Replica: job.cands[job.routed.Index].ID, Estimate: job.routed.EstimatedTTFT}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.write(&shadowRecord{Kind: recordDecision, Generation: job.gen.n, Model: job.model, Request: req,
+		Candidates: cands, Routed: &routed, Picks: picks})
+}
+
+// write appends one record with its chained sum; l.mu is held.
+func (l *shadowLog) write(rec *shadowRecord) {
+	if l.err != nil {
+		return
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		l.fail(err)
+		return
+	}
+	l.prev = chainSum(l.prev, b)
+	b = append(b[:len(b)-1], sumField...)
+	b = append(append(b, l.prev...), "\"}\n"...)
+	if _, err := l.w.Write(b); err != nil {
+		l.fail(err)
+	}
+}
+
+func (l *shadowLog) fail(err error) {
+	if l.err == nil {
+		l.err = err
+		l.log.Warn("shadow log: writing stopped", "error", err)
+	}
+}
+
+func (l *shadowLog) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *shadowLog) flushLocked() {
+	if err := l.w.Flush(); err != nil {
+		l.fail(err)
+	}
+}
+
+func (l *shadowLog) close() {
+	l.flush()
+	_ = l.file.Close()
+}
+
+// ReplayReport is what ReplayShadow found.
+type ReplayReport struct {
+	Generations int // generation records read
+	Decisions   int // decision records replayed
+	Picks       int // shadow picks checked, every one equal to the log's
+}
+
+// ReplayShadow reads a shadow log, checks every line's sum, rebuilds each
+// shadow policy from the logged configs and replays the requests in order,
+// checking every pick against the log's. It stops at the first line that
+// was tampered with or whose pick differs, naming the line.
+func ReplayShadow(r io.Reader) (ReplayReport, error) {
+	var rep ReplayReport
+	rp := &replayer{policies: map[policyKey]replayPolicy{}}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	prev := ""
+	for line := 1; sc.Scan(); line++ {
+		rec, err := readShadowLine(sc.Bytes(), &prev)
+		if err != nil {
+			return rep, fmt.Errorf("line %d: %w", line, err)
+		}
+		switch rec.Kind {
+		case recordGeneration:
+			if err := rp.generation(&rec); err != nil {
+				return rep, fmt.Errorf("line %d: %w", line, err)
+			}
+			rep.Generations++
+		case recordDecision:
+			n, err := rp.decision(&rec)
+			if err != nil {
+				return rep, fmt.Errorf("line %d: %w", line, err)
+			}
+			rep.Decisions++
+			rep.Picks += n
+		default:
+			return rep, fmt.Errorf("line %d: unknown record kind %q", line, rec.Kind)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// readShadowLine checks a line's sum against the chain (prev, updated) and
+// decodes it.
+func readShadowLine(b []byte, prev *string) (shadowRecord, error) {
+	var rec shadowRecord
+	i := bytes.LastIndex(b, []byte(sumField))
+	if i < 0 || !bytes.HasSuffix(b, []byte(`"}`)) {
+		return rec, fmt.Errorf("no sum: not a shadow log line")
+	}
+	sum := string(b[i+len(sumField) : len(b)-2])
+	body := append(bytes.Clone(b[:i]), '}')
+	if err := json.Unmarshal(body, &rec); err != nil {
+		return rec, fmt.Errorf("not a shadow log record: %w", err)
+	}
+	if rec.Kind == recordGeneration && rec.Generation == 1 {
+		*prev = ""
+	}
+	if want := chainSum(*prev, body); sum != want {
+		return rec, fmt.Errorf("sum %s, want %s: this line, or one before it, was changed, removed or moved", sum, want)
+	}
+	*prev = sum
+	return rec, nil
+}
+
+// replayer holds the shadows as the log rebuilds them.
+type replayer struct {
+	gen      uint64
+	cfg      *config.Config
+	policies map[policyKey]replayPolicy
+}
+
+type replayPolicy struct {
+	p       policy.Policy
+	seed    uint64
+	started int64
+}
+
+// generation rebuilds the shadows of a generation: one the log shows
+// unchanged (same seed and start) keeps its state, as in the gateway.
+func (rp *replayer) generation(rec *shadowRecord) error {
+	cfg, err := config.Parse(rec.Config)
+	if err != nil {
+		return fmt.Errorf("generation %d: its config does not load: %w", rec.Generation, err)
+	}
+	if rec.Generation == 1 {
+		clear(rp.policies) // a new gateway process
+	}
+	next := map[policyKey]replayPolicy{}
+	for _, lp := range rec.Shadows {
+		key := policyKey{model: lp.Model, shadow: true, name: lp.Policy}
+		if old, ok := rp.policies[key]; ok && old.seed == lp.Seed && old.started == lp.Started {
+			next[key] = old
+			continue
+		}
+		s := policySettings(cfg, lp.Model, lp.Seed)
+		s.Start = time.Unix(0, lp.Started)
+		p, err := policy.NewWith(lp.Policy, s)
+		if err != nil {
+			return fmt.Errorf("generation %d: %w", rec.Generation, err)
+		}
+		next[key] = replayPolicy{p: p, seed: lp.Seed, started: lp.Started}
+	}
+	rp.gen, rp.cfg, rp.policies = rec.Generation, cfg, next
+	return nil
+}
+
+// decision replays one shadowed request and returns how many picks it
+// checked.
+func (rp *replayer) decision(rec *shadowRecord) (int, error) {
+	if rp.cfg == nil || rec.Generation != rp.gen {
+		return 0, fmt.Errorf("a decision of generation %d, but the log's generation in effect is %d", rec.Generation, rp.gen)
+	}
+	if rec.Request == nil || len(rec.Candidates) == 0 {
+		return 0, fmt.Errorf("a decision without its request or candidates")
+	}
+	lr := rec.Request
+	req := policy.Request{Model: rec.Model, ID: lr.ID, PromptTokens: lr.PromptTokens, BlockSize: lr.BlockSize,
+		Session: lr.Session, At: time.Unix(0, lr.At)}
+	if lr.Blocks != nil {
+		req.Blocks = make([]blockhash.Hash, len(lr.Blocks))
+		for i, s := range lr.Blocks {
+			h, err := blockhash.Parse(s)
+			if err != nil {
+				return 0, fmt.Errorf("request %s: block %d: %w", lr.ID, i, err)
+			}
+			req.Blocks[i] = h
+		}
+	}
+	cands := make([]policy.Candidate, len(rec.Candidates))
+	for i, c := range rec.Candidates {
+		cands[i] = policy.Candidate(c)
+	}
+	for _, pick := range rec.Picks {
+		rpol, ok := rp.policies[policyKey{model: rec.Model, shadow: true, name: pick.Policy}]
+		if !ok {
+			return 0, fmt.Errorf("request %s: %s is not a shadow of %s in generation %d", lr.ID, pick.Policy, rec.Model, rec.Generation)
+		}
+		d := rpol.p.Pick(&req, cands)
+		if d.Index != pick.Index || cands[d.Index].ID != pick.Replica {
+			return 0, fmt.Errorf("request %s: %s picks %s, the log says %s", lr.ID, pick.Policy, cands[d.Index].ID, pick.Replica)
+		}
+	}
+	return len(rec.Picks), nil
+}
