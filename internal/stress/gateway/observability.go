@@ -134,8 +134,9 @@ func runGWObservability(ctx context.Context, r *gwRun) error {
 			res.Direct.Errors+res.Off.Errors+res.On.Errors == 0)
 	}
 	r.res.Setup.Gateway = "two inferrail-gateway child processes (" + r.c.GatewayBinary + ") over the same simulators, configs as gw-overhead's; the on one adds its observability section"
-	r.note("Spans that find the export queue full are dropped and counted (inferrail_trace_spans_dropped_total); with the collector unreachable " +
-		"that is most of them, which is what an unreachable collector should cost: nothing on the request path, a bounded queue in memory.")
+	r.note("With the collector unreachable every export fails: after a failure, batches are given up unsent for a backoff " +
+		"(counted in inferrail_trace_spans_failed_total) and spans that find the export queue full are dropped (inferrail_trace_spans_dropped_total). " +
+		"That is what an unreachable collector should cost: nothing on the request path, a bounded queue in memory, no encoding of spans nobody takes.")
 	return nil
 }
 
