@@ -61,6 +61,9 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	fs.StringVar(&c.SimBinary, "sim-binary", c.SimBinary, "inferrail-sim executable to start")
 	fs.IntVar(&c.Streams.Streams, "streams", c.Streams.Streams, "gw-streams: concurrent streams")
 	fs.IntVar(&c.Overhead.Requests, "overhead-requests", c.Overhead.Requests, "gw-overhead: requests per leg")
+	fs.IntVar(&c.Observe.Requests, "observability-requests", c.Observe.Requests, "gw-observability: requests per leg")
+	var observeRates string
+	fs.StringVar(&observeRates, "observability-rates", "", "gw-observability: comma-separated rates in req/s (default 2000)")
 	fs.IntVar(&c.Floor.Rate, "floor-rate", c.Floor.Rate, "gw-floor: request rate, req/s")
 	fs.IntVar(&c.Floor.Requests, "floor-requests", c.Floor.Requests, "gw-floor: requests per leg")
 	var routingVariants, routingRates string
@@ -75,6 +78,13 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	if c.Scenarios, c.Logger, c.Command, err = fs.parse(args); err != nil {
 		return c, err
 	}
+	if observeRates != "" {
+		rates, err := parseRates("--observability-rates", observeRates)
+		if err != nil {
+			return c, err
+		}
+		c.Observe.Rates = rates
+	}
 	if routingVariants != "" || routingRates != "" {
 		variants, err := selectRouting(c.Routing.Variants, routingVariants, routingRates)
 		if err != nil {
@@ -83,6 +93,19 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 		c.Routing.Variants = variants
 	}
 	return c, nil
+}
+
+// parseRates reads a flag's comma-separated rates.
+func parseRates(flag, s string) ([]int, error) {
+	var rs []int
+	for _, r := range list(s) {
+		n, err := strconv.Atoi(r)
+		if err != nil {
+			return nil, fmt.Errorf("gwstress: %s: %q is not a number", flag, r)
+		}
+		rs = append(rs, n)
+	}
+	return rs, nil
 }
 
 // selectRouting picks gw-routing's variants from --routing-variants and

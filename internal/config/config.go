@@ -27,7 +27,8 @@ type Config struct {
 	Index     Index      `yaml:"index"`
 	Logging   Logging    `yaml:"logging"`
 	// Observability configures what the gateway records beside its
-	// metrics.
+	// metrics: traces, the decision log and the shadow log. Read at start
+	// only.
 	Observability Observability `yaml:"observability"`
 }
 
@@ -458,14 +459,6 @@ type Logging struct {
 	LogPrompts bool `yaml:"log_prompts"`
 }
 
-// Observability configures the records the gateway keeps beside metrics.
-type Observability struct {
-	// ShadowLog is a file that every config generation and every shadow
-	// decision, with what the shadows saw, is appended to as JSON lines
-	// (no prompts), for inferrail-gateway --replay-shadow. Empty means none.
-	ShadowLog string `yaml:"shadow_log,omitempty"`
-}
-
 // Defaults of list items, which Default cannot hold.
 const (
 	defaultMaxConcurrency = 256
@@ -530,7 +523,8 @@ func Default() Config {
 			ScrapeTimeout:  Duration(100 * time.Millisecond),
 			MaxAge:         Duration(250 * time.Millisecond),
 		},
-		Logging: Logging{Level: "info", Format: "text"},
+		Logging:       Logging{Level: "info", Format: "text"},
+		Observability: defaultObservability(),
 	}
 }
 

@@ -80,7 +80,9 @@ func TestGoodFiles(t *testing.T) {
 	full.Retry = Retry{MaxAttempts: 1}
 	full.Upstream = Upstream{HTTP2: true, ConnectTimeout: ms(100), MaxIdleConnsPerHost: 1}
 	full.Logging = Logging{Level: "debug", Format: "json", LogPrompts: true}
-	full.Observability = Observability{ShadowLog: "/var/log/inferrail/shadow.jsonl"}
+	full.Observability = Observability{OTLPEndpoint: "http://collector:4317", OTLPProtocol: OTLPGRPC, TraceSampleRatio: 0.25,
+		DecisionLog: DecisionLog{Path: "/var/log/inferrail/decisions.jsonl", SampleRate: 0.01, MaxSizeMB: 20},
+		ShadowLog:   "/var/log/inferrail/shadow.jsonl"}
 
 	minimal := Default()
 	minimal.Models = []Model{{Name: "m", BlockSize: 16}}
@@ -315,6 +317,18 @@ var badFiles = map[string][]string{
 		"line 5: models[0].chat_template_kwargs: must not set tokenize: vLLM refuses it",
 		"line 7: models[1].chat_template_kwargs: must be a JSON object",
 	},
+	"observability.bad.yaml": {
+		"line 8: observability.otlp_endpoint: must be an absolute http or https URL",
+		`line 9: observability.otlp_protocol: must be http/protobuf or grpc, not "http/json"`,
+		"line 10: observability.trace_sample_ratio: must be between 0 and 1",
+		"line 12: observability.decision_log.sample_rate: must be between 0 and 1",
+		"line 13: observability.decision_log.max_size_mb: must be >= 1",
+		"line 14: observability.decision_log.max_files: must be >= 0",
+	},
+	"observability-grpc.bad.yaml": {
+		"line 8: observability.otlp_endpoint: must have no path with otlp_protocol grpc: a gRPC collector is named by its address",
+		"line 11: observability.decision_log.path: must name a file, not a directory",
+	},
 	"unserved.bad.yaml": {
 		"line 4: models[1]: no replica or dns group serves it",
 	},
@@ -506,6 +520,7 @@ func TestExampleFile(t *testing.T) {
 		{"index", cfg.Index, def.Index},
 		{"load", cfg.Load, def.Load},
 		{"logging", cfg.Logging, def.Logging},
+		{"observability", cfg.Observability, def.Observability},
 	} {
 		if diff := cmp.Diff(s.want, s.got); diff != "" {
 			t.Errorf("%s in %s differs from Default() (-default +file):\n%s", s.name, exampleFile, diff)

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -167,6 +168,23 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	c.Logging.Format = rapid.SampledFrom([]string{"text", "json"}).Draw(t, "format")
 	c.Logging.LogPrompts = rapid.Bool().Draw(t, "log_prompts")
 	drawAuth(t, &c)
+
+	o := &c.Observability
+	o.OTLPProtocol = rapid.SampledFrom([]string{OTLPHTTP, OTLPGRPC}).Draw(t, "otlp_protocol")
+	if rapid.Bool().Draw(t, "tracing") {
+		o.OTLPEndpoint = drawURL(t, "otlp_endpoint")
+		if o.OTLPProtocol == OTLPGRPC {
+			u, _ := url.Parse(o.OTLPEndpoint)
+			o.OTLPEndpoint = u.Scheme + "://" + u.Host
+		}
+	}
+	o.TraceSampleRatio = rapid.Float64Range(0, 1).Draw(t, "trace_sample_ratio")
+	o.DecisionLog.SampleRate = rapid.Float64Range(0, 1).Draw(t, "decision_log_sample_rate")
+	if o.DecisionLog.SampleRate > 0 || rapid.Bool().Draw(t, "decision_log_path") {
+		o.DecisionLog.Path = rapid.StringMatching(`/[a-z0-9._-]{1,20}(/[a-z0-9._ -]{1,20}){0,3}`).Draw(t, "decision_log_path")
+	}
+	o.DecisionLog.MaxSizeMB = rapid.IntRange(1, 1<<20).Draw(t, "max_size_mb")
+	o.DecisionLog.MaxFiles = rapid.IntRange(0, 1000).Draw(t, "max_files")
 	return c
 })
 

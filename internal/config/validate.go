@@ -84,6 +84,7 @@ func (c *Config) validate() []*Error {
 	v.atLeast("tokenizer.cache_tokens", c.Tokenizer.CacheTokens, 0)
 	v.index(c)
 	v.logging(&c.Logging)
+	v.observability(&c.Observability)
 	return v.errs
 }
 

@@ -28,13 +28,13 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	mr := g.routes(ex.gen).model(ex.model)
-	if err := g.offer(sc, ex, mr, start, tried, nil); err != nil {
+	if err := g.offer(sc, ex, mr, start, tried, ex.obs.whyNotOffered(len(mr.routes))); err != nil {
 		return nil, -1, err
 	}
 	ex.route.At = start
 	offered, cands := sc.offered, sc.cands
 	for len(offered) > 0 {
-		d := ex.policy.Pick(&ex.route, cands)
+		d, x := g.pick(ex, cands)
 		i := d.Index
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
@@ -44,6 +44,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 			if ex.shadowed && len(tried) == 0 {
 				g.shadows.submit(ex, cands, d)
 			}
+			g.observeDecision(ex, mr, offered, cands, i, &d, x, start)
 			return lease, cands[i].Cached, nil
 		}
 		// Lost the race for its last slot: offer the others as they were.

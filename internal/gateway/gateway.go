@@ -57,8 +57,9 @@ type Gateway struct {
 	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
 	drift      *drift    // predictions checked against the engines' usage
 	tokChecks  *tokenChecks
-	learned    sync.Map // replica → engine-reported capacity last applied
-	access     *access  // API keys, rate limits and TLS (auth.go, limits.go, tls.go)
+	learned    sync.Map      // replica → engine-reported capacity last applied
+	access     *access       // API keys, rate limits and TLS (auth.go, limits.go, tls.go)
+	obs        observability // traces and the decision log
 }
 
 // policySettings are the routing settings of one model.
@@ -138,6 +139,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.shadows = newShadowRunner(g.registry, sl)
 	g.registry.MustRegister(&controlCollector{g: g})
 	g.onGeneration(gen)
+	if g.obs, err = newObservability(&cfg.Observability, g.registry, logger); err != nil {
+		g.Close()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -284,6 +289,9 @@ func (g *Gateway) newTransport() *http.Transport {
 func (g *Gateway) Close() {
 	g.tokPool.Close()
 	g.transport.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), observeCloseTimeout)
+	defer cancel()
+	g.obs.close(ctx, g.log)
 }
 
 // Fleet returns the gateway's fleet, for tests and the admin API.

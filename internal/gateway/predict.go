@@ -184,6 +184,7 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 		return nil
 	}
 	if mt.disagrees.Load() {
+		ex.tokenized = tokDisagree
 		g.metrics.tokenized.WithLabelValues(ex.model, tokDisagree).Inc()
 		return nil
 	}
@@ -209,6 +210,7 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 			result = tokBusy
 		}
 	}
+	ex.tokenized = result
 	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()
 	g.metrics.tokenizeTime.WithLabelValues(ex.model).Observe(time.Since(start).Seconds())
 	if pred != nil {

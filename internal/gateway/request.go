@@ -42,11 +42,16 @@ type exchange struct {
 	user     string      // the body's top-level user field, a conversation key
 	route    policy.Request
 	bill     *bill // what the rate limits charged; nil when none apply
+	// tokenized is the tokenizer's outcome (tokOK, or why there is no
+	// prediction); "" when the model has no tokenizer.
+	tokenized string
+	obs       *observed // its trace and logged decisions; nil when it has neither
 }
 
 // serveGenerate proxies a chat or completion request: the whole path.
 func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	ex, err := g.readRequest(w, r)
+	defer g.observe(ex)()
 	if err != nil {
 		g.refuse(ex, err)
 		return
@@ -296,6 +301,7 @@ type attempt struct {
 	cached int         // prompt tokens predicted cached there; -1 without a prediction
 	cancel context.CancelCauseFunc
 	resp   *http.Response // the engine's response head; nil until it came
+	trace  *upstreamTrace // its client span; nil without tracing
 }
 
 // begin starts an attempt on the leased replica: the prompt's blocks are
@@ -320,6 +326,7 @@ func (a *attempt) discard(ix index.Index) {
 	a.cancel(nil)
 	a.lease.Release()
 	ix.TakeBack(a.record)
+	a.trace.end()
 }
 
 // send sends the request to the attempt's replica and waits for the
@@ -336,6 +343,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	req.Header.Del("Expect")
 	req.Header.Set(openai.HeaderRequestID, ex.id)
 	req.ContentLength = int64(len(ex.body))
+	a.trace = g.traceUpstream(ex, a, req)
 
 	// Until the head arrives, the request gives up when its deadline passes
 	// or when probes take the replica out.
@@ -353,6 +361,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	resp, err := g.transport.RoundTrip(req)
 	timer.Stop()
 	close(headed)
+	a.trace.headed(resp, err)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ex.r.Context().Err() == nil {
 			err = cause
@@ -400,6 +409,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		resp.Body.Close()
 		a.cancel(nil)
 		a.lease.Release()
+		a.trace.end()
 		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {
 			g.metrics.forget(rep.ID)
 		}
@@ -447,6 +457,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			if first {
 				first = false
 				a.lease.FirstByte(time.Now())
+				a.trace.markFirstByte()
 				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {

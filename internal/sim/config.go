@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/telemetry"
 )
 
 // Config describes one simulated engine. Field names follow the vLLM flags
@@ -49,6 +51,15 @@ type Config struct {
 	// DataParallelRank is --data-parallel-rank: stamped on every batch, and
 	// added to the event endpoints' ports.
 	DataParallelRank int
+
+	// OTLPTracesEndpoint is --otlp-traces-endpoint: the OTLP collector a
+	// span of every generation request goes to, as vLLM sends one,
+	// continuing the trace of the request's traceparent. Empty: none.
+	OTLPTracesEndpoint string
+	// OTLPTracesProtocol is how spans are exported: grpc (vLLM's default;
+	// empty means it) or http/protobuf, as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+	// sets it.
+	OTLPTracesProtocol string
 }
 
 // DefaultConfig returns vLLM's serving defaults for an 8B model on one 24 GB
@@ -124,6 +135,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateKVEvents()...)
+	if c.OTLPTracesEndpoint != "" {
+		if _, err := telemetry.Endpoint(traceEndpoint(c.OTLPTracesEndpoint), c.traceProtocol()); err != nil {
+			errs = append(errs, fmt.Errorf("--otlp-traces-endpoint: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -55,6 +55,8 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.KVEventsEncoding, "kv-events-encoding", "map", "how KV event batches are encoded: map (vLLM today), array (vLLM before June 2026) or sglang")
 	fs.StringVar(&o.PrefixCachingHashAlgo, "prefix-caching-hash-algo", "sha256", "the engine's block hash for KV events: sha256, sha256_cbor, xxhash or xxhash_cbor")
 	fs.IntVar(&o.DataParallelRank, "data-parallel-rank", 0, "stamped on KV event batches and added to their endpoints' ports")
+	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", "", "OTLP collector for a span per request, continuing its traceparent "+
+		"(grpc by default; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf for HTTP)")
 
 	if err := fs.Parse(joinMultiValued(args, "served-model-name")); err != nil {
 		return o, err
@@ -103,11 +105,17 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 // ApplyEnv reads the environment variables vLLM reads for KV events:
 // PYTHONHASHSEED (seeds the first block's parent hash; unset, a random seed
 // per start) and VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES ("0" sends whole
-// digests). getenv is os.LookupEnv in the binary.
+// digests); and for traces OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL. getenv is os.LookupEnv in the binary.
 func (c *Config) ApplyEnv(getenv func(string) (string, bool)) {
 	c.HashSeed, c.HashSeedSet = getenv("PYTHONHASHSEED")
 	if v, ok := getenv("VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"); ok {
 		c.BytesBlockHashes = v == "0" || strings.EqualFold(v, "false")
+	}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v, ok := getenv(k); ok && c.OTLPTracesProtocol == "" {
+			c.OTLPTracesProtocol = v
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/inferrail/inferrail/internal/blockhash"
 
 	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/telemetry"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
@@ -38,7 +39,8 @@ type Server struct {
 	fingerprint string
 	log         *slog.Logger
 	mux         *http.ServeMux
-	kvpub       *kvPublisher // nil unless KV events are published
+	kvpub       *kvPublisher      // nil unless KV events are published
+	tracer      *telemetry.Tracer // nil unless traces are exported
 }
 
 // New validates cfg and builds a server. Serve runs it.
@@ -65,6 +67,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		fingerprint: fingerprint(&cfg),
 		log:         logger,
 	}
+	tracer, err := newTracer(&cfg)
+	if err != nil {
+		return nil, fmt.Errorf("traces: %w", err)
+	}
+	s.tracer = tracer
 	if cfg.KVEvents.Publishing() && cfg.EnablePrefixCaching {
 		if err := s.startKVEvents(); err != nil {
 			return nil, fmt.Errorf("kv events: %w", err)
@@ -90,6 +97,9 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // served by the caller, and its KV event publisher, whose sockets it closes
 // before it returns.
 func (s *Server) Run(ctx context.Context) error {
+	if s.tracer != nil {
+		defer s.flushTraces()
+	}
 	if s.kvpub == nil {
 		return s.engine.Run(ctx)
 	}
@@ -210,7 +220,9 @@ func cacheConfigLabels(c *Config) [][2]string {
 }
 
 func fingerprint(c *Config) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", *c))
+	fc := *c
+	fc.OTLPTracesEndpoint, fc.OTLPTracesProtocol = "", "" // where spans go changes no answer
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", fc))
 	return "vllm-" + Version + "-" + hex.EncodeToString(sum[:4])
 }
 
@@ -334,8 +346,11 @@ func naturalLength(h uint64) int {
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	sp := s.traceRequest(r)
+	defer sp.end()
 	p, e := s.prepare(w, r, chat)
 	if e != nil {
+		sp.refused(e)
 		e.Write(w)
 		return
 	}
@@ -353,6 +368,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	} else {
 		s.complete(w, r, p, req, created)
 	}
+	sp.finished(p, req)
 }
 
 // wait blocks until the stream has news, the client leaves or the engine

@@ -123,7 +123,7 @@ func controlSetup(ctx context.Context, r *gwRun) error {
 	if err != nil {
 		return err
 	}
-	r.tmp = append(r.tmp, dir)
+	r.dirs = append(r.dirs, dir)
 	r.sims, r.gw, err = r.simFleet(ctx, 3, overheadSimArgs, func(cfg *config.Config) {
 		cfg.Routing.DefaultPolicy = policy.CostModel
 		cfg.Models[0].Policy = ""

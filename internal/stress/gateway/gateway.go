@@ -59,6 +59,7 @@ type Config struct {
 
 	Streams     GWStreamsLoad
 	Overhead    OverheadLoad
+	Observe     ObservabilityLoad
 	Floor       FloorLoad
 	Routing     RoutingLoad
 	Kill        KillLoad
@@ -85,6 +86,7 @@ func DefaultConfig() Config {
 		Scenarios:     slices.Clone(Scenarios),
 		Streams:       GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 2000, MaxTokens: 16}, MaxNumSeqs: 1024, DefaultLatency: true},
 		Overhead:      OverheadLoad{Rates: []int{500, 2000, 5000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
+		Observe:       ObservabilityLoad{Rates: []int{2000}, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1},
 		Floor:         FloorLoad{Rate: 1000, Requests: 10000, Warmup: 1000, MaxTokens: 1, Seed: 1, ProjectRates: []int{500, 2000, 5000}},
 		Routing:       RoutingLoad{Variants: DefaultRoutingVariants(), Requests: 3000, Warmup: 500, MaxTokens: 1, SystemPrompts: 8, QuestionWords: 12, Seed: 1},
 		Kill:          KillLoad{Rate: 1000, Before: 2 * time.Second, Down: 2 * time.Second, After: 3 * time.Second},
@@ -118,8 +120,9 @@ func (c *Config) withDefaults() {
 		t   *time.Duration
 		def time.Duration
 	}{
-		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Floor.Timeout, 10 * time.Second},
-		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute}, {&c.Control.Timeout, 10 * time.Second},
+		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Observe.Timeout, 10 * time.Second},
+		{&c.Floor.Timeout, 10 * time.Second}, {&c.Control.Timeout, 10 * time.Second},
+		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
 	} {
 		*d.t = stress.OrDefault(*d.t, d.def)
 	}
@@ -139,19 +142,20 @@ type Result struct {
 	// Notes say what to keep in mind when reading the figures.
 	Notes []string `json:"notes,omitempty"`
 
-	Streams     []GWStreamsRun      `json:"streams,omitempty"`
-	Overhead    []OverheadRate      `json:"overhead,omitempty"`
-	Floor       *FloorFigures       `json:"floor,omitempty"`
-	Routing     []RoutingRun        `json:"routing,omitempty"`
-	Kill        *KillFigures        `json:"kill,omitempty"`
-	Hang        []HangFigures       `json:"hang,omitempty"`
-	Flap        *FlapFigures        `json:"flap,omitempty"`
-	Disconnects *DisconnectsFigures `json:"disconnects,omitempty"`
-	Hostile     *HostileFigures     `json:"hostile,omitempty"`
-	Soak        *GWSoakFigures      `json:"soak,omitempty"`
-	SlowReaders *SlowReadersFigures `json:"slow_readers,omitempty"`
-	SlowBody    *SlowBodyFigures    `json:"slow_body,omitempty"`
-	Control     *ControlFigures     `json:"control,omitempty"`
+	Streams       []GWStreamsRun      `json:"streams,omitempty"`
+	Overhead      []OverheadRate      `json:"overhead,omitempty"`
+	Observability []ObservabilityRate `json:"observability,omitempty"`
+	Floor         *FloorFigures       `json:"floor,omitempty"`
+	Routing       []RoutingRun        `json:"routing,omitempty"`
+	Kill          *KillFigures        `json:"kill,omitempty"`
+	Hang          []HangFigures       `json:"hang,omitempty"`
+	Flap          *FlapFigures        `json:"flap,omitempty"`
+	Disconnects   *DisconnectsFigures `json:"disconnects,omitempty"`
+	Hostile       *HostileFigures     `json:"hostile,omitempty"`
+	Soak          *GWSoakFigures      `json:"soak,omitempty"`
+	SlowReaders   *SlowReadersFigures `json:"slow_readers,omitempty"`
+	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
+	Control       *ControlFigures     `json:"control,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.
@@ -239,10 +243,10 @@ type gwRun struct {
 	fleet    harness.Fleet // the simulator children and the gateway
 	replicas []*gwReplica  // every engine behind the gateway
 	plains   []*procs.PlainProxy
+	dirs     []string // temporary directories, removed at the end
 	// sims and gw are what a scenario's Setup (simFleetOf) started.
 	sims []*gwReplica
 	gw   *procs.Gateway
-	tmp  []string // directories removed at cleanup
 }
 
 // gwReplica is one engine behind the gateway: a simulator child, an
@@ -370,10 +374,10 @@ func (r *gwRun) cleanup() {
 	}
 	r.plains = nil
 	r.stopReplicas()
-	for _, dir := range r.tmp {
-		_ = os.RemoveAll(dir)
+	for _, d := range r.dirs {
+		_ = os.RemoveAll(d)
 	}
-	r.tmp = nil
+	r.dirs = nil
 }
 
 // stopReplicas stops every engine started so far.

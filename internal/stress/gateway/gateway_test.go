@@ -38,6 +38,7 @@ func testGatewayConfig(t *testing.T) Config {
 	c.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c.Streams = GWStreamsLoad{StreamsLoad: stress.StreamsLoad{Streams: 50, MaxTokens: 8}, MaxNumSeqs: 256}
 	c.Overhead = OverheadLoad{Rates: []int{500}, Requests: 100, Warmup: 20, MaxTokens: 1, Seed: 1}
+	c.Observe = ObservabilityLoad{Rates: []int{300}, Requests: 60, Warmup: 10, MaxTokens: 1, Seed: 1}
 	c.Floor = FloorLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, Seed: 1, ProjectRates: []int{2000}}
 	c.Routing = RoutingLoad{Variants: []RoutingVariant{{SystemWords: 20, Tokenizer: true, Policy: "kv_aware", Replicas: 2, Rates: []int{300}}},
 		Requests: 60, Warmup: 10, MaxTokens: 1, SystemPrompts: 4, QuestionWords: 8, Seed: 1}
@@ -173,6 +174,33 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README.md lacks %q", want)
 		}
+	}
+}
+
+// TestGatewayStressObservability runs gw-observability small: both
+// gateways serve every request, and the observing one logs every decision
+// and fails every span export.
+func TestGatewayStressObservability(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioObserve}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	res := readGWResult(t, c.OutDir, ScenarioObserve)
+	if len(res.Observability) != 1 {
+		t.Fatalf("gw-observability has %d rates, want 1", len(res.Observability))
+	}
+	o := res.Observability[0]
+	if len(o.Legs) != 6 || o.Direct.Requests != 120 || o.Off.Requests != 120 || o.On.Requests != 120 || o.Off.Errors+o.On.Errors+o.Direct.Errors != 0 {
+		t.Errorf("legs: %+v", o)
+	}
+	// The observing gateway made one decision per request, warmups
+	// included, and exported no span: nobody listens at its collector.
+	if o.MetricsError != "" || o.DecisionsWritten+o.DecisionsDropped != 2*(60+10) || o.SpansExported != 0 {
+		t.Errorf("counts: %+v", o.ObservedCounts)
+	}
+	if len(res.Checks) != 3 {
+		t.Errorf("checks: %+v", res.Checks)
 	}
 }
 
@@ -360,6 +388,12 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	gleg.Target, gleg.Latency.P50, gleg.Latency.P99 = "gateway", 0.0013, 0.0036
 	overhead.Overhead = []OverheadRate{{Rate: 2000, Requests: 10000, Legs: []OverheadLeg{leg, gleg, gleg, leg}, Direct: leg, Gateway: gleg,
 		AddedP50: 0.0003, AddedP90: 0.0004, AddedP99: 0.0005, AddedMean: -0.00001}}
+	observe := base(ScenarioObserve)
+	offLeg, onLeg := gleg, gleg
+	offLeg.Target, onLeg.Target, onLeg.Latency.P99 = "off", "on", 0.0037
+	observe.Observability = []ObservabilityRate{observabilityRate(2000, 10000, []OverheadLeg{leg, offLeg, onLeg, onLeg, offLeg, leg}),
+		{Rate: 5000, Requests: 10000, ObservedCounts: ObservedCounts{MetricsError: "scrape: refused"}}}
+	observe.Observability[0].ObservedCounts = ObservedCounts{DecisionsWritten: 22000, SpansFailed: 512, SpansDropped: 65000}
 	floor := base(ScenarioFloor)
 	pleg := gleg
 	pleg.Target, pleg.CPUPerRequest = "plain", 0.00009
@@ -423,7 +457,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, overhead, streams, slowReaders}
+	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

@@ -101,6 +101,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.streams(r)
 	case r.Overhead != nil:
 		w.overhead(r)
+	case r.Observability != nil:
+		w.observability(r.Observability)
 	case r.Floor != nil:
 		w.floor(r.Floor)
 	case r.Routing != nil:
@@ -525,5 +527,42 @@ func (w *mdWriter) slowBody(f *SlowBodyFigures) {
 			w.p("| %.1f | %s | %s |\n", s.Seconds, stress.MiB(s.SentBytes), stress.MiB(s.RSSBytes))
 		}
 		w.p("\n")
+	}
+}
+
+func (w *mdWriter) observability(rates []ObservabilityRate) {
+	w.p("Latency each gateway adds to the simulator straight (percentile minus the direct one), and what observing adds (the on gateway's " +
+		"percentile minus the off one's), each target's two legs pooled:\n\n")
+	w.p("| Rate | Off: added p50 / p99 | On: added p50 / p99 | Observing adds p50 / p99 / mean | Observing's CPU per request | Errors (direct / off / on) |\n")
+	w.p("|--:|--:|--:|--:|--:|--:|\n")
+	for _, o := range rates {
+		w.p("| %d req/s | %s / %s | %s / %s | %s / %s / %s | %s | %d / %d / %d |\n", o.Rate, usec(o.OffAddedP50), usec(o.OffAddedP99),
+			usec(o.OnAddedP50), usec(o.OnAddedP99), usec(o.ObservingP50), usec(o.ObservingP99), usec(o.ObservingMean), usec(o.ObservingCPU),
+			o.Direct.Errors, o.Off.Errors, o.On.Errors)
+	}
+	w.p("\nWhat the on gateway counted over each rate, warmups included:\n\n")
+	w.p("| Rate | Decisions written | Decisions dropped | Decision writes failed | Spans exported | Spans failed | Spans dropped |\n|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, o := range rates {
+		if o.MetricsError != "" {
+			w.p("| %d req/s | metrics not read: %s ||||||\n", o.Rate, cell(o.MetricsError))
+			continue
+		}
+		w.p("| %d req/s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", o.Rate, o.DecisionsWritten, o.DecisionsDropped, o.DecisionsFailed,
+			o.SpansExported, o.SpansFailed, o.SpansDropped)
+	}
+	w.p("\nEvery leg, in the order run:\n\n| Rate | Leg | Requests | Errors | Achieved req/s | p50 | p90 | p99 | p99.9 | max | Send lag p99 | CPU per request | Others' CPU |\n")
+	w.p("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, o := range rates {
+		for _, lg := range o.Legs {
+			w.p("| %d | %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %s | %s | %.0f%% |\n", o.Rate, lg.Target, lg.Requests, lg.Errors, lg.AchievedRate,
+				usec(lg.Latency.P50), usec(lg.Latency.P90), usec(lg.Latency.P99), usec(lg.Latency.P999), usec(lg.Latency.Max),
+				usec(lg.SendLag.P99), usec(lg.CPUPerRequest), lg.OthersCPUShare*100)
+		}
+	}
+	w.p("\n")
+	for _, o := range rates {
+		for _, t := range []OverheadLeg{o.Direct, o.Off, o.On} {
+			w.errors(fmt.Sprintf("%d req/s %s", o.Rate, t.Target), t.ErrorKinds, t.ErrorSamples)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import "github.com/inferrail/inferrail/internal/stress"
 const (
 	ScenarioStreams     = "gw-streams"
 	ScenarioOverhead    = "gw-overhead"
+	ScenarioObserve     = "gw-observability"
 	ScenarioFloor       = "gw-floor"
 	ScenarioRouting     = "gw-routing"
 	ScenarioKill        = "gw-kill"
@@ -32,6 +33,9 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioOverhead, Stresses: "the latency the gateway adds to an open-loop schedule, against the simulator straight",
 		Params: "overhead", Load: func(c *Config) stress.Validator { return c.Overhead }, Needs: []string{needSims}, Describe: describeOverhead,
 		Setup: simFleetOf(3, overheadSimArgs, nil), Run: runGWOverhead},
+	{Name: ScenarioObserve, Stresses: "the latency traces exported to an unreachable collector and a full decision log add, against a gateway without them",
+		Params: "observe", Load: func(c *Config) stress.Validator { return c.Observe }, Needs: []string{needSims}, Describe: describeObservability,
+		Setup: observabilitySetup, Run: runGWObservability},
 	{Name: ScenarioFloor, Stresses: "the CPU a request costs the gateway, against a bare net/http reverse proxy",
 		Params: "floor", Load: func(c *Config) stress.Validator { return c.Floor }, Needs: []string{needSims, needBench}, Describe: describeFloor,
 		Setup: simFleetOf(3, overheadSimArgs, nil), Run: runGWFloor},

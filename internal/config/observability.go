@@ -1,0 +1,101 @@
+package config
+
+import (
+	"math"
+	"net/url"
+	"strings"
+)
+
+// Observability configures the gateway's OpenTelemetry traces, its
+// decision log and its shadow log. All are off by default; traces and the
+// decision log cost the request path nothing while off. All are read at
+// start only.
+type Observability struct {
+	// OTLPEndpoint is the OTLP collector traces are exported to, an http or
+	// https URL (https verifies the collector's certificate). With
+	// OTLPProtocol http/protobuf it is the URL spans are posted to, and a
+	// URL without a path, such as http://collector:4318, gets the standard
+	// /v1/traces; with grpc it is the collector's address and has no path.
+	// Empty, the default, turns tracing off: no span is ever created.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// OTLPProtocol is how spans are exported: http/protobuf (the default)
+	// or grpc, named as OTEL_EXPORTER_OTLP_PROTOCOL names them.
+	OTLPProtocol string `yaml:"otlp_protocol"`
+	// TraceSampleRatio is the share of traces the gateway starts that are
+	// sampled, from 0 to 1. A request that carries a client's W3C
+	// traceparent follows the client's sampling decision instead. Default 1.
+	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
+	// DecisionLog writes sampled routing decisions as JSON lines.
+	DecisionLog DecisionLog `yaml:"decision_log"`
+	// ShadowLog is a file that every config generation and every shadow
+	// decision, with what the shadows saw, is appended to as JSON lines
+	// (no prompts), for inferrail-gateway --replay-shadow. Empty means none.
+	ShadowLog string `yaml:"shadow_log,omitempty"`
+}
+
+// DecisionLog configures the decision log: one JSON line per routing
+// decision of the sampled requests, never their prompts.
+type DecisionLog struct {
+	// Path is the file the log is written to; rotated files are kept
+	// beside it with a timestamp in their names. Required when SampleRate
+	// is above 0.
+	Path string `yaml:"path"`
+	// SampleRate is the share of requests whose decisions are logged, from
+	// 0 to 1, sampled by request ID so that every attempt of a request is
+	// logged or none. Default 0: the log is off.
+	SampleRate float64 `yaml:"sample_rate"`
+	// MaxSizeMB is the size in megabytes at which the file is rotated. At
+	// least 1; default 100.
+	MaxSizeMB int `yaml:"max_size_mb"`
+	// MaxFiles is how many rotated files are kept besides the current one;
+	// older ones are deleted. 0 keeps them all. Default 10.
+	MaxFiles int `yaml:"max_files"`
+}
+
+// Protocols of Observability.OTLPProtocol.
+const (
+	OTLPHTTP = "http/protobuf"
+	OTLPGRPC = "grpc"
+)
+
+// defaultObservability is Default's observability section: everything off.
+func defaultObservability() Observability {
+	return Observability{
+		OTLPProtocol:     OTLPHTTP,
+		TraceSampleRatio: 1,
+		DecisionLog:      DecisionLog{MaxSizeMB: 100, MaxFiles: 10},
+	}
+}
+
+func (v *validator) observability(o *Observability) {
+	switch o.OTLPProtocol {
+	case OTLPHTTP, OTLPGRPC:
+	default:
+		v.fail("observability.otlp_protocol", "must be %s or %s, not %q", OTLPHTTP, OTLPGRPC, o.OTLPProtocol)
+	}
+	if o.OTLPEndpoint != "" {
+		n := len(v.errs)
+		v.url("observability.otlp_endpoint", o.OTLPEndpoint)
+		if u, err := url.Parse(o.OTLPEndpoint); len(v.errs) == n && err == nil && o.OTLPProtocol == OTLPGRPC && strings.Trim(u.Path, "/") != "" {
+			v.fail("observability.otlp_endpoint", "must have no path with otlp_protocol grpc: a gRPC collector is named by its address")
+		}
+	}
+	v.share("observability.trace_sample_ratio", o.TraceSampleRatio)
+	dl := &o.DecisionLog
+	v.share("observability.decision_log.sample_rate", dl.SampleRate)
+	switch {
+	case dl.SampleRate > 0 && strings.TrimSpace(dl.Path) == "":
+		v.fail("observability.decision_log.path", "required when decision_log.sample_rate is above 0")
+	case strings.HasSuffix(dl.Path, "/"):
+		v.fail("observability.decision_log.path", "must name a file, not a directory")
+	}
+	v.atLeast("observability.decision_log.max_size_mb", dl.MaxSizeMB, 1)
+	v.atLeast("observability.decision_log.max_files", dl.MaxFiles, 0)
+}
+
+// share checks a sampling share: a number from 0 to 1.
+func (v *validator) share(path string, x float64) {
+	if math.IsNaN(x) || x < 0 || x > 1 {
+		v.fail(path, "must be between 0 and 1")
+	}
+}

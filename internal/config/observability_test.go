@@ -1,0 +1,52 @@
+package config
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// TestObservabilityRules checks the observability section's rules one by
+// one on a config that is otherwise valid.
+func TestObservabilityRules(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(o *Observability)
+		want []string // messages, in order; nil: valid
+	}{
+		{"defaults", func(*Observability) {}, nil},
+		{"http_bare_address", func(o *Observability) { o.OTLPEndpoint = "http://collector:4318" }, nil},
+		{"https_with_path", func(o *Observability) { o.OTLPEndpoint = "https://collector/otlp/v1/traces" }, nil},
+		{"grpc_address", func(o *Observability) { o.OTLPEndpoint, o.OTLPProtocol = "http://collector:4317/", OTLPGRPC }, nil},
+		{"grpc_path", func(o *Observability) { o.OTLPEndpoint, o.OTLPProtocol = "http://collector:4317/x", OTLPGRPC },
+			[]string{"observability.otlp_endpoint: must have no path with otlp_protocol grpc: a gRPC collector is named by its address"}},
+		{"not_a_url", func(o *Observability) { o.OTLPEndpoint = "grpc://collector:4317" },
+			[]string{"observability.otlp_endpoint: must be an absolute http or https URL"}},
+		{"empty_protocol", func(o *Observability) { o.OTLPProtocol = "" },
+			[]string{`observability.otlp_protocol: must be http/protobuf or grpc, not ""`}},
+		{"ratio_nan", func(o *Observability) { o.TraceSampleRatio = math.NaN() },
+			[]string{"observability.trace_sample_ratio: must be between 0 and 1"}},
+		{"log_without_path", func(o *Observability) { o.DecisionLog.SampleRate = 0.5 },
+			[]string{"observability.decision_log.path: required when decision_log.sample_rate is above 0"}},
+		{"log_blank_path", func(o *Observability) { o.DecisionLog.SampleRate, o.DecisionLog.Path = 1, "  " },
+			[]string{"observability.decision_log.path: required when decision_log.sample_rate is above 0"}},
+		{"path_while_off", func(o *Observability) { o.DecisionLog.Path = "decisions.jsonl" }, nil},
+		{"log_over_one", func(o *Observability) { o.DecisionLog.SampleRate, o.DecisionLog.Path = 1.01, "d.jsonl" },
+			[]string{"observability.decision_log.sample_rate: must be between 0 and 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Models = []Model{{Name: "m", BlockSize: 16}}
+			c.Replicas = []Replica{{ID: "r", URL: "http://127.0.0.1:8000", Models: []string{"m"}, MaxConcurrency: 1, MaxPending: 1}}
+			tt.edit(&c.Observability)
+			var got []string
+			for _, e := range c.validate() {
+				got = append(got, e.Error())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("validate() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

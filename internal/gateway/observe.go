@@ -1,0 +1,171 @@
+package gateway
+
+// Observing requests: OpenTelemetry traces (tracing.go) and the decision
+// log (decisionlog.go). Both are off unless configured; while both are
+// off, the hooks on the request path find ex.obs nil and return at once,
+// creating nothing.
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/decisionlog"
+	"github.com/inferrail/inferrail/internal/telemetry"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// observability is what the gateway observes requests with. Its zero
+// value observes nothing.
+type observability struct {
+	tracer  *telemetry.Tracer   // nil: no spans
+	log     *decisionlog.Writer // nil: no decision log
+	sampler decisionlog.Sampler
+}
+
+// traceService is the service.name of the gateway's spans.
+const traceService = "inferrail-gateway"
+
+// newObservability starts what oc turns on and registers its metrics.
+func newObservability(oc *config.Observability, reg prometheus.Registerer, logger *slog.Logger) (observability, error) {
+	var o observability
+	if oc.OTLPEndpoint != "" {
+		t, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: oc.OTLPEndpoint, Protocol: oc.OTLPProtocol,
+			SampleRatio: oc.TraceSampleRatio, Service: traceService, Logger: logger.With("component", "traces")})
+		if err != nil {
+			return o, err
+		}
+		o.tracer = t
+		stats := func(f func(telemetry.Stats) uint64) func() float64 {
+			return func() float64 { return float64(f(t.Stats())) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_trace_spans_exported_total",
+				Help: "Spans the OTLP collector took."}, stats(func(s telemetry.Stats) uint64 { return s.Exported })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_trace_spans_failed_total",
+				Help: "Spans in exports the collector did not take, retries included."}, stats(func(s telemetry.Stats) uint64 { return s.Failed })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_trace_spans_dropped_total",
+				Help: "Spans dropped because the export queue was full."}, stats(func(s telemetry.Stats) uint64 { return s.Dropped })))
+	}
+	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
+		w := decisionlog.Open(decisionlog.Options{Path: dl.Path, MaxSizeMB: dl.MaxSizeMB, MaxFiles: dl.MaxFiles,
+			Logger: logger.With("component", "decision_log")})
+		o.log, o.sampler = w, decisionlog.NewSampler(dl.SampleRate)
+		stats := func(f func(decisionlog.Stats) uint64) func() float64 {
+			return func() float64 { return float64(f(w.Stats())) }
+		}
+		reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_written_total",
+				Help: "Routing decisions written to the decision log."}, stats(func(s decisionlog.Stats) uint64 { return s.Written })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_failed_total",
+				Help: "Routing decisions lost to failed writes of the decision log."}, stats(func(s decisionlog.Stats) uint64 { return s.Failed })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_dropped_total",
+				Help: "Routing decisions dropped because the decision log's writer was behind."}, stats(func(s decisionlog.Stats) uint64 { return s.Dropped })))
+	}
+	return o, nil
+}
+
+// on reports whether anything observes requests.
+func (o *observability) on() bool { return o.tracer != nil || o.log != nil }
+
+// close writes what the decision log holds and exports the spans queued,
+// within limit.
+func (o *observability) close(ctx context.Context, logger *slog.Logger) {
+	if o.log != nil {
+		if err := o.log.Close(); err != nil {
+			logger.Warn("closing the decision log", "error", err)
+		}
+	}
+	if o.tracer != nil {
+		if err := o.tracer.Shutdown(ctx); err != nil {
+			logger.Warn("spans not exported at shutdown", "error", err)
+		}
+	}
+}
+
+// observed is what is kept of one request to trace it and log its
+// decisions. It belongs to the request's goroutine.
+type observed struct {
+	server  trace.Span // nil without tracing
+	logged  bool       // the request's decisions go to the decision log
+	attempt int        // decisions made so far
+	// why, while logged, is offer's reason for each of the model's routes
+	// not offered in the current decision.
+	why []string
+}
+
+// noObservation is what observe returns while nothing observes requests.
+var noObservation = func() {}
+
+// observe starts observing ex, read from the client: the decision log
+// samples it by ID, and with tracing the request gets its server span,
+// continuing the client's trace. The function it returns ends the
+// observation; serveGenerate defers it.
+func (g *Gateway) observe(ex *exchange) func() {
+	if !g.obs.on() {
+		return noObservation
+	}
+	logged := g.obs.log != nil && ex.model != "" && g.obs.sampler.Sampled(ex.id)
+	if g.obs.tracer == nil {
+		if logged { // else, with the decision log alone, there is nothing to keep
+			ex.obs = &observed{logged: true}
+		}
+		return noObservation
+	}
+	o := &observed{logged: logged}
+	ex.obs = o
+	return g.traceServer(ex, o)
+}
+
+// whyNotOffered returns the slice offer fills with why each of n routes
+// was not offered, while the request's decisions are logged; nil otherwise.
+func (o *observed) whyNotOffered(n int) []string {
+	if o == nil || !o.logged {
+		return nil
+	}
+	if cap(o.why) < n {
+		o.why = make([]string, n)
+	}
+	o.why = o.why[:n]
+	clear(o.why)
+	return o.why
+}
+
+// statusWriter notes the status of the response written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int // 0 until the head is written
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observeCloseTimeout bounds how long closing the gateway waits for the
+// spans still queued to be exported.
+const observeCloseTimeout = 3 * time.Second
+
+// armName is the split arm that routed ex: its policy's name when the
+// model's traffic is split between policies, "" when it is not.
+func armName(ex *exchange) string {
+	if mp := ex.gen.routing[ex.model]; mp != nil && len(mp.arms) > 1 {
+		return ex.policy.Name()
+	}
+	return ""
+}

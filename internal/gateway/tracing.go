@@ -1,0 +1,199 @@
+package gateway
+
+// The spans of a request: a server span for the whole request, and for
+// each attempt a route span (the decision) and an upstream client span
+// (the engine's answer), whose context the engine receives as its
+// parent in traceparent.
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/policy"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Attribute keys of the gateway's own spans.
+const (
+	attrModel         = attribute.Key("gen_ai.request.model") // OpenTelemetry's GenAI conventions
+	attrRequestID     = attribute.Key("inferrail.request_id")
+	attrPolicy        = attribute.Key("inferrail.policy")
+	attrArm           = attribute.Key("inferrail.arm")
+	attrAttempt       = attribute.Key("inferrail.attempt")
+	attrCandidates    = attribute.Key("inferrail.candidates")
+	attrWinner        = attribute.Key("inferrail.winner")
+	attrInFlight      = attribute.Key("inferrail.winner.in_flight")
+	attrRunning       = attribute.Key("inferrail.winner.running")
+	attrKVUsage       = attribute.Key("inferrail.winner.kv_usage")
+	attrEstimatedTTFT = attribute.Key("inferrail.estimated_ttft_seconds")
+	attrPrefill       = attribute.Key("inferrail.prefill_seconds")
+	attrPromptTokens  = attribute.Key("inferrail.prompt_tokens")
+	attrCachedTokens  = attribute.Key("inferrail.cached_tokens")
+	attrGuards        = attribute.Key("inferrail.guards")
+	attrSteered       = attribute.Key("inferrail.steered")
+	attrTokenized     = attribute.Key("inferrail.tokenized")
+	attrDecision      = attribute.Key("inferrail.decision_seconds")
+	attrReplica       = attribute.Key("inferrail.replica")
+	attrFirstByte     = attribute.Key("inferrail.time_to_first_byte_seconds")
+	attrOutcome       = attribute.Key("inferrail.outcome")
+)
+
+// Span names.
+const (
+	spanRoute    = "route"
+	spanUpstream = "upstream"
+)
+
+// The span kinds, made once: an option is allocated each time it is made.
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	clientKind = trace.WithSpanKind(trace.SpanKindClient)
+)
+
+// traceServer starts ex's server span, at its arrival and in the trace of
+// the client's traceparent when it sent one, and returns what ends it.
+// From here on ex.r's context holds the span and ex.w notes the status.
+func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
+	tr := g.obs.tracer
+	ctx := tr.Extract(ex.r.Context(), ex.r.Header)
+	ctx, span := tr.Start(ctx, ex.r.Method+" "+ex.r.URL.Path, serverKind, trace.WithTimestamp(ex.arrived),
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(ex.r.Method), semconv.URLPath(ex.r.URL.Path), attrRequestID.String(ex.id)))
+	o.server = span
+	ex.r = ex.r.WithContext(ctx)
+	sw := &statusWriter{ResponseWriter: ex.w}
+	ex.w = sw
+	return func() {
+		v := recover()
+		if span.IsRecording() {
+			if ex.model != "" {
+				span.SetAttributes(attrModel.String(ex.model))
+			}
+			switch {
+			case v != nil:
+				// The engine broke a response that had started (relay's
+				// http.ErrAbortHandler): the client saw it broken.
+				span.SetAttributes(attrOutcome.String(outcomeAborted))
+				span.SetStatus(codes.Error, outcomeAborted)
+			case sw.status == 0:
+				span.SetAttributes(attrOutcome.String(outcomeCancelled))
+			default:
+				span.SetAttributes(semconv.HTTPResponseStatusCode(sw.status))
+				if sw.status >= 500 {
+					span.SetStatus(codes.Error, http.StatusText(sw.status))
+				}
+			}
+		}
+		span.End()
+		if v != nil {
+			panic(v)
+		}
+	}
+}
+
+// traceDecision records the decision that sent ex's attempt to cands[i],
+// started at start, as a route span.
+func (g *Gateway) traceDecision(ex *exchange, o *observed, cands []policy.Candidate, i int, d *policy.Decision, start, now time.Time) {
+	_, span := g.obs.tracer.Start(ex.r.Context(), spanRoute, trace.WithTimestamp(start))
+	if span.IsRecording() {
+		w := &cands[i]
+		attrs := []attribute.KeyValue{
+			attrModel.String(ex.model), attrPolicy.String(ex.policy.Name()), attrArm.String(armName(ex)), attrAttempt.Int(o.attempt),
+			attrCandidates.Int(len(cands)), attrWinner.String(w.ID), attrInFlight.Int64(w.InFlight),
+			attrEstimatedTTFT.Float64(d.EstimatedTTFT), attrPrefill.Float64(d.PrefillSecs), attrPromptTokens.Int(ex.route.PromptTokens),
+			attrTokenized.String(tokenOutcome(ex)), attrDecision.Float64(now.Sub(start).Seconds()),
+			attrGuards.StringSlice(d.Guards), attrSteered.String(d.Steered),
+		}
+		if w.Cached >= 0 {
+			attrs = append(attrs, attrCachedTokens.Int(w.Cached))
+		}
+		if w.Running >= 0 {
+			attrs = append(attrs, attrRunning.Int64(w.Running))
+		}
+		if w.KVUsage >= 0 {
+			attrs = append(attrs, attrKVUsage.Float64(w.KVUsage))
+		}
+		span.SetAttributes(attrs...)
+	}
+	span.End(trace.WithTimestamp(now))
+}
+
+// tokenOutcome is how ex's prompt fared with the tokenizer: tokenized, or
+// why it got no prediction.
+func tokenOutcome(ex *exchange) string {
+	if ex.tokenized == "" {
+		return "no_tokenizer"
+	}
+	return ex.tokenized
+}
+
+// upstreamTrace is an attempt's client span. A nil one traces nothing,
+// so the attempt calls its methods without checking.
+type upstreamTrace struct {
+	span      trace.Span
+	start     time.Time
+	firstByte bool
+}
+
+// traceUpstream starts the client span of attempt a, whose request to the
+// engine is req, and sets req's traceparent to it; nil without tracing.
+func (g *Gateway) traceUpstream(ex *exchange, a *attempt, req *http.Request) *upstreamTrace {
+	if ex.obs == nil || ex.obs.server == nil {
+		return nil
+	}
+	tr := g.obs.tracer
+	ctx, span := tr.Start(ex.r.Context(), spanUpstream, clientKind,
+		trace.WithAttributes(attrReplica.String(a.lease.Replica().ID), attrAttempt.Int(ex.obs.attempt),
+			semconv.HTTPRequestMethodKey.String(req.Method), semconv.URLFull(req.URL.String())))
+	// The client's traceparent was copied with the other headers; the
+	// engine's parent is this span.
+	req.Header.Del("traceparent")
+	req.Header.Del("tracestate")
+	tr.Inject(ctx, req.Header)
+	return &upstreamTrace{span: span, start: time.Now()}
+}
+
+// headed records how the engine answered: its status, or the error.
+func (u *upstreamTrace) headed(resp *http.Response, err error) {
+	if u == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		outcome := "failed"
+		switch {
+		case errors.Is(err, errHeadTimeout):
+			outcome = "timeout"
+		case errors.Is(err, errReplicaDown):
+			outcome = "replica_down"
+		}
+		u.span.SetAttributes(attrOutcome.String(outcome))
+		u.span.SetStatus(codes.Error, err.Error())
+	default:
+		u.span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+		if resp.StatusCode >= 500 {
+			u.span.SetStatus(codes.Error, http.StatusText(resp.StatusCode))
+		}
+	}
+}
+
+// markFirstByte records the arrival of the response's first byte.
+func (u *upstreamTrace) markFirstByte() {
+	if u == nil || u.firstByte {
+		return
+	}
+	u.firstByte = true
+	u.span.AddEvent("first_byte")
+	u.span.SetAttributes(attrFirstByte.Float64(time.Since(u.start).Seconds()))
+}
+
+// end ends the span; calling it again does nothing.
+func (u *upstreamTrace) end() {
+	if u == nil {
+		return
+	}
+	u.span.End()
+}
