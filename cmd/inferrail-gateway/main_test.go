@@ -46,6 +46,12 @@ func TestCheck(t *testing.T) {
 	if err := run(context.Background(), nil, &out, &errOut); err == nil {
 		t.Error("no --config accepted")
 	}
+	// The product specification's example config, unchanged.
+	out.Reset()
+	if err := run(context.Background(), []string{"--check", "--config", "../../internal/config/testdata/spec-example.yaml"}, &out, &errOut); err != nil ||
+		!strings.Contains(out.String(), "valid (1 models, 1 replicas, 1 dns groups)") {
+		t.Errorf("--check of the specification's example: %v, %q", err, out.String())
+	}
 }
 
 // TestSIGHUPRereadsTheConfig: the gateway, a real process, rereads its

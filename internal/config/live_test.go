@@ -218,3 +218,22 @@ func TestSplitAndKwargsForms(t *testing.T) {
 		t.Errorf("split %v, want %v in written order", a.Routing.Split, want)
 	}
 }
+
+// TestSpecExampleLoads: the product specification's example config, as
+// written there, loads: every key it names under server, models[],
+// routing and observability is one we accept.
+func TestSpecExampleLoads(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "spec-example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ModelSplit("llama-8b"); !slices.Equal(got, Split{{"least_request", 100}}) {
+		t.Errorf("the model with its own policy: split %v", got)
+	}
+	if !slices.Equal(cfg.Routing.Split, Split{{"cost_model", 90}, {"kv_aware", 10}}) || !slices.Equal(cfg.Routing.Shadow, PolicyList{"least_request"}) {
+		t.Errorf("routing.split %v, routing.shadow %v", cfg.Routing.Split, cfg.Routing.Shadow)
+	}
+	if cfg.Models[0].ChatTemplateKwargs != `{"enable_thinking":false}` || cfg.Observability.ShadowLog == "" || cfg.Observability.DecisionLog.SampleRate != 0.01 {
+		t.Errorf("kwargs %q, observability %+v", cfg.Models[0].ChatTemplateKwargs, cfg.Observability)
+	}
+}
