@@ -19,11 +19,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
 
@@ -108,6 +110,7 @@ type shadowLog struct {
 	file *os.File
 	mu   sync.Mutex
 	w    *bufio.Writer
+	buf  []byte // a decision line being written
 	prev string // the last line's sum
 	err  error  // the first write error, after which nothing is written
 }
@@ -144,25 +147,104 @@ func (l *shadowLog) generation(gen *generation) {
 	l.flushLocked()
 }
 
-// decision records a shadowed request and its picks.
+// decision records a shadowed request and its picks. The line is written
+// by hand: encoding/json's reflection cost the worker seven times its
+// picks, and it writes a line for every routed request.
 func (l *shadowLog) decision(job *shadowJob, picks []shadowPick) {
-	r := &job.req
-	req := &loggedRequest{ID: r.ID, PromptTokens: r.PromptTokens, BlockSize: r.BlockSize, Session: r.Session, At: r.At.UnixNano()}
-	if r.Blocks != nil {
-		req.Blocks = make([]string, len(r.Blocks))
-		for i, h := range r.Blocks {
-			req.Blocks[i] = h.String()
-		}
-	}
-	cands := make([]loggedCandidate, len(job.cands))
-	for i, c := range job.cands {
-		cands[i] = loggedCandidate(c)
-	}
 	routed := shadowPick{Policy: job.policy, Index: job.routed.Index, Replica: job.cands[job.routed.Index].ID, Estimate: job.routed.EstimatedTTFT}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.write(&shadowRecord{Kind: recordDecision, Generation: job.gen.n, Model: job.model, Request: req,
-		Candidates: cands, Routed: &routed, Picks: picks})
+	l.buf = l.writeLine(appendDecision(l.buf[:0], job, &routed, picks))
+}
+
+// appendDecision appends a decision record as JSON, with the keys of
+// shadowRecord's tags, which ReplayShadow decodes.
+func appendDecision(b []byte, job *shadowJob, routed *shadowPick, picks []shadowPick) []byte {
+	r := &job.req
+	b = append(b, `{"kind":"decision","generation":`...)
+	b = strconv.AppendUint(b, job.gen.n, 10)
+	b = append(b, `,"model":`...)
+	b = openai.AppendString(b, job.model)
+	b = append(b, `,"request":{"id":`...)
+	b = openai.AppendString(b, r.ID)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(r.PromptTokens), 10)
+	if r.Blocks != nil {
+		b = append(b, `,"blocks":[`...)
+		for i, h := range r.Blocks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = appendHex64(appendHex64(b, h.Hi), h.Lo)
+			b = append(b, '"')
+		}
+		b = append(b, ']')
+	}
+	if r.BlockSize != 0 {
+		b = append(b, `,"block_size":`...)
+		b = strconv.AppendInt(b, int64(r.BlockSize), 10)
+	}
+	if r.Session != "" {
+		b = append(b, `,"session":`...)
+		b = openai.AppendString(b, r.Session)
+	}
+	b = append(b, `,"at_unix_nano":`...)
+	b = strconv.AppendInt(b, r.At.UnixNano(), 10)
+	b = append(b, `},"candidates":[`...)
+	for i := range job.cands {
+		c := &job.cands[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"replica":`...)
+		b = openai.AppendString(b, c.ID)
+		b = append(b, `,"in_flight":`...)
+		b = strconv.AppendInt(b, c.InFlight, 10)
+		b = append(b, `,"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(c.Cached), 10)
+		b = append(b, `,"queued_prefill_secs":`...)
+		b = strconv.AppendFloat(b, c.QueuedPrefill, 'g', -1, 64)
+		b = append(b, `,"running":`...)
+		b = strconv.AppendInt(b, c.Running, 10)
+		b = append(b, `,"kv_usage":`...)
+		b = strconv.AppendFloat(b, c.KVUsage, 'g', -1, 64)
+		b = append(b, `,"kv_capacity_blocks":`...)
+		b = strconv.AppendInt(b, int64(c.KVCapacityBlocks), 10)
+		b = append(b, '}')
+	}
+	b = append(b, `],"routed":`...)
+	b = appendPick(b, routed)
+	b = append(b, `,"picks":[`...)
+	for i := range picks {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendPick(b, &picks[i])
+	}
+	return append(b, "]}"...)
+}
+
+func appendPick(b []byte, p *shadowPick) []byte {
+	b = append(b, `{"policy":`...)
+	b = openai.AppendString(b, p.Policy)
+	b = append(b, `,"index":`...)
+	b = strconv.AppendInt(b, int64(p.Index), 10)
+	b = append(b, `,"replica":`...)
+	b = openai.AppendString(b, p.Replica)
+	b = append(b, `,"estimated_ttft_secs":`...)
+	b = strconv.AppendFloat(b, p.Estimate, 'g', -1, 64)
+	return append(b, '}')
+}
+
+// appendHex64 appends v as 16 lower-case hex digits, as blockhash.Hash's
+// String writes each half.
+func appendHex64(b []byte, v uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>uint(shift)&0xf])
+	}
+	return b
 }
 
 // write appends one record with its chained sum; l.mu is held.
@@ -175,12 +257,23 @@ func (l *shadowLog) write(rec *shadowRecord) {
 		l.fail(err)
 		return
 	}
-	l.prev = chainSum(l.prev, b)
-	b = append(b[:len(b)-1], sumField...)
-	b = append(append(b, l.prev...), "\"}\n"...)
-	if _, err := l.w.Write(b); err != nil {
+	l.writeLine(b)
+}
+
+// writeLine appends a record's JSON (an object) with its sum, chained to
+// the line before, and returns the line, built over record's array; l.mu
+// is held.
+func (l *shadowLog) writeLine(record []byte) []byte {
+	if l.err != nil {
+		return record
+	}
+	l.prev = chainSum(l.prev, record)
+	line := append(record[:len(record)-1], sumField...)
+	line = append(append(line, l.prev...), "\"}\n"...)
+	if _, err := l.w.Write(line); err != nil {
 		l.fail(err)
 	}
+	return line
 }
 
 func (l *shadowLog) fail(err error) {
