@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -48,8 +49,8 @@ func fillMirror(m *Mirror, n int) {
 
 // BenchmarkMirrorBytesPerBlock fills a Mirror with a million blocks
 // and reports the live heap it grew by, per block (goal: at most 120
-// bytes), beside the size of one block's map value: the mirror is one map
-// from engine hash to a value, and the rest is the map's own overhead.
+// bytes for the whole index, BenchmarkEventsIndexBytesPerBlock), beside
+// the size of one slot of its table: the rest is the table's empty slots.
 func BenchmarkMirrorBytesPerBlock(b *testing.B) {
 	seed := blockhash.Seed("inferrail/sim-8b", "", "")
 	var perBlock float64
@@ -65,32 +66,49 @@ func BenchmarkMirrorBytesPerBlock(b *testing.B) {
 		perBlock = float64(grew) / mirroredBlocks
 	}
 	b.ReportMetric(perBlock, "bytes/block")
-	b.ReportMetric(float64(unsafe.Sizeof(mirrorBlock{})), "value_B")
+	b.ReportMetric(float64(unsafe.Sizeof(blockSlot{})), "slot_B")
 }
 
 // BenchmarkEventsIndexBytesPerBlock is BenchmarkMirrorBytesPerBlock for the
 // whole index of one events-sourced replica: its mirror and the holder map
-// entries that routing reads (the LRU stays empty without routing).
+// entries that routing reads (the LRU stays empty without routing), and
+// what Stats estimates (stats-B/block).
 func BenchmarkEventsIndexBytesPerBlock(b *testing.B) {
+	benchEventsIndexBytes(b, mirroredBlocks)
+}
+
+// BenchmarkEventsIndexBytesPerBlockBySize is
+// BenchmarkEventsIndexBytesPerBlock at sizes from a quarter million to two
+// million blocks: tables grow in steps, so the bytes a block takes depend
+// on where between two steps the count falls, and a million is one point.
+func BenchmarkEventsIndexBytesPerBlockBySize(b *testing.B) {
+	for _, n := range []int{250_000, 400_000, 550_000, 700_000, 850_000, 1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000} {
+		b.Run(fmt.Sprintf("blocks=%d", n), func(b *testing.B) { benchEventsIndexBytes(b, n) })
+	}
+}
+
+func benchEventsIndexBytes(b *testing.B, n int) {
 	seed := blockhash.Seed("inferrail/sim-8b", "", "")
 	var perBlock float64
+	var st Stats
 	for b.Loop() {
 		grew, kept := heapGrowth(func() any {
-			x := NewApprox(mirroredBlocks)
-			x.AttachEvents("r", EventsConfig{BlockSize: 16, MaxBlocks: 2 * mirroredBlocks,
+			x := NewApprox(n)
+			x.AttachEvents("r", EventsConfig{BlockSize: 16, MaxBlocks: 2 * n,
 				Seed: func(string, string) blockhash.Hash { return seed }})
 			x.SetSource("r", true)
 			r := x.lockReplica("r", false)
-			fillMirror(r.ev.mirror, mirroredBlocks)
+			fillMirror(r.ev.mirror, n)
 			r.mu.Unlock()
 			return x
 		})
-		if st := kept.(*Approx).Stats(); st.Replicas[0].Held != mirroredBlocks {
-			b.Fatalf("the index holds %d blocks, want %d", st.Replicas[0].Held, mirroredBlocks)
+		if st = kept.(*Approx).Stats(); st.Replicas[0].Held != n {
+			b.Fatalf("the index holds %d blocks, want %d", st.Replicas[0].Held, n)
 		}
-		perBlock = float64(grew) / mirroredBlocks
+		perBlock = float64(grew) / float64(n)
 	}
 	b.ReportMetric(perBlock, "bytes/block")
+	b.ReportMetric(float64(st.Bytes)/float64(n), "stats-B/block")
 }
 
 // BenchmarkMatch512x64Events is BenchmarkMatch512x64's staggered fleet with
