@@ -539,6 +539,9 @@ func (x *Approx) Stats() Stats {
 			rs.Held = r.ev.mirror.Held() + len(r.ev.spec)
 		}
 		st.Bytes += r.lru.bytes() + int64(unsafe.Sizeof(*r))
+		if r.ev != nil {
+			st.Bytes += r.ev.bytes()
+		}
 		r.mu.Unlock()
 		st.Entries += rs.Held
 		st.Replicas = append(st.Replicas, rs)

@@ -2,6 +2,7 @@ package index
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
@@ -23,7 +24,7 @@ type Mirror struct {
 	blockSize int
 	seed      SeedFunc
 
-	blocks map[engineKey]mirrorBlock
+	blocks blockTable
 	keyed  int // blocks with a gateway hash (not orphans)
 	// digest adds up digestMix of every keyed block's gateway hash
 	// (wrapping), kept as blocks are keyed and dropped: see Digest.
@@ -75,12 +76,12 @@ type engineKey uint64
 
 func keyOf(h events.Hash) engineKey { return engineKey(h.Low64()) }
 
-// mirrorBlock is one engine block, a map value: 24 bytes. An orphan's
-// gateway hash is not known yet; what it needs to learn it waits in
-// Mirror.orphans.
+// mirrorBlock is one engine block, as blockTable packs it into a slot.
+// An orphan's gateway hash is not known yet; what it needs to learn it
+// waits in Mirror.orphans.
 type mirrorBlock struct {
 	ours   blockhash.Hash // valid unless orphan
-	count  int32          // copies the engine holds
+	count  int32          // copies the engine holds, at least 1, at most maxCopies
 	orphan bool
 }
 
@@ -97,7 +98,7 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror 
 	return &Mirror{
 		blockSize:  blockSize,
 		seed:       seed,
-		blocks:     make(map[engineKey]mirrorBlock),
+		blocks:     newBlockTable(),
 		waiting:    make(map[engineKey][]engineKey),
 		orphans:    make(map[engineKey]orphan),
 		maxOrphans: max(0, maxOrphans),
@@ -134,13 +135,13 @@ func (m *Mirror) ApplyEvent(ev *events.Event) {
 // restarted.
 func (m *Mirror) Clear() {
 	if m.dropped != nil {
-		for _, b := range m.blocks {
+		m.blocks.each(func(_ engineKey, b mirrorBlock) {
 			if !b.orphan {
 				m.dropped(b.ours)
 			}
-		}
+		})
 	}
-	clear(m.blocks)
+	m.blocks.clear()
 	m.keyed = 0
 	m.digest = 0
 	clear(m.waiting)
@@ -166,34 +167,36 @@ func (m *Mirror) store(ev *events.Event) {
 	var parentOurs blockhash.Hash
 	if ev.HasParent {
 		parentKey = keyOf(ev.Parent)
-		p, ok := m.blocks[parentKey]
+		p, ok := m.blocks.get(parentKey)
 		parentKnown, parentOurs = ok && !p.orphan, p.ours
 	}
 	for j, h := range ev.Hashes {
 		k := keyOf(h)
-		b, seen := m.blocks[k]
-		if !seen && m.maxBlocks > 0 && len(m.blocks) >= m.maxBlocks {
+		b, seen := m.blocks.get(k)
+		if !seen && m.maxBlocks > 0 && m.blocks.len() >= m.maxBlocks {
 			m.Stats.Overflow++
 			parentKey, parentKnown = k, false // its children cannot be keyed either
 			continue
 		}
-		b.count++
+		if b.count < maxCopies {
+			b.count++
+		}
 		m.Stats.Stored++
 		switch {
 		case seen && !b.orphan:
-			m.blocks[k] = b // one more copy of a keyed block
+			m.blocks.set(k, b) // one more copy of a keyed block
 		case j == 0 && !ev.HasParent:
 			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
 		case parentKnown:
 			m.key(k, b, parentOurs, ev.Tokens[j*bs:(j+1)*bs])
 		case seen: // an orphan stored again, still without its parent
-			m.blocks[k] = b
+			m.blocks.set(k, b)
 		default:
 			b.orphan = true
-			m.blocks[k] = b
+			m.blocks.set(k, b)
 			m.adopt(k, parentKey, ev.Tokens[j*bs:(j+1)*bs])
 		}
-		b = m.blocks[k]
+		b, _ = m.blocks.get(k)
 		parentKey, parentKnown, parentOurs = k, !b.orphan && b.count > 0, b.ours
 	}
 }
@@ -206,7 +209,7 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 		b.orphan = false
 	}
 	b.ours = blockhash.Next(base, tokens)
-	m.blocks[k] = b
+	m.blocks.set(k, b)
 	m.keyed++
 	m.digest += digestMix(b.ours)
 	if m.held != nil {
@@ -219,7 +222,7 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 // orphan, until the parent joins the chain.
 func (m *Mirror) adopt(k, parent engineKey, tokens []uint32) {
 	if m.maxOrphans == 0 {
-		delete(m.blocks, k)
+		m.blocks.del(k)
 		m.Stats.OrphansDropped++
 		return
 	}
@@ -237,7 +240,7 @@ func (m *Mirror) dropOrphans() {
 		for _, k := range kids {
 			if _, ok := m.orphans[k]; ok {
 				delete(m.orphans, k)
-				delete(m.blocks, k)
+				m.blocks.del(k)
 				m.Stats.OrphansDropped++
 			}
 		}
@@ -260,17 +263,17 @@ func (m *Mirror) join(k engineKey) {
 			continue
 		}
 		delete(m.waiting, pk)
-		p := m.blocks[pk]
+		p, _ := m.blocks.get(pk)
 		for _, ck := range kids {
 			o, ok := m.orphans[ck]
 			if !ok || o.parent != pk {
 				continue
 			}
 			delete(m.orphans, ck)
-			c := m.blocks[ck]
+			c, _ := m.blocks.get(ck)
 			c.orphan = false
 			c.ours = blockhash.Next(p.ours, o.tokens)
-			m.blocks[ck] = c
+			m.blocks.set(ck, c)
 			m.keyed++
 			m.digest += digestMix(c.ours)
 			if m.held != nil {
@@ -282,7 +285,7 @@ func (m *Mirror) join(k engineKey) {
 }
 
 func (m *Mirror) remove(k engineKey) {
-	b, ok := m.blocks[k]
+	b, ok := m.blocks.get(k)
 	if !ok {
 		m.Stats.UnknownRemovals++
 		return
@@ -290,10 +293,10 @@ func (m *Mirror) remove(k engineKey) {
 	m.Stats.Removed++
 	b.count--
 	if b.count > 0 {
-		m.blocks[k] = b
+		m.blocks.set(k, b)
 		return
 	}
-	delete(m.blocks, k)
+	m.blocks.del(k)
 	if !b.orphan {
 		m.keyed--
 		m.digest -= digestMix(b.ours)
@@ -320,30 +323,24 @@ func (m *Mirror) remove(k engineKey) {
 // walks the whole mirror.
 func (m *Mirror) GatewayHashes() map[blockhash.Hash]bool {
 	out := make(map[blockhash.Hash]bool, m.keyed)
-	for _, b := range m.blocks {
-		if !b.orphan {
-			out[b.ours] = true
-		}
-	}
+	m.eachKeyed(func(h blockhash.Hash) { out[h] = true })
 	return out
 }
 
 // eachKeyed calls f with the gateway hash of every keyed block.
 func (m *Mirror) eachKeyed(f func(blockhash.Hash)) {
-	for _, b := range m.blocks {
+	m.blocks.each(func(_ engineKey, b mirrorBlock) {
 		if !b.orphan {
 			f(b.ours)
 		}
-	}
+	})
 }
 
 // Blocks returns the engine hash keys held and how many copies of each,
 // for comparing a mirror with an engine.
 func (m *Mirror) Blocks() map[uint64]int {
-	out := make(map[uint64]int, len(m.blocks))
-	for k, b := range m.blocks {
-		out[uint64(k)] = int(b.count)
-	}
+	out := make(map[uint64]int, m.blocks.len())
+	m.blocks.each(func(k engineKey, b mirrorBlock) { out[uint64(k)] = int(b.count) })
 	return out
 }
 
@@ -373,7 +370,14 @@ func splitMix(x uint64) uint64 {
 func (m *Mirror) Held() int { return m.keyed }
 
 // Len is how many distinct engine blocks the mirror holds, orphans included.
-func (m *Mirror) Len() int { return len(m.blocks) }
+func (m *Mirror) Len() int { return m.blocks.len() }
+
+// bytes approximates the memory the mirror takes: its table, and each
+// orphan's tokens with its map entries.
+func (m *Mirror) bytes() int64 {
+	const orphanEntries = 64 // an orphans entry, a waiting entry, slice headers
+	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize)
+}
 
 // Orphans is how many of them have no known parent yet.
 func (m *Mirror) Orphans() int { return len(m.orphans) }

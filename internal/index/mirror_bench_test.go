@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -48,8 +49,8 @@ func fillMirror(m *Mirror, n int) {
 
 // BenchmarkMirrorBytesPerBlock fills a Mirror with a million blocks
 // and reports the live heap it grew by, per block (goal: at most 120
-// bytes), beside the size of one block's map value: the mirror is one map
-// from engine hash to a value, and the rest is the map's own overhead.
+// bytes for the whole index, BenchmarkEventsIndexBytesPerBlock), beside
+// the size of one slot of its table: the rest is the table's empty slots.
 func BenchmarkMirrorBytesPerBlock(b *testing.B) {
 	seed := blockhash.Seed("inferrail/sim-8b", "", "")
 	var perBlock float64
@@ -65,70 +66,152 @@ func BenchmarkMirrorBytesPerBlock(b *testing.B) {
 		perBlock = float64(grew) / mirroredBlocks
 	}
 	b.ReportMetric(perBlock, "bytes/block")
-	b.ReportMetric(float64(unsafe.Sizeof(mirrorBlock{})), "value_B")
+	b.ReportMetric(float64(unsafe.Sizeof(blockSlot{})), "slot_B")
 }
 
 // BenchmarkEventsIndexBytesPerBlock is BenchmarkMirrorBytesPerBlock for the
 // whole index of one events-sourced replica: its mirror and the holder map
-// entries that routing reads (the LRU stays empty without routing).
+// entries that routing reads (the LRU stays empty without routing), and
+// what Stats estimates (stats-B/block).
 func BenchmarkEventsIndexBytesPerBlock(b *testing.B) {
+	benchEventsIndexBytes(b, mirroredBlocks)
+}
+
+// BenchmarkEventsIndexBytesPerBlockBySize is
+// BenchmarkEventsIndexBytesPerBlock at sizes from a quarter million to two
+// million blocks: tables grow in steps, so the bytes a block takes depend
+// on where between two steps the count falls, and a million is one point.
+func BenchmarkEventsIndexBytesPerBlockBySize(b *testing.B) {
+	for _, n := range []int{250_000, 400_000, 550_000, 700_000, 850_000, 1_000_000, 1_250_000, 1_500_000, 1_750_000, 2_000_000} {
+		b.Run(fmt.Sprintf("blocks=%d", n), func(b *testing.B) { benchEventsIndexBytes(b, n) })
+	}
+}
+
+func benchEventsIndexBytes(b *testing.B, n int) {
 	seed := blockhash.Seed("inferrail/sim-8b", "", "")
 	var perBlock float64
+	var st Stats
 	for b.Loop() {
 		grew, kept := heapGrowth(func() any {
-			x := NewApprox(mirroredBlocks)
-			x.AttachEvents("r", EventsConfig{BlockSize: 16, MaxBlocks: 2 * mirroredBlocks,
+			x := NewApprox(n)
+			x.AttachEvents("r", EventsConfig{BlockSize: 16, MaxBlocks: 2 * n,
 				Seed: func(string, string) blockhash.Hash { return seed }})
 			x.SetSource("r", true)
 			r := x.lockReplica("r", false)
-			fillMirror(r.ev.mirror, mirroredBlocks)
+			fillMirror(r.ev.mirror, n)
 			r.mu.Unlock()
 			return x
 		})
-		if st := kept.(*Approx).Stats(); st.Replicas[0].Held != mirroredBlocks {
-			b.Fatalf("the index holds %d blocks, want %d", st.Replicas[0].Held, mirroredBlocks)
+		if st = kept.(*Approx).Stats(); st.Replicas[0].Held != n {
+			b.Fatalf("the index holds %d blocks, want %d", st.Replicas[0].Held, n)
 		}
-		perBlock = float64(grew) / mirroredBlocks
+		perBlock = float64(grew) / float64(n)
 	}
 	b.ReportMetric(perBlock, "bytes/block")
+	b.ReportMetric(float64(st.Bytes)/float64(n), "stats-B/block")
 }
 
-// BenchmarkMatch512x64Events is BenchmarkMatch512x64's staggered fleet with
-// every replica following its engine's events: replica i's mirror holds
-// the query's first 8(i+1) blocks, stored as one BlockStored from the
-// tokens. Match reads the same holder map either way, so its cost should
-// not change with the source.
+// BenchmarkMatch512x64Events is BenchmarkMatch512x64 with every replica
+// following its engine's events: each fixture is built as there, then
+// every block each replica's shadow LRU holds is stored in that replica's
+// mirror by BlockStored events (one a block, parents first, from the
+// tokens), into an index whose replicas all follow their events. Match
+// reads the same holder map either way, so its cost should not change
+// with the source; the twin is checked to answer every query as the
+// original does.
 func BenchmarkMatch512x64Events(b *testing.B) {
-	ids := benchIDs()
+	for _, c := range []struct {
+		name  string
+		build func(extender) matchFixture
+	}{
+		{"realistic", func(e extender) matchFixture { return buildRealisticFleet(64, e) }},
+		{"realistic_1024q", func(e extender) matchFixture { return buildRealisticFleet(1024, e) }},
+		{"all_held", buildAllHeldFleet},
+		{"staggered", buildStaggeredFleet},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			chains := benchChains{}
+			benchMatch(b, eventsTwin(b, c.build(chains.extend), chains))
+		})
+	}
+}
+
+// benchChains remembers every block a fixture made: its parent and its
+// one token (block size 1, as extend makes them), so that its events can
+// be sent.
+type benchChains map[blockhash.Hash]benchBlock
+
+type benchBlock struct {
+	parent blockhash.Hash
+	depth  int32 // 0 for a first block, whose parent is the seed
+	token  uint32
+}
+
+// extend is the package's extend, remembering what it makes.
+func (c benchChains) extend(prefix []blockhash.Hash, n int) []blockhash.Hash {
+	base := fresh.Add(int64(n)) - int64(n)
+	out := slices.Clip(slices.Clone(prefix))
+	for i := range n {
+		parent := testSeed
+		if len(out) > 0 {
+			parent = out[len(out)-1]
+		}
+		tok := uint32(base) + uint32(i) + 1
+		h := blockhash.Next(parent, []uint32{tok})
+		c[h] = benchBlock{parent: parent, depth: int32(len(out)), token: tok}
+		out = append(out, h)
+	}
+	return out
+}
+
+// eventsTwin returns f with its index rebuilt from KV events: every block
+// each replica holds in f, stored in that replica's mirror.
+func eventsTwin(b *testing.B, f matchFixture, chains benchChains) matchFixture {
+	b.Helper()
 	idx := NewApprox(16384)
-	toks := make([]int, benchBlocks*benchBS)
-	for i := range toks {
-		toks[i] = 1000 + i
+	engineKeys := map[blockhash.Hash]uint64{}
+	keyOf := func(h blockhash.Hash) events.Hash {
+		k, ok := engineKeys[h]
+		if !ok {
+			k = uint64(len(engineKeys)+1) * 0x9e3779b97f4a7c15 // the engine's own numbers
+			engineKeys[h] = k
+		}
+		return events.UintHash(k)
 	}
-	q := blockhash.Extend(nil, testSeed, toks, benchBS)
-	seed := func(string, string) blockhash.Hash { return testSeed }
-	for i, id := range ids {
-		idx.AttachEvents(id, EventsConfig{BlockSize: benchBS, Seed: seed})
+	for _, id := range f.ids {
+		idx.AttachEvents(id, EventsConfig{BlockSize: 1, Seed: func(string, string) blockhash.Hash { return testSeed }})
 		idx.SetSource(id, true)
-		n := 8 * (i + 1)
-		ev := events.Event{Kind: events.BlockStored, BlockSize: benchBS, Medium: "GPU", HasMedium: true,
-			Tokens: make([]uint32, n*benchBS)}
-		for j := range n {
-			ev.Hashes = append(ev.Hashes, events.UintHash(uint64(i)<<32|uint64(j+1)))
+		r := f.idx.lockReplica(id, false)
+		var held []blockhash.Hash
+		for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
+			held = append(held, r.lru.nodes[n].hash)
 		}
-		for j := range ev.Tokens {
-			ev.Tokens[j] = uint32(toks[j])
+		r.mu.Unlock()
+		slices.SortStableFunc(held, func(x, y blockhash.Hash) int { return int(chains[x].depth - chains[y].depth) })
+		batch := events.Batch{}
+		for _, h := range held {
+			c, ok := chains[h]
+			if !ok {
+				b.Fatalf("replica %s holds block %v the fixture did not make", id, h)
+			}
+			ev := events.Event{Kind: events.BlockStored, BlockSize: 1, Medium: "GPU", HasMedium: true,
+				Hashes: []events.Hash{keyOf(h)}, Tokens: []uint32{c.token}}
+			if c.depth > 0 {
+				ev.Parent, ev.HasParent = keyOf(c.parent), true
+			}
+			batch.Events = append(batch.Events, ev)
 		}
-		idx.ApplyEvents(id, &events.Batch{Events: []events.Event{ev}})
+		idx.ApplyEvents(id, &batch)
+		if st := idx.Events(id); st.Source != SourceEvents || st.Mirrored != len(held) || st.Orphans != 0 {
+			b.Fatalf("replica %s: %+v after storing its %d blocks", id, st, len(held))
+		}
 	}
-	dst := make([]int, len(ids))
-	b.ReportAllocs()
-	for b.Loop() {
-		dst = idx.Match(dst, ids, q, benchTokens, benchBS)
+	twin := matchFixture{idx, f.ids, f.queries}
+	for i, q := range f.queries {
+		want := f.idx.Match(nil, f.ids, q, benchTokens, benchBS)
+		if got := twin.idx.Match(nil, f.ids, q, benchTokens, benchBS); !slices.Equal(got, want) {
+			b.Fatalf("query %d: the events-fed index answers %v, the original %v", i, got, want)
+		}
 	}
-	reportLatency(b, 200_000, func(int) { dst = idx.Match(dst, ids, q, benchTokens, benchBS) })
-	if slices.Max(dst) != benchBlocks {
-		b.Fatalf("the deepest replica holds %d blocks, want %d", slices.Max(dst), benchBlocks)
-	}
-	b.ReportMetric(float64(slices.Max(dst)), "deepest-blocks")
+	return twin
 }

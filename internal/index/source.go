@@ -2,6 +2,7 @@ package index
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
@@ -49,6 +50,12 @@ type specEntry struct {
 type specItem struct {
 	h       blockhash.Hash
 	expires int64
+}
+
+// bytes approximates the memory of the mirror and the speculation.
+func (ev *eventSource) bytes() int64 {
+	const specBytes = 64 // a spec map entry with its share of empty slots, and a queue item
+	return ev.mirror.bytes() + int64(len(ev.spec))*specBytes + int64(cap(ev.queue))*int64(unsafe.Sizeof(specItem{}))
 }
 
 // EventsConfig describes a replica's engine for its mirror.
