@@ -169,7 +169,7 @@ repro:
 
 ## dashboard-check: every query of dashboards/inferrail.json asked of a real Prometheus that scrapes a
 ## gateway and three simulators through a short W1 run and the events the panels show (about a
-## minute; not part of make test). It runs `prometheus` from PATH, else PROMETHEUS_VERSION built once
+## minute; not part of make test), and the same Prometheus loading make stack's prometheus.yml. It runs `prometheus` from PATH, else PROMETHEUS_VERSION built once
 ## into .cache/bin without its service discovery (about 10 minutes on 2 cores); when neither can be
 ## had it says SKIPPED and exits 0.
 PROMETHEUS_VERSION := v0.316.0
@@ -187,7 +187,7 @@ dashboard-check:
 	  fi; \
 	fi; \
 	echo "dashboard-check: $$prom"; \
-	INFERRAIL_PROMETHEUS=$$prom $(GO) test ./dashboards -run '^TestRealPrometheus$$' -count=1 -v
+	INFERRAIL_PROMETHEUS=$$prom $(GO) test ./dashboards ./deploy/compose -run '^TestRealPrometheus' -count=1 -v
 
 ## stack: three simulators, the gateway (cost_model, with least_request and prefix_hash in shadow),
 ## Prometheus, Grafana with the dashboard, and Jaeger, published on 127.0.0.1 only (deploy/compose;
