@@ -239,7 +239,7 @@ func render() ([]byte, error) {
 		"links":         []any{},
 		"templating": map[string]any{"list": []any{map[string]any{
 			"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-			"current": map[string]any{}, "hide": 0, "refresh": 1, "regex": "", "options": []any{}}}},
+			"current": map[string]any{"text": "Prometheus", "value": "prometheus"}, "hide": 0, "refresh": 1, "regex": "", "options": []any{}}}},
 		"annotations": map[string]any{"list": []any{
 			map[string]any{"builtIn": 1, "datasource": map[string]any{"type": "grafana", "uid": "-- Grafana --"},
 				"enable": true, "hide": true, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts", "type": "dashboard"},
@@ -272,7 +272,9 @@ func panelJSON(id int, p panelSpec, pos map[string]int) map[string]any {
 		out["type"] = "stat"
 		out["fieldConfig"] = map[string]any{"defaults": map[string]any{"unit": p.unit}, "overrides": []any{}}
 		out["options"] = map[string]any{"colorMode": "value", "graphMode": "area", "textMode": "auto",
-			"reduceOptions": map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false}}
+			"justifyMode": "auto", "orientation": "auto", "wideLayout": true, "showPercentChange": false,
+			"percentChangeColorMode": "standard",
+			"reduceOptions":          map[string]any{"calcs": []string{"lastNotNull"}, "fields": "", "values": false}}
 		return out
 	}
 	out["type"] = "timeseries"

@@ -544,8 +544,13 @@ func TestDockerfileBuildsWhatMakeBuilds(t *testing.T) {
 	}
 }
 
-// TestMakeStack: make stack and stack-down drive this compose file.
+// TestMakeStack: make stack and stack-down drive this compose file, whose
+// Prometheus is the release make dashboard-check proves the dashboard on.
 func TestMakeStack(t *testing.T) {
+	release := makeVar(t, "PROMETHEUS_RELEASE", ":=")
+	if img := loadCompose(t).Services["prometheus"].Image; img != "prom/prometheus:v"+release {
+		t.Errorf("the stack runs %s; make dashboard-check proves the dashboard on Prometheus %s", img, release)
+	}
 	if got := makeVar(t, "COMPOSE", ":="); got != "docker compose -f deploy/compose/compose.yaml" {
 		t.Errorf("COMPOSE := %q; want docker compose on deploy/compose/compose.yaml", got)
 	}

@@ -1,0 +1,61 @@
+package dashboards
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	grafanaprom "github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// grafanaSchema decodes a dashboard strictly into the types Grafana's
+// Foundation SDK generates from Grafana's own schema, with the panel and
+// query kinds the dashboard uses.
+func grafanaSchema(data []byte) (*dashboard.Dashboard, error) {
+	rt := cog.NewRuntime()
+	rt.RegisterPanelcfgVariant(timeseries.VariantConfig())
+	rt.RegisterPanelcfgVariant(stat.VariantConfig())
+	rt.RegisterDataqueryVariant(grafanaprom.VariantConfig())
+	var d dashboard.Dashboard
+	err := d.UnmarshalJSONStrict(data)
+	// The SDK returns its list of problems even when it is empty.
+	if be := (cog.BuildErrors)(nil); errors.As(err, &be) && len(be) == 0 {
+		err = nil
+	}
+	return &d, err
+}
+
+// TestDashboardMatchesGrafanaSchema: inferrail.json decodes strictly
+// against Grafana's schema: no field missing, misspelt or of the wrong
+// type, in the dashboard, its panels' options and field config (time
+// series and stat) or its Prometheus queries; and the check does refuse
+// such mistakes.
+func TestDashboardMatchesGrafanaSchema(t *testing.T) {
+	d, err := grafanaSchema(JSON)
+	if err != nil {
+		t.Fatalf("inferrail.json against Grafana's dashboard schema: %v", err)
+	}
+	if len(d.Panels) != len(loadDashboard(t).Panels) {
+		t.Errorf("%d panels decoded, inferrail.json has %d", len(d.Panels), len(loadDashboard(t).Panels))
+	}
+	for _, tc := range []struct{ name, from, to string }{
+		{"misspelt_query_field", `"legendFormat"`, `"legendFormt"`},
+		{"misspelt_panel_option", `"tooltip"`, `"toolTip"`},
+		{"stat_option_of_wrong_type", `"wideLayout": true`, `"wideLayout": "yes"`},
+		{"unknown_dashboard_field", `"graphTooltip"`, `"graphTooltips"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := bytes.Replace(JSON, []byte(tc.from), []byte(tc.to), 1)
+			if bytes.Equal(bad, JSON) {
+				t.Fatalf("inferrail.json has no %s to change", tc.from)
+			}
+			if _, err := grafanaSchema(bad); err == nil {
+				t.Errorf("%s changed to %s: the schema check accepted it", tc.from, tc.to)
+			}
+		})
+	}
+}
