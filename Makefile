@@ -167,14 +167,19 @@ peers:
 repro:
 	$(GO) test ./internal/bench -run '^TestReproducible$$' -count=1 -v
 
-## dashboard-check: every query of dashboards/inferrail.json asked of a real Prometheus that scrapes a
-## gateway and three simulators through a short W1 run and the events the panels show (about a
-## minute; not part of make test), and the same Prometheus loading make stack's prometheus.yml. It runs `prometheus` from PATH, else PROMETHEUS_VERSION built once
-## into .cache/bin without its service discovery (about 10 minutes on 2 cores); when neither can be
-## had it says SKIPPED and exits 0.
+## dashboard-check: dashboards/inferrail.json decoded strictly against Grafana's schema (its Foundation
+## SDK, behind the grafanaschema build tag for its compile time); then every query of it asked of a
+## real Prometheus that scrapes a gateway and three simulators through a short W1 run and the events
+## the panels show, and the same Prometheus loading make stack's prometheus.yml (about a minute; not
+## part of make test). It runs `prometheus` from PATH, else PROMETHEUS_VERSION built once into
+## .cache/bin without its service discovery (about 10 minutes on 2 cores); when neither can be had
+## it says SKIPPED and exits 0.
 PROMETHEUS_VERSION := v0.316.0
 PROMETHEUS_RELEASE := 3.16.0
 dashboard-check:
+	$(GO) vet -tags grafanaschema ./dashboards
+	$(GO) tool staticcheck -tags grafanaschema ./dashboards
+	$(GO) test -tags grafanaschema ./dashboards -run '^TestDashboardMatchesGrafanaSchema$$' -count=1 -v
 	@prom=$$(command -v prometheus || true); \
 	if [ -z "$$prom" ]; then \
 	  prom=$(CURDIR)/.cache/bin/prometheus; \

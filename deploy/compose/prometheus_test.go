@@ -74,10 +74,14 @@ func TestRealPrometheusLoadsTheStackConfig(t *testing.T) {
 		if err != nil {
 			continue
 		}
+		if resp.StatusCode != http.StatusOK { // still starting: 503 in plain text
+			resp.Body.Close()
+			continue
+		}
 		err = json.NewDecoder(resp.Body).Decode(&targets)
 		resp.Body.Close()
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("targets: %v", err)
 		}
 	}
 	var got []string
