@@ -13,6 +13,18 @@ import (
 	"time"
 )
 
+// TestCheckStackConfig: make stack's gateway config passes --check with
+// no notes (deploy/compose's tests check the rest of the stack).
+func TestCheckStackConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--check", "--config", "../../deploy/compose/gateway.yaml"}, &out, &errOut); err != nil {
+		t.Fatalf("--check of the stack's config: %v", err)
+	}
+	if got := out.String(); !strings.Contains(got, "valid (1 models, 3 replicas") || strings.Contains(got, "note:") {
+		t.Errorf("--check printed %q", got)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"--check", "--config", "../../deploy/local.yaml"}, &out, &errOut); err != nil {
