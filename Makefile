@@ -33,7 +33,7 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzClientPortKeyed
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
-	sweep sweep-smoke routing baselines exact-routing report repro peers
+	sweep sweep-smoke routing baselines exact-routing report repro peers dashboard-check stack stack-down
 
 all: build
 
@@ -169,6 +169,45 @@ peers:
 ## repro: the same small point twice on fresh fleets must agree within 3%.
 repro:
 	$(GO) test ./internal/bench -run '^TestReproducible$$' -count=1 -v
+
+## dashboard-check: dashboards/inferrail.json decoded strictly against Grafana's schema (its Foundation
+## SDK, behind the grafanaschema build tag for its compile time); then every query of it asked of a
+## real Prometheus that scrapes a gateway and three simulators through a short W1 run and the events
+## the panels show, and the same Prometheus loading make stack's prometheus.yml (about a minute; not
+## part of make test). It runs `prometheus` from PATH, else PROMETHEUS_VERSION built once into
+## .cache/bin without its service discovery (about 10 minutes on 2 cores); when neither can be had
+## it says SKIPPED and exits 0.
+PROMETHEUS_VERSION := v0.316.0
+PROMETHEUS_RELEASE := 3.16.0
+dashboard-check:
+	$(GO) vet -tags grafanaschema ./dashboards
+	$(GO) tool staticcheck -tags grafanaschema ./dashboards
+	$(GO) test -tags grafanaschema ./dashboards -run '^TestDashboardMatchesGrafanaSchema$$' -count=1 -v
+	@prom=$$(command -v prometheus || true); \
+	if [ -z "$$prom" ]; then \
+	  prom=$(CURDIR)/.cache/bin/prometheus; \
+	  if [ ! -x "$$prom" ]; then \
+	    echo "dashboard-check: no prometheus on PATH; building Prometheus $(PROMETHEUS_RELEASE) into .cache/bin"; \
+	    GOBIN=$(CURDIR)/.cache/bin $(GO) install -tags remove_all_sd \
+	      -ldflags '-X github.com/prometheus/common/version.Version=$(PROMETHEUS_RELEASE)' \
+	      github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION) || { \
+	      echo "dashboard-check: SKIPPED: no prometheus on PATH and building one failed"; exit 0; }; \
+	  fi; \
+	fi; \
+	echo "dashboard-check: $$prom"; \
+	INFERRAIL_PROMETHEUS=$$prom $(GO) test ./dashboards ./deploy/compose -run '^TestRealPrometheus' -count=1 -v
+
+## stack: three simulators, the gateway (cost_model, with least_request and prefix_hash in shadow),
+## Prometheus, Grafana with the dashboard, and Jaeger, published on 127.0.0.1 only (deploy/compose;
+## needs Docker with compose). Grafana on :3000, gateway on :8080 (admin :9090), Prometheus on
+## :9091, Jaeger on :16686. stack-down stops it.
+COMPOSE := docker compose -f deploy/compose/compose.yaml
+stack:
+	$(COMPOSE) up --build --detach
+	@echo "Grafana http://localhost:3000 (dashboard Inferrail), gateway http://localhost:8080, Prometheus http://localhost:9091, Jaeger http://localhost:16686"
+
+stack-down:
+	$(COMPOSE) down
 
 clean:
 	rm -rf $(BIN)

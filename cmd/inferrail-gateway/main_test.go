@@ -13,6 +13,21 @@ import (
 	"time"
 )
 
+// TestCheckStackConfig: make stack's gateway config passes --check; its
+// only note is the admin port listening beyond loopback, which it must
+// inside its container (compose publishes it on the host's loopback
+// alone; deploy/compose's tests check that and the rest of the stack).
+func TestCheckStackConfig(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--check", "--config", "../../deploy/compose/gateway.yaml"}, &out, &errOut); err != nil {
+		t.Fatalf("--check of the stack's config: %v", err)
+	}
+	got := out.String()
+	if !strings.Contains(got, "valid (1 models, 3 replicas") || strings.Count(got, "note:") != strings.Count(got, "note: server.admin_listen 0.0.0.0:9090 is beyond loopback") {
+		t.Errorf("--check printed %q", got)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"--check", "--config", "../../deploy/local.yaml"}, &out, &errOut); err != nil {
