@@ -3,6 +3,7 @@ package gateway
 import (
 	"time"
 
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
@@ -321,5 +322,22 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range st.Replicas {
 		ch <- prometheus.MustNewConstMetric(descIndexBlocks, prometheus.GaugeValue, float64(r.Held), r.ID)
 		ch <- prometheus.MustNewConstMetric(descIndexCap, prometheus.GaugeValue, float64(r.Capacity), r.ID)
+	}
+}
+
+// startAtZero creates the counters that count rare events at 0: a series
+// Prometheus first sees at 1 has no earlier sample, so rate() and
+// increase() never count its first event. Replicas that join later get
+// theirs when they join.
+func (m *metrics) startAtZero(cfg *config.Config, replicas []*fleet.Replica) {
+	for _, result := range []string{reloadApplied, reloadUnchanged, reloadRejected} {
+		m.reloads.WithLabelValues(result)
+	}
+	for _, model := range cfg.Models {
+		m.retries.WithLabelValues(model.Name)
+		m.disconnects.WithLabelValues(model.Name)
+	}
+	for _, r := range replicas {
+		m.ejections.WithLabelValues(r.ID)
 	}
 }
