@@ -246,6 +246,7 @@ func TestSplit(t *testing.T) {
 	// A two-sided binomial test at a false alarm rate of about 1e-6:
 	// 4.9 standard deviations.
 	mean, sd := 0.75*n, math.Sqrt(n*0.75*0.25)
+	t.Logf("arms over %d requests: %v (least_request expected %.0f ± %.1f at one standard deviation)", n, counts, mean, sd)
 	if got := float64(counts["least_request"]); math.Abs(got-mean) > 4.9*sd || counts["least_request"]+counts["p2c"] != n {
 		t.Errorf("arms %v over %d requests: least_request should be %.0f ± %.0f", counts, n, mean, 4.9*sd)
 	}
