@@ -47,6 +47,9 @@ Commands:
   plain-proxy
            a bare net/http reverse proxy taking turns over --upstreams: the
            floor gw-floor compares the gateway's CPU per request with
+  testcerts
+           write a throwaway CA and a server certificate for 127.0.0.1 and
+           localhost it signed (the end-to-end TLS tests' certificates)
 
 Run "inferrail-bench <command> -h" for a command's flags.
 `
@@ -55,13 +58,14 @@ Run "inferrail-bench <command> -h" for a command's flags.
 // config, carrying it out and writing what it has to say to stdout; flag
 // errors and progress go to stderr.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"run":      runCmd,
-	"compare":  compareCmd,
-	"sweep":    sweepCmd,
-	"report":   reportCmd,
-	"stress":   stressCmd,
-	"gwstress": gwstressCmd,
-	"demo":     demoCmd,
+	"run":       runCmd,
+	"compare":   compareCmd,
+	"sweep":     sweepCmd,
+	"report":    reportCmd,
+	"stress":    stressCmd,
+	"gwstress":  gwstressCmd,
+	"demo":      demoCmd,
+	"testcerts": testCertsCmd,
 	"plain-proxy": func(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return plainproxy.Command(ctx, args, stderr)
 	},

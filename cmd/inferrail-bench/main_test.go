@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -64,6 +66,7 @@ func TestCommandHelp(t *testing.T) {
 		"gwstress":    append([]string{"-gateway-binary", "-routing-variants"}, gateway.Scenarios...),
 		"demo":        {"-rate", "-policies"},
 		"plain-proxy": {"-upstreams"},
+		"testcerts":   {"-dir"},
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -272,5 +275,38 @@ func TestGatewaysFlag(t *testing.T) {
 		if err != nil || s.Gateways != tt.want {
 			t.Errorf("--gateways %q: spec gateways %d, %v; want %d", tt.arg, s.Gateways, err, tt.want)
 		}
+	}
+}
+
+// TestTestCerts: testcerts writes a CA and a server certificate it signed
+// that a TLS client trusting the CA verifies for 127.0.0.1 and localhost.
+func TestTestCerts(t *testing.T) {
+	dir := t.TempDir()
+	if _, _, err := runArgs(t, "testcerts", "-dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("ca.pem holds no certificate")
+	}
+	for _, name := range []string{"127.0.0.1", "localhost"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
+			t.Errorf("verify for %s: %v", name, err)
+		}
+	}
+	if _, _, err := runArgs(t, "testcerts"); err == nil {
+		t.Error("testcerts without --dir succeeded")
 	}
 }

@@ -41,7 +41,7 @@ die() { echo "e2e: $*" >&2; exit 1; }
 export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3} CGO_ENABLED=${CGO_ENABLED:-0}
 if [[ ${E2E_BUILD:-1} != 0 && $mode != venv ]]; then
 	mkdir -p bin
-	"${GO:-go}" build -o bin/ ./cmd/inferrail-sim ./cmd/inferrail-gateway
+	"${GO:-go}" build -o bin/ ./cmd/inferrail-sim ./cmd/inferrail-gateway ./cmd/inferrail-bench
 fi
 
 # The venv, stamped with the sha256 of the requirements it was built from.

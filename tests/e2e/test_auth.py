@@ -1,9 +1,8 @@
 """The official OpenAI Python SDK against inferrail-gateway with API keys and TLS.
 
 The fixture starts a gateway of its own (from E2E_BIN_DIR, which run.sh builds) in front of
-run.sh's three simulators, serving TLS on its client port with a certificate from a CA made
-here with the openssl command (so the gateway reads certificates another implementation
-wrote), and API keys made with `inferrail-gateway keygen`, as an operator would. The tests:
+run.sh's three simulators, serving TLS on its client port with a certificate from a throwaway
+CA (inferrail-bench testcerts), and API keys made with `inferrail-gateway keygen`, as an operator would. The tests:
 a key is accepted over TLS, sync and async, streamed and not; a wrong, missing or malformed
 key gets 401 and a key without the model 403, in OpenAI's error shape, and the SDK does not
 retry them; a key whose output budget is in debt gets 429 with Retry-After, which the SDK's
@@ -35,30 +34,11 @@ def bin_dir():
     return d or os.path.join(os.path.dirname(__file__), "..", "..", "bin")
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def make_certificates(d):
-    """A CA and a server certificate for 127.0.0.1 and localhost that it signed, P-256."""
-    if not shutil.which("openssl"):
-        pytest.fail("the openssl command is needed to make the test certificates")
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-            "-subj", "/CN=inferrail e2e CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=inferrail-gateway", cwd=d)
-    with open(os.path.join(d, "server.ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                "basicConstraints=critical,CA:FALSE\n"
-                "keyUsage=critical,digitalSignature\n"
-                "extendedKeyUsage=serverAuth\n"
-                "subjectKeyIdentifier=hash\n"
-                "authorityKeyIdentifier=keyid\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.crt", "-days", "1", "-extfile", "server.ext", cwd=d)
+    """A CA and a server certificate for 127.0.0.1 and localhost that it signed, P-256,
+    from inferrail-bench testcerts (Go's crypto/x509), so no openssl command is needed."""
+    subprocess.run([os.path.join(bin_dir(), "inferrail-bench"), "testcerts", "--dir", str(d)],
+                   check=True, capture_output=True)
     return os.path.join(d, "ca.pem"), os.path.join(d, "server.crt"), os.path.join(d, "server.key")
 
 
