@@ -85,9 +85,10 @@ race:
 FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 
 # Tests that skip under the race detector, whose sync.Pool drops items on purpose and which slows
-# timing-sensitive runs: allocation counts, a run on a faster clock, and the KV event floods.
+# timing-sensitive runs: allocation counts, a run on a faster clock, the KV event floods, and the
+# gateway over a Hugging Face tokenizer (four loads of it take 50 s under the detector).
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their

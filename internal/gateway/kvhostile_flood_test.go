@@ -63,7 +63,7 @@ func floodBatch(i, n, block int) []byte {
 // they starve the gateway's own requests past their timeouts. make norace
 // runs them.
 func skipFloodUnderRace(t *testing.T) {
-	if hostileRace {
+	if raceEnabled {
 		t.Skip("a flood: run without the race detector (make norace runs it)")
 	}
 }

@@ -2,6 +2,7 @@
 
 package gateway
 
-// hostileRace: under the race detector the hostile floods are skipped,
-// being some ten times slower; make norace runs them.
-const hostileRace = true
+// raceEnabled says the race detector is on: the tests it makes some ten
+// times slower (the hostile floods, the Hugging Face tokenizer) skip then,
+// and make norace runs them.
+const raceEnabled = true

@@ -248,6 +248,9 @@ const qwen3Dir = "../../.cache/tokenizers/qwen3"
 // a repository in the local Hugging Face cache, tokenizes completions as
 // that tokenizer does, and chats as its chat template renders them.
 func TestHFTokenizer(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loads Qwen3's tokenizer four times, about 50 s under the race detector; make norace runs it")
+	}
 	if _, err := os.Stat(qwen3Dir + "/tokenizer.json"); err != nil {
 		t.Fatalf("%v: run make tokenizers (make test does) to fetch the pinned tokenizer files", err)
 	}
