@@ -18,11 +18,11 @@ import (
 // generation is one config in effect with the policies built from it. A
 // request reads one generation when it arrives and keeps it for its whole
 // life, retries included, so a reload never changes a decision halfway.
-// Immutable once published, save for the policies' own state.
+// Immutable once published, save for the policies' own state and the
+// route table it caches.
 type generation struct {
-	n      uint64 // 1 for the config the gateway started with
-	cfg    *config.Config
-	loaded time.Time
+	n   uint64 // 1 for the config the gateway started with
+	cfg *config.Config
 	// seed is what every policy's seed derives from: routing.seed, or the
 	// clock's reading when the first generation with that seed was built.
 	seed   uint64
@@ -127,7 +127,7 @@ var clockSeed = func() uint64 { return uint64(time.Now().UnixNano()) }
 // settings cfg leaves unchanged are taken over with their state; prev is
 // nil for the first generation.
 func newGeneration(cfg *config.Config, n uint64, prev *generation) (*generation, error) {
-	gen := &generation{n: n, cfg: cfg, loaded: time.Now(), models: map[string]string{},
+	gen := &generation{n: n, cfg: cfg, models: map[string]string{},
 		routing: map[string]*modelPolicies{}, limits: map[string]config.Limits{}, built: map[policyKey]builtPolicy{}}
 	switch {
 	case cfg.Routing.Seed != 0:
