@@ -116,6 +116,13 @@ func startGatewayWith(t testing.TB, cfg *config.Config, opts Options) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveGateway(t, g, logs)
+}
+
+// serveGateway serves g on loopback ports until the test ends; logs is
+// where g logs.
+func serveGateway(t testing.TB, g *Gateway, logs *syncBuffer) *running {
+	t.Helper()
 	client, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,26 +45,10 @@ func startObserved(t *testing.T, cfg *config.Config, exp *tracetest.InMemoryExpo
 			t.Fatal(err)
 		}
 	}
-	client, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rg := &running{g: g, url: "http://" + client.Addr().String(), admin: "http://" + admin.Addr().String(), logs: logs, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		rg.err = g.Serve(ctx, client, admin)
-		close(rg.done)
-	}()
-	t.Cleanup(rg.stop)
-	return rg
+	return serveGateway(t, g, logs)
 }
 
-// stop ends the gateway's Serve and waits for it; calling it again does
-// nothing more.
+// stop ends Serve now, before the test's end, and waits for it.
 func (rg *running) stop() {
 	rg.cancel()
 	select {
