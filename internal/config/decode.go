@@ -136,6 +136,22 @@ func strictDecode(data []byte) error {
 	return nil
 }
 
+// Problems lists the problems of an error Parse, Load or Validate
+// returned, in order; an error that is not an *Error (a YAML syntax error,
+// a file that cannot be read) is one problem with only its message.
+func Problems(err error) []Error {
+	var out []Error
+	for _, e := range unjoin(err) {
+		var ce *Error
+		if errors.As(e, &ce) {
+			out = append(out, *ce)
+		} else {
+			out = append(out, Error{Msg: e.Error()})
+		}
+	}
+	return out
+}
+
 func unjoin(err error) []error {
 	if err == nil {
 		return nil

@@ -237,3 +237,19 @@ func TestSpecExampleLoads(t *testing.T) {
 		t.Errorf("kwargs %q, observability %+v", cfg.Models[0].ChatTemplateKwargs, cfg.Observability)
 	}
 }
+
+// TestProblems: Problems lists every problem of a config error with its
+// path and line, and a plain error as its message alone.
+func TestProblems(t *testing.T) {
+	_, err := Parse([]byte("models: [{name: m}]\nreplicas: [{id: r, url: 'http://h:1', models: [m]}]\nrouting: {epsilon: -1, kappa: 2}\n"))
+	got := Problems(err)
+	if len(got) != 2 || got[0].Path != "routing.epsilon" || got[1].Path != "routing.kappa" || got[0].Line != 3 {
+		t.Errorf("Problems = %+v", got)
+	}
+	if got := Problems(errors.New("read config: no such file")); len(got) != 1 || got[0].Msg != "read config: no such file" || got[0].Path != "" {
+		t.Errorf("Problems of a plain error = %+v", got)
+	}
+	if got := Problems(nil); got != nil {
+		t.Errorf("Problems(nil) = %+v", got)
+	}
+}

@@ -47,23 +47,7 @@ func (e *ReloadError) Error() string {
 
 // refused turns a config's parse or validation error into a ReloadError.
 func refused(err error) *ReloadError {
-	re := &ReloadError{}
-	for _, e := range unjoin(err) {
-		var ce *config.Error
-		if errors.As(e, &ce) {
-			re.Problems = append(re.Problems, *ce)
-		} else {
-			re.Problems = append(re.Problems, config.Error{Msg: e.Error()})
-		}
-	}
-	return re
-}
-
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
+	return &ReloadError{Problems: config.Problems(err)}
 }
 
 // current returns the generation in effect.
