@@ -58,7 +58,14 @@ func parse(data []byte, file string) (*Config, error) {
 		}
 		return nil, err
 	}
+	return decodeDocument(doc, file, func() error { return strictDecode(data) })
+}
 
+// decodeDocument decodes a document onto the defaults and validates it.
+// When our decoder accepts it, second, when not nil, must accept it too:
+// yaml's strict decoder as a second opinion on what a hand-written file
+// can hold (anchors, merge keys, tags), which doubles the cost.
+func decodeDocument(doc *yaml.Node, file string, second func() error) (*Config, error) {
 	cfg := Default()
 	d := newDecoder(doc)
 	if doc != nil {
@@ -72,10 +79,10 @@ func parse(data []byte, file string) (*Config, error) {
 		for i := range cfg.Discovery.DNS {
 			cfg.Discovery.DNS[i].URL = trimSlash(cfg.Discovery.DNS[i].URL)
 		}
-		if len(errs) == 0 {
+		if len(errs) == 0 && second != nil {
 			// Our decoder is the stricter of the two, and the one that names
 			// paths; yaml's strict decoder is the reference it must agree with.
-			if err := strictDecode(data); err != nil {
+			if err := second(); err != nil {
 				if file != "" {
 					return nil, fmt.Errorf("%s: strict yaml decoding: %w", file, err)
 				}
@@ -223,6 +230,16 @@ func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
 	d.errs = append(d.errs, &Error{Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
+// duplicate reports a key set a second time, first set at line first (0
+// where the document has no lines: a patch's).
+func (d *decoder) duplicate(path string, n *yaml.Node, first int) {
+	if first > 0 {
+		d.fail(path, n, "duplicate key; it is first set at line %d", first)
+		return
+	}
+	d.fail(path, n, "duplicate key")
+}
+
 // reject reports a value at path that does not decode; Validate's findings
 // at or under path are then left out.
 func (d *decoder) reject(path string, n *yaml.Node, msg string) {
@@ -291,6 +308,7 @@ var (
 	durationType   = reflect.TypeFor[Duration]()
 	splitType      = reflect.TypeFor[Split]()
 	jsonObjectType = reflect.TypeFor[JSONObject]()
+	policyListType = reflect.TypeFor[PolicyList]()
 )
 
 // value decodes n onto v. A null value keeps what v holds, unless nullOK is
@@ -384,7 +402,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string, fields map
 			kp = path + "." + name
 		}
 		if first, ok := seen[name]; ok {
-			d.fail(kp, k, "duplicate key; it is first set at line %d", first)
+			d.duplicate(kp, k, first)
 			continue
 		}
 		seen[name] = k.Line

@@ -1,13 +1,16 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"go.yaml.in/yaml/v3"
@@ -123,6 +126,7 @@ func FuzzPatch(f *testing.F) {
 		if diff := cmp.Diff(base, cur, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("Patch changed the config it was applied to:\n%s", diff)
 		}
+		checkPatchAgainstYAML(t, cur, patch)
 		if err != nil {
 			if errors.Is(err, ErrPatch) {
 				return
@@ -146,4 +150,60 @@ func FuzzPatch(f *testing.F) {
 func isYAMLError(err error) bool {
 	var te *yaml.TypeError
 	return errors.As(err, &te) || strings.HasPrefix(err.Error(), "yaml: ")
+}
+
+// checkPatchAgainstYAML holds the reading of a patch's merged document
+// (parseMerged, JSON read into nodes) to the obvious way: the document
+// parsed as a config file, YAML scanner and yaml's strict decoder
+// included. Where the file parser accepts it, parseMerged returns the same
+// config; where it refuses it with problems of the config, parseMerged
+// refuses it with the same problems. (YAML refuses some JSON escapes,
+// which parseMerged reads.) The merge is done here once: the merge
+// library writes a merged object's keys in no fixed order.
+func checkPatchAgainstYAML(t interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}, cur *Config, patch []byte) {
+	t.Helper()
+	doc, err := cur.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := jsonpatch.MergePatch(doc, patch)
+	if err != nil || !json.Valid(patch) {
+		return
+	}
+	got, err := parseMerged(merged)
+	want, werr := Parse(merged)
+	switch {
+	case werr == nil:
+		if err != nil {
+			t.Fatalf("a patch refused %s, which parses as a file: %v", merged, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("a patch and the file parser disagree on %s (-file +patch):\n%s", merged, diff)
+		}
+	case isYAMLError(werr) || strings.Contains(werr.Error(), "strict yaml decoding"):
+		// The YAML scanner's own limits; nothing to compare.
+	default:
+		if err == nil {
+			t.Fatalf("a patch accepted %s, which the file parser refuses: %v", merged, werr)
+		}
+		if w, g := problemTexts(werr), problemTexts(err); !slices.Equal(w, g) {
+			t.Fatalf("problems differ for %s:\nfile:  %q\npatch: %q", merged, w, g)
+		}
+	}
+}
+
+// problemTexts lists an error's problems by path and message, lines left
+// out and in order: a patch's merged document has no lines worth naming.
+func problemTexts(err error) []string {
+	var out []string
+	for _, p := range Problems(err) {
+		msg, _, _ := strings.Cut(p.Msg, "; it is first set at line")
+		out = append(out, p.Path+": "+msg)
+	}
+	slices.Sort(out) // by line in a file, in decoding order in a patch
+	return out
 }

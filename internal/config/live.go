@@ -1,15 +1,15 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
-	"go.yaml.in/yaml/v3"
 )
 
 // RestartOnly returns the paths of the keys whose values differ between cur
@@ -22,12 +22,23 @@ import (
 // from cur only in what can change live.
 func RestartOnly(cur, next *Config) []string {
 	var out []string
-	diff("", reflect.ValueOf(cur).Elem(), reflect.ValueOf(next).Elem(), func(path string) {
+	diff(nil, reflect.ValueOf(cur).Elem(), reflect.ValueOf(next).Elem(), func(path string) {
 		if !isLive(path) {
 			out = append(out, path)
 		}
 	})
 	return out
+}
+
+// Same reports whether a and b say the same: no key's value differs
+// between them. A list that is empty and one that is absent say the same,
+// as they would in a file. It walks both configs once, far cheaper than
+// comparing their JSON, so that a reload or patch that changes nothing is
+// told apart at once.
+func Same(a, b *Config) bool {
+	same := true
+	diff(nil, reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem(), func(string) { same = false })
+	return same
 }
 
 // liveKeys are the keys that change while the gateway runs, with what is
@@ -63,102 +74,102 @@ var leafTypes = map[reflect.Type]bool{durationType: true, splitType: true, jsonO
 
 // diff calls changed with the path of every key whose value differs between
 // a and b, two values of one config type, at the deepest level both have.
-func diff(path string, a, b reflect.Value, changed func(string)) {
+// Lists of one length are the same but for a PolicyList, whose nil and
+// empty say different things.
+// A path's text is built only for a key that differs: most do not, and a
+// reload compares every key.
+func diff(at *step, a, b reflect.Value, changed func(string)) {
 	t := a.Type()
 	switch {
 	case leafTypes[t]:
+		if t == splitType {
+			if !sameSplit(a.Interface().(Split), b.Interface().(Split)) {
+				changed(at.String())
+			}
+			return
+		}
 		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			changed(path)
+			changed(at.String())
 		}
 	case t.Kind() == reflect.Struct:
-		for i := range t.NumField() {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-			p := name
-			if path != "" {
-				p = path + "." + name
-			}
-			diff(p, a.Field(i), b.Field(i), changed)
+		for i, f := range keyFields(t) {
+			diff(&step{up: at, key: f.name, item: -1}, a.Field(i), b.Field(i), changed)
 		}
 	case t.Kind() == reflect.Slice:
-		if a.Len() != b.Len() {
-			changed(path)
+		if a.Len() != b.Len() || (t == policyListType && a.IsNil() != b.IsNil()) {
+			// A policy list that is empty says none; one that is absent
+			// says the default's.
+			changed(at.String())
 			return
 		}
 		for i := range a.Len() {
-			diff(fmt.Sprintf("%s[%d]", path, i), a.Index(i), b.Index(i), changed)
+			diff(&step{up: at, item: i}, a.Index(i), b.Index(i), changed)
 		}
 	case t.Kind() == reflect.Pointer:
 		switch {
 		case a.IsNil() && b.IsNil():
 		case a.IsNil() || b.IsNil():
-			changed(path)
+			changed(at.String())
 		default:
-			diff(path, a.Elem(), b.Elem(), changed)
+			diff(at, a.Elem(), b.Elem(), changed)
 		}
-	default:
-		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			changed(path)
-		}
+	case !sameScalar(a, b):
+		changed(at.String())
 	}
 }
 
-// JSON returns c as JSON: the keys and values its YAML file would hold,
-// in the file's order, durations as text such as "2s".
-func (c *Config) JSON() ([]byte, error) {
-	var doc yaml.Node
-	if err := doc.Encode(c); err != nil {
-		return nil, err
+// sameSplit reports whether two splits share traffic alike: the same
+// arms, in any order (arms are drawn in the order of their names, and a
+// patch's merge writes a split's keys in no fixed order). Empty and none
+// are the same.
+func sameSplit(a, b Split) bool {
+	if len(a) != len(b) {
+		return false
 	}
-	var b bytes.Buffer
-	if err := writeJSON(&b, &doc); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	byPolicy := func(x, y SplitArm) int { return strings.Compare(x.Policy, y.Policy) }
+	return slices.Equal(slices.SortedFunc(slices.Values(a), byPolicy), slices.SortedFunc(slices.Values(b), byPolicy))
 }
 
-// writeJSON writes a YAML node tree that yaml encoded from a config (no
-// aliases, string keys) as JSON, keeping the order of mappings.
-func writeJSON(b *bytes.Buffer, n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.MappingNode:
-		b.WriteByte('{')
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			k, _ := json.Marshal(n.Content[i].Value)
-			b.Write(k)
-			b.WriteByte(':')
-			if err := writeJSON(b, n.Content[i+1]); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
-	case yaml.SequenceNode:
-		b.WriteByte('[')
-		for i, item := range n.Content {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if err := writeJSON(b, item); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return err
-		}
-		s, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("config value %q has no JSON form: %w", n.Value, err)
-		}
-		b.Write(s)
-	default:
-		return fmt.Errorf("config: unexpected YAML node kind %d", n.Kind)
+// sameScalar compares two values of one type that is not a struct, list or
+// pointer; the common kinds without boxing them.
+func sameScalar(a, b reflect.Value) bool {
+	switch a.Kind() {
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return a.Uint() == b.Uint()
+	case reflect.Float32, reflect.Float64:
+		return a.Float() == b.Float()
 	}
-	return nil
+	return reflect.DeepEqual(a.Interface(), b.Interface())
+}
+
+// step is one level of a path into a config: a key of a mapping, or the
+// item-th item of a list when item is not negative. The root is nil.
+type step struct {
+	up   *step
+	key  string
+	item int
+}
+
+// String returns the path as errors and RestartOnly name it, such as
+// "models[0].cost_model".
+func (s *step) String() string {
+	if s == nil {
+		return ""
+	}
+	up := s.up.String()
+	switch {
+	case s.item >= 0:
+		return up + "[" + strconv.Itoa(s.item) + "]"
+	case up == "":
+		return s.key
+	}
+	return up + "." + s.key
 }
 
 // ErrPatch is returned by Patch for a body that is not a JSON merge patch.
@@ -169,17 +180,34 @@ var ErrPatch = errors.New("not a JSON merge patch")
 // validated, every problem reported at once. A key set to null is removed,
 // so it takes its default. c is not changed.
 func (c *Config) Patch(patch []byte) (*Config, error) {
-	if !json.Valid(patch) {
-		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrPatch)
-	}
 	doc, err := c.JSON()
 	if err != nil {
 		return nil, err
+	}
+	return PatchDocument(doc, patch)
+}
+
+// PatchDocument is Patch of the config whose JSON is doc, for a caller
+// that keeps a config's JSON rather than encode it again for every patch.
+func PatchDocument(doc, patch []byte) (*Config, error) {
+	if !json.Valid(patch) {
+		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrPatch)
 	}
 	merged, err := jsonpatch.MergePatch(doc, patch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
 	}
-	// JSON is YAML: the merged document is read as a config file is.
-	return Parse(merged)
+	return parseMerged(merged)
+}
+
+// parseMerged reads a patch's merged document. JSON is YAML, so it is
+// decoded as a config file is, but read without the YAML scanner and
+// without yaml's second opinion: JSON holds none of what that is asked
+// for, and a patch is applied under traffic.
+func parseMerged(merged []byte) (*Config, error) {
+	tree, err := jsonDocument(merged)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
+	}
+	return decodeDocument(tree, "", nil)
 }

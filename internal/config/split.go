@@ -66,7 +66,7 @@ func (d *decoder) splitArms(n *yaml.Node, path string) Split {
 		}
 		kp := path + "." + name
 		if first, ok := seen[name]; ok {
-			d.fail(kp, k, "duplicate key; it is first set at line %d", first)
+			d.duplicate(kp, k, first)
 			continue
 		}
 		seen[name] = k.Line

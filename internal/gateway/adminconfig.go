@@ -46,7 +46,7 @@ func (g *Gateway) serveConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) writeGeneration(w http.ResponseWriter, gen *generation, result string) {
-	cfg, err := gen.cfg.JSON()
+	cfg, err := gen.document()
 	if err != nil {
 		writeAdminJSON(w, http.StatusInternalServerError, problemAnswer{Error: err.Error(), Problems: []problemDetail{}})
 		return
@@ -73,7 +73,12 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 	// two at once cannot undo each other.
 	g.patchMu.Lock()
 	defer g.patchMu.Unlock()
-	next, err := g.current().cfg.Patch(body)
+	doc, err := g.current().document()
+	if err != nil {
+		writeProblems(w, http.StatusInternalServerError, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: err.Error()}}})
+		return
+	}
+	next, err := config.PatchDocument(doc, body)
 	if err != nil {
 		status := http.StatusUnprocessableEntity
 		if errors.Is(err, config.ErrPatch) {

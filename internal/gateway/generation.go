@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,20 @@ type generation struct {
 	applied time.Duration
 	// table is the fleet as this generation's decisions read it.
 	table atomic.Pointer[routeTable]
+	// doc is cfg's JSON, encoded once: every patch, admin read and shadow
+	// log record of the generation starts from it.
+	doc struct {
+		once sync.Once
+		json []byte
+		err  error
+	}
+}
+
+// document returns the generation's config as JSON. Callers must not
+// change it.
+func (gen *generation) document() ([]byte, error) {
+	gen.doc.once.Do(func() { gen.doc.json, gen.doc.err = gen.cfg.JSON() })
+	return gen.doc.json, gen.doc.err
 }
 
 // policyKey names a policy instance of a generation: a model's arm or

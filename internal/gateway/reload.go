@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -61,7 +60,7 @@ func (g *Gateway) apply(next *config.Config, via string) (string, *generation, e
 	defer g.reloadMu.Unlock()
 	start := time.Now()
 	cur := g.current()
-	if sameConfig(cur.cfg, next) {
+	if config.Same(cur.cfg, next) {
 		g.reloaded(reloadUnchanged)
 		return reloadUnchanged, cur, nil
 	}
@@ -91,18 +90,6 @@ func (g *Gateway) apply(next *config.Config, via string) (string, *generation, e
 	g.reloaded(reloadApplied)
 	g.log.Info("config applied", "via", via, "generation", gen.n, "replicas_added", len(added), "replicas_removed", len(removed))
 	return reloadApplied, gen, nil
-}
-
-// sameConfig reports whether two configs say the same: their files would
-// hold the same keys and values (an empty list and none, where they mean
-// the same, are not told apart).
-func sameConfig(a, b *config.Config) bool {
-	ja, errA := a.JSON()
-	jb, errB := b.JSON()
-	if errA != nil || errB != nil {
-		return reflect.DeepEqual(a, b)
-	}
-	return bytes.Equal(ja, jb)
 }
 
 func (g *Gateway) rejected(re *ReloadError, via string) (string, *generation, error) {

@@ -126,7 +126,7 @@ func openShadowLog(path string, log *slog.Logger) (*shadowLog, error) {
 // generation records a generation and the shadows it runs. The first
 // generation starts a new chain: a gateway process starts there.
 func (l *shadowLog) generation(gen *generation) {
-	cfg, err := gen.cfg.JSON()
+	cfg, err := gen.document()
 	if err != nil {
 		l.fail(err)
 		return

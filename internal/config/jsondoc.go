@@ -1,0 +1,85 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// jsonDocument reads a JSON document into the node tree yaml's parser
+// would build from the same text (JSON is YAML), without the YAML scanner,
+// which costs several times more: strings are double-quoted scalars, and
+// numbers, booleans and null are plain ones tagged by yaml's own resolver.
+// Lines are not kept. A patch's merged document is read this way.
+func jsonDocument(data []byte) (*yaml.Node, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	root, err := jsonNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the JSON document is followed by more text")
+	}
+	return &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}, nil
+}
+
+func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+		end := json.Delim('}')
+		if v == '[' {
+			n.Kind, n.Tag, end = yaml.SequenceNode, "!!seq", ']'
+		}
+		for dec.More() {
+			if n.Kind == yaml.MappingNode {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, quoted(k.(string))) // a key is a string, or Token failed
+			}
+			item, err := jsonNode(dec)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, item)
+		}
+		if tok, err := dec.Token(); err != nil || tok != end {
+			return nil, fmt.Errorf("unterminated JSON %s", v)
+		}
+		return n, nil
+	case string:
+		return quoted(v), nil
+	case json.Number:
+		return plain(v.String()), nil
+	case bool:
+		if v {
+			return plain("true"), nil
+		}
+		return plain("false"), nil
+	case nil:
+		return plain("null"), nil
+	}
+	return nil, fmt.Errorf("unexpected JSON token %v", tok)
+}
+
+func quoted(s string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Style: yaml.DoubleQuotedStyle, Value: s}
+}
+
+// plain is an unquoted scalar, tagged as yaml's parser tags one.
+func plain(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Value: s}
+	n.Tag = n.ShortTag()
+	return n
+}
