@@ -85,11 +85,13 @@ race:
 FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 
 # Tests that skip under the race detector, whose sync.Pool drops items on purpose and which slows
-# timing-sensitive runs: allocation counts, a run on a faster clock, the KV event floods, and the
-# gateway over a Hugging Face tokenizer (four loads of it take 50 s under the detector).
+# timing-sensitive runs: allocation counts, a run on a faster clock, the KV event floods, the
+# gateway over a Hugging Face tokenizer (four loads of it take 50 s under the detector), and the
+# long single-goroutine tokenizer and chat template checks, where the detector has nothing to
+# find and costs minutes.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer)$$' \
-	  ./internal/index ./internal/bench ./internal/gateway
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens)$$' \
+	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their
 # seed corpora); `make fuzz` runs longer.

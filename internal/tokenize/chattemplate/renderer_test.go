@@ -125,6 +125,9 @@ var lenientErrors = []string{"UndefinedError:", "TypeError:"}
 // cached subtests encode the matching texts again through a piece cache,
 // cold and warm (checkGoldensCached).
 func TestChatGoldens(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine rendering every golden, minutes under the race detector; make norace runs it")
+	}
 	for _, fam := range chatFamilies {
 		t.Run(fam, func(t *testing.T) {
 			tok := chatHF(t, fam)

@@ -77,6 +77,9 @@ func addedContents(tok *Tokenizer) []string {
 // tokens, encoded cold (an empty cache) and then warm, with a cache large
 // enough to keep everything and one so small that it evicts all the time.
 func TestHFCacheEqualsUncached(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine encoding thousands of texts twice, a minute under the race detector; make norace runs it")
+	}
 	for _, tt := range cacheTokenizers(t) {
 		t.Run(tt.name, func(t *testing.T) {
 			tok := tt.tok(t)

@@ -691,6 +691,9 @@ type unicodeData struct {
 // and checks that normalization with the tables reproduces tokenizers on
 // every probe.
 func TestHFUnicodeTables(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine over every code point, a minute and a half under the race detector; make norace runs it")
+	}
 	f, err := os.Open(filepath.Join("testdata", "unicode.json.gz"))
 	if err != nil {
 		t.Fatal(err)
