@@ -227,6 +227,7 @@ func RenderRunReport(results []*RunResult) string {
 	keys, groups := groupResults(results)
 	writeVerdict(&w, keys, groups)
 	writeHeadline(&w, keys, groups)
+	writeLosses(&w, keys, groups)
 	writeChartLinks(&w, results)
 	p("## Points\n\n")
 	p("Every figure is the median over repetitions (each with its own workload seed; every policy of a repetition " +
@@ -285,9 +286,8 @@ func writeArms(w *strings.Builder, results []*RunResult) {
 	p("\n")
 }
 
-// writeHeadline tabulates every policy's p99 TTFT and hit rate at each
-// point's median rate, and names the points where cost_model is not the
-// lowest at p99.
+// writeHeadline tabulates every policy's p99 TTFT, hit rate and goodput at
+// each point's median rate.
 func writeHeadline(w *strings.Builder, keys []pointKey, groups map[pointKey][]*RunResult) {
 	var cols []pointKey
 	for _, k := range keys {
@@ -338,21 +338,6 @@ func writeHeadline(w *strings.Builder, keys []pointKey, groups map[pointKey][]*R
 	})
 	table("hit rate", func(r PolicyRow, _ []PolicyRow) string { return num2(r.HitRate) })
 	table("goodput, req/s", func(r PolicyRow, _ []PolicyRow) string { return num2(r.Goodput) })
-	var behind []string
-	for i, k := range cols {
-		cm, ok := findRow(rows[i], "cost_model")
-		if !ok {
-			continue
-		}
-		best := slices.MinFunc(rows[i], func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
-		if best.Policy != "cost_model" && best.TTFTP99 < cm.TTFTP99 {
-			behind = append(behind, fmt.Sprintf("%s at %s (%s: %s ms against %s)", k.Point, k.rateText(), best.Policy,
-				msecText(best.TTFTP99), msecText(cm.TTFTP99)))
-		}
-	}
-	if len(behind) > 0 {
-		fmt.Fprintf(w, "**Where cost_model is not the lowest at p99:** %s.\n\n", strings.Join(behind, "; "))
-	}
 }
 
 // writeSetup describes the runs' common setup from the first result.
