@@ -59,6 +59,9 @@ type Outcome struct {
 	Replica, Policy                  string
 	Predicted                        bool
 	PredPromptTokens, PredCachedToks int
+	// Estimated is the gateway's estimate of the time to first token,
+	// from its sending the request on; zero without one.
+	Estimated time.Duration
 }
 
 // OK reports whether the request succeeded.
@@ -199,6 +202,9 @@ func readHeaders(h http.Header, o *Outcome) {
 	c, errC := strconv.Atoi(h.Get(openai.HeaderCachedTokens))
 	if errP == nil && errC == nil {
 		o.Predicted, o.PredPromptTokens, o.PredCachedToks = true, p, c
+	}
+	if e, err := strconv.ParseFloat(h.Get(openai.HeaderEstimatedTTFT), 64); err == nil && e > 0 && e < 1e6 {
+		o.Estimated = time.Duration(e * float64(time.Second))
 	}
 }
 

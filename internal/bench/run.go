@@ -300,7 +300,7 @@ func toModelTime(outs []Outcome, reqs []workload.Request, clock float64) {
 		o := &outs[i]
 		o.Sched = reqs[o.Index].At
 		o.Dispatched, o.Sent = stretch(o.Dispatched), stretch(o.Sent)
-		o.TTFT, o.E2E = stretch(o.TTFT), stretch(o.E2E)
+		o.TTFT, o.E2E, o.Estimated = stretch(o.TTFT), stretch(o.E2E), stretch(o.Estimated)
 		for j := range o.ITL {
 			o.ITL[j] = stretch(o.ITL[j])
 		}

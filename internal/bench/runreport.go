@@ -58,6 +58,10 @@ type PolicyRow struct {
 	// PredExact and PredMeanError are medians over repetitions with
 	// predictions; NaN without.
 	PredExact, PredMeanError float64
+	// EstMeanAbs and EstP90Abs are medians over repetitions with the
+	// gateway's TTFT estimates of EstimateError's MeanAbs and P90Abs; NaN
+	// without.
+	EstMeanAbs, EstP90Abs float64
 }
 
 // pointRows builds a row per policy from the results of one point and rate:
@@ -127,6 +131,18 @@ func pointRows(results []*RunResult) []PolicyRow {
 					return 0, false
 				}
 				return m.Prediction.MeanError, true
+			}),
+			EstMeanAbs: med(func(m *Measurements) (float64, bool) {
+				if m.Estimate == nil {
+					return 0, false
+				}
+				return m.Estimate.MeanAbs, true
+			}),
+			EstP90Abs: med(func(m *Measurements) (float64, bool) {
+				if m.Estimate == nil {
+					return 0, false
+				}
+				return m.Estimate.P90Abs, true
 			}),
 		}
 		for _, r := range rs {
@@ -235,21 +251,23 @@ func RenderRunReport(results []*RunResult) string {
 		"scheduled send time. *Hit* is cached over prompt tokens from usage; *engine* the engines' own counters over " +
 		"the same window; *of oracle* divides the usage hit rate by the workload's oracle hit rate (unlimited cache, " +
 		"every earlier prompt seen). *Busiest* is the busiest replica's share of requests. *Exact* is the share of " +
-		"requests whose predicted cached tokens equalled usage's, *err* the mean predicted − actual cached tokens.\n\n")
+		"requests whose predicted cached tokens equalled usage's, *err* the mean predicted − actual cached tokens. " +
+		"*Est. error* is how far the gateway's estimate of the time to first token was from the one measured from the send: " +
+		"the mean and 90th percentile of |estimated − measured| / measured.\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())
 		if h := headline(k, rows); h != "" {
 			p("%s\n\n", h)
 		}
-		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err |\n")
-		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err | est. error |\n")
+		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range rows {
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP50), msecText(r.E2EP99),
 				msecText(r.TPOTP50), msecText(r.TPOTP99), num2(r.Goodput), share(r.GoodFraction), num2(r.HitRate),
 				num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
-				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError))
+				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError), estimateText(r.EstMeanAbs, r.EstP90Abs))
 		}
 		p("\n")
 	}

@@ -42,6 +42,9 @@ func reportResults() []*RunResult {
 					Replicas: map[string]int{"sim-1": 30, "sim-2": 30, "sim-3": 30 - i}, BusiestShare: 0.34 + float64(i)/100,
 					Prediction: &Prediction{Requests: 90, Exact: 0.9, MeanError: 1.5},
 				}
+				if pol == "cost_model" {
+					m.Estimate = &EstimateError{Requests: 90, MeanAbs: 0.2 * k, P90Abs: 0.5 * k, Mean: -0.1}
+				}
 				if i > 0 {
 					m.Errors = map[string]int{"status_503": i}
 				}

@@ -171,6 +171,9 @@ type Measurements struct {
 	// Prediction compares the gateway's predictions with usage; nil when the
 	// gateway predicted nothing.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Estimate is how far the gateway's estimates of the time to first
+	// token were from what the client measured; nil without estimates.
+	Estimate *EstimateError `json:"estimate,omitempty"`
 	// Kinds breaks the measured requests down by workload kind when there
 	// is more than one (mix).
 	Kinds map[string]KindFigures `json:"kinds,omitempty"`
@@ -230,6 +233,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 	var completion int64
 	good := 0
 	var pred predictionTally
+	var est estimateTally
 	kinds := map[string][]Outcome{}
 	first, last := outs[0].Sched, time.Duration(0)
 	for i := range outs {
@@ -278,6 +282,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 			m.Policies[o.Policy]++
 		}
 		pred.add(o)
+		est.add(o)
 	}
 	m.TTFT, m.TPOT, m.ITL, m.E2E, m.SendLag = distOf(ttft), distOf(tpot), distOf(itl), distOf(e2e), distOf(lag)
 	m.WindowSeconds = (last - first).Seconds()
@@ -292,6 +297,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		m.BusiestShare = float64(slices.Max(slices.Collect(maps.Values(m.Replicas)))) / float64(m.Succeeded)
 	}
 	m.Prediction = pred.result()
+	m.Estimate = est.result()
 	m.ReplicaTTFTP99 = replicaTTFTP99(outs)
 	if len(kinds) > 1 {
 		m.Kinds = map[string]KindFigures{}

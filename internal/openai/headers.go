@@ -15,4 +15,8 @@ const (
 	HeaderPolicy       = "X-Inferrail-Policy"        // the policy that routed it
 	HeaderPromptTokens = "X-Inferrail-Prompt-Tokens" // the prompt's length, when tokenized
 	HeaderCachedTokens = "X-Inferrail-Cached-Tokens" // cached tokens predicted on the replica
+	// HeaderEstimatedTTFT is the routing decision's estimate of the time to
+	// first token on the replica, in seconds, as the cost model prices it;
+	// set when the gateway made one.
+	HeaderEstimatedTTFT = "X-Inferrail-Estimated-Ttft"
 )
