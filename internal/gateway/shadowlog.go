@@ -79,6 +79,7 @@ type loggedCandidate struct {
 	Running          int64   `json:"running"`
 	KVUsage          float64 `json:"kv_usage"`
 	KVCapacityBlocks int     `json:"kv_capacity_blocks"`
+	Pace             float64 `json:"pace,omitempty"`
 }
 
 // shadowPick is a policy's choice among a decision's candidates, with the

@@ -740,3 +740,76 @@ func TestSlotSize(t *testing.T) {
 		t.Errorf("a slot is %d bytes", n)
 	}
 }
+
+// TestPace: a candidate's pace scales its estimate, so an engine that has
+// been slower than estimated loses a choice it would win on load and
+// cache; explain says the pace decided it. No pace, or a pace that is not
+// a positive number, prices as 1.
+func TestPace(t *testing.T) {
+	req := &Request{PromptTokens: 4000, Blocks: chain(0, 249, 1, 250), BlockSize: 16}
+	cands := []Candidate{
+		{ID: "slow", Cached: 0, Running: 0, KVUsage: 0.1},
+		{ID: "busy", Cached: 0, QueuedPrefill: 0.1, Running: 2, KVUsage: 0.1},
+	}
+	for _, tt := range []struct {
+		name      string
+		pace      float64
+		winner    string
+		decidedBy string
+	}{
+		{"none", 0, "slow", TermQueue},
+		{"one", 1, "slow", TermQueue},
+		{"not a number", math.NaN(), "slow", TermQueue},
+		{"negative", -2, "slow", TermQueue},
+		{"infinite", math.Inf(1), "slow", TermQueue},
+		{"a little slower", 1.1, "slow", TermQueue},
+		{"twice as slow", 2, "busy", TermPace},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, _ := New(CostModel, 1)
+			cands[0].Pace = tt.pace
+			e := p.Explain(req, cands)
+			if e.Winner != tt.winner || e.DecidedBy != tt.decidedBy {
+				t.Errorf("winner %s decided by %s, want %s by %s", e.Winner, e.DecidedBy, tt.winner, tt.decidedBy)
+			}
+			unpaced := DefaultSettings().Cost.estimate(req, &Candidate{ID: "x", Running: 0}, 0).TTFTSecs
+			want := unpaced * paceOf(&cands[0])
+			if got := e.Replicas[0].Estimate.TTFTSecs; math.Abs(got-want) > 1e-12 {
+				t.Errorf("estimate %.6f s, want %.6f", got, want)
+			}
+			if d := p.Pick(req, cands); cands[d.Index].ID != tt.winner {
+				t.Errorf("picked %s, want %s", cands[d.Index].ID, tt.winner)
+			}
+		})
+	}
+}
+
+// TestCommonPaceChangesNothing: when every engine keeps the same pace, a
+// power of two (so scaling is exact), cost_model picks as it does without
+// paces, through any sequence of requests: only paces that differ steer.
+func TestCommonPaceChangesNothing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		clk := newFakeClock()
+		s := drawSettings(t, clk)
+		plain, err := NewWith(CostModel, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paced, _ := NewWith(CostModel, s)
+		pace := rapid.SampledFrom([]float64{0.25, 0.5, 2, 4}).Draw(t, "pace")
+		w := world{replicas: rapid.IntRange(1, 6).Draw(t, "replicas")}
+		for range rapid.IntRange(1, 30).Draw(t, "requests") {
+			req := w.request(t)
+			cands := w.candidates(t, req, nil)
+			withPace := slices.Clone(cands)
+			for i := range withPace {
+				withPace[i].Pace = pace
+			}
+			a, b := plain.Pick(req, cands), paced.Pick(req, withPace)
+			if a.Index != b.Index {
+				t.Fatalf("pace %v everywhere: picked %s, without paces %s", pace, cands[b.Index].ID, cands[a.Index].ID)
+			}
+			clk.add(time.Duration(rapid.IntRange(0, 200).Draw(t, "gap_ms")) * time.Millisecond)
+		}
+	})
+}

@@ -1,5 +1,7 @@
 package policy
 
+import "math"
+
 // Explanation is what a policy would do now and why: the Decision Pick
 // would return for the same arguments and every candidate's state and
 // estimate. Its JSON form is what /admin/explain answers.
@@ -14,7 +16,8 @@ type Explanation struct {
 	// its position.
 	Winner   string   `json:"winner"`
 	Decision Decision `json:"decision"`
-	// DecidedBy is the term (TermQueue, TermPrefill or TermTierLoad) that
+	// DecidedBy is the term (TermQueue, TermPrefill, TermTierLoad or
+	// TermPace) that
 	// put cost_model's winner furthest ahead of the runner-up: the allowed
 	// candidate with the next lowest estimate. "" for other policies, when
 	// no other candidate was allowed, and when the session steered the
@@ -39,6 +42,9 @@ const (
 	TermQueue    = "queue"
 	TermPrefill  = "prefill"
 	TermTierLoad = "tier_load"
+	// TermPace is the engines' paces: the winner is estimated faster
+	// mostly because its engine has lately been delivering faster.
+	TermPace = "pace"
 )
 
 // CandidateExplanation is one candidate as a policy saw it.
@@ -64,14 +70,16 @@ type CandidateExplanation struct {
 }
 
 // Estimate is the cost model's estimate of a candidate's time to first
-// token and its terms, in seconds: TTFTSecs = QueueSecs + PrefillSecs +
-// TierSecs.
+// token and its terms, in seconds: TTFTSecs = (QueueSecs + PrefillSecs +
+// TierSecs) · Pace.
 type Estimate struct {
 	QueueSecs   float64 `json:"queue_secs"`
 	PrefillSecs float64 `json:"prefill_secs"`
 	// TierSecs is X, the load time of cached tokens held in slower tiers:
 	// zero until the index tracks tiers.
 	TierSecs float64 `json:"tier_secs"`
+	// Pace is the candidate's (Candidate.Pace), 1 when it has none.
+	Pace     float64 `json:"pace"`
 	TTFTSecs float64 `json:"ttft_secs"`
 }
 
@@ -116,9 +124,18 @@ func (c CostParams) prefill(req *Request, cached int) float64 {
 
 // withPrefill is estimate given its P.
 func (c CostParams) withPrefill(cand *Candidate, prefill float64) Estimate {
-	e := Estimate{QueueSecs: c.queue(cand), PrefillSecs: prefill}
-	e.TTFTSecs = e.QueueSecs + e.PrefillSecs + e.TierSecs
+	e := Estimate{QueueSecs: c.queue(cand), PrefillSecs: prefill, Pace: paceOf(cand)}
+	e.TTFTSecs = (e.QueueSecs + e.PrefillSecs + e.TierSecs) * e.Pace
 	return e
+}
+
+// paceOf is the candidate's pace, 1 when it has none (or one that is not
+// a positive number).
+func paceOf(cand *Candidate) float64 {
+	if p := cand.Pace; p < math.Inf(1) {
+		return paceOr1(p)
+	}
+	return 1
 }
 
 // cachedTokens is the candidate's prediction clamped to the prompt; 0
@@ -163,14 +180,29 @@ func newExplanation(name string, req *Request, cands []Candidate, d Decision) Ex
 }
 
 // decidedBy names the term in which the winner's estimate is furthest
-// below the runner-up's.
+// below the runner-up's. The difference of two paced estimates splits
+// exactly into the terms' differences at the winner's pace and the paces'
+// difference over the runner-up's terms:
+// r·pr − w·pw = (r − w)·pw + r·(pr − pw) for each term.
 func decidedBy(win, runnerUp Estimate) string {
-	term, lead := TermQueue, runnerUp.QueueSecs-win.QueueSecs
-	if l := runnerUp.PrefillSecs - win.PrefillSecs; l > lead {
+	pw, pr := paceOr1(win.Pace), paceOr1(runnerUp.Pace)
+	term, lead := TermQueue, (runnerUp.QueueSecs-win.QueueSecs)*pw
+	if l := (runnerUp.PrefillSecs - win.PrefillSecs) * pw; l > lead {
 		term, lead = TermPrefill, l
 	}
-	if l := runnerUp.TierSecs - win.TierSecs; l > lead {
-		term = TermTierLoad
+	if l := (runnerUp.TierSecs - win.TierSecs) * pw; l > lead {
+		term, lead = TermTierLoad, l
+	}
+	if l := (runnerUp.QueueSecs + runnerUp.PrefillSecs + runnerUp.TierSecs) * (pr - pw); l > lead {
+		term = TermPace
 	}
 	return term
+}
+
+// paceOr1 is an estimate's pace, 1 for an estimate made without one.
+func paceOr1(p float64) float64 {
+	if p > 0 {
+		return p
+	}
+	return 1
 }

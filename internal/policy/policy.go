@@ -29,6 +29,12 @@ type Candidate struct {
 	// KVCapacityBlocks is its engine's KV cache size in blocks, as the
 	// engine reports it or the config sets it; 0 when unknown.
 	KVCapacityBlocks int
+	// Pace is how its engine's times to first token have lately compared
+	// with the cost model's estimates of them: measured over estimated, as
+	// the gateway learns it. The cost model multiplies its estimate by it,
+	// so an engine slower than its peers is priced slower. 0 when unknown,
+	// priced as 1.
+	Pace float64
 }
 
 // blockKey folds a block's hash to the 64 bits the sketch and rendezvous hashing
