@@ -1,0 +1,76 @@
+// Package pace learns how an engine's times to first token compare with
+// what the cost model estimated for them: its pace, measured over
+// estimated. Engines drift (a slower GPU, a noisy neighbour, a model
+// served with other settings), and a cost model fitted once prices them
+// all alike; the router multiplies each engine's estimates by its pace, so
+// one that has been delivering slower than estimated is priced slower.
+//
+// A Meter keeps exponentially decayed sums of the two times, so its pace
+// is a ratio of sums (long requests weigh more than short ones, whose
+// times are mostly fixed overheads) over the last HalfLife or so. Until
+// the samples add up to priorSecs of estimate, pace 1 fills the rest, so
+// a few requests cannot swing a fresh or long idle meter. Each
+// sample's measured time is clamped to [Min, Max] times its estimate, so
+// one request stuck behind a preemption cannot swing it. Reading the pace
+// is one atomic load: a routing decision reads every candidate's.
+package pace
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// HalfLife is how long a sample takes to count half as much.
+	HalfLife = 30 * time.Second
+	// Min and Max bound a pace, and each sample's measured over estimated.
+	Min, Max = 0.25, 4.0
+	// priorSecs is the seconds of estimate below which pace 1 makes up
+	// the rest of the weight.
+	priorSecs = 5.0
+)
+
+// A Meter learns one engine's pace. The zero value is ready: pace 1.
+type Meter struct {
+	pace atomic.Uint64 // math.Float64bits of the pace; 0 until the first sample
+
+	mu                  sync.Mutex // guards the sums
+	measured, estimated float64    // decayed sums of seconds
+	at                  time.Time  // when the sums were last decayed
+}
+
+// Pace returns the engine's pace: 1 until a sample says otherwise.
+func (m *Meter) Pace() float64 {
+	if b := m.pace.Load(); b != 0 {
+		return math.Float64frombits(b)
+	}
+	return 1
+}
+
+// Observe adds a request whose first token was estimated to take estimated
+// seconds and took measured, seen at now. Samples that are not positive
+// finite times are ignored.
+func (m *Meter) Observe(estimated, measured float64, now time.Time) {
+	if !(estimated > 0 && measured > 0) || math.IsInf(estimated, 0) || math.IsInf(measured, 0) {
+		return
+	}
+	measured = min(max(measured, estimated*Min), estimated*Max)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.at.IsZero() {
+		if dt := now.Sub(m.at); dt > 0 {
+			f := math.Exp2(-dt.Seconds() / HalfLife.Seconds())
+			m.measured, m.estimated = m.measured*f, m.estimated*f
+		}
+	}
+	if now.After(m.at) {
+		m.at = now
+	}
+	m.measured += measured
+	m.estimated += estimated
+	fill := max(priorSecs-m.estimated, 0)
+	p := (m.measured + fill) / (m.estimated + fill)
+	m.pace.Store(math.Float64bits(min(max(p, Min), Max)))
+}

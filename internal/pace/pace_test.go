@@ -1,0 +1,104 @@
+package pace
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func TestMeter(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		samples [][2]float64 // estimated, measured; one a second
+		want    float64
+		within  float64
+	}{
+		{"no samples: 1", nil, 1, 0},
+		{"as estimated: 1", repeat(100, 0.2, 0.2), 1, 1e-9},
+		{"twice as slow, after enough traffic", repeat(200, 0.2, 0.4), 2, 0.05},
+		{"half as long", repeat(200, 0.2, 0.1), 0.5, 0.02},
+		{"one sample barely moves it", [][2]float64{{0.1, 0.3}}, (0.3 + 4.9) / 5, 1e-9},
+		{"a sample's ratio is clamped", [][2]float64{{1, 1000}}, (4 + 4) / 5.0, 1e-9},
+		{"never past the bounds", repeat(500, 1, 100), Max, 1e-9},
+		{"nonsense is ignored", [][2]float64{{0, 1}, {1, 0}, {-1, 1}, {math.NaN(), 1}, {1, math.Inf(1)}, {math.Inf(1), 1}}, 1, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var m Meter
+			for i, s := range tt.samples {
+				m.Observe(s[0], s[1], t0.Add(time.Duration(i)*time.Second))
+			}
+			if got := m.Pace(); math.Abs(got-tt.want) > tt.within {
+				t.Errorf("pace %v, want %v ± %v", got, tt.want, tt.within)
+			}
+		})
+	}
+}
+
+func repeat(n int, estimated, measured float64) [][2]float64 {
+	out := make([][2]float64, n)
+	for i := range out {
+		out[i] = [2]float64{estimated, measured}
+	}
+	return out
+}
+
+// TestMeterForgets: an engine that slows down is priced slower within a
+// few half-lives, and back when it recovers.
+func TestMeterForgets(t *testing.T) {
+	var m Meter
+	at := t0
+	feed := func(secs int, ratio float64) {
+		for range secs * 10 {
+			at = at.Add(100 * time.Millisecond)
+			m.Observe(0.1, 0.1*ratio, at)
+		}
+	}
+	feed(120, 1)
+	if p := m.Pace(); math.Abs(p-1) > 0.01 {
+		t.Fatalf("steady: pace %v", p)
+	}
+	feed(int(4*HalfLife/time.Second), 3)
+	if p := m.Pace(); p < 2.8 {
+		t.Fatalf("after four half-lives three times slower: pace %v", p)
+	}
+	feed(int(4*HalfLife/time.Second), 1)
+	if p := m.Pace(); p > 1.2 {
+		t.Fatalf("recovered for four half-lives: pace %v", p)
+	}
+}
+
+// TestMeterAgainstNaive holds the meter to a naive model: every sample
+// kept with its time, weighted by 2^(-age/HalfLife) at the last one.
+func TestMeterAgainstNaive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var m Meter
+		type sample struct {
+			at       time.Time
+			est, mea float64
+		}
+		var kept []sample
+		at := t0
+		for range rapid.IntRange(1, 50).Draw(t, "n") {
+			at = at.Add(time.Duration(rapid.IntRange(0, 20_000).Draw(t, "gap_ms")) * time.Millisecond)
+			est := rapid.Float64Range(0.001, 5).Draw(t, "estimated")
+			mea := rapid.Float64Range(0.0001, 30).Draw(t, "measured")
+			m.Observe(est, mea, at)
+			kept = append(kept, sample{at, est, min(max(mea, est*Min), est*Max)})
+		}
+		var sm, se float64
+		for _, s := range kept {
+			w := math.Exp2(-at.Sub(s.at).Seconds() / HalfLife.Seconds())
+			sm += w * s.mea
+			se += w * s.est
+		}
+		fill := max(priorSecs-se, 0)
+		want := min(max((sm+fill)/(se+fill), Min), Max)
+		if got := m.Pace(); math.Abs(got-want) > 1e-9*want {
+			t.Fatalf("pace %v, naive %v", got, want)
+		}
+	})
+}
