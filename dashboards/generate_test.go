@@ -113,6 +113,9 @@ var layout = []section{
 		{title: "Queued prefill per replica", unit: "s",
 			description: "Prefill the gateway's own decisions queued on each replica, drained in real time: the wait the cost model prices.",
 			targets:     []targetSpec{{"sum by (replica) (inferrail_replica_queued_prefill_seconds)", "{{replica}}"}}},
+		{title: "Engine pace per replica", unit: "none",
+			description: "How each replica's engine has lately streamed first tokens against the cost model's estimates: measured over estimated, 1 until known. With routing.pace the estimates are multiplied by it, so a replica above its peers is priced slower.",
+			targets:     []targetSpec{{"max by (replica) (inferrail_replica_pace)", "{{replica}}"}}},
 	}},
 	{"Engines", []panelSpec{
 		{title: "Engine queues", unit: "short",

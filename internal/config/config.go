@@ -230,6 +230,12 @@ type Routing struct {
 	// header, else the body's user field) back to the conversation's last
 	// replica while the load guards allow it. Default false.
 	SessionAffinity bool `yaml:"session_affinity"`
+	// Pace prices each replica's estimates by its engine's pace: how the
+	// times to first token it delivered lately compare with what the cost
+	// model estimated for them (streamed responses; half-life 30 s), so an
+	// engine slower than its peers is priced slower. Paces are learned
+	// and reported (inferrail_replica_pace) either way. Default true.
+	Pace bool `yaml:"pace"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
 	CostModel CostModel `yaml:"cost_model"`
@@ -487,6 +493,7 @@ func Default() Config {
 			Kappa:             0.92,
 			ShortPromptTokens: 256,
 			KVGuard:           "usage",
+			Pace:              true,
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

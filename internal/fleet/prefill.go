@@ -98,6 +98,36 @@ func (l *Lease) Queue(now time.Time, secs float64, tokens int) {
 	l.r.prefill.add(now, secs, l.tokens)
 }
 
+// Expect records the routing decision's estimate, made at now, of the
+// request's time to first token on the replica: expected seconds, with the
+// replica's pace at pace (0 when the decision used none). Call it at most
+// once, before FirstToken.
+func (l *Lease) Expect(now time.Time, expected, pace float64) {
+	if !(expected > 0) || math.IsInf(expected, 0) {
+		return
+	}
+	l.routedAt, l.expected, l.pace = now, expected, pace
+}
+
+// Expected is the estimate Expect recorded; 0 without one.
+func (l *Lease) Expected() float64 { return l.expected }
+
+// FirstToken records that the response's first token arrived at now, in a
+// streamed response (whose first byte is its first token's, where a whole
+// answer's first byte is its last): the replica's pace learns how long it
+// took against the estimate without the pace. Only the first call counts.
+func (l *Lease) FirstToken(now time.Time) {
+	if l.firstToken || l.expected == 0 {
+		return
+	}
+	l.firstToken = true
+	base := l.expected
+	if l.pace > 0 {
+		base /= l.pace
+	}
+	l.r.pace.Observe(base, now.Sub(l.routedAt).Seconds(), now)
+}
+
 // FirstByte records that the response's first byte arrived: the request
 // no longer holds up the replica's prefill queue.
 func (l *Lease) FirstByte(now time.Time) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/pace"
 )
 
 // Replica is one engine the gateway can send requests to. Its identity
@@ -52,7 +53,7 @@ type Replica struct {
 
 	card atomic.Pointer[ModelCards]
 
-	_ [8]byte // to 256 bytes, four whole lines
+	pace *pace.Meter // how its engine's times to first token compare with the estimates
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -75,8 +76,13 @@ func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPendi
 	r.prefill.drainedAt.Store(neverQueued)
 	r.ejectedUntil.Store(notEjected)
 	r.down = make(chan struct{})
+	r.pace = new(pace.Meter)
 	return r
 }
+
+// Pace is the meter of how the replica's engine has lately delivered first
+// tokens against the estimates (pace.Meter); Lease.FirstToken feeds it.
+func (r *Replica) Pace() *pace.Meter { return r.pace }
 
 // Serves reports whether the replica serves model.
 func (r *Replica) Serves(model string) bool { return slices.Contains(r.Models, model) }
@@ -149,12 +155,17 @@ func (r *Replica) SetCards(c *ModelCards) { r.card.Store(c) }
 // Lease is one request's claim on a replica's capacity. Release it exactly
 // once; Started marks the moment the response head arrived.
 type Lease struct {
-	r         *Replica
-	started   bool
-	done      bool
-	queued    bool  // Queue was called
-	firstByte bool  // FirstByte was called
-	tokens    int64 // prompt tokens given to Queue
+	r          *Replica
+	started    bool
+	done       bool
+	queued     bool  // Queue was called
+	firstByte  bool  // FirstByte was called
+	firstToken bool  // FirstToken was called
+	tokens     int64 // prompt tokens given to Queue
+	// What Expect was told: when the request was routed, the decision's
+	// estimate of its time to first token and the pace it was made at.
+	routedAt       time.Time
+	expected, pace float64
 }
 
 // TryAcquire takes a lease if the replica has room under both caps. Caps

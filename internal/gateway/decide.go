@@ -39,6 +39,7 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
+			lease.Expect(start, d.EstimatedTTFT, cands[i].Pace)
 			as := &mr.arms[ex.arm]
 			g.metrics.decided(&as.series, as.chosen[offered[i]], d, time.Since(start))
 			if ex.shadowed && len(tried) == 0 {
@@ -155,7 +156,10 @@ func (sc *decisionScratch) release() {
 // a local and copying it cost more than the reads.
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
-	c.Running, c.KVUsage, c.KVCapacityBlocks = -1, -1, rt.kvCapacity
+	c.Running, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, -1, rt.kvCapacity, 0
+	if rt.pace != nil {
+		c.Pace = rt.pace.Pace()
+	}
 	// A retired feed's last report serves while it is fresh; only then is
 	// the new feed looked up, so a decision reads one feed per replica.
 	rep, ok := rt.feed.FreshRouting(at)

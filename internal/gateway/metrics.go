@@ -228,6 +228,7 @@ var (
 	descQueued   = prometheus.NewDesc("inferrail_replica_queued_prefill_seconds", "Estimated prefill queued on the replica by the gateway's own decisions, drained in real time.", []string{"replica"}, nil)
 	descPromptIn = prometheus.NewDesc("inferrail_replica_prompt_tokens_in_flight", "Prompt tokens of the requests in flight to the replica.", []string{"replica"}, nil)
 	descPromptWt = prometheus.NewDesc("inferrail_replica_prompt_tokens_waiting", "Prompt tokens of the requests to the replica still waiting for their first byte.", []string{"replica"}, nil)
+	descPace     = prometheus.NewDesc("inferrail_replica_pace", "How the replica's engine has lately delivered first tokens against the cost model's estimates: measured over estimated time, 1 until known.", []string{"replica"}, nil)
 
 	descEngineRunning = prometheus.NewDesc("inferrail_replica_engine_running", "Requests running in the engine, from its last metrics report.", []string{"replica"}, nil)
 	descEngineWaiting = prometheus.NewDesc("inferrail_replica_engine_waiting", "Requests waiting in the engine, from its last metrics report.", []string{"replica"}, nil)
@@ -239,7 +240,7 @@ var (
 )
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc, descQueued, descPromptIn, descPromptWt,
+	for _, d := range []*prometheus.Desc{descHealthy, descEjected, descInFlight, descPending, descMaxConc, descQueued, descPromptIn, descPromptWt, descPace,
 		descEngineRunning, descEngineWaiting, descEngineKV, descEngineQueries, descEngineHits, descEnginePreempt, descEngineAge} {
 		ch <- d
 	}
@@ -263,6 +264,7 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		inFlight, waiting := r.PromptLoad()
 		ch <- prometheus.MustNewConstMetric(descPromptIn, prometheus.GaugeValue, float64(inFlight), r.ID)
 		ch <- prometheus.MustNewConstMetric(descPromptWt, prometheus.GaugeValue, float64(waiting), r.ID)
+		ch <- prometheus.MustNewConstMetric(descPace, prometheus.GaugeValue, r.Pace().Pace(), r.ID)
 		smp := c.scraper.Last(r.ID)
 		if smp == nil {
 			continue

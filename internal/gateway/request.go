@@ -414,20 +414,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			g.metrics.forget(rep.ID)
 		}
 	}()
-	h := ex.w.Header()
-	for k, vs := range resp.Header {
-		h[k] = vs
-	}
-	for _, hh := range hopHeaders {
-		h.Del(hh)
-	}
-	h.Set(openai.HeaderRequestID, ex.id)
-	h.Set(openai.HeaderReplica, rep.ID)
-	h.Set(openai.HeaderPolicy, ex.policy.Name())
-	if ex.pred != nil {
-		h.Set(openai.HeaderPromptTokens, strconv.Itoa(ex.pred.tokens))
-		h.Set(openai.HeaderCachedTokens, strconv.Itoa(a.cached))
-	}
+	setResponseHeaders(ex, a)
 	ex.w.WriteHeader(resp.StatusCode)
 	// A response of unknown length (a stream) goes out as the engine sends
 	// it: its head at once, then every chunk. One of known length is a
@@ -456,7 +443,11 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		if n > 0 {
 			if first {
 				first = false
-				a.lease.FirstByte(time.Now())
+				now := time.Now()
+				a.lease.FirstByte(now)
+				if streamed {
+					a.lease.FirstToken(now)
+				}
 				a.trace.markFirstByte()
 				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
 			}
@@ -490,6 +481,28 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		if cached, ok := tail.cachedTokens(); ok {
 			g.drift.observe(rep.ID, a.cached, cached)
 		}
+	}
+}
+
+// setResponseHeaders sets the client's response headers: the engine's,
+// but for hop-by-hop ones, and the gateway's own about the attempt.
+func setResponseHeaders(ex *exchange, a *attempt) {
+	h := ex.w.Header()
+	for k, vs := range a.resp.Header {
+		h[k] = vs
+	}
+	for _, hh := range hopHeaders {
+		h.Del(hh)
+	}
+	h.Set(openai.HeaderRequestID, ex.id)
+	h.Set(openai.HeaderReplica, a.lease.Replica().ID)
+	h.Set(openai.HeaderPolicy, ex.policy.Name())
+	if ex.pred != nil {
+		h.Set(openai.HeaderPromptTokens, strconv.Itoa(ex.pred.tokens))
+		h.Set(openai.HeaderCachedTokens, strconv.Itoa(a.cached))
+	}
+	if e := a.lease.Expected(); e > 0 {
+		h.Set(openai.HeaderEstimatedTTFT, strconv.FormatFloat(e, 'g', 6, 64))
 	}
 }
 

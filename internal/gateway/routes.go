@@ -9,6 +9,7 @@ import (
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
+	"github.com/inferrail/inferrail/internal/pace"
 )
 
 // routeTable is the fleet as decisions read it: each model's replicas in
@@ -51,6 +52,9 @@ type route struct {
 	// copied so that a decision reads only the replica's first cache line.
 	id         string
 	kvCapacity int
+	// pace is the replica's pace meter when the generation prices by
+	// pace (routing.pace), nil when not.
+	pace *pace.Meter
 }
 
 // routes returns the table of the fleet's current snapshot for a
@@ -66,7 +70,10 @@ func (g *Gateway) routes(gen *generation) *routeTable {
 		pool := snap.ForModel(model)
 		mr := &modelRoutes{routes: make([]route, len(pool)), arms: make([]armSeries, len(mp.arms))}
 		for i, r := range pool {
-			mr.routes[i] = route{r, g.scraper.Feed(r.ID), r.ID, r.KVCapacityBlocks}
+			mr.routes[i] = route{Replica: r, feed: g.scraper.Feed(r.ID), id: r.ID, kvCapacity: r.KVCapacityBlocks}
+			if gen.cfg.Routing.Pace {
+				mr.routes[i].pace = r.Pace()
+			}
 		}
 		for j, a := range mp.arms {
 			as := &mr.arms[j]

@@ -8,8 +8,9 @@
 // A Meter keeps exponentially decayed sums of the two times, so its pace
 // is a ratio of sums (long requests weigh more than short ones, whose
 // times are mostly fixed overheads) over the last HalfLife or so. Until
-// the samples add up to priorSecs of estimate, pace 1 fills the rest, so
-// a few requests cannot swing a fresh or long idle meter. Each
+// the samples' decayed count reaches priorSamples, samples of their mean
+// estimate at pace 1 fill the rest, so a few requests cannot swing a fresh
+// or long idle meter, whatever the engine's speed. Each
 // sample's measured time is clamped to [Min, Max] times its estimate, so
 // one request stuck behind a preemption cannot swing it. Reading the pace
 // is one atomic load: a routing decision reads every candidate's.
@@ -27,9 +28,9 @@ const (
 	HalfLife = 30 * time.Second
 	// Min and Max bound a pace, and each sample's measured over estimated.
 	Min, Max = 0.25, 4.0
-	// priorSecs is the seconds of estimate below which pace 1 makes up
-	// the rest of the weight.
-	priorSecs = 5.0
+	// priorSamples is the decayed count of samples below which pace 1
+	// makes up the rest of the weight.
+	priorSamples = 8.0
 )
 
 // A Meter learns one engine's pace. The zero value is ready: pace 1.
@@ -38,6 +39,7 @@ type Meter struct {
 
 	mu                  sync.Mutex // guards the sums
 	measured, estimated float64    // decayed sums of seconds
+	count               float64    // decayed count of samples
 	at                  time.Time  // when the sums were last decayed
 }
 
@@ -62,7 +64,7 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 	if !m.at.IsZero() {
 		if dt := now.Sub(m.at); dt > 0 {
 			f := math.Exp2(-dt.Seconds() / HalfLife.Seconds())
-			m.measured, m.estimated = m.measured*f, m.estimated*f
+			m.measured, m.estimated, m.count = m.measured*f, m.estimated*f, m.count*f
 		}
 	}
 	if now.After(m.at) {
@@ -70,7 +72,8 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 	}
 	m.measured += measured
 	m.estimated += estimated
-	fill := max(priorSecs-m.estimated, 0)
+	m.count++
+	fill := max(priorSamples-m.count, 0) * m.estimated / m.count
 	p := (m.measured + fill) / (m.estimated + fill)
 	m.pace.Store(math.Float64bits(min(max(p, Min), Max)))
 }

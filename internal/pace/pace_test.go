@@ -21,8 +21,8 @@ func TestMeter(t *testing.T) {
 		{"as estimated: 1", repeat(100, 0.2, 0.2), 1, 1e-9},
 		{"twice as slow, after enough traffic", repeat(200, 0.2, 0.4), 2, 0.05},
 		{"half as long", repeat(200, 0.2, 0.1), 0.5, 0.02},
-		{"one sample barely moves it", [][2]float64{{0.1, 0.3}}, (0.3 + 4.9) / 5, 1e-9},
-		{"a sample's ratio is clamped", [][2]float64{{1, 1000}}, (4 + 4) / 5.0, 1e-9},
+		{"one sample moves it an eighth of the way", [][2]float64{{0.1, 0.3}}, (0.3 + 0.7) / 0.8, 1e-9},
+		{"a sample's ratio is clamped", [][2]float64{{1, 1000}}, (4 + 7) / 8.0, 1e-9},
 		{"never past the bounds", repeat(500, 1, 100), Max, 1e-9},
 		{"nonsense is ignored", [][2]float64{{0, 1}, {1, 0}, {-1, 1}, {math.NaN(), 1}, {1, math.Inf(1)}, {math.Inf(1), 1}}, 1, 0},
 	} {
@@ -89,13 +89,14 @@ func TestMeterAgainstNaive(t *testing.T) {
 			m.Observe(est, mea, at)
 			kept = append(kept, sample{at, est, min(max(mea, est*Min), est*Max)})
 		}
-		var sm, se float64
+		var sm, se, n float64
 		for _, s := range kept {
 			w := math.Exp2(-at.Sub(s.at).Seconds() / HalfLife.Seconds())
 			sm += w * s.mea
 			se += w * s.est
+			n += w
 		}
-		fill := max(priorSecs-se, 0)
+		fill := max(priorSamples-n, 0) * se / n
 		want := min(max((sm+fill)/(se+fill), Min), Max)
 		if got := m.Pace(); math.Abs(got-want) > 1e-9*want {
 			t.Fatalf("pace %v, naive %v", got, want)

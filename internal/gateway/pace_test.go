@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// TestPaceLearnsASlowEngine: two engines the cost model prices alike, one
+// computing prefill eight times slower. Streamed requests teach the
+// gateway each engine's pace; the slow one's is far above the fast one's,
+// it is exported and explain prices the slow engine by it; every response
+// carries the decision's estimate. With routing.pace off, paces are still
+// learned but estimates leave them out.
+func TestPaceLearnsASlowEngine(t *testing.T) {
+	fast, slow := sim.DefaultLatency(), sim.DefaultLatency()
+	slow.PrefillToken *= 8
+	slow.PrefillFixed *= 8
+	var sims []*sim.Local
+	for _, lat := range []sim.LatencyModel{fast, slow} {
+		cfg := sim.DefaultConfig()
+		cfg.Latency = lat
+		cfg.MaxModelLen, cfg.NumGPUBlocks, cfg.EnablePromptTokensDetails = 4096, 1024, true
+		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Close)
+		sims = append(sims, l)
+	}
+	cfg := testConfig(t, sims) // round robin: both engines get samples
+	gw := startGateway(t, cfg)
+
+	// Distinct prompts of about 200 tokens, so that prefill, not fixed
+	// costs, makes up most of the time; eight at a time.
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	sem := make(chan struct{}, 8)
+	for i := range 32 {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			body := chatBody(fmt.Sprintf("request %d: %s", i, strings.Repeat(fmt.Sprintf("w%d ", i), 80)), `,"stream":true`)
+			resp, _ := chat(t, gw.url, body)
+			e, err := strconv.ParseFloat(resp.Header.Get(openai.HeaderEstimatedTTFT), 64)
+			switch {
+			case resp.StatusCode != http.StatusOK:
+				errs <- fmt.Errorf("status %d", resp.StatusCode)
+			case err != nil || !(e > 0):
+				errs <- fmt.Errorf("estimate header %q", resp.Header.Get(openai.HeaderEstimatedTTFT))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	page := scrape(t, gw.admin)
+	pf, ps := metricValue(page, `inferrail_replica_pace{replica="sim-1"}`), metricValue(page, `inferrail_replica_pace{replica="sim-2"}`)
+	if !(ps >= 2 && ps > 1.5*pf) {
+		t.Fatalf("paces: fast engine %v, slow engine %v; want the slow one at least 2 and well above", pf, ps)
+	}
+
+	explainPace := func() (fastPace, slowPace float64) {
+		var x struct {
+			Replicas []struct {
+				ID       string `json:"replica"`
+				Estimate struct {
+					Pace float64 `json:"pace"`
+				} `json:"estimate"`
+			} `json:"replicas"`
+		}
+		if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/chat/completions", chatBody("which one?", ""), &x); code != http.StatusOK {
+			t.Fatalf("explain: %d", code)
+		}
+		for _, r := range x.Replicas {
+			switch r.ID {
+			case "sim-1":
+				fastPace = r.Estimate.Pace
+			case "sim-2":
+				slowPace = r.Estimate.Pace
+			}
+		}
+		return fastPace, slowPace
+	}
+	if f, s := explainPace(); f != pf || s != ps {
+		t.Errorf("explain prices by paces %v and %v, the metrics say %v and %v", f, s, pf, ps)
+	}
+	if code, _, problems := patch(t, gw.admin, `{"routing":{"pace":false}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if f, s := explainPace(); f != 1 || s != 1 {
+		t.Errorf("with routing.pace off, explain prices by paces %v and %v, want 1", f, s)
+	}
+	waitFor(t, "the paces to stay exported", time.Second, func() bool {
+		return metricValue(scrape(t, gw.admin), `inferrail_replica_pace{replica="sim-2"}`) == ps
+	})
+}
