@@ -357,6 +357,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",
 			p.Requests, 100*p.Exact, 100*p.Over, 100*p.Under, p.MeanError, p.HitRate)
 	}
+	if e := m.Estimate; e != nil {
+		fmt.Fprintf(w, "  estimated TTFT (%d): |error| mean %.0f%%, p90 %.0f%%; mean error %+.0f%%\n", e.Requests, 100*e.MeanAbs, 100*e.P90Abs, 100*e.Mean)
+	}
 	if len(m.ReplicaTTFTP99) > 1 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m.ReplicaTTFTP99)) {
