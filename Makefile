@@ -32,7 +32,7 @@ FUZZ_TARGETS := \
 	./internal/auth:FuzzParseBearer \
 	./internal/gateway:FuzzClientPortKeyed
 
-.PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers \
+.PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers fleet-size \
 	sweep sweep-smoke routing baselines exact-routing report repro peers dashboard-check stack stack-down
 
 all: build
@@ -133,6 +133,12 @@ BENCH_BINS := --sim-binary $(BIN)/inferrail-sim --gateway-binary $(BIN)/inferrai
 sweep: build
 	$(BENCH) sweep --file bench/sweeps/sim.toml $(BENCH_BINS) $(if $(TRACE),--trace $(TRACE))
 	$(BENCH) report --in bench/results/sweep --out bench/report/sweep
+
+## fleet-size: the smallest fleet each policy needs for W1, W2 and the trace at a fixed load
+## (bench/sweeps/fleet-size.toml; TRACE=path adds the trace point), and the GPUs it saves.
+fleet-size: build
+	$(BENCH) sweep --file bench/sweeps/fleet-size.toml $(BENCH_BINS) $(if $(TRACE),--trace $(TRACE))
+	$(BENCH) report --in bench/results/fleet-size --out bench/report/fleet-size
 
 ## sweep-smoke: a one-minute sweep that checks the machinery.
 sweep-smoke: build

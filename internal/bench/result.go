@@ -154,6 +154,10 @@ func (s *RunSpec) Validate() error {
 // maxSpeedup bounds RunSpec.Speedup as the simulator bounds --speedup.
 const maxSpeedup = 1000
 
+// maxReplicas bounds a sweep point's fleet sizes: each replica is a
+// simulator child process.
+const maxReplicas = 64
+
 // maxGateways bounds RunSpec.Gateways: each is a child process.
 const maxGateways = 16
 
@@ -207,7 +211,14 @@ func (s *RunSpec) FileName() string {
 	if s.Gateways > 1 {
 		gws = "gw" + strconv.Itoa(s.Gateways)
 	}
-	parts := []string{name, rate, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index, gws}
+	// A fleet of other than three replicas, the size every run had before
+	// points could vary it, is named, so that sizes do not overwrite each
+	// other and older results keep their names.
+	size := ""
+	if s.Replicas > 0 && s.Replicas != 3 {
+		size = "r" + strconv.Itoa(s.Replicas)
+	}
+	parts := []string{name, rate, size, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index, gws}
 	var b strings.Builder
 	for _, p := range parts {
 		if p == "" {

@@ -93,6 +93,11 @@ type SweepPoint struct {
 	ShareGPT      string  `toml:"sharegpt"`
 	// MaxPromptTokens bounds prompts (w2, w3, trace; see workload.Spec).
 	MaxPromptTokens int `toml:"max_prompt_tokens"`
+	// Replicas are the fleet sizes the point runs on, each a fleet of its
+	// own; default the file's. Several make a sizing point: the report
+	// finds each policy's smallest fleet that serves the point's load
+	// within the SLO.
+	Replicas []int `toml:"replicas"`
 }
 
 // Duration is a time.Duration written as a string ("90s") in TOML.
@@ -234,6 +239,13 @@ func (f *SweepFile) Validate() error {
 			fail(path+".ramp", "must be empty or diurnal, not %q", p.Ramp)
 		}
 		errs = append(errs, checkIndexModes(path+".index", p.Index)...)
+		for j, n := range p.Replicas {
+			if n < 1 || n > maxReplicas {
+				fail(fmt.Sprintf("%s.replicas[%d]", path, j), "must be within 1-%d, not %d", maxReplicas, n)
+			} else if slices.Index(p.Replicas, n) < j {
+				fail(fmt.Sprintf("%s.replicas[%d]", path, j), "%d is listed twice", n)
+			}
+		}
 	}
 	errs = append(errs, checkIndexModes("index", f.Index)...)
 	errs = append(errs, checkGatewayCounts(f.Gateways)...)
@@ -341,6 +353,10 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 		if warmup == "" {
 			warmup = f.Warmup
 		}
+		sizes := p.Replicas
+		if len(sizes) == 0 {
+			sizes = []int{or(f.Replicas, 3)}
+		}
 		for _, rate := range p.Rates {
 			for rep := range or(p.Reps, or(f.Reps, 1)) {
 				w := workload.Spec{
@@ -353,14 +369,16 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 				if p.Workload == "trace" {
 					w.Rate, w.TracePath, w.TimeScale, w.RateMultiplier = 0, o.TracePath, p.TimeScale, rate
 				}
-				for _, pol := range policies {
-					for _, mode := range indexModes(p.Index, f.Index, pol) {
-						for _, gws := range gatewayCounts(f.Gateways, pol) {
-							runs = append(runs, RunSpec{
-								Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
-								Replicas: or(f.Replicas, 3), SimArgs: slices.Clone(simArgs),
-								Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
-							})
+				for _, n := range sizes {
+					for _, pol := range policies {
+						for _, mode := range indexModes(p.Index, f.Index, pol) {
+							for _, gws := range gatewayCounts(f.Gateways, pol) {
+								runs = append(runs, RunSpec{
+									Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
+									Replicas: n, SimArgs: slices.Clone(simArgs),
+									Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
+								})
+							}
 						}
 					}
 				}

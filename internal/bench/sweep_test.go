@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,6 +52,9 @@ policies = [""]
 		{"no_policies", "duration=\"1s\"" + point, []string{"points[0].policies: no policies here or in the shared settings"}},
 		{"max_prompt_w1", "policies=[\"p2c\"]\nduration=\"1s\"" + point + "max_prompt_tokens = 100\n", []string{"points[0].max_prompt_tokens: only for w2, w3 and trace"}},
 		{"slow_speedup", "speedup = 0.5\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"speedup: must be within 1-1000, not 0.5"}},
+		{"fleet_sizes", "policies=[\"p2c\"]\nduration=\"1s\"" + point + "replicas = [2, 0, 65, 2]\n", []string{
+			"points[0].replicas[1]: must be within 1-64, not 0", "points[0].replicas[2]: must be within 1-64, not 65",
+			"points[0].replicas[3]: 2 is listed twice"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,5 +284,44 @@ rates = [2]
 	s.Policy = "peer:vllm-router:round_robin"
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "gateways: several only for gateways of the run's own") {
 		t.Errorf("two peer routers: %v", err)
+	}
+}
+
+// TestSweepPlanFleetSizes: a point's replicas give each size a fleet of its
+// own, named apart; a point without them runs on the file's size, named as
+// before sizes could vary.
+func TestSweepPlanFleetSizes(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+policies = ["round_robin", "cost_model"]
+requests = 100
+
+[[points]]
+workload = "w1"
+rates = [4]
+replicas = [2, 3, 5]
+
+[[points]]
+workload = "w2"
+rates = [9]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := f.Plan(PlanOptions{})
+	var got []string
+	for _, r := range runs {
+		got = append(got, fmt.Sprintf("%s:%d", r.FileName(), r.Replicas))
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: %v", r.FileName(), err)
+		}
+	}
+	want := []string{
+		"w1_rate4_r2_rep0_round_robin.json:2", "w1_rate4_r2_rep0_cost_model.json:2",
+		"w1_rate4_rep0_round_robin.json:3", "w1_rate4_rep0_cost_model.json:3",
+		"w1_rate4_r5_rep0_round_robin.json:5", "w1_rate4_r5_rep0_cost_model.json:5",
+		"w2_rate9_rep0_round_robin.json:3", "w2_rate9_rep0_cost_model.json:3",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("plan:\n%v\nwant\n%v", got, want)
 	}
 }
