@@ -34,8 +34,11 @@ type RunSpec struct {
 	URL string `json:"url,omitempty"`
 	// Replicas is the number of simulators of the run's own fleet, and
 	// SimArgs their extra flags.
-	Replicas int      `json:"replicas,omitempty"`
-	SimArgs  []string `json:"sim_args,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// Sized marks a run of a sizing point, one of several fleet sizes of
+	// one load: its file name names its size.
+	Sized   bool     `json:"sized,omitempty"`
+	SimArgs []string `json:"sim_args,omitempty"`
 	// Warmup is left out of the figures: a duration ("10s") or a fraction
 	// of the requests ("0.1").
 	Warmup string `json:"warmup,omitempty"`
@@ -211,11 +214,8 @@ func (s *RunSpec) FileName() string {
 	if s.Gateways > 1 {
 		gws = "gw" + strconv.Itoa(s.Gateways)
 	}
-	// A fleet of other than three replicas, the size every run had before
-	// points could vary it, is named, so that sizes do not overwrite each
-	// other and older results keep their names.
 	size := ""
-	if s.Replicas > 0 && s.Replicas != 3 {
+	if s.Sized {
 		size = "r" + strconv.Itoa(s.Replicas)
 	}
 	parts := []string{name, rate, size, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index, gws}

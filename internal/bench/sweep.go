@@ -375,7 +375,7 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 							for _, gws := range gatewayCounts(f.Gateways, pol) {
 								runs = append(runs, RunSpec{
 									Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
-									Replicas: n, SimArgs: slices.Clone(simArgs),
+									Replicas: n, Sized: len(p.Replicas) > 0, SimArgs: slices.Clone(simArgs),
 									Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
 								})
 							}

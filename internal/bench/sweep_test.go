@@ -288,8 +288,8 @@ rates = [2]
 }
 
 // TestSweepPlanFleetSizes: a point's replicas give each size a fleet of its
-// own, named apart; a point without them runs on the file's size, named as
-// before sizes could vary.
+// own, named apart; a point without them runs on the file's size, its
+// files named as before points could size fleets.
 func TestSweepPlanFleetSizes(t *testing.T) {
 	f, err := ParseSweep([]byte(`
 policies = ["round_robin", "cost_model"]
@@ -317,7 +317,7 @@ rates = [9]
 	}
 	want := []string{
 		"w1_rate4_r2_rep0_round_robin.json:2", "w1_rate4_r2_rep0_cost_model.json:2",
-		"w1_rate4_rep0_round_robin.json:3", "w1_rate4_rep0_cost_model.json:3",
+		"w1_rate4_r3_rep0_round_robin.json:3", "w1_rate4_r3_rep0_cost_model.json:3",
 		"w1_rate4_r5_rep0_round_robin.json:5", "w1_rate4_r5_rep0_cost_model.json:5",
 		"w2_rate9_rep0_round_robin.json:3", "w2_rate9_rep0_cost_model.json:3",
 	}
