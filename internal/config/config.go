@@ -234,7 +234,8 @@ type Routing struct {
 	// times to first token it delivered lately compare with what the cost
 	// model estimated for them (streamed responses; half-life 30 s), so an
 	// engine slower than its peers is priced slower. Paces are learned
-	// and reported (inferrail_replica_pace) either way. Default true.
+	// and reported (inferrail_replica_pace) either way. Default false
+	// until the committed sweep is rerun with it.
 	Pace bool `yaml:"pace"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
@@ -493,7 +494,7 @@ func Default() Config {
 			Kappa:             0.92,
 			ShortPromptTokens: 256,
 			KVGuard:           "usage",
-			Pace:              true,
+			Pace:              false,
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

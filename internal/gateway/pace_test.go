@@ -36,6 +36,7 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 		sims = append(sims, l)
 	}
 	cfg := testConfig(t, sims) // round robin: both engines get samples
+	cfg.Routing.Pace = true
 	gw := startGateway(t, cfg)
 
 	// Distinct prompts of about 200 tokens, so that prefill, not fixed
