@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/auth"
+	"github.com/inferrail/inferrail/internal/flowqueue"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
@@ -177,4 +178,98 @@ func roundSecs(s float64) string {
 		return "unknown"
 	}
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// admissionVerdict is what /admin/explain says flow control would do with
+// the request now: admit it, queue it, shed it (429) or refuse it (503,
+// as without flow control), and why.
+type admissionVerdict struct {
+	Verdict string `json:"verdict"`
+	// Reason is why it would not be admitted at once: at_capacity (no
+	// replica has room), slo_estimate (no replica's estimate meets the
+	// target), others_waiting (the queue holds requests ahead), a shed
+	// reason, or no_replica.
+	Reason string `json:"reason,omitempty"`
+	Class  string `json:"class"`
+	// TTFTTargetMs is the target it would carry; 0 for none.
+	TTFTTargetMs int64 `json:"ttft_target_ms"`
+	// BestEstimateSecs and FloorSecs are, with a target, the best offered
+	// replica's estimated TTFT (null when none was offered) and an idle
+	// replica's.
+	BestEstimateSecs *float64 `json:"best_estimate_secs,omitempty"`
+	FloorSecs        *float64 `json:"floor_secs,omitempty"`
+	// Waiting is how many requests wait for the model now; QueueLimit is
+	// flow.max_queued, 0 without a queue.
+	Waiting    int `json:"waiting"`
+	QueueLimit int `json:"queue_limit"`
+}
+
+// Verdicts of admissionVerdict.
+const (
+	verdictAdmit  = "admit"
+	verdictQueue  = "queue"
+	verdictShed   = "shed"
+	verdictRefuse = "refuse"
+)
+
+// verdict says what flow control would do with ex now, offered cands
+// (usable: some replica serving the model is usable at all). It changes
+// nothing: the queue is only looked at.
+func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, now time.Time) *admissionVerdict {
+	a := ex.adm
+	if a == nil {
+		a = &admission{}
+	}
+	fl := &ex.gen.cfg.Flow
+	mq := g.flow.queues[ex.model]
+	v := &admissionVerdict{Class: a.class.String(), TTFTTargetMs: a.target.Milliseconds(), QueueLimit: fl.MaxQueued, Waiting: int(mq.waiting.Load())}
+	var slo error
+	if a.target > 0 {
+		slo = a.judge(ex.gen.cost[ex.model], &ex.route, cands, ex.arrived, now)
+		floor := a.floor
+		v.FloorSecs = &floor
+		if len(cands) > 0 {
+			best := a.best
+			v.BestEstimateSecs = &best
+		}
+	}
+	switch {
+	case !usable:
+		v.Verdict, v.Reason = verdictRefuse, reasonNoReplica
+		return v
+	case errors.Is(slo, errSLOUnreachable) && len(cands) > 0:
+		v.Verdict, v.Reason = verdictShed, shedSLOUnreachable
+		return v
+	case len(cands) > 0 && slo == nil && (v.Waiting == 0 || !fl.Enabled()):
+		v.Verdict = verdictAdmit
+		return v
+	}
+	switch {
+	case v.Waiting > 0 && len(cands) > 0 && slo == nil:
+		v.Reason = "others_waiting"
+	case len(cands) > 0:
+		v.Reason = "slo_estimate"
+	default:
+		v.Reason = notOfferedFull
+	}
+	if !fl.Enabled() {
+		v.Verdict = verdictRefuse
+		if v.Reason == "slo_estimate" {
+			v.Verdict, v.Reason = verdictShed, shedSLOUnmet
+		}
+		return v
+	}
+	mq.mu.Lock()
+	err := mq.q.Check(a.class.Index(), a.key)
+	mq.mu.Unlock()
+	v.Verdict = verdictQueue
+	switch {
+	case errors.Is(err, flowqueue.ErrClassFull):
+		v.Verdict, v.Reason = verdictShed, shedClassFull
+	case errors.Is(err, flowqueue.ErrKeyFull):
+		v.Verdict, v.Reason = verdictShed, shedKeyFull
+	case err != nil:
+		v.Verdict, v.Reason = verdictShed, shedQueueFull
+	}
+	return v
 }

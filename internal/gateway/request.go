@@ -41,7 +41,7 @@ type exchange struct {
 	pred     *prediction // nil: routed without a prediction
 	user     string      // the body's top-level user field, a conversation key
 	route    policy.Request
-	bill     *bill // what the rate limits charged; nil when none apply
+	bill     *bill      // what the rate limits charged; nil when none apply
 	adm      *admission // its priority class and TTFT target; nil until classified
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
