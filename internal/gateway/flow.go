@@ -82,6 +82,17 @@ func queueLimits(f *config.Flow) flowqueue.Limits {
 	return flowqueue.Limits{Max: f.MaxQueued, Class: f.ClassMaxQueued.List(), Key: f.KeyMaxQueued}
 }
 
+// apply sets every queue's bounds to a new generation's. What waits
+// stays, even past smaller bounds; only later requests are refused.
+func (fc *flowControl) apply(gen *generation) {
+	lim := queueLimits(&gen.cfg.Flow)
+	for _, mq := range fc.queues {
+		mq.mu.Lock()
+		mq.q.SetLimits(lim)
+		mq.mu.Unlock()
+	}
+}
+
 // kick wakes the model's dispatcher if anyone waits. Cheap enough for
 // every lease let go.
 func (mq *modelQueue) kick() {
@@ -141,7 +152,6 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) 
 	}
 	class := ex.adm.class.String()
 	mq.mu.Lock()
-	mq.q.SetLimits(queueLimits(&ex.gen.cfg.Flow)) // live: the newest request's config
 	if err := mq.q.Push(&w.entry); err != nil {
 		mq.mu.Unlock()
 		reason := shedQueueFull
