@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,11 @@ type FlowLoad struct {
 	Leg time.Duration
 	// MaxTokens is each tenant request's output, produced in full.
 	MaxTokens int
+	// QuietPrompt is the words of a document, unique to each request,
+	// that the quiet tenant's requests carry; 0 sends the flooder's short
+	// question. Long prompts make the quiet tenant's TTFT mostly its own
+	// prefill.
+	QuietPrompt int
 	// FloodFactor is the flooder's rate over its fair share (half the
 	// fleet's capacity); the quiet tenant sends at half its share.
 	FloodFactor float64
@@ -129,15 +135,23 @@ func describeFlow(c *Config) (string, map[string]any) {
 	desc := fmt.Sprintf("Flow control and SLO admission against the same runs without them, on %d simulator children (--max-num-seqs %d, "+
 		"default latency) behind one gateway child (cost_model, builtin:sim tokenizer, API keys), switched by PATCH /admin/config. "+
 		"Tenants: the fleet's capacity on %d-token streamed chats is measured closed loop; the quiet key sends at half its fair share "+
-		"(capacity / 4) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
+		"(capacity / 4; its prompts %s) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
 		"max_concurrency %d with flow.max_queued and key_max_queued %d; without it the queue is off and the guards are the defaults "+
 		"(requests pile onto engines). SLO: W1 (output %d) at %g times the fleet's measured W1 capacity for %s, without admission "+
 		"control, then with flow control and x-inferrail-ttft-target-ms %d on every request.",
-		l.Sims, l.MaxNumSeqs, l.MaxTokens, l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, l.W1Output, l.Overload, l.Leg, l.TargetMs)
+		l.Sims, l.MaxNumSeqs, l.MaxTokens, quietShape(l.QuietPrompt), l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, l.W1Output, l.Overload, l.Leg, l.TargetMs)
 	params := map[string]any{"sims": l.Sims, "max_num_seqs": l.MaxNumSeqs, "capacity_window": l.Capacity.String(), "leg": l.Leg.String(),
-		"max_tokens": l.MaxTokens, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
+		"max_tokens": l.MaxTokens, "quiet_prompt_words": l.QuietPrompt, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
 		"key_max_queued": l.KeyMaxQueued, "seed": l.Seed, "schedule": "poisson", "per_request_timeout": l.Timeout.String()}
 	return desc, params
+}
+
+// quietShape says what the quiet tenant's prompts are.
+func quietShape(words int) string {
+	if words == 0 {
+		return "the flooder's short question"
+	}
+	return fmt.Sprintf("a unique document of %d words", words)
 }
 
 // flowKeys are the tenants' secrets.
@@ -209,7 +223,11 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 	}
 	f.Capacity = fl.capacity(ctx, 2*l.Sims*l.MaxNumSeqs, l.Capacity, tenantBody, bearerOf(keys.quiet))
 	share := f.Capacity / 2
-	quiet := flowStream{tenant: "quiet", rate: share / 2, body: tenantBody, header: bearerOf(keys.quiet)}
+	quietBody := tenantBody
+	if l.QuietPrompt > 0 {
+		quietBody = func(i int) []byte { return quietDocBody(i, l.QuietPrompt, l.MaxTokens) }
+	}
+	quiet := flowStream{tenant: "quiet", rate: share / 2, body: quietBody, header: bearerOf(keys.quiet)}
 	flood := flowStream{tenant: "flood", rate: l.FloodFactor * share, body: tenantBody, header: bearerOf(keys.flood)}
 	for _, leg := range []struct {
 		name    string
@@ -226,7 +244,7 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 		f.Tenants = append(f.Tenants, fl.run(ctx, leg.name, l.Leg, l.Seed, leg.streams, 0)...)
 		r.log.Info("leg done", "leg", leg.name)
 	}
-	if err := r.flowSLO(ctx, admin, fl, f); err != nil {
+	if err := r.flowSLO(ctx, admin, fl, f, bearerOf(keys.quiet)); err != nil {
 		return err
 	}
 	f.LoadAverage[1] = loadAverage()
@@ -235,21 +253,25 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 }
 
 // flowSLO runs W1 past the fleet's capacity without and with admission.
-func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f *FlowFigures) error {
+// key is the credential W1 is sent with.
+func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f *FlowFigures, key []string) error {
 	l := r.c.Flow
 	if _, err := admin.patch(ctx, flowPatch(r.sims, l, true)); err != nil {
 		return err
 	}
 	// Capacity on W1: a closed loop over a schedule's bodies, in order.
-	probe, err := workload.Generate(workload.Spec{Workload: workload.W1, Model: procs.SimModel, Rate: 1000, Requests: 100000,
-		Duration: time.Hour, Seed: l.Seed + 7, OutputTokens: l.W1Output})
+	probe, err := workload.Generate(workload.Spec{Workload: workload.W1, Model: procs.SimModel, Rate: 1000, Requests: 20000,
+		Seed: l.Seed + 7, OutputTokens: l.W1Output})
 	if err != nil {
 		return err
 	}
 	w1Body := func(reqs []workload.Request) func(int) []byte {
 		return func(i int) []byte { return reqs[i%len(reqs)].Body }
 	}
-	f.W1Capacity = fl.capacity(ctx, 2*l.Sims*l.MaxNumSeqs, l.Capacity, w1Body(probe), nil)
+	f.W1Capacity = fl.capacity(ctx, 2*l.Sims*l.MaxNumSeqs, l.Capacity, w1Body(probe), key)
+	if f.W1Capacity == 0 {
+		return fmt.Errorf("no W1 request completed in %s of closed loop after as long a warmup: lengthen the capacity window", l.Capacity)
+	}
 	rate := l.Overload * f.W1Capacity
 	reqs, err := workload.Generate(workload.Spec{Workload: workload.W1, Model: procs.SimModel, Rate: rate, Duration: l.Leg, Seed: l.Seed + 11, OutputTokens: l.W1Output})
 	if err != nil {
@@ -257,7 +279,7 @@ func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f
 	}
 	target := time.Duration(l.TargetMs) * time.Millisecond
 	sched := func(i int) time.Duration { return reqs[i].At }
-	w1 := flowStream{tenant: "w1", rate: rate, body: w1Body(reqs), at: sched, n: len(reqs)}
+	w1 := flowStream{tenant: "w1", rate: rate, body: w1Body(reqs), header: key, at: sched, n: len(reqs)}
 	if _, err := admin.patch(ctx, flowPatch(r.sims, l, false)); err != nil {
 		return err
 	}
@@ -265,15 +287,15 @@ func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f
 	if _, err := admin.patch(ctx, flowPatch(r.sims, l, true)); err != nil {
 		return err
 	}
-	w1.header = []string{openai.HeaderTTFTTarget, strconv.Itoa(l.TargetMs)}
+	w1.header = append(key, openai.HeaderTTFTTarget, strconv.Itoa(l.TargetMs))
 	before, err := r.gw.Metrics(ctx, fl.client)
 	if err != nil {
 		return err
 	}
 	f.SLO = append(f.SLO, fl.run(ctx, "w1_slo_admission", l.Leg, l.Seed, []flowStream{w1}, target)...)
 	if after, err := r.gw.Metrics(ctx, fl.client); err == nil {
-		f.GatewayMet = after.Sum("inferrail_slo_requests_total", "result", "met") - before.Sum("inferrail_slo_requests_total", "result", "met")
-		f.GatewayMissed = after.Sum("inferrail_slo_requests_total", "result", "missed") - before.Sum("inferrail_slo_requests_total", "result", "missed")
+		f.GatewayMet = after.Sum("inferrail_slo_requests_total", `result="met"`) - before.Sum("inferrail_slo_requests_total", `result="met"`)
+		f.GatewayMissed = after.Sum("inferrail_slo_requests_total", `result="missed"`) - before.Sum("inferrail_slo_requests_total", `result="missed"`)
 	}
 	return nil
 }
@@ -435,19 +457,21 @@ func (fl *flowLoop) send(ctx context.Context, sched time.Time, body []byte, head
 }
 
 // capacity is the fleet's throughput in req/s over window, closed loop
-// with conc requests always in flight.
+// with conc requests always in flight, after a warmup as long as window
+// (which fills the engines' caches and batches).
 func (fl *flowLoop) capacity(ctx context.Context, conc int, window time.Duration, body func(int) []byte, header []string) float64 {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var next, done atomic.Int64
-	start := time.Now()
-	end := start.Add(window)
+	begin := time.Now().Add(window)
+	end := begin.Add(window)
 	var wg sync.WaitGroup
 	for range conc {
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				i := int(next.Add(1))
-				if sh := fl.send(ctx, time.Now(), body(i), header); sh.err == nil && sh.status == http.StatusOK && time.Now().Before(end) {
+				sh := fl.send(ctx, time.Now(), body(i), header)
+				if now := time.Now(); sh.err == nil && sh.status == http.StatusOK && now.After(begin) && now.Before(end) {
 					done.Add(1)
 				}
 			}
@@ -455,6 +479,18 @@ func (fl *flowLoop) capacity(ctx context.Context, conc int, window time.Duration
 	}
 	wg.Wait()
 	return float64(done.Load()) / window.Seconds()
+}
+
+// quietDocBody is a streamed chat about a document of words words, unique
+// to request i, so none of it is cached.
+func quietDocBody(i, words, maxTokens int) []byte {
+	var doc strings.Builder
+	doc.WriteString("Document " + strconv.Itoa(i) + ":")
+	for w := range words {
+		doc.WriteString(" w" + strconv.Itoa((i*7919+w)%10007))
+	}
+	b := stress.AppendChat(nil, procs.SimModel, doc.String()+"\nSummarize it.", maxTokens)
+	return append(append(b, `,"ignore_eos":true`...), stress.StreamWithUsage...)
 }
 
 func bearerOf(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
