@@ -76,7 +76,6 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	fs.IntVar(&c.Soak.Requests, "soak-requests", c.Soak.Requests, "gw-soak: requests, warmup included")
 	fs.DurationVar(&c.Flow.Leg, "flow-leg", c.Flow.Leg, "gw-flow: how long each open-loop leg sends")
 	fs.DurationVar(&c.Flow.Capacity, "flow-capacity", c.Flow.Capacity, "gw-flow: how long each capacity measurement runs")
-	fs.IntVar(&c.Flow.QuietPrompt, "flow-quiet-prompt", c.Flow.QuietPrompt, "gw-flow: words of a unique document in each quiet tenant request (0: the flooder's short question)")
 	fs.IntVar(&c.Flow.MaxNumSeqs, "flow-max-num-seqs", c.Flow.MaxNumSeqs, "gw-flow: each simulator's --max-num-seqs")
 	var err error
 	if c.Scenarios, c.Logger, c.Command, err = fs.parse(args); err != nil {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/auth"
-	"github.com/inferrail/inferrail/internal/flowqueue"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
@@ -263,13 +262,8 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	err := mq.q.Check(a.class.Index(), a.key)
 	mq.mu.Unlock()
 	v.Verdict = verdictQueue
-	switch {
-	case errors.Is(err, flowqueue.ErrClassFull):
-		v.Verdict, v.Reason = verdictShed, shedClassFull
-	case errors.Is(err, flowqueue.ErrKeyFull):
-		v.Verdict, v.Reason = verdictShed, shedKeyFull
-	case err != nil:
-		v.Verdict, v.Reason = verdictShed, shedQueueFull
+	if err != nil {
+		v.Verdict, v.Reason = verdictShed, shedReason(err)
 	}
 	return v
 }

@@ -130,6 +130,39 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 	return g.wait(ex, mq)
 }
 
+// shedEarly sheds a request whose place in the queue is taken before any
+// work is spent on it (tokenizing its prompt, charging its limits): while
+// others wait for its model and the queue, its class or its key is full,
+// it would be shed when it joined. A flood past its key's bound thus costs
+// the gateway little more than reading its body.
+func (g *Gateway) shedEarly(ex *exchange) error {
+	if !ex.gen.cfg.Flow.Enabled() {
+		return nil
+	}
+	mq := g.flow.queues[ex.model]
+	if mq.waiting.Load() == 0 {
+		return nil
+	}
+	mq.mu.Lock()
+	err := mq.q.Check(ex.adm.class.Index(), ex.adm.key)
+	mq.mu.Unlock()
+	if err != nil {
+		return g.shed(ex, shedReason(err))
+	}
+	return nil
+}
+
+// shedReason names the bound of the queue that refused a request.
+func shedReason(err error) string {
+	switch {
+	case errors.Is(err, flowqueue.ErrClassFull):
+		return shedClassFull
+	case errors.Is(err, flowqueue.ErrKeyFull):
+		return shedKeyFull
+	}
+	return shedQueueFull
+}
+
 // waits reports whether a request refused for err may wait for room.
 func waits(err error) bool { return errors.Is(err, errFleetFull) || errors.Is(err, errSLOWait) }
 
@@ -142,6 +175,13 @@ func (g *Gateway) shed(ex *exchange, reason string) error {
 // wait queues the request and waits until the dispatcher decides it or
 // its client leaves.
 func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) {
+	if a := ex.adm; a.target > 0 && !a.priced {
+		// It joins others without having been priced: its deadline needs
+		// the idle floor, priced without a cache prediction.
+		if err := a.judge(ex.gen.cost[ex.model], &ex.route, nil, ex.arrived, time.Now()); errors.Is(err, errSLOUnreachable) {
+			return nil, -1, g.shed(ex, shedSLOUnreachable)
+		}
+	}
 	w := &waiter{ex: ex, done: make(chan struct{})}
 	w.entry = flowqueue.Entry[*waiter]{Value: w, Class: ex.adm.class.Index(), Key: ex.adm.key, Deadline: ex.deadline}
 	if mw := time.Duration(ex.gen.cfg.Flow.MaxWait); mw > 0 && ex.arrived.Add(mw).Before(w.entry.Deadline) {
@@ -154,14 +194,7 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) 
 	mq.mu.Lock()
 	if err := mq.q.Push(&w.entry); err != nil {
 		mq.mu.Unlock()
-		reason := shedQueueFull
-		switch {
-		case errors.Is(err, flowqueue.ErrClassFull):
-			reason = shedClassFull
-		case errors.Is(err, flowqueue.ErrKeyFull):
-			reason = shedKeyFull
-		}
-		return nil, -1, g.shed(ex, reason)
+		return nil, -1, g.shed(ex, shedReason(err))
 	}
 	mq.waiting.Store(int64(mq.q.Len()))
 	g.flow.metrics.queued.WithLabelValues(ex.model, class).Inc()

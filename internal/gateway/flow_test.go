@@ -269,6 +269,9 @@ func TestFlowShedsAndCancels(t *testing.T) {
 	chs := []<-chan sent{holdSlot(t, gw, e, bearer(a)...)}
 	chs = append(chs, queue(t, gw, "a1", bearer(a)...), queue(t, gw, "a2", bearer(a)...))
 	expectShed(t, gw, shedKeyFull, bearer(a)...)
+	// A request with a target joining others is priced before it waits: a
+	// target under any prefill is shed at once, not after waiting.
+	expectShed(t, gw, shedSLOUnreachable, append(bearer(b), openai.HeaderTTFTTarget, "1")...)
 	chs = append(chs, queue(t, gw, "b1", append(bearer(b), openai.HeaderPriority, "sheddable")...))
 	expectShed(t, gw, shedClassFull, append(bearer(b), openai.HeaderPriority, "sheddable")...)
 

@@ -64,6 +64,10 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		g.refuse(ex, err)
 		return
 	}
+	if err := g.shedEarly(ex); err != nil {
+		g.refuse(ex, err)
+		return
+	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
 	ex.route = g.routeRequest(ex)
 	if err := g.admit(ex); err != nil {

@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,11 +51,6 @@ type FlowLoad struct {
 	Leg time.Duration
 	// MaxTokens is each tenant request's output, produced in full.
 	MaxTokens int
-	// QuietPrompt is the words of a document, unique to each request,
-	// that the quiet tenant's requests carry; 0 sends the flooder's short
-	// question. Long prompts make the quiet tenant's TTFT mostly its own
-	// prefill.
-	QuietPrompt int
 	// FloodFactor is the flooder's rate over its fair share (half the
 	// fleet's capacity); the quiet tenant sends at half its share.
 	FloodFactor float64
@@ -135,23 +129,15 @@ func describeFlow(c *Config) (string, map[string]any) {
 	desc := fmt.Sprintf("Flow control and SLO admission against the same runs without them, on %d simulator children (--max-num-seqs %d, "+
 		"default latency) behind one gateway child (cost_model, builtin:sim tokenizer, API keys), switched by PATCH /admin/config. "+
 		"Tenants: the fleet's capacity on %d-token streamed chats is measured closed loop; the quiet key sends at half its fair share "+
-		"(capacity / 4; its prompts %s) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
+		"(capacity / 4) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
 		"max_concurrency %d with flow.max_queued and key_max_queued %d; without it the queue is off and the guards are the defaults "+
 		"(requests pile onto engines). SLO: W1 (output %d) at %g times the fleet's measured W1 capacity for %s, without admission "+
 		"control, then with flow control and x-inferrail-ttft-target-ms %d on every request.",
-		l.Sims, l.MaxNumSeqs, l.MaxTokens, quietShape(l.QuietPrompt), l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, l.W1Output, l.Overload, l.Leg, l.TargetMs)
+		l.Sims, l.MaxNumSeqs, l.MaxTokens, l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, l.W1Output, l.Overload, l.Leg, l.TargetMs)
 	params := map[string]any{"sims": l.Sims, "max_num_seqs": l.MaxNumSeqs, "capacity_window": l.Capacity.String(), "leg": l.Leg.String(),
-		"max_tokens": l.MaxTokens, "quiet_prompt_words": l.QuietPrompt, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
+		"max_tokens": l.MaxTokens, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
 		"key_max_queued": l.KeyMaxQueued, "seed": l.Seed, "schedule": "poisson", "per_request_timeout": l.Timeout.String()}
 	return desc, params
-}
-
-// quietShape says what the quiet tenant's prompts are.
-func quietShape(words int) string {
-	if words == 0 {
-		return "the flooder's short question"
-	}
-	return fmt.Sprintf("a unique document of %d words", words)
 }
 
 // flowKeys are the tenants' secrets.
@@ -223,11 +209,7 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 	}
 	f.Capacity = fl.capacity(ctx, 2*l.Sims*l.MaxNumSeqs, l.Capacity, tenantBody, bearerOf(keys.quiet))
 	share := f.Capacity / 2
-	quietBody := tenantBody
-	if l.QuietPrompt > 0 {
-		quietBody = func(i int) []byte { return quietDocBody(i, l.QuietPrompt, l.MaxTokens) }
-	}
-	quiet := flowStream{tenant: "quiet", rate: share / 2, body: quietBody, header: bearerOf(keys.quiet)}
+	quiet := flowStream{tenant: "quiet", rate: share / 2, body: tenantBody, header: bearerOf(keys.quiet)}
 	flood := flowStream{tenant: "flood", rate: l.FloodFactor * share, body: tenantBody, header: bearerOf(keys.flood)}
 	for _, leg := range []struct {
 		name    string
@@ -479,18 +461,6 @@ func (fl *flowLoop) capacity(ctx context.Context, conc int, window time.Duration
 	}
 	wg.Wait()
 	return float64(done.Load()) / window.Seconds()
-}
-
-// quietDocBody is a streamed chat about a document of words words, unique
-// to request i, so none of it is cached.
-func quietDocBody(i, words, maxTokens int) []byte {
-	var doc strings.Builder
-	doc.WriteString("Document " + strconv.Itoa(i) + ":")
-	for w := range words {
-		doc.WriteString(" w" + strconv.Itoa((i*7919+w)%10007))
-	}
-	b := stress.AppendChat(nil, procs.SimModel, doc.String()+"\nSummarize it.", maxTokens)
-	return append(append(b, `,"ignore_eos":true`...), stress.StreamWithUsage...)
 }
 
 func bearerOf(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
