@@ -66,13 +66,6 @@ func (e *orderEngine) open() {
 	}
 }
 
-// shut holds later generations again.
-func (e *orderEngine) shut() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.gate = make(chan struct{})
-}
-
 func (e *orderEngine) received() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
