@@ -188,6 +188,9 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) 
 		w.entry.Deadline = ex.arrived.Add(mw)
 	}
 	if by := ex.adm.latestStart(ex.arrived); !by.IsZero() && by.Before(w.entry.Deadline) {
+		if !by.After(time.Now()) { // even an idle replica freed now is too late
+			return nil, -1, g.shed(ex, shedSLOUnreachable)
+		}
 		w.entry.Deadline, w.sloEnd = by, true
 	}
 	class := ex.adm.class.String()
