@@ -30,7 +30,8 @@ FUZZ_TARGETS := \
 	./internal/events:FuzzDecodeBatch \
 	./internal/auth:FuzzParse \
 	./internal/auth:FuzzParseBearer \
-	./internal/gateway:FuzzClientPortKeyed
+	./internal/gateway:FuzzClientPortKeyed \
+	./internal/gateway:FuzzAdmissionHeaders
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers fleet-size \
 	sweep sweep-smoke routing baselines exact-routing report repro peers dashboard-check stack stack-down

@@ -40,7 +40,7 @@ Commands:
   stress   run the simulator stress scenarios (sim-streams, sim-soak,
            kv-mirror) and write their results and report
   gwstress run the gateway stress scenarios (gw-streams, gw-overhead,
-           gw-routing, gw-kill, ...) against a gateway child process and write their results and
+           gw-routing, gw-kill, gw-flow, ...) against a gateway child process and write their results and
            report
   demo     a short W1 run under round_robin, then cost_model, on cold fleets;
            prints a comparison table and writes a chart and a report

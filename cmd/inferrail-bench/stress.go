@@ -74,6 +74,10 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	fs.IntVar(&c.Disconnects.Streams, "disconnect-streams", c.Disconnects.Streams, "gw-disconnects: streams")
 	fs.IntVar(&c.Hostile.Hostile, "hostile", c.Hostile.Hostile, "gw-hostile: hostile requests")
 	fs.IntVar(&c.Soak.Requests, "soak-requests", c.Soak.Requests, "gw-soak: requests, warmup included")
+	fs.DurationVar(&c.Flow.Leg, "flow-leg", c.Flow.Leg, "gw-flow: how long each open-loop leg sends")
+	fs.DurationVar(&c.Flow.Capacity, "flow-capacity", c.Flow.Capacity, "gw-flow: how long each capacity measurement runs")
+	fs.Float64Var(&c.Flow.FloodFactor, "flow-flood-factor", c.Flow.FloodFactor, "gw-flow: the flooder's rate over its fair share")
+	fs.IntVar(&c.Flow.MaxNumSeqs, "flow-max-num-seqs", c.Flow.MaxNumSeqs, "gw-flow: each simulator's --max-num-seqs")
 	var err error
 	if c.Scenarios, c.Logger, c.Command, err = fs.parse(args); err != nil {
 		return c, err

@@ -14,6 +14,7 @@ type entry struct {
 	Hash     string         `yaml:"hash"`
 	Models   []string       `yaml:"models,omitempty,flow"`
 	Priority string         `yaml:"priority,omitempty"`
+	TTFT     string         `yaml:"ttft_target,omitempty"`
 	Limits   *config.Limits `yaml:"limits,omitempty"`
 }
 
@@ -34,6 +35,9 @@ func FormatEntry(k *Key) string {
 	e := entry{Name: k.Name, Hash: k.Hash.String(), Models: k.Models}
 	if k.Priority != Standard {
 		e.Priority = k.Priority.String()
+	}
+	if k.TTFTTarget > 0 {
+		e.TTFT = k.TTFTTarget.String()
 	}
 	if !k.Limits.IsZero() {
 		l := k.Limits

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -189,7 +190,7 @@ func (p *parser) document(doc *yaml.Node) {
 }
 
 var (
-	keyFields   = []string{"name", "hash", "models", "priority", "limits"}
+	keyFields   = []string{"name", "hash", "models", "priority", "ttft_target", "limits"}
 	adminFields = []string{"name", "hash"}
 )
 
@@ -215,6 +216,8 @@ func (p *parser) key(n *yaml.Node, path string) {
 					p.fail(v, kp, "must be critical, standard or sheddable, not %q", s)
 				}
 			}
+		case "ttft_target":
+			p.ttftTarget(v, kp, k)
 		case "limits":
 			p.limits(v, kp, k)
 		}
@@ -236,6 +239,24 @@ func (p *parser) key(n *yaml.Node, path string) {
 		p.set.keys = append(p.set.keys, k)
 		p.set.byHash[k.Hash] = k
 	}
+}
+
+// MaxTTFTTarget is the longest TTFT target a key may default to.
+const MaxTTFTTarget = time.Hour
+
+// ttftTarget reads a key's default time-to-first-token target: a
+// duration with a unit, above 0 and at most MaxTTFTTarget.
+func (p *parser) ttftTarget(v *yaml.Node, path string, k *Key) {
+	s, ok := p.str(v, path)
+	if !ok {
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > MaxTTFTTarget {
+		p.fail(v, path, "must be a duration above 0s and at most 1h, such as 2s or 500ms, not %q", s)
+		return
+	}
+	k.TTFTTarget = d
 }
 
 // failedAt reports whether a problem at path is reported already.

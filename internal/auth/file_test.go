@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
@@ -32,6 +33,7 @@ keys:
     hash: %s
     models: [llama-8b, qwen, llama]
     priority: critical
+    ttft_target: 1500ms
     limits:
       requests_per_minute: 600
       prompt_tokens_per_minute: 200000
@@ -45,7 +47,7 @@ keys:
 		t.Fatal(err)
 	}
 	want := []*Key{
-		{Name: "team-a", Hash: hashFor("a"), Models: []string{"llama", "qwen"}, Priority: Critical,
+		{Name: "team-a", Hash: hashFor("a"), Models: []string{"llama", "qwen"}, Priority: Critical, TTFTTarget: 1500 * time.Millisecond,
 			Limits: config.Limits{RequestsPerMinute: 600, PromptTokensPerMinute: 200000, OutputTokensPerMinute: 50000}},
 		{Name: "007", Hash: hashFor("b")},
 	}
@@ -125,6 +127,11 @@ func TestParseBad(t *testing.T) {
 			`line 4: keys[2].hash: the same hash is already used at line 3`,
 			`line 4: keys[2].name: duplicate key; it is first set at line 4`,
 		}},
+		{"ttft_targets", Options{}, fmt.Sprintf("keys:\n  - {name: a, hash: %s, ttft_target: 0s}\n  - {name: b, hash: %s, ttft_target: 2}\n  - {name: c, hash: %s, ttft_target: 2h}\n", a, b, hashFor("c")), []string{
+			`line 2: keys[0].ttft_target: must be a duration above 0s and at most 1h, such as 2s or 500ms, not "0s"`,
+			`line 3: keys[1].ttft_target: must be a duration above 0s and at most 1h, such as 2s or 500ms, not "2"`,
+			`line 4: keys[2].ttft_target: must be a duration above 0s and at most 1h, such as 2s or 500ms, not "2h"`,
+		}},
 		{"secret_in_hash", Options{}, "keys:\n  - {name: a, hash: irk-very-secret-value}\n", []string{
 			"line 2: keys[0].hash: holds a key, not its hash: never store keys in this file; put the hash inferrail-gateway keygen printed with it"}},
 		{"admin_fields", Options{Admin: true}, fmt.Sprintf("keys:\n  - {name: ops, hash: %s, models: [x], limits: {}}\n", a), []string{
@@ -164,6 +171,9 @@ var genKey = rapid.Custom(func(t *rapid.T) *Key {
 	_, k.Hash = NewSecret()
 	if rapid.Bool().Draw(t, "some_models") {
 		k.Models = rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"llama", "qwen"}), 1, 2, rapid.ID[string]).Draw(t, "models")
+	}
+	if rapid.Bool().Draw(t, "has_ttft") {
+		k.TTFTTarget = time.Duration(rapid.Int64Range(1, int64(MaxTTFTTarget)).Draw(t, "ttft"))
 	}
 	limit := rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(1, config.MaxPerMinute))
 	k.Limits = config.Limits{RequestsPerMinute: limit.Draw(t, "rpm"), PromptTokensPerMinute: limit.Draw(t, "ptpm"), OutputTokensPerMinute: limit.Draw(t, "otpm")}

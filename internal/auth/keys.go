@@ -3,13 +3,15 @@ package auth
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
 )
 
 // Priority is a key's priority class: which requests wait, and which are
 // shed first, when the fleet is saturated. Lower values are more
-// important. The zero value is Standard.
+// important. The zero value is Standard. A key's class is also the most
+// important one its requests may ask for with x-inferrail-priority.
 type Priority int8
 
 // Priority classes.
@@ -18,6 +20,12 @@ const (
 	Standard  Priority = 0
 	Sheddable Priority = 1
 )
+
+// Classes are the priority classes, most important first.
+var Classes = []Priority{Critical, Standard, Sheddable}
+
+// Index is the class's place in Classes.
+func (p Priority) Index() int { return int(p - Critical) }
 
 func (p Priority) String() string {
 	switch p {
@@ -54,6 +62,9 @@ type Key struct {
 	Models []string
 	// Priority is the key's priority class.
 	Priority Priority
+	// TTFTTarget is the time to first token its requests ask for when
+	// they name none (x-inferrail-ttft-target-ms); 0 means none.
+	TTFTTarget time.Duration
 	// Limits are the key's own rate limits, across models.
 	Limits config.Limits
 }

@@ -239,13 +239,7 @@ func (f *SweepFile) Validate() error {
 			fail(path+".ramp", "must be empty or diurnal, not %q", p.Ramp)
 		}
 		errs = append(errs, checkIndexModes(path+".index", p.Index)...)
-		for j, n := range p.Replicas {
-			if n < 1 || n > maxReplicas {
-				fail(fmt.Sprintf("%s.replicas[%d]", path, j), "must be within 1-%d, not %d", maxReplicas, n)
-			} else if slices.Index(p.Replicas, n) < j {
-				fail(fmt.Sprintf("%s.replicas[%d]", path, j), "%d is listed twice", n)
-			}
-		}
+		errs = append(errs, checkFleetSizes(path+".replicas", p.Replicas)...)
 	}
 	errs = append(errs, checkIndexModes("index", f.Index)...)
 	errs = append(errs, checkGatewayCounts(f.Gateways)...)
@@ -257,6 +251,20 @@ func (f *SweepFile) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkFleetSizes reports each of a point's fleet sizes that is out of
+// range or listed twice.
+func checkFleetSizes(path string, sizes []int) []error {
+	var errs []error
+	for j, n := range sizes {
+		if n < 1 || n > maxReplicas {
+			errs = append(errs, fmt.Errorf("%s[%d]: must be within 1-%d, not %d", path, j, maxReplicas, n))
+		} else if slices.Index(sizes, n) < j {
+			errs = append(errs, fmt.Errorf("%s[%d]: %d is listed twice", path, j, n))
+		}
+	}
+	return errs
 }
 
 // checkIndexModes reports each of modes that is no index mode.

@@ -16,11 +16,14 @@ type Config struct {
 	Models []Model `yaml:"models"`
 	// Replicas are the statically configured engines. Replicas and
 	// Discovery.DNS may each be empty, but not both.
-	Replicas  []Replica  `yaml:"replicas"`
-	Discovery Discovery  `yaml:"discovery"`
-	Routing   Routing    `yaml:"routing"`
-	Health    Health     `yaml:"health"`
-	Retry     Retry      `yaml:"retry"`
+	Replicas  []Replica `yaml:"replicas"`
+	Discovery Discovery `yaml:"discovery"`
+	Routing   Routing   `yaml:"routing"`
+	Health    Health    `yaml:"health"`
+	Retry     Retry     `yaml:"retry"`
+	// Flow makes requests wait for room in priority classes instead of
+	// getting 503 when every replica is full.
+	Flow      Flow       `yaml:"flow"`
 	Upstream  Upstream   `yaml:"upstream"`
 	Load      EngineLoad `yaml:"load"`
 	Tokenizer Tokenizer  `yaml:"tokenizer"`
@@ -109,6 +112,11 @@ type Model struct {
 	ChatTemplateKwargs JSONObject `yaml:"chat_template_kwargs,omitempty"`
 	// Limits are the model's rate limits, across every key. Default none.
 	Limits Limits `yaml:"limits"`
+	// TTFTTarget is the time to first token the model's requests ask for
+	// when neither x-inferrail-ttft-target-ms nor their key names one:
+	// such a request is admitted only while some replica's estimated TTFT
+	// meets it. 0, the default, means none. At most 1h.
+	TTFTTarget Duration `yaml:"ttft_target"`
 }
 
 // Blocks returns the model's block size in tokens.

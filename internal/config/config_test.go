@@ -213,6 +213,13 @@ var badFiles = map[string][]string{
 		"line 19: upstream.tls: applies to https:// replicas and dns groups, and none is",
 		"line 21: upstream.tls.server_name: must be a host name or an IP address",
 	},
+	"flow.bad.yaml": {
+		"line 3: models[0].ttft_target: must be between 0s (none) and 1h",
+		"line 10: flow.class_max_queued.standard: must be at most flow.max_queued (10)",
+		"line 10: flow.class_max_queued.sheddable: must be >= 0",
+		"line 11: flow.key_max_queued: must be >= 0",
+		"line 12: flow.max_wait: must be >= 0",
+	},
 	"listen-host.bad.yaml": {
 		"line 2: server.listen: must have an IP address or a host name before the port, or nothing for every address",
 	},
@@ -515,6 +522,7 @@ func TestExampleFile(t *testing.T) {
 		{"routing", cfg.Routing, def.Routing},
 		{"health", cfg.Health, def.Health},
 		{"retry", cfg.Retry, def.Retry},
+		{"flow", cfg.Flow, def.Flow},
 		{"upstream", cfg.Upstream, def.Upstream},
 		{"tokenizer", cfg.Tokenizer, def.Tokenizer},
 		{"index", cfg.Index, def.Index},

@@ -14,9 +14,9 @@ import (
 
 // RestartOnly returns the paths of the keys whose values differ between cur
 // and next and that the gateway cannot change while it runs: everything but
-// routing, retry, logging.log_prompts, server.reload_interval, the static
-// replicas and each model's policy, split, shadow, cost_model, aliases and
-// limits.
+// routing, retry, flow, logging.log_prompts, server.reload_interval, the
+// static replicas and each model's policy, split, shadow, cost_model,
+// aliases, limits and ttft_target.
 // A list of a different length is named as a whole (a model added is
 // "models"). Paths are in the order of the document; nil when next differs
 // from cur only in what can change live.
@@ -44,8 +44,8 @@ func Same(a, b *Config) bool {
 // liveKeys are the keys that change while the gateway runs, with what is
 // under them; models' keys are matched below any models[i].
 var (
-	liveKeys      = []string{"routing", "retry", "replicas", "logging.log_prompts", "server.reload_interval"}
-	liveModelKeys = []string{"policy", "split", "shadow", "cost_model", "aliases", "limits"}
+	liveKeys      = []string{"routing", "retry", "flow", "replicas", "logging.log_prompts", "server.reload_interval"}
+	liveModelKeys = []string{"policy", "split", "shadow", "cost_model", "aliases", "limits", "ttft_target"}
 )
 
 func isLive(path string) bool {

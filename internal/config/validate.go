@@ -77,6 +77,7 @@ func (c *Config) validate() []*Error {
 	v.routing(&c.Routing)
 	v.health(&c.Health)
 	v.retry(&c.Retry)
+	v.flow(c)
 	v.upstream(&c.Upstream)
 	v.load(&c.Load)
 	v.atLeast("tokenizer.workers", c.Tokenizer.Workers, 1)

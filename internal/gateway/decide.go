@@ -32,6 +32,11 @@ func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Le
 		return nil, -1, err
 	}
 	ex.route.At = start
+	if a := ex.adm; a != nil && a.target > 0 && len(tried) == 0 {
+		if err := a.judge(ex.gen.cost[ex.model], &ex.route, sc.cands, ex.arrived, start); err != nil && len(sc.cands) > 0 {
+			return nil, -1, err
+		}
+	}
 	offered, cands := sc.offered, sc.cands
 	for len(offered) > 0 {
 		d, x := g.pick(ex, cands)

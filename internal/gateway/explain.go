@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -68,6 +69,8 @@ type explainAnswer struct {
 	// blocks are exact), and if not why.
 	Tokenized string             `json:"tokenized"`
 	Replicas  []explainedReplica `json:"replicas"`
+	// Admission is what flow control would do with the request now.
+	Admission *admissionVerdict `json:"admission"`
 }
 
 // serveExplain answers POST /admin/explain/v1/...: what the model's policy
@@ -80,6 +83,11 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	ex, err := g.readRequest(w, r)
 	if err == nil {
 		err = ex.explainPolicy(r.URL.Query().Get("policy"))
+	}
+	if err == nil {
+		// The admin port knows no client key: the headers say all, and
+		// any class may be asked for.
+		ex.adm, err = admissionFor(r, nil, auth.Critical, g.modelTarget(ex))
 	}
 	if err != nil {
 		refusalOf(err).write(w) // not counted: explaining routes nothing
@@ -128,7 +136,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	defer sc.release()
 	why := make([]string, len(mr.routes))
 	// With no usable replica nothing is offered and every route says why.
-	_ = g.offer(sc, ex, mr, start, nil, why)
+	usable := g.offer(sc, ex, mr, start, nil, why) == nil
 	ex.route.At = start // the instant the policy explains at, as choose picks at
 
 	replicas := make([]explainedReplica, len(mr.routes))
@@ -161,7 +169,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 		replicas[i].NotOffered = why[i]
 	}
 
-	ans := explainAnswer{Model: ex.model, Tokenized: tokenized}
+	ans := explainAnswer{Model: ex.model, Tokenized: tokenized, Admission: g.verdict(ex, sc.cands, usable, start)}
 	if len(sc.cands) > 0 {
 		ans.Explanation = ex.policy.Explain(&ex.route, sc.cands)
 		for j := range ans.Explanation.Replicas {

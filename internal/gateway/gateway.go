@@ -49,6 +49,7 @@ type Gateway struct {
 	transport *http.Transport
 	registry  *prometheus.Registry
 	metrics   *metrics
+	flow      *flowControl // every model's queue (flow.go)
 	draining  atomic.Bool
 
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
@@ -124,6 +125,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
+	g.flow = newFlowControl(cfg, g.registry)
 	g.buildWatchers()
 	if err := g.buildAccess(); err != nil {
 		g.Close()

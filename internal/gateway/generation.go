@@ -32,6 +32,9 @@ type generation struct {
 	routing map[string]*modelPolicies
 	// limits are each model's own rate limits, by model name; absent: none.
 	limits map[string]config.Limits
+	// cost is each model's cost model, by model name: what SLO admission
+	// prices replicas with.
+	cost map[string]policy.CostParams
 	// built are every policy of the generation by what it serves, with the
 	// settings it was built with: the next generation keeps those whose
 	// settings did not change, and their state with them.
@@ -143,7 +146,7 @@ var clockSeed = func() uint64 { return uint64(time.Now().UnixNano()) }
 // nil for the first generation.
 func newGeneration(cfg *config.Config, n uint64, prev *generation) (*generation, error) {
 	gen := &generation{n: n, cfg: cfg, models: map[string]string{},
-		routing: map[string]*modelPolicies{}, limits: map[string]config.Limits{}, built: map[policyKey]builtPolicy{}}
+		routing: map[string]*modelPolicies{}, limits: map[string]config.Limits{}, cost: map[string]policy.CostParams{}, built: map[policyKey]builtPolicy{}}
 	switch {
 	case cfg.Routing.Seed != 0:
 		gen.seed = uint64(cfg.Routing.Seed)
@@ -160,6 +163,7 @@ func newGeneration(cfg *config.Config, n uint64, prev *generation) (*generation,
 		if !m.Limits.IsZero() {
 			gen.limits[m.Name] = m.Limits
 		}
+		gen.cost[m.Name] = policySettings(cfg, m.Name, 0).Cost
 		mp := &modelPolicies{}
 		split := slices.Clone(cfg.ModelSplit(m.Name))
 		slices.SortFunc(split, func(a, b config.SplitArm) int { return strings.Compare(a.Policy, b.Policy) })

@@ -110,6 +110,9 @@ func (g *Gateway) onGeneration(gen *generation) {
 	if g.shadows != nil {
 		g.shadows.generation(gen)
 	}
+	if g.flow != nil {
+		g.flow.apply(gen)
+	}
 }
 
 // staticReplicas builds the fleet's static replicas of cfg.

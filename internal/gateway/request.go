@@ -41,7 +41,8 @@ type exchange struct {
 	pred     *prediction // nil: routed without a prediction
 	user     string      // the body's top-level user field, a conversation key
 	route    policy.Request
-	bill     *bill // what the rate limits charged; nil when none apply
+	bill     *bill      // what the rate limits charged; nil when none apply
+	adm      *admission // its priority class and TTFT target; nil until classified
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
@@ -58,6 +59,14 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	if ex.gen.cfg.Logging.LogPrompts {
 		g.log.Info("request", "request_id", ex.id, "model", ex.model, "body", string(ex.body))
+	}
+	if err := g.classify(ex); err != nil {
+		g.refuse(ex, err)
+		return
+	}
+	if err := g.shedEarly(ex); err != nil {
+		g.refuse(ex, err)
+		return
 	}
 	ex.pred = g.predict(ex, isChatPath(r.URL.Path))
 	ex.route = g.routeRequest(ex)
@@ -202,7 +211,18 @@ func (g *Gateway) proxy(ex *exchange) {
 	var kept *attempt
 	var lastErr error
 	for n := 1; ; n++ {
-		lease, cached, err := g.choose(ex, tried)
+		var lease *fleet.Lease
+		var cached int
+		var err error
+		if n == 1 {
+			lease, cached, err = g.enter(ex)
+		} else {
+			lease, cached, err = g.choose(ex, tried)
+		}
+		if errors.Is(err, errQueueLeft) {
+			g.cancelled(ex, "")
+			return
+		}
 		if err != nil {
 			if kept != nil {
 				g.relay(ex, kept)
@@ -297,6 +317,7 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 // its upstream request.
 type attempt struct {
 	lease  *fleet.Lease
+	mq     *modelQueue // the model's queue, woken when the lease frees room
 	record index.Token // the prompt's blocks recorded on the replica
 	cached int         // prompt tokens predicted cached there; -1 without a prediction
 	cancel context.CancelCauseFunc
@@ -307,7 +328,7 @@ type attempt struct {
 // begin starts an attempt on the leased replica: the prompt's blocks are
 // recorded there, as the engine will hold them once it computes them.
 func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
-	a := &attempt{lease: lease, cached: cached, cancel: func(error) {}}
+	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], cached: cached, cancel: func(error) {}}
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
@@ -325,6 +346,7 @@ func (a *attempt) discard(ix index.Index) {
 	}
 	a.cancel(nil)
 	a.lease.Release()
+	a.mq.kick()
 	ix.TakeBack(a.record)
 	a.trace.end()
 }
@@ -369,6 +391,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 		return err
 	}
 	a.lease.Started()
+	a.mq.kick() // no longer pending: a replica at max_pending has room
 	a.resp = resp
 	return nil
 }
@@ -409,6 +432,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		resp.Body.Close()
 		a.cancel(nil)
 		a.lease.Release()
+		a.mq.kick()
 		a.trace.end()
 		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {
 			g.metrics.forget(rep.ID)
@@ -449,7 +473,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 					a.lease.FirstToken(now)
 				}
 				a.trace.markFirstByte()
-				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+				ttft := time.Since(ex.arrived)
+				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
+				g.flow.firstByte(ex, ttft)
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {
 				g.cancelled(ex, rep.ID)

@@ -9,6 +9,13 @@ const (
 	HeaderRequestID = "X-Request-Id"
 	// HeaderSession names the conversation a request belongs to.
 	HeaderSession = "X-Session-Id"
+	// HeaderPriority asks for a priority class: critical, standard or
+	// sheddable, no more important than the request's key allows.
+	HeaderPriority = "X-Inferrail-Priority"
+	// HeaderTTFTTarget asks for a time to first token, in whole
+	// milliseconds: the gateway admits the request only while some
+	// replica's estimate meets it.
+	HeaderTTFTTarget = "X-Inferrail-Ttft-Target-Ms"
 
 	// Headers the gateway adds to proxied responses.
 	HeaderReplica      = "X-Inferrail-Replica"       // the replica that served it

@@ -108,6 +108,13 @@ func (c CostParams) queue(cand *Candidate) float64 {
 	return max(cand.QueuedPrefill, 0) + c.DecodeInterferenceSecs*float64(max(running, 0))
 }
 
+// Estimate prices the request on the candidate with the cached tokens it
+// was offered with, as every Decision's EstimatedTTFT does (no hot-prefix
+// credit).
+func (c CostParams) Estimate(req *Request, cand *Candidate) Estimate {
+	return c.estimate(req, cand, cachedTokens(req, cand))
+}
+
 // estimate prices the request on the candidate as if it held cached of the
 // prompt's tokens.
 func (c CostParams) estimate(req *Request, cand *Candidate, cached int) Estimate {

@@ -71,6 +71,7 @@ type Config struct {
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
 	Control     ControlLoad
+	Flow        FlowLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -98,6 +99,8 @@ func DefaultConfig() Config {
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
+		Flow: FlowLoad{Sims: 2, MaxNumSeqs: 8, Capacity: 5 * time.Second, Leg: 20 * time.Second, MaxTokens: 16, FloodFactor: 10,
+			Overload: 1.5, TargetMs: 2000, W1Output: 32, KeyMaxQueued: 16, Seed: 1},
 	}
 }
 
@@ -121,7 +124,7 @@ func (c *Config) withDefaults() {
 		def time.Duration
 	}{
 		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Observe.Timeout, 10 * time.Second},
-		{&c.Floor.Timeout, 10 * time.Second}, {&c.Control.Timeout, 10 * time.Second},
+		{&c.Floor.Timeout, 10 * time.Second}, {&c.Control.Timeout, 10 * time.Second}, {&c.Flow.Timeout, 30 * time.Second},
 		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
 	} {
 		*d.t = stress.OrDefault(*d.t, d.def)
@@ -156,6 +159,7 @@ type Result struct {
 	SlowReaders   *SlowReadersFigures `json:"slow_readers,omitempty"`
 	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
 	Control       *ControlFigures     `json:"control,omitempty"`
+	Flow          *FlowFigures        `json:"flow,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

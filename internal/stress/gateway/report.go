@@ -127,7 +127,32 @@ func (w *mdWriter) figures(r *Result) {
 		w.slowBody(r.SlowBody)
 	case r.Control != nil:
 		w.control(r.Control)
+	case r.Flow != nil:
+		w.flow(r.Flow)
 	}
+}
+
+func (w *mdWriter) flow(f *FlowFigures) {
+	w.kv(
+		row("fleet capacity, tenants' chats / W1 (closed loop)", fmt.Sprintf("%.1f / %.1f req/s", f.Capacity, f.W1Capacity)),
+		row("quiet p99 TTFT flooded over alone: with flow control / without", fmt.Sprintf("%.2f / %.2f", f.QuietP99Ratio, f.NoFlowRatio)),
+		row("gateway's inferrail_slo_requests_total in the SLO leg: met / missed", fmt.Sprintf("%.0f / %.0f", f.GatewayMet, f.GatewayMissed)),
+		row("load average (1 min) at start / end", f.LoadAverage[0]+" / "+f.LoadAverage[1]),
+	)
+	w.p("| Leg | Tenant | Rate | Sent | OK | Shed (429) | Refused (503) | Failed | TTFT p50 | TTFT p99 | Met target | Goodput |\n")
+	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, legs := range [][]FlowLeg{f.Tenants, f.SLO} {
+		for _, l := range legs {
+			met, good := "", ""
+			if l.Goodput > 0 || l.MetTarget > 0 {
+				met = fmt.Sprintf("%d (%.1f%% of OK)", l.MetTarget, 100*float64(l.MetTarget)/float64(max(l.OK, 1)))
+				good = fmt.Sprintf("%.1f req/s", l.Goodput)
+			}
+			w.p("| %s | %s | %.1f | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", l.Name, l.Tenant, l.Rate, l.Sent, l.OK, l.Shed, l.Refused, l.Failed,
+				stress.Secs(l.TTFT.P50), stress.Secs(l.TTFT.P99), met, good)
+		}
+	}
+	w.p("\n")
 }
 
 // mdWriter builds the report.

@@ -18,6 +18,7 @@ const (
 	ScenarioSlowReaders = "gw-slow-readers"
 	ScenarioSlowBody    = "gw-slow-body"
 	ScenarioControl     = "gw-control"
+	ScenarioFlow        = "gw-flow"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -64,6 +65,8 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioControl, Stresses: "the live control plane under traffic: shadows and their log beside none, a storm of config patches and admin reads",
 		Params: "control", Load: func(c *Config) stress.Validator { return c.Control }, Needs: []string{needSims}, Describe: describeControl,
 		Setup: controlSetup, Run: runGWControl},
+	{Name: ScenarioFlow, Stresses: "flow control and SLO admission past saturation: a flooding tenant beside a quiet one, W1 with a TTFT target, each beside no flow control",
+		Params: "flow", Load: func(c *Config) stress.Validator { return c.Flow }, Needs: []string{needSims}, Describe: describeFlow, Run: runGWFlow},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Flow configures flow control: what a request does when every replica
+// serving its model is at its guards (max_concurrency, max_pending). It
+// changes while the gateway runs.
+type Flow struct {
+	// MaxQueued is how many requests may wait per model for a replica to
+	// free, in every class together. 0, the default, turns the queue off:
+	// a request that finds no room gets 503, as without flow control.
+	MaxQueued int `yaml:"max_queued"`
+	// ClassMaxQueued caps the requests of each priority class waiting per
+	// model. A class's 0, the default, lets it use all of MaxQueued.
+	ClassMaxQueued ClassCounts `yaml:"class_max_queued"`
+	// KeyMaxQueued caps the requests one key may have waiting per model
+	// and class (without keys every client is one key). 0, the default,
+	// means no cap below its class's.
+	KeyMaxQueued int `yaml:"key_max_queued"`
+	// MaxWait bounds the time a request may wait in the queue; it never
+	// waits past its server.request_timeout either. 0, the default, means
+	// server.request_timeout alone. Must be >= 0.
+	MaxWait Duration `yaml:"max_wait"`
+}
+
+// ClassCounts holds a number per priority class.
+type ClassCounts struct {
+	Critical  int `yaml:"critical"`
+	Standard  int `yaml:"standard"`
+	Sheddable int `yaml:"sheddable"`
+}
+
+// List returns the counts in the order of PriorityClasses.
+func (c ClassCounts) List() []int { return []int{c.Critical, c.Standard, c.Sheddable} }
+
+// Enabled reports whether requests wait for room instead of getting 503.
+func (f *Flow) Enabled() bool { return f.MaxQueued > 0 }
+
+// PriorityClasses are the priority class names, most important first,
+// as keys files and x-inferrail-priority name them.
+var PriorityClasses = []string{"critical", "standard", "sheddable"}
+
+// MaxTTFTTarget is the longest TTFT target a model may default to.
+const MaxTTFTTarget = Duration(time.Hour)
+
+func (v *validator) flow(c *Config) {
+	f := &c.Flow
+	v.atLeast("flow.max_queued", f.MaxQueued, 0)
+	v.atLeast("flow.key_max_queued", f.KeyMaxQueued, 0)
+	if f.MaxWait < 0 {
+		v.fail("flow.max_wait", "must be >= 0")
+	}
+	for i, n := range f.ClassMaxQueued.List() {
+		path := "flow.class_max_queued." + PriorityClasses[i]
+		switch {
+		case n < 0:
+			v.fail(path, "must be >= 0")
+		case f.MaxQueued > 0 && n > f.MaxQueued:
+			v.fail(path, "must be at most flow.max_queued (%d)", f.MaxQueued)
+		}
+	}
+	if !f.Enabled() && (f.ClassMaxQueued != ClassCounts{} || f.KeyMaxQueued > 0 || f.MaxWait > 0) {
+		v.fail("flow.max_queued", "must be > 0 when other flow keys are set: 0 turns the queue off")
+	}
+	for i := range c.Models {
+		if t := c.Models[i].TTFTTarget; t < 0 || t > MaxTTFTTarget {
+			v.fail(fmt.Sprintf("models[%d].ttft_target", i), "must be between 0s (none) and 1h")
+		}
+	}
+}

@@ -1,0 +1,340 @@
+package gateway
+
+// Flow control. With flow.max_queued, a request that finds every replica
+// serving its model at its guards (or, with a TTFT target, none whose
+// estimate meets it) waits in its model's queue instead of getting 503:
+// the queue (package flowqueue) orders waiters by priority class and,
+// within a class, fairly between keys, and bounds them per model, class
+// and key. While a model's queue holds anyone, new requests join it, so
+// none overtakes its turn. A dispatcher goroutine per model, running only
+// while its queue is not empty, routes the head as soon as a replica
+// frees (an attempt lets its lease go or gets its response head) or every
+// flowTick, deciding with the load of that moment. A waiter whose
+// deadline passes (the request's timeout, flow.max_wait, or the last
+// moment an idle replica could still meet its TTFT target) is shed with
+// 429; a client that leaves takes its place out at once.
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/auth"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/flowqueue"
+)
+
+// flowTick is how often a dispatcher looks at its queue without being
+// woken: for a replica that joined, an estimate that fell as queued
+// prefill drained, or a deadline.
+const flowTick = 10 * time.Millisecond
+
+// errQueueLeft is a queued request whose client left.
+var errQueueLeft = errors.New("the client left while its request waited")
+
+// flowControl holds every model's queue.
+type flowControl struct {
+	queues  map[string]*modelQueue // by model name; fixed at start, as the models are
+	metrics *flowMetrics
+}
+
+// modelQueue is one model's waiting requests and its dispatcher.
+type modelQueue struct {
+	model string
+	kickc chan struct{} // a wake-up for the dispatcher; holds at most one
+	// waiting is the queue's length, readable without mu: the request path
+	// reads it on every request of a model with flow control.
+	waiting atomic.Int64
+
+	mu      sync.Mutex
+	q       *flowqueue.Queue[*waiter] // guarded by mu
+	running bool                      // a dispatcher runs; guarded by mu
+}
+
+// waiter is one queued request. The dispatcher decides it under the
+// queue's lock (sets lease and cached, or err) and closes done.
+type waiter struct {
+	ex     *exchange
+	entry  flowqueue.Entry[*waiter]
+	sloEnd bool // its deadline is its TTFT target's, not its timeout's
+	done   chan struct{}
+	lease  *fleet.Lease
+	cached int
+	err    error
+}
+
+func newFlowControl(cfg *config.Config, reg prometheus.Registerer) *flowControl {
+	fc := &flowControl{queues: map[string]*modelQueue{}, metrics: newFlowMetrics(reg)}
+	for _, m := range cfg.Models {
+		mq := &modelQueue{model: m.Name, kickc: make(chan struct{}, 1)}
+		mq.q = flowqueue.New[*waiter](len(auth.Classes), queueLimits(&cfg.Flow))
+		fc.queues[m.Name] = mq
+	}
+	return fc
+}
+
+// queueLimits are the queue's bounds under a flow config.
+func queueLimits(f *config.Flow) flowqueue.Limits {
+	return flowqueue.Limits{Max: f.MaxQueued, Class: f.ClassMaxQueued.List(), Key: f.KeyMaxQueued}
+}
+
+// apply sets every queue's bounds to a new generation's. What waits
+// stays, even past smaller bounds; only later requests are refused.
+func (fc *flowControl) apply(gen *generation) {
+	lim := queueLimits(&gen.cfg.Flow)
+	for _, mq := range fc.queues {
+		mq.mu.Lock()
+		mq.q.SetLimits(lim)
+		mq.mu.Unlock()
+	}
+}
+
+// kick wakes the model's dispatcher if anyone waits. Cheap enough for
+// every lease let go.
+func (mq *modelQueue) kick() {
+	if mq == nil || mq.waiting.Load() == 0 {
+		return
+	}
+	select {
+	case mq.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// enter decides the first attempt of a request: at once while nobody
+// waits and a replica takes it, else through the queue. Without flow
+// control and a TTFT target it is choose.
+func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
+	fl := &ex.gen.cfg.Flow
+	if !fl.Enabled() && ex.adm.target <= 0 {
+		return g.choose(ex, nil)
+	}
+	mq := g.flow.queues[ex.model]
+	if mq.waiting.Load() == 0 {
+		lease, cached, err := g.choose(ex, nil)
+		switch {
+		case err == nil:
+			return lease, cached, nil
+		case errors.Is(err, errSLOUnreachable):
+			return nil, -1, g.shed(ex, shedSLOUnreachable)
+		case !fl.Enabled() && errors.Is(err, errSLOWait):
+			return nil, -1, g.shed(ex, shedSLOUnmet)
+		case !fl.Enabled() || !waits(err):
+			return nil, -1, err
+		}
+	}
+	return g.wait(ex, mq)
+}
+
+// shedEarly sheds a request whose place in the queue is taken before any
+// work is spent on it (tokenizing its prompt, charging its limits): while
+// others wait for its model and the queue, its class or its key is full,
+// it would be shed when it joined. A flood past its key's bound thus costs
+// the gateway little more than reading its body.
+func (g *Gateway) shedEarly(ex *exchange) error {
+	if !ex.gen.cfg.Flow.Enabled() {
+		return nil
+	}
+	mq := g.flow.queues[ex.model]
+	if mq.waiting.Load() == 0 {
+		return nil
+	}
+	mq.mu.Lock()
+	err := mq.q.Check(ex.adm.class.Index(), ex.adm.key)
+	mq.mu.Unlock()
+	if err != nil {
+		return g.shed(ex, shedReason(err))
+	}
+	return nil
+}
+
+// shedReason names the bound of the queue that refused a request.
+func shedReason(err error) string {
+	switch {
+	case errors.Is(err, flowqueue.ErrClassFull):
+		return shedClassFull
+	case errors.Is(err, flowqueue.ErrKeyFull):
+		return shedKeyFull
+	}
+	return shedQueueFull
+}
+
+// waits reports whether a request refused for err may wait for room.
+func waits(err error) bool { return errors.Is(err, errFleetFull) || errors.Is(err, errSLOWait) }
+
+// shed counts a request flow control turns away and returns its refusal.
+func (g *Gateway) shed(ex *exchange, reason string) error {
+	g.flow.metrics.shed.WithLabelValues(ex.model, ex.adm.class.String(), reason).Inc()
+	return shed(reason, ex.adm)
+}
+
+// wait queues the request and waits until the dispatcher decides it or
+// its client leaves.
+func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) {
+	if a := ex.adm; a.target > 0 && !a.priced {
+		// It joins others without having been priced: its deadline needs
+		// the idle floor, priced without a cache prediction.
+		if err := a.judge(ex.gen.cost[ex.model], &ex.route, nil, ex.arrived, time.Now()); errors.Is(err, errSLOUnreachable) {
+			return nil, -1, g.shed(ex, shedSLOUnreachable)
+		}
+	}
+	w := &waiter{ex: ex, done: make(chan struct{})}
+	w.entry = flowqueue.Entry[*waiter]{Value: w, Class: ex.adm.class.Index(), Key: ex.adm.key, Deadline: ex.deadline}
+	if mw := time.Duration(ex.gen.cfg.Flow.MaxWait); mw > 0 && ex.arrived.Add(mw).Before(w.entry.Deadline) {
+		w.entry.Deadline = ex.arrived.Add(mw)
+	}
+	if by := ex.adm.latestStart(ex.arrived); !by.IsZero() && by.Before(w.entry.Deadline) {
+		if !by.After(time.Now()) { // even an idle replica freed now is too late
+			return nil, -1, g.shed(ex, shedSLOUnreachable)
+		}
+		w.entry.Deadline, w.sloEnd = by, true
+	}
+	class := ex.adm.class.String()
+	mq.mu.Lock()
+	if err := mq.q.Push(&w.entry); err != nil {
+		mq.mu.Unlock()
+		return nil, -1, g.shed(ex, shedReason(err))
+	}
+	mq.waiting.Store(int64(mq.q.Len()))
+	g.flow.metrics.queued.WithLabelValues(ex.model, class).Inc()
+	g.flow.metrics.waiting.WithLabelValues(ex.model, class).Inc()
+	if !mq.running {
+		mq.running = true
+		go mq.dispatch(g)
+	}
+	mq.mu.Unlock()
+	mq.kick() // room may have freed since choose found none
+	since := time.Now()
+	outcome := "admitted"
+	select {
+	case <-w.done:
+	case <-ex.r.Context().Done():
+		mq.mu.Lock()
+		if mq.q.Remove(&w.entry) {
+			mq.waiting.Store(int64(mq.q.Len()))
+			w.err = errQueueLeft
+			close(w.done)
+		}
+		mq.mu.Unlock()
+		<-w.done // decided by now: under the lock, by the dispatcher or above
+	}
+	switch {
+	case errors.Is(w.err, errQueueLeft):
+		outcome = "cancelled"
+	case w.err != nil:
+		outcome = "shed"
+	}
+	g.flow.metrics.waiting.WithLabelValues(ex.model, class).Dec()
+	g.flow.metrics.wait.WithLabelValues(ex.model, class, outcome).Observe(time.Since(since).Seconds())
+	return w.lease, w.cached, w.err
+}
+
+// dispatch is a model's dispatcher: it decides the queue's head whenever
+// woken or every flowTick, and ends once the queue is empty.
+func (mq *modelQueue) dispatch(g *Gateway) {
+	t := time.NewTicker(flowTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-mq.kickc:
+		case <-t.C:
+		}
+		if !g.dispatchOnce(mq) {
+			return
+		}
+	}
+}
+
+// dispatchOnce sheds the waiters whose deadline passed, then routes
+// waiters in queue order while a replica takes the head. It reports
+// whether anyone still waits; when not, the dispatcher is marked stopped
+// under the same lock a new waiter checks it under.
+func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	for _, e := range mq.q.Expire(time.Now()) {
+		w := e.Value
+		reason := shedQueueTimeout
+		if w.sloEnd {
+			reason = shedSLOUnreachable
+		}
+		w.err = g.shed(w.ex, reason)
+		close(w.done)
+	}
+	for e := mq.q.Peek(); e != nil; e = mq.q.Peek() {
+		w := e.Value
+		lease, cached, err := g.choose(w.ex, nil)
+		if err != nil && waits(err) {
+			break
+		}
+		mq.q.Pop()
+		switch {
+		case err == nil:
+			w.lease, w.cached = lease, cached
+		case errors.Is(err, errSLOUnreachable):
+			w.err = g.shed(w.ex, shedSLOUnreachable)
+		default:
+			w.err = err
+		}
+		close(w.done)
+	}
+	n := mq.q.Len()
+	mq.waiting.Store(int64(n))
+	if n == 0 {
+		mq.running = false
+	}
+	return n > 0
+}
+
+// flowMetrics are the families of flow control and SLO admission.
+type flowMetrics struct {
+	queued  *prometheus.CounterVec
+	waiting *prometheus.GaugeVec
+	wait    *prometheus.HistogramVec
+	shed    *prometheus.CounterVec
+	slo     *prometheus.CounterVec
+}
+
+func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
+	m := &flowMetrics{
+		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_flow_queued_total",
+			Help: "Requests that waited in the gateway's queue for a replica, by model and priority class.",
+		}, []string{"model", "class"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferrail_flow_waiting",
+			Help: "Requests waiting in the gateway's queue now, by model and priority class.",
+		}, []string{"model", "class"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "inferrail_flow_queue_wait_seconds",
+			Help:    "Time requests waited in the gateway's queue, by model, priority class and outcome: admitted, shed or cancelled.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"model", "class", "outcome"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_flow_shed_total",
+			Help: "Requests flow control answered 429, by model, priority class and reason: queue_full, class_full, key_full, queue_timeout, slo_unreachable, slo_unmet.",
+		}, []string{"model", "class", "reason"}),
+		slo: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_slo_requests_total",
+			Help: "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.",
+		}, []string{"model", "class", "result"}),
+	}
+	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo)
+	return m
+}
+
+// firstByte records whether a request with a TTFT target met it.
+func (fc *flowControl) firstByte(ex *exchange, ttft time.Duration) {
+	if ex.adm == nil || ex.adm.target <= 0 {
+		return
+	}
+	result := "met"
+	if ttft > ex.adm.target {
+		result = "missed"
+	}
+	fc.metrics.slo.WithLabelValues(ex.model, ex.adm.class.String(), result).Inc()
+}

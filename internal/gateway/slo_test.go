@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+)
+
+// postCompletion posts a completion body and returns the response with
+// its body read.
+func postCompletion(t *testing.T, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestSLOAdmission on a real simulator, whose latency the default cost
+// model describes: a target not even an idle replica can meet is shed at
+// once with 429, one that can is admitted and its outcome counted from
+// the measured TTFT; a model's default target applies to requests that
+// name none; malformed targets and classes are 400.
+func TestSLOAdmission(t *testing.T) {
+	sims := fleetOf(t, 1, false)
+	gw := startGateway(t, testConfig(t, sims))
+	long := promptOf(testModel, 0, 2000) // about 0.21 s of prefill
+
+	resp, body := postCompletion(t, gw.url, long, openai.HeaderTTFTTarget, "50")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a 50 ms target for 0.2 s of prefill: %d %s, want 429", resp.StatusCode, body)
+	}
+	if e := decodeError(t, body); e.Error.Code != "overloaded" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("shed answer: code %q, Retry-After %q", e.Error.Code, resp.Header.Get("Retry-After"))
+	}
+	if n := counterValue(t, gw, "inferrail_flow_shed_total", "model", testModel, "class", "standard", "reason", shedSLOUnreachable); n != 1 {
+		t.Errorf("slo_unreachable sheds: %v, want 1", n)
+	}
+	if resp, body := postCompletion(t, gw.url, long, openai.HeaderTTFTTarget, "60000"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a 60 s target: %d %s", resp.StatusCode, body)
+	}
+	if n := counterValue(t, gw, "inferrail_slo_requests_total", "model", testModel, "class", "standard", "result", "met"); n != 1 {
+		t.Errorf("targets met: %v, want 1", n)
+	}
+	for _, h := range [][]string{
+		{openai.HeaderTTFTTarget, "0"}, {openai.HeaderTTFTTarget, "2s"}, {openai.HeaderTTFTTarget, "99999999999"},
+		{openai.HeaderPriority, "urgent"}, {openai.HeaderPriority, ""},
+	} {
+		if resp, body := postCompletion(t, gw.url, long, h...); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %q: %d %s, want 400", h[0], h[1], resp.StatusCode, body)
+		}
+	}
+	set := `{"models":[{"name":"` + testModel + `","aliases":["sim"],"tokenizer":"builtin:sim","block_size":0,"ttft_target":"20ms"}]}`
+	if code, _, problems := patch(t, gw.admin, set); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	// A prompt the replica has not cached: the cached one above would
+	// meet 20 ms, and the cost model knows it.
+	other := promptOf(testModel, 5000, 2000)
+	if resp, body := postCompletion(t, gw.url, other); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the model's 20 ms target: %d %s, want 429", resp.StatusCode, body)
+	}
+	if resp, body := postCompletion(t, gw.url, other, openai.HeaderTTFTTarget, "60000"); resp.StatusCode != http.StatusOK {
+		t.Errorf("a request's own target overrides the model's: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestSLOWaitsForTheEstimate: on an engine that reports a long queue, a
+// request whose target no replica's estimate meets now is shed at once
+// without flow control (slo_unmet), and with it waits, and is admitted as
+// soon as the engine's report brings the estimate under the target.
+func TestSLOWaitsForTheEstimate(t *testing.T) {
+	e := newScriptedEngine(t)
+	e.set(func(e *scriptedEngine) { e.running = 20000 }) // 10 s of decode interference
+	cfg := scriptedConfig(e)
+	gw := startGateway(t, cfg)
+	waitReport(t, gw, "e0", func(running, _, _ float64) bool { return running == 20000 })
+	short := `{"model":"sim","prompt":"hello","max_tokens":1}`
+	target := []string{openai.HeaderTTFTTarget, "5000"}
+
+	if resp, body := postCompletion(t, gw.url, short, target...); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("without flow control: %d %s, want 429", resp.StatusCode, body)
+	}
+	if n := counterValue(t, gw, "inferrail_flow_shed_total", "model", testModel, "class", "standard", "reason", shedSLOUnmet); n != 1 {
+		t.Errorf("slo_unmet sheds: %v, want 1", n)
+	}
+	if v := explainAdmission(t, gw, short, target...); v.Verdict != verdictShed || v.Reason != shedSLOUnmet || v.BestEstimateSecs == nil || *v.BestEstimateSecs < 5 {
+		t.Errorf("explain without flow control: %+v, want shed slo_unmet with the estimate", v)
+	}
+	if code, _, problems := patch(t, gw.admin, `{"flow":{"max_queued":8}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if v := explainAdmission(t, gw, short, target...); v.Verdict != verdictQueue || v.Reason != "slo_estimate" {
+		t.Errorf("explain with flow control: %+v, want queue slo_estimate", v)
+	}
+	ch := make(chan sent, 1)
+	go func() { ch <- sendCompletion(gw.url, short, target...) }()
+	waitFor(t, "the request to wait", 10*time.Second, func() bool { return waiting(gw) == 1 })
+	e.set(func(e *scriptedEngine) { e.running = 0 })
+	if s := <-ch; s.err != nil || s.status != http.StatusOK {
+		t.Fatalf("once the estimate meets the target: %d %v, want 200", s.status, s.err)
+	}
+	if n := counterValue(t, gw, "inferrail_flow_queued_total", "model", testModel, "class", "standard"); n != 1 {
+		t.Errorf("queued: %v, want 1", n)
+	}
+}
