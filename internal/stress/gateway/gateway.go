@@ -71,6 +71,8 @@ type Config struct {
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
 	Control     ControlLoad
+	Sizes       SizesLoad
+	TokenFlood  TokenFloodLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -98,6 +100,9 @@ func DefaultConfig() Config {
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
+		Sizes: SizesLoad{SizeScale: SizeScale{MessageBytes: 4 << 20, Messages: 50000, Tools: 1000, Depth: 9000}, Reps: 3,
+			MaxWait: 500 * time.Millisecond, TokenizerDir: ".cache/tokenizers", Families: []string{"qwen3", "llama3_1", "gemma3"}},
+		TokenFlood: TokenFloodLoad{Prompts: 400, Words: 20000, Workers: 1, Replicas: 3},
 	}
 }
 
@@ -156,6 +161,8 @@ type Result struct {
 	SlowReaders   *SlowReadersFigures `json:"slow_readers,omitempty"`
 	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
 	Control       *ControlFigures     `json:"control,omitempty"`
+	Sizes         []SizesLeg          `json:"sizes,omitempty"`
+	TokenFlood    *TokenFloodFigures  `json:"tokenize_flood,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

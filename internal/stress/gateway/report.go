@@ -127,6 +127,10 @@ func (w *mdWriter) figures(r *Result) {
 		w.slowBody(r.SlowBody)
 	case r.Control != nil:
 		w.control(r.Control)
+	case r.Sizes != nil:
+		w.sizes(r.Sizes)
+	case r.TokenFlood != nil:
+		w.tokenFlood(r.TokenFlood)
 	}
 }
 

@@ -18,6 +18,8 @@ const (
 	ScenarioSlowReaders = "gw-slow-readers"
 	ScenarioSlowBody    = "gw-slow-body"
 	ScenarioControl     = "gw-control"
+	ScenarioSizes       = "gw-sizes"
+	ScenarioTokenFlood  = "gw-tokenize-flood"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -64,6 +66,10 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioControl, Stresses: "the live control plane under traffic: shadows and their log beside none, a storm of config patches and admin reads",
 		Params: "control", Load: func(c *Config) stress.Validator { return c.Control }, Needs: []string{needSims}, Describe: describeControl,
 		Setup: controlSetup, Run: runGWControl},
+	{Name: ScenarioSizes, Stresses: "request parsing, chat template rendering and tokenization against huge messages, many messages, many tools and deep arguments",
+		Params: "sizes", Load: func(c *Config) stress.Validator { return c.Sizes }, Needs: []string{needSims}, Describe: describeSizes, Run: runGWSizes},
+	{Name: ScenarioTokenFlood, Stresses: "one tokenizer worker against a flood of long prompts: the queue, the wait and routing without a prediction",
+		Params: "tokenize_flood", Load: func(c *Config) stress.Validator { return c.TokenFlood }, Needs: []string{needSims}, Describe: describeTokenFlood, Run: runGWTokenFlood},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
