@@ -101,7 +101,7 @@ func DefaultConfig() Config {
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 		Sizes: SizesLoad{SizeScale: SizeScale{MessageBytes: 4 << 20, Messages: 50000, Tools: 1000, Depth: 9000}, Reps: 3,
-			MaxWait: 500 * time.Millisecond, TokenizerDir: ".cache/tokenizers", Families: []string{"qwen3", "llama3_1", "gemma3"}},
+			MaxWait: 400 * time.Millisecond, TokenizerDir: ".cache/tokenizers", Families: []string{"qwen3", "llama3_1", "gemma3"}},
 		TokenFlood: TokenFloodLoad{Prompts: 400, Words: 20000, Workers: 1, Replicas: 3},
 	}
 }

@@ -312,6 +312,7 @@ func sizesChecks(r *gwRun, legs []SizesLeg) {
 		fmt.Sprintf("longest wait %s", stress.Secs(worstTok)), worstTok < sizesBudget.Seconds())
 	r.check("each answered within half a second (the client's time, the engine's included)", "under 0.5 s",
 		fmt.Sprintf("longest %s (%s)", stress.Secs(worst), slowest), worst < sizesBudget.Seconds())
-	r.note("A request whose tokens are not ready within tokenizer.max_wait is routed without a prediction (outcome slow); the harness " +
-		"column is how long the same tokenization takes to finish, what its worker spends on it meanwhile.")
+	r.note("A request whose tokens are not ready within tokenizer.max_wait (here 400 ms, leaving the rest of the half second to reading " +
+		"and checking the body) is routed without a prediction (outcome slow) and its worker told to stop; the harness column is how long " +
+		"the same tokenization takes to finish, what a worker would spend on it if it were not stopped.")
 }
