@@ -117,7 +117,7 @@ func TestGatewayStressSizes(t *testing.T) {
 		if f.Body == "nested-arguments-object" {
 			want = "invalid"
 		}
-		if f.Bad != "" || len(f.Statuses) != 2 || len(f.Outcomes) != 2 || f.Outcomes[0] != want || f.Outcomes[1] != want || f.HarnessResult == "" {
+		if f.Bad != "" || len(f.Statuses) != 2 || len(f.Outcomes) != 2 || len(f.DirectSeconds) != 2 || f.Outcomes[0] != want || f.Outcomes[1] != want || f.HarnessResult == "" {
 			t.Errorf("gw-sizes %s: statuses %v, outcomes %v (want %s), bad %q, harness %q", f.Body, f.Statuses, f.Outcomes, want, f.Bad, f.HarnessResult)
 		}
 		if want == "tokenized" && f.PromptTokens == 0 {
@@ -504,7 +504,19 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
+	sizes := base(ScenarioSizes)
+	sizes.Sizes = []SizesLeg{{Tokenizer: "builtin:sim", Bodies: []SizesFigure{
+		{Body: "huge-message", Bytes: 4 << 20, Statuses: []int{400, 400}, Outcomes: []string{"slow", "tokenized"}, PromptTokens: 1000,
+			ErrorMessages: []string{"400 BadRequestError: too\nlong", "400 BadRequestError: too\nlong"}, AnswerSeconds: []float64{0.3, 0.2},
+			TokenizeSeconds: []float64{0.25, 0.1}, DirectSeconds: []float64{0.1, 0.15}, AddedSeconds: 0.125, HarnessSeconds: 0.2, HarnessResult: "tokenized (1000)"},
+		{Body: "nested-arguments-object", Bytes: 40 << 10, Statuses: []int{502}, Outcomes: []string{"invalid"}, AnswerSeconds: []float64{0.01},
+			TokenizeSeconds: []float64{0.001}, DirectSeconds: []float64{0.02}, AddedSeconds: -0.01, HarnessResult: "messages[1]: bad", Bad: "status 502 | `x`"},
+	}}}
+	flood := base(ScenarioTokenFlood)
+	flood.TokenFlood = &TokenFloodFigures{Prompts: 400, Words: 20000, BodyBytes: 120 << 10, Workers: 1, Served: 399, Errors: 1,
+		ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status 503"}, Outcomes: map[string]float64{"tokenized": 4, "busy": 266, "slow": 129},
+		Predicted: 4, Exact: 4, EngineTokens: 44547, Latency: lat, WallSeconds: 4.6, TokenizeWaitMean: 0.04}
+	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -77,6 +78,11 @@ type SizesFigure struct {
 	// for it (the wait, at most tokenizer.max_wait).
 	AnswerSeconds   []float64 `json:"answer_seconds"`
 	TokenizeSeconds []float64 `json:"tokenize_seconds"`
+	// DirectSeconds is each repetition sent straight to the simulator
+	// right after, the reference on this shared machine; AddedSeconds the
+	// median answer through the gateway less the median straight.
+	DirectSeconds []float64 `json:"direct_seconds"`
+	AddedSeconds  float64   `json:"added_seconds"`
 	// HarnessSeconds is the same tokenization (parse, render, encode, no
 	// piece cache) done once in the harness process, to its end: how long
 	// a worker stays busy with the body when the request stopped waiting.
@@ -169,7 +175,9 @@ func (r *gwRun) sizesLeg(ctx context.Context, sims []*gwReplica, tok string, bod
 			if err := f.send(ctx, client, admin, gw, b.Body); err != nil {
 				return leg, err
 			}
+			f.DirectSeconds = append(f.DirectSeconds, sendDirect(ctx, client, sims[0].URL, b.Body))
 		}
+		f.AddedSeconds = median(f.AnswerSeconds) - median(f.DirectSeconds)
 		start := time.Now()
 		f.HarnessResult = harness(b.Body)
 		f.HarnessSeconds = time.Since(start).Seconds()
@@ -219,6 +227,30 @@ func (f *SizesFigure) send(ctx context.Context, client, admin *http.Client, gw *
 	f.Outcomes = append(f.Outcomes, outcome)
 	f.TokenizeSeconds = append(f.TokenizeSeconds, after.Sum("inferrail_tokenize_seconds_sum")-before.Sum("inferrail_tokenize_seconds_sum"))
 	return nil
+}
+
+// sendDirect sends body straight to the engine at url and returns the
+// time to its whole answer, whatever it is.
+func sendDirect(ctx context.Context, client *http.Client, url string, body []byte) float64 {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	_, _, _, _ = exchangeSized(client, req)
+	return time.Since(start).Seconds()
+}
+
+// median is the middle of v (the mean of the middle two), 0 when empty.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
 }
 
 // exchangeSized sends req and reads the answer: its status, the message
@@ -286,8 +318,8 @@ func harnessTokenizer(tok string) (func(body []byte) string, error) {
 }
 
 func sizesChecks(r *gwRun, legs []SizesLeg) {
-	var bad, slowest string
-	var worst, worstTok float64
+	var bad, slowest, mostAdded string
+	var worst, worstTok, added float64
 	answered, n := 0, 0
 	for _, leg := range legs {
 		for _, f := range leg.Bodies {
@@ -301,6 +333,9 @@ func sizesChecks(r *gwRun, legs []SizesLeg) {
 				}
 				worstTok = max(worstTok, f.TokenizeSeconds[i])
 			}
+			if f.AddedSeconds > added {
+				added, mostAdded = f.AddedSeconds, leg.Tokenizer+" "+f.Body
+			}
 			if f.Bad != "" && bad == "" {
 				bad = leg.Tokenizer + " " + f.Body + ": " + f.Bad
 			}
@@ -312,6 +347,8 @@ func sizesChecks(r *gwRun, legs []SizesLeg) {
 		fmt.Sprintf("longest wait %s", stress.Secs(worstTok)), worstTok < sizesBudget.Seconds())
 	r.check("each answered within half a second (the client's time, the engine's included)", "under 0.5 s",
 		fmt.Sprintf("longest %s (%s)", stress.Secs(worst), slowest), worst < sizesBudget.Seconds())
+	r.check("what the gateway adds to the engine's own answer (median through it less median straight to it)", "under 0.5 s",
+		fmt.Sprintf("at most %s (%s)", stress.Secs(added), mostAdded), added < sizesBudget.Seconds())
 	r.note("A request whose tokens are not ready within tokenizer.max_wait (here 400 ms, leaving the rest of the half second to reading " +
 		"and checking the body) is routed without a prediction (outcome slow) and its worker told to stop; the harness column is how long " +
 		"the same tokenization takes to finish, what a worker would spend on it if it were not stopped.")

@@ -9,17 +9,21 @@ import (
 )
 
 func (w *mdWriter) sizes(legs []SizesLeg) {
-	w.p("| Tokenizer | Body | Size | Status | Gateway's tokenizer | Prompt tokens | Wait for tokens (max) | Answer (max) | Whole tokenization in the harness |\n")
-	w.p("|---|---|--:|---|---|--:|--:|--:|---|\n")
+	w.p("| Tokenizer | Body | Size | Status | Gateway's tokenizer | Prompt tokens | Wait for tokens (max) | Answer (max) | Straight to the engine (max) | Gateway adds (medians) | Whole tokenization in the harness |\n")
+	w.p("|---|---|--:|---|---|--:|--:|--:|--:|--:|---|\n")
 	for _, leg := range legs {
 		for _, f := range leg.Bodies {
 			tokens := "–"
 			if f.PromptTokens > 0 {
 				tokens = fmt.Sprint(f.PromptTokens)
 			}
-			w.p("| %s | %s | %s | %s | %s | %s | %s | %s | %s: %s |\n", leg.Tokenizer, f.Body, stress.MiB(int64(f.Bytes)), joinInts(f.Statuses),
+			direct := "–"
+			if len(f.DirectSeconds) > 0 {
+				direct = stress.Secs(slices.Max(f.DirectSeconds))
+			}
+			w.p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s: %s |\n", leg.Tokenizer, f.Body, stress.MiB(int64(f.Bytes)), joinInts(f.Statuses),
 				strings.Join(f.Outcomes, ", "), tokens, stress.Secs(slices.Max(f.TokenizeSeconds)), stress.Secs(slices.Max(f.AnswerSeconds)),
-				stress.Secs(f.HarnessSeconds), cell(f.HarnessResult))
+				direct, signedSecs(f.AddedSeconds), stress.Secs(f.HarnessSeconds), cell(f.HarnessResult))
 		}
 	}
 	w.p("\n")
@@ -47,6 +51,14 @@ func (w *mdWriter) tokenFlood(f *TokenFloodFigures) {
 		row("latency / wall time", fmt.Sprintf("%s / %s", pct(f.Latency), stress.Secs(f.WallSeconds))),
 	)
 	w.errors("Flood", f.ErrorKinds, f.ErrorSamples)
+}
+
+// signedSecs is stress.Secs with a sign for a negative difference.
+func signedSecs(s float64) string {
+	if s < 0 {
+		return "−" + stress.Secs(-s)
+	}
+	return stress.Secs(s)
 }
 
 func joinInts(v []int) string {
