@@ -110,7 +110,7 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest(err.Error(), "").Write(w)
 		return
 	}
-	ids, err := mt.tok.PromptIDs(p)
+	ids, err := mt.tok.PromptIDs(p, nil)
 	if err != nil {
 		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
 		return

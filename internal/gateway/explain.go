@@ -95,7 +95,7 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	tokenized := "no_tokenizer"
 	if mt := g.tokenizers[ex.model]; mt != nil {
-		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path))
+		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), nil)
 	}
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/reclaim"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -51,6 +52,7 @@ type Gateway struct {
 	metrics   *metrics
 	flow      *flowControl // every model's queue (flow.go)
 	draining  atomic.Bool
+	arrivals  atomic.Uint64 // client requests that reached a handler, for reclaim
 
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
 	tokPool    *tokenize.Pool
@@ -314,7 +316,11 @@ func (g *Gateway) ClientHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		g.answerOwn(w, refusedNotFound)
 	})
-	return g.requireKey(mux)
+	keyed := g.requireKey(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.arrivals.Add(1)
+		keyed.ServeHTTP(w, r)
+	})
 }
 
 // only admits the given methods and answers others with vLLM's 405.
@@ -347,6 +353,11 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// returnedMemory logs what reclaim gave back to the OS.
+func (g *Gateway) returnedMemory(before, after uint64) {
+	g.log.Debug("idle: heap returned to the OS", "held_mib_before", before>>20, "held_mib_after", after>>20)
 }
 
 // AdminHandler serves the admin port: metrics and the replicas' state.
@@ -389,6 +400,8 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	if g.shadows != nil {
 		wg.Go(func() { g.shadows.run(bg) })
 	}
+	// Once idle after a burst, the memory it took goes back to the OS.
+	wg.Go(func() { reclaim.Run(bg, reclaim.Options{Work: g.arrivals.Load, Returned: g.returnedMemory}) })
 	defer func() {
 		stopBG()
 		wg.Wait()

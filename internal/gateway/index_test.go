@@ -57,7 +57,7 @@ func indexHeld(t testing.TB, admin string) map[string]int {
 // predicts each of ids holds, as routing would predict them now.
 func promptCached(t testing.TB, gw *running, body string, ids ...string) map[string]int {
 	t.Helper()
-	pred, result := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true)
+	pred, result := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, nil)
 	if pred == nil {
 		t.Fatalf("tokenizing the test prompt: %s", result)
 	}

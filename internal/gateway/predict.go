@@ -41,7 +41,9 @@ const inlineBytes = 1 << 10
 
 // promptTokenizer computes a model's prompt tokens as its engines do.
 type promptTokenizer interface {
-	PromptIDs(p *tokenize.Prompt) ([]int, error)
+	// stop, when set, asks it to give up (the request stopped waiting);
+	// it then returns an error. A nil stop never stops.
+	PromptIDs(p *tokenize.Prompt, stop *atomic.Bool) ([]int, error)
 	// CacheStats counts lookups of repeated prompt pieces that found them
 	// tokenized already (hits) or not (misses).
 	CacheStats() (hits, misses uint64)
@@ -50,8 +52,12 @@ type promptTokenizer interface {
 // simTokenizer is the simulators' own builtin:sim.
 type simTokenizer struct{ sim *simtok.Tokenizer }
 
-func (t simTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) { return t.sim.PromptIDs(p), nil }
-func (t simTokenizer) CacheStats() (hits, misses uint64)           { return t.sim.CacheStats() }
+// PromptIDs ignores stop: builtin:sim is linear and quick (a 4 MiB prompt
+// in a fifth of a second).
+func (t simTokenizer) PromptIDs(p *tokenize.Prompt, _ *atomic.Bool) ([]int, error) {
+	return t.sim.PromptIDs(p), nil
+}
+func (t simTokenizer) CacheStats() (hits, misses uint64) { return t.sim.CacheStats() }
 
 // hfTokenizer is a Hugging Face tokenizer.json, and its chat template for
 // chat requests.
@@ -60,14 +66,14 @@ type hfTokenizer struct {
 	chat *chattemplate.Renderer
 }
 
-func (t hfTokenizer) PromptIDs(p *tokenize.Prompt) ([]int, error) {
+func (t hfTokenizer) PromptIDs(p *tokenize.Prompt, stop *atomic.Bool) ([]int, error) {
 	switch {
 	case p.Chat != nil:
-		return t.chat.ChatIDs(p)
+		return t.chat.ChatIDsUntil(p, stop)
 	case p.HasIDs:
 		return p.IDs, nil // vLLM adds no special tokens to token prompts
 	}
-	return t.hf.Encode(nil, p.Text, p.AddSpecial), nil
+	return t.hf.EncodeUntil(nil, p.Text, p.AddSpecial, stop)
 }
 
 func (t hfTokenizer) CacheStats() (hits, misses uint64) { return t.hf.CacheStats() }
@@ -196,11 +202,14 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 		pred   *prediction
 		result string
 	}
-	work := func() { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat) }
+	// A worker whose request stopped waiting (tokenizer.max_wait) is told
+	// to stop, so a prompt that takes seconds to tokenize does not keep
+	// it from the requests behind.
+	work := func(stop *atomic.Bool) { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, stop) }
 	var pred *prediction
 	result := tokSlow // unless it is done in time, or the queue is full
 	if len(ex.body) <= inlineBytes {
-		work()
+		work(nil)
 		pred, result = done.pred, done.result
 	} else {
 		switch err := g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work); {
@@ -220,7 +229,7 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 }
 
 // tokenizeBody computes a request's prompt tokens and block hashes.
-func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*prediction, string) {
+func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop *atomic.Bool) (*prediction, string) {
 	var p *tokenize.Prompt
 	var err error
 	if chat {
@@ -231,7 +240,10 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool) (*pr
 	if err != nil {
 		return nil, tokResult(err)
 	}
-	ids, err := mt.tok.PromptIDs(p)
+	if stop != nil && stop.Load() {
+		return nil, tokSlow
+	}
+	ids, err := mt.tok.PromptIDs(p, stop)
 	if err != nil {
 		return nil, tokResult(err)
 	}
@@ -249,6 +261,8 @@ func tokResult(err error) string {
 	var ue *tokenize.UnsupportedError
 	var te *chattemplate.Error
 	switch {
+	case errors.Is(err, hf.ErrStopped):
+		return tokSlow
 	case errors.As(err, &ue) && ue.Reason == tokenize.ReasonTemplate, errors.As(err, &te):
 		return tokTemplate
 	case errors.As(err, &ue):

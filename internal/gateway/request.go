@@ -14,7 +14,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -152,39 +151,6 @@ func newRequestID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// readBody reads the whole body within the deadline and the size limit.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
-	limit := g.cfg.Server.MaxBodyBytes
-	if r.ContentLength > limit {
-		return nil, bodyTooLarge(limit)
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(deadline)
-	n := r.ContentLength // sizes the buffer; a chunked body starts small
-	if n < 0 {
-		n = 4 << 10
-	}
-	n = min(n, 1<<20)
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		// The deadline stays: clearing it after a timeout wedges the
-		// connection, and the connection is closed after this answer.
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return nil, bodyTooLarge(limit)
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return nil, refusedBodyTimeout
-		default:
-			return nil, refusedBodyRead
-		}
-	}
-	// Lift the deadline so a long response is not cut when it passes.
-	_ = rc.SetReadDeadline(time.Time{})
-	return buf.Bytes(), nil
 }
 
 // routeRequest is what the policy learns of the request: its prompt's

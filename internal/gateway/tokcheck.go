@@ -145,7 +145,7 @@ func compareTokens(ctx context.Context, client *http.Client, base, model string,
 		if err != nil {
 			return "", false // cannot happen: the probes are ours
 		}
-		ours, err := mt.tok.PromptIDs(prompt)
+		ours, err := mt.tok.PromptIDs(prompt, nil)
 		if err != nil {
 			return "the gateway cannot tokenize a probe: " + err.Error(), true
 		}

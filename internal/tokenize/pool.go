@@ -25,9 +25,9 @@ type Pool struct {
 }
 
 type poolJob struct {
-	fn        func()
+	fn        func(stop *atomic.Bool)
 	done      chan struct{}
-	abandoned atomic.Bool // the caller gave up: skip it if not started
+	abandoned atomic.Bool // the caller gave up: skip it if not started, stop it if running
 }
 
 // NewPool starts workers goroutines with room for queue waiting jobs.
@@ -42,7 +42,7 @@ func NewPool(workers, queue int) *Pool {
 func (p *Pool) work() {
 	for j := range p.jobs {
 		if !j.abandoned.Load() {
-			j.fn()
+			j.fn(&j.abandoned)
 		}
 		close(j.done)
 	}
@@ -51,8 +51,11 @@ func (p *Pool) work() {
 // Do runs fn on a worker and waits at most maxWait, queueing included. It
 // returns ErrBusy at once when the queue is full and ErrSlow when the wait
 // ran out; fn then may still run, or be skipped if it had not started, so it
-// must only write what the caller reads after a nil error.
-func (p *Pool) Do(maxWait time.Duration, fn func()) error {
+// must only write what the caller reads after a nil error. fn is given stop,
+// set once the caller gave up: a long fn should look at it now and then and
+// return early, so that a worker does not spend seconds on an answer nobody
+// waits for.
+func (p *Pool) Do(maxWait time.Duration, fn func(stop *atomic.Bool)) error {
 	j := &poolJob{fn: fn, done: make(chan struct{})}
 	p.mu.RLock()
 	if p.closed {

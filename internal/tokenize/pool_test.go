@@ -12,7 +12,7 @@ func TestPool(t *testing.T) {
 	p := NewPool(2, 2)
 	defer p.Close()
 	var ran atomic.Int32
-	if err := p.Do(time.Second, func() { ran.Add(1) }); err != nil || ran.Load() != 1 {
+	if err := p.Do(time.Second, func(*atomic.Bool) { ran.Add(1) }); err != nil || ran.Load() != 1 {
 		t.Fatalf("Do = %v, ran %d", err, ran.Load())
 	}
 	// Two workers stuck, two jobs queued: the next is refused at once.
@@ -25,7 +25,9 @@ func TestPool(t *testing.T) {
 	defer release() // before the deferred Close, which waits for the workers
 	started := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	submit := func() { wg.Go(func() { _ = p.Do(30*time.Second, func() { started <- struct{}{}; <-block }) }) }
+	submit := func() {
+		wg.Go(func() { _ = p.Do(30*time.Second, func(*atomic.Bool) { started <- struct{}{}; <-block }) })
+	}
 	submit()
 	submit()
 	<-started
@@ -34,7 +36,7 @@ func TestPool(t *testing.T) {
 	submit()
 	waitFor(t, func() bool { return len(p.jobs) == 2 })
 	start := time.Now()
-	if err := p.Do(10*time.Second, func() {}); !errors.Is(err, ErrBusy) || time.Since(start) > 2*time.Second {
+	if err := p.Do(10*time.Second, func(*atomic.Bool) {}); !errors.Is(err, ErrBusy) || time.Since(start) > 2*time.Second {
 		t.Errorf("with the queue full: %v after %v, want ErrBusy at once", err, time.Since(start))
 	}
 	release()
@@ -46,12 +48,12 @@ func TestPool(t *testing.T) {
 	release2 := func() { once2.Do(func() { close(block2) }) }
 	defer release2()
 	for range 2 {
-		go func() { _ = p.Do(30*time.Second, func() { started2 <- struct{}{}; <-block2 }) }()
+		go func() { _ = p.Do(30*time.Second, func(*atomic.Bool) { started2 <- struct{}{}; <-block2 }) }()
 	}
 	<-started2
 	<-started2
 	var late atomic.Bool
-	if err := p.Do(10*time.Millisecond, func() { late.Store(true) }); !errors.Is(err, ErrSlow) {
+	if err := p.Do(10*time.Millisecond, func(*atomic.Bool) { late.Store(true) }); !errors.Is(err, ErrSlow) {
 		t.Errorf("waiting past max: %v, want ErrSlow", err)
 	}
 	release2()
@@ -59,6 +61,30 @@ func TestPool(t *testing.T) {
 	p.Close()
 	if late.Load() {
 		t.Error("an abandoned job ran")
+	}
+}
+
+// TestPoolStop: a running job whose caller gave up is told to stop, and
+// one whose caller got its answer is not.
+func TestPoolStop(t *testing.T) {
+	p := NewPool(1, 1)
+	defer p.Close()
+	ended := make(chan bool, 1)
+	err := p.Do(10*time.Millisecond, func(stop *atomic.Bool) {
+		for !stop.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		ended <- true
+	})
+	if !errors.Is(err, ErrSlow) {
+		t.Fatalf("Do = %v, want ErrSlow", err)
+	}
+	if !<-ended {
+		t.Fatal("the abandoned job did not end")
+	}
+	var stopped bool
+	if err := p.Do(time.Minute, func(stop *atomic.Bool) { stopped = stop.Load() }); err != nil || stopped {
+		t.Errorf("a job waited for: Do = %v, stop set %v", err, stopped)
 	}
 }
 

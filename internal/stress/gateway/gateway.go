@@ -72,6 +72,8 @@ type Config struct {
 	SlowBody    SlowBodyLoad
 	Control     ControlLoad
 	Flow        FlowLoad
+	Sizes       SizesLoad
+	TokenFlood  TokenFloodLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -101,6 +103,9 @@ func DefaultConfig() Config {
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 		Flow: FlowLoad{Sims: 2, MaxNumSeqs: 8, Capacity: 5 * time.Second, Leg: 20 * time.Second, MaxTokens: 16, FloodFactor: 10,
 			Overload: 1.5, TargetMs: 2000, W1Output: 32, KeyMaxQueued: 16, Seed: 1},
+		Sizes: SizesLoad{SizeScale: SizeScale{MessageBytes: 4 << 20, Messages: 50000, Tools: 1000, Depth: 9000}, Reps: 3,
+			MaxWait: 400 * time.Millisecond, TokenizerDir: ".cache/tokenizers", Families: []string{"qwen3", "llama3_1", "gemma3"}},
+		TokenFlood: TokenFloodLoad{Prompts: 400, Words: 20000, Workers: 1, Replicas: 3},
 	}
 }
 
@@ -160,6 +165,8 @@ type Result struct {
 	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
 	Control       *ControlFigures     `json:"control,omitempty"`
 	Flow          *FlowFigures        `json:"flow,omitempty"`
+	Sizes         []SizesLeg          `json:"sizes,omitempty"`
+	TokenFlood    *TokenFloodFigures  `json:"tokenize_flood,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

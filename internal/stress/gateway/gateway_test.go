@@ -62,6 +62,8 @@ func testGatewayConfig(t *testing.T) Config {
 	c.SlowReaders = SlowReadersLoad{Clients: 2, StreamBytes: 4 << 20, Stall: 300 * time.Millisecond, Others: 10}
 	c.SlowBody = SlowBodyLoad{BodyBytes: 32 << 10}
 	c.Control = ControlLoad{Rate: 300, Requests: 60, Warmup: 10, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 1, Seed: 1}
+	c.Sizes = SizesLoad{SizeScale: SizeScale{MessageBytes: 64 << 10, Messages: 200, Tools: 20, Depth: 50}, Reps: 2, MaxWait: 2 * time.Second}
+	c.TokenFlood = TokenFloodLoad{Prompts: 40, Words: 2000, Workers: 1, Replicas: 2}
 	return c
 }
 
@@ -91,6 +93,51 @@ func TestGatewayStressControl(t *testing.T) {
 	// checks each of them.
 	if f.ShadowDecisions < 120 || f.ReplayError != "" || f.Replay.Picks < 120*len(controlShadows) || f.Replay.Generations < 4 {
 		t.Errorf("gw-control shadows: %d decisions, %d dropped, replay %+v, error %q", f.ShadowDecisions, f.ShadowDropped, f.Replay, f.ReplayError)
+	}
+}
+
+// TestGatewayStressSizes: gw-sizes and gw-tokenize-flood at a small size.
+// Every size is answered, a chat or an OpenAI 4xx, and tokenized (the wait
+// allowed is long) except the arguments the API does not allow as an
+// object; every request of the flood is served, and the gateway's
+// tokenizer results account for every answer with and without a
+// prediction.
+func TestGatewayStressSizes(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioSizes, ScenarioTokenFlood}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	sizes := readGWResult(t, c.OutDir, ScenarioSizes)
+	if len(sizes.Sizes) != 1 || len(sizes.Sizes[0].Bodies) != 5 {
+		t.Fatalf("gw-sizes: %+v, want one leg of 5 bodies", sizes.Sizes)
+	}
+	for _, f := range sizes.Sizes[0].Bodies {
+		want := "tokenized"
+		if f.Body == "nested-arguments-object" {
+			want = "invalid"
+		}
+		if f.Bad != "" || len(f.Statuses) != 2 || len(f.Outcomes) != 2 || len(f.DirectSeconds) != 2 || f.Outcomes[0] != want || f.Outcomes[1] != want || f.HarnessResult == "" {
+			t.Errorf("gw-sizes %s: statuses %v, outcomes %v (want %s), bad %q, harness %q", f.Body, f.Statuses, f.Outcomes, want, f.Bad, f.HarnessResult)
+		}
+		if want == "tokenized" && f.PromptTokens == 0 {
+			t.Errorf("gw-sizes %s: tokenized without a prompt token count", f.Body)
+		}
+	}
+	if !sizes.Checks[0].Met {
+		t.Errorf("gw-sizes: %+v", sizes.Checks[0])
+	}
+	flood := readGWResult(t, c.OutDir, ScenarioTokenFlood).TokenFlood
+	if flood == nil {
+		t.Fatal("gw-tokenize-flood: no figures")
+	}
+	var results float64
+	for _, n := range flood.Outcomes {
+		results += n
+	}
+	if flood.Served != 40 || flood.Errors != 0 || results != 40 || flood.Exact != flood.Predicted ||
+		int(flood.Outcomes["tokenized"]) != flood.Predicted || flood.EngineTokens < 2000 {
+		t.Errorf("gw-tokenize-flood: %+v", flood)
 	}
 }
 
@@ -457,7 +504,19 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
+	sizes := base(ScenarioSizes)
+	sizes.Sizes = []SizesLeg{{Tokenizer: "builtin:sim", Bodies: []SizesFigure{
+		{Body: "huge-message", Bytes: 4 << 20, Statuses: []int{400, 400}, Outcomes: []string{"slow", "tokenized"}, PromptTokens: 1000,
+			ErrorMessages: []string{"400 BadRequestError: too\nlong", "400 BadRequestError: too\nlong"}, AnswerSeconds: []float64{0.3, 0.2},
+			TokenizeSeconds: []float64{0.25, 0.1}, DirectSeconds: []float64{0.1, 0.15}, AddedSeconds: 0.125, HarnessSeconds: 0.2, HarnessResult: "tokenized (1000)"},
+		{Body: "nested-arguments-object", Bytes: 40 << 10, Statuses: []int{502}, Outcomes: []string{"invalid"}, AnswerSeconds: []float64{0.01},
+			TokenizeSeconds: []float64{0.001}, DirectSeconds: []float64{0.02}, AddedSeconds: -0.01, HarnessResult: "messages[1]: bad", Bad: "status 502 | `x`"},
+	}}}
+	flood := base(ScenarioTokenFlood)
+	flood.TokenFlood = &TokenFloodFigures{Prompts: 400, Words: 20000, BodyBytes: 120 << 10, Workers: 1, Served: 399, Errors: 1,
+		ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status 503"}, Outcomes: map[string]float64{"tokenized": 4, "busy": 266, "slow": 129},
+		Predicted: 4, Exact: 4, EngineTokens: 44547, Latency: lat, WallSeconds: 4.6, TokenizeWaitMean: 0.04}
+	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

@@ -129,6 +129,10 @@ func (w *mdWriter) figures(r *Result) {
 		w.control(r.Control)
 	case r.Flow != nil:
 		w.flow(r.Flow)
+	case r.Sizes != nil:
+		w.sizes(r.Sizes)
+	case r.TokenFlood != nil:
+		w.tokenFlood(r.TokenFlood)
 	}
 }
 

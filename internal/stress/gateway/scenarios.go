@@ -19,6 +19,8 @@ const (
 	ScenarioSlowBody    = "gw-slow-body"
 	ScenarioControl     = "gw-control"
 	ScenarioFlow        = "gw-flow"
+	ScenarioSizes       = "gw-sizes"
+	ScenarioTokenFlood  = "gw-tokenize-flood"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -67,6 +69,10 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 		Setup: controlSetup, Run: runGWControl},
 	{Name: ScenarioFlow, Stresses: "flow control and SLO admission past saturation: a flooding tenant beside a quiet one, W1 with a TTFT target, each beside no flow control",
 		Params: "flow", Load: func(c *Config) stress.Validator { return c.Flow }, Needs: []string{needSims}, Describe: describeFlow, Run: runGWFlow},
+	{Name: ScenarioSizes, Stresses: "request parsing, chat template rendering and tokenization against huge messages, many messages, many tools and deep arguments",
+		Params: "sizes", Load: func(c *Config) stress.Validator { return c.Sizes }, Needs: []string{needSims}, Describe: describeSizes, Run: runGWSizes},
+	{Name: ScenarioTokenFlood, Stresses: "one tokenizer worker against a flood of long prompts: the queue, the wait and routing without a prediction",
+		Params: "tokenize_flood", Load: func(c *Config) stress.Validator { return c.TokenFlood }, Needs: []string{needSims}, Describe: describeTokenFlood, Run: runGWTokenFlood},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run

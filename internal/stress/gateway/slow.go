@@ -502,9 +502,14 @@ func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	f.Progress = thinSamples(f.Progress, 20)
 	r.res.SlowBody = f
 	r.check("request completes", "200 with a good chat", fmt.Sprintf("status %d %s", f.Status, f.Error), f.Status == http.StatusOK && f.Error == "")
-	r.check("gateway memory while the body arrives", "reported (the gateway buffers whole bodies, so about the body size and its growth slack)",
-		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload", stress.MiB(f.PeakRSSBytes-f.BaselineRSSBytes),
-			stress.MiB(f.BaselineRSSBytes), stress.MiB(int64(f.BodyBytes)), f.UploadSeconds), true)
+	above := f.PeakRSSBytes - f.BaselineRSSBytes
+	r.check("gateway memory while the body arrives", "about the body once (the gateway buffers whole bodies): under 1.5× its size above the baseline",
+		fmt.Sprintf("peak %s above the %s baseline for a %s body, over %.1f s of upload; %s idle afterwards", stress.MiB(above),
+			stress.MiB(f.BaselineRSSBytes), stress.MiB(int64(f.BodyBytes)), f.UploadSeconds, stress.MiB(f.AfterRSSBytes)), above < int64(f.BodyBytes)*3/2)
+	r.note("The gateway allocates the body once, 1 MiB and then exactly its size (TestReadAllSizedAllocates). Above that, resident memory " +
+		"holds the collector's headroom: with the body live, GOGC=100 lets the garbage of the gateway's background work (engine scrapes " +
+		"every 100 ms, probes) grow to about the live heap again before a collection, and a one-byte-a-time upload lasts long enough to fill " +
+		"it. A gateway run with GOGC=25 held 10.9 MiB above its baseline for the same body.")
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/ardanlabs/jinja"
@@ -198,11 +199,21 @@ func (r *Renderer) template(tools bool) (*compiledTemplate, error) {
 // ChatIDs renders p's chat and tokenizes it with p.AddSpecial (false
 // unless the request set add_special_tokens), as vLLM does.
 func (r *Renderer) ChatIDs(p *tokenize.Prompt) ([]int, error) {
+	return r.ChatIDsUntil(p, nil)
+}
+
+// ChatIDsUntil is ChatIDs that gives up with hf.ErrStopped once stop is
+// set: after rendering, or while encoding (hf.Tokenizer.EncodeUntil). A
+// nil stop never stops.
+func (r *Renderer) ChatIDsUntil(p *tokenize.Prompt, stop *atomic.Bool) ([]int, error) {
 	text, err := r.Render(p.Chat)
 	if err != nil {
 		return nil, err
 	}
-	return r.tok.Encode(nil, text, p.AddSpecial), nil
+	if stop != nil && stop.Load() {
+		return nil, hf.ErrStopped
+	}
+	return r.tok.EncodeUntil(nil, text, p.AddSpecial, stop)
 }
 
 // apply_chat_template parameters that a chat_template_kwargs key set

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -200,12 +201,17 @@ type bpeScratch struct {
 	syms []symbol
 	heap mergeHeap
 	ids  []int32
+	stop *atomic.Bool // the encoding's; nil never stops
 }
+
+// stopEvery is how many merges applyMerges does between looks at stop.
+const stopEvery = 4096
 
 var bpeScratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 
-// encode appends the ids of one pre-token to dst.
-func (b *bpe) encode(dst []int, word string) []int {
+// encode appends the ids of one pre-token to dst. When stop is set during
+// a long word's merges it gives up, appending nothing and caching nothing.
+func (b *bpe) encode(dst []int, word string, stop *atomic.Bool) []int {
 	if word == "" {
 		return dst
 	}
@@ -221,7 +227,13 @@ func (b *bpe) encode(dst []int, word string) []int {
 		return dst
 	}
 	s := bpeScratchPool.Get().(*bpeScratch)
+	s.stop = stop
 	s.ids = b.mergeWord(s, s.ids[:0], word)
+	s.stop = nil
+	if stop != nil && stop.Load() {
+		bpeScratchPool.Put(s)
+		return dst
+	}
 	for _, id := range s.ids {
 		dst = append(dst, int(id))
 	}
@@ -328,7 +340,10 @@ func (b *bpe) applyMerges(s *bpeScratch, syms []symbol) []symbol {
 			h = h.push(newCand(m.rank, int32(i), m.id))
 		}
 	}
-	for len(h) > 0 {
+	for k := 1; len(h) > 0; k++ {
+		if k%stopEvery == 0 && s.stop != nil && s.stop.Load() {
+			break
+		}
 		var top mergeCand
 		h, top = h.pop()
 		pos := top.pos()

@@ -234,7 +234,7 @@ func TestHFCacheHits(t *testing.T) {
 	}
 }
 
-// TestPieceCacheConcurrent encodes with Qwen3's tokenizer from several
+// TestPieceCacheConcurrent encodes with Qwen3's tokenizer from 16
 // goroutines through one small cache that keeps evicting; under -race it
 // checks the locking.
 func TestPieceCacheConcurrent(t *testing.T) {
@@ -311,4 +311,39 @@ func BenchmarkHFChat8k(b *testing.B) {
 		c.Encode(nil, system1, false)
 		return c
 	}, func(i int) string { return chat1(fmt.Sprintf("(%d) ", i)) })
+}
+
+// BenchmarkHFShared encodes chats of about 8,000 tokens with Qwen3's
+// tokenizer from one goroutine and from sixteen sharing the tokenizer and
+// its piece cache, checking every id against the single-threaded encoding
+// without a cache, and reports tokens/s. warm: 32 chats, seen before by a
+// cache of the gateway's default size (tokenizer.cache_tokens, 4 Mi
+// tokens). evicting: 256 chats sharing their system turn, twice what a
+// cache of 1 Mi tokens holds, so most turns are tokenized again each time. The ratio of the two goroutine
+// counts is what sharing costs or gains; this machine has two cores.
+func BenchmarkHFShared(b *testing.B) {
+	tok := familyTokenizer(b, "qwen3")
+	count := func(s string) int { return len(tok.Encode(nil, s, false)) }
+	_, turns := tokenizetest.Chat8k(b, count)
+	for _, v := range []struct {
+		name  string
+		chats int
+		cache int
+	}{{"warm", 32, 4 << 20}, {"evicting", 256, 1 << 20}} {
+		texts := make([]string, v.chats)
+		want := make([][]int, v.chats)
+		for i := range texts {
+			texts[i] = turns(fmt.Sprintf("(%d) ", i))
+			want[i] = tok.Encode(nil, texts[i], false)
+		}
+		cached := tok.WithCache(v.cache)
+		for _, s := range texts {
+			cached.Encode(nil, s, false)
+		}
+		for _, g := range tokenizetest.SharedGoroutines {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", v.name, g), func(b *testing.B) {
+				tokenizetest.BenchShared(b, g, texts, want, func(dst []int, s string) []int { return cached.Encode(dst, s, false) })
+			})
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/inferrail/inferrail/internal/tokenize/piececache"
@@ -52,7 +53,11 @@ type encodeScratch struct {
 	spans, normSpans []span
 	pieces, next     []piece
 	split            splitScratch
+	stop             *atomic.Bool // EncodeUntil's; nil never stops
 }
+
+// stopped reports whether the encoding was told to stop.
+func (sc *encodeScratch) stopped() bool { return sc.stop != nil && sc.stop.Load() }
 
 // Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
 // Without the config it encodes as the tokenizers library alone does.
@@ -143,6 +148,18 @@ func newTokenizer(data []byte, cfg *config) (*Tokenizer, error) {
 // Text that is not valid UTF-8 is encoded as if each invalid byte were
 // U+FFFD, which is how encoding/json decodes such bytes in a request.
 func (t *Tokenizer) Encode(dst []int, text string, addSpecialTokens bool) []int {
+	dst, _ = t.EncodeUntil(dst, text, addSpecialTokens, nil)
+	return dst
+}
+
+// ErrStopped is EncodeUntil's error when it was told to stop.
+var ErrStopped = errors.New("tokenize: stopped")
+
+// EncodeUntil is Encode that gives up when stop is set, soon after (it
+// looks between pre-tokens and every few thousand merges of a long one),
+// returning ErrStopped and ids that mean nothing; nothing it did not
+// finish is cached. A nil stop never stops: that is Encode.
+func (t *Tokenizer) EncodeUntil(dst []int, text string, addSpecialTokens bool, stop *atomic.Bool) ([]int, error) {
 	if !utf8.ValidString(text) {
 		text = replaceInvalidUTF8(text)
 	}
@@ -150,8 +167,16 @@ func (t *Tokenizer) Encode(dst []int, text string, addSpecialTokens bool) []int 
 		dst = append(dst, t.prefix...)
 	}
 	sc := t.scratch.Get().(*encodeScratch)
+	sc.stop = stop
+	defer func() {
+		sc.stop = nil
+		t.scratch.Put(sc)
+	}()
 	sc.spans = t.added.findMatches(sc.spans[:0], text, t.added.raw)
 	for _, sp := range sc.spans {
+		if sc.stopped() {
+			return dst, ErrStopped
+		}
 		if sp.id >= 0 {
 			dst = append(dst, int(sp.id))
 			continue
@@ -170,13 +195,18 @@ func (t *Tokenizer) Encode(dst []int, text string, addSpecialTokens bool) []int 
 		}
 		n := len(dst)
 		dst = t.encodeSegment(dst, seg, start, sc)
+		if sc.stopped() {
+			return dst, ErrStopped
+		}
 		t.pieces.Put(key, seg, start, dst[n:])
 	}
-	t.scratch.Put(sc)
+	if sc.stopped() {
+		return dst, ErrStopped
+	}
 	if addSpecialTokens {
 		dst = append(dst, t.suffix...)
 	}
-	return dst
+	return dst, nil
 }
 
 // encodeSegment encodes text found between two raw added tokens (those
@@ -211,7 +241,10 @@ func (t *Tokenizer) encodePiece(dst []int, p piece, sc *encodeScratch) []int {
 		pieces, sc.next = next, pieces
 	}
 	for _, q := range pieces {
-		dst = t.model.encode(dst, q.s)
+		if sc.stopped() {
+			break
+		}
+		dst = t.model.encode(dst, q.s, sc.stop)
 	}
 	sc.pieces = pieces
 	return dst

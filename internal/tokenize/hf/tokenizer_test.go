@@ -283,16 +283,17 @@ func TestHFInvalidUTF8(t *testing.T) {
 	}
 }
 
-// TestHFConcurrent encodes from several goroutines at once on one tokenizer;
+// TestHFConcurrent encodes from 16 goroutines at once on one tokenizer;
 // under -race it checks the word cache and scratch pools.
 func TestHFConcurrent(t *testing.T) {
 	tok := sharedTokenizer(t, "llama3_1")
 	goldens := readGoldens(t, "llama3_1")
+	const goroutines = 16
 	var wg sync.WaitGroup
-	errs := make(chan string, 4)
-	for w := range 4 {
+	errs := make(chan string, goroutines)
+	for w := range goroutines {
 		wg.Go(func() {
-			for i := w; i < len(goldens); i += 4 {
+			for i := w; i < len(goldens); i += goroutines {
 				g := goldens[i]
 				if got := tok.Encode(nil, g.Text, true); !slices.Equal(got, g.IDsSpecial) {
 					errs <- fmt.Sprintf("Encode(%q) = %v, want %v", g.Text, got, g.IDsSpecial)

@@ -1,6 +1,7 @@
 package simtok
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,7 +45,7 @@ func TestSimCacheEqualsUncached(t *testing.T) {
 	}
 }
 
-// TestPieceCacheConcurrent encodes from several goroutines through one
+// TestPieceCacheConcurrent encodes from 16 goroutines through one
 // small cache that keeps evicting; under -race it checks the locking.
 func TestPieceCacheConcurrent(t *testing.T) {
 	sim := New()
@@ -80,6 +81,35 @@ func BenchmarkSimChat8k(b *testing.B) {
 			}
 			b.ReportMetric(float64(n), "tokens")
 		})
+	}
+}
+
+// BenchmarkSimShared is the Hugging Face tokenizer's BenchmarkHFShared
+// for builtin:sim, on the same chats.
+func BenchmarkSimShared(b *testing.B) {
+	qwen3 := loadQwen3(b)
+	_, turns := tokenizetest.Chat8k(b, func(s string) int { return len(qwen3.Encode(nil, s, false)) })
+	sim := New()
+	for _, v := range []struct {
+		name  string
+		chats int
+		cache int
+	}{{"warm", 32, 4 << 20}, {"evicting", 256, 1 << 20}} {
+		texts := make([]string, v.chats)
+		want := make([][]int, v.chats)
+		for i := range texts {
+			texts[i] = turns(fmt.Sprintf("(%d) ", i))
+			want[i] = sim.Encode(nil, texts[i])
+		}
+		cached := sim.WithCache(v.cache)
+		for _, s := range texts {
+			cached.Encode(nil, s)
+		}
+		for _, g := range tokenizetest.SharedGoroutines {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", v.name, g), func(b *testing.B) {
+				tokenizetest.BenchShared(b, g, texts, want, cached.Encode)
+			})
+		}
 	}
 }
 

@@ -45,7 +45,11 @@ func PieceText(specials []string) *rapid.Generator[[]string] {
 	})
 }
 
-// CheckCacheConcurrent encodes from several goroutines through cached, a
+// cacheGoroutines is how many goroutines CheckCacheConcurrent shares one
+// tokenizer among: the spec's sixteen threads.
+const cacheGoroutines = 16
+
+// CheckCacheConcurrent encodes from 16 goroutines through cached, a
 // tokenizer with a small piece cache that keeps evicting, texts of long
 // pieces between <|im_start|> and <|im_end|>, and checks that each gives
 // what direct, the same tokenizer without a cache, gives; under -race it
@@ -65,11 +69,11 @@ func CheckCacheConcurrent(t *testing.T, name string, cached, direct func(text st
 		want[i] = direct(s)
 	}
 	var wg sync.WaitGroup
-	errs := make(chan string, 4)
-	for w := range 4 {
+	errs := make(chan string, cacheGoroutines)
+	for w := range cacheGoroutines {
 		wg.Go(func() {
 			for round := range 3 {
-				for i := (w + round) % 4; i < len(texts); i += 4 {
+				for i := (w + round) % cacheGoroutines; i < len(texts); i += cacheGoroutines {
 					if got := cached(texts[i]); !slices.Equal(got, want[i]) {
 						errs <- fmt.Sprintf("%s: Encode(%q) = %v, want %v", name, texts[i], got, want[i])
 						return

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+// readBody reads the whole body within the deadline and the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
+	limit := g.cfg.Server.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, bodyTooLarge(limit)
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(deadline)
+	body, err := readAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+	if err != nil {
+		// The deadline stays: clearing it after a timeout wedges the
+		// connection, and the connection is closed after this answer.
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, bodyTooLarge(limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, refusedBodyTimeout
+		default:
+			return nil, refusedBodyRead
+		}
+	}
+	// Lift the deadline so a long response is not cut when it passes.
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, nil
+}
+
+// How readAllSized sizes its buffer. A body of known length starts in a
+// buffer of up to firstBodyBuffer and then grows at most bodyGrowth-fold at
+// a time, to exactly its length: an 8 MiB body takes a 1 MiB buffer and
+// then its own 8 MiB, 9 MiB in all, where doubling from 1 MiB (what
+// bytes.Buffer does, with its slack for one more read past the end) took
+// 1+2+4+8+16 MiB and held the last two at once. A client must still send an
+// eighth of what it claims before the gateway allocates all of it, so a
+// Content-Length alone reserves little. A body of unknown length (chunked)
+// starts at 4 KiB and doubles. A full buffer grows only once a byte past it
+// arrived, so a body that fills it exactly is not copied again.
+const (
+	firstBodyBuffer   = 1 << 20
+	firstChunkedBytes = 4 << 10
+	bodyGrowth        = 8
+)
+
+// readAllSized reads r to its end. size is the length r claims, or -1 when
+// unknown; a reader that runs past its claim is read to its end all the
+// same, the buffer then doubling.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	var buf []byte
+	if size >= 0 {
+		buf = make([]byte, 0, min(size, firstBodyBuffer))
+	} else {
+		buf = make([]byte, 0, firstChunkedBytes)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			// Full: see whether the body ends here before growing.
+			var probe [1]byte
+			n, err := io.ReadFull(r, probe[:])
+			if n == 0 {
+				if errors.Is(err, io.EOF) {
+					return buf, nil
+				}
+				return nil, err
+			}
+			if int64(len(buf)) >= size {
+				size = -1 // more than claimed
+			}
+			buf = append(grown(buf, nextBodyCap(int64(cap(buf)), size)), probe[0])
+			continue
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// nextBodyCap is the buffer that follows a full one of capacity c for a
+// body of size bytes (-1: unknown).
+func nextBodyCap(c, size int64) int {
+	if size < 0 {
+		return int(max(2*c, firstChunkedBytes))
+	}
+	return int(min(size, max(bodyGrowth*c, firstChunkedBytes)))
+}
+
+// grown is buf copied into a new buffer of capacity c.
+func grown(buf []byte, c int) []byte {
+	out := make([]byte, len(buf), c)
+	copy(out, buf)
+	return out
+}

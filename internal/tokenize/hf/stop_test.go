@@ -1,0 +1,81 @@
+package hf
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// stopTokenizerJSON is a small BPE without a pre-tokenizer split inside
+// words: "ab" merges, then "abab"; a text without spaces is one word.
+const stopTokenizerJSON = `{"version":"1.0","added_tokens":[
+ {"id":0,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],
+ "normalizer":null,"pre_tokenizer":{"type":"Split","pattern":{"String":" "},"behavior":"MergedWithNext","invert":false},
+ "post_processor":null,"decoder":{"type":"Fuse"},
+ "model":{"type":"BPE","vocab":{"<s>":0,"a":1,"b":2," ":3,"ab":4,"abab":5},"merges":[["a","b"],["ab","ab"]]}}`
+
+// TestEncodeUntil: told to stop before it starts, or in the middle of a
+// long word's merges, EncodeUntil gives up with ErrStopped and leaves no
+// trace: the same texts encode afterwards exactly as before, and a word
+// short enough for the word cache was not cached half merged.
+func TestEncodeUntil(t *testing.T) {
+	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("ab", 1<<16) // one word, 65,536 merges and more
+	short := "abab ab"
+	want := map[string][]int{long: tok.Encode(nil, long, false), short: tok.Encode(nil, short, false)}
+	if len(want[long]) != 1<<15 || !slices.Equal(want[short], []int{5, 3, 4}) {
+		t.Fatalf("the tokenizer encodes %d ids for the long word and %v for %q", len(want[long]), want[short], short)
+	}
+	cached := tok.WithCache(1 << 20)
+	fresh := newTokenizerOrFatal(t)
+
+	var stop atomic.Bool
+	stop.Store(true)
+	for _, text := range []string{long, short} {
+		if _, err := cached.EncodeUntil(nil, text, false, &stop); !errors.Is(err, ErrStopped) {
+			t.Errorf("EncodeUntil(%.10q…) with stop set: %v, want ErrStopped", text, err)
+		}
+	}
+	// In the middle of the merges: the word's encoding gives up after
+	// stopEvery merges, appends nothing and caches nothing.
+	s := &bpeScratch{stop: &stop}
+	ids := fresh.model.mergeWord(s, nil, long)
+	if len(ids) <= 1<<15 {
+		t.Errorf("stopped merges gave %d ids, want the word left unmerged (more than %d)", len(ids), 1<<15)
+	}
+	word := "abababab"
+	if got := fresh.model.encode([]int{7}, word, &stop); !slices.Equal(got, []int{7}) {
+		t.Errorf("a stopped word encoding appended %v", got[1:])
+	}
+	if _, ok := fresh.model.cache.get(word); ok {
+		t.Error("a stopped word encoding was cached")
+	}
+	if hits, misses := cached.CacheStats(); hits != 0 {
+		t.Errorf("piece cache: %d hits, %d misses after stopped encodings, want no hits", hits, misses)
+	}
+	for text, w := range want {
+		for _, tk := range []*Tokenizer{cached, fresh} {
+			if got := tk.Encode(nil, text, false); !slices.Equal(got, w) {
+				t.Errorf("after stopped encodings, Encode(%.10q…) = %d ids, want %d", text, len(got), len(w))
+			}
+		}
+	}
+	var never atomic.Bool
+	if got, err := cached.EncodeUntil(nil, long, false, &never); err != nil || !slices.Equal(got, want[long]) {
+		t.Errorf("EncodeUntil without stop: %d ids, %v", len(got), err)
+	}
+}
+
+func newTokenizerOrFatal(t *testing.T) *Tokenizer {
+	t.Helper()
+	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
