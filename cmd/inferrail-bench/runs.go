@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/workload"
 )
 
 // specFlags registers the flags that say what a run measures and returns a
@@ -70,6 +73,10 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 			if !set["rate"] {
 				w.Rate = 0
 			}
+			var err error
+			if simArgs, err = traceShape(w, set["model"], simArgs); err != nil {
+				return s, err
+			}
 		}
 		if s.URL != "" {
 			s.Policy, s.Replicas = "", 0
@@ -80,6 +87,26 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 		s.SimArgs = simArgs
 		return s, s.Validate()
 	}
+}
+
+// traceShape takes from a trace what its lines state (a traffic capture's
+// do): the model they all name, unless --model is given, and the block
+// size they all state, for the simulators unless their flags set one.
+func traceShape(w *workload.Spec, modelSet bool, simArgs []string) ([]string, error) {
+	if w.TracePath == "" {
+		return simArgs, nil
+	}
+	model, bs, err := workload.TraceShape(w.TracePath)
+	if err != nil {
+		return nil, err
+	}
+	if model != "" && !modelSet {
+		w.Model = model
+	}
+	if bs > 0 && !slices.ContainsFunc(simArgs, func(a string) bool { return strings.Contains(a, "block-size") }) {
+		simArgs = append(slices.Clip(simArgs), "--block-size="+strconv.Itoa(bs))
+	}
+	return simArgs, nil
 }
 
 // envFlags registers the flags that say how runs are carried out.
@@ -133,6 +160,7 @@ func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simA
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
 	out := fs.String("out", "bench/results/runs", "directory for the result file")
+	capture := fs.String("capture", "", "the gateway captures the run's traffic to this file, a trace --workload trace replays (with --speedup, replay with the same --speedup and --time-scale)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,6 +169,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run: %w", err)
 	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	if *capture != "" {
+		if env.Capture, err = filepath.Abs(*capture); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}

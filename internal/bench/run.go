@@ -47,6 +47,12 @@ type RunEnv struct {
 	// OnSchedule is passed to RunOpenLoop (tests stall the scheduler with
 	// it). Nil means none.
 	OnSchedule func(i int)
+	// Capture, if not empty, is a file the run's gateway captures its
+	// traffic to (observability.capture), for a trace run to replay. With
+	// a speedup the capture's timestamps are on the faster clock: replay
+	// it with the same speedup and --time-scale. Only for a fleet of the
+	// run's own with one gateway of ours.
+	Capture string
 }
 
 func (e *RunEnv) logger() *slog.Logger {
@@ -195,7 +201,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Logger: env.logger(),
+		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Capture: env.Capture, Logger: env.logger(),
 	})
 	if err != nil {
 		return nil, err

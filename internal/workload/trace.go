@@ -26,11 +26,47 @@ type TraceRecord struct {
 	// two requests whose lists start alike share that prompt prefix.
 	HashIDs []int
 	// BlockTokens is how many tokens one hash id stands for: the line's
-	// block_size, TraceBlockTokens (Mooncake's) when it has none.
+	// block_size, 0 when it has none (then TraceBlockTokens, Mooncake's;
+	// see Block).
 	BlockTokens int
 	// Model is the line's model, "" when it names none. Hash ids are
 	// numbered per model: the same id of two models is two blocks.
 	Model string
+}
+
+// Block is how many tokens one of r's hash ids stands for.
+func (r *TraceRecord) Block() int {
+	if r.BlockTokens > 0 {
+		return r.BlockTokens
+	}
+	return TraceBlockTokens
+}
+
+// TraceShape reads the trace at path and returns the model its lines all
+// name ("" when none does, or they name several) and the block size they
+// all state (0 when none does, or they state several), for a replay to
+// serve that model with engines of that block size.
+func TraceShape(path string) (model string, blockSize int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	recs, err := ParseTrace(f)
+	if err != nil {
+		return "", 0, fmt.Errorf("trace %s: %w", path, err)
+	}
+	models, sizes := map[string]bool{}, map[int]bool{}
+	for i := range recs {
+		models[recs[i].Model], sizes[recs[i].BlockTokens] = true, true
+	}
+	if len(models) == 1 {
+		model = recs[0].Model
+	}
+	if len(sizes) == 1 {
+		blockSize = recs[0].BlockTokens
+	}
+	return model, blockSize, nil
 }
 
 // Bounds of a trace: the length of a line, of a prompt or an output, and
@@ -118,7 +154,7 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 			break
 		}
 	}
-	rec.HashIDs, rec.Model, rec.BlockTokens = raw.HashIDs, raw.Model, TraceBlockTokens
+	rec.HashIDs, rec.Model = raw.HashIDs, raw.Model
 	switch bs := raw.BlockSize; {
 	case bs == nil:
 	case *bs < 1 || *bs > maxTraceBlock:
@@ -178,10 +214,7 @@ func traceRequests(spec Spec, recs []TraceRecord) []Request {
 			input = min(input, spec.MaxPromptTokens)
 		}
 		content := make([]byte, 0, input*3)
-		bs, blockSeed := rec.BlockTokens, spec.Seed
-		if bs < 1 {
-			bs = TraceBlockTokens
-		}
+		bs, blockSeed := rec.Block(), spec.Seed
 		if rec.Model != "" {
 			h := fnv.New64a()
 			h.Write([]byte(rec.Model))

@@ -38,11 +38,11 @@ func TestParseTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TraceRecord{
-		{0, 1100, 10, []int{1, 2, 3}, 512, ""},
-		{500, 300, 20, []int{4}, 512, ""},
-		{1500, 1500, 30, []int{1, 2, 5}, 512, ""},
-		{2000.5, 600, 5, []int{1, 6}, 512, ""},
-		{4000, 1024, 1, []int{7}, 512, ""},
+		{0, 1100, 10, []int{1, 2, 3}, 0, ""},
+		{500, 300, 20, []int{4}, 0, ""},
+		{1500, 1500, 30, []int{1, 2, 5}, 0, ""},
+		{2000.5, 600, 5, []int{1, 6}, 0, ""},
+		{4000, 1024, 1, []int{7}, 0, ""},
 	}
 	if !slices.EqualFunc(recs, want, equalRecord) {
 		t.Errorf("ParseTrace = %+v, want %+v", recs, want)
@@ -163,7 +163,17 @@ func TestTraceBlockSize(t *testing.T) {
 	if r := recs[2]; r.BlockTokens != 16 || r.Model != "b" || r.Timestamp != 30.125 {
 		t.Fatalf("record 2 = %+v", r)
 	}
-	reqs := generate(t, Spec{Workload: Trace, Model: "m", TracePath: writeTrace(t, captureTrace), Seed: 3})
+	path := writeTrace(t, captureTrace)
+	if model, bs, err := TraceShape(path); model != "" || bs != 16 || err != nil {
+		t.Errorf("TraceShape = %q, %d, %v; want no one model, 16", model, bs, err)
+	}
+	if model, bs, err := TraceShape(writeTrace(t, sampleTrace)); model != "" || bs != 0 || err != nil {
+		t.Errorf("TraceShape of a Mooncake trace = %q, %d, %v; want nothing stated", model, bs, err)
+	}
+	if model, _, err := TraceShape(writeTrace(t, strings.SplitAfter(captureTrace, "\n")[0])); model != "a" || err != nil {
+		t.Errorf("TraceShape of one model's trace = %q, %v", model, err)
+	}
+	reqs := generate(t, Spec{Workload: Trace, Model: "m", TracePath: path, Seed: 3})
 	ids := make([][]int, len(reqs))
 	for i, r := range reqs {
 		content := decode(t, r).Messages[0].Content
@@ -245,13 +255,16 @@ func FuzzTrace(f *testing.F) {
 			if r.Timestamp < 0 || r.InputLength < 1 || r.OutputLength < 1 || r.InputLength > maxTraceTokens || slices.ContainsFunc(r.HashIDs, func(id int) bool { return id < 0 }) {
 				t.Fatalf("accepted an invalid record %+v", r)
 			}
-			if r.BlockTokens < 1 || r.BlockTokens > maxTraceBlock {
+			if r.BlockTokens < 0 || r.BlockTokens > maxTraceBlock || r.Block() < 1 {
 				t.Fatalf("accepted an invalid block size %+v", r)
 			}
-			line, err := json.Marshal(map[string]any{
-				"timestamp": r.Timestamp, "input_length": r.InputLength, "output_length": r.OutputLength, "hash_ids": r.HashIDs,
-				"block_size": r.BlockTokens, "model": r.Model,
-			})
+			v := map[string]any{
+				"timestamp": r.Timestamp, "input_length": r.InputLength, "output_length": r.OutputLength, "hash_ids": r.HashIDs, "model": r.Model,
+			}
+			if r.BlockTokens > 0 {
+				v["block_size"] = r.BlockTokens
+			}
+			line, err := json.Marshal(v)
 			if err != nil {
 				t.Fatal(err)
 			}
