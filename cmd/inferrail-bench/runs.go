@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/progress"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -139,7 +141,17 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		Command:     command,
 		Environment: measure.CurrentEnvironment(ctx),
 		Logger:      cli.Logger(stderr, e.verbose),
+		Progress:    progressOn(stderr),
 	}
+}
+
+// progressOn is where runs show their progress: redrawn in place when
+// stderr is a terminal, else a line per run.
+func progressOn(stderr io.Writer) *progress.Display {
+	if f, ok := stderr.(*os.File); ok {
+		return progress.For(f)
+	}
+	return &progress.Display{W: stderr}
 }
 
 // runFlags is the flag set of a command that carries out runs of a spec
@@ -229,6 +241,31 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprint(stdout, bench.RenderCompareTable(results))
 	fmt.Fprintf(stdout, "%d runs (%d from earlier result files), results in %s\n", len(results), sum.Skipped, *out)
 	return err
+}
+
+func replayCheckCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, spec, ef := runFlags("replay-check", "--policies a,b,c [flags] [-- simulator flags]", stderr)
+	policies := fs.String("policies", "round_robin,least_request,prefix_hash,cost_model", "comma-separated policies, each run live and on the replayed capture")
+	out := fs.String("out", "bench/results/capture", "directory for the captures, result files and summary.md")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := spec(fs.Args())
+	if err != nil {
+		return fmt.Errorf("replay-check: %w", err)
+	}
+	c := bench.ReplayCheckConfig{Spec: s, Policies: list(*policies), Out: *out}
+	command := "go run ./cmd/inferrail-bench replay-check " + shellJoin(args)
+	rows, err := bench.ReplayCheck(ctx, c, ef.env(ctx, stderr, command))
+	if err != nil {
+		return err
+	}
+	table := bench.RenderReplayCheck(rows)
+	fmt.Fprint(stdout, table)
+	summary := fmt.Sprintf("# Replaying a traffic capture\n\n%s\n\nEach policy ran %s at %g req/s (seed %d) live, the gateway capturing the traffic;"+
+		" then %s was replayed (`--workload trace`) under each policy. Gaps are in points of hit rate.\n\n%s",
+		"`"+command+"`", s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, filepath.Base(rows[0].ReplayedCapture), table)
+	return os.WriteFile(filepath.Join(*out, "summary.md"), []byte(summary), 0o644)
 }
 
 func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/progress"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -53,6 +54,9 @@ type RunEnv struct {
 	// it with the same speedup and --time-scale. Only for a fleet of the
 	// run's own with one gateway of ours.
 	Capture string
+	// Progress shows each run's requests sent, done and failed as it goes
+	// (see package progress). Nil shows nothing.
+	Progress *progress.Display
 }
 
 func (e *RunEnv) logger() *slog.Logger {
@@ -122,7 +126,9 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	task := env.Progress.Start(spec.FileName(), len(reqs))
+	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule, Progress: &task.Counts})
+	task.Finish()
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
