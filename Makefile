@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./internal/load:FuzzParse \
 	./internal/load:FuzzParseAgainstLibrary \
 	./internal/workload:FuzzTrace \
+	./internal/capture:FuzzLine \
 	./internal/zmtp:FuzzReadFrames \
 	./internal/events:FuzzDecodeBatch \
 	./internal/auth:FuzzParse \

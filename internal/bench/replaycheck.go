@@ -88,7 +88,7 @@ func ReplayCheck(ctx context.Context, c ReplayCheckConfig, env RunEnv) ([]Replay
 		s := c.Spec
 		s.Policy = p
 		rows[i].Policy = p
-		rows[i].CaptureFile = filepath.Join(c.Out, "capture-"+s.FileName()+".jsonl")
+		rows[i].CaptureFile = filepath.Join(c.Out, "capture-"+strings.TrimSuffix(s.FileName(), ".json")+".jsonl")
 		e := env
 		e.Capture = rows[i].CaptureFile
 		res, err := measureInto(ctx, s, e, c.Out)
@@ -135,11 +135,11 @@ func oracleOf(r *RunResult) float64 {
 // percentage points.
 func RenderReplayCheck(rows []ReplayRow) string {
 	var b strings.Builder
-	b.WriteString("| policy | measured live / replay | hit rate live | replay | gap (points) | oracle live | replay | gap (points) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| policy | succeeded live | replay | hit rate live | replay | gap (points) | oracle live | replay | gap (points) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d / %d | %.4f | %.4f | %.2f | %.4f | %.4f | %.2f |\n", r.Policy, r.LiveRequests, r.ReplayRequests,
-			r.LiveHitRate, r.ReplayHitRate, 100*r.HitRateGap(), r.LiveOracle, r.ReplayOracle, 100*r.OracleGap())
+		fmt.Fprintf(&b, "| %s | %d of %d | %d of %d | %.4f | %.4f | %.2f | %.4f | %.4f | %.2f |\n", r.Policy, r.LiveSucceeded, r.LiveRequests,
+			r.ReplaySucceeded, r.ReplayRequests, r.LiveHitRate, r.ReplayHitRate, 100*r.HitRateGap(), r.LiveOracle, r.ReplayOracle, 100*r.OracleGap())
 	}
 	return b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/linelog"
@@ -253,4 +254,39 @@ func ExampleWriter() {
 	// Output:
 	// {"timestamp":1500.000,"input_length":40,"output_length":7,"hash_ids":[0,1],"model":"m","block_size":16,"input_source":"tokenizer","output_source":"usage"}
 	// {"timestamp":2000.000,"input_length":20,"output_length":3,"hash_ids":[0],"model":"m","block_size":16,"input_source":"tokenizer","output_source":"usage"}
+}
+
+// FuzzLine checks that whatever a record holds (a model name is whatever
+// the config named), its line is one line of JSON the trace reader takes
+// back with the same lengths, model (invalid UTF-8 aside, which JSON
+// cannot carry) and block size.
+func FuzzLine(f *testing.F) {
+	f.Add("inferrail/sim-8b", 100, 7, 16, 40, 3)
+	f.Add("q\"m\u2028\x00<>&", 1, 1, 1, 0, 0)
+	f.Add("", 5, 5, 0, 3, 1)
+	f.Fuzz(func(t *testing.T, model string, in, out, blockSize, tokens, ms int) {
+		if in < 1 || out < 1 || in > 1<<24 || out > 1<<24 || blockSize < 0 || blockSize > 1<<16 || tokens < 0 || tokens > 4096 || ms < 0 || ms > 1e9 || len(model) > 256 {
+			return
+		}
+		start := time.Unix(0, 0)
+		r := &Record{Arrived: start.Add(time.Duration(ms) * time.Millisecond), Model: model, InputTokens: in, InputSource: SourceEstimate,
+			OutputTokens: out, OutputSource: SourceUsage, BlockSize: blockSize}
+		if blockSize > 0 {
+			r.InputSource, r.Blocks = SourceTokenizer, blockhash.Extend(nil, blockhash.Seed(model, "", ""), make([]int, tokens), blockSize)
+		}
+		w := &Writer{start: start, half: 8, models: map[string]*idMap{}}
+		line := w.appendLine(r, nil)
+		if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
+			t.Fatalf("not one line: %q", line)
+		}
+		recs, err := workload.ParseTrace(bytes.NewReader(line))
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("ParseTrace(%q) = %v, %v", line, recs, err)
+		}
+		got := recs[0]
+		if got.Model != model && utf8.ValidString(model) || got.InputLength != in || got.OutputLength != out || got.BlockTokens != blockSize ||
+			got.Timestamp != float64(ms) || len(got.HashIDs) != len(r.Blocks) {
+			t.Errorf("line %q read back as %+v", line, got)
+		}
+	})
 }
