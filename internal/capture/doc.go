@@ -23,7 +23,9 @@
 // output length came from: "usage" (the engine's), or an estimate,
 // "stream_chunks" or "bytes"; an empty output is written as 1 token, the
 // least the format holds. block_size is left out of a line without
-// hash_ids. Only requests an engine answered with a 2xx are captured.
+// hash_ids. Only requests an engine answered with a 2xx are captured, each
+// when its response ends: lines are in the order responses ended, not
+// arrivals (a replay sorts them by timestamp).
 //
 // The id maps are the writer's alone and bounded: each model's holds at
 // most Options.MaxBlockIDs hashes, in two generations; when the young one
