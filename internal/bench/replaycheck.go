@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -89,6 +90,9 @@ func ReplayCheck(ctx context.Context, c ReplayCheckConfig, env RunEnv) ([]Replay
 		s.Policy = p
 		rows[i].Policy = p
 		rows[i].CaptureFile = filepath.Join(c.Out, "capture-"+strings.TrimSuffix(s.FileName(), ".json")+".jsonl")
+		if err := os.Remove(rows[i].CaptureFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 		e := env
 		e.Capture = rows[i].CaptureFile
 		res, err := measureInto(ctx, s, e, c.Out)

@@ -38,7 +38,8 @@ type Record struct {
 // Options configure a Writer.
 type Options struct {
 	// Lines says where and how the lines are written (Name defaults to
-	// "traffic capture").
+	// "traffic capture"). Fresh is always set: a capture's timestamps and
+	// ids start again, so it never appends to another's file.
 	Lines linelog.Options
 	// MaxBlockIDs bounds the hashes each model's id map holds. Zero means
 	// 1,000,000; at least 2.
@@ -64,6 +65,7 @@ func Open(o Options) *Writer {
 	if o.Lines.Name == "" {
 		o.Lines.Name = "traffic capture"
 	}
+	o.Lines.Fresh = true
 	if o.MaxBlockIDs <= 0 {
 		o.MaxBlockIDs = 1_000_000
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -289,4 +291,36 @@ func FuzzLine(f *testing.F) {
 			t.Errorf("line %q read back as %+v", line, got)
 		}
 	})
+}
+
+// TestFreshFile: a capture never appends to the file an earlier one left
+// at its path (its ids and timestamps start again); that file is kept
+// beside it, rotated.
+func TestFreshFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "capture.jsonl")
+	old := `{"timestamp":0.000,"input_length":1,"output_length":1,"hash_ids":[0]}` + "\n"
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	w := Open(Options{Lines: linelog.Options{Path: path}, Start: start})
+	w.Log(record(start, sent{model: "m", tokens: make([]int, 40), output: 2}, 16))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := workload.ParseTrace(bytes.NewReader(data)); err != nil || len(recs) != 1 || recs[0].Model != "m" {
+		t.Errorf("the new capture holds %q, %v", data, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "capture-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("rotated files %v, want the earlier capture", files)
+	}
+	if kept, _ := os.ReadFile(files[0]); string(kept) != old {
+		t.Errorf("the earlier capture became %q", kept)
+	}
 }

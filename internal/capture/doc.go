@@ -32,4 +32,8 @@
 // fills, the old one is forgotten and the young one takes its place. A
 // forgotten block met again gets a new id, so the replay misses that
 // prefix once; Stats counts the hashes forgotten.
+//
+// Each Writer is a capture of its own, its timestamps and ids starting
+// again: a file already at its path (an earlier capture's) is moved aside
+// as a rotated file, never appended to.
 package capture

@@ -3,6 +3,7 @@ package linelog
 import (
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,9 @@ type Options struct {
 	MaxSizeMB int
 	// MaxFiles is how many rotated files are kept; 0 keeps them all.
 	MaxFiles int
+	// Fresh starts a new file: one already at Path is rotated aside (kept
+	// as the newest rotated file) at Open, rather than appended to.
+	Fresh bool
 	// QueueSize is the most lines waiting for the disk; more are
 	// dropped. Default 8192.
 	QueueSize int
@@ -84,6 +88,11 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 	if w.out == nil {
 		w.file = &lumberjack.Logger{Filename: o.Path, MaxSize: o.MaxSizeMB, MaxBackups: o.MaxFiles}
 		w.out = w.file
+		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Size() > 0 {
+			if err := w.file.Rotate(); err != nil {
+				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
+			}
+		}
 	}
 	go w.drain()
 	return w
