@@ -91,7 +91,7 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # long single-goroutine tokenizer and chat template checks, where the detector has nothing to
 # find and costs minutes.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their

@@ -61,8 +61,9 @@ type DecisionLog struct {
 // prompt's KV blocks as small integer ids per model), never any text.
 type Capture struct {
 	// Path is the file the capture is written to; rotated files are kept
-	// beside it with a timestamp in their names. Empty, the default, turns
-	// the capture off.
+	// beside it with a timestamp in their names. A file already there at
+	// start (an earlier capture) is rotated aside, not appended to. Empty,
+	// the default, turns the capture off.
 	Path string `yaml:"path"`
 	// SampleRate is the share of requests captured, from 0 to 1, sampled
 	// by request ID. A sampled capture keeps fewer of the prompts that
@@ -75,10 +76,10 @@ type Capture struct {
 	// older ones are deleted. 0 keeps them all. Default 10.
 	MaxFiles int `yaml:"max_files"`
 	// MaxBlockIDs bounds the block hashes each model's id map remembers,
-	// at about 40 bytes each. Past it, the blocks seen least recently are
-	// forgotten: seen again, such a block gets a new id, so the replay
-	// misses that prefix once. Ids are never reused. At least 1,000;
-	// default 1,000,000.
+	// at about 56 bytes each when full. Past it, the blocks seen least
+	// recently are forgotten: seen again, such a block gets a new id, so
+	// the replay misses that prefix once. Ids are never reused. At least
+	// 1,000; default 1,000,000.
 	MaxBlockIDs int `yaml:"max_block_ids"`
 }
 
