@@ -126,7 +126,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), len(reqs))
+	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), len(reqs), wall[len(wall)-1].At)
 	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule, Progress: &task.Counts})
 	task.Finish()
 	toModelTime(outs, reqs, clock)

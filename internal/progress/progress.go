@@ -22,18 +22,22 @@ type Counts struct {
 	Sent, Done, Errors atomic.Int64
 }
 
-// Snapshot is Counts read at one moment, with the run's total.
+// Snapshot is Counts read at one moment, with the run's total and, for a
+// run that sends on a schedule, how long after its start the last request
+// is due (0: no schedule).
 type Snapshot struct {
 	Total, Sent, Done, Errors int64
+	Schedule                  time.Duration
 }
 
-func (c *Counts) snapshot(total int64) Snapshot {
-	return Snapshot{Total: total, Sent: c.Sent.Load(), Done: c.Done.Load(), Errors: c.Errors.Load()}
+func (c *Counts) snapshot(total int64, schedule time.Duration) Snapshot {
+	return Snapshot{Total: total, Sent: c.Sent.Load(), Done: c.Done.Load(), Errors: c.Errors.Load(), Schedule: schedule}
 }
 
 // Line formats a run's progress: its label, the requests sent, done and
-// failed of the total, the time elapsed and, once a request is done and
-// some remain, the time left at the pace so far.
+// failed of the total, the time elapsed and the time left: while a
+// schedule has requests to send, until its last is due; otherwise, once a
+// request is done and some remain, at the pace so far.
 func Line(label string, s Snapshot, elapsed time.Duration) string {
 	return line(label, s, elapsed, true)
 }
@@ -46,10 +50,14 @@ func line(label string, s Snapshot, elapsed time.Duration, eta bool) string {
 		b.WriteString(": ")
 	}
 	fmt.Fprintf(&b, "%d/%d sent, %d done, %d errors, %s", s.Sent, s.Total, s.Done, s.Errors, clock(elapsed))
-	if eta && s.Done > 0 && s.Done < s.Total {
-		left := time.Duration(float64(elapsed) * float64(s.Total-s.Done) / float64(s.Done))
+	switch {
+	case !eta || s.Done >= s.Total:
+	case s.Schedule > 0 && s.Sent < s.Total:
 		b.WriteString(", ETA ")
-		b.WriteString(clock(left))
+		b.WriteString(clock(s.Schedule - elapsed))
+	case s.Done > 0:
+		b.WriteString(", ETA ")
+		b.WriteString(clock(time.Duration(float64(elapsed) * float64(s.Total-s.Done) / float64(s.Done))))
 	}
 	return b.String()
 }
@@ -93,11 +101,12 @@ func For(f *os.File) *Display {
 // and Finish ends it.
 type Task struct {
 	Counts
-	d     *Display
-	label string
-	total int64
-	start time.Time
-	ended atomic.Bool
+	d        *Display
+	label    string
+	total    int64
+	schedule time.Duration
+	start    time.Time
+	ended    atomic.Bool
 }
 
 func (d *Display) now() time.Time {
@@ -114,10 +123,12 @@ func (d *Display) every() time.Duration {
 	return d.Every
 }
 
-// Start begins showing a run of total requests under label. A nil Display
-// shows nothing, and returns a Task that counts and shows nothing.
-func (d *Display) Start(label string, total int) *Task {
-	t := &Task{d: d, label: label, total: int64(total)}
+// Start begins showing a run of total requests under label; schedule,
+// when above 0, is how long after the start its last request is due (the
+// ETA while requests remain to be sent). A nil Display shows nothing, and
+// returns a Task that counts and shows nothing.
+func (d *Display) Start(label string, total int, schedule time.Duration) *Task {
+	t := &Task{d: d, label: label, total: int64(total), schedule: schedule}
 	if d == nil {
 		return t
 	}
@@ -159,7 +170,7 @@ func (d *Display) Update() {
 	}
 	parts := make([]string, len(d.tasks))
 	for i, t := range d.tasks {
-		parts[i] = Line(t.label, t.snapshot(t.total), now.Sub(t.start))
+		parts[i] = Line(t.label, t.snapshot(t.total, t.schedule), now.Sub(t.start))
 	}
 	fmt.Fprintf(d.W, "\r\x1b[K%s", strings.Join(parts, " | "))
 	d.last, d.drawn = now, true
@@ -176,7 +187,7 @@ func (t *Task) Finish() {
 	var stop, done chan struct{}
 	d.mu.Lock()
 	now := d.now()
-	last := line(t.label, t.snapshot(t.total), now.Sub(t.start), false)
+	last := line(t.label, t.snapshot(t.total, t.schedule), now.Sub(t.start), false)
 	if d.TTY {
 		fmt.Fprintf(d.W, "\r\x1b[K%s\n", last)
 	} else {

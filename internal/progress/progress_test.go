@@ -25,6 +25,10 @@ func TestLine(t *testing.T) {
 		{"done", "run", Snapshot{Total: 10, Sent: 10, Done: 10}, 61500 * time.Millisecond, "run: 10/10 sent, 10 done, 0 errors, 1:02"},
 		{"hours", "", Snapshot{Total: 3, Sent: 2, Done: 1}, 2 * time.Hour, "2/3 sent, 1 done, 0 errors, 2:00:00, ETA 4:00:00"},
 		{"negative", "x", Snapshot{Total: 1}, -time.Second, "x: 0/1 sent, 0 done, 0 errors, 0:00"},
+		{"scheduled", "run", Snapshot{Total: 400, Sent: 120, Done: 100, Schedule: 100 * time.Second}, 25 * time.Second, "run: 120/400 sent, 100 done, 0 errors, 0:25, ETA 1:15"},
+		{"scheduled_none_done", "run", Snapshot{Total: 400, Sent: 20, Schedule: 100 * time.Second}, 5 * time.Second, "run: 20/400 sent, 0 done, 0 errors, 0:05, ETA 1:35"},
+		{"schedule_over", "run", Snapshot{Total: 10, Sent: 10, Done: 5, Schedule: time.Second}, 10 * time.Second, "run: 10/10 sent, 5 done, 0 errors, 0:10, ETA 0:10"},
+		{"late", "run", Snapshot{Total: 10, Sent: 9, Done: 5, Schedule: time.Second}, 10 * time.Second, "run: 9/10 sent, 5 done, 0 errors, 0:10, ETA 0:00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,8 +85,8 @@ func TestThrottle(t *testing.T) {
 	// Every is an hour, so the display's own ticker never fires while the
 	// test moves the clock by hand.
 	d := &Display{W: &out, TTY: true, Every: time.Hour, Now: clk.now}
-	a := d.Start("a", 10)
-	b := d.Start("b", 2)
+	a := d.Start("a", 10, 0)
+	b := d.Start("b", 2, 0)
 	redraws := func() int { return strings.Count(out.String(), "\r") }
 	steps := []struct {
 		advance time.Duration
@@ -120,7 +124,7 @@ func TestNotATerminal(t *testing.T) {
 	var out syncBuffer
 	d := &Display{W: &out, Now: clk.now}
 	for i, label := range []string{"w1 cost_model", "w1 round_robin"} {
-		task := d.Start(label, 10)
+		task := d.Start(label, 10, 0)
 		for range 10 {
 			task.Sent.Add(1)
 			task.Done.Add(1)
@@ -142,7 +146,7 @@ func TestNotATerminal(t *testing.T) {
 // TestNilDisplay: a nil Display's tasks count and show nothing.
 func TestNilDisplay(t *testing.T) {
 	var d *Display
-	task := d.Start("x", 3)
+	task := d.Start("x", 3, 0)
 	task.Sent.Add(1)
 	task.Finish()
 	if task.Sent.Load() != 1 {
@@ -155,7 +159,7 @@ func TestNilDisplay(t *testing.T) {
 func TestTicks(t *testing.T) {
 	var out syncBuffer
 	d := &Display{W: &out, TTY: true, Every: time.Millisecond}
-	task := d.Start("x", 1)
+	task := d.Start("x", 1, 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for strings.Count(out.String(), "\r") < 3 {
 		if time.Now().After(deadline) {
