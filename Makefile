@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./internal/load:FuzzParse \
 	./internal/load:FuzzParseAgainstLibrary \
 	./internal/workload:FuzzTrace \
+	./internal/capture:FuzzLine \
 	./internal/zmtp:FuzzReadFrames \
 	./internal/events:FuzzDecodeBatch \
 	./internal/auth:FuzzParse \
@@ -91,7 +92,7 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # long single-goroutine tokenizer and chat template checks, where the detector has nothing to
 # find and costs minutes.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestParseTenThousand)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestParseTenThousand)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate ./internal/auth
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their

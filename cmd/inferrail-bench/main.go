@@ -10,6 +10,7 @@
 //	inferrail-bench stress --sim-binary bin/inferrail-sim --out bench/results/sim
 //	inferrail-bench gwstress --gateway-binary bin/inferrail-gateway --sim-binary bin/inferrail-sim --out bench/results/gateway
 //	inferrail-bench demo --out bench/tmp/demo
+//	inferrail-bench replay-check --workload mix --rate 4 --requests 400 --policies round_robin,cost_model --out bench/results/capture
 package main
 
 import (
@@ -44,6 +45,10 @@ Commands:
            report
   demo     a short W1 run under round_robin, then cost_model, on cold fleets;
            prints a comparison table and writes a chart and a report
+  replay-check
+           each of --policies live with the gateway capturing the traffic,
+           then the first capture replayed (workload trace) under each; prints
+           the hit rates and oracle hit rates side by side
   plain-proxy
            a bare net/http reverse proxy taking turns over --upstreams: the
            floor gw-floor compares the gateway's CPU per request with
@@ -58,14 +63,15 @@ Run "inferrail-bench <command> -h" for a command's flags.
 // config, carrying it out and writing what it has to say to stdout; flag
 // errors and progress go to stderr.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"run":       runCmd,
-	"compare":   compareCmd,
-	"sweep":     sweepCmd,
-	"report":    reportCmd,
-	"stress":    stressCmd,
-	"gwstress":  gwstressCmd,
-	"demo":      demoCmd,
-	"testcerts": testCertsCmd,
+	"run":          runCmd,
+	"compare":      compareCmd,
+	"sweep":        sweepCmd,
+	"report":       reportCmd,
+	"stress":       stressCmd,
+	"gwstress":     gwstressCmd,
+	"demo":         demoCmd,
+	"replay-check": replayCheckCmd,
+	"testcerts":    testCertsCmd,
 	"plain-proxy": func(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return plainproxy.Command(ctx, args, stderr)
 	},

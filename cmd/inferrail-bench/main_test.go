@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +310,44 @@ func TestTestCerts(t *testing.T) {
 	}
 	if _, _, err := runArgs(t, "testcerts"); err == nil {
 		t.Error("testcerts without --dir succeeded")
+	}
+}
+
+// A trace whose lines all name one model and one block size (a traffic
+// capture's) sets the replay's model and the simulators' block size,
+// unless flags set them.
+func TestTraceShapeFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "capture.jsonl")
+	line := `{"timestamp":%d,"input_length":40,"output_length":2,"hash_ids":[0,1],"model":"org/m","block_size":32}` + "\n"
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(line, 0)+fmt.Sprintf(line, 5)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		args, sim []string
+		model     string
+		simArgs   []string
+	}{
+		{"from_the_trace", nil, nil, "org/m", []string{"--block-size=32"}},
+		{"model_flag", []string{"--model", "mine"}, nil, "mine", []string{"--block-size=32"}},
+		{"block_size_flag", nil, []string{"--block-size", "16"}, "org/m", []string{"--block-size", "16"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs, spec, _ := runFlags("run", "", new(bytes.Buffer))
+			if err := fs.Parse(append([]string{"--policy", "cost_model", "--workload", "trace", "--trace", path}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			s, err := spec(tt.sim)
+			if err != nil || s.Workload.Model != tt.model || !slices.Equal(s.SimArgs, tt.simArgs) {
+				t.Errorf("model %q, sim args %q, %v; want %q, %q", s.Workload.Model, s.SimArgs, err, tt.model, tt.simArgs)
+			}
+		})
+	}
+	fs, spec, _ := runFlags("run", "", new(bytes.Buffer))
+	if err := fs.Parse([]string{"--policy", "cost_model", "--workload", "trace", "--trace", path + ".missing"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spec(nil); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("a missing trace: %v", err)
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +18,8 @@ import (
 	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/progress"
+	"github.com/inferrail/inferrail/internal/workload"
 )
 
 // specFlags registers the flags that say what a run measures and returns a
@@ -70,6 +75,10 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 			if !set["rate"] {
 				w.Rate = 0
 			}
+			var err error
+			if simArgs, err = traceShape(w, set["model"], simArgs); err != nil {
+				return s, err
+			}
 		}
 		if s.URL != "" {
 			s.Policy, s.Replicas = "", 0
@@ -80,6 +89,26 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 		s.SimArgs = simArgs
 		return s, s.Validate()
 	}
+}
+
+// traceShape takes from a trace what its lines state (a traffic capture's
+// do): the model they all name, unless --model is given, and the block
+// size they all state, for the simulators unless their flags set one.
+func traceShape(w *workload.Spec, modelSet bool, simArgs []string) ([]string, error) {
+	if w.TracePath == "" {
+		return simArgs, nil
+	}
+	model, bs, err := workload.TraceShape(w.TracePath)
+	if err != nil {
+		return nil, err
+	}
+	if model != "" && !modelSet {
+		w.Model = model
+	}
+	if bs > 0 && !slices.ContainsFunc(simArgs, func(a string) bool { return strings.Contains(a, "block-size") }) {
+		simArgs = append(slices.Clip(simArgs), "--block-size="+strconv.Itoa(bs))
+	}
+	return simArgs, nil
 }
 
 // envFlags registers the flags that say how runs are carried out.
@@ -112,7 +141,17 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		Command:     command,
 		Environment: measure.CurrentEnvironment(ctx),
 		Logger:      cli.Logger(stderr, e.verbose),
+		Progress:    progressOn(stderr),
 	}
+}
+
+// progressOn is where runs show their progress: redrawn in place when
+// stderr is a terminal, else a line per run.
+func progressOn(stderr io.Writer) *progress.Display {
+	if f, ok := stderr.(*os.File); ok {
+		return progress.For(f)
+	}
+	return &progress.Display{W: stderr}
 }
 
 // runFlags is the flag set of a command that carries out runs of a spec
@@ -133,6 +172,7 @@ func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simA
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
 	out := fs.String("out", "bench/results/runs", "directory for the result file")
+	capture := fs.String("capture", "", "the gateway captures the run's traffic to this file, a trace --workload trace replays (with --speedup, replay with the same --speedup and --time-scale)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -141,6 +181,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run: %w", err)
 	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	if *capture != "" {
+		if env.Capture, err = filepath.Abs(*capture); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -196,6 +241,31 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprint(stdout, bench.RenderCompareTable(results))
 	fmt.Fprintf(stdout, "%d runs (%d from earlier result files), results in %s\n", len(results), sum.Skipped, *out)
 	return err
+}
+
+func replayCheckCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, spec, ef := runFlags("replay-check", "--policies a,b,c [flags] [-- simulator flags]", stderr)
+	policies := fs.String("policies", "round_robin,least_request,prefix_hash,cost_model", "comma-separated policies, each run live and on the replayed capture")
+	out := fs.String("out", "bench/results/capture", "directory for the captures, result files and summary.md")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := spec(fs.Args())
+	if err != nil {
+		return fmt.Errorf("replay-check: %w", err)
+	}
+	c := bench.ReplayCheckConfig{Spec: s, Policies: list(*policies), Out: *out}
+	command := "go run ./cmd/inferrail-bench replay-check " + shellJoin(args)
+	rows, err := bench.ReplayCheck(ctx, c, ef.env(ctx, stderr, command))
+	if err != nil {
+		return err
+	}
+	table := bench.RenderReplayCheck(rows)
+	fmt.Fprint(stdout, table)
+	summary := fmt.Sprintf("# Replaying a traffic capture\n\n%s\n\nEach policy ran %s at %g req/s (seed %d) live, the gateway capturing the traffic;"+
+		" then %s was replayed (`--workload trace`) under each policy. Gaps are in points of hit rate.\n\n%s",
+		"`"+command+"`", s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, filepath.Base(rows[0].ReplayedCapture), table)
+	return os.WriteFile(filepath.Join(*out, "summary.md"), []byte(summary), 0o644)
 }
 
 func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -88,11 +88,10 @@ func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 	fmt.Fprintf(out, "Each policy gets the same requests at the same times on a cold fleet: 3 simulators behind the gateway.\n\n")
 	var results []*RunResult
 	for _, s := range runs {
-		fmt.Fprintf(out, "%-14s ", s.Policy)
 		start := time.Now()
-		r, err := Measure(ctx, s, env)
+		r, err := Measure(ctx, s, env) // its progress goes to env's display meanwhile
 		if err != nil {
-			fmt.Fprintln(out, "failed")
+			fmt.Fprintf(out, "%-14s failed\n", s.Policy)
 			return fmt.Errorf("demo: %s: %w", s.Policy, err)
 		}
 		if err := WriteRunResult(filepath.Join(c.Out, s.FileName()), r); err != nil {
@@ -100,8 +99,8 @@ func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 		}
 		results = append(results, r)
 		m := &r.Measurements
-		fmt.Fprintf(out, "%d requests (the first %d as warmup), %d of %d measured succeeded, %.0f s\n",
-			m.Requests, m.Warmup, m.Succeeded, m.Measured, time.Since(start).Seconds())
+		fmt.Fprintf(out, "%-14s %d requests (the first %d as warmup), %d of %d measured succeeded, %.0f s\n",
+			s.Policy, m.Requests, m.Warmup, m.Succeeded, m.Measured, time.Since(start).Seconds())
 	}
 	fmt.Fprintln(out)
 	fmt.Fprint(out, RenderDemoTable(results))

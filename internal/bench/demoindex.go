@@ -65,11 +65,10 @@ func runIndexDemo(ctx context.Context, d IndexDemo, seed uint64, dir string, env
 	fmt.Fprintf(out, "against exact (every simulator's KV events), each on a cold fleet with the same requests at the same times.\n\n")
 	var results []*RunResult
 	for _, s := range runs {
-		fmt.Fprintf(out, "%-14s ", s.IndexMode())
 		start := time.Now()
-		r, err := Measure(ctx, s, env)
+		r, err := Measure(ctx, s, env) // its progress goes to env's display meanwhile
 		if err != nil {
-			fmt.Fprintln(out, "failed")
+			fmt.Fprintf(out, "%-14s failed\n", s.IndexMode())
 			return fmt.Errorf("demo: index %s: %w", s.IndexMode(), err)
 		}
 		if err := WriteRunResult(filepath.Join(dir, s.FileName()), r); err != nil {
@@ -77,7 +76,7 @@ func runIndexDemo(ctx context.Context, d IndexDemo, seed uint64, dir string, env
 		}
 		results = append(results, r)
 		m := &r.Measurements
-		fmt.Fprintf(out, "%d of %d measured succeeded, %.0f s\n", m.Succeeded, m.Measured, time.Since(start).Seconds())
+		fmt.Fprintf(out, "%-14s %d of %d measured succeeded, %.0f s\n", s.IndexMode(), m.Succeeded, m.Measured, time.Since(start).Seconds())
 	}
 	fmt.Fprintln(out)
 	fmt.Fprint(out, RenderIndexTable(results))

@@ -59,6 +59,10 @@ type FleetOptions struct {
 	// sends to each in turn (Fleet.URLs). Zero means 1; not with a peer
 	// router.
 	Gateways int
+	// Capture, if not empty, is the file the gateway captures the traffic
+	// to (observability.capture.path). Not with a peer router or more than
+	// one gateway.
+	Capture string
 	// Logger receives the children's life cycle at Debug. Nil discards.
 	Logger *slog.Logger
 }
@@ -86,6 +90,9 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Capture != "" && (procs.IsPeerPolicy(o.Policy) || o.Gateways > 1) {
+		return nil, errors.New("start fleet: a traffic capture needs one gateway of ours, not a peer router or several gateways")
 	}
 	var peer procs.PeerPolicy
 	if procs.IsPeerPolicy(o.Policy) {
@@ -126,6 +133,7 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
 	cfg := harness.GatewayConfig(replicas, harness.GatewayOptions{Model: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim",
 		BlockSize: o.BlockSize, Caps: 4096, Seed: o.Seed, RequestTimeout: 10 * time.Minute, LogLevel: "warn", IndexMode: o.Index})
+	cfg.Observability.Capture.Path = o.Capture
 	if f := o.Speedup; f > 1 {
 		// What the gateway predicts and how fresh it wants its engine
 		// reports are times on the model's clock.

@@ -17,6 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/progress"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -86,6 +87,9 @@ type OpenLoopOptions struct {
 	// request's scheduled time, before dispatching it. It exists so tests
 	// can stall the scheduler; it must not block otherwise.
 	OnSchedule func(i int)
+	// Progress, when not nil, counts the requests sent, done and failed
+	// as the run goes.
+	Progress *progress.Counts
 }
 
 // NewLoadClient returns an HTTP client for open-loop load: keep-alive
@@ -123,10 +127,19 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Target: i % len(urls), Sched: reqs[i].At}
 	}
 	loop := harness.Loop{Start: start, N: len(reqs), At: func(i int) time.Duration { return reqs[i].At }, OnSchedule: o.OnSchedule}
+	count := o.Progress
+	if count == nil {
+		count = new(progress.Counts)
+	}
 	sent := loop.Run(ctx, func(i int, dispatched time.Duration) {
 		out[i].Dispatched = dispatched
+		count.Sent.Add(1)
 		s := sender{client: o.Client, url: urls[out[i].Target], timeout: o.Timeout, start: start}
 		s.send(ctx, &reqs[i], &out[i])
+		count.Done.Add(1)
+		if !out[i].OK() {
+			count.Errors.Add(1)
+		}
 	})
 	for j := sent; j < len(reqs); j++ {
 		out[j].ErrKind, out[j].Err = errKindNotSent, "run stopped before the request was due"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/progress"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -47,6 +48,15 @@ type RunEnv struct {
 	// OnSchedule is passed to RunOpenLoop (tests stall the scheduler with
 	// it). Nil means none.
 	OnSchedule func(i int)
+	// Capture, if not empty, is a file the run's gateway captures its
+	// traffic to (observability.capture), for a trace run to replay. With
+	// a speedup the capture's timestamps are on the faster clock: replay
+	// it with the same speedup and --time-scale. Only for a fleet of the
+	// run's own with one gateway of ours.
+	Capture string
+	// Progress shows each run's requests sent, done and failed as it goes
+	// (see package progress). Nil shows nothing.
+	Progress *progress.Display
 }
 
 func (e *RunEnv) logger() *slog.Logger {
@@ -116,7 +126,9 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule})
+	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), len(reqs), wall[len(wall)-1].At)
+	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule, Progress: &task.Counts})
+	task.Finish()
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
@@ -195,7 +207,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Logger: env.logger(),
+		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Capture: env.Capture, Logger: env.logger(),
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/procs/procstest"
+	"github.com/inferrail/inferrail/internal/progress"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -70,9 +71,15 @@ func smallSpec(policy string, rate float64, n int) RunSpec {
 // gateway predicted cached tokens, and the engines' own counters were read.
 func TestMeasureFleet(t *testing.T) {
 	reqs := sharedPromptRequests(30, 20*time.Millisecond, 4, 0)
-	r, err := Measure(t.Context(), smallSpec("round_robin", 50, len(reqs)), fleetEnv(t, reqs))
+	env := fleetEnv(t, reqs)
+	var shown bytes.Buffer // not a terminal: one line when the run ends
+	env.Progress = &progress.Display{W: &shown}
+	r, err := Measure(t.Context(), smallSpec("round_robin", 50, len(reqs)), env)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := "w1_rate50_rep0_round_robin: 30/30 sent, 30 done, 0 errors, 0:"; strings.Count(shown.String(), "\n") != 1 || !strings.HasPrefix(shown.String(), want) {
+		t.Errorf("progress %q, want one line starting %q", shown.String(), want)
 	}
 	m := r.Measurements
 	if m.Requests != 30 || m.Warmup != 6 || m.Measured != 24 {

@@ -82,6 +82,7 @@ func TestGoodFiles(t *testing.T) {
 	full.Logging = Logging{Level: "debug", Format: "json", LogPrompts: true}
 	full.Observability = Observability{OTLPEndpoint: "http://collector:4317", OTLPProtocol: OTLPGRPC, TraceSampleRatio: 0.25,
 		DecisionLog: DecisionLog{Path: "/var/log/inferrail/decisions.jsonl", SampleRate: 0.01, MaxSizeMB: 20},
+		Capture:     Capture{Path: "/var/log/inferrail/capture.jsonl", SampleRate: 0.5, MaxSizeMB: 50, MaxFiles: 3, MaxBlockIDs: 200000},
 		ShadowLog:   "/var/log/inferrail/shadow.jsonl"}
 
 	minimal := Default()

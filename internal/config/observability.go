@@ -7,9 +7,9 @@ import (
 )
 
 // Observability configures the gateway's OpenTelemetry traces, its
-// decision log and its shadow log. All are off by default; traces and the
-// decision log cost the request path nothing while off. All are read at
-// start only.
+// decision log, its traffic capture and its shadow log. All are off by
+// default; traces, the decision log and the capture cost the request path
+// nothing while off. All are read at start only.
 type Observability struct {
 	// OTLPEndpoint is the OTLP collector traces are exported to, an http or
 	// https URL (https verifies the collector's certificate). With
@@ -27,6 +27,9 @@ type Observability struct {
 	TraceSampleRatio float64 `yaml:"trace_sample_ratio"`
 	// DecisionLog writes sampled routing decisions as JSON lines.
 	DecisionLog DecisionLog `yaml:"decision_log"`
+	// Capture records the traffic, without its text, as a Mooncake-format
+	// trace inferrail-bench replays.
+	Capture Capture `yaml:"capture"`
 	// ShadowLog is a file that every config generation and every shadow
 	// decision, with what the shadows saw, is appended to as JSON lines
 	// (no prompts), for inferrail-gateway --replay-shadow. Empty means none.
@@ -52,6 +55,34 @@ type DecisionLog struct {
 	MaxFiles int `yaml:"max_files"`
 }
 
+// Capture configures the traffic capture: one JSON line per request an
+// engine answered, in the Mooncake trace format (arrival in milliseconds
+// from the capture's start, input and output lengths in tokens, the
+// prompt's KV blocks as small integer ids per model), never any text.
+type Capture struct {
+	// Path is the file the capture is written to; rotated files are kept
+	// beside it with a timestamp in their names. A file already there at
+	// start (an earlier capture) is rotated aside, not appended to. Empty,
+	// the default, turns the capture off.
+	Path string `yaml:"path"`
+	// SampleRate is the share of requests captured, from 0 to 1, sampled
+	// by request ID. A sampled capture keeps fewer of the prompts that
+	// share a prefix, so its replay shows fewer cache hits. Default 1.
+	SampleRate float64 `yaml:"sample_rate"`
+	// MaxSizeMB is the size in megabytes at which the file is rotated. At
+	// least 1; default 100.
+	MaxSizeMB int `yaml:"max_size_mb"`
+	// MaxFiles is how many rotated files are kept besides the current one;
+	// older ones are deleted. 0 keeps them all. Default 10.
+	MaxFiles int `yaml:"max_files"`
+	// MaxBlockIDs bounds the block hashes each model's id map remembers,
+	// at about 56 bytes each when full. Past it, the blocks seen least
+	// recently are forgotten: seen again, such a block gets a new id, so
+	// the replay misses that prefix once. Ids are never reused. At least
+	// 1,000; default 1,000,000.
+	MaxBlockIDs int `yaml:"max_block_ids"`
+}
+
 // Protocols of Observability.OTLPProtocol.
 const (
 	OTLPHTTP = "http/protobuf"
@@ -64,6 +95,7 @@ func defaultObservability() Observability {
 		OTLPProtocol:     OTLPHTTP,
 		TraceSampleRatio: 1,
 		DecisionLog:      DecisionLog{MaxSizeMB: 100, MaxFiles: 10},
+		Capture:          Capture{SampleRate: 1, MaxSizeMB: 100, MaxFiles: 10, MaxBlockIDs: 1_000_000},
 	}
 }
 
@@ -91,6 +123,19 @@ func (v *validator) observability(o *Observability) {
 	}
 	v.atLeast("observability.decision_log.max_size_mb", dl.MaxSizeMB, 1)
 	v.atLeast("observability.decision_log.max_files", dl.MaxFiles, 0)
+	c := &o.Capture
+	switch {
+	case c.Path != "" && strings.TrimSpace(c.Path) == "":
+		v.fail("observability.capture.path", "must not be blank")
+	case strings.HasSuffix(c.Path, "/"):
+		v.fail("observability.capture.path", "must name a file, not a directory")
+	case c.Path != "" && c.Path == dl.Path && dl.SampleRate > 0:
+		v.fail("observability.capture.path", "must differ from decision_log.path")
+	}
+	v.share("observability.capture.sample_rate", c.SampleRate)
+	v.atLeast("observability.capture.max_size_mb", c.MaxSizeMB, 1)
+	v.atLeast("observability.capture.max_files", c.MaxFiles, 0)
+	v.atLeast("observability.capture.max_block_ids", c.MaxBlockIDs, 1000)
 }
 
 // share checks a sampling share: a number from 0 to 1.

@@ -33,6 +33,18 @@ func TestObservabilityRules(t *testing.T) {
 		{"path_while_off", func(o *Observability) { o.DecisionLog.Path = "decisions.jsonl" }, nil},
 		{"log_over_one", func(o *Observability) { o.DecisionLog.SampleRate, o.DecisionLog.Path = 1.01, "d.jsonl" },
 			[]string{"observability.decision_log.sample_rate: must be between 0 and 1"}},
+		{"capture_on", func(o *Observability) { o.Capture.Path = "capture.jsonl" }, nil},
+		{"capture_blank_path", func(o *Observability) { o.Capture.Path = " " },
+			[]string{"observability.capture.path: must not be blank"}},
+		{"capture_directory", func(o *Observability) { o.Capture.Path = "/var/log/" },
+			[]string{"observability.capture.path: must name a file, not a directory"}},
+		{"capture_is_decision_log", func(o *Observability) {
+			o.Capture.Path, o.DecisionLog.Path, o.DecisionLog.SampleRate = "x.jsonl", "x.jsonl", 1
+		}, []string{"observability.capture.path: must differ from decision_log.path"}},
+		{"capture_bounds", func(o *Observability) {
+			o.Capture.SampleRate, o.Capture.MaxSizeMB, o.Capture.MaxFiles, o.Capture.MaxBlockIDs = -0.5, 0, -1, 999
+		}, []string{"observability.capture.sample_rate: must be between 0 and 1", "observability.capture.max_size_mb: must be >= 1",
+			"observability.capture.max_files: must be >= 0", "observability.capture.max_block_ids: must be >= 1000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

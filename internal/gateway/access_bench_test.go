@@ -144,7 +144,7 @@ func BenchmarkAccessPath(b *testing.B) {
 				resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(usage))}
 				g.meter(ex, resp)
 				_, _ = io.Copy(io.Discard, resp.Body)
-				g.settle(ex)
+				g.finish(ex)
 			}))
 			req, _ := http.NewRequest(http.MethodPost, "http://gateway/v1/chat/completions", nil)
 			if secret != "" {

@@ -41,7 +41,6 @@ type bill struct {
 	n       int
 	outputs bool            // an output budget applies
 	status  int             // the engine's status; 0 when none answered
-	meter   *outputMeter    // counts the response's output; nil unless outputs and a 2xx
 	ctx     context.Context // for the limiter's calls after the client may have left
 }
 
@@ -222,27 +221,41 @@ func appendReset(b []byte, d time.Duration) []byte {
 	return append(b, (d + time.Millisecond - 1).Truncate(time.Millisecond).String()...)
 }
 
-// meter notes the engine's answer to an admitted request and, when an
-// output budget applies to a 2xx, counts the output as it is relayed.
+// meter notes the engine's answer to a request and, when an output budget
+// applies to a 2xx or the request is captured, counts the output as it is
+// relayed.
 func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 	b := ex.bill
-	if b == nil {
-		return
+	if b != nil {
+		b.status = resp.StatusCode
 	}
-	b.status = resp.StatusCode
-	if !b.outputs || resp.StatusCode/100 != 2 {
+	if resp.StatusCode/100 != 2 || !ex.captured && (b == nil || !b.outputs) {
 		return
 	}
 	m := meters.Get().(*outputMeter)
 	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
 	m.body = meteredBody{ReadCloser: resp.Body, m: m}
 	resp.Body = &m.body
-	b.meter = m
+	ex.meter = m
 }
 
-// settle ends a request's bill: the output charged, or the prompt tokens
-// given back when no engine answered it with a 2xx.
-func (g *Gateway) settle(ex *exchange) {
+// finish ends an admitted request once its response is relayed: its
+// output counted, its bill settled and its capture record queued.
+func (g *Gateway) finish(ex *exchange) {
+	out, source := int64(-1), ""
+	if m := ex.meter; m != nil {
+		out, source = m.tokens()
+		meters.Put(m)
+		ex.meter = nil
+	}
+	g.settle(ex, out, source)
+	g.captureRequest(ex, out, source)
+}
+
+// settle ends a request's bill: the output charged (out tokens counted
+// from source; out < 0 when not counted), or the prompt tokens given back
+// when no engine answered it with a 2xx.
+func (g *Gateway) settle(ex *exchange, out int64, source string) {
 	b := ex.bill
 	if b == nil {
 		return
@@ -251,12 +264,9 @@ func (g *Gateway) settle(ex *exchange) {
 	switch {
 	case b.status/100 != 2:
 		err = g.access.limiter.Refund(b.ctx, time.Now(), b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
-	case b.meter != nil:
-		n, source := b.meter.tokens()
-		meters.Put(b.meter)
-		b.meter = nil
-		g.access.metrics.chargedBy[source].Add(float64(n))
-		err = g.access.limiter.Charge(b.ctx, time.Now(), b.of(ratelimit.OutputTokens, n))
+	case b.outputs && out >= 0:
+		g.access.metrics.chargedBy[source].Add(float64(out))
+		err = g.access.limiter.Charge(b.ctx, time.Now(), b.of(ratelimit.OutputTokens, out))
 	}
 	if err != nil {
 		g.access.metrics.limitErrors.Inc()

@@ -1,9 +1,9 @@
 package gateway
 
-// Observing requests: OpenTelemetry traces (tracing.go) and the decision
-// log (decisionlog.go). Both are off unless configured; while both are
-// off, the hooks on the request path find ex.obs nil and return at once,
-// creating nothing.
+// Observing requests: OpenTelemetry traces (tracing.go), the decision
+// log (decisionlog.go) and the traffic capture (captureRequest). All are
+// off unless configured; while all are off, the hooks on the request path
+// find ex.obs nil and return at once, creating nothing.
 
 import (
 	"context"
@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/capture"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/decisionlog"
+	"github.com/inferrail/inferrail/internal/linelog"
 	"github.com/inferrail/inferrail/internal/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -24,6 +26,9 @@ type observability struct {
 	tracer  *telemetry.Tracer   // nil: no spans
 	log     *decisionlog.Writer // nil: no decision log
 	sampler decisionlog.Sampler
+	capture *capture.Writer // nil: no traffic capture
+	// captured samples the requests the capture records.
+	captured decisionlog.Sampler
 }
 
 // traceService is the service.name of the gateway's spans.
@@ -54,29 +59,49 @@ func newObservability(oc *config.Observability, reg prometheus.Registerer, logge
 		w := decisionlog.Open(decisionlog.Options{Path: dl.Path, MaxSizeMB: dl.MaxSizeMB, MaxFiles: dl.MaxFiles,
 			Logger: logger.With("component", "decision_log")})
 		o.log, o.sampler = w, decisionlog.NewSampler(dl.SampleRate)
-		stats := func(f func(decisionlog.Stats) uint64) func() float64 {
-			return func() float64 { return float64(f(w.Stats())) }
-		}
-		reg.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_written_total",
-				Help: "Routing decisions written to the decision log."}, stats(func(s decisionlog.Stats) uint64 { return s.Written })),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_failed_total",
-				Help: "Routing decisions lost to failed writes of the decision log."}, stats(func(s decisionlog.Stats) uint64 { return s.Failed })),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_decision_log_dropped_total",
-				Help: "Routing decisions dropped because the decision log's writer was behind."}, stats(func(s decisionlog.Stats) uint64 { return s.Dropped })))
+		registerLines(reg, "inferrail_decision_log", "Routing decisions", "the decision log", w.Stats)
+	}
+	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
+		w := capture.Open(capture.Options{MaxBlockIDs: c.MaxBlockIDs, Lines: linelog.Options{Path: c.Path, MaxSizeMB: c.MaxSizeMB,
+			MaxFiles: c.MaxFiles, Logger: logger.With("component", "capture")}})
+		o.capture, o.captured = w, decisionlog.NewSampler(c.SampleRate)
+		registerLines(reg, "inferrail_capture", "Requests", "the traffic capture", func() linelog.Stats { return w.Stats().Stats })
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "inferrail_capture_block_ids_forgotten_total",
+			Help: "Block hashes the traffic capture's id maps forgot, the least recently seen, to stay within max_block_ids."},
+			func() float64 { return float64(w.Stats().Forgotten) }))
 	}
 	return o, nil
 }
 
-// on reports whether anything observes requests.
-func (o *observability) on() bool { return o.tracer != nil || o.log != nil }
+// registerLines registers the counters of a line log whose lines are
+// what (capitalized), written to where: written, failed and dropped.
+func registerLines(reg prometheus.Registerer, prefix, what, where string, stats func() linelog.Stats) {
+	count := func(f func(linelog.Stats) uint64) func() float64 {
+		return func() float64 { return float64(f(stats())) }
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "_written_total",
+			Help: what + " written to " + where + "."}, count(func(s linelog.Stats) uint64 { return s.Written })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "_failed_total",
+			Help: what + " lost to failed writes of " + where + "."}, count(func(s linelog.Stats) uint64 { return s.Failed })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "_dropped_total",
+			Help: what + " dropped because the writer of " + where + " was behind."}, count(func(s linelog.Stats) uint64 { return s.Dropped })))
+}
 
-// close writes what the decision log holds and exports the spans queued,
-// within limit.
+// on reports whether anything observes requests.
+func (o *observability) on() bool { return o.tracer != nil || o.log != nil || o.capture != nil }
+
+// close writes what the decision log and the capture hold and exports the
+// spans queued, within limit.
 func (o *observability) close(ctx context.Context, logger *slog.Logger) {
 	if o.log != nil {
 		if err := o.log.Close(); err != nil {
 			logger.Warn("closing the decision log", "error", err)
+		}
+	}
+	if o.capture != nil {
+		if err := o.capture.Close(); err != nil {
+			logger.Warn("closing the traffic capture", "error", err)
 		}
 	}
 	if o.tracer != nil {
@@ -108,6 +133,7 @@ func (g *Gateway) observe(ex *exchange) func() {
 	if !g.obs.on() {
 		return noObservation
 	}
+	ex.captured = g.obs.capture != nil && ex.model != "" && g.obs.captured.Sampled(ex.id)
 	logged := g.obs.log != nil && ex.model != "" && g.obs.sampler.Sampled(ex.id)
 	if g.obs.tracer == nil {
 		if logged { // else, with the decision log alone, there is nothing to keep
@@ -132,6 +158,21 @@ func (o *observed) whyNotOffered(n int) []string {
 	o.why = o.why[:n]
 	clear(o.why)
 	return o.why
+}
+
+// captureRequest queues the capture's record of ex, whose response had
+// out output tokens counted from source (out < 0: no 2xx answer, no
+// record).
+func (g *Gateway) captureRequest(ex *exchange, out int64, source string) {
+	if !ex.captured || out < 0 {
+		return
+	}
+	r := &capture.Record{Arrived: ex.arrived, Model: ex.model, InputTokens: max(ex.route.PromptTokens, 1), InputSource: capture.SourceEstimate,
+		OutputTokens: max(int(out), 1), OutputSource: source}
+	if p := ex.pred; p != nil {
+		r.InputSource, r.BlockSize, r.Blocks = capture.SourceTokenizer, g.tokenizers[ex.model].blockSize, p.hashes
+	}
+	g.obs.capture.Log(r)
 }
 
 // statusWriter notes the status of the response written through it.

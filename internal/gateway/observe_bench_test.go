@@ -13,10 +13,11 @@ import (
 // BenchmarkObservedRequest is the gateway's whole request path, in
 // process (ServeHTTP, no client socket) to a zero-latency simulator on
 // loopback, with observing off, with traces of every request exported to
-// an unreachable collector, with every decision logged, and with both.
+// an unreachable collector, with every decision logged, with both, and
+// with every request captured (its response metered for the output).
 // Compare the columns with benchstat -col /obs.
 func BenchmarkObservedRequest(b *testing.B) {
-	for _, mode := range []string{"off", "traces", "decisionlog", "both"} {
+	for _, mode := range []string{"off", "traces", "decisionlog", "both", "capture"} {
 		b.Run("obs="+mode, func(b *testing.B) {
 			sims := fleetOf(b, 1, true)
 			cfg := testConfig(b, sims)
@@ -26,6 +27,9 @@ func BenchmarkObservedRequest(b *testing.B) {
 			}
 			if mode == "decisionlog" || mode == "both" {
 				o.DecisionLog.Path, o.DecisionLog.SampleRate = filepath.Join(b.TempDir(), "decisions.jsonl"), 1
+			}
+			if mode == "capture" {
+				o.Capture.Path = filepath.Join(b.TempDir(), "capture.jsonl")
 			}
 			benchmarkRequests(b, cfg)
 		})

@@ -46,6 +46,10 @@ type exchange struct {
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
 	obs       *observed // its trace and logged decisions; nil when it has neither
+	captured  bool      // the traffic capture records it
+	// meter counts the relayed response's output, when an output budget
+	// applies to it or it is captured; nil otherwise.
+	meter *outputMeter
 }
 
 // serveGenerate proxies a chat or completion request: the whole path.
@@ -73,7 +77,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		g.refuse(ex, err)
 		return
 	}
-	defer g.settle(ex)
+	defer g.finish(ex)
 	g.proxy(ex)
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -13,7 +14,7 @@ import (
 )
 
 // TraceBlockTokens is how many prompt tokens one hash id of a Mooncake
-// trace stands for.
+// trace stands for, unless its line says otherwise (block_size).
 const TraceBlockTokens = 512
 
 // TraceRecord is one request of a Mooncake-format trace.
@@ -21,21 +22,68 @@ type TraceRecord struct {
 	Timestamp    float64 // arrival, in milliseconds from the trace's start
 	InputLength  int     // prompt tokens
 	OutputLength int     // output tokens
-	// HashIDs name the prompt's blocks of TraceBlockTokens tokens, in
-	// order; two requests whose lists start alike share that prompt prefix.
+	// HashIDs name the prompt's blocks of BlockTokens tokens, in order;
+	// two requests whose lists start alike share that prompt prefix.
 	HashIDs []int
+	// BlockTokens is how many tokens one hash id stands for: the line's
+	// block_size, 0 when it has none (then TraceBlockTokens, Mooncake's;
+	// see Block).
+	BlockTokens int
+	// Model is the line's model, "" when it names none. Hash ids are
+	// numbered per model: the same id of two models is two blocks.
+	Model string
 }
 
-// Bounds of a trace: the length of a line, and of a prompt or an output.
+// Block is how many tokens one of r's hash ids stands for.
+func (r *TraceRecord) Block() int {
+	if r.BlockTokens > 0 {
+		return r.BlockTokens
+	}
+	return TraceBlockTokens
+}
+
+// TraceShape reads the trace at path and returns the model its lines all
+// name ("" when none does, or they name several) and the block size they
+// all state (0 when none does, or they state several), for a replay to
+// serve that model with engines of that block size.
+func TraceShape(path string) (model string, blockSize int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	recs, err := ParseTrace(f)
+	if err != nil {
+		return "", 0, fmt.Errorf("trace %s: %w", path, err)
+	}
+	models, sizes := map[string]bool{}, map[int]bool{}
+	for i := range recs {
+		models[recs[i].Model], sizes[recs[i].BlockTokens] = true, true
+	}
+	if len(models) == 1 {
+		model = recs[0].Model
+	}
+	if len(sizes) == 1 {
+		blockSize = recs[0].BlockTokens
+	}
+	return model, blockSize, nil
+}
+
+// Bounds of a trace: the length of a line, of a prompt or an output, and
+// of a block.
 const (
 	maxTraceLine   = 64 << 20
 	maxTraceTokens = 1 << 24
+	maxTraceBlock  = 1 << 16
 )
 
 // ParseTrace reads a Mooncake-format trace: JSON Lines, one object per
 // request with timestamp (milliseconds, >= 0), input_length and
-// output_length (1 to 2^24) and hash_ids (ints >= 0). Other keys are ignored and
-// blank lines skipped. Errors name the line, counting from 1.
+// output_length (1 to 2^24) and hash_ids (ints >= 0), and optionally
+// block_size (the tokens of one hash id, 1 to 65,536; default
+// TraceBlockTokens) and model, which inferrail-gateway's traffic capture
+// writes. Other keys are ignored and blank lines skipped. Errors name the
+// line, counting from 1.
 func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
@@ -77,6 +125,8 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 		InputLength  *int     `json:"input_length"`
 		OutputLength *int     `json:"output_length"`
 		HashIDs      []int    `json:"hash_ids"`
+		BlockSize    *int     `json:"block_size"`
+		Model        string   `json:"model"`
 	}
 	var rec TraceRecord
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -104,14 +154,22 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 			break
 		}
 	}
-	rec.HashIDs = raw.HashIDs
+	rec.HashIDs, rec.Model = raw.HashIDs, raw.Model
+	switch bs := raw.BlockSize; {
+	case bs == nil:
+	case *bs < 1 || *bs > maxTraceBlock:
+		errs = append(errs, fmt.Errorf("block_size: must be between 1 and %d", maxTraceBlock))
+	default:
+		rec.BlockTokens = *bs
+	}
 	return rec, errors.Join(errs...)
 }
 
 // generateTrace replays spec.TracePath. Block i of a request's prompt is
-// the text of its i-th hash id, the same wherever that id appears; blocks
-// past the hash ids are unique to the request, and the last block is cut
-// to input_length. The prompt is one user message, so the sim's count is
+// the text of its i-th hash id (of the record's model), the same wherever
+// that id appears; blocks past the hash ids are unique to the request, and
+// the last block is cut to input_length. A block is the record's
+// BlockTokens long. The prompt is one user message, so the sim's count is
 // input_length plus the chat template's tokens. Arrivals are the trace's
 // timestamps less the first, times TimeScale, divided by RateMultiplier.
 func generateTrace(spec Spec) ([]Request, error) {
@@ -156,20 +214,26 @@ func traceRequests(spec Spec, recs []TraceRecord) []Request {
 			input = min(input, spec.MaxPromptTokens)
 		}
 		content := make([]byte, 0, input*3)
-		for k := 0; k*TraceBlockTokens < input; k++ {
+		bs, blockSeed := rec.Block(), spec.Seed
+		if rec.Model != "" {
+			h := fnv.New64a()
+			h.Write([]byte(rec.Model))
+			blockSeed ^= h.Sum64()
+		}
+		for k := 0; k*bs < input; k++ {
 			var seed uint64
 			if k < len(rec.HashIDs) {
-				seed = textSeed(spec.Seed, textTraceBlock, uint64(rec.HashIDs[k]))
+				seed = textSeed(blockSeed, textTraceBlock, uint64(rec.HashIDs[k]))
 			} else {
 				seed = textSeed(spec.Seed, textTraceTail, uint64(i)<<24+uint64(k))
 			}
-			want := min(TraceBlockTokens, input-k*TraceBlockTokens)
-			if want == TraceBlockTokens {
+			want := min(bs, input-k*bs)
+			if want == bs {
 				content = appendWords(content, seed, want)
 				continue
 			}
 			// A cut block is a prefix of the whole one: its first tokens.
-			block = appendWords(block[:0], seed, TraceBlockTokens)
+			block = appendWords(block[:0], seed, bs)
 			ids := simTok.Encode(nil, string(block))
 			content = simTok.AppendDecoded(content, ids[:want], false)
 		}

@@ -38,11 +38,11 @@ func TestParseTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []TraceRecord{
-		{0, 1100, 10, []int{1, 2, 3}},
-		{500, 300, 20, []int{4}},
-		{1500, 1500, 30, []int{1, 2, 5}},
-		{2000.5, 600, 5, []int{1, 6}},
-		{4000, 1024, 1, []int{7}},
+		{0, 1100, 10, []int{1, 2, 3}, 0, ""},
+		{500, 300, 20, []int{4}, 0, ""},
+		{1500, 1500, 30, []int{1, 2, 5}, 0, ""},
+		{2000.5, 600, 5, []int{1, 6}, 0, ""},
+		{4000, 1024, 1, []int{7}, 0, ""},
 	}
 	if !slices.EqualFunc(recs, want, equalRecord) {
 		t.Errorf("ParseTrace = %+v, want %+v", recs, want)
@@ -51,7 +51,7 @@ func TestParseTrace(t *testing.T) {
 
 func equalRecord(a, b TraceRecord) bool {
 	return a.Timestamp == b.Timestamp && a.InputLength == b.InputLength &&
-		a.OutputLength == b.OutputLength && slices.Equal(a.HashIDs, b.HashIDs)
+		a.OutputLength == b.OutputLength && slices.Equal(a.HashIDs, b.HashIDs) && a.BlockTokens == b.BlockTokens && a.Model == b.Model
 }
 
 func TestParseTraceErrors(t *testing.T) {
@@ -69,6 +69,9 @@ func TestParseTraceErrors(t *testing.T) {
 		{"string_ids", `{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": ["a"]}`, "line 3: json: cannot unmarshal string"},
 		{"negative_id", `{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [0, -3]}`, "line 3: hash_ids[1]: must be >= 0"},
 		{"huge_input", `{"timestamp": 1, "input_length": 99999999, "output_length": 1}`, "line 3: input_length: must be <= 16777216"},
+		{"zero_block", `{"timestamp": 1, "input_length": 5, "output_length": 1, "block_size": 0}`, "line 3: block_size: must be between 1 and 65536"},
+		{"huge_block", `{"timestamp": 1, "input_length": 5, "output_length": 1, "block_size": 65537}`, "line 3: block_size: must be between 1 and 65536"},
+		{"model_number", `{"timestamp": 1, "input_length": 5, "output_length": 1, "model": 3}`, "line 3: json: cannot unmarshal number"},
 		{"several", `{"timestamp": -1, "input_length": 0, "output_length": 0}`, "line 3: timestamp: must be >= 0\ninput_length: must be >= 1\noutput_length: must be >= 1"},
 	}
 	for _, tt := range tests {
@@ -142,6 +145,51 @@ func TestTraceReplay(t *testing.T) {
 	}
 }
 
+// captureTrace is what inferrail-gateway's traffic capture writes: blocks
+// of 16 tokens, ids numbered per model. Requests 0 and 1 share two
+// blocks; request 2 has request 0's ids, of another model.
+const captureTrace = `{"timestamp":0.000,"input_length":70,"output_length":4,"hash_ids":[0,1,2,3],"model":"a","block_size":16,"input_source":"tokenizer","output_source":"usage"}
+{"timestamp":12.500,"input_length":40,"output_length":2,"hash_ids":[0,1],"model":"a","block_size":16,"input_source":"tokenizer","output_source":"usage"}
+{"timestamp":30.125,"input_length":70,"output_length":1,"hash_ids":[0,1,2,3],"model":"b","block_size":16,"input_source":"tokenizer","output_source":"stream_chunks"}
+`
+
+// TestTraceBlockSize replays a capture: a hash id is block_size tokens,
+// and ids of two models are two texts.
+func TestTraceBlockSize(t *testing.T) {
+	recs, err := ParseTrace(strings.NewReader(captureTrace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := recs[2]; r.BlockTokens != 16 || r.Model != "b" || r.Timestamp != 30.125 {
+		t.Fatalf("record 2 = %+v", r)
+	}
+	path := writeTrace(t, captureTrace)
+	if model, bs, err := TraceShape(path); model != "" || bs != 16 || err != nil {
+		t.Errorf("TraceShape = %q, %d, %v; want no one model, 16", model, bs, err)
+	}
+	if model, bs, err := TraceShape(writeTrace(t, sampleTrace)); model != "" || bs != 0 || err != nil {
+		t.Errorf("TraceShape of a Mooncake trace = %q, %d, %v; want nothing stated", model, bs, err)
+	}
+	if model, _, err := TraceShape(writeTrace(t, strings.SplitAfter(captureTrace, "\n")[0])); model != "a" || err != nil {
+		t.Errorf("TraceShape of one model's trace = %q, %v", model, err)
+	}
+	reqs := generate(t, Spec{Workload: Trace, Model: "m", TracePath: path, Seed: 3})
+	ids := make([][]int, len(reqs))
+	for i, r := range reqs {
+		content := decode(t, r).Messages[0].Content
+		ids[i] = simTok.Encode(nil, content)
+		if len(ids[i]) != recs[i].InputLength {
+			t.Errorf("request %d: %d tokens, want %d", i, len(ids[i]), recs[i].InputLength)
+		}
+	}
+	if !slices.Equal(ids[0][:32], ids[1][:32]) || slices.Equal(ids[0][32:34], ids[1][32:34]) {
+		t.Errorf("requests 0 and 1 do not share exactly their first 32 tokens:\n%v\n%v", ids[0], ids[1])
+	}
+	if slices.Equal(ids[0][:2], ids[2][:2]) {
+		t.Error("the same ids of two models are the same text")
+	}
+}
+
 func TestTraceScaleAndCut(t *testing.T) {
 	path := writeTrace(t, sampleTrace)
 	tests := []struct {
@@ -189,6 +237,7 @@ func FuzzTrace(f *testing.F) {
 	f.Add([]byte(sampleTrace))
 	f.Add([]byte(`{"timestamp": 1e308, "input_length": 1, "output_length": 1, "hash_ids": []}`))
 	f.Add([]byte("{\"timestamp\": 0}\n\n\r\n[]"))
+	f.Add([]byte(captureTrace))
 	f.Add([]byte(`{"timestamp": 0, "input_length": 9223372036854775807, "output_length": 1, "hash_ids": [0, 99999999999]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<16 {
@@ -206,9 +255,16 @@ func FuzzTrace(f *testing.F) {
 			if r.Timestamp < 0 || r.InputLength < 1 || r.OutputLength < 1 || r.InputLength > maxTraceTokens || slices.ContainsFunc(r.HashIDs, func(id int) bool { return id < 0 }) {
 				t.Fatalf("accepted an invalid record %+v", r)
 			}
-			line, err := json.Marshal(map[string]any{
-				"timestamp": r.Timestamp, "input_length": r.InputLength, "output_length": r.OutputLength, "hash_ids": r.HashIDs,
-			})
+			if r.BlockTokens < 0 || r.BlockTokens > maxTraceBlock || r.Block() < 1 {
+				t.Fatalf("accepted an invalid block size %+v", r)
+			}
+			v := map[string]any{
+				"timestamp": r.Timestamp, "input_length": r.InputLength, "output_length": r.OutputLength, "hash_ids": r.HashIDs, "model": r.Model,
+			}
+			if r.BlockTokens > 0 {
+				v["block_size"] = r.BlockTokens
+			}
+			line, err := json.Marshal(v)
 			if err != nil {
 				t.Fatal(err)
 			}

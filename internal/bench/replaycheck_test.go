@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/procs"
+	"github.com/inferrail/inferrail/internal/procs/procstest"
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// TestCaptureReplay runs seeded W1 live through the gateway with the
+// traffic capture on, under a cache-blind and two cache-aware policies,
+// then replays the first run's capture through the harness under each:
+// the replay's oracle hit rate is within 2 points of the live run's, and
+// each policy's hit rate within 3.
+func TestCaptureReplay(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("about 40 s of runs; skipped with -short and under the race detector")
+	}
+	spec := RunSpec{
+		Replicas: 3, Warmup: "0.1", SLO: DefaultSLO(), Timeout: time.Minute, Speedup: 8,
+		Workload: workload.Spec{Workload: workload.W1, Model: procs.SimModel, Rate: 4, Requests: 160, Seed: 5},
+	}
+	env := RunEnv{
+		SimBinary: os.Args[0], SimEnv: procstest.SimEnv(), GatewayBinary: os.Args[0], GatewayEnv: procstest.GatewayEnv(),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	rows, err := ReplayCheck(t.Context(), ReplayCheckConfig{Spec: spec, Policies: []string{"round_robin", "prefix_hash", "cost_model"}, Out: t.TempDir()}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", RenderReplayCheck(rows))
+	for _, r := range rows {
+		if r.LiveSucceeded != r.LiveRequests || r.ReplaySucceeded != r.ReplayRequests || r.ReplayRequests != r.LiveRequests {
+			t.Errorf("%s: %d of %d succeeded live, %d of %d in the replay", r.Policy, r.LiveSucceeded, r.LiveRequests, r.ReplaySucceeded, r.ReplayRequests)
+		}
+		if r.OracleGap() > 0.02 || r.HitRateGap() > 0.03 {
+			t.Errorf("%s: oracle %.4f live, %.4f replayed; hit rate %.4f live, %.4f replayed", r.Policy, r.LiveOracle, r.ReplayOracle, r.LiveHitRate, r.ReplayHitRate)
+		}
+	}
+}

@@ -1,0 +1,6 @@
+// Package linelog writes lines, JSON lines in practice, to a file rotated
+// by size, from a goroutine of its own, off the path of whoever logs them.
+// Logging never waits: items go to a bounded queue, and an item that finds
+// it full (the disk fell behind) is dropped and counted. The decision log
+// and the traffic capture write through it.
+package linelog

@@ -1,0 +1,212 @@
+package linelog
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// Options configure a Writer. Zero sizes take the defaults given.
+type Options struct {
+	// Name says what the lines are in the writer's warnings ("decision
+	// log"). Empty means "line log".
+	Name string
+	// Path is the log file; rotated files are kept beside it, named with
+	// the time of their rotation. Required unless Sink is set.
+	Path string
+	// MaxSizeMB is the size, in megabytes, at which the file is rotated.
+	// Default 100.
+	MaxSizeMB int
+	// MaxFiles is how many rotated files are kept; 0 keeps them all.
+	MaxFiles int
+	// Fresh starts a new file: one already at Path is rotated aside (kept
+	// as the newest rotated file) at Open, rather than appended to.
+	Fresh bool
+	// QueueSize is the most lines waiting for the disk; more are
+	// dropped. Default 8192.
+	QueueSize int
+	// Sink, if not nil, receives the lines instead of Path: tests pass one
+	// that blocks. It is not closed.
+	Sink io.Writer
+	// Logger is told when writing starts failing and when it recovers. Nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// drainEvery is how often the writer takes what is queued: an item waits
+// that long at most before it is written (a full queue of 8,192 items at
+// 50 ms is 160,000 lines a second).
+const drainEvery = 50 * time.Millisecond
+
+// batchBytes is about the most the writer hands the file at once: whole
+// lines only, so that rotation never cuts one.
+const batchBytes = 64 << 10
+
+// Writer writes items of type T as lines from a goroutine of its own,
+// each encoded by the function given to Open. Build it with Open, which
+// starts the goroutine, and stop it with Close. Safe for concurrent use.
+type Writer[T any] struct {
+	queue  chan T
+	encode func(T, []byte) []byte // called by the goroutine only
+	name   string
+	out    io.Writer
+	file   *lumberjack.Logger // nil with a Sink
+	log    *slog.Logger
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+
+	closed                   atomic.Bool
+	written, dropped, failed atomic.Uint64
+	failing                  bool // owned by the goroutine
+}
+
+// Open starts a writer whose lines encode appends to a buffer, (*T).AppendJSON
+// say: one whole line per item, newline included. encode is called by the writer's goroutine
+// alone, one item at a time, so state it keeps needs no lock. The file is
+// opened, and its directory made, at the first write.
+func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
+	if o.MaxSizeMB <= 0 {
+		o.MaxSizeMB = 100
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 8192
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Name == "" {
+		o.Name = "line log"
+	}
+	w := &Writer[T]{queue: make(chan T, o.QueueSize), encode: encode, name: o.Name, out: o.Sink, log: o.Logger,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if w.out == nil {
+		w.file = &lumberjack.Logger{Filename: o.Path, MaxSize: o.MaxSizeMB, MaxBackups: o.MaxFiles}
+		w.out = w.file
+		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Size() > 0 {
+			if err := w.file.Rotate(); err != nil {
+				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
+			}
+		}
+	}
+	go w.drain()
+	return w
+}
+
+// Log queues r for writing and reports whether it was queued; an item
+// that finds the queue full, or the writer closed, is dropped and counted.
+// It never waits. r must not be changed afterwards.
+func (w *Writer[T]) Log(r T) bool {
+	if w.closed.Load() {
+		w.dropped.Add(1)
+		return false
+	}
+	select {
+	case w.queue <- r:
+		return true
+	default:
+		w.dropped.Add(1)
+		return false
+	}
+}
+
+// Close writes what is queued, stops the goroutine and closes the file.
+// Items logged afterwards are dropped. Calling it again does nothing.
+func (w *Writer[T]) Close() error {
+	var err error
+	w.once.Do(func() {
+		w.closed.Store(true)
+		close(w.stop)
+		<-w.done
+		if w.file != nil {
+			err = w.file.Close()
+		}
+	})
+	return err
+}
+
+// Stats counts what became of the items logged so far.
+type Stats struct {
+	// Written items reached the file; Failed ones were in writes that
+	// failed; Dropped ones found the queue full and were never written.
+	Written, Failed, Dropped uint64
+}
+
+// Stats returns the writer's counts.
+func (w *Writer[T]) Stats() Stats {
+	return Stats{Written: w.written.Load(), Failed: w.failed.Load(), Dropped: w.dropped.Load()}
+}
+
+// drain is the writer's goroutine: every drainEvery it writes what is
+// queued, in batches of whole lines, until Close, then what is still
+// queued.
+func (w *Writer[T]) drain() {
+	defer close(w.done)
+	var buf []byte
+	n := 0 // items in buf
+	add := func(r T) {
+		buf = w.encode(r, buf)
+		n++
+		if len(buf) >= batchBytes {
+			w.flush(&buf, &n)
+		}
+	}
+	// The queue is read on a tick rather than as items come: a receiver
+	// parked on the channel would be woken by every Log, which costs the
+	// request that logs more than the item does.
+	tick := time.NewTicker(drainEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			for more := true; more; {
+				select {
+				case r := <-w.queue:
+					add(r)
+				default:
+					more = false
+				}
+			}
+			w.flush(&buf, &n)
+		case <-w.stop:
+			for {
+				select {
+				case r := <-w.queue:
+					add(r)
+				default:
+					w.flush(&buf, &n)
+					return
+				}
+			}
+		}
+	}
+}
+
+// flush writes the n items in buf and counts them.
+func (w *Writer[T]) flush(buf *[]byte, n *int) {
+	if *n == 0 {
+		return
+	}
+	_, err := w.out.Write(*buf)
+	switch {
+	case err != nil:
+		w.failed.Add(uint64(*n))
+		if !w.failing {
+			w.failing = true
+			w.log.Warn(w.name+" write failing; lines are lost until it recovers", "lines", *n, "error", err)
+		}
+	default:
+		w.written.Add(uint64(*n))
+		if w.failing {
+			w.failing = false
+			w.log.Info(w.name + " write recovered")
+		}
+	}
+	*buf = (*buf)[:0]
+	*n = 0
+}
