@@ -71,6 +71,7 @@ type Config struct {
 	SlowReaders SlowReadersLoad
 	SlowBody    SlowBodyLoad
 	Control     ControlLoad
+	Fleet       FleetLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -98,6 +99,7 @@ func DefaultConfig() Config {
 		SlowReaders:   SlowReadersLoad{Clients: 20, StreamBytes: 32 << 20, Stall: 5 * time.Second, Others: 200},
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
+		Fleet:         FleetLoad{Legs: DefaultFleetLegs()},
 	}
 }
 
@@ -105,7 +107,7 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	errs := []error{stress.Required("gateway_binary", c.GatewayBinary), stress.Required("out_dir", c.OutDir)}
 	if c.BenchBinary == "" && stress.Needed(scenarios, c.Scenarios, needBench) {
-		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
+		errs = append(errs, errors.New("bench_binary: required by gw-floor and gw-fleet, which start its plain-proxy and fake-engines commands"))
 	}
 	if c.SimBinary == "" && stress.Needed(scenarios, c.Scenarios, needSims) {
 		errs = append(errs, errors.New("sim_binary: required by the scenarios that run simulator children"))
@@ -156,6 +158,7 @@ type Result struct {
 	SlowReaders   *SlowReadersFigures `json:"slow_readers,omitempty"`
 	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
 	Control       *ControlFigures     `json:"control,omitempty"`
+	Fleet         *FleetFigures       `json:"fleet,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

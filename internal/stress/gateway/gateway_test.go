@@ -474,3 +474,38 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
 	}
 }
+
+// TestGatewayStressFleet: gw-fleet at a small size, over a fake-engines
+// child: every request served, the decisions logged read the healthy
+// replicas' stamped reports, never older than the gateway's 250 ms limit
+// counted from sending the scrape (so from the engine's rendering too), and
+// the hostile replicas' pages were refused, never read.
+func TestGatewayStressFleet(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioFleet}
+	c.Fleet = FleetLoad{Legs: []FleetLeg{
+		{Name: "small", Healthy: 3, Rate: 100, Duration: time.Second, SampleRate: 1, Target: 102 * time.Millisecond},
+		{Name: "hostile", Healthy: 2, Huge: 1, Endless: 1, Rate: 100, Duration: time.Second, SampleRate: 1, Target: 104 * time.Millisecond},
+	}}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	res := readGWResult(t, c.OutDir, ScenarioFleet)
+	if res.Fleet == nil || len(res.Fleet.Legs) != 2 {
+		t.Fatalf("gw-fleet: figures %+v, want two legs", res.Fleet)
+	}
+	for _, lg := range res.Fleet.Legs {
+		if lg.Requests != 100 || lg.Errors != 0 {
+			t.Errorf("%s: %d requests, %d errors (%v), want 100 and 0", lg.Name, lg.Requests, lg.Errors, lg.ErrorSamples)
+		}
+		if lg.Decisions < 100 || lg.Reads == 0 || lg.HostileWithReport != 0 {
+			t.Errorf("%s: %d decisions logged, %d reports read, %d hostile replicas with a report", lg.Name, lg.Decisions, lg.Reads, lg.HostileWithReport)
+		}
+		if lg.Age.N != lg.Reads || lg.Age.Max > 0.250+0.001 {
+			t.Errorf("%s: report ages %+v, want within [0, 250 ms]: the gateway's limit on a report's age", lg.Name, lg.Age)
+		}
+	}
+	if h := res.Fleet.Legs[1]; h.Scrapes["too_large"] == 0 {
+		t.Errorf("hostile leg: scrapes %v, want the 50 MB page refused as too large", h.Scrapes)
+	}
+}

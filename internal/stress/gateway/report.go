@@ -127,6 +127,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.slowBody(r.SlowBody)
 	case r.Control != nil:
 		w.control(r.Control)
+	case r.Fleet != nil:
+		w.fleet(r.Fleet)
 	}
 }
 

@@ -18,12 +18,13 @@ const (
 	ScenarioSlowReaders = "gw-slow-readers"
 	ScenarioSlowBody    = "gw-slow-body"
 	ScenarioControl     = "gw-control"
+	ScenarioFleet       = "gw-fleet"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
 const (
 	needSims  = "sim_binary"   // simulator children
-	needBench = "bench_binary" // the plain proxy, inferrail-bench plain-proxy
+	needBench = "bench_binary" // inferrail-bench's plain-proxy or fake-engines
 )
 
 // scenarios are the gateway stress scenarios, in the order Run runs them.
@@ -64,6 +65,8 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioControl, Stresses: "the live control plane under traffic: shadows and their log beside none, a storm of config patches and admin reads",
 		Params: "control", Load: func(c *Config) stress.Validator { return c.Control }, Needs: []string{needSims}, Describe: describeControl,
 		Setup: controlSetup, Run: runGWControl},
+	{Name: ScenarioFleet, Stresses: "how old the engine reports are that decisions read: three engines, 64 replicas, and healthy replicas beside 20 serving huge or endless pages",
+		Params: "fleet", Load: func(c *Config) stress.Validator { return c.Fleet }, Needs: []string{needBench}, Describe: describeFleet, Run: runGWFleet},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
