@@ -789,3 +789,58 @@ func TestScraperFeeds(t *testing.T) {
 		t.Error("a replica that came back did not get a new, filled feed")
 	}
 }
+
+// TestRefusedBackoff: a replica whose pages are refused waits one interval,
+// then twice as long after each further refusal up to 32 intervals; any
+// other result scrapes it at every tick again.
+func TestRefusedBackoff(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		results []string
+		want    time.Duration // resumeAt after the last, from now; 0 for none
+	}{
+		{[]string{ResultOK}, 0},
+		{[]string{ResultError}, 0},
+		{[]string{ResultTooLarge}, iv},
+		{[]string{ResultUnreadable, ResultTooLarge}, 2 * iv},
+		{[]string{ResultTooLarge, ResultTooLarge, ResultTooLarge}, 4 * iv},
+		{slices.Repeat([]string{ResultTooLarge}, 6), 32 * iv},
+		{slices.Repeat([]string{ResultUnreadable}, 40), 32 * iv},
+		{[]string{ResultTooLarge, ResultTooLarge, ResultOK}, 0},
+		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, iv},
+	}
+	for _, tt := range tests {
+		var st replicaState
+		for _, r := range tt.results {
+			st.backOff(r, now, iv)
+		}
+		var got time.Duration
+		if at := st.resumeAt.Load(); at != 0 {
+			got = time.Unix(0, at).Sub(now)
+		}
+		if got != tt.want {
+			t.Errorf("after %v: resumes %v after now, want %v", tt.results, got, tt.want)
+		}
+	}
+}
+
+// TestRefusedPagesScrapedLess: beside a healthy engine scraped at every
+// tick, one serving pages over the limit is scraped ever more rarely, and
+// its results are still counted as too large.
+func TestRefusedPagesScrapedLess(t *testing.T) {
+	good, huge := startEngine(t, serveGood), startEngine(t, serveHuge)
+	targets := []Target{{ID: "good", URL: mustURL(good.srv.URL)}, {ID: "huge", URL: mustURL(huge.srv.URL)}}
+	var results scrapeResults
+	cfg := ScrapeConfig{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxAge: time.Second}
+	sc := NewScraper(cfg, &http.Client{}, func() []Target { return targets }, nil, results.record, nil)
+	stop := runScraper(t, sc)
+	waitUntil(t, "the healthy engine scraped 200 times", func() bool { return results.of("good")[ResultOK] >= 200 })
+	stop()
+	// 200 ticks: the huge engine is tried at 0, then 1, 2, 4, 8, 16 and
+	// every 32 intervals after that; a slow machine only spaces its tries
+	// further apart.
+	if n := results.of("huge")[ResultTooLarge]; n < 1 || n > 12 {
+		t.Errorf("the huge page's engine was scraped %d times in the healthy one's 200, want 1 to 12", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,35 +193,29 @@ func fleetChecks(r *gwRun, f *FleetLegFigures) {
 // then the log read back.
 func (r *gwRun) fleetLeg(ctx context.Context, lg FleetLeg) (*FleetLegFigures, error) {
 	defer r.cleanup()
-	pages := fmt.Sprintf("%sx%d", fakeengine.PageStamped, lg.Healthy)
-	if lg.Huge > 0 {
-		pages += fmt.Sprintf(",%sx%d", fakeengine.PageHuge, lg.Huge)
-	}
-	if lg.Endless > 0 {
-		pages += fmt.Sprintf(",%sx%d", fakeengine.PageEndless, lg.Endless)
-	}
-	fe, err := procs.StartFakeEngines(ctx, procs.FakeEnginesOptions{Binary: r.c.BenchBinary, Env: r.c.BenchEnv, Pages: pages, Logger: r.log})
+	healthy, err := r.fakeEngines(ctx, fmt.Sprintf("%sx%d", fakeengine.PageStamped, lg.Healthy), "ok-")
 	if err != nil {
 		return nil, err
 	}
-	var reps []*gwReplica
-	for i, u := range fe.URLs {
-		id := fmt.Sprintf("ok-%d", i+1)
-		switch {
-		case i >= lg.Healthy+lg.Huge:
-			id = fmt.Sprintf("endless-%d", i+1-lg.Healthy-lg.Huge)
-		case i >= lg.Healthy:
-			id = fmt.Sprintf("huge-%d", i+1-lg.Healthy)
+	reps := healthy
+	// The hostile engines run in a process of their own, as they would on
+	// machines of their own: writing their pages must not slow the healthy
+	// engines' answers.
+	for _, h := range []struct {
+		page, prefix string
+		n            int
+	}{{fakeengine.PageHuge, "huge-", lg.Huge}, {fakeengine.PageEndless, "endless-", lg.Endless}} {
+		if h.n == 0 {
+			continue
 		}
-		reps = append(reps, &gwReplica{ID: id, URL: u})
-	}
-	reps[0].stop = func() {
-		if err := fe.Stop(); err != nil {
-			r.res.StopErrors = append(r.res.StopErrors, err.Error())
+		more, err := r.fakeEngines(ctx, fmt.Sprintf("%sx%d", h.page, h.n), h.prefix)
+		if err != nil {
+			return nil, err
 		}
+		reps = append(reps, more...)
 	}
-	r.replicas = append(r.replicas, reps...)
-	r.res.Setup.Simulators = fmt.Sprintf("one inferrail-bench fake-engines child process (%s) per leg, serving every replica of the leg on its own port", r.c.BenchBinary)
+	r.res.Setup.Simulators = fmt.Sprintf("inferrail-bench fake-engines child processes (%s): one serving every healthy replica of a leg, each on its own port, "+
+		"and one for each kind of hostile replica", r.c.BenchBinary)
 	dir, err := os.MkdirTemp("", "inferrail-gwstress-fleet-")
 	if err != nil {
 		return nil, err
@@ -244,7 +239,7 @@ func (r *gwRun) fleetLeg(ctx context.Context, lg FleetLeg) (*FleetLegFigures, er
 	start := time.Now().Add(20 * time.Millisecond)
 	refCtx, stopRef := context.WithCancel(ctx)
 	refDone := make(chan refScrapes, 1)
-	go func() { refDone <- referenceScrape(refCtx, fe.URLs[:lg.Healthy], 100*time.Millisecond) }()
+	go func() { refDone <- referenceScrape(refCtx, healthy, 100*time.Millisecond) }()
 	shots := stress.OpenLoop(ctx, start, stress.FixedSchedule(lg.Rate, n), faultRequestTimeout, func(ctx context.Context, i int) (int, string, error) {
 		return postChat(ctx, client, url, body, "", 1)
 	})
@@ -300,8 +295,8 @@ type refScrapes struct {
 // interval), as the gateway's scraper does, each in its own goroutine,
 // until ctx ends, and returns for every report after an engine's first
 // the age of the one before it when it arrived.
-func referenceScrape(ctx context.Context, urls []string, interval time.Duration) refScrapes {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: 2 * len(urls)}}
+func referenceScrape(ctx context.Context, reps []*gwReplica, interval time.Duration) refScrapes {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2, MaxIdleConns: 2 * len(reps)}}
 	defer client.CloseIdleConnections()
 	type state struct {
 		last time.Time // the previous report's stamp
@@ -309,12 +304,12 @@ func referenceScrape(ctx context.Context, urls []string, interval time.Duration)
 	}
 	var mu sync.Mutex
 	var out refScrapes
-	states := make([]state, len(urls))
+	states := make([]state, len(reps))
 	var wg sync.WaitGroup
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for ctx.Err() == nil {
-		for i, u := range urls {
+		for i, rep := range reps {
 			mu.Lock()
 			busy := states[i].busy
 			states[i].busy = true
@@ -323,7 +318,7 @@ func referenceScrape(ctx context.Context, urls []string, interval time.Duration)
 				continue
 			}
 			wg.Go(func() {
-				stamp, err := scrapeStamp(ctx, client, u, interval)
+				stamp, err := scrapeStamp(ctx, client, rep.URL, interval)
 				arrived := time.Now()
 				mu.Lock()
 				defer mu.Unlock()
@@ -368,6 +363,26 @@ func scrapeStamp(ctx context.Context, client *http.Client, url string, timeout t
 		return time.Time{}, err
 	}
 	return time.UnixMilli(int64(rep.Running)), nil
+}
+
+// fakeEngines starts a fake-engines child serving pages, its replicas
+// named prefix1, prefix2, ...; stopping the scenario's replicas stops it.
+func (r *gwRun) fakeEngines(ctx context.Context, pages, prefix string) ([]*gwReplica, error) {
+	fe, err := procs.StartFakeEngines(ctx, procs.FakeEnginesOptions{Binary: r.c.BenchBinary, Env: r.c.BenchEnv, Pages: pages, Logger: r.log})
+	if err != nil {
+		return nil, err
+	}
+	var reps []*gwReplica
+	for i, u := range fe.URLs {
+		reps = append(reps, &gwReplica{ID: prefix + strconv.Itoa(i+1), URL: u})
+	}
+	reps[0].stop = func() {
+		if err := fe.Stop(); err != nil {
+			r.res.StopErrors = append(r.res.StopErrors, err.Error())
+		}
+	}
+	r.replicas = append(r.replicas, reps...)
+	return reps, nil
 }
 
 // readReportAges reads every decision log file in dir and fills f's
