@@ -72,6 +72,7 @@ type Config struct {
 	SlowBody    SlowBodyLoad
 	Control     ControlLoad
 	Fleet       FleetLoad
+	Scrape      ScrapeLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -100,6 +101,7 @@ func DefaultConfig() Config {
 		SlowBody:      SlowBodyLoad{BodyBytes: 8 << 20},
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 		Fleet:         FleetLoad{Legs: DefaultFleetLegs()},
+		Scrape:        ScrapeLoad{Streams: 2000, MaxTokens: 16, Every: 10 * time.Millisecond},
 	}
 }
 
@@ -159,6 +161,7 @@ type Result struct {
 	SlowBody      *SlowBodyFigures    `json:"slow_body,omitempty"`
 	Control       *ControlFigures     `json:"control,omitempty"`
 	Fleet         *FleetFigures       `json:"fleet,omitempty"`
+	Scrape        *ScrapeFigures      `json:"scrape,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

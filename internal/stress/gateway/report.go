@@ -129,6 +129,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.control(r.Control)
 	case r.Fleet != nil:
 		w.fleet(r.Fleet)
+	case r.Scrape != nil:
+		w.scrape(r.Scrape)
 	}
 }
 

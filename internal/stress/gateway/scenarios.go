@@ -19,6 +19,7 @@ const (
 	ScenarioSlowBody    = "gw-slow-body"
 	ScenarioControl     = "gw-control"
 	ScenarioFleet       = "gw-fleet"
+	ScenarioScrape      = "gw-scrape"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -67,6 +68,9 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 		Setup: controlSetup, Run: runGWControl},
 	{Name: ScenarioFleet, Stresses: "how old the engine reports are that decisions read: three engines, 64 replicas, and healthy replicas beside 20 serving huge or endless pages",
 		Params: "fleet", Load: func(c *Config) stress.Validator { return c.Fleet }, Needs: []string{needBench}, Describe: describeFleet, Run: runGWFleet},
+	{Name: ScenarioScrape, Stresses: "the gateway's own /metrics read 100 times a second during a burst of streams: every page consistent",
+		Params: "scrape", Load: func(c *Config) stress.Validator { return c.Scrape }, Needs: []string{needSims}, Describe: describeScrape,
+		Setup: simFleetOf(3, []string{"--max-num-seqs", "1024"}, nil), Run: runGWScrape},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
