@@ -179,19 +179,29 @@ type Fleet struct {
 }
 
 // Start starts one engine per entry of pages, each on its own loopback
-// port.
-func Start(model string, pages []string, hugeBytes int64) (*Fleet, error) {
+// port; with sharePort, each on its own loopback address instead
+// (127.1.0.1, 127.1.0.2, ...), all on one port, as the members of a DNS
+// group are.
+func Start(model string, pages []string, hugeBytes int64, sharePort bool) (*Fleet, error) {
 	f := &Fleet{}
-	for _, p := range pages {
+	port := "0"
+	for i, p := range pages {
 		e, err := New(model, p, hugeBytes)
 		if err != nil {
 			f.Close()
 			return nil, err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if sharePort {
+			addr = net.JoinHostPort(LoopbackIP(i), port)
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			f.Close()
 			return nil, err
+		}
+		if sharePort && port == "0" {
+			_, port, _ = net.SplitHostPort(ln.Addr().String())
 		}
 		srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 		f.srvs = append(f.srvs, srv)
@@ -199,6 +209,12 @@ func Start(model string, pages []string, hugeBytes int64) (*Fleet, error) {
 		f.wg.Go(func() { _ = srv.Serve(ln) })
 	}
 	return f, nil
+}
+
+// LoopbackIP is the i-th loopback address Start's shared-port engines
+// listen on: 127.1.0.1 for 0, up to 127.1.255.250 (65,280 addresses).
+func LoopbackIP(i int) string {
+	return fmt.Sprintf("127.1.%d.%d", i/250, i%250+1)
 }
 
 // Close stops every engine at once, dropping open connections.
@@ -218,6 +234,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	spec := fs.String("pages", PageStamped, "what each engine's /metrics serves, comma-separated, each stamped, huge or endless, with an optional xN to repeat it")
 	model := fs.String("model", "inferrail/sim-8b", "the model every engine serves")
 	huge := fs.Int64("huge-bytes", 50<<20, "size of a huge page")
+	sharePort := fs.Bool("share-port", false, "listen on 127.1.0.1, 127.1.0.2, ... all on one port, as a DNS group's members, instead of on ports of 127.0.0.1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -228,7 +245,10 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	f, err := Start(*model, pages, *huge)
+	if *sharePort && len(pages) > 65280 {
+		return fmt.Errorf("fake-engines: --share-port has room for 65280 engines, not %d", len(pages))
+	}
+	f, err := Start(*model, pages, *huge, *sharePort)
 	if err != nil {
 		return err
 	}

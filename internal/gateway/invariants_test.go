@@ -487,3 +487,54 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 		t.Fatalf("leased %s, picked %s", got, want[len(want)-1].ID)
 	}
 }
+
+// TestDepartedSeriesStayGone: a replica that leaves while its metrics page
+// is being read loses its series for good, though the scrape ends after it
+// left; other replicas' series are untouched.
+func TestDepartedSeriesStayGone(t *testing.T) {
+	entered, left := make(chan struct{}, 1), make(chan struct{}, 1)
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			return // /health and anything else: 200
+		}
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // the scrape times out, after the replica left
+		select {
+		case left <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(engine.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(engine.URL, "http://"))
+	res := &fakeResolver{}
+	res.set("127.0.0.1")
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Load.ScrapeTimeout = config.Duration(200 * time.Millisecond)
+	cfg.Load.MaxAge = config.Duration(400 * time.Millisecond)
+	gw := startResolvingGateway(t, &cfg, res)
+	member := fleet.MemberID("pool", "127.0.0.1", port)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member's page was never asked for")
+	}
+	res.set("127.0.0.3") // the member leaves while its scrape waits
+	waitFor(t, "the member to leave", 5*time.Second, func() bool { return gw.g.Fleet().Snapshot().Get(member) == nil })
+	<-left
+	// Past the second deletion: whatever the scrape's end wrote is gone, and
+	// nothing writes it again.
+	time.Sleep(forgetAgainAfter + 200*time.Millisecond)
+	if page := scrape(t, gw.admin); strings.Contains(page, `replica="`+member+`"`) {
+		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
+	}
+	other := fleet.MemberID("pool", "127.0.0.3", port)
+	if page := scrape(t, gw.admin); !strings.Contains(page, `replica="`+other+`"`) {
+		t.Errorf("the member that joined has no series:\n%s", grep(page, "pool-"))
+	}
+}

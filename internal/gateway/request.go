@@ -266,7 +266,9 @@ func retryable(code int) bool {
 // left between attempts.
 func (g *Gateway) cancelled(ex *exchange, replica string) {
 	g.metrics.disconnects.WithLabelValues(ex.model).Inc()
-	g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
+	if replica == "" || g.memberID(replica) {
+		g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
+	}
 }
 
 // sleep waits the backoff before the next attempt; false when the client
@@ -458,7 +460,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				first = false
 				a.lease.FirstByte(time.Now())
 				a.trace.markFirstByte()
-				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+				if g.member(rep) {
+					g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+				}
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {
 				g.cancelled(ex, rep.ID)
@@ -478,14 +482,18 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			}
 			// The engine broke a response that had started: the client
 			// must see a broken response, never a clean end.
-			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			if g.member(rep) {
+				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			}
 			g.health.Report(rep, false)
 			g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", rerr)
 			panic(http.ErrAbortHandler)
 		}
 	}
-	g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
-	g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+	if g.member(rep) {
+		g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+		g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+	}
 	if check {
 		if cached, ok := tail.cachedTokens(); ok {
 			g.drift.observe(rep.ID, a.cached, cached)

@@ -34,6 +34,9 @@ type FakeEnginesOptions struct {
 	// Pages is its --pages value, such as "stampedx64" or
 	// "stampedx4,hugex10,endlessx10".
 	Pages string
+	// SharePort puts every engine on one port of its own loopback address
+	// (127.1.0.1, 127.1.0.2, ...), as the members of a DNS group.
+	SharePort bool
 	// Model is the model every engine serves; empty means SimModel.
 	Model string
 	// Logger receives the child's life cycle at Debug. Nil discards.
@@ -49,7 +52,11 @@ func StartFakeEngines(ctx context.Context, o FakeEnginesOptions) (*FakeEngines, 
 	if o.Model == "" {
 		o.Model = SimModel
 	}
-	cmd := exec.Command(o.Binary, "fake-engines", "--pages", o.Pages, "--model", o.Model)
+	args := []string{"fake-engines", "--pages", o.Pages, "--model", o.Model}
+	if o.SharePort {
+		args = append(args, "--share-port")
+	}
+	cmd := exec.Command(o.Binary, args...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	out := NewTailBuffer(16 << 10)
 	cmd.Stderr = out

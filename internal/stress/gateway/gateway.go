@@ -73,6 +73,7 @@ type Config struct {
 	Control     ControlLoad
 	Fleet       FleetLoad
 	Scrape      ScrapeLoad
+	Churn       ChurnLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -102,6 +103,7 @@ func DefaultConfig() Config {
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 		Fleet:         FleetLoad{Legs: DefaultFleetLegs()},
 		Scrape:        ScrapeLoad{Streams: 2000, MaxTokens: 16, Every: 10 * time.Millisecond},
+		Churn:         ChurnLoad{Members: 8000, Live: 16, Step: 8, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
 	}
 }
 
@@ -162,6 +164,7 @@ type Result struct {
 	Control       *ControlFigures     `json:"control,omitempty"`
 	Fleet         *FleetFigures       `json:"fleet,omitempty"`
 	Scrape        *ScrapeFigures      `json:"scrape,omitempty"`
+	Churn         *ChurnFigures       `json:"churn,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

@@ -509,3 +509,22 @@ func TestGatewayStressFleet(t *testing.T) {
 		t.Errorf("hostile leg: scrapes %v, want the 50 MB page refused as too large", h.Scrapes)
 	}
 }
+
+// TestGatewayStressChurn: gw-churn at a small size: every member passes
+// through the group, no request fails and the page names no departed
+// replica afterwards.
+func TestGatewayStressChurn(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioChurn}
+	c.Churn = ChurnLoad{Members: 60, Live: 6, Step: 3, Refresh: 20 * time.Millisecond, Rate: 100, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	f := readGWResult(t, c.OutDir, ScenarioChurn).Churn
+	if f == nil {
+		t.Fatal("gw-churn: no figures")
+	}
+	if f.Lookups < 18 || f.Errors != 0 || f.Requests == 0 || f.Departed != 0 || f.Render.N == 0 || f.PageBytes == 0 {
+		t.Errorf("gw-churn: %+v", f)
+	}
+}

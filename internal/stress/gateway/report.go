@@ -131,6 +131,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.fleet(r.Fleet)
 	case r.Scrape != nil:
 		w.scrape(r.Scrape)
+	case r.Churn != nil:
+		w.churn(r.Churn)
 	}
 }
 

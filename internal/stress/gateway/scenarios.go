@@ -20,6 +20,7 @@ const (
 	ScenarioControl     = "gw-control"
 	ScenarioFleet       = "gw-fleet"
 	ScenarioScrape      = "gw-scrape"
+	ScenarioChurn       = "gw-churn"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -71,6 +72,8 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 	{Name: ScenarioScrape, Stresses: "the gateway's own /metrics read 100 times a second during a burst of streams: every page consistent",
 		Params: "scrape", Load: func(c *Config) stress.Validator { return c.Scrape }, Needs: []string{needSims}, Describe: describeScrape,
 		Setup: simFleetOf(3, []string{"--max-num-seqs", "1024"}, nil), Run: runGWScrape},
+	{Name: ScenarioChurn, Stresses: "8,000 replicas joining and leaving through DNS discovery under traffic: the metrics page's size and render time",
+		Params: "churn", Load: func(c *Config) stress.Validator { return c.Churn }, Needs: []string{needBench}, Describe: describeChurn, Run: runGWChurn},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
