@@ -75,7 +75,7 @@ type ChurnFigures struct {
 	ReplicasOnPage int `json:"replicas_on_page"`
 	// FamilyBytesEnd is the page after the churn's bytes by metric family.
 	FamilyBytesEnd map[string]int `json:"family_bytes_end"`
-	Departed       int `json:"departed_on_page_after"`
+	Departed       int            `json:"departed_on_page_after"`
 }
 
 func describeChurn(c *Config) (string, map[string]any) {
