@@ -52,7 +52,10 @@ type Replica struct {
 
 	card atomic.Pointer[ModelCards]
 
-	_ [8]byte // to 256 bytes, four whole lines
+	// probeNow asks its prober to probe at once (Health.Suspect); buffered,
+	// one request at a time. It takes the place of padding to 256 bytes,
+	// four whole lines.
+	probeNow chan struct{}
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -75,6 +78,7 @@ func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPendi
 	r.prefill.drainedAt.Store(neverQueued)
 	r.ejectedUntil.Store(notEjected)
 	r.down = make(chan struct{})
+	r.probeNow = make(chan struct{}, 1)
 	return r
 }
 

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/fleet"
@@ -230,6 +231,9 @@ func (g *Gateway) proxy(ex *exchange) {
 			return
 		}
 		g.health.Report(rep, false)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			g.health.Suspect(rep) // nothing listens there: probes mark it down at once
+		}
 		if err != nil {
 			lastErr = err
 			a.discard(g.index)
