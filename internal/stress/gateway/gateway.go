@@ -74,6 +74,7 @@ type Config struct {
 	Fleet       FleetLoad
 	Scrape      ScrapeLoad
 	Churn       ChurnLoad
+	Sessions    SessionsLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -103,7 +104,9 @@ func DefaultConfig() Config {
 		Control:       ControlLoad{Rate: 2000, Requests: 10000, Warmup: 1000, MaxTokens: 1, PatchEvery: 20 * time.Millisecond, AdminReaders: 2, Seed: 1},
 		Fleet:         FleetLoad{Legs: DefaultFleetLegs()},
 		Scrape:        ScrapeLoad{Streams: 2000, MaxTokens: 16, Every: 10 * time.Millisecond},
-		Churn:         ChurnLoad{Members: 8000, Live: 16, Step: 8, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
+		Sessions: SessionsLoad{Requests: 4000, Rate: 400, Simulators: 4, Sessions: 300, SystemPrompts: 16, SystemWords: 200, Zipf: 1,
+			ExplainEvery: 10, Policy: "cost_model", MaxTokens: 4, Seed: 1},
+		Churn: ChurnLoad{Members: 8000, Live: 16, Step: 8, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
 	}
 }
 
@@ -165,6 +168,7 @@ type Result struct {
 	Fleet         *FleetFigures       `json:"fleet,omitempty"`
 	Scrape        *ScrapeFigures      `json:"scrape,omitempty"`
 	Churn         *ChurnFigures       `json:"churn,omitempty"`
+	Sessions      *SessionsFigures    `json:"sessions,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

@@ -528,3 +528,27 @@ func TestGatewayStressChurn(t *testing.T) {
 		t.Errorf("gw-churn: %+v", f)
 	}
 }
+
+// TestGatewayStressSessions: gw-sessions at a small size: every turn and
+// explain answered, turns spread over the replicas, follow-ups counted.
+func TestGatewayStressSessions(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioSessions}
+	c.Sessions = SessionsLoad{Requests: 120, Rate: 200, Simulators: 2, Sessions: 12, SystemPrompts: 4, SystemWords: 20, Zipf: 1,
+		ExplainEvery: 10, Policy: "cost_model", MaxTokens: 2, Seed: 1}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	f := readGWResult(t, c.OutDir, ScenarioSessions).Sessions
+	if f == nil {
+		t.Fatal("gw-sessions: no figures")
+	}
+	served := 0
+	for _, n := range f.PerReplica {
+		served += n
+	}
+	if f.Errors != 0 || f.ExplainErrors != 0 || f.Explains != 12 || served != 120 || f.FollowUps != 120-12 || f.Kept > f.FollowUps ||
+		f.BusiestShare < 0.5 || f.BusiestShare > 1 || len(f.PromptShares) != 4 {
+		t.Errorf("gw-sessions: %+v", f)
+	}
+}

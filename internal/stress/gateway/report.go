@@ -133,6 +133,8 @@ func (w *mdWriter) figures(r *Result) {
 		w.scrape(r.Scrape)
 	case r.Churn != nil:
 		w.churn(r.Churn)
+	case r.Sessions != nil:
+		w.sessions(r.Sessions)
 	}
 }
 

@@ -21,6 +21,7 @@ const (
 	ScenarioFleet       = "gw-fleet"
 	ScenarioScrape      = "gw-scrape"
 	ScenarioChurn       = "gw-churn"
+	ScenarioSessions    = "gw-sessions"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
@@ -74,6 +75,9 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 		Setup: simFleetOf(3, []string{"--max-num-seqs", "1024"}, nil), Run: runGWScrape},
 	{Name: ScenarioChurn, Stresses: "8,000 replicas joining and leaving through DNS discovery under traffic: the metrics page's size and render time",
 		Params: "churn", Load: func(c *Config) stress.Validator { return c.Churn }, Needs: []string{needBench}, Describe: describeChurn, Run: runGWChurn},
+	{Name: ScenarioSessions, Stresses: "conversations over Zipf-popular system prompts with session affinity and explain requests mixed in: balance and stickiness",
+		Params: "sessions", Load: func(c *Config) stress.Validator { return c.Sessions }, Needs: []string{needSims}, Describe: describeSessions,
+		Setup: sessionsSetup, Run: runGWSessions},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
