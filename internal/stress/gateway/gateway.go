@@ -106,7 +106,7 @@ func DefaultConfig() Config {
 		Scrape:        ScrapeLoad{Streams: 2000, MaxTokens: 16, Every: 10 * time.Millisecond},
 		Sessions: SessionsLoad{Requests: 4000, Rate: 400, Simulators: 4, Sessions: 300, SystemPrompts: 16, SystemWords: 200, Zipf: 1,
 			ExplainEvery: 10, Policy: "cost_model", MaxTokens: 4, Seed: 1},
-		Churn: ChurnLoad{Members: 8000, Live: 16, Step: 8, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
+		Churn: ChurnLoad{Members: 8000, Live: 16, Step: 4, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
 	}
 }
 
