@@ -457,7 +457,27 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		BaselineRSSBytes: 20 << 20, PeakRSSBytes: 40 << 20, AfterRSSBytes: 30 << 20, Progress: []SlowBodySample{{Seconds: 0, SentBytes: 0, RSSBytes: 20 << 20},
 			{Seconds: 30, SentBytes: 8 << 20, RSSBytes: 40 << 20}}}
 	slowBody.StopErrors = []string{"gateway pid 7: exit status 1"}
-	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
+	fleetRes := base(ScenarioFleet)
+	age := measure.Percentiles{N: 3000, Mean: 0.05, P50: 0.05, P90: 0.09, P99: 0.1, Max: 0.106}
+	fleetRes.Fleet = &FleetFigures{Legs: []FleetLegFigures{
+		{Name: "3-engines", Healthy: 3, Rate: 1000, Requests: 10000, AchievedRate: 1000, Latency: lat, Decisions: 10000, Reads: 30000, Age: age,
+			ReferenceAge: age, Scrapes: map[string]float64{"ok": 300}, Machine: procs.MachineShare{LoadAvgEnd: "1.00 2.00 3.00"}, Target: 0.102},
+		{Name: "20-hostile", Healthy: 4, Huge: 10, Endless: 10, Rate: 1000, Requests: 5000, Failures: stress.Failures{Errors: 1, ErrorSamples: []string{"status: status 503"}},
+			AchievedRate: 999, Latency: lat, Decisions: 5000, Reads: 19000, Stale: 1000, Age: age, ReferenceAge: age, ReferenceFailures: 2,
+			Scrapes: map[string]float64{"ok": 200, "error": 10, "too_large": 100}, Target: 0.104},
+	}}
+	scrapeRes := base(ScenarioScrape)
+	scrapeRes.Scrape = &ScrapeFigures{Streams: 2000, Completed: 2000, WallSeconds: 7.5, Scrapes: 700, Inconsistent: 1, Problems: []string{"x went from 2 to 1"},
+		Series: 47, PageBytes: 29000, Fetch: lat, ScrapesPerSecond: 93, RequestsCounted: 2010}
+	churnRes := base(ScenarioChurn)
+	churnRes.Churn = &ChurnFigures{Members: 8000, Live: 16, Lookups: 2000, Seconds: 40, Requests: 8000, PageBytes: 90000, PageBytesEnd: 25000,
+		Render: lat, Fetch: lat, ReplicasOnPage: 24}
+	sessionsRes := base(ScenarioSessions)
+	sessionsRes.Sessions = &SessionsFigures{Requests: 4000, AchievedRate: 400, Latency: lat, PerReplica: map[string]int{"sim-1": 1000, "sim-2": 1000, "sim-3": 1000, "sim-4": 1000},
+		BusiestShare: 0.25, FollowUps: 3700, Kept: 3600, KeptShare: 3600.0 / 3700, Explains: 400, ExplainErrors: 1, ExplainSample: []string{"status: explain status 500"},
+		PromptShares: []float64{0.3, 0.15, 0.1, 0.08, 0.05}}
+	results := []Result{slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders,
+		fleetRes, scrapeRes, churnRes, sessionsRes}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")
