@@ -538,3 +538,21 @@ func TestDepartedSeriesStayGone(t *testing.T) {
 		t.Errorf("the member that joined has no series:\n%s", grep(page, "pool-"))
 	}
 }
+
+// TestRefusedReplicaProbedAtOnce: with probes an hour apart, a request
+// refused at a killed replica's port has the replica probed at once and
+// marked down, and is itself served by another.
+func TestRefusedReplicaProbedAtOnce(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims) // round_robin: the first request goes to sim-1
+	cfg.Health.Interval = config.Duration(time.Hour)
+	cfg.Health.Timeout = config.Duration(time.Second)
+	gw := startGateway(t, cfg)
+	sims[0].Kill()
+	resp, body := chat(t, gw.url, chatBody("after the kill", ""))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-2" {
+		t.Fatalf("status %d from %s: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+	}
+	rep := gw.g.Fleet().Snapshot().Get("sim-1")
+	waitFor(t, "sim-1 marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
+}
