@@ -796,24 +796,31 @@ func TestScraperFeeds(t *testing.T) {
 func TestRefusedBackoff(t *testing.T) {
 	const iv = 100 * time.Millisecond
 	now := time.Unix(1000, 0)
+	endless := fmt.Errorf("%w: %w", errEndless, context.DeadlineExceeded)
 	tests := []struct {
 		results []string
+		errs    []error       // each result's error; nil for none
 		want    time.Duration // resumeAt after the last, from now; 0 for none
 	}{
-		{[]string{ResultOK}, 0},
-		{[]string{ResultError}, 0},
-		{[]string{ResultTooLarge}, iv},
-		{[]string{ResultUnreadable, ResultTooLarge}, 2 * iv},
-		{[]string{ResultTooLarge, ResultTooLarge, ResultTooLarge}, 4 * iv},
-		{slices.Repeat([]string{ResultTooLarge}, 6), 32 * iv},
-		{slices.Repeat([]string{ResultUnreadable}, 40), 32 * iv},
-		{[]string{ResultTooLarge, ResultTooLarge, ResultOK}, 0},
-		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, iv},
+		{[]string{ResultOK}, nil, 0},
+		{[]string{ResultError}, []error{context.DeadlineExceeded}, 0},
+		{[]string{ResultError}, []error{endless}, iv},
+		{[]string{ResultTooLarge}, nil, iv},
+		{[]string{ResultUnreadable, ResultTooLarge}, nil, 2 * iv},
+		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, []error{nil, endless, nil}, 4 * iv},
+		{slices.Repeat([]string{ResultTooLarge}, 6), nil, 32 * iv},
+		{slices.Repeat([]string{ResultUnreadable}, 40), nil, 32 * iv},
+		{[]string{ResultTooLarge, ResultTooLarge, ResultOK}, nil, 0},
+		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, nil, iv},
 	}
 	for _, tt := range tests {
 		var st replicaState
-		for _, r := range tt.results {
-			st.backOff(r, now, iv)
+		for i, r := range tt.results {
+			var err error
+			if tt.errs != nil {
+				err = tt.errs[i]
+			}
+			st.backOff(r, err, now, iv)
 		}
 		var got time.Duration
 		if at := st.resumeAt.Load(); at != 0 {
@@ -842,5 +849,30 @@ func TestRefusedPagesScrapedLess(t *testing.T) {
 	// tick; a slow machine only spaces its tries further apart.
 	if n := results.of("huge")[ResultTooLarge]; n < 1 || n > 8 {
 		t.Errorf("the huge page's engine was scraped %d times in the healthy one's 60, want 1 to 8", n)
+	}
+}
+
+// TestEndlessPageCutByTimeout: a page still flowing past a megabyte when
+// the timeout cuts it is an error marked errEndless (which backOff treats
+// as refused); one cut before that is a plain timeout.
+func TestEndlessPageCutByTimeout(t *testing.T) {
+	chunk := bytes.Repeat([]byte("# a comment that never ends\n"), 2048)
+	fast := startEngine(t, func(w http.ResponseWriter, r *http.Request, seq int) {
+		_, _ = w.Write(enginePage(seq))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	sc := NewScraper(ScrapeConfig{Timeout: 500 * time.Millisecond, MaxBytes: 1 << 40}, &http.Client{}, nil, nil, nil, nil)
+	_, result, err := sc.fetch(context.Background(), Target{ID: "fast", URL: mustURL(fast.srv.URL)})
+	if result != ResultError || !errors.Is(err, errEndless) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("fast endless page: %q, %v; want %q, errEndless", result, err, ResultError)
+	}
+	slow := startEngine(t, serveHang)
+	sc = NewScraper(ScrapeConfig{Timeout: 50 * time.Millisecond}, &http.Client{}, nil, nil, nil, nil)
+	if _, result, err := sc.fetch(context.Background(), Target{ID: "hang", URL: mustURL(slow.srv.URL)}); result != ResultError || errors.Is(err, errEndless) {
+		t.Errorf("hung engine: %q, %v; want %q without errEndless", result, err, ResultError)
 	}
 }

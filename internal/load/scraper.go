@@ -145,15 +145,16 @@ type replicaState struct {
 // being refused waits between scrapes.
 const maxRefusedBackoff = 32
 
-// backOff puts off the next scrape of a replica whose page was refused:
-// one interval after the first refusal, doubling to maxRefusedBackoff
-// intervals. Reading a page up to the size limit costs the gateway
-// milliseconds of CPU each time, and an engine that sends huge or garbage
-// pages is unlikely to stop by the next tick; twenty of them read every
-// 100 ms would take the CPU the healthy replicas' scrapes and the requests
-// need. Its report is missing meanwhile, as it was.
-func (st *replicaState) backOff(result string, now time.Time, interval time.Duration) {
-	if result != ResultTooLarge && result != ResultUnreadable {
+// backOff puts off the next scrape of a replica whose page was refused
+// (too large, unreadable, or still flowing past a megabyte when the
+// timeout cut it): one interval after the first refusal, doubling to
+// maxRefusedBackoff intervals. Reading a page up to the size limit costs
+// the gateway milliseconds of CPU each time, and an engine that sends huge,
+// endless or garbage pages is unlikely to stop by the next tick; twenty of
+// them read every 100 ms would take the CPU the healthy replicas' scrapes
+// and the requests need. Its report is missing meanwhile, as it was.
+func (st *replicaState) backOff(result string, err error, now time.Time, interval time.Duration) {
+	if result != ResultTooLarge && result != ResultUnreadable && !errors.Is(err, errEndless) {
 		st.refused = 0
 		st.resumeAt.Store(0)
 		return
@@ -258,7 +259,7 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 	if s.onScrape != nil {
 		s.onScrape(tg.ID, result)
 	}
-	st.backOff(result, s.now(), s.cfg.Interval)
+	st.backOff(result, err, s.now(), s.cfg.Interval)
 	if err != nil {
 		if !st.failing {
 			st.failing = true
@@ -290,6 +291,14 @@ const (
 // errTooLarge marks a page over the size limit.
 var errTooLarge = errors.New("metrics page over the size limit")
 
+// errEndless marks a page the timeout cut after more than endlessBytes: no
+// engine's page is that long, so it was going to reach the size limit.
+var errEndless = errors.New("metrics page still flowing at the timeout")
+
+// endlessBytes is how much of a page the timeout must have cut for it to be
+// errEndless; vLLM's pages are tens of kilobytes.
+const endlessBytes = 1 << 20
+
 func (s *Scraper) fetch(ctx context.Context, tg Target) (*Report, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -313,6 +322,8 @@ func (s *Scraper) fetch(ctx context.Context, tg Target) (*Report, string, error)
 	switch {
 	case body.n > s.cfg.MaxBytes:
 		return nil, ResultTooLarge, errTooLarge
+	case ctx.Err() != nil && body.n > endlessBytes:
+		return nil, ResultError, fmt.Errorf("%w: %w", errEndless, ctx.Err())
 	case ctx.Err() != nil:
 		return nil, ResultError, ctx.Err()
 	case err != nil:
