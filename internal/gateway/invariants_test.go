@@ -556,3 +556,38 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 	rep := gw.g.Fleet().Snapshot().Get("sim-1")
 	waitFor(t, "sim-1 marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
 }
+
+// TestDecisionOnAFleetThatMoved: a decision whose route table was taken
+// before every replica in it left, and others joined, routes to one that
+// joined instead of answering that no replica serves the model.
+func TestDecisionOnAFleetThatMoved(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	_, port, _ := net.SplitHostPort(sims[0].Addr())
+	res := &fakeResolver{}
+	res.set("127.0.0.2")
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(time.Hour), MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Health.Interval = config.Duration(time.Hour)
+	gw := startResolvingGateway(t, &cfg, res)
+	g := gw.g
+	first := fleet.MemberID("pool", "127.0.0.2", port)
+	waitFor(t, "the first member", 5*time.Second, func() bool { return g.Fleet().Snapshot().Get(first) != nil })
+	stale := g.routes(g.current())
+	res.set("127.0.0.1")
+	g.discovery.ResolveAll(t.Context())
+	joined := fleet.MemberID("pool", "127.0.0.1", port)
+	if g.Fleet().Snapshot().Get(joined) == nil || !stale.snap.Get(first).Removed() {
+		t.Fatal("the group did not move to the new member")
+	}
+	ex := &exchange{model: testModel, gen: g.current(), policy: g.testPolicy(testModel)}
+	lease, _, err := g.chooseFrom(ex, nil, stale)
+	if err != nil {
+		t.Fatalf("decision on the table taken before the move: %v", err)
+	}
+	defer lease.Release()
+	if id := lease.Replica().ID; id != joined {
+		t.Errorf("routed to %s, want %s", id, joined)
+	}
+}
