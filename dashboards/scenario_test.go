@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -76,6 +77,18 @@ func runW1(t *testing.T, ctx context.Context, f *harness.Fleet, n int, rate floa
 	}
 }
 
+// dropConnections accepts ln's connections and closes each at once, until
+// ln is closed.
+func dropConnections(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
 // provoke makes the gateway count every event its failure and control
 // plane panels show, checking each on its metrics page. It stops the
 // fleet's last simulator.
@@ -93,12 +106,21 @@ func provoke(t *testing.T, ctx context.Context, f *harness.Fleet) {
 	waitFor(t, ctx, f, "a client disconnect", func(p procs.PromPage) bool { return p.Sum("inferrail_client_disconnects_total") > 0 })
 
 	// The last engine dies; requests the gateway sends it fail and move on
-	// until passive ejection takes it out.
+	// until passive ejection takes it out. Its port then accepts and drops
+	// every connection, as a crashing engine's may: a port that refused
+	// them would have probes take the replica out at once, before three
+	// requests could fail there and eject it.
 	last := f.Sims[len(f.Sims)-1]
 	if err := last.Stop(); err != nil {
 		t.Fatalf("stop %s: %v", harness.SimID(len(f.Sims)-1), err)
 	}
 	f.Sims = f.Sims[:len(f.Sims)-1]
+	dropper, err := net.Listen("tcp", strings.TrimPrefix(last.URL, "http://"))
+	if err != nil {
+		t.Fatalf("listen on the dead engine's port: %v", err)
+	}
+	defer dropper.Close()
+	go dropConnections(dropper)
 	ejected := func(p procs.PromPage) bool {
 		return p.Sum("inferrail_upstream_retries_total") > 0 && p.Sum("inferrail_ejections_total") > 0
 	}

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/cli"
+	"github.com/inferrail/inferrail/internal/fakeengine"
 	"github.com/inferrail/inferrail/internal/plainproxy"
 )
 
@@ -52,6 +53,10 @@ Commands:
   plain-proxy
            a bare net/http reverse proxy taking turns over --upstreams: the
            floor gw-floor compares the gateway's CPU per request with
+  fake-engines
+           stand-in engines on many loopback ports in one process, with
+           stamped, huge or endless metrics pages (--pages): the replicas of
+           gw-fleet
   testcerts
            write a throwaway CA and a server certificate for 127.0.0.1 and
            localhost it signed (the end-to-end TLS tests' certificates)
@@ -75,6 +80,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"plain-proxy": func(ctx context.Context, args []string, _, stderr io.Writer) error {
 		return plainproxy.Command(ctx, args, stderr)
 	},
+	"fake-engines": fakeengine.Command,
 }
 
 // run carries out the command args name.

@@ -60,15 +60,16 @@ func TestHelp(t *testing.T) {
 // the stress commands' list their scenarios.
 func TestCommandHelp(t *testing.T) {
 	tests := map[string][]string{
-		"run":         {"-workload", "-rate", "-policy", "-url", "-sim-binary", "-out"},
-		"compare":     {"-policies", "-reps", "-jobs"},
-		"sweep":       {"-file", "-jobs", "-reuse", "-n"},
-		"report":      {"-in", "-out"},
-		"stress":      append([]string{"-sim-binary", "-soak-requests"}, engine.Scenarios...),
-		"gwstress":    append([]string{"-gateway-binary", "-routing-variants"}, gateway.Scenarios...),
-		"demo":        {"-rate", "-policies"},
-		"plain-proxy": {"-upstreams"},
-		"testcerts":   {"-dir"},
+		"run":          {"-workload", "-rate", "-policy", "-url", "-sim-binary", "-out"},
+		"compare":      {"-policies", "-reps", "-jobs"},
+		"sweep":        {"-file", "-jobs", "-reuse", "-n"},
+		"report":       {"-in", "-out"},
+		"stress":       append([]string{"-sim-binary", "-soak-requests"}, engine.Scenarios...),
+		"gwstress":     append([]string{"-gateway-binary", "-routing-variants"}, gateway.Scenarios...),
+		"demo":         {"-rate", "-policies"},
+		"plain-proxy":  {"-upstreams"},
+		"fake-engines": {"-pages", "-huge-bytes"},
+		"testcerts":    {"-dir"},
 	}
 	for name, want := range tests {
 		t.Run(name, func(t *testing.T) {

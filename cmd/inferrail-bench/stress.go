@@ -65,6 +65,7 @@ func gwstressConfig(args []string, stderr io.Writer) (gateway.Config, error) {
 	var observeRates string
 	fs.StringVar(&observeRates, "observability-rates", "", "gw-observability: comma-separated rates in req/s (default 2000)")
 	fs.IntVar(&c.Floor.Rate, "floor-rate", c.Floor.Rate, "gw-floor: request rate, req/s")
+	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "gw-kill, gw-hang, gw-flap: the gateway's probe interval, each probe timing out at 80% of it (default 100ms; longer on a loaded machine, where probes of the in-process simulators time out)")
 	fs.IntVar(&c.Floor.Requests, "floor-requests", c.Floor.Requests, "gw-floor: requests per leg")
 	var routingVariants, routingRates string
 	fs.StringVar(&routingVariants, "routing-variants", "", "gw-routing: comma-separated variants, each w<system prompt words>-<tok|notok>-<policy>-r<simulators> (default "+

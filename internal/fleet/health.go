@@ -101,10 +101,15 @@ func (h *Health) Run(ctx context.Context) error {
 }
 
 // probeLoop probes one replica every interval, the first time at once.
+// Asked by Suspect, it probes at once, and while those probes fail and the
+// replica is not yet down, back to back: a replica whose port refuses
+// connections is down within the unhealthy threshold's probes, not as many
+// intervals.
 func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 	ticker := time.NewTicker(h.cfg.Interval)
 	defer ticker.Stop()
 	fails, passes, n := 0, 0, 0
+	burst := false
 	for {
 		up := h.probe(ctx, r)
 		if ctx.Err() != nil {
@@ -134,12 +139,29 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 					h.onProbe(r, false)
 				}
 			}
+			if burst && r.probeUp.Load() {
+				continue // suspected and failing, not yet down: probe again now
+			}
 		}
+		burst = false
 		select {
 		case <-ticker.C:
+		case <-r.probeNow:
+			burst = true
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// Suspect asks for r to be probed at once, and again at once while those
+// probes fail, until it passes or is marked down: for a request that found
+// nothing listening at r's address, which no overloaded engine would cause.
+// It returns without waiting.
+func (h *Health) Suspect(r *Replica) {
+	select {
+	case r.probeNow <- struct{}{}:
+	default: // a request is already pending
 	}
 }
 

@@ -54,6 +54,11 @@ type Replica struct {
 	card atomic.Pointer[ModelCards]
 
 	pace *pace.Meter // how its engine's times to first token compare with the estimates
+	// probeNow asks its prober to probe at once (Health.Suspect); buffered,
+	// one request at a time.
+	probeNow chan struct{}
+
+	_ [56]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -77,6 +82,7 @@ func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPendi
 	r.ejectedUntil.Store(notEjected)
 	r.down = make(chan struct{})
 	r.pace = new(pace.Meter)
+	r.probeNow = make(chan struct{}, 1)
 	return r
 }
 

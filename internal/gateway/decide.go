@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -24,11 +25,30 @@ const (
 // and the prompt tokens predicted cached on the replica (-1 without a
 // prediction), or errNoReplica or errFleetFull.
 func (g *Gateway) choose(ex *exchange, tried map[*fleet.Replica]bool) (*fleet.Lease, int, error) {
+	return g.chooseFrom(ex, tried, g.routes(ex.gen))
+}
+
+// staleRetries bounds how many times a decision that found no usable
+// replica in a fleet that has changed since is made again on the new one.
+const staleRetries = 3
+
+// chooseFrom is choose on the route table t, taken at the start of the
+// decision. When no route of t is usable and the fleet has changed since t
+// was taken (its replicas left and others joined, as a DNS group's may
+// between two lookups), it decides again on the current table rather than
+// answer that no replica serves the model.
+func (g *Gateway) chooseFrom(ex *exchange, tried map[*fleet.Replica]bool, t *routeTable) (*fleet.Lease, int, error) {
 	start := time.Now()
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
-	mr := g.routes(ex.gen).model(ex.model)
-	if err := g.offer(sc, ex, mr, start, tried, ex.obs.whyNotOffered(len(mr.routes))); err != nil {
+	mr := t.model(ex.model)
+	err := g.offer(sc, ex, mr, start, tried, ex.obs.whyNotOffered(len(mr.routes)))
+	for k := 0; errors.Is(err, errNoReplica) && k < staleRetries && g.fleet.Snapshot() != t.snap; k++ {
+		t = g.routes(ex.gen)
+		mr = t.model(ex.model)
+		err = g.offer(sc, ex, mr, start, tried, ex.obs.whyNotOffered(len(mr.routes)))
+	}
+	if err != nil {
 		return nil, -1, err
 	}
 	ex.route.At = start

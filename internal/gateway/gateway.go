@@ -201,13 +201,18 @@ func (g *Gateway) buildWatchers() {
 	g.scraper = load.NewScraper(load.ScrapeConfig{
 		Interval: time.Duration(lc.ScrapeInterval), Timeout: time.Duration(lc.ScrapeTimeout), MaxAge: time.Duration(lc.MaxAge),
 	}, &http.Client{Transport: g.transport}, g.scrapeTargets, g.log, func(id, result string) {
+		if !g.memberID(id) {
+			return // it left while its page was read
+		}
 		g.metrics.scrapes.WithLabelValues(id, result).Inc()
 		if result == load.ResultOK {
 			g.learnCapacity(id)
 		}
 	}, func(id string) {
 		g.index.Reset(id)
-		g.metrics.indexResets.WithLabelValues(id).Inc()
+		if g.memberID(id) {
+			g.metrics.indexResets.WithLabelValues(id).Inc()
+		}
 	})
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
 	g.metrics.startAtZero(g.cfg, g.fleet.Snapshot().Replicas)
@@ -226,7 +231,9 @@ func (g *Gateway) buildWatchers() {
 		EjectionBackoff: time.Duration(hc.EjectionBackoff), MaxEjectionBackoff: time.Duration(hc.MaxEjectionBackoff),
 		MaxEjectionPercent: hc.MaxEjectionPercent,
 	}, g.fleet, &http.Client{Transport: g.transport}, g.log, func(r *fleet.Replica) {
-		g.metrics.ejections.WithLabelValues(r.ID).Inc()
+		if g.member(r) {
+			g.metrics.ejections.WithLabelValues(r.ID).Inc()
+		}
 	}, nil)
 	g.fleet.Watch(func(added, removed []*fleet.Replica) {
 		for _, r := range removed {
@@ -234,6 +241,7 @@ func (g *Gateway) buildWatchers() {
 			// reloaded) keeps its series; its engine's cache is another's.
 			if !slices.ContainsFunc(added, func(a *fleet.Replica) bool { return a.ID == r.ID }) {
 				g.metrics.forget(r.ID)
+				g.forgetAgain(r.ID)
 			}
 			g.index.Forget(r.ID)
 			g.learned.Delete(r.ID)

@@ -487,3 +487,107 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 		t.Fatalf("leased %s, picked %s", got, want[len(want)-1].ID)
 	}
 }
+
+// TestDepartedSeriesStayGone: a replica that leaves while its metrics page
+// is being read loses its series for good, though the scrape ends after it
+// left; other replicas' series are untouched.
+func TestDepartedSeriesStayGone(t *testing.T) {
+	entered, left := make(chan struct{}, 1), make(chan struct{}, 1)
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			return // /health and anything else: 200
+		}
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // the scrape times out, after the replica left
+		select {
+		case left <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(engine.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(engine.URL, "http://"))
+	res := &fakeResolver{}
+	res.set("127.0.0.1")
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Load.ScrapeTimeout = config.Duration(200 * time.Millisecond)
+	cfg.Load.MaxAge = config.Duration(400 * time.Millisecond)
+	gw := startResolvingGateway(t, &cfg, res)
+	member := fleet.MemberID("pool", "127.0.0.1", port)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member's page was never asked for")
+	}
+	res.set("127.0.0.3") // the member leaves while its scrape waits
+	waitFor(t, "the member to leave", 5*time.Second, func() bool { return gw.g.Fleet().Snapshot().Get(member) == nil })
+	<-left
+	// Past the second deletion: whatever the scrape's end wrote is gone, and
+	// nothing writes it again.
+	time.Sleep(forgetAgainAfter + 200*time.Millisecond)
+	if page := scrape(t, gw.admin); strings.Contains(page, `replica="`+member+`"`) {
+		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
+	}
+	other := fleet.MemberID("pool", "127.0.0.3", port)
+	if page := scrape(t, gw.admin); !strings.Contains(page, `replica="`+other+`"`) {
+		t.Errorf("the member that joined has no series:\n%s", grep(page, "pool-"))
+	}
+}
+
+// TestRefusedReplicaProbedAtOnce: with probes an hour apart, a request
+// refused at a killed replica's port has the replica probed at once and
+// marked down, and is itself served by another.
+func TestRefusedReplicaProbedAtOnce(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims) // round_robin: the first request goes to sim-1
+	cfg.Health.Interval = config.Duration(time.Hour)
+	cfg.Health.Timeout = config.Duration(time.Second)
+	gw := startGateway(t, cfg)
+	sims[0].Kill()
+	resp, body := chat(t, gw.url, chatBody("after the kill", ""))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-2" {
+		t.Fatalf("status %d from %s: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+	}
+	rep := gw.g.Fleet().Snapshot().Get("sim-1")
+	waitFor(t, "sim-1 marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
+}
+
+// TestDecisionOnAFleetThatMoved: a decision whose route table was taken
+// before every replica in it left, and others joined, routes to one that
+// joined instead of answering that no replica serves the model.
+func TestDecisionOnAFleetThatMoved(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	_, port, _ := net.SplitHostPort(sims[0].Addr())
+	res := &fakeResolver{}
+	res.set("127.0.0.2")
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(time.Hour), MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Health.Interval = config.Duration(time.Hour)
+	gw := startResolvingGateway(t, &cfg, res)
+	g := gw.g
+	first := fleet.MemberID("pool", "127.0.0.2", port)
+	waitFor(t, "the first member", 5*time.Second, func() bool { return g.Fleet().Snapshot().Get(first) != nil })
+	stale := g.routes(g.current())
+	res.set("127.0.0.1")
+	g.discovery.ResolveAll(t.Context())
+	joined := fleet.MemberID("pool", "127.0.0.1", port)
+	if g.Fleet().Snapshot().Get(joined) == nil || !stale.snap.Get(first).Removed() {
+		t.Fatal("the group did not move to the new member")
+	}
+	ex := &exchange{model: testModel, gen: g.current(), policy: g.testPolicy(testModel)}
+	lease, _, err := g.chooseFrom(ex, nil, stale)
+	if err != nil {
+		t.Fatalf("decision on the table taken before the move: %v", err)
+	}
+	defer lease.Release()
+	if id := lease.Replica().ID; id != joined {
+		t.Errorf("routed to %s, want %s", id, joined)
+	}
+}

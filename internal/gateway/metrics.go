@@ -205,6 +205,34 @@ func (m *metrics) decided(s *decisionSeries, chosen prometheus.Counter, d policy
 	}
 }
 
+// member reports whether the series of replica r may be written: r is in
+// the fleet, or another replica of its ID replaced it. The series of a
+// replica that left were deleted (forget); writing one again, as a scrape,
+// probe or request that ends after the departure would, brings it back for
+// good, and with it a series for every replica that ever passed through a
+// DNS group.
+func (g *Gateway) member(r *fleet.Replica) bool {
+	return !r.Removed() || g.fleet.Snapshot().Get(r.ID) != nil
+}
+
+// memberID is member for a replica known by its ID.
+func (g *Gateway) memberID(id string) bool { return g.fleet.Snapshot().Get(id) != nil }
+
+// forgetAgainAfter is how long after a departure its series are deleted a
+// second time: a write that checked member just before the replica left
+// may land after the first deletion.
+const forgetAgainAfter = time.Second
+
+// forgetAgain deletes the series of the replica id once more after
+// forgetAgainAfter, unless a replica of its ID has joined since.
+func (g *Gateway) forgetAgain(id string) {
+	time.AfterFunc(forgetAgainAfter, func() {
+		if !g.memberID(id) {
+			g.metrics.forget(id)
+		}
+	})
+}
+
 // forget deletes every series of a replica that left the fleet.
 func (m *metrics) forget(id string) {
 	for _, v := range m.replicaVectors {

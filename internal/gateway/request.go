@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/fleet"
@@ -220,6 +221,9 @@ func (g *Gateway) proxy(ex *exchange) {
 			return
 		}
 		g.health.Report(rep, false)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			g.health.Suspect(rep) // nothing listens there: probes mark it down at once
+		}
 		if err != nil {
 			lastErr = err
 			a.discard(g.index)
@@ -256,7 +260,9 @@ func retryable(code int) bool {
 // left between attempts.
 func (g *Gateway) cancelled(ex *exchange, replica string) {
 	g.metrics.disconnects.WithLabelValues(ex.model).Inc()
-	g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
+	if replica == "" || g.memberID(replica) {
+		g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
+	}
 }
 
 // sleep waits the backoff before the next attempt; false when the client
@@ -444,7 +450,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				}
 				a.trace.markFirstByte()
 				ttft := time.Since(ex.arrived)
-				g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
+				if g.member(rep) {
+					g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
+				}
 				g.flow.firstByte(ex, ttft)
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {
@@ -465,14 +473,18 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			}
 			// The engine broke a response that had started: the client
 			// must see a broken response, never a clean end.
-			g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			if g.member(rep) {
+				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+			}
 			g.health.Report(rep, false)
 			g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", rerr)
 			panic(http.ErrAbortHandler)
 		}
 	}
-	g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
-	g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+	if g.member(rep) {
+		g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
+		g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
+	}
 	if check {
 		if cached, ok := tail.cachedTokens(); ok {
 			g.drift.observe(rep.ID, a.cached, cached)

@@ -80,6 +80,12 @@ func (g *Gateway) routes(gen *generation) *routeTable {
 			as.series = g.metrics.decisionSeries(model, a.policy.Name())
 			as.chosen = make([]prometheus.Counter, len(pool))
 			for i, r := range pool {
+				if r.Removed() {
+					// It left after the snapshot: count its last decisions
+					// where no page shows them (see member).
+					as.chosen[i] = prometheus.NewCounter(prometheus.CounterOpts{Name: "departed"})
+					continue
+				}
 				as.chosen[i] = g.metrics.decisionsFor(&as.series, r.ID)
 			}
 		}

@@ -789,3 +789,90 @@ func TestScraperFeeds(t *testing.T) {
 		t.Error("a replica that came back did not get a new, filled feed")
 	}
 }
+
+// TestRefusedBackoff: a replica whose pages are refused waits one interval,
+// then twice as long after each further refusal up to 32 intervals; any
+// other result scrapes it at every tick again.
+func TestRefusedBackoff(t *testing.T) {
+	const iv = 100 * time.Millisecond
+	now := time.Unix(1000, 0)
+	endless := fmt.Errorf("%w: %w", errEndless, context.DeadlineExceeded)
+	tests := []struct {
+		results []string
+		errs    []error       // each result's error; nil for none
+		want    time.Duration // resumeAt after the last, from now; 0 for none
+	}{
+		{[]string{ResultOK}, nil, 0},
+		{[]string{ResultError}, []error{context.DeadlineExceeded}, 0},
+		{[]string{ResultError}, []error{endless}, iv},
+		{[]string{ResultTooLarge}, nil, iv},
+		{[]string{ResultUnreadable, ResultTooLarge}, nil, 2 * iv},
+		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, []error{nil, endless, nil}, 4 * iv},
+		{slices.Repeat([]string{ResultTooLarge}, 6), nil, 32 * iv},
+		{slices.Repeat([]string{ResultUnreadable}, 40), nil, 32 * iv},
+		{[]string{ResultTooLarge, ResultTooLarge, ResultOK}, nil, 0},
+		{[]string{ResultTooLarge, ResultError, ResultTooLarge}, nil, iv},
+	}
+	for _, tt := range tests {
+		var st replicaState
+		for i, r := range tt.results {
+			var err error
+			if tt.errs != nil {
+				err = tt.errs[i]
+			}
+			st.backOff(r, err, now, iv)
+		}
+		var got time.Duration
+		if at := st.resumeAt.Load(); at != 0 {
+			got = time.Unix(0, at).Sub(now)
+		}
+		if got != tt.want {
+			t.Errorf("after %v: resumes %v after now, want %v", tt.results, got, tt.want)
+		}
+	}
+}
+
+// TestRefusedPagesScrapedLess: beside a healthy engine scraped at every
+// tick, one serving pages over the limit is scraped ever more rarely, and
+// its results are still counted as too large.
+func TestRefusedPagesScrapedLess(t *testing.T) {
+	good, huge := startEngine(t, serveGood), startEngine(t, serveHuge)
+	targets := []Target{{ID: "good", URL: mustURL(good.srv.URL)}, {ID: "huge", URL: mustURL(huge.srv.URL)}}
+	var results scrapeResults
+	cfg := ScrapeConfig{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxAge: time.Second}
+	sc := NewScraper(cfg, &http.Client{}, func() []Target { return targets }, nil, results.record, nil)
+	stop := runScraper(t, sc)
+	waitUntil(t, "the healthy engine scraped 60 times", func() bool { return results.of("good")[ResultOK] >= 60 })
+	stop()
+	// At least 60 ticks: the huge engine is tried at the first, then 1, 2,
+	// 4, 8, 16 and 32 intervals after the try before, 7 tries by the 64th
+	// tick; a slow machine only spaces its tries further apart.
+	if n := results.of("huge")[ResultTooLarge]; n < 1 || n > 8 {
+		t.Errorf("the huge page's engine was scraped %d times in the healthy one's 60, want 1 to 8", n)
+	}
+}
+
+// TestEndlessPageCutByTimeout: a page still flowing past a megabyte when
+// the timeout cuts it is an error marked errEndless (which backOff treats
+// as refused); one cut before that is a plain timeout.
+func TestEndlessPageCutByTimeout(t *testing.T) {
+	chunk := bytes.Repeat([]byte("# a comment that never ends\n"), 2048)
+	fast := startEngine(t, func(w http.ResponseWriter, r *http.Request, seq int) {
+		_, _ = w.Write(enginePage(seq))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	sc := NewScraper(ScrapeConfig{Timeout: 500 * time.Millisecond, MaxBytes: 1 << 40}, &http.Client{}, nil, nil, nil, nil)
+	_, result, err := sc.fetch(context.Background(), Target{ID: "fast", URL: mustURL(fast.srv.URL)})
+	if result != ResultError || !errors.Is(err, errEndless) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("fast endless page: %q, %v; want %q, errEndless", result, err, ResultError)
+	}
+	slow := startEngine(t, serveHang)
+	sc = NewScraper(ScrapeConfig{Timeout: 50 * time.Millisecond}, &http.Client{}, nil, nil, nil, nil)
+	if _, result, err := sc.fetch(context.Background(), Target{ID: "hang", URL: mustURL(slow.srv.URL)}); result != ResultError || errors.Is(err, errEndless) {
+		t.Errorf("hung engine: %q, %v; want %q without errEndless", result, err, ResultError)
+	}
+}

@@ -129,11 +129,39 @@ func (f *Feed) Retired() bool { return f.retired.Load() }
 // starts each state, and so its feed, on a line of its own, and the
 // scraping goroutine's own fields stay off it.
 type replicaState struct {
-	feed     Feed
-	busy     atomic.Bool // a scrape is in flight
-	failing  bool        // last scrape failed; owned by the scraping goroutine
-	previous *Report     // last good report; owned by the scraping goroutine
-	_        [128 - 64 - 16]byte
+	feed Feed
+	busy atomic.Bool // a scrape is in flight
+	// resumeAt is when the replica is next scraped after its pages were
+	// refused (too large or unreadable), as Unix nanoseconds; 0 scrapes it
+	// at every tick. Written by the scraping goroutine, read by Run.
+	resumeAt atomic.Int64
+	failing  bool    // last scrape failed; owned by the scraping goroutine
+	refused  int     // pages refused in a row; owned by the scraping goroutine
+	previous *Report // last good report; owned by the scraping goroutine
+	_        [128 - 64 - 40]byte
+}
+
+// maxRefusedBackoff caps how many intervals a replica whose pages keep
+// being refused waits between scrapes.
+const maxRefusedBackoff = 32
+
+// backOff puts off the next scrape of a replica whose page was refused
+// (too large, unreadable, or still flowing past a megabyte when the
+// timeout cut it): one interval after the first refusal, doubling to
+// maxRefusedBackoff intervals. Reading a page up to the size limit costs
+// the gateway milliseconds of CPU each time, and an engine that sends huge,
+// endless or garbage pages is unlikely to stop by the next tick; twenty of
+// them read every 100 ms would take the CPU the healthy replicas' scrapes
+// and the requests need. Its report is missing meanwhile, as it was.
+func (st *replicaState) backOff(result string, err error, now time.Time, interval time.Duration) {
+	if result != ResultTooLarge && result != ResultUnreadable && !errors.Is(err, errEndless) {
+		st.refused = 0
+		st.resumeAt.Store(0)
+		return
+	}
+	st.refused++
+	wait := interval << min(st.refused-1, 5)
+	st.resumeAt.Store(now.Add(min(wait, maxRefusedBackoff*interval)).UnixNano())
 }
 
 // Scraper scrapes every target in parallel at an interval. A slow or dead
@@ -178,6 +206,9 @@ func (s *Scraper) Run(ctx context.Context) error {
 		for _, tg := range s.targets() {
 			live[tg.ID] = true
 			st := s.state(tg.ID)
+			if at := st.resumeAt.Load(); at != 0 && s.now().UnixNano() < at {
+				continue // its pages were refused: see backOff
+			}
 			if !st.busy.CompareAndSwap(false, true) {
 				continue // the previous scrape is still within its timeout
 			}
@@ -228,6 +259,7 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 	if s.onScrape != nil {
 		s.onScrape(tg.ID, result)
 	}
+	st.backOff(result, err, s.now(), s.cfg.Interval)
 	if err != nil {
 		if !st.failing {
 			st.failing = true
@@ -259,6 +291,14 @@ const (
 // errTooLarge marks a page over the size limit.
 var errTooLarge = errors.New("metrics page over the size limit")
 
+// errEndless marks a page the timeout cut after more than endlessBytes: no
+// engine's page is that long, so it was going to reach the size limit.
+var errEndless = errors.New("metrics page still flowing at the timeout")
+
+// endlessBytes is how much of a page the timeout must have cut for it to be
+// errEndless; vLLM's pages are tens of kilobytes.
+const endlessBytes = 1 << 20
+
 func (s *Scraper) fetch(ctx context.Context, tg Target) (*Report, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -282,6 +322,8 @@ func (s *Scraper) fetch(ctx context.Context, tg Target) (*Report, string, error)
 	switch {
 	case body.n > s.cfg.MaxBytes:
 		return nil, ResultTooLarge, errTooLarge
+	case ctx.Err() != nil && body.n > endlessBytes:
+		return nil, ResultError, fmt.Errorf("%w: %w", errEndless, ctx.Err())
 	case ctx.Err() != nil:
 		return nil, ResultError, ctx.Err()
 	case err != nil:

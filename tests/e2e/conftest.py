@@ -2,7 +2,7 @@
 
 run.sh passes their addresses in the environment:
 
-  E2E_SIM_URL            one inferrail-sim on its own (the suite only)
+  E2E_SIM_URL            one inferrail-sim on its own
   E2E_GATEWAY_URL        inferrail-gateway's client port, in front of the three below
   E2E_GATEWAY_ADMIN_URL  its admin port (/admin/replicas)
   E2E_REPLICAS           sim-1=http://127.0.0.1:port,... the gateway's engines by replica id

@@ -7,8 +7,9 @@
 #
 # Usage:
 #   tests/e2e/run.sh [pytest args...]          the suite (make e2e-python, part of make test)
-#   tests/e2e/run.sh --stress [--out DIR]      1,000 concurrent streams through the gateway
-#                                              (make stress); --out writes DIR/sdk-streams.json
+#   tests/e2e/run.sh --stress [--out DIR]      1,000 concurrent streams through the gateway, then
+#                                              straight to one simulator (make stress); --out
+#                                              writes DIR/sdk-streams.json and sdk-streams-direct.json
 #   tests/e2e/run.sh --venv                    only (re)build .venv/e2e, no binaries, no tests
 #                                              (make test does it while other steps run)
 # Environment: PYTHON (default python3, 3.11 to 3.13), GO (default go), E2E_BUILD=0 to use the
@@ -142,8 +143,7 @@ start_sim() {
 	pids+=($!)
 }
 
-names=(sim-1 sim-2 sim-3)
-[[ $mode == suite ]] && names+=(sim-solo)
+names=(sim-1 sim-2 sim-3 sim-solo)
 for name in "${names[@]}"; do start_sim "$name"; done
 declare -A addr
 i=0
@@ -188,7 +188,7 @@ export E2E_GATEWAY_URL=http://$gateway E2E_GATEWAY_ADMIN_URL=http://$admin
 E2E_REPLICAS=
 for name in sim-1 sim-2 sim-3; do E2E_REPLICAS+="${E2E_REPLICAS:+,}$name=http://${addr[$name]}"; done
 export E2E_REPLICAS
-[[ $mode == suite ]] && export E2E_SIM_URL=http://${addr[sim-solo]}
+export E2E_SIM_URL=http://${addr[sim-solo]}
 export E2E_STRESS_OUT=$out
 export E2E_BIN_DIR=$root/bin # test_kv_events.py starts simulators of its own from here
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the work tree

@@ -1,12 +1,15 @@
-"""1,000 concurrent streams through the gateway with the async SDK (make stress, not make test).
+"""1,000 concurrent streams with the async SDK, through the gateway and straight to one
+simulator (make stress, not make test).
 
 run.sh --stress starts three simulators with the default latency model and the gateway with
-room for every stream (replica caps 1,024). All streams are opened at once from one
-AsyncOpenAI client; each asks for its own number of tokens with ignore_eos, so its usage is
+room for every stream (replica caps 1,024), and a fourth simulator on its own. All streams are
+opened at once from one AsyncOpenAI client, first through the gateway, then to the lone
+simulator; each asks for its own number of tokens with ignore_eos, so its usage is
 known exactly. Every stream must end with a finish_reason and then a usage chunk whose counts
-are exact: completion_tokens what it asked for, prompt_tokens what the engine's /tokenize and
-the gateway's x-inferrail-prompt-tokens say. The wall time, latencies, the spread over
-replicas and every error are printed and, with --out, written to sdk-streams.json.
+are exact: completion_tokens what it asked for, prompt_tokens what the engine's /tokenize (and,
+through the gateway, its x-inferrail-prompt-tokens) say. The wall time, latencies, the spread
+over replicas and every error are printed and, with --out, written to sdk-streams.json (through
+the gateway) and sdk-streams-direct.json (straight to the simulator).
 """
 
 import asyncio
@@ -38,8 +41,16 @@ def _git(*args):
         return None
 
 
+@pytest.fixture(params=["gateway", "sim"])
+def stress_target(request):
+    """The gateway first, then the lone simulator: the order the results were always taken in."""
+    return request.getfixturevalue("gateway" if request.param == "gateway" else "solo_sim")
+
+
 @pytest.mark.stress
-def test_1000_concurrent_streams(gateway):
+def test_1000_concurrent_streams(stress_target):
+    gateway = stress_target  # the target, a gateway or a simulator alike
+    direct = gateway.name == "sim"
     jobs = []
     for i in range(STREAMS):
         messages = user(words(f"stress-{i}", 4 + i % 13))
@@ -106,7 +117,7 @@ def test_1000_concurrent_streams(gateway):
             problems.append(f"stream {i}: no usage chunk")
         elif (u["prompt_tokens"], u["completion_tokens"], u["total_tokens"]) != want:
             problems.append(f"stream {i}: usage {u}, want prompt/completion/total {want}")
-        elif rec["header_prompt"] != prompt:
+        elif not direct and rec["header_prompt"] != prompt:
             problems.append(f"stream {i}: x-inferrail-prompt-tokens {rec['header_prompt']}, want {prompt}")
         if rec["finish"] != "length":
             problems.append(f"stream {i}: finish_reason {rec['finish']!r}, want 'length'")
@@ -118,12 +129,14 @@ def test_1000_concurrent_streams(gateway):
     e2e = [r["e2e"] for r in recs if r["ok"]]
     completion = sum(r["usage"]["completion_tokens"] for r in recs if r["ok"] and r["usage"])
     result = {
-        "scenario": "sdk-streams",
+        "scenario": "sdk-streams-direct" if direct else "sdk-streams",
         "description": f"{STREAMS} concurrent streamed chats (max_tokens 8-32 with ignore_eos, "
-                       "include_usage) opened at once from one openai.AsyncOpenAI client through the "
-                       "gateway (round_robin, replica caps 1024) to three simulators with the default "
-                       "latency model. Every stream must end with finish_reason length and a usage "
-                       "chunk with exact counts.",
+                       "include_usage) opened at once from one openai.AsyncOpenAI client "
+                       + ("straight to one simulator with the default latency model (--max-num-seqs 256: "
+                          "the rest wait in its queue)" if direct else
+                          "through the gateway (round_robin, replica caps 1024) to three simulators with "
+                          "the default latency model")
+                       + ". Every stream must end with finish_reason length and a usage chunk with exact counts.",
         "command": "tests/e2e/run.sh --stress --out bench/results/python-sdk (make stress)",
         "environment": {
             "git_commit": _git("rev-parse", "HEAD"),
@@ -133,6 +146,7 @@ def test_1000_concurrent_streams(gateway):
             "openai": openai.__version__,
             "num_cpu": os.cpu_count(),
             "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "note": "Shared machine; the SDK client, the gateway and the simulators run on the same CPUs.",
         },
         "results": {
@@ -157,7 +171,7 @@ def test_1000_concurrent_streams(gateway):
     print("\n" + json.dumps(result["results"], indent=2))
     out = os.environ.get("E2E_STRESS_OUT")
     if out:
-        with open(os.path.join(out, "sdk-streams.json"), "w") as f:
+        with open(os.path.join(out, result["scenario"] + ".json"), "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
     assert not problems, f"{len(problems)} problems, the first: " + "; ".join(problems[:5])

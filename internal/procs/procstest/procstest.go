@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fakeengine"
 	"github.com/inferrail/inferrail/internal/gateway"
 	"github.com/inferrail/inferrail/internal/plainproxy"
 	"github.com/inferrail/inferrail/internal/procs"
@@ -72,7 +73,7 @@ func SimEnv() []string { return []string{helperSimVar + "=1", noExitSleep()} }
 func GatewayEnv() []string { return []string{helperGatewayVar + "=1", noExitSleep()} }
 
 // BenchEnv is the environment that makes the test binary act as
-// inferrail-bench, as far as its plain-proxy command.
+// inferrail-bench, as far as its plain-proxy and fake-engines commands.
 func BenchEnv() []string { return []string{helperBenchVar + "=1", noExitSleep()} }
 
 // noExitSleep keeps a race-enabled binary from sleeping 1 s on exit.
@@ -137,16 +138,22 @@ func helperGateway(args []string) int {
 	return 0
 }
 
-// helperBench is inferrail-bench's plain-proxy command, inside the test
-// binary.
+// helperBench is inferrail-bench's plain-proxy and fake-engines commands,
+// inside the test binary.
 func helperBench(args []string) int {
-	if len(args) == 0 || args[0] != "plain-proxy" {
-		fmt.Fprintln(os.Stderr, "the test binary acts only as inferrail-bench plain-proxy")
+	if len(args) == 0 || (args[0] != "plain-proxy" && args[0] != "fake-engines") {
+		fmt.Fprintln(os.Stderr, "the test binary acts only as inferrail-bench plain-proxy and fake-engines")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := plainproxy.Command(ctx, args[1:], os.Stderr); err != nil {
+	cmd := func(ctx context.Context, args []string) error { return plainproxy.Command(ctx, args, os.Stderr) }
+	if args[0] == "fake-engines" {
+		cmd = func(ctx context.Context, args []string) error {
+			return fakeengine.Command(ctx, args, os.Stdout, os.Stderr)
+		}
+	}
+	if err := cmd(ctx, args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

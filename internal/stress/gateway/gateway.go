@@ -74,6 +74,10 @@ type Config struct {
 	Flow        FlowLoad
 	Sizes       SizesLoad
 	TokenFlood  TokenFloodLoad
+	Fleet       FleetLoad
+	Scrape      ScrapeLoad
+	Churn       ChurnLoad
+	Sessions    SessionsLoad
 }
 
 // DefaultConfig returns the issues' scenarios, sized to run
@@ -106,6 +110,11 @@ func DefaultConfig() Config {
 		Sizes: SizesLoad{SizeScale: SizeScale{MessageBytes: 4 << 20, Messages: 50000, Tools: 1000, Depth: 9000}, Reps: 3,
 			MaxWait: 400 * time.Millisecond, TokenizerDir: ".cache/tokenizers", Families: []string{"qwen3", "llama3_1", "gemma3"}},
 		TokenFlood: TokenFloodLoad{Prompts: 400, Words: 20000, Workers: 1, Replicas: 3},
+		Fleet:      FleetLoad{Legs: DefaultFleetLegs()},
+		Scrape:     ScrapeLoad{Streams: 2000, MaxTokens: 16, Every: 10 * time.Millisecond},
+		Sessions: SessionsLoad{Requests: 4000, Rate: 400, Simulators: 4, Sessions: 300, SystemPrompts: 16, SystemWords: 200, Zipf: 1,
+			ExplainEvery: 10, Policy: "cost_model", MaxTokens: 4, Seed: 1},
+		Churn: ChurnLoad{Members: 8000, Live: 16, Step: 4, Refresh: 20 * time.Millisecond, Rate: 200, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000},
 	}
 }
 
@@ -113,7 +122,7 @@ func DefaultConfig() Config {
 func (c *Config) Validate() error {
 	errs := []error{stress.Required("gateway_binary", c.GatewayBinary), stress.Required("out_dir", c.OutDir)}
 	if c.BenchBinary == "" && stress.Needed(scenarios, c.Scenarios, needBench) {
-		errs = append(errs, errors.New("bench_binary: required by gw-floor, which starts its plain-proxy command"))
+		errs = append(errs, errors.New("bench_binary: required by gw-floor and gw-fleet, which start its plain-proxy and fake-engines commands"))
 	}
 	if c.SimBinary == "" && stress.Needed(scenarios, c.Scenarios, needSims) {
 		errs = append(errs, errors.New("sim_binary: required by the scenarios that run simulator children"))
@@ -167,6 +176,10 @@ type Result struct {
 	Flow          *FlowFigures        `json:"flow,omitempty"`
 	Sizes         []SizesLeg          `json:"sizes,omitempty"`
 	TokenFlood    *TokenFloodFigures  `json:"tokenize_flood,omitempty"`
+	Fleet         *FleetFigures       `json:"fleet,omitempty"`
+	Scrape        *ScrapeFigures      `json:"scrape,omitempty"`
+	Churn         *ChurnFigures       `json:"churn,omitempty"`
+	Sessions      *SessionsFigures    `json:"sessions,omitempty"`
 
 	// Machine says how busy the machine was during the scenario, and how
 	// much of that was other people's work.

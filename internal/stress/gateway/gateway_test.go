@@ -516,7 +516,27 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	flood.TokenFlood = &TokenFloodFigures{Prompts: 400, Words: 20000, BodyBytes: 120 << 10, Workers: 1, Served: 399, Errors: 1,
 		ErrorKinds: map[string]int{"status": 1}, ErrorSamples: []string{"status 503"}, Outcomes: map[string]float64{"tokenized": 4, "busy": 266, "slow": 129},
 		Predicted: 4, Exact: 4, EngineTokens: 44547, Latency: lat, WallSeconds: 4.6, TokenizeWaitMean: 0.04}
-	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders}
+	fleetRes := base(ScenarioFleet)
+	age := measure.Percentiles{N: 3000, Mean: 0.05, P50: 0.05, P90: 0.09, P99: 0.1, Max: 0.106}
+	fleetRes.Fleet = &FleetFigures{Legs: []FleetLegFigures{
+		{Name: "3-engines", Healthy: 3, Rate: 1000, Requests: 10000, AchievedRate: 1000, Latency: lat, Decisions: 10000, Reads: 30000, Age: age,
+			ReferenceAge: age, Scrapes: map[string]float64{"ok": 300}, Machine: procs.MachineShare{LoadAvgEnd: "1.00 2.00 3.00"}, Target: 0.102},
+		{Name: "20-hostile", Healthy: 4, Huge: 10, Endless: 10, Rate: 1000, Requests: 5000, Failures: stress.Failures{Errors: 1, ErrorSamples: []string{"status: status 503"}},
+			AchievedRate: 999, Latency: lat, Decisions: 5000, Reads: 19000, Stale: 1000, Age: age, ReferenceAge: age, ReferenceFailures: 2,
+			Scrapes: map[string]float64{"ok": 200, "error": 10, "too_large": 100}, Target: 0.104},
+	}}
+	scrapeRes := base(ScenarioScrape)
+	scrapeRes.Scrape = &ScrapeFigures{Streams: 2000, Completed: 2000, WallSeconds: 7.5, Scrapes: 700, Inconsistent: 1, Problems: []string{"x went from 2 to 1"},
+		Series: 47, PageBytes: 29000, Fetch: lat, ScrapesPerSecond: 93, RequestsCounted: 2010}
+	churnRes := base(ScenarioChurn)
+	churnRes.Churn = &ChurnFigures{Members: 8000, Live: 16, Lookups: 2000, Seconds: 40, Requests: 8000, PageBytes: 90000, PageBytesEnd: 25000,
+		Render: lat, Fetch: lat, ReplicasOnPage: 24}
+	sessionsRes := base(ScenarioSessions)
+	sessionsRes.Sessions = &SessionsFigures{Requests: 4000, AchievedRate: 400, Latency: lat, PerReplica: map[string]int{"sim-1": 1000, "sim-2": 1000, "sim-3": 1000, "sim-4": 1000},
+		BusiestShare: 0.25, FollowUps: 3700, Kept: 3600, KeptShare: 3600.0 / 3700, Explains: 400, ExplainErrors: 1, ExplainSample: []string{"status: explain status 500"},
+		PromptShares: []float64{0.3, 0.15, 0.1, 0.08, 0.05}}
+	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders,
+		fleetRes, scrapeRes, churnRes, sessionsRes}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")
@@ -531,5 +551,85 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}
 	if string(got) != string(want) {
 		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
+	}
+}
+
+// TestGatewayStressFleet: gw-fleet at a small size, over a fake-engines
+// child: every request served, the decisions logged read the healthy
+// replicas' stamped reports, never older than the gateway's 250 ms limit
+// counted from sending the scrape (so from the engine's rendering too), and
+// the hostile replicas' pages were refused, never read.
+func TestGatewayStressFleet(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioFleet}
+	c.Fleet = FleetLoad{Legs: []FleetLeg{
+		{Name: "small", Healthy: 3, Rate: 100, Duration: time.Second, SampleRate: 1, Target: 102 * time.Millisecond},
+		{Name: "hostile", Healthy: 2, Huge: 1, Endless: 1, Rate: 100, Duration: time.Second, SampleRate: 1, Target: 104 * time.Millisecond},
+	}}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	res := readGWResult(t, c.OutDir, ScenarioFleet)
+	if res.Fleet == nil || len(res.Fleet.Legs) != 2 {
+		t.Fatalf("gw-fleet: figures %+v, want two legs", res.Fleet)
+	}
+	for _, lg := range res.Fleet.Legs {
+		if lg.Requests != 100 || lg.Errors != 0 {
+			t.Errorf("%s: %d requests, %d errors (%v), want 100 and 0", lg.Name, lg.Requests, lg.Errors, lg.ErrorSamples)
+		}
+		if lg.Decisions < 100 || lg.Reads == 0 || lg.HostileWithReport != 0 {
+			t.Errorf("%s: %d decisions logged, %d reports read, %d hostile replicas with a report", lg.Name, lg.Decisions, lg.Reads, lg.HostileWithReport)
+		}
+		if lg.Age.N != lg.Reads || lg.Age.Max > 0.250+0.001 {
+			t.Errorf("%s: report ages %+v, want within [0, 250 ms]: the gateway's limit on a report's age", lg.Name, lg.Age)
+		}
+	}
+	// The 50 MB and endless pages are refused as too large, or cut by the
+	// timeout on a machine too slow to read 4 MiB in 100 ms.
+	if h := res.Fleet.Legs[1]; h.Scrapes["too_large"]+h.Scrapes["error"] == 0 {
+		t.Errorf("hostile leg: scrapes %v, want the hostile pages refused", h.Scrapes)
+	}
+}
+
+// TestGatewayStressChurn: gw-churn at a small size: every member passes
+// through the group, no request fails and the page names no departed
+// replica afterwards.
+func TestGatewayStressChurn(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioChurn}
+	c.Churn = ChurnLoad{Members: 60, Live: 6, Step: 3, Refresh: 20 * time.Millisecond, Rate: 100, RenderEvery: 10 * time.Millisecond, MaxPageBytes: 40000}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	f := readGWResult(t, c.OutDir, ScenarioChurn).Churn
+	if f == nil {
+		t.Fatal("gw-churn: no figures")
+	}
+	if f.Lookups < 18 || f.Errors != 0 || f.Requests == 0 || f.Departed != 0 || f.Render.N == 0 || f.PageBytes == 0 {
+		t.Errorf("gw-churn: %+v", f)
+	}
+}
+
+// TestGatewayStressSessions: gw-sessions at a small size: every turn and
+// explain answered, turns spread over the replicas, follow-ups counted.
+func TestGatewayStressSessions(t *testing.T) {
+	c := testGatewayConfig(t)
+	c.Scenarios = []string{ScenarioSessions}
+	c.Sessions = SessionsLoad{Requests: 120, Rate: 200, Simulators: 2, Sessions: 12, SystemPrompts: 4, SystemWords: 20, Zipf: 1,
+		ExplainEvery: 10, Policy: "cost_model", MaxTokens: 2, Seed: 1}
+	if err := Run(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	f := readGWResult(t, c.OutDir, ScenarioSessions).Sessions
+	if f == nil {
+		t.Fatal("gw-sessions: no figures")
+	}
+	served := 0
+	for _, n := range f.PerReplica {
+		served += n
+	}
+	if f.Errors != 0 || f.ExplainErrors != 0 || f.Explains != 12 || served != 120 || f.FollowUps != 120-12 || f.Kept > f.FollowUps ||
+		f.BusiestShare < 0.5 || f.BusiestShare > 1 || len(f.PromptShares) != 4 {
+		t.Errorf("gw-sessions: %+v", f)
 	}
 }

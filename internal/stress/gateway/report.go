@@ -133,6 +133,14 @@ func (w *mdWriter) figures(r *Result) {
 		w.sizes(r.Sizes)
 	case r.TokenFlood != nil:
 		w.tokenFlood(r.TokenFlood)
+	case r.Fleet != nil:
+		w.fleet(r.Fleet)
+	case r.Scrape != nil:
+		w.scrape(r.Scrape)
+	case r.Churn != nil:
+		w.churn(r.Churn)
+	case r.Sessions != nil:
+		w.sessions(r.Sessions)
 	}
 }
 

@@ -21,12 +21,16 @@ const (
 	ScenarioFlow        = "gw-flow"
 	ScenarioSizes       = "gw-sizes"
 	ScenarioTokenFlood  = "gw-tokenize-flood"
+	ScenarioFleet       = "gw-fleet"
+	ScenarioScrape      = "gw-scrape"
+	ScenarioChurn       = "gw-churn"
+	ScenarioSessions    = "gw-sessions"
 )
 
 // What scenarios start beyond the gateway (Scenario.Needs).
 const (
 	needSims  = "sim_binary"   // simulator children
-	needBench = "bench_binary" // the plain proxy, inferrail-bench plain-proxy
+	needBench = "bench_binary" // inferrail-bench's plain-proxy or fake-engines
 )
 
 // scenarios are the gateway stress scenarios, in the order Run runs them.
@@ -73,6 +77,16 @@ var scenarios = []stress.Scenario[Config, *gwRun]{
 		Params: "sizes", Load: func(c *Config) stress.Validator { return c.Sizes }, Needs: []string{needSims}, Describe: describeSizes, Run: runGWSizes},
 	{Name: ScenarioTokenFlood, Stresses: "one tokenizer worker against a flood of long prompts: the queue, the wait and routing without a prediction",
 		Params: "tokenize_flood", Load: func(c *Config) stress.Validator { return c.TokenFlood }, Needs: []string{needSims}, Describe: describeTokenFlood, Run: runGWTokenFlood},
+	{Name: ScenarioFleet, Stresses: "how old the engine reports are that decisions read: three engines, 64 replicas, and healthy replicas beside 20 serving huge or endless pages",
+		Params: "fleet", Load: func(c *Config) stress.Validator { return c.Fleet }, Needs: []string{needBench}, Describe: describeFleet, Run: runGWFleet},
+	{Name: ScenarioScrape, Stresses: "the gateway's own /metrics read 100 times a second during a burst of streams: every page consistent",
+		Params: "scrape", Load: func(c *Config) stress.Validator { return c.Scrape }, Needs: []string{needSims}, Describe: describeScrape,
+		Setup: simFleetOf(3, []string{"--max-num-seqs", "1024"}, nil), Run: runGWScrape},
+	{Name: ScenarioChurn, Stresses: "8,000 replicas joining and leaving through DNS discovery under traffic: the metrics page's size and render time",
+		Params: "churn", Load: func(c *Config) stress.Validator { return c.Churn }, Needs: []string{needBench}, Describe: describeChurn, Run: runGWChurn},
+	{Name: ScenarioSessions, Stresses: "conversations over Zipf-popular system prompts with session affinity and explain requests mixed in: balance and stickiness",
+		Params: "sessions", Load: func(c *Config) stress.Validator { return c.Sessions }, Needs: []string{needSims}, Describe: describeSessions,
+		Setup: sessionsSetup, Run: runGWSessions},
 }
 
 // Scenarios lists the gateway stress scenarios' names in the order Run
