@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "also write the routing.cost_model fragment to this file")
 	fs.Var((*intList)(&opts.Design.Uncached), "uncached", "comma-separated tokens each probe computes")
 	fs.Var((*intList)(&opts.Design.Cached), "cached", "comma-separated tokens each probe finds cached (0 for none)")
-	fs.IntVar(&opts.Design.Reps, "reps", d.Reps, "repetitions of each (uncached, cached) pair")
+	fs.IntVar(&opts.Design.Reps, "reps", d.Reps, "repetitions of each (uncached, cached) pair; the fastest of each is fitted")
 	fs.IntVar(&opts.Warmup, "warmup", 2, "requests sent first and left out of the fit")
 	fs.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "limit on each request")
 	verbose := fs.Bool("v", false, "log every probe as it finishes")

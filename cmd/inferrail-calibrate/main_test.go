@@ -38,7 +38,7 @@ func TestRunWritesFragment(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cost_model.yaml")
 	var stdout, stderr bytes.Buffer
 	args := []string{"--url", l.URL(), "--seed", "11", "--uncached", "32,256,1024", "--cached", "0,1024",
-		"--reps", "1", "--warmup", "0", "--out", out}
+		"--reps", "3", "--warmup", "0", "--out", out}
 	if err := run(t.Context(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}

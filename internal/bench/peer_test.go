@@ -100,8 +100,15 @@ func TestMeasureFakePeer(t *testing.T) {
 				t.Errorf("replicas %v from %q: want both simulators' counts from the engines, adding up to %d..%d",
 					m.Replicas, m.ReplicasFrom, m.Succeeded, m.Requests)
 			}
-			if m.BusiestShare > 0.55 {
-				t.Errorf("busiest share %v behind a round robin", m.BusiestShare)
+			// A round robin alternates: over the whole run each simulator
+			// served half the requests, so half at most since the warmup's
+			// end, whichever of the warmup's finished after the engines'
+			// counters were read then.
+			for sim, n := range m.Replicas {
+				if n > (m.Requests+1)/2 {
+					t.Errorf("%s served %d requests since the warmup behind a round robin, more than half the run's %d (replicas %v)",
+						sim, n, m.Requests, m.Replicas)
+				}
 			}
 			if m.Prediction != nil || m.Policies != nil {
 				t.Errorf("prediction %+v, policies %v without the gateway's headers", m.Prediction, m.Policies)

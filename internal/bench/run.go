@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -119,22 +120,21 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
 
-	// The engines' counters are read when the first measured request is
-	// due, by a goroutine of its own so the scheduler never waits on it.
 	start := time.Now().Add(50 * time.Millisecond)
 	res.Started = start.UTC().Format(time.RFC3339Nano)
-	before := countersAt(ctx, fleet, admin, start.Add(wall[warm].At))
+	mark := markWarmup(ctx, fleet, admin, start, wall, warm)
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
 		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
 	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), len(reqs), wall[len(wall)-1].At)
-	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout, OnSchedule: env.OnSchedule, Progress: &task.Counts})
+	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout,
+		OnSchedule: mark.gate(warm, env.OnSchedule), Progress: &task.Counts})
 	task.Finish()
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
 	m.Herding = herdingOf(outs, warm)
 	if fleet != nil {
-		readEngines(ctx, admin, fleet, before, &m, res)
+		readEngines(ctx, admin, fleet, mark, &m, res)
 	}
 	stopFleet()
 	res.Machine = procs.MachineShareBetween(cpu0, procs.ReadCPUTimes(), runtime.NumCPU())
@@ -240,30 +240,70 @@ type counterReading struct {
 	err      error
 }
 
-// countersAt reads the counters of fleet's engines at the time at, from a
-// goroutine of its own; nil without a fleet.
-func countersAt(ctx context.Context, fleet *Fleet, admin *http.Client, at time.Time) <-chan counterReading {
+// warmupMark is the engines' counters at the end of the warmup, which the
+// figures after the warmup start from. A goroutine of its own reads them
+// halfway between the last warmup request's time and the first measured
+// one's, so that the scheduler does not wait on the read; but the
+// scheduler does wait, before it sends the first measured request, for the
+// read to be done: on a machine so busy that the read ran late, measured
+// requests the engines had already counted would be missing from the
+// figures (a run of 24 measured requests once found 17 in the engines'
+// counters). The wait, if any, shows as that request's send lag.
+type warmupMark struct {
+	ch   <-chan counterReading
+	once sync.Once
+	r    counterReading
+}
+
+// markWarmup starts reading the counters of fleet's engines for a run that
+// starts at start on schedule wall, whose first warm requests are its
+// warmup; nil without a fleet.
+func markWarmup(ctx context.Context, fleet *Fleet, admin *http.Client, start time.Time, wall []workload.Request, warm int) *warmupMark {
 	if fleet == nil {
 		return nil
 	}
-	before := make(chan counterReading, 1)
+	at := start.Add(wall[warm].At)
+	if warm > 0 {
+		at = start.Add((wall[warm-1].At + wall[warm].At) / 2)
+	}
+	ch := make(chan counterReading, 1)
 	urls := fleet.SimURLs()
 	go func() {
 		if !measure.SleepUntil(ctx, at) {
-			before <- counterReading{err: ctx.Err()}
+			ch <- counterReading{err: ctx.Err()}
 			return
 		}
 		h, err := engineCounters(ctx, admin, urls)
-		before <- counterReading{h, err}
+		ch <- counterReading{h, err}
 	}()
-	return before
+	return &warmupMark{ch: ch}
 }
 
-// readEngines reads the gateway's index into res, then the engines'
-// counters again after the load and takes what changed since before into
-// m: the prefix cache hits and, without the gateway's replica header (a
-// peer router), the requests per replica.
-func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, before <-chan counterReading, m *Measurements, res *RunResult) {
+// reading waits for the counters and returns them.
+func (w *warmupMark) reading() counterReading {
+	w.once.Do(func() { w.r = <-w.ch })
+	return w.r
+}
+
+// gate is the scheduler's hook: it waits for the reading before request
+// warm, then calls next (which may be nil).
+func (w *warmupMark) gate(warm int, next func(int)) func(int) {
+	return func(i int) {
+		if i == warm && w != nil {
+			w.reading()
+		}
+		if next != nil {
+			next(i)
+		}
+	}
+}
+
+// readEngines reads the gateway's index into res and the gateways'
+// unpredicted requests into m, then the engines' counters again after the
+// load and takes what changed since the warmup's end into m: the prefix
+// cache hits and, without the gateway's replica header (a peer router),
+// the requests per replica.
+func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, mark *warmupMark, m *Measurements, res *RunResult) {
 	switch gws := fleet.Gateways; {
 	case len(gws) == 1:
 		var err error
@@ -280,7 +320,16 @@ func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, before <
 		}
 		res.Index, res.GatewayIndexes, res.Agreement = sts[0], sts, agreement
 	}
-	b := <-before
+	for _, gw := range fleet.Gateways {
+		page, err := gw.Metrics(ctx, admin)
+		if err != nil {
+			res.Notes = append(res.Notes, "gateway metrics not read: "+err.Error())
+			continue
+		}
+		const name = "inferrail_tokenized_requests_total"
+		m.Unpredicted += int(page.Sum(name, procs.Label("result", "slow")) + page.Sum(name, procs.Label("result", "busy")))
+	}
+	b := mark.reading()
 	after, err := engineCounters(ctx, admin, fleet.SimURLs())
 	if err = errors.Join(b.err, err); err != nil {
 		res.Notes = append(res.Notes, "engine counters not read: "+err.Error())
@@ -368,6 +417,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	if p := m.Prediction; p != nil {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",
 			p.Requests, 100*p.Exact, 100*p.Over, 100*p.Under, p.MeanError, p.HitRate)
+	}
+	if m.Unpredicted > 0 {
+		fmt.Fprintf(w, "  unpredicted: %d requests of the run routed before the tokenizer was free or done (tokenizer.max_wait)\n", m.Unpredicted)
 	}
 	if e := m.Estimate; e != nil {
 		fmt.Fprintf(w, "  estimated TTFT (%d): |error| mean %.0f%%, p90 %.0f%%; mean error %+.0f%%\n", e.Requests, 100*e.MeanAbs, 100*e.P90Abs, 100*e.Mean)

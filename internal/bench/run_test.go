@@ -106,10 +106,13 @@ func TestMeasureFleet(t *testing.T) {
 	if m.Engine == nil || m.Engine.Queries <= 0 {
 		t.Fatalf("engine counters not read: %+v (notes %v)", m.Engine, r.Notes)
 	}
-	// A loaded machine may route a request or two without a prediction
-	// (the tokenizer pool's max_wait passed); those it predicted are exact.
-	if m.Prediction == nil || m.Prediction.Requests < m.Succeeded/2 || m.Prediction.PromptExact != 1 {
-		t.Errorf("prediction %+v: the gateway tokenizes with builtin:sim, so every prompt count should be exact", m.Prediction)
+	// A loaded machine may route requests without a prediction (the
+	// tokenizer pool's max_wait passed; under the race detector on a busy
+	// machine, half of them): the gateway counts those, and those it
+	// predicted are exact.
+	if m.Prediction == nil || m.Prediction.Requests+m.Unpredicted < m.Succeeded || m.Prediction.PromptExact != 1 {
+		t.Errorf("prediction %+v, %d unpredicted: the gateway tokenizes with builtin:sim, so every prompt count should be exact",
+			m.Prediction, m.Unpredicted)
 	}
 	if m.OracleHitRate == nil || *m.OracleHitRate != 0.9 || m.HitRateOfOracle == nil {
 		t.Errorf("oracle %v, of oracle %v", m.OracleHitRate, m.HitRateOfOracle)

@@ -171,6 +171,12 @@ type Measurements struct {
 	// Prediction compares the gateway's predictions with usage; nil when the
 	// gateway predicted nothing.
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Unpredicted counts the requests of the whole run, warmup included,
+	// that the gateways routed without tokenizing them because a tokenizer
+	// worker was not free or not done within tokenizer.max_wait (results
+	// busy and slow of inferrail_tokenized_requests_total): a machine too
+	// busy for the run shows here.
+	Unpredicted int `json:"unpredicted,omitempty"`
 	// Estimate is how far the gateway's estimates of the time to first
 	// token were from what the client measured; nil without estimates.
 	Estimate *EstimateError `json:"estimate,omitempty"`

@@ -15,7 +15,9 @@ import (
 
 // Design is which prompts calibration sends: every Uncached length after
 // every Cached length, Reps times each, in a random order per cached
-// length.
+// length. Of the repetitions of a pair only the fastest is fitted (see
+// FitFastest): a busy host only ever delays a prefill, so more repetitions
+// make calibration on a noisy machine sturdier.
 type Design struct {
 	Uncached []int // tokens each probe computes; each >= 1
 	Cached   []int // tokens each probe finds cached; each >= 0, 0 for none
@@ -23,10 +25,11 @@ type Design struct {
 }
 
 // DefaultDesign spreads u and c over two orders of magnitude each, so a
-// (linear in u), b (u·c and u²) and d (constant) pull apart; on the
-// simulator's default engine it takes about five seconds.
+// (linear in u), b (u·c and u²) and d (constant) pull apart, and tries each
+// pair three times; on the simulator's default engine it takes about seven
+// seconds.
 func DefaultDesign() Design {
-	return Design{Uncached: []int{64, 512, 2048}, Cached: []int{0, 4096, 16384}, Reps: 2}
+	return Design{Uncached: []int{64, 512, 2048}, Cached: []int{0, 4096, 16384}, Reps: 3}
 }
 
 // Validate reports every problem with d at once.
@@ -115,6 +118,7 @@ type Probe struct {
 	TTFT            float64 // seconds, the engine's own TTFT histogram's sum delta
 	HTTP            float64 // seconds from sending the request to its full answer
 	Residual        float64 // TTFT minus the fitted P(u, c), seconds; 0 for warmups
+	Slower          bool    // left out of the fit: a repetition of its shape was faster (see FitFastest)
 	Outlier         bool    // left out of the fit (see FitRobust)
 }
 
@@ -136,7 +140,8 @@ type Result struct {
 // Run calibrates the engine at opts.URL: it checks the engine is idle,
 // sends the design's prompts one at a time, each cached part alone first,
 // reads each probe's TTFT and cached tokens from the engine's own metrics,
-// and fits a, b and d with FitRobust.
+// and fits a, b and d with FitFastest over the fastest of each shape's
+// repetitions.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.Design.Validate(); err != nil {
 		return nil, fmt.Errorf("design: %w", err)
@@ -251,24 +256,49 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		}
 	}
 
+	if err := r.fit(); err != nil {
+		return nil, err
+	}
+	return r.res, nil
+}
+
+// shape is what makes probes repetitions of one another: the same kind and
+// plan, and the engine finding part of the prompt cached or none of it (a
+// cached part's first send computes it all).
+type shape struct {
+	kind             string
+	planned, cached  int
+	engineFoundCache bool
+}
+
+// fit fits the probes, the fastest of each shape, and marks each with its
+// residual and fate.
+func (r *runner) fit() error {
 	var points []Point
 	var fitted []*Probe
+	repeats := map[shape]int{}
 	for i := range r.res.Probes {
-		if p := &r.res.Probes[i]; p.Kind != "warmup" {
-			points = append(points, Point{Uncached: float64(p.Uncached()), Cached: float64(p.Cached), TTFT: p.TTFT})
-			fitted = append(fitted, p)
+		p := &r.res.Probes[i]
+		if p.Kind == "warmup" {
+			continue
 		}
+		k := shape{p.Kind, p.PlannedUncached, p.PlannedCached, p.Cached > 0}
+		if repeats[k] == 0 {
+			repeats[k] = len(repeats) + 1
+		}
+		points = append(points, Point{Uncached: float64(p.Uncached()), Cached: float64(p.Cached), TTFT: p.TTFT, Repeat: repeats[k]})
+		fitted = append(fitted, p)
 	}
-	params, kept, err := FitRobust(points)
+	params, fates, err := FitFastest(points)
 	if err != nil {
-		return nil, fmt.Errorf("fit: %w", err)
+		return fmt.Errorf("fit: %w", err)
 	}
 	r.res.Params = params
 	for i, p := range fitted {
 		p.Residual = p.TTFT - params.Prefill(float64(p.Uncached()), float64(p.Cached))
-		p.Outlier = !kept[i]
+		p.Slower, p.Outlier = fates[i] == Slower, fates[i] == Outlier
 	}
-	return r.res, nil
+	return nil
 }
 
 // idle waits, up to Settle, for the engine to have nothing running or

@@ -94,7 +94,7 @@ func TestRecoversSimulatorParams(t *testing.T) {
 func TestFitsWhatTheEngineCached(t *testing.T) {
 	lat := sim.DefaultLatency()
 	l := startSim(t, lat, false)
-	design := calibrate.Design{Uncached: []int{32, 256, 1024}, Cached: []int{0, 1024, 2048}, Reps: 1}
+	design := calibrate.Design{Uncached: []int{32, 256, 1024}, Cached: []int{0, 1024, 2048}, Reps: 3}
 	res, err := calibrate.Run(t.Context(), calibrate.Options{URL: l.URL(), Seed: 8, Design: design})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func TestWithoutTokenize(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	design := calibrate.Design{Uncached: []int{32, 256, 1024}, Cached: []int{0, 1024, 4096}, Reps: 1}
+	design := calibrate.Design{Uncached: []int{32, 256, 1024}, Cached: []int{0, 1024, 4096}, Reps: 3}
 	res, err := calibrate.Run(t.Context(), calibrate.Options{URL: srv.URL, Seed: 9, Design: design})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ func TestDesignWithin(t *testing.T) {
 	}{
 		{"unknown_limit", 0, d},
 		{"fits", 32768, d},
-		{"shrinks", 4096, Design{Uncached: []int{14, 112, 448}, Cached: []int{0, 896, 3584}, Reps: 2}},
+		{"shrinks", 4096, Design{Uncached: []int{14, 112, 448}, Cached: []int{0, 896, 3584}, Reps: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,10 @@
 //     counter, so an engine that cached less than planned (or nothing, with
 //     prefix caching off) is fitted on what it computed.
 //
-// Fit then finds the non-negative a, b and d of least squared error with
-// its own Lawson–Hanson NNLS (see nnls for why not a library), and
-// Params.Fragment renders them as a routing.cost_model config section.
+// Each shape is probed several times (Design.Reps) and only the fastest
+// repetition is fitted (FitFastest): a busy host, a pause or a late wakeup
+// only ever adds to a TTFT. Fit then finds the non-negative a, b and d of
+// least squared error with its own Lawson–Hanson NNLS (see nnls for why not
+// a library), and Params.Fragment renders them as a routing.cost_model
+// config section.
 package calibrate

@@ -31,6 +31,10 @@ func (p Params) Prefill(u, c float64) float64 {
 type Point struct {
 	Uncached, Cached float64
 	TTFT             float64
+	// Repeat, when not 0, names the points that repeat one planned prompt
+	// shape, of which FitFastest fits only the fastest. Fit and FitRobust
+	// ignore it.
+	Repeat int
 }
 
 // ErrUnderdetermined means the points cannot tell the three parameters
@@ -170,3 +174,92 @@ func median(s []float64) float64 {
 	}
 	return (s[n/2-1] + s[n/2]) / 2
 }
+
+// Fate is what a fit did with one point.
+type Fate uint8
+
+const (
+	// Fitted: the point is in the fit.
+	Fitted Fate = iota
+	// Slower: another repetition of the point's shape came back faster, so
+	// this one waited on something besides its prefill.
+	Slower
+	// Outlier: FitRobust set the point aside.
+	Outlier
+)
+
+// FitFastest fits the fastest repetition of each shape: Point.Repeat names
+// the points that repeat one planned prompt. Whatever else delays a prefill
+// (a host whose CPU is busy, a garbage collection, the engine's own
+// process losing its core between arrival and the first step) only ever
+// adds to its TTFT, so of prompts of one shape the fastest is the one to
+// believe; averaging them, or fitting them all, lets a busy machine inflate
+// every parameter. Repetitions of one shape may still differ by a few
+// tokens (prompts are planned, not exact), so "fastest" means the smallest
+// residual against a fit of every point, not the smallest TTFT; FitFastest
+// picks again against the fit of its picks until the picks hold still. The
+// picks and the points of no Repeat then go through FitRobust. fates[i]
+// tells what became of points[i].
+func FitFastest(points []Point) (Params, []Fate, error) {
+	p, _, err := FitRobust(points)
+	if err != nil {
+		return Params{}, nil, err
+	}
+	var picked, kept []bool
+	for range 4 {
+		again := pickFastest(points, p)
+		if slices.Equal(again, picked) {
+			break
+		}
+		picked = again
+		var sub []Point
+		var idx []int
+		for i, ok := range picked {
+			if ok {
+				sub = append(sub, points[i])
+				idx = append(idx, i)
+			}
+		}
+		q, k, err := FitRobust(sub)
+		if err != nil {
+			return Params{}, nil, err
+		}
+		p, kept = q, make([]bool, len(points))
+		for j, i := range idx {
+			kept[i] = k[j]
+		}
+	}
+	fates := make([]Fate, len(points))
+	for i := range fates {
+		switch {
+		case !picked[i]:
+			fates[i] = Slower
+		case !kept[i]:
+			fates[i] = Outlier
+		}
+	}
+	return p, fates, nil
+}
+
+// pickFastest marks, of each Repeat, the point of the smallest residual
+// against p, and every point of no Repeat.
+func pickFastest(points []Point, p Params) []bool {
+	picked := make([]bool, len(points))
+	best := map[int]int{} // Repeat → index of its fastest point so far
+	for i, pt := range points {
+		if pt.Repeat == 0 {
+			picked[i] = true
+			continue
+		}
+		j, ok := best[pt.Repeat]
+		if !ok || residual(pt, p) < residual(points[j], p) {
+			best[pt.Repeat] = i
+		}
+	}
+	for _, i := range best {
+		picked[i] = true
+	}
+	return picked
+}
+
+func residual(pt Point, p Params) float64 { return pt.TTFT - p.Prefill(pt.Uncached, pt.Cached) }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -143,6 +144,11 @@ func TestRetriesBeforeTheFirstByte(t *testing.T) {
 	cfg := testConfig(t, sims)
 	cfg.Health.Interval = cfg.Health.Interval * 100 // probes out of the way: passive paths only
 	cfg.Health.Timeout = cfg.Health.Timeout * 100
+	// The killed replica, once ejected, stays out for the test: when a
+	// busy machine made the test outlast a 200 ms ejection, the last
+	// request's third attempt went to it, and a refused connection, not
+	// an engine's 503, was the last answer.
+	cfg.Health.EjectionBackoff, cfg.Health.MaxEjectionBackoff = config.Duration(time.Minute), config.Duration(time.Minute)
 	gw := startGateway(t, cfg)
 	sims[0].Kill()
 	sims[1].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503})

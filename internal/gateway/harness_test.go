@@ -41,7 +41,11 @@ func fleetOf(t testing.TB, n int, zeroLatency bool) []*sim.Local {
 	return sims
 }
 
-// testConfig is a gateway config in front of sims with fast health checks.
+// testConfig is a gateway config in front of sims with fast health checks:
+// a probe every 250 ms, so a killed engine is out of rotation within a
+// second. Not faster: under the race detector on a machine whose cores are
+// all busy, a probe's answer can take longer than 40 ms three times in a
+// row, and every replica of a healthy fleet went out of rotation at once.
 func testConfig(t testing.TB, sims []*sim.Local) *config.Config {
 	t.Helper()
 	cfg := config.Default()
@@ -52,10 +56,14 @@ func testConfig(t testing.TB, sims []*sim.Local) *config.Config {
 	}
 	cfg.Routing.DefaultPolicy = "round_robin"
 	cfg.Routing.Seed = 1
-	cfg.Health.Interval = config.Duration(50 * time.Millisecond)
-	cfg.Health.Timeout = config.Duration(40 * time.Millisecond)
+	cfg.Health.Interval = config.Duration(250 * time.Millisecond)
+	cfg.Health.Timeout = config.Duration(250 * time.Millisecond)
 	cfg.Health.EjectionBackoff = config.Duration(200 * time.Millisecond)
 	cfg.Health.MaxEjectionBackoff = config.Duration(time.Second)
+	// Every request tokenized, however long a busy machine keeps the
+	// workers waiting: tests that check predictions would otherwise find
+	// requests routed without one. The tests of that path set their own.
+	cfg.Tokenizer.MaxWait = config.Duration(10 * time.Second)
 	cfg.Retry.Backoff = config.Duration(time.Millisecond)
 	cfg.Retry.MaxBackoff = config.Duration(5 * time.Millisecond)
 	cfg.Server.RequestTimeout = config.Duration(5 * time.Second)

@@ -14,15 +14,27 @@ import (
 )
 
 // TestPaceLearnsASlowEngine: two engines the cost model prices alike, one
-// computing prefill eight times slower. Streamed requests teach the
+// computing prefill four times slower. Streamed requests teach the
 // gateway each engine's pace; the slow one's is far above the fast one's,
 // it is exported and explain prices the slow engine by it; every response
 // carries the decision's estimate. With routing.pace off, paces are still
 // learned but estimates leave them out.
+//
+// Both engines, and the cost model, are three times slower than the
+// simulator's default: what the gateway observes of a TTFT includes the
+// machine's own time (proxying, tokenizing, waiting for a core), which the
+// pace rightly counts; under the race detector on a busy machine it added
+// some 50 ms to the fast engine's 30 ms prefills, a pace of 2.7 that the
+// slow engine's, at the clamp of 4, was not well above.
 func TestPaceLearnsASlowEngine(t *testing.T) {
-	fast, slow := sim.DefaultLatency(), sim.DefaultLatency()
-	slow.PrefillToken *= 8
-	slow.PrefillFixed *= 8
+	const slower = 3
+	fast := sim.DefaultLatency()
+	fast.PrefillToken *= slower
+	fast.PrefillPair *= slower
+	fast.PrefillFixed *= slower
+	slow := fast
+	slow.PrefillToken *= 4
+	slow.PrefillFixed *= 4
 	var sims []*sim.Local
 	for _, lat := range []sim.LatencyModel{fast, slow} {
 		cfg := sim.DefaultConfig()
@@ -37,6 +49,10 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 	}
 	cfg := testConfig(t, sims) // round robin: both engines get samples
 	cfg.Routing.Pace = true
+	cm := &cfg.Routing.CostModel
+	cm.PrefillTokenSecs *= slower
+	cm.PrefillPairSecs *= slower
+	cm.PrefillFixedSecs *= slower
 	gw := startGateway(t, cfg)
 
 	// Distinct prompts of about 200 tokens, so that prefill, not fixed

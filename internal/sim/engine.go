@@ -21,6 +21,10 @@ type Engine struct {
 	epoch   time.Time
 	inbox   chan message
 	done    chan struct{}
+	// afterStep, when set, runs on the engine goroutine after each step
+	// has handed out its tokens, before the next step is planned. Only
+	// tests set it, before Run.
+	afterStep func(plan []work)
 }
 
 type msgKind uint8
@@ -172,6 +176,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		vnow = end
 		e.record()
 		e.flushKV()
+		if e.afterStep != nil {
+			e.afterStep(plan)
+		}
 	}
 }
 

@@ -26,6 +26,37 @@ func startServer(t testing.TB, cfg Config) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, serve(t, srv)
+}
+
+// startLockstepServer is startServer with an engine that, after each step,
+// waits until the handlers have taken every token the step generated, so
+// that each token goes out in an event of its own however busy the machine.
+// Without it a handler that the machine keeps off its core for longer than
+// a step takes two tokens at once and writes them in one event, as vLLM
+// merges the outputs a slow reader has not collected.
+func startLockstepServer(t testing.TB, cfg Config) (*Server, string) {
+	t.Helper()
+	srv, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.engine.afterStep = func(plan []work) {
+		// Bounded, so that a handler that left without taking its
+		// tokens cannot hold the engine for good.
+		deadline := time.Now().Add(10 * time.Second)
+		for _, w := range plan {
+			for w.r.out.pending() > 0 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	return srv, serve(t, srv)
+}
+
+// serve runs srv behind an httptest server until the test ends.
+func serve(t testing.TB, srv *Server) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { _ = srv.Run(ctx) }()
 	ts := httptest.NewServer(srv.Handler())
@@ -34,7 +65,7 @@ func startServer(t testing.TB, cfg Config) (*Server, string) {
 		cancel()
 		<-srv.Engine().Done()
 	})
-	return srv, ts.URL
+	return ts.URL
 }
 
 // pacedConfig has vLLM-like step times: a 3-token stream takes ~60 ms.
@@ -163,13 +194,13 @@ func sameShape(t *testing.T, what, got, want string) {
 // TestWireParity checks every response shape against vLLM's, as the spec
 // gives them.
 func TestWireParity(t *testing.T) {
-	// Streams need steps slower than the handler, or tokens merge into
+	// Streams need each token taken before the next, or tokens merge into
 	// fewer chunks (as they do on vLLM when a client reads slowly).
 	cfg := pacedConfig()
-	_, url := startServer(t, cfg)
+	_, url := startLockstepServer(t, cfg)
 	cfgDetails := cfg
 	cfgDetails.EnablePromptTokensDetails = true
-	_, urlDetails := startServer(t, cfgDetails)
+	_, urlDetails := startLockstepServer(t, cfgDetails)
 	chat := `{"model":"m","messages":[{"role":"user","content":"Hello"}],"max_tokens":3`
 	comp := `{"model":"m","prompt":"Hello world"`
 
@@ -288,7 +319,7 @@ func TestWireGolden(t *testing.T) {
 	_, fast := startServer(t, cfg)
 	paced := pacedConfig()
 	paced.EnablePromptTokensDetails = true
-	_, slow := startServer(t, paced)
+	_, slow := startLockstepServer(t, paced)
 	cases := []struct {
 		name, method, path, body, contentType string
 	}{

@@ -48,3 +48,10 @@ func (s *Stream) take(dst []int) ([]int, int, string) {
 	s.mu.Unlock()
 	return dst, total, finish
 }
+
+// pending is how many tokens wait for take.
+func (s *Stream) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ids)
+}

@@ -47,6 +47,12 @@ func testGatewayConfig(t *testing.T) Config {
 	// readmission even when passive ejections, doubling from 1 s, kept it
 	// out past its restart.
 	c.Kill = KillLoad{Rate: 200, Before: 500 * time.Millisecond, Down: time.Second, After: 3 * time.Second}
+	if raceEnabled {
+		// 200 req/s into simulators in this race-instrumented process
+		// left them, on a machine whose every core was busy, too slow to
+		// answer even 800 ms probes: every replica went out of rotation.
+		c.Kill.Rate = 50
+	}
 	// The simulators of the fault scenarios run in this (race-instrumented)
 	// process: 80 ms probes of them time out on a loaded machine and take
 	// every replica out; passive ejection still takes the killed one out at
@@ -203,8 +209,8 @@ func TestGatewayStressEndToEnd(t *testing.T) {
 	if kill == nil {
 		t.Fatal("gw-kill: no figures")
 	}
-	if kill.SentBeforeKill+kill.SentAfterKill != kill.Requests || kill.Requests != 900 { // 200 req/s over 4.5 s
-		t.Errorf("gw-kill: %d sent before and %d after the kill, want %d in all", kill.SentBeforeKill, kill.SentAfterKill, kill.Requests)
+	if want := int(4.5 * float64(c.Kill.Rate)); kill.SentBeforeKill+kill.SentAfterKill != kill.Requests || kill.Requests != want { // over 4.5 s
+		t.Errorf("gw-kill: %d sent before and %d after the kill, want %d in all", kill.SentBeforeKill, kill.SentAfterKill, want)
 	}
 	if kill.FailedSentAfterKill != 0 {
 		t.Errorf("gw-kill: %d requests sent after the kill failed: %v", kill.FailedSentAfterKill, kill.ErrorSamples)
