@@ -77,6 +77,9 @@ func nodeJSON(b *bytes.Buffer, n *yaml.Node) error {
 // every type filled at random (so a field added later is covered without
 // a generator of its own).
 func TestJSONMatchesYAML(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	check := func(t *rapid.T, c *Config) {
 		got, err := c.JSON()
 		if err != nil {
@@ -166,6 +169,9 @@ func fillRandom(t *rapid.T, v reflect.Value, label string, depth int) {
 // equal once every split's arms are sorted, for a config filled at random and a copy with at most one value
 // changed (nil and empty lists included).
 func TestSameMatchesJSON(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	rapid.Check(t, func(t *rapid.T) {
 		a := Default()
 		fillRandom(t, reflect.ValueOf(&a).Elem(), "a", 0)
@@ -257,6 +263,9 @@ func collectLeaves(v reflect.Value, out *[]reflect.Value) {
 // at all of every key, is applied as the file parser would read the merged
 // document (checkPatchAgainstYAML).
 func TestPatchMatchesFileParser(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	base, err := Load(filepath.Join("testdata", "full.good.yaml"))
 	if err != nil {
 		t.Fatal(err)

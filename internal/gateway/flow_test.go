@@ -113,21 +113,7 @@ func async(gw *running, id string, header ...string) <-chan sent {
 // given label pairs; 0 when absent.
 func histCount(t testing.TB, gw *running, family string, labels ...string) uint64 {
 	t.Helper()
-	mfs, err := gw.g.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != family {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m.GetLabel(), labels) {
-				return m.GetHistogram().GetSampleCount()
-			}
-		}
-	}
-	return 0
+	return series(t, gw, family, labels).GetHistogram().GetSampleCount()
 }
 
 // holdSlot sends a request the engine holds, taking the replica's one

@@ -187,6 +187,14 @@ func complete(t *testing.T, url, body string, header ...string) string {
 // label pairs, as the gateway's registry exports it; 0 when absent.
 func counterValue(t testing.TB, gw *running, family string, labels ...string) float64 {
 	t.Helper()
+	return series(t, gw, family, labels).GetCounter().GetValue()
+}
+
+// series is the series of a family with exactly the given label pairs, as
+// the gateway's registry exports it; nil when absent (whose getters give
+// zeros).
+func series(t testing.TB, gw *running, family string, labels []string) *dto.Metric {
+	t.Helper()
 	mfs, err := gw.g.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -197,11 +205,11 @@ func counterValue(t testing.TB, gw *running, family string, labels ...string) fl
 		}
 		for _, m := range mf.GetMetric() {
 			if hasLabels(m.GetLabel(), labels) {
-				return m.GetCounter().GetValue()
+				return m
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func hasLabels(got []*dto.LabelPair, want []string) bool {

@@ -166,7 +166,14 @@ type fataler interface {
 // chat sends a chat request and returns the response with its body read.
 func chat(t fataler, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	return post(t, url+"/v1/chat/completions", body, header...)
+}
+
+// post POSTs a JSON body with the given header pairs and returns the
+// response with its body read.
+func post(t fataler, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

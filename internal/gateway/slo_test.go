@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,21 +12,7 @@ import (
 // its body read.
 func postCompletion(t *testing.T, url, body string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/completions", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
+	return post(t, url+"/v1/completions", body, header...)
 }
 
 // TestSLOAdmission on a real simulator, whose latency the default cost

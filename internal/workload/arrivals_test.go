@@ -79,6 +79,9 @@ func (stub) start(at time.Duration, dst []Request) []Request { return append(dst
 // TestRequestRate checks the scheduled request rate over many seeds for
 // every arrival process, sessions included.
 func TestRequestRate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	tests := []struct {
 		name      string
 		spec      Spec
@@ -172,6 +175,9 @@ func TestWarp(t *testing.T) {
 }
 
 func TestRequestsCut(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	for _, spec := range typicalSpecs(t, 333) {
 		reqs := generate(t, spec)
 		if len(reqs) != 333 {

@@ -196,6 +196,9 @@ func equalRequest(a, b Request) bool {
 }
 
 func TestSharedPromptShape(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	tests := []struct {
 		workload string
 		prompts  int
@@ -340,6 +343,9 @@ func TestAgentShape(t *testing.T) {
 }
 
 func TestRAGShape(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	const n = 4000
 	reqs := generate(t, Spec{Workload: W4, Model: "m", Rate: 10, Requests: n, Seed: 5})
 	docs := map[string]int{}

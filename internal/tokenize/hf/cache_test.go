@@ -140,6 +140,9 @@ func TestHFGoldensCached(t *testing.T) {
 // on where a piece is (Metaspace's prepend_scheme "first") or on its
 // neighbours (lstrip, rstrip, single_word).
 func TestHFSyntheticCached(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	data := readSynthetic(t)
 	for _, st := range data.Tokenizers {
 		t.Run(st.Name, func(t *testing.T) {
