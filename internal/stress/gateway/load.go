@@ -48,13 +48,19 @@ func gwClient(conns int) *http.Client {
 // postChat sends a non-streamed chat, reads the whole answer and checks
 // it. It returns the status and the replica header whatever happened.
 func postChat(ctx context.Context, client *http.Client, url string, body []byte, requestID string, maxTokens int) (int, string, error) {
+	return sendChat(ctx, client, url, body, maxTokens, openai.HeaderRequestID, requestID)
+}
+
+// sendChat is postChat with the header name set to value, when value is not
+// empty.
+func sendChat(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, name, value string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if requestID != "" {
-		req.Header.Set(openai.HeaderRequestID, requestID)
+	if value != "" {
+		req.Header.Set(name, value)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -245,26 +245,7 @@ func tallySessions(f *SessionsFigures, turns []sessionTurn, shots []stress.Shot,
 
 // postTurn sends a turn of a conversation and checks its answer.
 func postTurn(ctx context.Context, client *http.Client, url string, body []byte, session string, maxTokens int) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(openai.HeaderSession, session)
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	replica := resp.Header.Get(openai.HeaderReplica)
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, replica, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, replica, measure.Failf(measure.KindStatus, "status %d: %s", resp.StatusCode, bytes.TrimSpace(data[:min(len(data), 300)]))
-	}
-	return resp.StatusCode, replica, stress.CheckFull(data, maxTokens)
+	return sendChat(ctx, client, url, body, maxTokens, openai.HeaderSession, session)
 }
 
 // postExplain asks the admin port what the policy would do with a turn;
