@@ -231,8 +231,8 @@ type Routing struct {
 	// KV pressure is ignored. Must be >= 0; default 256.
 	ShortPromptTokens int `yaml:"short_prompt_tokens"`
 	// KVGuard is which replicas above Kappa the KV-pressure guard sets
-	// aside: "usage" (default) every one; "free_blocks" only those whose
-	// free blocks are fewer than the prompt would compute there.
+	// aside: "free_blocks" (default) only those whose free blocks are
+	// fewer than the prompt would compute there; "usage" every one.
 	KVGuard string `yaml:"kv_guard"`
 	// SessionAffinity sends a request naming its conversation (x-session-id
 	// header, else the body's user field) back to the conversation's last
@@ -242,8 +242,7 @@ type Routing struct {
 	// times to first token it delivered lately compare with what the cost
 	// model estimated for them (streamed responses; half-life 30 s), so an
 	// engine slower than its peers is priced slower. Paces are learned
-	// and reported (inferrail_replica_pace) either way. Default false
-	// until the committed sweep is rerun with it.
+	// and reported (inferrail_replica_pace) either way. Default true.
 	Pace bool `yaml:"pace"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
@@ -501,8 +500,8 @@ func Default() Config {
 			Epsilon:           1,
 			Kappa:             0.92,
 			ShortPromptTokens: 256,
-			KVGuard:           "usage",
-			Pace:              false,
+			KVGuard:           "free_blocks",
+			Pace:              true,
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -172,6 +173,12 @@ func checkPatchAgainstYAML(t interface {
 	}
 	merged, err := jsonpatch.MergePatch(doc, patch)
 	if err != nil || !json.Valid(patch) {
+		return
+	}
+	if bytes.ContainsAny(merged, "\u0085\u2028\u2029") {
+		// YAML reads these characters as line breaks and folds them to a
+		// space inside a quoted string, where JSON keeps them: the file
+		// parser reading JSON text is no reference for them.
 		return
 	}
 	got, err := parseMerged(merged)

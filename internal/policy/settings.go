@@ -28,11 +28,11 @@ type Settings struct {
 	// KV-pressure guard does not apply. Must be >= 0; default 256.
 	ShortPromptTokens int
 	// KVGuard says which replicas above Kappa the KV-pressure guard sets
-	// aside: KVGuardUsage (the default) every one, for a prompt with more
-	// than ShortPromptTokens to compute there; KVGuardFreeBlocks only those
-	// whose free blocks, (1 − KV use) · capacity, are fewer than the blocks
-	// the prompt would compute there (replicas of unknown capacity as
-	// KVGuardUsage does).
+	// aside, for a prompt with more than ShortPromptTokens to compute
+	// there: KVGuardFreeBlocks (the default) only those whose free blocks,
+	// (1 − KV use) · capacity, are fewer than the blocks the prompt would
+	// compute there (replicas of unknown capacity as KVGuardUsage does);
+	// KVGuardUsage every one.
 	KVGuard string
 	// SessionAffinity sends cost_model's requests that name a conversation
 	// (Request.Session) back to the replica its last request went to, while
@@ -117,7 +117,7 @@ func DefaultSettings() Settings {
 		Epsilon:           1,
 		Kappa:             0.92,
 		ShortPromptTokens: 256,
-		KVGuard:           KVGuardUsage,
+		KVGuard:           KVGuardFreeBlocks,
 		Sessions:          65536,
 		PrefixHashBlocks:  4,
 		Cost: CostParams{
