@@ -504,6 +504,9 @@ func TestFleetMixedPrompts(t *testing.T) {
 // warm prefill needs about 0.6 of a replica: replication is what keeps
 // cost_model's busiest replica under 30% (35% without it).
 func TestFleetZipf(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine simulating a fleet, where the race detector has nothing to find; make norace runs it")
+	}
 	g := newTrafficGen(13, 16, 2000, 8000)
 	z := newZipf(16, 1.1)
 	w := sharedWorkload("zipf", g, scaled(6000), 50, func() int { return z.draw(g.r) }, 0, 0, 0)
@@ -602,6 +605,9 @@ func TestFleetRisingHotPrompt(t *testing.T) {
 // prompt, not with a history they lack): hit rate and p99 stay as with
 // replication off.
 func TestFleetChats(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine simulating a fleet, where the race detector has nothing to find; make norace runs it")
+	}
 	g := newTrafficGen(15, 1, 2000, 2000)
 	w := chatWorkload(g, scaled(600), 8, 0.5)
 	f := fleetSpec{replicas: 4, capacity: 8000}

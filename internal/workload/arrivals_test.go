@@ -21,6 +21,9 @@ func gapStats(a *arrivals, n int) (mean, cv float64) {
 }
 
 func TestArrivalGaps(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine drawing and checking thousands of cases, where the race detector has nothing to find; make norace runs it")
+	}
 	tests := []struct {
 		name string
 		spec Spec

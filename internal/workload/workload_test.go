@@ -175,6 +175,9 @@ func typicalSpecs(t testing.TB, requests int) []Spec {
 }
 
 func TestDeterministic(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine generating every workload twice, where the race detector has nothing to find; make norace runs it")
+	}
 	for _, spec := range typicalSpecs(t, 200) {
 		t.Run(spec.Workload, func(t *testing.T) {
 			a, b := generate(t, spec), generate(t, spec)
@@ -268,6 +271,9 @@ func checkRange(t testing.TB, what string, n int, s span) {
 // resends the previous turn's prompt as its prefix, token for token, after
 // its think time.
 func TestSessions(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine generating sessions, where the race detector has nothing to find; make norace runs it")
+	}
 	tests := []struct {
 		name  string
 		spec  Spec
@@ -442,6 +448,9 @@ func TestMaxPromptTokens(t *testing.T) {
 // TestOracleByWorkload checks the oracle hit rate is where each workload's
 // design puts it.
 func TestOracleByWorkload(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine generating every workload, where the race detector has nothing to find; make norace runs it")
+	}
 	tests := []struct {
 		workload string
 		lo, hi   float64

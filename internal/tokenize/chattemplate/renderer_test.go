@@ -183,6 +183,9 @@ func TestChatGoldens(t *testing.T) {
 // TestChatSpecialTokens: the template variables of special tokens are
 // transformers' special_tokens_map.
 func TestChatSpecialTokens(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine rendering every template over many conversations, minutes under the race detector; make norace runs it")
+	}
 	for _, fam := range append(slices.Clone(chatFamilies), "llama2") {
 		t.Run(fam, func(t *testing.T) {
 			tok := chatHF(t, fam)
@@ -511,6 +514,9 @@ func jinjaToJSON(v jinja.Value) (string, error) {
 // checked as FuzzHFEncode checks text (tokenizetest's Families.Check), the
 // input skipped there when that family's tokenizer files are missing.
 func FuzzChatRender(f *testing.F) {
+	if raceEnabled {
+		f.Skip("one goroutine rendering the seed corpus, where the race detector has nothing to find; make norace runs it (and make fuzz mutates)")
+	}
 	type renderer struct {
 		family string // "" for the synthetic template
 		r      *Renderer

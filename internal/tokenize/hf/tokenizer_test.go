@@ -190,6 +190,9 @@ func TestHFEncodeCases(t *testing.T) {
 // TestHFGoldenCases spot-checks strings of the goldens that exercise one
 // mechanism each, so a failure names the mechanism.
 func TestHFGoldenCases(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine encoding every golden, where the race detector has nothing to find; make norace runs it")
+	}
 	cases := map[string]string{
 		"contractions":   "I'M YOU'RE HE'S WE'VE THEY'LL I'D DON'T",
 		"long_s":         "'ſ 'ſt 'K ſ",
@@ -621,6 +624,9 @@ func checkScanner(t *testing.T, pattern string, re, scan matcher, s string) {
 // TestHFScanners compares each hand-written scanner with regexp2 on random
 // strings made to hit every alternative of its pattern.
 func TestHFScanners(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine checking every scanner against the reference, where the race detector has nothing to find; make norace runs it")
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, p := range scannerPatterns {
 		re, err := newRegexMatcher(p)
@@ -888,6 +894,9 @@ var normPool = []string{
 // TestHFNormalizeExact compares normalizeExact with x/text on strings with
 // short runs of combining marks, where x/text follows the standard.
 func TestHFNormalizeExact(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine normalizing every case, where the race detector has nothing to find; make norace runs it")
+	}
 	r := rand.New(rand.NewPCG(5, 6))
 	forms := map[string]norm.Form{"NFC": norm.NFC, "NFD": norm.NFD, "NFKC": norm.NFKC, "NFKD": norm.NFKD}
 	for range 20000 {
