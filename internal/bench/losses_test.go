@@ -63,3 +63,40 @@ func TestLosses(t *testing.T) {
 		})
 	}
 }
+
+// TestLossPairs: a loss counts the repetitions of the same requests in which
+// cost_model was behind, pairing by Rep and leaving out unpaired ones.
+func TestLossPairs(t *testing.T) {
+	rep := func(r *RunResult, n int) *RunResult { r.Spec.Rep = n; return r }
+	for _, tt := range []struct {
+		name           string
+		results        []*RunResult
+		behind, paired int
+	}{
+		{"behind in every pair", []*RunResult{
+			rep(p99Result("w1", 4, "cost_model", 2), 0), rep(p99Result("w1", 4, "p2c", 1), 0),
+			rep(p99Result("w1", 4, "cost_model", 3), 1), rep(p99Result("w1", 4, "p2c", 2.5), 1),
+			rep(p99Result("w1", 4, "cost_model", 2), 2), rep(p99Result("w1", 4, "p2c", 1.9), 2),
+		}, 3, 3},
+		{"one bad repetition makes the median loss", []*RunResult{
+			rep(p99Result("w1", 4, "cost_model", 9), 0), rep(p99Result("w1", 4, "p2c", 1), 0),
+			rep(p99Result("w1", 4, "cost_model", 2), 1), rep(p99Result("w1", 4, "p2c", 2.5), 1),
+			rep(p99Result("w1", 4, "cost_model", 3), 2), rep(p99Result("w1", 4, "p2c", 1.5), 2),
+		}, 2, 3},
+		{"an unpaired repetition is left out", []*RunResult{
+			rep(p99Result("w1", 4, "cost_model", 2), 0), rep(p99Result("w1", 4, "p2c", 1), 0),
+			rep(p99Result("w1", 4, "cost_model", 3), 1),
+		}, 1, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			keys, groups := groupResults(tt.results)
+			ls := losses(keys, groups)
+			if len(ls) != 1 {
+				t.Fatalf("got %d losses, want 1", len(ls))
+			}
+			if ls[0].behind != tt.behind || ls[0].paired != tt.paired {
+				t.Errorf("behind %d of %d, want %d of %d", ls[0].behind, ls[0].paired, tt.behind, tt.paired)
+			}
+		})
+	}
+}
