@@ -56,7 +56,7 @@ func Parse(data []byte, opts Options) (*Set, error) {
 		return nil, &config.Error{File: opts.File, Line: next.Line, Msg: "a keys file holds one YAML document, but another starts here"}
 	}
 	p := &parser{opts: opts, set: &Set{byHash: map[Hash]*Key{}}, names: map[string]int{}, hashes: map[Hash]int{}}
-	p.budget = 4*countNodes(&doc) + 10_000
+	p.budget = config.NewAliasBudget(&doc)
 	p.document(&doc)
 	if len(p.errs) > 0 {
 		joined := make([]error, len(p.errs))
@@ -76,24 +76,14 @@ func (o Options) fileName() string {
 	return o.File
 }
 
-// countNodes counts the nodes of a tree as written, aliases not expanded.
-func countNodes(n *yaml.Node) int {
-	c := 1
-	for _, k := range n.Content {
-		c += countNodes(k)
-	}
-	return c
-}
-
 // parser walks a keys file's node tree.
 type parser struct {
-	opts    Options
-	set     *Set
-	errs    []*config.Error
-	names   map[string]int // key name → the line it is first used on
-	hashes  map[Hash]int   // hash → the line it is first used on
-	budget  int            // nodes it may still visit, aliases expanded
-	aborted bool
+	opts   Options
+	set    *Set
+	errs   []*config.Error
+	names  map[string]int // key name → the line it is first used on
+	hashes map[Hash]int   // hash → the line it is first used on
+	budget *config.AliasBudget
 }
 
 func (p *parser) fail(n *yaml.Node, path, format string, args ...any) {
@@ -103,16 +93,9 @@ func (p *parser) fail(n *yaml.Node, path, format string, args ...any) {
 // visit resolves an alias and counts the node against the budget, so
 // aliases cannot blow a small file up; nil once the budget is spent.
 func (p *parser) visit(n *yaml.Node) *yaml.Node {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	if p.aborted {
-		return nil
-	}
-	if p.budget--; p.budget < 0 {
-		p.aborted = true
-		p.fail(n, "", "aliases expand the file beyond four times its size")
-		return nil
+	n, err := p.budget.Visit(n)
+	if err != nil {
+		p.errs = append(p.errs, err)
 	}
 	return n
 }
@@ -226,7 +209,7 @@ func (p *parser) key(n *yaml.Node, path string) {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		resolved = n.Alias
 	}
-	if p.aborted || resolved.Kind != yaml.MappingNode {
+	if p.budget.Spent() || resolved.Kind != yaml.MappingNode {
 		return
 	}
 	if !hasName && !p.failedAt(path+".name") {

@@ -86,21 +86,11 @@ func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "W1 (%s shared system prompts of 2k–8k tokens, short questions) at %g req/s for %v, open loop.\n", prompts, c.Rate, c.Duration)
 	fmt.Fprintf(out, "Each policy gets the same requests at the same times on a cold fleet: 3 simulators behind the gateway.\n\n")
-	var results []*RunResult
-	for _, s := range runs {
-		start := time.Now()
-		r, err := Measure(ctx, s, env) // its progress goes to env's display meanwhile
-		if err != nil {
-			fmt.Fprintf(out, "%-14s failed\n", s.Policy)
-			return fmt.Errorf("demo: %s: %w", s.Policy, err)
-		}
-		if err := WriteRunResult(filepath.Join(c.Out, s.FileName()), r); err != nil {
-			return err
-		}
-		results = append(results, r)
-		m := &r.Measurements
-		fmt.Fprintf(out, "%-14s %d requests (the first %d as warmup), %d of %d measured succeeded, %.0f s\n",
-			s.Policy, m.Requests, m.Warmup, m.Succeeded, m.Measured, time.Since(start).Seconds())
+	results, err := measureEach(ctx, runs, env, c.Out, out, "demo:", func(s RunSpec) string { return s.Policy }, func(m *Measurements) string {
+		return fmt.Sprintf("%d requests (the first %d as warmup), %d of %d measured succeeded", m.Requests, m.Warmup, m.Succeeded, m.Measured)
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(out)
 	fmt.Fprint(out, RenderDemoTable(results))

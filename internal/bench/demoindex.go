@@ -63,24 +63,38 @@ func runIndexDemo(ctx context.Context, d IndexDemo, seed uint64, dir string, env
 	}
 	fmt.Fprintf(out, "\nW2 (multi-turn chats) at %g req/s, %d requests, cost_model: the gateway's index approximate (its own routing decisions)\n", d.Rate, d.Requests)
 	fmt.Fprintf(out, "against exact (every simulator's KV events), each on a cold fleet with the same requests at the same times.\n\n")
+	results, err := measureEach(ctx, runs, env, dir, out, "demo: index", func(s RunSpec) string { return s.IndexMode() }, func(m *Measurements) string {
+		return fmt.Sprintf("%d of %d measured succeeded", m.Succeeded, m.Measured)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	fmt.Fprint(out, RenderIndexTable(results))
+	return nil
+}
+
+// measureEach carries out runs in turn, each on a cold fleet of its own,
+// writes their result files under dir and prints a line a run as it ends:
+// its label, then detail of its measurements and how long it took. A failed
+// run stops the rest; its error reads errPrefix, the run's label and why.
+func measureEach(ctx context.Context, runs []RunSpec, env RunEnv, dir string, out io.Writer, errPrefix string,
+	label func(RunSpec) string, detail func(*Measurements) string) ([]*RunResult, error) {
 	var results []*RunResult
 	for _, s := range runs {
 		start := time.Now()
 		r, err := Measure(ctx, s, env) // its progress goes to env's display meanwhile
 		if err != nil {
-			fmt.Fprintf(out, "%-14s failed\n", s.IndexMode())
-			return fmt.Errorf("demo: index %s: %w", s.IndexMode(), err)
+			fmt.Fprintf(out, "%-14s failed\n", label(s))
+			return nil, fmt.Errorf("%s %s: %w", errPrefix, label(s), err)
 		}
 		if err := WriteRunResult(filepath.Join(dir, s.FileName()), r); err != nil {
-			return err
+			return nil, err
 		}
 		results = append(results, r)
-		m := &r.Measurements
-		fmt.Fprintf(out, "%-14s %d of %d measured succeeded, %.0f s\n", s.IndexMode(), m.Succeeded, m.Measured, time.Since(start).Seconds())
+		fmt.Fprintf(out, "%-14s %s, %.0f s\n", label(s), detail(&r.Measurements), time.Since(start).Seconds())
 	}
-	fmt.Fprintln(out)
-	fmt.Fprint(out, RenderIndexTable(results))
-	return nil
+	return results, nil
 }
 
 // RenderIndexTable writes a row per run: its index mode, how many

@@ -99,57 +99,27 @@ func pointRows(results []*RunResult) []PolicyRow {
 			return med(func(m *Measurements) (float64, bool) { return f(m), true })
 		}
 		row := PolicyRow{
-			Policy:       p,
-			Reps:         len(rs),
-			TTFTP50:      all(func(m *Measurements) float64 { return m.TTFT.P50 }),
-			TTFTP90:      all(func(m *Measurements) float64 { return m.TTFT.P90 }),
-			TTFTP99:      all(func(m *Measurements) float64 { return m.TTFT.P99 }),
-			E2EP50:       all(func(m *Measurements) float64 { return m.E2E.P50 }),
-			E2EP99:       all(func(m *Measurements) float64 { return m.E2E.P99 }),
-			TPOTP50:      all(func(m *Measurements) float64 { return m.TPOT.P50 }),
-			TPOTP99:      all(func(m *Measurements) float64 { return m.TPOT.P99 }),
-			Goodput:      all(func(m *Measurements) float64 { return m.GoodputRPS }),
-			GoodFraction: all(func(m *Measurements) float64 { return m.GoodFraction }),
-			Throughput:   all(func(m *Measurements) float64 { return m.ThroughputRPS }),
-			HitRate:      all(func(m *Measurements) float64 { return m.HitRate }),
-			BusiestShare: all(func(m *Measurements) float64 { return m.BusiestShare }),
-			SendLagP99:   all(func(m *Measurements) float64 { return m.SendLag.P99 }),
-			EngineHitRate: med(func(m *Measurements) (float64, bool) {
-				if m.Engine == nil {
-					return 0, false
-				}
-				return m.Engine.HitRate, true
-			}),
-			Oracle: med(func(m *Measurements) (float64, bool) {
-				if m.OracleHitRate == nil {
-					return 0, false
-				}
-				return *m.OracleHitRate, true
-			}),
-			PredExact: med(func(m *Measurements) (float64, bool) {
-				if m.Prediction == nil {
-					return 0, false
-				}
-				return m.Prediction.Exact, true
-			}),
-			PredMeanError: med(func(m *Measurements) (float64, bool) {
-				if m.Prediction == nil {
-					return 0, false
-				}
-				return m.Prediction.MeanError, true
-			}),
-			EstMeanAbs: med(func(m *Measurements) (float64, bool) {
-				if m.Estimate == nil {
-					return 0, false
-				}
-				return m.Estimate.MeanAbs, true
-			}),
-			EstP90Abs: med(func(m *Measurements) (float64, bool) {
-				if m.Estimate == nil {
-					return 0, false
-				}
-				return m.Estimate.P90Abs, true
-			}),
+			Policy:        p,
+			Reps:          len(rs),
+			TTFTP50:       all(func(m *Measurements) float64 { return m.TTFT.P50 }),
+			TTFTP90:       all(func(m *Measurements) float64 { return m.TTFT.P90 }),
+			TTFTP99:       all(func(m *Measurements) float64 { return m.TTFT.P99 }),
+			E2EP50:        all(func(m *Measurements) float64 { return m.E2E.P50 }),
+			E2EP99:        all(func(m *Measurements) float64 { return m.E2E.P99 }),
+			TPOTP50:       all(func(m *Measurements) float64 { return m.TPOT.P50 }),
+			TPOTP99:       all(func(m *Measurements) float64 { return m.TPOT.P99 }),
+			Goodput:       all(func(m *Measurements) float64 { return m.GoodputRPS }),
+			GoodFraction:  all(func(m *Measurements) float64 { return m.GoodFraction }),
+			Throughput:    all(func(m *Measurements) float64 { return m.ThroughputRPS }),
+			HitRate:       all(func(m *Measurements) float64 { return m.HitRate }),
+			BusiestShare:  all(func(m *Measurements) float64 { return m.BusiestShare }),
+			SendLagP99:    all(func(m *Measurements) float64 { return m.SendLag.P99 }),
+			EngineHitRate: med(ifSet(func(m *Measurements) *EngineHits { return m.Engine }, func(e *EngineHits) float64 { return e.HitRate })),
+			Oracle:        med(ifSet(func(m *Measurements) *float64 { return m.OracleHitRate }, func(v *float64) float64 { return *v })),
+			PredExact:     med(ifSet(prediction, func(p *Prediction) float64 { return p.Exact })),
+			PredMeanError: med(ifSet(prediction, func(p *Prediction) float64 { return p.MeanError })),
+			EstMeanAbs:    med(ifSet(estimate, func(e *EstimateError) float64 { return e.MeanAbs })),
+			EstP90Abs:     med(ifSet(estimate, func(e *EstimateError) float64 { return e.P90Abs })),
 		}
 		for _, r := range rs {
 			row.Requests += r.Measurements.Measured
@@ -161,6 +131,22 @@ func pointRows(results []*RunResult) []PolicyRow {
 	}
 	return rows
 }
+
+// ifSet reads f of the part of a run's measurements that part returns,
+// false when the run has no such part (nil): a figure only some runs have.
+func ifSet[T any](part func(*Measurements) *T, f func(*T) float64) func(*Measurements) (float64, bool) {
+	return func(m *Measurements) (float64, bool) {
+		p := part(m)
+		if p == nil {
+			return 0, false
+		}
+		return f(p), true
+	}
+}
+
+func prediction(m *Measurements) *Prediction { return m.Prediction }
+
+func estimate(m *Measurements) *EstimateError { return m.Estimate }
 
 // policyLabel names a run's row: its policy (or URL), the gateway's index
 // mode unless approximate and how many gateways when more than one, as in

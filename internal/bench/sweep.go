@@ -203,13 +203,7 @@ func (f *SweepFile) Validate() error {
 		if len(p.Policies) == 0 && len(f.Policies) == 0 {
 			fail(path+".policies", "no policies here or in the shared settings")
 		}
-		for j, pol := range p.Policies {
-			if pol == "" {
-				fail(fmt.Sprintf("%s.policies[%d]", path, j), "must not be empty")
-			} else if err := checkPolicy(pol); err != nil {
-				fail(fmt.Sprintf("%s.policies[%d]", path, j), "%v", err)
-			}
-		}
+		errs = append(errs, checkPolicies(path+".policies", p.Policies)...)
 		if p.Reps < 0 {
 			fail(path+".reps", "must be >= 1")
 		}
@@ -243,13 +237,7 @@ func (f *SweepFile) Validate() error {
 	}
 	errs = append(errs, checkIndexModes("index", f.Index)...)
 	errs = append(errs, checkGatewayCounts(f.Gateways)...)
-	for i, pol := range f.Policies {
-		if pol == "" {
-			fail(fmt.Sprintf("policies[%d]", i), "must not be empty")
-		} else if err := checkPolicy(pol); err != nil {
-			fail(fmt.Sprintf("policies[%d]", i), "%v", err)
-		}
-	}
+	errs = append(errs, checkPolicies("policies", f.Policies)...)
 	return errors.Join(errs...)
 }
 
@@ -273,6 +261,20 @@ func checkIndexModes(path string, modes []string) []error {
 	for i, m := range modes {
 		if _, err := NormalizeIndex(m); err != nil {
 			errs = append(errs, fmt.Errorf("%s[%d]: must be approximate, exact or auto, not %q", path, i, m))
+		}
+	}
+	return errs
+}
+
+// checkPolicies reports each policy of a list at path that is empty or
+// that no run could start.
+func checkPolicies(path string, policies []string) []error {
+	var errs []error
+	for i, pol := range policies {
+		if pol == "" {
+			errs = append(errs, fmt.Errorf("%s[%d]: must not be empty", path, i))
+		} else if err := checkPolicy(pol); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %v", path, i, err))
 		}
 	}
 	return errs

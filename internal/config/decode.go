@@ -72,7 +72,7 @@ func decodeDocument(doc *yaml.Node, file string, second func() error) (*Config, 
 		d.value(doc, reflect.ValueOf(&cfg).Elem(), "", true)
 	}
 	errs := d.errs
-	if !d.aborted {
+	if !d.budget.Spent() {
 		for i := range cfg.Replicas {
 			cfg.Replicas[i].URL = trimSlash(cfg.Replicas[i].URL)
 		}
@@ -179,13 +179,6 @@ func trimSlash(u string) string {
 	return t
 }
 
-// Aliases may make a document aliasFactor times as many nodes as it is
-// written with, plus aliasSlack.
-const (
-	aliasFactor = 4
-	aliasSlack  = 10_000
-)
-
 // A decoder decodes a YAML node tree onto a Config by reflection, following
 // the struct tags as yaml's own decoder does, and reports every problem with
 // the path of its key. It is stricter than yaml's decoder with KnownFields,
@@ -193,36 +186,20 @@ const (
 // file up. Since the schema has no recursive types it never descends into a
 // node that contains itself, except through merge keys, which it checks.
 type decoder struct {
-	errs    []*Error
-	lines   map[string]int      // path of every key and item decoded → its line
-	bad     map[string]bool     // paths whose value did not decode
-	limit   int                 // nodes it may visit, aliases expanded
-	budget  int                 // nodes it may still visit
-	aborted bool                // the budget ran out
-	open    map[*yaml.Node]bool // mappings being decoded, to catch a merge of one into itself
+	errs   []*Error
+	lines  map[string]int      // path of every key and item decoded → its line
+	bad    map[string]bool     // paths whose value did not decode
+	budget *AliasBudget        // nodes it may still visit
+	open   map[*yaml.Node]bool // mappings being decoded, to catch a merge of one into itself
 }
 
 func newDecoder(doc *yaml.Node) *decoder {
-	limit := aliasFactor*countNodes(doc) + aliasSlack
 	return &decoder{
 		lines:  map[string]int{},
 		bad:    map[string]bool{},
-		limit:  limit,
-		budget: limit,
+		budget: NewAliasBudget(doc),
 		open:   map[*yaml.Node]bool{},
 	}
-}
-
-// countNodes counts the nodes of a tree as written, aliases not expanded.
-func countNodes(n *yaml.Node) int {
-	if n == nil {
-		return 0
-	}
-	c := 1
-	for _, k := range n.Content {
-		c += countNodes(k)
-	}
-	return c
 }
 
 // fail reports a problem with the key at path.
@@ -284,18 +261,9 @@ func parent(path string) string {
 // visit resolves an alias and counts the node against the budget. It returns
 // nil once the budget is spent.
 func (d *decoder) visit(n *yaml.Node) *yaml.Node {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	if d.aborted {
-		return nil
-	}
-	if d.budget--; d.budget < 0 {
-		d.aborted = true
-		d.errs = append(d.errs, &Error{Line: n.Line, Msg: fmt.Sprintf(
-			"aliases expand the document beyond %d nodes, %d times what it is written with plus %d",
-			d.limit, aliasFactor, aliasSlack)})
-		return nil
+	n, err := d.budget.Visit(n)
+	if err != nil {
+		d.errs = append(d.errs, err)
 	}
 	return n
 }

@@ -80,14 +80,7 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 	slices.SortFunc(removed, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(next, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
 	f.groups[group] = next
-	if len(added) == 0 && len(removed) == 0 {
-		return nil, nil
-	}
-	f.publish()
-	for _, w := range f.watchers {
-		w(added, removed)
-	}
-	return added, removed
+	return f.changed(added, removed)
 }
 
 // SetStatic replaces the static replicas, in order. A replica whose ID is
@@ -119,6 +112,13 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		}
 	}
 	f.static = next
+	return f.changed(added, removed)
+}
+
+// changed publishes a new snapshot and tells the watchers when a change
+// added or removed replicas, and returns them; nils when it did neither.
+// f.mu is held.
+func (f *Fleet) changed(added, removed []*Replica) ([]*Replica, []*Replica) {
 	if len(added) == 0 && len(removed) == 0 {
 		return nil, nil
 	}

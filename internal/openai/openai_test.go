@@ -29,6 +29,23 @@ func TestAppendString(t *testing.T) {
 	}
 }
 
+// TestAppendStringDecodes checks that what AppendString writes decodes to
+// the string, invalid UTF-8 turned into U+FFFD as encoding/json turns it.
+func TestAppendStringDecodes(t *testing.T) {
+	for _, s := range []string{"", "plain", "q\"b\\s\n\r\t\x00\x1f", "é日本\u2028", "bad\xffutf8\xc3"} {
+		got := AppendString(nil, s)
+		want, _ := json.Marshal(strings.ToValidUTF8(s, "\uFFFD"))
+		var back, wantBack string
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("AppendString(%q) = %s: %v", s, got, err)
+		}
+		_ = json.Unmarshal(want, &wantBack)
+		if back != wantBack {
+			t.Errorf("AppendString(%q) decodes to %q, want %q", s, back, wantBack)
+		}
+	}
+}
+
 func TestAppendASCIIString(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain", `"plain"`},

@@ -109,10 +109,9 @@ func (b *Bucket) admit(now time.Time, n int64) (ok bool, wait time.Duration, rem
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	need := max(n, 1) * b.unit
-	if n <= b.rate.Limit && b.level >= need {
+	need, ok := b.canTake(n)
+	if ok {
 		b.level -= n * b.unit
-		ok = true
 	} else {
 		wait = b.until(now, min(need, b.full))
 	}
@@ -126,11 +125,19 @@ func (b *Bucket) Wait(now time.Time, n int64) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	need := max(n, 1) * b.unit
-	if n <= b.rate.Limit && b.level >= need {
+	need, ok := b.canTake(n)
+	if ok {
 		return 0
 	}
 	return b.until(now, min(need, b.full))
+}
+
+// canTake reports whether n tokens (clamped) can be taken now, and the
+// level that needs: max(n, 1) tokens' worth, so that a count of 0 still
+// needs the bucket out of debt. b.mu is held and the bucket refilled.
+func (b *Bucket) canTake(n int64) (need int64, ok bool) {
+	need = max(n, 1) * b.unit
+	return need, n <= b.rate.Limit && b.level >= need
 }
 
 // until is the time from now until the level reaches target units; a now

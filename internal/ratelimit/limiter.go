@@ -208,22 +208,23 @@ func (l *Local) states(now time.Time, costs []Cost) {
 
 // Charge implements Limiter.
 func (l *Local) Charge(_ context.Context, now time.Time, costs []Cost) error {
-	for i := range costs {
-		c := &costs[i]
-		b := l.bucket(c.ID, c.Rate, now)
-		b.Charge(now, c.N)
-		c.Remaining, c.Reset = b.State(now)
-	}
+	l.each(now, costs, (*Bucket).Charge)
 	return nil
 }
 
 // Refund implements Limiter.
 func (l *Local) Refund(_ context.Context, now time.Time, costs []Cost) error {
+	l.each(now, costs, (*Bucket).Refund)
+	return nil
+}
+
+// each applies op (Charge or Refund) to every cost's bucket and sets the
+// cost's Remaining and Reset after it.
+func (l *Local) each(now time.Time, costs []Cost, op func(b *Bucket, now time.Time, n int64)) {
 	for i := range costs {
 		c := &costs[i]
 		b := l.bucket(c.ID, c.Rate, now)
-		b.Refund(now, c.N)
+		op(b, now, c.N)
 		c.Remaining, c.Reset = b.State(now)
 	}
-	return nil
 }

@@ -460,21 +460,11 @@ func Babble(r *rand.Rand, n int) string {
 // ScrapeGauges reads the gauges and counters a soak checks from the
 // simulator's /metrics page.
 func ScrapeGauges(ctx context.Context, client *http.Client, baseURL string) (*SimGauges, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/metrics", nil)
+	p, err := procs.ScrapePage(ctx, client, baseURL+"/metrics")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return parseGauges(resp.Body)
+	return gaugesOf(p), nil
 }
 
 // parseGauges picks the soak's figures out of a Prometheus text page.
@@ -483,6 +473,11 @@ func parseGauges(r io.Reader) (*SimGauges, error) {
 	if err != nil {
 		return nil, err
 	}
+	return gaugesOf(p), nil
+}
+
+// gaugesOf picks the soak's figures out of a parsed page.
+func gaugesOf(p procs.PromPage) *SimGauges {
 	g := &SimGauges{
 		Running:        p.Sum("vllm:num_requests_running"),
 		Waiting:        p.Sum("vllm:num_requests_waiting"),
@@ -493,5 +488,5 @@ func parseGauges(r io.Reader) (*SimGauges, error) {
 	if g.RequestSuccess == nil {
 		g.RequestSuccess = make(map[string]float64)
 	}
-	return g, nil
+	return g
 }

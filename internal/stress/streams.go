@@ -57,22 +57,7 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	defer client.CloseIdleConnections()
 	url := baseURL + "/v1/chat/completions"
 
-	out := make([]StreamOutcome, l.Streams)
-	Burst(len(out), func(i int) func() {
-		body := streamsBody(i, l.MaxTokens)
-		return func() {
-			o := &out[i]
-			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
-			defer cancel()
-			o.Sent = time.Now()
-			o.Err = streamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
-			o.Done = time.Now()
-			if o.Err != nil {
-				o.Err = measure.Classify(rctx, o.Err)
-			}
-		}
-	})
-
+	out := StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, l.Timeout, func(i int) []byte { return streamsBody(i, l.MaxTokens) })
 	t := TallyStreams(out)
 	f := StreamsFigures{Streams: l.Streams, Completed: t.Completed, WallSeconds: t.WallSeconds,
 		Stream: summarize(t.StreamTimes), TTFT: summarize(t.TTFTs)}
@@ -136,14 +121,41 @@ func Later(a, b time.Time) time.Time {
 	return a
 }
 
-// streamOnce sends one streamed chat request and checks its stream.
-func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) error {
+// StreamBurst sends n streamed chats to url at once, body(i) the request of
+// stream i (built before any is sent), each bounded by timeout, and checks
+// every stream: maxTokens completion tokens exactly and a usage chunk. A
+// failed stream's error is classified (measure.Classify). The replica of an
+// outcome is the answer's X-Inferrail-Replica header, empty when there is
+// none (an engine answering straight).
+func StreamBurst(ctx context.Context, client *http.Client, url string, n, maxTokens int, timeout time.Duration, body func(i int) []byte) []StreamOutcome {
+	out := make([]StreamOutcome, n)
+	Burst(n, func(i int) func() {
+		b := body(i)
+		return func() {
+			o := &out[i]
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			o.Sent = time.Now()
+			o.Replica, o.Err = streamOnce(rctx, client, url, b, maxTokens, &o.First)
+			o.Done = time.Now()
+			if o.Err != nil {
+				o.Err = measure.Classify(rctx, o.Err)
+			}
+		}
+	})
+	return out
+}
+
+// streamOnce sends one streamed chat, checks its stream and returns the
+// replica that served it, as the answer names it.
+func streamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) (string, error) {
 	resp, err := Post(ctx, client, url, body, "text/event-stream")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
-	return ReadStream(resp.Body, StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
+	replica := resp.Header.Get(openai.HeaderReplica)
+	return replica, ReadStream(resp.Body, StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
 }
 
 // streamsBody is the chat request of stream i: a short prompt of its own.

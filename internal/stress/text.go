@@ -3,8 +3,12 @@ package stress
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/measure"
 )
 
 // OrDefault is d, or def when d is zero.
@@ -70,4 +74,31 @@ func WriteReproduce(w io.Writer, intro string, commands []string) {
 		fmt.Fprintf(w, "%s\n", c)
 	}
 	fmt.Fprint(w, "```\n")
+}
+
+// WriteMeasured opens a result's provenance in a report: when it was
+// measured and on which commit, the sentence left open for more.
+func WriteMeasured(w io.Writer, e measure.Environment) {
+	fmt.Fprintf(w, "Measured %s on commit %s", e.Date, OrText(e.GitCommit, "unknown"))
+	if e.GitDirty {
+		fmt.Fprint(w, " (the work tree had uncommitted changes)")
+	}
+}
+
+// WriteErrors writes the failures of a run under label in a report: how
+// many of each kind, in name order, then each sample as code; nothing when
+// there were none.
+func WriteErrors(w io.Writer, label string, kinds map[string]int, samples []string) {
+	if len(kinds) == 0 && len(samples) == 0 {
+		return
+	}
+	var ks []string
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
+	}
+	fmt.Fprintf(w, "%s errors: %s.\n", label, OrText(strings.Join(ks, ", "), "none"))
+	for _, s := range samples {
+		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(s, "`", "'"))
+	}
+	fmt.Fprintln(w)
 }

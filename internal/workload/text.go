@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
 
@@ -264,20 +265,20 @@ func (c *chat) body(maxTokens int) []byte {
 	}
 	b := make([]byte, 0, size)
 	b = append(b, `{"model":`...)
-	b = appendString(b, c.model)
+	b = openai.AppendString(b, c.model)
 	b = append(b, `,"messages":[`...)
 	for i, m := range c.messages {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"role":`...)
-		b = appendString(b, m.role)
+		b = openai.AppendString(b, m.role)
 		b = append(b, `,"content":"`...)
 		for _, p := range m.content {
 			if p.plain {
 				b = append(b, p.s...)
 			} else {
-				b = appendEscaped(b, p.s)
+				b = openai.AppendEscaped(b, p.s)
 			}
 		}
 		b = append(b, '"')
@@ -288,18 +289,18 @@ func (c *chat) body(maxTokens int) []byte {
 					b = append(b, ',')
 				}
 				b = append(b, `{"id":`...)
-				b = appendString(b, tc.id)
+				b = openai.AppendString(b, tc.id)
 				b = append(b, `,"type":"function","function":{"name":`...)
-				b = appendString(b, tc.name)
+				b = openai.AppendString(b, tc.name)
 				b = append(b, `,"arguments":`...)
-				b = appendString(b, tc.args)
+				b = openai.AppendString(b, tc.args)
 				b = append(b, `}}`...)
 			}
 			b = append(b, ']')
 		}
 		if m.callID != "" {
 			b = append(b, `,"tool_call_id":`...)
-			b = appendString(b, m.callID)
+			b = openai.AppendString(b, m.callID)
 		}
 		b = append(b, '}')
 	}
@@ -320,53 +321,5 @@ func (c *chat) body(maxTokens int) []byte {
 	return b
 }
 
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendEscaped(b, s)
-	return append(b, '"')
-}
-
-// appendEscaped appends s escaped for a JSON string, without quotes.
-// Invalid UTF-8 becomes U+FFFD, as encoding/json does.
-func appendEscaped(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
-}
-
 // quote returns s as a JSON string.
-func quote(s string) string { return string(appendString(nil, s)) }
+func quote(s string) string { return string(openai.AppendString(nil, s)) }

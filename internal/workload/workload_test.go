@@ -626,21 +626,6 @@ func TestExactTokenText(t *testing.T) {
 	}
 }
 
-func TestAppendEscaped(t *testing.T) {
-	for _, s := range []string{"", "plain", "q\"b\\s\n\r\t\x00\x1f", "é日本\u2028", "bad\xffutf8\xc3"} {
-		got := appendString(nil, s)
-		want, _ := json.Marshal(strings.ToValidUTF8(s, "\uFFFD"))
-		var back, wantBack string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("appendString(%q) = %s: %v", s, got, err)
-		}
-		_ = json.Unmarshal(want, &wantBack)
-		if back != wantBack {
-			t.Errorf("appendString(%q) decodes to %q, want %q", s, back, wantBack)
-		}
-	}
-}
-
 // TestRenderMatchesTemplate checks the generator's token arithmetic against
 // the template on a chat with tools and calls.
 func TestRenderMatchesTemplate(t *testing.T) {

@@ -57,7 +57,7 @@ func renderKVMirror(w *strings.Builder, r *Result) {
 	p("\n")
 	for _, run := range r.Runs {
 		if run.KVMirror != nil {
-			renderErrors(w, run.Variant, run.KVMirror.ErrorKinds, run.KVMirror.ErrorSamples)
+			stress.WriteErrors(w, run.Variant, run.KVMirror.ErrorKinds, run.KVMirror.ErrorSamples)
 		}
 	}
 }

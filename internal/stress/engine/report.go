@@ -136,7 +136,7 @@ func renderStreams(w *strings.Builder, r *Result) {
 	p("\n")
 	for _, run := range r.Runs {
 		if run.Streams != nil {
-			renderErrors(w, run.Variant, run.Streams.ErrorKinds, run.Streams.ErrorSamples)
+			stress.WriteErrors(w, run.Variant, run.Streams.ErrorKinds, run.Streams.ErrorSamples)
 		}
 		if run.SimStopError != "" {
 			p("%s: the simulator did not stop cleanly: %s\n\n", run.Variant, run.SimStopError)
@@ -181,7 +181,7 @@ func renderSoak(w *strings.Builder, r *Result) {
 			p("The simulator's /metrics after the load: running %.0f, waiting %.0f, KV cache usage %.3g, preemptions %.0f; "+
 				"request_success_total: %s.\n\n", g.Running, g.Waiting, g.KVUsage, g.Preemptions, strings.Join(succ, ", "))
 		}
-		renderErrors(w, run.Variant, f.ErrorKinds, f.ErrorSamples)
+		stress.WriteErrors(w, run.Variant, f.ErrorKinds, f.ErrorSamples)
 		if run.SimStopError != "" {
 			p("The simulator did not stop cleanly: %s\n\n", run.SimStopError)
 		}
@@ -189,27 +189,8 @@ func renderSoak(w *strings.Builder, r *Result) {
 }
 
 func renderProvenance(w *strings.Builder, r *Result) {
-	e := r.Environment
-	fmt.Fprintf(w, "Measured %s on commit %s", e.Date, stress.OrText(e.GitCommit, "unknown"))
-	if e.GitDirty {
-		fmt.Fprint(w, " (the work tree had uncommitted changes)")
-	}
+	stress.WriteMeasured(w, r.Environment)
 	fmt.Fprint(w, ".\n\n")
-}
-
-func renderErrors(w *strings.Builder, label string, kinds map[string]int, samples []string) {
-	if len(kinds) == 0 && len(samples) == 0 {
-		return
-	}
-	var ks []string
-	for _, k := range slices.Sorted(maps.Keys(kinds)) {
-		ks = append(ks, fmt.Sprintf("%s %d", k, kinds[k]))
-	}
-	fmt.Fprintf(w, "%s errors: %s.\n", label, stress.OrText(strings.Join(ks, ", "), "none"))
-	for _, s := range samples {
-		fmt.Fprintf(w, "- `%s`\n", strings.ReplaceAll(s, "`", "'"))
-	}
-	fmt.Fprintln(w)
 }
 
 // benchRow is one result line of `go test -bench` output.

@@ -329,6 +329,16 @@ type adminClient struct {
 	client *http.Client
 }
 
+// do sends a request for path on the admin port; the caller closes the
+// answer's body.
+func (a *adminClient) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	return a.client.Do(req)
+}
+
 // patchAnswer is what a PATCH /admin/config answered.
 type patchAnswer struct {
 	Generation uint64  `json:"generation"`
@@ -339,11 +349,7 @@ type patchAnswer struct {
 
 func (a *adminClient) patch(ctx context.Context, body string) (patchAnswer, error) {
 	var ans patchAnswer
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, a.base+"/admin/config", strings.NewReader(body))
-	if err != nil {
-		return ans, err
-	}
-	resp, err := a.client.Do(req)
+	resp, err := a.do(ctx, http.MethodPatch, "/admin/config", strings.NewReader(body))
 	if err != nil {
 		return ans, err
 	}
@@ -369,11 +375,7 @@ type shadowAnswer struct {
 
 func (a *adminClient) shadow(ctx context.Context) (shadowAnswer, error) {
 	var ans shadowAnswer
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/admin/shadow", nil)
-	if err != nil {
-		return ans, err
-	}
-	resp, err := a.client.Do(req)
+	resp, err := a.do(ctx, http.MethodGet, "/admin/shadow", nil)
 	if err != nil {
 		return ans, err
 	}
@@ -383,11 +385,7 @@ func (a *adminClient) shadow(ctx context.Context) (shadowAnswer, error) {
 
 // get reads an admin path whole; an answer other than 200 is an error.
 func (a *adminClient) get(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := a.client.Do(req)
+	resp, err := a.do(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/procs"
@@ -19,28 +18,12 @@ import (
 // one exporting traces of every request to an unreachable collector and
 // logging every routing decision, and straight to a simulator; what
 // observing costs is the second gateway's latency against the first's.
-type ObservabilityLoad struct {
-	// Rates are the request rates, per second, each run in turn. At least
-	// one, each positive.
-	Rates []int
-	// Requests is the number of requests of each measured leg. Must be
-	// positive.
-	Requests int
-	// Warmup requests go to a leg's target at the same rate right before
-	// the leg, unmeasured. Must not be negative.
-	Warmup int
-	// MaxTokens is each chat's max_tokens. Must be positive.
-	MaxTokens int
-	// Seed draws the Poisson schedule.
-	Seed uint64
-	// Timeout bounds each request. Zero means 10 s.
-	Timeout time.Duration
-}
+//
+// Its settings are gw-overhead's, meaning the same and validated alike.
+type ObservabilityLoad OverheadLoad
 
 // Validate reports every setting that cannot run.
-func (l ObservabilityLoad) Validate() error {
-	return errors.Join(append(validateRates(l.Rates), validateLegs(l.Requests, l.Warmup, l.MaxTokens, l.Timeout)...)...)
-}
+func (l ObservabilityLoad) Validate() error { return OverheadLoad(l).Validate() }
 
 // observabilityLegOrder runs each target twice, mirrored, so that drift
 // over the legs falls on all of them alike.

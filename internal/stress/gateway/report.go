@@ -186,11 +186,7 @@ func row(k, v string) [2]string { return [2]string{k, v} }
 func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ") }
 
 func (w *mdWriter) provenance(r *Result) {
-	e := r.Environment
-	w.p("Measured %s on commit %s", e.Date, stress.OrText(e.GitCommit, "unknown"))
-	if e.GitDirty {
-		w.p(" (the work tree had uncommitted changes)")
-	}
+	stress.WriteMeasured(w, r.Environment)
 	w.p(". Gateway: %s. Engines: %s", stress.OrText(r.Setup.Gateway, "–"), stress.OrText(r.Setup.Simulators, "–"))
 	if len(r.Setup.SimArgs) > 0 {
 		w.p(", `%s`", strings.Join(r.Setup.SimArgs, " "))
@@ -249,17 +245,6 @@ func pct(p measure.Percentiles) string {
 	return fmt.Sprintf("p50 %s, p99 %s, max %s", stress.Secs(p.P50), stress.Secs(p.P99), stress.Secs(p.Max))
 }
 
-func (w *mdWriter) errors(label string, kinds map[string]int, samples []string) {
-	if len(kinds) == 0 && len(samples) == 0 {
-		return
-	}
-	w.p("%s errors: %s.\n", label, formatCounts(kinds))
-	for _, s := range samples {
-		w.p("- `%s`\n", strings.ReplaceAll(s, "`", "'"))
-	}
-	w.p("\n")
-}
-
 func (w *mdWriter) streams(r *Result) {
 	w.p("| Simulators | Streams | Completed | Errors | Wall time | Stream p50 | Stream p99 | TTFT p50 | TTFT p99 | Served by (header) | Finished per simulator | Gateway peak RSS |\n")
 	w.p("|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|--:|\n")
@@ -270,7 +255,7 @@ func (w *mdWriter) streams(r *Result) {
 	}
 	w.p("\n")
 	for _, run := range r.Streams {
-		w.errors(run.Variant, run.ErrorKinds, run.ErrorSamples)
+		stress.WriteErrors(w, run.Variant, run.ErrorKinds, run.ErrorSamples)
 	}
 }
 
@@ -296,8 +281,8 @@ func (w *mdWriter) overhead(r *Result) {
 	}
 	w.p("\n")
 	for _, o := range r.Overhead {
-		w.errors(fmt.Sprintf("%d req/s direct", o.Rate), o.Direct.ErrorKinds, o.Direct.ErrorSamples)
-		w.errors(fmt.Sprintf("%d req/s gateway", o.Rate), o.Gateway.ErrorKinds, o.Gateway.ErrorSamples)
+		stress.WriteErrors(w, fmt.Sprintf("%d req/s direct", o.Rate), o.Direct.ErrorKinds, o.Direct.ErrorSamples)
+		stress.WriteErrors(w, fmt.Sprintf("%d req/s gateway", o.Rate), o.Gateway.ErrorKinds, o.Gateway.ErrorSamples)
 	}
 }
 
@@ -327,7 +312,7 @@ func (w *mdWriter) floor(f *FloorFigures) {
 	}
 	w.p("\n")
 	for _, t := range f.Targets {
-		w.errors(t.Target, t.ErrorKinds, t.ErrorSamples)
+		stress.WriteErrors(w, t.Target, t.ErrorKinds, t.ErrorSamples)
 	}
 }
 
@@ -364,8 +349,8 @@ func (w *mdWriter) routing(runs []RoutingRun) {
 			if rr.MetricsError != "" {
 				w.p("%s: a gateway /metrics scrape failed, so its figures miss a leg: `%s`\n\n", label, rr.MetricsError)
 			}
-			w.errors(label+" direct", rr.Direct.ErrorKinds, rr.Direct.ErrorSamples)
-			w.errors(label+" gateway", rr.Gateway.ErrorKinds, rr.Gateway.ErrorSamples)
+			stress.WriteErrors(w, label+" direct", rr.Direct.ErrorKinds, rr.Direct.ErrorSamples)
+			stress.WriteErrors(w, label+" gateway", rr.Gateway.ErrorKinds, rr.Gateway.ErrorSamples)
 		}
 	}
 }
@@ -424,7 +409,7 @@ func (w *mdWriter) kill(f *KillFigures) {
 	if f.RestartError != "" {
 		w.p("Restart failed: `%s`\n\n", f.RestartError)
 	}
-	w.errors("All", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "All", f.ErrorKinds, f.ErrorSamples)
 }
 
 func (w *mdWriter) hang(f *HangFigures) {
@@ -443,7 +428,7 @@ func (w *mdWriter) hang(f *HangFigures) {
 		row("served by", formatCounts(f.PerReplica)),
 		row("gateway retries", fmt.Sprintf("%.0f", f.Retries)),
 	)
-	w.errors("All", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "All", f.ErrorKinds, f.ErrorSamples)
 }
 
 func (w *mdWriter) flap(f *FlapFigures) {
@@ -455,7 +440,7 @@ func (w *mdWriter) flap(f *FlapFigures) {
 		row("served by", formatCounts(f.PerReplica)),
 		row("gateway retries / passive ejections", fmt.Sprintf("%.0f / %.0f", f.Retries, f.Ejections)),
 	)
-	w.errors("All", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "All", f.ErrorKinds, f.ErrorSamples)
 }
 
 func (w *mdWriter) disconnects(f *DisconnectsFigures) {
@@ -472,7 +457,7 @@ func (w *mdWriter) disconnects(f *DisconnectsFigures) {
 		row("idle after the last stream ended", fmt.Sprintf("%.2f s: engines running %.0f, waiting %.0f; gateway in flight %.0f, pending %.0f",
 			f.IdleAfter, f.Idle.SimRunning, f.Idle.SimWaiting, f.Idle.GatewayInFlight, f.Idle.GatewayPending)),
 	)
-	w.errors("All", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "All", f.ErrorKinds, f.ErrorSamples)
 }
 
 func (w *mdWriter) hostile(f *HostileFigures) {
@@ -529,7 +514,7 @@ func (w *mdWriter) soak(g *GWSoakFigures) {
 			"Gateway afterwards: in flight %.0f, client connections held %d.\n\n", s.Running, s.Waiting, s.Preemptions, formatCounts(s.RequestSuccess),
 			g.IdleAfter.GatewayInFlight, g.ClientConnsAfter)
 	}
-	w.errors("All", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "All", f.ErrorKinds, f.ErrorSamples)
 }
 
 func (w *mdWriter) slowReaders(f *SlowReadersFigures) {
@@ -545,7 +530,7 @@ func (w *mdWriter) slowReaders(f *SlowReadersFigures) {
 		row("gateway RSS: drain peak / idle afterwards", fmt.Sprintf("%s / %s", stress.MiB(f.DrainPeakRSSBytes), stress.MiB(f.AfterIdleRSSBytes))),
 		row("afterwards: gateway in flight / client connections held", fmt.Sprintf("%.0f / %d", f.IdleAfter.GatewayInFlight, f.ClientConnsAfter)),
 	)
-	w.errors("Other chats", f.OthersKinds, f.OthersSamples)
+	stress.WriteErrors(w, "Other chats", f.OthersKinds, f.OthersSamples)
 	for _, e := range f.DrainErrors {
 		w.p("- drain: `%s`\n", e)
 	}
@@ -599,7 +584,7 @@ func (w *mdWriter) observability(rates []ObservabilityRate) {
 	w.p("\n")
 	for _, o := range rates {
 		for _, t := range []OverheadLeg{o.Direct, o.Off, o.On} {
-			w.errors(fmt.Sprintf("%d req/s %s", o.Rate, t.Target), t.ErrorKinds, t.ErrorSamples)
+			stress.WriteErrors(w, fmt.Sprintf("%d req/s %s", o.Rate, t.Target), t.ErrorKinds, t.ErrorSamples)
 		}
 	}
 }

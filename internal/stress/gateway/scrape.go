@@ -93,21 +93,9 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 	var sc pageChecker
 	sw.Go(func() { sc.run(sctx, admin, gw.AdminURL+"/metrics", l.Every) })
 	url := gw.URL + "/v1/chat/completions"
-	out := make([]stress.StreamOutcome, l.Streams)
 	began := time.Now()
-	stress.Burst(len(out), func(i int) func() {
-		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
-		return func() {
-			o := &out[i]
-			rctx, cancel := context.WithTimeout(ctx, stress.OrDefault(l.Timeout, 2*time.Minute))
-			defer cancel()
-			o.Sent = time.Now()
-			o.Replica, o.Err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
-			o.Done = time.Now()
-			if o.Err != nil {
-				o.Err = measure.Classify(rctx, o.Err)
-			}
-		}
+	out := stress.StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, stress.OrDefault(l.Timeout, 2*time.Minute), func(i int) []byte {
+		return gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
 	})
 	stopScrapes()
 	sw.Wait()

@@ -50,7 +50,7 @@ func (w *mdWriter) tokenFlood(f *TokenFloodFigures) {
 		row("mean wait for tokens", stress.Secs(f.TokenizeWaitMean)),
 		row("latency / wall time", fmt.Sprintf("%s / %s", pct(f.Latency), stress.Secs(f.WallSeconds))),
 	)
-	w.errors("Flood", f.ErrorKinds, f.ErrorSamples)
+	stress.WriteErrors(w, "Flood", f.ErrorKinds, f.ErrorSamples)
 }
 
 // signedSecs is stress.Secs with a sign for a negative difference.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/inferrail/inferrail/internal/stress"
 
 	"github.com/inferrail/inferrail/internal/measure"
-	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -108,21 +106,9 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	client := gwClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := gw.URL + "/v1/chat/completions"
-	out := make([]stress.StreamOutcome, l.Streams)
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
-	stress.Burst(len(out), func(i int) func() {
-		body := gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
-		return func() {
-			o := &out[i]
-			rctx, cancel := context.WithTimeout(ctx, l.Timeout)
-			defer cancel()
-			o.Sent = time.Now()
-			o.Replica, o.Err = gwStreamOnce(rctx, client, url, body, l.MaxTokens, &o.First)
-			o.Done = time.Now()
-			if o.Err != nil {
-				o.Err = measure.Classify(rctx, o.Err)
-			}
-		}
+	out := stress.StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, l.Timeout, func(i int) []byte {
+		return gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
 	})
 	run.GatewayPeakRSSBytes = peak(sampler.stop())
 
@@ -145,18 +131,6 @@ func gwStreamsVariant(ctx context.Context, r *gwRun, l GWStreamsLoad, variant st
 	r.log.Info("gw-streams done", "variant", variant, "completed", run.Completed, "errors", run.Errors,
 		"wall_seconds", run.WallSeconds, "per_replica", formatCounts(run.PerReplica))
 	return run, ctx.Err()
-}
-
-// gwStreamOnce sends one streamed chat, checks its stream and returns the
-// replica that served it.
-func gwStreamOnce(ctx context.Context, client *http.Client, url string, body []byte, maxTokens int, first *time.Time) (string, error) {
-	resp, err := stress.Post(ctx, client, url, body, "text/event-stream")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	replica := resp.Header.Get(openai.HeaderReplica)
-	return replica, stress.ReadStream(resp.Body, stress.StreamCheck{MaxTokens: maxTokens, Exact: true, WantUsage: true, FirstChunk: first})
 }
 
 // spreadPercent is the largest distance of a replica's count from an even
