@@ -15,6 +15,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
 	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
+	./internal/tokenize/chattemplate:FuzzInstrument \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
