@@ -93,7 +93,7 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # long single-goroutine tokenizer and chat template checks, where the detector has nothing to
 # find and costs minutes.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate ./internal/auth ./internal/workload ./internal/config
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their

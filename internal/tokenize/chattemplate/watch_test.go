@@ -174,6 +174,9 @@ func alternatingChat(n int) []byte {
 // its error is not the template's (a refusal the gateway would count as
 // vLLM's 400) and the gateway's tokenizer reads it as hf.ErrStopped.
 func TestRenderStops(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine rendering 4,001 turns 35 times, seconds under the race detector; make norace runs it")
+	}
 	const turns = 4001
 	p, err := tokenize.ParseChatRequest(alternatingChat(turns))
 	if err != nil {
@@ -276,6 +279,9 @@ func TestChatIDsUntilStops(t *testing.T) {
 // (tokenize.ReasonSize), and one within it renders as it would without a
 // bound.
 func TestRenderMaxOutput(t *testing.T) {
+	if raceEnabled {
+		t.Skip("one goroutine rendering megabytes, 20 s under the race detector; make norace runs it")
+	}
 	body := string(alternatingChat(999)) // 1,000 messages
 	for _, tc := range []struct {
 		name, tmpl string
