@@ -178,8 +178,9 @@ const bytesPerToken = 4
 // out. A replica that answers 502, 503 or 504 did not take the request: its
 // answer is kept and passed on only if no other replica answers better. An
 // engine's own answer is better than none: it stays kept through the next
-// attempt, and is let go only when that attempt gets an answer too (one
-// the client is given, or a later 502, 503 or 504 kept instead); a
+// attempt (its lease and its unread body held meanwhile), and is let go
+// only when that attempt gets an answer too (one the client is given, or a
+// later 502, 503 or 504 kept instead); a
 // transport failure (a refused or broken connection, a timeout) never
 // replaces it, and is what the client is told only when no engine
 // answered at all.
