@@ -15,6 +15,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
 	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
+	./internal/tokenize/chattemplate:FuzzInstrument \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
@@ -93,7 +94,7 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # detector has nothing to find and costs minutes. house's TestRaceSkipsRunInNorace fails when a test
 # skips under the detector and is not listed here.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate ./internal/auth ./internal/workload ./internal/config \
 	  ./internal/policy ./internal/enginehash ./internal/events
 

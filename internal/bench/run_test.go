@@ -138,6 +138,25 @@ func TestMeasureFleet(t *testing.T) {
 // within 1.5%, and 26% higher once with the other core busy (that cost grows
 // with contention), so TTFT is allowed 40%. A mistake in the scaling would
 // be off by a multiple.
+//
+// A saturated machine breaks that premise, and then the test says so
+// rather than fail. At speedup 4 the gateway scrapes each engine every 25
+// ms of wall clock and drops reports older than a quarter of max_age; with
+// other processes holding both cores (four busy loops beside the test,
+// other jobs taking 75-90% of the CPU), the scrapes run late, the gateway
+// falls back to its own counts ("engine metrics unavailable", 2 to 13 times
+// a run), cost_model sends some of the shared-prompt requests (5 to 25 of
+// 48) to the replica without the prompt cached where it sent none in real
+// time, and mean e2e and TPOT come out 7-56% apart; sent at half the rate,
+// 4 to 20 of 32 went there. With a system prompt six times longer the
+// routing held, but the gateway's own work on the longer bodies, four times
+// dearer on the model's clock, put mean TTFT 24-76% and e2e 10-51% apart.
+// So when the runs disagree while other processes took at least
+// saturatedShare of the machine's CPU during either run (the harness
+// measures it), the test skips, saying so with the figures, each run's
+// routing and the gateway's warnings, unless a figure is more than
+// grossFactor apart, as a mistake in the scaling would put it. With the
+// CPU to spare, a disagreement fails.
 func TestSpeedupMatchesRealTime(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("about 12 s of timing-sensitive runs; skipped with -short and under the race detector")
@@ -152,7 +171,8 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("speedup %v: %v on the wall clock, window %.2f s", speedup, time.Since(start).Round(time.Millisecond), r.Measurements.WindowSeconds)
+		t.Logf("speedup %v: %v on the wall clock, window %.2f s; other processes took %.0f%% of the CPU, ours %.0f%%; served by %v",
+			speedup, time.Since(start).Round(time.Millisecond), r.Measurements.WindowSeconds, 100*r.Machine.Others, 100*r.Machine.Ours, r.Measurements.Replicas)
 		if speedup == 4 && !strings.Contains(r.Setup.GatewayConfig, "scrape_interval: 25ms") {
 			t.Errorf("gateway config at speedup 4 keeps its real-time scrape interval:\n%s", r.Setup.GatewayConfig)
 		}
@@ -162,6 +182,7 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 	if a.Succeeded != a.Measured || b.Succeeded != b.Measured {
 		t.Fatalf("failures: %v %v", a.Errors, b.Errors)
 	}
+	var disagree, grossly []string
 	for _, f := range []struct {
 		name string
 		x, y float64
@@ -177,9 +198,50 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 		d := math.Abs(f.x-f.y) / math.Max(math.Abs(f.x), math.Abs(f.y))
 		t.Logf("%s: %.5g in real time, %.5g at speedup 4 (%.2f%% apart)", f.name, f.x, f.y, 100*d)
 		if d > f.tol {
-			t.Errorf("%s: %v in real time but %v at speedup 4, %.1f%% apart (allowed %.0f%%)", f.name, f.x, f.y, 100*d, 100*f.tol)
+			disagree = append(disagree, fmt.Sprintf("%s: %v in real time but %v at speedup 4, %.1f%% apart (allowed %.0f%%)", f.name, f.x, f.y, 100*d, 100*f.tol))
+		}
+		if d > 1-1/grossFactor {
+			grossly = append(grossly, fmt.Sprintf("%s: %v in real time but %v at speedup 4, more than %v times apart", f.name, f.x, f.y, grossFactor))
 		}
 	}
+	for _, g := range grossly {
+		t.Error(g)
+	}
+	if len(disagree) == 0 || len(grossly) > 0 {
+		return
+	}
+	if others := max(runs[0].Machine.Others, runs[1].Machine.Others); others >= saturatedShare {
+		t.Skipf("the machine was saturated: other processes took %.0f%% of its CPU in real time and %.0f%% at speedup 4 (at least %.0f%% makes the machine, not the model, set the times); "+
+			"the runs disagree: %s; served by %v in real time and by %v at speedup 4; the gateway's warnings at speedup 4: %v",
+			100*runs[0].Machine.Others, 100*runs[1].Machine.Others, 100*saturatedShare, strings.Join(disagree, "; "),
+			a.Replicas, b.Replicas, warnings(runs[1].GatewayLog))
+	}
+	for _, d := range disagree {
+		t.Error(d)
+	}
+}
+
+// saturatedShare is the share of the machine's CPU other processes took
+// past which TestSpeedupMatchesRealTime cannot hold (see there).
+const saturatedShare = 0.5
+
+// grossFactor is how far apart TestSpeedupMatchesRealTime's figures may
+// come out even on a saturated machine: a mistake in the scaling puts them
+// a factor of 4 apart; saturation put them at most 2.3 apart (mean TPOT).
+const grossFactor = 3.0
+
+// warnings are the gateway's warnings and errors, counted by message.
+func warnings(l *procs.GatewayLog) map[string]int {
+	out := map[string]int{}
+	if l == nil {
+		return out
+	}
+	for msg, n := range l.Messages {
+		if strings.HasPrefix(msg, "WARN ") || strings.HasPrefix(msg, "ERROR ") {
+			out[msg] = n
+		}
+	}
+	return out
 }
 
 // The same point run twice on fresh fleets agrees within 3% on mean TTFT,

@@ -501,3 +501,63 @@ func TestAdminReplicas(t *testing.T) {
 		return !v.Replicas[1].Engine.Fresh && !v.Replicas[1].Healthy
 	})
 }
+
+// TestRetryKeepsTheEnginesAnswer: two replicas, two attempts, the first on
+// sim-1 (round robin). When an engine answered 502, 503 or 504 and the
+// retry got no answer at all (a refused connection, one closed without an
+// answer), the client gets the engine's answer, which says more than the
+// gateway's own 502 about a transport failure; a later engine answer, or a
+// good one, wins over it; with no engine answering, the client gets the
+// gateway's 502.
+func TestRetryKeepsTheEnginesAnswer(t *testing.T) {
+	fail := func(status int) func(*sim.Local) {
+		return func(s *sim.Local) { s.SetFault(sim.Fault{Kind: sim.FaultFail, Status: status}) }
+	}
+	refuse := func(s *sim.Local) { s.Kill() }
+	closeConn := func(s *sim.Local) { s.SetFault(sim.Fault{Kind: sim.FaultClose}) }
+	serve := func(*sim.Local) {}
+	for _, tc := range []struct {
+		name          string
+		first, second func(*sim.Local)
+		status        int
+		replica       string // the answer's X-Inferrail-Replica; "" for the gateway's own
+	}{
+		{"503_then_refused", fail(503), refuse, 503, "sim-1"},
+		{"502_then_closed", fail(502), closeConn, 502, "sim-1"},
+		{"504_then_refused", fail(504), refuse, 504, "sim-1"},
+		{"503_then_504", fail(503), fail(504), 504, "sim-2"},
+		{"refused_then_503", refuse, fail(503), 503, "sim-2"},
+		{"503_then_served", fail(503), serve, 200, "sim-2"},
+		{"refused_then_closed", refuse, closeConn, 502, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sims := fleetOf(t, 2, true)
+			cfg := testConfig(t, sims)
+			cfg.Health.Interval = cfg.Health.Interval * 100 // probes out of the way: passive paths only
+			cfg.Health.Timeout = cfg.Health.Timeout * 100
+			cfg.Retry.MaxAttempts = 2
+			gw := startGateway(t, cfg)
+			tc.first(sims[0])
+			tc.second(sims[1])
+			resp, body := chat(t, gw.url, chatBody("which answer", ""))
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			jerr := json.Unmarshal([]byte(body), &e)
+			engine := tc.replica != "" && tc.status != 200
+			switch {
+			case resp.StatusCode != tc.status || resp.Header.Get("X-Inferrail-Replica") != tc.replica:
+				t.Errorf("answer %d from %q: %s; want %d from %q", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body, tc.status, tc.replica)
+			case engine && (jerr != nil || e.Error.Message != "injected failure"):
+				t.Errorf("answer %d: %s; want the engine's own error", resp.StatusCode, body)
+			case tc.status != 200 && !engine && (jerr != nil || e.Error.Message == "" || e.Error.Message == "injected failure"):
+				t.Errorf("answer %d: %s; want the gateway's OpenAI error", resp.StatusCode, body)
+			}
+			if got := counterValue(t, gw, "inferrail_upstream_retries_total", "model", testModel); got != 1 {
+				t.Errorf("%v retries counted, want 1: the second replica was not tried", got)
+			}
+		})
+	}
+}

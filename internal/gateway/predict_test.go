@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +19,8 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
 )
 
@@ -483,5 +486,29 @@ func TestPredictGivesUpOnSlowTokenizing(t *testing.T) {
 	}
 	if counterValue(t, &running{g: g}, "inferrail_tokenized_requests_total", "model", testModel, "result", tokSlow) == 0 {
 		t.Error("no request gave up waiting: the test did not reach the case it is for")
+	}
+}
+
+// TestTokResult: why a request got no prediction, by the tokenizer's error.
+// A chat template stopped because the request stopped waiting is slow, like
+// an encoding stopped for it, not the template refusing the request (which
+// vLLM answers with 400); a rendering too long to follow is unsupported.
+func TestTokResult(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{chattemplate.ErrStopped, tokSlow},
+		{fmt.Errorf("messages: %w", chattemplate.ErrStopped), tokSlow},
+		{hf.ErrStopped, tokSlow},
+		{&chattemplate.Error{Err: errors.New("Conversation roles must alternate")}, tokTemplate},
+		{&tokenize.UnsupportedError{Reason: tokenize.ReasonTemplate}, tokTemplate},
+		{&tokenize.UnsupportedError{Reason: tokenize.ReasonSize}, tokUnsupported},
+		{chattemplate.ErrMissing, tokUnavailable},
+		{&chattemplate.RequestError{Msg: "bad"}, tokInvalid},
+	} {
+		if got := tokResult(tc.err); got != tc.want {
+			t.Errorf("tokResult(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

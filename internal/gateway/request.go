@@ -176,7 +176,14 @@ const bytesPerToken = 4
 
 // proxy sends the request to replicas until one answers or attempts run
 // out. A replica that answers 502, 503 or 504 did not take the request: its
-// answer is kept and passed on only if no other replica answers better.
+// answer is kept and passed on only if no other replica answers better. An
+// engine's own answer is better than none: it stays kept through the next
+// attempt (its lease and its unread body held meanwhile), and is let go
+// only when that attempt gets an answer too (one the client is given, or a
+// later 502, 503 or 504 kept instead); a
+// transport failure (a refused or broken connection, a timeout) never
+// replaces it, and is what the client is told only when no engine
+// answered at all.
 func (g *Gateway) proxy(ex *exchange) {
 	tried := map[*fleet.Replica]bool{}
 	var kept *attempt
@@ -191,6 +198,7 @@ func (g *Gateway) proxy(ex *exchange) {
 			lease, cached, err = g.choose(ex, tried)
 		}
 		if errors.Is(err, errQueueLeft) {
+			kept.discardIfAny(g.index)
 			g.cancelled(ex, "")
 			return
 		}
@@ -202,21 +210,19 @@ func (g *Gateway) proxy(ex *exchange) {
 			g.refuse(ex, err)
 			return
 		}
-		if kept != nil {
-			kept.discard(g.index)
-			kept = nil
-		}
 		rep := lease.Replica()
 		tried[rep] = true
 		a := g.begin(ex, lease, cached)
 		err = g.send(ex, a)
 		switch {
 		case err == nil && !retryable(a.resp.StatusCode):
+			kept.discardIfAny(g.index)
 			g.health.Report(rep, a.resp.StatusCode < 500)
 			g.relay(ex, a)
 			return
 		case ex.r.Context().Err() != nil: // the client left before any answer
 			a.discard(g.index)
+			kept.discardIfAny(g.index)
 			g.cancelled(ex, rep.ID)
 			return
 		}
@@ -229,6 +235,7 @@ func (g *Gateway) proxy(ex *exchange) {
 			a.discard(g.index)
 			g.log.Debug("attempt failed", "request_id", ex.id, "replica", rep.ID, "attempt", n, "error", err)
 		} else {
+			kept.discardIfAny(g.index)
 			kept = a
 		}
 		if n >= ex.gen.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
@@ -325,6 +332,13 @@ func (a *attempt) discard(ix index.Index) {
 	a.mq.kick()
 	ix.TakeBack(a.record)
 	a.trace.end()
+}
+
+// discardIfAny is discard of an attempt that may be nil.
+func (a *attempt) discardIfAny(ix index.Index) {
+	if a != nil {
+		a.discard(ix)
+	}
 }
 
 // send sends the request to the attempt's replica and waits for the

@@ -72,6 +72,7 @@ const (
 	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
 	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
+	ReasonSize       = "size"       // a rendered chat longer than the renderer's bound
 )
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }

@@ -120,10 +120,14 @@ func documents(raw json.RawMessage) (jinja.Value, error) {
 // both reasoning and reasoning_content; tool_call_id and name copied.
 //
 // contents are the contents tokenize.ParseChatRequest decoded, by message;
-// they spare decoding long texts twice.
-func conversation(raw []json.RawMessage, contents []rawjson.Decoded, format string) ([]jinja.Value, error) {
+// they spare decoding long texts twice. Every stopEvery messages it looks
+// at w's stop signal, and gives up with ErrStopped once it is set.
+func conversation(raw []json.RawMessage, contents []rawjson.Decoded, format string, w *watch) ([]jinja.Value, error) {
 	conv := make([]jinja.Value, 0, len(raw))
 	for i, rm := range raw {
+		if i%stopEvery == 0 && w.stopping() {
+			return nil, ErrStopped
+		}
 		var known rawjson.Decoded
 		if i < len(contents) {
 			known = contents[i]

@@ -32,6 +32,10 @@ type Options struct {
 	Kwargs json.RawMessage
 	// Now is the clock of the templates' strftime_now; nil means time.Now.
 	Now func() time.Time
+	// MaxOutput bounds a rendered prompt, in bytes: a request whose
+	// rendering would outgrow it is not followed (tokenize.ReasonSize).
+	// 0 means DefaultMaxOutput.
+	MaxOutput int
 }
 
 // ErrMissing is returned for chat requests to a model whose
@@ -69,6 +73,7 @@ type Renderer struct {
 	format   string                       // FormatAuto, FormatString or FormatOpenAI
 	defaults []kwarg                      // Options.Kwargs, in order
 	now      func() time.Time
+	maxOut   int // Options.MaxOutput
 }
 
 type kwarg struct {
@@ -78,9 +83,13 @@ type kwarg struct {
 
 // compiledTemplate is one compiled template and its detected content format.
 type compiledTemplate struct {
-	tmpl   *jinja.Template
-	err    error // compile error, reported when the template is used
-	format string
+	// tmpl is instrumented to call a rendering's watch (see instrument),
+	// unless watched is false: the instrumented copy did not compile, and
+	// the template as written cannot be stopped or bounded.
+	tmpl    *jinja.Template
+	watched bool
+	err     error // compile error, reported when the template is used
+	format  string
 	// trims: the template uses the trim filter, which in the template
 	// engine keeps the characters U+001C to U+001F that Python's strip
 	// removes.
@@ -89,7 +98,16 @@ type compiledTemplate struct {
 
 func compileTemplate(src string) *compiledTemplate {
 	t, err := jinja.Compile(src)
-	return &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim")}
+	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim")}
+	if err != nil {
+		return ct
+	}
+	if inst, ok := instrument(src); ok {
+		if ti, err := jinja.Compile(inst); err == nil {
+			ct.tmpl, ct.watched = ti, true
+		}
+	}
+	return ct
 }
 
 // New returns a renderer for tok's chat template (from
@@ -101,9 +119,15 @@ func New(tok *hf.Tokenizer, opts Options) (*Renderer, error) {
 // newRenderer returns a renderer of the chat template and special
 // tokens of cfg that encodes with tok.
 func newRenderer(tok *hf.Tokenizer, cfg hf.ChatConfig, opts Options) (*Renderer, error) {
-	r := &Renderer{tok: tok, special: cfg, now: opts.Now}
+	r := &Renderer{tok: tok, special: cfg, now: opts.Now, maxOut: opts.MaxOutput}
 	if r.now == nil {
 		r.now = time.Now
+	}
+	switch {
+	case r.maxOut < 0:
+		return nil, fmt.Errorf("chat template max output %d: must be >= 0", r.maxOut)
+	case r.maxOut == 0:
+		r.maxOut = DefaultMaxOutput
 	}
 	switch opts.ContentFormat {
 	case "", FormatAuto:
@@ -202,11 +226,12 @@ func (r *Renderer) ChatIDs(p *tokenize.Prompt) ([]int, error) {
 	return r.ChatIDsUntil(p, nil)
 }
 
-// ChatIDsUntil is ChatIDs that gives up with hf.ErrStopped once stop is
-// set: after rendering, or while encoding (hf.Tokenizer.EncodeUntil). A
+// ChatIDsUntil is ChatIDs that gives up once stop is set: while rendering
+// (RenderUntil, with ErrStopped), after it, or while encoding
+// (hf.Tokenizer.EncodeUntil, with hf.ErrStopped; ErrStopped matches it). A
 // nil stop never stops.
 func (r *Renderer) ChatIDsUntil(p *tokenize.Prompt, stop *atomic.Bool) ([]int, error) {
-	text, err := r.Render(p.Chat)
+	text, err := r.RenderUntil(p.Chat, stop)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +252,21 @@ var inertParams = map[string]bool{
 // Render returns the prompt text of c: the conversation vLLM builds from
 // the request, rendered with the model's chat template.
 func (r *Renderer) Render(c *tokenize.Chat) (string, error) {
+	return r.RenderUntil(c, nil)
+}
+
+// RenderUntil is Render that gives up with ErrStopped once stop is set:
+// it looks while building the conversation (every stopEvery messages), at
+// each iteration of the template's loops and before each value it prints.
+// A rendering longer than Options.MaxOutput gives up at the same points
+// with a tokenize.UnsupportedError (tokenize.ReasonSize). A nil stop never
+// stops.
+func (r *Renderer) RenderUntil(c *tokenize.Chat, stop *atomic.Bool) (string, error) {
+	return r.render(c, newWatch(stop, r.maxOut))
+}
+
+// render is RenderUntil with the watch given.
+func (r *Renderer) render(c *tokenize.Chat, w *watch) (string, error) {
 	if c.ContinueFinalMessage && c.AddGenerationPrompt {
 		return "", badRequest("continue_final_message and add_generation_prompt cannot both be set")
 	}
@@ -293,7 +333,7 @@ func (r *Renderer) Render(c *tokenize.Chat) (string, error) {
 	if format == FormatAuto {
 		format = tmpl.format
 	}
-	conv, err := conversation(c.RawMessages, c.Contents, format)
+	conv, err := conversation(c.RawMessages, c.Contents, format, w)
 	if err != nil {
 		return "", err
 	}
@@ -319,5 +359,5 @@ func (r *Renderer) Render(c *tokenize.Chat) (string, error) {
 	if _, ok := vars["documents"]; !ok {
 		vars["documents"] = jinja.None()
 	}
-	return r.renderConversation(tmpl.tmpl, conv, vars, c.ContinueFinalMessage)
+	return r.renderConversation(tmpl.tmpl, conv, vars, c.ContinueFinalMessage, w)
 }

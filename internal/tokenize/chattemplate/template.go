@@ -15,7 +15,9 @@ const continueTag = "CONTINUE_FINAL_MESSAGE_TAG "
 
 // renderConversation renders, and with cont cuts the text after the final
 // message's content the way transformers' render_jinja_template does.
-func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, vars map[string]jinja.Value, cont bool) (string, error) {
+// w's callables are among the template's variables, and it says why a
+// rendering it cut short failed.
+func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, vars map[string]jinja.Value, cont bool, w *watch) (string, error) {
 	if len(conv) == 0 {
 		// transformers indexes the first message (IndexError).
 		return "", &Error{Err: errors.New("no messages")}
@@ -65,8 +67,12 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 		}
 		return jinja.NewString(strftime(r.now(), args[0].AsString())), nil
 	})
+	w.vars(vars)
 	out, err := t.RenderValues(vars)
 	if err != nil {
+		if werr := w.err(); werr != nil {
+			return "", werr
+		}
 		if raised != nil {
 			return "", &Error{Err: raised}
 		}
