@@ -295,7 +295,8 @@ func (k *kvRun) feedStats() (kvfeed.Stats, bool) {
 func (k *kvRun) waitSubscribed(ctx context.Context) error {
 	return poll(ctx, 10*time.Second, func() bool {
 		s, _ := k.feedStats()
-		return k.sim.Server().KVEventsSubscribers() >= 2 && s.Replays >= 1
+		srv := k.sim.Server()
+		return srv != nil && srv.KVEventsSubscribers() >= 2 && s.Replays >= 1
 	}, "the feed and the tap to subscribe")
 }
 
@@ -384,7 +385,15 @@ func (k *kvRun) disrupt(ctx context.Context) error {
 	case KVEngineRestart:
 		k.sim.Kill()
 		time.Sleep(down)
-		if err := k.sim.Restart(); err != nil {
+		// The dead engine's KV event sockets may hold their ports a moment
+		// longer on a busy machine: try again for a few seconds.
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if err = k.sim.Restart(); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("restarting the simulator: %w", err)
 		}
 	}
@@ -425,7 +434,11 @@ func (k *kvRun) send(ctx context.Context, client *http.Client, prefixes []string
 
 // compare checks the mirror against a snapshot of the engine's cache.
 func (k *kvRun) compare(ctx context.Context, f *KVMirrorFigures) error {
-	blocks, err := k.sim.Server().Engine().CachedBlocks(ctx)
+	srv := k.sim.Server()
+	if srv == nil {
+		return errors.New("the simulator is not running: nothing to compare the mirror with")
+	}
+	blocks, err := srv.Engine().CachedBlocks(ctx)
 	if err != nil {
 		return err
 	}
