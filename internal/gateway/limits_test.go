@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
@@ -217,10 +218,44 @@ func TestOutputTokenLimits(t *testing.T) {
 			t.Fatalf("stream: %d %s", resp.StatusCode, b)
 		}
 		after := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="`+tc.source+`"}`)
-		if after-max(before, 0) != 5 {
-			t.Errorf("a 5-token stream %s charged %v from %s, want 5", tc.extra, after-max(before, 0), tc.source)
+		// Without usage the charge is an estimate, a token an event: a
+		// busy machine's engine merges tokens into fewer events (as
+		// vLLM's output collector does), so it is the events that carried
+		// text to the client.
+		want := 5.0
+		if tc.source == "stream_chunks" {
+			want = float64(textEvents(t, b))
+		}
+		if after-max(before, 0) != want {
+			t.Errorf("a 5-token stream %s charged %v from %s, want %v", tc.extra, after-max(before, 0), tc.source, want)
 		}
 	}
+}
+
+// textEvents counts a chat stream's events whose delta carries text.
+func textEvents(t *testing.T, stream string) int {
+	t.Helper()
+	n := 0
+	for _, ev := range strings.Split(stream, "\n\n") {
+		data, ok := strings.CutPrefix(strings.TrimSpace(ev), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var chunk struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("stream event %q: %v", data, err)
+		}
+		if len(chunk.Choices) > 0 && chunk.Choices[0].Delta.Content != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func TestOutputMeterEstimates(t *testing.T) {

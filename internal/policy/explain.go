@@ -98,14 +98,15 @@ func (c CostParams) Prefill(u, cached int) float64 {
 }
 
 // queue is W: the prefill queued on the candidate plus the decode
-// interference of its running requests (in flight ones without a fresh
-// report).
+// interference of its running requests: the more of what its engine last
+// reported and what the gateway has in flight there. The report is up to
+// a scrape interval old, and a burst routed within one interval would
+// otherwise find every replica as the report left it and pile onto the one
+// it showed least busy; the gateway's own count moves with every request
+// it routes (the report still counts other gateways' requests).
 func (c CostParams) queue(cand *Candidate) float64 {
-	running := cand.Running
-	if running < 0 {
-		running = cand.InFlight
-	}
-	return max(cand.QueuedPrefill, 0) + c.DecodeInterferenceSecs*float64(max(running, 0))
+	running := max(cand.Running, cand.InFlight, 0)
+	return max(cand.QueuedPrefill, 0) + c.DecodeInterferenceSecs*float64(running)
 }
 
 // Estimate prices the request on the candidate with the cached tokens it

@@ -20,8 +20,8 @@ type Candidate struct {
 	// not seen answered yet; 0 when none.
 	QueuedPrefill float64
 	// Running is the number of requests its engine reports running while
-	// that report is fresh; -1 without a fresh report (the policies then
-	// use InFlight).
+	// that report is fresh; -1 without a fresh report (cost_model prices
+	// the larger of it and InFlight).
 	Running int64
 	// KVUsage is the share of its engine's KV cache in use, 0 to 1, while
 	// the report is fresh; -1 without a fresh report.
