@@ -43,6 +43,9 @@ type exchange struct {
 	route    policy.Request
 	bill     *bill      // what the rate limits charged; nil when none apply
 	adm      *admission // its priority class and TTFT target; nil until classified
+	// fair and slot: fair sharing knows the request (it must leave), and
+	// it holds a slot. Guarded by its model queue's mu once set.
+	fair, slot bool
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
@@ -178,6 +181,7 @@ const bytesPerToken = 4
 // out. A replica that answers 502, 503 or 504 did not take the request: its
 // answer is kept and passed on only if no other replica answers better.
 func (g *Gateway) proxy(ex *exchange) {
+	defer g.leave(ex)
 	tried := map[*fleet.Replica]bool{}
 	var kept *attempt
 	var lastErr error
