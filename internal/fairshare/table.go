@@ -71,6 +71,14 @@ func (t *Table) Acquire(f Flow) {
 	}
 }
 
+// Release records that a request of f let its slot go while it stays
+// held (it may take one again with Acquire).
+func (t *Table) Release(f Flow) {
+	if s := t.flows[f]; s != nil && s.inFlight > 0 {
+		s.inFlight--
+	}
+}
+
 // Leave records that a request of f ended; slot says whether it held one.
 func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 	s := t.flows[f]

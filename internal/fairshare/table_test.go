@@ -180,7 +180,12 @@ func TestAgainstModel(t *testing.T) {
 			now = now.Add(time.Duration(rapid.IntRange(0, 1500).Draw(t, "dt")) * time.Millisecond)
 			f := Flow{rapid.IntRange(0, classes-1).Draw(t, "class"), rapid.SampledFrom(keys).Draw(t, "key")}
 			s := m.flows[f]
-			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 3:
+				tb.Release(f)
+				if s != nil && s.inFlight > 0 {
+					s.inFlight--
+				}
 			case 0:
 				tb.Arrive(f, now)
 				if s == nil || !m.active(f, now) {

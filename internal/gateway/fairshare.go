@@ -46,12 +46,12 @@ func (g *Gateway) slots(gen *generation, model string, now time.Time) int {
 	return int(n)
 }
 
-// arrive records a request entering flow control under fair sharing and
-// reports whether it may take a slot now: false when its key holds its
-// share. Without fair sharing it records nothing and reports true.
-func (g *Gateway) arrive(ex *exchange, mq *modelQueue) bool {
+// arrive records a request entering flow control under fair sharing,
+// and counts it in inferrail_flow_over_share_total when its key holds its
+// share now. Without fair sharing it does nothing.
+func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
 	if !ex.gen.cfg.Flow.FairShare() {
-		return true
+		return
 	}
 	now := time.Now()
 	slots := g.slots(ex.gen, ex.model, now)
@@ -65,15 +65,58 @@ func (g *Gateway) arrive(ex *exchange, mq *modelQueue) bool {
 	if !ok {
 		g.flow.metrics.overShare.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
 	}
-	return ok
+}
+
+// take takes one of the request's key's share of slots if it may have
+// one now, and reports whether it did; checking and taking under one lock,
+// so that requests of one key arriving together cannot all pass. A request
+// fair sharing does not know always may.
+func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
+	if !ex.fair {
+		return true
+	}
+	now := time.Now()
+	slots := g.slots(ex.gen, ex.model, now)
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	if !mq.fair.Allowed(flowOf(ex.adm), slots, now) {
+		return false
+	}
+	mq.acquired(ex)
+	return true
 }
 
 // acquired records that the request took a slot; called under mq.mu.
 func (mq *modelQueue) acquired(ex *exchange) {
-	if ex.fair {
+	if ex.fair && !ex.slot {
 		mq.fair.Acquire(flowOf(ex.adm))
 		ex.slot = true
 	}
+}
+
+// retook records that a request retrying on another replica took a slot
+// again.
+func (mq *modelQueue) retook(ex *exchange) {
+	if ex.fair {
+		mq.mu.Lock()
+		mq.acquired(ex)
+		mq.mu.Unlock()
+	}
+}
+
+// freed records that the request let its slot go (its attempt ended, or
+// it was not placed after all), as its lease frees room: the dispatcher
+// woken next finds its key under its share again.
+func (mq *modelQueue) freed(ex *exchange) {
+	if !ex.fair {
+		return
+	}
+	mq.mu.Lock()
+	if ex.slot {
+		mq.fair.Release(flowOf(ex.adm))
+		ex.slot = false
+	}
+	mq.mu.Unlock()
 }
 
 // leave records that a request fair sharing knew ended, and wakes the

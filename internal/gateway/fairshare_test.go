@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fairshare"
 )
 
 // countPrefix is how many of ids start with p.
@@ -99,6 +100,13 @@ func TestFairShareSlots(t *testing.T) {
 			if got := countPrefix(e.received(), "f"); got != 4 {
 				t.Errorf("the engine received %d flood requests in the end, want 4", got)
 			}
+			// Every slot taken in the fair share is given back.
+			mq := gw.g.flow.queues[testModel]
+			waitFor(t, "every request to leave fair sharing", 10*time.Second, func() bool {
+				mq.mu.Lock()
+				defer mq.mu.Unlock()
+				return mq.fair.InFlight(fairshare.Flow{Class: 1, Key: "flood"})+mq.fair.InFlight(fairshare.Flow{Class: 1, Key: "quiet"}) == 0
+			})
 		})
 	}
 }

@@ -124,16 +124,14 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 		return g.choose(ex, nil)
 	}
 	mq := g.flow.queues[ex.model]
-	allowed := g.arrive(ex, mq)
-	if mq.waiting.Load() == 0 && allowed {
+	g.arrive(ex, mq)
+	if mq.waiting.Load() == 0 && g.take(ex, mq) {
 		lease, cached, err := g.choose(ex, nil)
+		if err != nil {
+			mq.freed(ex) // the slot it took in the fair share, given back
+		}
 		switch {
 		case err == nil:
-			if ex.fair {
-				mq.mu.Lock()
-				mq.acquired(ex)
-				mq.mu.Unlock()
-			}
 			return lease, cached, nil
 		case errors.Is(err, errSLOUnreachable):
 			return nil, -1, g.shed(ex, shedSLOUnreachable)

@@ -191,8 +191,8 @@ func (g *Gateway) proxy(ex *exchange) {
 		var err error
 		if n == 1 {
 			lease, cached, err = g.enter(ex)
-		} else {
-			lease, cached, err = g.choose(ex, tried)
+		} else if lease, cached, err = g.choose(ex, tried); err == nil {
+			g.flow.queues[ex.model].retook(ex)
 		}
 		if errors.Is(err, errQueueLeft) {
 			g.cancelled(ex, "")
@@ -298,6 +298,7 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 type attempt struct {
 	lease  *fleet.Lease
 	mq     *modelQueue // the model's queue, woken when the lease frees room
+	ex     *exchange   // the request it is a try of
 	record index.Token // the prompt's blocks recorded on the replica
 	cached int         // prompt tokens predicted cached there; -1 without a prediction
 	cancel context.CancelCauseFunc
@@ -308,7 +309,7 @@ type attempt struct {
 // begin starts an attempt on the leased replica: the prompt's blocks are
 // recorded there, as the engine will hold them once it computes them.
 func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
-	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], cached: cached, cancel: func(error) {}}
+	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
@@ -326,6 +327,7 @@ func (a *attempt) discard(ix index.Index) {
 	}
 	a.cancel(nil)
 	a.lease.Release()
+	a.mq.freed(a.ex)
 	a.mq.kick()
 	ix.TakeBack(a.record)
 	a.trace.end()
@@ -412,6 +414,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		resp.Body.Close()
 		a.cancel(nil)
 		a.lease.Release()
+		a.mq.freed(a.ex)
 		a.mq.kick()
 		a.trace.end()
 		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {
