@@ -10,13 +10,18 @@
 //
 // Share. With S slots (the replicas' concurrency guards, summed) and A
 // flows counted, a flow's share is max(1, S/A) slots, rounded down. A flow
-// already holding its share in flight waits, even while a slot is free:
-// the slots it leaves are the headroom in which another active flow starts
-// at once, however hard the first one floods. Alone, a flow's share is
-// every slot: sharing costs nothing while nobody else is there. With
-// several flows, up to A-1 slots may stay idle through rounding, and the
-// unused part of a quiet flow's share stays idle while it is active: that
-// idle room is the price of its never waiting for a slot.
+// under its share may take a free slot (Under), and the queue's owner
+// serves such flows first. A flow at or past its share may take one only
+// while a slot is free beyond the headroom of the others (Allowed): the
+// part of their shares they do not hold, summed over the flows counted
+// against it that have no request waiting. So however hard one flow
+// floods, the others find their unused shares free and start at once; a
+// flow whose own requests pile past its share (a burst) may borrow what
+// nobody idle is owed, and takes its turn in the queue's order against
+// flows that also wait. Alone, a flow's share is every slot: sharing costs
+// nothing while nobody else is there. The price is idle room: while a
+// quiet flow is active, the part of its share it does not use stays free
+// for it.
 //
 // Memory is bounded by the flows holding requests plus those that ended
 // one within Window: a flow idle for longer is forgotten.

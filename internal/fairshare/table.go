@@ -31,6 +31,7 @@ type Table struct {
 	recent  []int   // per class: flows idle for less than window
 	idles   []idled // flows as they went idle, oldest first; some stale
 	head    int     // idles[:head] are consumed
+	total   int     // slots held by every flow
 }
 
 // New returns an empty table for classes priority classes; flows idle for
@@ -68,6 +69,7 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 func (t *Table) Acquire(f Flow) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
 		s.inFlight++
+		t.total++
 	}
 }
 
@@ -76,6 +78,7 @@ func (t *Table) Acquire(f Flow) {
 func (t *Table) Release(f Flow) {
 	if s := t.flows[f]; s != nil && s.inFlight > 0 {
 		s.inFlight--
+		t.total--
 	}
 }
 
@@ -87,8 +90,13 @@ func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 	}
 	if slot && s.inFlight > 0 {
 		s.inFlight--
+		t.total--
 	}
 	s.held--
+	if s.inFlight > s.held { // it said it held none, but its key held more than it waits for
+		t.total -= s.inFlight - s.held
+		s.inFlight = s.held
+	}
 	if s.held == 0 {
 		t.holding[f.Class]--
 		s.idle = now
@@ -146,13 +154,50 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 }
 
 // Allowed reports whether a request of f may take one of slots slots now:
-// whether f holds fewer than its share in flight. slots <= 0 means the
-// fleet has no bound, and every request is allowed.
+// when f holds fewer than its share in flight, or when a slot is free
+// beyond the headroom of the others: the part of their shares they do not
+// hold, summed over the flows that count against f and have no request
+// waiting (a flow with one waiting competes in the queue's order
+// instead). slots <= 0 means the fleet has no bound, and every request is
+// allowed.
 func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	if slots <= 0 {
 		return true
 	}
-	return t.InFlight(f) < t.Share(f, slots, now)
+	if t.Under(f, slots, now) {
+		return true
+	}
+	free := slots - t.total
+	return free > 0 && free-1 >= t.Headroom(f, slots, now)
+}
+
+// Under reports whether f holds fewer than its share of slots slots at
+// now: a request of f then takes a slot before any of a flow at or past
+// its share. slots <= 0 means no bound: every flow is under.
+func (t *Table) Under(f Flow, slots int, now time.Time) bool {
+	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)
+}
+
+// Headroom returns the slots kept free for the flows that count against
+// f at now, other than f, and have no request waiting: each one's share
+// less what it holds, at least 0. It takes time in the number of flows.
+func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
+	t.expire(now)
+	counts := make([]int, len(t.holding)) // flows counted against a flow of each class
+	for c := range t.holding {
+		counts[c] = t.holding[c] + t.recent[c]
+		if c > 0 {
+			counts[c] += counts[c-1]
+		}
+	}
+	r := 0
+	for g, s := range t.flows {
+		if g == f || g.Class > f.Class || s.held > s.inFlight {
+			continue
+		}
+		r += max(0, max(1, slots/max(1, counts[g.Class]))-s.inFlight)
+	}
+	return r
 }
 
 // InFlight returns the slots f holds.

@@ -74,11 +74,17 @@ func TestShare(t *testing.T) {
 		{"quiet_under_share", cat(many(flood, 8, 0), many(quiet, 7, 0)), quiet, 16, 0, 8, 2, true},
 		{"quiet_recent_still_counts", cat(many(flood, 8, 0), run(quiet, 0), []op{{"leave", quiet, 100}}), flood, 16, 4_999 + 100, 8, 2, false},
 		{"quiet_forgotten_after_window", cat(many(flood, 8, 0), run(quiet, 0), []op{{"leave", quiet, 100}}), flood, 16, 5_100, 16, 1, true},
-		{"three_keys_round_down", cat(many(flood, 5, 0), run(quiet, 0), run(Flow{1, "third"}, 0)), flood, 16, 0, 5, 3, false},
+		// 16 slots over 3 keys: shares of 5, and the slot rounding leaves
+		// over may be borrowed: the others' headroom (4 + 4) stays free.
+		{"three_keys_remainder_borrowed", cat(many(flood, 5, 0), run(quiet, 0), run(Flow{1, "third"}, 0)), flood, 16, 0, 5, 3, true},
+		{"three_keys_headroom_kept", cat(many(flood, 6, 0), run(quiet, 0), run(Flow{1, "third"}, 0)), flood, 16, 0, 5, 3, false},
 		{"share_at_least_one", cat(run(Flow{1, "a"}, 0), run(Flow{1, "b"}, 0), run(Flow{1, "c"}, 0)), Flow{1, "d"}, 2, 0, 1, 4, true},
 		{"critical_ignores_sheddable", cat(many(shed, 3, 0), many(crit, 10, 0)), crit, 16, 0, 16, 1, true},
 		{"sheddable_shares_with_critical", cat(many(crit, 3, 0), many(shed, 8, 0)), shed, 16, 0, 8, 2, false},
-		{"queued_counts_as_active", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}}), flood, 16, 0, 8, 2, false},
+		// A key with a request waiting counts, but keeps no headroom: it
+		// competes in the queue, where keys under their share go first.
+		{"queued_counts_as_active", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}}), flood, 16, 0, 8, 2, true},
+		{"borrowing_keeps_one_slot_free_per_idle_share", cat(many(flood, 15, 0), run(quiet, 0)), flood, 16, 0, 8, 2, false},
 		{"queued_leaves_without_slot", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}, {"leaveQueued", quiet, 10}}), quiet, 16, 10, 8, 2, true},
 		{"same_key_other_class_is_other_flow", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 8, 2, true},
 		{"unbounded_slots_allow", many(flood, 100, 0), flood, 0, 0, 1, 1, true},
@@ -168,6 +174,21 @@ func (m *model) counted(f Flow, now time.Time) int {
 	return n
 }
 
+// beyondHeadroom reports whether a slot is free beyond the headroom of
+// the flows other than f that count against it and have none waiting.
+func (m *model) beyondHeadroom(f Flow, slots int, now time.Time) bool {
+	used, reserve := 0, 0
+	for g, s := range m.flows {
+		used += s.inFlight
+		if g == f || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
+			continue
+		}
+		reserve += max(0, max(1, slots/m.counted(g, now))-s.inFlight)
+	}
+	free := slots - used
+	return free > 0 && free-1 >= reserve
+}
+
 func TestAgainstModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		classes := rapid.IntRange(1, 3).Draw(t, "classes")
@@ -206,7 +227,9 @@ func TestAgainstModel(t *testing.T) {
 					if slot && s.inFlight > 0 {
 						s.inFlight--
 					}
-					if s.held--; s.held == 0 {
+					s.held--
+					s.inFlight = min(s.inFlight, s.held)
+					if s.held == 0 {
 						s.idle = now
 					}
 				}
@@ -231,7 +254,11 @@ func TestAgainstModel(t *testing.T) {
 					if got := tb.InFlight(g); got != inFlight {
 						t.Fatalf("InFlight(%v) = %d, model %d", g, got, inFlight)
 					}
-					allowed := slots <= 0 || inFlight < max(1, slots/want)
+					under := slots <= 0 || inFlight < max(1, slots/want)
+					if got := tb.Under(g, slots, now); got != under {
+						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
+					}
+					allowed := under || m.beyondHeadroom(g, slots, now)
 					if got := tb.Allowed(g, slots, now); got != allowed {
 						t.Fatalf("Allowed(%v, %d) = %v, model %v", g, slots, got, allowed)
 					}
@@ -261,7 +288,16 @@ func TestSharesFit(t *testing.T) {
 		used := 0
 		for range rapid.IntRange(1, 200).Draw(t, "steps") {
 			f := flows[rapid.IntRange(0, n-1).Draw(t, "who")]
-			if tb.Allowed(f, slots, t0) {
+			anyUnder := false
+			for _, g := range flows {
+				anyUnder = anyUnder || tb.Under(g, slots, t0)
+			}
+			// As the dispatcher does: flows under their share first, then
+			// the others where a slot is free beyond the headroom.
+			if tb.Under(f, slots, t0) && used >= slots {
+				t.Fatalf("%v is under its share but all %d slots are taken", f, slots)
+			}
+			if tb.Under(f, slots, t0) || !anyUnder && tb.Allowed(f, slots, t0) {
 				if used >= slots {
 					t.Fatalf("%v is allowed a slot but all %d are taken", f, slots)
 				}

@@ -264,8 +264,9 @@ func (mq *modelQueue) dispatch(g *Gateway) {
 }
 
 // dispatchOnce sheds the waiters whose deadline passed, then routes
-// waiters in queue order while a replica takes the head, passing over the
-// keys that hold their fair share of slots. It reports
+// waiters in queue order while a replica takes the head: those of keys
+// under their fair share of slots first, then those of keys that may
+// borrow one (fairshare.Table.Allowed). It reports
 // whether anyone still waits; when not, the dispatcher is marked stopped
 // under the same lock a new waiter checks it under.
 func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
@@ -285,10 +286,21 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	if gen.cfg.Flow.FairShare() {
 		slots = g.slots(gen, mq.model, now)
 	}
+	// Keys under their share first, in the queue's order; then keys past
+	// it that may borrow a slot free beyond the others' headroom.
+	under := func(c int, key string) bool {
+		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
 	allowed := func(c int, key string) bool {
 		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
 	}
-	for e := mq.q.PeekFunc(allowed); e != nil; e = mq.q.PeekFunc(allowed) {
+	next := func() *flowqueue.Entry[*waiter] {
+		if e := mq.q.PeekFunc(under); e != nil {
+			return e
+		}
+		return mq.q.PeekFunc(allowed)
+	}
+	for e := next(); e != nil; e = next() {
 		w := e.Value
 		lease, cached, err := g.choose(w.ex, nil)
 		if err != nil && waits(err) {
