@@ -24,6 +24,16 @@ type Flow struct {
 	// waits past its server.request_timeout either. 0, the default, means
 	// server.request_timeout alone. Must be >= 0.
 	MaxWait Duration `yaml:"max_wait"`
+	// FairShareWindow turns on fair sharing of in-flight slots while the
+	// queue is on: a key (within a priority class) counts as active while
+	// it has requests waiting or in flight and for this long after its
+	// last one ended, and a key already holding its share of the model's
+	// slots (the replicas' max_concurrency, summed, over the keys active
+	// in its class and the more important ones) waits even while a slot is
+	// free, so another active key always finds room at once. Alone, a key
+	// may use every slot. 0 turns it off: keys then share only the queue's
+	// order. Default 5s. Must be >= 0.
+	FairShareWindow Duration `yaml:"fair_share_window"`
 }
 
 // ClassCounts holds a number per priority class.
@@ -39,6 +49,9 @@ func (c ClassCounts) List() []int { return []int{c.Critical, c.Standard, c.Shedd
 // Enabled reports whether requests wait for room instead of getting 503.
 func (f *Flow) Enabled() bool { return f.MaxQueued > 0 }
 
+// FairShare reports whether keys share the in-flight slots fairly.
+func (f *Flow) FairShare() bool { return f.Enabled() && f.FairShareWindow > 0 }
+
 // PriorityClasses are the priority class names, most important first,
 // as keys files and x-inferrail-priority name them.
 var PriorityClasses = []string{"critical", "standard", "sheddable"}
@@ -52,6 +65,9 @@ func (v *validator) flow(c *Config) {
 	v.atLeast("flow.key_max_queued", f.KeyMaxQueued, 0)
 	if f.MaxWait < 0 {
 		v.fail("flow.max_wait", "must be >= 0")
+	}
+	if f.FairShareWindow < 0 {
+		v.fail("flow.fair_share_window", "must be >= 0")
 	}
 	for i, n := range f.ClassMaxQueued.List() {
 		path := "flow.class_max_queued." + PriorityClasses[i]

@@ -174,13 +174,51 @@ func (q *Queue[T]) Peek() *Entry[T] {
 // smallest start tag. Nil when the queue is empty.
 func (q *Queue[T]) Pop() *Entry[T] {
 	e := q.Peek()
-	if e == nil {
-		return nil
+	if e != nil {
+		q.Take(e)
+	}
+	return e
+}
+
+// PeekFunc returns the entry Pop would return if the keys for which ok is
+// false had nothing queued: the most important class's smallest start tag
+// among the oldest entries of keys ok admits. Nil when there is none. It
+// calls ok once per key it passes over, in the order Pop would reach them,
+// and visits about twice as many keys as ok refuses, whatever the number
+// of keys queued.
+func (q *Queue[T]) PeekFunc(ok func(class int, key string) bool) *Entry[T] {
+	for c := range q.classes {
+		h := q.classes[c].heap
+		if len(h) == 0 {
+			continue
+		}
+		// Best first through the heap: a key's children in it start no
+		// earlier than it, so the frontier's smallest is the next in order.
+		front := idxHeap[T]{h: h, idx: []int{0}}
+		for len(front.idx) > 0 {
+			i := heap.Pop(&front).(int)
+			if k := h[i]; ok(c, k.key) {
+				return k.entries[0]
+			}
+			for _, j := range [2]int{2*i + 1, 2*i + 2} {
+				if j < len(h) {
+					heap.Push(&front, j)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Take removes e, a queued entry, as if Pop had returned it: its class's
+// virtual time moves to its start tag. False when it was not queued.
+func (q *Queue[T]) Take(e *Entry[T]) bool {
+	if e.owner == nil {
+		return false
 	}
 	cl := e.owner.class
 	cl.v = max(cl.v, e.start)
-	q.Remove(e)
-	return e
+	return q.Remove(e)
 }
 
 // Remove takes e out of the queue wherever it is; false when it was not
@@ -261,6 +299,22 @@ func (h *keyHeap[T]) Pop() any {
 	*h = old[:len(old)-1]
 	k.heapIdx = -1
 	return k
+}
+
+// idxHeap orders places in a keyHeap as the keyHeap orders what is there.
+type idxHeap[T any] struct {
+	h   keyHeap[T]
+	idx []int
+}
+
+func (f *idxHeap[T]) Len() int           { return len(f.idx) }
+func (f *idxHeap[T]) Less(i, j int) bool { return f.h.Less(f.idx[i], f.idx[j]) }
+func (f *idxHeap[T]) Swap(i, j int)      { f.idx[i], f.idx[j] = f.idx[j], f.idx[i] }
+func (f *idxHeap[T]) Push(x any)         { f.idx = append(f.idx, x.(int)) }
+func (f *idxHeap[T]) Pop() any {
+	i := f.idx[len(f.idx)-1]
+	f.idx = f.idx[:len(f.idx)-1]
+	return i
 }
 
 // deadlineHeap orders entries by deadline, then arrival.

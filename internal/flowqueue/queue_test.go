@@ -214,9 +214,15 @@ func (m *model) remove(i int) *modelEntry {
 	return e
 }
 
-func (m *model) pop() int {
+func (m *model) pop() int { return m.popFunc(func(int, string) bool { return true }) }
+
+// popFunc pops the first entry in order among the keys ok admits.
+func (m *model) popFunc(ok func(int, string) bool) int {
 	best := -1
 	for i, e := range m.entries {
+		if !ok(e.class, e.key) {
+			continue
+		}
 		if best < 0 {
 			best = i
 			continue
@@ -271,7 +277,7 @@ func TestAgainstModel(t *testing.T) {
 		now := t0
 		keys := []string{"a", "b", "c", "d"}
 		for id := range rapid.IntRange(1, 120).Draw(t, "steps") {
-			switch rapid.IntRange(0, 9).Draw(t, "op") {
+			switch rapid.IntRange(0, 10).Draw(t, "op") {
 			case 0, 1, 2, 3, 4: // push
 				class := rapid.IntRange(0, classes-1).Draw(t, "c")
 				key := rapid.SampledFrom(keys).Draw(t, "k")
@@ -318,6 +324,24 @@ func TestAgainstModel(t *testing.T) {
 				}
 				if len(got) != len(want) || (len(got) > 0 && !slices.Equal(got, want)) {
 					t.Fatalf("expire at %v: %v, model %v", now.Sub(t0), got, want)
+				}
+			case 10: // take the first of the keys not held back
+				held := map[string]bool{}
+				for _, k := range keys {
+					held[fk(rapid.IntRange(0, classes-1).Draw(t, "hc"), k)] = rapid.Bool().Draw(t, "held")
+				}
+				ok := func(c int, k string) bool { return !held[fk(c, k)] }
+				want := m.popFunc(ok)
+				got := -1
+				if e := q.PeekFunc(ok); e != nil {
+					got = e.Value
+					if !q.Take(e) || q.Take(e) {
+						t.Fatalf("take %d: not taken exactly once", got)
+					}
+					delete(live, got)
+				}
+				if got != want {
+					t.Fatalf("peek func: %d, model %d", got, want)
 				}
 			case 9: // peek agrees with the next pop without taking it
 				if e := q.Peek(); (e == nil) != (len(m.entries) == 0) {
@@ -389,5 +413,29 @@ func TestPropertiesBoundedFair(t *testing.T) {
 	}
 	if got["flood"] != 5 || got["quiet"] != 5 {
 		t.Errorf("first 10 pops %v, want 5 and 5", got)
+	}
+}
+
+// TestPeekFuncVisitsFew checks PeekFunc's cost does not grow with the
+// keys queued: it asks about the keys it passes over and the one it
+// returns, nothing more.
+func TestPeekFuncVisitsFew(t *testing.T) {
+	q := New[string](1, Limits{Max: 10_000})
+	for i := range 1000 {
+		push(t, q, fmt.Sprintf("v%d", i), 0, fmt.Sprintf("k%d", i))
+	}
+	calls := 0
+	e := q.PeekFunc(func(_ int, key string) bool {
+		calls++
+		return key != "k0" && key != "k1" && key != "k2"
+	})
+	if e == nil || e.Value != "v3" {
+		t.Fatalf("PeekFunc = %v, want v3", e)
+	}
+	if calls != 4 {
+		t.Errorf("PeekFunc asked about %d keys, want 4 (three passed over, one taken)", calls)
+	}
+	if e := q.PeekFunc(func(int, string) bool { return false }); e != nil {
+		t.Errorf("PeekFunc with every key held back = %v, want nil", e.Value)
 	}
 }

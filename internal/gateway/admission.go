@@ -186,7 +186,8 @@ type admissionVerdict struct {
 	Verdict string `json:"verdict"`
 	// Reason is why it would not be admitted at once: at_capacity (no
 	// replica has room), slo_estimate (no replica's estimate meets the
-	// target), others_waiting (the queue holds requests ahead), a shed
+	// target), others_waiting (the queue holds requests ahead),
+	// over_fair_share (its key holds its fair share of the slots), a shed
 	// reason, or no_replica.
 	Reason string `json:"reason,omitempty"`
 	Class  string `json:"class"`
@@ -201,6 +202,40 @@ type admissionVerdict struct {
 	// flow.max_queued, 0 without a queue.
 	Waiting    int `json:"waiting"`
 	QueueLimit int `json:"queue_limit"`
+	// With fair sharing of slots (flow.fair_share_window): the model's
+	// slots, the keys counted against the request's (its own included),
+	// its key's share and what its key holds in flight. Absent without.
+	FairShare *fairShareVerdict `json:"fair_share,omitempty"`
+}
+
+// fairShareVerdict is where the request's key stands in the fair sharing
+// of the model's slots; Slots 0 means they have no bound (no share).
+type fairShareVerdict struct {
+	Slots      int  `json:"slots"`
+	ActiveKeys int  `json:"active_keys"`
+	Share      int  `json:"share"`
+	InFlight   int  `json:"in_flight"`
+	OverShare  bool `json:"over_share"`
+}
+
+// fairVerdict is where ex's key stands in fair sharing at now; nil
+// without fair sharing.
+func (g *Gateway) fairVerdict(ex *exchange, a *admission, now time.Time) *fairShareVerdict {
+	if !ex.gen.cfg.Flow.FairShare() {
+		return nil
+	}
+	mq := g.flow.queues[ex.model]
+	f := flowOf(a)
+	v := &fairShareVerdict{Slots: g.slots(ex.gen, ex.model, now)}
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	v.InFlight = mq.fair.InFlight(f)
+	v.ActiveKeys = mq.fair.Counted(f, now)
+	if v.Slots > 0 {
+		v.Share = mq.fair.Share(f, v.Slots, now)
+		v.OverShare = !mq.fair.Allowed(f, v.Slots, now)
+	}
+	return v
 }
 
 // Verdicts of admissionVerdict.
@@ -222,6 +257,8 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	fl := &ex.gen.cfg.Flow
 	mq := g.flow.queues[ex.model]
 	v := &admissionVerdict{Class: a.class.String(), TTFTTargetMs: a.target.Milliseconds(), QueueLimit: fl.MaxQueued, Waiting: int(mq.waiting.Load())}
+	v.FairShare = g.fairVerdict(ex, a, now)
+	over := v.FairShare != nil && v.FairShare.OverShare
 	var slo error
 	if a.target > 0 {
 		slo = a.judge(ex.gen.cost[ex.model], &ex.route, cands, ex.arrived, now)
@@ -239,11 +276,13 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	case errors.Is(slo, errSLOUnreachable) && len(cands) > 0:
 		v.Verdict, v.Reason = verdictShed, shedSLOUnreachable
 		return v
-	case len(cands) > 0 && slo == nil && (v.Waiting == 0 || !fl.Enabled()):
+	case len(cands) > 0 && slo == nil && (v.Waiting == 0 && !over || !fl.Enabled()):
 		v.Verdict = verdictAdmit
 		return v
 	}
 	switch {
+	case over && slo == nil:
+		v.Reason = "over_fair_share"
 	case v.Waiting > 0 && len(cands) > 0 && slo == nil:
 		v.Reason = "others_waiting"
 	case len(cands) > 0:

@@ -85,9 +85,16 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 		err = ex.explainPolicy(r.URL.Query().Get("policy"))
 	}
 	if err == nil {
-		// The admin port knows no client key: the headers say all, and
+		// The admin port knows no client key: ?key= names one to ask as
+		// (its class, target and fair share), the headers say the rest, and
 		// any class may be asked for.
-		ex.adm, err = admissionFor(r, nil, auth.Critical, g.modelTarget(ex))
+		var key *auth.Key
+		if key, err = g.explainKey(r.URL.Query().Get("key")); err == nil {
+			ex.adm, err = admissionFor(r, key, auth.Critical, g.modelTarget(ex))
+		}
+		if err == nil && key != nil && len(r.Header.Values(openai.HeaderPriority)) == 0 {
+			ex.adm.class = key.Priority
+		}
 	}
 	if err != nil {
 		refusalOf(err).write(w) // not counted: explaining routes nothing
@@ -98,6 +105,22 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), nil)
 	}
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
+}
+
+// explainKey is the client key named name, for /admin/explain?key=; nil
+// when name is "".
+func (g *Gateway) explainKey(name string) (*auth.Key, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if g.access.keys != nil {
+		for _, k := range g.access.keys.Keys().Keys() {
+			if k.Name == name {
+				return k, nil
+			}
+		}
+	}
+	return nil, newRefusal(openai.BadRequest(fmt.Sprintf("No client key is named %q.", name), "key"), reasonBadRequest)
 }
 
 // explainPolicy sets the policy /admin/explain?policy= names: any arm of

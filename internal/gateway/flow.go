@@ -24,6 +24,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fairshare"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/flowqueue"
 )
@@ -50,8 +51,11 @@ type modelQueue struct {
 	// reads it on every request of a model with flow control.
 	waiting atomic.Int64
 
+	series []fairSeries // per class: the fair sharing gauges
+
 	mu      sync.Mutex
 	q       *flowqueue.Queue[*waiter] // guarded by mu
+	fair    *fairshare.Table          // the keys sharing the slots; guarded by mu
 	running bool                      // a dispatcher runs; guarded by mu
 }
 
@@ -72,6 +76,11 @@ func newFlowControl(cfg *config.Config, reg prometheus.Registerer) *flowControl 
 	for _, m := range cfg.Models {
 		mq := &modelQueue{model: m.Name, kickc: make(chan struct{}, 1)}
 		mq.q = flowqueue.New[*waiter](len(auth.Classes), queueLimits(&cfg.Flow))
+		mq.fair = fairshare.New(len(auth.Classes), time.Duration(cfg.Flow.FairShareWindow))
+		for _, c := range auth.Classes {
+			mq.series = append(mq.series, fairSeries{active: fc.metrics.active.WithLabelValues(m.Name, c.String()),
+				share: fc.metrics.share.WithLabelValues(m.Name, c.String())})
+		}
 		fc.queues[m.Name] = mq
 	}
 	return fc
@@ -89,6 +98,7 @@ func (fc *flowControl) apply(gen *generation) {
 	for _, mq := range fc.queues {
 		mq.mu.Lock()
 		mq.q.SetLimits(lim)
+		mq.fair.SetWindow(time.Duration(gen.cfg.Flow.FairShareWindow))
 		mq.mu.Unlock()
 	}
 }
@@ -114,8 +124,12 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 		return g.choose(ex, nil)
 	}
 	mq := g.flow.queues[ex.model]
-	if mq.waiting.Load() == 0 {
+	g.arrive(ex, mq)
+	if mq.waiting.Load() == 0 && g.take(ex, mq) {
 		lease, cached, err := g.choose(ex, nil)
+		if err != nil {
+			mq.freed(ex) // the slot it took in the fair share, given back
+		}
 		switch {
 		case err == nil:
 			return lease, cached, nil
@@ -250,7 +264,9 @@ func (mq *modelQueue) dispatch(g *Gateway) {
 }
 
 // dispatchOnce sheds the waiters whose deadline passed, then routes
-// waiters in queue order while a replica takes the head. It reports
+// waiters in queue order while a replica takes the head: those of keys
+// under their fair share of slots first, then those of keys that may
+// borrow one (fairshare.Table.Allowed). It reports
 // whether anyone still waits; when not, the dispatcher is marked stopped
 // under the same lock a new waiter checks it under.
 func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
@@ -265,16 +281,36 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 		w.err = g.shed(w.ex, reason)
 		close(w.done)
 	}
-	for e := mq.q.Peek(); e != nil; e = mq.q.Peek() {
+	gen, now := g.current(), time.Now()
+	slots := 0
+	if gen.cfg.Flow.FairShare() {
+		slots = g.slots(gen, mq.model, now)
+	}
+	// Keys under their share first, in the queue's order; then keys past
+	// it that may borrow a slot free beyond the others' headroom.
+	under := func(c int, key string) bool {
+		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
+	allowed := func(c int, key string) bool {
+		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
+	next := func() *flowqueue.Entry[*waiter] {
+		if e := mq.q.PeekFunc(under); e != nil {
+			return e
+		}
+		return mq.q.PeekFunc(allowed)
+	}
+	for e := next(); e != nil; e = next() {
 		w := e.Value
 		lease, cached, err := g.choose(w.ex, nil)
 		if err != nil && waits(err) {
 			break
 		}
-		mq.q.Pop()
+		mq.q.Take(e)
 		switch {
 		case err == nil:
 			w.lease, w.cached = lease, cached
+			mq.acquired(w.ex)
 		case errors.Is(err, errSLOUnreachable):
 			w.err = g.shed(w.ex, shedSLOUnreachable)
 		default:
@@ -297,10 +333,12 @@ type flowMetrics struct {
 	wait    *prometheus.HistogramVec
 	shed    *prometheus.CounterVec
 	slo     *prometheus.CounterVec
+	fairMetrics
 }
 
 func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 	m := &flowMetrics{
+		fairMetrics: newFairMetrics(),
 		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_flow_queued_total",
 			Help: "Requests that waited in the gateway's queue for a replica, by model and priority class.",
@@ -323,7 +361,7 @@ func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 			Help: "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.",
 		}, []string{"model", "class", "result"}),
 	}
-	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo)
+	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share)
 	return m
 }
 

@@ -336,7 +336,18 @@ func TestFlowConfigLive(t *testing.T) {
 // explainAdmission asks /admin/explain what flow control would do.
 func explainAdmission(t *testing.T, gw *running, body string, header ...string) admissionVerdict {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, gw.admin+"/admin/explain/v1/completions", strings.NewReader(body))
+	return explainAs(t, gw, "", body, header...)
+}
+
+// explainAs is explainAdmission asking as the client key named key
+// (none when "").
+func explainAs(t *testing.T, gw *running, key, body string, header ...string) admissionVerdict {
+	t.Helper()
+	url := gw.admin + "/admin/explain/v1/completions"
+	if key != "" {
+		url += "?key=" + key
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

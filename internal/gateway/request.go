@@ -43,6 +43,9 @@ type exchange struct {
 	route    policy.Request
 	bill     *bill      // what the rate limits charged; nil when none apply
 	adm      *admission // its priority class and TTFT target; nil until classified
+	// fair and slot: fair sharing knows the request (it must leave), and
+	// it holds a slot. Guarded by its model queue's mu once set.
+	fair, slot bool
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
@@ -185,6 +188,7 @@ const bytesPerToken = 4
 // replaces it, and is what the client is told only when no engine
 // answered at all.
 func (g *Gateway) proxy(ex *exchange) {
+	defer g.leave(ex)
 	tried := map[*fleet.Replica]bool{}
 	var kept *attempt
 	var lastErr error
@@ -194,8 +198,8 @@ func (g *Gateway) proxy(ex *exchange) {
 		var err error
 		if n == 1 {
 			lease, cached, err = g.enter(ex)
-		} else {
-			lease, cached, err = g.choose(ex, tried)
+		} else if lease, cached, err = g.choose(ex, tried); err == nil {
+			g.flow.queues[ex.model].retook(ex)
 		}
 		if errors.Is(err, errQueueLeft) {
 			kept.discardIfAny(g.index)
@@ -301,6 +305,7 @@ func (g *Gateway) sleep(ex *exchange, attempt int) bool {
 type attempt struct {
 	lease  *fleet.Lease
 	mq     *modelQueue // the model's queue, woken when the lease frees room
+	ex     *exchange   // the request it is a try of
 	record index.Token // the prompt's blocks recorded on the replica
 	cached int         // prompt tokens predicted cached there; -1 without a prediction
 	cancel context.CancelCauseFunc
@@ -311,7 +316,7 @@ type attempt struct {
 // begin starts an attempt on the leased replica: the prompt's blocks are
 // recorded there, as the engine will hold them once it computes them.
 func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
-	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], cached: cached, cancel: func(error) {}}
+	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
@@ -329,6 +334,7 @@ func (a *attempt) discard(ix index.Index) {
 	}
 	a.cancel(nil)
 	a.lease.Release()
+	a.mq.freed(a.ex)
 	a.mq.kick()
 	ix.TakeBack(a.record)
 	a.trace.end()
@@ -422,6 +428,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		resp.Body.Close()
 		a.cancel(nil)
 		a.lease.Release()
+		a.mq.freed(a.ex)
 		a.mq.kick()
 		a.trace.end()
 		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {

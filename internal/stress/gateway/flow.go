@@ -7,8 +7,10 @@ package gateway
 // Tenants: two API keys of the standard class. The quiet one sends at
 // half its fair share (half the fleet's measured capacity) alone, then
 // again while the other floods at ten times its share; then the same
-// flooded run without flow control (no queue, default guards: requests
-// pile onto the engines). SLO: W1 at a multiple of the fleet's measured
+// flooded run with the queue but without fair sharing of slots
+// (flow.fair_share_window 0: keys share only the queue's order), and
+// without flow control (no queue, default guards: requests pile onto the
+// engines). SLO: W1 at a multiple of the fleet's measured
 // W1 capacity, without admission control, then with flow control and a
 // TTFT target on every request.
 
@@ -112,9 +114,11 @@ type FlowFigures struct {
 	Tenants    []FlowLeg `json:"tenants"`
 	SLO        []FlowLeg `json:"slo"`
 	// QuietP99Ratio is the quiet tenant's p99 TTFT flooded with flow
-	// control over alone; NoFlowRatio the same without flow control.
-	QuietP99Ratio float64 `json:"quiet_p99_ratio"`
-	NoFlowRatio   float64 `json:"no_flow_p99_ratio"`
+	// control over alone; QueueOnlyRatio the same with the queue but
+	// without fair sharing of slots; NoFlowRatio without flow control.
+	QuietP99Ratio  float64 `json:"quiet_p99_ratio"`
+	QueueOnlyRatio float64 `json:"queue_order_only_p99_ratio"`
+	NoFlowRatio    float64 `json:"no_flow_p99_ratio"`
 	// GatewaySLO is the gateway's own inferrail_slo_requests_total of the
 	// SLO leg: met and missed.
 	GatewayMet    float64 `json:"gateway_slo_met"`
@@ -130,10 +134,11 @@ func describeFlow(c *Config) (string, map[string]any) {
 		"default latency) behind one gateway child (cost_model, builtin:sim tokenizer, API keys), switched by PATCH /admin/config. "+
 		"Tenants: the fleet's capacity on %d-token streamed chats is measured closed loop; the quiet key sends at half its fair share "+
 		"(capacity / 4) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
-		"max_concurrency %d with flow.max_queued and key_max_queued %d; without it the queue is off and the guards are the defaults "+
-		"(requests pile onto engines). SLO: W1 (output %d) at %g times the fleet's measured W1 capacity for %s, without admission "+
+		"max_concurrency %d with flow.max_queued and key_max_queued %d and shares the slots between active keys (flow.fair_share_window %s); "+
+		"the queue_order_only leg is the same with flow.fair_share_window 0 (keys share only the queue's order); without flow control "+
+		"the queue is off and the guards are the defaults (requests pile onto engines). SLO: W1 (output %d) at %g times the fleet's measured W1 capacity for %s, without admission "+
 		"control, then with flow control and x-inferrail-ttft-target-ms %d on every request.",
-		l.Sims, l.MaxNumSeqs, l.MaxTokens, l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, l.W1Output, l.Overload, l.Leg, l.TargetMs)
+		l.Sims, l.MaxNumSeqs, l.MaxTokens, l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, fairWindow, l.W1Output, l.Overload, l.Leg, l.TargetMs)
 	params := map[string]any{"sims": l.Sims, "max_num_seqs": l.MaxNumSeqs, "capacity_window": l.Capacity.String(), "leg": l.Leg.String(),
 		"max_tokens": l.MaxTokens, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
 		"key_max_queued": l.KeyMaxQueued, "seed": l.Seed, "schedule": "poisson", "per_request_timeout": l.Timeout.String()}
@@ -176,18 +181,32 @@ func flowSetup(ctx context.Context, r *gwRun) (flowKeys, error) {
 	return keys, err
 }
 
-// flowPatch is the PATCH that turns flow control on (guards at the
-// engines' batch, a queue) or off (no queue, default guards).
-func flowPatch(sims []*gwReplica, l FlowLoad, on bool) string {
-	maxConc, maxPend, queued, perKey := 256, 64, 0, 0
-	if on {
+// fairWindow is flow.fair_share_window where gw-flow shares slots: the
+// default.
+var fairWindow = time.Duration(config.Default().Flow.FairShareWindow)
+
+// Modes of flow control in gw-flow's legs.
+const (
+	flowOff   = iota // no queue, default guards
+	flowQueue        // guards at the engines' batch, a queue, no fair sharing of slots
+	flowFair         // the same, sharing slots between active keys
+)
+
+// flowPatch is the PATCH that puts flow control in mode.
+func flowPatch(sims []*gwReplica, l FlowLoad, mode int) string {
+	maxConc, maxPend, queued, perKey, window := 256, 64, 0, 0, time.Duration(0)
+	if mode != flowOff {
 		maxConc, maxPend, queued, perKey = l.MaxNumSeqs, l.MaxNumSeqs, 4*l.Sims*l.MaxNumSeqs, l.KeyMaxQueued
+	}
+	if mode == flowFair {
+		window = fairWindow
 	}
 	reps := make([]map[string]any, len(sims))
 	for i, s := range sims {
 		reps[i] = map[string]any{"id": s.ID, "url": s.URL, "models": []string{procs.SimModel}, "max_concurrency": maxConc, "max_pending": maxPend}
 	}
-	b, _ := json.Marshal(map[string]any{"replicas": reps, "flow": map[string]any{"max_queued": queued, "key_max_queued": perKey}})
+	b, _ := json.Marshal(map[string]any{"replicas": reps, "flow": map[string]any{"max_queued": queued, "key_max_queued": perKey,
+		"fair_share_window": window.String()}})
 	return string(b)
 }
 
@@ -204,7 +223,7 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 	client := gwClient(1024)
 	fl := &flowLoop{url: r.gw.URL + "/v1/chat/completions", client: client, timeout: l.Timeout}
 	tenantBody := func(i int) []byte { return gwStreamBody(procs.SimModel, i, l.MaxTokens, true) }
-	if _, err := admin.patch(ctx, flowPatch(r.sims, l, true)); err != nil {
+	if _, err := admin.patch(ctx, flowPatch(r.sims, l, flowFair)); err != nil {
 		return err
 	}
 	f.Capacity = fl.capacity(ctx, 2*l.Sims*l.MaxNumSeqs, l.Capacity, tenantBody, bearerOf(keys.quiet))
@@ -213,14 +232,15 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 	flood := flowStream{tenant: "flood", rate: l.FloodFactor * share, body: tenantBody, header: bearerOf(keys.flood)}
 	for _, leg := range []struct {
 		name    string
-		on      bool
+		mode    int
 		streams []flowStream
 	}{
-		{"alone", true, []flowStream{quiet}},
-		{"flooded_flow_control", true, []flowStream{quiet, flood}},
-		{"flooded_no_flow_control", false, []flowStream{quiet, flood}},
+		{"alone", flowFair, []flowStream{quiet}},
+		{"flooded_flow_control", flowFair, []flowStream{quiet, flood}},
+		{"flooded_queue_order_only", flowQueue, []flowStream{quiet, flood}},
+		{"flooded_no_flow_control", flowOff, []flowStream{quiet, flood}},
 	} {
-		if _, err := admin.patch(ctx, flowPatch(r.sims, l, leg.on)); err != nil {
+		if _, err := admin.patch(ctx, flowPatch(r.sims, l, leg.mode)); err != nil {
 			return err
 		}
 		f.Tenants = append(f.Tenants, fl.run(ctx, leg.name, l.Leg, l.Seed, leg.streams, 0)...)
@@ -238,7 +258,7 @@ func runGWFlow(ctx context.Context, r *gwRun) error {
 // key is the credential W1 is sent with.
 func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f *FlowFigures, key []string) error {
 	l := r.c.Flow
-	if _, err := admin.patch(ctx, flowPatch(r.sims, l, true)); err != nil {
+	if _, err := admin.patch(ctx, flowPatch(r.sims, l, flowFair)); err != nil {
 		return err
 	}
 	// Capacity on W1: a closed loop over a schedule's bodies, in order.
@@ -262,11 +282,11 @@ func (r *gwRun) flowSLO(ctx context.Context, admin *adminClient, fl *flowLoop, f
 	target := time.Duration(l.TargetMs) * time.Millisecond
 	sched := func(i int) time.Duration { return reqs[i].At }
 	w1 := flowStream{tenant: "w1", rate: rate, body: w1Body(reqs), header: key, at: sched, n: len(reqs)}
-	if _, err := admin.patch(ctx, flowPatch(r.sims, l, false)); err != nil {
+	if _, err := admin.patch(ctx, flowPatch(r.sims, l, flowOff)); err != nil {
 		return err
 	}
 	f.SLO = append(f.SLO, fl.run(ctx, "w1_no_admission", l.Leg, l.Seed, []flowStream{w1}, target)...)
-	if _, err := admin.patch(ctx, flowPatch(r.sims, l, true)); err != nil {
+	if _, err := admin.patch(ctx, flowPatch(r.sims, l, flowFair)); err != nil {
 		return err
 	}
 	w1.header = append(key, openai.HeaderTTFTTarget, strconv.Itoa(l.TargetMs))
@@ -293,11 +313,14 @@ func (r *gwRun) flowChecks(f *FlowFigures) {
 		return FlowLeg{}
 	}
 	alone, flooded, noFlow := leg(f.Tenants, "alone", "quiet"), leg(f.Tenants, "flooded_flow_control", "quiet"), leg(f.Tenants, "flooded_no_flow_control", "quiet")
+	queueOnly := leg(f.Tenants, "flooded_queue_order_only", "quiet")
 	if alone.TTFT.P99 > 0 {
 		f.QuietP99Ratio, f.NoFlowRatio = flooded.TTFT.P99/alone.TTFT.P99, noFlow.TTFT.P99/alone.TTFT.P99
+		f.QueueOnlyRatio = queueOnly.TTFT.P99 / alone.TTFT.P99
 	}
 	r.check("quiet tenant's p99 TTFT flooded, with flow control, over alone", "<= 1.5",
-		fmt.Sprintf("%.2f (%s / %s; without flow control %.2f)", f.QuietP99Ratio, stress.Secs(flooded.TTFT.P99), stress.Secs(alone.TTFT.P99), f.NoFlowRatio),
+		fmt.Sprintf("%.2f (%s / %s; queue order only %.2f; without flow control %.2f)", f.QuietP99Ratio, stress.Secs(flooded.TTFT.P99),
+			stress.Secs(alone.TTFT.P99), f.QueueOnlyRatio, f.NoFlowRatio),
 		f.QuietP99Ratio > 0 && f.QuietP99Ratio <= 1.5)
 	fl := leg(f.Tenants, "flooded_flow_control", "flood")
 	r.check("the flooder is limited: shed with 429", "> 0", fmt.Sprintf("%d of %d shed, %d completed", fl.Shed, fl.Sent, fl.OK), fl.Shed > 0)

@@ -541,8 +541,17 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	sessionsRes.Sessions = &SessionsFigures{Requests: 4000, AchievedRate: 400, Latency: lat, PerReplica: map[string]int{"sim-1": 1000, "sim-2": 1000, "sim-3": 1000, "sim-4": 1000},
 		BusiestShare: 0.25, FollowUps: 3700, Kept: 3600, KeptShare: 3600.0 / 3700, Explains: 400, ExplainErrors: 1, ExplainSample: []string{"status: explain status 500"},
 		PromptShares: []float64{0.3, 0.15, 0.1, 0.08, 0.05}}
+	flowRes := base(ScenarioFlow)
+	ttft := func(p50, p99 float64) measure.Percentiles { return measure.Percentiles{N: 100, P50: p50, P99: p99} }
+	flowRes.Flow = &FlowFigures{Capacity: 38.4, W1Capacity: 12.5, Tenants: []FlowLeg{
+		{Name: "alone", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 100, TTFT: ttft(0.034, 0.052)},
+		{Name: "flooded_flow_control", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 100, TTFT: ttft(0.036, 0.06)},
+		{Name: "flooded_flow_control", Tenant: "flood", Rate: 192, Sent: 1950, OK: 230, Shed: 1720, TTFT: ttft(0.8, 1.1)},
+		{Name: "flooded_no_flow_control", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 40, Refused: 60, TTFT: ttft(9.8, 12.3)},
+	}, SLO: []FlowLeg{{Name: "w1_slo_admission", Tenant: "w1", Rate: 18.75, Sent: 180, OK: 145, Shed: 35, TTFT: ttft(0.9, 1.7), MetTarget: 145, Goodput: 14.5}},
+		QuietP99Ratio: 60.0 / 52, QueueOnlyRatio: 7, NoFlowRatio: 12.3 / 0.052, GatewayMet: 145, LoadAverage: [2]string{"0.50", "3.00"}}
 	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders,
-		fleetRes, scrapeRes, churnRes, sessionsRes}
+		fleetRes, scrapeRes, churnRes, sessionsRes, flowRes}
 
 	got := RenderReport(results)
 	path := filepath.Join("testdata", "gwreport.golden")

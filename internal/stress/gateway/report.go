@@ -147,7 +147,8 @@ func (w *mdWriter) figures(r *Result) {
 func (w *mdWriter) flow(f *FlowFigures) {
 	w.kv(
 		row("fleet capacity, tenants' chats / W1 (closed loop)", fmt.Sprintf("%.1f / %.1f req/s", f.Capacity, f.W1Capacity)),
-		row("quiet p99 TTFT flooded over alone: with flow control / without", fmt.Sprintf("%.2f / %.2f", f.QuietP99Ratio, f.NoFlowRatio)),
+		row("quiet p99 TTFT flooded over alone: flow control / queue order only / no flow control",
+			fmt.Sprintf("%.2f / %.2f / %.2f", f.QuietP99Ratio, f.QueueOnlyRatio, f.NoFlowRatio)),
 		row("gateway's inferrail_slo_requests_total in the SLO leg: met / missed", fmt.Sprintf("%.0f / %.0f", f.GatewayMet, f.GatewayMissed)),
 		row("load average (1 min) at start / end", f.LoadAverage[0]+" / "+f.LoadAverage[1]),
 	)

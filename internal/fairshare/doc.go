@@ -1,0 +1,32 @@
+// Package fairshare divides a fleet's in-flight slots fairly between the
+// flows that use it, a flow being one key's requests in one priority
+// class.
+//
+// Activity. A flow is active while it holds a request (waiting or in
+// flight) and for Window after its last one ended. A flow of class c
+// counts the active flows of classes 0 to c, itself included: the more
+// important classes shrink a less important flow's share, never the
+// reverse.
+//
+// Share. With S slots (the replicas' concurrency guards, summed) and A
+// flows counted, a flow's share is max(1, S/A) slots, rounded down. A flow
+// under its share may take a free slot (Under), and the queue's owner
+// serves such flows first. A flow at or past its share may take one only
+// while a slot is free beyond the headroom of the others (Allowed): the
+// part of their shares they do not hold, summed over the flows counted
+// against it that have no request waiting. So however hard one flow
+// floods, the others find their unused shares free and start at once; a
+// flow whose own requests pile past its share (a burst) may borrow what
+// nobody idle is owed, and takes its turn in the queue's order against
+// flows that also wait. Alone, a flow's share is every slot: sharing costs
+// nothing while nobody else is there. The price is idle room: while a
+// quiet flow is active, the part of its share it does not use stays free
+// for it.
+//
+// Memory is bounded by the flows holding requests plus those that ended
+// one within Window: a flow idle for longer is forgotten.
+//
+// A Table is a plain data structure: it reads no clock (every method takes
+// now) and starts no goroutine, and it is not safe for concurrent use; its
+// owner locks it.
+package fairshare

@@ -1,0 +1,212 @@
+package fairshare
+
+import "time"
+
+// Flow names who shares: one key in one priority class, 0 the most
+// important.
+type Flow struct {
+	Class int
+	Key   string
+}
+
+// state is what the table knows of one flow.
+type state struct {
+	held     int       // requests waiting or in flight
+	inFlight int       // of those, requests holding a slot
+	idle     time.Time // when held last fell to 0; zero while it holds any
+}
+
+// idled is a flow whose last request ended at at, in the order they ended.
+type idled struct {
+	flow Flow
+	at   time.Time
+}
+
+// Table tracks the flows of one fleet. The zero value is not usable; make
+// one with New.
+type Table struct {
+	window  time.Duration
+	flows   map[Flow]*state
+	holding []int   // per class: flows holding a request
+	recent  []int   // per class: flows idle for less than window
+	idles   []idled // flows as they went idle, oldest first; some stale
+	head    int     // idles[:head] are consumed
+	total   int     // slots held by every flow
+}
+
+// New returns an empty table for classes priority classes; flows idle for
+// window are forgotten.
+func New(classes int, window time.Duration) *Table {
+	return &Table{window: window, flows: map[Flow]*state{}, holding: make([]int, classes), recent: make([]int, classes)}
+}
+
+// SetWindow changes how long a flow stays active after its last request.
+// A shorter window takes effect at the next call that reads the time.
+func (t *Table) SetWindow(d time.Duration) { t.window = d }
+
+// Window returns how long a flow stays active after its last request.
+func (t *Table) Window() time.Duration { return t.window }
+
+// Arrive records that a request of f came in: f holds it until Leave.
+func (t *Table) Arrive(f Flow, now time.Time) {
+	t.expire(now)
+	s := t.flows[f]
+	if s == nil {
+		s = &state{}
+		t.flows[f] = s
+	}
+	if s.held == 0 {
+		if !s.idle.IsZero() {
+			t.recent[f.Class]--
+			s.idle = time.Time{}
+		}
+		t.holding[f.Class]++
+	}
+	s.held++
+}
+
+// Acquire records that a request of f, held since Arrive, took a slot.
+func (t *Table) Acquire(f Flow) {
+	if s := t.flows[f]; s != nil && s.inFlight < s.held {
+		s.inFlight++
+		t.total++
+	}
+}
+
+// Release records that a request of f let its slot go while it stays
+// held (it may take one again with Acquire).
+func (t *Table) Release(f Flow) {
+	if s := t.flows[f]; s != nil && s.inFlight > 0 {
+		s.inFlight--
+		t.total--
+	}
+}
+
+// Leave records that a request of f ended; slot says whether it held one.
+func (t *Table) Leave(f Flow, slot bool, now time.Time) {
+	s := t.flows[f]
+	if s == nil || s.held == 0 {
+		return
+	}
+	if slot && s.inFlight > 0 {
+		s.inFlight--
+		t.total--
+	}
+	s.held--
+	if s.inFlight > s.held { // it said it held none, but its key held more than it waits for
+		t.total -= s.inFlight - s.held
+		s.inFlight = s.held
+	}
+	if s.held == 0 {
+		t.holding[f.Class]--
+		s.idle = now
+		t.recent[f.Class]++
+		t.idles = append(t.idles, idled{f, now})
+	}
+	t.expire(now)
+}
+
+// expire forgets the flows idle for window or longer at now.
+func (t *Table) expire(now time.Time) {
+	for t.head < len(t.idles) {
+		id := t.idles[t.head]
+		if now.Sub(id.at) < t.window {
+			break
+		}
+		t.idles[t.head] = idled{}
+		t.head++
+		if s := t.flows[id.flow]; s != nil && s.held == 0 && s.idle.Equal(id.at) {
+			t.recent[id.flow.Class]--
+			delete(t.flows, id.flow)
+		}
+	}
+	if t.head > 32 && t.head*2 > len(t.idles) {
+		t.idles = append(t.idles[:0], t.idles[t.head:]...)
+		t.head = 0
+	}
+}
+
+// Active returns how many flows count against a flow of class c at now:
+// those active in classes 0 to c.
+func (t *Table) Active(c int, now time.Time) int {
+	t.expire(now)
+	n := 0
+	for i := 0; i <= c && i < len(t.holding); i++ {
+		n += t.holding[i] + t.recent[i]
+	}
+	return n
+}
+
+// Share returns f's share of slots slots at now: at least 1, and every
+// slot while no other flow counts against it.
+func (t *Table) Share(f Flow, slots int, now time.Time) int {
+	return max(1, slots/t.Counted(f, now))
+}
+
+// Counted returns how many flows f shares with at now, itself included:
+// what its share divides the slots by.
+func (t *Table) Counted(f Flow, now time.Time) int {
+	a := t.Active(f.Class, now)
+	if t.flows[f] == nil {
+		a++ // f itself, not yet known
+	}
+	return a
+}
+
+// Allowed reports whether a request of f may take one of slots slots now:
+// when f holds fewer than its share in flight, or when a slot is free
+// beyond the headroom of the others: the part of their shares they do not
+// hold, summed over the flows that count against f and have no request
+// waiting (a flow with one waiting competes in the queue's order
+// instead). slots <= 0 means the fleet has no bound, and every request is
+// allowed.
+func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
+	if slots <= 0 {
+		return true
+	}
+	if t.Under(f, slots, now) {
+		return true
+	}
+	free := slots - t.total
+	return free > 0 && free-1 >= t.Headroom(f, slots, now)
+}
+
+// Under reports whether f holds fewer than its share of slots slots at
+// now: a request of f then takes a slot before any of a flow at or past
+// its share. slots <= 0 means no bound: every flow is under.
+func (t *Table) Under(f Flow, slots int, now time.Time) bool {
+	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)
+}
+
+// Headroom returns the slots kept free for the flows that count against
+// f at now, other than f, and have no request waiting: each one's share
+// less what it holds, at least 0. It takes time in the number of flows.
+func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
+	t.expire(now)
+	counts := make([]int, len(t.holding)) // flows counted against a flow of each class
+	for c := range t.holding {
+		counts[c] = t.holding[c] + t.recent[c]
+		if c > 0 {
+			counts[c] += counts[c-1]
+		}
+	}
+	r := 0
+	for g, s := range t.flows {
+		if g == f || g.Class > f.Class || s.held > s.inFlight {
+			continue
+		}
+		r += max(0, max(1, slots/max(1, counts[g.Class]))-s.inFlight)
+	}
+	return r
+}
+
+// InFlight returns the slots f holds.
+func (t *Table) InFlight(f Flow) int {
+	if s := t.flows[f]; s != nil {
+		return s.inFlight
+	}
+	return 0
+}
+
+// Flows returns the number of flows the table remembers.
+func (t *Table) Flows() int { return len(t.flows) }

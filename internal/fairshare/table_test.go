@@ -1,0 +1,313 @@
+package fairshare
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// op is one step of a table test: a request of flow arrives, takes a
+// slot, or leaves (with or without one), at ms.
+type op struct {
+	kind string // arrive, acquire, leave, leaveQueued
+	flow Flow
+	ms   int
+}
+
+func apply(tb *Table, ops []op) {
+	for _, o := range ops {
+		switch o.kind {
+		case "arrive":
+			tb.Arrive(o.flow, at(o.ms))
+		case "acquire":
+			tb.Acquire(o.flow)
+		case "leave":
+			tb.Leave(o.flow, true, at(o.ms))
+		case "leaveQueued":
+			tb.Leave(o.flow, false, at(o.ms))
+		default:
+			panic(o.kind)
+		}
+	}
+}
+
+// run is arrive then acquire: a request that took a slot at once.
+func run(f Flow, ms int) []op { return []op{{"arrive", f, ms}, {"acquire", f, ms}} }
+
+func TestShare(t *testing.T) {
+	quiet, flood := Flow{1, "quiet"}, Flow{1, "flood"}
+	crit, shed := Flow{0, "crit"}, Flow{2, "batch"}
+	many := func(f Flow, n, ms int) []op {
+		var out []op
+		for range n {
+			out = append(out, run(f, ms)...)
+		}
+		return out
+	}
+	cat := func(parts ...[]op) []op {
+		var out []op
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		ops    []op
+		ask    Flow
+		slots  int
+		nowMs  int
+		share  int
+		active int // Counted(ask)
+		ok     bool
+	}{
+		{"alone_takes_every_slot", many(flood, 15, 0), flood, 16, 0, 16, 1, true},
+		{"alone_full", many(flood, 16, 0), flood, 16, 0, 16, 1, false},
+		{"newcomer_counts_itself", many(flood, 8, 0), quiet, 16, 0, 8, 2, true},
+		{"flooder_held_to_half", cat(many(flood, 8, 0), run(quiet, 0)), flood, 16, 0, 8, 2, false},
+		{"quiet_under_share", cat(many(flood, 8, 0), many(quiet, 7, 0)), quiet, 16, 0, 8, 2, true},
+		{"quiet_recent_still_counts", cat(many(flood, 8, 0), run(quiet, 0), []op{{"leave", quiet, 100}}), flood, 16, 4_999 + 100, 8, 2, false},
+		{"quiet_forgotten_after_window", cat(many(flood, 8, 0), run(quiet, 0), []op{{"leave", quiet, 100}}), flood, 16, 5_100, 16, 1, true},
+		// 16 slots over 3 keys: shares of 5, and the slot rounding leaves
+		// over may be borrowed: the others' headroom (4 + 4) stays free.
+		{"three_keys_remainder_borrowed", cat(many(flood, 5, 0), run(quiet, 0), run(Flow{1, "third"}, 0)), flood, 16, 0, 5, 3, true},
+		{"three_keys_headroom_kept", cat(many(flood, 6, 0), run(quiet, 0), run(Flow{1, "third"}, 0)), flood, 16, 0, 5, 3, false},
+		{"share_at_least_one", cat(run(Flow{1, "a"}, 0), run(Flow{1, "b"}, 0), run(Flow{1, "c"}, 0)), Flow{1, "d"}, 2, 0, 1, 4, true},
+		{"critical_ignores_sheddable", cat(many(shed, 3, 0), many(crit, 10, 0)), crit, 16, 0, 16, 1, true},
+		{"sheddable_shares_with_critical", cat(many(crit, 3, 0), many(shed, 8, 0)), shed, 16, 0, 8, 2, false},
+		// A key with a request waiting counts, but keeps no headroom: it
+		// competes in the queue, where keys under their share go first.
+		{"queued_counts_as_active", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}}), flood, 16, 0, 8, 2, true},
+		{"borrowing_keeps_one_slot_free_per_idle_share", cat(many(flood, 15, 0), run(quiet, 0)), flood, 16, 0, 8, 2, false},
+		{"queued_leaves_without_slot", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}, {"leaveQueued", quiet, 10}}), quiet, 16, 10, 8, 2, true},
+		{"same_key_other_class_is_other_flow", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 8, 2, true},
+		{"unbounded_slots_allow", many(flood, 100, 0), flood, 0, 0, 1, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := New(3, 5*time.Second)
+			apply(tb, tt.ops)
+			now := at(tt.nowMs)
+			if got := tb.Counted(tt.ask, now); got != tt.active {
+				t.Errorf("Counted = %d, want %d", got, tt.active)
+			}
+			if tt.slots > 0 {
+				if got := tb.Share(tt.ask, tt.slots, now); got != tt.share {
+					t.Errorf("Share = %d, want %d", got, tt.share)
+				}
+			}
+			if got := tb.Allowed(tt.ask, tt.slots, now); got != tt.ok {
+				t.Errorf("Allowed = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestForgetsIdleFlows(t *testing.T) {
+	tb := New(1, time.Second)
+	for i := range 10_000 {
+		f := Flow{0, fmt.Sprintf("k%d", i)}
+		tb.Arrive(f, at(i))
+		tb.Acquire(f)
+		tb.Leave(f, true, at(i))
+	}
+	// Key i's one request ended at i ms; at 10 s those that ended less
+	// than a second before are still active: 9001 to 9999.
+	if got := tb.Active(0, at(10_000)); got != 999 {
+		t.Errorf("Active = %d, want 999", got)
+	}
+	if got := tb.Flows(); got != 999 {
+		t.Errorf("Flows = %d, want 999", got)
+	}
+	if got := tb.Active(0, at(20_000)); got != 0 {
+		t.Errorf("Active after the window = %d, want 0", got)
+	}
+	if tb.Flows() != 0 || len(tb.idles)-tb.head != 0 {
+		t.Errorf("remembers %d flows, %d idle records after every window passed", tb.Flows(), len(tb.idles)-tb.head)
+	}
+}
+
+func TestUnbalancedCallsIgnored(t *testing.T) {
+	tb := New(1, time.Second)
+	f := Flow{0, "k"}
+	tb.Leave(f, true, at(0)) // never arrived
+	tb.Acquire(f)
+	if tb.InFlight(f) != 0 || tb.Flows() != 0 {
+		t.Fatalf("a flow that never arrived is remembered: in flight %d, flows %d", tb.InFlight(f), tb.Flows())
+	}
+	tb.Arrive(f, at(0))
+	tb.Acquire(f)
+	tb.Acquire(f) // one request holds one slot at most
+	if tb.InFlight(f) != 1 {
+		t.Fatalf("InFlight = %d after two acquires of one request, want 1", tb.InFlight(f))
+	}
+}
+
+// model is the naive reference: every flow's counts and when it went
+// idle, Active by scanning them all.
+type model struct {
+	window time.Duration
+	flows  map[Flow]*state
+}
+
+func (m *model) active(f Flow, now time.Time) bool {
+	s := m.flows[f]
+	return s != nil && (s.held > 0 || !s.idle.IsZero() && now.Sub(s.idle) < m.window)
+}
+
+func (m *model) counted(f Flow, now time.Time) int {
+	n := 0
+	for g := range m.flows {
+		if g.Class <= f.Class && m.active(g, now) {
+			n++
+		}
+	}
+	if !m.active(f, now) {
+		n++
+	}
+	return n
+}
+
+// beyondHeadroom reports whether a slot is free beyond the headroom of
+// the flows other than f that count against it and have none waiting.
+func (m *model) beyondHeadroom(f Flow, slots int, now time.Time) bool {
+	used, reserve := 0, 0
+	for g, s := range m.flows {
+		used += s.inFlight
+		if g == f || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
+			continue
+		}
+		reserve += max(0, max(1, slots/m.counted(g, now))-s.inFlight)
+	}
+	free := slots - used
+	return free > 0 && free-1 >= reserve
+}
+
+func TestAgainstModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		classes := rapid.IntRange(1, 3).Draw(t, "classes")
+		window := time.Duration(rapid.IntRange(1, 5).Draw(t, "window")) * time.Second
+		tb := New(classes, window)
+		m := &model{window: window, flows: map[Flow]*state{}}
+		keys := []string{"a", "b", "c", "d"}
+		now := t0
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			now = now.Add(time.Duration(rapid.IntRange(0, 1500).Draw(t, "dt")) * time.Millisecond)
+			f := Flow{rapid.IntRange(0, classes-1).Draw(t, "class"), rapid.SampledFrom(keys).Draw(t, "key")}
+			s := m.flows[f]
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 3:
+				tb.Release(f)
+				if s != nil && s.inFlight > 0 {
+					s.inFlight--
+				}
+			case 0:
+				tb.Arrive(f, now)
+				if s == nil || !m.active(f, now) {
+					s = &state{}
+					m.flows[f] = s
+				}
+				s.held++
+				s.idle = time.Time{}
+			case 1:
+				tb.Acquire(f)
+				if s != nil && s.inFlight < s.held {
+					s.inFlight++
+				}
+			case 2:
+				slot := rapid.Bool().Draw(t, "slot")
+				tb.Leave(f, slot, now)
+				if s != nil && s.held > 0 {
+					if slot && s.inFlight > 0 {
+						s.inFlight--
+					}
+					s.held--
+					s.inFlight = min(s.inFlight, s.held)
+					if s.held == 0 {
+						s.idle = now
+					}
+				}
+			}
+			slots := rapid.IntRange(0, 20).Draw(t, "slots")
+			for g := range m.flows {
+				if !m.active(g, now) {
+					delete(m.flows, g)
+				}
+			}
+			for c := range classes {
+				for _, k := range keys {
+					g := Flow{c, k}
+					want := m.counted(g, now)
+					if got := tb.Counted(g, now); got != want {
+						t.Fatalf("Counted(%v) = %d, model %d", g, got, want)
+					}
+					inFlight := 0
+					if s := m.flows[g]; s != nil {
+						inFlight = s.inFlight
+					}
+					if got := tb.InFlight(g); got != inFlight {
+						t.Fatalf("InFlight(%v) = %d, model %d", g, got, inFlight)
+					}
+					under := slots <= 0 || inFlight < max(1, slots/want)
+					if got := tb.Under(g, slots, now); got != under {
+						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
+					}
+					allowed := under || m.beyondHeadroom(g, slots, now)
+					if got := tb.Allowed(g, slots, now); got != allowed {
+						t.Fatalf("Allowed(%v, %d) = %v, model %v", g, slots, got, allowed)
+					}
+				}
+			}
+			if got := tb.Flows(); got != len(m.flows) {
+				t.Fatalf("remembers %d flows, model %d active", got, len(m.flows))
+			}
+		}
+	})
+}
+
+// TestSharesFit checks what the design promises: however the active
+// flows take slots, each only while allowed, a flow that is allowed finds
+// a slot free (as long as there are at least as many slots as flows): the
+// others' shares leave it room, so it never waits for one to end.
+func TestSharesFit(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		slots := rapid.IntRange(1, 64).Draw(t, "slots")
+		n := rapid.IntRange(1, min(slots, 10)).Draw(t, "flows")
+		tb := New(1, time.Minute)
+		flows := make([]Flow, n)
+		for i := range flows {
+			flows[i] = Flow{0, fmt.Sprintf("k%d", i)}
+			tb.Arrive(flows[i], t0) // each has a request waiting
+		}
+		used := 0
+		for range rapid.IntRange(1, 200).Draw(t, "steps") {
+			f := flows[rapid.IntRange(0, n-1).Draw(t, "who")]
+			anyUnder := false
+			for _, g := range flows {
+				anyUnder = anyUnder || tb.Under(g, slots, t0)
+			}
+			// As the dispatcher does: flows under their share first, then
+			// the others where a slot is free beyond the headroom.
+			if tb.Under(f, slots, t0) && used >= slots {
+				t.Fatalf("%v is under its share but all %d slots are taken", f, slots)
+			}
+			if tb.Under(f, slots, t0) || !anyUnder && tb.Allowed(f, slots, t0) {
+				if used >= slots {
+					t.Fatalf("%v is allowed a slot but all %d are taken", f, slots)
+				}
+				tb.Arrive(f, t0)
+				tb.Acquire(f)
+				used++
+			} else if tb.InFlight(f) > 0 && rapid.Bool().Draw(t, "end") {
+				tb.Leave(f, true, t0)
+				used--
+			}
+		}
+	})
+}

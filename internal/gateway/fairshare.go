@@ -1,0 +1,176 @@
+package gateway
+
+// Fair sharing of slots (flow.fair_share_window). A model's in-flight
+// slots are its usable replicas' max_concurrency, summed. While several
+// keys are active (package fairshare), a request whose key (in its class)
+// already holds its share of them in flight waits in the queue even while
+// a slot is free, and the dispatcher passes over such keys' waiters: a key
+// that floods is held to its share, and the room it leaves lets any other
+// active key start at once instead of waiting for a flooder's request to
+// end. Queue order alone cannot give that: it decides who takes the next
+// free slot, but the next slot frees only when some request ends, and a
+// fleet full of one key's requests frees them as they end, often all at
+// once.
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/fairshare"
+)
+
+// flowOf is who a request is fair-shared as.
+func flowOf(a *admission) fairshare.Flow {
+	return fairshare.Flow{Class: a.class.Index(), Key: a.key}
+}
+
+// slots returns the model's in-flight slots in generation gen at now: the
+// max_concurrency of its usable replicas, summed; 0 when one of them has
+// no bound, or none is usable (nothing is then held back for fairness).
+func (g *Gateway) slots(gen *generation, model string, now time.Time) int {
+	at := clock.Of(now)
+	n := int64(0)
+	routes := g.routes(gen).model(model).routes
+	for i := range routes {
+		rt := &routes[i]
+		if !rt.Usable(at) {
+			continue
+		}
+		if rt.MaxConcurrency <= 0 {
+			return 0
+		}
+		n += rt.MaxConcurrency
+	}
+	return int(n)
+}
+
+// arrive records a request entering flow control under fair sharing,
+// and counts it in inferrail_flow_over_share_total when its key holds its
+// share now. Without fair sharing it does nothing.
+func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
+	if !ex.gen.cfg.Flow.FairShare() {
+		return
+	}
+	now := time.Now()
+	slots := g.slots(ex.gen, ex.model, now)
+	f := flowOf(ex.adm)
+	mq.mu.Lock()
+	mq.fair.Arrive(f, now)
+	ex.fair = true
+	ok := mq.fair.Allowed(f, slots, now)
+	mq.gauges(f.Class, slots, now)
+	mq.mu.Unlock()
+	if !ok {
+		g.flow.metrics.overShare.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
+	}
+}
+
+// take takes one of the request's key's share of slots if it may have
+// one now, and reports whether it did; checking and taking under one lock,
+// so that requests of one key arriving together cannot all pass. A request
+// fair sharing does not know always may.
+func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
+	if !ex.fair {
+		return true
+	}
+	now := time.Now()
+	slots := g.slots(ex.gen, ex.model, now)
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	if !mq.fair.Allowed(flowOf(ex.adm), slots, now) {
+		return false
+	}
+	mq.acquired(ex)
+	return true
+}
+
+// acquired records that the request took a slot; called under mq.mu.
+func (mq *modelQueue) acquired(ex *exchange) {
+	if ex.fair && !ex.slot {
+		mq.fair.Acquire(flowOf(ex.adm))
+		ex.slot = true
+	}
+}
+
+// retook records that a request retrying on another replica took a slot
+// again.
+func (mq *modelQueue) retook(ex *exchange) {
+	if ex.fair {
+		mq.mu.Lock()
+		mq.acquired(ex)
+		mq.mu.Unlock()
+	}
+}
+
+// freed records that the request let its slot go (its attempt ended, or
+// it was not placed after all), as its lease frees room: the dispatcher
+// woken next finds its key under its share again.
+func (mq *modelQueue) freed(ex *exchange) {
+	if !ex.fair {
+		return
+	}
+	mq.mu.Lock()
+	if ex.slot {
+		mq.fair.Release(flowOf(ex.adm))
+		ex.slot = false
+	}
+	mq.mu.Unlock()
+}
+
+// leave records that a request fair sharing knew ended, and wakes the
+// dispatcher: its key may be under its share again.
+func (g *Gateway) leave(ex *exchange) {
+	if !ex.fair {
+		return
+	}
+	mq := g.flow.queues[ex.model]
+	now := time.Now()
+	mq.mu.Lock()
+	f := flowOf(ex.adm)
+	mq.fair.Leave(f, ex.slot, now)
+	ex.fair, ex.slot = false, false
+	mq.gauges(f.Class, g.slots(ex.gen, ex.model, now), now)
+	mq.mu.Unlock()
+	mq.kick()
+}
+
+// gauges sets class c's active keys and share; called under mq.mu.
+func (mq *modelQueue) gauges(c, slots int, now time.Time) {
+	s := &mq.series[c]
+	active := max(1, mq.fair.Active(c, now))
+	s.active.Set(float64(active))
+	share := 0
+	if slots > 0 {
+		share = max(1, slots/max(1, active))
+	}
+	s.share.Set(float64(share))
+}
+
+// fairSeries are one class's fair sharing gauges of one model.
+type fairSeries struct{ active, share prometheus.Gauge }
+
+// fairMetrics are the families of fair sharing.
+type fairMetrics struct {
+	overShare *prometheus.CounterVec
+	active    *prometheus.GaugeVec
+	share     *prometheus.GaugeVec
+}
+
+func newFairMetrics() fairMetrics {
+	return fairMetrics{
+		overShare: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_flow_over_share_total",
+			Help: "Requests that waited because their key already held its fair share of the model's in-flight slots, by model and priority class.",
+		}, []string{"model", "class"}),
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferrail_flow_active_keys",
+			Help: "Keys counted against a key of the class when the model's slots are shared (active in the class or a more important one), by model and priority class.",
+		}, []string{"model", "class"}),
+		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferrail_flow_fair_share_slots",
+			Help: "In-flight slots each active key of the class may hold before it waits, by model and priority class; 0 when the slots have no bound.",
+		}, []string{"model", "class"}),
+	}
+}

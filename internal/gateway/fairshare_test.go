@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fairshare"
+)
+
+// countPrefix is how many of ids start with p.
+func countPrefix(ids []string, p string) int {
+	n := 0
+	for _, id := range ids {
+		if strings.HasPrefix(id, p) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFairShareSlots: on a replica of four slots, a key flooding beside
+// another active key is held to its share (two) while slots are free, and
+// the other key's next request starts at once instead of waiting behind
+// the flood; alone, the flooding key uses every slot; with
+// flow.fair_share_window 0 it takes every free slot, and the other key's
+// next request waits.
+func TestFairShareSlots(t *testing.T) {
+	tests := []struct {
+		name       string
+		window     time.Duration
+		quiet      bool // the quiet key holds one request before the flood
+		wantFlood  int  // flood requests the engine receives
+		wantQuick  bool // the quiet key's next request starts at once
+		wantShared int  // inferrail_flow_fair_share_slots of the class; 0 when off
+	}{
+		{"flood_alone_uses_every_slot", 5 * time.Second, false, 4, false, 4},
+		{"flood_held_to_its_share", 5 * time.Second, true, 2, true, 2},
+		{"fair_sharing_off", 0, true, 3, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newOrderEngine(t)
+			cfg := flowConfig(e.srv.URL, 16)
+			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+			cfg.Flow.FairShareWindow = config.Duration(tt.window)
+			flood, fk := newKey("flood", nil)
+			quiet, qk := newKey("quiet", nil)
+			withKeys(t, cfg, fk, qk)
+			gw := startGatewayWith(t, cfg, Options{})
+
+			var chs []<-chan sent
+			if tt.quiet {
+				chs = append(chs, async(gw, "q0", bearer(quiet)...))
+				waitFor(t, "the engine to hold q0", 10*time.Second, func() bool { return countPrefix(e.received(), "q") == 1 })
+			}
+			for i := range 4 {
+				chs = append(chs, async(gw, fmt.Sprintf("f%d", i), bearer(flood)...))
+			}
+			waitFor(t, "every flood request to start or wait", 10*time.Second, func() bool {
+				return countPrefix(e.received(), "f")+int(waiting(gw)) == 4
+			})
+			if got := countPrefix(e.received(), "f"); got != tt.wantFlood {
+				t.Errorf("the engine received %d flood requests, want %d", got, tt.wantFlood)
+			}
+			over := counterValue(t, gw, "inferrail_flow_over_share_total", "model", testModel, "class", "standard")
+			if want := float64(4 - tt.wantFlood); tt.window > 0 && over != want {
+				t.Errorf("inferrail_flow_over_share_total = %v, want %v", over, want)
+			}
+			share := series(t, gw, "inferrail_flow_fair_share_slots", []string{"model", testModel, "class", "standard"}).GetGauge().GetValue()
+			if tt.window > 0 && share != float64(tt.wantShared) {
+				t.Errorf("inferrail_flow_fair_share_slots = %v, want %d", share, tt.wantShared)
+			}
+			if tt.quiet {
+				v := explainAs(t, gw, "flood", `{"model":"sim","prompt":"hello","max_tokens":1}`)
+				wantReason := "over_fair_share"
+				if tt.window == 0 {
+					wantReason = notOfferedFull
+				}
+				if v.Verdict != verdictQueue || v.Reason != wantReason {
+					t.Errorf("explain for the flood key: %s (%s), want queue (%s); %+v", v.Verdict, v.Reason, wantReason, v)
+				}
+				if fs := v.FairShare; tt.window > 0 && (fs == nil || fs.Slots != 4 || fs.ActiveKeys != 2 || fs.Share != 2 || fs.InFlight != 2 || !fs.OverShare) {
+					t.Errorf("explain's fair share: %+v, want 4 slots, 2 keys, share 2, 2 in flight, over", fs)
+				}
+				before := waiting(gw)
+				chs = append(chs, async(gw, "q1", bearer(quiet)...))
+				if tt.wantQuick {
+					waitFor(t, "q1 to start", 10*time.Second, func() bool { return countPrefix(e.received(), "q") == 2 })
+				} else {
+					waitFor(t, "q1 to wait", 10*time.Second, func() bool { return waiting(gw) == before+1 })
+				}
+			}
+			e.open()
+			expectStatus(t, http.StatusOK, chs...)
+			if got := countPrefix(e.received(), "f"); got != 4 {
+				t.Errorf("the engine received %d flood requests in the end, want 4", got)
+			}
+			// Every slot taken in the fair share is given back.
+			mq := gw.g.flow.queues[testModel]
+			waitFor(t, "every request to leave fair sharing", 10*time.Second, func() bool {
+				mq.mu.Lock()
+				defer mq.mu.Unlock()
+				return mq.fair.InFlight(fairshare.Flow{Class: 1, Key: "flood"})+mq.fair.InFlight(fairshare.Flow{Class: 1, Key: "quiet"}) == 0
+			})
+		})
+	}
+}
+
+// TestExplainUnknownKey: /admin/explain?key= naming no key is a 400 in
+// OpenAI's error shape, naming the key.
+func TestExplainUnknownKey(t *testing.T) {
+	e := newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, 4)
+	_, k := newKey("known", nil)
+	withKeys(t, cfg, k)
+	gw := startGatewayWith(t, cfg, Options{})
+	resp, err := http.Post(gw.admin+"/admin/explain/v1/completions?key=nobody", "application/json", strings.NewReader(`{"model":"sim","prompt":"hello","max_tokens":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+			Param   string `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(body.Error.Message, `"nobody"`) || body.Error.Param != "key" {
+		t.Errorf("explain ?key=nobody: %d %+v (%v), want 400 naming the key", resp.StatusCode, body, err)
+	}
+	if v := explainAs(t, gw, "known", `{"model":"sim","prompt":"hello","max_tokens":1}`); v.Class != "standard" || v.FairShare == nil || v.FairShare.ActiveKeys != 1 {
+		t.Errorf("explain ?key=known: %+v, want the key's class (standard) and a fair share of one active key", v)
+	}
+}
