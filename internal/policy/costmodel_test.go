@@ -33,6 +33,32 @@ func TestPrefill(t *testing.T) {
 	}
 }
 
+// TestQueueCountsFreshLoad: W prices decode interference on the larger of
+// the engine's last report and the gateway's own requests in flight, so a
+// burst routed since the report counts at once, and a report counting
+// other gateways' requests still does.
+func TestQueueCountsFreshLoad(t *testing.T) {
+	c := DefaultSettings().Cost
+	d := c.DecodeInterferenceSecs
+	for _, tc := range []struct {
+		name              string
+		running, inFlight int64
+		queued            float64
+		want              float64
+	}{
+		{"no report: in flight", -1, 4, 0, 4 * d},
+		{"report below what the gateway has sent since", 2, 7, 0, 7 * d},
+		{"report above: other gateways' requests", 9, 3, 0.25, 0.25 + 9*d},
+		{"idle", 0, 0, 0, 0},
+		{"negative counts are none", -1, -3, -1, 0},
+	} {
+		cand := Candidate{Running: tc.running, InFlight: tc.inFlight, QueuedPrefill: tc.queued}
+		if got := c.queue(&cand); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: queue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestWorkedExample is the design's example with the default parameters.
 // A 4,000-token prompt is cached on r0 (3,984 tokens: all but its last
 // block) and nowhere else.
