@@ -100,5 +100,5 @@ step setup setup
 # both are light next to the detector's build.
 beside norace-e2e bash -c "$make --no-print-directory norace && $make --no-print-directory e2e-python"
 step race "$make" --no-print-directory race
-step joined joined
+step beside-wait joined
 finish 0
