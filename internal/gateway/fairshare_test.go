@@ -3,8 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +139,70 @@ func TestExplainUnknownKey(t *testing.T) {
 	}
 	if v := explainAs(t, gw, "known", `{"model":"sim","prompt":"hello","max_tokens":1}`); v.Class != "standard" || v.FairShare == nil || v.FairShare.ActiveKeys != 1 {
 		t.Errorf("explain ?key=known: %+v, want the key's class (standard) and a fair share of one active key", v)
+	}
+}
+
+// TestFairShareRetryHoldsOneSlot: a request whose first replica fails
+// holds exactly one slot in the fair share while its retry runs on another,
+// and none once it has ended: a 503 is kept (with its slot) until the retry
+// answers; a refused connection gives its slot back at once, and the retry
+// takes one again.
+func TestFairShareRetryHoldsOneSlot(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		name := map[bool]string{false: "503_kept", true: "connection_refused"}[refuse]
+		t.Run(name, func(t *testing.T) {
+			var asked atomic.Int64
+			bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/health":
+					return
+				case "/v1/completions":
+				default:
+					http.NotFound(w, r) // no metrics page: the replica is routed on the gateway's counts
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				asked.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":{"message":"busy","type":"overloaded"}}`)
+			}))
+			t.Cleanup(bad.Close)
+			good := newOrderEngine(t)
+			cfg := flowConfig(good.srv.URL, 16)
+			// Round robin takes the first replica first: the one that fails.
+			cfg.Models[0].Policy = "round_robin"
+			cfg.Replicas = []config.Replica{
+				{ID: "a-fails", URL: bad.URL, Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1},
+				{ID: "b-holds", URL: good.srv.URL, Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1},
+			}
+			cfg.Retry.MaxAttempts = 2
+			cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
+			secret, k := newKey("retrying", nil)
+			withKeys(t, cfg, k)
+			gw := startGatewayWith(t, cfg, Options{})
+			if refuse {
+				bad.Close()
+			}
+
+			mq := gw.g.flow.queues[testModel]
+			flow := fairshare.Flow{Class: 1, Key: "retrying"}
+			held := func() int {
+				mq.mu.Lock()
+				defer mq.mu.Unlock()
+				return mq.fair.InFlight(flow)
+			}
+			ch := async(gw, "r0", bearer(secret)...)
+			waitFor(t, "the retry to reach the second replica", 10*time.Second, func() bool { return countPrefix(good.received(), "r") == 1 })
+			if n := asked.Load(); !refuse && n != 1 {
+				t.Fatalf("the failing replica was asked %d times, want 1 (the first attempt)", n)
+			}
+			if got := held(); got != 1 {
+				t.Errorf("during the retry the key holds %d slots, want 1", got)
+			}
+			good.open()
+			expectStatus(t, http.StatusOK, ch)
+			waitFor(t, "the request to leave fair sharing", 10*time.Second, func() bool { return held() == 0 })
+		})
 	}
 }
