@@ -32,6 +32,14 @@ type Table struct {
 	idles   []idled // flows as they went idle, oldest first; some stale
 	head    int     // idles[:head] are consumed
 	total   int     // slots held by every flow
+
+	// The headroom of every class, worked out once per change of the
+	// table (version) and slot count: a dispatcher asks Allowed of one
+	// key after another without a change in between.
+	version   uint64
+	hrVersion uint64 // version hr was worked out at; 0: never
+	hrSlots   int
+	hr        []int // per class c: the unused shares of the flows counted against c with none waiting
 }
 
 // New returns an empty table for classes priority classes; flows idle for
@@ -50,6 +58,7 @@ func (t *Table) Window() time.Duration { return t.window }
 // Arrive records that a request of f came in: f holds it until Leave.
 func (t *Table) Arrive(f Flow, now time.Time) {
 	t.expire(now)
+	t.version++
 	s := t.flows[f]
 	if s == nil {
 		s = &state{}
@@ -70,6 +79,7 @@ func (t *Table) Acquire(f Flow) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
 		s.inFlight++
 		t.total++
+		t.version++
 	}
 }
 
@@ -79,6 +89,7 @@ func (t *Table) Release(f Flow) {
 	if s := t.flows[f]; s != nil && s.inFlight > 0 {
 		s.inFlight--
 		t.total--
+		t.version++
 	}
 }
 
@@ -88,6 +99,7 @@ func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 	if s == nil || s.held == 0 {
 		return
 	}
+	t.version++
 	if slot && s.inFlight > 0 {
 		s.inFlight--
 		t.total--
@@ -118,6 +130,7 @@ func (t *Table) expire(now time.Time) {
 		if s := t.flows[id.flow]; s != nil && s.held == 0 && s.idle.Equal(id.at) {
 			t.recent[id.flow.Class]--
 			delete(t.flows, id.flow)
+			t.version++
 		}
 	}
 	if t.head > 32 && t.head*2 > len(t.idles) {
@@ -180,24 +193,60 @@ func (t *Table) Under(f Flow, slots int, now time.Time) bool {
 
 // Headroom returns the slots kept free for the flows that count against
 // f at now, other than f, and have no request waiting: each one's share
-// less what it holds, at least 0. It takes time in the number of flows.
+// less what it holds, at least 0. It takes time in the number of flows
+// once after each change of the table, and constant time until the next.
 func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
 	t.expire(now)
-	counts := make([]int, len(t.holding)) // flows counted against a flow of each class
-	for c := range t.holding {
+	if f.Class < 0 {
+		return 0
+	}
+	if t.hrVersion != t.version+1 || t.hrSlots != slots {
+		t.workOutHeadroom(slots)
+	}
+	r := t.hr[min(f.Class, len(t.hr)-1)]
+	if s := t.flows[f]; s != nil && f.Class < len(t.hr) && s.held <= s.inFlight {
+		r -= t.unusedShare(s, f.Class, slots)
+	}
+	return r
+}
+
+// workOutHeadroom sets hr for slots slots: per class c, the unused shares
+// of the flows of classes 0 to c that have no request waiting.
+func (t *Table) workOutHeadroom(slots int) {
+	n := len(t.holding)
+	if cap(t.hr) < 2*n {
+		t.hr = make([]int, 2*n)
+	}
+	t.hr = t.hr[:2*n]
+	hr, counts := t.hr[:n], t.hr[n:] // counts: flows counted against a flow of each class
+	for c := range n {
 		counts[c] = t.holding[c] + t.recent[c]
 		if c > 0 {
 			counts[c] += counts[c-1]
 		}
+		hr[c] = 0
 	}
-	r := 0
 	for g, s := range t.flows {
-		if g == f || g.Class > f.Class || s.held > s.inFlight {
+		if s.held > s.inFlight || g.Class < 0 || g.Class >= n {
 			continue
 		}
-		r += max(0, max(1, slots/max(1, counts[g.Class]))-s.inFlight)
+		hr[g.Class] += max(0, max(1, slots/max(1, counts[g.Class]))-s.inFlight)
 	}
-	return r
+	for c := 1; c < n; c++ {
+		hr[c] += hr[c-1]
+	}
+	t.hr = hr
+	t.hrVersion, t.hrSlots = t.version+1, slots
+}
+
+// unusedShare is flow s's share of slots less what it holds, at least 0,
+// for a flow of class c with nothing waiting.
+func (t *Table) unusedShare(s *state, c, slots int) int {
+	counted := 0
+	for i := 0; i <= c && i < len(t.holding); i++ {
+		counted += t.holding[i] + t.recent[i]
+	}
+	return max(0, max(1, slots/max(1, counted))-s.inFlight)
 }
 
 // InFlight returns the slots f holds.

@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -174,19 +175,27 @@ func (m *model) counted(f Flow, now time.Time) int {
 	return n
 }
 
-// beyondHeadroom reports whether a slot is free beyond the headroom of
-// the flows other than f that count against it and have none waiting.
-func (m *model) beyondHeadroom(f Flow, slots int, now time.Time) bool {
-	used, reserve := 0, 0
+// headroom is the slots kept free for the flows other than f that count
+// against it and have none waiting: each one's unused share.
+func (m *model) headroom(f Flow, slots int, now time.Time) int {
+	reserve := 0
 	for g, s := range m.flows {
-		used += s.inFlight
 		if g == f || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
 			continue
 		}
 		reserve += max(0, max(1, slots/m.counted(g, now))-s.inFlight)
 	}
+	return reserve
+}
+
+// beyondHeadroom reports whether a slot is free beyond f's headroom.
+func (m *model) beyondHeadroom(f Flow, slots int, now time.Time) bool {
+	used := 0
+	for _, s := range m.flows {
+		used += s.inFlight
+	}
 	free := slots - used
-	return free > 0 && free-1 >= reserve
+	return free > 0 && free-1 >= m.headroom(f, slots, now)
 }
 
 func TestAgainstModel(t *testing.T) {
@@ -258,6 +267,9 @@ func TestAgainstModel(t *testing.T) {
 					if got := tb.Under(g, slots, now); got != under {
 						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
 					}
+					if got, want := tb.Headroom(g, slots, now), m.headroom(g, slots, now); got != want {
+						t.Fatalf("Headroom(%v, %d) = %d, model %d", g, slots, got, want)
+					}
 					allowed := under || m.beyondHeadroom(g, slots, now)
 					if got := tb.Allowed(g, slots, now); got != allowed {
 						t.Fatalf("Allowed(%v, %d) = %v, model %v", g, slots, got, allowed)
@@ -310,4 +322,34 @@ func TestSharesFit(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkAllowedManyKeys: 10,000 active keys sharing 20,000 slots, two
+// each; half hold their two and half none (idle within the window). A
+// key at its share is asked whether it may borrow, one after another, as
+// a dispatcher passing over them asks between two changes of the table:
+// no, the idle keys are owed every free slot.
+func BenchmarkAllowedManyKeys(b *testing.B) {
+	const keys, slots = 10_000, 20_000
+	now := time.Unix(1_700_000_000, 0)
+	tb := New(3, 5*time.Second)
+	busy := make([]Flow, 0, keys/2)
+	for i := range keys {
+		f := Flow{Class: 1, Key: strconv.Itoa(i)}
+		tb.Arrive(f, now)
+		if i%2 == 0 {
+			tb.Leave(f, false, now) // idle, still counted
+			continue
+		}
+		tb.Acquire(f)
+		tb.Arrive(f, now)
+		tb.Acquire(f)
+		busy = append(busy, f)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if tb.Allowed(busy[i%len(busy)], slots, now) {
+			b.Fatal("a key at its share borrowed what the idle keys are owed")
+		}
+	}
 }
