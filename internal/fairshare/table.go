@@ -197,7 +197,7 @@ func (t *Table) Under(f Flow, slots int, now time.Time) bool {
 // once after each change of the table, and constant time until the next.
 func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
 	t.expire(now)
-	if f.Class < 0 {
+	if f.Class < 0 || len(t.holding) == 0 {
 		return 0
 	}
 	if t.hrVersion != t.version+1 || t.hrSlots != slots {
