@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/linelog"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 	"github.com/inferrail/inferrail/internal/workload"
 	"go.uber.org/goleak"
 )
@@ -70,7 +70,7 @@ func record(start time.Time, s sent, blockSize int) *Record {
 func TestRoundTrip(t *testing.T) {
 	const blockSize = 16
 	reqs := prompts(400, 7)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	w := Open(Options{Lines: linelog.Options{Sink: &buf}, Start: start})
 	for _, s := range reqs {
@@ -127,7 +127,7 @@ func TestRoundTrip(t *testing.T) {
 // TestEstimateLine: a request without a tokenizer's count has no hash ids
 // and no block size, and says its input is estimated.
 func TestEstimateLine(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	start := time.Unix(1000, 0)
 	w := Open(Options{Lines: linelog.Options{Sink: &buf}, Start: start})
 	w.Log(&Record{Arrived: start.Add(-time.Second), Model: `q"m`, InputTokens: 12, InputSource: SourceEstimate, OutputTokens: 3, OutputSource: "bytes"})
@@ -211,24 +211,6 @@ func TestDropsCounted(t *testing.T) {
 	if lines := bytes.Count(sink.buf.Bytes(), []byte("\n")); lines != n {
 		t.Errorf("%d lines, want %d", lines, n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to write and read from two goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // blockingSink holds every write until release is closed.

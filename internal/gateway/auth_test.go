@@ -20,6 +20,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 // otherModel is a second model the test fleet lists, for keys that may
@@ -550,7 +551,7 @@ func TestTenThousandKeys(t *testing.T) {
 func TestAdminExposedWarned(t *testing.T) {
 	cfg := testConfig(t, fleetOf(t, 1, true))
 	cfg.Server.AdminListen = "0.0.0.0:0"
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 const testModel = "inferrail/sim-8b"
@@ -76,28 +75,10 @@ type running struct {
 	g      *Gateway
 	url    string
 	admin  string
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Serve has returned
 	err    error         // what Serve returned, once done
-}
-
-// syncBuffer is a log sink tests can read while the gateway writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func startGateway(t testing.TB, cfg *config.Config) *running {
@@ -118,7 +99,7 @@ func startGatewayWith(t testing.TB, cfg *config.Config, opts Options) *running {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	g, err := New(cfg, opts)
 	if err != nil {
@@ -129,7 +110,7 @@ func startGatewayWith(t testing.TB, cfg *config.Config, opts Options) *running {
 
 // serveGateway serves g on loopback ports until the test ends; logs is
 // where g logs.
-func serveGateway(t testing.TB, g *Gateway, logs *syncBuffer) *running {
+func serveGateway(t testing.TB, g *Gateway, logs *syncbuf.Buffer) *running {
 	t.Helper()
 	client, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

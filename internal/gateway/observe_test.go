@@ -20,6 +20,7 @@ import (
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 	"github.com/inferrail/inferrail/internal/telemetry"
 	"github.com/inferrail/inferrail/internal/telemetry/otlptest"
 	"go.opentelemetry.io/otel/attribute"
@@ -35,7 +36,7 @@ func startObserved(t *testing.T, cfg *config.Config, exp *tracetest.InMemoryExpo
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := New(cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,16 @@
 package linelog
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 // The writer's drops, failures and rotation are tested through the
@@ -22,28 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("gopkg.in/natefinch/lumberjack%2ev2.(*Logger).millRun"))
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestEncoderOwnsItsState: the encoder keeps a counter without a lock
 // (the race detector would see two goroutines), and the lines come out in
 // the order logged.
 func TestEncoderOwnsItsState(t *testing.T) {
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	seen := 0 // the encoder's own state
 	w := Open(Options{Sink: &out}, func(n int, b []byte) []byte {
 		seen++
@@ -77,7 +60,7 @@ func (brokenDisk) Write([]byte) (int, error) { return 0, errors.New("disk gone")
 // TestNameInWarnings: the warning names what is being lost.
 func TestNameInWarnings(t *testing.T) {
 	for _, tt := range []struct{ name, want string }{{"", "line log write failing"}, {"traffic capture", "traffic capture write failing"}} {
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		w := Open(Options{Name: tt.name, Sink: brokenDisk{}, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 			func(s string, b []byte) []byte { return append(append(b, s...), '\n') })
 		w.Log("x")

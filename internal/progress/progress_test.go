@@ -1,13 +1,14 @@
 package progress
 
 import (
-	"bytes"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -57,31 +58,12 @@ func (c *fakeClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// syncBuffer is a buffer the display's goroutine may write while the test
-// reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestThrottle: on a terminal, updates closer than Every to the last
 // redraw draw nothing; the others redraw the line in place, every run
 // under way on it; a run's end writes its last line and a newline.
 func TestThrottle(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(0, 0)}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	// Every is an hour, so the display's own ticker never fires while the
 	// test moves the clock by hand.
 	d := &Display{W: &out, TTY: true, Every: time.Hour, Now: clk.now}
@@ -121,7 +103,7 @@ func TestThrottle(t *testing.T) {
 // ends, and updates write nothing.
 func TestNotATerminal(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(0, 0)}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	d := &Display{W: &out, Now: clk.now}
 	for i, label := range []string{"w1 cost_model", "w1 round_robin"} {
 		task := d.Start(label, 10, 0)
@@ -157,7 +139,7 @@ func TestNilDisplay(t *testing.T) {
 // TestTicks: on a terminal the display redraws by itself while a run is
 // under way, and its goroutine ends with the last run.
 func TestTicks(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	d := &Display{W: &out, TTY: true, Every: time.Millisecond}
 	task := d.Start("x", 1, 0)
 	deadline := time.Now().Add(10 * time.Second)
