@@ -197,28 +197,45 @@ func runGWChurn(ctx context.Context, r *gwRun) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// A lookup or two more, so the gateway has the last window, then the
-	// page must name only its members.
-	time.Sleep(3 * l.Refresh)
-	lookups, ips := res.current()
-	page, _ := renderPage(handler)
-	f.PageBytesEnd = len(page)
-	f.FamilyBytesEnd = familyBytes(page)
-	live := map[string]bool{}
-	for _, ip := range ips {
-		live["churn-"+ip+"-"+port] = true
-	}
-	for id := range replicaLabels(page) {
-		if !live[id] {
-			f.Departed++
+	// The gateway needs a lookup or two more to see the last window; a
+	// machine slowed by the race detector may need more, so wait for the
+	// page to settle, within a bound, before counting what it names.
+	var lookups int
+	var page []byte
+	for settle := time.Now(); ; {
+		time.Sleep(l.Refresh)
+		var ips []string
+		lookups, ips = res.current()
+		page, _ = renderPage(handler)
+		f.Departed = departed(page, ips, port)
+		if f.Departed == 0 || time.Since(settle) > 100*l.Refresh {
+			break
 		}
 	}
+	f.PageBytesEnd = len(page)
+	f.FamilyBytesEnd = familyBytes(page)
 	f.Lookups = lookups
 	f.Render, f.Fetch = measure.Summarize(render), measure.Summarize(fetch)
 	f.Requests = len(shots)
 	f.Errors, f.ErrorKinds, f.ErrorSamples = stress.TallyShots(shots)
 	churnChecks(r, f, l)
 	return nil
+}
+
+// departed counts the replicas a page names that are not among the
+// addresses the resolver now answers.
+func departed(page []byte, ips []string, port string) int {
+	live := map[string]bool{}
+	for _, ip := range ips {
+		live["churn-"+ip+"-"+port] = true
+	}
+	n := 0
+	for id := range replicaLabels(page) {
+		if !live[id] {
+			n++
+		}
+	}
+	return n
 }
 
 func churnChecks(r *gwRun, f *ChurnFigures, l ChurnLoad) {
