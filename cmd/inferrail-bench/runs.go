@@ -54,6 +54,8 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	fs.Float64Var(&s.Speedup, "speedup", 0, "run the fleet this many times faster than the model's clock; figures stay in the model's time (0: real time)")
 	fs.StringVar(&s.Index, "index", bench.IndexApproximate, "the gateway's index.mode: approximate, or exact or auto with the simulators publishing KV events the gateway follows")
 	fs.IntVar(&s.Gateways, "gateways", 1, "gateways with the same config in front of the same simulators, the client sending the requests to each in turn")
+	fs.StringVar(&s.GatewayPatch, "gateway-patch", "", `JSON merge patch applied to the gateway config the run generates, e.g. '{"routing":{"session_affinity":true}}'`)
+	fs.StringVar(&s.Variant, "variant", "", "name of --gateway-patch in the result's file name (required with it)")
 	return func(simArgs []string) (bench.RunSpec, error) {
 		var err error
 		if s.Index, err = bench.NormalizeIndex(s.Index); err != nil {

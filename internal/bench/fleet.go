@@ -63,6 +63,10 @@ type FleetOptions struct {
 	// to (observability.capture.path). Not with a peer router or more than
 	// one gateway.
 	Capture string
+	// GatewayPatch is a JSON merge patch applied to the generated gateway
+	// config before Speedup shrinks its times (RunSpec.GatewayPatch).
+	// Empty means none.
+	GatewayPatch string
 	// Logger receives the children's life cycle at Debug. Nil discards.
 	Logger *slog.Logger
 }
@@ -119,7 +123,10 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 		}
 		return f, nil
 	}
-	cfg := fleetConfig(o, f.Replicas())
+	cfg, err := fleetConfig(o, f.Replicas())
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start fleet: %w", err), f.Stop())
+	}
 	if err := f.StartGateways(ctx, max(1, o.Gateways), procs.GatewayOptions{Binary: o.GatewayBinary, Env: o.GatewayEnv, Config: cfg, Logger: o.Logger}); err != nil {
 		return nil, errors.Join(err, f.Stop())
 	}
@@ -129,10 +136,18 @@ func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	return f, nil
 }
 
-// fleetConfig is the gateway config of a fleet.
-func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
+// fleetConfig is the gateway config of a fleet: an error only when
+// o.GatewayPatch does not apply.
+func fleetConfig(o FleetOptions, replicas []harness.Replica) (*config.Config, error) {
 	cfg := harness.GatewayConfig(replicas, harness.GatewayOptions{Model: o.Model, Policy: o.Policy, Tokenizer: "builtin:sim",
 		BlockSize: o.BlockSize, Caps: 4096, Seed: o.Seed, RequestTimeout: 10 * time.Minute, LogLevel: "warn", IndexMode: o.Index})
+	if o.GatewayPatch != "" {
+		patched, err := cfg.Patch([]byte(o.GatewayPatch))
+		if err != nil {
+			return nil, fmt.Errorf("gateway patch: %w", err)
+		}
+		cfg = patched
+	}
 	cfg.Observability.Capture.Path = o.Capture
 	if f := o.Speedup; f > 1 {
 		// What the gateway predicts and how fresh it wants its engine
@@ -150,7 +165,7 @@ func fleetConfig(o FleetOptions, replicas []harness.Replica) *config.Config {
 		// Engines confirm routed prompts sooner on the faster clock.
 		faster(&cfg.Index.SpeculativeTTL)
 	}
-	return cfg
+	return cfg, nil
 }
 
 // engineReading is what the engines' counters said at one moment.

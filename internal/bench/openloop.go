@@ -32,6 +32,9 @@ const errKindNotSent = "not_sent"
 type Outcome struct {
 	Index int
 	Kind  string
+	// Session is the request's conversation (workload.Request.Session);
+	// empty for none.
+	Session string
 	// Target is the place in OpenLoopOptions.URLs of the gateway the
 	// request went to; 0 with a single URL.
 	Target int
@@ -124,7 +127,7 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 	}
 	out := make([]Outcome, len(reqs))
 	for i := range reqs {
-		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Target: i % len(urls), Sched: reqs[i].At}
+		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Session: reqs[i].Session, Target: i % len(urls), Sched: reqs[i].At}
 	}
 	loop := harness.Loop{Start: start, N: len(reqs), At: func(i int) time.Duration { return reqs[i].At }, OnSchedule: o.OnSchedule}
 	count := o.Progress

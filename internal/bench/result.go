@@ -60,6 +60,13 @@ type RunSpec struct {
 	// fleet puts in front of its simulators, the client sending the
 	// requests to each in turn. 0 or 1: one (the runs before the option).
 	Gateways int `json:"gateways,omitempty"`
+	// Variant names GatewayPatch in file names and summaries; empty when
+	// there is no patch.
+	Variant string `json:"variant,omitempty"`
+	// GatewayPatch is a JSON merge patch (RFC 7396) applied to the gateway
+	// config the run generates, before the speedup shrinks its times: the
+	// way to measure a setting other than the default. Empty means none.
+	GatewayPatch string `json:"gateway_patch,omitempty"`
 }
 
 // GatewayCount is how many gateways the run's fleet has: Gateways, at
@@ -151,6 +158,18 @@ func (s *RunSpec) Validate() error {
 			errs = append(errs, errors.New("index: only for a gateway of the run's own, not an existing url or a peer router"))
 		}
 	}
+	if s.GatewayPatch != "" {
+		if s.URL != "" || procs.IsPeerPolicy(s.Policy) {
+			errs = append(errs, errors.New("gateway_patch: only for a gateway of the run's own, not an existing url or a peer router"))
+		} else if obj := map[string]json.RawMessage(nil); json.Unmarshal([]byte(s.GatewayPatch), &obj) != nil || obj == nil {
+			errs = append(errs, errors.New("gateway_patch: must be a JSON object"))
+		}
+		if s.Variant == "" {
+			errs = append(errs, errors.New("variant: a gateway patch needs a name"))
+		}
+	} else if s.Variant != "" {
+		errs = append(errs, errors.New("variant: names a gateway patch, and there is none"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -218,7 +237,7 @@ func (s *RunSpec) FileName() string {
 	if s.Sized {
 		size = "r" + strconv.Itoa(s.Replicas)
 	}
-	parts := []string{name, rate, size, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Index, gws}
+	parts := []string{name, rate, size, "rep" + strconv.Itoa(s.Rep), s.Policy, s.Variant, s.Index, gws}
 	var b strings.Builder
 	for _, p := range parts {
 		if p == "" {

@@ -207,7 +207,7 @@ func startRunFleet(ctx context.Context, spec *RunSpec, env *RunEnv, res *RunResu
 		SimEnv: env.SimEnv, GatewayEnv: env.GatewayEnv, PeerVenv: env.PeerVenv,
 		Replicas: spec.Replicas, SimArgs: spec.SimArgs, Model: spec.Workload.Model,
 		Policy: spec.Policy, BlockSize: spec.blockSize(), Seed: int64(spec.Workload.Seed) + 1,
-		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Capture: env.Capture, Logger: env.logger(),
+		Speedup: spec.clock(), Index: spec.Index, Gateways: spec.GatewayCount(), Capture: env.Capture, GatewayPatch: spec.GatewayPatch, Logger: env.logger(),
 	})
 	if err != nil {
 		return nil, err
@@ -413,6 +413,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 			from = " (from the " + m.ReplicasFrom + "' counters)"
 		}
 		fmt.Fprintf(w, "  replicas%s %s; busiest share %.2f\n", from, strings.Join(parts, ", "), m.BusiestShare)
+	}
+	if t := m.Turns; t != nil {
+		fmt.Fprintf(w, "  follow-up turns on their conversation's replica: %d of %d (%.0f%%)\n", t.Kept, t.FollowUps, 100*t.KeptShare)
 	}
 	if p := m.Prediction; p != nil {
 		fmt.Fprintf(w, "  predictions (%d): exact %.0f%%, over %.0f%%, under %.0f%%, mean error %+.1f tokens, predicted hit rate %.3f\n",

@@ -159,6 +159,9 @@ type Measurements struct {
 	// ReplicaTTFTP99 is the p99 TTFT of the measured successes each
 	// replica served, by x-inferrail-replica: where the slow requests were.
 	ReplicaTTFTP99 map[string]float64 `json:"replica_ttft_p99,omitempty"`
+	// Turns says how often a conversation's next turn went to the replica
+	// its previous turn went to; nil without sessions or replica names.
+	Turns *Turns `json:"turns,omitempty"`
 	// Herding says how much busier than the least busy replica the ones
 	// chosen were when the requests were sent; nil without replica names.
 	Herding *Herding `json:"herding,omitempty"`
@@ -187,6 +190,41 @@ type Measurements struct {
 	// them (x-inferrail-policy) when there is more than one: the arms of an
 	// A/B split.
 	Arms map[string]KindFigures `json:"arms,omitempty"`
+}
+
+// Turns counts measured follow-up turns, successes whose conversation had
+// an earlier success (warmup included), and how many of them Kept their
+// previous turn's replica. Moved turns leave a copy of the history behind
+// on the old replica, taking cache that other conversations need.
+type Turns struct {
+	FollowUps int     `json:"follow_ups"`
+	Kept      int     `json:"kept"`
+	KeptShare float64 `json:"kept_share"`
+}
+
+// turnsOf is the Turns of outs, whose first warm ones are warmup; nil when
+// no follow-up turn has a replica name.
+func turnsOf(outs []Outcome, warm int) *Turns {
+	last := map[string]string{}
+	var t Turns
+	for i := range outs {
+		o := &outs[i]
+		if o.Session == "" || o.Replica == "" || !o.OK() {
+			continue
+		}
+		if prev, ok := last[o.Session]; ok && i >= warm {
+			t.FollowUps++
+			if prev == o.Replica {
+				t.Kept++
+			}
+		}
+		last[o.Session] = o.Replica
+	}
+	if t.FollowUps == 0 {
+		return nil
+	}
+	t.KeptShare = float64(t.Kept) / float64(t.FollowUps)
+	return &t
 }
 
 // EngineHits is the engines' prefix cache counters over the window.
@@ -229,7 +267,7 @@ type KindFigures struct {
 // measureOutcomes computes the figures of outcomes after the first warm ones. It
 // fills neither Engine nor the oracle fields.
 func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
-	m := Measurements{Requests: len(outs), Warmup: warm, SLO: slo}
+	m := Measurements{Requests: len(outs), Warmup: warm, SLO: slo, Turns: turnsOf(outs, warm)}
 	outs = outs[min(warm, len(outs)):]
 	m.Measured = len(outs)
 	if len(outs) == 0 {

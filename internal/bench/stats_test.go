@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -225,5 +226,36 @@ func TestMeasureArms(t *testing.T) {
 	report := RenderRunReport([]*RunResult{{Spec: RunSpec{Policy: "split:cost_model=50,kv_aware=50", Workload: workload.Spec{Workload: "w1", Rate: 2}}, Measurements: m}})
 	if !strings.Contains(report, "## Split arms") || !strings.Contains(report, "| kv_aware | 2 | 1 |") {
 		t.Errorf("the report does not split the run by arm:\n%s", report)
+	}
+}
+
+// TestTurnsOf: follow-up turns count against the conversation's previous
+// successful turn, warmup turns only as history, failures and unnamed
+// replicas not at all.
+func TestTurnsOf(t *testing.T) {
+	ok := func(session, replica string) Outcome { return Outcome{Session: session, Replica: replica} }
+	failed := Outcome{Session: "a", Replica: "r3", ErrKind: "status"}
+	cases := []struct {
+		name string
+		outs []Outcome
+		warm int
+		want *Turns
+	}{
+		{"no sessions", []Outcome{ok("", "r1"), ok("", "r1")}, 0, nil},
+		{"first turns only", []Outcome{ok("a", "r1"), ok("b", "r2")}, 0, nil},
+		{"kept and moved", []Outcome{ok("a", "r1"), ok("b", "r2"), ok("a", "r1"), ok("b", "r1"), ok("b", "r1")}, 0,
+			&Turns{FollowUps: 3, Kept: 2, KeptShare: 2.0 / 3}},
+		{"warmup is history", []Outcome{ok("a", "r1"), ok("a", "r2"), ok("a", "r2")}, 2,
+			&Turns{FollowUps: 1, Kept: 1, KeptShare: 1}},
+		{"a failure is no turn", []Outcome{ok("a", "r1"), failed, ok("a", "r1")}, 0,
+			&Turns{FollowUps: 1, Kept: 1, KeptShare: 1}},
+		{"no replica names", []Outcome{ok("a", ""), ok("a", "")}, 0, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := turnsOf(c.outs, c.warm); !reflect.DeepEqual(got, c.want) {
+				t.Errorf("turnsOf = %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }

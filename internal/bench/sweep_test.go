@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -323,5 +324,49 @@ rates = [9]
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("plan:\n%v\nwant\n%v", got, want)
+	}
+}
+
+// TestGatewayPatch: a run's gateway patch names itself in the file name,
+// is refused where there is no gateway of the run's own or no name, and
+// changes the generated config, before the speedup scales its times.
+func TestGatewayPatch(t *testing.T) {
+	s := RunSpec{Policy: "cost_model", Replicas: 3, SLO: SLO{TTFT: time.Second, TPOT: time.Second}, Workload: workload.Spec{Workload: "w2", Rate: 12, Duration: time.Minute},
+		GatewayPatch: `{"routing":{"session_affinity":true,"hot_prefix":{"window":"8s"}}}`, Variant: "sessions"}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.FileName(); got != "w2_rate12_rep0_cost_model_sessions.json" {
+		t.Errorf("file name %q", got)
+	}
+	bad := []struct {
+		name, want string
+		edit       func(*RunSpec)
+	}{
+		{"peer", "gateway_patch: only for a gateway of the run's own", func(s *RunSpec) { s.Policy = "peer:vllm-router:cache_aware" }},
+		{"no name", "variant: a gateway patch needs a name", func(s *RunSpec) { s.Variant = "" }},
+		{"not an object", "gateway_patch: must be a JSON object", func(s *RunSpec) { s.GatewayPatch = `[1]` }},
+		{"null", "gateway_patch: must be a JSON object", func(s *RunSpec) { s.GatewayPatch = `null` }},
+		{"name without patch", "variant: names a gateway patch", func(s *RunSpec) { s.GatewayPatch = "" }},
+	}
+	for _, b := range bad {
+		c := s
+		b.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v, want %q", b.name, err, b.want)
+		}
+	}
+	replicas := []harness.Replica{{ID: "sim-1", URL: "http://127.0.0.1:1"}}
+	o := FleetOptions{Policy: "cost_model", Model: "inferrail/sim-8b", Speedup: 4, GatewayPatch: s.GatewayPatch}
+	cfg, err := fleetConfig(o, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Routing.SessionAffinity || time.Duration(cfg.Routing.HotPrefix.Window) != 2*time.Second {
+		t.Errorf("patched config: session affinity %v, hot window %v (want true, 8s/4)", cfg.Routing.SessionAffinity, time.Duration(cfg.Routing.HotPrefix.Window))
+	}
+	o.GatewayPatch = `{"routing":{"no_such_key":1}}`
+	if _, err := fleetConfig(o, replicas); err == nil || !strings.Contains(err.Error(), "no_such_key") {
+		t.Errorf("unknown key: %v", err)
 	}
 }
