@@ -212,6 +212,11 @@ func appendDecision(b []byte, job *shadowJob, routed *shadowPick, picks []shadow
 		b = strconv.AppendFloat(b, c.KVUsage, 'g', -1, 64)
 		b = append(b, `,"kv_capacity_blocks":`...)
 		b = strconv.AppendInt(b, int64(c.KVCapacityBlocks), 10)
+		if c.Pace != 0 {
+			// A replay prices by it as the decision did.
+			b = append(b, `,"pace":`...)
+			b = strconv.AppendFloat(b, c.Pace, 'g', -1, 64)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"routed":`...)
