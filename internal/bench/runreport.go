@@ -157,6 +157,9 @@ func policyLabel(s *RunSpec) string {
 		p = s.URL
 	}
 	var more []string
+	if s.Variant != "" {
+		more = append(more, s.Variant)
+	}
 	if s.Index != "" {
 		more = append(more, s.Index)
 	}

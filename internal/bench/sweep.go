@@ -59,6 +59,10 @@ type SweepFile struct {
 	// gateway policy runs with (RunSpec.Gateways), innermost after the
 	// index mode; a peer router runs alone. Default [1].
 	Gateways []int `toml:"gateways"`
+	// Variants are settings measured beside the defaults: each of the
+	// policies a variant names runs once more under its gateway patch,
+	// right after its run with the defaults. Default none.
+	Variants []SweepVariant `toml:"variants"`
 
 	Points []SweepPoint `toml:"points"`
 }
@@ -238,6 +242,7 @@ func (f *SweepFile) Validate() error {
 	errs = append(errs, checkIndexModes("index", f.Index)...)
 	errs = append(errs, checkGatewayCounts(f.Gateways)...)
 	errs = append(errs, checkPolicies("policies", f.Policies)...)
+	errs = append(errs, f.checkVariants()...)
 	return errors.Join(errs...)
 }
 
@@ -383,11 +388,17 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 					for _, pol := range policies {
 						for _, mode := range indexModes(p.Index, f.Index, pol) {
 							for _, gws := range gatewayCounts(f.Gateways, pol) {
-								runs = append(runs, RunSpec{
+								run := RunSpec{
 									Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
 									Replicas: n, Sized: len(p.Replicas) > 0, SimArgs: slices.Clone(simArgs),
 									Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
-								})
+								}
+								runs = append(runs, run)
+								for _, v := range f.variantsOf(pol) {
+									run.SimArgs = slices.Clone(simArgs)
+									run.Variant, run.GatewayPatch = v.Name, v.GatewayPatch
+									runs = append(runs, run)
+								}
 							}
 						}
 					}

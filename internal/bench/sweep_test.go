@@ -370,3 +370,72 @@ func TestGatewayPatch(t *testing.T) {
 		t.Errorf("unknown key: %v", err)
 	}
 }
+
+// TestSweepVariants: a variant runs right after its policy's run with the
+// defaults, under its patch, named in the file name and the report's
+// label; peers and other policies run once; a variant no run could take
+// is refused with its path.
+func TestSweepVariants(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+policies = ["round_robin", "cost_model", "peer:vllm-router:cache_aware"]
+requests = 100
+
+[[variants]]
+name = "sessions"
+policies = ["cost_model"]
+gateway_patch = '{"routing":{"session_affinity":true}}'
+
+[[variants]]
+name = "no-pace"
+policies = ["cost_model", "round_robin"]
+gateway_patch = '{"routing":{"pace":false}}'
+
+[[points]]
+workload = "w2"
+rates = [12]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := f.Plan(PlanOptions{})
+	var names, labels []string
+	for _, r := range runs {
+		names = append(names, r.FileName())
+		labels = append(labels, policyLabel(&r))
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: %v", r.FileName(), err)
+		}
+	}
+	want := []string{"w2_rate12_rep0_round_robin.json", "w2_rate12_rep0_round_robin_no-pace.json",
+		"w2_rate12_rep0_cost_model.json", "w2_rate12_rep0_cost_model_sessions.json", "w2_rate12_rep0_cost_model_no-pace.json",
+		"w2_rate12_rep0_peer-vllm-router-cache_aware.json"}
+	if !slices.Equal(names, want) {
+		t.Errorf("plan %v, want %v", names, want)
+	}
+	if labels[3] != "cost_model (sessions)" || labels[2] != "cost_model" {
+		t.Errorf("labels %v", labels)
+	}
+	if runs[3].GatewayPatch != `{"routing":{"session_affinity":true}}` || runs[2].GatewayPatch != "" {
+		t.Errorf("patches %q, %q", runs[2].GatewayPatch, runs[3].GatewayPatch)
+	}
+
+	bad := []struct{ variant, want string }{
+		{`name = ""` + "\npolicies = [\"cost_model\"]\ngateway_patch = '{}'", "variants[0]: name: required"},
+		{`name = "a b"` + "\npolicies = [\"cost_model\"]\ngateway_patch = '{}'", `variants[0]: name: letters, digits and '-' only, not "a b"`},
+		{`name = "x"` + "\npolicies = []\ngateway_patch = '{}'", "variants[0]: policies: at least one is required"},
+		{`name = "x"` + "\npolicies = [\"peer:vllm-router:cache_aware\"]\ngateway_patch = '{}'", "is a peer router"},
+		{`name = "x"` + "\npolicies = [\"kv_aware\"]\ngateway_patch = '{}'", "kv_aware is not among the policies the sweep runs"},
+		{`name = "x"` + "\npolicies = [\"cost_model\"]\ngateway_patch = '[1]'", "variants[0]: gateway_patch: must be a JSON object"},
+	}
+	for _, b := range bad {
+		doc := "policies = [\"cost_model\"]\nrequests = 1\n[[variants]]\n" + b.variant + "\n[[points]]\nworkload = \"w1\"\nrates = [1]\n"
+		if _, err := ParseSweep([]byte(doc)); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: %v, want %q", b.variant, err, b.want)
+		}
+	}
+	twice := "policies = [\"cost_model\"]\nrequests = 1\n[[variants]]\nname = \"x\"\npolicies = [\"cost_model\"]\ngateway_patch = '{}'\n" +
+		"[[variants]]\nname = \"x\"\npolicies = [\"cost_model\"]\ngateway_patch = '{}'\n[[points]]\nworkload = \"w1\"\nrates = [1]\n"
+	if _, err := ParseSweep([]byte(twice)); err == nil || !strings.Contains(err.Error(), `variants[1]: name: "x" is used twice`) {
+		t.Errorf("a name twice: %v", err)
+	}
+}
