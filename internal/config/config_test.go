@@ -71,7 +71,7 @@ func TestGoodFiles(t *testing.T) {
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
-		HotPrefix:  HotPrefix{Blocks: 2, Window: sec(30), Utilization: 1},
+		HotPrefix:  HotPrefix{Blocks: 2, Window: sec(30), Utilization: 1, Demand: "prompt"},
 	}
 	full.Health = Health{
 		Interval: sec(2), Timeout: sec(2), UnhealthyThreshold: 5, HealthyThreshold: 2,
@@ -253,6 +253,7 @@ var badFiles = map[string][]string{
 		"line 17: routing.hot_prefix.blocks: must be >= 0",
 		"line 17: routing.hot_prefix.window: must be > 0",
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
+		`line 17: routing.hot_prefix.demand: must be prefill or prompt, got "uncached"`,
 		`line 18: routing.kv_guard: must be usage or free_blocks, not "blocks"`,
 	},
 	"models.bad.yaml": {

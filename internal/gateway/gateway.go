@@ -81,7 +81,8 @@ func policySettings(cfg *config.Config, model string, seed uint64) policy.Settin
 		DecodeInterferenceSecs: cm.DecodeInterferenceSecs,
 	}
 	s.KVAware = policy.KVWeights{CacheWeight: r.KVAware.CacheWeight, LoadWeight: r.KVAware.LoadWeight}
-	s.HotPrefix = policy.HotPrefixParams{Blocks: r.HotPrefix.Blocks, Window: time.Duration(r.HotPrefix.Window), Utilization: r.HotPrefix.Utilization}
+	s.HotPrefix = policy.HotPrefixParams{Blocks: r.HotPrefix.Blocks, Window: time.Duration(r.HotPrefix.Window), Utilization: r.HotPrefix.Utilization,
+		Demand: r.HotPrefix.Demand}
 	return s
 }
 

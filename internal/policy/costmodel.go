@@ -174,7 +174,11 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	var h hotView
 	d := p.decide(req, cands, sl, rk, order, p.src.r, now, &h, false)
 	if h.rooted {
-		p.countDemand(req, &h, d.PrefillSecs, now)
+		demand := d.PrefillSecs
+		if p.s.HotPrefix.Demand == DemandPrompt {
+			demand = p.s.Cost.prefill(req, 0)
+		}
+		p.countDemand(req, &h, demand, now)
 	}
 	if p.sessions != nil && req.Session != "" {
 		p.sessions.put(req.Session, cands[d.Index].ID)

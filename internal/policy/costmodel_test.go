@@ -645,6 +645,7 @@ func TestSettingsValidate(t *testing.T) {
 			s.KVAware.LoadWeight = math.Inf(1)
 			s.HotPrefix.Window = 0
 			s.HotPrefix.Utilization = 2
+			s.HotPrefix.Demand = "uncached"
 		}, []string{
 			"short_prompt_tokens: must be >= 0",
 			"sessions: must be >= 1",
@@ -653,6 +654,7 @@ func TestSettingsValidate(t *testing.T) {
 			"kv_aware.load_weight: must be >= 0",
 			"hot_prefix.window: must be > 0",
 			"hot_prefix.utilization: must be > 0 and <= 1",
+			"hot_prefix.demand: must be prefill or prompt",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,7 +103,21 @@ type HotPrefixParams struct {
 	// demand D seconds of prefill per second gets ceil(D/Utilization).
 	// Default 0.5.
 	Utilization float64
+	// Demand says what a routed request adds to its prefixes' demand:
+	// DemandPrefill (the default), the prefill the chosen replica computes,
+	// its uncached tokens'; DemandPrompt, the prefill of its whole prompt,
+	// as if nothing were cached: the work a prefix's traffic brings to the
+	// replicas that hold it. Counted as computed, a prefix that one replica
+	// holds looks cold however much traffic it draws there, because that
+	// replica computes little of it.
+	Demand string
 }
+
+// What a request adds to its prefixes' demand (HotPrefixParams.Demand).
+const (
+	DemandPrefill = "prefill"
+	DemandPrompt  = "prompt"
+)
 
 // The KV-pressure guard's rules (Settings.KVGuard).
 const (
@@ -131,6 +145,7 @@ func DefaultSettings() Settings {
 			Blocks:      4,
 			Window:      10 * time.Second,
 			Utilization: 0.5,
+			Demand:      DemandPrefill,
 		},
 	}
 }
@@ -184,6 +199,9 @@ func (s *Settings) Validate() error {
 		}
 		if !(h.Utilization > 0 && h.Utilization <= 1) {
 			fail("hot_prefix.utilization", "must be > 0 and <= 1")
+		}
+		if h.Demand != DemandPrefill && h.Demand != DemandPrompt {
+			fail("hot_prefix.demand", "must be prefill or prompt")
 		}
 	}
 	return errors.Join(errs...)
