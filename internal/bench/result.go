@@ -161,7 +161,7 @@ func (s *RunSpec) Validate() error {
 	if s.GatewayPatch != "" {
 		if s.URL != "" || procs.IsPeerPolicy(s.Policy) {
 			errs = append(errs, errors.New("gateway_patch: only for a gateway of the run's own, not an existing url or a peer router"))
-		} else if obj := map[string]json.RawMessage(nil); json.Unmarshal([]byte(s.GatewayPatch), &obj) != nil || obj == nil {
+		} else if !jsonObject(s.GatewayPatch) {
 			errs = append(errs, errors.New("gateway_patch: must be a JSON object"))
 		}
 		if s.Variant == "" {

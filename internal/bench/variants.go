@@ -64,12 +64,18 @@ func (f *SweepFile) checkVariants() []error {
 				fail(i, "policies[%d]: %s is not among the policies the sweep runs", j, pol)
 			}
 		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal([]byte(v.GatewayPatch), &obj) != nil || obj == nil {
+		if !jsonObject(v.GatewayPatch) {
 			fail(i, "gateway_patch: must be a JSON object, not %q", v.GatewayPatch)
 		}
 	}
 	return errs
+}
+
+// jsonObject reports whether s is a JSON object, as a merge patch of a
+// config must be (null or any other value would replace the whole config).
+func jsonObject(s string) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal([]byte(s), &obj) == nil && obj != nil
 }
 
 // variantName reports whether name is letters, digits and '-' only, so
