@@ -86,6 +86,35 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 	return true
 }
 
+// startNow reports whether a request entering flow control may try the
+// replicas at once rather than join the queue, and if so takes its slot in
+// the fair share: when nobody waits and its key may have a slot, or, while
+// others wait, when its key holds less than its share and no waiter's key
+// does. The dispatcher serves keys under their share before every other
+// waiter, so such a request would pass them all anyway; queueing it would
+// only add the dispatcher's turn to its wait.
+func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
+	if mq.waiting.Load() == 0 {
+		return g.take(ex, mq)
+	}
+	if !ex.fair {
+		return false
+	}
+	now := time.Now()
+	slots := g.slots(ex.gen, ex.model, now)
+	under := func(c int, key string) bool {
+		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
+	f := flowOf(ex.adm)
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	if !under(f.Class, f.Key) || mq.q.PeekFunc(under) != nil {
+		return false
+	}
+	mq.acquired(ex)
+	return true
+}
+
 // acquired records that the request took a slot; called under mq.mu.
 func (mq *modelQueue) acquired(ex *exchange) {
 	if ex.fair && !ex.slot {

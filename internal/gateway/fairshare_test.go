@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fairshare"
+	"github.com/inferrail/inferrail/internal/flowqueue"
 )
 
 // countPrefix is how many of ids start with p.
@@ -29,7 +31,8 @@ func countPrefix(ids []string, p string) int {
 // TestFairShareSlots: on a replica of four slots, a key flooding beside
 // another active key is held to its share (two) while slots are free, and
 // the other key's next request starts at once instead of waiting behind
-// the flood; alone, the flooding key uses every slot; with
+// the flood, without joining the flood's waiters; alone, the flooding key
+// uses every slot; with
 // flow.fair_share_window 0 it takes every free slot, and the other key's
 // next request waits.
 func TestFairShareSlots(t *testing.T) {
@@ -91,9 +94,15 @@ func TestFairShareSlots(t *testing.T) {
 					t.Errorf("explain's fair share: %+v, want 4 slots, 2 keys, share 2, 2 in flight, over", fs)
 				}
 				before := waiting(gw)
+				queued := counterValue(t, gw, "inferrail_flow_queued_total", "model", testModel, "class", "standard")
 				chs = append(chs, async(gw, "q1", bearer(quiet)...))
 				if tt.wantQuick {
 					waitFor(t, "q1 to start", 10*time.Second, func() bool { return countPrefix(e.received(), "q") == 2 })
+					// Under its share, with no waiter under theirs, it
+					// never joined the flood's waiters.
+					if n := counterValue(t, gw, "inferrail_flow_queued_total", "model", testModel, "class", "standard"); n != queued {
+						t.Errorf("q1 was queued: inferrail_flow_queued_total %v, was %v", n, queued)
+					}
 				} else {
 					waitFor(t, "q1 to wait", 10*time.Second, func() bool { return waiting(gw) == before+1 })
 				}
@@ -204,5 +213,54 @@ func TestFairShareRetryHoldsOneSlot(t *testing.T) {
 			expectStatus(t, http.StatusOK, ch)
 			waitFor(t, "the request to leave fair sharing", 10*time.Second, func() bool { return held() == 0 })
 		})
+	}
+}
+
+// TestStartNowKeepsUnderShareOrder: while others wait, a request under its
+// key's share starts at once only when no waiter is under its own share:
+// those the dispatcher serves first, and a newcomer does not pass them.
+func TestStartNowKeepsUnderShareOrder(t *testing.T) {
+	e := newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
+	gw := startGatewayWith(t, cfg, Options{})
+	g, mq := gw.g, gw.g.flow.queues[testModel]
+	class := auth.Standard
+	exFor := func(key string) *exchange {
+		ex := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: key}, fair: true}
+		mq.mu.Lock()
+		mq.fair.Arrive(flowOf(ex.adm), time.Now())
+		mq.mu.Unlock()
+		return ex
+	}
+	flood, newcomer := exFor("flood"), exFor("newcomer")
+	exFor("waiter")
+	mq.mu.Lock()
+	mq.fair.Acquire(flowOf(flood.adm)) // the flood holds 2 of 4 slots: its share of 3 keys is 1
+	mq.fair.Acquire(flowOf(flood.adm))
+	floodWaits := &flowqueue.Entry[*waiter]{Class: class.Index(), Key: "flood", Deadline: time.Now().Add(time.Minute)}
+	if err := mq.q.Push(floodWaits); err != nil {
+		t.Fatal(err)
+	}
+	mq.waiting.Store(int64(mq.q.Len()))
+	mq.mu.Unlock()
+	if !g.startNow(newcomer, mq) || !newcomer.slot {
+		t.Fatal("behind an over-share waiter only, the newcomer under its share did not start at once")
+	}
+	mq.freed(newcomer)
+
+	mq.mu.Lock()
+	waiterWaits := &flowqueue.Entry[*waiter]{Class: class.Index(), Key: "waiter", Deadline: time.Now().Add(time.Minute)}
+	if err := mq.q.Push(waiterWaits); err != nil {
+		t.Fatal(err)
+	}
+	mq.waiting.Store(int64(mq.q.Len()))
+	mq.mu.Unlock()
+	if g.startNow(newcomer, mq) || newcomer.slot {
+		t.Fatal("the newcomer started before a waiter under its share")
+	}
+	if g.startNow(flood, mq) {
+		t.Fatal("the flood, past its share, started while others wait")
 	}
 }

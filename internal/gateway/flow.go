@@ -117,7 +117,9 @@ func (mq *modelQueue) kick() {
 
 // enter decides the first attempt of a request: at once while nobody
 // waits and a replica takes it, else through the queue. Without flow
-// control and a TTFT target it is choose.
+// control and a TTFT target it is choose. While others wait, a request
+// joins them, unless fair sharing would serve it before all of them
+// (startNow).
 func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 	fl := &ex.gen.cfg.Flow
 	if !fl.Enabled() && ex.adm.target <= 0 {
@@ -125,7 +127,7 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 	}
 	mq := g.flow.queues[ex.model]
 	g.arrive(ex, mq)
-	if mq.waiting.Load() == 0 && g.take(ex, mq) {
+	if g.startNow(ex, mq) {
 		lease, cached, err := g.choose(ex, nil)
 		if err != nil {
 			mq.freed(ex) // the slot it took in the fair share, given back
