@@ -6,7 +6,8 @@ package gateway
 // the queue (package flowqueue) orders waiters by priority class and,
 // within a class, fairly between keys, and bounds them per model, class
 // and key. While a model's queue holds anyone, new requests join it, so
-// none overtakes its turn. A dispatcher goroutine per model, running only
+// none overtakes its turn (under fair sharing, one whose key is under its
+// share and would be served first anyway starts at once; see startNow). A dispatcher goroutine per model, running only
 // while its queue is not empty, routes the head as soon as a replica
 // frees (an attempt lets its lease go or gets its response head) or every
 // flowTick, deciding with the load of that moment. A waiter whose
