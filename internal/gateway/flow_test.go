@@ -395,3 +395,29 @@ func TestExplainAdmission(t *testing.T) {
 	e.open()
 	expectStatus(t, http.StatusOK, hold, w1)
 }
+
+// TestGatewayMsHeader: X-Inferrail-Gateway-Ms says how long the gateway
+// held a request before sending it: about nothing for one that found a
+// free slot, at least its time in the queue for one that waited, and
+// never more than the client saw in all.
+func TestGatewayMsHeader(t *testing.T) {
+	e := newOrderEngine(t)
+	gw := startGatewayWith(t, flowConfig(e.srv.URL, 16), Options{})
+	first := holdSlot(t, gw, e)
+	queued := queue(t, gw, "queued")
+	const held = 150 * time.Millisecond
+	time.Sleep(held)
+	e.open()
+	a, b := <-first, <-queued
+	for _, s := range []sent{a, b} {
+		if s.err != nil || s.status != http.StatusOK || s.held < 0 || s.held > s.took {
+			t.Fatalf("status %d, %v: held %v in a request of %v", s.status, s.err, s.held, s.took)
+		}
+	}
+	if b.held < held {
+		t.Errorf("the queued request was held %v, want at least the %v it waited", b.held, held)
+	}
+	if a.held >= held {
+		t.Errorf("the request that found a free slot was held %v", a.held)
+	}
+}

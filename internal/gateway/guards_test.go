@@ -151,6 +151,9 @@ type sent struct {
 	replica string
 	status  int
 	err     error
+	// held is the response's X-Inferrail-Gateway-Ms; took the client's
+	// time from sending to the end of the body.
+	held, took time.Duration
 }
 
 // sendCompletion posts a completion from any goroutine.
@@ -163,13 +166,18 @@ func sendCompletion(url, body string, header ...string) sent {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
+	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return sent{err: err}
 	}
 	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
-	return sent{replica: resp.Header.Get(openai.HeaderReplica), status: resp.StatusCode, err: err}
+	s := sent{replica: resp.Header.Get(openai.HeaderReplica), status: resp.StatusCode, err: err, took: time.Since(start), held: -1}
+	if ms, perr := strconv.ParseFloat(resp.Header.Get(openai.HeaderGatewayMs), 64); perr == nil {
+		s.held = time.Duration(ms * float64(time.Millisecond))
+	}
+	return s
 }
 
 // complete sends a completion and fails the test unless it succeeds; it

@@ -310,6 +310,7 @@ type attempt struct {
 	cached int         // prompt tokens predicted cached there; -1 without a prediction
 	cancel context.CancelCauseFunc
 	resp   *http.Response // the engine's response head; nil until it came
+	sent   time.Time      // when the attempt was sent
 	trace  *upstreamTrace // its client span; nil without tracing
 }
 
@@ -362,6 +363,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	req.Header.Set(openai.HeaderRequestID, ex.id)
 	req.ContentLength = int64(len(ex.body))
 	a.trace = g.traceUpstream(ex, a, req)
+	a.sent = time.Now()
 
 	// Until the head arrives, the request gives up when its deadline passes
 	// or when probes take the replica out.
@@ -533,6 +535,7 @@ func setResponseHeaders(ex *exchange, a *attempt) {
 	if e := a.lease.Expected(); e > 0 {
 		h.Set(openai.HeaderEstimatedTTFT, strconv.FormatFloat(e, 'g', 6, 64))
 	}
+	h.Set(openai.HeaderGatewayMs, strconv.FormatFloat(float64(a.sent.Sub(ex.arrived).Microseconds())/1000, 'f', 3, 64))
 }
 
 func statusClass(code int) string {

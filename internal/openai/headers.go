@@ -26,4 +26,10 @@ const (
 	// first token on the replica, in seconds, as the cost model prices it;
 	// set when the gateway made one.
 	HeaderEstimatedTTFT = "X-Inferrail-Estimated-Ttft"
+	// HeaderGatewayMs is how long the gateway held the request before it
+	// sent the attempt that answered, in milliseconds: reading its body,
+	// tokenizing, waiting in the flow control queue, routing and earlier
+	// attempts. The rest of a response's time to first token is the
+	// engine's and the network's.
+	HeaderGatewayMs = "X-Inferrail-Gateway-Ms"
 )

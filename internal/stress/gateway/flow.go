@@ -97,6 +97,11 @@ type FlowLeg struct {
 	// TTFT is from the scheduled send to the first streamed byte, of the
 	// requests that completed.
 	TTFT measure.Percentiles `json:"ttft"`
+	// Held is how long the gateway held them before sending them to an
+	// engine (X-Inferrail-Gateway-Ms), and After the rest of their TTFT:
+	// where the time went. Empty without the header.
+	Held  measure.Percentiles `json:"held,omitzero"`
+	After measure.Percentiles `json:"after_held,omitzero"`
 	// MetTarget is how many completed within the TTFT target (SLO legs).
 	MetTarget int `json:"met_target,omitempty"`
 	// Goodput is completed requests within the target per second sent.
@@ -357,6 +362,7 @@ type flowLoop struct {
 type flowShot struct {
 	status int
 	ttft   time.Duration
+	held   time.Duration // the gateway's X-Inferrail-Gateway-Ms; -1 without it
 	err    error
 }
 
@@ -399,7 +405,7 @@ func poissonSchedule(rate float64, d time.Duration, seed uint64) (func(int) time
 // flowLegOf summarizes a stream's shots.
 func flowLegOf(name string, s flowStream, shots []flowShot, d time.Duration, target time.Duration) FlowLeg {
 	leg := FlowLeg{Name: name, Tenant: s.tenant, Rate: s.rate, Sent: len(shots)}
-	var ttfts []time.Duration
+	var ttfts, held, after []time.Duration
 	for _, sh := range shots {
 		switch {
 		case sh.err != nil:
@@ -410,6 +416,9 @@ func flowLegOf(name string, s flowStream, shots []flowShot, d time.Duration, tar
 		case sh.status == http.StatusOK:
 			leg.OK++
 			ttfts = append(ttfts, sh.ttft)
+			if sh.held >= 0 {
+				held, after = append(held, sh.held), append(after, sh.ttft-sh.held)
+			}
 			if target > 0 && sh.ttft <= target {
 				leg.MetTarget++
 			}
@@ -425,6 +434,9 @@ func flowLegOf(name string, s flowStream, shots []flowShot, d time.Duration, tar
 		}
 	}
 	leg.TTFT = measure.Summarize(ttfts)
+	if len(held) > 0 {
+		leg.Held, leg.After = measure.Summarize(held), measure.Summarize(after)
+	}
 	if target > 0 {
 		leg.Goodput = float64(leg.MetTarget) / d.Seconds()
 	}
@@ -449,7 +461,10 @@ func (fl *flowLoop) send(ctx context.Context, sched time.Time, body []byte, head
 		return flowShot{err: measure.Classify(ctx, err)}
 	}
 	defer resp.Body.Close()
-	sh := flowShot{status: resp.StatusCode}
+	sh := flowShot{status: resp.StatusCode, held: -1}
+	if ms, err := strconv.ParseFloat(resp.Header.Get(openai.HeaderGatewayMs), 64); err == nil && ms >= 0 {
+		sh.held = time.Duration(ms * float64(time.Millisecond))
+	}
 	br := bufio.NewReader(resp.Body)
 	if _, err := br.Peek(1); err != nil {
 		return flowShot{err: measure.Classify(ctx, err)}

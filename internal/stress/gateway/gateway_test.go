@@ -545,7 +545,8 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	ttft := func(p50, p99 float64) measure.Percentiles { return measure.Percentiles{N: 100, P50: p50, P99: p99} }
 	flowRes.Flow = &FlowFigures{Capacity: 38.4, W1Capacity: 12.5, Tenants: []FlowLeg{
 		{Name: "alone", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 100, TTFT: ttft(0.034, 0.052)},
-		{Name: "flooded_flow_control", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 100, TTFT: ttft(0.036, 0.06)},
+		{Name: "flooded_flow_control", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 100, TTFT: ttft(0.036, 0.06),
+			Held: ttft(0.0002, 0.02), After: ttft(0.0358, 0.05)},
 		{Name: "flooded_flow_control", Tenant: "flood", Rate: 192, Sent: 1950, OK: 230, Shed: 1720, TTFT: ttft(0.8, 1.1)},
 		{Name: "flooded_no_flow_control", Tenant: "quiet", Rate: 9.6, Sent: 100, OK: 40, Refused: 60, TTFT: ttft(9.8, 12.3)},
 	}, SLO: []FlowLeg{{Name: "w1_slo_admission", Tenant: "w1", Rate: 18.75, Sent: 180, OK: 145, Shed: 35, TTFT: ttft(0.9, 1.7), MetTarget: 145, Goodput: 14.5}},

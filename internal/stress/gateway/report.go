@@ -152,8 +152,8 @@ func (w *mdWriter) flow(f *FlowFigures) {
 		row("gateway's inferrail_slo_requests_total in the SLO leg: met / missed", fmt.Sprintf("%.0f / %.0f", f.GatewayMet, f.GatewayMissed)),
 		row("load average (1 min) at start / end", f.LoadAverage[0]+" / "+f.LoadAverage[1]),
 	)
-	w.p("| Leg | Tenant | Rate | Sent | OK | Shed (429) | Refused (503) | Failed | TTFT p50 | TTFT p99 | Met target | Goodput |\n")
-	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w.p("| Leg | Tenant | Rate | Sent | OK | Shed (429) | Refused (503) | Failed | TTFT p50 | TTFT p99 | in the gateway p50 / p99 | after it p50 / p99 | Met target | Goodput |\n")
+	w.p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, legs := range [][]FlowLeg{f.Tenants, f.SLO} {
 		for _, l := range legs {
 			met, good := "", ""
@@ -161,8 +161,13 @@ func (w *mdWriter) flow(f *FlowFigures) {
 				met = fmt.Sprintf("%d (%.1f%% of OK)", l.MetTarget, 100*float64(l.MetTarget)/float64(max(l.OK, 1)))
 				good = fmt.Sprintf("%.1f req/s", l.Goodput)
 			}
-			w.p("| %s | %s | %.1f | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n", l.Name, l.Tenant, l.Rate, l.Sent, l.OK, l.Shed, l.Refused, l.Failed,
-				stress.Secs(l.TTFT.P50), stress.Secs(l.TTFT.P99), met, good)
+			held, after := "", ""
+			if l.Held.N > 0 {
+				held = stress.Secs(l.Held.P50) + " / " + stress.Secs(l.Held.P99)
+				after = stress.Secs(l.After.P50) + " / " + stress.Secs(l.After.P99)
+			}
+			w.p("| %s | %s | %.1f | %d | %d | %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", l.Name, l.Tenant, l.Rate, l.Sent, l.OK, l.Shed, l.Refused, l.Failed,
+				stress.Secs(l.TTFT.P50), stress.Secs(l.TTFT.P99), held, after, met, good)
 		}
 	}
 	w.p("\n")
