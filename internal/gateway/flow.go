@@ -7,10 +7,11 @@ package gateway
 // within a class, fairly between keys, and bounds them per model, class
 // and key. While a model's queue holds anyone, new requests join it, so
 // none overtakes its turn (under fair sharing, one whose key is under its
-// share and would be served first anyway starts at once; see startNow). A dispatcher goroutine per model, running only
-// while its queue is not empty, routes the head as soon as a replica
-// frees (an attempt lets its lease go or gets its response head) or every
-// flowTick, deciding with the load of that moment. A waiter whose
+// share and would be served first anyway starts at once; see startNow).
+// A dispatcher goroutine per model, running only while its queue is not
+// empty, routes the head as soon as a replica frees (an attempt lets its
+// lease go or gets its response head) or every flowTick, deciding with
+// the load of that moment. A waiter whose
 // deadline passes (the request's timeout, flow.max_wait, or the last
 // moment an idle replica could still meet its TTFT target) is shed with
 // 429; a client that leaves takes its place out at once.
