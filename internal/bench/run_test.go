@@ -251,7 +251,9 @@ func warnings(l *procs.GatewayLog) map[string]int {
 // on a shared two-core machine at a load average of 10 the two runs agreed
 // within 0.2%. Under the race detector the children run several times
 // slower and TTFT drifts by up to 10%, so the test skips there; make repro
-// runs it alone.
+// runs it alone. When other processes take most of the CPU it skips a
+// disagreement, with the figures, rather than fail on the machine's noise;
+// one of grossFactor or more fails whatever the machine.
 func TestReproducible(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("about 20 s of timing-sensitive runs; skipped with -short and under the race detector (make repro runs it)")
@@ -266,6 +268,7 @@ func TestReproducible(t *testing.T) {
 		runs = append(runs, r)
 	}
 	a, b := &runs[0].Measurements, &runs[1].Measurements
+	var disagree []string
 	for _, f := range []struct {
 		name string
 		x, y float64
@@ -278,9 +281,24 @@ func TestReproducible(t *testing.T) {
 	} {
 		d := math.Abs(f.x-f.y) / math.Max(math.Abs(f.x), math.Abs(f.y))
 		t.Logf("%s: %.5g and %.5g (%.2f%% apart)", f.name, f.x, f.y, 100*d)
-		if d > 0.03 {
-			t.Errorf("%s differs by %.1f%% between two runs of the same point: %v and %v", f.name, 100*d, f.x, f.y)
+		switch {
+		case d > 1-1/grossFactor:
+			t.Errorf("%s: %v and %v, more than %v times apart between two runs of the same point", f.name, f.x, f.y, grossFactor)
+		case d > 0.03:
+			disagree = append(disagree, fmt.Sprintf("%s differs by %.1f%% between two runs of the same point: %v and %v", f.name, 100*d, f.x, f.y))
 		}
+	}
+	if len(disagree) == 0 {
+		return
+	}
+	// As TestSpeedupMatchesRealTime: on a machine others saturate, the
+	// machine sets the times, not the model; with CPU to spare a
+	// disagreement fails.
+	if others := max(runs[0].Machine.Others, runs[1].Machine.Others); others >= saturatedShare {
+		t.Skipf("the machine was saturated (other processes took %.0f%% of its CPU); %s", 100*others, strings.Join(disagree, "; "))
+	}
+	for _, d := range disagree {
+		t.Error(d)
 	}
 }
 

@@ -68,6 +68,9 @@ type PolicyRow struct {
 	// gateway's TTFT estimates of EstimateError's MeanAbs and P90Abs; NaN
 	// without.
 	EstMeanAbs, EstP90Abs float64
+	// TurnsKept is the median over repetitions with sessions of
+	// Turns.KeptShare; NaN without.
+	TurnsKept float64
 }
 
 // pointRows builds a row per policy from the results of one point and rate:
@@ -120,6 +123,7 @@ func pointRows(results []*RunResult) []PolicyRow {
 			PredMeanError: med(ifSet(prediction, func(p *Prediction) float64 { return p.MeanError })),
 			EstMeanAbs:    med(ifSet(estimate, func(e *EstimateError) float64 { return e.MeanAbs })),
 			EstP90Abs:     med(ifSet(estimate, func(e *EstimateError) float64 { return e.P90Abs })),
+			TurnsKept:     med(ifSet(func(m *Measurements) *Turns { return m.Turns }, func(t *Turns) float64 { return t.KeptShare })),
 		}
 		for _, r := range rs {
 			row.Requests += r.Measurements.Measured
@@ -252,21 +256,23 @@ func RenderRunReport(results []*RunResult) string {
 		"every earlier prompt seen). *Busiest* is the busiest replica's share of requests. *Exact* is the share of " +
 		"requests whose predicted cached tokens equalled usage's, *err* the mean predicted − actual cached tokens. " +
 		"*Est. error* is how far the gateway's estimate of the time to first token was from the one measured from the send: " +
-		"the mean and 90th percentile of |estimated − measured| / measured.\n\n")
+		"the mean and 90th percentile of |estimated − measured| / measured. *Kept* is the share of follow-up turns sent to " +
+		"the replica of their conversation's previous turn (workloads with conversations, gateways that name the replica).\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())
 		if h := headline(k, rows); h != "" {
 			p("%s\n\n", h)
 		}
-		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err | est. error |\n")
-		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err | est. error | kept |\n")
+		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range rows {
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP50), msecText(r.E2EP99),
 				msecText(r.TPOTP50), msecText(r.TPOTP99), num2(r.Goodput), share(r.GoodFraction), num2(r.HitRate),
 				num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
-				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError), estimateText(r.EstMeanAbs, r.EstP90Abs))
+				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError), estimateText(r.EstMeanAbs, r.EstP90Abs),
+				share(r.TurnsKept))
 		}
 		p("\n")
 	}

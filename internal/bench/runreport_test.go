@@ -44,6 +44,7 @@ func reportResults() []*RunResult {
 				}
 				if pol == "cost_model" {
 					m.Estimate = &EstimateError{Requests: 90, MeanAbs: 0.2 * k, P90Abs: 0.5 * k, Mean: -0.1}
+					m.Turns = &Turns{FollowUps: 60, Kept: 50 - 10*rep, KeptShare: float64(50-10*rep) / 60}
 				}
 				if i > 0 {
 					m.Errors = map[string]int{"status_503": i}
