@@ -101,10 +101,7 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 		return false
 	}
 	now := time.Now()
-	slots := g.slots(ex.gen, ex.model, now)
-	under := func(c int, key string) bool {
-		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
-	}
+	under := mq.underShare(g.slots(ex.gen, ex.model, now), now)
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
@@ -113,6 +110,14 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	}
 	mq.acquired(ex)
 	return true
+}
+
+// underShare is the test, for the queue's PeekFunc, of a flow holding
+// less than its share of slots at now; call it under mq.mu.
+func (mq *modelQueue) underShare(slots int, now time.Time) func(c int, key string) bool {
+	return func(c int, key string) bool {
+		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
 }
 
 // acquired records that the request took a slot; called under mq.mu.

@@ -292,9 +292,7 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	}
 	// Keys under their share first, in the queue's order; then keys past
 	// it that may borrow a slot free beyond the others' headroom.
-	under := func(c int, key string) bool {
-		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
-	}
+	under := mq.underShare(slots, now)
 	allowed := func(c int, key string) bool {
 		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
 	}
