@@ -23,6 +23,17 @@
 // quiet flow is active, the part of its share it does not use stays free
 // for it.
 //
+// Credit. Shares are also kept over time. A flow's usage is the slots it
+// held on average, each moment weighted by e^(-age/Window); the whole
+// slots of its share that usage leaves unused are its credit. A flow with
+// credit is owed (Owed) while it is Allowed a slot and holds fewer than
+// its share plus its credit: its owner serves it before flows merely
+// under their share. So a quiet flow whose requests come in a burst past
+// its share takes the next slot that frees, not one of a flooder that
+// uses its share all the time, and waits for the first request of anyone
+// to end rather than for one of its own. Credit orders; it makes no room:
+// the others' headroom is kept as before.
+//
 // Memory is bounded by the flows holding requests plus those that ended
 // one within Window: a flow idle for longer is forgotten.
 //

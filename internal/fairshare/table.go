@@ -1,6 +1,9 @@
 package fairshare
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Flow names who shares: one key in one priority class, 0 the most
 // important.
@@ -14,6 +17,39 @@ type state struct {
 	held     int       // requests waiting or in flight
 	inFlight int       // of those, requests holding a slot
 	idle     time.Time // when held last fell to 0; zero while it holds any
+
+	// Usage: inFlight averaged over time, each moment weighted by
+	// e^(-age/window), from the flow's first arrival (see Usage).
+	sum, weight float64
+	at          time.Time // when sum and weight were last brought up to date
+}
+
+// usage is the flow's in-flight count averaged over time at now (see
+// Table.Usage).
+func (s *state) usage(window time.Duration, now time.Time) float64 {
+	c := *s
+	c.fold(window, now)
+	if c.weight <= 0 {
+		return float64(c.inFlight)
+	}
+	return c.sum / c.weight
+}
+
+// fold brings the flow's usage average up to now: inFlight has been
+// constant since s.at.
+func (s *state) fold(window time.Duration, now time.Time) {
+	if window <= 0 {
+		s.at = now
+		return
+	}
+	dt := now.Sub(s.at)
+	if dt <= 0 {
+		return
+	}
+	d := math.Exp(-float64(dt) / float64(window))
+	s.sum = float64(s.inFlight)*(1-d) + s.sum*d
+	s.weight = (1 - d) + s.weight*d
+	s.at = now
 }
 
 // idled is a flow whose last request ended at at, in the order they ended.
@@ -61,7 +97,7 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 	t.version++
 	s := t.flows[f]
 	if s == nil {
-		s = &state{}
+		s = &state{at: now}
 		t.flows[f] = s
 	}
 	if s.held == 0 {
@@ -74,19 +110,22 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 	s.held++
 }
 
-// Acquire records that a request of f, held since Arrive, took a slot.
-func (t *Table) Acquire(f Flow) {
+// Acquire records that a request of f, held since Arrive, took a slot at
+// now.
+func (t *Table) Acquire(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
+		s.fold(t.window, now)
 		s.inFlight++
 		t.total++
 		t.version++
 	}
 }
 
-// Release records that a request of f let its slot go while it stays
-// held (it may take one again with Acquire).
-func (t *Table) Release(f Flow) {
+// Release records that a request of f let its slot go at now while it
+// stays held (it may take one again with Acquire).
+func (t *Table) Release(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight > 0 {
+		s.fold(t.window, now)
 		s.inFlight--
 		t.total--
 		t.version++
@@ -100,6 +139,7 @@ func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 		return
 	}
 	t.version++
+	s.fold(t.window, now)
 	if slot && s.inFlight > 0 {
 		s.inFlight--
 		t.total--
@@ -107,7 +147,7 @@ func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 	s.held--
 	if s.inFlight > s.held { // it said it held none, but its key held more than it waits for
 		t.total -= s.inFlight - s.held
-		s.inFlight = s.held
+		s.inFlight = s.held // folded above, at the same now
 	}
 	if s.held == 0 {
 		t.holding[f.Class]--
@@ -247,6 +287,41 @@ func (t *Table) unusedShare(s *state, c, slots int) int {
 		counted += t.holding[i] + t.recent[i]
 	}
 	return max(0, max(1, slots/max(1, counted))-s.inFlight)
+}
+
+// Usage returns the slots f has held on average at now: in flight over
+// time, each moment weighted by e^(-age/window), divided by the sum of
+// the weights since f's first request (so a flow known for less than a
+// window is judged by its short life, not by a history of zeros it never
+// had). 0 for a flow the table does not know.
+func (t *Table) Usage(f Flow, now time.Time) float64 {
+	if s := t.flows[f]; s != nil {
+		return s.usage(t.window, now)
+	}
+	return 0
+}
+
+// Credit returns the whole slots f has left unused of its share of slots
+// slots on average at now (Share less Usage, rounded down, at least 0):
+// how far past its share it may go ahead of flows that use theirs.
+func (t *Table) Credit(f Flow, slots int, now time.Time) int {
+	if slots <= 0 {
+		return 0
+	}
+	return max(0, int(math.Floor(float64(t.Share(f, slots, now))-t.Usage(f, now))))
+}
+
+// Owed reports whether f, having used less than its share over time, may
+// take a slot ahead of every flow that has not: it is Allowed one, has at
+// least one slot of credit and holds fewer than its share plus its
+// credit. Owed orders who gets a free slot; it makes no room, since an
+// owed flow past its share is still held to what Allowed leaves it.
+func (t *Table) Owed(f Flow, slots int, now time.Time) bool {
+	if slots <= 0 {
+		return false
+	}
+	c := t.Credit(f, slots, now)
+	return c >= 1 && t.InFlight(f) < t.Share(f, slots, now)+c && t.Allowed(f, slots, now)
 }
 
 // InFlight returns the slots f holds.

@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func apply(tb *Table, ops []op) {
 		case "arrive":
 			tb.Arrive(o.flow, at(o.ms))
 		case "acquire":
-			tb.Acquire(o.flow)
+			tb.Acquire(o.flow, at(o.ms))
 		case "leave":
 			tb.Leave(o.flow, true, at(o.ms))
 		case "leaveQueued":
@@ -115,7 +116,7 @@ func TestForgetsIdleFlows(t *testing.T) {
 	for i := range 10_000 {
 		f := Flow{0, fmt.Sprintf("k%d", i)}
 		tb.Arrive(f, at(i))
-		tb.Acquire(f)
+		tb.Acquire(f, at(i))
 		tb.Leave(f, true, at(i))
 	}
 	// Key i's one request ended at i ms; at 10 s those that ended less
@@ -138,13 +139,13 @@ func TestUnbalancedCallsIgnored(t *testing.T) {
 	tb := New(1, time.Second)
 	f := Flow{0, "k"}
 	tb.Leave(f, true, at(0)) // never arrived
-	tb.Acquire(f)
+	tb.Acquire(f, at(0))
 	if tb.InFlight(f) != 0 || tb.Flows() != 0 {
 		t.Fatalf("a flow that never arrived is remembered: in flight %d, flows %d", tb.InFlight(f), tb.Flows())
 	}
 	tb.Arrive(f, at(0))
-	tb.Acquire(f)
-	tb.Acquire(f) // one request holds one slot at most
+	tb.Acquire(f, at(0))
+	tb.Acquire(f, at(0)) // one request holds one slot at most
 	if tb.InFlight(f) != 1 {
 		t.Fatalf("InFlight = %d after two acquires of one request, want 1", tb.InFlight(f))
 	}
@@ -155,6 +156,42 @@ func TestUnbalancedCallsIgnored(t *testing.T) {
 type model struct {
 	window time.Duration
 	flows  map[Flow]*state
+	hist   map[Flow][]seg // per flow: its in-flight count since it arrived
+}
+
+// seg is a flow's in-flight count from at until the next seg (or now).
+type seg struct {
+	at       time.Time
+	inFlight int
+}
+
+// record notes f's in-flight count at now.
+func (m *model) record(f Flow, now time.Time) {
+	m.hist[f] = append(m.hist[f], seg{now, m.flows[f].inFlight})
+}
+
+// usage integrates f's history: each stretch of constant in-flight n from
+// t1 to t2 weighs n times the integral of e^(-(now-t)/window) over it.
+func (m *model) usage(f Flow, now time.Time) float64 {
+	h := m.hist[f]
+	if len(h) == 0 {
+		return 0
+	}
+	w := m.window.Seconds()
+	var num, den float64
+	for i, sg := range h {
+		end := now
+		if i+1 < len(h) {
+			end = h[i+1].at
+		}
+		part := w * (math.Exp(-now.Sub(end).Seconds()/w) - math.Exp(-now.Sub(sg.at).Seconds()/w))
+		num += float64(sg.inFlight) * part
+		den += part
+	}
+	if den <= 0 {
+		return float64(h[len(h)-1].inFlight)
+	}
+	return num / den
 }
 
 func (m *model) active(f Flow, now time.Time) bool {
@@ -203,7 +240,7 @@ func TestAgainstModel(t *testing.T) {
 		classes := rapid.IntRange(1, 3).Draw(t, "classes")
 		window := time.Duration(rapid.IntRange(1, 5).Draw(t, "window")) * time.Second
 		tb := New(classes, window)
-		m := &model{window: window, flows: map[Flow]*state{}}
+		m := &model{window: window, flows: map[Flow]*state{}, hist: map[Flow][]seg{}}
 		keys := []string{"a", "b", "c", "d"}
 		now := t0
 		for range rapid.IntRange(1, 200).Draw(t, "steps") {
@@ -212,22 +249,26 @@ func TestAgainstModel(t *testing.T) {
 			s := m.flows[f]
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 3:
-				tb.Release(f)
+				tb.Release(f, now)
 				if s != nil && s.inFlight > 0 {
 					s.inFlight--
+					m.record(f, now)
 				}
 			case 0:
 				tb.Arrive(f, now)
 				if s == nil || !m.active(f, now) {
 					s = &state{}
 					m.flows[f] = s
+					m.hist[f] = nil
+					m.record(f, now)
 				}
 				s.held++
 				s.idle = time.Time{}
 			case 1:
-				tb.Acquire(f)
+				tb.Acquire(f, now)
 				if s != nil && s.inFlight < s.held {
 					s.inFlight++
+					m.record(f, now)
 				}
 			case 2:
 				slot := rapid.Bool().Draw(t, "slot")
@@ -241,12 +282,14 @@ func TestAgainstModel(t *testing.T) {
 					if s.held == 0 {
 						s.idle = now
 					}
+					m.record(f, now)
 				}
 			}
 			slots := rapid.IntRange(0, 20).Draw(t, "slots")
 			for g := range m.flows {
 				if !m.active(g, now) {
 					delete(m.flows, g)
+					delete(m.hist, g)
 				}
 			}
 			for c := range classes {
@@ -274,6 +317,7 @@ func TestAgainstModel(t *testing.T) {
 					if got := tb.Allowed(g, slots, now); got != allowed {
 						t.Fatalf("Allowed(%v, %d) = %v, model %v", g, slots, got, allowed)
 					}
+					checkOwed(t, tb, m, g, slots, now, allowed)
 				}
 			}
 			if got := tb.Flows(); got != len(m.flows) {
@@ -281,6 +325,39 @@ func TestAgainstModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkOwed compares the table's Usage, Credit and Owed of g with the
+// model's, leaving Credit and Owed alone where the model's unused share
+// is too near a whole slot for float rounding to agree on.
+func checkOwed(t *rapid.T, tb *Table, m *model, g Flow, slots int, now time.Time, allowed bool) {
+	use := m.usage(g, now)
+	if got := tb.Usage(g, now); math.Abs(got-use) > 1e-6*max(1, use) {
+		t.Fatalf("Usage(%v) = %v, model %v", g, got, use)
+	}
+	if slots <= 0 {
+		if tb.Owed(g, slots, now) {
+			t.Fatalf("Owed(%v) with no bound on slots", g)
+		}
+		return
+	}
+	share := max(1, slots/m.counted(g, now))
+	unused := float64(share) - use
+	if math.Abs(unused-math.Round(unused)) < 1e-6 {
+		return
+	}
+	credit := max(0, int(math.Floor(unused)))
+	if got := tb.Credit(g, slots, now); got != credit {
+		t.Fatalf("Credit(%v, %d) = %d, model %d (usage %v, share %d)", g, slots, got, credit, use, share)
+	}
+	inFlight := 0
+	if s := m.flows[g]; s != nil {
+		inFlight = s.inFlight
+	}
+	owed := credit >= 1 && inFlight < share+credit && allowed
+	if got := tb.Owed(g, slots, now); got != owed {
+		t.Fatalf("Owed(%v, %d) = %v, model %v", g, slots, got, owed)
+	}
 }
 
 // TestSharesFit checks what the design promises: however the active
@@ -314,7 +391,7 @@ func TestSharesFit(t *testing.T) {
 					t.Fatalf("%v is allowed a slot but all %d are taken", f, slots)
 				}
 				tb.Arrive(f, t0)
-				tb.Acquire(f)
+				tb.Acquire(f, t0)
 				used++
 			} else if tb.InFlight(f) > 0 && rapid.Bool().Draw(t, "end") {
 				tb.Leave(f, true, t0)
@@ -341,9 +418,9 @@ func BenchmarkAllowedManyKeys(b *testing.B) {
 			tb.Leave(f, false, now) // idle, still counted
 			continue
 		}
-		tb.Acquire(f)
+		tb.Acquire(f, now)
 		tb.Arrive(f, now)
-		tb.Acquire(f)
+		tb.Acquire(f, now)
 		busy = append(busy, f)
 	}
 	b.ResetTimer()

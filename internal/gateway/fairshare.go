@@ -89,9 +89,10 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 // startNow reports whether a request entering flow control may try the
 // replicas at once rather than join the queue, and if so takes its slot in
 // the fair share: when nobody waits and its key may have a slot, or, while
-// others wait, when its key holds less than its share and no waiter's key
-// does. The dispatcher serves keys under their share before every other
-// waiter, so such a request would pass them all anyway; queueing it would
+// others wait, when its key is owed a slot (fairshare.Table.Owed) or under
+// its share and no waiter's key comes as early in the dispatcher's order
+// (owed keys, then keys under their share, then the rest). The dispatcher
+// would serve such a request before them all anyway; queueing it would
 // only add the dispatcher's turn to its wait.
 func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	if mq.waiting.Load() == 0 {
@@ -101,29 +102,40 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 		return false
 	}
 	now := time.Now()
-	under := mq.underShare(g.slots(ex.gen, ex.model, now), now)
+	owed, under := mq.preferred(g.slots(ex.gen, ex.model, now), now)
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
-	if !under(f.Class, f.Key) || mq.q.PeekFunc(under) != nil {
+	switch {
+	case owed(f.Class, f.Key):
+		if mq.q.PeekFunc(owed) != nil {
+			return false
+		}
+	case under(f.Class, f.Key):
+		if mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) != nil {
+			return false
+		}
+	default:
 		return false
 	}
 	mq.acquired(ex)
 	return true
 }
 
-// underShare is the test, for the queue's PeekFunc, of a flow holding
-// less than its share of slots at now; call it under mq.mu.
-func (mq *modelQueue) underShare(slots int, now time.Time) func(c int, key string) bool {
-	return func(c int, key string) bool {
-		return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now)
-	}
+// preferred are the tests, for the queue's PeekFunc, of the flows the
+// dispatcher serves first at now: owed a slot for the share they left
+// unused over time, and under their share of slots now. Call them under
+// mq.mu.
+func (mq *modelQueue) preferred(slots int, now time.Time) (owed, under func(c int, key string) bool) {
+	owed = func(c int, key string) bool { return mq.fair.Owed(fairshare.Flow{Class: c, Key: key}, slots, now) }
+	under = func(c int, key string) bool { return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now) }
+	return owed, under
 }
 
 // acquired records that the request took a slot; called under mq.mu.
 func (mq *modelQueue) acquired(ex *exchange) {
 	if ex.fair && !ex.slot {
-		mq.fair.Acquire(flowOf(ex.adm))
+		mq.fair.Acquire(flowOf(ex.adm), time.Now())
 		ex.slot = true
 	}
 }
@@ -147,7 +159,7 @@ func (mq *modelQueue) freed(ex *exchange) {
 	}
 	mq.mu.Lock()
 	if ex.slot {
-		mq.fair.Release(flowOf(ex.adm))
+		mq.fair.Release(flowOf(ex.adm), time.Now())
 		ex.slot = false
 	}
 	mq.mu.Unlock()

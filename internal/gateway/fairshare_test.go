@@ -237,8 +237,8 @@ func TestStartNowKeepsUnderShareOrder(t *testing.T) {
 	flood, newcomer := exFor("flood"), exFor("newcomer")
 	exFor("waiter")
 	mq.mu.Lock()
-	mq.fair.Acquire(flowOf(flood.adm)) // the flood holds 2 of 4 slots: its share of 3 keys is 1
-	mq.fair.Acquire(flowOf(flood.adm))
+	mq.fair.Acquire(flowOf(flood.adm), time.Now()) // the flood holds 2 of 4 slots: its share of 3 keys is 1
+	mq.fair.Acquire(flowOf(flood.adm), time.Now())
 	floodWaits := &flowqueue.Entry[*waiter]{Class: class.Index(), Key: "flood", Deadline: time.Now().Add(time.Minute)}
 	if err := mq.q.Push(floodWaits); err != nil {
 		t.Fatal(err)
@@ -267,6 +267,86 @@ func TestStartNowKeepsUnderShareOrder(t *testing.T) {
 	mq.mu.Lock()
 	mq.q.Remove(floodWaits)
 	mq.q.Remove(waiterWaits)
+	mq.waiting.Store(int64(mq.q.Len()))
+	mq.mu.Unlock()
+}
+
+// TestOwedKeyGoesFirst: a quiet key that used half its share over the
+// last seconds and now bursts past it is served the next free slot ahead
+// of a flood that always used its whole share, though the flood is under
+// its share at that moment; and a quiet request arriving then starts at
+// once instead of queueing behind the flood.
+func TestOwedKeyGoesFirst(t *testing.T) {
+	e := newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
+	gw := startGatewayWith(t, cfg, Options{})
+	g, mq := gw.g, gw.g.flow.queues[testModel]
+	class := auth.Standard
+	now := time.Now()
+	past := now.Add(-10 * time.Second)
+	flow := func(key string) fairshare.Flow { return fairshare.Flow{Class: class.Index(), Key: key} }
+	hold := func(key string, n int, at time.Time) {
+		for range n {
+			mq.fair.Arrive(flow(key), at)
+			mq.fair.Acquire(flow(key), at)
+		}
+	}
+	push := func(key string) *flowqueue.Entry[*waiter] {
+		e := &flowqueue.Entry[*waiter]{Class: class.Index(), Key: key, Deadline: now.Add(time.Minute)}
+		mq.fair.Arrive(flow(key), now)
+		if err := mq.q.Push(e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// 4 slots, 2 keys: a share of 2 each. The flood held 2 for ten
+	// seconds and one just ended; the quiet key held 1 for five seconds,
+	// then none, and now 2: a usage near 0.3, a credit of one slot.
+	mq.mu.Lock()
+	hold("flood", 2, past)
+	mq.fair.Leave(flow("flood"), true, now)
+	hold("quiet", 1, past)
+	mq.fair.Release(flow("quiet"), past.Add(5*time.Second))
+	mq.fair.Acquire(flow("quiet"), now)
+	hold("quiet", 1, now)
+	floodWaits := push("flood")
+	quietWaits := push("quiet")
+	mq.waiting.Store(int64(mq.q.Len()))
+	slots := g.slots(g.current(), testModel, now)
+	if slots != 4 {
+		mq.mu.Unlock()
+		t.Fatalf("slots = %d, want 4", slots)
+	}
+	if !mq.fair.Under(flow("flood"), slots, now) || mq.fair.Under(flow("quiet"), slots, now) {
+		mq.mu.Unlock()
+		t.Fatal("set-up: the flood should be under its share and the quiet key at it")
+	}
+	got := mq.next(slots, now)
+	mq.mu.Unlock()
+	if got != quietWaits {
+		t.Fatalf("the dispatcher serves %q first, want the quiet key that left half its share unused", got.Key)
+	}
+
+	mq.mu.Lock()
+	mq.q.Remove(quietWaits)
+	mq.fair.Arrive(flow("quiet"), now)
+	mq.mu.Unlock()
+	quiet := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: "quiet"}, fair: true}
+	if !g.startNow(quiet, mq) || !quiet.slot {
+		t.Fatal("a quiet request owed a slot queued behind a flood that is only under its share")
+	}
+	mq.freed(quiet)
+	flood := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: "flood"}, fair: true}
+	mq.mu.Lock()
+	mq.fair.Arrive(flow("flood"), now)
+	mq.mu.Unlock()
+	if g.startNow(flood, mq) {
+		t.Fatal("a flood request started while a flood request waits in the queue")
+	}
+	mq.mu.Lock()
+	mq.q.Remove(floodWaits)
 	mq.waiting.Store(int64(mq.q.Len()))
 	mq.mu.Unlock()
 }

@@ -269,8 +269,9 @@ func (mq *modelQueue) dispatch(g *Gateway) {
 
 // dispatchOnce sheds the waiters whose deadline passed, then routes
 // waiters in queue order while a replica takes the head: those of keys
-// under their fair share of slots first, then those of keys that may
-// borrow one (fairshare.Table.Allowed). It reports
+// owed a slot first (fairshare.Table.Owed), then those of keys under their
+// fair share of slots, then those of keys that may borrow one
+// (fairshare.Table.Allowed). It reports
 // whether anyone still waits; when not, the dispatcher is marked stopped
 // under the same lock a new waiter checks it under.
 func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
@@ -290,19 +291,7 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	if gen.cfg.Flow.FairShare() {
 		slots = g.slots(gen, mq.model, now)
 	}
-	// Keys under their share first, in the queue's order; then keys past
-	// it that may borrow a slot free beyond the others' headroom.
-	under := mq.underShare(slots, now)
-	allowed := func(c int, key string) bool {
-		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
-	}
-	next := func() *flowqueue.Entry[*waiter] {
-		if e := mq.q.PeekFunc(under); e != nil {
-			return e
-		}
-		return mq.q.PeekFunc(allowed)
-	}
-	for e := next(); e != nil; e = next() {
+	for e := mq.next(slots, now); e != nil; e = mq.next(slots, now) {
 		w := e.Value
 		lease, cached, err := g.choose(w.ex, nil)
 		if err != nil && waits(err) {
@@ -326,6 +315,24 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 		mq.running = false
 	}
 	return n > 0
+}
+
+// next returns the waiter the dispatcher serves next with slots slots at
+// now: of keys owed a slot for the share they left unused over time
+// first, then of keys under their share now, each in the queue's order;
+// then of keys past it that may borrow a slot free beyond the others'
+// headroom. Nil when no waiter's key may take a slot. Call it under mq.mu.
+func (mq *modelQueue) next(slots int, now time.Time) *flowqueue.Entry[*waiter] {
+	owed, under := mq.preferred(slots, now)
+	allowed := func(c int, key string) bool {
+		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
+	}
+	for _, ok := range [...]func(int, string) bool{owed, under, allowed} {
+		if e := mq.q.PeekFunc(ok); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // flowMetrics are the families of flow control and SLO admission.
