@@ -28,11 +28,15 @@
 // slots of its share that usage leaves unused are its credit. A flow with
 // credit is owed (Owed) while it is Allowed a slot and holds fewer than
 // its share plus its credit: its owner serves it before flows merely
-// under their share. So a quiet flow whose requests come in a burst past
-// its share takes the next slot that frees, not one of a flooder that
-// uses its share all the time, and waits for the first request of anyone
-// to end rather than for one of its own. Credit orders; it makes no room:
-// the others' headroom is kept as before.
+// under their share. And the room kept for a flow with nothing waiting is
+// not only its share: where it held more at once lately (its peak over
+// the last one to two windows), it is that peak, up to its share plus its
+// credit, and the part past its share (Burst) is kept even from flows
+// under their share. So a quiet flow whose requests come in bursts finds
+// the room its bursts took before, instead of waiting for a slot held by
+// a flooder that uses its whole share all the time (a flooder has no
+// credit, so no burst room). The price grows with it: the burst room
+// stays idle between bursts.
 //
 // Memory is bounded by the flows holding requests plus those that ended
 // one within Window: a flow idle for longer is forgotten.

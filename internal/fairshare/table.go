@@ -22,6 +22,47 @@ type state struct {
 	// e^(-age/window), from the flow's first arrival (see Usage).
 	sum, weight float64
 	at          time.Time // when sum and weight were last brought up to date
+
+	// Peak: the most slots held at once in the window-long stretch of
+	// time numbered bucket (see bucketOf) and in the one before it.
+	bucket         int64
+	peak, prevPeak int
+}
+
+// bucketOf numbers the window-long stretch of time now falls in.
+func bucketOf(window time.Duration, now time.Time) int64 {
+	if window <= 0 {
+		return 0
+	}
+	return now.UnixNano() / int64(window)
+}
+
+// change brings the flow's usage and peak up to now and then changes its
+// in-flight count by delta.
+func (s *state) change(window time.Duration, now time.Time, delta int) {
+	s.fold(window, now)
+	switch b := bucketOf(window, now); {
+	case b == s.bucket:
+	case b == s.bucket+1:
+		s.bucket, s.prevPeak, s.peak = b, s.peak, s.inFlight
+	default: // a whole stretch went by with inFlight as it is
+		s.bucket, s.prevPeak, s.peak = b, s.inFlight, s.inFlight
+	}
+	s.inFlight += delta
+	s.peak = max(s.peak, s.inFlight)
+}
+
+// peakAt returns the most slots the flow held at once from the start of
+// the stretch before now's to now: at least over the last window, at most
+// over the last two.
+func (s *state) peakAt(window time.Duration, now time.Time) int {
+	switch b := bucketOf(window, now); {
+	case b == s.bucket:
+		return max(s.peak, s.prevPeak)
+	case b == s.bucket+1:
+		return max(s.peak, s.inFlight)
+	}
+	return s.inFlight
 }
 
 // usage is the flow's in-flight count averaged over time at now (see
@@ -75,7 +116,9 @@ type Table struct {
 	version   uint64
 	hrVersion uint64 // version hr was worked out at; 0: never
 	hrSlots   int
-	hr        []int // per class c: the unused shares of the flows counted against c with none waiting
+	hrAt      time.Time
+	hr        []int // per class c: the room kept for the flows counted against c with none waiting
+	burst     []int // per class c: the part of hr beyond those flows' shares
 }
 
 // New returns an empty table for classes priority classes; flows idle for
@@ -97,7 +140,7 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 	t.version++
 	s := t.flows[f]
 	if s == nil {
-		s = &state{at: now}
+		s = &state{at: now, bucket: bucketOf(t.window, now)}
 		t.flows[f] = s
 	}
 	if s.held == 0 {
@@ -114,8 +157,7 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 // now.
 func (t *Table) Acquire(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
-		s.fold(t.window, now)
-		s.inFlight++
+		s.change(t.window, now, 1)
 		t.total++
 		t.version++
 	}
@@ -125,8 +167,7 @@ func (t *Table) Acquire(f Flow, now time.Time) {
 // stays held (it may take one again with Acquire).
 func (t *Table) Release(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight > 0 {
-		s.fold(t.window, now)
-		s.inFlight--
+		s.change(t.window, now, -1)
 		t.total--
 		t.version++
 	}
@@ -139,15 +180,14 @@ func (t *Table) Leave(f Flow, slot bool, now time.Time) {
 		return
 	}
 	t.version++
-	s.fold(t.window, now)
 	if slot && s.inFlight > 0 {
-		s.inFlight--
+		s.change(t.window, now, -1)
 		t.total--
 	}
 	s.held--
 	if s.inFlight > s.held { // it said it held none, but its key held more than it waits for
 		t.total -= s.inFlight - s.held
-		s.inFlight = s.held // folded above, at the same now
+		s.change(t.window, now, s.held-s.inFlight)
 	}
 	if s.held == 0 {
 		t.holding[f.Class]--
@@ -206,21 +246,27 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 	return a
 }
 
-// Allowed reports whether a request of f may take one of slots slots now:
-// when f holds fewer than its share in flight, or when a slot is free
-// beyond the headroom of the others: the part of their shares they do not
-// hold, summed over the flows that count against f and have no request
-// waiting (a flow with one waiting competes in the queue's order
-// instead). slots <= 0 means the fleet has no bound, and every request is
-// allowed.
+// Allowed reports whether a request of f may take one of slots slots now.
+// A flow under its share may, and so may one within the room kept for it
+// (see reserve: its share, or the peak of its bursts) as long as a slot
+// is free, as long as the slot is not part of the burst room kept for
+// others (Burst); a flow past both only while a slot is free beyond the
+// headroom of the others (Headroom): the room kept for the flows that
+// count against f and have no request waiting (a flow with one waiting
+// competes in the queue's order instead). slots <= 0 means the fleet has
+// no bound, and every request is allowed.
 func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	if slots <= 0 {
 		return true
 	}
-	if t.Under(f, slots, now) {
-		return true
-	}
 	free := slots - t.total
+	if t.Under(f, slots, now) {
+		b := t.Burst(f, slots, now)
+		return b == 0 || free-1 >= b
+	}
+	if s := t.flows[f]; s != nil && s.inFlight < t.room(s, t.Share(f, slots, now), now) {
+		return free > 0 && free-1 >= t.Burst(f, slots, now)
+	}
 	return free > 0 && free-1 >= t.Headroom(f, slots, now)
 }
 
@@ -231,31 +277,70 @@ func (t *Table) Under(f Flow, slots int, now time.Time) bool {
 	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)
 }
 
-// Headroom returns the slots kept free for the flows that count against
-// f at now, other than f, and have no request waiting: each one's share
-// less what it holds, at least 0. It takes time in the number of flows
-// once after each change of the table, and constant time until the next.
+// Headroom returns the slots kept free at now for the flows that count
+// against f, other than f, and have no request waiting: each one's room
+// (see reserve) less what it holds, at least 0. It takes time in the
+// number of flows once after each change of the table or of now, and
+// constant time until the next.
 func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
-	t.expire(now)
-	if f.Class < 0 || len(t.holding) == 0 {
-		return 0
-	}
-	if t.hrVersion != t.version+1 || t.hrSlots != slots {
-		t.workOutHeadroom(slots)
-	}
-	r := t.hr[min(f.Class, len(t.hr)-1)]
-	if s := t.flows[f]; s != nil && f.Class < len(t.hr) && s.held <= s.inFlight {
-		r -= t.unusedShare(s, f.Class, slots)
-	}
-	return r
+	whole, _ := t.kept(f, slots, now)
+	return whole
 }
 
-// workOutHeadroom sets hr for slots slots: per class c, the unused shares
-// of the flows of classes 0 to c that have no request waiting.
-func (t *Table) workOutHeadroom(slots int) {
+// Burst returns the part of Headroom beyond the others' shares: the
+// room kept for quiet flows' bursts past their share, which a flow under
+// its share must leave free too.
+func (t *Table) Burst(f Flow, slots int, now time.Time) int {
+	_, burst := t.kept(f, slots, now)
+	return burst
+}
+
+// kept returns Headroom and Burst.
+func (t *Table) kept(f Flow, slots int, now time.Time) (whole, burst int) {
+	t.expire(now)
+	if f.Class < 0 || len(t.holding) == 0 {
+		return 0, 0
+	}
+	if t.hrVersion != t.version+1 || t.hrSlots != slots || !t.hrAt.Equal(now) {
+		t.workOutHeadroom(slots, now)
+	}
+	c := min(f.Class, len(t.hr)-1)
+	whole, burst = t.hr[c], t.burst[c]
+	if s := t.flows[f]; s != nil && f.Class < len(t.hr) && s.held <= s.inFlight {
+		w, b := t.reserve(s, t.shareOf(f.Class, slots), now)
+		whole, burst = whole-w, burst-b
+	}
+	return whole, burst
+}
+
+// reserve returns the room kept for a flow with nothing waiting, given
+// its share, less what it holds (whole), and the part of that beyond its
+// share (burst).
+func (t *Table) reserve(s *state, share int, now time.Time) (whole, burst int) {
+	room := t.room(s, share, now)
+	return max(0, room-s.inFlight), max(0, room-max(share, s.inFlight))
+}
+
+// room is the slots kept for a flow of share share: its share; and where
+// it held more than that at once lately (its peak over the last one to
+// two windows), as much as that peak, up to its share plus its credit. A
+// quiet flow whose requests come in bursts thus finds the room its bursts
+// took before, while a flow that used its share all along has no credit,
+// and no burst room.
+func (t *Table) room(s *state, share int, now time.Time) int {
+	if p := s.peakAt(t.window, now); p > share {
+		return min(p, share+creditOf(share, s.usage(t.window, now)))
+	}
+	return share
+}
+
+// workOutHeadroom sets hr and burst for slots slots at now: per class c,
+// the room kept for the flows of classes 0 to c that have no request
+// waiting, and its part beyond their shares.
+func (t *Table) workOutHeadroom(slots int, now time.Time) {
 	n := len(t.holding)
-	if cap(t.hr) < 2*n {
-		t.hr = make([]int, 2*n)
+	if cap(t.hr) < 2*n || len(t.burst) < n {
+		t.hr, t.burst = make([]int, 2*n), make([]int, n)
 	}
 	t.hr = t.hr[:2*n]
 	hr, counts := t.hr[:n], t.hr[n:] // counts: flows counted against a flow of each class
@@ -264,29 +349,32 @@ func (t *Table) workOutHeadroom(slots int) {
 		if c > 0 {
 			counts[c] += counts[c-1]
 		}
-		hr[c] = 0
+		hr[c], t.burst[c] = 0, 0
 	}
 	for g, s := range t.flows {
 		if s.held > s.inFlight || g.Class < 0 || g.Class >= n {
 			continue
 		}
-		hr[g.Class] += max(0, max(1, slots/max(1, counts[g.Class]))-s.inFlight)
+		w, b := t.reserve(s, max(1, slots/max(1, counts[g.Class])), now)
+		hr[g.Class] += w
+		t.burst[g.Class] += b
 	}
 	for c := 1; c < n; c++ {
 		hr[c] += hr[c-1]
+		t.burst[c] += t.burst[c-1]
 	}
 	t.hr = hr
-	t.hrVersion, t.hrSlots = t.version+1, slots
+	t.hrVersion, t.hrSlots, t.hrAt = t.version+1, slots, now
 }
 
-// unusedShare is flow s's share of slots less what it holds, at least 0,
-// for a flow of class c with nothing waiting.
-func (t *Table) unusedShare(s *state, c, slots int) int {
+// shareOf is the share of slots of a flow of class c that the table
+// knows.
+func (t *Table) shareOf(c, slots int) int {
 	counted := 0
 	for i := 0; i <= c && i < len(t.holding); i++ {
 		counted += t.holding[i] + t.recent[i]
 	}
-	return max(0, max(1, slots/max(1, counted))-s.inFlight)
+	return max(1, slots/max(1, counted))
 }
 
 // Usage returns the slots f has held on average at now: in flight over
@@ -308,7 +396,14 @@ func (t *Table) Credit(f Flow, slots int, now time.Time) int {
 	if slots <= 0 {
 		return 0
 	}
-	return max(0, int(math.Floor(float64(t.Share(f, slots, now))-t.Usage(f, now))))
+	return creditOf(t.Share(f, slots, now), t.Usage(f, now))
+}
+
+// creditOf is the whole slots of share a usage leaves unused, at least 0.
+// A usage a hair over a whole number from float rounding (a flow that held
+// one count all along) still leaves the slots it did not use.
+func creditOf(share int, usage float64) int {
+	return max(0, int(math.Floor(float64(share)-usage+1e-6)))
 }
 
 // Owed reports whether f, having used less than its share over time, may

@@ -10,7 +10,9 @@ package gateway
 // end. Queue order alone cannot give that: it decides who takes the next
 // free slot, but the next slot frees only when some request ends, and a
 // fleet full of one key's requests frees them as they end, often all at
-// once.
+// once. Shares are kept over time too: a key that used less than its
+// share lately is served first, and keeps room for the bursts it made
+// (fairshare's Credit).
 
 import (
 	"time"
@@ -124,11 +126,15 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 
 // preferred are the tests, for the queue's PeekFunc, of the flows the
 // dispatcher serves first at now: owed a slot for the share they left
-// unused over time, and under their share of slots now. Call them under
-// mq.mu.
+// unused over time, and under their share of slots now (and allowed one:
+// not where it would take the burst room kept for a quiet key). Call them
+// under mq.mu.
 func (mq *modelQueue) preferred(slots int, now time.Time) (owed, under func(c int, key string) bool) {
 	owed = func(c int, key string) bool { return mq.fair.Owed(fairshare.Flow{Class: c, Key: key}, slots, now) }
-	under = func(c int, key string) bool { return mq.fair.Under(fairshare.Flow{Class: c, Key: key}, slots, now) }
+	under = func(c int, key string) bool {
+		f := fairshare.Flow{Class: c, Key: key}
+		return mq.fair.Under(f, slots, now) && mq.fair.Allowed(f, slots, now)
+	}
 	return owed, under
 }
 
@@ -208,7 +214,7 @@ func newFairMetrics() fairMetrics {
 	return fairMetrics{
 		overShare: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_flow_over_share_total",
-			Help: "Requests that waited because their key already held its fair share of the model's in-flight slots, by model and priority class.",
+			Help: "Requests that waited because of fair sharing: their key already held its share of the model's in-flight slots, or the free ones were kept for other keys, by model and priority class.",
 		}, []string{"model", "class"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inferrail_flow_active_keys",

@@ -350,3 +350,52 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 	mq.waiting.Store(int64(mq.q.Len()))
 	mq.mu.Unlock()
 }
+
+// TestBurstRoomKeptFromFlood: a quiet key that burst to three slots a
+// moment ago, after using well under its share of two, keeps the third
+// free: a flood request, under its share, does not start in it, and a
+// quiet request does.
+func TestBurstRoomKeptFromFlood(t *testing.T) {
+	e := newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
+	gw := startGatewayWith(t, cfg, Options{})
+	g, mq := gw.g, gw.g.flow.queues[testModel]
+	class := auth.Standard
+	now := time.Now()
+	flow := func(key string) fairshare.Flow { return fairshare.Flow{Class: class.Index(), Key: key} }
+	start := func(key string, at time.Time) {
+		mq.fair.Arrive(flow(key), at)
+		mq.fair.Acquire(flow(key), at)
+	}
+	mq.mu.Lock()
+	start("flood", now.Add(-10*time.Second))
+	start("quiet", now.Add(-10*time.Second)) // one request for five seconds
+	mq.fair.Leave(flow("quiet"), true, now.Add(-5*time.Second))
+	for range 3 { // then a burst of three, one of which ended
+		start("quiet", now.Add(-100*time.Millisecond))
+	}
+	mq.fair.Leave(flow("quiet"), true, now.Add(-50*time.Millisecond))
+	mq.mu.Unlock()
+	// 4 slots: flood 1, quiet 2, one free; the quiet key's room is its peak of 3.
+	newEx := func(key string) *exchange {
+		ex := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: key}, fair: true}
+		mq.mu.Lock()
+		mq.fair.Arrive(flow(key), now)
+		mq.mu.Unlock()
+		return ex
+	}
+	flood := newEx("flood")
+	if g.startNow(flood, mq) {
+		t.Fatal("a flood request under its share took the slot kept for the quiet key's burst")
+	}
+	mq.mu.Lock()
+	mq.fair.Leave(flow("flood"), false, now)
+	mq.mu.Unlock()
+	quiet := newEx("quiet")
+	if !g.startNow(quiet, mq) || !quiet.slot {
+		t.Fatal("a quiet request did not start in the room its own burst took")
+	}
+	mq.freed(quiet)
+}
