@@ -117,6 +117,7 @@ type Table struct {
 	hrVersion uint64 // version hr was worked out at; 0: never
 	hrSlots   int
 	hrAt      time.Time
+	hrUsage   bool  // hr read a flow's usage: it holds for hrAt only
 	hr        []int // per class c: the room kept for the flows counted against c with none waiting
 	burst     []int // per class c: the part of hr beyond those flows' shares
 }
@@ -301,7 +302,7 @@ func (t *Table) kept(f Flow, slots int, now time.Time) (whole, burst int) {
 	if f.Class < 0 || len(t.holding) == 0 {
 		return 0, 0
 	}
-	if t.hrVersion != t.version+1 || t.hrSlots != slots || !t.hrAt.Equal(now) {
+	if !t.hrFresh(slots, now) {
 		t.workOutHeadroom(slots, now)
 	}
 	c := min(f.Class, len(t.hr)-1)
@@ -334,6 +335,22 @@ func (t *Table) room(s *state, share int, now time.Time) int {
 	return share
 }
 
+// hrFresh reports whether hr and burst, worked out last, hold for slots
+// slots at now: the table has not changed since, and time has not moved
+// them. A flow past its share at its peak has a room that reads its
+// usage, which changes at every moment; otherwise rooms are shares, and a
+// peak only falls as time goes on, so none rises past its share later
+// (the stretch is compared too, for a caller whose clock read earlier).
+func (t *Table) hrFresh(slots int, now time.Time) bool {
+	if t.hrVersion != t.version+1 || t.hrSlots != slots {
+		return false
+	}
+	if t.hrUsage {
+		return t.hrAt.Equal(now)
+	}
+	return bucketOf(t.window, t.hrAt) == bucketOf(t.window, now)
+}
+
 // workOutHeadroom sets hr and burst for slots slots at now: per class c,
 // the room kept for the flows of classes 0 to c that have no request
 // waiting, and its part beyond their shares.
@@ -351,11 +368,14 @@ func (t *Table) workOutHeadroom(slots int, now time.Time) {
 		}
 		hr[c], t.burst[c] = 0, 0
 	}
+	usage := false // a room read a flow's usage
 	for g, s := range t.flows {
 		if s.held > s.inFlight || g.Class < 0 || g.Class >= n {
 			continue
 		}
-		w, b := t.reserve(s, max(1, slots/max(1, counts[g.Class])), now)
+		share := max(1, slots/max(1, counts[g.Class]))
+		usage = usage || s.peakAt(t.window, now) > share
+		w, b := t.reserve(s, share, now)
 		hr[g.Class] += w
 		t.burst[g.Class] += b
 	}
@@ -364,7 +384,7 @@ func (t *Table) workOutHeadroom(slots int, now time.Time) {
 		t.burst[c] += t.burst[c-1]
 	}
 	t.hr = hr
-	t.hrVersion, t.hrSlots, t.hrAt = t.version+1, slots, now
+	t.hrVersion, t.hrSlots, t.hrAt, t.hrUsage = t.version+1, slots, now, usage
 }
 
 // shareOf is the share of slots of a flow of class c that the table
