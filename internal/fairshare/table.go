@@ -248,14 +248,14 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 }
 
 // Allowed reports whether a request of f may take one of slots slots now.
-// A flow under its share may, and so may one within the room kept for it
-// (see reserve: its share, or the peak of its bursts) as long as a slot
-// is free, as long as the slot is not part of the burst room kept for
-// others (Burst); a flow past both only while a slot is free beyond the
-// headroom of the others (Headroom): the room kept for the flows that
-// count against f and have no request waiting (a flow with one waiting
-// competes in the queue's order instead). slots <= 0 means the fleet has
-// no bound, and every request is allowed.
+// A flow under its share may, unless the slot is part of the burst room
+// kept for others (Burst). A flow past its share but within the room kept
+// for itself (see room: the peak of its recent bursts) may take a free
+// slot on the same terms. Any other only while a slot is free beyond the
+// others' headroom (Headroom): the room kept for the flows that count
+// against f and have no request waiting (a flow with one waiting competes
+// in the queue's order instead). slots <= 0 means the fleet has no bound,
+// and every request is allowed.
 func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	if slots <= 0 {
 		return true
@@ -329,6 +329,9 @@ func (t *Table) reserve(s *state, share int, now time.Time) (whole, burst int) {
 // took before, while a flow that used its share all along has no credit,
 // and no burst room.
 func (t *Table) room(s *state, share int, now time.Time) int {
+	if t.window <= 0 {
+		return share // no window, no history to judge bursts by
+	}
 	if p := s.peakAt(t.window, now); p > share {
 		return min(p, share+creditOf(share, s.usage(t.window, now)))
 	}
