@@ -216,6 +216,12 @@ type fairShareVerdict struct {
 	Share      int  `json:"share"`
 	InFlight   int  `json:"in_flight"`
 	OverShare  bool `json:"over_share"`
+	// Usage is the key's in-flight count averaged over the window, Credit
+	// the whole slots of its share that leaves unused, and Owed whether
+	// that puts its next request ahead of keys merely under their share.
+	Usage  float64 `json:"usage"`
+	Credit int     `json:"credit"`
+	Owed   bool    `json:"owed"`
 }
 
 // fairVerdict is where ex's key stands in fair sharing at now; nil
@@ -234,7 +240,10 @@ func (g *Gateway) fairVerdict(ex *exchange, a *admission, now time.Time) *fairSh
 	if v.Slots > 0 {
 		v.Share = mq.fair.Share(f, v.Slots, now)
 		v.OverShare = !mq.fair.Allowed(f, v.Slots, now)
+		v.Credit = mq.fair.Credit(f, v.Slots, now)
+		v.Owed = mq.fair.Owed(f, v.Slots, now)
 	}
+	v.Usage = mq.fair.Usage(f, now)
 	return v
 }
 

@@ -90,8 +90,8 @@ func TestFairShareSlots(t *testing.T) {
 				if v.Verdict != verdictQueue || v.Reason != wantReason {
 					t.Errorf("explain for the flood key: %s (%s), want queue (%s); %+v", v.Verdict, v.Reason, wantReason, v)
 				}
-				if fs := v.FairShare; tt.window > 0 && (fs == nil || fs.Slots != 4 || fs.ActiveKeys != 2 || fs.Share != 2 || fs.InFlight != 2 || !fs.OverShare) {
-					t.Errorf("explain's fair share: %+v, want 4 slots, 2 keys, share 2, 2 in flight, over", fs)
+				if fs := v.FairShare; tt.window > 0 && (fs == nil || fs.Slots != 4 || fs.ActiveKeys != 2 || fs.Share != 2 || fs.InFlight != 2 || !fs.OverShare || fs.Owed || fs.Usage <= 0) {
+					t.Errorf("explain's fair share: %+v, want 4 slots, 2 keys, share 2, 2 in flight, over, some usage, not owed", fs)
 				}
 				before := waiting(gw)
 				queued := counterValue(t, gw, "inferrail_flow_queued_total", "model", testModel, "class", "standard")
