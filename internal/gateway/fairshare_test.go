@@ -370,7 +370,9 @@ func TestBurstRoomKeptFromFlood(t *testing.T) {
 		mq.fair.Acquire(flow(key), at)
 	}
 	mq.mu.Lock()
+	start("flood", now.Add(-10*time.Second)) // its whole share of two, until a moment ago
 	start("flood", now.Add(-10*time.Second))
+	mq.fair.Leave(flow("flood"), true, now.Add(-time.Millisecond))
 	start("quiet", now.Add(-10*time.Second)) // one request for five seconds
 	mq.fair.Leave(flow("quiet"), true, now.Add(-5*time.Second))
 	for range 3 { // then a burst of three, one of which ended
