@@ -31,8 +31,10 @@ type Flow struct {
 	// slots (the replicas' max_concurrency, summed, over the keys active
 	// in its class and the more important ones) waits even while a slot is
 	// free, so another active key always finds room at once. Alone, a key
-	// may use every slot. 0 turns it off: keys then share only the queue's
-	// order. Default 5s. Must be >= 0.
+	// may use every slot. It is also the span over which a key's usage is
+	// averaged: a key that used less than its share lately goes first and
+	// keeps room for its bursts (package fairshare). 0 turns it off: keys
+	// then share only the queue's order. Default 5s. Must be >= 0.
 	FairShareWindow Duration `yaml:"fair_share_window"`
 }
 
