@@ -216,16 +216,39 @@ func TestFairShareRetryHoldsOneSlot(t *testing.T) {
 	}
 }
 
-// TestStartNowKeepsUnderShareOrder: while others wait, a request under its
-// key's share starts at once only when no waiter is under its own share:
-// those the dispatcher serves first, and a newcomer does not pass them.
-func TestStartNowKeepsUnderShareOrder(t *testing.T) {
+// fairRig starts a gateway with fair sharing (a 5 s window) on one
+// replica of four slots, and returns it with its model's queue, for tests
+// that set the fair share table's state by hand.
+func fairRig(t *testing.T) (*Gateway, *modelQueue) {
+	t.Helper()
 	e := newOrderEngine(t)
 	cfg := flowConfig(e.srv.URL, 16)
 	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
 	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
 	gw := startGatewayWith(t, cfg, Options{})
-	g, mq := gw.g, gw.g.flow.queues[testModel]
+	return gw.g, gw.g.flow.queues[testModel]
+}
+
+// standardFlow is key's flow in the standard class, as fairRig's tests
+// share it.
+func standardFlow(key string) fairshare.Flow {
+	return fairshare.Flow{Class: auth.Standard.Index(), Key: key}
+}
+
+// holdSlots records n requests of key's standard flow that arrived and
+// took a slot at at; call it under mq.mu.
+func holdSlots(mq *modelQueue, key string, n int, at time.Time) {
+	for range n {
+		mq.fair.Arrive(standardFlow(key), at)
+		mq.fair.Acquire(standardFlow(key), at)
+	}
+}
+
+// TestStartNowKeepsUnderShareOrder: while others wait, a request under its
+// key's share starts at once only when no waiter is under its own share:
+// those the dispatcher serves first, and a newcomer does not pass them.
+func TestStartNowKeepsUnderShareOrder(t *testing.T) {
+	g, mq := fairRig(t)
 	class := auth.Standard
 	exFor := func(key string) *exchange {
 		ex := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: key}, fair: true}
@@ -277,25 +300,14 @@ func TestStartNowKeepsUnderShareOrder(t *testing.T) {
 // its share at that moment; and a quiet request arriving then starts at
 // once instead of queueing behind the flood.
 func TestOwedKeyGoesFirst(t *testing.T) {
-	e := newOrderEngine(t)
-	cfg := flowConfig(e.srv.URL, 16)
-	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
-	gw := startGatewayWith(t, cfg, Options{})
-	g, mq := gw.g, gw.g.flow.queues[testModel]
+	g, mq := fairRig(t)
 	class := auth.Standard
 	now := time.Now()
 	past := now.Add(-10 * time.Second)
-	flow := func(key string) fairshare.Flow { return fairshare.Flow{Class: class.Index(), Key: key} }
-	hold := func(key string, n int, at time.Time) {
-		for range n {
-			mq.fair.Arrive(flow(key), at)
-			mq.fair.Acquire(flow(key), at)
-		}
-	}
+	hold := func(key string, n int, at time.Time) { holdSlots(mq, key, n, at) }
 	push := func(key string) *flowqueue.Entry[*waiter] {
 		e := &flowqueue.Entry[*waiter]{Class: class.Index(), Key: key, Deadline: now.Add(time.Minute)}
-		mq.fair.Arrive(flow(key), now)
+		mq.fair.Arrive(standardFlow(key), now)
 		if err := mq.q.Push(e); err != nil {
 			t.Fatal(err)
 		}
@@ -306,10 +318,10 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 	// then none, and now 2: a usage near 0.3, a credit of one slot.
 	mq.mu.Lock()
 	hold("flood", 2, past)
-	mq.fair.Leave(flow("flood"), true, now)
+	mq.fair.Leave(standardFlow("flood"), true, now)
 	hold("quiet", 1, past)
-	mq.fair.Release(flow("quiet"), past.Add(5*time.Second))
-	mq.fair.Acquire(flow("quiet"), now)
+	mq.fair.Release(standardFlow("quiet"), past.Add(5*time.Second))
+	mq.fair.Acquire(standardFlow("quiet"), now)
 	hold("quiet", 1, now)
 	floodWaits := push("flood")
 	quietWaits := push("quiet")
@@ -319,7 +331,7 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 		mq.mu.Unlock()
 		t.Fatalf("slots = %d, want 4", slots)
 	}
-	if !mq.fair.Under(flow("flood"), slots, now) || mq.fair.Under(flow("quiet"), slots, now) {
+	if !mq.fair.Under(standardFlow("flood"), slots, now) || mq.fair.Under(standardFlow("quiet"), slots, now) {
 		mq.mu.Unlock()
 		t.Fatal("set-up: the flood should be under its share and the quiet key at it")
 	}
@@ -331,7 +343,7 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 
 	mq.mu.Lock()
 	mq.q.Remove(quietWaits)
-	mq.fair.Arrive(flow("quiet"), now)
+	mq.fair.Arrive(standardFlow("quiet"), now)
 	mq.mu.Unlock()
 	quiet := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: "quiet"}, fair: true}
 	if !g.startNow(quiet, mq) || !quiet.slot {
@@ -340,7 +352,7 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 	mq.freed(quiet)
 	flood := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: "flood"}, fair: true}
 	mq.mu.Lock()
-	mq.fair.Arrive(flow("flood"), now)
+	mq.fair.Arrive(standardFlow("flood"), now)
 	mq.mu.Unlock()
 	if g.startNow(flood, mq) {
 		t.Fatal("a flood request started while a flood request waits in the queue")
@@ -356,35 +368,26 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 // free: a flood request, under its share, does not start in it, and a
 // quiet request does.
 func TestBurstRoomKeptFromFlood(t *testing.T) {
-	e := newOrderEngine(t)
-	cfg := flowConfig(e.srv.URL, 16)
-	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
-	gw := startGatewayWith(t, cfg, Options{})
-	g, mq := gw.g, gw.g.flow.queues[testModel]
+	g, mq := fairRig(t)
 	class := auth.Standard
 	now := time.Now()
-	flow := func(key string) fairshare.Flow { return fairshare.Flow{Class: class.Index(), Key: key} }
-	start := func(key string, at time.Time) {
-		mq.fair.Arrive(flow(key), at)
-		mq.fair.Acquire(flow(key), at)
-	}
+	start := func(key string, at time.Time) { holdSlots(mq, key, 1, at) }
 	mq.mu.Lock()
 	start("flood", now.Add(-10*time.Second)) // its whole share of two, until a moment ago
 	start("flood", now.Add(-10*time.Second))
-	mq.fair.Leave(flow("flood"), true, now.Add(-time.Millisecond))
+	mq.fair.Leave(standardFlow("flood"), true, now.Add(-time.Millisecond))
 	start("quiet", now.Add(-10*time.Second)) // one request for five seconds
-	mq.fair.Leave(flow("quiet"), true, now.Add(-5*time.Second))
+	mq.fair.Leave(standardFlow("quiet"), true, now.Add(-5*time.Second))
 	for range 3 { // then a burst of three, one of which ended
 		start("quiet", now.Add(-100*time.Millisecond))
 	}
-	mq.fair.Leave(flow("quiet"), true, now.Add(-50*time.Millisecond))
+	mq.fair.Leave(standardFlow("quiet"), true, now.Add(-50*time.Millisecond))
 	mq.mu.Unlock()
 	// 4 slots: flood 1, quiet 2, one free; the quiet key's room is its peak of 3.
 	newEx := func(key string) *exchange {
 		ex := &exchange{gen: g.current(), model: testModel, adm: &admission{class: class, key: key}, fair: true}
 		mq.mu.Lock()
-		mq.fair.Arrive(flow(key), now)
+		mq.fair.Arrive(standardFlow(key), now)
 		mq.mu.Unlock()
 		return ex
 	}
@@ -393,7 +396,7 @@ func TestBurstRoomKeptFromFlood(t *testing.T) {
 		t.Fatal("a flood request under its share took the slot kept for the quiet key's burst")
 	}
 	mq.mu.Lock()
-	mq.fair.Leave(flow("flood"), false, now)
+	mq.fair.Leave(standardFlow("flood"), false, now)
 	mq.mu.Unlock()
 	quiet := newEx("quiet")
 	if !g.startNow(quiet, mq) || !quiet.slot {
