@@ -32,7 +32,7 @@
 // not only its share: where it held more at once lately (its peak over
 // the last one to two windows), it is that peak, up to its share plus its
 // credit, and the part past its share (Burst) is kept even from flows
-// under their share, unless they have credit too. So a quiet flow whose requests come in bursts finds
+// under their share. So a quiet flow whose requests come in bursts finds
 // the room its bursts took before, instead of waiting for a slot held by
 // a flooder that uses its whole share all the time (a flooder has no
 // credit, so no burst room). The price grows with it: the burst room

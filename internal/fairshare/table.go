@@ -249,14 +249,13 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 
 // Allowed reports whether a request of f may take one of slots slots now.
 // A flow under its share may, unless the slot is part of the burst room
-// kept for others (Burst) and f has no credit of its own: burst room is
-// taken from flows that use their whole share, never from quiet ones. A
-// flow past its share but within the room kept for itself (see room: the
-// peak of its recent bursts) may take any free slot. Any other only while
-// a slot is free beyond the others' headroom (Headroom): the room kept
-// for the flows that count against f and have no request waiting (a flow
-// with one waiting competes in the queue's order instead). slots <= 0
-// means the fleet has no bound, and every request is allowed.
+// kept for others (Burst). A flow past its share but within the room kept
+// for itself (see room: the peak of its recent bursts) may take a free
+// slot on the same terms. Any other only while a slot is free beyond the
+// others' headroom (Headroom): the room kept for the flows that count
+// against f and have no request waiting (a flow with one waiting competes
+// in the queue's order instead). slots <= 0 means the fleet has no bound,
+// and every request is allowed.
 func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	if slots <= 0 {
 		return true
@@ -264,10 +263,10 @@ func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	free := slots - t.total
 	if t.Under(f, slots, now) {
 		b := t.Burst(f, slots, now)
-		return b == 0 || free-1 >= b || t.Credit(f, slots, now) >= 1
+		return b == 0 || free-1 >= b
 	}
 	if s := t.flows[f]; s != nil && s.inFlight < t.room(s, t.Share(f, slots, now), now) {
-		return free > 0 // a room past its share comes from credit
+		return free > 0 && free-1 >= t.Burst(f, slots, now)
 	}
 	return free > 0 && free-1 >= t.Headroom(f, slots, now)
 }

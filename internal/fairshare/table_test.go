@@ -276,16 +276,14 @@ func (m *model) allowed(f Flow, slots int, now time.Time) (ok, ambiguous bool) {
 	free := slots - used
 	whole, burst, ambiguous := m.headroom(f, slots, now)
 	share := max(1, slots/m.counted(f, now))
-	unused := float64(share) - m.usage(f, now) + 1e-6
-	ambiguous = ambiguous || math.Abs(unused-math.Round(unused)) < 1e-9
 	if inFlight < share {
-		return burst == 0 || free-1 >= burst || unused >= 1, ambiguous
+		return burst == 0 || free-1 >= burst, ambiguous
 	}
 	if m.flows[f] != nil {
 		room, amb := m.room(f, share, now)
 		ambiguous = ambiguous || amb
 		if inFlight < room {
-			return free > 0, ambiguous
+			return free > 0 && free-1 >= burst, ambiguous
 		}
 	}
 	return free > 0 && free-1 >= whole, ambiguous
