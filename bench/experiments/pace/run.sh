@@ -1,33 +1,8 @@
 #!/bin/bash
-# One point (by default W1 at 6 req/s with 32 system prompts; WORKLOAD, RATE
-# and WORKLOAD_ARGS change it; 60 s, 10 s warmup) through a gateway started
-# with the given config, in front of three default-latency simulators on
-# ports 18001-18003, the third started with THIRD_ARGS as well (say
-# "--prefill-token-us 300 --prefill-fixed-ms 15" for an engine three times
-# slower at prefill than the cost model is told); prints the run's summary
-# and the gateway's paces.
+# One point through a gateway started with the given config (see
+# ../point.sh for the point and its variables; THIRD_ARGS="--prefill-token-us
+# 300 --prefill-fixed-ms 15" makes the third engine three times slower at
+# prefill than the cost model is told); prints the run's summary and the
+# gateway's paces.
 #   make build && bench/experiments/pace/run.sh bench/experiments/pace/pace.yaml /tmp/pace/on
-set -eu
-cfg=$1 out=$2
-workload=${WORKLOAD:-w1} rate=${RATE:-6} args=${WORKLOAD_ARGS---system-prompts 32} third=${THIRD_ARGS:-}
-bin=$(cd "$(dirname "$0")/../../.." && pwd)/bin
-mkdir -p "$out"
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null' EXIT
-for port in 18001 18002 18003; do
-  extra=()
-  if [ "$port" = 18003 ] && [ -n "$third" ]; then
-    # shellcheck disable=SC2206 # words on purpose
-    extra=($third)
-  fi
-  "$bin/inferrail-sim" --port $port --served-model-name inferrail/sim-8b --enable-prompt-tokens-details "${extra[@]}" >/dev/null 2>&1 &
-  pids+=($!)
-done
-sleep 1
-"$bin/inferrail-gateway" --config "$cfg" >"$out/gateway.log" 2>&1 &
-pids+=($!)
-sleep 2
-# shellcheck disable=SC2086 # args are words on purpose
-"$bin/inferrail-bench" run --url http://127.0.0.1:18080 --workload "$workload" --rate "$rate" --duration 60s \
-  $args --warmup 10s --out "$out" 2>&1 | grep -E 'TTFT|hit rate|replicas|predictions|estimate'
-curl -s 127.0.0.1:19090/metrics | grep -E '^inferrail_replica_pace' || true
+METRICS='^inferrail_replica_pace' exec "$(dirname "$0")/../point.sh" "$@"
