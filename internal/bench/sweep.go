@@ -102,6 +102,10 @@ type SweepPoint struct {
 	// finds each policy's smallest fleet that serves the point's load
 	// within the SLO.
 	Replicas []int `toml:"replicas"`
+	// SLOTTFT is the point's own TTFT target, for a workload whose prompts
+	// take longer than the file's to prefill even on an idle engine;
+	// default the file's.
+	SLOTTFT Duration `toml:"slo_ttft"`
 }
 
 // Duration is a time.Duration written as a string ("90s") in TOML.
@@ -211,8 +215,8 @@ func (f *SweepFile) Validate() error {
 		if p.Reps < 0 {
 			fail(path+".reps", "must be >= 1")
 		}
-		if p.Duration < 0 {
-			fail(path+".duration", "must not be negative")
+		if p.Duration < 0 || p.SLOTTFT < 0 {
+			fail(path+".duration, slo_ttft", "must not be negative")
 		}
 		if p.Duration == 0 && f.Duration == 0 && p.Requests == 0 && f.Requests == 0 && p.Workload != "trace" {
 			fail(path+".duration", "no duration or requests here or in the shared settings")
@@ -372,6 +376,10 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 		if len(sizes) == 0 {
 			sizes = []int{or(f.Replicas, 3)}
 		}
+		pointSLO := slo
+		if p.SLOTTFT > 0 {
+			pointSLO.TTFT = time.Duration(p.SLOTTFT)
+		}
 		for _, rate := range p.Rates {
 			for rep := range or(p.Reps, or(f.Reps, 1)) {
 				w := workload.Spec{
@@ -391,7 +399,7 @@ func (f *SweepFile) Plan(o PlanOptions) (runs []RunSpec, skipped []string) {
 								run := RunSpec{
 									Point: p.pointName(), Policy: pol, Rep: rep, Workload: w,
 									Replicas: n, Sized: len(p.Replicas) > 0, SimArgs: slices.Clone(simArgs),
-									Warmup: warmup, SLO: slo, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
+									Warmup: warmup, SLO: pointSLO, Timeout: timeout, Speedup: f.Speedup, Index: mode, Gateways: gws,
 								}
 								runs = append(runs, run)
 								for _, v := range f.variantsOf(pol) {

@@ -333,6 +333,42 @@ rates = [9]
 	}
 }
 
+// TestSweepPointSLO: a point's slo_ttft is its runs' TTFT target; the
+// other points keep the file's, and every point the file's TPOT target.
+func TestSweepPointSLO(t *testing.T) {
+	f, err := ParseSweep([]byte(`
+policies = ["p2c"]
+requests = 10
+slo_ttft = "2s"
+slo_tpot = "50ms"
+
+[[points]]
+workload = "w1"
+rates = [4]
+
+[[points]]
+workload = "w2"
+rates = [9]
+slo_ttft = "6s"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := f.Plan(PlanOptions{})
+	want := map[string]SLO{"w1": {TTFT: 2 * time.Second, TPOT: 50 * time.Millisecond}, "w2": {TTFT: 6 * time.Second, TPOT: 50 * time.Millisecond}}
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(runs))
+	}
+	for _, r := range runs {
+		if r.SLO != want[r.Point] {
+			t.Errorf("%s: SLO %+v, want %+v", r.FileName(), r.SLO, want[r.Point])
+		}
+	}
+	if _, err := ParseSweep([]byte("policies = [\"p2c\"]\nrequests = 10\n[[points]]\nworkload = \"w1\"\nrates = [4]\nslo_ttft = \"-1s\"\n")); err == nil || !strings.Contains(err.Error(), "points[0].duration, slo_ttft") {
+		t.Errorf("a negative slo_ttft: %v", err)
+	}
+}
+
 // TestGatewayPatch: a run's gateway patch names itself in the file name,
 // is refused where there is no gateway of the run's own or no name, and
 // changes the generated config, before the speedup scales its times.
