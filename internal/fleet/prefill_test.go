@@ -166,3 +166,48 @@ func TestPrefillQueueExtremes(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseTeachesPace: a streamed request's first token teaches its
+// replica's pace how long it took against the estimate without the pace
+// its decision used, once; one kept out with SkipPace teaches nothing,
+// and AwaitingFirstByte counts the queued leases still waiting.
+func TestLeaseTeachesPace(t *testing.T) {
+	r := NewReplica("r", nil, []string{"m"}, 0, 0)
+	at := time.Unix(1_000_000, 0)
+	first, _ := r.TryAcquire()
+	first.Queue(at, 0.1, 100)
+	second, _ := r.TryAcquire()
+	second.Queue(at, 0.1, 100)
+	if n := r.AwaitingFirstByte(); n != 2 {
+		t.Fatalf("AwaitingFirstByte = %d, want 2", n)
+	}
+	second.SkipPace()
+	// Estimated 0.2 s at pace 2 (0.1 s without it); took 0.4 s: four
+	// times the estimate, the most one sample may say.
+	first.Expect(at, 0.2, 2)
+	second.Expect(at, 0.2, 2)
+	for range 3 {
+		second.FirstToken(at.Add(400 * time.Millisecond))
+	}
+	if p := r.Pace().Pace(); p != 1 {
+		t.Fatalf("pace %v after a skipped request, want 1", p)
+	}
+	first.FirstByte(at.Add(400 * time.Millisecond))
+	first.FirstToken(at.Add(400 * time.Millisecond))
+	first.FirstToken(at.Add(900 * time.Millisecond))
+	p := r.Pace().Pace()
+	if !(p > 1) {
+		t.Fatalf("pace %v after a request four times its estimate, want above 1", p)
+	}
+	if n := r.AwaitingFirstByte(); n != 1 {
+		t.Errorf("AwaitingFirstByte = %d, want 1", n)
+	}
+	first.Release()
+	second.Release()
+	if n := r.AwaitingFirstByte(); n != 0 {
+		t.Errorf("AwaitingFirstByte = %d after both ended, want 0", n)
+	}
+	if q := r.Pace().Pace(); q != p {
+		t.Errorf("pace moved from %v to %v with no new sample", p, q)
+	}
+}
