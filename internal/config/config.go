@@ -244,12 +244,6 @@ type Routing struct {
 	// engine slower than its peers is priced slower. Paces are learned
 	// and reported (inferrail_replica_pace) either way. Default true.
 	Pace bool `yaml:"pace"`
-	// PaceSamples is which requests teach a replica its pace: "all" that
-	// streamed (the default), or "unqueued": only those routed while no
-	// other request of the gateway's waited there for its first byte, so
-	// that the pace measures how fast the engine computes, and queueing
-	// the estimate left out does not count as slowness.
-	PaceSamples string `yaml:"pace_samples"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
 	CostModel CostModel `yaml:"cost_model"`
@@ -513,7 +507,6 @@ func Default() Config {
 			ShortPromptTokens: 256,
 			KVGuard:           "free_blocks",
 			Pace:              true,
-			PaceSamples:       "all",
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

@@ -67,7 +67,7 @@ func TestGoodFiles(t *testing.T) {
 		KVEvents: KVEvents{Port: 5600, ReplayPort: 5601, Topic: "events", Silence: sec(5)}}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{
-		DefaultPolicy: "random", Split: Split{{"p2c", 75}, {"kv_aware", 25}}, Shadow: []string{"least_request", "cost_model"}, Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true, Pace: true, PaceSamples: "all",
+		DefaultPolicy: "random", Split: Split{{"p2c", 75}, {"kv_aware", 25}}, Shadow: []string{"least_request", "cost_model"}, Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true, Pace: true,
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
@@ -255,7 +255,6 @@ var badFiles = map[string][]string{
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
 		`line 17: routing.hot_prefix.demand: must be prefill or prompt, got "uncached"`,
 		`line 18: routing.kv_guard: must be usage or free_blocks, not "blocks"`,
-		`line 19: routing.pace_samples: must be all or unqueued, not "some"`,
 	},
 	"models.bad.yaml": {
 		`line 4: models[0].aliases[1]: "llama" is already used at models[0].name`,

@@ -477,9 +477,6 @@ func (v *validator) routing(r *Routing) {
 	if r.KVGuard != "usage" && r.KVGuard != "free_blocks" {
 		v.fail("routing.kv_guard", "must be usage or free_blocks, not %q", r.KVGuard)
 	}
-	if r.PaceSamples != "all" && r.PaceSamples != "unqueued" {
-		v.fail("routing.pace_samples", "must be all or unqueued, not %q", r.PaceSamples)
-	}
 	cm := r.CostModel
 	v.nonNegative("routing.cost_model.prefill_token_secs", cm.PrefillTokenSecs)
 	v.nonNegative("routing.cost_model.prefill_pair_secs", cm.PrefillPairSecs)

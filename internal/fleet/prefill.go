@@ -112,20 +112,12 @@ func (l *Lease) Expect(now time.Time, expected, pace float64) {
 // Expected is the estimate Expect recorded; 0 without one.
 func (l *Lease) Expected() float64 { return l.expected }
 
-// SkipPace keeps the request out of its replica's pace: FirstToken will
-// not teach the meter anything.
-func (l *Lease) SkipPace() { l.noPace = true }
-
-// AwaitingFirstByte is how many requests queued on the replica (Lease.Queue)
-// still wait for their first byte.
-func (r *Replica) AwaitingFirstByte() int64 { return r.prefill.waiting.Load() }
-
 // FirstToken records that the response's first token arrived at now, in a
 // streamed response (whose first byte is its first token's, where a whole
 // answer's first byte is its last): the replica's pace learns how long it
 // took against the estimate without the pace. Only the first call counts.
 func (l *Lease) FirstToken(now time.Time) {
-	if l.firstToken || l.expected == 0 || l.noPace {
+	if l.firstToken || l.expected == 0 {
 		return
 	}
 	l.firstToken = true

@@ -172,7 +172,6 @@ type Lease struct {
 	// estimate of its time to first token and the pace it was made at.
 	routedAt       time.Time
 	expected, pace float64
-	noPace         bool // SkipPace was called
 }
 
 // TryAcquire takes a lease if the replica has room under both caps. Caps

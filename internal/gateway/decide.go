@@ -63,9 +63,6 @@ func (g *Gateway) chooseFrom(ex *exchange, tried map[*fleet.Replica]bool, t *rou
 		i := d.Index
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
-			if rt.paceUnqueued && rt.AwaitingFirstByte() > 0 {
-				lease.SkipPace()
-			}
 			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
 			lease.Expect(start, d.EstimatedTTFT, cands[i].Pace)
 			as := &mr.arms[ex.arm]

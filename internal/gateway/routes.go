@@ -55,9 +55,6 @@ type route struct {
 	// pace is the replica's pace meter when the generation prices by
 	// pace (routing.pace), nil when not.
 	pace *pace.Meter
-	// paceUnqueued: only requests routed with no other waiting there for
-	// its first byte teach the pace (routing.pace_samples unqueued).
-	paceUnqueued bool
 }
 
 // routes returns the table of the fleet's current snapshot for a
@@ -77,7 +74,6 @@ func (g *Gateway) routes(gen *generation) *routeTable {
 			if gen.cfg.Routing.Pace {
 				mr.routes[i].pace = r.Pace()
 			}
-			mr.routes[i].paceUnqueued = gen.cfg.Routing.PaceSamples == "unqueued"
 		}
 		for j, a := range mp.arms {
 			as := &mr.arms[j]
