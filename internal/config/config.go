@@ -343,6 +343,11 @@ type Health struct {
 	Interval Duration `yaml:"interval"`
 	// Timeout bounds one probe. Must be > 0 and <= Interval; default 500ms.
 	Timeout Duration `yaml:"timeout"`
+	// UnhealthyInterval is the time between two probes of a replica that
+	// probes took out of rotation, so that one restarting is back soon
+	// after it answers; a port that refuses connections costs little to
+	// ask. 0 (the default) means a quarter of Interval; at most Interval.
+	UnhealthyInterval Duration `yaml:"unhealthy_interval"`
 	// UnhealthyThreshold is the number of failed probes in a row that take a
 	// replica out of rotation, and of failed requests in a row that eject
 	// it. Must be >= 1; default 3.

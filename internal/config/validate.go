@@ -507,6 +507,9 @@ func (v *validator) health(h *Health) {
 	if h.Interval > 0 && h.Timeout > h.Interval {
 		v.fail("health.timeout", "must be <= health.interval (%s)", h.Interval)
 	}
+	if h.UnhealthyInterval < 0 || h.Interval > 0 && h.UnhealthyInterval > h.Interval {
+		v.fail("health.unhealthy_interval", "must be between 0 and health.interval (%s)", h.Interval)
+	}
 	v.atLeast("health.unhealthy_threshold", h.UnhealthyThreshold, 1)
 	v.atLeast("health.healthy_threshold", h.HealthyThreshold, 1)
 	v.positive("health.ejection_backoff", h.EjectionBackoff)

@@ -15,6 +15,7 @@ import (
 // HealthConfig tunes active probing and passive ejection.
 type HealthConfig struct {
 	Interval           time.Duration // between probes of one replica
+	UnhealthyInterval  time.Duration // between probes of one out of rotation; 0 means Interval/4
 	Timeout            time.Duration // per probe
 	UnhealthyThreshold int           // failed probes (or failed requests in a row) before a replica is out
 	HealthyThreshold   int           // passing probes before it is back
@@ -100,14 +101,22 @@ func (h *Health) Run(ctx context.Context) error {
 	}
 }
 
-// probeLoop probes one replica every interval, the first time at once.
-// Asked by Suspect, it probes at once, and while those probes fail and the
-// replica is not yet down, back to back: a replica whose port refuses
-// connections is down within the unhealthy threshold's probes, not as many
-// intervals.
+// downInterval is the time between probes of a replica out of rotation.
+func (c HealthConfig) downInterval() time.Duration {
+	if c.UnhealthyInterval > 0 {
+		return min(c.UnhealthyInterval, c.Interval)
+	}
+	return max(c.Interval/4, time.Millisecond)
+}
+
+// probeLoop probes one replica every interval (every downInterval while
+// probes keep it out of rotation), the first time at once. Asked by
+// Suspect, it probes at once, and while those probes fail and the replica
+// is not yet down, back to back: a replica whose port refuses connections
+// is down within the unhealthy threshold's probes, not as many intervals.
 func (h *Health) probeLoop(ctx context.Context, r *Replica) {
-	ticker := time.NewTicker(h.cfg.Interval)
-	defer ticker.Stop()
+	timer := time.NewTimer(h.cfg.Interval)
+	defer timer.Stop()
 	fails, passes, n := 0, 0, 0
 	burst := false
 	for {
@@ -144,8 +153,13 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 			}
 		}
 		burst = false
+		wait := h.cfg.Interval
+		if !r.probeUp.Load() {
+			wait = h.cfg.downInterval()
+		}
+		timer.Reset(wait)
 		select {
-		case <-ticker.C:
+		case <-timer.C:
 		case <-r.probeNow:
 			burst = true
 		case <-ctx.Done():

@@ -60,3 +60,61 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestDownReplicaProbedMoreOften: with probes an hour apart while a
+// replica is up and 5 ms apart once probes took it out, a replica whose
+// health fails is probed on the short interval until it answers again, and
+// is back in rotation long before the hour; once back, the hour applies.
+func TestDownReplicaProbedMoreOften(t *testing.T) {
+	var probes atomic.Int64
+	var failing atomic.Bool
+	failing.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			return
+		}
+		probes.Add(1)
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	r := NewReplica("restarting", u, []string{"m"}, 8, 8)
+	h := NewHealth(HealthConfig{
+		Interval: time.Hour, UnhealthyInterval: 5 * time.Millisecond, Timeout: time.Second, UnhealthyThreshold: 1, HealthyThreshold: 2,
+		EjectionBackoff: time.Second, MaxEjectionBackoff: time.Second, MaxEjectionPercent: 50,
+	}, New([]*Replica{r}), &http.Client{}, nil, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	waitUntil(t, "the replica to be marked down", func() bool { return !r.Healthy() })
+	waitUntil(t, "probes on the short interval while down", func() bool { return probes.Load() >= 5 })
+	failing.Store(false)
+	waitUntil(t, "the replica back in rotation", r.Healthy)
+	n := probes.Load()
+	time.Sleep(50 * time.Millisecond)
+	if m := probes.Load(); m != n {
+		t.Errorf("%d probes in 50 ms after it came back, want none before the hour", m-n)
+	}
+}
+
+// TestDownInterval: unset, a down replica is probed four times as often;
+// set, as set, but never less often than an up one.
+func TestDownInterval(t *testing.T) {
+	tests := []struct {
+		interval, unhealthy, want time.Duration
+	}{
+		{time.Second, 0, 250 * time.Millisecond},
+		{time.Second, 100 * time.Millisecond, 100 * time.Millisecond},
+		{time.Second, 2 * time.Second, time.Second},
+		{2 * time.Millisecond, 0, time.Millisecond},
+	}
+	for _, tc := range tests {
+		if got := (HealthConfig{Interval: tc.interval, UnhealthyInterval: tc.unhealthy}).downInterval(); got != tc.want {
+			t.Errorf("interval %v, unhealthy_interval %v: %v, want %v", tc.interval, tc.unhealthy, got, tc.want)
+		}
+	}
+}

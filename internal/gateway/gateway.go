@@ -227,7 +227,7 @@ func (g *Gateway) buildWatchers() {
 	}
 	hc := g.cfg.Health
 	g.health = fleet.NewHealth(fleet.HealthConfig{
-		Interval: time.Duration(hc.Interval), Timeout: time.Duration(hc.Timeout),
+		Interval: time.Duration(hc.Interval), UnhealthyInterval: time.Duration(hc.UnhealthyInterval), Timeout: time.Duration(hc.Timeout),
 		UnhealthyThreshold: hc.UnhealthyThreshold, HealthyThreshold: hc.HealthyThreshold,
 		EjectionBackoff: time.Duration(hc.EjectionBackoff), MaxEjectionBackoff: time.Duration(hc.MaxEjectionBackoff),
 		MaxEjectionPercent: hc.MaxEjectionPercent,
