@@ -215,8 +215,11 @@ func (f *SweepFile) Validate() error {
 		if p.Reps < 0 {
 			fail(path+".reps", "must be >= 1")
 		}
-		if p.Duration < 0 || p.SLOTTFT < 0 {
-			fail(path+".duration, slo_ttft", "must not be negative")
+		if p.Duration < 0 {
+			fail(path+".duration", "must not be negative")
+		}
+		if p.SLOTTFT < 0 {
+			fail(path+".slo_ttft", "must not be negative")
 		}
 		if p.Duration == 0 && f.Duration == 0 && p.Requests == 0 && f.Requests == 0 && p.Workload != "trace" {
 			fail(path+".duration", "no duration or requests here or in the shared settings")

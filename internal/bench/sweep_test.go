@@ -364,7 +364,7 @@ slo_ttft = "6s"
 			t.Errorf("%s: SLO %+v, want %+v", r.FileName(), r.SLO, want[r.Point])
 		}
 	}
-	if _, err := ParseSweep([]byte("policies = [\"p2c\"]\nrequests = 10\n[[points]]\nworkload = \"w1\"\nrates = [4]\nslo_ttft = \"-1s\"\n")); err == nil || !strings.Contains(err.Error(), "points[0].duration, slo_ttft") {
+	if _, err := ParseSweep([]byte("policies = [\"p2c\"]\nrequests = 10\n[[points]]\nworkload = \"w1\"\nrates = [4]\nslo_ttft = \"-1s\"\n")); err == nil || !strings.Contains(err.Error(), "points[0].slo_ttft: must not be negative") {
 		t.Errorf("a negative slo_ttft: %v", err)
 	}
 }
