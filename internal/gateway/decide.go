@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -141,7 +142,51 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 			cands[i].Cached = blocks * bs
 		}
 	}
+	poolPaces(mr, offered, cands)
 	return nil
+}
+
+// paceChance is how many standard errors apart two engines' paces must be
+// to count as different.
+const paceChance = 2
+
+// poolPaces gives every candidate whose pace is within chance of the
+// lowest (paceChance standard errors of their difference) the lowest pace.
+// A meter with too few samples to judge keeps its own pace, and is not
+// the lowest either: a new meter's pace is mostly its prior of 1, and
+// pooled, an engine that is slow would draw requests until its first
+// answers came back.
+//
+// On an even fleet the engines' paces differ by their noise alone, and an
+// estimate that otherwise differs by nothing, as a new conversation's on
+// idle replicas, would send every such request to the one whose noise was
+// lowest; pooled, they tie, and ties go to the replica with fewer in
+// flight. An engine that really is slower stays apart as its samples add
+// up.
+func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate) {
+	lo := -1
+	for i := range cands {
+		if cands[i].Pace > 0 && (lo < 0 || cands[i].Pace < cands[lo].Pace) && !math.IsInf(mr.routes[offered[i]].pace.Noise(), 1) {
+			lo = i
+		}
+	}
+	if lo < 0 {
+		return
+	}
+	loNoise := mr.routes[offered[lo]].pace.Noise()
+	for i := range cands {
+		if i == lo || !(cands[i].Pace > 0) {
+			continue
+		}
+		own := mr.routes[offered[i]].pace.Noise()
+		if math.IsInf(own, 1) {
+			continue
+		}
+		noise := math.Hypot(own, loNoise)
+		if cands[i].Pace-cands[lo].Pace <= paceChance*noise {
+			cands[i].Pace = cands[lo].Pace
+		}
+	}
 }
 
 // unusable says why a replica that is not usable is not: removed from the

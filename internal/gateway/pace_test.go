@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/pace"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -122,4 +125,48 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 	waitFor(t, "the paces to stay exported", time.Second, func() bool {
 		return metricValue(scrape(t, gw.admin), `inferrail_replica_pace{replica="sim-2"}`) == ps
 	})
+}
+
+// TestPoolPaces: paces within chance of the lowest (two standard errors
+// of their difference) are priced as the lowest; an engine measured well
+// apart keeps its own, as do one whose meter is not used and one with too
+// few samples to judge, which is not taken for the lowest either.
+func TestPoolPaces(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	meter := func(ratios ...float64) *pace.Meter {
+		m := new(pace.Meter)
+		for i := range 20 {
+			m.Observe(1, ratios[i%len(ratios)], at)
+		}
+		return m
+	}
+	fresh := new(pace.Meter)
+	fresh.Observe(1, 3, at)
+	routes := []route{
+		{pace: meter(1.2, 1.8)}, // 1.5 ± 0.067
+		{pace: meter(1.3, 1.9)}, // 1.6 ± 0.067: within chance of the first
+		{pace: meter(3.5, 3.7)}, // 3.6 ± 0.022: well apart
+		{pace: fresh},           // one sample: unknown noise
+		{},                      // routing.pace off
+	}
+	mr := &modelRoutes{routes: routes}
+	cands := make([]policy.Candidate, len(routes))
+	offered := make([]int, len(routes))
+	for i := range routes {
+		offered[i] = i
+		if routes[i].pace != nil {
+			cands[i].Pace = routes[i].pace.Pace()
+		}
+	}
+	own := slices.Clone(cands)
+	poolPaces(mr, offered, cands)
+	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[3].Pace, 0}
+	for i := range cands {
+		if cands[i].Pace != want[i] {
+			t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
+		}
+	}
+	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace) {
+		t.Fatalf("the meters did not learn the paces the test means: %v", own)
+	}
 }

@@ -36,10 +36,14 @@ const (
 // A Meter learns one engine's pace. The zero value is ready: pace 1.
 type Meter struct {
 	pace atomic.Uint64 // math.Float64bits of the pace; 0 until the first sample
+	// noise is math.Float64bits of the pace's standard error; 0 until two
+	// samples.
+	noise atomic.Uint64
 
 	mu                  sync.Mutex // guards the sums
 	measured, estimated float64    // decayed sums of seconds
 	count               float64    // decayed count of samples
+	ratios, squares     float64    // decayed sums of each sample's measured over estimated, and of its square
 	at                  time.Time  // when the sums were last decayed
 }
 
@@ -49,6 +53,16 @@ func (m *Meter) Pace() float64 {
 		return math.Float64frombits(b)
 	}
 	return 1
+}
+
+// Noise returns the standard error of the pace: how far apart two
+// engines' paces may be by chance alone. Infinite until the meter has two
+// samples.
+func (m *Meter) Noise() float64 {
+	if b := m.noise.Load(); b != 0 {
+		return math.Float64frombits(b)
+	}
+	return math.Inf(1)
 }
 
 // Observe adds a request whose first token was estimated to take estimated
@@ -65,6 +79,7 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 		if dt := now.Sub(m.at); dt > 0 {
 			f := math.Exp2(-dt.Seconds() / HalfLife.Seconds())
 			m.measured, m.estimated, m.count = m.measured*f, m.estimated*f, m.count*f
+			m.ratios, m.squares = m.ratios*f, m.squares*f
 		}
 	}
 	if now.After(m.at) {
@@ -73,6 +88,17 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 	m.measured += measured
 	m.estimated += estimated
 	m.count++
+	r := measured / estimated
+	m.ratios += r
+	m.squares += r * r
+	if m.count >= 2 {
+		mean := m.ratios / m.count
+		// The spread of the samples' ratios over the root of their
+		// count; a spread rounded below zero is none. Stored never 0,
+		// which means no estimate yet.
+		se := math.Sqrt(max(m.squares/m.count-mean*mean, 0) / m.count)
+		m.noise.Store(math.Float64bits(max(se, math.SmallestNonzeroFloat64)))
+	}
 	fill := max(priorSamples-m.count, 0) * m.estimated / m.count
 	p := (m.measured + fill) / (m.estimated + fill)
 	m.pace.Store(math.Float64bits(min(max(p, Min), Max)))

@@ -103,3 +103,46 @@ func TestMeterAgainstNaive(t *testing.T) {
 		}
 	})
 }
+
+// TestMeterNoise: the pace's standard error is unknown (infinite) before
+// two samples, zero for samples that agree, and for samples that spread
+// it is their spread over the root of their count: it falls as samples
+// add up, and a sample's clamp bounds its share of it.
+func TestMeterNoise(t *testing.T) {
+	var m Meter
+	if n := m.Noise(); !math.IsInf(n, 1) {
+		t.Fatalf("noise %v before any sample, want +Inf", n)
+	}
+	m.Observe(0.1, 0.2, t0)
+	if n := m.Noise(); !math.IsInf(n, 1) {
+		t.Fatalf("noise %v after one sample, want +Inf", n)
+	}
+	m.Observe(0.1, 0.2, t0)
+	if n := m.Noise(); n > 1e-9 {
+		t.Fatalf("noise %v of two equal samples, want 0", n)
+	}
+
+	// Ratios alternating 1 and 3 at one instant: mean 2, spread 1.
+	var a Meter
+	for range 4 {
+		a.Observe(1, 1, t0)
+		a.Observe(1, 3, t0)
+	}
+	if n, want := a.Noise(), 1/math.Sqrt(8); math.Abs(n-want) > 1e-9 {
+		t.Errorf("noise %v over 8 samples, want %v", n, want)
+	}
+	for range 46 {
+		a.Observe(1, 1, t0)
+		a.Observe(1, 3, t0)
+	}
+	if n, want := a.Noise(), 1/math.Sqrt(100); math.Abs(n-want) > 1e-9 {
+		t.Errorf("noise %v over 100 samples, want %v", n, want)
+	}
+	// A sample a thousand times its estimate counts as Max times it.
+	var c Meter
+	c.Observe(1, 1, t0)
+	c.Observe(1, 1000, t0)
+	if n, want := c.Noise(), (Max-1)/2/math.Sqrt(2); math.Abs(n-want) > 1e-9 {
+		t.Errorf("noise %v with a clamped sample, want %v", n, want)
+	}
+}
