@@ -318,17 +318,25 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 }
 
 // next returns the waiter the dispatcher serves next with slots slots at
-// now: of keys owed a slot for the share they left unused over time
-// first, then of keys under their share now, each in the queue's order;
-// then of keys past it that may borrow a slot free beyond the others'
-// headroom. Nil when no waiter's key may take a slot. Call it under mq.mu.
+// now, from the most important class with a waiter: of keys owed a slot
+// for the share they left unused over time first, then of keys under their
+// share now, each in the queue's order; then of keys past it that may
+// borrow a slot free beyond the others' headroom. Nil when no waiter of
+// that class may take a slot: a less important class does not take a slot
+// its betters wait for, or one kept for their quiet keys. Call it under
+// mq.mu.
 func (mq *modelQueue) next(slots int, now time.Time) *flowqueue.Entry[*waiter] {
+	first := mq.q.Peek()
+	if first == nil {
+		return nil
+	}
+	top := first.Class
 	owed, under := mq.preferred(slots, now)
 	allowed := func(c int, key string) bool {
 		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
 	}
 	for _, ok := range [...]func(int, string) bool{owed, under, allowed} {
-		if e := mq.q.PeekFunc(ok); e != nil {
+		if e := mq.q.PeekFunc(func(c int, key string) bool { return c == top && ok(c, key) }); e != nil {
 			return e
 		}
 	}
