@@ -31,7 +31,8 @@ type Candidate struct {
 	KVCapacityBlocks int
 	// Pace is how its engine's times to first token have lately compared
 	// with the cost model's estimates of them: measured over estimated, as
-	// the gateway learns it. The cost model multiplies its estimate by it,
+	// the gateway learns it (it offers paces within their noise of the
+	// lowest as the lowest). The cost model multiplies its estimate by it,
 	// so an engine slower than its peers is priced slower. 0 when unknown,
 	// priced as 1.
 	Pace float64
