@@ -244,6 +244,14 @@ type Routing struct {
 	// engine slower than its peers is priced slower. Paces are learned
 	// and reported (inferrail_replica_pace) either way. Default true.
 	Pace bool `yaml:"pace"`
+	// EngineQueue prices the requests an engine reports waiting that the
+	// gateway did not send (another gateway's, a client's sent straight to
+	// the engine, or requests preempted and queued again) as queued
+	// prefill, each at the mean prefill of the gateway's own recent
+	// requests to that replica. It is what keeps several gateways in
+	// front of the same engines from piling onto the one each sees idle.
+	// Default true.
+	EngineQueue bool `yaml:"engine_queue"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
 	CostModel CostModel `yaml:"cost_model"`
@@ -512,6 +520,7 @@ func Default() Config {
 			ShortPromptTokens: 256,
 			KVGuard:           "free_blocks",
 			Pace:              true,
+			EngineQueue:       true,
 			CostModel: CostModel{
 				PrefillTokenSecs:       0.0001,
 				PrefillPairSecs:        0.0000000033,

@@ -24,7 +24,16 @@ type prefillQueue struct {
 	waiting   atomic.Int64 // requests still waiting for their first byte
 	tokens    atomic.Int64 // their prompt tokens
 	mu        sync.Mutex   // serializes writers
+	// queuedTotal counts every request ever queued. With waiting, read
+	// before and after a scrape, it bounds how many of the requests an
+	// engine reports waiting the gateway sent (Unanswered).
+	queuedTotal atomic.Int64
+	meanSecs    atomic.Uint64 // float64 bits: queued requests' prefill, averaged with meanWeight
 }
+
+// meanWeight is the weight of each new request in meanSecs: the mean
+// follows about the last 16 requests.
+const meanWeight = 1.0 / 16
 
 // A queue drains by an instant within ±queueLimit: an instant plus a queued
 // duration, each within ±clock.Limit, stays within it, and subtracting an
@@ -51,6 +60,12 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
+	mean := secs
+	if q.queuedTotal.Add(1) > 1 {
+		mean = math.Float64frombits(q.meanSecs.Load())
+		mean += meanWeight * (max(secs, 0) - mean)
+	}
+	q.meanSecs.Store(math.Float64bits(max(mean, 0)))
 }
 
 // firstByte records that a request queued with add got its first byte (or
@@ -79,6 +94,19 @@ func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillA
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
 func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.prefill.queued(now) }
+
+// Unanswered reports how many requests the gateway queued on the replica
+// still wait for their first byte, and how many it has queued in all. Read
+// before and after an engine's page, they bound how many of the requests
+// the engine reports waiting are the gateway's own: at most the first
+// waiting count plus the requests queued in between.
+func (r *Replica) Unanswered() (waiting, queued int64) {
+	return r.prefill.waiting.Load(), r.prefill.queuedTotal.Load()
+}
+
+// MeanPrefill is the estimated prefill, in seconds, of the requests lately
+// queued on the replica, on average; 0 before the first.
+func (r *Replica) MeanPrefill() float64 { return math.Float64frombits(r.prefill.meanSecs.Load()) }
 
 // PromptLoad reports the prompt tokens of requests in flight on the replica
 // and of those among them still waiting for their first byte.

@@ -166,3 +166,41 @@ func TestPrefillQueueExtremes(t *testing.T) {
 		}
 	}
 }
+
+// TestUnansweredAndMeanPrefill: Unanswered counts the queued requests
+// still waiting for a first byte and every request ever queued; the mean
+// prefill starts at the first request's and then moves a sixteenth of the
+// way to each new one, against a plain recomputation.
+func TestUnansweredAndMeanPrefill(t *testing.T) {
+	r := &Replica{MaxConcurrency: 100, MaxPending: 100}
+	if w, n := r.Unanswered(); w != 0 || n != 0 || r.MeanPrefill() != 0 {
+		t.Fatalf("a new replica: unanswered %d of %d, mean %v", w, n, r.MeanPrefill())
+	}
+	now := time.Now()
+	var leases []*Lease
+	want := 0.0
+	for i, secs := range []float64{0.4, 0.1, 0, -3, 2, 0.05} {
+		l, ok := r.TryAcquire()
+		if !ok {
+			t.Fatal("no lease")
+		}
+		l.Queue(now, secs, 10)
+		leases = append(leases, l)
+		if i == 0 {
+			want = secs
+		} else {
+			want += (max(secs, 0) - want) / 16
+		}
+		if got := r.MeanPrefill(); math.Abs(got-want) > 1e-12 {
+			t.Fatalf("after %d requests: mean %v, want %v", i+1, got, want)
+		}
+	}
+	if w, n := r.Unanswered(); w != 6 || n != 6 {
+		t.Fatalf("six queued: unanswered %d of %d", w, n)
+	}
+	leases[0].FirstByte(now)
+	leases[1].Release() // ended without a first byte
+	if w, n := r.Unanswered(); w != 4 || n != 6 {
+		t.Fatalf("two answered: unanswered %d of %d, want 4 of 6", w, n)
+	}
+}

@@ -58,7 +58,7 @@ type Replica struct {
 	// one request at a time.
 	probeNow chan struct{}
 
-	_ [56]byte // to 320 bytes, five whole lines
+	_ [40]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB

@@ -25,6 +25,7 @@ type replicaView struct {
 	MaxConcurrency int64       `json:"max_concurrency"`
 	MaxPending     int64       `json:"max_pending"`
 	QueuedPrefill  float64     `json:"queued_prefill_secs"`
+	MeanPrefill    float64     `json:"mean_prefill_secs"` // of the requests lately routed there: what a foreign waiting request is priced at
 	PromptTokens   int64       `json:"prompt_tokens_in_flight"`
 	PromptWaiting  int64       `json:"prompt_tokens_waiting"`
 	Engine         *engineView `json:"engine"` // null until a report arrived
@@ -32,11 +33,14 @@ type replicaView struct {
 
 // engineView is the engine's last load report.
 type engineView struct {
-	Kind           string  `json:"kind"`
-	AgeSeconds     float64 `json:"age_secs"`
-	Fresh          bool    `json:"fresh"`
-	Running        float64 `json:"running"`
-	Waiting        float64 `json:"waiting"`
+	Kind       string  `json:"kind"`
+	AgeSeconds float64 `json:"age_secs"`
+	Fresh      bool    `json:"fresh"`
+	Running    float64 `json:"running"`
+	Waiting    float64 `json:"waiting"`
+	// ForeignWaiting is how many of those the gateway cannot have sent
+	// (another gateway's, a client's, or preempted ones queued again).
+	ForeignWaiting float64 `json:"foreign_waiting"`
 	KVUsage        float64 `json:"kv_usage"`
 	PrefixQueries  float64 `json:"prefix_cache_queries"`
 	PrefixHits     float64 `json:"prefix_cache_hits"`
@@ -57,13 +61,13 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 		v := replicaView{ID: rep.ID, URL: rep.URL.String(), Group: rep.Group, Models: rep.Models,
 			Healthy: rep.Healthy(), Ejected: rep.Ejected(now), EjectedTotal: rep.EjectedTotal(),
 			InFlight: rep.InFlight(), Pending: rep.Pending(), MaxConcurrency: rep.MaxConcurrency, MaxPending: rep.MaxPending,
-			QueuedPrefill: rep.QueuedPrefill(now)}
+			QueuedPrefill: rep.QueuedPrefill(now), MeanPrefill: rep.MeanPrefill()}
 		v.PromptTokens, v.PromptWaiting = rep.PromptLoad()
 		if smp := g.scraper.Last(rep.ID); smp != nil {
 			e := smp.Report
 			age := now.Sub(smp.At)
 			v.Engine = &engineView{Kind: string(e.Engine), AgeSeconds: age.Seconds(), Fresh: age <= time.Duration(g.cfg.Load.MaxAge),
-				Running: e.Running, Waiting: e.Waiting, KVUsage: e.KVUsage, PrefixQueries: e.PrefixQueries,
+				Running: e.Running, Waiting: e.Waiting, ForeignWaiting: smp.Foreign, KVUsage: e.KVUsage, PrefixQueries: e.PrefixQueries,
 				PrefixHits: e.PrefixHits, Preemptions: e.Preemptions, BlockSize: e.BlockSize, CapacityBlocks: e.CapacityBlocks}
 		}
 		out.Replicas = append(out.Replicas, v)

@@ -241,5 +241,10 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 		if rep.CapacityBlocks > 1 {
 			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
 		}
+		if rep.Foreign > 0 && rt.engineQueue {
+			// Requests the gateway did not send wait there: most often
+			// another gateway's, whose prefill its own queue never saw.
+			c.QueuedPrefill += rep.Foreign * rt.MeanPrefill()
+		}
 	}
 }

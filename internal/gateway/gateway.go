@@ -268,7 +268,10 @@ func (g *Gateway) scrapeTargets() []load.Target {
 	reps := g.fleet.Snapshot().Replicas
 	out := make([]load.Target, len(reps))
 	for i, r := range reps {
-		out[i] = load.Target{ID: r.ID, URL: r.URL}
+		out[i] = load.Target{ID: r.ID, URL: r.URL, Own: func() load.Own {
+			unanswered, sent := r.Unanswered()
+			return load.Own{InFlight: r.InFlight(), Unanswered: unanswered, Sent: sent}
+		}}
 	}
 	return out
 }

@@ -55,6 +55,9 @@ type route struct {
 	// pace is the replica's pace meter when the generation prices by
 	// pace (routing.pace), nil when not.
 	pace *pace.Meter
+	// engineQueue prices the requests the engine reports waiting that
+	// the gateway did not send (routing.engine_queue).
+	engineQueue bool
 }
 
 // routes returns the table of the fleet's current snapshot for a
@@ -70,7 +73,8 @@ func (g *Gateway) routes(gen *generation) *routeTable {
 		pool := snap.ForModel(model)
 		mr := &modelRoutes{routes: make([]route, len(pool)), arms: make([]armSeries, len(mp.arms))}
 		for i, r := range pool {
-			mr.routes[i] = route{Replica: r, feed: g.scraper.Feed(r.ID), id: r.ID, kvCapacity: r.KVCapacityBlocks}
+			mr.routes[i] = route{Replica: r, feed: g.scraper.Feed(r.ID), id: r.ID, kvCapacity: r.KVCapacityBlocks,
+				engineQueue: gen.cfg.Routing.EngineQueue}
 			if gen.cfg.Routing.Pace {
 				mr.routes[i].pace = r.Pace()
 			}

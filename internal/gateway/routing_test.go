@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,9 +9,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
@@ -179,18 +183,7 @@ func TestQueuedPrefill(t *testing.T) {
 		chat(t, gw.url, systemChat(strings.Repeat("queued prompt ", 200), "q"))
 	}()
 	var view replicaView
-	read := func() replicaView {
-		resp, err := http.Get(gw.admin + "/admin/replicas")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out struct{ Replicas []replicaView }
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatal(err)
-		}
-		return out.Replicas[0]
-	}
+	read := func() replicaView { return adminReplicas(t, gw.admin)["sim-1"] }
 	waitFor(t, "the request to queue its prefill", 2*time.Second, func() bool {
 		view = read()
 		return view.QueuedPrefill > 0
@@ -250,4 +243,105 @@ func TestRouteRequestSession(t *testing.T) {
 			t.Errorf("header %q body %s: %+v, want session %q", tc.header, tc.body, req, tc.want)
 		}
 	}
+}
+
+// TestForeignQueuePriced: requests an engine holds waiting that the gateway
+// did not send (here a client's, sent straight to the engine; in production
+// most often another gateway's) are priced on that replica as queued
+// prefill, each at the gateway's mean prefill there, unless
+// routing.engine_queue is off. The other replica is untouched.
+func TestForeignQueuePriced(t *testing.T) {
+	const meanSecs = 0.25
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("engine_queue=%v", on), func(t *testing.T) {
+			var sims []*sim.Local
+			for range 2 {
+				sc := sim.DefaultConfig()
+				sc.MaxNumSeqs = 1 // one runs, the rest wait
+				sc.MaxModelLen = 4096
+				l, err := sim.StartLocal(sc, "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(l.Close)
+				sims = append(sims, l)
+			}
+			cfg := testConfig(t, sims)
+			cfg.Routing.DefaultPolicy = policy.CostModel
+			cfg.Routing.EngineQueue = on
+			gw := startGateway(t, cfg)
+			var busy *fleet.Replica
+			for _, r := range gw.g.fleet.Snapshot().Replicas {
+				if r.ID == "sim-1" {
+					busy = r
+				}
+			}
+			// The gateway's own mean prefill on sim-1, from a request it
+			// queued and saw answered.
+			lease, ok := busy.TryAcquire()
+			if !ok {
+				t.Fatal("no lease on sim-1")
+			}
+			lease.Queue(time.Now(), meanSecs, 100)
+			lease.FirstByte(time.Now())
+			lease.Release()
+
+			// Four long chats straight to sim-1: one runs, three wait.
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			for range 4 {
+				wg.Go(func() {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, sims[0].URL()+"/v1/chat/completions",
+						strings.NewReader(`{"model":"`+testModel+`","max_tokens":400,"messages":[{"role":"user","content":"long answer"}]}`))
+					req.Header.Set("Content-Type", "application/json")
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				})
+			}
+			var foreign float64
+			waitFor(t, "the gateway to read sim-1's waiting requests as not its own", 5*time.Second, func() bool {
+				r, ok := gw.g.scraper.Feed("sim-1").FreshRouting(clock.Of(time.Now()))
+				foreign = r.Foreign
+				return ok && r.Foreign >= 2
+			})
+			views := adminReplicas(t, gw.admin)
+			if v := views["sim-1"]; v.Engine == nil || v.Engine.ForeignWaiting < 2 || v.MeanPrefill != meanSecs {
+				t.Errorf("/admin/replicas shows sim-1 as %+v (engine %+v): want 2 or more foreign waiting and a mean prefill of %v s",
+					v, v.Engine, meanSecs)
+			}
+			ans := explainAt(t, gw.admin, "/v1/chat/completions", systemChat("a system prompt", "where to?"))
+			for _, r := range ans.Replicas {
+				switch {
+				case r.ID == "sim-2" && r.QueuedSecs != 0:
+					t.Errorf("sim-2, with nothing waiting, priced %v s queued", r.QueuedSecs)
+				case r.ID == "sim-1" && on && r.QueuedSecs < 2*meanSecs-1e-9:
+					t.Errorf("sim-1 priced %v s queued, want the %v waiting there (last read) at %v s each", r.QueuedSecs, foreign, meanSecs)
+				case r.ID == "sim-1" && !on && r.QueuedSecs != 0:
+					t.Errorf("sim-1 priced %v s queued with engine_queue off", r.QueuedSecs)
+				}
+			}
+		})
+	}
+}
+
+// adminReplicas reads /admin/replicas, by replica ID.
+func adminReplicas(t *testing.T, admin string) map[string]replicaView {
+	t.Helper()
+	resp, err := http.Get(admin + "/admin/replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Replicas []replicaView }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	views := map[string]replicaView{}
+	for _, v := range out.Replicas {
+		views[v.ID] = v
+	}
+	return views
 }

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 // TestFeedRouting: what routing reads of a feed is the latest report's
 // fields, fresh exactly as Fresh says, and nothing before the first sample.
+// A capacity past what a feed keeps reads as the most it keeps.
 func TestFeedRouting(t *testing.T) {
 	f := &Feed{maxAge: 250 * time.Millisecond}
 	sent := time.Now()
@@ -19,20 +21,25 @@ func TestFeedRouting(t *testing.T) {
 			t.Fatalf("an empty feed reads as %+v at %v", r, at)
 		}
 	}
-	for i, rep := range []*Report{
-		{Running: 3, KVUsage: 0.5, CapacityBlocks: 4096},
-		{Running: 0, KVUsage: 0, CapacityBlocks: 0},
-		{Running: 2.5, KVUsage: 1, CapacityBlocks: 1 << 40},
+	for i, c := range []struct {
+		rep      *Report
+		foreign  float64
+		capacity int
+	}{
+		{&Report{Running: 3, KVUsage: 0.5, CapacityBlocks: 4096}, 2, 4096},
+		{&Report{Running: 0, KVUsage: 0, CapacityBlocks: 0}, 0, 0},
+		{&Report{Running: 2.5, KVUsage: 1, CapacityBlocks: 1 << 40}, 0.5, math.MaxInt32},
 	} {
+		rep := c.rep
 		at := sent.Add(time.Duration(i) * time.Second)
-		f.publish(&Sample{Report: rep, At: at})
+		f.publish(&Sample{Report: rep, At: at, Foreign: c.foreign})
 		for _, now := range []time.Time{at.Add(-time.Second), at, at.Add(f.maxAge), at.Add(f.maxAge + 1), at.Add(time.Hour)} {
 			r, ok := f.FreshRouting(clock.Of(now))
 			_, want := f.Fresh(now)
 			if ok != want {
 				t.Fatalf("report %d read %v after its scrape: fresh %v, Fresh says %v", i, now.Sub(at), ok, want)
 			}
-			if r != (Routing{rep.Running, rep.KVUsage, rep.CapacityBlocks}) {
+			if r != (Routing{rep.Running, rep.KVUsage, c.capacity, c.foreign}) {
 				t.Fatalf("report %d reads as %+v", i, r)
 			}
 		}
@@ -54,13 +61,13 @@ func TestFeedRoutingUnderScrapes(t *testing.T) {
 				return
 			default:
 			}
-			f.publish(&Sample{Report: &Report{Running: float64(k), KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at})
+			f.publish(&Sample{Report: &Report{Running: float64(k), KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at, Foreign: float64(k) / 2})
 		}
 	})
 	now := clock.Of(at)
 	for range 200_000 {
 		r, ok := f.FreshRouting(now)
-		if !ok || r.Running != float64(r.CapacityBlocks) || r.KVUsage != float64(r.CapacityBlocks)/1e9 {
+		if !ok || r.Running != float64(r.CapacityBlocks) || r.KVUsage != float64(r.CapacityBlocks)/1e9 || r.Foreign != float64(r.CapacityBlocks)/2 {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("read %+v (fresh %v): fields of different reports", r, ok)

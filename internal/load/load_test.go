@@ -876,3 +876,74 @@ func TestEndlessPageCutByTimeout(t *testing.T) {
 		t.Errorf("hung engine: %q, %v; want %q without errEndless", result, err, ResultError)
 	}
 }
+
+// TestForeign: the requests an engine holds that the gateway did not
+// send and that still wait for a first token: the engine's waiting count
+// beyond the gateway's unanswered requests, or, of the requests the engine
+// holds beyond the gateway's in flight, the share of its own there still
+// unanswered, whichever is more; requests sent while the page was read
+// count as the gateway's. Never below zero.
+func TestForeign(t *testing.T) {
+	tests := []struct {
+		name             string
+		running, waiting float64
+		before           Own
+		sentDuring       int64
+		want             float64
+	}{
+		{name: "all its own", running: 4, waiting: 2, before: Own{InFlight: 6, Unanswered: 3}, want: 0},
+		{name: "more of its own than the engine holds", running: 1, waiting: 0, before: Own{InFlight: 5, Unanswered: 4}, want: 0},
+		{name: "waiting beyond its unanswered", running: 2, waiting: 5, before: Own{InFlight: 7, Unanswered: 2}, want: 3},
+		{name: "another gateway's half of the engine", running: 8, waiting: 2, before: Own{InFlight: 5, Unanswered: 2}, want: 2},
+		{name: "held beyond its own, all its own answered", running: 9, waiting: 0, before: Own{InFlight: 4}, want: 0},
+		{name: "nothing of its own there", running: 6, waiting: 2, want: 2},
+		{name: "sent while the page was read", running: 6, waiting: 3, before: Own{InFlight: 3, Unanswered: 0}, sentDuring: 3, want: 0},
+		{name: "unanswered read above in flight", running: 10, waiting: 0, before: Own{InFlight: 2, Unanswered: 3}, want: 8},
+		{name: "idle engine", before: Own{InFlight: 2, Unanswered: 2}, sentDuring: 1, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := tt.before
+			before.Sent = 100
+			after := Own{Sent: 100 + tt.sentDuring}
+			if got := foreign(&Report{Running: tt.running, Waiting: tt.waiting}, before, after); got != tt.want {
+				t.Errorf("foreign %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestScrapeCountsForeign: a scrape reads the gateway's own counts on both
+// sides of the page, so requests the gateway sends while the engine renders
+// it are not taken for another's, and the result reaches routing; a
+// target without Own has none.
+func TestScrapeCountsForeign(t *testing.T) {
+	for _, withOwn := range []bool{true, false} {
+		var own atomic.Pointer[Own]
+		own.Store(&Own{InFlight: 1, Unanswered: 1, Sent: 10})
+		eng := startEngine(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			// The gateway sends two more while the engine renders.
+			own.Store(&Own{InFlight: 3, Unanswered: 3, Sent: 12})
+			_, _ = fmt.Fprint(w, "vllm:num_requests_running 1\nvllm:num_requests_waiting 5\nvllm:kv_cache_usage_perc 0.5\n")
+		})
+		tg := Target{ID: "e", URL: mustURL(eng.srv.URL)}
+		want := 0.0
+		if withOwn {
+			tg.Own = func() Own { return *own.Load() }
+			// 6 held, of which 1 + 2 may be the gateway's, all of its own
+			// unanswered: 3 others, priced as unanswered too.
+			want = 3
+		}
+		sc := NewScraper(ScrapeConfig{Interval: time.Second, Timeout: 5 * time.Second, MaxAge: time.Hour}, &http.Client{},
+			func() []Target { return []Target{tg} }, nil, nil, nil)
+		sc.scrape(context.Background(), tg, sc.state(tg.ID))
+		smp := sc.Last("e")
+		if smp == nil {
+			t.Fatal("the scrape left no sample")
+		}
+		r, ok := sc.Feed("e").FreshRouting(clock.Of(smp.At))
+		if smp.Foreign != want || !ok || r.Foreign != want {
+			t.Errorf("with Own %v: sample's foreign %v, routing's %v (fresh %v), want %v", withOwn, smp.Foreign, r.Foreign, ok, want)
+		}
+	}
+}

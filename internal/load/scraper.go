@@ -39,6 +39,17 @@ type ScrapeConfig struct {
 type Target struct {
 	ID  string
 	URL *url.URL // base URL; the page is at /metrics
+	// Own, when set, reports the gateway's own requests to the replica.
+	// Read before and after each page, it tells the engine's requests that
+	// are not the gateway's (Sample.Foreign).
+	Own func() Own
+}
+
+// Own is what the gateway has sent a replica.
+type Own struct {
+	InFlight   int64 // requests holding a lease on it
+	Unanswered int64 // of those, the ones still waiting for their first byte
+	Sent       int64 // requests ever sent it: a count that only grows
 }
 
 // Sample is a report with the moment it was asked for.
@@ -49,6 +60,15 @@ type Sample struct {
 	// up to Timeout, and never understates it: a page that dribbles in
 	// slowly does not make a stale report look fresh.
 	At time.Time
+	// Foreign is how many requests the gateway did not send wait at the
+	// engine for their first token, as far as the page and the gateway's
+	// own counts tell (another gateway's, a client's sent straight to the
+	// engine, its own preempted after their first token): at least the
+	// engine's waiting requests beyond the gateway's unanswered ones, and,
+	// of the requests the engine holds beyond the gateway's in flight,
+	// the share that the gateway's own requests there still wait. 0 when
+	// the target has no Own.
+	Foreign float64
 }
 
 // A Feed is where the scraper leaves a replica's latest sample. Routing
@@ -57,18 +77,22 @@ type Sample struct {
 type Feed struct {
 	last    atomic.Pointer[Sample]
 	retired atomic.Bool // the replica stopped being a target: nothing more arrives
-	maxAge  time.Duration
+	// capacity is published with the fields below (seq); it sits here,
+	// in the word retired leaves half empty, so that the feed stays one
+	// line.
+	capacity atomic.Int32
+	maxAge   time.Duration
 
 	// The latest report's Routing and when it goes stale, beside last so
 	// that a decision reads them without following two pointers per
 	// replica. The replica's scrapes, one at a time, publish them: the
 	// writer makes seq odd while it changes them, and a reader retries
 	// until it saw the same even seq before and after (a sequence lock).
-	seq      atomic.Uint64
-	staleAt  atomic.Int64  // a clock.Instant
-	running  atomic.Uint64 // float64 bits
-	kvUsage  atomic.Uint64 // float64 bits
-	capacity atomic.Int64
+	seq     atomic.Uint64
+	staleAt atomic.Int64  // a clock.Instant
+	running atomic.Uint64 // float64 bits
+	kvUsage atomic.Uint64 // float64 bits
+	foreign atomic.Uint64 // float64 bits
 }
 
 // Routing is what a routing decision reads of an engine's report.
@@ -76,6 +100,7 @@ type Routing struct {
 	Running        float64
 	KVUsage        float64
 	CapacityBlocks int
+	Foreign        float64 // Sample.Foreign
 }
 
 // publish makes smp the feed's latest sample. Scrapes of one replica call
@@ -85,7 +110,8 @@ func (f *Feed) publish(smp *Sample) {
 	f.staleAt.Store(int64(clock.Of(smp.At).Add(f.maxAge)))
 	f.running.Store(math.Float64bits(smp.Report.Running))
 	f.kvUsage.Store(math.Float64bits(smp.Report.KVUsage))
-	f.capacity.Store(int64(smp.Report.CapacityBlocks))
+	f.foreign.Store(math.Float64bits(smp.Foreign))
+	f.capacity.Store(int32(min(smp.Report.CapacityBlocks, math.MaxInt32)))
 	f.seq.Add(1)
 	f.last.Store(smp)
 }
@@ -94,7 +120,8 @@ func (f *Feed) publish(smp *Sample) {
 func (f *Feed) FreshRouting(now clock.Instant) (Routing, bool) {
 	for spins := 0; ; spins++ {
 		s := f.seq.Load()
-		r := Routing{math.Float64frombits(f.running.Load()), math.Float64frombits(f.kvUsage.Load()), int(f.capacity.Load())}
+		r := Routing{math.Float64frombits(f.running.Load()), math.Float64frombits(f.kvUsage.Load()), int(f.capacity.Load()),
+			math.Float64frombits(f.foreign.Load())}
 		staleAt := clock.Instant(f.staleAt.Load())
 		if s&1 == 0 && f.seq.Load() == s {
 			return r, s > 0 && now <= staleAt
@@ -251,6 +278,10 @@ func (s *Scraper) prune(live map[string]bool) {
 }
 
 func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
+	var before Own
+	if tg.Own != nil {
+		before = tg.Own()
+	}
 	sent := s.now() // before the request goes out: see Sample.At
 	rep, result, err := s.fetch(ctx, tg)
 	if ctx.Err() != nil {
@@ -278,7 +309,27 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 		}
 	}
 	st.previous = rep
-	st.feed.publish(&Sample{Report: rep, At: sent})
+	smp := &Sample{Report: rep, At: sent}
+	if tg.Own != nil {
+		smp.Foreign = foreign(rep, before, tg.Own())
+	}
+	st.feed.publish(smp)
+}
+
+// foreign is Sample.Foreign for a report read between the gateway's own
+// counts before and after. Whatever the gateway held when the engine
+// rendered the page, it held at most what it held before plus what it sent
+// in between: its requests in flight, and those waiting for a first token.
+func foreign(rep *Report, before, after Own) float64 {
+	sent := float64(after.Sent - before.Sent)
+	waiting := max(rep.Waiting-(float64(before.Unanswered)+sent), 0)
+	held := max(rep.Running+rep.Waiting-(float64(before.InFlight)+sent), 0)
+	if before.InFlight <= 0 {
+		// Nothing of its own there to tell how many of the others' still
+		// wait: only the engine's waiting count says.
+		return waiting
+	}
+	return max(waiting, held*min(float64(before.Unanswered)/float64(before.InFlight), 1))
 }
 
 // What is logged, once per replica, when its scrapes start failing and when
