@@ -52,11 +52,15 @@ func TestParseRefusesWhatItCannotTrust(t *testing.T) {
 	page, _ := os.ReadFile("testdata/vllm-dp2.txt")
 	renamed := bytes.ReplaceAll(page, []byte("vllm:num_requests_waiting"), []byte("vllm:num_requests_queued"))
 	for name, body := range map[string][]byte{
-		"renamed family": renamed,
-		"not metrics":    []byte("<html>Bad gateway</html>"),
-		"other engine":   []byte("# TYPE foo_requests gauge\nfoo_requests 1\n"),
-		"empty":          nil,
-		"broken line":    []byte("vllm:num_requests_running{engine=\"0\" 3\n"),
+		"renamed family":   renamed,
+		"not metrics":      []byte("<html>Bad gateway</html>"),
+		"other engine":     []byte("# TYPE foo_requests gauge\nfoo_requests 1\n"),
+		"empty":            nil,
+		"broken line":      []byte("vllm:num_requests_running{engine=\"0\" 3\n"),
+		"NaN running":      bytes.Replace(page, []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3.0"), []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} NaN"), 1),
+		"infinite waiting": []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting +Inf\nvllm:kv_cache_usage_perc 0.5\n"),
+		"negative usage":   []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc -0.5\n"),
+		"negative counter": []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\nvllm:prefix_cache_hits_total -3\n"),
 	} {
 		if _, err := Parse(bytes.NewReader(body)); !errors.Is(err, ErrUnreadable) {
 			t.Errorf("%s: err = %v, want ErrUnreadable", name, err)

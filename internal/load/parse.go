@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,6 +353,13 @@ func (p *page) report(e Engine, f families) (*Report, error) {
 	rep.PrefixQueries, _, _ = p.sum(f.prefixQueries...)
 	rep.PrefixHits, _, _ = p.sum(f.prefixHits...)
 	rep.Preemptions, _, _ = p.sum(f.preemptions...)
+	// Every figure is a count or a share: a NaN, an infinity or a negative
+	// one is an engine that cannot be trusted, not a load to price.
+	for _, v := range [...]float64{rep.Running, rep.Waiting, rep.KVUsage, rep.PrefixQueries, rep.PrefixHits, rep.Preemptions} {
+		if !(v >= 0) || math.IsInf(v, 1) {
+			return nil, fmt.Errorf("%w: a load figure is %v", ErrUnreadable, v)
+		}
+	}
 	return rep, nil
 }
 
