@@ -48,6 +48,11 @@ type ReplayRow struct {
 	ReplayedCapture  string  `json:"replayed_capture"`
 	LiveResultFile   string  `json:"live_result_file"`
 	ReplayResultFile string  `json:"replay_result_file"`
+	// Others is the larger share of the machine's CPU that other
+	// processes took during the live run or the replay: on a saturated
+	// machine health probes and queues time out differently from run to
+	// run, and hit rates with them.
+	Others float64 `json:"others_cpu_share"`
 }
 
 // HitRateGap is how far the replay's hit rate is from the live run's, in
@@ -102,6 +107,7 @@ func ReplayCheck(ctx context.Context, c ReplayCheckConfig, env RunEnv) ([]Replay
 		rows[i].LiveResultFile = s.FileName()
 		rows[i].LiveRequests, rows[i].LiveSucceeded, rows[i].LiveHitRate = res.Measurements.Measured, res.Measurements.Succeeded, res.Measurements.HitRate
 		rows[i].LiveOracle = oracleOf(res)
+		rows[i].Others = res.Machine.Others
 	}
 	replayed := rows[0].CaptureFile
 	for i, p := range c.Policies {
@@ -115,6 +121,7 @@ func ReplayCheck(ctx context.Context, c ReplayCheckConfig, env RunEnv) ([]Replay
 		r.ReplayedCapture, r.ReplayResultFile = replayed, s.FileName()
 		r.ReplayRequests, r.ReplaySucceeded, r.ReplayHitRate = res.Measurements.Measured, res.Measurements.Succeeded, res.Measurements.HitRate
 		r.ReplayOracle = oracleOf(res)
+		r.Others = max(r.Others, res.Machine.Others)
 	}
 	return rows, nil
 }
