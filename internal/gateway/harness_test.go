@@ -23,19 +23,29 @@ const testModel = "inferrail/sim-8b"
 // fleetOf starts n simulators on loopback ports.
 func fleetOf(t testing.TB, n int, zeroLatency bool) []*sim.Local {
 	t.Helper()
-	var sims []*sim.Local
-	for range n {
-		cfg := sim.DefaultConfig()
+	return simsWith(t, n, func(_ int, cfg *sim.Config) {
 		cfg.ZeroLatency = zeroLatency
 		cfg.MaxModelLen = 4096
 		cfg.NumGPUBlocks = 1024
 		cfg.EnablePromptTokensDetails = true
+	})
+}
+
+// simsWith starts n in-process simulators on loopback, the i-th with
+// sim.DefaultConfig() as tune(i, ...) changes it, each closed when the test
+// ends.
+func simsWith(t testing.TB, n int, tune func(i int, cfg *sim.Config)) []*sim.Local {
+	t.Helper()
+	sims := make([]*sim.Local, n)
+	for i := range sims {
+		cfg := sim.DefaultConfig()
+		tune(i, &cfg)
 		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(l.Close)
-		sims = append(sims, l)
+		sims[i] = l
 	}
 	return sims
 }

@@ -21,9 +21,7 @@ import (
 // caches of blocks blocks, and a gateway config in index mode over them.
 func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config.Config) {
 	t.Helper()
-	var sims []*sim.Local
-	for range n {
-		cfg := sim.DefaultConfig()
+	sims := simsWith(t, n, func(_ int, cfg *sim.Config) {
 		cfg.ZeroLatency = true
 		cfg.MaxModelLen = 1024
 		cfg.NumGPUBlocks = blocks
@@ -31,13 +29,7 @@ func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config
 		cfg.KVEvents = sim.DefaultKVEventsConfig()
 		cfg.KVEvents.Enable, cfg.KVEvents.Publisher = true, "zmq"
 		cfg.KVEvents.Endpoint, cfg.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
-		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Close)
-		sims = append(sims, l)
-	}
+	})
 	cfg := testConfig(t, sims)
 	cfg.Routing.DefaultPolicy = "kv_aware"
 	cfg.Index.Mode = mode

@@ -73,18 +73,10 @@ func spanAttrs(kvs []attribute.KeyValue) map[string]attribute.Value {
 func tracedSims(t *testing.T, n int) ([]*sim.Local, *otlptest.Receiver) {
 	t.Helper()
 	rcv := otlptest.NewHTTP(t)
-	var sims []*sim.Local
-	for range n {
-		cfg := sim.DefaultConfig()
+	sims := simsWith(t, n, func(_ int, cfg *sim.Config) {
 		cfg.ZeroLatency, cfg.MaxModelLen, cfg.NumGPUBlocks, cfg.EnablePromptTokensDetails = true, 4096, 1024, true
 		cfg.OTLPTracesEndpoint, cfg.OTLPTracesProtocol = rcv.Endpoint, telemetry.ProtocolHTTP
-		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Close)
-		sims = append(sims, l)
-	}
+	})
 	return sims, rcv
 }
 

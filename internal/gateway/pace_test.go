@@ -38,18 +38,10 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 	slow := fast
 	slow.PrefillToken *= 4
 	slow.PrefillFixed *= 4
-	var sims []*sim.Local
-	for _, lat := range []sim.LatencyModel{fast, slow} {
-		cfg := sim.DefaultConfig()
-		cfg.Latency = lat
+	sims := simsWith(t, 2, func(i int, cfg *sim.Config) {
+		cfg.Latency = []sim.LatencyModel{fast, slow}[i]
 		cfg.MaxModelLen, cfg.NumGPUBlocks, cfg.EnablePromptTokensDetails = 4096, 1024, true
-		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Close)
-		sims = append(sims, l)
-	}
+	})
 	cfg := testConfig(t, sims) // round robin: both engines get samples
 	cfg.Routing.Pace = true
 	cm := &cfg.Routing.CostModel

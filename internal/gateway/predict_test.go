@@ -85,20 +85,12 @@ func send(t *testing.T, url, path, body string) (predPrompt, predCached int, got
 // and the cached tokens the gateway predicts for the replica it chose equal
 // what that engine then reports, on every request.
 func TestPredictionsExact(t *testing.T) {
-	var sims []*sim.Local
-	for range 3 {
-		cfg := sim.DefaultConfig()
+	sims := simsWith(t, 3, func(_ int, cfg *sim.Config) {
 		cfg.ZeroLatency = true
 		cfg.MaxModelLen = 1024
 		cfg.NumGPUBlocks = 80 // 79 usable blocks of 16 tokens: constant eviction
 		cfg.EnablePromptTokensDetails = true
-		l, err := sim.StartLocal(cfg, "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(l.Close)
-		sims = append(sims, l)
-	}
+	})
 	cfg := testConfig(t, sims)
 	cfg.Routing.DefaultPolicy = "random"
 	gw := startGateway(t, cfg)

@@ -254,18 +254,10 @@ func TestForeignQueuePriced(t *testing.T) {
 	const meanSecs = 0.25
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("engine_queue=%v", on), func(t *testing.T) {
-			var sims []*sim.Local
-			for range 2 {
-				sc := sim.DefaultConfig()
+			sims := simsWith(t, 2, func(_ int, sc *sim.Config) {
 				sc.MaxNumSeqs = 1 // one runs, the rest wait
 				sc.MaxModelLen = 4096
-				l, err := sim.StartLocal(sc, "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(l.Close)
-				sims = append(sims, l)
-			}
+			})
 			cfg := testConfig(t, sims)
 			cfg.Routing.DefaultPolicy = policy.CostModel
 			cfg.Routing.EngineQueue = on
