@@ -35,7 +35,7 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzClientPortKeyed \
 	./internal/gateway:FuzzAdmissionHeaders
 
-.PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress demo clean tokenizers fleet-size \
+.PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress saturated demo clean tokenizers fleet-size \
 	sweep sweep-smoke routing baselines exact-routing report repro peers dashboard-check stack stack-down
 
 all: build
@@ -119,6 +119,11 @@ stress: build
 	$(GO) run ./cmd/inferrail-bench stress --sim-binary $(BIN)/inferrail-sim --out bench/results/sim
 	$(GO) run ./cmd/inferrail-bench gwstress --gateway-binary $(BIN)/inferrail-gateway --sim-binary $(BIN)/inferrail-sim --out bench/results/gateway
 	./tests/e2e/run.sh --stress --out bench/results/python-sdk
+
+## saturated: `make test` ten times in a row (RUNS=n), each beside one busy loop per core, so every
+## core is saturated; the table goes to bench/results/saturated (about two hours on 2 cores).
+saturated:
+	./scripts/saturated.sh
 
 ## demo: round_robin against cost_model on a short W1 run, each on a cold fleet of three simulators
 ## behind the gateway (about 2 minutes); a table, a chart and a report under bench/tmp/demo.
