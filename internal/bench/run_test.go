@@ -154,9 +154,10 @@ func TestMeasureFleet(t *testing.T) {
 // So when the runs disagree while other processes took at least
 // saturatedShare of the machine's CPU during either run (the harness
 // measures it), the test skips, saying so with the figures, each run's
-// routing and the gateway's warnings, unless a figure is more than
-// grossFactor apart, as a mistake in the scaling would put it. With the
-// CPU to spare, a disagreement fails.
+// routing and the gateway's warnings, unless the schedule (window,
+// throughput) or two figures or more are grossFactor apart, as a mistake in
+// the scaling would put them. With the CPU to spare, a disagreement fails,
+// and so does any figure grossFactor apart.
 func TestSpeedupMatchesRealTime(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("about 12 s of timing-sensitive runs; skipped with -short and under the race detector")
@@ -183,6 +184,7 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 		t.Fatalf("failures: %v %v", a.Errors, b.Errors)
 	}
 	var disagree, grossly []string
+	scalingGross := false // the schedule itself (window, throughput) grossly apart
 	for _, f := range []struct {
 		name string
 		x, y float64
@@ -202,15 +204,24 @@ func TestSpeedupMatchesRealTime(t *testing.T) {
 		}
 		if d > 1-1/grossFactor {
 			grossly = append(grossly, fmt.Sprintf("%s: %v in real time but %v at speedup 4, more than %v times apart", f.name, f.x, f.y, grossFactor))
+			scalingGross = scalingGross || f.name == "window" || f.name == "throughput"
 		}
 	}
-	for _, g := range grossly {
-		t.Error(g)
-	}
-	if len(disagree) == 0 || len(grossly) > 0 {
+	saturated := max(runs[0].Machine.Others, runs[1].Machine.Others) >= saturatedShare
+	// A mistake in the scaling puts the schedule itself, or several figures
+	// at once, a multiple apart. On a saturated machine one latency alone
+	// can be: with other processes holding 85-90% of the CPU and ours 4-7%,
+	// mean TTFT came out 4.3 times apart while the window agreed to 1%.
+	if len(grossly) > 0 && (!saturated || scalingGross || len(grossly) > 1) {
+		for _, g := range grossly {
+			t.Error(g)
+		}
 		return
 	}
-	if others := max(runs[0].Machine.Others, runs[1].Machine.Others); others >= saturatedShare {
+	if len(disagree) == 0 {
+		return
+	}
+	if saturated {
 		t.Skipf("the machine was saturated: other processes took %.0f%% of its CPU in real time and %.0f%% at speedup 4 (at least %.0f%% makes the machine, not the model, set the times); "+
 			"the runs disagree: %s; served by %v in real time and by %v at speedup 4; the gateway's warnings at speedup 4: %v",
 			100*runs[0].Machine.Others, 100*runs[1].Machine.Others, 100*saturatedShare, strings.Join(disagree, "; "),
@@ -227,7 +238,9 @@ const saturatedShare = 0.5
 
 // grossFactor is how far apart TestSpeedupMatchesRealTime's figures may
 // come out even on a saturated machine: a mistake in the scaling puts them
-// a factor of 4 apart; saturation put them at most 2.3 apart (mean TPOT).
+// a factor of 4 apart; saturation put them at most 2.3 apart (mean TPOT),
+// and once, with ours 4% of the CPU, one latency alone 4.3 apart, which
+// the test then only reports.
 const grossFactor = 3.0
 
 // warnings are the gateway's warnings and errors, counted by message.
