@@ -21,7 +21,9 @@ var ErrDisconnected = errors.New("zmtp: connection to the publisher dropped; mes
 type Sub struct {
 	*base
 	topics      [][]byte
-	in          *inbox // a nil message marks a lost connection
+	q           chan [][]byte // a nil message marks a lost connection
+	queued      atomic.Int64  // bytes of the frames in q
+	taken       chan struct{} // signalled when Recv takes a message
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
 	rejected    atomic.Uint64
@@ -43,7 +45,8 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 	for _, t := range topics {
 		s.topics = append(s.topics, []byte(t))
 	}
-	s.in = newInbox(s.opts)
+	s.q = make(chan [][]byte, s.opts.HWM)
+	s.taken = make(chan struct{}, 1)
 	if err := s.dial(endpoint, s.serve, func(error) { s.rejected.Add(1) }); err != nil {
 		s.Close()
 		return nil, err
@@ -54,15 +57,31 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 // Recv returns the next message, ErrDisconnected once after each lost
 // connection, ctx's error, or ErrClosed.
 func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
-	m, err := s.in.take(ctx, s.ctx.Done())
+	m, err := s.recv(ctx, s.q)
 	if err == nil && m == nil {
 		return nil, ErrDisconnected
+	}
+	if m != nil {
+		s.queued.Add(-frameBytes(m))
+		select {
+		case s.taken <- struct{}{}:
+		default: // the reader has a wake-up waiting already
+		}
 	}
 	return m, err
 }
 
 // Queued reports the bytes of frames the SUB holds for its consumer.
-func (s *Sub) Queued() int64 { return s.in.bytes() }
+func (s *Sub) Queued() int64 { return s.queued.Load() }
+
+// frameBytes is the size of a message's frames.
+func frameBytes(msg [][]byte) int64 {
+	var n int64
+	for _, f := range msg {
+		n += int64(len(f))
+	}
+	return n
+}
 
 // Stats returns the socket's counters.
 func (s *Sub) Stats() SubStats {
@@ -82,7 +101,10 @@ func (s *Sub) serve(c *conn) {
 		return
 	}
 	s.disconnects.Add(1)
-	_ = s.in.put(s.ctx, nil) // fails only once the socket is closed
+	select {
+	case s.q <- nil:
+	case <-s.ctx.Done():
+	}
 }
 
 // subscribe sends the subscriptions in the form the negotiated version
@@ -109,7 +131,22 @@ func (s *Sub) read(ctx context.Context, c *conn) error {
 		if !s.matches(msg[0]) {
 			return nil
 		}
-		return s.in.put(ctx, msg)
+		n := frameBytes(msg)
+		for q := s.queued.Load(); q > 0 && q+n > s.opts.MaxQueuedBytes; q = s.queued.Load() {
+			select {
+			case <-s.taken:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		s.queued.Add(n)
+		select {
+		case s.q <- msg:
+			return nil
+		case <-ctx.Done():
+			s.queued.Add(-n)
+			return ctx.Err()
+		}
 	})
 }
 
