@@ -40,12 +40,6 @@ type Options struct {
 	// frames' sizes plus 32 bytes per frame. A peer that exceeds it is
 	// disconnected.
 	MaxMessageSize int64
-	// MaxQueuedBytes bounds what a SUB holds for its consumer, in bytes of
-	// frames: past it the SUB stops reading until the consumer takes a
-	// message, as at its HWM, so a publisher of large messages cannot
-	// queue HWM of them. A message always queues when nothing else is.
-	// Default MaxMessageSize.
-	MaxQueuedBytes int64
 	// ReconnectInterval is the first wait before a SUB or DEALER reconnects;
 	// it doubles after each failed attempt up to ReconnectMax and starts
 	// over after a successful handshake.
@@ -71,9 +65,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if o.MaxQueuedBytes <= 0 {
-		o.MaxQueuedBytes = o.MaxMessageSize
 	}
 	if o.ReconnectInterval <= 0 {
 		o.ReconnectInterval = DefaultReconnectInterval

@@ -15,15 +15,12 @@ var ErrDisconnected = errors.New("zmtp: connection to the publisher dropped; mes
 // Sub is a SUB socket: it connects to one PUB, reconnects with backoff
 // when the connection drops or the publisher is not up yet, subscribes
 // again on every connection, and queues what it receives (at most HWM
-// messages and MaxQueuedBytes: when the consumer falls behind, the SUB
-// stops reading and the publisher's own HWM drops messages, as with
-// libzmq).
+// messages: when the consumer falls behind, the SUB stops reading and the
+// publisher's own HWM drops messages, as with libzmq).
 type Sub struct {
 	*base
 	topics      [][]byte
 	q           chan [][]byte // a nil message marks a lost connection
-	queued      atomic.Int64  // bytes of the frames in q
-	taken       chan struct{} // signalled when Recv takes a message
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
 	rejected    atomic.Uint64
@@ -46,7 +43,6 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 		s.topics = append(s.topics, []byte(t))
 	}
 	s.q = make(chan [][]byte, s.opts.HWM)
-	s.taken = make(chan struct{}, 1)
 	if err := s.dial(endpoint, s.serve, func(error) { s.rejected.Add(1) }); err != nil {
 		s.Close()
 		return nil, err
@@ -61,26 +57,7 @@ func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
 	if err == nil && m == nil {
 		return nil, ErrDisconnected
 	}
-	if m != nil {
-		s.queued.Add(-frameBytes(m))
-		select {
-		case s.taken <- struct{}{}:
-		default: // the reader has a wake-up waiting already
-		}
-	}
 	return m, err
-}
-
-// Queued reports the bytes of frames the SUB holds for its consumer.
-func (s *Sub) Queued() int64 { return s.queued.Load() }
-
-// frameBytes is the size of a message's frames.
-func frameBytes(msg [][]byte) int64 {
-	var n int64
-	for _, f := range msg {
-		n += int64(len(f))
-	}
-	return n
 }
 
 // Stats returns the socket's counters.
@@ -131,20 +108,10 @@ func (s *Sub) read(ctx context.Context, c *conn) error {
 		if !s.matches(msg[0]) {
 			return nil
 		}
-		n := frameBytes(msg)
-		for q := s.queued.Load(); q > 0 && q+n > s.opts.MaxQueuedBytes; q = s.queued.Load() {
-			select {
-			case <-s.taken:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		s.queued.Add(n)
 		select {
 		case s.q <- msg:
 			return nil
 		case <-ctx.Done():
-			s.queued.Add(-n)
 			return ctx.Err()
 		}
 	})
