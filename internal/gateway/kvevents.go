@@ -250,6 +250,11 @@ func (k *kvEvents) watchSpeculation(f *replicaFeed) {
 // judge returns why replica f's predictions cannot follow its events now,
 // or "" when they can.
 func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) string {
+	// The feed counts a batch only after the sink has applied it, so
+	// reading its stats before started never sees a batch counted but not
+	// applied. (The feed's own HasSeq is not asked: it is set a moment
+	// after started, and a tick in between would call a live stream
+	// absent for a whole tick.)
 	st := f.feed.Stats()
 	f.mu.Lock()
 	started, complete, stored, overflowMark := f.started, f.complete, f.storedSince, f.overflowMark
@@ -258,7 +263,7 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	// engine had published nothing at all, so an empty mirror is its cache
 	// (a batch received but not yet applied changes nothing until it is).
 	idle := !started && st.Applied == 0 && st.Replays > st.ReplayErrs
-	if (!started || !st.HasSeq) && !idle {
+	if !started && !idle {
 		return reasonNoStream
 	}
 	if k.index.Events(f.id).Mirror.Overflow > overflowMark {
