@@ -238,6 +238,11 @@ type Routing struct {
 	// header, else the body's user field) back to the conversation's last
 	// replica while the load guards allow it. Default false.
 	SessionAffinity bool `yaml:"session_affinity"`
+	// HistoryAffinity sends a request session affinity did not place that
+	// extends an earlier prompt (a conversation's next turn) back to that
+	// prompt's replica when the index no longer knows where its history is,
+	// while the load guards allow it. Default false.
+	HistoryAffinity bool `yaml:"history_affinity"`
 	// Pace prices each replica's estimates by its engine's pace: how the
 	// times to first token it delivered lately compare with what the cost
 	// model estimated for them (streamed responses; half-life 30 s), so an

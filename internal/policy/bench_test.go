@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // benchPrompts builds n prompts of 8,000 tokens (500 blocks of 16), over
@@ -141,13 +143,18 @@ func BenchmarkSharedPolicy(b *testing.B) {
 // and a warm-up of three windows settles each root at 17 to 63 owners,
 // which takes ranking the candidates; the window is 1 s rather than 10 s
 // so that the warm-up is short (the rate a demand settles at does not
-// depend on it).
+// depend on it). history=true is sessions=false with history affinity on:
+// one candidate holds nearly all of every prompt (7,984 of 8,000 tokens),
+// so the index knows where each history is and history affinity adds only
+// its checks (BenchmarkHistoryMiss prices the look-ups of a prompt it does
+// not know).
 func BenchmarkCostModelHotPrefixes(b *testing.B) {
-	for _, sessions := range []bool{true, false} {
-		b.Run(fmt.Sprint("sessions=", sessions), func(b *testing.B) {
+	for _, mode := range []string{"sessions=true", "sessions=false", "history=true"} {
+		b.Run(mode, func(b *testing.B) {
 			clk := newFakeClock()
 			s := clk.settings()
-			s.SessionAffinity = sessions
+			s.SessionAffinity = mode == "sessions=true"
+			s.HistoryAffinity = mode == "history=true"
 			s.HotPrefix.Window = time.Second
 			p, _ := NewWith(CostModel, s)
 			reqs := benchPrompts(b, 64)
@@ -203,5 +210,27 @@ func BenchmarkSketchCountsAfterIdle(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkHistoryMiss is history affinity's look-up for a prompt that
+// extends no earlier one, its costliest case: every 8th of its last 256
+// blocks (32) looked up in a full table of 65,536 prompts, none found.
+func BenchmarkHistoryMiss(b *testing.B) {
+	s := DefaultSettings()
+	s.HistoryAffinity = true
+	p, _ := NewWith(CostModel, s)
+	cm := p.(*costModel)
+	for i := range s.Sessions {
+		cm.history.put(blockhash.Hash{Hi: uint64(i) + 1, Lo: mix64(uint64(i))}, "r0")
+	}
+	req := &Request{PromptTokens: 500 * 16, Blocks: chain(0, 100, 1<<30, 500), BlockSize: 16}
+	cands := benchCandidates(b, 64)
+	sl := make([]slot, len(cands))
+	b.ReportAllocs()
+	for b.Loop() {
+		if cm.home(req, cands, sl) >= 0 {
+			b.Fatal("found a home")
+		}
 	}
 }

@@ -31,7 +31,10 @@ import (
 //     use when the prompt has more than ShortPromptTokens to compute there,
 //     unless that would set aside all that are left (kv_waived).
 //  3. Session affinity. A request whose conversation was routed before goes
-//     back to that replica if it is a candidate the guards allow.
+//     back to that replica if it is a candidate the guards allow. History
+//     affinity does the same for a request session affinity did not place
+//     that extends an earlier prompt the index has forgotten on every
+//     replica (see home).
 //  4. Otherwise the lowest estimate wins; ties go to fewer requests in
 //     flight, then to chance.
 //
@@ -46,6 +49,7 @@ type costModel struct {
 	src      *source
 	hot      *sketch     // nil when hot prefix replication is off
 	sessions *sessions   // nil without session affinity
+	history  *histories  // nil without history affinity
 	slots    []slot      // decide's scratch
 	ranks    []ownerRank // decide's scratch for choosing owners, with IDs' keys kept across calls
 	order    []int       // decide's scratch for choosing owners
@@ -161,6 +165,9 @@ func newCostModel(s Settings) *costModel {
 	if s.SessionAffinity {
 		p.sessions = newSessions(s.Sessions)
 	}
+	if s.HistoryAffinity {
+		p.history = newHistories(s.Sessions)
+	}
 	return p
 }
 
@@ -182,6 +189,13 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	}
 	if p.sessions != nil && req.Session != "" {
 		p.sessions.put(req.Session, cands[d.Index].ID)
+	}
+	// A prompt whose last marked block no replica held is where a
+	// conversation now ends: its next turn will extend it.
+	if p.history != nil && req.BlockSize > 0 {
+		if m := lastMark(len(req.Blocks)); m >= 0 && knownTokens(sl) < (m+1)*req.BlockSize {
+			p.history.put(req.Blocks[m], cands[d.Index].ID)
+		}
 	}
 	return d
 }
@@ -248,6 +262,11 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 					break
 				}
 			}
+		}
+	}
+	if d.Index < 0 && p.history != nil {
+		if i := p.home(req, cands, sl); i >= 0 {
+			d.Index, d.Steered = i, SteerHistory
 		}
 	}
 	if d.Index < 0 || explain {
@@ -615,4 +634,57 @@ func runnerUp(sl []slot, win int) int {
 		}
 	}
 	return ru
+}
+
+// History affinity remembers a prompt by its last marked block, every
+// historyStride-th, so that finding the earlier prompt a request extends
+// looks up one block in historyStride; and it looks back at most
+// historyWalk blocks: a conversation's next turn adds its answer and a new
+// message, rarely 4,096 tokens, and a prompt that extends nothing costs no
+// more than historyWalk/historyStride look-ups.
+const (
+	historyStride = 8
+	historyWalk   = 256
+)
+
+// lastMark is the index of the last marked block of a prompt of n blocks,
+// or -1 when it has none.
+func lastMark(n int) int { return n/historyStride*historyStride - 1 }
+
+// home returns the candidate that served the latest earlier prompt req
+// extends, when the index has forgotten on every candidate the part of that
+// prompt beyond what they still hold: a conversation whose history no
+// replica is known to hold goes back where it was, which is where the
+// engine is likeliest to keep some of it, instead of being recomputed and
+// duplicated elsewhere. It returns -1 when there is no such prompt, when the
+// index still knows where the history is (pricing then decides), or when
+// that replica is not a candidate the guards allow.
+func (p *costModel) home(req *Request, cands []Candidate, sl []slot) int {
+	if req.BlockSize <= 0 {
+		return -1
+	}
+	known := knownTokens(sl)
+	for j := lastMark(len(req.Blocks)); j >= len(req.Blocks)-historyWalk && j >= 0 && (j+1)*req.BlockSize > known; j -= historyStride {
+		id, ok := p.history.peek(req.Blocks[j])
+		if !ok {
+			continue
+		}
+		for i := range cands {
+			if cands[i].ID == id && sl[i].aside == notAside {
+				return i
+			}
+		}
+		return -1
+	}
+	return -1
+}
+
+// knownTokens is the longest cached prefix the index knows on any
+// candidate.
+func knownTokens(sl []slot) int {
+	known := 0
+	for i := range sl {
+		known = max(known, sl[i].cached)
+	}
+	return known
 }

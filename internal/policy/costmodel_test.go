@@ -478,6 +478,83 @@ func TestSessionAffinity(t *testing.T) {
 	}
 }
 
+// TestHistoryAffinity: a conversation's next turn goes back to its
+// replica when the index has forgotten its history everywhere, and only
+// then; prompts that add nothing new are not remembered.
+func TestHistoryAffinity(t *testing.T) {
+	clk := newFakeClock()
+	s := clk.settings()
+	s.HistoryAffinity = true
+	p, _ := NewWith(CostModel, s)
+	const sys = 10 // blocks of a shared system prompt
+	turn := func(conv uint64, n int) *Request {
+		return &Request{PromptTokens: n*16 + 5, Blocks: chain(0, sys, conv, n), BlockSize: 16}
+	}
+	cands := []Candidate{
+		{ID: "a", Running: -1, KVUsage: -1, QueuedPrefill: 0.2, Cached: sys * 16},
+		{ID: "b", Running: -1, KVUsage: -1, Cached: sys * 16},
+		{ID: "c", Running: -1, KVUsage: -1, QueuedPrefill: 0.1, Cached: sys * 16},
+	}
+	if d := p.Pick(turn(1, 20), cands); cands[d.Index].ID != "b" || d.Steered != "" {
+		t.Fatalf("first turn went to %s steered %q, want b by estimate", cands[d.Index].ID, d.Steered)
+	}
+	// b is now the most expensive and the index holds only the system
+	// prompt anywhere: the history is forgotten, the turn goes home.
+	cands[1].QueuedPrefill, cands[1].InFlight = 1, 1
+	if d := p.Pick(turn(1, 30), cands); cands[d.Index].ID != "b" || d.Steered != SteerHistory {
+		t.Fatalf("second turn went to %s steered %q, want b by history", cands[d.Index].ID, d.Steered)
+	}
+	// Where the index still knows a replica holding the whole earlier
+	// turn, pricing decides, whichever replica that is.
+	cands[0].Cached = 30 * 16
+	d := p.Pick(turn(1, 40), cands)
+	if d.Steered == SteerHistory {
+		t.Fatalf("third turn steered by history though the index knows where it is: %+v", d)
+	}
+	home := d.Index // the conversation's latest turn is here now
+	cands[0].Cached = sys * 16
+	// A conversation never seen, or a prompt that extends none, is priced.
+	if d := p.Pick(turn(2, 25), cands); d.Steered == SteerHistory {
+		t.Fatalf("a new conversation steered by history: %+v", d)
+	}
+	// Bounded load sets the home aside: with 6 in flight there and at
+	// most 1 elsewhere, ceil(2·(7+1)/3) = 6 < 6+1.
+	inFlight := cands[home].InFlight
+	cands[home].InFlight = 6
+	if d := p.Pick(turn(1, 50), cands); d.Index == home || d.Steered == SteerHistory {
+		t.Fatalf("steered to %s, which the guards set aside: %+v", cands[home].ID, d)
+	}
+	cands[home].InFlight = inFlight
+	// A prompt whose every block some replica held is not where a
+	// conversation ends: a short question under the system prompt is not
+	// remembered, so the next request under it is not drawn to its replica.
+	short := &Request{PromptTokens: sys*16 + 7, Blocks: chain(0, sys, 3, sys), BlockSize: 16}
+	cands[2].QueuedPrefill = 0
+	if d := p.Pick(short, cands); cands[d.Index].ID != "c" {
+		t.Fatalf("short prompt went to %s, want c by estimate", cands[d.Index].ID)
+	}
+	// Even once the index has forgotten the system prompt too.
+	cands[2].QueuedPrefill = 0.5
+	for i := range cands {
+		cands[i].Cached = 0
+	}
+	if d := p.Pick(turn(4, sys+3), cands); d.Steered == SteerHistory {
+		t.Fatalf("a prompt under the shared system prompt drawn to the short one's replica: %+v", d)
+	}
+	// The explanation names the same winner and reason.
+	cands[1].QueuedPrefill = 2
+	ex := p.Explain(turn(1, 60), cands)
+	if d := p.Pick(turn(1, 60), cands); ex.Winner != cands[d.Index].ID || ex.Decision.Steered != SteerHistory || d.Steered != SteerHistory {
+		t.Fatalf("explain %s %q against pick %s %q", ex.Winner, ex.Decision.Steered, cands[d.Index].ID, d.Steered)
+	}
+	// Without it, histories mean nothing.
+	q, _ := New(CostModel, 1)
+	q.Pick(turn(1, 20), cands)
+	if d := q.Pick(turn(1, 30), cands); d.Steered == SteerHistory {
+		t.Fatalf("affinity off, still steered: %+v", d)
+	}
+}
+
 // TestRequestTimeDrivesTheSketch: a request's At, when set, is the time
 // its demand is counted and read at, whatever the policy's own clock says
 // (here it never moves).

@@ -81,11 +81,11 @@ func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, 
 	if name != CostModel {
 		return
 	}
-	// The winner is the cheapest allowed candidate unless the session
-	// steered it.
+	// The winner is the cheapest allowed candidate unless the session or
+	// the history steered it.
 	// The hot prefix steered it exactly when, priced without its credit
 	// (EstimatedTTFT), it would have lost to another allowed candidate.
-	if e.Decision.Steered != SteerSession {
+	if e.Decision.Steered != SteerSession && e.Decision.Steered != SteerHistory {
 		win := e.Replicas[e.Decision.Index].Estimate.TTFTSecs
 		beaten := false
 		for i, r := range e.Replicas {

@@ -105,6 +105,7 @@ func (w world) ids() []string {
 func drawSettings(t *rapid.T, clk *fakeClock) Settings {
 	s := clk.seeded(rapid.Uint64().Draw(t, "seed"))
 	s.SessionAffinity = rapid.Bool().Draw(t, "session_affinity")
+	s.HistoryAffinity = rapid.Bool().Draw(t, "history_affinity")
 	s.Sessions = rapid.IntRange(1, 8).Draw(t, "sessions")
 	s.Epsilon = float64(rapid.IntRange(0, 8).Draw(t, "epsilon_quarters")) / 4
 	s.HotPrefix.Utilization = rapid.SampledFrom([]float64{0.01, 0.1, 0.5}).Draw(t, "utilization")

@@ -102,6 +102,10 @@ const (
 	// SteerSession: cost_model sent the request to its conversation's
 	// last replica.
 	SteerSession = "session"
+	// SteerHistory: cost_model sent the request back to the replica of the
+	// earlier prompt it extends, which the index had forgotten everywhere
+	// (history affinity).
+	SteerHistory = "history"
 	// SteerHotPrefix: cost_model's winner is a hot prefix owner that won
 	// only through the credit for a prefix it did not hold.
 	SteerHotPrefix = "hot_prefix"

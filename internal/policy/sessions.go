@@ -1,48 +1,65 @@
 package policy
 
-import "container/list"
+import (
+	"container/list"
 
-// sessions remembers the replica each conversation's last request went to,
-// for at most limit conversations: when full, the least recently routed one
-// is forgotten (LRU). Not safe for concurrent use.
-type sessions struct {
+	"github.com/inferrail/inferrail/internal/blockhash"
+)
+
+// lastReplicas remembers the replica the last request of each key went to,
+// for at most limit keys: when full, the least recently routed key is
+// forgotten (LRU). Session affinity keys it by conversation name, history
+// affinity by a prompt's last block. Not safe for concurrent use.
+type lastReplicas[K comparable] struct {
 	limit int
-	byKey map[string]*list.Element // of *session
-	order list.List                // most recently routed first
+	byKey map[K]*list.Element // of *lastReplica[K]
+	order list.List           // most recently routed first
 }
 
-type session struct {
-	key, replica string
+type lastReplica[K comparable] struct {
+	key     K
+	replica string
 }
 
-func newSessions(limit int) *sessions {
-	t := &sessions{limit: limit, byKey: make(map[string]*list.Element)}
+// sessions is keyed by the conversation a request names.
+type sessions = lastReplicas[string]
+
+// histories is keyed by the last full block of a prompt that was new to
+// every replica when it was routed.
+type histories = lastReplicas[blockhash.Hash]
+
+func newLastReplicas[K comparable](limit int) *lastReplicas[K] {
+	t := &lastReplicas[K]{limit: limit, byKey: make(map[K]*list.Element)}
 	t.order.Init()
 	return t
 }
 
-// peek returns the conversation's last replica without marking it used.
-func (t *sessions) peek(key string) (string, bool) {
+func newSessions(limit int) *sessions { return newLastReplicas[string](limit) }
+
+func newHistories(limit int) *histories { return newLastReplicas[blockhash.Hash](limit) }
+
+// peek returns the key's last replica without marking it used.
+func (t *lastReplicas[K]) peek(key K) (string, bool) {
 	if e, ok := t.byKey[key]; ok {
-		return e.Value.(*session).replica, true
+		return e.Value.(*lastReplica[K]).replica, true
 	}
 	return "", false
 }
 
-// put records that the conversation's latest request went to replica.
-func (t *sessions) put(key, replica string) {
+// put records that the key's latest request went to replica.
+func (t *lastReplicas[K]) put(key K, replica string) {
 	if e, ok := t.byKey[key]; ok {
-		e.Value.(*session).replica = replica
+		e.Value.(*lastReplica[K]).replica = replica
 		t.order.MoveToFront(e)
 		return
 	}
-	t.byKey[key] = t.order.PushFront(&session{key: key, replica: replica})
+	t.byKey[key] = t.order.PushFront(&lastReplica[K]{key: key, replica: replica})
 	for t.order.Len() > t.limit {
 		oldest := t.order.Back()
 		t.order.Remove(oldest)
-		delete(t.byKey, oldest.Value.(*session).key)
+		delete(t.byKey, oldest.Value.(*lastReplica[K]).key)
 	}
 }
 
-// len is the number of conversations remembered.
-func (t *sessions) len() int { return t.order.Len() }
+// len is the number of keys remembered.
+func (t *lastReplicas[K]) len() int { return t.order.Len() }

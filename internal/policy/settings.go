@@ -38,9 +38,16 @@ type Settings struct {
 	// (Request.Session) back to the replica its last request went to, while
 	// that replica is a candidate and the guards allow it. Default false.
 	SessionAffinity bool
+	// HistoryAffinity sends cost_model's requests that session affinity did
+	// not place and that extend an earlier prompt (a conversation's next
+	// turn) back to that prompt's replica when the index has forgotten that
+	// prompt's tail on every candidate, while the guards allow it. Default
+	// false.
+	HistoryAffinity bool
 	// Sessions is how many conversations cost_model remembers for session
-	// affinity; beyond it the least recently routed one is forgotten (LRU).
-	// Must be >= 1; default 65536.
+	// affinity, and how many prompts' replicas for history affinity; beyond
+	// it the least recently routed one is forgotten (LRU). Must be >= 1;
+	// default 65536.
 	Sessions int
 
 	// PrefixHashBlocks is how many leading KV blocks of a prompt choose its
