@@ -246,6 +246,7 @@ func TestUpstreamTLS(t *testing.T) {
 			cfg.Replicas = []config.Replica{{ID: "tls-sim", URL: tc.url, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
 			cfg.Upstream.TLS = tc.tls
 			cfg.Tokenizer.Verify = tc.ok
+			slowHandshakes(cfg)
 			gw := startGateway(t, cfg)
 			if !tc.ok {
 				resp, _ := chat(t, gw.url, chatBody("refused", ""))
@@ -287,8 +288,18 @@ func TestUpstreamTLSHTTP2(t *testing.T) {
 	cfg.Upstream.HTTP2 = true
 	cfg.Upstream.TLS.CAFile = caFile
 	cfg.Tokenizer.Verify = false
+	slowHandshakes(cfg)
 	gw := startGateway(t, cfg)
 	if resp, body := chat(t, gw.url, chatBody("h2", "")); resp.StatusCode != 200 || body != `{"proto":"HTTP/2.0"}` {
 		t.Errorf("%d %s, want the engine asked in HTTP/2", resp.StatusCode, body)
 	}
+}
+
+// slowHandshakes gives health probes of https engines the time a TLS
+// handshake takes under -race on a saturated machine: with the harness's
+// 250 ms, a probe timed out there between the test seeing the engine healthy
+// and its chat, which then found no healthy replica.
+func slowHandshakes(cfg *config.Config) {
+	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Timeout = config.Duration(2 * time.Second)
 }
