@@ -300,6 +300,6 @@ func TestUpstreamTLSHTTP2(t *testing.T) {
 // 250 ms, a probe timed out there between the test seeing the engine healthy
 // and its chat, which then found no healthy replica.
 func slowHandshakes(cfg *config.Config) {
-	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Interval = config.Duration(2 * time.Second)
 	cfg.Health.Timeout = config.Duration(2 * time.Second)
 }
