@@ -40,6 +40,12 @@ type Options struct {
 	// frames' sizes plus 32 bytes per frame. A peer that exceeds it is
 	// disconnected.
 	MaxMessageSize int64
+	// MaxQueuedBytes bounds every receive queue (a SUB's, a DEALER's, a
+	// ROUTER's) in bytes of frames as well: past it the socket stops
+	// reading until its consumer takes a message, as at its HWM, so a peer
+	// sending large messages cannot queue HWM of them. A message always
+	// queues when nothing else is. Default MaxMessageSize.
+	MaxQueuedBytes int64
 	// ReconnectInterval is the first wait before a SUB or DEALER reconnects;
 	// it doubles after each failed attempt up to ReconnectMax and starts
 	// over after a successful handshake.
@@ -65,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.MaxQueuedBytes <= 0 {
+		o.MaxQueuedBytes = o.MaxMessageSize
 	}
 	if o.ReconnectInterval <= 0 {
 		o.ReconnectInterval = DefaultReconnectInterval
@@ -381,17 +390,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// recv takes the next message from q, or fails when ctx or the socket ends.
-func (b *base) recv(ctx context.Context, q <-chan [][]byte) ([][]byte, error) {
-	select {
-	case m := <-q:
-		return m, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-b.ctx.Done():
-		return nil, ErrClosed
 	}
 }

@@ -13,7 +13,7 @@ import (
 type Dealer struct {
 	*base
 	out         chan [][]byte
-	in          chan [][]byte
+	in          *inbox
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
 }
@@ -26,7 +26,7 @@ func DialDealer(ctx context.Context, endpoint string, o Options) (*Dealer, error
 	}
 	d := &Dealer{base: newBase(ctx, "DEALER", o)}
 	d.out = make(chan [][]byte, d.opts.HWM)
-	d.in = make(chan [][]byte, d.opts.HWM)
+	d.in = newInbox(d.opts)
 	if err := d.dial(endpoint, d.serve, nil); err != nil {
 		d.Close()
 		return nil, err
@@ -54,7 +54,7 @@ func (d *Dealer) Send(ctx context.Context, frames [][]byte) error {
 }
 
 // Recv returns the next message, ctx's error, or ErrClosed.
-func (d *Dealer) Recv(ctx context.Context) ([][]byte, error) { return d.recv(ctx, d.in) }
+func (d *Dealer) Recv(ctx context.Context) ([][]byte, error) { return d.in.take(ctx, d.ctx.Done()) }
 
 // Stats returns the socket's connection counters.
 func (d *Dealer) Stats() SubStats {
@@ -72,12 +72,5 @@ func (d *Dealer) serve(c *conn) {
 }
 
 func (d *Dealer) read(ctx context.Context, c *conn) error {
-	return c.readMessages(func(msg [][]byte) error {
-		select {
-		case d.in <- msg:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	return c.readMessages(func(msg [][]byte) error { return d.in.put(ctx, msg) })
 }

@@ -23,7 +23,7 @@ var (
 // identity; Send routes by the first frame.
 type Router struct {
 	listener
-	in       chan [][]byte
+	in       *inbox
 	mu       sync.Mutex
 	peers    map[string]chan [][]byte
 	nextID   uint32
@@ -34,7 +34,7 @@ type Router struct {
 // until ctx is done.
 func ListenRouter(ctx context.Context, endpoint string, o Options) (*Router, error) {
 	r := &Router{listener: listener{newBase(ctx, "ROUTER", o)}, peers: map[string]chan [][]byte{}, nextID: rand.Uint32()}
-	r.in = make(chan [][]byte, r.opts.HWM)
+	r.in = newInbox(r.opts)
 	if err := r.listen(endpoint, r.serve, func(error) { r.rejected.Add(1) }); err != nil {
 		r.Close()
 		return nil, err
@@ -45,7 +45,7 @@ func ListenRouter(ctx context.Context, endpoint string, o Options) (*Router, err
 // Recv returns the next message from any peer as [identity, frames...].
 // Peers share one queue of HWM messages; a peer that floods it waits its
 // turn with the others, since each peer's reader holds one message at most.
-func (r *Router) Recv(ctx context.Context) ([][]byte, error) { return r.recv(ctx, r.in) }
+func (r *Router) Recv(ctx context.Context) ([][]byte, error) { return r.in.take(ctx, r.ctx.Done()) }
 
 // Send routes [identity, frames...] to the peer with that identity without
 // blocking. It returns ErrUnknownPeer or ErrPeerFull when it dropped the
@@ -124,12 +124,5 @@ func (r *Router) serve(c *conn) {
 
 // read queues the peer's messages behind its identity.
 func (r *Router) read(ctx context.Context, c *conn, id []byte) error {
-	return c.readMessages(func(msg [][]byte) error {
-		select {
-		case r.in <- append([][]byte{id}, msg...):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	return c.readMessages(func(msg [][]byte) error { return r.in.put(ctx, append([][]byte{id}, msg...)) })
 }

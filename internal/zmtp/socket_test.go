@@ -332,3 +332,54 @@ func TestCloseStopsEverything(t *testing.T) {
 	d.Close()
 	// goleak in TestMain checks that no goroutine outlived Close.
 }
+
+// TestSubBoundsQueuedBytes: a SUB whose consumer does not read holds at
+// most MaxQueuedBytes of frames (a message larger than that alone), then
+// stops reading; once the consumer reads, every message arrives in order
+// and nothing stays counted as queued.
+func TestSubBoundsQueuedBytes(t *testing.T) {
+	ctx := testCtx(t)
+	const limit, size, n = 1 << 20, 200 << 10, 40
+	pub := mustListenPub(t, ctx, loopback, Options{})
+	sub := mustDialSub(t, ctx, pub.Endpoint(), Options{MaxQueuedBytes: limit}, "kv")
+	eventually(t, "the subscription", func() bool { return pub.subscribers("kv") == 1 })
+
+	payload := bytes.Repeat([]byte{0xCD}, size)
+	for i := range n {
+		if err := pub.Send(seqMsg("kv", uint64(i), payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgBytes := int64(len("kv") + 8 + size)
+	// The SUB fills to its limit and no further.
+	eventually(t, "the SUB's queue to fill", func() bool { return sub.Queued()+msgBytes > limit })
+	for range 20 {
+		if q := sub.Queued(); q > limit {
+			t.Fatalf("%d bytes queued, over the %d allowed", q, limit)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for want := range uint64(n) {
+		if _, got := recvSeq(t, ctx, sub); got != want {
+			t.Fatalf("got seq %d, want %d", got, want)
+		}
+		if q := sub.Queued(); q > limit {
+			t.Fatalf("%d bytes queued while reading, over the %d allowed", q, limit)
+		}
+	}
+	if q := sub.Queued(); q != 0 {
+		t.Errorf("%d bytes still counted as queued after every message was read", q)
+	}
+	if st := pub.Stats(); st.Dropped != 0 {
+		t.Errorf("the PUB dropped %d messages", st.Dropped)
+	}
+
+	// A message larger than the limit still passes, alone.
+	big := bytes.Repeat([]byte{0xEF}, 2*limit)
+	if err := pub.Send(seqMsg("kv", n, big)); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := recvSeq(t, ctx, sub); got != n {
+		t.Fatalf("got seq %d after the large message, want %d", got, n)
+	}
+}

@@ -15,12 +15,13 @@ var ErrDisconnected = errors.New("zmtp: connection to the publisher dropped; mes
 // Sub is a SUB socket: it connects to one PUB, reconnects with backoff
 // when the connection drops or the publisher is not up yet, subscribes
 // again on every connection, and queues what it receives (at most HWM
-// messages: when the consumer falls behind, the SUB stops reading and the
-// publisher's own HWM drops messages, as with libzmq).
+// messages and MaxQueuedBytes: when the consumer falls behind, the SUB
+// stops reading and the publisher's own HWM drops messages, as with
+// libzmq).
 type Sub struct {
 	*base
 	topics      [][]byte
-	q           chan [][]byte // a nil message marks a lost connection
+	in          *inbox // a nil message marks a lost connection
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
 	rejected    atomic.Uint64
@@ -42,7 +43,7 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 	for _, t := range topics {
 		s.topics = append(s.topics, []byte(t))
 	}
-	s.q = make(chan [][]byte, s.opts.HWM)
+	s.in = newInbox(s.opts)
 	if err := s.dial(endpoint, s.serve, func(error) { s.rejected.Add(1) }); err != nil {
 		s.Close()
 		return nil, err
@@ -53,12 +54,15 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 // Recv returns the next message, ErrDisconnected once after each lost
 // connection, ctx's error, or ErrClosed.
 func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
-	m, err := s.recv(ctx, s.q)
+	m, err := s.in.take(ctx, s.ctx.Done())
 	if err == nil && m == nil {
 		return nil, ErrDisconnected
 	}
 	return m, err
 }
+
+// Queued reports the bytes of frames the SUB holds for its consumer.
+func (s *Sub) Queued() int64 { return s.in.bytes() }
 
 // Stats returns the socket's counters.
 func (s *Sub) Stats() SubStats {
@@ -78,10 +82,7 @@ func (s *Sub) serve(c *conn) {
 		return
 	}
 	s.disconnects.Add(1)
-	select {
-	case s.q <- nil:
-	case <-s.ctx.Done():
-	}
+	_ = s.in.put(s.ctx, nil) // fails only once the socket is closed
 }
 
 // subscribe sends the subscriptions in the form the negotiated version
@@ -108,12 +109,7 @@ func (s *Sub) read(ctx context.Context, c *conn) error {
 		if !s.matches(msg[0]) {
 			return nil
 		}
-		select {
-		case s.q <- msg:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return s.in.put(ctx, msg)
 	})
 }
 

@@ -1,0 +1,72 @@
+package zmtp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestInboxBoundsBytesWithSeveralPutters: readers of several connections
+// (a ROUTER's) putting at once never hold more than the byte bound between
+// them, every message arrives once, each reader's in its order, and a
+// reader whose context ends while it waits for room leaves without
+// stalling the others.
+func TestInboxBoundsBytesWithSeveralPutters(t *testing.T) {
+	const putters, each, size, limit = 4, 50, 30, 100
+	b := newInbox(Options{HWM: 1000, MaxQueuedBytes: limit})
+	ctx := testCtx(t)
+
+	// A reader that gives up while it waits for room.
+	if err := b.put(ctx, [][]byte{make([]byte, 90)}); err != nil {
+		t.Fatal(err)
+	}
+	quit, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() { gaveUp <- b.put(quit, [][]byte{make([]byte, size)}) }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting put whose context ended returned %v", err)
+	}
+	if m, err := b.take(ctx, nil); err != nil || len(m[0]) != 90 {
+		t.Fatalf("took %v, %v", m, err)
+	}
+
+	var wg sync.WaitGroup
+	for p := range putters {
+		wg.Go(func() {
+			for i := range each {
+				msg := make([]byte, size)
+				binary.BigEndian.PutUint32(msg, uint32(p))
+				binary.BigEndian.PutUint32(msg[4:], uint32(i))
+				if err := b.put(ctx, [][]byte{msg}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	next := make([]int, putters)
+	for range putters * each {
+		if q := b.bytes(); q > limit {
+			t.Fatalf("%d bytes queued, over the %d allowed", q, limit)
+		}
+		m, err := b.take(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, i := binary.BigEndian.Uint32(m[0]), int(binary.BigEndian.Uint32(m[0][4:]))
+		if i != next[p] {
+			t.Fatalf("putter %d's message %d arrived when %d was due", p, i, next[p])
+		}
+		next[p]++
+		time.Sleep(50 * time.Microsecond) // a consumer slower than the putters
+	}
+	wg.Wait()
+	if q := b.bytes(); q != 0 {
+		t.Errorf("%d bytes counted after every message was taken", q)
+	}
+}
