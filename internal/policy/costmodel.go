@@ -217,8 +217,8 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 		r.PricedCachedTokens, r.HotOwner, r.SetAside = sl[i].priced, sl[i].owner, sl[i].aside.String()
 		r.Estimate = p.s.Cost.estimate(req, &cands[i], r.PricedCachedTokens) // price's, in full
 	}
-	// A winner the session steered may trail the runner-up: nothing put
-	// it ahead.
+	// A winner the session or the history steered may trail the
+	// runner-up: nothing put it ahead.
 	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].ttft <= sl[ru].ttft {
 		ex.DecidedBy = decidedBy(ex.Replicas[d.Index].Estimate, ex.Replicas[ru].Estimate)
 	}
@@ -246,7 +246,8 @@ func (p *costModel) scratch(n int) ([]slot, []ownerRank, []int) {
 
 // decide makes the decision in sl's, rk's and order's space (one of each
 // per candidate), drawing ties from r, and reports the hot prefix step in h.
-// It reads the sketch and the session table and changes nothing.
+// It reads the sketch and the session and history tables and changes
+// nothing.
 //
 // When the session decides, the hot prefix's owners and the candidates'
 // estimates do not change the decision, so they are worked out only to

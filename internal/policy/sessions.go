@@ -53,12 +53,18 @@ func (t *lastReplicas[K]) put(key K, replica string) {
 		t.order.MoveToFront(e)
 		return
 	}
-	t.byKey[key] = t.order.PushFront(&lastReplica[K]{key: key, replica: replica})
-	for t.order.Len() > t.limit {
+	if t.order.Len() >= t.limit {
+		// Full: the least recently routed key's element takes the new one,
+		// so a full table routes without allocating.
 		oldest := t.order.Back()
-		t.order.Remove(oldest)
-		delete(t.byKey, oldest.Value.(*lastReplica[K]).key)
+		e := oldest.Value.(*lastReplica[K])
+		delete(t.byKey, e.key)
+		e.key, e.replica = key, replica
+		t.order.MoveToFront(oldest)
+		t.byKey[key] = oldest
+		return
 	}
+	t.byKey[key] = t.order.PushFront(&lastReplica[K]{key: key, replica: replica})
 }
 
 // len is the number of keys remembered.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"unsafe"
 
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
 )
 
 // exactCount is one key's decayed total, counted alone: the reference the
@@ -218,5 +221,53 @@ func TestSessionsLRU(t *testing.T) {
 	}
 	if s.len() != 2 {
 		t.Errorf("%d sessions kept, limit 2", s.len())
+	}
+}
+
+// TestLastReplicasModel checks the table against a naive LRU list under
+// random puts and peeks.
+func TestLastReplicasModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		limit := rapid.IntRange(1, 5).Draw(t, "limit")
+		tab := newLastReplicas[int](limit)
+		type entry struct{ key, replica int }
+		var model []entry // most recently put first
+		for range rapid.IntRange(0, 60).Draw(t, "ops") {
+			key := rapid.IntRange(0, 8).Draw(t, "key")
+			if rapid.Bool().Draw(t, "put") {
+				rep := rapid.IntRange(0, 3).Draw(t, "replica")
+				tab.put(key, fmt.Sprint("r", rep))
+				model = slices.DeleteFunc(model, func(e entry) bool { return e.key == key })
+				model = append([]entry{{key, rep}}, model...)
+				model = model[:min(len(model), limit)]
+			}
+			got, ok := tab.peek(key)
+			i := slices.IndexFunc(model, func(e entry) bool { return e.key == key })
+			if ok != (i >= 0) || (ok && got != fmt.Sprint("r", model[i].replica)) {
+				t.Fatalf("peek(%d) = %q, %v; the model holds %v", key, got, ok, model)
+			}
+			if tab.len() != len(model) {
+				t.Fatalf("%d keys kept, the model %d", tab.len(), len(model))
+			}
+		}
+	})
+}
+
+// TestLastReplicasFullAllocatesNothing: once full, a new key takes the
+// oldest one's place without allocating.
+func TestLastReplicasFullAllocatesNothing(t *testing.T) {
+	tab := newHistories(64)
+	for i := range 64 {
+		tab.put(blockhash.Hash{Lo: uint64(i)}, "r0")
+	}
+	next := uint64(64)
+	if n := testing.AllocsPerRun(1000, func() {
+		tab.put(blockhash.Hash{Lo: next}, "r1")
+		next++
+	}); n != 0 {
+		t.Errorf("a put into a full table allocates %.1f times", n)
+	}
+	if tab.len() != 64 {
+		t.Errorf("%d kept, limit 64", tab.len())
 	}
 }
