@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
-	"github.com/inferrail/inferrail/internal/index"
 )
 
 // TestTwoExactGatewaysAgree puts two gateways in exact mode, with the same
@@ -28,14 +27,7 @@ func TestTwoExactGatewaysAgree(t *testing.T) {
 	cfg.Index.SpeculativeTTL = config.Duration(100 * time.Millisecond)
 	gws := []*running{startGateway(t, cfg), startGateway(t, cfg)}
 	for _, gw := range gws {
-		waitFor(t, "every replica to follow its events", 5*time.Second, func() bool {
-			for _, r := range adminIndex(t, gw.admin).Replicas {
-				if r.Source != index.SourceEvents {
-					return false
-				}
-			}
-			return true
-		})
+		waitFollowing(t, gw, len(sims))
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	systems := make([]string, 4)

@@ -43,6 +43,25 @@ func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config
 	return sims, cfg
 }
 
+// waitFollowing waits until the gateway follows the events of all n
+// replicas: each one's stream is listed and its predictions come from it.
+// (Until the gateway's feeds start, /admin/index lists no stream at all.)
+func waitFollowing(t *testing.T, gw *running, n int) {
+	t.Helper()
+	waitFor(t, "every replica to follow its events", 5*time.Second, func() bool {
+		streams := adminIndex(t, gw.admin).KVEvents
+		if len(streams) != n {
+			return false
+		}
+		for _, st := range streams {
+			if st.Source != index.SourceEvents {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // adminIndex reads /admin/index.
 func adminIndex(t *testing.T, admin string) indexSummary {
 	t.Helper()
@@ -116,14 +135,7 @@ func (c *conversation) body() string {
 func TestExactIndexPredictsEveryHit(t *testing.T) {
 	sims, cfg := eventFleet(t, 3, 160, config.IndexExact)
 	gw := startGateway(t, cfg)
-	waitFor(t, "every replica to follow its events", 5*time.Second, func() bool {
-		for _, r := range adminIndex(t, gw.admin).Replicas {
-			if r.Source != index.SourceEvents {
-				return false
-			}
-		}
-		return true
-	})
+	waitFollowing(t, gw, len(sims))
 	rng := rand.New(rand.NewPCG(1, 2))
 	systems := make([]string, 4)
 	for i := range systems {
