@@ -257,6 +257,14 @@ type Routing struct {
 	// front of the same engines from piling onto the one each sees idle.
 	// Default true.
 	EngineQueue bool `yaml:"engine_queue"`
+	// QueueFloor prices a replica's queued prefill at no less than the
+	// estimated prefill of the gateway's requests there that still wait
+	// for their first byte, all but one of them whole. The queue otherwise
+	// drains in real time at the estimates' speed, so an engine that falls
+	// behind them (past its KV cache's edge, requests wait for blocks, not
+	// compute) reads as empty while requests still wait on it. Default
+	// false.
+	QueueFloor bool `yaml:"queue_floor"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.
 	CostModel CostModel `yaml:"cost_model"`

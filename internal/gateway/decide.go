@@ -227,6 +227,14 @@ func (sc *decisionScratch) release() {
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, -1, rt.kvCapacity, 0
+	if rt.queueFloor {
+		// Every request still waiting counts whole but one, which may be
+		// in its prefill already: past what the real-time drain allows
+		// only when the engine has fallen behind the estimates.
+		if floor := rt.WaitingPrefill() - rt.MeanPrefill(); floor > c.QueuedPrefill {
+			c.QueuedPrefill = floor
+		}
+	}
 	if rt.pace != nil {
 		c.Pace = rt.pace.Pace()
 	}

@@ -58,6 +58,9 @@ type route struct {
 	// engineQueue prices the requests the engine reports waiting that
 	// the gateway did not send (routing.engine_queue).
 	engineQueue bool
+	// queueFloor keeps the queue priced at no less than the gateway's own
+	// requests still waiting there (routing.queue_floor).
+	queueFloor bool
 }
 
 // routes returns the table of the fleet's current snapshot for a
@@ -74,7 +77,7 @@ func (g *Gateway) routes(gen *generation) *routeTable {
 		mr := &modelRoutes{routes: make([]route, len(pool)), arms: make([]armSeries, len(mp.arms))}
 		for i, r := range pool {
 			mr.routes[i] = route{Replica: r, feed: g.scraper.Feed(r.ID), id: r.ID, kvCapacity: r.KVCapacityBlocks,
-				engineQueue: gen.cfg.Routing.EngineQueue}
+				engineQueue: gen.cfg.Routing.EngineQueue, queueFloor: gen.cfg.Routing.QueueFloor}
 			if gen.cfg.Routing.Pace {
 				mr.routes[i].pace = r.Pace()
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -314,6 +315,71 @@ func TestForeignQueuePriced(t *testing.T) {
 				case r.ID == "sim-1" && !on && r.QueuedSecs != 0:
 					t.Errorf("sim-1 priced %v s queued with engine_queue off", r.QueuedSecs)
 				}
+			}
+		})
+	}
+}
+
+// TestQueueFloorPriced: a replica whose requests have outlived their
+// estimated prefill (the real-time drain reads its queue as empty) is
+// priced, with routing.queue_floor, at those requests still waiting, all
+// but one whole; without it, at the drained queue. The other replica is
+// untouched, and a request that got its first byte stops counting.
+func TestQueueFloorPriced(t *testing.T) {
+	const secs = 0.5
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("queue_floor=%v", on), func(t *testing.T) {
+			cfg := testConfig(t, fleetOf(t, 2, true))
+			cfg.Routing.DefaultPolicy = policy.CostModel
+			cfg.Routing.QueueFloor = on
+			gw := startGateway(t, cfg)
+			var busy *fleet.Replica
+			for _, r := range gw.g.fleet.Snapshot().Replicas {
+				if r.ID == "sim-1" {
+					busy = r
+				}
+			}
+			// Four requests queued a minute ago that have not answered:
+			// their estimated prefill drained long since.
+			long := time.Now().Add(-time.Minute)
+			var leases []*fleet.Lease
+			for range 4 {
+				l, ok := busy.TryAcquire()
+				if !ok {
+					t.Fatal("no lease on sim-1")
+				}
+				l.Queue(long, secs, 100)
+				leases = append(leases, l)
+			}
+			defer func() {
+				for _, l := range leases {
+					l.Release()
+				}
+			}()
+			priced := func() (busySecs, idleSecs float64) {
+				ans := explainAt(t, gw.admin, "/v1/chat/completions", systemChat("a system prompt", "where to?"))
+				for _, r := range ans.Replicas {
+					if r.ID == "sim-1" {
+						busySecs = r.QueuedSecs
+					} else {
+						idleSecs = r.QueuedSecs
+					}
+				}
+				return busySecs, idleSecs
+			}
+			want := 0.0
+			if on {
+				want = 3 * secs // four waiting, one of them perhaps started
+			}
+			if b, i := priced(); math.Abs(b-want) > 1e-6 || i != 0 {
+				t.Errorf("four requests waiting past their estimate: sim-1 priced %v s queued, sim-2 %v s; want %v and 0", b, i, want)
+			}
+			leases[0].FirstByte(time.Now())
+			if on {
+				want = 2 * secs
+			}
+			if b, _ := priced(); math.Abs(b-want) > 1e-6 {
+				t.Errorf("one answered: sim-1 priced %v s queued, want %v", b, want)
 			}
 		})
 	}
