@@ -258,12 +258,12 @@ type Routing struct {
 	// Default true.
 	EngineQueue bool `yaml:"engine_queue"`
 	// QueueFloor prices a replica's queued prefill at no less than the
-	// estimated prefill of the gateway's requests there that still wait
-	// for their first byte, all but one of them whole. The queue otherwise
-	// drains in real time at the estimates' speed, so an engine that falls
-	// behind them (past its KV cache's edge, requests wait for blocks, not
-	// compute) reads as empty while requests still wait on it. Default
-	// false.
+	// requests its engine reports waiting (not yet scheduled), each at the
+	// mean prefill of the gateway's own recent requests there. The
+	// gateway's own queue drains in real time at the estimates' speed, so
+	// an engine that falls behind them (past its KV cache's edge, where
+	// requests wait for free blocks rather than for compute) otherwise
+	// reads as empty while requests wait on it. Default false.
 	QueueFloor bool `yaml:"queue_floor"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.

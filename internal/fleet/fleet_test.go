@@ -250,7 +250,6 @@ func TestReplicaLayout(t *testing.T) {
 		{"probeUp", unsafe.Offsetof(r.probeUp), unsafe.Sizeof(r.probeUp)},
 		{"removed", unsafe.Offsetof(r.removed), unsafe.Sizeof(r.removed)},
 		{"prefill.drainedAt", unsafe.Offsetof(r.prefill) + unsafe.Offsetof(r.prefill.drainedAt), unsafe.Sizeof(r.prefill.drainedAt)},
-		{"prefill.waitingNanos", unsafe.Offsetof(r.prefill) + unsafe.Offsetof(r.prefill.waitingNanos), unsafe.Sizeof(r.prefill.waitingNanos)},
 	} {
 		if f.offset+f.size > 64 {
 			t.Errorf("%s at bytes %d to %d, past the first line", f.name, f.offset, f.offset+f.size)

@@ -21,13 +21,9 @@ import (
 // at a time under mu, keep the counts of waiting requests beside it.
 type prefillQueue struct {
 	drainedAt atomic.Int64 // a clock.Instant; a queue that never held anything drains by neverQueued
-	// waitingNanos is the estimated prefill of the requests still waiting,
-	// whole: what drainedAt would say if none of them had started. Beside
-	// drainedAt, in the replica's first cache line, as decisions read both.
-	waitingNanos atomic.Int64
-	waiting      atomic.Int64 // requests still waiting for their first byte
-	tokens       atomic.Int64 // their prompt tokens
-	mu           sync.Mutex   // serializes writers
+	waiting   atomic.Int64 // requests still waiting for their first byte
+	tokens    atomic.Int64 // their prompt tokens
+	mu        sync.Mutex   // serializes writers
 	// queuedTotal counts every request ever queued. With waiting, read
 	// before and after a scrape, it bounds how many of the requests an
 	// engine reports waiting the gateway sent (Unanswered).
@@ -55,19 +51,13 @@ func queuedNanos(secs float64) int64 {
 	return int64(min(math.Round(secs*1e9), clock.Limit))
 }
 
-// add queues a request's estimated prefill and returns the nanoseconds it
-// added to waitingNanos, which its firstByte takes away again.
-func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) (waitingNanos int64) {
+// add queues a request's estimated prefill.
+func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// The queue resumes from now once it has drained.
 	from := max(q.drainedAt.Load(), int64(clock.Of(now)))
-	n := queuedNanos(secs)
-	q.drainedAt.Store(min(from+n, queueLimit))
-	// Bounded like drainedAt, so that the sum never wraps; what a request
-	// added is what it takes away, so the sum stays exact below the bound.
-	waitingNanos = min(n, queueLimit-q.waitingNanos.Load())
-	q.waitingNanos.Add(waitingNanos)
+	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
 	mean := secs
@@ -76,25 +66,21 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) (waitingNa
 		mean += meanWeight * (max(secs, 0) - mean)
 	}
 	q.meanSecs.Store(math.Float64bits(max(mean, 0)))
-	return waitingNanos
 }
 
 // firstByte records that a request queued with add got its first byte (or
-// ended without one): its prompt tokens and the nanoseconds add returned
-// for it no longer wait.
-func (q *prefillQueue) firstByte(now time.Time, tokens, waitingNanos int64) {
+// ended without one).
+func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.waiting.Add(-1) > 0 {
 		q.tokens.Add(-tokens)
-		q.waitingNanos.Add(-waitingNanos)
 		return
 	}
 	// Nothing waits: the queue is empty from now on.
 	q.drainedAt.Store(min(q.drainedAt.Load(), int64(clock.Of(now))))
 	q.waiting.Store(0)
 	q.tokens.Store(0)
-	q.waitingNanos.Store(0)
 }
 
 // queued is the prefill, in seconds, still queued at now.
@@ -108,14 +94,6 @@ func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillA
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
 func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.prefill.queued(now) }
-
-// WaitingPrefill is the estimated prefill, in seconds, of the requests the
-// gateway queued on the replica that still wait for their first byte, each
-// counted whole. QueuedPrefill drains in real time at the estimates' speed;
-// an engine slower than estimated (one past its KV cache's edge, where
-// requests wait for blocks rather than for compute) is left with requests
-// waiting after its queue reads empty, and this still counts them.
-func (r *Replica) WaitingPrefill() float64 { return float64(r.prefill.waitingNanos.Load()) * 1e-9 }
 
 // Unanswered reports how many requests the gateway queued on the replica
 // still wait for their first byte, and how many it has queued in all. Read
@@ -145,7 +123,7 @@ func (l *Lease) Queue(now time.Time, secs float64, tokens int) {
 	}
 	l.queued, l.tokens = true, int64(tokens)
 	l.r.promptTokens.Add(l.tokens)
-	l.waitingNanos = l.r.prefill.add(now, secs, l.tokens)
+	l.r.prefill.add(now, secs, l.tokens)
 }
 
 // Expect records the routing decision's estimate, made at now, of the
@@ -185,5 +163,5 @@ func (l *Lease) FirstByte(now time.Time) {
 		return
 	}
 	l.firstByte = true
-	l.r.prefill.firstByte(now, l.tokens, l.waitingNanos)
+	l.r.prefill.firstByte(now, l.tokens)
 }

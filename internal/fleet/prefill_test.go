@@ -15,9 +15,7 @@ import (
 // random moments and checks the queue against a naive model: the estimate
 // drains one second per second, adds exactly what each request brings,
 // never goes below zero, and is empty whenever no request waits for its
-// first byte; prompt tokens add up over the leases that hold them, and the
-// waiting prefill is the estimates of the requests still waiting, whole,
-// however much time has passed.
+// first byte; prompt tokens add up over the leases that hold them.
 func TestPrefillQueue(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := NewReplica("r", nil, []string{"m"}, 0, 0)
@@ -25,7 +23,6 @@ func TestPrefillQueue(t *testing.T) {
 		type held struct {
 			l        *Lease
 			tokens   int64
-			secs     float64
 			waiting  bool
 			released bool
 		}
@@ -43,7 +40,7 @@ func TestPrefillQueue(t *testing.T) {
 				tokens := rapid.Int64Range(0, 10_000).Draw(t, "tokens")
 				l.Queue(now, secs, int(tokens))
 				l.Queue(now, secs, int(tokens)) // only the first counts
-				leases = append(leases, &held{l: l, tokens: tokens, secs: secs, waiting: true})
+				leases = append(leases, &held{l: l, tokens: tokens, waiting: true})
 				want += secs
 			case 2, 3: // a first byte, or a release (which implies one)
 				if len(leases) == 0 {
@@ -63,12 +60,10 @@ func TestPrefillQueue(t *testing.T) {
 				h.waiting = false
 			}
 			var waiting, waitingTokens, inFlightTokens int64
-			waitingSecs := 0.0
 			for _, h := range leases {
 				if h.waiting {
 					waiting++
 					waitingTokens += h.tokens
-					waitingSecs += h.secs
 				}
 				if !h.released {
 					inFlightTokens += h.tokens
@@ -82,9 +77,6 @@ func TestPrefillQueue(t *testing.T) {
 			got := r.QueuedPrefill(now)
 			if math.Abs(got-want) > 1e-7 || got < 0 {
 				t.Fatalf("queued prefill %v, want %v", got, want)
-			}
-			if w := r.WaitingPrefill(); math.Abs(w-waitingSecs) > 1e-7 || w < 0 {
-				t.Fatalf("waiting prefill %v, want %v", w, waitingSecs)
 			}
 			if at := r.QueuedPrefillAt(clock.Of(now)); at != got {
 				t.Fatalf("QueuedPrefillAt %v, QueuedPrefill %v", at, got)
@@ -126,10 +118,9 @@ func TestPrefillQueueUnderConcurrentWriters(t *testing.T) {
 		})
 	}
 	for range 200_000 {
-		secs, whole := r.QueuedPrefillAt(at), r.WaitingPrefill()
+		secs := r.QueuedPrefillAt(at)
 		_, tokens := r.PromptLoad()
-		if secs < 0 || math.Abs(secs-math.Round(secs)) > 1e-6 || tokens < 0 || tokens%7 != 0 ||
-			whole < 0 || math.Abs(whole-math.Round(whole)) > 1e-6 {
+		if secs < 0 || math.Abs(secs-math.Round(secs)) > 1e-6 || tokens < 0 || tokens%7 != 0 {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("read %v s queued and %d tokens waiting", secs, tokens)
@@ -137,7 +128,7 @@ func TestPrefillQueueUnderConcurrentWriters(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if secs, tokens := r.QueuedPrefillAt(at), r.prefill.tokens.Load(); secs != 0 || tokens != 0 || r.prefill.waiting.Load() != 0 || r.WaitingPrefill() != 0 {
+	if secs, tokens := r.QueuedPrefillAt(at), r.prefill.tokens.Load(); secs != 0 || tokens != 0 || r.prefill.waiting.Load() != 0 {
 		t.Fatalf("all released, yet %v s and %d tokens queued", secs, tokens)
 	}
 }
@@ -157,9 +148,6 @@ func TestPrefillQueueExtremes(t *testing.T) {
 			for range 3 {
 				l, _ := r.TryAcquire()
 				l.Queue(when, secs, 1)
-			}
-			if w := r.WaitingPrefill(); w < 0 || math.IsNaN(w) || w > queueLimit*1e-9 {
-				t.Fatalf("%v s queued three times: %v s waiting", secs, w)
 			}
 			for _, read := range far {
 				q := r.QueuedPrefill(read)

@@ -28,7 +28,7 @@ type Replica struct {
 	ejectedUntil   atomic.Int64 // a clock.Instant; notEjected when not ejected
 	probeUp        atomic.Bool  // the last probes passed
 	removed        atomic.Bool  // left the fleet
-	prefill        prefillQueue // estimated prefill ahead of a new request; its drainedAt and waitingNanos are in the first line
+	prefill        prefillQueue // estimated prefill ahead of a new request; its drainedAt is in the first line
 
 	ID     string
 	URL    *url.URL
@@ -58,7 +58,7 @@ type Replica struct {
 	// one request at a time.
 	probeNow chan struct{}
 
-	_ [32]byte // to 320 bytes, five whole lines
+	_ [40]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -168,9 +168,6 @@ type Lease struct {
 	firstByte  bool  // FirstByte was called
 	firstToken bool  // FirstToken was called
 	tokens     int64 // prompt tokens given to Queue
-	// waitingNanos is the prefill Queue added to the replica's waiting
-	// requests, which FirstByte takes away.
-	waitingNanos int64
 	// What Expect was told: when the request was routed, the decision's
 	// estimate of its time to first token and the pace it was made at.
 	routedAt       time.Time

@@ -227,14 +227,6 @@ func (sc *decisionScratch) release() {
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, -1, rt.kvCapacity, 0
-	if rt.queueFloor {
-		// Every request still waiting counts whole but one, which may be
-		// in its prefill already: past what the real-time drain allows
-		// only when the engine has fallen behind the estimates.
-		if floor := rt.WaitingPrefill() - rt.MeanPrefill(); floor > c.QueuedPrefill {
-			c.QueuedPrefill = floor
-		}
-	}
 	if rt.pace != nil {
 		c.Pace = rt.pace.Pace()
 	}
@@ -253,6 +245,12 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 			// Requests the gateway did not send wait there: most often
 			// another gateway's, whose prefill its own queue never saw.
 			c.QueuedPrefill += rep.Foreign * rt.MeanPrefill()
+		}
+		if rt.queueFloor {
+			// The gateway's own queue drains at the estimates' speed; an
+			// engine behind them (waiting for free blocks, not for
+			// compute) still holds requests it has not even started.
+			c.QueuedPrefill = max(c.QueuedPrefill, rep.Waiting*rt.MeanPrefill())
 		}
 	}
 }

@@ -58,8 +58,8 @@ type route struct {
 	// engineQueue prices the requests the engine reports waiting that
 	// the gateway did not send (routing.engine_queue).
 	engineQueue bool
-	// queueFloor keeps the queue priced at no less than the gateway's own
-	// requests still waiting there (routing.queue_floor).
+	// queueFloor keeps the queue priced at no less than the requests the
+	// engine reports waiting (routing.queue_floor).
 	queueFloor bool
 }
 

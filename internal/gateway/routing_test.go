@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
@@ -246,22 +246,24 @@ func TestRouteRequestSession(t *testing.T) {
 	}
 }
 
-// TestForeignQueuePriced: requests an engine holds waiting that the gateway
+// TestEngineQueuePriced: requests an engine holds waiting that the gateway
 // did not send (here a client's, sent straight to the engine; in production
 // most often another gateway's) are priced on that replica as queued
 // prefill, each at the gateway's mean prefill there, unless
-// routing.engine_queue is off. The other replica is untouched.
-func TestForeignQueuePriced(t *testing.T) {
+// routing.engine_queue is off; routing.queue_floor prices every request the
+// engine reports waiting so, whoever sent it, and never twice. The other
+// replica is untouched.
+func TestEngineQueuePriced(t *testing.T) {
 	const meanSecs = 0.25
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("engine_queue=%v", on), func(t *testing.T) {
+	for _, c := range []struct{ engineQueue, floor bool }{{true, false}, {false, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("engine_queue=%v,queue_floor=%v", c.engineQueue, c.floor), func(t *testing.T) {
 			sims := simsWith(t, 2, func(_ int, sc *sim.Config) {
 				sc.MaxNumSeqs = 1 // one runs, the rest wait
 				sc.MaxModelLen = 4096
 			})
 			cfg := testConfig(t, sims)
 			cfg.Routing.DefaultPolicy = policy.CostModel
-			cfg.Routing.EngineQueue = on
+			cfg.Routing.EngineQueue, cfg.Routing.QueueFloor = c.engineQueue, c.floor
 			gw := startGateway(t, cfg)
 			var busy *fleet.Replica
 			for _, r := range gw.g.fleet.Snapshot().Replicas {
@@ -294,11 +296,11 @@ func TestForeignQueuePriced(t *testing.T) {
 					}
 				})
 			}
-			var foreign float64
+			var read load.Routing
 			waitFor(t, "the gateway to read sim-1's waiting requests as not its own", 5*time.Second, func() bool {
 				r, ok := gw.g.scraper.Feed("sim-1").FreshRouting(clock.Of(time.Now()))
-				foreign = r.Foreign
-				return ok && r.Foreign >= 2
+				read = r
+				return ok && r.Foreign >= 2 && r.Waiting >= 2
 			})
 			views := adminReplicas(t, gw.admin)
 			if v := views["sim-1"]; v.Engine == nil || v.Engine.ForeignWaiting < 2 || v.MeanPrefill != meanSecs {
@@ -310,76 +312,15 @@ func TestForeignQueuePriced(t *testing.T) {
 				switch {
 				case r.ID == "sim-2" && r.QueuedSecs != 0:
 					t.Errorf("sim-2, with nothing waiting, priced %v s queued", r.QueuedSecs)
-				case r.ID == "sim-1" && on && r.QueuedSecs < 2*meanSecs-1e-9:
-					t.Errorf("sim-1 priced %v s queued, want the %v waiting there (last read) at %v s each", r.QueuedSecs, foreign, meanSecs)
-				case r.ID == "sim-1" && !on && r.QueuedSecs != 0:
-					t.Errorf("sim-1 priced %v s queued with engine_queue off", r.QueuedSecs)
+				case r.ID != "sim-1":
+				case !c.engineQueue && !c.floor && r.QueuedSecs != 0:
+					t.Errorf("sim-1 priced %v s queued with engine_queue and queue_floor off", r.QueuedSecs)
+				case (c.engineQueue || c.floor) && r.QueuedSecs < 2*meanSecs-1e-9:
+					t.Errorf("sim-1 priced %v s queued, want the %v waiting there (last read) at %v s each", r.QueuedSecs, read.Waiting, meanSecs)
+				case r.QueuedSecs > 3*meanSecs+1e-9:
+					// At most three wait: counted twice, two would be four.
+					t.Errorf("sim-1 priced %v s queued, more than the requests it holds (last read %+v)", r.QueuedSecs, read)
 				}
-			}
-		})
-	}
-}
-
-// TestQueueFloorPriced: a replica whose requests have outlived their
-// estimated prefill (the real-time drain reads its queue as empty) is
-// priced, with routing.queue_floor, at those requests still waiting, all
-// but one whole; without it, at the drained queue. The other replica is
-// untouched, and a request that got its first byte stops counting.
-func TestQueueFloorPriced(t *testing.T) {
-	const secs = 0.5
-	for _, on := range []bool{true, false} {
-		t.Run(fmt.Sprintf("queue_floor=%v", on), func(t *testing.T) {
-			cfg := testConfig(t, fleetOf(t, 2, true))
-			cfg.Routing.DefaultPolicy = policy.CostModel
-			cfg.Routing.QueueFloor = on
-			gw := startGateway(t, cfg)
-			var busy *fleet.Replica
-			for _, r := range gw.g.fleet.Snapshot().Replicas {
-				if r.ID == "sim-1" {
-					busy = r
-				}
-			}
-			// Four requests queued a minute ago that have not answered:
-			// their estimated prefill drained long since.
-			long := time.Now().Add(-time.Minute)
-			var leases []*fleet.Lease
-			for range 4 {
-				l, ok := busy.TryAcquire()
-				if !ok {
-					t.Fatal("no lease on sim-1")
-				}
-				l.Queue(long, secs, 100)
-				leases = append(leases, l)
-			}
-			defer func() {
-				for _, l := range leases {
-					l.Release()
-				}
-			}()
-			priced := func() (busySecs, idleSecs float64) {
-				ans := explainAt(t, gw.admin, "/v1/chat/completions", systemChat("a system prompt", "where to?"))
-				for _, r := range ans.Replicas {
-					if r.ID == "sim-1" {
-						busySecs = r.QueuedSecs
-					} else {
-						idleSecs = r.QueuedSecs
-					}
-				}
-				return busySecs, idleSecs
-			}
-			want := 0.0
-			if on {
-				want = 3 * secs // four waiting, one of them perhaps started
-			}
-			if b, i := priced(); math.Abs(b-want) > 1e-6 || i != 0 {
-				t.Errorf("four requests waiting past their estimate: sim-1 priced %v s queued, sim-2 %v s; want %v and 0", b, i, want)
-			}
-			leases[0].FirstByte(time.Now())
-			if on {
-				want = 2 * secs
-			}
-			if b, _ := priced(); math.Abs(b-want) > 1e-6 {
-				t.Errorf("one answered: sim-1 priced %v s queued, want %v", b, want)
 			}
 		})
 	}

@@ -12,7 +12,9 @@ import (
 
 // TestFeedRouting: what routing reads of a feed is the latest report's
 // fields, fresh exactly as Fresh says, and nothing before the first sample.
-// A capacity past what a feed keeps reads as the most it keeps.
+// A capacity past what a feed keeps reads as the most it keeps, and the
+// waiting and foreign counts as float32 keeps them: exact for counts and
+// halves, the largest float32 for anything larger.
 func TestFeedRouting(t *testing.T) {
 	f := &Feed{maxAge: 250 * time.Millisecond}
 	sent := time.Now()
@@ -26,9 +28,10 @@ func TestFeedRouting(t *testing.T) {
 		foreign  float64
 		capacity int
 	}{
-		{&Report{Running: 3, KVUsage: 0.5, CapacityBlocks: 4096}, 2, 4096},
+		{&Report{Running: 3, Waiting: 7, KVUsage: 0.5, CapacityBlocks: 4096}, 2, 4096},
 		{&Report{Running: 0, KVUsage: 0, CapacityBlocks: 0}, 0, 0},
-		{&Report{Running: 2.5, KVUsage: 1, CapacityBlocks: 1 << 40}, 0.5, math.MaxInt32},
+		{&Report{Running: 2.5, Waiting: 1 << 20, KVUsage: 1, CapacityBlocks: 1 << 40}, 0.5, math.MaxInt32},
+		{&Report{Running: 1, Waiting: 1e300, KVUsage: 1}, 1e39, 0},
 	} {
 		rep := c.rep
 		at := sent.Add(time.Duration(i) * time.Second)
@@ -39,7 +42,9 @@ func TestFeedRouting(t *testing.T) {
 			if ok != want {
 				t.Fatalf("report %d read %v after its scrape: fresh %v, Fresh says %v", i, now.Sub(at), ok, want)
 			}
-			if r != (Routing{rep.Running, rep.KVUsage, c.capacity, c.foreign}) {
+			fields := Routing{Running: rep.Running, KVUsage: rep.KVUsage, CapacityBlocks: c.capacity,
+				Waiting: min(rep.Waiting, math.MaxFloat32), Foreign: min(c.foreign, math.MaxFloat32)}
+			if r != fields {
 				t.Fatalf("report %d reads as %+v", i, r)
 			}
 		}
@@ -61,13 +66,16 @@ func TestFeedRoutingUnderScrapes(t *testing.T) {
 				return
 			default:
 			}
-			f.publish(&Sample{Report: &Report{Running: float64(k), KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at, Foreign: float64(k) / 2})
+			// Waiting and Foreign cycle through counts float32 keeps exact.
+			c := float64(k % (1 << 20))
+			f.publish(&Sample{Report: &Report{Running: float64(k), Waiting: c, KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at, Foreign: c / 2})
 		}
 	})
 	now := clock.Of(at)
 	for range 200_000 {
 		r, ok := f.FreshRouting(now)
-		if !ok || r.Running != float64(r.CapacityBlocks) || r.KVUsage != float64(r.CapacityBlocks)/1e9 || r.Foreign != float64(r.CapacityBlocks)/2 {
+		c := float64(r.CapacityBlocks % (1 << 20))
+		if !ok || r.Running != float64(r.CapacityBlocks) || r.KVUsage != float64(r.CapacityBlocks)/1e9 || r.Waiting != c || r.Foreign != c/2 {
 			close(stop)
 			wg.Wait()
 			t.Fatalf("read %+v (fresh %v): fields of different reports", r, ok)

@@ -92,7 +92,10 @@ type Feed struct {
 	staleAt atomic.Int64  // a clock.Instant
 	running atomic.Uint64 // float64 bits
 	kvUsage atomic.Uint64 // float64 bits
-	foreign atomic.Uint64 // float64 bits
+	// waiting holds two float32s, the engine's waiting requests in the
+	// high half and Foreign in the low: counts that float32 keeps exact
+	// far past any engine's, in one word, so that the feed stays one line.
+	waiting atomic.Uint64
 }
 
 // Routing is what a routing decision reads of an engine's report.
@@ -101,6 +104,19 @@ type Routing struct {
 	KVUsage        float64
 	CapacityBlocks int
 	Foreign        float64 // Sample.Foreign
+	Waiting        float64 // Report.Waiting: requests the engine has not scheduled yet, the gateway's own too
+}
+
+// packCounts puts two counts in one word as float32s, each clamped to
+// float32's finite range.
+func packCounts(hi, lo float64) uint64 {
+	f := func(x float64) uint64 { return uint64(math.Float32bits(float32(min(max(x, 0), math.MaxFloat32)))) }
+	return f(hi)<<32 | f(lo)
+}
+
+// unpackCounts undoes packCounts.
+func unpackCounts(w uint64) (hi, lo float64) {
+	return float64(math.Float32frombits(uint32(w >> 32))), float64(math.Float32frombits(uint32(w)))
 }
 
 // publish makes smp the feed's latest sample. Scrapes of one replica call
@@ -110,7 +126,7 @@ func (f *Feed) publish(smp *Sample) {
 	f.staleAt.Store(int64(clock.Of(smp.At).Add(f.maxAge)))
 	f.running.Store(math.Float64bits(smp.Report.Running))
 	f.kvUsage.Store(math.Float64bits(smp.Report.KVUsage))
-	f.foreign.Store(math.Float64bits(smp.Foreign))
+	f.waiting.Store(packCounts(smp.Report.Waiting, smp.Foreign))
 	f.capacity.Store(int32(min(smp.Report.CapacityBlocks, math.MaxInt32)))
 	f.seq.Add(1)
 	f.last.Store(smp)
@@ -120,8 +136,9 @@ func (f *Feed) publish(smp *Sample) {
 func (f *Feed) FreshRouting(now clock.Instant) (Routing, bool) {
 	for spins := 0; ; spins++ {
 		s := f.seq.Load()
-		r := Routing{math.Float64frombits(f.running.Load()), math.Float64frombits(f.kvUsage.Load()), int(f.capacity.Load()),
-			math.Float64frombits(f.foreign.Load())}
+		r := Routing{Running: math.Float64frombits(f.running.Load()), KVUsage: math.Float64frombits(f.kvUsage.Load()),
+			CapacityBlocks: int(f.capacity.Load())}
+		r.Waiting, r.Foreign = unpackCounts(f.waiting.Load())
 		staleAt := clock.Instant(f.staleAt.Load())
 		if s&1 == 0 && f.seq.Load() == s {
 			return r, s > 0 && now <= staleAt
