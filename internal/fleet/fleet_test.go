@@ -166,8 +166,50 @@ func TestEjectionBackoff(t *testing.T) {
 	})
 }
 
-// TestEjectionPercent: failures never eject more than the cap of a model's
-// replicas that pass their probes.
+// TestRefusedEjectsAtOnce: one refused connection ejects a replica for the
+// first backoff, where one failed request does not; refusals while it is
+// out do not lengthen the ejection, and the next refusal after it ends
+// doubles the backoff as a streak would.
+func TestRefusedEjectsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b, c := replica("a"), replica("b"), replica("c")
+		h := testHealth(New([]*Replica{a, b, c}))
+		h.Report(b, false)
+		if b.Ejected(time.Now()) {
+			t.Fatal("one failed request ejected b")
+		}
+		h.Refused(a)
+		if !a.Ejected(time.Now()) {
+			t.Fatal("a refused connection did not eject a")
+		}
+		select {
+		case <-a.probeNow:
+		default:
+			t.Error("a refused connection asked for no probe")
+		}
+		time.Sleep(4 * time.Second)
+		h.Refused(a) // a late attempt, sent before the ejection
+		time.Sleep(time.Second - time.Millisecond)
+		if !a.Ejected(time.Now()) {
+			t.Fatal("ejected for less than the first backoff")
+		}
+		time.Sleep(time.Millisecond)
+		if a.Ejected(time.Now()) {
+			t.Fatal("a refusal while ejected lengthened the ejection")
+		}
+		h.Refused(a)
+		time.Sleep(10*time.Second - time.Millisecond)
+		if !a.Ejected(time.Now()) {
+			t.Fatal("a second ejection did not double the backoff")
+		}
+		if a.EjectedTotal() != 2 {
+			t.Errorf("EjectedTotal %d, want 2", a.EjectedTotal())
+		}
+	})
+}
+
+// TestEjectionPercent: failures and refused connections never eject more
+// than the cap of a model's replicas that pass their probes.
 func TestEjectionPercent(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -184,8 +226,13 @@ func TestEjectionPercent(t *testing.T) {
 			f := New(rs)
 			h := testHealth(f)
 			h.cfg.MaxEjectionPercent = pct
+			refused := rapid.Bool().Draw(rt, "refused")
 			for range 5 {
 				for _, r := range rs {
+					if refused {
+						h.Refused(r)
+						continue
+					}
 					for range 3 {
 						h.Report(r, false)
 					}

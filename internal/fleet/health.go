@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -255,6 +256,23 @@ func (h *Health) Report(r *Replica, ok bool) {
 	if int(r.failStreak.Add(1)) < h.cfg.UnhealthyThreshold {
 		return
 	}
+	h.eject(r)
+}
+
+// Refused records a request whose connection r refused: nothing listens
+// there (the engine exited or has not started), which one attempt tells as
+// surely as any number, so it counts as a full streak of failures and
+// ejects r at once, within the same cap. Probes are asked to look at once
+// as well (Suspect).
+func (h *Health) Refused(r *Replica) {
+	r.failStreak.Store(int32(min(h.cfg.UnhealthyThreshold, math.MaxInt32)))
+	h.eject(r)
+	h.Suspect(r)
+}
+
+// eject ejects r for its backoff if its streak still calls for it and the
+// cap allows.
+func (h *Health) eject(r *Replica) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()

@@ -540,13 +540,16 @@ func TestDepartedSeriesStayGone(t *testing.T) {
 }
 
 // TestRefusedReplicaProbedAtOnce: with probes an hour apart, a request
-// refused at a killed replica's port has the replica probed at once and
-// marked down, and is itself served by another.
+// refused at a killed replica's port ejects the replica before it is
+// answered, has it probed at once and marked down, and is itself served by
+// another.
 func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 	sims := fleetOf(t, 2, true)
 	cfg := testConfig(t, sims) // round_robin: the first request goes to sim-1
 	cfg.Health.Interval = config.Duration(time.Hour)
 	cfg.Health.Timeout = config.Duration(time.Second)
+	cfg.Health.EjectionBackoff = config.Duration(time.Minute) // outlasts the test, however slow
+	cfg.Health.MaxEjectionBackoff = cfg.Health.EjectionBackoff
 	gw := startGateway(t, cfg)
 	sims[0].Kill()
 	resp, body := chat(t, gw.url, chatBody("after the kill", ""))
@@ -554,6 +557,9 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 		t.Fatalf("status %d from %s: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
 	}
 	rep := gw.g.Fleet().Snapshot().Get("sim-1")
+	if !rep.Ejected(time.Now()) || rep.EjectedTotal() != 1 {
+		t.Errorf("one refused request: sim-1 ejected %v (%d ejections), want ejected at once", rep.Ejected(time.Now()), rep.EjectedTotal())
+	}
 	waitFor(t, "sim-1 marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
 }
 

@@ -230,9 +230,10 @@ func (g *Gateway) proxy(ex *exchange) {
 			g.cancelled(ex, rep.ID)
 			return
 		}
-		g.health.Report(rep, false)
 		if errors.Is(err, syscall.ECONNREFUSED) {
-			g.health.Suspect(rep) // nothing listens there: probes mark it down at once
+			g.health.Refused(rep) // nothing listens there: out at once
+		} else {
+			g.health.Report(rep, false)
 		}
 		if err != nil {
 			lastErr = err

@@ -252,9 +252,9 @@ func killChecks(r *gwRun, f *KillFigures, rate int) {
 		f.LastAttemptAfter >= -0.001 && f.LastAttemptAfter <= 0.010 && out >= -0.001 && out <= 0.010)
 	r.check("restarted replica serving again", "reported", fmt.Sprintf("%s after Restart (%d responses after it)", ms(f.ServingAgainAfter), f.ServedAfterRestart),
 		f.ServingAgainAfter >= 0)
-	r.note("Passive ejection needs 3 failed requests in a row on the replica; at %d req/s spread over three replicas, the third arrives "+
-		"about 3 × 3 ms after the kill. The first request whose connection the killed port refuses has the gateway probe it at once, and "+
-		"again at once while the probes fail (Health.Suspect), so probes usually mark it down first, a millisecond or two after that "+
-		"request. Fast probes (every 100 ms, timeout 80 ms, 3 failures to go down, 1 pass to come back) and a 1 s first ejection: the "+
+	r.note("Passive ejection needs 3 failed requests in a row on the replica, but a refused connection counts as all three: at %d req/s "+
+		"spread over three replicas, the first request sent to the killed port after the kill, about 3 ms after it, ejects it "+
+		"(Health.Refused), and has the gateway probe it at once, and again at once while the probes fail, so probes mark it down a "+
+		"millisecond or two later. Requests in flight at the kill fail on closed connections, which count one each. Fast probes (every 100 ms, timeout 80 ms, 3 failures to go down, 1 pass to come back) and a 1 s first ejection: the "+
 		"time to serve again is bounded by the next passing probe, up to an interval after the restart, and the end of the ejection.", rate)
 }
