@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -66,6 +67,11 @@ func (k *kvEvents) status(now time.Time) []kvStatus {
 }
 
 func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
+	// The purges first: the feed counts a malformed batch before the purge
+	// it causes, so a status showing that purge shows its count too.
+	f.mu.Lock()
+	purges := maps.Clone(f.purges)
+	f.mu.Unlock()
 	st := f.feed.Stats()
 	ev := k.index.Events(f.id)
 	s := kvStatus{
@@ -74,7 +80,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed,
 		Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
-		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: map[string]uint64{},
+		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: purges,
 		Digest: fmt.Sprintf("%016x", ev.Digest),
 	}
 	if st.HasSeq {
@@ -85,10 +91,10 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		lag := now.Sub(st.LastBatch).Seconds()
 		s.LagSeconds = &lag
 	}
-	f.mu.Lock()
-	for r, n := range f.purges {
-		s.Purges[r] = n
+	if s.Purges == nil {
+		s.Purges = map[string]uint64{}
 	}
+	f.mu.Lock()
 	if ev.Source != index.SourceEvents {
 		s.Reason = f.reason
 	}
