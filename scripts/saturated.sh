@@ -10,8 +10,9 @@
 # as 21:30) starts no run after that time, so a sitting can stop cleanly and
 # the next one go on.
 #
-# Writes OUT/runs.tsv (one line a run) and OUT/README.md (the table); the
-# last 120 lines of a failed run's output go to OUT/run-N.fail.txt.
+# Writes OUT/runs.tsv (one line a run) and OUT/README.md (the table); a
+# failed run's failing tests and the last 120 lines of its output go to
+# OUT/run-N.fail.txt.
 #   RUNS=10 OUT=bench/results/saturated DEADLINE=21:30 scripts/saturated.sh
 # TEST_CMD replaces `make test` (for trying the script itself).
 set -u
@@ -66,7 +67,16 @@ for i in $(seq $((done_runs + 1)) "$runs"); do
 	if $test_cmd >"$log" 2>&1; then result=pass; else result=FAIL; fi
 	secs=$(($(date +%s) - begin))
 	load_end=$(cut -d' ' -f1-3 /proc/loadavg)
-	[ "$result" = FAIL ] && tail -n 120 "$log" >"$out/run-$i.fail.txt"
+	# A failure keeps every failed test's own lines (a test may log pages
+	# before its verdict, so the end of the output alone can miss it) and
+	# the end of the output.
+	if [ "$result" = FAIL ]; then
+		{
+			grep -n -A12 -E -- '--- FAIL|^panic:|DATA RACE' "$log" | head -n 600
+			echo '...'
+			tail -n 120 "$log"
+		} >"$out/run-$i.fail.txt"
+	fi
 	rm -f "$log"
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$commit" "$result" "$secs" "$load_start" "$load_end" \
 		"$(date -u +%Y-%m-%dT%H:%M:%SZ)" >>"$out/runs.tsv"
