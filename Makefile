@@ -121,7 +121,7 @@ stress: build
 	./tests/e2e/run.sh --stress --out bench/results/python-sdk
 
 ## saturated: `make test` ten times in a row (RUNS=n), each beside one busy loop per core, so every
-## core is saturated; the table goes to bench/results/saturated (about 20 minutes a run on 2 cores;
+## core is saturated; the table goes to bench/results/saturated (5-7 minutes a run on 2 cores;
 ## passed runs of the same commit resume, DEADLINE=hh:mm starts none after that time).
 saturated:
 	./scripts/saturated.sh

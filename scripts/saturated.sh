@@ -3,10 +3,10 @@
 # one busy loop per core at the same priority, so every core is saturated
 # while the suite runs. It stops at the first failure unless KEEP_GOING=1.
 #
-# On two cores one run takes about 20 minutes, so the ten rarely fit in one
-# sitting: the runs resume. When OUT/runs.tsv holds only passed runs of the
-# commit checked out (and the work tree is clean), the next run continues
-# them; anything else starts over. DEADLINE (any date `date -d` reads, such
+# On two cores one run takes 5 to 7 minutes (20 on a crowded machine), so
+# the ten may not fit in one sitting: the runs resume. When OUT/runs.tsv
+# holds only passed runs of the commit checked out (and the work tree is
+# clean), the next run continues them; anything else starts over. DEADLINE (any date `date -d` reads, such
 # as 21:30) starts no run after that time, so a sitting can stop cleanly and
 # the next one go on.
 #

@@ -182,7 +182,12 @@ func TestHostileReplay(t *testing.T) {
 		r.eng.replay.Store(mode)
 		r.eng.skip(3) // three lost batches: the next heartbeat comes after a gap
 		st := r.waitStream("the replay failed", 10*time.Second, func(s kvStatus) bool { return s.ReplayErrors > prev.ReplayErrors })
-		if st.Replays != prev.Replays+1 || st.ReplayErrors != prev.ReplayErrors+1 || st.Gaps != prev.Gaps+1 {
+		// One gap, one replay, one failure; a connection the machine's
+		// load dropped meanwhile (seen once with every core busy) brings a
+		// restart and a replay of its own, so then only at least.
+		exact := st.Disconnects == prev.Disconnects
+		if st.Replays < prev.Replays+1 || st.ReplayErrors < prev.ReplayErrors+1 || st.Gaps < prev.Gaps+1 ||
+			(exact && (st.Replays != prev.Replays+1 || st.ReplayErrors != prev.ReplayErrors+1 || st.Gaps != prev.Gaps+1)) {
 			t.Errorf("replay mode %d: %+v", mode, st)
 		}
 		// The live stream carries on, without the history it lost.
@@ -196,8 +201,11 @@ func TestHostileReplay(t *testing.T) {
 	r.finish()
 	checkHeap(t, before, hostileHeapBound)
 	st := r.stream()
+	if st.ReplayErrors < 3 {
+		t.Errorf("three hostile replays, %d counted as failed", st.ReplayErrors)
+	}
 	r.wantMetrics(map[string]float64{
-		`inferrail_kv_events_replays_total{replica="sim-1",result="error"}`: 3,
-		`inferrail_kv_events_replays_total{replica="sim-1",result="ok"}`:    float64(st.Replays - 3),
+		`inferrail_kv_events_replays_total{replica="sim-1",result="error"}`: float64(st.ReplayErrors),
+		`inferrail_kv_events_replays_total{replica="sim-1",result="ok"}`:    float64(st.Replays - st.ReplayErrors),
 	})
 }
