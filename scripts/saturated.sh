@@ -6,9 +6,9 @@
 # On two cores one run takes 5 to 7 minutes (20 on a crowded machine), so
 # the ten may not fit in one sitting: the runs resume. When OUT/runs.tsv
 # holds only passed runs of the commit checked out (and the work tree is
-# clean), the next run continues them; anything else starts over. DEADLINE (any date `date -d` reads, such
-# as 21:30) starts no run after that time, so a sitting can stop cleanly and
-# the next one go on.
+# clean), the next run continues them; anything else starts over.
+# DEADLINE (any date `date -d` reads, such as 21:30) starts no run after
+# that time, so a sitting can stop cleanly and the next one go on.
 #
 # Writes OUT/runs.tsv (one line a run) and OUT/README.md (the table); a
 # failed run's failing tests and the last 120 lines of its output go to
