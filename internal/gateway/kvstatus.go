@@ -91,9 +91,6 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		lag := now.Sub(st.LastBatch).Seconds()
 		s.LagSeconds = &lag
 	}
-	if s.Purges == nil {
-		s.Purges = map[string]uint64{}
-	}
 	f.mu.Lock()
 	if ev.Source != index.SourceEvents {
 		s.Reason = f.reason
