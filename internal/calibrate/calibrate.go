@@ -120,6 +120,10 @@ type Probe struct {
 	Residual        float64 // TTFT minus the fitted P(u, c), seconds; 0 for warmups
 	Slower          bool    // left out of the fit: a repetition of its shape was faster (see FitFastest)
 	Outlier         bool    // left out of the fit (see FitRobust)
+	// Unrepeated: left out of the fit because its shape was measured fewer
+	// times than the design's repetitions (the first send of a cached
+	// part computes all of it, once), so no faster twin vouches for it.
+	Unrepeated bool
 }
 
 // Uncached is the prompt tokens the engine computed.
@@ -271,18 +275,47 @@ type shape struct {
 	engineFoundCache bool
 }
 
+func (p Probe) shape() shape {
+	return shape{p.Kind, p.PlannedUncached, p.PlannedCached, p.Cached > 0}
+}
+
 // fit fits the probes, the fastest of each shape, and marks each with its
 // residual and fate.
 func (r *runner) fit() error {
+	params, err := fitProbes(r.res.Probes, r.res.Design.Reps)
+	if err != nil {
+		return fmt.Errorf("fit: %w", err)
+	}
+	r.res.Params = params
+	return nil
+}
+
+// fitProbes fits the fastest of each shape among the probes measured at
+// least reps times, and marks every probe with its residual and fate. A
+// shape measured fewer times has no repetition to take the fastest of, and
+// one late wakeup on the host would carry its whole delay into the fit: the
+// first, uncached send of a long cached part is the costliest probe of all
+// and so the one the least squares lean on most.
+func fitProbes(probes []Probe, reps int) (Params, error) {
+	counts := map[shape]int{}
+	for _, p := range probes {
+		if p.Kind != "warmup" {
+			counts[p.shape()]++
+		}
+	}
 	var points []Point
 	var fitted []*Probe
 	repeats := map[shape]int{}
-	for i := range r.res.Probes {
-		p := &r.res.Probes[i]
+	for i := range probes {
+		p := &probes[i]
 		if p.Kind == "warmup" {
 			continue
 		}
-		k := shape{p.Kind, p.PlannedUncached, p.PlannedCached, p.Cached > 0}
+		k := p.shape()
+		p.Unrepeated = counts[k] < reps
+		if p.Unrepeated {
+			continue
+		}
 		if repeats[k] == 0 {
 			repeats[k] = len(repeats) + 1
 		}
@@ -291,14 +324,17 @@ func (r *runner) fit() error {
 	}
 	params, fates, err := FitFastest(points)
 	if err != nil {
-		return fmt.Errorf("fit: %w", err)
+		return Params{}, err
 	}
-	r.res.Params = params
+	for i := range probes {
+		if p := &probes[i]; p.Kind != "warmup" {
+			p.Residual = p.TTFT - params.Prefill(float64(p.Uncached()), float64(p.Cached))
+		}
+	}
 	for i, p := range fitted {
-		p.Residual = p.TTFT - params.Prefill(float64(p.Uncached()), float64(p.Cached))
 		p.Slower, p.Outlier = fates[i] == Slower, fates[i] == Outlier
 	}
-	return nil
+	return params, nil
 }
 
 // idle waits, up to Settle, for the engine to have nothing running or

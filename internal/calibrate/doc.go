@@ -17,7 +17,9 @@
 //
 // Each shape is probed several times (Design.Reps) and only the fastest
 // repetition is fitted (FitFastest): a busy host, a pause or a late wakeup
-// only ever adds to a TTFT. Fit then finds the non-negative a, b and d of
+// only ever adds to a TTFT. For the same reason a shape measured fewer times
+// than that (the first send of a cached part, which computes all of it) is
+// reported but not fitted. Fit then finds the non-negative a, b and d of
 // least squared error with its own Lawson–Hanson NNLS (see nnls for why not
 // a library), and Params.Fragment renders them as a routing.cost_model
 // config section.

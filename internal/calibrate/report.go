@@ -9,7 +9,8 @@ import (
 )
 
 // WriteReport prints the run: the engine and seed, every probe with its
-// residual (slower repetitions and outliers marked), the fit over the rest, the HTTP time the engine's TTFT leaves out, and the
+// residual (slower repetitions, outliers and unrepeated shapes marked), the
+// fit over the rest, the HTTP time the engine's TTFT leaves out, and the
 // cost_model fragment.
 func (r *Result) WriteReport(w io.Writer) error {
 	ew := &errWriter{w: w}
@@ -21,11 +22,14 @@ func (r *Result) WriteReport(w io.Writer) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "kind\tplanned u\tplanned c\tprompt\tcached\tcomputed\tTTFT ms\tHTTP ms\tresidual ms\t\t")
 	var fitted []Probe
-	outliers, slower := 0, 0
+	outliers, slower, unrepeated := 0, 0, 0
 	for _, p := range r.Probes {
 		resid, mark := "-", ""
 		switch {
 		case p.Kind == "warmup":
+		case p.Unrepeated:
+			resid, mark = fmt.Sprintf("%.3f", p.Residual*1e3), "unrepeated"
+			unrepeated++
 		case p.Slower:
 			resid, mark = fmt.Sprintf("%.3f", p.Residual*1e3), "slower"
 			slower++
@@ -53,8 +57,8 @@ func (r *Result) WriteReport(w io.Writer) error {
 	}
 	n := float64(len(fitted))
 	p := r.Params
-	ew.printf("\nfit over %d probes, the fastest of each shape; %d more left out as slower repetitions, %d as outliers (non-negative least squares of P(u, c) = a·u + b·u·(c + u/2) + d):\n",
-		len(fitted), slower, outliers)
+	ew.printf("\nfit over %d probes, the fastest of each shape; %d more left out as slower repetitions, %d as outliers, %d as shapes measured fewer than %d times (non-negative least squares of P(u, c) = a·u + b·u·(c + u/2) + d):\n",
+		len(fitted), slower, outliers, unrepeated, r.Design.Reps)
 	ew.printf("  a = %.6g µs per computed token\n", p.TokenSecs*1e6)
 	ew.printf("  b = %.6g ns per (computed, attended) token pair\n", p.PairSecs*1e9)
 	ew.printf("  d = %.6g ms per prefill\n", p.FixedSecs*1e3)
