@@ -67,7 +67,7 @@ func TestGoodFiles(t *testing.T) {
 		KVEvents: KVEvents{Port: 5600, ReplayPort: 5601, Topic: "events", Silence: sec(5)}}
 	full.Load = EngineLoad{ScrapeInterval: Duration(50 * time.Millisecond), ScrapeTimeout: Duration(40 * time.Millisecond), MaxAge: Duration(200 * time.Millisecond)}
 	full.Routing = Routing{
-		DefaultPolicy: "random", Split: Split{{"p2c", 75}, {"kv_aware", 25}}, Shadow: []string{"least_request", "cost_model"}, Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true, HistoryAffinity: true, Pace: true, QueueFloor: true,
+		DefaultPolicy: "random", Split: Split{{"p2c", 75}, {"kv_aware", 25}}, Shadow: []string{"least_request", "cost_model"}, Seed: -42, Epsilon: 0.25, Kappa: 0.8, ShortPromptTokens: 0, KVGuard: "free_blocks", SessionAffinity: true, HistoryAffinity: true, Pace: true, QueueFloor: true, BacklogCost: true,
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},

@@ -226,7 +226,7 @@ func (sc *decisionScratch) release() {
 // a local and copying it cost more than the reads.
 func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
-	c.Running, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, -1, rt.kvCapacity, 0
+	c.Running, c.Waiting, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, 0, -1, rt.kvCapacity, 0
 	if rt.pace != nil {
 		c.Pace = rt.pace.Pace()
 	}
@@ -237,7 +237,7 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 		rep, ok = g.reportFromNewFeed(rt, at)
 	}
 	if ok {
-		c.Running, c.KVUsage = int64(rep.Running), rep.KVUsage
+		c.Running, c.Waiting, c.KVUsage = int64(rep.Running), rep.Waiting, rep.KVUsage
 		if rep.CapacityBlocks > 1 {
 			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
 		}

@@ -72,7 +72,7 @@ func policySettings(cfg *config.Config, model string, seed uint64) policy.Settin
 	s := policy.DefaultSettings()
 	s.Seed = seed
 	s.Epsilon, s.Kappa, s.ShortPromptTokens, s.KVGuard = r.Epsilon, r.Kappa, r.ShortPromptTokens, r.KVGuard
-	s.SessionAffinity, s.HistoryAffinity = r.SessionAffinity, r.HistoryAffinity
+	s.SessionAffinity, s.HistoryAffinity, s.BacklogCost = r.SessionAffinity, r.HistoryAffinity, r.BacklogCost
 	s.PrefixHashBlocks = r.PrefixHash.Blocks
 	s.Cost = policy.CostParams{
 		PrefillTokenSecs:       cm.PrefillTokenSecs,

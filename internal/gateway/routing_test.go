@@ -302,6 +302,16 @@ func TestEngineQueuePriced(t *testing.T) {
 				read = r
 				return ok && r.Foreign >= 2 && r.Waiting >= 2
 			})
+			// Candidates carry the engine's waiting count (backlog_cost
+			// charges by it), from the report the feed holds.
+			for _, rt := range gw.g.routes(gw.g.current()).model(testModel).routes {
+				var cand policy.Candidate
+				now := clock.Of(time.Now())
+				gw.g.candidate(&cand, &rt, now)
+				if r, ok := rt.feed.FreshRouting(now); rt.ID == "sim-1" && (!ok || cand.Waiting != r.Waiting || cand.Waiting < 2) {
+					t.Errorf("sim-1's candidate has %v waiting, its fresh report (%v) %v", cand.Waiting, ok, r.Waiting)
+				}
+			}
 			views := adminReplicas(t, gw.admin)
 			if v := views["sim-1"]; v.Engine == nil || v.Engine.ForeignWaiting < 2 || v.MeanPrefill != meanSecs {
 				t.Errorf("/admin/replicas shows sim-1 as %+v (engine %+v): want 2 or more foreign waiting and a mean prefill of %v s",

@@ -77,6 +77,7 @@ type loggedCandidate struct {
 	Cached           int     `json:"cached_tokens"`
 	QueuedPrefill    float64 `json:"queued_prefill_secs"`
 	Running          int64   `json:"running"`
+	Waiting          float64 `json:"waiting,omitempty"`
 	KVUsage          float64 `json:"kv_usage"`
 	KVCapacityBlocks int     `json:"kv_capacity_blocks"`
 	Pace             float64 `json:"pace,omitempty"`

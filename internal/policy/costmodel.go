@@ -62,7 +62,7 @@ type costModel struct {
 // (Explain works out the rest), and blocks, at most the prompt's, fits in
 // an int32.
 type slot struct {
-	ttft   float64    // its estimate's TTFTSecs
+	ttft   float64    // its estimate's TTFTSecs plus its backlog charge: what candidates are ranked by
 	cached int        // its prediction, clamped to the prompt
 	priced int        // the cached tokens it is priced with: cached, or an owner's credit
 	blocks int32      // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
@@ -212,10 +212,12 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 
 	ex.Decision, ex.Winner = d, cands[d.Index].ID
 	ex.HotDemand, ex.HotOwners, ex.HotCreditTokens = h.demand, h.owners, h.credit
+	least := p.leastPrefill(req, sl)
 	for i := range cands {
 		r := &ex.Replicas[i]
 		r.PricedCachedTokens, r.HotOwner, r.SetAside = sl[i].priced, sl[i].owner, sl[i].aside.String()
 		r.Estimate = p.s.Cost.estimate(req, &cands[i], r.PricedCachedTokens) // price's, in full
+		r.Estimate.BacklogSecs = backlog(&cands[i], r.Estimate.PrefillSecs, least)
 	}
 	// A winner the session or the history steered may trail the
 	// runner-up: nothing put it ahead.
@@ -284,7 +286,7 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 		if w := &sl[d.Index]; w.priced > w.cached {
 			// Did it win only through its credit? The runner-up's
 			// estimate is the second lowest.
-			if plain := p.s.Cost.estimate(req, &cands[d.Index], w.cached); plain.TTFTSecs > second {
+			if p.plainRank(req, &cands[d.Index], w.cached, sl) > second {
 				d.Steered = SteerHotPrefix
 			}
 		}
@@ -307,6 +309,7 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 	// registers.
 	cost := p.s.Cost
 	priced, prefill := -1, 0.0 // priced is never negative
+	least := p.leastPrefill(req, sl)
 	best, ties := -1, 0
 	bestTTFT, second := math.Inf(1), math.Inf(1) // the best's and the second lowest estimate
 	var bestInFlight int64
@@ -315,7 +318,7 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 		if s.priced != priced {
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
-		a := cost.withPrefill(c, prefill).TTFTSecs
+		a := cost.withPrefill(c, prefill).TTFTSecs + backlog(c, prefill, least)
 		s.ttft = a
 		if r == nil || s.aside != notAside {
 			continue
@@ -335,6 +338,45 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 		}
 	}
 	return best, second
+}
+
+// plainRank is what price would rank the candidate at with the cached
+// tokens it was offered with, a hot-prefix credit left out.
+func (p *costModel) plainRank(req *Request, c *Candidate, cached int, sl []slot) float64 {
+	prefill := p.s.Cost.prefill(req, cached)
+	return p.s.Cost.withPrefill(c, prefill).TTFTSecs + backlog(c, prefill, p.leastPrefill(req, sl))
+}
+
+// leastPrefill is the least prefill of the allowed candidates, as the
+// slots price them, from which Settings.BacklogCost charges the rest; +Inf
+// when it is off, so that nothing is charged.
+func (p *costModel) leastPrefill(req *Request, sl []slot) float64 {
+	if !p.s.BacklogCost {
+		return math.Inf(1)
+	}
+	return p.s.Cost.prefill(req, mostPriced(sl))
+}
+
+// backlog is Settings.BacklogCost's charge on a candidate whose prefill
+// would take prefill seconds where the least is least: each request its
+// engine has waiting waits the difference longer, at its pace.
+func backlog(c *Candidate, prefill, least float64) float64 {
+	if prefill <= least || !(c.Waiting > 0) {
+		return 0
+	}
+	return (prefill - least) * paceOf(c) * c.Waiting
+}
+
+// mostPriced is the most cached tokens an allowed candidate is priced
+// with, 0 when none is allowed.
+func mostPriced(sl []slot) int {
+	most := 0
+	for i := range sl {
+		if sl[i].aside == notAside {
+			most = max(most, sl[i].priced)
+		}
+	}
+	return most
 }
 
 // startSlots starts a decision's slots from the candidates and applies

@@ -16,10 +16,10 @@ type Explanation struct {
 	// its position.
 	Winner   string   `json:"winner"`
 	Decision Decision `json:"decision"`
-	// DecidedBy is the term (TermQueue, TermPrefill, TermTierLoad or
-	// TermPace) that
-	// put cost_model's winner furthest ahead of the runner-up: the allowed
-	// candidate with the next lowest estimate. "" for other policies, when
+	// DecidedBy is the term (TermQueue, TermPrefill, TermTierLoad, TermPace
+	// or TermBacklog) that put cost_model's winner furthest ahead of the
+	// runner-up: the allowed candidate with the next lowest estimate
+	// (backlog charge included). "" for other policies, when
 	// no other candidate was allowed, and when the session steered the
 	// choice to a replica no cheaper than the runner-up.
 	DecidedBy string `json:"decided_by,omitempty"`
@@ -42,6 +42,9 @@ const (
 	TermQueue    = "queue"
 	TermPrefill  = "prefill"
 	TermTierLoad = "tier_load"
+	// TermBacklog is Settings.BacklogCost's charge: the runner-up would
+	// have delayed the requests waiting on its engine more.
+	TermBacklog = "backlog"
 	// TermPace is the engines' paces: the winner is estimated faster
 	// mostly because its engine has lately been delivering faster.
 	TermPace = "pace"
@@ -78,6 +81,10 @@ type Estimate struct {
 	// TierSecs is X, the load time of cached tokens held in slower tiers:
 	// zero until the index tracks tiers.
 	TierSecs float64 `json:"tier_secs"`
+	// BacklogSecs is what cost_model added to TTFTSecs to rank the
+	// candidate under Settings.BacklogCost: the delay its extra prefill
+	// would add to the requests waiting there. Not part of TTFTSecs.
+	BacklogSecs float64 `json:"backlog_secs,omitempty"`
 	// Pace is the candidate's (Candidate.Pace), 1 when it has none.
 	Pace     float64 `json:"pace"`
 	TTFTSecs float64 `json:"ttft_secs"`
@@ -191,7 +198,8 @@ func newExplanation(name string, req *Request, cands []Candidate, d Decision) Ex
 // below the runner-up's. The difference of two paced estimates splits
 // exactly into the terms' differences at the winner's pace and the paces'
 // difference over the runner-up's terms:
-// r·pr − w·pw = (r − w)·pw + r·(pr − pw) for each term.
+// r·pr − w·pw = (r − w)·pw + r·(pr − pw) for each term. The backlog
+// charges are paced already and compare as they are.
 func decidedBy(win, runnerUp Estimate) string {
 	pw, pr := paceOr1(win.Pace), paceOr1(runnerUp.Pace)
 	term, lead := TermQueue, (runnerUp.QueueSecs-win.QueueSecs)*pw
@@ -202,7 +210,10 @@ func decidedBy(win, runnerUp Estimate) string {
 		term, lead = TermTierLoad, l
 	}
 	if l := (runnerUp.QueueSecs + runnerUp.PrefillSecs + runnerUp.TierSecs) * (pr - pw); l > lead {
-		term = TermPace
+		term, lead = TermPace, l
+	}
+	if l := runnerUp.BacklogSecs - win.BacklogSecs; l > lead {
+		term = TermBacklog
 	}
 	return term
 }

@@ -23,6 +23,9 @@ type Candidate struct {
 	// that report is fresh; -1 without a fresh report (cost_model prices
 	// the larger of it and InFlight).
 	Running int64
+	// Waiting is the number of requests its engine reports waiting to be
+	// scheduled, while the report is fresh; 0 when none or unknown.
+	Waiting float64
 	// KVUsage is the share of its engine's KV cache in use, 0 to 1, while
 	// the report is fresh; -1 without a fresh report.
 	KVUsage float64
