@@ -266,11 +266,12 @@ type Routing struct {
 	// reads as empty while requests wait on it. Default false.
 	QueueFloor bool `yaml:"queue_floor"`
 	// BacklogCost ranks cost_model's replicas by their TTFT estimate plus
-	// the delay the request's extra prefill there (beyond the least any
-	// allowed replica would need) adds to each request their engine
-	// reports waiting. Recomputing a context away from the replica that
-	// holds it costs the requests queued behind it, which the request's
-	// own estimate does not see. Default false.
+	// the request's extra prefill there (beyond the least any allowed
+	// replica would need) once per request their engine reports waiting.
+	// Recomputing a context away from the replica that holds it delays the
+	// requests that queue behind it there, which the request's own
+	// estimate does not see; a backlog that long takes as long to clear.
+	// Default false.
 	BacklogCost bool `yaml:"backlog_cost"`
 	// CostModel holds cost_model's prefill parameters for every model
 	// without its own.

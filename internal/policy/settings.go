@@ -44,13 +44,15 @@ type Settings struct {
 	// prompt's tail on every candidate, while the guards allow it. Default
 	// false.
 	HistoryAffinity bool
-	// BacklogCost ranks cost_model's candidates by their estimate plus the
-	// delay the request's prefill there, beyond the least any allowed
-	// candidate would need, adds to the requests its engine has waiting
-	// (Candidate.Waiting): each of them waits that much longer. Moving a
-	// request off the replica that holds its context costs the fleet the
-	// recomputation, which its own estimate does not see; where engines
-	// hold nothing waiting the charge is 0. Default false.
+	// BacklogCost ranks cost_model's candidates by their estimate plus a
+	// charge for the prefill the request would need there beyond the least
+	// any allowed candidate needs: that much once per request its engine
+	// reports waiting (Candidate.Waiting). The extra work delays the
+	// requests that queue behind it, which the request's own estimate does
+	// not see; the waiting count stands for how many will, as a backlog
+	// that long takes as long to clear. Moving a request off the replica
+	// that holds its context is what costs extra work; where engines hold
+	// nothing waiting the charge is 0. Default false.
 	BacklogCost bool
 	// Sessions is how many conversations cost_model remembers for session
 	// affinity, and how many prompts' replicas for history affinity; beyond
