@@ -536,7 +536,7 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 		Series: 47, PageBytes: 29000, Fetch: lat, ScrapesPerSecond: 93, RequestsCounted: 2010}
 	churnRes := base(ScenarioChurn)
 	churnRes.Churn = &ChurnFigures{Members: 8000, Live: 16, Lookups: 2000, Seconds: 40, Requests: 8000, PageBytes: 90000, PageBytesEnd: 25000,
-		Render: lat, Fetch: lat, ReplicasOnPage: 24}
+		Render: lat, Fetch: lat, Floor: lat, ReplicasOnPage: 24}
 	sessionsRes := base(ScenarioSessions)
 	sessionsRes.Sessions = &SessionsFigures{Requests: 4000, AchievedRate: 400, Latency: lat, PerReplica: map[string]int{"sim-1": 1000, "sim-2": 1000, "sim-3": 1000, "sim-4": 1000},
 		BusiestShare: 0.25, FollowUps: 3700, Kept: 3600, KeptShare: 3600.0 / 3700, Explains: 400, ExplainErrors: 1, ExplainSample: []string{"status: explain status 500"},
@@ -621,7 +621,7 @@ func TestGatewayStressChurn(t *testing.T) {
 	if f == nil {
 		t.Fatal("gw-churn: no figures")
 	}
-	if f.Lookups < 18 || f.Errors != 0 || f.Requests == 0 || f.Departed != 0 || f.Render.N == 0 || f.PageBytes == 0 {
+	if f.Lookups < 18 || f.Errors != 0 || f.Requests == 0 || f.Departed != 0 || f.Render.N == 0 || f.Floor.N == 0 || f.PageBytes == 0 {
 		t.Errorf("gw-churn: %+v", f)
 	}
 }
