@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,8 +205,12 @@ type bpeScratch struct {
 	stop *atomic.Bool // the encoding's; nil never stops
 }
 
-// stopEvery is how many merges applyMerges does between looks at stop.
+// stopEvery is how many characters or merges a word's encoding goes
+// through between looks at stop.
 const stopEvery = 4096
+
+// stopped reports whether the word's encoding was told to stop.
+func (s *bpeScratch) stopped() bool { return s.stop != nil && s.stop.Load() }
 
 var bpeScratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 
@@ -227,24 +232,44 @@ func (b *bpe) encode(dst []int, word string, stop *atomic.Bool) []int {
 		return dst
 	}
 	s := bpeScratchPool.Get().(*bpeScratch)
+	defer s.release()
 	s.stop = stop
 	s.ids = b.mergeWord(s, s.ids[:0], word)
 	s.stop = nil
 	if stop != nil && stop.Load() {
-		bpeScratchPool.Put(s)
 		return dst
 	}
 	for _, id := range s.ids {
 		dst = append(dst, int(id))
 	}
 	b.cache.put(word, s.ids)
-	bpeScratchPool.Put(s)
 	return dst
+}
+
+// maxPooledSymbols is the most symbols a pooled scratch keeps room for: a
+// megabyte-long word (a hostile prompt with no spaces) needs tens of
+// megabytes of buffers, which the pool would otherwise hold on to.
+const maxPooledSymbols = 1 << 16
+
+// release returns s to the pool, without buffers grown for a long word.
+func (s *bpeScratch) release() {
+	s.trim()
+	bpeScratchPool.Put(s)
+}
+
+// trim drops s's buffers when a long word grew them past
+// maxPooledSymbols.
+func (s *bpeScratch) trim() {
+	if cap(s.syms) > maxPooledSymbols || cap(s.heap) > maxPooledSymbols || cap(s.ids) > maxPooledSymbols {
+		*s = bpeScratch{}
+	}
 }
 
 // mergeWord appends the ids of word to ids.
 func (b *bpe) mergeWord(s *bpeScratch, ids []int32, word string) []int32 {
-	syms := s.syms[:0]
+	// A word has at most a symbol per byte: growing once spares a long
+	// word's symbols being copied at every doubling.
+	syms := slices.Grow(s.syms[:0], len(word))
 	add := func(id int32, n int) {
 		last := int32(len(syms)) - 1
 		if last >= 0 {
@@ -253,7 +278,11 @@ func (b *bpe) mergeWord(s *bpeScratch, ids []int32, word string) []int32 {
 		syms = append(syms, symbol{id: id, prev: last, next: -1, n: int32(n)})
 	}
 	unkID, unkLen := int32(-1), 0
-	for i := 0; i < len(word); {
+	for i, k := 0, 1; i < len(word); k++ {
+		if k%stopEvery == 0 && s.stopped() {
+			s.syms = syms
+			return ids
+		}
 		var id int32 = -1
 		var n int
 		if b.byteLevel {
@@ -336,12 +365,16 @@ func (b *bpe) applyMerges(s *bpeScratch, syms []symbol) []symbol {
 	}
 	h := s.heap[:0]
 	for i := 0; i+1 < len(syms); i++ {
+		if (i+1)%stopEvery == 0 && s.stopped() {
+			s.heap = h
+			return syms
+		}
 		if m, ok := b.merges.get(pairKey(syms[i].id, syms[i+1].id)); ok {
 			h = h.push(newCand(m.rank, int32(i), m.id))
 		}
 	}
 	for k := 1; len(h) > 0; k++ {
-		if k%stopEvery == 0 && s.stop != nil && s.stop.Load() {
+		if k%stopEvery == 0 && s.stopped() {
 			break
 		}
 		var top mergeCand

@@ -41,12 +41,29 @@ func TestEncodeUntil(t *testing.T) {
 			t.Errorf("EncodeUntil(%.10q…) with stop set: %v, want ErrStopped", text, err)
 		}
 	}
-	// In the middle of the merges: the word's encoding gives up after
-	// stopEvery merges, appends nothing and caches nothing.
+	// While reading a long word's characters: it gives up within
+	// stopEvery of them, with no ids.
 	s := &bpeScratch{stop: &stop}
-	ids := fresh.model.mergeWord(s, nil, long)
-	if len(ids) <= 1<<15 {
-		t.Errorf("stopped merges gave %d ids, want the word left unmerged (more than %d)", len(ids), 1<<15)
+	if ids := fresh.model.mergeWord(s, nil, long); len(ids) != 0 {
+		t.Errorf("stopped while reading the word, mergeWord gave %d ids, want none", len(ids))
+	}
+	// While queueing or applying its merges: the word is left unmerged.
+	syms := make([]symbol, len(long))
+	for i := range syms {
+		syms[i] = symbol{id: fresh.model.asciiIDs[long[i]], prev: int32(i - 1), next: int32(i + 1), n: 1}
+	}
+	syms[len(syms)-1].next = -1
+	unmerged := 0
+	for _, sym := range fresh.model.applyMerges(s, syms) {
+		if sym.n == 1 {
+			unmerged++
+		}
+	}
+	if unmerged < len(long)-2*stopEvery {
+		t.Errorf("stopped merges left %d of %d symbols unmerged, want all but at most %d", unmerged, len(long), 2*stopEvery)
+	}
+	if len(s.heap) >= stopEvery {
+		t.Errorf("stopped merges queued %d candidates first, want it to stop queueing within %d", len(s.heap), stopEvery)
 	}
 	word := "abababab"
 	if got := fresh.model.encode([]int{7}, word, &stop); !slices.Equal(got, []int{7}) {
@@ -78,4 +95,21 @@ func newTokenizerOrFatal(t *testing.T) *Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// TestScratchReleaseDropsLongWordBuffers: a scratch that encoded a
+// megabyte-long word goes back to the pool without its buffers, which
+// the pool would otherwise keep; an ordinary one keeps them.
+func TestScratchReleaseDropsLongWordBuffers(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cap  int
+		kept bool
+	}{{"ordinary", 64, true}, {"at_the_limit", maxPooledSymbols, true}, {"long_word", maxPooledSymbols + 1, false}} {
+		s := &bpeScratch{syms: make([]symbol, 0, tt.cap), heap: make(mergeHeap, 0, 8), ids: make([]int32, 0, 8)}
+		s.trim() // what release does before handing it to the pool
+		if kept := s.syms != nil && s.heap != nil && s.ids != nil; kept != tt.kept {
+			t.Errorf("%s: after trim buffers kept = %v, want %v", tt.name, kept, tt.kept)
+		}
+	}
 }

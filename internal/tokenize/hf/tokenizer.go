@@ -156,7 +156,8 @@ func (t *Tokenizer) Encode(dst []int, text string, addSpecialTokens bool) []int 
 var ErrStopped = errors.New("tokenize: stopped")
 
 // EncodeUntil is Encode that gives up when stop is set, soon after (it
-// looks between pre-tokens and every few thousand merges of a long one),
+// looks between pre-tokenizer passes, between pre-tokens, and every few
+// thousand characters and merges of a long one),
 // returning ErrStopped and ids that mean nothing; nothing it did not
 // finish is cached. A nil stop never stops: that is Encode.
 func (t *Tokenizer) EncodeUntil(dst []int, text string, addSpecialTokens bool, stop *atomic.Bool) ([]int, error) {
@@ -234,6 +235,9 @@ func (t *Tokenizer) encodeSegment(dst []int, seg string, start bool, sc *encodeS
 func (t *Tokenizer) encodePiece(dst []int, p piece, sc *encodeScratch) []int {
 	pieces := append(sc.pieces[:0], p)
 	for _, pt := range t.pre {
+		if sc.stopped() { // a pass over a megabyte-long prompt takes a while
+			break
+		}
 		next := sc.next[:0]
 		for _, q := range pieces {
 			next = pt.split(next, q, &sc.split)
