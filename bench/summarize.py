@@ -34,7 +34,10 @@ def load(d):
         if 'workload' not in s:
             continue
         pr, h, e = m.get('prediction') or {}, m.get('herding') or {}, m.get('estimate') or {}
-        cells.setdefault(s['point'], {}).setdefault(label(s), {})[s['rep']] = {
+        # A point may run at several rates; each is its own table.
+        w = s['workload']
+        key = (s['point'], w.get('Rate') or w.get('RateMultiplier') or 0)
+        cells.setdefault(key, {}).setdefault(label(s), {})[s['rep']] = {
             'p99': m['ttft']['p99_seconds'] * 1e3, 'mean': m['ttft']['mean_seconds'] * 1e3,
             'hit': m['hit_rate'], 'good': m['goodput_rps'],
             'exact': None if pr.get('exact') is None else pr['exact'] * 100,
@@ -71,11 +74,11 @@ def main():
     ap.add_argument('--order', default='', help='routers first, in this order (comma-separated)')
     a = ap.parse_args()
     first = [x for x in a.order.split(',') if x]
-    for point, c in sorted(load(a.dir).items()):
+    for (point, rate), c in sorted(load(a.dir).items()):
         labels = [x for x in first if x in c] + sorted(x for x in c if x not in first)
         runs = [r for lab in labels for r in c[lab].values()]
         cols = [col for col in COLUMNS if not col[3] or any(r[col[1]] is not None for r in runs)]
-        print(f'\n### {point}\n')
+        print(f'\n### {point} at {rate:g} req/s\n')
         print('| router | runs | p99 TTFT mean (median) ms | ' + ' | '.join(col[0] for col in cols) + ' |')
         print('|---|--:|--:|' + '--:|' * len(cols))
         for lab in labels:
