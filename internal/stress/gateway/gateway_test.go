@@ -533,7 +533,8 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	}}
 	scrapeRes := base(ScenarioScrape)
 	scrapeRes.Scrape = &ScrapeFigures{Streams: 2000, Completed: 2000, WallSeconds: 7.5, Scrapes: 700, Inconsistent: 1, Problems: []string{"x went from 2 to 1"},
-		Series: 47, PageBytes: 29000, Fetch: lat, ScrapesPerSecond: 93, RequestsCounted: 2010}
+		Series: 47, PageBytes: 29000, Fetch: lat, ScrapesPerSecond: 93, RequestsCounted: 2010,
+		Reference: ReferenceScrapes{Scrapes: 650, PageBytes: 9000, Fetch: lat, ScrapesPerSecond: 86}}
 	churnRes := base(ScenarioChurn)
 	churnRes.Churn = &ChurnFigures{Members: 8000, Live: 16, Lookups: 2000, Seconds: 40, Requests: 8000, PageBytes: 90000, PageBytesEnd: 25000,
 		Render: lat, Fetch: lat, Floor: lat, ReplicasOnPage: 24}

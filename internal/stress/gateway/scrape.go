@@ -65,6 +65,20 @@ type ScrapeFigures struct {
 	// RequestsCounted is inferrail_requests_total on the last page, after
 	// the burst: every stream counted once.
 	RequestsCounted float64 `json:"requests_counted"`
+	// Reference is the same reading of the first simulator's /metrics,
+	// beside it in the same burst: how often a process of the same fleet,
+	// serving its share of the same streams on the same cores, gets a page
+	// read, so that a rate this machine cannot reach shows as such.
+	Reference ReferenceScrapes `json:"reference"`
+}
+
+// ReferenceScrapes are the reference scraper's figures.
+type ReferenceScrapes struct {
+	Scrapes          int                 `json:"scrapes"`
+	ScrapeErrors     int                 `json:"scrape_errors"`
+	PageBytes        int                 `json:"page_bytes"`
+	Fetch            measure.Percentiles `json:"fetch"`
+	ScrapesPerSecond float64             `json:"scrapes_per_second"`
 }
 
 func describeScrape(c *Config) (string, map[string]any) {
@@ -90,8 +104,11 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 
 	sctx, stopScrapes := context.WithCancel(ctx)
 	var sw sync.WaitGroup
-	var sc pageChecker
+	var sc, ref pageChecker
 	sw.Go(func() { sc.run(sctx, admin, gw.AdminURL+"/metrics", l.Every) })
+	refClient := procs.AdminClient()
+	defer refClient.CloseIdleConnections()
+	sw.Go(func() { ref.run(sctx, refClient, r.sims[0].URL+"/metrics", l.Every) })
 	url := gw.URL + "/v1/chat/completions"
 	began := time.Now()
 	out := stress.StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, stress.OrDefault(l.Timeout, 2*time.Minute), func(i int) []byte {
@@ -111,6 +128,8 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 	f.Scrapes, f.ScrapeErrors, f.Inconsistent, f.Problems = sc.pages, sc.errors, sc.inconsistent, sc.problems
 	f.Series, f.PageBytes, f.Fetch = len(sc.last), sc.maxBytes, measure.Summarize(sc.fetch)
 	f.ScrapesPerSecond = float64(sc.pages) / elapsed.Seconds()
+	f.Reference = ReferenceScrapes{Scrapes: ref.pages, ScrapeErrors: ref.errors, PageBytes: ref.maxBytes,
+		Fetch: measure.Summarize(ref.fetch), ScrapesPerSecond: float64(ref.pages) / elapsed.Seconds()}
 	for k, v := range sc.last {
 		if strings.HasPrefix(k, "inferrail_requests_total{") {
 			f.RequestsCounted += v
@@ -120,8 +139,10 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 		f.Completed == l.Streams && f.Errors == 0)
 	want := float64(time.Second) / float64(l.Every)
 	r.check("pages read during the burst", fmt.Sprintf("one every %v (at least 90%% of %.0f a second)", l.Every, want),
-		fmt.Sprintf("%d in %.2f s (%.0f a second), %d failed; fetch p50 %s, p99 %s; largest page %d bytes", f.Scrapes, elapsed.Seconds(),
-			f.ScrapesPerSecond, f.ScrapeErrors, usec(f.Fetch.P50), usec(f.Fetch.P99), f.PageBytes),
+		fmt.Sprintf("%d in %.2f s (%.0f a second), %d failed; fetch p50 %s, p99 %s; largest page %d bytes; "+
+			"a simulator's page beside it: %.0f a second, fetch p50 %s, p99 %s", f.Scrapes, elapsed.Seconds(),
+			f.ScrapesPerSecond, f.ScrapeErrors, usec(f.Fetch.P50), usec(f.Fetch.P99), f.PageBytes,
+			f.Reference.ScrapesPerSecond, usec(f.Reference.Fetch.P50), usec(f.Reference.Fetch.P99)),
 		f.ScrapeErrors == 0 && f.Scrapes > 0 && f.ScrapesPerSecond >= 0.9*want)
 	r.check("pages with counters or histograms inconsistent", "0", fmt.Sprintf("%d of %d (%d series on the last)", f.Inconsistent, f.Scrapes, f.Series),
 		f.Inconsistent == 0 && f.Scrapes > 0)
@@ -129,7 +150,9 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 		f.RequestsCounted >= float64(l.Streams))
 	r.note("Pages are read one at a time, each started on the next tick of the interval: a page that takes longer than the interval " +
 		"(a starved gateway or harness) delays the next, so the achieved rate is what the machine allowed. The fetch time includes the " +
-		"gateway rendering the page and the harness reading it.")
+		"gateway rendering the page and the harness reading it. Beside it, a second reader in the harness reads the first simulator's "+
+		"/metrics on the same interval: a process serving its share of the same streams, so its rate is what this machine gives any "+
+		"page read during the burst.")
 	return nil
 }
 
@@ -300,7 +323,11 @@ func (w *mdWriter) scrape(f *ScrapeFigures) {
 		row("Largest page", fmt.Sprintf("%d bytes", f.PageBytes)),
 		row("Counter and histogram series on the last page", fmt.Sprint(f.Series)),
 		row("Pages inconsistent", fmt.Sprint(f.Inconsistent)),
-		row("inferrail_requests_total afterwards", fmt.Sprintf("%.0f", f.RequestsCounted)))
+		row("inferrail_requests_total afterwards", fmt.Sprintf("%.0f", f.RequestsCounted)),
+		row("Reference: a simulator's page read beside it (failed)", fmt.Sprintf("%d (%d), %.0f a second", f.Reference.Scrapes,
+			f.Reference.ScrapeErrors, f.Reference.ScrapesPerSecond)),
+		row("Reference fetch p50 / p99 / max; its largest page", fmt.Sprintf("%s / %s / %s; %d bytes", usec(f.Reference.Fetch.P50),
+			usec(f.Reference.Fetch.P99), usec(f.Reference.Fetch.Max), f.Reference.PageBytes)))
 	for _, p := range f.Problems {
 		w.p("Problem: `%s`\n\n", strings.ReplaceAll(p, "`", "'"))
 	}

@@ -70,4 +70,8 @@ func TestGatewayStressScrape(t *testing.T) {
 	if f.Completed != 50 || f.Errors != 0 || f.Scrapes < 2 || f.ScrapeErrors != 0 || f.Inconsistent != 0 || f.Series == 0 || f.RequestsCounted < 50 {
 		t.Errorf("gw-scrape: %+v", f)
 	}
+	// The reference reader ran beside it on a simulator's page.
+	if ref := f.Reference; ref.Scrapes < 2 || ref.ScrapeErrors != 0 || ref.PageBytes == 0 || ref.ScrapesPerSecond <= 0 {
+		t.Errorf("gw-scrape reference: %+v", ref)
+	}
 }
