@@ -150,8 +150,8 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 		f.RequestsCounted >= float64(l.Streams))
 	r.note("Pages are read one at a time, each started on the next tick of the interval: a page that takes longer than the interval " +
 		"(a starved gateway or harness) delays the next, so the achieved rate is what the machine allowed. The fetch time includes the " +
-		"gateway rendering the page and the harness reading it. Beside it, a second reader in the harness reads the first simulator's "+
-		"/metrics on the same interval: a process serving its share of the same streams, so its rate is what this machine gives any "+
+		"gateway rendering the page and the harness reading it. Beside it, a second reader in the harness reads the first simulator's " +
+		"/metrics on the same interval: a process serving its share of the same streams, so its rate is what this machine gives any " +
 		"page read during the burst.")
 	return nil
 }
