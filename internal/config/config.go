@@ -259,7 +259,8 @@ type Routing struct {
 	EngineQueue bool `yaml:"engine_queue"`
 	// QueueFloor prices a replica's queued prefill at no less than the
 	// requests its engine reports waiting (not yet scheduled), each at the
-	// mean prefill of the gateway's own recent requests there. The
+	// mean prefill of the gateway's own requests there still waiting for
+	// their first byte (of its recent requests there while none waits). The
 	// gateway's own queue drains in real time at the estimates' speed, so
 	// an engine that falls behind them (past its KV cache's edge, where
 	// requests wait for free blocks rather than for compute) otherwise

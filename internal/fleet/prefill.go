@@ -29,6 +29,9 @@ type prefillQueue struct {
 	// engine reports waiting the gateway sent (Unanswered).
 	queuedTotal atomic.Int64
 	meanSecs    atomic.Uint64 // float64 bits: queued requests' prefill, averaged with meanWeight
+	// waitingSecs (float64 bits) is the estimated prefill of the requests
+	// still waiting for their first byte, summed.
+	waitingSecs atomic.Uint64
 }
 
 // meanWeight is the weight of each new request in meanSecs: the mean
@@ -60,6 +63,7 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
+	q.waitingSecs.Store(math.Float64bits(math.Float64frombits(q.waitingSecs.Load()) + max(secs, 0)))
 	mean := secs
 	if q.queuedTotal.Add(1) > 1 {
 		mean = math.Float64frombits(q.meanSecs.Load())
@@ -70,17 +74,19 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 
 // firstByte records that a request queued with add got its first byte (or
 // ended without one).
-func (q *prefillQueue) firstByte(now time.Time, tokens int64) {
+func (q *prefillQueue) firstByte(now time.Time, tokens int64, secs float64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.waiting.Add(-1) > 0 {
 		q.tokens.Add(-tokens)
+		q.waitingSecs.Store(math.Float64bits(max(math.Float64frombits(q.waitingSecs.Load())-max(secs, 0), 0)))
 		return
 	}
 	// Nothing waits: the queue is empty from now on.
 	q.drainedAt.Store(min(q.drainedAt.Load(), int64(clock.Of(now))))
 	q.waiting.Store(0)
 	q.tokens.Store(0)
+	q.waitingSecs.Store(0) // no rounding left behind
 }
 
 // queued is the prefill, in seconds, still queued at now.
@@ -108,6 +114,21 @@ func (r *Replica) Unanswered() (waiting, queued int64) {
 // queued on the replica, on average; 0 before the first.
 func (r *Replica) MeanPrefill() float64 { return math.Float64frombits(r.prefill.meanSecs.Load()) }
 
+// WaitingMeanPrefill is the estimated prefill, in seconds, of the requests
+// on the replica still waiting for their first byte, on average; while none
+// waits, MeanPrefill. Unlike MeanPrefill it moves when requests are
+// answered, not only when new ones come: a replica the gateway stops
+// sending to is not priced by the requests it had long ago.
+func (r *Replica) WaitingMeanPrefill() float64 {
+	// The two words are read apart: a writer between them can make the
+	// quotient a request off, which a price can bear.
+	w := r.prefill.waiting.Load()
+	if w <= 0 {
+		return r.MeanPrefill()
+	}
+	return math.Float64frombits(r.prefill.waitingSecs.Load()) / float64(w)
+}
+
 // PromptLoad reports the prompt tokens of requests in flight on the replica
 // and of those among them still waiting for their first byte.
 func (r *Replica) PromptLoad() (inFlight, waiting int64) {
@@ -121,7 +142,7 @@ func (l *Lease) Queue(now time.Time, secs float64, tokens int) {
 	if l.queued || l.done {
 		return
 	}
-	l.queued, l.tokens = true, int64(tokens)
+	l.queued, l.tokens, l.secs = true, int64(tokens), secs
 	l.r.promptTokens.Add(l.tokens)
 	l.r.prefill.add(now, secs, l.tokens)
 }
@@ -163,5 +184,5 @@ func (l *Lease) FirstByte(now time.Time) {
 		return
 	}
 	l.firstByte = true
-	l.r.prefill.firstByte(now, l.tokens)
+	l.r.prefill.firstByte(now, l.tokens, l.secs)
 }

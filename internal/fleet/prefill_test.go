@@ -204,3 +204,64 @@ func TestUnansweredAndMeanPrefill(t *testing.T) {
 		t.Fatalf("two answered: unanswered %d of %d, want 4 of 6", w, n)
 	}
 }
+
+// TestWaitingMeanPrefill drives leases through Queue, FirstByte and
+// Release in a random order and checks WaitingMeanPrefill against a naive
+// model: the mean estimated prefill (negative estimates as zero) of the
+// leases queued and not yet answered, and MeanPrefill while there are none.
+func TestWaitingMeanPrefill(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := &Replica{MaxConcurrency: 1000, MaxPending: 1000}
+		now := time.Unix(1_000_000, 0)
+		type held struct {
+			l        *Lease
+			secs     float64
+			waiting  bool
+			released bool
+		}
+		var leases []*held
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			switch op := rapid.IntRange(0, 2).Draw(t, "op"); {
+			case op == 0 || len(leases) == 0:
+				l, ok := r.TryAcquire()
+				if !ok {
+					t.Fatal("no lease")
+				}
+				secs := rapid.Float64Range(-1, 5).Draw(t, "secs")
+				l.Queue(now, secs, 10)
+				leases = append(leases, &held{l: l, secs: secs, waiting: true})
+			default:
+				h := leases[rapid.IntRange(0, len(leases)-1).Draw(t, "which")]
+				if op == 1 {
+					h.l.FirstByte(now)
+				} else {
+					h.l.Release()
+					h.released = true
+				}
+				h.waiting = false
+			}
+			sum, n := 0.0, 0
+			for _, h := range leases {
+				if h.waiting {
+					sum += max(h.secs, 0)
+					n++
+				}
+			}
+			want := r.MeanPrefill()
+			if n > 0 {
+				want = sum / float64(n)
+			}
+			if got := r.WaitingMeanPrefill(); math.Abs(got-want) > 1e-9 {
+				t.Fatalf("%d waiting: WaitingMeanPrefill %v, want %v", n, got, want)
+			}
+		}
+		for _, h := range leases {
+			if !h.released {
+				h.l.Release()
+			}
+		}
+		if w, _ := r.Unanswered(); w != 0 || r.WaitingMeanPrefill() != r.MeanPrefill() {
+			t.Fatalf("all released: %d waiting, WaitingMeanPrefill %v against MeanPrefill %v", w, r.WaitingMeanPrefill(), r.MeanPrefill())
+		}
+	})
+}

@@ -58,7 +58,7 @@ type Replica struct {
 	// one request at a time.
 	probeNow chan struct{}
 
-	_ [40]byte // to 320 bytes, five whole lines
+	_ [32]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -164,10 +164,11 @@ type Lease struct {
 	r          *Replica
 	started    bool
 	done       bool
-	queued     bool  // Queue was called
-	firstByte  bool  // FirstByte was called
-	firstToken bool  // FirstToken was called
-	tokens     int64 // prompt tokens given to Queue
+	queued     bool    // Queue was called
+	firstByte  bool    // FirstByte was called
+	firstToken bool    // FirstToken was called
+	tokens     int64   // prompt tokens given to Queue
+	secs       float64 // estimated prefill given to Queue
 	// What Expect was told: when the request was routed, the decision's
 	// estimate of its time to first token and the pace it was made at.
 	routedAt       time.Time

@@ -249,8 +249,9 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 		if rt.queueFloor {
 			// The gateway's own queue drains at the estimates' speed; an
 			// engine behind them (waiting for free blocks, not for
-			// compute) still holds requests it has not even started.
-			c.QueuedPrefill = max(c.QueuedPrefill, rep.Waiting*rt.MeanPrefill())
+			// compute) still holds requests it has not even started,
+			// priced like the gateway's own that have not started answering.
+			c.QueuedPrefill = max(c.QueuedPrefill, rep.Waiting*rt.WaitingMeanPrefill())
 		}
 	}
 }
