@@ -29,10 +29,16 @@ type prefillQueue struct {
 	// engine reports waiting the gateway sent (Unanswered).
 	queuedTotal atomic.Int64
 	meanSecs    atomic.Uint64 // float64 bits: queued requests' prefill, averaged with meanWeight
-	// waitingSecs (float64 bits) is the estimated prefill of the requests
-	// still waiting for their first byte, summed.
-	waitingSecs atomic.Uint64
+	// waitingNanos is the estimated prefill of the requests still waiting
+	// for their first byte, summed in whole nanoseconds (each request's
+	// capped by maxWaitingNanos): integers, so no rounding drifts and no
+	// infinite estimate poisons the sum.
+	waitingNanos atomic.Int64
 }
+
+// maxWaitingNanos caps one request's part of waitingNanos: an hour of
+// prefill is past any real one, and a million of them still fit.
+const maxWaitingNanos = int64(time.Hour)
 
 // meanWeight is the weight of each new request in meanSecs: the mean
 // follows about the last 16 requests.
@@ -63,11 +69,14 @@ func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
 	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
-	q.waitingSecs.Store(math.Float64bits(math.Float64frombits(q.waitingSecs.Load()) + max(secs, 0)))
-	mean := secs
+	// Averages and sums take the estimate capped, so that an infinite
+	// or NaN one cannot turn them NaN for good.
+	nanos := min(queuedNanos(secs), maxWaitingNanos)
+	q.waitingNanos.Add(nanos)
+	mean := float64(nanos) * 1e-9
 	if q.queuedTotal.Add(1) > 1 {
-		mean = math.Float64frombits(q.meanSecs.Load())
-		mean += meanWeight * (max(secs, 0) - mean)
+		prev := math.Float64frombits(q.meanSecs.Load())
+		mean = prev + meanWeight*(mean-prev)
 	}
 	q.meanSecs.Store(math.Float64bits(max(mean, 0)))
 }
@@ -79,14 +88,14 @@ func (q *prefillQueue) firstByte(now time.Time, tokens int64, secs float64) {
 	defer q.mu.Unlock()
 	if q.waiting.Add(-1) > 0 {
 		q.tokens.Add(-tokens)
-		q.waitingSecs.Store(math.Float64bits(max(math.Float64frombits(q.waitingSecs.Load())-max(secs, 0), 0)))
+		q.waitingNanos.Add(-min(queuedNanos(secs), maxWaitingNanos))
 		return
 	}
 	// Nothing waits: the queue is empty from now on.
 	q.drainedAt.Store(min(q.drainedAt.Load(), int64(clock.Of(now))))
 	q.waiting.Store(0)
 	q.tokens.Store(0)
-	q.waitingSecs.Store(0) // no rounding left behind
+	q.waitingNanos.Store(0)
 }
 
 // queued is the prefill, in seconds, still queued at now.
@@ -126,7 +135,7 @@ func (r *Replica) WaitingMeanPrefill() float64 {
 	if w <= 0 {
 		return r.MeanPrefill()
 	}
-	return math.Float64frombits(r.prefill.waitingSecs.Load()) / float64(w)
+	return float64(max(r.prefill.waitingNanos.Load(), 0)) * 1e-9 / float64(w)
 }
 
 // PromptLoad reports the prompt tokens of requests in flight on the replica

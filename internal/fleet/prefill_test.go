@@ -207,8 +207,10 @@ func TestUnansweredAndMeanPrefill(t *testing.T) {
 
 // TestWaitingMeanPrefill drives leases through Queue, FirstByte and
 // Release in a random order and checks WaitingMeanPrefill against a naive
-// model: the mean estimated prefill (negative estimates as zero) of the
-// leases queued and not yet answered, and MeanPrefill while there are none.
+// model: the mean estimated prefill (to the nanosecond, an hour at most,
+// none for a negative or NaN estimate) of the leases queued and not yet
+// answered, and MeanPrefill while there are none. Infinite and NaN
+// estimates leave both means finite.
 func TestWaitingMeanPrefill(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := &Replica{MaxConcurrency: 1000, MaxPending: 1000}
@@ -227,7 +229,10 @@ func TestWaitingMeanPrefill(t *testing.T) {
 				if !ok {
 					t.Fatal("no lease")
 				}
-				secs := rapid.Float64Range(-1, 5).Draw(t, "secs")
+				secs := rapid.SampledFrom([]float64{math.Inf(1), math.NaN(), -1, 0, 1e-10, 0.25, 7200}).Draw(t, "secs")
+				if rapid.Bool().Draw(t, "plain") {
+					secs = rapid.Float64Range(-1, 5).Draw(t, "secs")
+				}
 				l.Queue(now, secs, 10)
 				leases = append(leases, &held{l: l, secs: secs, waiting: true})
 			default:
@@ -243,13 +248,19 @@ func TestWaitingMeanPrefill(t *testing.T) {
 			sum, n := 0.0, 0
 			for _, h := range leases {
 				if h.waiting {
-					sum += max(h.secs, 0)
+					// Nothing, NaN or below zero counts as none; an hour at most.
+					if h.secs > 0 {
+						sum += math.Round(min(h.secs, 3600)*1e9) / 1e9
+					}
 					n++
 				}
 			}
 			want := r.MeanPrefill()
 			if n > 0 {
 				want = sum / float64(n)
+			}
+			if m := r.MeanPrefill(); math.IsNaN(m) || m < 0 || m > 3600 {
+				t.Fatalf("MeanPrefill %v: an estimate made it more than an hour, negative or NaN", m)
 			}
 			if got := r.WaitingMeanPrefill(); math.Abs(got-want) > 1e-9 {
 				t.Fatalf("%d waiting: WaitingMeanPrefill %v, want %v", n, got, want)
