@@ -134,7 +134,7 @@ func (r replaceNorm) normalize(s string) string {
 	}
 	var b strings.Builder
 	last := 0
-	for _, m := range r.m.find(nil, s) {
+	for _, m := range r.m.find(nil, s, nil) {
 		b.WriteString(s[last:m[0]])
 		b.WriteString(r.content)
 		last = m[1]

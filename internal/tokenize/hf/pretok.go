@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -27,6 +28,7 @@ type preTokenizer interface {
 type splitScratch struct {
 	matches [][2]int
 	parts   []splitPart
+	stop    *atomic.Bool // the encoding's, for the matchers; nil never stops
 }
 
 // splitPart is one range of a string and whether the pattern matched it.
@@ -190,7 +192,7 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 	if s == "" {
 		return dst
 	}
-	sc.matches = m.find(sc.matches[:0], s)
+	sc.matches = m.find(sc.matches[:0], s, sc.stop)
 	parts := sc.parts[:0]
 	prev := 0
 	for _, mt := range sc.matches {
@@ -267,8 +269,12 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 // runeClassMatcher matches every single character of a class.
 type runeClassMatcher func(rune) bool
 
-func (f runeClassMatcher) find(dst [][2]int, s string) [][2]int {
+func (f runeClassMatcher) find(dst [][2]int, s string, stop *atomic.Bool) [][2]int {
+	k := 0
 	for i, r := range s {
+		if k++; halted(stop, k) {
+			break
+		}
 		if f(r) {
 			dst = append(dst, [2]int{i, i + utf8.RuneLen(r)})
 		}

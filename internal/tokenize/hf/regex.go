@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dlclark/regexp2"
 )
@@ -12,7 +13,15 @@ import (
 // left to right, as Oniguruma's find_iter does in tokenizers.
 type matcher interface {
 	// find appends the [start, end) byte ranges of the matches in s to dst.
-	find(dst [][2]int, s string) [][2]int
+	// Once stop is set (nil never is) it may return early with only the
+	// first matches: its caller is giving up on s.
+	find(dst [][2]int, s string, stop *atomic.Bool) [][2]int
+}
+
+// halted reports whether stop is set, looked at only every stopEvery
+// steps (step counts them) so that a long scan does not pay for it.
+func halted(stop *atomic.Bool, step int) bool {
+	return step%stopEvery == 0 && stop != nil && stop.Load()
 }
 
 // newMatcher compiles a tokenizer.json pattern. A String pattern matches
@@ -45,8 +54,8 @@ func newMatcher(p patternJSON) (matcher, error) {
 // literalMatcher matches one string literally.
 type literalMatcher string
 
-func (l literalMatcher) find(dst [][2]int, s string) [][2]int {
-	for off := 0; ; {
+func (l literalMatcher) find(dst [][2]int, s string, stop *atomic.Bool) [][2]int {
+	for off, k := 0, 1; !halted(stop, k); k++ {
 		i := strings.Index(s[off:], string(l))
 		if i < 0 {
 			return dst
@@ -54,6 +63,7 @@ func (l literalMatcher) find(dst [][2]int, s string) [][2]int {
 		dst = append(dst, [2]int{off + i, off + i + len(l)})
 		off += i + len(l)
 	}
+	return dst
 }
 
 // regexMatcher runs a regexp2 pattern. regexp2 works on runes, so offsets are
@@ -77,7 +87,7 @@ type runeScratch struct {
 
 var runeScratchPool = sync.Pool{New: func() any { return new(runeScratch) }}
 
-func (m *regexMatcher) find(dst [][2]int, s string) [][2]int {
+func (m *regexMatcher) find(dst [][2]int, s string, stop *atomic.Bool) [][2]int {
 	if s == "" {
 		return dst
 	}
@@ -92,7 +102,7 @@ func (m *regexMatcher) find(dst [][2]int, s string) [][2]int {
 	sc.runes, sc.offs = runes, offs
 	match, err := m.re.FindRunesMatch(runes)
 	lastEnd := -1
-	for err == nil && match != nil {
+	for k := 1; err == nil && match != nil && !halted(stop, k); k++ {
 		start := match.Index
 		end := start + match.Length
 		// Like the onig crate's find_iter, an empty match right where the

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -54,8 +55,8 @@ func scannerFor(pattern string) matcher {
 // one character at a time.
 type scanMatcher func(s string, i int) int
 
-func (at scanMatcher) find(dst [][2]int, s string) [][2]int {
-	for i := 0; i < len(s); {
+func (at scanMatcher) find(dst [][2]int, s string, stop *atomic.Bool) [][2]int {
+	for i, k := 0, 1; i < len(s) && !halted(stop, k); k++ {
 		if end := at(s, i); end > i {
 			dst = append(dst, [2]int{i, end})
 			i = end

@@ -113,3 +113,39 @@ func TestScratchReleaseDropsLongWordBuffers(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchersStop: every kind of pre-tokenizer matcher, told to stop,
+// gives up on a long text within stopEvery steps (a step is a match or a
+// character stepped over); not told to, it finds every match.
+func TestMatchersStop(t *testing.T) {
+	re, err := newRegexMatcher(patGPT2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Repeat("ab ", 1<<15) // GPT-2's pattern: "ab", then " ab" 32,767 times, then " "
+	for _, c := range []struct {
+		name string
+		m    matcher
+		text string
+		want int // matches in text
+	}{
+		{"literal", literalMatcher(" "), words, 1 << 15},
+		{"regexp2", re, words, 1<<15 + 1},
+		{"scanner", scannerFor(patGPT2), words, 1<<15 + 1},
+		{"rune_class", runeClassMatcher(func(r rune) bool { return r == ' ' }), words, 1 << 15},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := len(c.m.find(nil, c.text, nil)); got != c.want {
+				t.Fatalf("not stopped: %d matches, want %d", got, c.want)
+			}
+			var stop atomic.Bool
+			if got := len(c.m.find(nil, c.text, &stop)); got != c.want {
+				t.Fatalf("stop not set: %d matches, want %d", got, c.want)
+			}
+			stop.Store(true)
+			if got := len(c.m.find(nil, c.text, &stop)); got >= stopEvery {
+				t.Errorf("stopped: %d matches, want fewer than %d", got, stopEvery)
+			}
+		})
+	}
+}

@@ -234,6 +234,7 @@ func (t *Tokenizer) encodeSegment(dst []int, seg string, start bool, sc *encodeS
 // model on each pre-token.
 func (t *Tokenizer) encodePiece(dst []int, p piece, sc *encodeScratch) []int {
 	pieces := append(sc.pieces[:0], p)
+	sc.split.stop = sc.stop
 	for _, pt := range t.pre {
 		if sc.stopped() { // a pass over a megabyte-long prompt takes a while
 			break

@@ -614,8 +614,8 @@ func checkScanner(t *testing.T, pattern string, re, scan matcher, s string) {
 	if strings.ContainsFunc(s, func(r rune) bool { return unicode.Is(regexUnassigned, r) }) {
 		return
 	}
-	want := re.find(nil, s)
-	got := scan.find(nil, s)
+	want := re.find(nil, s, nil)
+	got := scan.find(nil, s, nil)
 	if !slices.Equal(got, want) {
 		t.Errorf("pattern %q on %q:\n scanner %v\n  regexp2 %v", pattern, s, got, want)
 	}
