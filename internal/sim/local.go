@@ -49,6 +49,7 @@ type Local struct {
 	httpSrv *http.Server
 	cancel  context.CancelFunc
 	done    chan struct{}
+	holds   []*portHold // the ports, while killed
 }
 
 // StartLocal starts a simulator for cfg listening on addr ("127.0.0.1:0"
@@ -153,6 +154,29 @@ func (l *Local) Kill() {
 	l.cancel()
 	<-l.done
 	l.srv, l.httpSrv = nil, nil
+	for _, a := range []string{l.addr, l.kvEndpoint, l.kvReplay} {
+		if port := portOf(a); port > 0 {
+			l.holds = append(l.holds, holdPort(port))
+		}
+	}
+}
+
+// portOf is the port at the end of an address or endpoint, 0 without one.
+func portOf(addr string) int {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return 0
+	}
+	port, _ := strconv.Atoi(addr[i+1:])
+	return port
+}
+
+// release gives back the ports Kill held.
+func (l *Local) release() {
+	for _, h := range l.holds {
+		h.release()
+	}
+	l.holds = nil
 }
 
 // Restart brings a killed simulator back on the same address, with an empty
@@ -163,7 +187,11 @@ func (l *Local) Restart() error {
 	if l.httpSrv != nil {
 		return fmt.Errorf("sim: %s is running", l.addr)
 	}
+	// The listener binds beside the hold (both reuse the address), so the
+	// port is never free in between; the engine's event sockets bind after
+	// the release, in start.
 	ln, err := net.Listen("tcp", l.addr)
+	l.release()
 	if err != nil {
 		return err
 	}
@@ -174,8 +202,13 @@ func (l *Local) Restart() error {
 	return nil
 }
 
-// Close kills the simulator for good.
-func (l *Local) Close() { l.Kill() }
+// Close kills the simulator for good and frees its port.
+func (l *Local) Close() {
+	l.Kill()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.release()
+}
 
 // faulty wraps h with the fault in effect.
 func (l *Local) faulty(h http.Handler) http.Handler {
