@@ -260,7 +260,9 @@ type Routing struct {
 	// QueueFloor prices a replica's queued prefill at no less than the
 	// requests its engine reports waiting (not yet scheduled), each at the
 	// mean prefill of the gateway's own requests there still waiting for
-	// their first byte (of its recent requests there while none waits). The
+	// their first byte (of its recent requests there while none waits), and
+	// counting no more than can still wait: the gateway's own requests
+	// without a first byte and the others' the report counted. The
 	// gateway's own queue drains in real time at the estimates' speed, so
 	// an engine that falls behind them (past its KV cache's edge, where
 	// requests wait for free blocks rather than for compute) otherwise

@@ -9,6 +9,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/policy"
 )
 
@@ -251,7 +252,18 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 			// engine behind them (waiting for free blocks, not for
 			// compute) still holds requests it has not even started,
 			// priced like the gateway's own that have not started answering.
-			c.QueuedPrefill = max(c.QueuedPrefill, rep.Waiting*rt.WaitingMeanPrefill())
+			c.QueuedPrefill = max(c.QueuedPrefill, floorWaiting(rep, rt.Replica)*rt.WaitingMeanPrefill())
 		}
 	}
+}
+
+// floorWaiting is how many requests the queue floor prices on a replica:
+// the engine's waiting count when last read, but no more than can still be
+// waiting now, the gateway's own requests there without a first byte and
+// the others' that the report counted. A report is up to a scrape interval
+// old, longer than an agent's step takes at speed, and its count alone
+// would go on pricing requests that have long started.
+func floorWaiting(rep load.Routing, r *fleet.Replica) float64 {
+	own, _ := r.Unanswered()
+	return min(rep.Waiting, float64(own)+rep.Foreign)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
@@ -353,4 +354,78 @@ func adminReplicas(t *testing.T, admin string) map[string]replicaView {
 		views[v.ID] = v
 	}
 	return views
+}
+
+// TestQueueFloorForgetsStartedRequests: routing.queue_floor prices the
+// requests an engine reported waiting only while they can still be waiting.
+// Requests the gateway sent wait on a one-slot engine and are priced; once
+// they have ended, the engine's report from before (still fresh, scrapes
+// being seconds apart here) prices nothing, since neither the gateway's own
+// requests without a first byte nor anyone else's remain.
+func TestQueueFloorForgetsStartedRequests(t *testing.T) {
+	sims := simsWith(t, 1, func(_ int, sc *sim.Config) {
+		sc.MaxNumSeqs = 1 // one runs, the rest wait
+		sc.MaxModelLen = 4096
+	})
+	cfg := testConfig(t, sims)
+	cfg.Routing.DefaultPolicy = policy.CostModel
+	cfg.Routing.QueueFloor = true
+	cfg.Load.ScrapeInterval, cfg.Load.MaxAge = config.Duration(3*time.Second), config.Duration(time.Minute)
+	gw := startGateway(t, cfg)
+	rep := gw.g.fleet.Snapshot().Get("sim-1")
+	feed := gw.g.scraper.Feed("sim-1")
+	sim1Queued := func() float64 {
+		for _, r := range explainAt(t, gw.admin, "/v1/chat/completions", systemChat("a system prompt", "where to?")).Replicas {
+			if r.ID == "sim-1" {
+				return r.QueuedSecs
+			}
+		}
+		t.Fatal("explain left sim-1 out")
+		return 0
+	}
+	// A scrape can land between the requests ending and the explanation;
+	// then the engine's new count is the truth and the round tells
+	// nothing, so it is tried again.
+	for round := range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url+"/v1/chat/completions",
+					strings.NewReader(`{"model":"sim","max_tokens":2000,"ignore_eos":true,"stream":true,"messages":[{"role":"user","content":"long answer"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+		waitFor(t, "a report of the gateway's requests waiting on sim-1", 10*time.Second, func() bool {
+			r, ok := feed.FreshRouting(clock.Of(time.Now()))
+			own, _ := rep.Unanswered()
+			return ok && r.Waiting >= 2 && own >= 2
+		})
+		if q := sim1Queued(); q <= 0 {
+			t.Errorf("round %d: sim-1 priced nothing queued with requests waiting there", round)
+		}
+		seen := feed.Last()
+		cancel()
+		wg.Wait()
+		waitFor(t, "the gateway's requests on sim-1 to end", 5*time.Second, func() bool {
+			own, _ := rep.Unanswered()
+			return own == 0
+		})
+		q := sim1Queued()
+		if feed.Last() != seen {
+			continue
+		}
+		if r, _ := feed.FreshRouting(clock.Of(time.Now())); r.Foreign != 0 {
+			t.Fatalf("the report counts %v requests as another's; the test sent them all through the gateway", r.Foreign)
+		}
+		if q != 0 {
+			t.Errorf("sim-1 priced %v s queued for requests that have ended (its report, still fresh, says %v waiting)", q, seen.Report.Waiting)
+		}
+		return
+	}
+	t.Fatal("every round was cut by a scrape")
 }
