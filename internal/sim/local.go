@@ -187,13 +187,16 @@ func (l *Local) Restart() error {
 	if l.httpSrv != nil {
 		return fmt.Errorf("sim: %s is running", l.addr)
 	}
-	// The listener binds beside the hold (both reuse the address), so the
-	// port is never free in between; the engine's event sockets bind after
-	// the release, in start.
+	// On Linux the listener binds beside the hold (both reuse the
+	// address), so the port is never free in between; where the system
+	// refuses that, it binds again once the hold is gone. The engine's
+	// event sockets bind after the release, in start.
 	ln, err := net.Listen("tcp", l.addr)
 	l.release()
 	if err != nil {
-		return err
+		if ln, err = net.Listen("tcp", l.addr); err != nil {
+			return err
+		}
 	}
 	if err := l.start(ln); err != nil {
 		ln.Close()
