@@ -133,14 +133,11 @@ func TestSDKAuthTLS(t *testing.T) {
 	defer httpsClient.CloseIdleConnections()
 	var base string
 	err = launch(t, "inferrail-gateway", childGateway, func() ([]string, func() (bool, string), error) {
-		client, err := freePort()
+		ports, err := freePorts(2)
 		if err != nil {
 			return nil, nil, err
 		}
-		admin, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
+		client, admin := ports[0], ports[1]
 		base = "https://127.0.0.1:" + strconv.Itoa(client)
 		cfg := fmt.Sprintf(`server:
   listen: 127.0.0.1:%d

@@ -73,14 +73,11 @@ func TestCheck(t *testing.T) {
 // config file on SIGHUP (with server.reload_interval off) and applies the
 // edit as generation 2.
 func TestSIGHUPRereadsTheConfig(t *testing.T) {
-	client, err := freePort()
+	ports, err := freePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, admin := ports[0], ports[1]
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
 	write := func(policy string) {
 		cfg := fmt.Sprintf("server: {listen: '127.0.0.1:%d', admin_listen: '127.0.0.1:%d', reload_interval: 0s}\n"+

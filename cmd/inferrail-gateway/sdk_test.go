@@ -245,14 +245,11 @@ func launch(t *testing.T, name, role string, prepare func() ([]string, func() (b
 
 // freePort asks the kernel for a free loopback port. Another process may
 // take it before the child binds it; launch retries once for that.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	return port, ln.Close()
-}
+func freePort() (int, error) { return procs.FreePort() }
+
+// freePorts is n distinct free ports, as a gateway's client and admin
+// ports must be.
+func freePorts(n int) ([]int, error) { return procs.FreePorts(n) }
 
 // probe is the readiness checks' HTTP client.
 var probe = &http.Client{Timeout: time.Second}
@@ -307,14 +304,11 @@ func startFleet(t *testing.T) *e2eFleet {
 
 	dir := t.TempDir()
 	err := launch(t, "inferrail-gateway", childGateway, func() ([]string, func() (bool, string), error) {
-		client, err := freePort()
+		ports, err := freePorts(2)
 		if err != nil {
 			return nil, nil, err
 		}
-		admin, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
+		client, admin := ports[0], ports[1]
 		f.gateway = "http://127.0.0.1:" + strconv.Itoa(client)
 		f.admin = "http://127.0.0.1:" + strconv.Itoa(admin)
 		path := filepath.Join(dir, "gateway.yaml")

@@ -57,14 +57,11 @@ func testTraces(t *testing.T, protocol string) {
 	decisions := filepath.Join(dir, "decisions.jsonl")
 	var gateway string
 	err = launch(t, "inferrail-gateway", childGateway, func() ([]string, func() (bool, string), error) {
-		client, err := freePort()
+		ports, err := freePorts(2)
 		if err != nil {
 			return nil, nil, err
 		}
-		admin, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
+		client, admin := ports[0], ports[1]
 		gateway = "http://127.0.0.1:" + strconv.Itoa(client)
 		cfg := fmt.Sprintf("server:\n  listen: 127.0.0.1:%d\n  admin_listen: 127.0.0.1:%d\n  shutdown_timeout: 1s\n", client, admin) +
 			fmt.Sprintf("models:\n  - name: %s\n    tokenizer: builtin:sim\n    policy: cost_model\n", model) +

@@ -124,12 +124,28 @@ func startRetrying[P any](ctx context.Context, binary string, once func() (P, er
 // FreePort asks the kernel for a free loopback port. Another process may
 // take it before the child binds it; StartSim retries then.
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts asks the kernel for n distinct free loopback ports. It holds
+// them all open until it has them: ports asked for one after another can
+// come back the same, as the kernel hands a just-closed port out again (a
+// gateway got its client and admin ports equal that way on a busy machine).
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // TailBuffer keeps the last bytes written to it, as many as NewTailBuffer

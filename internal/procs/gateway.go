@@ -77,14 +77,11 @@ func StartGateway(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 
 func startGatewayOnce(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	cfg := *o.Config
-	client, err := FreePort()
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	admin, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
+	client, admin := ports[0], ports[1]
 	cfg.Server.Listen = "127.0.0.1:" + strconv.Itoa(client)
 	cfg.Server.AdminListen = "127.0.0.1:" + strconv.Itoa(admin)
 	if err := cfg.Validate(); err != nil {

@@ -235,14 +235,11 @@ func StartPeer(ctx context.Context, o PeerOptions) (*Peer, error) {
 }
 
 func startPeerOnce(ctx context.Context, o PeerOptions, version string) (*Peer, error) {
-	port, err := FreePort()
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	metricsPort, err := FreePort()
-	if err != nil {
-		return nil, err
-	}
+	port, metricsPort := ports[0], ports[1]
 	argv := peerArgv(o.Venv, o.Policy, port, metricsPort, o.Workers)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), "HF_HUB_OFFLINE=1", "NO_COLOR=1"), o.Env...)

@@ -82,3 +82,21 @@ func TestKVEventsConfigJSON(t *testing.T) {
 		t.Errorf("KVEventsConfigJSON = %s, want %s", got, want)
 	}
 }
+
+// TestFreePortsDistinct: the ports of one call are all different and all
+// free, however often the kernel would hand a closed port straight back.
+func TestFreePortsDistinct(t *testing.T) {
+	for range 50 {
+		ports, err := procs.FreePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, p := range ports {
+			if p <= 0 || seen[p] {
+				t.Fatalf("FreePorts(3) gave %v", ports)
+			}
+			seen[p] = true
+		}
+	}
+}

@@ -60,19 +60,15 @@ func StartSim(ctx context.Context, o SimOptions) (*Sim, error) {
 }
 
 func startSimOnce(ctx context.Context, o SimOptions) (*Sim, error) {
-	port, err := FreePort()
+	ports, err := FreePorts(3) // HTTP, and the KV events' two if asked for
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port)}
 	var kvPub, kvReplay int
 	if o.KVEvents {
-		if kvPub, err = FreePort(); err != nil {
-			return nil, err
-		}
-		if kvReplay, err = FreePort(); err != nil {
-			return nil, err
-		}
+		kvPub, kvReplay = ports[1], ports[2]
 		args = append(args, "--kv-events-config", KVEventsConfigJSON(kvPub, kvReplay))
 	}
 	args = append(args, o.Args...)
