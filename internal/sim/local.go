@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/porthold"
 )
 
 // FaultKind is a way a simulator can misbehave on demand.
@@ -49,7 +51,7 @@ type Local struct {
 	httpSrv *http.Server
 	cancel  context.CancelFunc
 	done    chan struct{}
-	holds   []*portHold // the ports, while killed
+	holds   []*porthold.Hold // the ports, while killed
 }
 
 // StartLocal starts a simulator for cfg listening on addr ("127.0.0.1:0"
@@ -156,7 +158,7 @@ func (l *Local) Kill() {
 	l.srv, l.httpSrv = nil, nil
 	for _, a := range []string{l.addr, l.kvEndpoint, l.kvReplay} {
 		if port := portOf(a); port > 0 {
-			l.holds = append(l.holds, holdPort(port))
+			l.holds = append(l.holds, porthold.Port(port))
 		}
 	}
 }
@@ -174,7 +176,7 @@ func portOf(addr string) int {
 // release gives back the ports Kill held.
 func (l *Local) release() {
 	for _, h := range l.holds {
-		h.release()
+		h.Release()
 	}
 	l.holds = nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/measure"
+	"github.com/inferrail/inferrail/internal/porthold"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/sim"
 )
@@ -267,7 +268,8 @@ type gwRun struct {
 	fleet    harness.Fleet // the simulator children and the gateway
 	replicas []*gwReplica  // every engine behind the gateway
 	plains   []*procs.PlainProxy
-	dirs     []string // temporary directories, removed at the end
+	dirs     []string         // temporary directories, removed at the end
+	holds    []*porthold.Hold // ports kept dead, released at the end
 	// sims and gw are what a scenario's Setup (simFleetOf) started.
 	sims []*gwReplica
 	gw   *procs.Gateway
@@ -402,6 +404,10 @@ func (r *gwRun) cleanup() {
 		_ = os.RemoveAll(d)
 	}
 	r.dirs = nil
+	for _, h := range r.holds {
+		h.Release()
+	}
+	r.holds = nil
 }
 
 // stopReplicas stops every engine started so far.

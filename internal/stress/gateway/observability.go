@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/porthold"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
@@ -156,10 +157,15 @@ func observabilitySetup(ctx context.Context, r *gwRun) error {
 	if r.sims, r.gw, err = r.simFleet(ctx, 3, overheadSimArgs, nil); err != nil {
 		return err
 	}
-	port, err := procs.FreePort() // nobody listens there: the unreachable collector
-	if err != nil {
-		return err
+	// The unreachable collector: a port held without listening for the
+	// run, so that no child started after it can be given it.
+	hold, port := porthold.Free()
+	if port == 0 {
+		if port, err = procs.FreePort(); err != nil {
+			return err
+		}
 	}
+	r.holds = append(r.holds, hold)
 	dir, err := os.MkdirTemp("", "inferrail-gwstress-decisions-")
 	if err != nil {
 		return err

@@ -9,15 +9,21 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inferrail/inferrail/internal/porthold"
 	"github.com/inferrail/inferrail/internal/procs"
 )
 
-// DeadURL is a loopback URL where nothing listens.
+// DeadURL is a loopback URL where nothing listens until the test ends:
+// its port is held without listening, so nothing started meanwhile gets it.
 func DeadURL(t *testing.T) string {
 	t.Helper()
-	port, err := procs.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	hold, port := porthold.Free()
+	t.Cleanup(hold.Release)
+	if port == 0 {
+		var err error
+		if port, err = procs.FreePort(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(port)
 }
