@@ -136,7 +136,7 @@ func FreePort() (int, error) {
 // come back the same, as the kernel hands a just-closed port out again (a
 // gateway got its client and admin ports equal that way on a busy machine).
 func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
+	ports := make([]int, 0, max(n, 0))
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
