@@ -319,7 +319,10 @@ func TestUnreachableCollector(t *testing.T) {
 	defer cancel()
 	_ = tr.Shutdown(ctx)
 	st := tr.Stats()
-	if st.Exported != 0 || st.Failed+st.Dropped != 100 || st.Dropped == 0 {
-		t.Errorf("stats %+v: want none exported, some dropped, the rest failed, 100 in all", st)
+	// How many are dropped rather than failed depends on how fast the
+	// refusals come back against how fast spans end (all 100 failed on a
+	// quiet machine once); the test above counts drops exactly.
+	if st.Exported != 0 || st.Failed+st.Dropped != 100 || st.Failed == 0 {
+		t.Errorf("stats %+v: want none exported, some failed, the rest dropped, 100 in all", st)
 	}
 }
