@@ -1,27 +1,15 @@
 package porthold
 
 import (
-	"context"
 	"errors"
 	"net"
 	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
-)
 
-// bindNoReuse binds addr without SO_REUSEADDR, as most programs do, so it
-// fails while anything else has the port.
-func bindNoReuse(addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 0)
-		})
-		return errors.Join(err, serr)
-	}}
-	return lc.Listen(context.Background(), "tcp", addr)
-}
+	"github.com/inferrail/inferrail/internal/porthold/portholdtest"
+)
 
 // TestHeldPortRefusesAndStaysTaken: a held port, whether picked by the
 // kernel (Free) or named (Port), refuses connections, cannot be bound by
@@ -54,13 +42,13 @@ func TestHeldPortRefusesAndStaysTaken(t *testing.T) {
 		} else if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Errorf("%s: dialing a held port: %v, want connection refused", name, err)
 		}
-		if ln, err := bindNoReuse(addr); err == nil {
+		if ln, err := portholdtest.BindNoReuse(addr); err == nil {
 			ln.Close()
 			t.Errorf("%s: another socket bound a held port", name)
 		}
 		c.h.Release()
 		c.h.Release()
-		ln, err := bindNoReuse(addr)
+		ln, err := portholdtest.BindNoReuse(addr)
 		if err != nil {
 			t.Fatalf("%s: a released port stays taken: %v", name, err)
 		}

@@ -1,30 +1,17 @@
 package sim
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// listenNoReuse binds addr without SO_REUSEADDR, the way most programs but
-// Go's own listeners do, so it fails while anything else has the port.
-func listenNoReuse(addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 0)
-		})
-		return errors.Join(err, serr)
-	}}
-	return lc.Listen(context.Background(), "tcp", addr)
-}
+	"github.com/inferrail/inferrail/internal/porthold/portholdtest"
+)
 
 // TestKilledLocalHoldsItsPorts: between Kill and Restart the HTTP port
 // refuses connections yet stays taken, as do the KV event ports, so Restart
@@ -74,7 +61,7 @@ func checkPortsHeld(t *testing.T, cfg Config) {
 		t.Errorf("a killed simulator's port answered %v, want connection refused", err)
 	}
 	for _, addr := range ports {
-		if ln, err := listenNoReuse(addr); err == nil {
+		if ln, err := portholdtest.BindNoReuse(addr); err == nil {
 			ln.Close()
 			t.Errorf("another program could bind %s, a killed simulator's port", addr)
 		}
@@ -87,7 +74,7 @@ func checkPortsHeld(t *testing.T, cfg Config) {
 	}
 	l.Close()
 	time.Sleep(50 * time.Millisecond) // the server's end of the connection closing
-	ln, err := listenNoReuse(l.Addr())
+	ln, err := portholdtest.BindNoReuse(l.Addr())
 	if err != nil {
 		t.Fatalf("a closed simulator kept its port: %v", err)
 	}
