@@ -573,7 +573,7 @@ func Default() Config {
 			ConnectTimeout:      Duration(2 * time.Second),
 			MaxIdleConnsPerHost: 256,
 		},
-		Flow:      Flow{FairShareWindow: Duration(5 * time.Second)},
+		Flow:      Flow{FairShareWindow: Duration(5 * time.Second), PacePrefills: true},
 		Tokenizer: Tokenizer{Workers: 4, MaxWait: Duration(50 * time.Millisecond), CacheTokens: 4 << 20, Verify: true},
 		Index: Index{DefaultCapacityBlocks: 16384, Mode: IndexApproximate, SpeculativeTTL: Duration(2 * time.Second),
 			KVEvents: KVEvents{Port: 5557, Silence: Duration(3 * time.Second)}},

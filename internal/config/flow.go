@@ -36,6 +36,15 @@ type Flow struct {
 	// keeps room for its bursts (package fairshare). 0 turns it off: keys
 	// then share only the queue's order. Default 5s. Must be >= 0.
 	FairShareWindow Duration `yaml:"fair_share_window"`
+	// PacePrefills, under fair sharing, holds a backlogged key (more of its
+	// requests wait in the queue) to one prompt awaiting its first token
+	// per replica while other keys are active: its prefills then join an
+	// engine's steps one at a time instead of in cohorts, which would
+	// lengthen every other key's first token in those steps. A streamed
+	// request's prompt awaits its first token until its first byte; a
+	// non-streamed one's until its estimated time to first token. Default
+	// true.
+	PacePrefills bool `yaml:"pace_prefills"`
 }
 
 // ClassCounts holds a number per priority class.
@@ -53,6 +62,9 @@ func (f *Flow) Enabled() bool { return f.MaxQueued > 0 }
 
 // FairShare reports whether keys share the in-flight slots fairly.
 func (f *Flow) FairShare() bool { return f.Enabled() && f.FairShareWindow > 0 }
+
+// Paced reports whether backlogged keys have their prefills paced.
+func (f *Flow) Paced() bool { return f.FairShare() && f.PacePrefills }
 
 // PriorityClasses are the priority class names, most important first,
 // as keys files and x-inferrail-priority name them.

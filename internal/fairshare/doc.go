@@ -30,13 +30,17 @@
 // its share plus its credit: its owner serves it before flows merely
 // under their share. And the room kept for a flow with nothing waiting is
 // not only its share: where it held more at once lately (its peak over
-// the last one to two windows), it is that peak, up to its share plus its
-// credit, and the part past its share (Burst) is kept even from flows
-// under their share. So a quiet flow whose requests come in bursts finds
-// the room its bursts took before, instead of waiting for a slot held by
-// a flooder that uses its whole share all the time (a flooder has no
-// credit, so no burst room). The price grows with it: the burst room
-// stays idle between bursts.
+// the last one to two windows), or its usage u says its bursts will
+// (u + 3√u, what independent arrivals pass a few moments in a thousand,
+// where that fits in its share plus its credit), it is that much, up to
+// its share plus its credit. The part past its share comes out of the
+// others' shares (Extra): their share and room count less by it, and the
+// part not yet used (Burst) is kept even from flows under their share.
+// So a quiet flow whose requests come in bursts finds room for them, even
+// for the first past its share, instead of waiting for a slot held by a
+// flooder that uses its whole share all the time (a flooder has no
+// credit, or bursts that would not fit it: no burst room). The price
+// grows with it: the burst room stays idle between bursts.
 //
 // Memory is bounded by the flows holding requests plus those that ended
 // one within Window: a flow idle for longer is forgotten.

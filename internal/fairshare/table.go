@@ -117,9 +117,9 @@ type Table struct {
 	hrVersion uint64 // version hr was worked out at; 0: never
 	hrSlots   int
 	hrAt      time.Time
-	hrUsage   bool  // hr read a flow's usage: it holds for hrAt only
-	hr        []int // per class c: the room kept for the flows counted against c with none waiting
-	burst     []int // per class c: the part of hr beyond those flows' shares
+	hrUsage   bool       // hr read a flow's usage: it holds for hrAt only
+	hr        []keptRoom // per class c: the room kept for the flows counted against c with none waiting
+	counts    []int      // workOutHeadroom's scratch
 }
 
 // New returns an empty table for classes priority classes; flows idle for
@@ -250,32 +250,34 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 // Allowed reports whether a request of f may take one of slots slots now.
 // A flow under its share may, unless the slot is part of the burst room
 // kept for others (Burst). A flow past its share but within the room kept
-// for itself (see room: the peak of its recent bursts) may take a free
-// slot on the same terms. Any other only while a slot is free beyond the
-// others' headroom (Headroom): the room kept for the flows that count
-// against f and have no request waiting (a flow with one waiting competes
-// in the queue's order instead). slots <= 0 means the fleet has no bound,
-// and every request is allowed.
+// for itself (see room) may take a free slot on the same terms. Any other
+// only while a slot is free beyond the others' headroom (Headroom): the
+// room kept for the flows that count against f and have no request
+// waiting (a flow with one waiting competes in the queue's order
+// instead). Burst room past a flow's share comes out of the others':
+// their share and room count less by it (Extra). slots <= 0 means the
+// fleet has no bound, and every request is allowed.
 func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	if slots <= 0 {
 		return true
 	}
 	free := slots - t.total
-	if t.Under(f, slots, now) {
-		b := t.Burst(f, slots, now)
-		return b == 0 || free-1 >= b
+	k := t.kept(f, slots, now)
+	if t.InFlight(f) < t.Share(f, slots, now)-k.extra {
+		return k.burst == 0 || free-1 >= k.burst
 	}
-	if s := t.flows[f]; s != nil && s.inFlight < t.room(s, t.Share(f, slots, now), now) {
-		return free > 0 && free-1 >= t.Burst(f, slots, now)
+	if s := t.flows[f]; s != nil && s.inFlight < t.roomOf(s, t.Share(f, slots, now), now)-k.extra {
+		return free > 0 && free-1 >= k.burst
 	}
-	return free > 0 && free-1 >= t.Headroom(f, slots, now)
+	return free > 0 && free-1 >= k.whole
 }
 
 // Under reports whether f holds fewer than its share of slots slots at
-// now: a request of f then takes a slot before any of a flow at or past
-// its share. slots <= 0 means no bound: every flow is under.
+// now, less the burst room the others keep past theirs (Extra): a request
+// of f then takes a slot before any of a flow at or past its share.
+// slots <= 0 means no bound: every flow is under.
 func (t *Table) Under(f Flow, slots int, now time.Time) bool {
-	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)
+	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)-t.kept(f, slots, now).extra
 }
 
 // Headroom returns the slots kept free at now for the flows that count
@@ -284,65 +286,135 @@ func (t *Table) Under(f Flow, slots int, now time.Time) bool {
 // number of flows once after each change of the table or of now, and
 // constant time until the next.
 func (t *Table) Headroom(f Flow, slots int, now time.Time) int {
-	whole, _ := t.kept(f, slots, now)
-	return whole
+	return t.kept(f, slots, now).whole
 }
 
 // Burst returns the part of Headroom beyond the others' shares: the
 // room kept for quiet flows' bursts past their share, which a flow under
 // its share must leave free too.
 func (t *Table) Burst(f Flow, slots int, now time.Time) int {
-	_, burst := t.kept(f, slots, now)
-	return burst
+	return t.kept(f, slots, now).burst
 }
 
-// kept returns Headroom and Burst.
-func (t *Table) kept(f Flow, slots int, now time.Time) (whole, burst int) {
+// Extra returns the others' burst room past their shares, used or not:
+// what f's share and room count less by, so that a quiet flow's bursts
+// come out of the shares of the flows that fill theirs.
+func (t *Table) Extra(f Flow, slots int, now time.Time) int {
+	return t.kept(f, slots, now).extra
+}
+
+// keptRoom is the room kept for some flows with nothing waiting: what
+// they do not hold of it (whole), the part of that past their shares
+// (burst), and all of it past their shares (extra).
+type keptRoom struct{ whole, burst, extra int }
+
+func (k *keptRoom) add(o keptRoom, sign int) {
+	k.whole += sign * o.whole
+	k.burst += sign * o.burst
+	k.extra += sign * o.extra
+}
+
+// kept returns Headroom, Burst and Extra.
+func (t *Table) kept(f Flow, slots int, now time.Time) keptRoom {
 	t.expire(now)
 	if f.Class < 0 || len(t.holding) == 0 {
-		return 0, 0
+		return keptRoom{}
+	}
+	if t.flows[f] == nil {
+		return t.keptForNewcomer(f, slots, now)
 	}
 	if !t.hrFresh(slots, now) {
 		t.workOutHeadroom(slots, now)
 	}
 	c := min(f.Class, len(t.hr)-1)
-	whole, burst = t.hr[c], t.burst[c]
+	k := t.hr[c]
 	if s := t.flows[f]; s != nil && f.Class < len(t.hr) && s.held <= s.inFlight {
-		w, b := t.reserve(s, t.shareOf(f.Class, slots), now)
-		whole, burst = whole-w, burst-b
+		k.add(t.reserve(s, t.shareOf(f.Class, slots), now), -1)
 	}
-	return whole, burst
+	return k
+}
+
+// keptForNewcomer is kept for a flow the table does not know yet: the
+// others' shares count it, as they will once it arrives. It takes time in
+// the number of flows.
+func (t *Table) keptForNewcomer(f Flow, slots int, now time.Time) keptRoom {
+	var k keptRoom
+	for g, s := range t.flows {
+		if s.held > s.inFlight || g.Class < 0 || g.Class > f.Class {
+			continue
+		}
+		// f counts against g too: g's class is not more important.
+		share := max(1, slots/(t.Counted(g, now)+1))
+		k.add(t.reserve(s, share, now), 1)
+	}
+	return k
 }
 
 // reserve returns the room kept for a flow with nothing waiting, given
-// its share, less what it holds (whole), and the part of that beyond its
-// share (burst).
-func (t *Table) reserve(s *state, share int, now time.Time) (whole, burst int) {
-	room := t.room(s, share, now)
-	return max(0, room-s.inFlight), max(0, room-max(share, s.inFlight))
+// its share: less what it holds (whole), the part of that beyond its
+// share (burst), and all of the room beyond its share (extra).
+func (t *Table) reserve(s *state, share int, now time.Time) keptRoom {
+	room := t.roomOf(s, share, now)
+	return keptRoom{max(0, room-s.inFlight), max(0, room-max(share, s.inFlight)), max(0, room-share)}
+}
+
+// burstSigmas is how far past a flow's usage, in standard deviations of
+// independent (Poisson) arrivals, its bursts are expected to reach: a
+// flow holding u requests on average holds more than u + 3√u at once a
+// few moments in a thousand.
+const burstSigmas = 3
+
+// burstOf is the most a flow of usage u is expected to hold at once,
+// rounded up: u + burstSigmas·√u.
+func burstOf(u float64) int {
+	if !(u > 0) {
+		return 0
+	}
+	return int(math.Ceil(u + burstSigmas*math.Sqrt(u) - 1e-9))
+}
+
+// roomOf is the slots kept for a flow of share share at now (see room).
+func (t *Table) roomOf(s *state, share int, now time.Time) int {
+	room, _ := t.room(s, share, now)
+	return room
 }
 
 // room is the slots kept for a flow of share share: its share; and where
 // it held more than that at once lately (its peak over the last one to
-// two windows), as much as that peak, up to its share plus its credit. A
-// quiet flow whose requests come in bursts thus finds the room its bursts
-// took before, while a flow that used its share all along has no credit,
-// and no burst room.
-func (t *Table) room(s *state, share int, now time.Time) int {
+// two windows), or its usage says its bursts will (burstOf, where that
+// fits in its share plus its credit), as much as that, up to its share
+// plus its credit. A quiet flow whose requests come
+// in bursts thus finds room for them, even for the first past its share,
+// while a flow that used its share all along has no credit, and no burst
+// room. moving reports whether the room may change with time alone, as
+// the flow's usage does.
+func (t *Table) room(s *state, share int, now time.Time) (room int, moving bool) {
 	if t.window <= 0 {
-		return share // no window, no history to judge bursts by
+		return share, false // no window, no history to judge bursts by
 	}
-	if p := s.peakAt(t.window, now); p > share {
-		return min(p, share+creditOf(share, s.usage(t.window, now)))
+	u := s.usage(t.window, now)
+	peak := s.peakAt(t.window, now)
+	// Usage only moves toward what the flow holds while nothing changes.
+	moving = peak > share || burstOf(max(u, float64(s.inFlight))) > share
+	limit := share + creditOf(share, u)
+	want := peak
+	if b := burstOf(u); b <= limit {
+		// Only bursts that fit: a flow that would burst past its share
+		// and its credit is not quiet but heavy, held below its share.
+		want = max(want, b)
 	}
-	return share
+	if want > share {
+		return min(want, limit), moving
+	}
+	return share, moving
 }
 
 // hrFresh reports whether hr and burst, worked out last, hold for slots
 // slots at now: the table has not changed since, and time has not moved
-// them. A flow past its share at its peak has a room that reads its
-// usage, which changes at every moment; otherwise rooms are shares, and a
-// peak only falls as time goes on, so none rises past its share later
+// them. A room that time alone may move (room's moving: it reads a usage,
+// which changes at every moment) holds for that moment only; otherwise
+// rooms are shares, a peak only falls as time goes on, and a usage moves
+// only toward what its flow holds, so none rises past its share later
 // (the stretch is compared too, for a caller whose clock read earlier).
 func (t *Table) hrFresh(slots int, now time.Time) bool {
 	if t.hrVersion != t.version+1 || t.hrSlots != slots {
@@ -354,22 +426,23 @@ func (t *Table) hrFresh(slots int, now time.Time) bool {
 	return bucketOf(t.window, t.hrAt) == bucketOf(t.window, now)
 }
 
-// workOutHeadroom sets hr and burst for slots slots at now: per class c,
-// the room kept for the flows of classes 0 to c that have no request
-// waiting, and its part beyond their shares.
+// workOutHeadroom sets hr for slots slots at now: per class c, the room
+// kept for the flows of classes 0 to c that have no request waiting.
 func (t *Table) workOutHeadroom(slots int, now time.Time) {
 	n := len(t.holding)
-	if cap(t.hr) < 2*n || len(t.burst) < n {
-		t.hr, t.burst = make([]int, 2*n), make([]int, n)
+	if len(t.hr) != n {
+		t.hr = make([]keptRoom, n)
 	}
-	t.hr = t.hr[:2*n]
-	hr, counts := t.hr[:n], t.hr[n:] // counts: flows counted against a flow of each class
+	if len(t.counts) != n {
+		t.counts = make([]int, n)
+	}
+	counts := t.counts // flows counted against a flow of each class
 	for c := range n {
 		counts[c] = t.holding[c] + t.recent[c]
 		if c > 0 {
 			counts[c] += counts[c-1]
 		}
-		hr[c], t.burst[c] = 0, 0
+		t.hr[c] = keptRoom{}
 	}
 	usage := false // a room read a flow's usage
 	for g, s := range t.flows {
@@ -377,16 +450,13 @@ func (t *Table) workOutHeadroom(slots int, now time.Time) {
 			continue
 		}
 		share := max(1, slots/max(1, counts[g.Class]))
-		usage = usage || s.peakAt(t.window, now) > share
-		w, b := t.reserve(s, share, now)
-		hr[g.Class] += w
-		t.burst[g.Class] += b
+		_, moving := t.room(s, share, now)
+		usage = usage || moving
+		t.hr[g.Class].add(t.reserve(s, share, now), 1)
 	}
 	for c := 1; c < n; c++ {
-		hr[c] += hr[c-1]
-		t.burst[c] += t.burst[c-1]
+		t.hr[c].add(t.hr[c-1], 1)
 	}
-	t.hr = hr
 	t.hrVersion, t.hrSlots, t.hrAt, t.hrUsage = t.version+1, slots, now, usage
 }
 

@@ -90,6 +90,12 @@ func TestShare(t *testing.T) {
 		{"queued_leaves_without_slot", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}, {"leaveQueued", quiet, 10}}), quiet, 16, 10, 8, 2, true},
 		{"same_key_other_class_is_other_flow", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 8, 2, true},
 		{"unbounded_slots_allow", many(flood, 100, 0), flood, 0, 0, 1, 1, true},
+		// A quiet key holding 4 on average keeps room for its bursts up to
+		// 4 + 3·√4 = 10, two past its share, which the flood leaves free:
+		// it is held to 6, and the quiet key goes past 8 into that room.
+		{"quiet_usage_keeps_burst_room", cat(many(flood, 6, 0), many(quiet, 4, 0)), flood, 16, 1000, 8, 2, false},
+		{"flood_under_share_less_burst_room", cat(many(flood, 5, 0), many(quiet, 4, 0)), flood, 16, 1000, 8, 2, true},
+		{"quiet_bursts_past_its_share", cat(many(flood, 6, 0), many(quiet, 4, 0), many(quiet, 4, 999)), quiet, 16, 1000, 8, 2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +112,40 @@ func TestShare(t *testing.T) {
 			}
 			if got := tb.Allowed(tt.ask, tt.slots, now); got != tt.ok {
 				t.Errorf("Allowed = %v, want %v", got, tt.ok)
+			}
+		})
+	}
+}
+
+// TestBurstRoomFromUsage: a flow's usage keeps room for its bursts past
+// its share (usage + 3·√usage, rounded up) where that fits in its share
+// plus its credit; a heavy flow's would not, and it keeps none.
+func TestBurstRoomFromUsage(t *testing.T) {
+	quiet, flood := Flow{1, "quiet"}, Flow{1, "flood"}
+	for _, tt := range []struct {
+		name                   string
+		quietHolds, floodHolds int
+		floodExtra, quietExtra int // Extra of each: the other's room past its share
+	}{
+		{"quiet_4_keeps_2_past_its_share", 4, 6, 2, 0},       // 4 + 6 = 10; the flood's 6 + 7.3 > 8 + 2
+		{"quiet_3_keeps_1", 3, 6, 1, 0},                      // 3 + 5.2 → 9
+		{"quiet_2_needs_no_more_than_its_share", 2, 8, 0, 0}, // 2 + 4.2 → 7
+		{"both_heavy", 8, 8, 0, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := New(3, 5*time.Second)
+			for range tt.quietHolds {
+				apply(tb, run(quiet, 0))
+			}
+			for range tt.floodHolds {
+				apply(tb, run(flood, 0))
+			}
+			now := at(1000)
+			if got := tb.Extra(flood, 16, now); got != tt.floodExtra {
+				t.Errorf("Extra(flood) = %d, want %d", got, tt.floodExtra)
+			}
+			if got := tb.Extra(quiet, 16, now); got != tt.quietExtra {
+				t.Errorf("Extra(quiet) = %d, want %d", got, tt.quietExtra)
 			}
 		})
 	}
@@ -214,31 +254,54 @@ func (m *model) counted(f Flow, now time.Time) int {
 
 // headroom is the slots kept free for the flows other than f that count
 // against it and have none waiting: each one's room less what it holds,
-// and the part of that beyond their shares. ambiguous is set when a
+// and the part of that beyond their shares, each share counting f
+// whether or not it is active yet. ambiguous is set when a
 // flow's credit sits too near a whole slot for float rounding to agree.
 func (m *model) headroom(f Flow, slots int, now time.Time) (whole, burst int, ambiguous bool) {
+	whole, burst, _, ambiguous = m.kept(f, slots, now)
+	return whole, burst, ambiguous
+}
+
+// kept is headroom and extra: all of those flows' rooms past their shares.
+func (m *model) kept(f Flow, slots int, now time.Time) (whole, burst, extra int, ambiguous bool) {
 	for g, s := range m.flows {
 		if g == f || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
 			continue
 		}
-		share := max(1, slots/m.counted(g, now))
+		counted := m.counted(g, now)
+		if !m.active(f, now) {
+			counted++ // f will count against g once it arrives
+		}
+		share := max(1, slots/counted)
 		room, amb := m.room(g, share, now)
 		ambiguous = ambiguous || amb
 		whole += max(0, room-s.inFlight)
 		burst += max(0, room-max(share, s.inFlight))
+		extra += max(0, room-share)
 	}
-	return whole, burst, ambiguous
+	return whole, burst, extra, ambiguous
 }
 
-// room is the slots kept for g: its share, or its peak up to its share
+// room is the slots kept for g: its share, or the larger of its peak and
+// its usage plus three times its square root, rounded up, up to its share
 // plus its credit.
 func (m *model) room(g Flow, share int, now time.Time) (room int, ambiguous bool) {
-	p := m.peak(g, now)
-	if p <= share {
-		return share, false
+	u := m.usage(g, now)
+	want := m.peak(g, now)
+	unused := float64(share) - u + 1e-6
+	limit := share + max(0, int(math.Floor(unused)))
+	ambiguous = math.Abs(unused-math.Round(unused)) < 1e-9
+	if u > 0 {
+		b := u + 3*math.Sqrt(u)
+		if int(math.Ceil(b)) <= limit {
+			want = max(want, int(math.Ceil(b)))
+		}
+		ambiguous = ambiguous || math.Abs(b-math.Round(b)) < 1e-6
 	}
-	unused := float64(share) - m.usage(g, now) + 1e-6
-	return min(p, share+max(0, int(math.Floor(unused)))), math.Abs(unused-math.Round(unused)) < 1e-9
+	if want <= share {
+		return share, ambiguous
+	}
+	return min(want, limit), ambiguous
 }
 
 // peak is the most g held at once from the start of the window-long
@@ -274,15 +337,15 @@ func (m *model) allowed(f Flow, slots int, now time.Time) (ok, ambiguous bool) {
 		}
 	}
 	free := slots - used
-	whole, burst, ambiguous := m.headroom(f, slots, now)
+	whole, burst, extra, ambiguous := m.kept(f, slots, now)
 	share := max(1, slots/m.counted(f, now))
-	if inFlight < share {
+	if inFlight < share-extra {
 		return burst == 0 || free-1 >= burst, ambiguous
 	}
 	if m.flows[f] != nil {
 		room, amb := m.room(f, share, now)
 		ambiguous = ambiguous || amb
-		if inFlight < room {
+		if inFlight < room-extra {
 			return free > 0 && free-1 >= burst, ambiguous
 		}
 	}
@@ -371,14 +434,17 @@ func TestAgainstModel(t *testing.T) {
 					if got := tb.InFlight(g); got != inFlight {
 						t.Fatalf("InFlight(%v) = %d, model %d", g, got, inFlight)
 					}
-					under := slots <= 0 || inFlight < max(1, slots/want)
-					if got := tb.Under(g, slots, now); got != under {
-						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
-					}
-					whole, burst, ambiguous := m.headroom(g, slots, now)
+					whole, burst, extra, ambiguous := m.kept(g, slots, now)
 					allowed, amb := m.allowed(g, slots, now)
 					if ambiguous || amb {
 						continue
+					}
+					under := slots <= 0 || inFlight < max(1, slots/want)-extra
+					if got := tb.Under(g, slots, now); got != under {
+						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
+					}
+					if got := tb.Extra(g, slots, now); slots > 0 && got != extra {
+						t.Fatalf("Extra(%v, %d) = %d, model %d", g, slots, got, extra)
 					}
 					if got := tb.Headroom(g, slots, now); got != whole {
 						t.Fatalf("Headroom(%v, %d) = %d, model %d", g, slots, got, whole)

@@ -222,6 +222,13 @@ type fairShareVerdict struct {
 	Usage  float64 `json:"usage"`
 	Credit int     `json:"credit"`
 	Owed   bool    `json:"owed"`
+	// OthersBurstRoom is the room other keys keep for their bursts past
+	// their shares, which the key's share counts less by.
+	OthersBurstRoom int `json:"others_burst_room"`
+	// Paced is whether the key's prefills are paced (flow.pace_prefills):
+	// replicas where it has a prompt awaiting its first token are not
+	// offered (not_offered "prefill_paced").
+	Paced bool `json:"paced"`
 }
 
 // fairVerdict is where ex's key stands in fair sharing at now; nil
@@ -242,6 +249,8 @@ func (g *Gateway) fairVerdict(ex *exchange, a *admission, now time.Time) *fairSh
 		v.OverShare = !mq.fair.Allowed(f, v.Slots, now)
 		v.Credit = mq.fair.Credit(f, v.Slots, now)
 		v.Owed = mq.fair.Owed(f, v.Slots, now)
+		v.OthersBurstRoom = mq.fair.Extra(f, v.Slots, now)
+		v.Paced = mq.pacedLocked(ex.gen, f, v.Slots, 0, now)
 	}
 	v.Usage = mq.fair.Usage(f, now)
 	return v

@@ -20,6 +20,9 @@ const (
 	notOfferedUnhealthy = "unhealthy"
 	notOfferedEjected   = "ejected"
 	notOfferedFull      = "at_capacity"
+	// The request's key is paced and has a prompt there awaiting its first
+	// token (pacing.go).
+	notOfferedPaced = "prefill_paced"
 )
 
 // choose decides where the request's next attempt goes and takes a lease
@@ -102,6 +105,10 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 	all := len(mr.routes)
 	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
 	n := 0
+	var holds *prefillHolds
+	if ex.pace {
+		holds = &g.flow.queues[ex.model].holds
+	}
 	for i := range mr.routes {
 		rt := &mr.routes[i]
 		if !rt.Usable(at) {
@@ -115,6 +122,10 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 		case !rt.HasRoom():
 			if why != nil {
 				why[i] = notOfferedFull
+			}
+		case holds != nil && holds.held(flowOf(ex.adm), rt.Replica, start):
+			if why != nil {
+				why[i] = notOfferedPaced
 			}
 		case len(tried) > 0 && tried[rt.Replica]: // empty on a first attempt
 			retried = append(retried, i)

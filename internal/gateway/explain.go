@@ -158,6 +158,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	sc := decisionScratches.Get().(*decisionScratch)
 	defer sc.release()
 	why := make([]string, len(mr.routes))
+	ex.pace = g.pacedNow(ex, start)
 	// With no usable replica nothing is offered and every route says why.
 	usable := g.offer(sc, ex, mr, start, nil, why) == nil
 	ex.route.At = start // the instant the policy explains at, as choose picks at

@@ -81,10 +81,12 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 	slots := g.slots(ex.gen, ex.model, now)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
-	if !mq.fair.Allowed(flowOf(ex.adm), slots, now) {
+	f := flowOf(ex.adm)
+	if !mq.fair.Allowed(f, slots, now) {
 		return false
 	}
 	mq.acquired(ex)
+	ex.pace = mq.pacedLocked(ex.gen, f, slots, 0, now)
 	return true
 }
 
@@ -104,7 +106,8 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 		return false
 	}
 	now := time.Now()
-	owed, under := mq.preferred(g.slots(ex.gen, ex.model, now), now)
+	slots := g.slots(ex.gen, ex.model, now)
+	owed, under := mq.preferred(slots, now)
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
@@ -121,6 +124,7 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 		return false
 	}
 	mq.acquired(ex)
+	ex.pace = mq.pacedLocked(ex.gen, f, slots, 0, now)
 	return true
 }
 

@@ -335,7 +335,7 @@ func TestOwedKeyGoesFirst(t *testing.T) {
 		mq.mu.Unlock()
 		t.Fatal("set-up: the flood should be under its share and the quiet key at it")
 	}
-	got := mq.next(slots, now)
+	got := mq.next(slots, now, nil)
 	mq.mu.Unlock()
 	if got != quietWaits {
 		t.Fatalf("the dispatcher serves %q first, want the quiet key that left half its share unused", got.Key)

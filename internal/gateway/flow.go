@@ -59,6 +59,8 @@ type modelQueue struct {
 	q       *flowqueue.Queue[*waiter] // guarded by mu
 	fair    *fairshare.Table          // the keys sharing the slots; guarded by mu
 	running bool                      // a dispatcher runs; guarded by mu
+
+	holds prefillHolds // the keys' prompts awaiting their first token, for pacing
 }
 
 // waiter is one queued request. The dispatcher decides it under the
@@ -291,11 +293,22 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	if gen.cfg.Flow.FairShare() {
 		slots = g.slots(gen, mq.model, now)
 	}
-	for e := mq.next(slots, now); e != nil; e = mq.next(slots, now) {
+	var paced map[fairshare.Flow]bool // keys whose waiter found every replica held by pacing
+	for e := mq.next(slots, now, paced); e != nil; e = mq.next(slots, now, paced) {
 		w := e.Value
+		f := flowOf(w.ex.adm)
+		w.ex.pace = mq.pacedLocked(w.ex.gen, f, slots, 1, now)
 		lease, cached, err := g.choose(w.ex, nil)
 		if err != nil && waits(err) {
-			break
+			if !w.ex.pace {
+				break
+			}
+			// Its key may be paced where others are not: they go on.
+			if paced == nil {
+				paced = map[fairshare.Flow]bool{}
+			}
+			paced[f] = true
+			continue
 		}
 		mq.q.Take(e)
 		switch {
@@ -321,11 +334,11 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 // now, from the most important class with a waiter: of keys owed a slot
 // for the share they left unused over time first, then of keys under their
 // share now, each in the queue's order; then of keys past it that may
-// borrow a slot free beyond the others' headroom. Nil when no waiter of
-// that class may take a slot: a less important class does not take a slot
-// its betters wait for, or one kept for their quiet keys. Call it under
-// mq.mu.
-func (mq *modelQueue) next(slots int, now time.Time) *flowqueue.Entry[*waiter] {
+// borrow a slot free beyond the others' headroom; never of a flow in
+// skip. Nil when no waiter of that class may take a slot: a less
+// important class does not take a slot its betters wait for, or one kept
+// for their quiet keys. Call it under mq.mu.
+func (mq *modelQueue) next(slots int, now time.Time, skip map[fairshare.Flow]bool) *flowqueue.Entry[*waiter] {
 	first := mq.q.Peek()
 	if first == nil {
 		return nil
@@ -336,7 +349,9 @@ func (mq *modelQueue) next(slots int, now time.Time) *flowqueue.Entry[*waiter] {
 		return mq.fair.Allowed(fairshare.Flow{Class: c, Key: key}, slots, now)
 	}
 	for _, ok := range [...]func(int, string) bool{owed, under, allowed} {
-		if e := mq.q.PeekFunc(func(c int, key string) bool { return c == top && ok(c, key) }); e != nil {
+		if e := mq.q.PeekFunc(func(c int, key string) bool {
+			return c == top && !skip[fairshare.Flow{Class: c, Key: key}] && ok(c, key)
+		}); e != nil {
 			return e
 		}
 	}

@@ -46,6 +46,9 @@ type exchange struct {
 	// fair and slot: fair sharing knows the request (it must leave), and
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
+	// pace: its key's prefills are paced (pacing.go), as judged when it was
+	// last let try the replicas; stream: its body asks for a stream.
+	pace, stream bool
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
@@ -121,7 +124,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
 	}
-	ex.model, ex.body, ex.user = model, body, mf.User
+	ex.model, ex.body, ex.user, ex.stream = model, body, mf.User, mf.Stream
 	mp := ex.gen.routing[model]
 	ex.arm = mp.armOf(ex.conversation())
 	ex.policy, ex.shadowed = mp.arms[ex.arm].policy, len(mp.shadows) > 0
@@ -198,8 +201,11 @@ func (g *Gateway) proxy(ex *exchange) {
 		var err error
 		if n == 1 {
 			lease, cached, err = g.enter(ex)
-		} else if lease, cached, err = g.choose(ex, tried); err == nil {
-			g.flow.queues[ex.model].retook(ex)
+		} else {
+			ex.pace = false // a retry does not wait for room: held back, it would fail
+			if lease, cached, err = g.choose(ex, tried); err == nil {
+				g.flow.queues[ex.model].retook(ex)
+			}
 		}
 		if errors.Is(err, errQueueLeft) {
 			kept.discardIfAny(g.index)
@@ -313,6 +319,11 @@ type attempt struct {
 	resp   *http.Response // the engine's response head; nil until it came
 	sent   time.Time      // when the attempt was sent
 	trace  *upstreamTrace // its client span; nil without tracing
+	// holding: its prompt is held as awaiting its first token, for
+	// pacing its key (pacing.go), until letGoPrefill or, not streamed,
+	// holdUntil.
+	holding   bool
+	holdUntil time.Time
 }
 
 // begin starts an attempt on the leased replica: the prompt's blocks are
@@ -323,6 +334,7 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
 	}
+	a.holdPrefill()
 	return a
 }
 
@@ -335,6 +347,7 @@ func (a *attempt) discard(ix index.Index) {
 		a.resp.Body.Close()
 	}
 	a.cancel(nil)
+	a.letGoPrefill()
 	a.lease.Release()
 	a.mq.freed(a.ex)
 	a.mq.kick()
@@ -430,6 +443,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	defer func() {
 		resp.Body.Close()
 		a.cancel(nil)
+		a.letGoPrefill()
 		a.lease.Release()
 		a.mq.freed(a.ex)
 		a.mq.kick()
@@ -472,6 +486,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				if streamed {
 					a.lease.FirstToken(now)
 				}
+				a.letGoPrefill()
 				a.trace.markFirstByte()
 				ttft := time.Since(ex.arrived)
 				if g.member(rep) {

@@ -16,6 +16,9 @@ type ModelField struct {
 	// User is the body's top-level "user" string, which names the end user
 	// and so can key session affinity; "" when absent or not a string.
 	User string
+	// Stream is whether the body's top-level "stream" is true: the answer
+	// comes as events, the first one once the prompt is prefilled.
+	Stream bool
 }
 
 // ErrNotObject is returned by FindModel for a body whose top level is not a
@@ -26,8 +29,8 @@ var ErrNotObject = errors.New("the request body must be a JSON object")
 // null.
 var ErrModelType = errors.New("model must be a string")
 
-// FindModel scans the top level of a JSON object for its "model" key without
-// decoding anything else. The last occurrence wins, as in Python. body must
+// FindModel scans the top level of a JSON object for its "model" key (and
+// its "user" and "stream") without decoding anything else. The last occurrence wins, as in Python. body must
 // be valid JSON (check with json.Valid first).
 func FindModel(body []byte) (ModelField, error) {
 	var f ModelField
@@ -44,6 +47,7 @@ func FindModel(body []byte) (ModelField, error) {
 		i = skipString(body, i)
 		isModel := isKey(body[keyStart:i], "model")
 		isUser := !isModel && isKey(body[keyStart:i], "user")
+		isStream := !isModel && !isUser && isKey(body[keyStart:i], "stream")
 		i = skipSpace(body, i)
 		i = skipSpace(body, i+1) // ':'
 		valStart := i
@@ -56,6 +60,8 @@ func FindModel(body []byte) (ModelField, error) {
 			if body[valStart] == '"' {
 				_ = json.Unmarshal(body[valStart:i], &f.User)
 			}
+		case isStream:
+			f.Stream = string(body[valStart:i]) == "true"
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {

@@ -26,6 +26,29 @@ func TestFindModelUser(t *testing.T) {
 	}
 }
 
+func TestFindModelStream(t *testing.T) {
+	for _, tt := range []struct {
+		body   string
+		stream bool
+	}{
+		{`{"model":"a","stream":true}`, true},
+		{`{"stream" : true , "model":"a"}`, true},
+		{`{"stream":false}`, false},
+		{`{"stream":true,"stream":false}`, false},
+		{`{"stream":"true"}`, false},
+		{`{"stream":null}`, false},
+		{`{"stream_options":{"include_usage":true}}`, false},
+		{`{"metadata":{"stream":true}}`, false},
+		{`{"str\u0065am":true}`, true},
+		{`{"model":"stream"}`, false},
+	} {
+		f, err := FindModel([]byte(tt.body))
+		if err != nil || f.Stream != tt.stream {
+			t.Errorf("FindModel(%s).Stream = %v, %v; want %v", tt.body, f.Stream, err, tt.stream)
+		}
+	}
+}
+
 func TestFindModel(t *testing.T) {
 	tests := []struct {
 		body    string
@@ -55,7 +78,7 @@ func TestFindModel(t *testing.T) {
 // object draws a JSON object with nested values and maybe a model key.
 func object() *rapid.Generator[[]byte] {
 	return rapid.Custom(func(t *rapid.T) []byte {
-		keys := rapid.SliceOfN(rapid.SampledFrom([]string{"model", "messages", "max_tokens", "m\u00f6del", "x"}), 0, 6).Draw(t, "keys")
+		keys := rapid.SliceOfN(rapid.SampledFrom([]string{"model", "messages", "max_tokens", "m\u00f6del", "x", "stream"}), 0, 6).Draw(t, "keys")
 		var b bytes.Buffer
 		b.WriteByte('{')
 		for i, k := range keys {
@@ -66,7 +89,7 @@ func object() *rapid.Generator[[]byte] {
 			b.Write(kb)
 			b.WriteString(rapid.SampledFrom([]string{":", " : "}).Draw(t, "colon"))
 			var v any
-			switch rapid.IntRange(0, 4).Draw(t, "kind") {
+			switch rapid.IntRange(0, 5).Draw(t, "kind") {
 			case 0:
 				v = rapid.String().Draw(t, "str")
 			case 1:
@@ -75,6 +98,8 @@ func object() *rapid.Generator[[]byte] {
 				v = map[string]any{"model": rapid.String().Draw(t, "inner"), "l": []any{"}", "]", 1}}
 			case 3:
 				v = nil
+			case 4:
+				v = rapid.Bool().Draw(t, "bool")
 			default:
 				v = []any{rapid.String().Draw(t, "el"), map[string]any{"a": "{"}}
 			}
@@ -97,6 +122,9 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 		want, present := m["model"]
 		if present != f.Present {
 			t.Fatalf("FindModel(%s) present=%v, decoder says %v", body, f.Present, present)
+		}
+		if stream, _ := m["stream"].(bool); f.Stream != stream {
+			t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, f.Stream, stream)
 		}
 		if s, isStr := want.(string); present && isStr {
 			if err != nil || f.Name != s {
