@@ -394,8 +394,13 @@ func (t *Table) room(s *state, share int, now time.Time) (room int, moving bool)
 	}
 	u := s.usage(t.window, now)
 	peak := s.peakAt(t.window, now)
-	// Usage only moves toward what the flow holds while nothing changes.
-	moving = peak > share || burstOf(max(u, float64(s.inFlight))) > share
+	// While nothing changes, usage only moves toward what the flow holds;
+	// its bursts count only between where they pass its share and where
+	// they no longer fit its share plus its credit (burstOf rises with
+	// usage, credit falls), so they can move the room only if the ends of
+	// that stretch allow it.
+	lo, hi := min(u, float64(s.inFlight)), max(u, float64(s.inFlight))
+	moving = peak > share || burstOf(hi) > share && burstOf(lo) <= share+creditOf(share, lo)
 	limit := share + creditOf(share, u)
 	want := peak
 	if b := burstOf(u); b <= limit {
