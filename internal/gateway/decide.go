@@ -104,7 +104,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 	usable := false
 	all := len(mr.routes)
 	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
-	n := 0
+	n, paced := 0, 0
 	var holds *prefillHolds
 	if ex.pace {
 		holds = &g.flow.queues[ex.model].holds
@@ -124,6 +124,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 				why[i] = notOfferedFull
 			}
 		case holds != nil && holds.held(flowOf(ex.adm), rt.Replica, start):
+			paced++
 			if why != nil {
 				why[i] = notOfferedPaced
 			}
@@ -144,6 +145,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 	}
 	offered, cands = offered[:n], cands[:n]
 	sc.offered, sc.retried, sc.cands = offered, retried, cands
+	ex.pacedOut = n == 0 && paced > 0
 	if !usable {
 		return errNoReplica
 	}

@@ -210,6 +210,7 @@ type fairSeries struct{ active, share prometheus.Gauge }
 // fairMetrics are the families of fair sharing.
 type fairMetrics struct {
 	overShare *prometheus.CounterVec
+	paced     *prometheus.CounterVec
 	active    *prometheus.GaugeVec
 	share     *prometheus.GaugeVec
 }
@@ -219,6 +220,10 @@ func newFairMetrics() fairMetrics {
 		overShare: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_flow_over_share_total",
 			Help: "Requests that waited because of fair sharing: their key already held its share of the model's in-flight slots, or the free ones were kept for other keys, by model and priority class.",
+		}, []string{"model", "class"}),
+		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferrail_flow_prefill_paced_total",
+			Help: "Requests that waited because their key's prompts awaiting a first token held every replica with room (flow.pace_prefills), once each, by model and priority class.",
 		}, []string{"model", "class"}),
 		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "inferrail_flow_active_keys",

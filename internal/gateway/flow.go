@@ -135,6 +135,7 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 		lease, cached, err := g.choose(ex, nil)
 		if err != nil {
 			mq.freed(ex) // the slot it took in the fair share, given back
+			g.countPaced(ex)
 		}
 		switch {
 		case err == nil:
@@ -303,6 +304,7 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 			if !w.ex.pace {
 				break
 			}
+			g.countPaced(w.ex)
 			// Its key may be paced where others are not: they go on.
 			if paced == nil {
 				paced = map[fairshare.Flow]bool{}
@@ -393,7 +395,7 @@ func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 			Help: "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.",
 		}, []string{"model", "class", "result"}),
 	}
-	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share)
+	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share, m.paced)
 	return m
 }
 

@@ -167,6 +167,15 @@ func (a *attempt) letGoPrefill() {
 	a.mq.kick()
 }
 
+// countPaced counts a request whose last decision found room only where
+// pacing held it, once per request.
+func (g *Gateway) countPaced(ex *exchange) {
+	if ex.pacedOut && !ex.pacedCounted {
+		ex.pacedCounted = true
+		g.flow.metrics.paced.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
+	}
+}
+
 // pacedNow is pacedLocked for ex's key at now, taking the queue's lock;
 // false for a request with no key's admission.
 func (g *Gateway) pacedNow(ex *exchange, now time.Time) bool {

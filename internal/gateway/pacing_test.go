@@ -282,6 +282,9 @@ func TestPrefillPacing(t *testing.T) {
 				received("f3")
 				e.openAll()
 				expectStatus(t, http.StatusOK, chs...)
+				if n := counterValue(t, gw, "inferrail_flow_prefill_paced_total", "model", testModel, "class", "standard"); n != 0 {
+					t.Errorf("inferrail_flow_prefill_paced_total = %v with pacing off", n)
+				}
 				return
 			}
 			waitFor(t, "f1's slot to free", 10*time.Second, func() bool {
@@ -305,6 +308,12 @@ func TestPrefillPacing(t *testing.T) {
 			received("f3")
 			e.openAll()
 			expectStatus(t, http.StatusOK, chs...)
+			// f3 waited for pacing, counted once however many times the
+			// dispatcher tried it; f4, last of the flood's waiters, is
+			// never paced.
+			if n := counterValue(t, gw, "inferrail_flow_prefill_paced_total", "model", testModel, "class", "standard"); n != 1 {
+				t.Errorf("inferrail_flow_prefill_paced_total = %v, want 1 (f3)", n)
+			}
 			if n := holdsOf(&mq.holds, "flood"); n != 0 {
 				t.Errorf("%d holds of the flood's kept after its requests ended", n)
 			}

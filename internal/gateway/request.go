@@ -47,8 +47,10 @@ type exchange struct {
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
 	// pace: its key's prefills are paced (pacing.go), as judged when it was
-	// last let try the replicas; stream: its body asks for a stream.
-	pace, stream bool
+	// last let try the replicas; stream: its body asks for a stream;
+	// pacedOut: its last decision found room only where pacing held it,
+	// and pacedCounted: that was counted.
+	pace, stream, pacedOut, pacedCounted bool
 	// tokenized is the tokenizer's outcome (tokOK, or why there is no
 	// prediction); "" when the model has no tokenizer.
 	tokenized string
