@@ -335,17 +335,20 @@ func (t *Table) kept(f Flow, slots int, now time.Time) keptRoom {
 }
 
 // keptForNewcomer is kept for a flow the table does not know yet: the
-// others' shares count it, as they will once it arrives. It takes time in
-// the number of flows.
+// shares of the others of its class count it, as they will once it
+// arrives (a more important class's do not). It takes time in the number
+// of flows.
 func (t *Table) keptForNewcomer(f Flow, slots int, now time.Time) keptRoom {
 	var k keptRoom
 	for g, s := range t.flows {
 		if s.held > s.inFlight || g.Class < 0 || g.Class > f.Class {
 			continue
 		}
-		// f counts against g too: g's class is not more important.
-		share := max(1, slots/(t.Counted(g, now)+1))
-		k.add(t.reserve(s, share, now), 1)
+		counted := t.Counted(g, now)
+		if g.Class == f.Class {
+			counted++
+		}
+		k.add(t.reserve(s, max(1, slots/counted), now), 1)
 	}
 	return k
 }
@@ -383,11 +386,11 @@ func (t *Table) roomOf(s *state, share int, now time.Time) int {
 // it held more than that at once lately (its peak over the last one to
 // two windows), or its usage says its bursts will (burstOf, where that
 // fits in its share plus its credit), as much as that, up to its share
-// plus its credit. A quiet flow whose requests come
-// in bursts thus finds room for them, even for the first past its share,
-// while a flow that used its share all along has no credit, and no burst
-// room. moving reports whether the room may change with time alone, as
-// the flow's usage does.
+// plus its credit. A quiet flow whose requests come in bursts thus finds
+// room for them, even for the first past its share, while a flow that
+// used its share all along has no credit, and no burst room. moving
+// reports whether the room may change with time alone, as the flow's
+// usage does.
 func (t *Table) room(s *state, share int, now time.Time) (room int, moving bool) {
 	if t.window <= 0 {
 		return share, false // no window, no history to judge bursts by
@@ -414,7 +417,7 @@ func (t *Table) room(s *state, share int, now time.Time) (room int, moving bool)
 	return share, moving
 }
 
-// hrFresh reports whether hr and burst, worked out last, hold for slots
+// hrFresh reports whether hr, worked out last, holds for slots
 // slots at now: the table has not changed since, and time has not moved
 // them. A room that time alone may move (room's moving: it reads a usage,
 // which changes at every moment) holds for that moment only; otherwise

@@ -254,8 +254,8 @@ func (m *model) counted(f Flow, now time.Time) int {
 
 // headroom is the slots kept free for the flows other than f that count
 // against it and have none waiting: each one's room less what it holds,
-// and the part of that beyond their shares, each share counting f
-// whether or not it is active yet. ambiguous is set when a
+// and the part of that beyond their shares, each share counting f (where
+// f counts against it) whether or not f is active yet. ambiguous is set when a
 // flow's credit sits too near a whole slot for float rounding to agree.
 func (m *model) headroom(f Flow, slots int, now time.Time) (whole, burst int, ambiguous bool) {
 	whole, burst, _, ambiguous = m.kept(f, slots, now)
@@ -269,7 +269,7 @@ func (m *model) kept(f Flow, slots int, now time.Time) (whole, burst, extra int,
 			continue
 		}
 		counted := m.counted(g, now)
-		if !m.active(f, now) {
+		if !m.active(f, now) && f.Class <= g.Class {
 			counted++ // f will count against g once it arrives
 		}
 		share := max(1, slots/counted)
