@@ -320,3 +320,40 @@ func TestPrefillPacing(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefillPacingNotStreamed: a backlogged key's answer that is not
+// streamed has no first byte until its end, so its prompt is held only
+// until its estimated first token: the key's next request starts while the
+// previous one is still running, instead of one request per replica.
+func TestPrefillPacingNotStreamed(t *testing.T) {
+	const plain = `{"model":"sim","prompt":"hello","max_tokens":1}`
+	e := newStreamEngine(t)
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	flood, fk := newKey("flood", nil)
+	quiet, qk := newKey("quiet", nil)
+	withKeys(t, cfg, fk, qk)
+	gw := startGatewayWith(t, cfg, Options{})
+	received := func(id string) {
+		t.Helper()
+		waitFor(t, "the engine to receive "+id, 10*time.Second, func() bool { return e.has(id) })
+	}
+	chs := []<-chan sent{asyncBody(gw, "q0", plain, bearer(quiet)...)}
+	received("q0")
+	for _, id := range []string{"f0", "f1"} {
+		chs = append(chs, asyncBody(gw, id, plain, bearer(flood)...))
+		received(id)
+	}
+	for i, id := range []string{"f2", "f3", "f4"} {
+		chs = append(chs, asyncBody(gw, id, plain, bearer(flood)...))
+		waitFor(t, id+" to wait", 10*time.Second, func() bool { return waiting(gw) == int64(i+1) })
+	}
+	e.open("end f0")
+	received("f2")
+	// f3 is paced behind f2, which runs on: it goes once f2's estimated
+	// first token has passed, not when f2 ends.
+	e.open("end f1")
+	received("f3") // f2's end gate opens only below
+	e.openAll()
+	expectStatus(t, http.StatusOK, chs...)
+}
