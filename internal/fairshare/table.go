@@ -262,11 +262,11 @@ func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 		return true
 	}
 	free := slots - t.total
-	k := t.kept(f, slots, now)
-	if t.InFlight(f) < t.Share(f, slots, now)-k.extra {
+	k, share := t.kept(f, slots, now), t.Share(f, slots, now)
+	if t.InFlight(f) < share-k.extra {
 		return k.burst == 0 || free-1 >= k.burst
 	}
-	if s := t.flows[f]; s != nil && s.inFlight < t.roomOf(s, t.Share(f, slots, now), now)-k.extra {
+	if s := t.flows[f]; s != nil && s.inFlight < t.roomOf(s, share, now)-k.extra {
 		return free > 0 && free-1 >= k.burst
 	}
 	return free > 0 && free-1 >= k.whole

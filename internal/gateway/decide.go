@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/fairshare"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -106,8 +107,9 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 	offered, cands, retried := slices.Grow(sc.offered[:0], all)[:all], slices.Grow(sc.cands[:0], all)[:all], sc.retried[:0]
 	n, paced := 0, 0
 	var holds *prefillHolds
+	var flow fairshare.Flow
 	if ex.pace {
-		holds = &g.flow.queues[ex.model].holds
+		holds, flow = &g.flow.queues[ex.model].holds, flowOf(ex.adm)
 	}
 	for i := range mr.routes {
 		rt := &mr.routes[i]
@@ -123,7 +125,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 			if why != nil {
 				why[i] = notOfferedFull
 			}
-		case holds != nil && holds.held(flowOf(ex.adm), rt.Replica, start):
+		case holds != nil && holds.held(flow, rt.Replica, start):
 			paced++
 			if why != nil {
 				why[i] = notOfferedPaced
