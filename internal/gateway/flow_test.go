@@ -102,11 +102,7 @@ func waiting(gw *running) int64 { return gw.g.flow.queues[testModel].waiting.Loa
 // async sends a completion with request ID id from a goroutine; its
 // outcome arrives on the returned channel.
 func async(gw *running, id string, header ...string) <-chan sent {
-	ch := make(chan sent, 1)
-	go func() {
-		ch <- sendCompletion(gw.url, `{"model":"sim","prompt":"hello","max_tokens":1}`, append([]string{openai.HeaderRequestID, id}, header...)...)
-	}()
-	return ch
+	return asyncBody(gw, id, `{"model":"sim","prompt":"hello","max_tokens":1}`, header...)
 }
 
 // histCount is the sample count of a histogram's series with exactly the
@@ -347,6 +343,20 @@ func explainAs(t *testing.T, gw *running, key, body string, header ...string) ad
 	if key != "" {
 		url += "?key=" + key
 	}
+	var ans struct {
+		Admission *admissionVerdict `json:"admission"`
+	}
+	postExplain(t, url, body, &ans, header...)
+	if ans.Admission == nil {
+		t.Fatal("explain answered without an admission verdict")
+	}
+	return *ans.Admission
+}
+
+// postExplain posts body to url, an /admin/explain path on the admin
+// port, with the header pairs set, and decodes the answer into ans.
+func postExplain(t *testing.T, url, body string, ans any, header ...string) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -356,13 +366,9 @@ func explainAs(t *testing.T, gw *running, key, body string, header ...string) ad
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var ans struct {
-		Admission *admissionVerdict `json:"admission"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || ans.Admission == nil {
+	if err := json.NewDecoder(resp.Body).Decode(ans); err != nil {
 		t.Fatalf("explain: %d, %v", resp.StatusCode, err)
 	}
-	return *ans.Admission
 }
 
 // TestExplainAdmission: /admin/explain says whether the request would be

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -97,20 +95,13 @@ func TestTwoExactGatewaysAgree(t *testing.T) {
 // tokens it predicts on each replica, as text.
 func explainCached(t *testing.T, admin, body string) string {
 	t.Helper()
-	resp, err := http.Post(admin+"/admin/explain/v1/chat/completions", "application/json", bytes.NewReader([]byte(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var ans struct {
 		Replicas []struct {
 			ID     string `json:"replica"`
 			Cached *int   `json:"cached_tokens"`
 		} `json:"replicas"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
-		t.Fatal(err)
-	}
+	postExplain(t, admin+"/admin/explain/v1/chat/completions", body, &ans)
 	var parts []string
 	for _, r := range ans.Replicas {
 		if r.Cached == nil {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -201,6 +200,30 @@ func holdsOf(p *prefillHolds, key string) int {
 	return n
 }
 
+// pacingRig starts a gateway with flow control and fair sharing in front
+// of a streamEngine of four slots, with pacing on or off, and returns the
+// engine, the gateway and the secrets of a flood key and a quiet one.
+func pacingRig(t *testing.T, pace bool) (e *streamEngine, gw *running, flood, quiet string) {
+	t.Helper()
+	e = newStreamEngine(t)
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.PacePrefills = pace
+	flood, fk := newKey("flood", nil)
+	quiet, qk := newKey("quiet", nil)
+	withKeys(t, cfg, fk, qk)
+	return e, startGatewayWith(t, cfg, Options{}), flood, quiet
+}
+
+// waitReceived returns a wait, failing t after 10 s, for the engine to
+// receive the request with a given ID.
+func (e *streamEngine) waitReceived(t *testing.T) func(id string) {
+	return func(id string) {
+		t.Helper()
+		waitFor(t, "the engine to receive "+id, 10*time.Second, func() bool { return e.has(id) })
+	}
+}
+
 // asyncBody is async with a body of its own.
 func asyncBody(gw *running, id, body string, header ...string) <-chan sent {
 	ch := make(chan sent, 1)
@@ -212,11 +235,6 @@ func asyncBody(gw *running, id, body string, header ...string) <-chan sent {
 // replica ("" where it was offered), and where the key stands.
 func explainNotOffered(t *testing.T, gw *running, key, body string) (map[string]string, *fairShareVerdict) {
 	t.Helper()
-	resp, err := http.Post(gw.admin+"/admin/explain/v1/completions?key="+key, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var ans struct {
 		Replicas []struct {
 			ID         string `json:"replica"`
@@ -224,8 +242,9 @@ func explainNotOffered(t *testing.T, gw *running, key, body string) (map[string]
 		} `json:"replicas"`
 		Admission *admissionVerdict `json:"admission"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil || ans.Admission == nil {
-		t.Fatalf("explain: %d, %v", resp.StatusCode, err)
+	postExplain(t, gw.admin+"/admin/explain/v1/completions?key="+key, body, &ans)
+	if ans.Admission == nil {
+		t.Fatal("explain answered without an admission verdict")
 	}
 	why := map[string]string{}
 	for _, r := range ans.Replicas {
@@ -244,19 +263,9 @@ func TestPrefillPacing(t *testing.T) {
 	const plain, stream = `{"model":"sim","prompt":"hello","max_tokens":1}`, `{"model":"sim","prompt":"hello","max_tokens":1,"stream":true}`
 	for _, pace := range []bool{true, false} {
 		t.Run(map[bool]string{true: "paced", false: "pacing_off"}[pace], func(t *testing.T) {
-			e := newStreamEngine(t)
-			cfg := flowConfig(e.srv.URL, 16)
-			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-			cfg.Flow.PacePrefills = pace
-			flood, fk := newKey("flood", nil)
-			quiet, qk := newKey("quiet", nil)
-			withKeys(t, cfg, fk, qk)
-			gw := startGatewayWith(t, cfg, Options{})
+			e, gw, flood, quiet := pacingRig(t, pace)
 			mq := gw.g.flow.queues[testModel]
-			received := func(id string) {
-				t.Helper()
-				waitFor(t, "the engine to receive "+id, 10*time.Second, func() bool { return e.has(id) })
-			}
+			received := e.waitReceived(t)
 			var chs []<-chan sent
 			chs = append(chs, asyncBody(gw, "q0", plain, bearer(quiet)...))
 			received("q0")
@@ -327,17 +336,8 @@ func TestPrefillPacing(t *testing.T) {
 // previous one is still running, instead of one request per replica.
 func TestPrefillPacingNotStreamed(t *testing.T) {
 	const plain = `{"model":"sim","prompt":"hello","max_tokens":1}`
-	e := newStreamEngine(t)
-	cfg := flowConfig(e.srv.URL, 16)
-	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-	flood, fk := newKey("flood", nil)
-	quiet, qk := newKey("quiet", nil)
-	withKeys(t, cfg, fk, qk)
-	gw := startGatewayWith(t, cfg, Options{})
-	received := func(id string) {
-		t.Helper()
-		waitFor(t, "the engine to receive "+id, 10*time.Second, func() bool { return e.has(id) })
-	}
+	e, gw, flood, quiet := pacingRig(t, true)
+	received := e.waitReceived(t)
 	chs := []<-chan sent{asyncBody(gw, "q0", plain, bearer(quiet)...)}
 	received("q0")
 	for _, id := range []string{"f0", "f1"} {
