@@ -157,7 +157,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 }
 
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`} {
+	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -165,6 +165,12 @@ func FuzzFindModel(f *testing.F) {
 			return
 		}
 		fm, err := FindModel(body)
+		var top map[string]any
+		if json.Unmarshal(body, &top) == nil {
+			if stream, _ := top["stream"].(bool); fm.Stream != stream {
+				t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, fm.Stream, stream)
+			}
+		}
 		if err != nil {
 			return
 		}
