@@ -36,7 +36,7 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzAdmissionHeaders
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress saturated demo clean tokenizers fleet-size \
-	sweep sweep-smoke routing baselines exact-routing report repro peers dashboard-check stack stack-down
+	sweep sweep-smoke routing baselines exact-routing criterion report repro peers dashboard-check stack stack-down
 
 all: build
 
@@ -173,9 +173,16 @@ exact-routing: build
 	$(BENCH) sweep --file bench/sweeps/exact.toml $(BENCH_BINS)
 	$(BENCH) report --in bench/results/exact-routing --out bench/report/exact-routing
 
+## criterion: #21's test alone (bench/sweeps/criterion.toml): every policy and both peers at each
+## workload's median rate, least_request against cost_model at its highest, 3 repetitions (the
+## trace's points when TRACE names it); its report's "Where we lose" is the verdict.
+criterion: build
+	$(BENCH) sweep --file bench/sweeps/criterion.toml $(BENCH_BINS) $(if $(TRACE),--trace $(TRACE))
+	$(BENCH) report --in bench/results/criterion --out bench/report/criterion
+
 ## report: rebuild every report from the result files in bench/results.
 report: build
-	@for d in sweep routing baselines exact-routing smoke; do \
+	@for d in sweep routing baselines exact-routing smoke criterion; do \
 	  if [ -d bench/results/$$d ]; then $(BENCH) report --in bench/results/$$d --out bench/report/$$d; fi; \
 	done
 
