@@ -175,7 +175,8 @@ exact-routing: build
 
 ## criterion: #21's test alone (bench/sweeps/criterion.toml): every policy and both peers at each
 ## workload's median rate, least_request against cost_model at its highest, 3 repetitions (the
-## trace's points when TRACE names it); its report's "Where we lose" is the verdict.
+## trace's points when TRACE names it). Its report's "Where we lose" judges each point at its one rate
+## against the lowest; a -top point's comparison with least_request is read from its table.
 criterion: build
 	$(BENCH) sweep --file bench/sweeps/criterion.toml $(BENCH_BINS) $(if $(TRACE),--trace $(TRACE))
 	$(BENCH) report --in bench/results/criterion --out bench/report/criterion
