@@ -361,10 +361,11 @@ type HotPrefix struct {
 	// Utilization is the share of one replica's time (0 to 1] a root
 	// prefix's prefill may take before it gets more owners. Default 0.5.
 	Utilization float64 `yaml:"utilization"`
-	// Demand is what a routed request adds to its prefixes' demand:
-	// "prefill" (the default), the prefill the chosen replica computes;
-	// "prompt", its whole prompt's prefill as if nothing were cached, the
-	// work the prefix's traffic brings to the replicas that hold it.
+	// Demand is what makes a prefix hot: "share" (the default), the
+	// prefill the chosen replicas compute or the prefix's share of the
+	// fleet's arrivals in replicas' worth, whichever is more; "prefill",
+	// the computed prefill alone; "prompt", each request's whole prompt's
+	// prefill as if nothing were cached.
 	Demand string `yaml:"demand"`
 }
 
@@ -553,7 +554,7 @@ func Default() Config {
 			},
 			PrefixHash: PrefixHash{Blocks: 4},
 			KVAware:    KVAware{CacheWeight: 1, LoadWeight: 1},
-			HotPrefix:  HotPrefix{Blocks: 4, Window: Duration(10 * time.Second), Utilization: 0.5, Demand: "prefill"},
+			HotPrefix:  HotPrefix{Blocks: 4, Window: Duration(10 * time.Second), Utilization: 0.5, Demand: "share"},
 		},
 		Health: Health{
 			Interval:           Duration(time.Second),

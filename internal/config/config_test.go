@@ -253,7 +253,7 @@ var badFiles = map[string][]string{
 		"line 17: routing.hot_prefix.blocks: must be >= 0",
 		"line 17: routing.hot_prefix.window: must be > 0",
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
-		`line 17: routing.hot_prefix.demand: must be prefill or prompt, got "uncached"`,
+		`line 17: routing.hot_prefix.demand: must be prefill, prompt or share, got "uncached"`,
 		`line 18: routing.kv_guard: must be usage or free_blocks, not "blocks"`,
 		"line 20: health.unhealthy_interval: must be between 0 and health.interval (1s)",
 	},

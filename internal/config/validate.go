@@ -490,8 +490,8 @@ func (v *validator) routing(r *Routing) {
 	if u := r.HotPrefix.Utilization; u <= 0 || u > 1 {
 		v.fail("routing.hot_prefix.utilization", "must be > 0 and <= 1")
 	}
-	if d := r.HotPrefix.Demand; d != "prefill" && d != "prompt" {
-		v.fail("routing.hot_prefix.demand", "must be prefill or prompt, got %q", d)
+	if d := r.HotPrefix.Demand; d != "prefill" && d != "prompt" && d != "share" {
+		v.fail("routing.hot_prefix.demand", "must be prefill, prompt or share, got %q", d)
 	}
 }
 

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"cmp"
 	"math"
 	"math/bits"
 	"math/rand/v2"
@@ -35,8 +34,11 @@ import (
 //     affinity does the same for a request session affinity did not place
 //     that extends an earlier prompt the index has forgotten on every
 //     replica (see home).
-//  4. Otherwise the lowest estimate wins; ties go to fewer requests in
-//     flight, then to chance.
+//  4. Otherwise the lowest estimate wins; ties go to the candidate that
+//     holds more of the prompt by the index (an owner priced by its credit
+//     ties with the holder it is credited like, and an idle fleet gains
+//     nothing from a copy), then to fewer requests in flight, then to
+//     chance.
 //
 // Pick then counts the winner's estimated prefill as demand for the root
 // prefix and for deeper prefixes of the prompt (at its marks, and where
@@ -187,6 +189,9 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 		}
 		p.countDemand(req, &h, demand, now)
 	}
+	if p.hot != nil && p.s.HotPrefix.Demand == DemandShare {
+		p.countArrival(req, &h, now)
+	}
 	if p.sessions != nil && req.Session != "" {
 		p.sessions.put(req.Session, cands[d.Index].ID)
 	}
@@ -300,8 +305,8 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 // price sets every slot's TTFT at its priced tokens, working out the
 // prefill once for each run of candidates priced alike. Given r, it also
 // returns, from the same pass, the allowed candidate with the lowest
-// estimate (ties go to fewer requests in flight, then to chance, by
-// reservoir sampling) and the second lowest of the allowed candidates'
+// estimate (ties go to more cached tokens, then to fewer requests in
+// flight, then to chance, by reservoir sampling) and the second lowest of the allowed candidates'
 // estimates, the runner-up's: +Inf when only one is allowed. Without r it
 // returns -1 and +Inf.
 func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) (best int, second float64) {
@@ -313,6 +318,7 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 	best, ties := -1, 0
 	bestTTFT, second := math.Inf(1), math.Inf(1) // the best's and the second lowest estimate
 	var bestInFlight int64
+	bestCached := 0
 	for i := range cands {
 		s, c := &sl[i], &cands[i]
 		if s.priced != priced {
@@ -324,10 +330,10 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 			continue
 		}
 		switch {
-		case best < 0 || a < bestTTFT || (a == bestTTFT && c.InFlight < bestInFlight):
+		case best < 0 || a < bestTTFT || (a == bestTTFT && (s.cached > bestCached || s.cached == bestCached && c.InFlight < bestInFlight)):
 			second = min(second, bestTTFT)
-			best, ties, bestTTFT, bestInFlight = i, 1, a, c.InFlight
-		case a == bestTTFT && c.InFlight == bestInFlight:
+			best, ties, bestTTFT, bestInFlight, bestCached = i, 1, a, c.InFlight, s.cached
+		case a == bestTTFT && s.cached == bestCached && c.InFlight == bestInFlight:
 			second = bestTTFT
 			ties++
 			if r.IntN(ties) == 0 {
@@ -460,7 +466,9 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []ownerRank, order []int, now time.Time, h *hotView) {
 	root, bs := p.s.HotPrefix.Blocks, req.BlockSize
 	t := p.hot.ticks(now)
-	h.demand = p.hot.rateAt(h.root, t)
+	arrivals := p.arrivals(t)
+	heat := func(key uint64) float64 { return p.heat(key, t, arrivals, len(cands)) }
+	h.demand = heat(h.root)
 	u := p.s.HotPrefix.Utilization
 	if h.demand <= u {
 		return
@@ -481,7 +489,7 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	if deepest >= root {
 		credit = root // hot, as its demand says
 	}
-	hot := func(d int) bool { return p.hot.rateAt(blockKey(req.Blocks[d-1]), t) > u }
+	hot := func(d int) bool { return heat(blockKey(req.Blocks[d-1])) > u }
 	for j := h.ndepths - 1; j >= 0; j-- {
 		if d := h.depths[j]; d <= deepest && d > credit && hot(d) {
 			credit = d
@@ -500,121 +508,47 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	}
 }
 
-// chooseOwners returns the k candidates that hold at least held tokens
-// (the root prefix) first, then those with the highest rendezvous weight on
-// root, the first on ties: as indices into cands, in order's space, in no
-// particular order. It reads them in the order memo keeps for root when
-// they fit it (memo may be nil), and otherwise ranks them in rk.
-func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []ownerRank, order []int, k int, memo *ownerOrders) []int {
-	if k >= len(cands) { // every candidate owns it: nothing to rank
-		owners := order[:len(cands)]
-		for i := range owners {
-			owners[i] = i
-		}
-		return owners
+// Under DemandShare the sketch also counts arrivals, a second a request:
+// each prefix's under its key xor arrivalSalt, and every request's under
+// arrivalsKey, the fleet's total that shares are taken of. Keys are block
+// hashes, so neither meets a prefix's own key but by chance.
+const (
+	arrivalSalt = 0x6a09e667f3bcc909
+	arrivalsKey = 0xbb67ae8584caa73b
+)
+
+// shareEvidence is how many arrivals a prefix must have drawn in the
+// window before its share counts. A share read from a handful is mostly
+// chance: a fleet's first request is all of its arrivals. A prefix
+// drawing a sixteenth of the traffic reaches eight within the first 48
+// arrivals, where eight would read as a sixth (utilization 0.5 on three
+// replicas), about one time in a hundred.
+const shareEvidence = 8 * uint64(time.Second)
+
+// arrivals is the fleet's arrivals at tick t that shares are taken of,
+// in nanoseconds (a second an arrival); 0 unless Demand is DemandShare.
+func (p *costModel) arrivals(t int64) uint64 {
+	if p.s.HotPrefix.Demand != DemandShare {
+		return 0
 	}
-	if memo != nil {
-		if owners, ok := memo.choose(root, held, cands, sl, order, k); ok {
-			return owners
-		}
-	}
-	// Few owners are kept by insertion as the candidates are ranked; for
-	// many, the ranks are counted by their top bits. Holding the root comes
-	// first, then the weight, rendezvous(root, ID), less its lowest bit.
-	few := k <= 16
-	top := order[:0]
-	var buckets rankBuckets
-	for i := range cands {
-		o, id := &rk[i], cands[i].ID
-		if o.idKey == 0 || o.id != refOf(id) {
-			o.id, o.idKey = refOf(id), idKey(id)
-		}
-		r := mix64(root^o.idKey) >> 1
-		if sl[i].cached >= held {
-			r |= 1 << 63
-		}
-		o.rank = r
-		if few {
-			top = insertTop(rk, top, i, r, k)
-		} else {
-			buckets[r>>rankBucketShift]++
-		}
-	}
-	if few {
-		return top
-	}
-	// Many owners: the k-th highest rank splits owners from the rest in
-	// one pass; among candidates of exactly that rank the first ones win.
-	cut, atCut := kthRank(rk, &buckets, order, k)
-	owners := order[:len(rk)]
-	n := 0
-	for i := range rk {
-		r := rk[i].rank
-		owner := r > cut
-		if r == cut && atCut > 0 {
-			owner = true
-			atCut--
-		}
-		owners[n] = i // kept only if an owner: no branch to mispredict
-		if owner {
-			n++
-		}
-	}
-	return owners[:n]
+	return p.hot.countAt(arrivalsKey, t)
 }
 
-// rankBuckets counts ranks by their top bits: rank>>rankBucketShift.
-type rankBuckets [64]int32
-
-const rankBucketShift = 64 - 6
-
-// kthRank returns the k-th highest rank in rk (0 < k <= len(rk)) and how
-// many candidates of exactly that rank are among the k highest, given the
-// ranks' buckets and using order as scratch. It sorts only the bucket the
-// k-th falls in, usually a rank or two, where sorting them all took most
-// of chooseOwners' time.
-func kthRank(rk []ownerRank, buckets *rankBuckets, order []int, k int) (cut uint64, atCut int) {
-	b, above := len(buckets)-1, 0 // above: ranks in buckets above b
-	for above+int(buckets[b]) < k {
-		above += int(buckets[b])
-		b--
+// heat is how hot the prefix of the given key is at tick t among n
+// candidates, in replicas' worth: its prefill demand and, given the
+// fleet's arrivals (under DemandShare), the more of that and its share of
+// them times n, so that a prefix bringing one replica more arrivals than
+// HotPrefix.Utilization of its share counts as hot however little its
+// holder computes.
+func (p *costModel) heat(key uint64, t int64, arrivals uint64, n int) float64 {
+	d := p.hot.rateAt(key, t)
+	if arrivals == 0 {
+		return d
 	}
-	in := order[:0]
-	for i := range rk {
-		if rk[i].rank>>rankBucketShift == uint64(b) {
-			in = append(in, i)
-		}
+	if c := p.hot.countAt(key^arrivalSalt, t); c >= shareEvidence {
+		d = max(d, float64(c)/float64(arrivals)*float64(n))
 	}
-	// The cut is the want-th highest rank in the bucket.
-	slices.SortFunc(in, func(x, y int) int { return cmp.Compare(rk[y].rank, rk[x].rank) })
-	want := k - above
-	cut = rk[in[want-1]].rank
-	atCut = 1
-	for j := want - 2; j >= 0 && rk[in[j]].rank == cut; j-- {
-		atCut++
-	}
-	return cut, atCut
-}
-
-// insertTop adds candidate i, of rank r, to top, the best of those before
-// it by rank in rk (the first on ties), if it is among the k best: n·k
-// steps in all, fewer than sorting for the few owners a prefix usually
-// has.
-func insertTop(rk []ownerRank, top []int, i int, r uint64, k int) []int {
-	// Candidates come in order, so i loses every tie with those in top.
-	if len(top) == k {
-		if r <= rk[top[k-1]].rank {
-			return top
-		}
-	} else {
-		top = append(top, i)
-	}
-	j := len(top) - 1
-	for ; j > 0 && r > rk[top[j-1]].rank; j-- {
-		top[j] = top[j-1]
-	}
-	top[j] = i
-	return top
+	return d
 }
 
 // countDemand counts secs of prefill for the prompt's root prefix and the
@@ -635,6 +569,25 @@ func (p *costModel) countDemand(req *Request, h *hotView, secs float64, now time
 		if markAtOrBelow(d) != d {
 			p.hot.addAt(blockKey(req.Blocks[d-1]), q, t)
 		}
+	}
+}
+
+// countArrival counts the request as one arrival for the fleet and, when
+// it has a root prefix, for the root and the depths candidates hold, where
+// prompts part ways (a few-shot block's end, a system prompt's): the
+// lengths an owner's credit can reach by share. Not at the marks, which
+// would double a decision's counting for prefixes that a shared prefix's
+// held end already stands for.
+func (p *costModel) countArrival(req *Request, h *hotView, now time.Time) {
+	const second = uint64(time.Second)
+	t := p.hot.ticks(now)
+	p.hot.addAt(arrivalsKey, second, t)
+	if !h.rooted {
+		return
+	}
+	p.hot.addAt(h.root^arrivalSalt, second, t)
+	for _, d := range h.depths[:h.ndepths] {
+		p.hot.addAt(blockKey(req.Blocks[d-1])^arrivalSalt, second, t)
 	}
 }
 

@@ -229,9 +229,9 @@ func TestBoundedLoadCap(t *testing.T) {
 	}
 }
 
-// TestCostModelTies: the lowest estimate wins; among equal estimates fewer
-// requests in flight; among equal estimates and loads chance, the same
-// way for the same seed. Checked against a naive reading of Explain's
+// TestCostModelTies: the lowest estimate wins; among equal estimates more
+// cached tokens, then fewer requests in flight; among equal estimates,
+// caches and loads chance, the same way for the same seed. Checked against a naive reading of Explain's
 // estimates, with candidates drawn from few cached lengths and loads so
 // that they tie often, some of them set aside by bounded load or KV
 // pressure.
@@ -252,17 +252,22 @@ func TestCostModelTies(t *testing.T) {
 		p, _ := New(CostModel, rapid.Uint64().Draw(t, "seed"))
 		for range 5 {
 			e := p.Explain(req, cands)
+			// Each allowed candidate's rank, lowest first: estimate, then
+			// fewer cached tokens, then more in flight.
+			rank := func(i int) []float64 {
+				r := e.Replicas[i]
+				return []float64{r.Estimate.TTFTSecs, -float64(r.CachedTokens), float64(cands[i].InFlight)}
+			}
 			var tied []int
 			for i, r := range e.Replicas {
 				if r.SetAside != "" {
 					continue
 				}
 				if len(tied) > 0 {
-					b := e.Replicas[tied[0]]
-					if r.Estimate.TTFTSecs > b.Estimate.TTFTSecs || (r.Estimate.TTFTSecs == b.Estimate.TTFTSecs && cands[i].InFlight > cands[tied[0]].InFlight) {
+					switch slices.Compare(rank(i), rank(tied[0])) {
+					case 1:
 						continue
-					}
-					if r.Estimate.TTFTSecs < b.Estimate.TTFTSecs || cands[i].InFlight < cands[tied[0]].InFlight {
+					case -1:
 						tied = tied[:0]
 					}
 				}
@@ -584,10 +589,13 @@ func TestRequestTimeDrivesTheSketch(t *testing.T) {
 // TestHotPrefixReplication: a system prompt cached on one replica whose
 // demand grows past the utilization gets owners that are priced as holding
 // it, so a cold owner with a shorter queue wins; a conversation's history
-// is credited only where it is.
+// is credited only where it is. Demand is counted as prefill alone: by
+// share, a prompt that is all the arrivals is hot from the start.
 func TestHotPrefixReplication(t *testing.T) {
 	clk := newFakeClock()
-	p, _ := NewWith(CostModel, clk.settings())
+	s := clk.settings()
+	s.HotPrefix.Demand = DemandPrefill
+	p, _ := NewWith(CostModel, s)
 	const sysBlocks = 250 // a 4,000-token system prompt
 	turn := func(conv uint64, tail int) *Request {
 		n := sysBlocks + tail
@@ -731,7 +739,7 @@ func TestSettingsValidate(t *testing.T) {
 			"kv_aware.load_weight: must be >= 0",
 			"hot_prefix.window: must be > 0",
 			"hot_prefix.utilization: must be > 0 and <= 1",
-			"hot_prefix.demand: must be prefill or prompt",
+			"hot_prefix.demand: must be prefill, prompt or share",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

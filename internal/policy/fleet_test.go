@@ -564,13 +564,17 @@ func TestFleetHotPrompt(t *testing.T) {
 // replica it gets ceil(demand/0.5) owners priced as if they held it; each
 // pays one cold prefill, then they share it by their queues, and p99 stays
 // under 0.5 s. Not scaled: it takes milliseconds, and a shorter rise ends
-// before the sketch sees the prompt hot.
+// before the sketch sees the prompt hot. Demand is counted as prefill
+// alone: by share, the prompt's 60% of the arrivals would make every
+// replica an owner, and the owners counted from its prefill are what this
+// checks.
 func TestFleetRisingHotPrompt(t *testing.T) {
 	g := newTrafficGen(14, 1, 8000, 8000)
 	w := risingWorkload(g, 60, 1, 30, 20)
 	f := fleetSpec{replicas: 4, capacity: 2000}
 	s := DefaultSettings()
 	s.Seed = 1
+	s.HotPrefix.Demand = DemandPrefill
 	on := simulate(t, CostModel, s, w, f)
 	logResult(t, w.name, CostModel, on)
 	off := withoutReplication(t, w, f)

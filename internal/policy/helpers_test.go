@@ -110,7 +110,7 @@ func drawSettings(t *rapid.T, clk *fakeClock) Settings {
 	s.Epsilon = float64(rapid.IntRange(0, 8).Draw(t, "epsilon_quarters")) / 4
 	s.HotPrefix.Utilization = rapid.SampledFrom([]float64{0.01, 0.1, 0.5}).Draw(t, "utilization")
 	s.HotPrefix.Window = time.Second
-	s.HotPrefix.Demand = rapid.SampledFrom([]string{DemandPrefill, DemandPrompt}).Draw(t, "demand")
+	s.HotPrefix.Demand = rapid.SampledFrom([]string{DemandPrefill, DemandPrompt, DemandShare}).Draw(t, "demand")
 	return s
 }
 

@@ -179,3 +179,120 @@ func (m *ownerOrders) rank(root uint64) []int32 {
 	m.byRoot[root] = order
 	return order
 }
+
+// chooseOwners returns the k candidates that hold at least held tokens
+// (the root prefix) first, then those with the highest rendezvous weight on
+// root, the first on ties: as indices into cands, in order's space, in no
+// particular order. It reads them in the order memo keeps for root when
+// they fit it (memo may be nil), and otherwise ranks them in rk.
+func chooseOwners(root uint64, held int, cands []Candidate, sl []slot, rk []ownerRank, order []int, k int, memo *ownerOrders) []int {
+	if k >= len(cands) { // every candidate owns it: nothing to rank
+		owners := order[:len(cands)]
+		for i := range owners {
+			owners[i] = i
+		}
+		return owners
+	}
+	if memo != nil {
+		if owners, ok := memo.choose(root, held, cands, sl, order, k); ok {
+			return owners
+		}
+	}
+	// Few owners are kept by insertion as the candidates are ranked; for
+	// many, the ranks are counted by their top bits. Holding the root comes
+	// first, then the weight, rendezvous(root, ID), less its lowest bit.
+	few := k <= 16
+	top := order[:0]
+	var buckets rankBuckets
+	for i := range cands {
+		o, id := &rk[i], cands[i].ID
+		if o.idKey == 0 || o.id != refOf(id) {
+			o.id, o.idKey = refOf(id), idKey(id)
+		}
+		r := mix64(root^o.idKey) >> 1
+		if sl[i].cached >= held {
+			r |= 1 << 63
+		}
+		o.rank = r
+		if few {
+			top = insertTop(rk, top, i, r, k)
+		} else {
+			buckets[r>>rankBucketShift]++
+		}
+	}
+	if few {
+		return top
+	}
+	// Many owners: the k-th highest rank splits owners from the rest in
+	// one pass; among candidates of exactly that rank the first ones win.
+	cut, atCut := kthRank(rk, &buckets, order, k)
+	owners := order[:len(rk)]
+	n := 0
+	for i := range rk {
+		r := rk[i].rank
+		owner := r > cut
+		if r == cut && atCut > 0 {
+			owner = true
+			atCut--
+		}
+		owners[n] = i // kept only if an owner: no branch to mispredict
+		if owner {
+			n++
+		}
+	}
+	return owners[:n]
+}
+
+// rankBuckets counts ranks by their top bits: rank>>rankBucketShift.
+type rankBuckets [64]int32
+
+const rankBucketShift = 64 - 6
+
+// kthRank returns the k-th highest rank in rk (0 < k <= len(rk)) and how
+// many candidates of exactly that rank are among the k highest, given the
+// ranks' buckets and using order as scratch. It sorts only the bucket the
+// k-th falls in, usually a rank or two, where sorting them all took most
+// of chooseOwners' time.
+func kthRank(rk []ownerRank, buckets *rankBuckets, order []int, k int) (cut uint64, atCut int) {
+	b, above := len(buckets)-1, 0 // above: ranks in buckets above b
+	for above+int(buckets[b]) < k {
+		above += int(buckets[b])
+		b--
+	}
+	in := order[:0]
+	for i := range rk {
+		if rk[i].rank>>rankBucketShift == uint64(b) {
+			in = append(in, i)
+		}
+	}
+	// The cut is the want-th highest rank in the bucket.
+	slices.SortFunc(in, func(x, y int) int { return cmp.Compare(rk[y].rank, rk[x].rank) })
+	want := k - above
+	cut = rk[in[want-1]].rank
+	atCut = 1
+	for j := want - 2; j >= 0 && rk[in[j]].rank == cut; j-- {
+		atCut++
+	}
+	return cut, atCut
+}
+
+// insertTop adds candidate i, of rank r, to top, the best of those before
+// it by rank in rk (the first on ties), if it is among the k best: n·k
+// steps in all, fewer than sorting for the few owners a prefix usually
+// has.
+func insertTop(rk []ownerRank, top []int, i int, r uint64, k int) []int {
+	// Candidates come in order, so i loses every tie with those in top.
+	if len(top) == k {
+		if r <= rk[top[k-1]].rank {
+			return top
+		}
+	} else {
+		top = append(top, i)
+	}
+	j := len(top) - 1
+	for ; j > 0 && r > rk[top[j-1]].rank; j-- {
+		top[j] = top[j-1]
+	}
+	top[j] = i
+	return top
+}

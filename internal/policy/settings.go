@@ -120,13 +120,20 @@ type HotPrefixParams struct {
 	// demand D seconds of prefill per second gets ceil(D/Utilization).
 	// Default 0.5.
 	Utilization float64
-	// Demand says what a routed request adds to its prefixes' demand:
-	// DemandPrefill (the default), the prefill the chosen replica computes,
-	// its uncached tokens'; DemandPrompt, the prefill of its whole prompt,
-	// as if nothing were cached: the work a prefix's traffic brings to the
+	// Demand says what makes a prefix hot. DemandPrefill counts the
+	// prefill the chosen replica computes, its uncached tokens'.
+	// DemandPrompt counts each request's whole prompt's prefill, as if
+	// nothing were cached: the work a prefix's traffic brings to the
 	// replicas that hold it. Counted as computed, a prefix that one replica
 	// holds looks cold however much traffic it draws there, because that
-	// replica computes little of it.
+	// replica computes little of it; counted whole, a long system prompt
+	// looks hot at a fraction of the traffic that would need a second
+	// owner. DemandShare (the default) counts the computed prefill and,
+	// beside it, the prefix's share of the fleet's arrivals: a prefix is as
+	// hot as the more of its prefill demand and its arrivals in replicas'
+	// worth (share · candidates), so a prefix drawing more than
+	// Utilization of one replica's arrivals gets a second owner however
+	// little its holder computes.
 	Demand string
 }
 
@@ -134,6 +141,7 @@ type HotPrefixParams struct {
 const (
 	DemandPrefill = "prefill"
 	DemandPrompt  = "prompt"
+	DemandShare   = "share"
 )
 
 // The KV-pressure guard's rules (Settings.KVGuard).
@@ -162,7 +170,7 @@ func DefaultSettings() Settings {
 			Blocks:      4,
 			Window:      10 * time.Second,
 			Utilization: 0.5,
-			Demand:      DemandPrefill,
+			Demand:      DemandShare,
 		},
 	}
 }
@@ -217,8 +225,8 @@ func (s *Settings) Validate() error {
 		if !(h.Utilization > 0 && h.Utilization <= 1) {
 			fail("hot_prefix.utilization", "must be > 0 and <= 1")
 		}
-		if h.Demand != DemandPrefill && h.Demand != DemandPrompt {
-			fail("hot_prefix.demand", "must be prefill or prompt")
+		if h.Demand != DemandPrefill && h.Demand != DemandPrompt && h.Demand != DemandShare {
+			fail("hot_prefix.demand", "must be prefill, prompt or share")
 		}
 	}
 	return errors.Join(errs...)
