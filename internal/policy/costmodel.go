@@ -42,7 +42,8 @@ import (
 //
 // Pick then counts the winner's estimated prefill as demand for the root
 // prefix and for deeper prefixes of the prompt (at its marks, and where
-// candidates' cached prefixes end), and remembers the conversation's
+// candidates' cached prefixes end), under DemandShare counts the request
+// as an arrival (see countArrival), and remembers the conversation's
 // replica.
 type costModel struct {
 	s Settings
@@ -136,7 +137,7 @@ type hotView struct {
 	root    uint64 // key of the root prefix
 	depths  [maxDepths]int
 	ndepths int     // depths[:ndepths]: distinct prefix lengths in blocks, past the root, that candidates hold, shortest first
-	demand  float64 // the root's demand, seconds of prefill per second
+	demand  float64 // the root's demand in replicas' worth (see heat)
 	owners  int
 	credit  int // tokens owners are priced as holding at least
 }
@@ -306,9 +307,9 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 // prefill once for each run of candidates priced alike. Given r, it also
 // returns, from the same pass, the allowed candidate with the lowest
 // estimate (ties go to more cached tokens, then to fewer requests in
-// flight, then to chance, by reservoir sampling) and the second lowest of the allowed candidates'
-// estimates, the runner-up's: +Inf when only one is allowed. Without r it
-// returns -1 and +Inf.
+// flight, then to chance, by reservoir sampling) and the second lowest of
+// the allowed candidates' estimates, the runner-up's: +Inf when only one
+// is allowed. Without r it returns -1 and +Inf.
 func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) (best int, second float64) {
 	// A copy: the loop's stores cannot change it, so its fields stay in
 	// registers.

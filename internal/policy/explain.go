@@ -23,9 +23,11 @@ type Explanation struct {
 	// no other candidate was allowed, and when the session steered the
 	// choice to a replica no cheaper than the runner-up.
 	DecidedBy string `json:"decided_by,omitempty"`
-	// HotDemand is the prefill demand of the prompt's root prefix, in
-	// seconds of prefill per second, as cost_model's sketch counts it; 0
-	// for other policies or when the prompt is shorter than a root.
+	// HotDemand is the demand of the prompt's root prefix in replicas'
+	// worth, as cost_model's sketch counts it: its seconds of prefill per
+	// second, or under hot_prefix.demand share the more of that and its
+	// share of the fleet's arrivals times the candidates; 0 for other
+	// policies or when the prompt is shorter than a root.
 	HotDemand float64 `json:"hot_demand,omitempty"`
 	// HotOwners is how many owners the root prefix has: 0 unless its demand
 	// is above the hot prefix utilization.
