@@ -32,13 +32,7 @@ func TestHotPrefixDemandPrompt(t *testing.T) {
 		{DemandPrompt, true},
 	} {
 		t.Run(tc.demand, func(t *testing.T) {
-			clk := newFakeClock()
-			s := clk.settings()
-			s.HotPrefix.Demand = tc.demand
-			p, err := NewWith(CostModel, s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			clk, s, p := costModelCounting(t, tc.demand)
 			for i := range 100 { // 10 s at 10 a second, the holder alone offered
 				p.Pick(req(i), cands[:1])
 				clk.add(100 * time.Millisecond)
@@ -90,13 +84,7 @@ func TestHotPrefixDemandShare(t *testing.T) {
 		{DemandShare, 2, 3},
 	} {
 		t.Run(fmt.Sprintf("%s/%d", tc.demand, tc.templates), func(t *testing.T) {
-			clk := newFakeClock()
-			s := clk.settings()
-			s.HotPrefix.Demand = tc.demand
-			p, err := NewWith(CostModel, s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			clk, _, p := costModelCounting(t, tc.demand)
 			// Template k's request i, and the replicas as the index sees
 			// them: k's holder alone holds it.
 			req := func(k, i int) *Request {
@@ -143,13 +131,7 @@ func TestHotPrefixDemandShare(t *testing.T) {
 // prefix's, a share of one; the prefix counts as hot by share only once it
 // has drawn shareEvidence arrivals.
 func TestHotPrefixShareEvidence(t *testing.T) {
-	clk := newFakeClock()
-	s := clk.settings()
-	s.HotPrefix.Demand = DemandShare
-	p, err := NewWith(CostModel, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, _, p := costModelCounting(t, DemandShare)
 	req := func(i int) *Request {
 		return &Request{PromptTokens: 110 * 16, Blocks: chain(7, 100, uint64(1000+i), 110), BlockSize: 16}
 	}
@@ -167,4 +149,18 @@ func TestHotPrefixShareEvidence(t *testing.T) {
 		p.Pick(req(i), cands[:1])
 		clk.add(10 * time.Millisecond)
 	}
+}
+
+// costModelCounting is a cost_model on a fake clock whose hot prefixes
+// count demand as demand says, with its settings.
+func costModelCounting(t *testing.T, demand string) (*fakeClock, Settings, Policy) {
+	t.Helper()
+	clk := newFakeClock()
+	s := clk.settings()
+	s.HotPrefix.Demand = demand
+	p, err := NewWith(CostModel, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, s, p
 }
