@@ -21,3 +21,18 @@ func TestPolicyNamesMatchTheRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestHotDemandsMatchThePolicy ties the hot-prefix counts a config may
+// name to those the cost model accepts, and the two defaults together.
+func TestHotDemandsMatchThePolicy(t *testing.T) {
+	for _, d := range append(slices.Clone(hotDemands), "uncached") {
+		s := policy.DefaultSettings()
+		s.HotPrefix.Demand = d
+		if err := s.Validate(); (err == nil) != slices.Contains(hotDemands, d) {
+			t.Errorf("demand %q: config accepts it %v, the policy's error %v", d, slices.Contains(hotDemands, d), err)
+		}
+	}
+	if got, want := Default().Routing.HotPrefix.Demand, policy.DefaultSettings().HotPrefix.Demand; got != want {
+		t.Errorf("config's default demand %q, the policy's %q", got, want)
+	}
+}

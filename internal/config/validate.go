@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -47,6 +48,9 @@ func (e *Error) Error() string {
 
 // policies are the routing policies a model may name.
 var policies = []string{"round_robin", "random", "least_request", "p2c", "prefix_hash", "kv_aware", "cost_model"}
+
+// hotDemands are the counts routing.hot_prefix.demand may name.
+var hotDemands = []string{"prefill", "prompt", "share"}
 
 const (
 	maxIDLen       = 63 // replica IDs
@@ -490,7 +494,7 @@ func (v *validator) routing(r *Routing) {
 	if u := r.HotPrefix.Utilization; u <= 0 || u > 1 {
 		v.fail("routing.hot_prefix.utilization", "must be > 0 and <= 1")
 	}
-	if d := r.HotPrefix.Demand; d != "prefill" && d != "prompt" && d != "share" {
+	if d := r.HotPrefix.Demand; !slices.Contains(hotDemands, d) {
 		v.fail("routing.hot_prefix.demand", "must be prefill, prompt or share, got %q", d)
 	}
 }
