@@ -60,13 +60,14 @@ func queuedNanos(secs float64) int64 {
 	return int64(min(math.Round(secs*1e9), clock.Limit))
 }
 
-// add queues a request's estimated prefill.
-func (q *prefillQueue) add(now time.Time, secs float64, tokens int64) {
+// add queues a request's estimated prefill, secs, which holds the engine
+// for occupy seconds of real time.
+func (q *prefillQueue) add(now time.Time, secs, occupy float64, tokens int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	// The queue resumes from now once it has drained.
 	from := max(q.drainedAt.Load(), int64(clock.Of(now)))
-	q.drainedAt.Store(min(from+queuedNanos(secs), queueLimit))
+	q.drainedAt.Store(min(from+queuedNanos(occupy), queueLimit))
 	q.waiting.Add(1)
 	q.tokens.Add(tokens)
 	// Averages and sums take the estimate capped, so that an infinite
@@ -98,13 +99,14 @@ func (q *prefillQueue) firstByte(now time.Time, tokens int64, secs float64) {
 	q.waitingNanos.Store(0)
 }
 
-// queued is the prefill, in seconds, still queued at now.
+// queued is the prefill, in real seconds, still queued at now.
 func (q *prefillQueue) queued(now clock.Instant) float64 {
 	return float64(max(q.drainedAt.Load()-int64(now), 0)) * 1e-9 // a multiply: Duration.Seconds divides
 }
 
-// QueuedPrefill is the estimated prefill, in seconds, still ahead of a new
-// request on the replica.
+// QueuedPrefill is the prefill, in real seconds, still ahead of a new
+// request on the replica: each queued request's estimate at the pace it was
+// routed with.
 func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillAt(clock.Of(now)) }
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
@@ -145,15 +147,23 @@ func (r *Replica) PromptLoad() (inFlight, waiting int64) {
 }
 
 // Queue adds the lease's request to its replica's prefill queue: secs of
-// estimated prefill for a prompt of tokens tokens. Call it at most once,
-// before FirstByte and Release.
-func (l *Lease) Queue(now time.Time, secs float64, tokens int) {
+// estimated prefill for a prompt of tokens tokens, on an engine whose pace
+// is pace (0 for none). Call it at most once, before FirstByte and Release.
+//
+// The queue drains in real time, and an engine at pace 3 takes three
+// seconds for each one estimated: drained at the estimate's speed, a
+// request would stop counting long before its engine is through with it,
+// and the next would be sent after it as if the engine were free.
+func (l *Lease) Queue(now time.Time, secs, pace float64, tokens int) {
 	if l.queued || l.done {
 		return
 	}
 	l.queued, l.tokens, l.secs = true, int64(tokens), secs
 	l.r.promptTokens.Add(l.tokens)
-	l.r.prefill.add(now, secs, l.tokens)
+	if !(pace > 0) || math.IsInf(pace, 1) {
+		pace = 1
+	}
+	l.r.prefill.add(now, secs, secs*pace, l.tokens)
 }
 
 // Expect records the routing decision's estimate, made at now, of the

@@ -13,7 +13,8 @@ import (
 
 // TestPrefillQueue drives leases through Queue, FirstByte and Release at
 // random moments and checks the queue against a naive model: the estimate
-// drains one second per second, adds exactly what each request brings,
+// drains one second per second, adds exactly what each request brings at
+// its pace (an engine at pace 3 is busy three seconds per estimated one),
 // never goes below zero, and is empty whenever no request waits for its
 // first byte; prompt tokens add up over the leases that hold them.
 func TestPrefillQueue(t *testing.T) {
@@ -38,9 +39,14 @@ func TestPrefillQueue(t *testing.T) {
 				l, _ := r.TryAcquire()
 				secs := rapid.Float64Range(0, 2).Draw(t, "secs")
 				tokens := rapid.Int64Range(0, 10_000).Draw(t, "tokens")
-				l.Queue(now, secs, int(tokens))
-				l.Queue(now, secs, int(tokens)) // only the first counts
+				// 0 and the rest that are not a pace price as 1.
+				pace := rapid.SampledFrom([]float64{0, 1, 0.25, 3, -1, math.NaN(), math.Inf(1)}).Draw(t, "pace")
+				l.Queue(now, secs, pace, int(tokens))
+				l.Queue(now, secs, 2, int(tokens)) // only the first counts
 				leases = append(leases, &held{l: l, tokens: tokens, waiting: true})
+				if pace > 0 && pace < math.Inf(1) {
+					secs *= pace
+				}
 				want += secs
 			case 2, 3: // a first byte, or a release (which implies one)
 				if len(leases) == 0 {
@@ -111,7 +117,7 @@ func TestPrefillQueueUnderConcurrentWriters(t *testing.T) {
 				default:
 				}
 				l, _ := r.TryAcquire()
-				l.Queue(now, 1, 7)
+				l.Queue(now, 1, 0, 7)
 				l.FirstByte(now)
 				l.Release()
 			}
@@ -147,7 +153,7 @@ func TestPrefillQueueExtremes(t *testing.T) {
 			}
 			for range 3 {
 				l, _ := r.TryAcquire()
-				l.Queue(when, secs, 1)
+				l.Queue(when, secs, 0, 1)
 			}
 			for _, read := range far {
 				q := r.QueuedPrefill(read)
@@ -184,7 +190,7 @@ func TestUnansweredAndMeanPrefill(t *testing.T) {
 		if !ok {
 			t.Fatal("no lease")
 		}
-		l.Queue(now, secs, 10)
+		l.Queue(now, secs, 0, 10)
 		leases = append(leases, l)
 		if i == 0 {
 			want = secs
@@ -233,7 +239,7 @@ func TestWaitingMeanPrefill(t *testing.T) {
 				if rapid.Bool().Draw(t, "plain") {
 					secs = rapid.Float64Range(-1, 5).Draw(t, "secs")
 				}
-				l.Queue(now, secs, 10)
+				l.Queue(now, secs, 0, 10)
 				leases = append(leases, &held{l: l, secs: secs, waiting: true})
 			default:
 				h := leases[rapid.IntRange(0, len(leases)-1).Draw(t, "which")]

@@ -163,7 +163,7 @@ func decisionGateway(b *testing.B, n int, sessions bool) (*Gateway, []*exchange)
 				b.Fatal("no room for the load")
 			}
 			if k == 0 {
-				lease.Queue(now, float64(i%5)*60, 8000)
+				lease.Queue(now, float64(i%5)*60, 0, 8000)
 			}
 			held = append(held, lease)
 		}

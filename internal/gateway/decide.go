@@ -69,7 +69,7 @@ func (g *Gateway) chooseFrom(ex *exchange, tried map[*fleet.Replica]bool, t *rou
 		i := d.Index
 		rt := &mr.routes[offered[i]]
 		if lease, ok := rt.TryAcquire(); ok {
-			lease.Queue(start, d.PrefillSecs, ex.route.PromptTokens)
+			lease.Queue(start, d.PrefillSecs, cands[i].Pace, ex.route.PromptTokens)
 			lease.Expect(start, d.EstimatedTTFT, cands[i].Pace)
 			as := &mr.arms[ex.arm]
 			g.metrics.decided(&as.series, as.chosen[offered[i]], d, time.Since(start))
@@ -158,7 +158,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 			cands[i].Cached = blocks * bs
 		}
 	}
-	poolPaces(mr, offered, cands)
+	poolPaces(mr, offered, cands, at)
 	return nil
 }
 
@@ -179,7 +179,7 @@ const paceChance = 2
 // lowest; pooled, they tie, and ties go to the replica with fewer in
 // flight. An engine that really is slower stays apart as its samples add
 // up.
-func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate) {
+func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at clock.Instant) {
 	lo := -1
 	for i := range cands {
 		if cands[i].Pace > 0 && (lo < 0 || cands[i].Pace < cands[lo].Pace) && !math.IsInf(mr.routes[offered[i]].pace.Noise(), 1) {
@@ -199,8 +199,13 @@ func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate) {
 			continue
 		}
 		noise := math.Hypot(own, loNoise)
-		if cands[i].Pace-cands[lo].Pace <= paceChance*noise {
-			cands[i].Pace = cands[lo].Pace
+		if c := &cands[i]; c.Pace-cands[lo].Pace <= paceChance*noise {
+			// Its queue was offered at its own pace, in real seconds
+			// over it (candidate): offered at the lower pace, the
+			// estimate still prices the real time left.
+			busy := mr.routes[offered[i]].QueuedPrefillAt(at)
+			c.QueuedPrefill += busy/cands[lo].Pace - busy/c.Pace
+			c.Pace = cands[lo].Pace
 		}
 	}
 }
@@ -244,7 +249,11 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	c.ID, c.InFlight, c.Cached, c.QueuedPrefill = rt.id, rt.InFlight(), -1, rt.QueuedPrefillAt(at)
 	c.Running, c.Waiting, c.KVUsage, c.KVCapacityBlocks, c.Pace = -1, 0, -1, rt.kvCapacity, 0
 	if rt.pace != nil {
+		// The queue holds real seconds, each request's prefill at the
+		// pace it was routed with; the estimate multiplies what it is
+		// offered by the pace, so it is offered in the estimate's seconds.
 		c.Pace = rt.pace.Pace()
+		c.QueuedPrefill /= c.Pace
 	}
 	// A retired feed's last report serves while it is fresh; only then is
 	// the new feed looked up, so a decision reads one feed per replica.

@@ -253,7 +253,7 @@ var (
 	descInFlight = prometheus.NewDesc("inferrail_replica_in_flight", "Requests in flight to the replica.", []string{"replica"}, nil)
 	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Requests to the replica still waiting for a response head.", []string{"replica"}, nil)
 	descMaxConc  = prometheus.NewDesc("inferrail_replica_max_concurrency", "The replica's cap on requests in flight.", []string{"replica"}, nil)
-	descQueued   = prometheus.NewDesc("inferrail_replica_queued_prefill_seconds", "Estimated prefill queued on the replica by the gateway's own decisions, drained in real time.", []string{"replica"}, nil)
+	descQueued   = prometheus.NewDesc("inferrail_replica_queued_prefill_seconds", "Estimated prefill queued on the replica by the gateway's own decisions, at the pace each was routed with, drained in real time.", []string{"replica"}, nil)
 	descPromptIn = prometheus.NewDesc("inferrail_replica_prompt_tokens_in_flight", "Prompt tokens of the requests in flight to the replica.", []string{"replica"}, nil)
 	descPromptWt = prometheus.NewDesc("inferrail_replica_prompt_tokens_waiting", "Prompt tokens of the requests to the replica still waiting for their first byte.", []string{"replica"}, nil)
 	descPace     = prometheus.NewDesc("inferrail_replica_pace", "How the replica's engine has lately delivered first tokens against the cost model's estimates: measured over estimated time, 1 until known.", []string{"replica"}, nil)

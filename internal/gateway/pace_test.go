@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/pace"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -122,7 +126,9 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 // TestPoolPaces: paces within chance of the lowest (two standard errors
 // of their difference) are priced as the lowest; an engine measured well
 // apart keeps its own, as do one whose meter is not used and one with too
-// few samples to judge, which is not taken for the lowest either.
+// few samples to judge, which is not taken for the lowest either. A
+// pooled candidate's queue is offered at the pace it is pooled to, so that
+// its estimate still prices the real time it is busy.
 func TestPoolPaces(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	meter := func(ratios ...float64) *pace.Meter {
@@ -146,19 +152,76 @@ func TestPoolPaces(t *testing.T) {
 	offered := make([]int, len(routes))
 	for i := range routes {
 		offered[i] = i
+		routes[i].Replica = fleet.NewReplica(fmt.Sprint("r", i), nil, []string{"m"}, 0, 0)
+		routes[i].feed = new(load.Feed)
+		l, _ := routes[i].TryAcquire()
+		defer l.Release()
+		var pace float64
 		if routes[i].pace != nil {
-			cands[i].Pace = routes[i].pace.Pace()
+			pace = routes[i].pace.Pace()
 		}
+		l.Queue(at, 1, pace, 100) // busy pace seconds, 1 without one
+		(&Gateway{}).candidate(&cands[i], &routes[i], clock.Of(at))
 	}
 	own := slices.Clone(cands)
-	poolPaces(mr, offered, cands)
+	poolPaces(mr, offered, cands, clock.Of(at))
 	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[3].Pace, 0}
+	cost := policy.CostParams{}
 	for i := range cands {
 		if cands[i].Pace != want[i] {
 			t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
 		}
+		busy := max(own[i].Pace, 1)
+		if got := cost.Estimate(&policy.Request{}, &cands[i]).TTFTSecs; math.Abs(got-busy) > 1e-6 {
+			t.Errorf("candidate %d: its queue prices %v s, want the %v it is busy", i, got, busy)
+		}
 	}
 	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace) {
 		t.Fatalf("the meters did not learn the paces the test means: %v", own)
+	}
+}
+
+// TestQueueDrainsAtPace: a request routed to an engine at pace 3 with a
+// second of estimated prefill holds it three seconds of real time; the
+// gateway offers what is left in the estimate's seconds, so the estimate,
+// which multiplies it by the pace, prices the real time left. Without a
+// pace meter (routing.pace off) the queue drains at the estimate's speed.
+func TestQueueDrainsAtPace(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	slow := new(pace.Meter)
+	for range 40 {
+		slow.Observe(1, 3, at)
+	}
+	for _, tc := range []struct {
+		name  string
+		meter *pace.Meter
+		pace  float64 // offered; 0 without a meter
+		busy  float64 // real seconds the request holds the engine
+	}{{"pace 3", slow, 3, 3}, {"pace off", nil, 0, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fleet.NewReplica("r", nil, []string{"m"}, 0, 0)
+			rt := &route{Replica: r, feed: new(load.Feed), id: "r", pace: tc.meter}
+			l, ok := r.TryAcquire()
+			if !ok {
+				t.Fatal("no lease")
+			}
+			defer l.Release()
+			var c policy.Candidate
+			(&Gateway{}).candidate(&c, rt, clock.Of(at))
+			l.Queue(at, 1, c.Pace, 100)
+			cost := policy.CostParams{}
+			for _, elapsed := range []float64{0, 1, 2, 2.5, 3, 4} {
+				now := at.Add(time.Duration(elapsed * float64(time.Second)))
+				(&Gateway{}).candidate(&c, rt, clock.Of(now))
+				if math.Abs(c.Pace-tc.pace) > 1e-9 {
+					t.Fatalf("pace %v, want %v", c.Pace, tc.pace)
+				}
+				want := max(tc.busy-elapsed, 0) // real seconds left
+				got := cost.Estimate(&policy.Request{}, &c).TTFTSecs
+				if math.Abs(got-want) > 1e-6 {
+					t.Errorf("after %vs: the queue prices %v s, want %v", elapsed, got, want)
+				}
+			}
+		})
 	}
 }

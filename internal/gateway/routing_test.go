@@ -278,7 +278,7 @@ func TestEngineQueuePriced(t *testing.T) {
 			if !ok {
 				t.Fatal("no lease on sim-1")
 			}
-			lease.Queue(time.Now(), meanSecs, 100)
+			lease.Queue(time.Now(), meanSecs, 0, 100)
 			lease.FirstByte(time.Now())
 			lease.Release()
 
