@@ -218,6 +218,11 @@ func appendDecision(b []byte, job *shadowJob, routed *shadowPick, picks []shadow
 			b = append(b, `,"pace":`...)
 			b = strconv.AppendFloat(b, c.Pace, 'g', -1, 64)
 		}
+		if c.Waiting != 0 {
+			// backlog_cost prices by it.
+			b = append(b, `,"waiting":`...)
+			b = strconv.AppendFloat(b, c.Waiting, 'g', -1, 64)
+		}
 		b = append(b, '}')
 	}
 	b = append(b, `],"routed":`...)

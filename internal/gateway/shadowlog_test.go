@@ -33,7 +33,8 @@ func TestAppendDecisionDecodes(t *testing.T) {
 		for range n {
 			job.cands = append(job.cands, policy.Candidate{ID: rapid.String().Draw(t, "replica"), InFlight: rapid.Int64().Draw(t, "in_flight"),
 				Cached: rapid.Int().Draw(t, "cached"), QueuedPrefill: anyFloat.Draw(t, "queued"), Running: rapid.Int64().Draw(t, "running"),
-				KVUsage: anyFloat.Draw(t, "kv"), KVCapacityBlocks: rapid.Int().Draw(t, "capacity"), Pace: anyFloat.Draw(t, "pace")})
+				KVUsage: anyFloat.Draw(t, "kv"), KVCapacityBlocks: rapid.Int().Draw(t, "capacity"), Pace: anyFloat.Draw(t, "pace"),
+				Waiting: anyFloat.Draw(t, "waiting")})
 		}
 		job.routed = policy.Decision{Index: rapid.IntRange(0, n-1).Draw(t, "routed"), EstimatedTTFT: anyFloat.Draw(t, "estimate")}
 		var picks []shadowPick
