@@ -200,9 +200,10 @@ func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at cloc
 		}
 		noise := math.Hypot(own, loNoise)
 		if c := &cands[i]; c.Pace-cands[lo].Pace <= paceChance*noise {
-			// Its queue was offered at its own pace, in real seconds
-			// over it (candidate): offered at the lower pace, the
-			// estimate still prices the real time left.
+			// candidate offered its queue's real seconds over its own
+			// pace; over the pooled one instead, the estimate still
+			// prices the real time left. (Where queue_floor's floor
+			// set the queue, this overstates it a little.)
 			busy := mr.routes[offered[i]].QueuedPrefillAt(at)
 			c.QueuedPrefill += busy/cands[lo].Pace - busy/c.Pace
 			c.Pace = cands[lo].Pace
