@@ -367,6 +367,10 @@ type HotPrefix struct {
 	// the computed prefill alone; "prompt", each request's whole prompt's
 	// prefill as if nothing were cached.
 	Demand string `yaml:"demand"`
+	// Copies credits a replica without the root prefix with the waiting a
+	// copy there would have saved the prefix's requests lately, so that a
+	// copy is made where its one miss costs less than that. Default false.
+	Copies bool `yaml:"copies"`
 }
 
 // Health configures active health checks and passive ejection.

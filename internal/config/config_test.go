@@ -71,7 +71,7 @@ func TestGoodFiles(t *testing.T) {
 		CostModel:  CostModel{PrefillTokenSecs: 0.00005, PrefillPairSecs: 2e-9, PrefillFixedSecs: 0, DecodeInterferenceSecs: 0.001},
 		PrefixHash: PrefixHash{Blocks: 8},
 		KVAware:    KVAware{CacheWeight: 2, LoadWeight: 0.5},
-		HotPrefix:  HotPrefix{Blocks: 2, Window: sec(30), Utilization: 1, Demand: "prompt"},
+		HotPrefix:  HotPrefix{Blocks: 2, Window: sec(30), Utilization: 1, Demand: "prompt", Copies: true},
 	}
 	full.Health = Health{
 		Interval: sec(2), Timeout: sec(2), UnhealthyThreshold: 5, HealthyThreshold: 2,

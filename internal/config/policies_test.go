@@ -35,4 +35,7 @@ func TestHotDemandsMatchThePolicy(t *testing.T) {
 	if got, want := Default().Routing.HotPrefix.Demand, policy.DefaultSettings().HotPrefix.Demand; got != want {
 		t.Errorf("config's default demand %q, the policy's %q", got, want)
 	}
+	if got, want := Default().Routing.HotPrefix.Copies, policy.DefaultSettings().HotPrefix.Copies; got != want {
+		t.Errorf("config's default copies %v, the policy's %v", got, want)
+	}
 }

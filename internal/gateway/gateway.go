@@ -82,7 +82,7 @@ func policySettings(cfg *config.Config, model string, seed uint64) policy.Settin
 	}
 	s.KVAware = policy.KVWeights{CacheWeight: r.KVAware.CacheWeight, LoadWeight: r.KVAware.LoadWeight}
 	s.HotPrefix = policy.HotPrefixParams{Blocks: r.HotPrefix.Blocks, Window: time.Duration(r.HotPrefix.Window), Utilization: r.HotPrefix.Utilization,
-		Demand: r.HotPrefix.Demand}
+		Demand: r.HotPrefix.Demand, Copies: r.HotPrefix.Copies}
 	return s
 }
 

@@ -132,7 +132,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 		}, []string{"model", "guard"}),
 		steered: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_routing_steered_total",
-			Help: "Decisions decided by session affinity (session) or history affinity (history), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix), or routed by the fallback for prompts without a full block (no_prefix).",
+			Help: "Decisions decided by session affinity (session) or history affinity (history), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix) or by a replica without the root prefix through the credit for the copy it makes (copy), or routed by the fallback for prompts without a full block (no_prefix).",
 		}, []string{"model", "reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferrail_config_reloads_total",
@@ -172,7 +172,7 @@ func (m *metrics) decisionSeries(model, policyName string) decisionSeries {
 	for _, gd := range []string{policy.GuardBoundedLoad, policy.GuardKVPressure, policy.GuardKVWaived} {
 		s.guards[gd] = m.guards.WithLabelValues(model, gd)
 	}
-	for _, why := range []string{policy.SteerSession, policy.SteerHistory, policy.SteerHotPrefix, policy.SteerNoPrefix} {
+	for _, why := range []string{policy.SteerSession, policy.SteerHistory, policy.SteerHotPrefix, policy.SteerCopy, policy.SteerNoPrefix} {
 		s.steered[why] = m.steered.WithLabelValues(model, why)
 	}
 	return s

@@ -65,11 +65,12 @@ type costModel struct {
 // (Explain works out the rest), and blocks, at most the prompt's, fits in
 // an int32.
 type slot struct {
-	ttft   float64    // its estimate's TTFTSecs plus its backlog charge: what candidates are ranked by
+	ttft   float64    // its estimate's TTFTSecs plus its backlog charge, less a copier's credit: what candidates are ranked by
 	cached int        // its prediction, clamped to the prompt
 	priced int        // the cached tokens it is priced with: cached, or an owner's credit
 	blocks int32      // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
 	owner  bool       // a hot prefix owner
+	copier bool       // holds neither the root nor an owner's credit: priced less the copy credit
 	aside  setAsideBy // the guard that set it aside, if one did
 }
 
@@ -140,6 +141,9 @@ type hotView struct {
 	demand  float64 // the root's demand in replicas' worth (see heat)
 	owners  int
 	credit  int // tokens owners are priced as holding at least
+	// copy is the credit, in seconds, of a candidate that would make a
+	// copy of the root (see HotPrefixParams.Copies); 0 when none is given.
+	copy float64
 }
 
 // addDepth records that some candidate holds d blocks, keeping the
@@ -193,6 +197,9 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	if p.hot != nil && p.s.HotPrefix.Demand == DemandShare {
 		p.countArrival(req, &h, now)
 	}
+	if h.rooted && p.s.HotPrefix.Copies {
+		p.countWait(req, cands, sl, d.Index, &h, now)
+	}
 	if p.sessions != nil && req.Session != "" {
 		p.sessions.put(req.Session, cands[d.Index].ID)
 	}
@@ -224,6 +231,9 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 		r.PricedCachedTokens, r.HotOwner, r.SetAside = sl[i].priced, sl[i].owner, sl[i].aside.String()
 		r.Estimate = p.s.Cost.estimate(req, &cands[i], r.PricedCachedTokens) // price's, in full
 		r.Estimate.BacklogSecs = backlog(&cands[i], r.Estimate.PrefillSecs, least)
+		if sl[i].copier {
+			r.Estimate.CopyCreditSecs = h.copy
+		}
 	}
 	// A winner the session or the history steered may trail the
 	// runner-up: nothing put it ahead.
@@ -281,20 +291,24 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 	if d.Index < 0 || explain {
 		if h.rooted {
 			p.hotOwners(req, cands, sl, rk, order, now, h)
+			if p.s.HotPrefix.Copies {
+				p.copyCredit(req, cands, sl, now, h)
+			}
 		}
 		if d.Index >= 0 {
-			p.price(req, cands, sl, nil)
+			p.price(req, cands, sl, nil, h.copy)
 		}
 	}
 	if d.Index < 0 {
 		var second float64
-		d.Index, second = p.price(req, cands, sl, r)
-		if w := &sl[d.Index]; w.priced > w.cached {
-			// Did it win only through its credit? The runner-up's
-			// estimate is the second lowest.
-			if p.plainRank(req, &cands[d.Index], w.cached, sl) > second {
-				d.Steered = SteerHotPrefix
-			}
+		d.Index, second = p.price(req, cands, sl, r, h.copy)
+		// Did it win only through a credit? The runner-up's estimate is
+		// the second lowest.
+		switch w := &sl[d.Index]; {
+		case w.priced > w.cached && p.plainRank(req, &cands[d.Index], w.cached, sl) > second:
+			d.Steered = SteerHotPrefix
+		case w.copier && w.ttft+h.copy > second:
+			d.Steered = SteerCopy
 		}
 	}
 	w := &cands[d.Index]
@@ -303,14 +317,15 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 	return d
 }
 
-// price sets every slot's TTFT at its priced tokens, working out the
-// prefill once for each run of candidates priced alike. Given r, it also
+// price sets every slot's TTFT at its priced tokens, less credit for a
+// copier, working out the prefill once for each run of candidates priced
+// alike. Given r, it also
 // returns, from the same pass, the allowed candidate with the lowest
 // estimate (ties go to more cached tokens, then to fewer requests in
 // flight, then to chance, by reservoir sampling) and the second lowest of
 // the allowed candidates' estimates, the runner-up's: +Inf when only one
 // is allowed. Without r it returns -1 and +Inf.
-func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand) (best int, second float64) {
+func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand, credit float64) (best int, second float64) {
 	// A copy: the loop's stores cannot change it, so its fields stay in
 	// registers.
 	cost := p.s.Cost
@@ -326,6 +341,9 @@ func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Ra
 			priced, prefill = s.priced, cost.prefill(req, s.priced)
 		}
 		a := cost.withPrefill(c, prefill).TTFTSecs + backlog(c, prefill, least)
+		if s.copier {
+			a -= credit
+		}
 		s.ttft = a
 		if r == nil || s.aside != notAside {
 			continue
@@ -420,7 +438,7 @@ func (p *costModel) startSlots(req *Request, cands []Candidate, sl []slot, h *ho
 		// the ID cache, and blocks without a root) are left as they are.
 		c := cachedTokens(req, &cands[i])
 		s := &sl[i]
-		s.cached, s.priced, s.owner, s.aside = c, c, false, notAside
+		s.cached, s.priced, s.owner, s.copier, s.aside = c, c, false, false, notAside
 		if h.rooted {
 			if shift >= 0 {
 				s.blocks = int32(min(c>>shift, nb))
@@ -506,6 +524,63 @@ func (p *costModel) hotOwners(req *Request, cands []Candidate, sl []slot, rk []o
 	h.credit = min(credit*bs, max(req.PromptTokens, 0))
 	for _, o := range owners {
 		sl[o].priced = max(sl[o].cached, h.credit)
+	}
+}
+
+// waitSalt keys, xored with a root's key, the waiting its requests paid on
+// the replicas holding it beyond the least queued candidate's queue
+// (HotPrefixParams.Copies).
+const waitSalt = 0x3c6ef372fe94f82b
+
+// copyCredit gives the candidates that hold neither the root prefix nor an
+// owner's credit the waiting a copy would have saved them: what the root's
+// requests waited on its holders beyond the least queued candidate's queue
+// over about the last window, as the sketch keeps it, shared among them.
+// The next window is taken to be like the last. Only an idle candidate
+// (nothing queued by the gateway, nothing its engine reports waiting) is
+// credited: there the copy's miss delays no other request, where in a
+// burst it would lengthen the very queues the copy is to relieve. No
+// credit when no candidate holds the root (every one misses alike) or
+// every one does.
+func (p *costModel) copyCredit(req *Request, cands []Candidate, sl []slot, now time.Time, h *hotView) {
+	held := p.s.HotPrefix.Blocks * req.BlockSize
+	holders := 0
+	for i := range sl {
+		if sl[i].priced >= held {
+			holders++
+		}
+	}
+	if holders == 0 || holders == len(sl) {
+		return
+	}
+	waited := float64(p.hot.countAt(h.root^waitSalt, p.hot.ticks(now))) / 1e9
+	if !(waited > 0) {
+		return
+	}
+	h.copy = waited / float64(len(sl)-holders)
+	for i := range sl {
+		sl[i].copier = sl[i].priced < held && !(cands[i].QueuedPrefill > 0) && !(cands[i].Waiting > 0)
+	}
+}
+
+// countWait counts, when the winner holds the root prefix (or an owner's
+// credit for it), how much longer its queue is than the least queued
+// allowed candidate's, at their paces: the waiting a copy on that
+// candidate would have spared the request.
+func (p *costModel) countWait(req *Request, cands []Candidate, sl []slot, win int, h *hotView, now time.Time) {
+	if sl[win].priced < p.s.HotPrefix.Blocks*req.BlockSize {
+		return
+	}
+	cost := p.s.Cost
+	waits := func(c *Candidate) float64 { return cost.queue(c) * paceOf(c) }
+	least := waits(&cands[win])
+	for i := range cands {
+		if sl[i].aside == notAside {
+			least = min(least, waits(&cands[i]))
+		}
+	}
+	if q := nanos(waits(&cands[win]) - least); q > 0 {
+		p.hot.addAt(h.root^waitSalt, q, p.hot.ticks(now))
 	}
 }
 

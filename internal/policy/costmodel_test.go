@@ -926,3 +926,89 @@ func TestCommonPaceChangesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestCopyCredit: requests for a system prompt that one replica holds wait
+// behind its queue while two replicas without it stand by, x idle and y
+// with a little queued. Each request adds the holder's queue beyond the
+// least, 0.05 s, to what a copy would have saved, shared between the two;
+// only the idle x is credited, and once its share outweighs the miss the
+// next request makes a copy there. Without hot_prefix.copies every
+// request waits at the holder; an hour later the waiting is forgotten.
+func TestCopyCredit(t *testing.T) {
+	const sysBlocks, tail = 125, 5 // a 2,000-token system prompt and 80 tokens of its own
+	req := func(i int) *Request {
+		n := sysBlocks + tail
+		return &Request{PromptTokens: n * 16, Blocks: chain(0, sysBlocks, uint64(100+i), n), BlockSize: 16}
+	}
+	cands := []Candidate{
+		{ID: "holder", Cached: sysBlocks * 16, QueuedPrefill: 0.05, Running: -1, KVUsage: -1},
+		{ID: "x", Cached: 0, Running: -1, KVUsage: -1},
+		{ID: "y", Cached: 0, QueuedPrefill: 0.01, Running: -1, KVUsage: -1},
+	}
+	cost := DefaultSettings().Cost
+	hit := 0.05 + cost.Prefill(tail*16, sysBlocks*16)
+	miss := cost.Prefill((sysBlocks+tail)*16, 0)
+	// The first request whose credit, 0.05·i/2, brings the miss below the
+	// holder's estimate.
+	first := int(math.Floor((miss-hit)/0.025)) + 1
+	for _, copies := range []bool{false, true} {
+		clk := newFakeClock()
+		s := clk.settings()
+		s.HotPrefix.Demand, s.HotPrefix.Utilization, s.HotPrefix.Copies = DemandPrefill, 1, copies
+		p, _ := NewWith(CostModel, s)
+		for i := range first + 1 {
+			e := p.Explain(req(i), cands)
+			credit := e.Replicas[1].Estimate.CopyCreditSecs
+			if want := 0.025 * float64(i); copies && math.Abs(credit-want) > 1e-8 || !copies && credit != 0 {
+				t.Fatalf("copies %v, request %d: credit %v, want %v", copies, i, credit, want)
+			}
+			if c0, c2 := e.Replicas[0].Estimate.CopyCreditSecs, e.Replicas[2].Estimate.CopyCreditSecs; c0 != 0 || c2 != 0 {
+				t.Fatalf("credit for a copy on the holder %v, on the queued y %v", c0, c2)
+			}
+			d := p.Pick(req(i), cands)
+			if got := cands[d.Index].ID; got != e.Winner || d.Steered != e.Decision.Steered {
+				t.Fatalf("request %d: picked %s steered %q, explained %s %q", i, got, d.Steered, e.Winner, e.Decision.Steered)
+			}
+			switch {
+			case !copies || i < first:
+				if e.Winner != "holder" || d.Steered != "" {
+					t.Fatalf("copies %v, request %d: winner %s steered %q, want the holder", copies, i, e.Winner, d.Steered)
+				}
+			default:
+				if e.Winner != "x" || d.Steered != SteerCopy || e.DecidedBy != TermCopy {
+					t.Fatalf("request %d: winner %s steered %q decided by %q, want a copy on x", i, e.Winner, d.Steered, e.DecidedBy)
+				}
+			}
+		}
+		if !copies {
+			continue
+		}
+		// The copy itself waited nothing: the credit stands as it was.
+		if c := p.Explain(req(0), cands).Replicas[1].Estimate.CopyCreditSecs; math.Abs(c-0.025*float64(first)) > 1e-8 {
+			t.Fatalf("credit %v after the copy, want %v", c, 0.025*float64(first))
+		}
+		// Against the holder alone, x takes all of the credit.
+		if c := p.Explain(req(0), cands[:2]).Replicas[1].Estimate.CopyCreditSecs; math.Abs(c-0.05*float64(first)) > 1e-8 {
+			t.Fatalf("holder and x: credit %v, want %v", c, 0.05*float64(first))
+		}
+		// No credit where every candidate holds the prompt or none does,
+		// nor on a candidate whose engine reports requests waiting.
+		all := slices.Clone(cands)
+		for i := range all {
+			all[i].Cached = sysBlocks * 16
+		}
+		busy := slices.Clone(cands)
+		busy[1].Waiting = 1
+		for name, cs := range map[string][]Candidate{"all hold": all, "none holds": cands[1:], "x has waiting": busy} {
+			for _, r := range p.Explain(req(0), cs).Replicas {
+				if r.Estimate.CopyCreditSecs != 0 {
+					t.Errorf("%s: %s credited %v", name, r.ID, r.Estimate.CopyCreditSecs)
+				}
+			}
+		}
+		clk.add(time.Hour)
+		if e := p.Explain(req(0), cands); e.Winner != "holder" || e.Replicas[1].Estimate.CopyCreditSecs != 0 {
+			t.Fatalf("an hour later: winner %s, credit %v", e.Winner, e.Replicas[1].Estimate.CopyCreditSecs)
+		}
+	}
+}

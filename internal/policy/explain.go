@@ -16,8 +16,8 @@ type Explanation struct {
 	// its position.
 	Winner   string   `json:"winner"`
 	Decision Decision `json:"decision"`
-	// DecidedBy is the term (TermQueue, TermPrefill, TermTierLoad, TermPace
-	// or TermBacklog) that put cost_model's winner furthest ahead of the
+	// DecidedBy is the term (TermQueue, TermPrefill, TermTierLoad, TermPace,
+	// TermBacklog or TermCopy) that put cost_model's winner furthest ahead of the
 	// runner-up: the allowed candidate with the next lowest estimate
 	// (backlog charge included). "" for other policies, when
 	// no other candidate was allowed, and when the session steered the
@@ -50,6 +50,10 @@ const (
 	// TermPace is the engines' paces: the winner is estimated faster
 	// mostly because its engine has lately been delivering faster.
 	TermPace = "pace"
+	// TermCopy is the copy credit (Estimate.CopyCreditSecs): the winner
+	// holds none of the root prefix, and the copy it makes was worth more
+	// than its miss.
+	TermCopy = "copy"
 )
 
 // CandidateExplanation is one candidate as a policy saw it.
@@ -87,6 +91,11 @@ type Estimate struct {
 	// candidate under Settings.BacklogCost: the delay its extra prefill
 	// would add to the requests waiting there. Not part of TTFTSecs.
 	BacklogSecs float64 `json:"backlog_secs,omitempty"`
+	// CopyCreditSecs is what cost_model took off TTFTSecs to rank a
+	// candidate that holds none of the root prefix, under
+	// hot_prefix.copies: the waiting a copy there would have saved the
+	// prefix's requests lately. Not part of TTFTSecs.
+	CopyCreditSecs float64 `json:"copy_credit_secs,omitempty"`
 	// Pace is the candidate's (Candidate.Pace), 1 when it has none.
 	Pace     float64 `json:"pace"`
 	TTFTSecs float64 `json:"ttft_secs"`
@@ -215,7 +224,10 @@ func decidedBy(win, runnerUp Estimate) string {
 		term, lead = TermPace, l
 	}
 	if l := runnerUp.BacklogSecs - win.BacklogSecs; l > lead {
-		term = TermBacklog
+		term, lead = TermBacklog, l
+	}
+	if l := win.CopyCreditSecs - runnerUp.CopyCreditSecs; l > lead {
+		term = TermCopy
 	}
 	return term
 }

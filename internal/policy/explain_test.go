@@ -81,21 +81,30 @@ func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, 
 	if name != CostModel {
 		return
 	}
-	// The winner is the cheapest allowed candidate unless the session or
-	// the history steered it.
-	// The hot prefix steered it exactly when, priced without its credit
-	// (EstimatedTTFT), it would have lost to another allowed candidate.
+	// The winner ranks lowest (its estimate less a copier's credit) among
+	// the allowed candidates unless the session or the history steered it.
+	// A credit steered it exactly when, priced without it (EstimatedTTFT),
+	// it would have lost to another allowed candidate's rank: the hot
+	// prefix's for an owner, the copy's for a copier.
 	if e.Decision.Steered != SteerSession && e.Decision.Steered != SteerHistory {
-		win := e.Replicas[e.Decision.Index].Estimate.TTFTSecs
+		rank := func(r CandidateExplanation) float64 { return r.Estimate.TTFTSecs - r.Estimate.CopyCreditSecs }
+		w := e.Replicas[e.Decision.Index]
 		beaten := false
 		for i, r := range e.Replicas {
-			if r.SetAside == "" && r.Estimate.TTFTSecs < win {
-				t.Fatalf("replica %d is cheaper (%v) than the winner (%v)", i, r.Estimate.TTFTSecs, win)
+			if r.SetAside == "" && rank(r) < rank(w) {
+				t.Fatalf("replica %d ranks lower (%v) than the winner (%v)", i, rank(r), rank(w))
 			}
-			beaten = beaten || (i != e.Decision.Index && r.SetAside == "" && r.Estimate.TTFTSecs < e.Decision.EstimatedTTFT)
+			beaten = beaten || (i != e.Decision.Index && r.SetAside == "" && rank(r) < e.Decision.EstimatedTTFT)
 		}
-		if steered := e.Decision.Steered == SteerHotPrefix; steered != beaten {
-			t.Fatalf("steered by the hot prefix: %v; beaten without its credit: %v", steered, beaten)
+		want := ""
+		switch {
+		case beaten && w.Estimate.CopyCreditSecs > 0:
+			want = SteerCopy
+		case beaten:
+			want = SteerHotPrefix
+		}
+		if e.Decision.Steered != want {
+			t.Fatalf("steered %q, want %q (beaten without its credit: %v)", e.Decision.Steered, want, beaten)
 		}
 	}
 	if _, err := json.Marshal(e); err != nil {

@@ -111,6 +111,7 @@ func drawSettings(t *rapid.T, clk *fakeClock) Settings {
 	s.HotPrefix.Utilization = rapid.SampledFrom([]float64{0.01, 0.1, 0.5}).Draw(t, "utilization")
 	s.HotPrefix.Window = time.Second
 	s.HotPrefix.Demand = rapid.SampledFrom([]string{DemandPrefill, DemandPrompt, DemandShare}).Draw(t, "demand")
+	s.HotPrefix.Copies = rapid.Bool().Draw(t, "copies")
 	return s
 }
 

@@ -88,8 +88,9 @@ type Decision struct {
 	// GuardKVWaived when every candidate was under KV pressure. Nil when
 	// none acted (and always for policies without guards).
 	Guards []string `json:"guards,omitempty"`
-	// Steered is what steered the choice: SteerSession, SteerHotPrefix,
-	// SteerNoPrefix, or "" when the policy's plain rule chose.
+	// Steered is what steered the choice: SteerSession, SteerHistory,
+	// SteerHotPrefix, SteerCopy, SteerNoPrefix, or "" when the policy's
+	// plain rule chose.
 	Steered string `json:"steered,omitempty"`
 }
 
@@ -112,6 +113,9 @@ const (
 	// SteerHotPrefix: cost_model's winner is a hot prefix owner that won
 	// only through the credit for a prefix it did not hold.
 	SteerHotPrefix = "hot_prefix"
+	// SteerCopy: cost_model's winner holds none of the root prefix and won
+	// only through the credit for the copy it makes (HotPrefixParams.Copies).
+	SteerCopy = "copy"
 	// SteerNoPrefix: prefix_hash had no full block to hash and fell back to
 	// power of two choices.
 	SteerNoPrefix = "no_prefix"

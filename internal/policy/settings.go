@@ -135,6 +135,16 @@ type HotPrefixParams struct {
 	// Utilization of one replica's arrivals gets a second owner however
 	// little its holder computes.
 	Demand string
+	// Copies credits every candidate that holds neither the root prefix
+	// nor an owner's credit with the waiting a copy there would have saved:
+	// what the root's requests lately waited, on the replicas holding it,
+	// beyond the least queued candidate's queue, shared among the
+	// candidates without it, and given only to those that are idle (nothing
+	// queued, nothing waiting). A copy costs one request a miss once and
+	// spares the prefix's later requests queueing behind its holders, so
+	// it is made, on an idle candidate where the miss is cheapest, once
+	// their waiting outweighs that miss. Off by default.
+	Copies bool
 }
 
 // What a request adds to its prefixes' demand (HotPrefixParams.Demand).
