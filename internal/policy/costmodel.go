@@ -70,7 +70,7 @@ type slot struct {
 	priced int        // the cached tokens it is priced with: cached, or an owner's credit
 	blocks int32      // the prompt's blocks it holds, at most all; set only when the prompt has a root prefix
 	owner  bool       // a hot prefix owner
-	copier bool       // holds neither the root nor an owner's credit: priced less the copy credit
+	copier bool       // idle, and holds neither the root nor an owner's credit: ranked less the copy credit
 	aside  setAsideBy // the guard that set it aside, if one did
 }
 
@@ -319,12 +319,11 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 
 // price sets every slot's TTFT at its priced tokens, less credit for a
 // copier, working out the prefill once for each run of candidates priced
-// alike. Given r, it also
-// returns, from the same pass, the allowed candidate with the lowest
-// estimate (ties go to more cached tokens, then to fewer requests in
-// flight, then to chance, by reservoir sampling) and the second lowest of
-// the allowed candidates' estimates, the runner-up's: +Inf when only one
-// is allowed. Without r it returns -1 and +Inf.
+// alike. Given r, it also returns, from the same pass, the allowed
+// candidate with the lowest estimate (ties go to more cached tokens, then
+// to fewer requests in flight, then to chance, by reservoir sampling) and
+// the second lowest of the allowed candidates' estimates, the runner-up's:
+// +Inf when only one is allowed. Without r it returns -1 and +Inf.
 func (p *costModel) price(req *Request, cands []Candidate, sl []slot, r *rand.Rand, credit float64) (best int, second float64) {
 	// A copy: the loop's stores cannot change it, so its fields stay in
 	// registers.
