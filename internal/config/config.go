@@ -263,7 +263,7 @@ type Routing struct {
 	// their first byte (of its recent requests there while none waits), and
 	// counting no more than can still wait: the gateway's own requests
 	// without a first byte and the others' the report counted. The
-	// gateway's own queue drains in real time at the estimates' speed, so
+	// gateway's own queue drains as its estimates, at their paces, say, so
 	// an engine that falls behind them (past its KV cache's edge, where
 	// requests wait for free blocks rather than for compute) otherwise
 	// reads as empty while requests wait on it. Default false.

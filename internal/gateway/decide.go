@@ -273,7 +273,7 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 			c.QueuedPrefill += rep.Foreign * rt.MeanPrefill()
 		}
 		if rt.queueFloor {
-			// The gateway's own queue drains at the estimates' speed; an
+			// The gateway's own queue drains as its estimates say; an
 			// engine behind them (waiting for free blocks, not for
 			// compute) still holds requests it has not even started,
 			// priced like the gateway's own that have not started answering.
