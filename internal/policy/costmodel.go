@@ -572,13 +572,14 @@ func (p *costModel) countWait(req *Request, cands []Candidate, sl []slot, win in
 	}
 	cost := p.s.Cost
 	waits := func(c *Candidate) float64 { return cost.queue(c) * paceOf(c) }
-	least := waits(&cands[win])
+	own := waits(&cands[win])
+	least := own
 	for i := range cands {
 		if sl[i].aside == notAside {
 			least = min(least, waits(&cands[i]))
 		}
 	}
-	if q := nanos(waits(&cands[win]) - least); q > 0 {
+	if q := nanos(own - least); q > 0 {
 		p.hot.addAt(h.root^waitSalt, q, p.hot.ticks(now))
 	}
 }
