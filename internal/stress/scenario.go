@@ -25,9 +25,6 @@ type Scenario[C, R any] struct {
 	// problems are reported under, and Load finds them in a config.
 	Params string
 	Load   func(c *C) Validator
-	// Describe says what the scenario does with c's parameters, for its
-	// results, and lists the parameters they record.
-	Describe func(c *C) (description string, params map[string]any)
 	// Needs are the executables (C's keys) the scenario starts, beyond the
 	// one every scenario of the family starts.
 	Needs []string

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"text/template"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/stress"
@@ -27,12 +29,21 @@ const (
 // them.
 var scenarios = []stress.Scenario[Config, *simRun]{
 	{Name: ScenarioStreams, Stresses: "the simulator's streaming path under a burst of concurrent streams", Params: "streams",
-		Load: func(c *Config) stress.Validator { return c.Streams }, Describe: describeStreams, Run: stressStreams},
+		Load: func(c *Config) stress.Validator { return c.Streams }, Run: stressStreams},
 	{Name: ScenarioSoak, Stresses: "the simulator's memory and open files over a long mixed workload", Params: "soak",
-		Load: func(c *Config) stress.Validator { return c.Soak }, Describe: describeSoak, Run: stressSoak},
+		Load: func(c *Config) stress.Validator { return c.Soak }, Run: stressSoak},
 	{Name: ScenarioKVMirror, Stresses: "the KV event stream and a mirror of the engine's cache built from it, under eviction and restarts", Params: "kv_mirror",
-		Load: func(c *Config) stress.Validator { return c.KVMirror }, Describe: describeKVMirror, Run: stressKVMirror},
+		Load: func(c *Config) stress.Validator { return c.KVMirror }, Run: stressKVMirror},
 }
+
+//go:embed descriptions.tmpl
+var descriptionsText string
+
+// descriptions say what each scenario does with its load
+// (descriptions.tmpl).
+var descriptions = stress.ParseDescriptions(descriptionsText, template.FuncMap{
+	"kvDowntime": func(l KVMirrorLoad) time.Duration { return l.downtime() },
+})
 
 // Scenarios lists the simulator stress scenarios' names in the order Run
 // runs them.
@@ -134,7 +145,7 @@ func Run(ctx context.Context, c Config) error {
 	suite := stress.Suite[Config, *simRun]{Dir: c.OutDir, Logger: c.Logger,
 		Begin: func(s stress.Scenario[Config, *simRun]) *simRun {
 			r := &simRun{c: &c}
-			r.res.Description, _ = s.Describe(&c)
+			r.res.Description = descriptions.Of(s.Name, s.Load(&c))
 			return r
 		},
 		End: func(s stress.Scenario[Config, *simRun], r *simRun, err error) (any, error) {
@@ -146,14 +157,6 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 	return WriteReport(c.OutDir)
-}
-
-// describeStreams is sim-streams' description.
-func describeStreams(c *Config) (string, map[string]any) {
-	return fmt.Sprintf("%d concurrent streamed chat requests (max_tokens %d, include_usage) to one simulator child; "+
-		"each stream must answer 200, end with data: [DONE] and report completion_tokens %d. "+
-		"With the default latency model the wall time is mostly the engine time the model charges for the work; "+
-		"--zero-latency leaves the simulator's and the client's own CPU cost.", c.Streams.Streams, c.Streams.MaxTokens, c.Streams.MaxTokens), nil
 }
 
 func stressStreams(ctx context.Context, r *simRun) error {
@@ -189,14 +192,6 @@ func stressStreams(ctx context.Context, r *simRun) error {
 		res.Runs = append(res.Runs, run)
 	}
 	return nil
-}
-
-// describeSoak is sim-soak's description.
-func describeSoak(c *Config) (string, map[string]any) {
-	l := c.Soak
-	return fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client) "+
-		"at concurrency %d to one --zero-latency simulator child, following its resident memory (VmRSS) from an idle baseline "+
-		"after a %d-request warmup to an idle baseline at the end.", l.Requests, l.Concurrency, l.Warmup), nil
 }
 
 func stressSoak(ctx context.Context, r *simRun) error {

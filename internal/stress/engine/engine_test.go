@@ -188,21 +188,17 @@ BenchmarkEngineStep256-2     	  100000	     29052 ns/op	     34421 steps/s	    8
 BenchmarkEngineStepMixed-2   	   50000	     62514 ns/op	     30329 requests/s	     15996 steps/s	   22526 B/op	      77 allocs/op
 PASS
 `
-	got := RenderReport(results, benchText)
-	path := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
+	stresstest.Golden(t, filepath.Join("testdata", "report.golden"), RenderReport(results, benchText), *update)
+}
+
+// TestCatalog: every scenario has a description that renders on the
+// defaults, and describes no scenario that is gone; the golden holds each
+// one with its parameters.
+func TestCatalog(t *testing.T) {
+	c := DefaultConfig()
+	got, err := stress.Catalog(descriptions, scenarios, &c)
 	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
+		t.Fatal(err)
 	}
-	if string(got) != string(want) {
-		t.Errorf("RenderReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
-	}
+	stresstest.Golden(t, filepath.Join("testdata", "catalog.golden"), got, *update)
 }

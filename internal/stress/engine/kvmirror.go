@@ -44,6 +44,11 @@ type KVMirrorLoad struct {
 	Seed    uint64        `json:"seed"`
 }
 
+// downtime is Downtime, or 200 ms when zero.
+func (l KVMirrorLoad) downtime() time.Duration {
+	return stress.OrDefault(l.Downtime, 200*time.Millisecond)
+}
+
 // Validate reports every problem with l at once.
 func (l KVMirrorLoad) Validate() error {
 	var check error
@@ -133,21 +138,6 @@ func (c *FeedCounts) add(s kvfeed.Stats) {
 	c.Malformed += s.Malformed
 }
 
-// describeKVMirror is kv-mirror's description.
-func describeKVMirror(c *Config) (string, map[string]any) {
-	l := c.KVMirror
-	return fmt.Sprintf("%d chat requests at %d req/s, open loop (%d shared system prompts, a cache_salt on every %dth, "+
-		"outputs of 16 to %d tokens), to one --zero-latency simulator in this process with a %d-block cache, publishing KV events "+
-		"with a %d-batch replay buffer; a kvfeed.Feed follows the stream into an index.Mirror. At the end the mirror must hold "+
-		"exactly the engine's blocks (engine hash keys with their copy counts, and every block under the gateway's hash), and "+
-		"the last %d batches must replay byte for byte as they went out live. Variants: steady (no gap allowed); "+
-		"subscriber-restart (the feed is stopped halfway and a new one started %s later on the same mirror, which it must "+
-		"bring up to date by replay); engine-restart (the simulator is killed halfway and restarted %s later: the feed must "+
-		"see the sequence start over, purge and rebuild).",
-		l.Requests, l.Rate, l.Prefixes, l.SaltEvery, l.MaxTokens, l.NumGPUBlocks, l.BufferSteps, l.ReplayCheck,
-		stress.OrDefault(l.Downtime, 200*time.Millisecond), stress.OrDefault(l.Downtime, 200*time.Millisecond)), nil
-}
-
 func stressKVMirror(ctx context.Context, r *simRun) error {
 	c, l := r.c, r.c.KVMirror
 	for _, v := range kvVariants {
@@ -158,7 +148,7 @@ func stressKVMirror(ctx context.Context, r *simRun) error {
 			Parameters: map[string]any{
 				"requests": l.Requests, "rate": l.Rate, "num_gpu_blocks": l.NumGPUBlocks, "buffer_steps": l.BufferSteps,
 				"replay_check": l.ReplayCheck, "prefixes": l.Prefixes, "max_tokens": l.MaxTokens, "salt_every": l.SaltEvery,
-				"downtime": stress.OrDefault(l.Downtime, 200*time.Millisecond).String(), "seed": l.Seed,
+				"downtime": l.downtime().String(), "seed": l.Seed,
 			}}
 		c.Logger.Info("kv-mirror", "variant", v, "requests", l.Requests, "rate", l.Rate)
 		f, err := runKVMirror(ctx, c, cfg, v)
@@ -376,7 +366,7 @@ func (k *kvRun) serveUntilRestartSeen(ctx context.Context, prefixes []string, i 
 // disrupt stops the feed or the engine, waits the downtime and starts it
 // again, within the run's ctx (the request that triggers it ends sooner).
 func (k *kvRun) disrupt(ctx context.Context) error {
-	down := stress.OrDefault(k.l.Downtime, 200*time.Millisecond)
+	down := k.l.downtime()
 	switch k.variant {
 	case KVSubscriberRestart:
 		k.stopFeed()

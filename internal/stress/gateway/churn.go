@@ -92,19 +92,6 @@ type ChurnFigures struct {
 	Departed       int            `json:"departed_on_page_after"`
 }
 
-func describeChurn(c *Config) (string, map[string]any) {
-	l := c.Churn
-	desc := fmt.Sprintf("%d replicas pass through one DNS group: the group resolves to %d loopback addresses at a time (127.1.x.y, every one "+
-		"served by an `inferrail-bench fake-engines --share-port` child on one port), and every %v, at each lookup, the %d oldest leave "+
-		"and %d new ones join, under %d chats a second through the gateway. The gateway runs in the harness process "+
-		"(internal/gateway.New with a resolver that answers the group's lookups; the gateway child would ask the system's DNS, which "+
-		"the harness cannot script), served on loopback listeners, with the same discovery, fleet, health checks, load scraping and "+
-		"metrics as the binary. Every %v the metrics page is rendered by its admin handler and its size and render time recorded; every "+
-		"tenth is also fetched over loopback.", l.Members, l.Live, l.Refresh, l.Step, l.Step, l.Rate, l.RenderEvery)
-	return desc, map[string]any{"members": l.Members, "live": l.Live, "step": l.Step, "refresh": l.Refresh.String(), "rate": l.Rate,
-		"render_every": l.RenderEvery.String(), "max_page_bytes": l.MaxPageBytes}
-}
-
 // churnResolver answers the group's lookups with a window of addresses
 // that moves by step at each lookup until it reaches the last member.
 // Safe for concurrent use.

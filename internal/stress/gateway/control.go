@@ -101,21 +101,6 @@ type ControlFigures struct {
 // cost_model, which routes.
 var controlShadows = slices.DeleteFunc(policy.Names(), func(n string) bool { return n == policy.CostModel })
 
-func describeControl(c *Config) (string, map[string]any) {
-	l := c.Control
-	desc := fmt.Sprintf("Open loop of non-streamed chats (max_tokens %d) on a Poisson schedule at %d req/s through one gateway child "+
-		"(cost_model, builtin:sim tokenizer, observability.shadow_log on) over three --zero-latency simulators. The same %d-request schedule "+
-		"runs four times: with no shadow, with %s in shadow, again in shadow, again without, each switched by a PATCH /admin/config; "+
-		"the two legs of each kind are pooled and compared. Then the schedule runs once more while a PATCH every %s rotates the policy, "+
-		"a split, the shadows and the replica set (three or two), and %d readers GET /admin/config, /admin/shadow, /admin/replicas and "+
-		"/metrics in a loop. Last, the gateway stops and its shadow log is replayed offline with the gateway's own replay.",
-		l.MaxTokens, l.Rate, l.Requests, strings.Join(controlShadows, ", "), l.PatchEvery, l.AdminReaders)
-	params := map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"patch_every": l.PatchEvery.String(), "admin_readers": l.AdminReaders, "schedule": "poisson", "seed": l.Seed,
-		"per_request_timeout": l.Timeout.String(), "shadows": controlShadows}
-	return desc, params
-}
-
 // controlSetup starts the fleet with the shadow log in the scenario's
 // temporary directory.
 func controlSetup(ctx context.Context, r *gwRun) error {

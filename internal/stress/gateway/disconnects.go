@@ -80,18 +80,6 @@ type DisconnectsFigures struct {
 	Idle      idleState `json:"idle"`
 }
 
-func describeDisconnects(c *Config) (string, map[string]any) {
-	l := c.Disconnects
-	desc := fmt.Sprintf("%d streamed chats (max_tokens %d, ignore_eos, include_usage) sent at once through the gateway to three "+
-		"simulator children with the default latency model; a random %d%% of them are left by the client (request context cancelled, "+
-		"connection closed) at a moment drawn uniformly from [0, %v) after sending. Every stream the gateway had forwarded and the client left "+
-		"before its end must be aborted in an engine (vllm:request_success_total{finished_reason=\"abort\"}), the engines must drain to "+
-		"no running or waiting request, and the gateway to no request in flight.", l.Streams, l.MaxTokens, l.Percent, l.MaxDelay)
-	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "percent_left": l.Percent,
-		"max_delay": l.MaxDelay.String(), "seed": l.Seed, "per_stream_timeout": l.Timeout.String()}
-	return desc, params
-}
-
 func runGWDisconnects(ctx context.Context, r *gwRun) error {
 	l := r.c.Disconnects
 	sims, gw := r.sims, r.gw

@@ -228,17 +228,6 @@ type FlapFigures struct {
 	Ejections  float64        `json:"gateway_ejections"`
 }
 
-func describeFlap(c *Config) (string, map[string]any) {
-	l := c.Flap
-	n := int(l.Duration.Seconds() * float64(l.Rate))
-	desc := fmt.Sprintf("Non-streamed chats (max_tokens 1) at a fixed %d req/s for %v through the gateway over three in-process "+
-		"--zero-latency simulators, while sim-2 flips every %v between healthy and answering every request and probe with 503 (sim.FaultFail). "+
-		"A 503 is retryable: the gateway must move the request to another replica, so the client sees no error.", l.Rate, l.Duration, l.Toggle)
-	params := map[string]any{"rate": l.Rate, "requests": n, "duration": l.Duration.String(), "toggle": l.Toggle.String(),
-		"max_tokens": 1, "schedule": "fixed interval", "per_request_timeout": faultRequestTimeout.String()}
-	return desc, params
-}
-
 func runGWFlap(ctx context.Context, r *gwRun) error {
 	l := r.c.Flap
 	n := int(l.Duration.Seconds() * float64(l.Rate))

@@ -129,33 +129,6 @@ type FleetLegFigures struct {
 	Target  float64            `json:"target_seconds"`
 }
 
-func describeFleet(c *Config) (string, map[string]any) {
-	var legs []string
-	params := map[string]any{}
-	for _, lg := range c.Fleet.Legs {
-		legs = append(legs, fmt.Sprintf("%s: %d healthy engines%s at %d req/s for %v, %.0f%% of decisions logged, target %v",
-			lg.Name, lg.Healthy, hostileText(lg), lg.Rate, lg.Duration, lg.SampleRate*100, lg.Target))
-		params[lg.Name] = map[string]any{"healthy": lg.Healthy, "huge": lg.Huge, "endless": lg.Endless, "rate": lg.Rate,
-			"duration": lg.Duration.String(), "sample_rate": lg.SampleRate, "target": lg.Target.String()}
-	}
-	desc := "How old are the engine load reports routing decisions read? Each leg starts one `inferrail-bench fake-engines` child: " +
-		"stand-in engines, one per loopback port, that answer chats at once and serve a vLLM metrics page whose vllm:num_requests_running " +
-		"is the Unix millisecond the page was rendered (least_request, the policy here, chooses by the gateway's own counts, so the odd " +
-		"running count steers nothing); hostile ones serve a valid 50 MB page or one that never ends. A gateway child with the default " +
-		"load scraping (every 100 ms, timeout 100 ms, reports fresh for 250 ms) and the decision log on routes non-streamed chats " +
-		"(max_tokens 1) at a fixed rate over all of them. Each logged decision records the running count it read of every replica: the " +
-		"decision's start minus that stamp is the age of the report it used, end to end, from the engine's rendering to routing. A " +
-		"healthy replica offered without a report counts as stale. Legs: " + strings.Join(legs, "; ") + "."
-	return desc, params
-}
-
-func hostileText(lg FleetLeg) string {
-	if lg.Huge+lg.Endless == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" beside %d serving 50 MB pages and %d endless ones", lg.Huge, lg.Endless)
-}
-
 func runGWFleet(ctx context.Context, r *gwRun) error {
 	f := &FleetFigures{}
 	r.res.Fleet = f

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/procs"
@@ -87,21 +86,6 @@ func pathCPU(lg OverheadLeg) float64 {
 		cpu += lg.CPUPerRequest
 	}
 	return cpu
-}
-
-func describeFloor(c *Config) (string, map[string]any) {
-	l := c.Floor
-	desc := fmt.Sprintf("The CPU a request costs each process. At %d req/s, a rate this machine carries, the same %d-request Poisson schedule of "+
-		"non-streamed chats (max_tokens %d) goes straight to one --zero-latency simulator child (direct), through the gateway over three such children "+
-		"(gateway), and through a bare net/http reverse proxy taking turns over the same three (plain: `inferrail-bench plain-proxy`, the standard "+
-		"library's httputil.ReverseProxy with no routing, health, limits or metrics), in the order %s, each leg after %d unmeasured warmup requests. "+
-		"CPU per request is each process's user and system time over a leg (10 ms resolution) divided by its requests: the target proxy's, the "+
-		"harness's (the load generator), and the simulators' together.",
-		l.Rate, l.Requests, l.MaxTokens, strings.Join(floorLegOrder[:], ", "), l.Warmup)
-	params := map[string]any{"rate": l.Rate, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(floorLegOrder[:], ", "), "project_rates": l.ProjectRates,
-		"per_request_timeout": l.Timeout.String()}
-	return desc, params
 }
 
 func runGWFloor(ctx context.Context, r *gwRun) error {

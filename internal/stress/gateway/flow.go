@@ -133,23 +133,6 @@ type FlowFigures struct {
 	LoadAverage [2]string `json:"load_average"`
 }
 
-func describeFlow(c *Config) (string, map[string]any) {
-	l := c.Flow
-	desc := fmt.Sprintf("Flow control and SLO admission against the same runs without them, on %d simulator children (--max-num-seqs %d, "+
-		"default latency) behind one gateway child (cost_model, builtin:sim tokenizer, API keys), switched by PATCH /admin/config. "+
-		"Tenants: the fleet's capacity on %d-token streamed chats is measured closed loop; the quiet key sends at half its fair share "+
-		"(capacity / 4) for %s alone, then while the flood key sends at %g times its share; flow control holds the replicas at "+
-		"max_concurrency %d with flow.max_queued and key_max_queued %d and shares the slots between active keys (flow.fair_share_window %s); "+
-		"the queue_order_only leg is the same with flow.fair_share_window 0 (keys share only the queue's order); without flow control "+
-		"the queue is off and the guards are the defaults (requests pile onto engines). SLO: W1 (output %d) at %g times the fleet's measured W1 capacity for %s, without admission "+
-		"control, then with flow control and x-inferrail-ttft-target-ms %d on every request.",
-		l.Sims, l.MaxNumSeqs, l.MaxTokens, l.Leg, l.FloodFactor, l.MaxNumSeqs, l.KeyMaxQueued, fairWindow, l.W1Output, l.Overload, l.Leg, l.TargetMs)
-	params := map[string]any{"sims": l.Sims, "max_num_seqs": l.MaxNumSeqs, "capacity_window": l.Capacity.String(), "leg": l.Leg.String(),
-		"max_tokens": l.MaxTokens, "flood_factor": l.FloodFactor, "overload": l.Overload, "target_ms": l.TargetMs, "w1_output": l.W1Output,
-		"key_max_queued": l.KeyMaxQueued, "seed": l.Seed, "schedule": "poisson", "per_request_timeout": l.Timeout.String()}
-	return desc, params
-}
-
 // flowKeys are the tenants' secrets.
 type flowKeys struct{ quiet, flood string }
 

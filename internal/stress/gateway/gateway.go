@@ -132,7 +132,8 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults fills in the per-request timeouts left zero.
+// withDefaults fills in the timeouts and windows left zero, so that the
+// results record what ran.
 func (c *Config) withDefaults() {
 	for _, d := range []struct {
 		t   *time.Duration
@@ -140,7 +141,8 @@ func (c *Config) withDefaults() {
 	}{
 		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Observe.Timeout, 10 * time.Second},
 		{&c.Floor.Timeout, 10 * time.Second}, {&c.Control.Timeout, 10 * time.Second}, {&c.Flow.Timeout, 30 * time.Second},
-		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute},
+		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute}, {&c.Scrape.Timeout, 2 * time.Minute},
+		{&c.Hostile.IdleWindow, 2 * time.Second}, {&c.Soak.IdleWindow, 2 * time.Second}, {&c.Soak.Timeout, 60 * time.Second},
 	} {
 		*d.t = stress.OrDefault(*d.t, d.def)
 	}
@@ -232,9 +234,10 @@ func Run(ctx context.Context, c Config) error {
 	suite := stress.Suite[Config, *gwRun]{Dir: c.OutDir, Logger: c.Logger,
 		Begin: func(s stress.Scenario[Config, *gwRun]) *gwRun {
 			start, cpu0 = time.Now(), procs.ReadCPUTimes()
-			desc, params := s.Describe(&c)
+			load := s.Load(&c)
 			return &gwRun{c: &c, log: c.Logger.With("scenario", s.Name), res: &Result{
-				Scenario: s.Name, Description: desc, Command: c.Command, Environment: env, Parameters: params,
+				Scenario: s.Name, Description: descriptions.Of(s.Name, load), Command: c.Command, Environment: env,
+				Parameters: stress.Params(load),
 			}}
 		},
 		End: func(s stress.Scenario[Config, *gwRun], r *gwRun, err error) (any, error) {

@@ -555,20 +555,20 @@ func TestRenderGatewayReportGolden(t *testing.T) {
 	results := []Result{flood, sizes, slowBody, soak, hostile, disc, flap, hang, kill, routing, floor, observe, overhead, streams, slowReaders,
 		fleetRes, scrapeRes, churnRes, sessionsRes, flowRes}
 
-	got := RenderReport(results)
-	path := filepath.Join("testdata", "gwreport.golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
+	stresstest.Golden(t, filepath.Join("testdata", "gwreport.golden"), RenderReport(results), *update)
+}
+
+// TestCatalog: every scenario has a description that renders on the
+// defaults, and describes no scenario that is gone; the golden holds each
+// one with the parameters its results record.
+func TestCatalog(t *testing.T) {
+	c := DefaultConfig()
+	c.withDefaults()
+	got, err := stress.Catalog(descriptions, scenarios, &c)
 	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
+		t.Fatal(err)
 	}
-	if string(got) != string(want) {
-		t.Errorf("RenderGatewayReport differs from %s at %s (run with -update to accept)", path, stresstest.FirstDiff(string(want), string(got)))
-	}
+	stresstest.Golden(t, filepath.Join("testdata", "catalog.golden"), got, *update)
 }
 
 // TestGatewayStressFleet: gw-fleet at a small size, over a fake-engines

@@ -46,20 +46,6 @@ type HangFigures struct {
 	Retries    float64        `json:"gateway_retries"`
 }
 
-func describeHang(c *Config) (string, map[string]any) {
-	l := c.Hang
-	n := int((l.Before + l.Hang + l.After).Seconds() * float64(l.Rate))
-	desc := fmt.Sprintf("Non-streamed chats (max_tokens 1) at a fixed %d req/s through the gateway over three in-process "+
-		"--zero-latency simulators; after %v sim-2 starts hanging (sim.FaultHang: requests and /health get no answer), %v later it heals. "+
-		"Requests waiting on it must move to another replica once probes mark it down. Run twice: with the default policy, least_request, "+
-		"which stops choosing the hung replica as soon as its requests pile up, and with round_robin, which keeps sending it a third of the "+
-		"traffic until probes take it out.", l.Rate, l.Before, l.Hang)
-	params := map[string]any{"rate": l.Rate, "requests": n, "before": l.Before.String(), "hang": l.Hang.String(),
-		"after": l.After.String(), "max_tokens": 1, "schedule": "fixed interval", "per_request_timeout": faultRequestTimeout.String(),
-		"policies": []string{"least_request", "round_robin"}}
-	return desc, params
-}
-
 func runGWHang(ctx context.Context, r *gwRun) error {
 	l := r.c.Hang
 	n := int((l.Before + l.Hang + l.After).Seconds() * float64(l.Rate))

@@ -125,20 +125,6 @@ type hostileReq struct {
 	keepAlive  bool          // valid request sent with the net/http client
 }
 
-func describeHostile(c *Config) (string, map[string]any) {
-	l := c.Hostile
-	desc := fmt.Sprintf("%d hostile requests (malformed, huge and deeply nested JSON, wrong methods, odd paths, bad content types, "+
-		"invalid UTF-8, absurd headers, bodies cut off or stalled half-way, garbage and HTTP/2 garbage, slowloris partial headers, idle "+
-		"connections) mixed with %d valid chats, over raw TCP connections (valid ones also over the net/http client, keep-alive and h2c), "+
-		"%d at a time, the slow ones all at once. The gateway (over three --zero-latency simulator children) runs with "+
-		"server.header_read_timeout %v and server.request_timeout %v. It must never answer a 5xx of its own that the protocol does not call for, "+
-		"never leave a connection hanging, answer every valid request, and stay healthy with its memory and open files back where they were.",
-		l.Hostile, l.Valid, l.Concurrency, l.HeaderTimeout, l.RequestTimeout)
-	params := map[string]any{"hostile": l.Hostile, "valid": l.Valid, "concurrency": l.Concurrency,
-		"header_read_timeout": l.HeaderTimeout.String(), "request_timeout": l.RequestTimeout.String(), "seed": l.Seed}
-	return desc, params
-}
-
 func runGWHostile(ctx context.Context, r *gwRun) error {
 	l := r.c.Hostile
 	sims, gw := r.sims, r.gw
@@ -152,8 +138,7 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 	warm := gwClient(8)
 	warmChats(ctx, warm, gw, 50, "sim")
 	warm.CloseIdleConnections()
-	idleWindow := stress.OrDefault(l.IdleWindow, 2*time.Second)
-	f.RSSBeforeBytes = idleRSS(ctx, gw.Pid, idleWindow)
+	f.RSSBeforeBytes = idleRSS(ctx, gw.Pid, l.IdleWindow)
 	f.FDsBefore, _ = procs.OpenFDs(gw.Pid)
 
 	sampler := startRSSSampler(ctx, gw.Pid, 100*time.Millisecond)
@@ -172,7 +157,7 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 	if !st.idle() {
 		f.HealthDetail = strings.TrimSpace(f.HealthDetail + fmt.Sprintf(" still in flight: %+v", st))
 	}
-	f.RSSAfterBytes = idleRSS(ctx, gw.Pid, idleWindow)
+	f.RSSAfterBytes = idleRSS(ctx, gw.Pid, l.IdleWindow)
 	f.FDsAfter, _ = procs.OpenFDs(gw.Pid)
 	f.ClientConnsAfter, _ = gw.ClientConns()
 	f.GatewayErrors = map[string]float64{}
@@ -180,7 +165,7 @@ func runGWHostile(ctx context.Context, r *gwRun) error {
 		maps.Copy(f.GatewayErrors, p.ByLabel("inferrail_request_errors_total", "reason"))
 	}
 	r.res.Hostile = f
-	hostileChecks(r, f, l, len(gw.Log().Panics), st.idle(), idleWindow)
+	hostileChecks(r, f, l, len(gw.Log().Panics), st.idle(), l.IdleWindow)
 	return nil
 }
 

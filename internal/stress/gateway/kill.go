@@ -73,19 +73,6 @@ type killTimes struct {
 	samples               []adminSample // admin polls around the kill
 }
 
-func describeKill(c *Config) (string, map[string]any) {
-	l := c.Kill
-	total := l.Before + l.Down + l.After
-	n := int(total.Seconds() * float64(l.Rate))
-	desc := fmt.Sprintf("Non-streamed chats (max_tokens 1) at a fixed %d req/s through the gateway over three in-process "+
-		"--zero-latency simulators; after %v sim-2 is killed (sim.Local.Kill: its port stops accepting and open connections drop), "+
-		"%v later it is restarted on the same port, and the load goes on %v more. The admin /metrics page is polled back to back "+
-		"around the kill to see when the gateway takes sim-2 out of rotation.", l.Rate, l.Before, l.Down, l.After)
-	params := map[string]any{"rate": l.Rate, "requests": n, "before": l.Before.String(), "down": l.Down.String(),
-		"after": l.After.String(), "max_tokens": 1, "schedule": "fixed interval", "per_request_timeout": faultRequestTimeout.String()}
-	return desc, params
-}
-
 func runGWKill(ctx context.Context, r *gwRun) error {
 	l := r.c.Kill
 	total := l.Before + l.Down + l.After

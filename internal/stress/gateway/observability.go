@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/porthold"
@@ -64,20 +63,6 @@ type ObservedCounts struct {
 	SpansFailed      float64 `json:"spans_failed"`
 	SpansDropped     float64 `json:"spans_dropped"`
 	MetricsError     string  `json:"metrics_error,omitempty"`
-}
-
-func describeObservability(c *Config) (string, map[string]any) {
-	l := c.Observe
-	desc := fmt.Sprintf("What traces and the decision log cost the request path. Two gateway children run over the same three --zero-latency "+
-		"simulator children: off observes nothing (no observability keys); on has observability.otlp_endpoint set to a loopback port nobody "+
-		"listens at (an unreachable collector: every export fails, and spans are dropped once the export queue is full), trace_sample_ratio 1 "+
-		"and decision_log.sample_rate 1 (every decision logged to a file). At each rate the same %d-request Poisson schedule of non-streamed "+
-		"chats (max_tokens %d) runs six times, in the order %s, each leg after %d unmeasured requests at the same rate; each target's two legs "+
-		"are pooled. Added latency is a gateway's percentile minus the direct one; observing is the on gateway's minus the off one's.",
-		l.Requests, l.MaxTokens, strings.Join(observabilityLegOrder[:], ", "), l.Warmup)
-	params := map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(observabilityLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
-	return desc, params
 }
 
 func runGWObservability(ctx context.Context, r *gwRun) error {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
@@ -105,18 +104,6 @@ type OverheadLeg struct {
 	OthersCPUShare float64 `json:"others_cpu_share"`
 
 	lat, lag []time.Duration // for pooling
-}
-
-func describeOverhead(c *Config) (string, map[string]any) {
-	l := c.Overhead
-	desc := fmt.Sprintf("Open loop: non-streamed chats (max_tokens %d) on a Poisson schedule, each sent at its scheduled time "+
-		"from its own goroutine, latency counted from the scheduled time. At each rate the same %d-request schedule runs four times, back to back: "+
-		"straight to one --zero-latency simulator child (direct), through the gateway over three such children (gateway), gateway again, direct again; "+
-		"the two legs of each target are pooled, and the gateway's added latency is its percentile minus the direct one. "+
-		"Right before each leg, %d unmeasured requests at the same rate warm its target's connections.", l.MaxTokens, l.Requests, l.Warmup)
-	params := map[string]any{"rates": l.Rates, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"schedule": "poisson", "seed": l.Seed, "leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
-	return desc, params
 }
 
 func runGWOverhead(ctx context.Context, r *gwRun) error {

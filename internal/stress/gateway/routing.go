@@ -269,28 +269,6 @@ type RoutingRate struct {
 	MetricsError string `json:"metrics_error,omitempty"`
 }
 
-func describeRouting(c *Config) (string, map[string]any) {
-	l := c.Routing
-	desc := fmt.Sprintf("gw-overhead's comparison for gateways that tokenize prompts, keep the KV index and route with the cache-aware policies. "+
-		"Each variant starts fresh --zero-latency simulator children and a gateway child over all of them; at each of its rates the same "+
-		"%d-request Poisson schedule of non-streamed chats (max_tokens %d) runs four times, straight to the first simulator (direct), through the gateway, "+
-		"through the gateway again, direct again, each leg after %d unmeasured requests at the same rate. Latency counts from the scheduled send; "+
-		"the two legs of each target are pooled and the added latency is the gateway's percentile minus the direct one. "+
-		"A chat is one of %d shared system prompts of the variant's length (none for 0 words) and a question of %d words of its own, "+
-		"so every leg sends new questions; words are drawn from a fixed list by the seed. Tokenization on means models[].tokenizer builtin:sim, "+
-		"the simulators' own; the KV index is always on and filled by the gateway's own decisions. The gateway config is gw-overhead's "+
-		"with the variant's models[0].policy and tokenizer.",
-		l.Requests, l.MaxTokens, l.Warmup, l.SystemPrompts, l.QuestionWords)
-	var names []string
-	for _, v := range l.Variants {
-		names = append(names, v.Name())
-	}
-	params := map[string]any{"variants": names, "requests_per_leg": l.Requests, "warmup": l.Warmup, "max_tokens": l.MaxTokens,
-		"system_prompts": l.SystemPrompts, "question_words": l.QuestionWords, "schedule": "poisson", "seed": l.Seed,
-		"leg_order": strings.Join(overheadLegOrder[:], ", "), "per_request_timeout": l.Timeout.String()}
-	return desc, params
-}
-
 func runGWRouting(ctx context.Context, r *gwRun) error {
 	l := r.c.Routing
 	for _, v := range l.Variants {

@@ -81,16 +81,6 @@ type ReferenceScrapes struct {
 	ScrapesPerSecond float64             `json:"scrapes_per_second"`
 }
 
-func describeScrape(c *Config) (string, map[string]any) {
-	l := c.Scrape
-	desc := fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway over three simulator "+
-		"children with the default latency model (--max-num-seqs 1024), while the harness reads the gateway's admin /metrics every %v "+
-		"from the first stream to the last. Every page is parsed with the Prometheus text parser (prometheus/common/expfmt) and checked: "+
-		"every counter and every histogram's count and sum at least what the page before showed for the same series, every histogram's "+
-		"buckets cumulative, its _count equal to its +Inf bucket.", l.Streams, l.MaxTokens, l.Every)
-	return desc, map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "every": l.Every.String()}
-}
-
 func runGWScrape(ctx context.Context, r *gwRun) error {
 	l := r.c.Scrape
 	gw := r.gw
@@ -111,7 +101,7 @@ func runGWScrape(ctx context.Context, r *gwRun) error {
 	sw.Go(func() { ref.run(sctx, refClient, r.sims[0].URL+"/metrics", l.Every) })
 	url := gw.URL + "/v1/chat/completions"
 	began := time.Now()
-	out := stress.StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, stress.OrDefault(l.Timeout, 2*time.Minute), func(i int) []byte {
+	out := stress.StreamBurst(ctx, client, url, l.Streams, l.MaxTokens, l.Timeout, func(i int) []byte {
 		return gwStreamBody(procs.SimModel, i, l.MaxTokens, false)
 	})
 	stopScrapes()

@@ -78,20 +78,6 @@ type SessionsFigures struct {
 	PromptShares []float64 `json:"prompt_shares"`
 }
 
-func describeSessions(c *Config) (string, map[string]any) {
-	l := c.Sessions
-	desc := fmt.Sprintf("%d chats (max_tokens %d) at a fixed %d req/s through the gateway over %d simulator children with the default "+
-		"latency model, policy %s with the builtin:sim tokenizer and routing.session_affinity on. Each chat is the next turn of one of "+
-		"%d conversations, drawn uniformly; a conversation keeps one of %d system prompts of %d words, drawn when it starts by a Zipf "+
-		"law (exponent %.1f), and names itself in x-session-id. Every %dth turn is also posted to /admin/explain/v1/chat/completions on "+
-		"the admin port, which must answer 200 with a winner. The busiest replica's share counts turns by X-Inferrail-Replica; a turn "+
-		"is kept when it is answered by the replica that answered its conversation's turn before.",
-		l.Requests, l.MaxTokens, l.Rate, l.Simulators, l.Policy, l.Sessions, l.SystemPrompts, l.SystemWords, l.Zipf, l.ExplainEvery)
-	return desc, map[string]any{"requests": l.Requests, "rate": l.Rate, "simulators": l.Simulators, "sessions": l.Sessions,
-		"system_prompts": l.SystemPrompts, "system_words": l.SystemWords, "zipf": l.Zipf, "explain_every": l.ExplainEvery,
-		"policy": l.Policy, "max_tokens": l.MaxTokens, "seed": l.Seed}
-}
-
 // sessionsSetup starts the simulators and a gateway routing with the
 // scenario's policy, a tokenizer and session affinity.
 func sessionsSetup(ctx context.Context, r *gwRun) error {

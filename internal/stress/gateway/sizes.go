@@ -93,19 +93,6 @@ type SizesFigure struct {
 	Bad string `json:"bad,omitempty"`
 }
 
-func describeSizes(c *Config) (string, map[string]any) {
-	l := c.Sizes
-	desc := fmt.Sprintf("Chat requests huge in one dimension each: one user message of %s, %d short messages, %d tools, and a tool call "+
-		"whose arguments nest %d levels deep (as the JSON text OpenAI sends, and as a JSON object, which the API does not allow). Each is sent "+
-		"%d times, one at a time, through a gateway (tokenizer.max_wait %v, 4 workers) to a --zero-latency simulator child, once with the "+
-		"builtin:sim tokenizer and once with each Hugging Face family's tokenizer.json and chat template (%v, where `make tokenizers` fetched "+
-		"them). Each must be tokenized, or refused with an OpenAI error, within half a second.",
-		stress.MiB(int64(l.MessageBytes)), l.Messages, l.Tools, l.Depth, l.Reps, l.MaxWait, l.Families)
-	params := map[string]any{"message_bytes": l.MessageBytes, "messages": l.Messages, "tools": l.Tools, "depth": l.Depth,
-		"reps": l.Reps, "max_wait": l.MaxWait.String(), "families": l.Families}
-	return desc, params
-}
-
 // sizesBudget is the time the spec gives each body.
 const sizesBudget = 500 * time.Millisecond
 

@@ -85,18 +85,6 @@ type SlowReadersFigures struct {
 // firehoseModel is the model only the firehose engine serves.
 const firehoseModel = "firehose"
 
-func describeSlowReaders(c *Config) (string, map[string]any) {
-	l := c.SlowReaders
-	desc := fmt.Sprintf("A firehose engine written in the harness (net/http, answers /health and an empty /v1/models) streams "+
-		"%s of SSE data lines per request as fast as TCP lets it. %d raw-TCP clients each start a stream through the gateway, read its first "+
-		"%d KiB and stop reading, holding the connection open for %v (%s in all if read). Meanwhile %d ordinary chats go through the same "+
-		"gateway to a --zero-latency simulator child. The gateway's memory must stay bounded (TCP backpressure, not buffering). Then the clients "+
-		"read again, every stream to its end.", stress.MiB(l.StreamBytes), l.Clients, readFirst>>10, l.Stall, stress.MiB(int64(l.Clients)*l.StreamBytes), l.Others)
-	params := map[string]any{"clients": l.Clients, "stream_bytes": l.StreamBytes, "read_before_stall_bytes": readFirst,
-		"stall": l.Stall.String(), "others": l.Others}
-	return desc, params
-}
-
 func runGWSlowReaders(ctx context.Context, r *gwRun) error {
 	l := r.c.SlowReaders
 	sims, gw, fh, err := r.firehoseFleet(ctx, l.StreamBytes)
@@ -453,16 +441,6 @@ type SlowBodySample struct {
 	RSSBytes  int64   `json:"rss_bytes"`
 }
 
-func describeSlowBody(c *Config) (string, map[string]any) {
-	l := c.SlowBody
-	desc := fmt.Sprintf("One chat whose %s body (a short chat padded with JSON whitespace) is written over a raw TCP connection "+
-		"one byte per write call (TCP_NODELAY, Go's default: a segment per byte), as fast as the harness can, through the gateway "+
-		"(server.request_timeout 10m, server.max_body_bytes 64 MiB) to a --zero-latency simulator child. The gateway's resident memory is "+
-		"sampled while the body arrives; the request must complete.", stress.MiB(int64(l.BodyBytes)))
-	params := map[string]any{"body_bytes": l.BodyBytes, "bytes_per_write": 1, "request_timeout": "10m", "max_body_bytes": 64 << 20}
-	return desc, params
-}
-
 func runGWSlowBody(ctx context.Context, r *gwRun) error {
 	l := r.c.SlowBody
 	gw := r.gw
@@ -610,3 +588,6 @@ func slowBodyLimits(_ *Config, cfg *config.Config) {
 	cfg.Server.RequestTimeout = config.Duration(10 * time.Minute)
 	cfg.Server.MaxBodyBytes = 64 << 20
 }
+
+// AllBytes is what the slow readers' streams hold together.
+func (l SlowReadersLoad) AllBytes() int64 { return int64(l.Clients) * l.StreamBytes }

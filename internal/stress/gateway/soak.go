@@ -26,18 +26,6 @@ type GWSoakFigures struct {
 	ClientConnsAfter int       `json:"client_conns_after"`
 }
 
-func describeSoak(c *Config) (string, map[string]any) {
-	l := c.Soak
-	desc := fmt.Sprintf("%d mixed requests (chat and completions, streamed or not, shared prefixes, some left by the client: "+
-		"the simulator soak's workload) at concurrency %d through the gateway to three --zero-latency simulator children, following the "+
-		"gateway's resident memory (VmRSS) from an idle baseline after a %d-request warmup to an idle baseline at the end.",
-		l.Requests, l.Concurrency, l.Warmup)
-	params := map[string]any{"requests": l.Requests, "concurrency": l.Concurrency, "warmup": l.Warmup,
-		"sample_every": l.SampleEvery, "idle_window": stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
-		"timeout": stress.OrDefault(l.Timeout, 60*time.Second).String(), "seed": l.Seed}
-	return desc, params
-}
-
 func runGWSoak(ctx context.Context, r *gwRun) error {
 	l := r.c.Soak
 	sims, gw := r.sims, r.gw

@@ -55,17 +55,6 @@ type GWStreamsRun struct {
 	IdleAfter           idleState `json:"idle_after"`
 }
 
-func describeStreams(c *Config) (string, map[string]any) {
-	l := c.Streams
-	desc := fmt.Sprintf("%d concurrent streamed chats (max_tokens %d, include_usage) sent at once through the gateway "+
-		"to three simulator children (--max-num-seqs %d), policy least_request, replica caps 2048. Every stream must answer 200, "+
-		"end with data: [DONE] and report completion_tokens %d; the X-Inferrail-Replica header of each answer gives the spread.",
-		l.Streams, l.MaxTokens, l.MaxNumSeqs, l.MaxTokens)
-	params := map[string]any{"streams": l.Streams, "max_tokens": l.MaxTokens, "max_num_seqs": l.MaxNumSeqs,
-		"replicas": 3, "per_stream_timeout": l.Timeout.String()}
-	return desc, params
-}
-
 func runGWStreams(ctx context.Context, r *gwRun) error {
 	l := r.c.Streams
 	variants := []struct {

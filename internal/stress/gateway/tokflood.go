@@ -64,15 +64,6 @@ type TokenFloodFigures struct {
 	TokenizeWaitMean float64 `json:"tokenize_wait_mean_seconds"`
 }
 
-func describeTokenFlood(c *Config) (string, map[string]any) {
-	l := c.TokenFlood
-	desc := fmt.Sprintf("%d chats of %d words each, every one a different text, sent at once through a gateway with tokenizer.workers %d "+
-		"(its queue holds 64 per worker; tokenizer.max_wait the default 50 ms) and the builtin:sim tokenizer, to %d --zero-latency simulator "+
-		"children. Every request must be served; those that could not wait for the worker are routed without a prediction, and every "+
-		"prediction made must equal the engine's prompt token count.", l.Prompts, l.Words, l.Workers, l.Replicas)
-	return desc, map[string]any{"prompts": l.Prompts, "words": l.Words, "workers": l.Workers, "replicas": l.Replicas}
-}
-
 func runGWTokenFlood(ctx context.Context, r *gwRun) error {
 	l := r.c.TokenFlood
 	sims, gw, err := r.simFleet(ctx, l.Replicas, floodSimArgs, func(cfg *config.Config) {

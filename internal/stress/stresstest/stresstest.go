@@ -1,10 +1,12 @@
 // Package stresstest holds the helpers the tests of the stress packages
-// share: a URL where nothing listens, a golden file's first differing line
-// and a Validate result's check.
+// share: a URL where nothing listens, golden files and a Validate result's
+// check.
 package stresstest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,5 +65,26 @@ func CheckValidate(t *testing.T, err error, want []string) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate() = %q, want it to contain %q", err, w)
 		}
+	}
+}
+
+// Golden checks got against the golden file at path, writing it first
+// when update is set (the tests' -update flag).
+func Golden(t *testing.T, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs at %s (run with -update to accept)", path, FirstDiff(string(want), string(got)))
 	}
 }
