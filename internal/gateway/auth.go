@@ -61,30 +61,12 @@ type accessMetrics struct {
 
 func newAccessMetrics(reg prometheus.Registerer) *accessMetrics {
 	m := &accessMetrics{
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_auth_failures_total",
-			Help: "Requests refused for their credential, by port (client, admin) and reason: missing, malformed, unknown_key, model_not_allowed.",
-		}, []string{"port", "reason"}),
-		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_rate_limited_total",
-			Help: "Requests refused with 429 by a rate limit, by model, key name (empty without keys) and the limit that refused (key_requests, model_prompt_tokens, ...).",
-		}, []string{"model", "key", "limit"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_auth_reloads_total",
-			Help: "Rereads of a changed keys file (keys, admin_keys), by result: ok, or error when the keys in effect stayed.",
-		}, []string{"file", "result"}),
-		tlsReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_tls_reloads_total",
-			Help: "Rereads of changed TLS files (server_cert, client_ca, upstream_ca, upstream_cert), by result: ok, or error when what was in effect stayed.",
-		}, []string{"name", "result"}),
-		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_rate_limit_output_tokens_total",
-			Help: "Output tokens charged to output limits, by where the count came from: usage (the engine's), stream_chunks or bytes (estimated when a response carried no usage).",
-		}, []string{"source"}),
-		limitErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "inferrail_rate_limiter_errors_total",
-			Help: "Rate limiter calls that failed; the request was admitted. Always 0 with the in-process limiter.",
-		}),
+		failures:    counterVec("inferrail_auth_failures_total", "Requests refused for their credential, by port (client, admin) and reason: missing, malformed, unknown_key, model_not_allowed.", "port", "reason"),
+		limited:     counterVec("inferrail_rate_limited_total", "Requests refused with 429 by a rate limit, by model, key name (empty without keys) and the limit that refused (key_requests, model_prompt_tokens, ...).", "model", "key", "limit"),
+		reloads:     counterVec("inferrail_auth_reloads_total", "Rereads of a changed keys file (keys, admin_keys), by result: ok, or error when the keys in effect stayed.", "file", "result"),
+		tlsReloads:  counterVec("inferrail_tls_reloads_total", "Rereads of changed TLS files (server_cert, client_ca, upstream_ca, upstream_cert), by result: ok, or error when what was in effect stayed.", "name", "result"),
+		charged:     counterVec("inferrail_rate_limit_output_tokens_total", "Output tokens charged to output limits, by where the count came from: usage (the engine's), stream_chunks or bytes (estimated when a response carried no usage).", "source"),
+		limitErrors: counter("inferrail_rate_limiter_errors_total", "Rate limiter calls that failed; the request was admitted. Always 0 with the in-process limiter."),
 	}
 	reg.MustRegister(m.failures, m.limited, m.reloads, m.tlsReloads, m.charged, m.limitErrors)
 	m.chargedBy = map[string]prometheus.Counter{}

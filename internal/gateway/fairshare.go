@@ -217,21 +217,9 @@ type fairMetrics struct {
 
 func newFairMetrics() fairMetrics {
 	return fairMetrics{
-		overShare: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_flow_over_share_total",
-			Help: "Requests that waited because of fair sharing: their key already held its share of the model's in-flight slots, or the free ones were kept for other keys, by model and priority class.",
-		}, []string{"model", "class"}),
-		paced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_flow_prefill_paced_total",
-			Help: "Requests that waited because their key's prompts awaiting a first token held every replica with room (flow.pace_prefills), once each, by model and priority class.",
-		}, []string{"model", "class"}),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferrail_flow_active_keys",
-			Help: "Keys counted against a key of the class when the model's slots are shared (active in the class or a more important one), by model and priority class.",
-		}, []string{"model", "class"}),
-		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferrail_flow_fair_share_slots",
-			Help: "In-flight slots each active key of the class may hold before it waits, by model and priority class; 0 when the slots have no bound.",
-		}, []string{"model", "class"}),
+		overShare: counterVec("inferrail_flow_over_share_total", "Requests that waited because of fair sharing: their key already held its share of the model's in-flight slots, or the free ones were kept for other keys, by model and priority class.", "model", "class"),
+		paced:     counterVec("inferrail_flow_prefill_paced_total", "Requests that waited because their key's prompts awaiting a first token held every replica with room (flow.pace_prefills), once each, by model and priority class.", "model", "class"),
+		active:    gaugeVec("inferrail_flow_active_keys", "Keys counted against a key of the class when the model's slots are shared (active in the class or a more important one), by model and priority class.", "model", "class"),
+		share:     gaugeVec("inferrail_flow_fair_share_slots", "In-flight slots each active key of the class may hold before it waits, by model and priority class; 0 when the slots have no bound.", "model", "class"),
 	}
 }

@@ -373,27 +373,11 @@ type flowMetrics struct {
 func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 	m := &flowMetrics{
 		fairMetrics: newFairMetrics(),
-		queued: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_flow_queued_total",
-			Help: "Requests that waited in the gateway's queue for a replica, by model and priority class.",
-		}, []string{"model", "class"}),
-		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inferrail_flow_waiting",
-			Help: "Requests waiting in the gateway's queue now, by model and priority class.",
-		}, []string{"model", "class"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_flow_queue_wait_seconds",
-			Help:    "Time requests waited in the gateway's queue, by model, priority class and outcome: admitted, shed or cancelled.",
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"model", "class", "outcome"}),
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_flow_shed_total",
-			Help: "Requests flow control answered 429, by model, priority class and reason: queue_full, class_full, key_full, queue_timeout, slo_unreachable, slo_unmet.",
-		}, []string{"model", "class", "reason"}),
-		slo: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_slo_requests_total",
-			Help: "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.",
-		}, []string{"model", "class", "result"}),
+		queued:      counterVec("inferrail_flow_queued_total", "Requests that waited in the gateway's queue for a replica, by model and priority class.", "model", "class"),
+		waiting:     gaugeVec("inferrail_flow_waiting", "Requests waiting in the gateway's queue now, by model and priority class.", "model", "class"),
+		wait:        histogramVec("inferrail_flow_queue_wait_seconds", "Time requests waited in the gateway's queue, by model, priority class and outcome: admitted, shed or cancelled.", []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "model", "class", "outcome"),
+		shed:        counterVec("inferrail_flow_shed_total", "Requests flow control answered 429, by model, priority class and reason: queue_full, class_full, key_full, queue_timeout, slo_unreachable, slo_unmet.", "model", "class", "reason"),
+		slo:         counterVec("inferrail_slo_requests_total", "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.", "model", "class", "result"),
 	}
 	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share, m.paced)
 	return m

@@ -58,90 +58,46 @@ type metrics struct {
 	replicaVectors []interface{ DeletePartialMatch(prometheus.Labels) int }
 }
 
+// counter, counterVec, gaugeVec and histogramVec declare a metric family
+// in one line: name, help and labels.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
 func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix index.Index, toks map[string]*modelTokenizer) *metrics {
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_requests_total",
-			Help: "Inference requests by outcome: the status class the client got, aborted when the engine broke a started response, cancelled when the client left.",
-		}, []string{"model", "replica", "status"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_ttft_seconds",
-			Help:    "Time from a request's arrival to the first byte of its streamed response.",
-			Buckets: latency,
-		}, []string{"model", "policy", "replica"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_request_duration_seconds",
-			Help:    "Time from a request's arrival to the end of its response.",
-			Buckets: latency,
-		}, []string{"model", "policy", "replica"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_routing_decisions_total",
-			Help: "Replicas chosen by the routing policy, one per attempt.",
-		}, []string{"model", "policy", "replica"}),
-		decisionTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_routing_decision_seconds",
-			Help:    "Time to choose a replica and take a lease on it.",
-			Buckets: prometheus.ExponentialBuckets(1e-7, 4, 12),
-		}, []string{"policy"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_upstream_retries_total",
-			Help: "Requests moved to another replica before the first response byte.",
-		}, []string{"model"}),
-		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_client_disconnects_total",
-			Help: "Responses abandoned because the client left.",
-		}, []string{"model"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_request_errors_total",
-			Help: "Errors the gateway answered itself, by reason.",
-		}, []string{"model", "reason"}),
-		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_ejections_total",
-			Help: "Passive ejections of replicas whose requests kept failing.",
-		}, []string{"replica"}),
-		tokenized: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_tokenized_requests_total",
-			Help: "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow, unavailable, disagrees.",
-		}, []string{"model", "result"}),
-		tokenizeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_tokenize_seconds",
-			Help:    "Time to tokenize and hash a prompt, waiting for a worker included.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
-		}, []string{"model"}),
-		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_prompt_tokens_total",
-			Help: "Prompt tokens of the requests tokenized at the edge.",
-		}, []string{"model"}),
-		predicted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_predicted_cached_tokens_total",
-			Help: "Prompt tokens the KV index predicted cached on the chosen replica, per decision.",
-		}, []string{"model"}),
-		indexResets: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_index_resets_total",
-			Help: "Engines found restarted with an empty cache, whose index entries were dropped.",
-		}, []string{"replica"}),
-		estimatedTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "inferrail_estimated_ttft_seconds",
-			Help:    "The cost model's estimated time to first token on the chosen replica, at every decision; compare with inferrail_ttft_seconds.",
-			Buckets: latency,
-		}, []string{"model", "policy"}),
-		guards: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_routing_guards_total",
-			Help: "Decisions where a load guard set replicas aside (bounded_load, kv_pressure), or kv_waived when every replica was under KV pressure.",
-		}, []string{"model", "guard"}),
-		steered: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_routing_steered_total",
-			Help: "Decisions decided by session affinity (session) or history affinity (history), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix) or by a replica without the root prefix through the credit for the copy it makes (copy), or routed by the fallback for prompts without a full block (no_prefix).",
-		}, []string{"model", "reason"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_config_reloads_total",
-			Help: "Attempts to change the config (file, SIGHUP or admin API) by result: applied, unchanged or rejected.",
-		}, []string{"result"}),
-		scrapes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_load_scrapes_total",
-			Help: "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.",
-		}, []string{"replica", "result"}),
+		requests:      counterVec("inferrail_requests_total", "Inference requests by outcome: the status class the client got, aborted when the engine broke a started response, cancelled when the client left.", "model", "replica", "status"),
+		ttft:          histogramVec("inferrail_ttft_seconds", "Time from a request's arrival to the first byte of its streamed response.", latency, "model", "policy", "replica"),
+		duration:      histogramVec("inferrail_request_duration_seconds", "Time from a request's arrival to the end of its response.", latency, "model", "policy", "replica"),
+		decisions:     counterVec("inferrail_routing_decisions_total", "Replicas chosen by the routing policy, one per attempt.", "model", "policy", "replica"),
+		decisionTime:  histogramVec("inferrail_routing_decision_seconds", "Time to choose a replica and take a lease on it.", prometheus.ExponentialBuckets(1e-7, 4, 12), "policy"),
+		retries:       counterVec("inferrail_upstream_retries_total", "Requests moved to another replica before the first response byte.", "model"),
+		disconnects:   counterVec("inferrail_client_disconnects_total", "Responses abandoned because the client left.", "model"),
+		errors:        counterVec("inferrail_request_errors_total", "Errors the gateway answered itself, by reason.", "model", "reason"),
+		ejections:     counterVec("inferrail_ejections_total", "Passive ejections of replicas whose requests kept failing.", "replica"),
+		tokenized:     counterVec("inferrail_tokenized_requests_total", "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow, unavailable, disagrees.", "model", "result"),
+		tokenizeTime:  histogramVec("inferrail_tokenize_seconds", "Time to tokenize and hash a prompt, waiting for a worker included.", prometheus.ExponentialBuckets(1e-6, 4, 12), "model"),
+		promptTokens:  counterVec("inferrail_prompt_tokens_total", "Prompt tokens of the requests tokenized at the edge.", "model"),
+		predicted:     counterVec("inferrail_predicted_cached_tokens_total", "Prompt tokens the KV index predicted cached on the chosen replica, per decision.", "model"),
+		indexResets:   counterVec("inferrail_index_resets_total", "Engines found restarted with an empty cache, whose index entries were dropped.", "replica"),
+		estimatedTTFT: histogramVec("inferrail_estimated_ttft_seconds", "The cost model's estimated time to first token on the chosen replica, at every decision; compare with inferrail_ttft_seconds.", latency, "model", "policy"),
+		guards:        counterVec("inferrail_routing_guards_total", "Decisions where a load guard set replicas aside (bounded_load, kv_pressure), or kv_waived when every replica was under KV pressure.", "model", "guard"),
+		steered:       counterVec("inferrail_routing_steered_total", "Decisions decided by session affinity (session) or history affinity (history), won by a hot prefix owner through credit for a prefix it did not hold yet (hot_prefix) or by a replica without the root prefix through the credit for the copy it makes (copy), or routed by the fallback for prompts without a full block (no_prefix).", "model", "reason"),
+		reloads:       counterVec("inferrail_config_reloads_total", "Attempts to change the config (file, SIGHUP or admin API) by result: applied, unchanged or rejected.", "result"),
+		scrapes:       counterVec("inferrail_load_scrapes_total", "Scrapes of engines' metrics pages by result: ok, error (no answer), unreadable, too_large.", "replica", "result"),
 	}
 	m.replicaVectors = []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.requests, m.ttft, m.duration, m.decisions, m.ejections, m.scrapes, m.indexResets,

@@ -63,21 +63,12 @@ type shadowStats struct {
 
 func newShadowRunner(reg prometheus.Registerer, log *shadowLog) *shadowRunner {
 	s := &shadowRunner{
-		jobs: make(chan shadowJob, shadowQueue),
-		log:  log,
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "inferrail_shadow_dropped_total",
-			Help: "Routed requests left out of the shadow because its worker was behind.",
-		}),
-		agreed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_shadow_decisions_total",
-			Help: "Requests a shadow policy chose a replica for, by whether it chose the routing policy's.",
-		}, []string{"model", "policy", "agreed"}),
-		priced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferrail_shadow_estimated_ttft_seconds_total",
-			Help: "The cost model's estimated TTFT summed over shadowed requests, for the routing policy's pick (active) and the shadow's (shadow).",
-		}, []string{"model", "policy", "pick"}),
-		stats: map[shadowStatKey]*shadowStats{},
+		jobs:    make(chan shadowJob, shadowQueue),
+		log:     log,
+		dropped: counter("inferrail_shadow_dropped_total", "Routed requests left out of the shadow because its worker was behind."),
+		agreed:  counterVec("inferrail_shadow_decisions_total", "Requests a shadow policy chose a replica for, by whether it chose the routing policy's.", "model", "policy", "agreed"),
+		priced:  counterVec("inferrail_shadow_estimated_ttft_seconds_total", "The cost model's estimated TTFT summed over shadowed requests, for the routing policy's pick (active) and the shadow's (shadow).", "model", "policy", "pick"),
+		stats:   map[shadowStatKey]*shadowStats{},
 	}
 	reg.MustRegister(s.dropped, s.agreed, s.priced)
 	return s
