@@ -328,6 +328,7 @@ func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, mark *wa
 		}
 		const name = "inferrail_tokenized_requests_total"
 		m.Unpredicted += int(page.Sum(name, procs.Label("result", "slow")) + page.Sum(name, procs.Label("result", "busy")))
+		m.countDecisions(page)
 	}
 	b := mark.reading()
 	after, err := engineCounters(ctx, admin, fleet.SimURLs())
@@ -424,6 +425,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	if m.Unpredicted > 0 {
 		fmt.Fprintf(w, "  unpredicted: %d requests of the run routed before the tokenizer was free or done (tokenizer.max_wait)\n", m.Unpredicted)
 	}
+	if len(m.Steered)+len(m.Guards) > 0 {
+		fmt.Fprintf(w, "  decisions of the run, warmup included: steered %s; guards %s\n", orNone(countsText(m.Steered)), orNone(countsText(m.Guards)))
+	}
 	if e := m.Estimate; e != nil {
 		fmt.Fprintf(w, "  estimated TTFT (%d): |error| mean %.0f%%, p90 %.0f%%; mean error %+.0f%%\n", e.Requests, 100*e.MeanAbs, 100*e.P90Abs, 100*e.Mean)
 	}
@@ -486,4 +490,30 @@ func writeIndexStatus(w io.Writer, st *procs.IndexStatus) {
 		fmt.Fprintf(w, "  kv events %s: source %s%s, %d batches applied, %d gaps, %d replays, %d mirrored blocks%s\n",
 			k.ID, k.Source, why, k.Applied, k.Gaps, k.Replays, k.Mirrored, digest)
 	}
+}
+
+// countDecisions adds a gateway's steered and guarded decisions (its
+// metrics page) to m's.
+func (m *Measurements) countDecisions(page procs.PromPage) {
+	add := func(dst *map[string]int, name, key string) {
+		for v, n := range page.ByLabel(name, key) {
+			if n < 1 {
+				continue
+			}
+			if *dst == nil {
+				*dst = map[string]int{}
+			}
+			(*dst)[v] += int(n)
+		}
+	}
+	add(&m.Steered, "inferrail_routing_steered_total", "reason")
+	add(&m.Guards, "inferrail_routing_guards_total", "guard")
+}
+
+// orNone is s, or "none" when it is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

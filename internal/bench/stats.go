@@ -180,6 +180,14 @@ type Measurements struct {
 	// busy and slow of inferrail_tokenized_requests_total): a machine too
 	// busy for the run shows here.
 	Unpredicted int `json:"unpredicted,omitempty"`
+	// Steered counts the decisions of the whole run, warmup included, that
+	// something other than the plain estimate decided, by reason
+	// (inferrail_routing_steered_total: session, history, hot_prefix,
+	// copy, no_prefix), and Guards those where a load guard set replicas
+	// aside (inferrail_routing_guards_total), over every gateway: how often
+	// a setting under test acted at all. Nil when none did.
+	Steered map[string]int `json:"steered,omitempty"`
+	Guards  map[string]int `json:"guards,omitempty"`
 	// Estimate is how far the gateway's estimates of the time to first
 	// token were from what the client measured; nil without estimates.
 	Estimate *EstimateError `json:"estimate,omitempty"`
