@@ -131,8 +131,11 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 	}
 	limit := max(r.capacity-max(reserve, 0), k)
 	var spec []blockhash.Hash
-	if r.eventsActive() && x.specTTL > 0 {
+	switch {
+	case r.eventsActive() && x.specTTL > 0:
 		spec = x.speculate(r, hashes[:k], stamp)
+	case r.ev != nil && x.specTTL > 0:
+		r.ev.noteRecord(stamp, x.now(), x.specTTL)
 	}
 	if added == 0 {
 		x.evictTo(r, limit)

@@ -1,6 +1,8 @@
 package index
 
 import (
+	"cmp"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -40,6 +42,39 @@ type eventSource struct {
 	// engine stores other blocks than the gateway routes (its tokens
 	// differ).
 	confirmed, expired uint64
+	// recent are the records made while the source was not active and
+	// within the speculative TTL, oldest first: their prompts may still
+	// be on the way to the engine when it becomes active (setSource).
+	recent []recordTime
+}
+
+// recordTime is when a record was made.
+type recordTime struct {
+	stamp uint64
+	at    int64 // UnixNano
+}
+
+// noteRecord remembers that record stamp was made at now while ev is not
+// active, forgetting the records older than ttl (moving the rest down only
+// once half are gone, so that a record costs O(1) on average).
+func (ev *eventSource) noteRecord(stamp uint64, now int64, ttl time.Duration) {
+	i := firstLive(ev.recent, now, ttl)
+	if i > 0 && 2*i >= len(ev.recent) {
+		ev.recent = ev.recent[:copy(ev.recent, ev.recent[i:])]
+	}
+	ev.recent = append(ev.recent, recordTime{stamp, now})
+}
+
+// firstLive is the index of the first of recent (oldest first) made less
+// than ttl before now.
+func firstLive(recent []recordTime, now int64, ttl time.Duration) int {
+	i, _ := slices.BinarySearchFunc(recent, now-int64(ttl), func(t recordTime, since int64) int {
+		if t.at <= since {
+			return -1
+		}
+		return 1
+	})
+	return i
 }
 
 type specEntry struct {
@@ -166,10 +201,15 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if events {
 		x.unpublishLRU(r)
 		r.ev.active = true
-		r.ev.mirror.eachKeyed(func(h blockhash.Hash) { x.addBit(r, h) })
+		held := make(map[blockhash.Hash]bool, r.ev.mirror.Held())
+		r.ev.mirror.eachKeyed(func(h blockhash.Hash) {
+			x.addBit(r, h)
+			held[h] = true
+		})
 		for h := range r.ev.spec {
 			x.addBit(r, h)
 		}
+		x.speculateRecent(r, held)
 		return
 	}
 	r.ev.mirror.eachKeyed(func(h blockhash.Hash) { x.removeBit(r, h) })
@@ -179,6 +219,7 @@ func (x *Approx) setSource(r *replica, events bool) {
 	r.ev.active = false
 	clear(r.ev.spec)
 	r.ev.queue = r.ev.queue[:0]
+	r.ev.recent = r.ev.recent[:0]
 	// Shallowest first, so that a concurrent Match finds whole prefixes:
 	// the LRU's front is the most recent, and a record's first block ends
 	// up in front of its later ones.
@@ -327,4 +368,44 @@ func (x *Approx) Events(id string) EventStats {
 		st.Mirror = r.ev.mirror.Stats
 	}
 	return st
+}
+
+// speculateRecent, as r's source turns to the events, counts the blocks
+// of the records made within the speculative TTL that the mirror lacks as
+// speculation until their TTL ends, as if they had been made on the events:
+// a prompt routed a moment before the switch is still on its way to the
+// engine, and dropping it would predict its next request a miss. Older
+// records' blocks are left to the mirror. Callers hold r.mu.
+func (x *Approx) speculateRecent(r *replica, held map[blockhash.Hash]bool) {
+	ev := r.ev
+	recent := ev.recent[firstLive(ev.recent, x.now(), x.specTTL):]
+	ev.recent = ev.recent[:0]
+	if len(recent) == 0 || x.specTTL <= 0 {
+		return
+	}
+	// The LRU's front is the most recent; its stamps fall going back.
+	// Each block is speculated until its latest record's TTL ends.
+	for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
+		stamp := r.lru.nodes[n].stamp &^ addedMark
+		if stamp < recent[0].stamp {
+			break
+		}
+		h := r.lru.nodes[n].hash
+		if held[h] {
+			continue
+		}
+		if _, ok := ev.spec[h]; ok {
+			continue
+		}
+		j, found := slices.BinarySearchFunc(recent, stamp, func(t recordTime, s uint64) int { return cmp.Compare(t.stamp, s) })
+		if !found {
+			continue // a record forgotten meanwhile
+		}
+		expires := recent[j].at + int64(x.specTTL)
+		ev.spec[h] = specEntry{expires: expires, stamp: stamp}
+		x.addBit(r, h)
+		ev.queue = append(ev.queue, specItem{h: h, expires: expires})
+	}
+	// The queue must stay in expiry order.
+	slices.SortStableFunc(ev.queue, func(a, b specItem) int { return cmp.Compare(a.expires, b.expires) })
 }

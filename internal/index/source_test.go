@@ -1,7 +1,9 @@
 package index
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -26,20 +28,36 @@ func depth(x *Approx, id string, chain []blockhash.Hash) int {
 
 func batchOf(evs ...events.Event) *events.Batch { return &events.Batch{Events: evs} }
 
+// TestSourceSwitchesWhatMatchSees: a replica's holder bits follow the
+// source in effect. A prompt routed within the speculative TTL before the
+// switch to the events counts as speculation until its TTL ends (it may
+// still be on its way to the engine); one routed earlier is left to the
+// mirror at once.
 func TestSourceSwitchesWhatMatchSees(t *testing.T) {
-	x, _ := eventsIndex()
+	x, clock := eventsIndex()
+	old := ours("", seq(500, 8)...)
+	x.Record("e", old)
+	*clock += int64(DefaultSpeculativeTTL)
 	routed := ours("", seq(1, 12)...)
 	cached := ours("", seq(100, 8)...)
 	x.Record("e", routed)
 	x.ApplyEvents("e", batchOf(stored(0, 1, seq(100, 8))))
-	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 {
-		t.Fatalf("approximate source: routed %d, cached %d; want 3, 0", depth(x, "e", routed), depth(x, "e", cached))
+	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 || depth(x, "e", old) != 2 {
+		t.Fatalf("approximate source: routed %d, cached %d, old %d; want 3, 0, 2", depth(x, "e", routed), depth(x, "e", cached), depth(x, "e", old))
 	}
 	if got := x.SetSource("e", true); got != SourceEvents {
 		t.Fatalf("SetSource gave %s", got)
 	}
+	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 2 || depth(x, "e", old) != 0 {
+		t.Fatalf("events source: routed %d, cached %d, old %d; want 3 (speculated), 2, 0", depth(x, "e", routed), depth(x, "e", cached), depth(x, "e", old))
+	}
+	if st := x.Events("e"); st.Speculative != 3 {
+		t.Errorf("%d speculative blocks after the switch, want routed's 3", st.Speculative)
+	}
+	*clock += int64(DefaultSpeculativeTTL)
+	x.ExpireSpeculation()
 	if depth(x, "e", routed) != 0 || depth(x, "e", cached) != 2 {
-		t.Fatalf("events source: routed %d, cached %d; want 0, 2", depth(x, "e", routed), depth(x, "e", cached))
+		t.Fatalf("events source after the TTL: routed %d, cached %d; want 0, 2", depth(x, "e", routed), depth(x, "e", cached))
 	}
 	x.SetSource("e", false)
 	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 {
@@ -219,6 +237,32 @@ func TestEventsSourceAgainstModel(t *testing.T) {
 				if got := depth(x, "e", []blockhash.Hash{hash(k)}) == 1; got != want {
 					rt.Fatalf("block %d: held %v, model %v (copies %d, speculated %v)", k, got, want, copies[k], speculated)
 				}
+			}
+		}
+	})
+}
+
+// TestNoteRecordKeepsTheLive: the records an events source remembers
+// while inactive are, at every note, exactly those a naive list keeps: the
+// ones made less than the TTL before, oldest first.
+func TestNoteRecordKeepsTheLive(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ttl := time.Duration(rapid.Int64Range(1, 100).Draw(t, "ttl"))
+		var ev eventSource
+		var naive []recordTime
+		now := int64(0)
+		for i := range rapid.IntRange(1, 200).Draw(t, "records") {
+			now += rapid.Int64Range(0, 30).Draw(t, "gap")
+			ev.noteRecord(uint64(i+1), now, ttl)
+			naive = append(naive, recordTime{uint64(i + 1), now})
+			var live []recordTime
+			for _, r := range naive {
+				if r.at+int64(ttl) > now {
+					live = append(live, r)
+				}
+			}
+			if got := ev.recent[firstLive(ev.recent, now, ttl):]; !slices.Equal(got, live) {
+				t.Fatalf("after record %d at %d: live %v, want %v", i+1, now, got, live)
 			}
 		}
 	})
