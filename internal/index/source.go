@@ -90,7 +90,8 @@ type specItem struct {
 // bytes approximates the memory of the mirror and the speculation.
 func (ev *eventSource) bytes() int64 {
 	const specBytes = 64 // a spec map entry with its share of empty slots, and a queue item
-	return ev.mirror.bytes() + int64(len(ev.spec))*specBytes + int64(cap(ev.queue))*int64(unsafe.Sizeof(specItem{}))
+	return ev.mirror.bytes() + int64(len(ev.spec))*specBytes + int64(cap(ev.queue))*int64(unsafe.Sizeof(specItem{})) +
+		int64(cap(ev.recent))*int64(unsafe.Sizeof(recordTime{}))
 }
 
 // EventsConfig describes a replica's engine for its mirror.
@@ -375,7 +376,9 @@ func (x *Approx) Events(id string) EventStats {
 // speculation until their TTL ends, as if they had been made on the events:
 // a prompt routed a moment before the switch is still on its way to the
 // engine, and dropping it would predict its next request a miss. Older
-// records' blocks are left to the mirror. Callers hold r.mu.
+// records' blocks are left to the mirror. An attempt recorded before the
+// switch that fails after it cannot take this speculation back (its token
+// holds none); it ends with its TTL. Callers hold r.mu.
 func (x *Approx) speculateRecent(r *replica, held map[blockhash.Hash]bool) {
 	ev := r.ev
 	recent := ev.recent[firstLive(ev.recent, x.now(), x.specTTL):]
