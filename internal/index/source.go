@@ -202,15 +202,24 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if events {
 		x.unpublishLRU(r)
 		r.ev.active = true
-		held := make(map[blockhash.Hash]bool, r.ev.mirror.Held())
+		recent := r.ev.recent[firstLive(r.ev.recent, x.now(), x.specTTL):]
+		r.ev.recent = r.ev.recent[:0]    // recent still reads the records: nothing appends before speculateRecent
+		var held map[blockhash.Hash]bool // what the mirror holds, wanted only with records to speculate
+		if len(recent) > 0 && x.specTTL > 0 {
+			held = make(map[blockhash.Hash]bool, r.ev.mirror.Held())
+		}
 		r.ev.mirror.eachKeyed(func(h blockhash.Hash) {
 			x.addBit(r, h)
-			held[h] = true
+			if held != nil {
+				held[h] = true
+			}
 		})
 		for h := range r.ev.spec {
 			x.addBit(r, h)
 		}
-		x.speculateRecent(r, held)
+		if held != nil {
+			x.speculateRecent(r, recent, held)
+		}
 		return
 	}
 	r.ev.mirror.eachKeyed(func(h blockhash.Hash) { x.removeBit(r, h) })
@@ -371,21 +380,17 @@ func (x *Approx) Events(id string) EventStats {
 	return st
 }
 
-// speculateRecent, as r's source turns to the events, counts the blocks
-// of the records made within the speculative TTL that the mirror lacks as
-// speculation until their TTL ends, as if they had been made on the events:
-// a prompt routed a moment before the switch is still on its way to the
-// engine, and dropping it would predict its next request a miss. Older
-// records' blocks are left to the mirror. An attempt recorded before the
-// switch that fails after it cannot take this speculation back (its token
-// holds none); it ends with its TTL. Callers hold r.mu.
-func (x *Approx) speculateRecent(r *replica, held map[blockhash.Hash]bool) {
+// speculateRecent, as r's source turns to the events, counts the blocks of
+// the recent records (made within the speculative TTL, oldest first) that
+// the mirror lacks (not in held) as speculation until their TTL ends, as if
+// they had been made on the events: a prompt routed a moment before the
+// switch is still on its way to the engine, and dropping it would predict
+// its next request a miss. Older records' blocks are left to the mirror.
+// An attempt recorded before the switch that fails after it cannot take
+// this speculation back (its token holds none); it ends with its TTL.
+// Callers hold r.mu.
+func (x *Approx) speculateRecent(r *replica, recent []recordTime, held map[blockhash.Hash]bool) {
 	ev := r.ev
-	recent := ev.recent[firstLive(ev.recent, x.now(), x.specTTL):]
-	ev.recent = ev.recent[:0]
-	if len(recent) == 0 || x.specTTL <= 0 {
-		return
-	}
 	// The LRU's front is the most recent; its stamps fall going back.
 	// Each block is speculated until its latest record's TTL ends.
 	for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
