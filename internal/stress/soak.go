@@ -113,6 +113,14 @@ type SimGauges struct {
 	RequestSuccess map[string]float64 `json:"request_success_total"`
 }
 
+// WithDefaults is l with its zero durations at their defaults: an idle
+// window of 2 s and a 60 s timeout.
+func (l SoakLoad) WithDefaults() SoakLoad {
+	l.IdleWindow = OrDefault(l.IdleWindow, 2*time.Second)
+	l.Timeout = OrDefault(l.Timeout, 60*time.Second)
+	return l
+}
+
 // RunSoak sends l's workload to the simulator at baseURL and, when pid is
 // positive, follows that process's resident memory: an idle baseline after
 // the warmup, samples under load, and an idle baseline at the end. Failed
@@ -122,12 +130,7 @@ func RunSoak(ctx context.Context, baseURL string, l SoakLoad, pid int) (SoakFigu
 	if err := l.Validate(); err != nil {
 		return SoakFigures{}, err
 	}
-	if l.IdleWindow == 0 {
-		l.IdleWindow = 2 * time.Second
-	}
-	if l.Timeout == 0 {
-		l.Timeout = 60 * time.Second
-	}
+	l = l.WithDefaults()
 	s := &soak{
 		l:        l,
 		pid:      pid,

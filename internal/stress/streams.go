@@ -42,6 +42,12 @@ type StreamsFigures struct {
 	TTFT   Latency `json:"ttft"`
 }
 
+// WithDefaults is l with a zero timeout at its default, 2 min.
+func (l StreamsLoad) WithDefaults() StreamsLoad {
+	l.Timeout = OrDefault(l.Timeout, 2*time.Minute)
+	return l
+}
+
 // RunStreams opens l.Streams streamed chat requests to the simulator at
 // baseURL at once (stream_options.include_usage set) and reads every stream
 // to its end. Failed streams are counted, not returned: the error is only for
@@ -50,9 +56,7 @@ func RunStreams(ctx context.Context, baseURL string, l StreamsLoad) (StreamsFigu
 	if err := l.Validate(); err != nil {
 		return StreamsFigures{}, err
 	}
-	if l.Timeout == 0 {
-		l.Timeout = 2 * time.Minute
-	}
+	l = l.WithDefaults()
 	client := NewClient(l.Streams)
 	defer client.CloseIdleConnections()
 	url := baseURL + "/v1/chat/completions"

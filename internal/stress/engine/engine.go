@@ -42,7 +42,7 @@ var descriptionsText string
 // descriptions say what each scenario does with its load
 // (descriptions.tmpl).
 var descriptions = stress.ParseDescriptions(descriptionsText, template.FuncMap{
-	"kvDowntime": func(l KVMirrorLoad) time.Duration { return l.downtime() },
+	"kvDowntime": func(l KVMirrorLoad) time.Duration { return l.withDefaults().Downtime },
 })
 
 // Scenarios lists the simulator stress scenarios' names in the order Run
@@ -170,11 +170,7 @@ func stressStreams(ctx context.Context, r *simRun) error {
 	}
 	for _, v := range variants {
 		args := append([]string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs)}, v.args...)
-		run := SimRun{Variant: v.name, SimArgs: args, Parameters: map[string]any{
-			"streams":            c.Streams.Streams,
-			"max_tokens":         c.Streams.MaxTokens,
-			"per_stream_timeout": stress.OrDefault(c.Streams.Timeout, 2*time.Minute).String(),
-		}}
+		run := SimRun{Variant: v.name, SimArgs: args, Parameters: stress.Params(c.Streams.WithDefaults())}
 		err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 			c.Logger.Info("sim-streams", "variant", v.name, "streams", c.Streams.Streams, "sim_pid", p.Pid)
 			f, err := stress.RunStreams(ctx, p.URL, c.Streams)
@@ -197,15 +193,7 @@ func stressStreams(ctx context.Context, r *simRun) error {
 func stressSoak(ctx context.Context, r *simRun) error {
 	c, res, l := r.c, &r.res, r.c.Soak
 	args := []string{"--max-num-seqs", fmt.Sprint(c.MaxNumSeqs), "--zero-latency"}
-	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: map[string]any{
-		"requests":     l.Requests,
-		"concurrency":  l.Concurrency,
-		"warmup":       l.Warmup,
-		"sample_every": l.SampleEvery,
-		"idle_window":  stress.OrDefault(l.IdleWindow, 2*time.Second).String(),
-		"timeout":      stress.OrDefault(l.Timeout, 60*time.Second).String(),
-		"seed":         l.Seed,
-	}}
+	run := SimRun{Variant: "zero-latency", SimArgs: args, Parameters: stress.Params(l.WithDefaults())}
 	err := withSim(ctx, c, args, &run, func(p *procs.Sim) error {
 		c.Logger.Info("sim-soak", "requests", l.Requests, "concurrency", l.Concurrency, "sim_pid", p.Pid)
 		f, err := stress.RunSoak(ctx, p.URL, l, p.Pid)

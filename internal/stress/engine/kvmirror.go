@@ -44,9 +44,12 @@ type KVMirrorLoad struct {
 	Seed    uint64        `json:"seed"`
 }
 
-// downtime is Downtime, or 200 ms when zero.
-func (l KVMirrorLoad) downtime() time.Duration {
-	return stress.OrDefault(l.Downtime, 200*time.Millisecond)
+// withDefaults is l with its zero durations at their defaults: 200 ms
+// down, a 60 s timeout.
+func (l KVMirrorLoad) withDefaults() KVMirrorLoad {
+	l.Downtime = stress.OrDefault(l.Downtime, 200*time.Millisecond)
+	l.Timeout = stress.OrDefault(l.Timeout, 60*time.Second)
+	return l
 }
 
 // Validate reports every problem with l at once.
@@ -139,17 +142,13 @@ func (c *FeedCounts) add(s kvfeed.Stats) {
 }
 
 func stressKVMirror(ctx context.Context, r *simRun) error {
-	c, l := r.c, r.c.KVMirror
+	c, l := r.c, r.c.KVMirror.withDefaults()
 	for _, v := range kvVariants {
 		cfg := kvSimConfig(c, l)
 		kv, _ := json.Marshal(cfg.KVEvents)
 		run := SimRun{Variant: v, SimArgs: []string{"--max-num-seqs", fmt.Sprint(cfg.MaxNumSeqs), "--zero-latency",
 			"--max-model-len", fmt.Sprint(kvMaxModelLen), "--num-gpu-blocks-override", fmt.Sprint(l.NumGPUBlocks), "--kv-events-config", string(kv)},
-			Parameters: map[string]any{
-				"requests": l.Requests, "rate": l.Rate, "num_gpu_blocks": l.NumGPUBlocks, "buffer_steps": l.BufferSteps,
-				"replay_check": l.ReplayCheck, "prefixes": l.Prefixes, "max_tokens": l.MaxTokens, "salt_every": l.SaltEvery,
-				"downtime": l.downtime().String(), "seed": l.Seed,
-			}}
+			Parameters: stress.Params(l)}
 		c.Logger.Info("kv-mirror", "variant", v, "requests", l.Requests, "rate", l.Rate)
 		f, err := runKVMirror(ctx, c, cfg, v)
 		if err != nil {
@@ -199,7 +198,7 @@ type kvRun struct {
 
 // runKVMirror runs one variant against a fresh in-process simulator.
 func runKVMirror(ctx context.Context, c *Config, cfg sim.Config, variant string) (*KVMirrorFigures, error) {
-	l := c.KVMirror
+	l := c.KVMirror.withDefaults()
 	local, err := sim.StartLocal(cfg, "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -322,7 +321,7 @@ func (k *kvRun) load(ctx context.Context, f *KVMirrorFigures) {
 		f.DisruptedAt = half
 	}
 	start := time.Now()
-	shots := stress.OpenLoop(ctx, start, stress.PoissonSchedule(l.Rate, l.Requests, l.Seed), stress.OrDefault(l.Timeout, 60*time.Second),
+	shots := stress.OpenLoop(ctx, start, stress.PoissonSchedule(l.Rate, l.Requests, l.Seed), l.Timeout,
 		func(rctx context.Context, i int) (int, string, error) {
 			if i == half && k.variant != KVSteady {
 				disrupt.Go(func() {
@@ -366,7 +365,7 @@ func (k *kvRun) serveUntilRestartSeen(ctx context.Context, prefixes []string, i 
 // disrupt stops the feed or the engine, waits the downtime and starts it
 // again, within the run's ctx (the request that triggers it ends sooner).
 func (k *kvRun) disrupt(ctx context.Context) error {
-	down := k.l.downtime()
+	down := k.l.Downtime
 	switch k.variant {
 	case KVSubscriberRestart:
 		k.stopFeed()

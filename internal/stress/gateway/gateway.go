@@ -139,13 +139,15 @@ func (c *Config) withDefaults() {
 		t   *time.Duration
 		def time.Duration
 	}{
-		{&c.Streams.Timeout, 2 * time.Minute}, {&c.Overhead.Timeout, 10 * time.Second}, {&c.Observe.Timeout, 10 * time.Second},
+		{&c.Overhead.Timeout, 10 * time.Second}, {&c.Observe.Timeout, 10 * time.Second},
 		{&c.Floor.Timeout, 10 * time.Second}, {&c.Control.Timeout, 10 * time.Second}, {&c.Flow.Timeout, 30 * time.Second},
 		{&c.Routing.Timeout, 10 * time.Second}, {&c.Disconnects.Timeout, 2 * time.Minute}, {&c.Scrape.Timeout, 2 * time.Minute},
-		{&c.Hostile.IdleWindow, 2 * time.Second}, {&c.Soak.IdleWindow, 2 * time.Second}, {&c.Soak.Timeout, 60 * time.Second},
+		{&c.Hostile.IdleWindow, 2 * time.Second},
 	} {
 		*d.t = stress.OrDefault(*d.t, d.def)
 	}
+	c.Streams.StreamsLoad = c.Streams.StreamsLoad.WithDefaults()
+	c.Soak = c.Soak.WithDefaults()
 }
 
 // Result is one gateway scenario's results file, <scenario>.json.
