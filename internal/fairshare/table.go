@@ -27,6 +27,29 @@ type state struct {
 	// time numbered bucket (see bucketOf) and in the one before it.
 	bucket         int64
 	peak, prevPeak int
+
+	// What usage and peak were before the last Acquire, while nothing
+	// changed since (undoable): a slot given back unused (Unacquire)
+	// leaves no trace.
+	before   record
+	undoable bool
+}
+
+// record is the part of a flow's state an Acquire changes besides its
+// in-flight count.
+type record struct {
+	sum, weight    float64
+	at             time.Time
+	bucket         int64
+	peak, prevPeak int
+}
+
+func (s *state) record() record {
+	return record{s.sum, s.weight, s.at, s.bucket, s.peak, s.prevPeak}
+}
+
+func (s *state) restore(r record) {
+	s.sum, s.weight, s.at, s.bucket, s.peak, s.prevPeak = r.sum, r.weight, r.at, r.bucket, r.peak, r.prevPeak
 }
 
 // bucketOf numbers the window-long stretch of time now falls in.
@@ -40,6 +63,7 @@ func bucketOf(window time.Duration, now time.Time) int64 {
 // change brings the flow's usage and peak up to now and then changes its
 // in-flight count by delta.
 func (s *state) change(window time.Duration, now time.Time, delta int) {
+	s.undoable = false
 	s.fold(window, now)
 	switch b := bucketOf(window, now); {
 	case b == s.bucket:
@@ -158,10 +182,33 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 // now.
 func (t *Table) Acquire(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
+		r := s.record()
 		s.change(t.window, now, 1)
+		s.before, s.undoable = r, true
 		t.total++
 		t.version++
 	}
+}
+
+// Unacquire gives back the slot f took with its last Acquire, unused: a
+// request that reserved its share and then found no replica to take it.
+// While nothing else changed f since, its usage and peak are as though
+// the slot was never taken, so a key that never got a request through
+// keeps the credit of one that used nothing; otherwise it is Release.
+func (t *Table) Unacquire(f Flow, now time.Time) {
+	s := t.flows[f]
+	if s == nil || s.inFlight == 0 {
+		return
+	}
+	if !s.undoable {
+		t.Release(f, now)
+		return
+	}
+	s.restore(s.before)
+	s.undoable = false
+	s.inFlight--
+	t.total--
+	t.version++
 }
 
 // Release records that a request of f let its slot go at now while it

@@ -643,3 +643,97 @@ func BenchmarkAllowedManyKeys(b *testing.B) {
 		}
 	}
 }
+
+// TestUnacquireLeavesNoTrace: a table where requests now and then take a
+// slot and give it back unused (Unacquire) answers every question as one
+// where those tries never happened, as long as nothing else changed the
+// flow in between; a try another change of the flow interrupts counts as
+// a Release.
+func TestUnacquireLeavesNoTrace(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		window := time.Duration(rapid.IntRange(1, 5).Draw(t, "window")) * time.Second
+		tried, clean := New(2, window), New(2, window)
+		flows := []Flow{{0, "a"}, {1, "b"}, {1, "c"}}
+		ms := 0
+		for range rapid.IntRange(1, 60).Draw(t, "steps") {
+			ms += rapid.IntRange(0, 2000).Draw(t, "dt")
+			f := rapid.SampledFrom(flows).Draw(t, "flow")
+			switch rapid.IntRange(0, 3).Draw(t, "op") {
+			case 0:
+				tried.Arrive(f, at(ms))
+				clean.Arrive(f, at(ms))
+			case 1:
+				tried.Acquire(f, at(ms))
+				clean.Acquire(f, at(ms))
+			case 2:
+				slot := rapid.Bool().Draw(t, "slot")
+				tried.Leave(f, slot, at(ms))
+				clean.Leave(f, slot, at(ms))
+			case 3:
+				if tried.InFlight(f) >= heldOf(tried, f) {
+					continue // nothing waits that could try
+				}
+				tried.Acquire(f, at(ms))
+				ms += rapid.IntRange(0, 500).Draw(t, "held")
+				tried.Unacquire(f, at(ms))
+			}
+			now := at(ms + rapid.IntRange(0, 3000).Draw(t, "ahead"))
+			slots := rapid.IntRange(0, 6).Draw(t, "slots")
+			for _, g := range flows {
+				if a, b := tried.Usage(g, now), clean.Usage(g, now); a != b {
+					t.Fatalf("Usage(%v) = %v after tries, %v without", g, a, b)
+				}
+				if a, b := tried.InFlight(g), clean.InFlight(g); a != b {
+					t.Fatalf("InFlight(%v) = %d after tries, %d without", g, a, b)
+				}
+				if a, b := tried.Credit(g, slots, now), clean.Credit(g, slots, now); a != b {
+					t.Fatalf("Credit(%v, %d) = %d after tries, %d without", g, slots, a, b)
+				}
+				if a, b := tried.Headroom(g, slots, now), clean.Headroom(g, slots, now); a != b {
+					t.Fatalf("Headroom(%v, %d) = %d after tries, %d without", g, slots, a, b)
+				}
+				if a, b := tried.Allowed(g, slots, now), clean.Allowed(g, slots, now); a != b {
+					t.Fatalf("Allowed(%v, %d) = %v after tries, %v without", g, slots, a, b)
+				}
+				if a, b := tried.Owed(g, slots, now), clean.Owed(g, slots, now); a != b {
+					t.Fatalf("Owed(%v, %d) = %v after tries, %v without", g, slots, a, b)
+				}
+			}
+		}
+	})
+}
+
+// TestUnacquireAfterAChangeReleases: once the flow changed after the
+// Acquire, the slot given back counts as used for the time it was held.
+func TestUnacquireAfterAChangeReleases(t *testing.T) {
+	f := Flow{0, "k"}
+	tried, clean := New(1, time.Second), New(1, time.Second)
+	for _, tb := range []*Table{tried, clean} {
+		tb.Arrive(f, at(0))
+		tb.Arrive(f, at(0))
+		tb.Acquire(f, at(0)) // the first request runs
+	}
+	tried.Acquire(f, at(100)) // the second tries a slot
+	for _, tb := range []*Table{tried, clean} {
+		tb.Leave(f, true, at(150)) // the first ends: a change
+	}
+	tried.Unacquire(f, at(200))
+	if got := tried.InFlight(f); got != 0 {
+		t.Fatalf("InFlight = %d after the try was given back, want 0", got)
+	}
+	if a, b := tried.Usage(f, at(300)), clean.Usage(f, at(300)); a <= b {
+		t.Fatalf("Usage = %v after the try, %v without it; want more: the slot was held 100 ms", a, b)
+	}
+	tried.Unacquire(f, at(300)) // nothing left to give back
+	if got := tried.InFlight(f); got != 0 {
+		t.Fatalf("InFlight = %d, want 0", got)
+	}
+}
+
+// heldOf is how many requests f holds (waiting or in flight).
+func heldOf(tb *Table, f Flow) int {
+	if s := tb.flows[f]; s != nil {
+		return s.held
+	}
+	return 0
+}

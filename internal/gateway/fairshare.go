@@ -175,6 +175,20 @@ func (mq *modelQueue) freed(ex *exchange) {
 	mq.mu.Unlock()
 }
 
+// unacquired gives back the slot startNow took for a request no replica
+// took after all, leaving no usage behind: the key has not been served.
+func (mq *modelQueue) unacquired(ex *exchange) {
+	if !ex.fair {
+		return
+	}
+	mq.mu.Lock()
+	if ex.slot {
+		mq.fair.Unacquire(flowOf(ex.adm), time.Now())
+		ex.slot = false
+	}
+	mq.mu.Unlock()
+}
+
 // leave records that a request fair sharing knew ended, and wakes the
 // dispatcher: its key may be under its share again.
 func (g *Gateway) leave(ex *exchange) {

@@ -134,7 +134,7 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 	if g.startNow(ex, mq) {
 		lease, cached, err := g.choose(ex, nil)
 		if err != nil {
-			mq.freed(ex) // the slot it took in the fair share, given back
+			mq.unacquired(ex) // the slot it took in the fair share, given back unused
 			g.countPaced(ex)
 		}
 		switch {

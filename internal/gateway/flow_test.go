@@ -144,8 +144,10 @@ func expectStatus(t *testing.T, want int, chs ...<-chan sent) {
 // TestFlowServesQueuedInOrder: on a replica that takes one request at a
 // time, requests that find it busy wait instead of getting 503, and are
 // routed as the slot frees, in priority order (critical first, sheddable
-// last) and, within a class, taking turns between keys: the flooding key's
-// first request goes before the quiet key's, its later ones after.
+// last) and, within a class, taking turns between keys. The quiet key goes
+// first: it has used none of its share, while the flooding key held the
+// slot all along (its one try at a slot on arrival, given back unused,
+// leaves no usage behind). Then they take turns, one request each.
 func TestFlowServesQueuedInOrder(t *testing.T) {
 	e := newOrderEngine(t)
 	cfg := flowConfig(e.srv.URL, 16)
@@ -168,7 +170,7 @@ func TestFlowServesQueuedInOrder(t *testing.T) {
 	e.open()
 	expectStatus(t, http.StatusOK, chs...)
 
-	want := []string{"hold", "c1", "f1", "q1", "f2", "q2", "f3", "f4", "s1"}
+	want := []string{"hold", "c1", "q1", "f1", "f2", "q2", "f3", "f4", "s1"}
 	if got := e.received(); !slices.Equal(got, want) {
 		t.Errorf("engine received %v, want %v", got, want)
 	}

@@ -350,11 +350,19 @@ func (a *attempt) discard(ix index.Index) {
 	}
 	a.cancel(nil)
 	a.letGoPrefill()
-	a.lease.Release()
-	a.mq.freed(a.ex)
-	a.mq.kick()
+	a.freeSlot()
 	ix.TakeBack(a.record)
 	a.trace.end()
+}
+
+// freeSlot lets go of the attempt's place on its replica and in its
+// key's fair share, and wakes the dispatcher. The share goes first: a
+// dispatcher that finds the replica free must find the key's slot free
+// too, or it would serve another key out of turn in between.
+func (a *attempt) freeSlot() {
+	a.mq.freed(a.ex)
+	a.lease.Release()
+	a.mq.kick()
 }
 
 // discardIfAny is discard of an attempt that may be nil.
@@ -446,9 +454,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		resp.Body.Close()
 		a.cancel(nil)
 		a.letGoPrefill()
-		a.lease.Release()
-		a.mq.freed(a.ex)
-		a.mq.kick()
+		a.freeSlot()
 		a.trace.end()
 		if rep.Removed() && g.fleet.Snapshot().Get(rep.ID) == nil {
 			g.metrics.forget(rep.ID)
