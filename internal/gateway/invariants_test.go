@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,7 +325,9 @@ func TestSucceedsWhileAHealthyReplicaIsInReach(t *testing.T) {
 	cfg.Health.EjectionBackoff = config.Duration(time.Millisecond)
 	cfg.Health.MaxEjectionBackoff = config.Duration(time.Millisecond)
 	gw := startGateway(t, cfg)
-	faults := []sim.Fault{{}, {Kind: sim.FaultFail, Status: 503}, {Kind: sim.FaultFail, Status: 502}, {Kind: sim.FaultClose}, {Kind: sim.FaultFail, Status: 504}}
+	// A lost connection has the replica probed at once; its probes pass,
+	// so only the passive paths act here.
+	faults := []sim.Fault{{}, {Kind: sim.FaultFail, Status: 503}, {Kind: sim.FaultFail, Status: 502}, {Kind: sim.FaultClose, SparesHealth: true}, {Kind: sim.FaultFail, Status: 504}}
 	rapid.Check(t, func(rt *rapid.T) {
 		healthy := rapid.IntRange(0, len(sims)-1).Draw(rt, "healthy")
 		for i, s := range sims {
@@ -552,6 +555,9 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 	cfg.Health.MaxEjectionBackoff = cfg.Health.EjectionBackoff
 	gw := startGateway(t, cfg)
 	sims[0].Kill()
+	// A connection the gateway pooled from its probes may be picked before
+	// it notices the close: that case is TestLostConnectionProbedAtOnce.
+	gw.g.transport.CloseIdleConnections()
 	resp, body := chat(t, gw.url, chatBody("after the kill", ""))
 	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-2" {
 		t.Fatalf("status %d from %s: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
@@ -561,6 +567,43 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 		t.Errorf("one refused request: sim-1 ejected %v (%d ejections), want ejected at once", rep.Ejected(time.Now()), rep.EjectedTotal())
 	}
 	waitFor(t, "sim-1 marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
+}
+
+// TestLostConnectionProbedAtOnce: with probes an hour apart, a request
+// whose connection the engine closes without an answer, as an engine that
+// exits does, is served by another replica and has the first probed at
+// once: its port refuses the probes and it is marked down.
+func TestLostConnectionProbedAtOnce(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	var dying *httptest.Server
+	dying = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			return
+		}
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		// The engine exits, taking every connection with it.
+		_ = dying.Listener.Close()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		dying.CloseClientConnections()
+	}))
+	t.Cleanup(dying.Close)
+	cfg := testConfig(t, sims)
+	cfg.Replicas = slices.Insert(cfg.Replicas, 0, config.Replica{ID: "dying", URL: dying.URL, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8})
+	cfg.Health.Interval = config.Duration(time.Hour)
+	cfg.Health.Timeout = config.Duration(time.Second)
+	gw := startGateway(t, cfg) // round_robin: the first request goes to dying
+	resp, body := chat(t, gw.url, chatBody("as it exits", ""))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
+		t.Fatalf("status %d from %s: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+	}
+	rep := gw.g.Fleet().Snapshot().Get("dying")
+	waitFor(t, "dying marked down by probes", 10*time.Second, func() bool { return !rep.Healthy() })
 }
 
 // TestDecisionOnAFleetThatMoved: a decision whose route table was taken
@@ -595,5 +638,35 @@ func TestDecisionOnAFleetThatMoved(t *testing.T) {
 	defer lease.Release()
 	if id := lease.Replica().ID; id != joined {
 		t.Errorf("routed to %s, want %s", id, joined)
+	}
+}
+
+// timeoutErr is a net.Error that timed out.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestLostConnection(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"none", nil, false},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{"closed", io.EOF, true},
+		{"broken pipe", &net.OpError{Op: "write", Err: syscall.EPIPE}, true},
+		{"head timeout", errHeadTimeout, false},
+		{"replica down", errReplicaDown, false},
+		{"client left", context.Canceled, false},
+		{"deadline", fmt.Errorf("round trip: %w", context.DeadlineExceeded), false},
+		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, false},
+	}
+	for _, tt := range tests {
+		if got := lostConnection(tt.err); got != tt.want {
+			t.Errorf("%s: lostConnection(%v) = %v, want %v", tt.name, tt.err, got, tt.want)
+		}
 	}
 }

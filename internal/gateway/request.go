@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -238,9 +239,15 @@ func (g *Gateway) proxy(ex *exchange) {
 			g.cancelled(ex, rep.ID)
 			return
 		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
 			g.health.Refused(rep) // nothing listens there: out at once
-		} else {
+		case lostConnection(err):
+			// Most often an engine that exited while the gateway held a
+			// pooled connection to it: probes tell at once.
+			g.health.Report(rep, false)
+			g.health.Suspect(rep)
+		default:
 			g.health.Report(rep, false)
 		}
 		if err != nil {
@@ -268,6 +275,18 @@ func (g *Gateway) proxy(ex *exchange) {
 			return
 		}
 	}
+}
+
+// lostConnection reports whether an attempt failed at its connection
+// before the engine's answer arrived (a reset, a close, a broken pipe, a
+// name that no longer resolves) rather than by waiting too long.
+func lostConnection(err error) bool {
+	if err == nil || errors.Is(err, errHeadTimeout) || errors.Is(err, errReplicaDown) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
 }
 
 // retryable reports whether an engine status means it did not take the
