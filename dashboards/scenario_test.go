@@ -77,16 +77,15 @@ func runW1(t *testing.T, ctx context.Context, f *harness.Fleet, n int, rate floa
 	}
 }
 
-// dropConnections accepts ln's connections and closes each at once, until
-// ln is closed.
-func dropConnections(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
+// failGenerations serves ln as an engine that passes its health checks
+// but answers every other request 503, until ln is closed.
+func failGenerations(ln net.Listener) {
+	_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
 			return
 		}
-		c.Close()
-	}
+		http.Error(w, `{"error":{"message":"failing","type":"Service Unavailable","param":null,"code":503}}`, http.StatusServiceUnavailable)
+	}))
 }
 
 // provoke makes the gateway count every event its failure and control
@@ -105,22 +104,22 @@ func provoke(t *testing.T, ctx context.Context, f *harness.Fleet) {
 	}
 	waitFor(t, ctx, f, "a client disconnect", func(p procs.PromPage) bool { return p.Sum("inferrail_client_disconnects_total") > 0 })
 
-	// The last engine dies; requests the gateway sends it fail and move on
-	// until passive ejection takes it out. Its port then accepts and drops
-	// every connection, as a crashing engine's may: a port that refused
-	// them would have probes take the replica out at once, before three
-	// requests could fail there and eject it.
+	// The last engine dies, and in its place one that passes its health
+	// checks answers every request 503: requests the gateway sends it fail
+	// and move on until passive ejection takes it out. A port that refused
+	// or dropped connections would have probes take the replica out at
+	// once, before three requests could fail there and eject it.
 	last := f.Sims[len(f.Sims)-1]
 	if err := last.Stop(); err != nil {
 		t.Fatalf("stop %s: %v", harness.SimID(len(f.Sims)-1), err)
 	}
 	f.Sims = f.Sims[:len(f.Sims)-1]
-	dropper, err := net.Listen("tcp", strings.TrimPrefix(last.URL, "http://"))
+	failing, err := net.Listen("tcp", strings.TrimPrefix(last.URL, "http://"))
 	if err != nil {
 		t.Fatalf("listen on the dead engine's port: %v", err)
 	}
-	defer dropper.Close()
-	go dropConnections(dropper)
+	defer failing.Close()
+	go failGenerations(failing)
 	ejected := func(p procs.PromPage) bool {
 		return p.Sum("inferrail_upstream_retries_total") > 0 && p.Sum("inferrail_ejections_total") > 0
 	}
