@@ -253,9 +253,9 @@ type Routing struct {
 	// gateway did not send (another gateway's, a client's sent straight to
 	// the engine, or requests preempted and queued again) as queued
 	// prefill, each at the mean prefill of the gateway's own recent
-	// requests to that replica. It is what keeps several gateways in
-	// front of the same engines from piling onto the one each sees idle.
-	// Default true.
+	// requests to that replica, less what the engine has run since its
+	// report. It is what keeps several gateways in front of the same
+	// engines from piling onto the one each sees idle. Default true.
 	EngineQueue bool `yaml:"engine_queue"`
 	// QueueFloor prices a replica's queued prefill at no less than the
 	// requests its engine reports waiting (not yet scheduled), each at the

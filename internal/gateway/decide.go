@@ -270,7 +270,7 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 		if rep.Foreign > 0 && rt.engineQueue {
 			// Requests the gateway did not send wait there: most often
 			// another gateway's, whose prefill its own queue never saw.
-			c.QueuedPrefill += rep.Foreign * rt.MeanPrefill()
+			c.QueuedPrefill += foreignLeft(rep.Foreign*rt.MeanPrefill(), rep.Age, c.Pace)
 		}
 		if rt.queueFloor {
 			// The gateway's own queue drains as its estimates say; an
@@ -280,6 +280,21 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 			c.QueuedPrefill = max(c.QueuedPrefill, floorWaiting(rep, rt.Replica)*rt.WaitingMeanPrefill())
 		}
 	}
+}
+
+// foreignLeft is what is still to run, in the estimate's seconds, of
+// secs of prefill the engine held for others when its report was read,
+// age ago, on an engine at pace (0 for none). They were in the engine's
+// queue before any request the gateway sends now, so the engine has been
+// working them off since, at one second of its time per second; priced
+// whole until the next report, they would outweigh a cached prompt long
+// after they ran.
+func foreignLeft(secs float64, age time.Duration, pace float64) float64 {
+	done := age.Seconds()
+	if pace > 0 {
+		done /= pace
+	}
+	return max(secs-done, 0)
 }
 
 // floorWaiting is how many requests the queue floor prices on a replica:

@@ -270,7 +270,7 @@ func (g *Gateway) scrapeTargets() []load.Target {
 	for i, r := range reps {
 		out[i] = load.Target{ID: r.ID, URL: r.URL, Own: func() load.Own {
 			unanswered, sent := r.Unanswered()
-			return load.Own{InFlight: r.InFlight(), Unanswered: unanswered, Sent: sent}
+			return load.Own{Unanswered: unanswered, Sent: sent}
 		}}
 	}
 	return out

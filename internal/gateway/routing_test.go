@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -250,12 +251,12 @@ func TestRouteRequestSession(t *testing.T) {
 // TestEngineQueuePriced: requests an engine holds waiting that the gateway
 // did not send (here a client's, sent straight to the engine; in production
 // most often another gateway's) are priced on that replica as queued
-// prefill, each at the gateway's mean prefill there, unless
-// routing.engine_queue is off; routing.queue_floor prices every request the
-// engine reports waiting so, whoever sent it, and never twice. The other
-// replica is untouched.
+// prefill, each at the gateway's mean prefill there, less what the engine
+// ran since its report, unless routing.engine_queue is off;
+// routing.queue_floor prices every request the engine reports waiting so,
+// whoever sent it, and never twice. The other replica is untouched.
 func TestEngineQueuePriced(t *testing.T) {
-	const meanSecs = 0.25
+	const meanSecs = 1.0
 	for _, c := range []struct{ engineQueue, floor bool }{{true, false}, {false, false}, {false, true}, {true, true}} {
 		t.Run(fmt.Sprintf("engine_queue=%v,queue_floor=%v", c.engineQueue, c.floor), func(t *testing.T) {
 			sims := simsWith(t, 2, func(_ int, sc *sim.Config) {
@@ -265,6 +266,7 @@ func TestEngineQueuePriced(t *testing.T) {
 			cfg := testConfig(t, sims)
 			cfg.Routing.DefaultPolicy = policy.CostModel
 			cfg.Routing.EngineQueue, cfg.Routing.QueueFloor = c.engineQueue, c.floor
+			maxAge := time.Duration(cfg.Load.MaxAge)
 			gw := startGateway(t, cfg)
 			var busy *fleet.Replica
 			for _, r := range gw.g.fleet.Snapshot().Replicas {
@@ -326,14 +328,40 @@ func TestEngineQueuePriced(t *testing.T) {
 				case r.ID != "sim-1":
 				case !c.engineQueue && !c.floor && r.QueuedSecs != 0:
 					t.Errorf("sim-1 priced %v s queued with engine_queue and queue_floor off", r.QueuedSecs)
-				case (c.engineQueue || c.floor) && r.QueuedSecs < 2*meanSecs-1e-9:
+				case c.floor && r.QueuedSecs < 2*meanSecs-1e-9:
 					t.Errorf("sim-1 priced %v s queued, want the %v waiting there (last read) at %v s each", r.QueuedSecs, read.Waiting, meanSecs)
+				case c.engineQueue && r.QueuedSecs < 2*meanSecs-maxAge.Seconds()-1e-9:
+					// What the engine has worked off since its report was
+					// read, at most the report's age, is not priced.
+					t.Errorf("sim-1 priced %v s queued, want the %v waiting there (last read) at %v s each, less at most %v run since", r.QueuedSecs, read.Waiting, meanSecs, maxAge)
 				case r.QueuedSecs > 3*meanSecs+1e-9:
 					// At most three wait: counted twice, two would be four.
 					t.Errorf("sim-1 priced %v s queued, more than the requests it holds (last read %+v)", r.QueuedSecs, read)
 				}
 			}
 		})
+	}
+}
+
+func TestForeignLeft(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		secs float64
+		age  time.Duration
+		pace float64
+		want float64
+	}{
+		{0.6, 0, 0, 0.6},          // read just now: all of it ahead
+		{0.6, 250 * ms, 0, 0.35},  // a quarter second run since
+		{0.6, 250 * ms, 1, 0.35},  // at the estimate's pace
+		{0.6, 250 * ms, 2.5, 0.5}, // a slow engine ran a tenth of a second of estimate
+		{0.6, time.Second, 0, 0},  // all of it run, and more
+		{0, 100 * ms, 0, 0},
+	}
+	for _, tt := range tests {
+		if got := foreignLeft(tt.secs, tt.age, tt.pace); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("foreignLeft(%v, %v, %v) = %v, want %v", tt.secs, tt.age, tt.pace, got, tt.want)
+		}
 	}
 }
 

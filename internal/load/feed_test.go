@@ -14,7 +14,8 @@ import (
 // fields, fresh exactly as Fresh says, and nothing before the first sample.
 // A capacity past what a feed keeps reads as the most it keeps, and the
 // waiting and foreign counts as float32 keeps them: exact for counts and
-// halves, the largest float32 for anything larger.
+// halves, the largest float32 for anything larger. Its age is how long
+// before the instant the scrape was sent, never less than 0.
 func TestFeedRouting(t *testing.T) {
 	f := &Feed{maxAge: 250 * time.Millisecond}
 	sent := time.Now()
@@ -43,7 +44,7 @@ func TestFeedRouting(t *testing.T) {
 				t.Fatalf("report %d read %v after its scrape: fresh %v, Fresh says %v", i, now.Sub(at), ok, want)
 			}
 			fields := Routing{Running: rep.Running, KVUsage: rep.KVUsage, CapacityBlocks: c.capacity,
-				Waiting: min(rep.Waiting, math.MaxFloat32), Foreign: min(c.foreign, math.MaxFloat32)}
+				Waiting: min(rep.Waiting, math.MaxFloat32), Foreign: min(c.foreign, math.MaxFloat32), Age: max(now.Sub(at), 0)}
 			if r != fields {
 				t.Fatalf("report %d reads as %+v", i, r)
 			}

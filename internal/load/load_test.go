@@ -881,12 +881,10 @@ func TestEndlessPageCutByTimeout(t *testing.T) {
 	}
 }
 
-// TestForeign: the requests an engine holds that the gateway did not
-// send and that still wait for a first token: the engine's waiting count
-// beyond the gateway's unanswered requests, or, of the requests the engine
-// holds beyond the gateway's in flight, the share of its own there still
-// unanswered, whichever is more; requests sent while the page was read
-// count as the gateway's. Never below zero.
+// TestForeign: the requests an engine holds waiting that the gateway did
+// not send: the engine's waiting count beyond the gateway's unanswered
+// requests and those it sent while the page was read. Running requests
+// never count, whoever sent them. Never below zero.
 func TestForeign(t *testing.T) {
 	tests := []struct {
 		name             string
@@ -895,15 +893,14 @@ func TestForeign(t *testing.T) {
 		sentDuring       int64
 		want             float64
 	}{
-		{name: "all its own", running: 4, waiting: 2, before: Own{InFlight: 6, Unanswered: 3}, want: 0},
-		{name: "more of its own than the engine holds", running: 1, waiting: 0, before: Own{InFlight: 5, Unanswered: 4}, want: 0},
-		{name: "waiting beyond its unanswered", running: 2, waiting: 5, before: Own{InFlight: 7, Unanswered: 2}, want: 3},
-		{name: "another gateway's half of the engine", running: 8, waiting: 2, before: Own{InFlight: 5, Unanswered: 2}, want: 2},
-		{name: "held beyond its own, all its own answered", running: 9, waiting: 0, before: Own{InFlight: 4}, want: 0},
+		{name: "all its own", running: 4, waiting: 2, before: Own{Unanswered: 3}, want: 0},
+		{name: "more of its own than the engine holds", running: 1, waiting: 0, before: Own{Unanswered: 4}, want: 0},
+		{name: "waiting beyond its unanswered", running: 2, waiting: 5, before: Own{Unanswered: 2}, want: 3},
+		{name: "another gateway's running requests", running: 8, waiting: 2, before: Own{Unanswered: 2}, want: 0},
 		{name: "nothing of its own there", running: 6, waiting: 2, want: 2},
-		{name: "sent while the page was read", running: 6, waiting: 3, before: Own{InFlight: 3, Unanswered: 0}, sentDuring: 3, want: 0},
-		{name: "unanswered read above in flight", running: 10, waiting: 0, before: Own{InFlight: 2, Unanswered: 3}, want: 8},
-		{name: "idle engine", before: Own{InFlight: 2, Unanswered: 2}, sentDuring: 1, want: 0},
+		{name: "sent while the page was read", running: 6, waiting: 3, before: Own{Unanswered: 0}, sentDuring: 3, want: 0},
+		{name: "half a request", waiting: 2.5, before: Own{Unanswered: 1}, want: 1.5},
+		{name: "idle engine", before: Own{Unanswered: 2}, sentDuring: 1, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -924,19 +921,18 @@ func TestForeign(t *testing.T) {
 func TestScrapeCountsForeign(t *testing.T) {
 	for _, withOwn := range []bool{true, false} {
 		var own atomic.Pointer[Own]
-		own.Store(&Own{InFlight: 1, Unanswered: 1, Sent: 10})
+		own.Store(&Own{Unanswered: 1, Sent: 10})
 		eng := startEngine(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 			// The gateway sends two more while the engine renders.
-			own.Store(&Own{InFlight: 3, Unanswered: 3, Sent: 12})
+			own.Store(&Own{Unanswered: 3, Sent: 12})
 			_, _ = fmt.Fprint(w, "vllm:num_requests_running 1\nvllm:num_requests_waiting 5\nvllm:kv_cache_usage_perc 0.5\n")
 		})
 		tg := Target{ID: "e", URL: mustURL(eng.srv.URL)}
 		want := 0.0
 		if withOwn {
 			tg.Own = func() Own { return *own.Load() }
-			// 6 held, of which 1 + 2 may be the gateway's, all of its own
-			// unanswered: 3 others, priced as unanswered too.
-			want = 3
+			// 5 waiting, of which 1 + 2 may be the gateway's: 2 others.
+			want = 2
 		}
 		sc := NewScraper(ScrapeConfig{Interval: time.Second, Timeout: 5 * time.Second, MaxAge: time.Hour}, &http.Client{},
 			func() []Target { return []Target{tg} }, nil, nil, nil)

@@ -47,8 +47,7 @@ type Target struct {
 
 // Own is what the gateway has sent a replica.
 type Own struct {
-	InFlight   int64 // requests holding a lease on it
-	Unanswered int64 // of those, the ones still waiting for their first byte
+	Unanswered int64 // requests it sent there still waiting for their first byte
 	Sent       int64 // requests ever sent it: a count that only grows
 }
 
@@ -61,13 +60,11 @@ type Sample struct {
 	// slowly does not make a stale report look fresh.
 	At time.Time
 	// Foreign is how many requests the gateway did not send wait at the
-	// engine for their first token, as far as the page and the gateway's
-	// own counts tell (another gateway's, a client's sent straight to the
-	// engine, its own preempted after their first token): at least the
-	// engine's waiting requests beyond the gateway's unanswered ones, and,
-	// of the requests the engine holds beyond the gateway's in flight,
-	// the share that the gateway's own requests there still wait. 0 when
-	// the target has no Own.
+	// engine, not yet scheduled, as far as the page and the gateway's own
+	// counts tell (another gateway's, a client's sent straight to the
+	// engine, its own preempted after their first token): the engine's
+	// waiting requests beyond the gateway's unanswered ones. 0 when the
+	// target has no Own.
 	Foreign float64
 }
 
@@ -105,6 +102,10 @@ type Routing struct {
 	CapacityBlocks int
 	Foreign        float64 // Sample.Foreign
 	Waiting        float64 // Report.Waiting: requests the engine has not scheduled yet, the gateway's own too
+	// Age is how long before the instant asked for the report's scrape
+	// was sent (see Sample.At): what the engine has done since is not in
+	// it.
+	Age time.Duration
 }
 
 // packCounts puts two counts in one word as float32s, each clamped to
@@ -141,6 +142,7 @@ func (f *Feed) FreshRouting(now clock.Instant) (Routing, bool) {
 		r.Waiting, r.Foreign = unpackCounts(f.waiting.Load())
 		staleAt := clock.Instant(f.staleAt.Load())
 		if s&1 == 0 && f.seq.Load() == s {
+			r.Age = max(time.Duration(now-staleAt)+f.maxAge, 0)
 			return r, s > 0 && now <= staleAt
 		}
 		if spins >= 16 {
@@ -334,19 +336,17 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 }
 
 // foreign is Sample.Foreign for a report read between the gateway's own
-// counts before and after. Whatever the gateway held when the engine
-// rendered the page, it held at most what it held before plus what it sent
-// in between: its requests in flight, and those waiting for a first token.
+// counts before and after: the engine's waiting requests beyond those the
+// gateway may have had waiting there, at most what waited for a first
+// token before plus what it sent in between. The engine's running
+// requests are not counted: most of another gateway's are decoding, and
+// the share of them still prefilling cannot be told from the page (an
+// estimate in proportion to the gateway's own counted every decode it
+// misjudged as a queued prefill, and moved requests off the replicas
+// holding their prompts).
 func foreign(rep *Report, before, after Own) float64 {
 	sent := float64(after.Sent - before.Sent)
-	waiting := max(rep.Waiting-(float64(before.Unanswered)+sent), 0)
-	held := max(rep.Running+rep.Waiting-(float64(before.InFlight)+sent), 0)
-	if before.InFlight <= 0 {
-		// Nothing of its own there to tell how many of the others' still
-		// wait: only the engine's waiting count says.
-		return waiting
-	}
-	return max(waiting, held*min(float64(before.Unanswered)/float64(before.InFlight), 1))
+	return max(rep.Waiting-(float64(before.Unanswered)+sent), 0)
 }
 
 // What is logged, once per replica, when its scrapes start failing and when
