@@ -102,9 +102,8 @@ type Routing struct {
 	CapacityBlocks int
 	Foreign        float64 // Sample.Foreign
 	Waiting        float64 // Report.Waiting: requests the engine has not scheduled yet, the gateway's own too
-	// Age is how long before the instant asked for the report's scrape
-	// was sent (see Sample.At): what the engine has done since is not in
-	// it.
+	// Age is how long before the instant of the read the report's scrape
+	// was sent (see Sample.At): what the engine did since is not in it.
 	Age time.Duration
 }
 
@@ -340,10 +339,10 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 // gateway may have had waiting there, at most what waited for a first
 // token before plus what it sent in between. The engine's running
 // requests are not counted: most of another gateway's are decoding, and
-// the share of them still prefilling cannot be told from the page (an
-// estimate in proportion to the gateway's own counted every decode it
-// misjudged as a queued prefill, and moved requests off the replicas
-// holding their prompts).
+// the page cannot tell which of them still prefill. Counting them in
+// proportion to the gateway's own still unanswered there priced decodes
+// as queued prefill, and moved requests off the replicas that held their
+// prompts.
 func foreign(rep *Report, before, after Own) float64 {
 	sent := float64(after.Sent - before.Sent)
 	return max(rep.Waiting-(float64(before.Unanswered)+sent), 0)
