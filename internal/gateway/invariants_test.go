@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -325,9 +326,11 @@ func TestSucceedsWhileAHealthyReplicaIsInReach(t *testing.T) {
 	cfg.Health.EjectionBackoff = config.Duration(time.Millisecond)
 	cfg.Health.MaxEjectionBackoff = config.Duration(time.Millisecond)
 	gw := startGateway(t, cfg)
-	// A lost connection has the replica probed at once; its probes pass,
-	// so only the passive paths act here.
-	faults := []sim.Fault{{}, {Kind: sim.FaultFail, Status: 503}, {Kind: sim.FaultFail, Status: 502}, {Kind: sim.FaultClose, SparesHealth: true}, {Kind: sim.FaultFail, Status: 504}}
+	// A lost connection has the replica probed at once, perhaps after its
+	// fault changed; every fault spares the health check, so the probes
+	// pass and only the passive paths act here.
+	faults := []sim.Fault{{}, {Kind: sim.FaultFail, Status: 503, SparesHealth: true}, {Kind: sim.FaultFail, Status: 502, SparesHealth: true},
+		{Kind: sim.FaultClose, SparesHealth: true}, {Kind: sim.FaultFail, Status: 504, SparesHealth: true}}
 	rapid.Check(t, func(rt *rapid.T) {
 		healthy := rapid.IntRange(0, len(sims)-1).Draw(rt, "healthy")
 		for i, s := range sims {
@@ -576,18 +579,20 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 func TestLostConnectionProbedAtOnce(t *testing.T) {
 	sims := fleetOf(t, 1, true)
 	var dying *httptest.Server
+	var dead atomic.Bool
 	dying = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		if !dead.Load() && r.URL.Path == "/health" {
 			return
 		}
-		if r.URL.Path != "/v1/chat/completions" {
+		if !dead.Load() && r.URL.Path != "/v1/chat/completions" {
 			http.NotFound(w, r)
 			return
 		}
-		// The engine exits, taking every connection with it.
+		// The engine exits, taking every connection with it: no new ones,
+		// and none of those still open answers again.
+		dead.Store(true)
 		_ = dying.Listener.Close()
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = conn.Close()
 		}
 		dying.CloseClientConnections()
