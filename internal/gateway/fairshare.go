@@ -160,30 +160,24 @@ func (mq *modelQueue) retook(ex *exchange) {
 	}
 }
 
-// freed records that the request let its slot go (its attempt ended, or
-// it was not placed after all), as its lease frees room: the dispatcher
-// woken next finds its key under its share again.
-func (mq *modelQueue) freed(ex *exchange) {
-	if !ex.fair {
-		return
-	}
-	mq.mu.Lock()
-	if ex.slot {
-		mq.fair.Release(flowOf(ex.adm), time.Now())
-		ex.slot = false
-	}
-	mq.mu.Unlock()
-}
+// freed records that the request let its slot go (its attempt ended), as
+// its lease frees room: the dispatcher woken next finds its key under its
+// share again.
+func (mq *modelQueue) freed(ex *exchange) { mq.dropSlot(ex, (*fairshare.Table).Release) }
 
 // unacquired gives back the slot startNow took for a request no replica
 // took after all, leaving no usage behind: the key has not been served.
-func (mq *modelQueue) unacquired(ex *exchange) {
+func (mq *modelQueue) unacquired(ex *exchange) { mq.dropSlot(ex, (*fairshare.Table).Unacquire) }
+
+// dropSlot lets go of the fair-share slot the request holds, if any, by
+// let (Release or Unacquire).
+func (mq *modelQueue) dropSlot(ex *exchange, let func(*fairshare.Table, fairshare.Flow, time.Time)) {
 	if !ex.fair {
 		return
 	}
 	mq.mu.Lock()
 	if ex.slot {
-		mq.fair.Unacquire(flowOf(ex.adm), time.Now())
+		let(mq.fair, flowOf(ex.adm), time.Now())
 		ex.slot = false
 	}
 	mq.mu.Unlock()
