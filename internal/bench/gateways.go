@@ -292,7 +292,29 @@ type Herding struct {
 	// a new request's own first token waits behind.
 	MeanExcessWaiting float64 `json:"mean_excess_waiting"`
 	PiledWaiting      float64 `json:"piled_waiting"`
+	// Sources splits that queue by who sent it.
+	Sources *WaitingSources `json:"waiting_sources,omitempty"`
 }
+
+// WaitingSources says where the requests waiting for their first token
+// came from when each measured request was sent: through the same gateway,
+// or through another less than recentWindow before, too recently for any
+// engine report the gateway had read to show them (0 with one gateway). Each is given on the replica the request went to and on the
+// average replica. A gateway steers around its own queue, so its own
+// waiting at the chosen replica is below the average; another gateway's
+// recent requests as many at the chosen replica as on the average one are
+// not herding (that would put more there) but chance, which no price can
+// steer around, only seeing them sooner.
+type WaitingSources struct {
+	Own                float64 `json:"own"`
+	OwnAverage         float64 `json:"own_average"`
+	OtherRecent        float64 `json:"other_recent"`
+	OtherRecentAverage float64 `json:"other_recent_average"`
+}
+
+// recentWindow is the gateway's default scrape interval
+// (load.scrape_interval) on the model's clock, in which outcomes are.
+const recentWindow = 100 * time.Millisecond
 
 // pileExcess is how many more requests in flight than the least busy
 // replica count as piling on.
@@ -308,13 +330,85 @@ func herdingOf(outs []Outcome, warm int) *Herding {
 	if !ok {
 		return nil
 	}
-	h.MeanExcessWaiting, h.PiledWaiting, _ = excessAtSend(outs, warm, func(o *Outcome) time.Duration {
-		if o.TTFT > 0 {
-			return o.Sched + o.TTFT
-		}
-		return o.Sched + o.E2E
-	})
+	h.MeanExcessWaiting, h.PiledWaiting, _ = excessAtSend(outs, warm, waitingEnd)
+	h.Sources = waitingSources(outs, warm, recentWindow)
 	return &h
+}
+
+// waitingEnd is when an outcome stopped waiting for its first token.
+func waitingEnd(o *Outcome) time.Duration {
+	if o.TTFT > 0 {
+		return o.Sched + o.TTFT
+	}
+	return o.Sched + o.E2E
+}
+
+// waitingSources is Herding.Sources over the outcomes after the first
+// warm, another gateway's requests counted as recent when sent less than
+// window before; nil when no outcome names its replica.
+func waitingSources(outs []Outcome, warm int, window time.Duration) *WaitingSources {
+	ids, order := sentToReplicas(outs)
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(outs[a].Sent, outs[b].Sent) })
+	var ws WaitingSources
+	var waiting []int // outcomes sent and, as of the last one sent, without a first token
+	n := 0
+	own, other := make([]int, len(ids)), make([]int, len(ids))
+	for _, i := range order {
+		x := &outs[i]
+		waiting = slices.DeleteFunc(waiting, func(j int) bool { return waitingEnd(&outs[j]) <= x.Sent })
+		if i >= warm {
+			clear(own)
+			clear(other)
+			for _, j := range waiting {
+				y := &outs[j]
+				switch r := ids[y.Replica]; {
+				case y.Target == x.Target:
+					own[r]++
+				case x.Sent-y.Sent < window:
+					other[r]++
+				}
+			}
+			r, k := ids[x.Replica], float64(len(ids))
+			ws.Own += float64(own[r])
+			ws.OtherRecent += float64(other[r])
+			ws.OwnAverage += float64(total(own)) / k
+			ws.OtherRecentAverage += float64(total(other)) / k
+			n++
+		}
+		waiting = append(waiting, i)
+	}
+	if n == 0 {
+		return nil
+	}
+	m := float64(n)
+	ws.Own, ws.OwnAverage, ws.OtherRecent, ws.OtherRecentAverage = ws.Own/m, ws.OwnAverage/m, ws.OtherRecent/m, ws.OtherRecentAverage/m
+	return &ws
+}
+
+// sentToReplicas numbers the replicas the outcomes name, in the order they
+// first appear, and lists the outcomes that were sent to one.
+func sentToReplicas(outs []Outcome) (ids map[string]int, sent []int) {
+	ids = map[string]int{}
+	for i := range outs {
+		o := &outs[i]
+		if o.Replica == "" || o.Sent <= 0 {
+			continue
+		}
+		if _, ok := ids[o.Replica]; !ok {
+			ids[o.Replica] = len(ids)
+		}
+		sent = append(sent, i)
+	}
+	return ids, sent
+}
+
+// total is the sum of xs.
+func total(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // excessAtSend is the mean, over the measured outcomes that name their
@@ -329,15 +423,9 @@ func excessAtSend(outs []Outcome, warm int, end func(*Outcome) time.Duration) (m
 		i     int // outcome
 	}
 	var evs []event
-	ids := map[string]int{}
-	for i := range outs {
+	ids, sent := sentToReplicas(outs)
+	for _, i := range sent {
 		o := &outs[i]
-		if o.Replica == "" || o.Sent <= 0 {
-			continue
-		}
-		if _, ok := ids[o.Replica]; !ok {
-			ids[o.Replica] = len(ids)
-		}
 		evs = append(evs, event{o.Sent, true, i}, event{max(end(o), o.Sent), false, i})
 	}
 	// Ends before starts at the same instant: a request that ended then is

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -130,4 +132,113 @@ func TestHerding(t *testing.T) {
 	if herdingOf([]Outcome{{}}, 0) != nil {
 		t.Error("herding without replicas")
 	}
+}
+
+// waitingSources splits the queue at each measured request's send by
+// gateway: its own gateway's requests still without a first token, and
+// another's sent less than the window before.
+func TestWaitingSources(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	o := func(target int, rep string, sent, ttft int) Outcome {
+		return Outcome{Target: target, Replica: rep, Sent: ms(sent), TTFT: ms(ttft), E2E: ms(ttft + 10)}
+	}
+	outs := []Outcome{
+		o(0, "a", 1, 1000),  // warmup, gateway 0's
+		o(1, "b", 50, 1000), // warmup, gateway 1's
+		// Gateway 0 sends to c at 120: its own wait on a, the other's
+		// (70 ms old) on b; none on c.
+		o(0, "c", 120, 1000),
+		// Gateway 1 sends to b at 200: its own waits on b; gateway 0's on
+		// c (80 ms old) is recent, its one on a (199 ms old) is not.
+		o(1, "b", 200, 1000),
+	}
+	ws := waitingSources(outs, 2, 100*time.Millisecond)
+	want := WaitingSources{Own: 0.5, OwnAverage: 1.0 / 3, OtherRecent: 0, OtherRecentAverage: 1.0 / 3}
+	if ws == nil || math.Abs(ws.Own-want.Own) > 1e-12 || math.Abs(ws.OwnAverage-want.OwnAverage) > 1e-12 ||
+		ws.OtherRecent != want.OtherRecent || math.Abs(ws.OtherRecentAverage-want.OtherRecentAverage) > 1e-12 {
+		t.Errorf("sources %+v, want %+v", ws, want)
+	}
+	// Through one gateway, every waiting request is its own: 1 on a and
+	// 1 on b at 120, 1 on a, 1 on b and 1 on c at 200.
+	for i := range outs {
+		outs[i].Target = 0
+	}
+	ws = waitingSources(outs, 2, 100*time.Millisecond)
+	if want := (WaitingSources{Own: 0.5, OwnAverage: (2.0/3 + 1) / 2}); ws == nil || ws.Own != want.Own ||
+		math.Abs(ws.OwnAverage-want.OwnAverage) > 1e-12 || ws.OtherRecent != 0 || ws.OtherRecentAverage != 0 {
+		t.Errorf("one gateway: sources %+v, want %+v", ws, want)
+	}
+	if waitingSources([]Outcome{{}}, 0, time.Second) != nil {
+		t.Error("sources without replicas")
+	}
+}
+
+// waitingSources against a naive count: every measured request looks at
+// every other request sent before it.
+func TestWaitingSourcesAgainstNaive(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	reps := []string{"a", "b", "c"}
+	for round := range 200 {
+		n := 2 + r.IntN(40)
+		outs := make([]Outcome, n)
+		for i := range outs {
+			outs[i] = Outcome{Target: r.IntN(3), Replica: reps[r.IntN(len(reps))], Sent: time.Duration(1 + r.IntN(500)),
+				TTFT: time.Duration(r.IntN(300)), E2E: time.Duration(300 + r.IntN(300))}
+		}
+		warm, window := r.IntN(n), time.Duration(1+r.IntN(200))
+		var want WaitingSources
+		measured := 0
+		for i := warm; i < n; i++ {
+			x := &outs[i]
+			own, other := map[string]int{}, map[string]int{}
+			for j := range outs {
+				y := &outs[j]
+				// Sent before x (ties by the order sending sorts them in)
+				// and still without a first token then.
+				before := y.Sent < x.Sent || (y.Sent == x.Sent && j < i)
+				if j == i || !before || waitingEnd(y) <= x.Sent {
+					continue
+				}
+				if y.Target == x.Target {
+					own[y.Replica]++
+				} else if x.Sent-y.Sent < window {
+					other[y.Replica]++
+				}
+			}
+			var ownAll, otherAll int
+			for _, rep := range reps {
+				ownAll += own[rep]
+				otherAll += other[rep]
+			}
+			want.Own += float64(own[x.Replica])
+			want.OtherRecent += float64(other[x.Replica])
+			// Every replica appears among the outcomes almost surely;
+			// the average is over those that do.
+			k := float64(len(replicasOf(outs)))
+			want.OwnAverage += float64(ownAll) / k
+			want.OtherRecentAverage += float64(otherAll) / k
+			measured++
+		}
+		got := waitingSources(outs, warm, window)
+		if measured == 0 {
+			if got != nil {
+				t.Fatalf("round %d: sources %+v without measured requests", round, got)
+			}
+			continue
+		}
+		m := float64(measured)
+		want.Own, want.OwnAverage, want.OtherRecent, want.OtherRecentAverage = want.Own/m, want.OwnAverage/m, want.OtherRecent/m, want.OtherRecentAverage/m
+		if got == nil || math.Abs(got.Own-want.Own) > 1e-9 || math.Abs(got.OwnAverage-want.OwnAverage) > 1e-9 ||
+			math.Abs(got.OtherRecent-want.OtherRecent) > 1e-9 || math.Abs(got.OtherRecentAverage-want.OtherRecentAverage) > 1e-9 {
+			t.Fatalf("round %d: sources %+v, naive %+v", round, got, want)
+		}
+	}
+}
+
+func replicasOf(outs []Outcome) map[string]bool {
+	m := map[string]bool{}
+	for i := range outs {
+		m[outs[i].Replica] = true
+	}
+	return m
 }

@@ -441,6 +441,13 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	if h := m.Herding; h != nil {
 		fmt.Fprintf(w, "  sent to a replica with %.2f more requests in flight than the least busy on average, %.1f%% with %d or more; %.2f more waiting for a first token, %.1f%% with %d or more\n",
 			h.MeanExcess, 100*h.Piled, pileExcess, h.MeanExcessWaiting, 100*h.PiledWaiting, pileExcess)
+		if ws := h.Sources; ws != nil {
+			fmt.Fprintf(w, "  waiting there when sent: %.2f of its own gateway's (%.2f on the average replica)", ws.Own, ws.OwnAverage)
+			if r.Spec.GatewayCount() > 1 {
+				fmt.Fprintf(w, ", %.2f sent through another within %v (%.2f on the average replica)", ws.OtherRecent, recentWindow, ws.OtherRecentAverage)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	writeIndexStatus(w, r.Index)
 	writeGateways(w, r)
