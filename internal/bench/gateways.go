@@ -299,12 +299,14 @@ type Herding struct {
 // WaitingSources says where the requests waiting for their first token
 // came from when each measured request was sent: through the same gateway,
 // or through another less than recentWindow before, too recently for any
-// engine report the gateway had read to show them (0 with one gateway). Each is given on the replica the request went to and on the
-// average replica. A gateway steers around its own queue, so its own
-// waiting at the chosen replica is below the average; another gateway's
-// recent requests as many at the chosen replica as on the average one are
-// not herding (that would put more there) but chance, which no price can
-// steer around, only seeing them sooner.
+// engine report the gateway had read to show them (0 with one gateway).
+// Each is given on the replica the request went to and on the average
+// replica. A gateway steers around its own queue, so its own waiting at the
+// chosen replica is below the average. Another gateway's recent requests,
+// as many at the chosen replica as on the average one, are not herding
+// (that would put more there) but chance, which no price can steer around:
+// only seeing them sooner can. The window stays the default's when a run
+// patches the scrape interval.
 type WaitingSources struct {
 	Own                float64 `json:"own"`
 	OwnAverage         float64 `json:"own_average"`
