@@ -186,6 +186,8 @@ func TestWaitingSourcesAgainstNaive(t *testing.T) {
 				TTFT: time.Duration(r.IntN(300)), E2E: time.Duration(300 + r.IntN(300))}
 		}
 		warm, window := r.IntN(n), time.Duration(1+r.IntN(200))
+		// The average is over the replicas the outcomes name.
+		k := float64(len(replicasOf(outs)))
 		var want WaitingSources
 		measured := 0
 		for i := warm; i < n; i++ {
@@ -212,9 +214,6 @@ func TestWaitingSourcesAgainstNaive(t *testing.T) {
 			}
 			want.Own += float64(own[x.Replica])
 			want.OtherRecent += float64(other[x.Replica])
-			// Every replica appears among the outcomes almost surely;
-			// the average is over those that do.
-			k := float64(len(replicasOf(outs)))
 			want.OwnAverage += float64(ownAll) / k
 			want.OtherRecentAverage += float64(otherAll) / k
 			measured++
