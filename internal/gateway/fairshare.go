@@ -48,9 +48,8 @@ func (g *Gateway) slots(gen *generation, model string, now time.Time) int {
 	return int(n)
 }
 
-// arrive records a request entering flow control under fair sharing,
-// and counts it in inferrail_flow_over_share_total when its key holds its
-// share now. Without fair sharing it does nothing.
+// arrive records a request entering flow control under fair sharing.
+// Without fair sharing it does nothing.
 func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
 	if !ex.gen.cfg.Flow.FairShare() {
 		return
@@ -61,12 +60,17 @@ func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
 	mq.mu.Lock()
 	mq.fair.Arrive(f, now)
 	ex.fair = true
-	ok := mq.fair.Allowed(f, slots, now)
 	mq.gauges(f.Class, slots, now)
 	mq.mu.Unlock()
-	if !ok {
-		g.flow.metrics.overShare.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
-	}
+}
+
+// heldByShare counts a request that waits because of fair sharing in
+// inferrail_flow_over_share_total. It is counted where its start is
+// refused, under the lock that decides it: checked at arrival, requests of
+// one key arriving together all saw the slots their siblings were about to
+// take as free.
+func (g *Gateway) heldByShare(ex *exchange) {
+	g.flow.metrics.overShare.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
 }
 
 // take takes one of the request's key's share of slots if it may have
@@ -83,6 +87,7 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 	defer mq.mu.Unlock()
 	f := flowOf(ex.adm)
 	if !mq.fair.Allowed(f, slots, now) {
+		g.heldByShare(ex)
 		return false
 	}
 	mq.acquired(ex)
@@ -111,16 +116,22 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
+	start := true
 	switch {
 	case owed(f.Class, f.Key):
-		if mq.q.PeekFunc(owed) != nil {
-			return false
-		}
+		start = mq.q.PeekFunc(owed) == nil
 	case under(f.Class, f.Key):
-		if mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) != nil {
-			return false
-		}
+		start = mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) == nil
 	default:
+		start = false
+	}
+	if !start {
+		// Queued behind others or not: it waits because of fair sharing
+		// when its key may have no slot now (over its share, or the free
+		// ones kept for quieter keys).
+		if !mq.fair.Allowed(f, slots, now) {
+			g.heldByShare(ex)
+		}
 		return false
 	}
 	mq.acquired(ex)
