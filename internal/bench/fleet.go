@@ -188,6 +188,7 @@ func engineCounters(ctx context.Context, client *http.Client, urls []string) (en
 		}
 		r.hits.Queries += p.Sum("vllm:prefix_cache_queries_total")
 		r.hits.Hits += p.Sum("vllm:prefix_cache_hits_total")
+		r.hits.Preemptions += p.Sum("vllm:num_preemptions_total")
 		const name = "vllm:request_success_total"
 		r.served = append(r.served, p.Sum(name)-p.Sum(name, procs.Label("finished_reason", "abort"))-p.Sum(name, procs.Label("finished_reason", "error")))
 	}
@@ -209,7 +210,7 @@ func (b engineReading) servedSince(a engineReading) map[string]int {
 
 // since is the engines' counters from a to b.
 func (b EngineHits) since(a EngineHits) *EngineHits {
-	d := &EngineHits{Queries: b.Queries - a.Queries, Hits: b.Hits - a.Hits}
+	d := &EngineHits{Queries: b.Queries - a.Queries, Hits: b.Hits - a.Hits, Preemptions: b.Preemptions - a.Preemptions}
 	d.HitRate = ratio(d.Hits, d.Queries)
 	return d
 }

@@ -404,6 +404,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 		}
 	}
 	fmt.Fprintln(w, hit)
+	if m.Engine != nil && m.Engine.Preemptions > 0 {
+		fmt.Fprintf(w, "  engines preempted %.0f running requests: their KV caches ran out of free blocks\n", m.Engine.Preemptions)
+	}
 	if len(m.Replicas) > 0 {
 		var parts []string
 		for _, k := range slices.Sorted(maps.Keys(m.Replicas)) {

@@ -106,6 +106,9 @@ func TestMeasureFleet(t *testing.T) {
 	if m.Engine == nil || m.Engine.Queries <= 0 {
 		t.Fatalf("engine counters not read: %+v (notes %v)", m.Engine, r.Notes)
 	}
+	if m.Engine.Preemptions != 0 {
+		t.Errorf("%v preemptions: 30 short requests fit the simulators' 4,096 blocks", m.Engine.Preemptions)
+	}
 	// A loaded machine may route requests without a prediction (the
 	// tokenizer pool's max_wait passed; under the race detector on a busy
 	// machine, half of them): the gateway counts those, and those it
@@ -126,6 +129,42 @@ func TestMeasureFleet(t *testing.T) {
 	var b strings.Builder
 	WriteSummary(&b, r)
 	t.Logf("summary:\n%s", b.String())
+}
+
+// A run whose requests outgrow the engines' KV caches counts the
+// preemptions the engines report: twelve requests at once, each growing
+// to nine blocks as it decodes, on two simulators of 39 usable blocks.
+// Preempted requests resume, so every request still succeeds.
+func TestMeasureFleetCountsPreemptions(t *testing.T) {
+	reqs := make([]workload.Request, 12)
+	for i := range reqs {
+		body, _ := json.Marshal(map[string]any{
+			"model":    procs.SimModel,
+			"messages": []map[string]string{{"role": "user", "content": fmt.Sprintf("Request %d: count slowly.", i)}},
+			"stream":   true, "stream_options": map[string]any{"include_usage": true},
+			"max_tokens": 120, "ignore_eos": true,
+		})
+		reqs[i] = workload.Request{At: time.Duration(i) * 5 * time.Millisecond, Path: "/v1/chat/completions", Body: body, Kind: "w1", MaxTokens: 120}
+	}
+	spec := smallSpec("round_robin", 200, len(reqs))
+	spec.Warmup = "0"
+	spec.SimArgs = []string{"--num-gpu-blocks-override", "40", "--max-model-len", "256"}
+	r, err := Measure(t.Context(), spec, fleetEnv(t, reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Measurements
+	if m.Succeeded != len(reqs) {
+		t.Fatalf("%d of %d succeeded, errors %v %v", m.Succeeded, len(reqs), m.Errors, m.ErrorSamples)
+	}
+	if m.Engine == nil || m.Engine.Preemptions <= 0 {
+		t.Fatalf("engine counters %+v (notes %v): six nine-block requests per 39-block cache must preempt", m.Engine, r.Notes)
+	}
+	var b strings.Builder
+	WriteSummary(&b, r)
+	if want := fmt.Sprintf("engines preempted %.0f running requests", m.Engine.Preemptions); !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
 }
 
 // A run on a clock four times faster reads, once scaled back, as the same

@@ -240,6 +240,11 @@ type EngineHits struct {
 	Queries float64 `json:"queries"`
 	Hits    float64 `json:"hits"`
 	HitRate float64 `json:"hit_rate"`
+	// Preemptions adds up the engines' vllm:num_preemptions_total over the
+	// window: running requests sent back to wait because the KV cache had
+	// no free block for them. Where prompts crowd every replica's cache,
+	// this is how a full cache shows, though the hit rate does not move.
+	Preemptions float64 `json:"preemptions"`
 }
 
 // Prediction is how the gateway's predicted prompt and cached tokens
