@@ -369,7 +369,7 @@ type HotPrefix struct {
 	Demand string `yaml:"demand"`
 	// Copies credits a replica without the root prefix with the waiting a
 	// copy there would have saved the prefix's requests lately, so that a
-	// copy is made where its one miss costs less than that. Default false.
+	// copy is made where its one miss costs less than that. Default true.
 	Copies bool `yaml:"copies"`
 }
 
@@ -558,7 +558,7 @@ func Default() Config {
 			},
 			PrefixHash: PrefixHash{Blocks: 4},
 			KVAware:    KVAware{CacheWeight: 1, LoadWeight: 1},
-			HotPrefix:  HotPrefix{Blocks: 4, Window: Duration(10 * time.Second), Utilization: 0.5, Demand: "share"},
+			HotPrefix:  HotPrefix{Blocks: 4, Window: Duration(10 * time.Second), Utilization: 0.5, Demand: "share", Copies: true},
 		},
 		Health: Health{
 			Interval:           Duration(time.Second),

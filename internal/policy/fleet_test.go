@@ -567,7 +567,9 @@ func TestFleetHotPrompt(t *testing.T) {
 // before the sketch sees the prompt hot. Demand is counted as prefill
 // alone: by share, the prompt's 60% of the arrivals would make every
 // replica an owner, and the owners counted from its prefill are what this
-// checks.
+// checks. The copy credit is off for the same reason: it makes the first
+// copies itself, before the owners' credit would (checked last, with it
+// on as by default).
 func TestFleetRisingHotPrompt(t *testing.T) {
 	g := newTrafficGen(14, 1, 8000, 8000)
 	w := risingWorkload(g, 60, 1, 30, 20)
@@ -575,11 +577,18 @@ func TestFleetRisingHotPrompt(t *testing.T) {
 	s := DefaultSettings()
 	s.Seed = 1
 	s.HotPrefix.Demand = DemandPrefill
+	copies := s
+	s.HotPrefix.Copies = false
 	on := simulate(t, CostModel, s, w, f)
 	logResult(t, w.name, CostModel, on)
 	off := withoutReplication(t, w, f)
 	if got := on.quantile(0.99); got >= 0.5 {
 		t.Errorf("cost_model p99 TTFT %.3fs, want < 0.5s", got)
+	}
+	withCopies := simulate(t, CostModel, copies, w, f)
+	logResult(t, w.name, "cost_model(copies)", withCopies)
+	if got := withCopies.quantile(0.99); got >= 0.5 || withCopies.steered[SteerCopy] == 0 {
+		t.Errorf("cost_model with the copy credit: p99 TTFT %.3fs, steered %v; want < 0.5s with copies made", got, withCopies.steered)
 	}
 	if got := off.quantile(0.99); got < 0.5 {
 		t.Errorf("cost_model without replication p99 TTFT %.3fs, want >= 0.5s: the test is not testing", got)

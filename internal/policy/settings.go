@@ -143,7 +143,9 @@ type HotPrefixParams struct {
 	// queued, nothing waiting). A copy costs one request a miss once and
 	// spares the prefix's later requests queueing behind its holders, so
 	// it is made, on an idle candidate where the miss is cheapest, once
-	// their waiting outweighs that miss. Off by default.
+	// their waiting outweighs that miss. On by default: over 300 s runs
+	// it shortened the tails of W2, W5 and W8 and moved no other
+	// workload's beyond its spread.
 	Copies bool
 }
 
@@ -181,6 +183,7 @@ func DefaultSettings() Settings {
 			Window:      10 * time.Second,
 			Utilization: 0.5,
 			Demand:      DemandShare,
+			Copies:      true,
 		},
 	}
 }
