@@ -39,6 +39,9 @@ Commands:
   sweep    the runs of a TOML sweep file, policies innermost, resuming past
            runs whose result file matches
   report   a Markdown report from a directory of result files
+  tail     the slowest requests of a run written with --outcomes: where each
+           went, what was cached against predicted, and with --decisions
+           how it was decided; counts the misses that set the p99
   stress   run the simulator stress scenarios (sim-streams, sim-soak,
            kv-mirror) and write their results and report
   gwstress run the gateway stress scenarios (gw-streams, gw-overhead,
@@ -72,6 +75,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"compare":      compareCmd,
 	"sweep":        sweepCmd,
 	"report":       reportCmd,
+	"tail":         tailCmd,
 	"stress":       stressCmd,
 	"gwstress":     gwstressCmd,
 	"demo":         demoCmd,

@@ -64,6 +64,7 @@ func TestCommandHelp(t *testing.T) {
 		"compare":      {"-policies", "-reps", "-jobs"},
 		"sweep":        {"-file", "-jobs", "-reuse", "-n"},
 		"report":       {"-in", "-out"},
+		"tail":         {"-outcomes", "-decisions", "-top", "-miss", "-speedup"},
 		"stress":       append([]string{"-sim-binary", "-soak-requests"}, engine.Scenarios...),
 		"gwstress":     append([]string{"-gateway-binary", "-routing-variants"}, gateway.Scenarios...),
 		"demo":         {"-rate", "-policies"},

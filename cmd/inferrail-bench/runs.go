@@ -16,6 +16,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/bench"
 	"github.com/inferrail/inferrail/internal/cli"
+	"github.com/inferrail/inferrail/internal/decisionlog"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/progress"
@@ -175,6 +176,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
 	out := fs.String("out", "bench/results/runs", "directory for the result file")
 	capture := fs.String("capture", "", "the gateway captures the run's traffic to this file, a trace --workload trace replays (with --speedup, replay with the same --speedup and --time-scale)")
+	outcomes := fs.String("outcomes", "", "write each request's outcome (schedule, replica, request ID, TTFT, estimate, tokens) to this file, one JSON line each")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,6 +185,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("run: %w", err)
 	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	env.Outcomes = *outcomes
 	if *capture != "" {
 		if env.Capture, err = filepath.Abs(*capture); err != nil {
 			return fmt.Errorf("run: %w", err)
@@ -344,6 +347,49 @@ func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "report written to %s\n", path)
 	return nil
+}
+
+func tailCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inferrail-bench tail", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	outcomes := fs.String("outcomes", "", "a run's outcomes file (run --outcomes)")
+	decisions := fs.String("decisions", "", "the run's decision log (observability.decision_log with sample_rate 1), to show how each request was decided")
+	var o bench.TailOptions
+	fs.IntVar(&o.Top, "top", 0, "how many of the slowest requests to list (0: the slowest 1%)")
+	fs.Float64Var(&o.MissShare, "miss", 0.5, "a request is a miss when its engine found less than this share of its prompt cached")
+	fs.Float64Var(&o.Speedup, "speedup", 1, "the run's --speedup, which the decision log's seconds are faster by")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *outcomes == "" || fs.NArg() > 0 {
+		return errors.New("tail: --outcomes is required, and no arguments")
+	}
+	if o.Top < 0 || !(o.MissShare > 0 && o.MissShare <= 1) || !(o.Speedup >= 1) {
+		return errors.New("tail: --top must be >= 0, --miss in (0, 1] and --speedup >= 1")
+	}
+	outs, err := readWith(*outcomes, bench.ReadOutcomes)
+	if err != nil {
+		return fmt.Errorf("tail: %w", err)
+	}
+	var decs map[string]*decisionlog.Record
+	if *decisions != "" {
+		if decs, err = readWith(*decisions, bench.ReadDecisions); err != nil {
+			return fmt.Errorf("tail: %w", err)
+		}
+	}
+	bench.WriteTail(stdout, outs, decs, o)
+	return nil
+}
+
+// readWith opens path and reads it with read.
+func readWith[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	return read(f)
 }
 
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -60,7 +60,8 @@ type Outcome struct {
 
 	// From the gateway's response headers; Replica is empty without a
 	// gateway. Predicted is set when the gateway tokenized the request.
-	Replica, Policy                  string
+	// RequestID is the ID the gateway (or engine) answered with.
+	RequestID, Replica, Policy       string
 	Predicted                        bool
 	PredPromptTokens, PredCachedToks int
 	// Estimated is the gateway's estimate of the time to first token,
@@ -212,6 +213,7 @@ func (s sender) exchange(ctx context.Context, r *workload.Request, o *Outcome) e
 
 // readHeaders takes the gateway's routing headers into o.
 func readHeaders(h http.Header, o *Outcome) {
+	o.RequestID = h.Get(openai.HeaderRequestID)
 	o.Replica = h.Get(openai.HeaderReplica)
 	o.Policy = h.Get(openai.HeaderPolicy)
 	p, errP := strconv.Atoi(h.Get(openai.HeaderPromptTokens))

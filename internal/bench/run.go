@@ -55,6 +55,9 @@ type RunEnv struct {
 	// it with the same speedup and --time-scale. Only for a fleet of the
 	// run's own with one gateway of ours.
 	Capture string
+	// Outcomes, if not empty, is a file the run writes each of its
+	// requests to (see WriteOutcomes).
+	Outcomes string
 	// Progress shows each run's requests sent, done and failed as it goes
 	// (see package progress). Nil shows nothing.
 	Progress *progress.Display
@@ -130,6 +133,11 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		OnSchedule: mark.gate(warm, env.OnSchedule), Progress: &task.Counts})
 	task.Finish()
 	toModelTime(outs, reqs, clock)
+	if env.Outcomes != "" {
+		if err := WriteOutcomes(env.Outcomes, outs, warm); err != nil {
+			res.Notes = append(res.Notes, "outcomes not written: "+err.Error())
+		}
+	}
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
 	m.Herding = herdingOf(outs, warm)

@@ -74,10 +74,12 @@ func TestMeasureFleet(t *testing.T) {
 	env := fleetEnv(t, reqs)
 	var shown bytes.Buffer // not a terminal: one line when the run ends
 	env.Progress = &progress.Display{W: &shown}
+	env.Outcomes = filepath.Join(t.TempDir(), "outcomes.jsonl")
 	r, err := Measure(t.Context(), smallSpec("round_robin", 50, len(reqs)), env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkOutcomes(t, env.Outcomes, len(reqs), 6)
 	if want := "w1_rate50_rep0_round_robin: 30/30 sent, 30 done, 0 errors, 0:"; strings.Count(shown.String(), "\n") != 1 || !strings.HasPrefix(shown.String(), want) {
 		t.Errorf("progress %q, want one line starting %q", shown.String(), want)
 	}
@@ -552,5 +554,44 @@ func TestRunSpecIndexErrors(t *testing.T) {
 	}
 	if n, err := NormalizeIndex("approximate"); n != "" || err != nil {
 		t.Errorf("NormalizeIndex(approximate) = %q, %v", n, err)
+	}
+}
+
+// checkOutcomes reads a run's outcomes file: n requests of a run that
+// succeeded, in schedule order, the first warm marked warmup, each with
+// the gateway's request ID, a replica and consistent times and tokens.
+func checkOutcomes(t *testing.T, path string, n, warm int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d outcome lines, want %d", len(lines), n)
+	}
+	ids := map[string]bool{}
+	for i, line := range lines {
+		var o outcomeLine
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if o.Index != i || o.Warmup != (i < warm) {
+			t.Errorf("line %d: index %d, warmup %v", i, o.Index, o.Warmup)
+		}
+		if o.Status != 200 || o.ErrKind != "" || (o.Replica != "sim-1" && o.Replica != "sim-2") {
+			t.Errorf("line %d: status %d, error %q, replica %q", i, o.Status, o.ErrKind, o.Replica)
+		}
+		if o.RequestID == "" || ids[o.RequestID] {
+			t.Errorf("line %d: request ID %q empty or repeated", i, o.RequestID)
+		}
+		ids[o.RequestID] = true
+		if !(o.TTFTMS > 0 && o.E2EMS >= o.TTFTMS && o.SendLagMS >= 0) {
+			t.Errorf("line %d: TTFT %v ms, e2e %v ms, send lag %v ms", i, o.TTFTMS, o.E2EMS, o.SendLagMS)
+		}
+		if o.PromptTokens <= 0 || o.CachedTokens > o.PromptTokens || o.CompletionTokens != 4 || o.PredictedCached > o.PromptTokens {
+			t.Errorf("line %d: tokens prompt %d, cached %d (predicted %d), completion %d",
+				i, o.PromptTokens, o.CachedTokens, o.PredictedCached, o.CompletionTokens)
+		}
 	}
 }

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/decisionlog"
+)
+
+// tailOutcomes are a run's outcomes as WriteOutcomes writes them: a
+// warmup request, a failed one and four measured, two of them misses.
+func tailOutcomes(t *testing.T) []byte {
+	t.Helper()
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	outs := []Outcome{
+		{Index: 0, Sched: 0, Sent: ms(1), RequestID: "r0", Replica: "a", Status: 200, TTFT: ms(900), E2E: ms(950), PromptTokens: 4000},
+		{Index: 1, Sched: ms(500), Sent: ms(501), RequestID: "r1", Replica: "a", Status: 200, TTFT: ms(120), E2E: ms(400),
+			PromptTokens: 4100, CachedTokens: 4000, Predicted: true, PredCachedToks: 4000, Estimated: ms(110)},
+		{Index: 2, Sched: ms(700), Sent: ms(702), RequestID: "r2", Replica: "b", Status: 200, TTFT: ms(640), E2E: ms(900),
+			PromptTokens: 4200, CachedTokens: 0, Predicted: true, PredCachedToks: 0, Estimated: ms(600)},
+		{Index: 3, Sched: ms(710), RequestID: "r3", Status: 503, ErrKind: "status_503", Err: "status 503"},
+		{Index: 4, Sched: ms(720), Sent: ms(722), RequestID: "r4", Replica: "a", Status: 200, TTFT: ms(700), E2E: ms(990),
+			PromptTokens: 3000, CachedTokens: 1000, Predicted: true, PredCachedToks: 2900, Estimated: ms(90)},
+		{Index: 5, Sched: ms(800), Sent: ms(800), Replica: "c", Status: 200, TTFT: ms(80), E2E: ms(300), PromptTokens: 50, CachedTokens: 40},
+	}
+	path := filepath.Join(t.TempDir(), "o.jsonl")
+	if err := WriteOutcomes(path, outs, 1); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// tailDecisions is the decision log of tailOutcomes' run, on a clock two
+// times faster, for two of its requests (r4's two attempts, the last
+// kept).
+func tailDecisions() []byte {
+	n := func(v int) *int { return &v }
+	f := func(v float64) *float64 { return &v }
+	recs := []*decisionlog.Record{
+		{RequestID: "r2", Winner: "b", Steered: "copy", Candidates: []decisionlog.Candidate{
+			{Replica: "a", State: decisionlog.StateOffered, InFlight: 9, QueuedPrefillSecs: 0.01, CachedTokens: n(4000), EstimatedTTFTSecs: f(0.03)},
+			{Replica: "b", State: decisionlog.StateOffered, InFlight: 3, CachedTokens: n(0), EstimatedTTFTSecs: f(0.3)},
+			{Replica: "c", State: "unhealthy"},
+		}},
+		{RequestID: "r4", Winner: "b", DecidedBy: "prefill"},
+		{RequestID: "r4", Attempt: 2, Winner: "a", DecidedBy: "queue", Candidates: []decisionlog.Candidate{
+			{Replica: "a", State: decisionlog.StateOffered, InFlight: 4, CachedTokens: n(2900), EstimatedTTFTSecs: f(0.045)},
+			{Replica: "b", State: decisionlog.StateTried, InFlight: 7},
+			{Replica: "c", State: decisionlog.StateOffered, SetAside: "kv_pressure", InFlight: 1, QueuedPrefillSecs: 0.25, CachedTokens: n(0), EstimatedTTFTSecs: f(0.4)},
+		}},
+	}
+	var buf bytes.Buffer
+	w := decisionlog.Open(decisionlog.Options{Sink: &buf})
+	for _, r := range recs {
+		w.Log(r)
+	}
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+// TestWriteTailGolden pins what tail says about a small run, with and
+// without its decision log.
+func TestWriteTailGolden(t *testing.T) {
+	outs, err := ReadOutcomes(bytes.NewReader(tailOutcomes(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decs, err := ReadDecisions(bytes.NewReader(tailDecisions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 6 || len(decs) != 2 || decs["r4"].Attempt != 2 {
+		t.Fatalf("read %d outcomes and %d decisions (r4's attempt %d)", len(outs), len(decs), decs["r4"].Attempt)
+	}
+	var got bytes.Buffer
+	WriteTail(&got, outs, decs, TailOptions{Top: 3, Speedup: 2})
+	got.WriteString("--- without decisions, the default top\n")
+	WriteTail(&got, outs, nil, TailOptions{})
+	got.WriteString("--- nothing measured\n")
+	WriteTail(&got, outs[:1], nil, TailOptions{})
+	path := filepath.Join("testdata", "tail.golden")
+	if *update {
+		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("tail:\n%s\nwant (%s; -update rewrites it):\n%s", got.String(), path, want)
+	}
+}
+
+// TestOutcomesRoundTrip: what WriteOutcomes writes, ReadOutcomes reads
+// back field for field.
+func TestOutcomesRoundTrip(t *testing.T) {
+	outs, err := ReadOutcomes(bytes.NewReader(tailOutcomes(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outcomeLine{Index: 4, SchedMS: 720, RequestID: "r4", Replica: "a", Status: 200, TTFTMS: 700, E2EMS: 990,
+		EstimatedMS: 90, SendLagMS: 2, PromptTokens: 3000, CachedTokens: 1000, PredictedCached: 2900}
+	if !reflect.DeepEqual(outs[4], want) {
+		t.Errorf("read back %+v\nwant %+v", outs[4], want)
+	}
+	if !outs[0].Warmup || outs[1].Warmup || outs[3].ErrKind != "status_503" || outs[3].SendLagMS != 0 || outs[5].PredictedCached != -1 {
+		t.Errorf("warmup %v %v, error %q, unsent lag %v, no prediction %d", outs[0].Warmup, outs[1].Warmup, outs[3].ErrKind, outs[3].SendLagMS, outs[5].PredictedCached)
+	}
+}
+
+// TestReadTailErrors: a line that is not JSON is named by its number;
+// blank lines are skipped; a line past maxLine is refused.
+func TestReadTailErrors(t *testing.T) {
+	if outs, err := ReadOutcomes(strings.NewReader("\n{\"index\":3}\n  \n")); err != nil || len(outs) != 1 || outs[0].Index != 3 {
+		t.Errorf("blank lines: %v, %v", outs, err)
+	}
+	if _, err := ReadOutcomes(strings.NewReader("{\"index\":1}\n{\"index\":\n")); err == nil || !strings.Contains(err.Error(), "outcomes line 2") {
+		t.Errorf("bad line: %v", err)
+	}
+	if _, err := ReadDecisions(strings.NewReader("[]\n")); err == nil || !strings.Contains(err.Error(), "decision log line 1") {
+		t.Errorf("bad decision: %v", err)
+	}
+	long := `{"request_id":"` + strings.Repeat("x", maxLine) + `"}`
+	if _, err := ReadDecisions(strings.NewReader(long)); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("long line: %v", err)
+	}
+}
+
+// FuzzTail: whatever the files hold, reading them and describing the run
+// never panics.
+func FuzzTail(f *testing.F) {
+	f.Add([]byte(`{"index":1,"status":200,"ttft_ms":5,"prompt_tokens":10,"request_id":"a"}`), []byte(`{"request_id":"a","candidates":[{"replica":"x","cached_tokens":null}]}`))
+	f.Add([]byte(`{"index":-1,"warmup":true}`), []byte(`{"request_id":"","candidates":null}`))
+	f.Fuzz(func(t *testing.T, outcomes, decisions []byte) {
+		outs, err := ReadOutcomes(bytes.NewReader(outcomes))
+		if err != nil {
+			return
+		}
+		decs, _ := ReadDecisions(bytes.NewReader(decisions))
+		WriteTail(io.Discard, outs, decs, TailOptions{Top: 2, Speedup: 3})
+		WriteTail(io.Discard, outs, nil, TailOptions{})
+	})
+}
