@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -67,7 +68,7 @@ func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for n := 1; sc.Scan(); n++ {
-		if line := sc.Bytes(); len(strings.TrimSpace(string(line))) > 0 {
+		if line := sc.Bytes(); len(bytes.TrimSpace(line)) > 0 {
 			if err := fn(n, line); err != nil {
 				return err
 			}
