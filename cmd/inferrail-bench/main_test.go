@@ -112,6 +112,11 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"compare", "--url", "http://127.0.0.1:1"}, "compare: a comparison starts its own fleets; drop --url"},
 		{[]string{"compare", "--policies", " , "}, "compare: name at least one policy and at least one repetition"},
 		{[]string{"demo", "extra"}, `demo: unexpected argument "extra"`},
+		{[]string{"tail"}, "tail: --outcomes is required, and no arguments"},
+		{[]string{"tail", "--outcomes", "o.jsonl", "extra"}, "tail: --outcomes is required, and no arguments"},
+		{[]string{"tail", "--outcomes", "o.jsonl", "--miss", "0"}, "tail: --top must be >= 0, --miss in (0, 1] and --speedup 0 or >= 1"},
+		{[]string{"tail", "--outcomes", "o.jsonl", "--speedup", "0.5"}, "tail: --top must be >= 0, --miss in (0, 1] and --speedup 0 or >= 1"},
+		{[]string{"tail", "--outcomes", filepath.Join(os.TempDir(), "no-such-dir-inferrail", "o.jsonl")}, "tail: open "},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -357,15 +357,15 @@ func tailCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	var o bench.TailOptions
 	fs.IntVar(&o.Top, "top", 0, "how many of the slowest requests to list (0: the slowest 1%)")
 	fs.Float64Var(&o.MissShare, "miss", 0.5, "a request is a miss when its engine found less than this share of its prompt cached")
-	fs.Float64Var(&o.Speedup, "speedup", 1, "the run's --speedup, which the decision log's seconds are faster by")
+	fs.Float64Var(&o.Speedup, "speedup", 1, "the run's --speedup, which the decision log's seconds are faster by (0: real time, as 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *outcomes == "" || fs.NArg() > 0 {
 		return errors.New("tail: --outcomes is required, and no arguments")
 	}
-	if o.Top < 0 || !(o.MissShare > 0 && o.MissShare <= 1) || !(o.Speedup >= 1) {
-		return errors.New("tail: --top must be >= 0, --miss in (0, 1] and --speedup >= 1")
+	if o.Top < 0 || !(o.MissShare > 0 && o.MissShare <= 1) || !(o.Speedup == 0 || o.Speedup >= 1) {
+		return errors.New("tail: --top must be >= 0, --miss in (0, 1] and --speedup 0 or >= 1")
 	}
 	outs, err := readWith(*outcomes, bench.ReadOutcomes)
 	if err != nil {
