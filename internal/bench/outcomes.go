@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// outcomeLine is one request of a run as WriteOutcomes writes it: what a
+// OutcomeLine is one request of a run as WriteOutcomes writes it: what a
 // result file only summarizes, for joining with the gateway's decision log
 // (by request_id) to see what a slow request met where it went. Times are
 // in the model's milliseconds, like the result's figures.
-type outcomeLine struct {
+type OutcomeLine struct {
 	Index     int     `json:"index"`
 	Warmup    bool    `json:"warmup"`
 	SchedMS   float64 `json:"sched_ms"`
@@ -55,7 +55,7 @@ func WriteOutcomes(path string, outs []Outcome, warm int) (err error) {
 	enc := json.NewEncoder(w)
 	for i := range outs {
 		o := &outs[i]
-		l := outcomeLine{
+		l := OutcomeLine{
 			Index: o.Index, Warmup: o.Index < warm, SchedMS: ms(o.Sched), RequestID: o.RequestID,
 			Replica: o.Replica, Session: o.Session, Kind: o.Kind, Status: o.Status, ErrKind: o.ErrKind,
 			TTFTMS: ms(o.TTFT), E2EMS: ms(o.E2E), EstimatedMS: ms(o.Estimated),

@@ -572,7 +572,7 @@ func checkOutcomes(t *testing.T, path string, n, warm int) {
 	}
 	ids := map[string]bool{}
 	for i, line := range lines {
-		var o outcomeLine
+		var o OutcomeLine
 		if err := json.Unmarshal([]byte(line), &o); err != nil {
 			t.Fatalf("line %d: %v", i, err)
 		}

@@ -35,10 +35,10 @@ type TailOptions struct {
 const maxLine = 16 << 20
 
 // ReadOutcomes reads an outcomes file (WriteOutcomes).
-func ReadOutcomes(r io.Reader) ([]outcomeLine, error) {
-	var outs []outcomeLine
+func ReadOutcomes(r io.Reader) ([]OutcomeLine, error) {
+	var outs []OutcomeLine
 	err := eachLine(r, func(n int, line []byte) error {
-		var o outcomeLine
+		var o OutcomeLine
 		if err := json.Unmarshal(line, &o); err != nil {
 			return fmt.Errorf("outcomes line %d: %w", n, err)
 		}
@@ -89,10 +89,10 @@ func eachLine(r io.Reader, fn func(n int, line []byte) error) error {
 // what every candidate looked like then. It counts the misses among the
 // measured requests and among the slowest, since a handful of misses of
 // long prompts is enough to set a short run's p99.
-func WriteTail(w io.Writer, outs []outcomeLine, decs map[string]*decisionlog.Record, o TailOptions) {
+func WriteTail(w io.Writer, outs []OutcomeLine, decs map[string]*decisionlog.Record, o TailOptions) {
 	share := cmp.Or(o.MissShare, 0.5)
 	speedup := cmp.Or(o.Speedup, 1)
-	var measured []outcomeLine
+	var measured []OutcomeLine
 	warm := 0
 	for _, l := range outs {
 		switch {
@@ -106,7 +106,7 @@ func WriteTail(w io.Writer, outs []outcomeLine, decs map[string]*decisionlog.Rec
 	if len(measured) == 0 {
 		return
 	}
-	slices.SortStableFunc(measured, func(a, b outcomeLine) int { return cmp.Compare(b.TTFTMS, a.TTFTMS) })
+	slices.SortStableFunc(measured, func(a, b OutcomeLine) int { return cmp.Compare(b.TTFTMS, a.TTFTMS) })
 	ttfts := make([]time.Duration, len(measured))
 	for i, l := range measured {
 		ttfts[len(measured)-1-i] = time.Duration(l.TTFTMS * float64(time.Millisecond))
@@ -116,7 +116,7 @@ func WriteTail(w io.Writer, outs []outcomeLine, decs map[string]*decisionlog.Rec
 		top = max(1, len(measured)/100)
 	}
 	top = min(top, len(measured))
-	miss := func(l outcomeLine) bool { return float64(l.CachedTokens) < share*float64(l.PromptTokens) }
+	miss := func(l OutcomeLine) bool { return float64(l.CachedTokens) < share*float64(l.PromptTokens) }
 	misses, topMisses := 0, 0
 	how := map[string]int{}
 	for i, l := range measured {

@@ -110,7 +110,7 @@ func TestOutcomesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := outcomeLine{Index: 4, SchedMS: 720, RequestID: "r4", Replica: "a", Status: 200, TTFTMS: 700, E2EMS: 990,
+	want := OutcomeLine{Index: 4, SchedMS: 720, RequestID: "r4", Replica: "a", Status: 200, TTFTMS: 700, E2EMS: 990,
 		EstimatedMS: 90, SendLagMS: 2, PromptTokens: 3000, CachedTokens: 1000, PredictedCached: 2900}
 	if !reflect.DeepEqual(outs[4], want) {
 		t.Errorf("read back %+v\nwant %+v", outs[4], want)
