@@ -33,7 +33,12 @@ FUZZ_TARGETS := \
 	./internal/auth:FuzzParse \
 	./internal/auth:FuzzParseBearer \
 	./internal/gateway:FuzzClientPortKeyed \
-	./internal/gateway:FuzzAdmissionHeaders
+	./internal/gateway:FuzzAdmissionHeaders \
+	./internal/gateway:FuzzAdminRequests \
+	./internal/gateway:FuzzReplayShadow \
+	./internal/sim:FuzzKVEventsConfig \
+	./internal/workload:FuzzShareGPT \
+	./internal/bench:FuzzTail
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress saturated demo clean tokenizers fleet-size \
 	sweep sweep-smoke routing baselines exact-routing criterion report repro peers dashboard-check stack stack-down

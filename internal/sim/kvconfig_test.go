@@ -94,3 +94,38 @@ func TestFlagsTakeKVEvents(t *testing.T) {
 		t.Errorf("after ApplyEnv: seed %q set %v, bytes hashes %v", o.HashSeed, o.HashSeedSet, o.BytesBlockHashes)
 	}
 }
+
+// FuzzKVEventsConfig feeds --kv-events-config arbitrary text: it is
+// refused with an error naming the flag, or accepted with every setting
+// usable, its endpoints bindable at any data-parallel rank or refused.
+func FuzzKVEventsConfig(f *testing.F) {
+	f.Add(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:5557","replay_endpoint":"tcp://*:5558","topic":"kv-events"}`)
+	f.Add(`{"enable_kv_cache_events":true,"endpoint":"tcp://[::1]:65535"}`)
+	f.Add(`{"enable_kv_cache_events":true,"endpoint":"tcp://*:0","buffer_steps":1,"hwm":9223372036854775807}`)
+	f.Add(`{"publisher":"null"} `)
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseKVEventsConfig(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--kv-events-config") {
+				t.Fatalf("error %q does not name the flag", err)
+			}
+			return
+		}
+		if (c.Publisher != "zmq" && c.Publisher != "null") || c.BufferSteps <= 0 || c.HWM <= 0 || c.MaxQueueSize <= 0 {
+			t.Fatalf("accepted %+v", c)
+		}
+		if !c.Publishing() {
+			return
+		}
+		for _, rank := range []int{0, 1, 65535} {
+			for _, ep := range []string{c.Endpoint, c.ReplayEndpoint} {
+				if ep == "" {
+					continue
+				}
+				if addr, err := bindAddr(ep, "endpoint", rank); err == nil && addr == "" {
+					t.Fatalf("bindAddr(%q, %d) gave no address", ep, rank)
+				}
+			}
+		}
+	})
+}

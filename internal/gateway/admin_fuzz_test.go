@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
+)
+
+// FuzzAdminRequests sends arbitrary bodies, queries and conversation
+// headers to the admin port's endpoints that parse a client's request
+// (tokenize and explain) on a gateway in front of real simulators with an
+// exact tokenizer: every answer is a JSON document, an error in the
+// clients' shape when refused, and never a gateway failure.
+func FuzzAdminRequests(f *testing.F) {
+	gw := startGateway(f, testConfig(f, fleetOf(f, 2, true)))
+	paths := []string{
+		"/admin/tokenize/v1/chat/completions", "/admin/tokenize/v1/completions",
+		"/admin/explain/v1/chat/completions", "/admin/explain/v1/completions",
+	}
+	f.Add(uint8(0), "", "", []byte(`{"model":"sim","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add(uint8(1), "", "s", []byte(`{"model":"sim","prompt":[1,2,3]}`))
+	f.Add(uint8(2), "policy=p2c", "conv-1", []byte(`{"model":"sim","messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"y"}]}]}`))
+	f.Add(uint8(3), "policy=nope&key=%zz", "", []byte(`{"model":"sim","prompt":"hello","max_tokens":1}`))
+	f.Add(uint8(2), "key=nobody", "\x00", []byte(`{"model":"other","messages":null}`))
+	f.Add(uint8(3), "", "", []byte(`{"model":"sim","prompt":[[1],[2]]}`))
+	client := &http.Client{Timeout: 10 * time.Second}
+	f.Fuzz(func(t *testing.T, which uint8, query, session string, body []byte) {
+		u, err := url.Parse(gw.admin + paths[int(which)%len(paths)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsFunc(query, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == '#' }) {
+			return // not a request line: net/http answers it before any handler
+		}
+		u.RawQuery = query
+		req, err := http.NewRequest(http.MethodPost, u.String(), bytes.NewReader(body))
+		if err != nil {
+			return // not a request a client can send
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(openai.HeaderSession, session)
+		resp, err := client.Do(req)
+		if err != nil {
+			if ue, ok := err.(*url.Error); ok && ue.Timeout() {
+				t.Fatalf("%s?%s: no answer within 10 s", u.Path, query)
+			}
+			return // refused by the client library before it left
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 500 {
+			t.Fatalf("%s?%s %q: gateway failure %d %s", u.Path, query, body, resp.StatusCode, got)
+		}
+		if !json.Valid(got) {
+			t.Fatalf("%s?%s %q: %d with a body that is not JSON: %s", u.Path, query, body, resp.StatusCode, got)
+		}
+		if resp.StatusCode != http.StatusOK {
+			var e struct {
+				Error struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(got, &e) != nil || e.Error.Code != resp.StatusCode {
+				t.Fatalf("%s?%s %q: %d not in the clients' error shape: %s", u.Path, query, body, resp.StatusCode, got)
+			}
+		}
+	})
+}
