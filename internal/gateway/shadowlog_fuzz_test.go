@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/inferrail/inferrail/internal/policy"
@@ -45,7 +46,10 @@ func FuzzReplayShadow(f *testing.F) {
 			log.WriteString(sumField + prev + `"}` + "\n")
 		}
 		rep, err := ReplayShadow(&log)
-		if err == nil && rep.Generations < 1 {
+		switch {
+		case err != nil && !strings.HasPrefix(err.Error(), "line "):
+			t.Fatalf("error %q does not name its line", err)
+		case err == nil && rep.Generations < 1:
 			t.Fatalf("replayed %+v without the generation record", rep)
 		}
 	})
