@@ -2,11 +2,6 @@ package inferrail_test
 
 import (
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,17 +31,8 @@ func TestFuzzTargetsListed(t *testing.T) {
 // makefileFuzzTargets reads FUZZ_TARGETS as ./package:Target entries.
 func makefileFuzzTargets(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\nFUZZ_TARGETS := \\\n")
-	if !ok {
-		t.Fatal("the Makefile has no FUZZ_TARGETS := \\ list")
-	}
-	list, _, _ := strings.Cut(rest, "\n\n")
 	var out []string
-	for _, f := range strings.Fields(list) {
+	for _, f := range strings.Fields(makefileBlock(t, "\nFUZZ_TARGETS := \\\n", "FUZZ_TARGETS := \\ list")) {
 		if f != "\\" {
 			out = append(out, f)
 		}
@@ -59,26 +45,10 @@ func makefileFuzzTargets(t *testing.T) []string {
 func fuzzFunctions(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	fset := token.NewFileSet()
-	for _, root := range goRoots {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			for _, decl := range f.Decls {
-				if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
-					out = append(out, "./"+filepath.ToSlash(filepath.Dir(path))+":"+fn.Name.Name)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	eachTestFunc(t, func(dir string, fn *ast.FuncDecl) {
+		if strings.HasPrefix(fn.Name.Name, "Fuzz") {
+			out = append(out, "./"+dir+":"+fn.Name.Name)
 		}
-	}
+	})
 	return out
 }

@@ -40,37 +40,19 @@ type raceSkip struct{ name, dir string }
 func raceSkippingTests(t *testing.T) []raceSkip {
 	t.Helper()
 	var out []raceSkip
-	fset := token.NewFileSet()
-	for _, root := range goRoots {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, path, nil, 0)
-			if err != nil {
-				return err
-			}
-			for _, decl := range f.Decls {
-				fn, ok := decl.(*ast.FuncDecl)
-				if !ok || fn.Body == nil || fn.Recv != nil ||
-					!(strings.HasPrefix(fn.Name.Name, "Test") || strings.HasPrefix(fn.Name.Name, "Fuzz")) {
-					continue
-				}
-				for _, st := range fn.Body.List {
-					if is, ok := st.(*ast.IfStmt); ok {
-						if id, ok := is.Cond.(*ast.Ident); ok && id.Name == "raceEnabled" && skips(is.Body) {
-							out = append(out, raceSkip{fn.Name.Name, filepath.ToSlash(filepath.Dir(path))})
-							break
-						}
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	eachTestFunc(t, func(dir string, fn *ast.FuncDecl) {
+		if fn.Body == nil || !(strings.HasPrefix(fn.Name.Name, "Test") || strings.HasPrefix(fn.Name.Name, "Fuzz")) {
+			return
 		}
-	}
+		for _, st := range fn.Body.List {
+			if is, ok := st.(*ast.IfStmt); ok {
+				if id, ok := is.Cond.(*ast.Ident); ok && id.Name == "raceEnabled" && skips(is.Body) {
+					out = append(out, raceSkip{fn.Name.Name, dir})
+					break
+				}
+			}
+		}
+	})
 	return out
 }
 
@@ -78,15 +60,7 @@ func raceSkippingTests(t *testing.T) []raceSkip {
 // and the packages it lists.
 func noraceTarget(t *testing.T) (names, pkgs []string) {
 	t.Helper()
-	b, err := os.ReadFile("Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\nnorace:")
-	if !ok {
-		t.Fatal("the Makefile has no norace target")
-	}
-	recipe, _, _ := strings.Cut(rest, "\n\n")
+	recipe := makefileBlock(t, "\nnorace:", "norace target")
 	m := regexp.MustCompile(`-run '\^\(([^)]*)\)\$\$'`).FindStringSubmatch(recipe)
 	if m == nil {
 		t.Fatalf("no -run '^(…)$$' pattern in the norace recipe:\n%s", recipe)
@@ -113,4 +87,48 @@ func skips(b *ast.BlockStmt) bool {
 		return !found
 	})
 	return found
+}
+
+// makefileBlock returns the Makefile's text after start up to the next
+// blank line, failing the test, with what names it, when start is not
+// there.
+func makefileBlock(t *testing.T, start, what string) string {
+	t.Helper()
+	b, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), start)
+	if !ok {
+		t.Fatal("the Makefile has no " + what)
+	}
+	block, _, _ := strings.Cut(rest, "\n\n")
+	return block
+}
+
+// eachTestFunc calls visit with every top-level function (no method) of
+// every test file below goRoots, and the file's directory.
+func eachTestFunc(t *testing.T, visit func(dir string, fn *ast.FuncDecl)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, root := range goRoots {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			for _, decl := range f.Decls {
+				if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil {
+					visit(filepath.ToSlash(filepath.Dir(path)), fn)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
