@@ -16,6 +16,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
 	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
 	./internal/tokenize/chattemplate:FuzzInstrument \
+	./internal/tokenize/chattemplate:FuzzDetectContentFormat \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \

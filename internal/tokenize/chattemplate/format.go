@@ -3,6 +3,7 @@ package chattemplate
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -43,7 +44,9 @@ var errShape = errors.New("unsupported template shape")
 // loopsOverContent follows vLLM's _iter_nodes_assign_content_item.
 func loopsOverContent(stmts []stmt) (bool, error) {
 	// Names assigned, transitively, from messages (slices and filters of
-	// it included), breadth first as vLLM does.
+	// it included), breadth first as vLLM does. Each name is followed
+	// once: Llama 3.x templates reassign messages from itself, and a
+	// cycle of names would otherwise grow the list forever.
 	msgs := []string{"messages"}
 	for i := 0; i < len(msgs); i++ {
 		for _, s := range stmts {
@@ -53,7 +56,9 @@ func loopsOverContent(stmts []stmt) (bool, error) {
 			if s.target == "" {
 				return false, errShape
 			}
-			msgs = append(msgs, s.target)
+			if !slices.Contains(msgs, s.target) {
+				msgs = append(msgs, s.target)
+			}
 		}
 	}
 	// Loop variables over those.

@@ -253,6 +253,11 @@ func TestDetectContentFormat(t *testing.T) {
 		{"raw", `{% raw %}{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}{% endraw %}`, FormatString},
 		{"loop_with_condition", `{% for m in messages if m.role != 'system' %}{% for p in m.content if p.type == 'text' %}{% endfor %}{% endfor %}`, FormatOpenAI},
 		{"unterminated", `{% for m in messages %}{% for p in m.content`, FormatString},
+		// Llama 3.x's official templates drop the system message this way.
+		{"self_assigned", `{% set messages = messages[1:] %}{% for m in messages %}{{ m.content }}{% endfor %}`, FormatString},
+		{"self_assigned_openai", `{%- set messages = messages[1:] %}{% set messages = messages[1:] %}{% for m in messages %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"assigned_cycle", `{% set a = messages %}{% set messages = a %}{% set b = a|list %}{% for m in b %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatOpenAI},
+		{"cycle_then_bad_target", `{% set a = messages %}{% set messages = a %}{% set ns.x = a %}{% for m in a %}{% for p in m.content %}{% endfor %}{% endfor %}`, FormatString},
 	}
 	for _, tt := range tests {
 		if got := DetectContentFormat(tt.template); got != tt.want {
