@@ -29,6 +29,12 @@ const (
 	patGPT2 = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 	// patDeepSeek is DeepSeek V3's word pattern.
 	patDeepSeek = "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
+	// patO200K is GPT-4o's o200k pattern (also gpt-oss'): words split where
+	// lower case turns to upper, contractions kept with their word.
+	patO200K = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// patTekken is Mistral's Tekken variant: no contractions, one digit
+	// per match.
+	patTekken = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // scannerFor returns the hand-written matcher of a Split regex, or nil.
@@ -46,6 +52,10 @@ func scannerFor(pattern string) matcher {
 		return scanMatcher(scanDeepSeek)
 	case patGPT2:
 		return scanMatcher(scanGPT2)
+	case patO200K:
+		return scanMatcher(func(s string, i int) int { return scanCased(s, i, 3, true) })
+	case patTekken:
+		return scanMatcher(func(s string, i int) int { return scanCased(s, i, 1, false) })
 	}
 	return nil
 }
@@ -80,6 +90,8 @@ const (
 	clP                       // \p{P}
 	clS                       // \p{S}
 	clM                       // \p{M}
+	clUpper                   // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+	clLower                   // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 )
 
 var asciiClass [utf8.RuneSelf]uint8
@@ -98,6 +110,12 @@ func classOfSlow(r rune) uint8 {
 	switch {
 	case unicode.IsLetter(r):
 		c |= clL
+		if !unicode.IsLower(r) {
+			c |= clUpper // Lu, Lt, Lm, Lo
+		}
+		if !unicode.In(r, unicode.Lu, unicode.Lt) {
+			c |= clLower // Ll, Lm, Lo
+		}
 	case unicode.IsNumber(r):
 		c |= clN
 	case unicode.IsPunct(r):
@@ -105,7 +123,7 @@ func classOfSlow(r rune) uint8 {
 	case unicode.IsSymbol(r):
 		c |= clS
 	case unicode.IsMark(r):
-		c |= clM
+		c |= clM | clUpper | clLower
 	}
 	if unicode.IsSpace(r) {
 		c |= clSpace
@@ -382,4 +400,81 @@ func scanGPT2(s string, i int) int {
 		return end
 	}
 	return lastStart
+}
+
+// scanCased matches patO200K (maxDigits 3, contractions) or patTekken
+// (maxDigits 1, none) at i. Its two word alternatives are tried as the
+// regex tries them: each first with the optional leading character taken,
+// then without it.
+func scanCased(s string, i, maxDigits int, contractions bool) int {
+	r0, n0, c0 := charAt(s, i)
+	lead := r0 != '\r' && r0 != '\n' && c0&(clL|clN) == 0 // [^\r\n\p{L}\p{N}]
+	end := -1
+	for _, word := range []func(string, int) int{upperThenLower, upperOnly} {
+		if lead {
+			end = word(s, i+n0)
+		}
+		if end < 0 {
+			end = word(s, i)
+		}
+		if end >= 0 {
+			if contractions && end < len(s) {
+				end = max(end, scanContraction(s, end))
+			}
+			return end
+		}
+	}
+	// \p{N}{1,maxDigits}
+	if c0&clN != 0 {
+		end := i
+		for k := 0; k < maxDigits && end < len(s); k++ {
+			_, n, c := charAt(s, end)
+			if c&clN == 0 {
+				break
+			}
+			end += n
+		}
+		return end
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+	j := i
+	if r0 == ' ' {
+		j = i + 1
+	}
+	if j < len(s) && classAt(s, j)&(clSpace|clL|clN) == 0 {
+		end := runNot(s, j, clSpace|clL|clN)
+		for end < len(s) && (s[end] == '\r' || s[end] == '\n' || s[end] == '/') {
+			end++
+		}
+		return end
+	}
+	return scanSpaces(s, i, c0)
+}
+
+// upperThenLower matches [upper]*[lower]+ at j, or returns -1. The greedy
+// upper run gives back characters until one it gave back is also lower;
+// that one alone then ends the match, since the characters after it in the
+// run are not lower.
+func upperThenLower(s string, j int) int {
+	k := runOf(s, j, clUpper)
+	if classAt(s, k)&clLower != 0 {
+		return runOf(s, k, clLower)
+	}
+	end := -1
+	for p := j; p < k; {
+		_, n, c := charAt(s, p)
+		p += n
+		if c&clLower != 0 {
+			end = p
+		}
+	}
+	return end
+}
+
+// upperOnly matches [upper]+[lower]* at j, or returns -1.
+func upperOnly(s string, j int) int {
+	if classAt(s, j)&clUpper == 0 {
+		return -1
+	}
+	return runOf(s, runOf(s, j, clUpper), clLower)
 }

@@ -28,7 +28,7 @@ import (
 
 // families are the tokenizers fetched by `make tokenizers`
 // (scripts/tokenizers.lock) with goldens in testdata.
-var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3"}
+var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o"}
 
 // familyDir is the directory of a family's tokenizer files. When they are
 // missing the test fails, or is skipped under -short.
@@ -230,7 +230,7 @@ func TestHFDecode(t *testing.T) {
 		"Hello, world!", " hello  world\n\n\tfoo", "日本語 café 😀 👨‍👩‍👧", "<0x41> x", "  two leading spaces",
 		"tabs\tand\nnewlines\r\n", "<|im_start|>user\nhi<|im_end|>",
 	}
-	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"} {
+	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo", "gpt4o"} {
 		tok := sharedTokenizer(t, family)
 		for _, text := range texts {
 			if got := tok.Decode(tok.Encode(nil, text, false)); got != text {
@@ -549,11 +549,14 @@ func TestLoadHFMissing(t *testing.T) {
 // bytes between two of the family's added tokens, one repeated.
 func fuzzPieceSeeds(family string) []string {
 	tags := map[string][2]string{
-		"qwen3":       {"<|im_start|>", "<|im_end|>"},
-		"llama3_1":    {"<|start_header_id|>", "<|eot_id|>"},
-		"llama2":      {"<s>", "</s>"},
-		"gemma3":      {"<start_of_turn>", "<end_of_turn>"},
-		"deepseek_v3": {"<｜User｜>", "<｜Assistant｜>"},
+		"qwen3":        {"<|im_start|>", "<|im_end|>"},
+		"llama3_1":     {"<|start_header_id|>", "<|eot_id|>"},
+		"llama2":       {"<s>", "</s>"},
+		"gemma3":       {"<start_of_turn>", "<end_of_turn>"},
+		"deepseek_v3":  {"<｜User｜>", "<｜Assistant｜>"},
+		"llama3_2":     {"<|start_header_id|>", "<|eot_id|>"},
+		"mistral_nemo": {"[INST]", "[/INST]"},
+		"gpt4o":        {"<|endoftext|>", "<|endofprompt|>"},
 	}[family]
 	long := strings.Repeat("The cat sat on the mat, 42 times. ", 3)
 	return []string{
@@ -588,7 +591,7 @@ func FuzzHFEncode(f *testing.F) {
 }
 
 // scannerPatterns are the Split regexes with a hand-written scanner.
-var scannerPatterns = []string{patCL100K, patQwen, patDigits3, patKanaHan, patDeepSeek, patGPT2}
+var scannerPatterns = []string{patCL100K, patQwen, patDigits3, patKanaHan, patDeepSeek, patGPT2, patO200K, patTekken}
 
 // scanPool holds characters of every class the scanners tell apart, and the
 // sequences that make their alternatives backtrack.
@@ -597,6 +600,10 @@ var scanPool = []string{
 	"1", "42", "٣", "①", "Ⅻ", "½", " ", "  ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\v", "\f",
 	".", ",", "-", "_", "(", ")", "[", "\\", "]", "`", "{", "~", "“", "、", "€", "©", "+", "😀", "\u0301", "\u093e", "\u200d",
 	"\ufeff", "\ue000", "\x00", "\x1b", "\u0378", "\U000e0001", "\U0001d400", "🇺🇸", "\ufffd",
+	// Cased scripts for o200k and Tekken: title case (Lt), modifier letters
+	// (Lm), upper and lower of one pair, and the slash their punctuation
+	// run keeps.
+	"ǅ", "Ǆ", "ǆ", "ʰ", "ー", "Σ", "ς", "ß", "İ", "/", "/\n", "Ab", "aB", "ABc",
 }
 
 func randomScanText(r *rand.Rand) string {
@@ -650,7 +657,7 @@ func TestHFScanners(t *testing.T) {
 // scanners: a pattern edited in a new tokenizer.json falls back to regexp2,
 // correct but slower.
 func TestHFScannersUsed(t *testing.T) {
-	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3"} {
+	for _, family := range []string{"qwen3", "llama3_1", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o"} {
 		tok := sharedTokenizer(t, family)
 		for i, pt := range tok.pre {
 			if sp, ok := pt.(*splitPre); ok {
