@@ -25,7 +25,7 @@ import (
 
 // chatFamilies have chat templates and goldens in testdata, written by
 // scripts/goldens/chat_goldens.py; llama2 there holds completion requests.
-var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3"}
+var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo"}
 
 // chatHF loads a family's tokenizer for the chat tests, once for all of
 // them, or skips the test when its files have not been fetched.
@@ -266,7 +266,7 @@ func TestDetectContentFormat(t *testing.T) {
 	}
 	// The real templates, read without loading their tokenizers (four
 	// loads take most of a minute under the race detector).
-	for fam, want := range map[string]string{"qwen3": FormatString, "llama3_1": FormatString, "deepseek_v3": FormatString, "gemma3": FormatOpenAI} {
+	for fam, want := range map[string]string{"qwen3": FormatString, "llama3_1": FormatString, "deepseek_v3": FormatString, "gemma3": FormatOpenAI, "llama3_2": FormatString, "mistral_nemo": FormatString} {
 		cc, err := hf.LoadChatConfig(familyDir(fam))
 		if err != nil {
 			t.Fatal(err)
