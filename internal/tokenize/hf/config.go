@@ -303,10 +303,12 @@ func (c *config) overridePostProcessor(t *Tokenizer) error {
 }
 
 // ChatConfig is what chat templates read of a model's
-// tokenizer_config.json.
+// tokenizer_config.json, and of the chat template files beside it.
 type ChatConfig struct {
 	// Template is chat_template as written: a string, a list of
-	// {"name", "template"} objects, or nil when absent.
+	// {"name", "template"} objects, or nil when absent. Template files
+	// (chat_template.jinja, additional_chat_templates/NAME.jinja) take its
+	// place, as in transformers.
 	Template json.RawMessage
 	// SpecialTokens are the special tokens as transformers'
 	// special_tokens_map has them: each attribute (bos_token …) whose
@@ -324,18 +326,24 @@ type SpecialToken struct{ Attr, Content string }
 // modify them.
 func (t *Tokenizer) ChatConfig() ChatConfig { return t.chat }
 
-// LoadChatConfig reads dir/tokenizer_config.json for its ChatConfig alone,
-// without loading the tokenizer; nil when the file is absent. Its errors
-// are Load's for the same file.
+// LoadChatConfig reads dir/tokenizer_config.json and the chat template
+// files beside it for the ChatConfig alone, without loading the tokenizer;
+// nil when there are none of them. Its errors are Load's for the same files.
 func LoadChatConfig(dir string) (*ChatConfig, error) {
 	cfg, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	if cfg == nil {
+	var cc ChatConfig
+	if cfg != nil {
+		cc = cfg.chatConfig()
+	}
+	if err := withTemplateFiles(&cc, dir); err != nil {
+		return nil, err
+	}
+	if cfg == nil && cc.Template == nil {
 		return nil, nil
 	}
-	cc := cfg.chatConfig()
 	return &cc, nil
 }
 

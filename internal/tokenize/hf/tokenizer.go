@@ -82,6 +82,9 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
 	}
+	if err := withTemplateFiles(&t.chat, dir); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
