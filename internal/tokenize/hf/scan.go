@@ -252,45 +252,51 @@ func scanCL100K(s string, i, maxDigits int) int {
 	}
 	// \p{N}{1,maxDigits}
 	if c0&clN != 0 {
-		end := i
-		for k := 0; k < maxDigits && end < len(s); k++ {
-			_, n, c := charAt(s, end)
-			if c&clN == 0 {
-				break
-			}
-			end += n
-		}
-		return end
+		return numberRun(s, i, maxDigits)
 	}
 	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-	j := i
-	if r0 == ' ' {
-		j = i + 1
-	}
-	if j < len(s) && classAt(s, j)&(clSpace|clL|clN) == 0 {
-		end := runNot(s, j, clSpace|clL|clN)
-		for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
-			end++
-		}
+	if end := symbolRun(s, i, r0, false); end > 0 {
 		return end
 	}
 	return scanSpaces(s, i, c0)
 }
 
-// scanDigits3 matches \p{N}{1,3} at i.
-func scanDigits3(s string, i int) int {
+// numberRun returns the end of the run of at most maxDigits numbers at i.
+func numberRun(s string, i, maxDigits int) int {
 	end := i
-	for k := 0; k < 3 && end < len(s); k++ {
+	for k := 0; k < maxDigits && end < len(s); k++ {
 		_, n, c := charAt(s, end)
 		if c&clN == 0 {
 			break
 		}
 		end += n
 	}
-	if end == i {
+	return end
+}
+
+// symbolRun matches ' ?[^\s\p{L}\p{N}]+[\r\n]*' at i, whose character is
+// r0, or -1; with slash, the closing run is [\r\n/]*.
+func symbolRun(s string, i int, r0 rune, slash bool) int {
+	j := i
+	if r0 == ' ' {
+		j = i + 1
+	}
+	if j >= len(s) || classAt(s, j)&(clSpace|clL|clN) != 0 {
 		return -1
 	}
+	end := runNot(s, j, clSpace|clL|clN)
+	for end < len(s) && (s[end] == '\r' || s[end] == '\n' || slash && s[end] == '/') {
+		end++
+	}
 	return end
+}
+
+// scanDigits3 matches \p{N}{1,3} at i.
+func scanDigits3(s string, i int) int {
+	if end := numberRun(s, i, 3); end > i {
+		return end
+	}
+	return -1
 }
 
 func isKanaHan(r rune) bool {
@@ -426,26 +432,10 @@ func scanCased(s string, i, maxDigits int, contractions bool) int {
 	}
 	// \p{N}{1,maxDigits}
 	if c0&clN != 0 {
-		end := i
-		for k := 0; k < maxDigits && end < len(s); k++ {
-			_, n, c := charAt(s, end)
-			if c&clN == 0 {
-				break
-			}
-			end += n
-		}
-		return end
+		return numberRun(s, i, maxDigits)
 	}
 	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
-	j := i
-	if r0 == ' ' {
-		j = i + 1
-	}
-	if j < len(s) && classAt(s, j)&(clSpace|clL|clN) == 0 {
-		end := runNot(s, j, clSpace|clL|clN)
-		for end < len(s) && (s[end] == '\r' || s[end] == '\n' || s[end] == '/') {
-			end++
-		}
+	if end := symbolRun(s, i, r0, true); end > 0 {
 		return end
 	}
 	return scanSpaces(s, i, c0)
