@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,7 @@ type compiledTemplate struct {
 }
 
 func compileTemplate(src string) *compiledTemplate {
+	src = jinjaSource(src)
 	t, err := jinja.Compile(src)
 	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim")}
 	if err != nil {
@@ -108,6 +110,17 @@ func compileTemplate(src string) *compiledTemplate {
 		}
 	}
 	return ct
+}
+
+// jinjaSource is src as Jinja2's lexer reads it with transformers' settings
+// (keep_trailing_newline off): every line break ("\r\n", "\r" or "\n")
+// becomes "\n", and one line break at the very end is dropped.
+func jinjaSource(src string) string {
+	if strings.Contains(src, "\r") {
+		src = strings.ReplaceAll(src, "\r\n", "\n")
+		src = strings.ReplaceAll(src, "\r", "\n")
+	}
+	return strings.TrimSuffix(src, "\n")
 }
 
 // New returns a renderer for tok's chat template (from

@@ -438,6 +438,28 @@ func TestChatTemplateFunctions(t *testing.T) {
 	}
 }
 
+// TestChatTemplateLineBreaks: a template's source is read as Jinja2 reads
+// it under transformers (keep_trailing_newline off): line breaks of any
+// kind become "\n", string literals included, and one final line break is
+// dropped. The wants are what Jinja2 3.1.6 renders.
+func TestChatTemplateLineBreaks(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"x"}]}`
+	for _, tt := range []struct{ tmpl, want string }{
+		{"{{ 'a' }} \n", "a "},
+		{"{{ 'a' }}\n\n", "a\n"},
+		{"x\r\ny\r\n", "x\ny"},
+		{"x\ry", "x\ny"},
+		{"{{ 'a\r\nb' }}", "a\nb"},
+		{"{% if true %}\nx\n{% endif %}\n", "x\n"},
+		{"x\r\n\r\n", "x\n"},
+		{"\n", ""},
+	} {
+		if got, err := renderWith(t, tt.tmpl, Options{}, body); err != nil || got != tt.want {
+			t.Errorf("template %q: Render = %q, %v; want %q", tt.tmpl, got, err, tt.want)
+		}
+	}
+}
+
 func TestChatNamedTemplates(t *testing.T) {
 	named := `[{"name":"default","template":"D"},{"name":"tool_use","template":"T"}]`
 	cfg := hf.ChatConfig{Template: json.RawMessage(named)}
