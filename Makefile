@@ -11,6 +11,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize/simtok:FuzzSimEncode \
 	./internal/tokenize/hf:FuzzHFEncode \
 	./internal/tokenize/hf:FuzzHFScanners \
+	./internal/tokenize/hf:FuzzLoadTokenizer \
 	./internal/tokenize/chattemplate:FuzzChatRender \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \

@@ -464,7 +464,7 @@ const tinyTokenizer = `{"version":"1.0","truncation":null,"padding":null,"added_
 "vocab":{"a":0,"b":1,"ab":2,"c":3},"merges":["a b"]}}`
 
 // withComponent returns tinyTokenizer with one top-level key replaced.
-func withComponent(t *testing.T, key, value string) []byte {
+func withComponent(t testing.TB, key, value string) []byte {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(tinyTokenizer), &m); err != nil {
