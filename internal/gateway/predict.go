@@ -208,16 +208,22 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 	work := func(stop *atomic.Bool) { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, stop) }
 	var pred *prediction
 	result := tokSlow // unless it is done in time, or the queue is full
+	var err error
 	if len(ex.body) <= inlineBytes {
-		work(nil)
-		pred, result = done.pred, done.result
+		err = tokenize.Run(work, nil)
 	} else {
-		switch err := g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work); {
-		case err == nil:
-			pred, result = done.pred, done.result
-		case errors.Is(err, tokenize.ErrBusy):
-			result = tokBusy
-		}
+		err = g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work)
+	}
+	switch {
+	case err == nil:
+		pred, result = done.pred, done.result
+	case errors.Is(err, tokenize.ErrBusy):
+		result = tokBusy
+	case errors.Is(err, tokenize.ErrPanicked):
+		// A defect of ours or of the template engine: the request still
+		// routes, and the operator hears of it.
+		result = tokUnavailable
+		g.log.Error("tokenizing a request failed; routed without a prediction", "model", ex.model, "request_id", ex.id, "error", err)
 	}
 	ex.tokenized = result
 	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -13,12 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
@@ -502,5 +505,51 @@ func TestTokResult(t *testing.T) {
 		if got := tokResult(tc.err); got != tc.want {
 			t.Errorf("tokResult(%v) = %q, want %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// panickyTokenizer is a tokenizer with a defect: it panics on every prompt.
+type panickyTokenizer struct{}
+
+func (panickyTokenizer) PromptIDs(*tokenize.Prompt, *atomic.Bool) ([]int, error) {
+	panic("tokenizer defect")
+}
+
+func (panickyTokenizer) CacheStats() (hits, misses uint64) { return 0, 0 }
+
+// TestPredictSurvivesTokenizerPanic: a tokenizer (or chat template engine)
+// that panics on a request costs that request its prediction, inline or on
+// the one pool worker, and says so in the log; the worker lives on.
+func TestPredictSurvivesTokenizerPanic(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim"}}
+	cfg.Replicas = []config.Replica{{ID: "r0", URL: "http://127.0.0.1:1", Models: []string{testModel}}}
+	cfg.Tokenizer.Workers = 1
+	cfg.Tokenizer.MaxWait = config.Duration(10 * time.Second)
+	logs := &syncbuf.Buffer{}
+	g, err := New(&cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	mt := g.tokenizers[testModel]
+	real := mt.tok
+	small := fmt.Sprintf(`{"model":%q,"prompt":"hello","max_tokens":1}`, testModel)
+	large := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1}`, testModel, strings.Repeat("word ", 1000)) // past inlineBytes
+	mt.tok = panickyTokenizer{}
+	for _, body := range []string{small, large, large} {
+		if pred := g.predict(&exchange{model: testModel, body: []byte(body)}, false); pred != nil {
+			t.Fatalf("a prediction from a panicking tokenizer: %+v", pred)
+		}
+	}
+	if got := counterValue(t, &running{g: g}, "inferrail_tokenized_requests_total", "model", testModel, "result", tokUnavailable); got != 3 {
+		t.Errorf("%v requests counted unavailable, want 3", got)
+	}
+	if n := strings.Count(logs.String(), "tokenizing a request failed"); n != 3 || !strings.Contains(logs.String(), "tokenizer defect") {
+		t.Errorf("%d error lines, want 3 naming the panic:\n%s", n, logs.String())
+	}
+	mt.tok = real
+	if pred := g.predict(&exchange{model: testModel, body: []byte(large)}, false); pred == nil || pred.tokens == 0 {
+		t.Errorf("after the panics, the pool's worker gave no prediction: %+v", pred)
 	}
 }

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +12,24 @@ import (
 var (
 	ErrBusy = errors.New("tokenize: every worker busy and the queue full")
 	ErrSlow = errors.New("tokenize: no result within the wait allowed")
+	// ErrPanicked wraps a job's panic (see Run); what the job wrote must
+	// not be read.
+	ErrPanicked = errors.New("tokenize: the job panicked")
 )
+
+// Run runs fn with stop and turns a panic into an error wrapping
+// ErrPanicked: a request the tokenizer or a model's chat template cannot
+// handle then costs its prediction, not the process (a panic on a pool
+// worker would end it).
+func Run(fn func(stop *atomic.Bool), stop *atomic.Bool) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, v)
+		}
+	}()
+	fn(stop)
+	return nil
+}
 
 // Pool runs tokenization on a fixed set of goroutines behind a bounded
 // queue, so large prompts never take more CPU than the workers and a burst
@@ -28,6 +46,7 @@ type poolJob struct {
 	fn        func(stop *atomic.Bool)
 	done      chan struct{}
 	abandoned atomic.Bool // the caller gave up: skip it if not started, stop it if running
+	err       error       // Run's, read after done
 }
 
 // NewPool starts workers goroutines with room for queue waiting jobs.
@@ -42,15 +61,15 @@ func NewPool(workers, queue int) *Pool {
 func (p *Pool) work() {
 	for j := range p.jobs {
 		if !j.abandoned.Load() {
-			j.fn(&j.abandoned)
+			j.err = Run(j.fn, &j.abandoned)
 		}
 		close(j.done)
 	}
 }
 
 // Do runs fn on a worker and waits at most maxWait, queueing included. It
-// returns ErrBusy at once when the queue is full and ErrSlow when the wait
-// ran out; fn then may still run, or be skipped if it had not started, so it
+// returns ErrBusy at once when the queue is full, ErrSlow when the wait
+// ran out and an error wrapping ErrPanicked when fn panicked; fn then may still run, or be skipped if it had not started, so it
 // must only write what the caller reads after a nil error. fn is given stop,
 // set once the caller gave up: a long fn should look at it now and then and
 // return early, so that a worker does not spend seconds on an answer nobody
@@ -73,7 +92,7 @@ func (p *Pool) Do(maxWait time.Duration, fn func(stop *atomic.Bool)) error {
 	defer t.Stop()
 	select {
 	case <-j.done:
-		return nil
+		return j.err
 	case <-t.C:
 		j.abandoned.Store(true)
 		return ErrSlow

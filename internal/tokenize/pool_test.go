@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,5 +96,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached in 10 s")
 		}
+	}
+}
+
+// TestPoolPanic: a job that panics makes Do return ErrPanicked, and the
+// worker lives on for the next job; Run does the same inline.
+func TestPoolPanic(t *testing.T) {
+	p := NewPool(1, 1)
+	defer p.Close()
+	for range 2 { // the one worker survives the first
+		err := p.Do(10*time.Second, func(*atomic.Bool) { panic("template engine defect") })
+		if !errors.Is(err, ErrPanicked) || !strings.Contains(err.Error(), "template engine defect") {
+			t.Fatalf("Do of a panicking job = %v, want ErrPanicked with its value", err)
+		}
+	}
+	var ran bool
+	if err := p.Do(10*time.Second, func(*atomic.Bool) { ran = true }); err != nil || !ran {
+		t.Fatalf("after a panic: Do = %v, ran %v", err, ran)
+	}
+	var nilMap map[string]int
+	if err := Run(func(*atomic.Bool) { nilMap["x"] = 1 }, nil); !errors.Is(err, ErrPanicked) {
+		t.Errorf("Run of a panicking job = %v, want ErrPanicked", err)
+	}
+	if err := Run(func(*atomic.Bool) {}, nil); err != nil {
+		t.Errorf("Run = %v", err)
 	}
 }
