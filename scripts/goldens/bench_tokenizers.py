@@ -28,7 +28,7 @@ import tokenizers  # noqa: E402
 
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
-FAMILIES = ["qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o"]
+FAMILIES = ["qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o", "command_r_plus"]
 GO_ENV = dict(os.environ, GOTOOLCHAIN="go1.27.3")
 
 

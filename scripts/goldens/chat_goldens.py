@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write the chat-template goldens of the Go chat renderer.
 
-For Qwen3, Llama 3.1 and 3.2 (whose template reassigns messages from itself), DeepSeek V3, Gemma 3
-and Mistral Nemo this builds a few hundred chat completion requests (hand-written edge cases, then seeded random ones), prepares each the way vLLM
+For Qwen3, Llama 3.1 and 3.2 (whose template reassigns messages from itself), DeepSeek V3, Gemma 3,
+Mistral Nemo and Command R+ (three named templates: default, tool_use, rag) this builds a few hundred chat completion requests (hand-written edge cases, then seeded random ones), prepares each the way vLLM
 prepares a chat request, and writes internal/tokenize/chattemplate/testdata/<family>.jsonl.gz.
 Llama 2 has no chat template: its file holds completion requests, with and without
 add_special_tokens.
@@ -58,7 +58,7 @@ from transformers.utils import chat_template_utils  # noqa: E402
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
 OUT = os.path.join(ROOT, "internal", "tokenize", "chattemplate", "testdata")
-CHAT_FAMILIES = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo"]
+CHAT_FAMILIES = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo", "command_r_plus"]
 
 
 class RequestError(Exception):
@@ -319,6 +319,8 @@ SPECIALS = {
     "gemma3": ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<pad>"],
     "llama3_2": ["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|python_tag|>"],
     "mistral_nemo": ["<s>", "</s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[TOOL_RESULTS]"],
+    "command_r_plus": ["<BOS_TOKEN>", "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>",
+                       "<|CHATBOT_TOKEN|>", "<|SYSTEM_TOKEN|>"],
 }
 ARGS = ['{"city": "Paris", "days": 3}', '{"x": 1.0, "y": 1, "z": -0.5, "big": 12345678901234}',
         '{"b": 2, "a": 1, "nested": {"z": [1, 2.50, {"k": null}], "a": true}}', '{"e": 1e5, "f": 1E-3}',

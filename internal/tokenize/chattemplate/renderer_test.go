@@ -25,7 +25,7 @@ import (
 
 // chatFamilies have chat templates and goldens in testdata, written by
 // scripts/goldens/chat_goldens.py; llama2 there holds completion requests.
-var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo"}
+var chatFamilies = []string{"qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo", "command_r_plus"}
 
 // chatHF loads a family's tokenizer for the chat tests, once for all of
 // them, or skips the test when its files have not been fetched.

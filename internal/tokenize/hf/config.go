@@ -97,6 +97,11 @@ var tokenizerClasses = map[string]tokenizerClass{
 		defaults: map[string]string{"unk_token": endOfText, "bos_token": endOfText, "eos_token": endOfText},
 		template: true,
 	},
+	// Command R and Aya.
+	"CohereTokenizer": {
+		defaults: map[string]string{"unk_token": "<UNK>", "bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
+		template: true, addBOS: true,
+	},
 }
 
 func readConfig(path string) (*config, error) {
@@ -134,6 +139,9 @@ func parseConfig(data []byte) (*config, error) {
 	}
 	if cfg.AddPrefixSpace != nil && name == "LlamaTokenizer" {
 		return nil, fmt.Errorf("add_prefix_space with %s: %w (transformers then converts the slow tokenizer)", cfg.TokenizerClass, ErrUnsupported)
+	}
+	if cfg.AddPrefixSpace != nil && *cfg.AddPrefixSpace && name == "CohereTokenizer" {
+		return nil, fmt.Errorf("add_prefix_space with %s: %w (transformers then rewrites the nested pre-tokenizer)", cfg.TokenizerClass, ErrUnsupported)
 	}
 	cfg.specials = map[string]*configToken{}
 	for _, k := range specialAttrs {

@@ -383,6 +383,12 @@ func newPostProcessor(path string, raw json.RawMessage) (prefix, suffix []int, e
 				IDs    []int    `json:"ids"`
 				Tokens []string `json:"tokens"`
 			} `json:"special_tokens"`
+			// ByteLevel's options, left beside the template in some files
+			// (Command R's); they do nothing here, and tokenizers ignores
+			// them too.
+			AddPrefixSpace *bool `json:"add_prefix_space"`
+			TrimOffsets    *bool `json:"trim_offsets"`
+			UseRegex       *bool `json:"use_regex"`
 		}
 		if err := strictUnmarshal(raw, &c); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", path, err)

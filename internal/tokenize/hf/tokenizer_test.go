@@ -28,7 +28,7 @@ import (
 
 // families are the tokenizers fetched by `make tokenizers`
 // (scripts/tokenizers.lock) with goldens in testdata.
-var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o"}
+var families = []string{"qwen3", "llama3_1", "llama2", "gemma3", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o", "command_r_plus"}
 
 // familyDir is the directory of a family's tokenizer files. When they are
 // missing the test fails, or is skipped under -short.
@@ -397,7 +397,7 @@ func TestHFConfigs(t *testing.T) {
 func TestLoadHFRefusesConfig(t *testing.T) {
 	for _, cfg := range []string{
 		`{"tokenizer_class": "CodeLlamaTokenizerFast"}`,
-		`{"tokenizer_class": "CohereTokenizerFast"}`,
+		`{"tokenizer_class": "CohereTokenizerFast", "add_prefix_space": true}`,
 		`{"tokenizer_class": "LlamaTokenizerFast", "add_prefix_space": true}`,
 		`{"tokenizer_class": "PreTrainedTokenizerFast", "from_slow": true}`,
 		`{"tokenizer_class": "BertTokenizerFast"}`,
@@ -549,14 +549,15 @@ func TestLoadHFMissing(t *testing.T) {
 // bytes between two of the family's added tokens, one repeated.
 func fuzzPieceSeeds(family string) []string {
 	tags := map[string][2]string{
-		"qwen3":        {"<|im_start|>", "<|im_end|>"},
-		"llama3_1":     {"<|start_header_id|>", "<|eot_id|>"},
-		"llama2":       {"<s>", "</s>"},
-		"gemma3":       {"<start_of_turn>", "<end_of_turn>"},
-		"deepseek_v3":  {"<｜User｜>", "<｜Assistant｜>"},
-		"llama3_2":     {"<|start_header_id|>", "<|eot_id|>"},
-		"mistral_nemo": {"[INST]", "[/INST]"},
-		"gpt4o":        {"<|endoftext|>", "<|endofprompt|>"},
+		"qwen3":          {"<|im_start|>", "<|im_end|>"},
+		"llama3_1":       {"<|start_header_id|>", "<|eot_id|>"},
+		"llama2":         {"<s>", "</s>"},
+		"gemma3":         {"<start_of_turn>", "<end_of_turn>"},
+		"deepseek_v3":    {"<｜User｜>", "<｜Assistant｜>"},
+		"llama3_2":       {"<|start_header_id|>", "<|eot_id|>"},
+		"mistral_nemo":   {"[INST]", "[/INST]"},
+		"gpt4o":          {"<|endoftext|>", "<|endofprompt|>"},
+		"command_r_plus": {"<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>"},
 	}[family]
 	long := strings.Repeat("The cat sat on the mat, 42 times. ", 3)
 	return []string{

@@ -69,8 +69,8 @@ func (fs *Families[T]) get(t *testing.T, name string) *family[T] {
 
 // roundTrips reports whether the family's Decode gives back s from its
 // encoding without special tokens. The byte-level families (Qwen3, Llama
-// 3.1 and 3.2, DeepSeek V3, Mistral Nemo, GPT-4o) keep every valid UTF-8
-// text, Qwen3 once NFC normalized.
+// 3.1 and 3.2, DeepSeek V3, Mistral Nemo, GPT-4o, Command R+) keep every
+// valid UTF-8 text, Qwen3 and Command R+ once NFC normalized.
 // Gemma 3 and Llama 2 write spaces as "▁" and decode every "▁" as a space,
 // so a "▁" of the text comes back as a space. Llama 2 also prepends "▁" to
 // each stretch of text between added tokens, and its decoder strips only
@@ -80,7 +80,7 @@ func (f *family[T]) roundTrips(s string) bool {
 		return false // encoded as if each invalid byte were U+FFFD
 	}
 	switch f.name {
-	case "qwen3":
+	case "qwen3", "command_r_plus":
 		return norm.NFC.IsNormalString(s)
 	case "llama3_1", "deepseek_v3", "llama3_2", "mistral_nemo", "gpt4o":
 		return true
