@@ -61,6 +61,7 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 		raised = errors.New(msg)
 		return jinja.Undefined(), raised
 	})
+	vars["format"] = jinja.NewCallable("format", formatFilter) // a filter the engine lacks, looked up here
 	vars["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		if len(args) != 1 || !args[0].IsString() {
 			return jinja.Undefined(), errors.New("strftime_now takes one format string")
@@ -92,10 +93,14 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 	return pyRStrip(out[:loc]), nil
 }
 
-// pyStr is Python's str() of a template value.
+// pyStr is Python's str() of a template value (Jinja2's Undefined prints
+// as nothing).
 func pyStr(v jinja.Value) string {
-	if v.IsString() {
+	switch {
+	case v.IsString():
 		return v.AsString()
+	case v.IsUndefined():
+		return ""
 	}
 	return v.String()
 }

@@ -1,0 +1,370 @@
+package chattemplate
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// formatFilter is Jinja2's format filter, which the template engine lacks:
+// value % args, or value % kwargs, with Python's printf-style formatting
+// (vLLM's pythonic tool templates print arguments with "%s" | format(v)).
+func formatFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), errors.New("format: no string to format")
+	}
+	if len(args) > 1 && len(kwargs) > 0 {
+		return jinja.Undefined(), errors.New("format: can't handle positional and keyword arguments at the same time")
+	}
+	named := jinja.Undefined()
+	if len(kwargs) > 0 {
+		named = jinja.NewDict()
+		for _, k := range slices.Sorted(maps.Keys(kwargs)) { // the engine does not keep their order
+			named.AsDict().Set(k, kwargs[k])
+		}
+	}
+	s, err := pyPercent(pyStr(args[0]), args[1:], named)
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	return jinja.NewString(s), nil
+}
+
+// pyPercent is Python's format % args (format % named when named is a
+// dict): conversions s r a d i u f F e E g G x X o c and %%, each with a
+// mapping key, flags, width and precision ("*" taking them from args).
+// Its errors are Python's TypeError and ValueError messages.
+func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, error) {
+	var b strings.Builder
+	next := 0
+	take := func() (jinja.Value, error) {
+		if next >= len(args) {
+			return jinja.Value{}, errors.New("not enough arguments for format string")
+		}
+		next++
+		return args[next-1], nil
+	}
+	for i := 0; i < len(format); {
+		if format[i] != '%' {
+			j := strings.IndexByte(format[i:], '%')
+			if j < 0 {
+				j = len(format) - i
+			}
+			b.WriteString(format[i : i+j])
+			i += j
+			continue
+		}
+		i++
+		var arg jinja.Value
+		keyed := false
+		if i < len(format) && format[i] == '(' {
+			depth, j := 1, i+1
+			for ; j < len(format) && depth > 0; j++ {
+				switch format[j] {
+				case '(':
+					depth++
+				case ')':
+					depth--
+				}
+			}
+			if depth > 0 {
+				return "", errors.New("incomplete format key")
+			}
+			if !named.IsDict() {
+				return "", errors.New("format requires a mapping")
+			}
+			key := format[i+1 : j-1]
+			v, ok := named.AsDict().Get(key)
+			if !ok {
+				return "", fmt.Errorf("KeyError: %q", key)
+			}
+			arg, keyed, i = v, true, j
+		}
+		var spec pySpec
+		for ; i < len(format) && strings.IndexByte("-+ #0", format[i]) >= 0; i++ {
+			spec.flags += format[i : i+1]
+		}
+		var err error
+		if spec.width, i, err = pyCount(format, i, take); err != nil {
+			return "", err
+		}
+		spec.prec = -1
+		if i < len(format) && format[i] == '.' {
+			if spec.prec, i, err = pyCount(format, i+1, take); err != nil {
+				return "", err
+			}
+			spec.prec = max(spec.prec, 0)
+		}
+		for i < len(format) && strings.IndexByte("hlL", format[i]) >= 0 {
+			i++
+		}
+		if i >= len(format) {
+			return "", errors.New("incomplete format")
+		}
+		verb := format[i]
+		i++
+		if verb == '%' {
+			b.WriteByte('%')
+			continue
+		}
+		switch {
+		case keyed:
+		case named.IsDict():
+			arg = named // the mapping itself, as Python formats it
+		default:
+			if arg, err = take(); err != nil {
+				return "", err
+			}
+		}
+		s, err := spec.convert(verb, arg, i-1)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	if !named.IsDict() && next < len(args) {
+		return "", errors.New("not all arguments converted during string formatting")
+	}
+	return b.String(), nil
+}
+
+// pyCount reads a width or precision at format[i]: digits, "*" (taking
+// an integer argument), or nothing (-1 for a width, 0 for a precision).
+func pyCount(format string, i int, take func() (jinja.Value, error)) (int, int, error) {
+	if i < len(format) && format[i] == '*' {
+		v, err := take()
+		if err != nil {
+			return 0, i, err
+		}
+		if !v.IsInt() {
+			return 0, i, errors.New("* wants int")
+		}
+		return int(v.AsInt()), i + 1, nil
+	}
+	j := i
+	for j < len(format) && format[j] >= '0' && format[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return -1, i, nil
+	}
+	n, err := strconv.Atoi(format[i:j])
+	if err != nil || n > 1<<20 {
+		return 0, j, errors.New("width too big")
+	}
+	return n, j, nil
+}
+
+// pySpec is one conversion's flags, width and precision (-1: none).
+type pySpec struct {
+	flags       string
+	width, prec int
+}
+
+// goFormat is the fmt verb of the spec with the given flags and verb.
+func (sp pySpec) goFormat(flags string, verb byte) string {
+	f := "%" + flags
+	if sp.width >= 0 {
+		f += strconv.Itoa(sp.width)
+	}
+	if sp.prec >= 0 {
+		f += "." + strconv.Itoa(sp.prec)
+	}
+	return f + string(verb)
+}
+
+// convert formats arg by verb, found at index at of the format (for
+// Python's message about an unknown one).
+func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
+	switch verb {
+	case 's', 'r', 'a':
+		s := pyStr(arg)
+		if verb != 's' {
+			s = pyRepr(arg, verb == 'a')
+		}
+		// Strings ignore "0", "+", " " and "#".
+		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-"), 's'), s), nil
+	case 'd', 'i', 'u':
+		var n int64
+		switch {
+		case arg.IsBool() && arg.AsBool():
+			n = 1
+		case arg.IsBool():
+		case arg.IsInt():
+			n = arg.AsInt()
+		case arg.IsFloat() && !math.IsNaN(arg.AsFloat()) && !math.IsInf(arg.AsFloat(), 0):
+			n = int64(arg.AsFloat())
+		default:
+			return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, pyType(arg))
+		}
+		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-+ 0"), 'd'), n), nil
+	case 'x', 'X', 'o':
+		var n int64
+		switch {
+		case arg.IsBool() && arg.AsBool():
+			n = 1
+		case arg.IsBool():
+		case arg.IsInt():
+			n = arg.AsInt()
+		default:
+			return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, pyType(arg))
+		}
+		return sp.based(n, verb), nil
+	case 'f', 'F', 'e', 'E', 'g', 'G':
+		var f float64
+		switch {
+		case arg.IsFloat():
+			f = arg.AsFloat()
+		case arg.IsInt():
+			f = float64(arg.AsInt())
+		case arg.IsBool() && arg.AsBool():
+			f = 1
+		case arg.IsBool():
+		default:
+			return "", fmt.Errorf("must be real number, not %s", pyType(arg))
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			s := "inf"
+			switch {
+			case math.IsNaN(f):
+				s = "nan"
+			case f < 0:
+				s = "-inf"
+			}
+			if f >= 0 || math.IsNaN(f) {
+				switch {
+				case strings.Contains(sp.flags, "+"):
+					s = "+" + s
+				case strings.Contains(sp.flags, " "):
+					s = " " + s
+				}
+			}
+			if verb == 'F' || verb == 'E' || verb == 'G' {
+				s = strings.ToUpper(s)
+			}
+			return fmt.Sprintf(pySpec{width: sp.width, prec: -1}.goFormat(keep(sp.flags, "-"), 's'), s), nil
+		}
+		if sp.prec < 0 {
+			sp.prec = 6
+		}
+		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-+ 0#"), verb), f), nil
+	case 'c':
+		var s string
+		switch {
+		case arg.IsInt() && arg.AsInt() >= 0 && arg.AsInt() <= utf8.MaxRune:
+			s = string(rune(arg.AsInt()))
+		case arg.IsInt():
+			return "", errors.New("%c arg not in range(0x110000)")
+		case arg.IsString() && utf8.RuneCountInString(arg.AsString()) == 1:
+			s = arg.AsString()
+		default:
+			return "", errors.New("%c requires an int or a unicode character")
+		}
+		return fmt.Sprintf(pySpec{width: sp.width, prec: -1}.goFormat(keep(sp.flags, "-"), 's'), s), nil
+	}
+	return "", fmt.Errorf("unsupported format character '%c' (0x%x) at index %d", verb, verb, at)
+}
+
+// based formats n in hexadecimal (x, X) or octal (o) as Python does: the
+// "#" prefix (0x, 0X, 0o) counts in the width, and zeros go after it.
+func (sp pySpec) based(n int64, verb byte) string {
+	base, prefix := 16, "0x"
+	switch verb {
+	case 'X':
+		prefix = "0X"
+	case 'o':
+		base, prefix = 8, "0o"
+	}
+	if !strings.Contains(sp.flags, "#") {
+		prefix = ""
+	}
+	digits := strconv.FormatUint(uint64(n), base)
+	sign := ""
+	switch {
+	case n < 0:
+		digits, sign = strconv.FormatUint(-uint64(n), base), "-"
+	case strings.Contains(sp.flags, "+"):
+		sign = "+"
+	case strings.Contains(sp.flags, " "):
+		sign = " "
+	}
+	if verb == 'X' {
+		digits = strings.ToUpper(digits)
+	}
+	if sp.prec > len(digits) {
+		digits = strings.Repeat("0", sp.prec-len(digits)) + digits
+	}
+	pad := sp.width - len(sign) - len(prefix) - len(digits)
+	switch {
+	case pad <= 0:
+		return sign + prefix + digits
+	case strings.Contains(sp.flags, "-"):
+		return sign + prefix + digits + strings.Repeat(" ", pad)
+	case strings.Contains(sp.flags, "0"):
+		return sign + prefix + strings.Repeat("0", pad) + digits
+	}
+	return strings.Repeat(" ", pad) + sign + prefix + digits
+}
+
+// keep is the flags among allowed.
+func keep(flags, allowed string) string {
+	var b strings.Builder
+	for i := range len(flags) {
+		if strings.IndexByte(allowed, flags[i]) >= 0 {
+			b.WriteByte(flags[i])
+		}
+	}
+	return b.String()
+}
+
+// pyRepr is Python's repr() of a value (ascii() with ascii): the
+// engine's own repr, which it prints list items with.
+func pyRepr(v jinja.Value, ascii bool) string {
+	s := jinja.NewList([]jinja.Value{v}).String()
+	s = s[1 : len(s)-1] // "[item]"
+	if !ascii {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r <= 0xff:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	return b.String()
+}
+
+// pyType is the Python type name of a value, for error messages.
+func pyType(v jinja.Value) string {
+	switch {
+	case v.IsString():
+		return "str"
+	case v.IsFloat():
+		return "float"
+	case v.IsInt():
+		return "int"
+	case v.IsBool():
+		return "bool"
+	case v.IsList():
+		return "list"
+	case v.IsDict():
+		return "dict"
+	case v.IsNone():
+		return "NoneType"
+	}
+	return "Undefined"
+}
