@@ -192,42 +192,27 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 		// Strings ignore "0", "+", " " and "#".
 		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-"), 's'), s), nil
 	case 'd', 'i', 'u':
-		var n int64
-		switch {
-		case arg.IsBool() && arg.AsBool():
-			n = 1
-		case arg.IsBool():
-		case arg.IsInt():
-			n = arg.AsInt()
-		case arg.IsFloat() && !math.IsNaN(arg.AsFloat()) && !math.IsInf(arg.AsFloat(), 0):
-			n = int64(arg.AsFloat())
-		default:
+		n, ok := pyInt(arg)
+		if !ok && arg.IsFloat() && !math.IsNaN(arg.AsFloat()) && !math.IsInf(arg.AsFloat(), 0) {
+			n, ok = int64(arg.AsFloat()), true // int() truncates
+		}
+		if !ok {
 			return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, pyType(arg))
 		}
 		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-+ 0"), 'd'), n), nil
 	case 'x', 'X', 'o':
-		var n int64
-		switch {
-		case arg.IsBool() && arg.AsBool():
-			n = 1
-		case arg.IsBool():
-		case arg.IsInt():
-			n = arg.AsInt()
-		default:
+		n, ok := pyInt(arg)
+		if !ok {
 			return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, pyType(arg))
 		}
 		return sp.based(n, verb), nil
 	case 'f', 'F', 'e', 'E', 'g', 'G':
-		var f float64
+		n, ok := pyInt(arg)
+		f := float64(n)
 		switch {
 		case arg.IsFloat():
 			f = arg.AsFloat()
-		case arg.IsInt():
-			f = float64(arg.AsInt())
-		case arg.IsBool() && arg.AsBool():
-			f = 1
-		case arg.IsBool():
-		default:
+		case !ok:
 			return "", fmt.Errorf("must be real number, not %s", pyType(arg))
 		}
 		if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -311,6 +296,19 @@ func (sp pySpec) based(n int64, verb byte) string {
 		return sign + prefix + strings.Repeat("0", pad) + digits
 	}
 	return strings.Repeat(" ", pad) + sign + prefix + digits
+}
+
+// pyInt is arg as a Python int, bools included, and whether it is one.
+func pyInt(arg jinja.Value) (int64, bool) {
+	switch {
+	case arg.IsBool() && arg.AsBool():
+		return 1, true
+	case arg.IsBool():
+		return 0, true
+	case arg.IsInt():
+		return arg.AsInt(), true
+	}
+	return 0, false
 }
 
 // keep is the flags among allowed.
