@@ -18,6 +18,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \
 	./internal/tokenize/chattemplate:FuzzInstrument \
 	./internal/tokenize/chattemplate:FuzzDetectContentFormat \
+	./internal/tokenize/chattemplate:FuzzPyPercent \
 	./internal/openai:FuzzSSEReader \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \

@@ -114,3 +114,26 @@ func TestFormatFilter(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPyPercent: any format string (a template's) with any arguments (a
+// request's) formats or fails with an error, never a panic, and a format
+// without % comes back as it is.
+func FuzzPyPercent(f *testing.F) {
+	f.Add("%s|%-5d|%#08x|%.3g|%(a)s|%*.*f|%c|%%", `["x", 42, 255, 3.14159, 5, 2, 1.5, 65]`)
+	f.Add("[%s(%s=%r)]", `[{"a": [1, null]}, "k", "it's"]`)
+	f.Fuzz(func(t *testing.T, format, args string) {
+		if len(format) > 1<<10 || len(args) > 1<<12 {
+			return
+		}
+		argv, err := jsonValue([]byte(args))
+		if err != nil || !argv.IsList() {
+			return
+		}
+		for _, named := range []jinja.Value{jinja.Undefined(), jinja.NewDict()} {
+			got, err := pyPercent(format, argv.AsList().Items, named)
+			if !strings.Contains(format, "%") && named.IsDict() && (err != nil || got != format) {
+				t.Fatalf("%q %% {} = %q, %v; want it unchanged", format, got, err)
+			}
+		}
+	})
+}
