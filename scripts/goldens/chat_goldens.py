@@ -23,7 +23,15 @@ is one request:
 "request" errors are refused before rendering (vLLM answers 400), "template" errors are raised while
 rendering (raise_exception, or a template that fails on the input; also 400 in vLLM).
 
-Usage: python3 scripts/goldens/chat_goldens.py [--count N] [family...]
+Usage: python3 scripts/goldens/chat_goldens.py [--count N] [--out DIR] [family...]
+
+A family is a directory under .cache/tokenizers. Any model's can be checked the same way without
+committing it: put its tokenizer.json and tokenizer_config.json (and chat_template.jinja, if it has
+one) in .cache/tokenizers/NAME, write its goldens elsewhere and run the Go test on them:
+
+    python3 scripts/goldens/chat_goldens.py --out /tmp/goldens NAME
+    CHAT_GOLDENS_DIR=/tmp/goldens CHAT_GOLDENS_FAMILIES=NAME go test ./internal/tokenize/chattemplate -run 'TestChatGoldens$' -v
+
 The script makes its own venv (.venv/goldens) and fetches missing tokenizer files itself.
 """
 
@@ -540,6 +548,8 @@ def write_gz(path, lines):
 
 def write_chat_family(fam, count, out):
     tok = AutoTokenizer.from_pretrained(os.path.join(CACHE, fam))
+    own = list(tok.all_special_tokens)[:8]  # a family not in SPECIALS: its own, two at least
+    SPECIALS.setdefault(fam, own if len(own) >= 2 else own + ["<s>", "</s>"])
     rng = random.Random(zlib.crc32(("chat:" + fam).encode()))
     reqs = edge_requests(fam) + [random_request(rng, fam) for _ in range(count)]
     lines = [{"special_tokens_map": tok.special_tokens_map}]
@@ -582,10 +592,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", type=int, default=200, help="random requests per chat family (default 200)")
     ap.add_argument("--out", default=OUT, help="output directory (default internal/tokenize/chattemplate/testdata)")
-    ap.add_argument("family", nargs="*", help="families to write (default: the four chat families and llama2)")
+    ap.add_argument("family", nargs="*", help="families to write (default: the chat families and llama2)")
     args = ap.parse_args()
     fams = args.family or CHAT_FAMILIES + ["llama2"]
     missing = [f for f in fams if not os.path.exists(os.path.join(CACHE, f, "tokenizer.json"))]
+    with open(os.path.join(ROOT, "scripts", "tokenizers.lock")) as lock:
+        pinned = {line.split()[0] for line in lock if line.strip() and not line.startswith("#")}
+    if set(missing) - pinned:
+        sys.exit(f"goldens: no tokenizer files in .cache/tokenizers for {sorted(set(missing) - pinned)}")
     if missing:
         subprocess.run([os.path.join(ROOT, "scripts", "fetch-tokenizers.sh")] + missing, check=True)
     print(f"goldens: transformers {transformers.__version__}, jinja2 {jinja2.__version__}", file=sys.stderr)

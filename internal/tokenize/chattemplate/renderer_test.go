@@ -65,9 +65,15 @@ type chatGoldenHeader struct {
 	SpecialTokensMap map[string]any `json:"special_tokens_map"`
 }
 
+// readChatGoldens reads testdata/<family>.jsonl.gz, or the same file under
+// $CHAT_GOLDENS_DIR (see scripts/goldens/chat_goldens.py).
 func readChatGoldens(t testing.TB, family string) (chatGoldenHeader, []chatGolden) {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", family+".jsonl.gz"))
+	dir := "testdata"
+	if d := os.Getenv("CHAT_GOLDENS_DIR"); d != "" {
+		dir = d
+	}
+	f, err := os.Open(filepath.Join(dir, family+".jsonl.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +129,18 @@ var lenientErrors = []string{"UndefinedError:", "TypeError:"}
 // TestChatGoldens renders every golden request and compares the text and
 // the token ids with what transformers gave, and errors with errors; the
 // cached subtests encode the matching texts again through a piece cache,
-// cold and warm (checkGoldensCached).
+// cold and warm (checkGoldensCached). $CHAT_GOLDENS_FAMILIES (a comma list)
+// checks other families instead, to try a model's template before
+// committing it.
 func TestChatGoldens(t *testing.T) {
 	if raceEnabled {
 		t.Skip("one goroutine rendering every golden, minutes under the race detector; make norace runs it")
 	}
-	for _, fam := range chatFamilies {
+	fams, tried := chatFamilies, os.Getenv("CHAT_GOLDENS_FAMILIES")
+	if tried != "" {
+		fams = strings.Split(tried, ",")
+	}
+	for _, fam := range fams {
 		t.Run(fam, func(t *testing.T) {
 			tok := chatHF(t, fam)
 			r, err := New(tok, Options{})
@@ -173,7 +185,10 @@ func TestChatGoldens(t *testing.T) {
 			t.Run("cached", func(t *testing.T) { checkGoldensCached(t, tok, matched) })
 			t.Logf("%s: %d golden requests: %d match, %d rendered where Python raised %v, %d refused as %s",
 				fam, len(goldens), ok, lenient, lenientErrors, unfollowed, tokenize.ReasonControl)
-			if len(goldens) < 150 || ok < len(goldens)*9/10 {
+			// The committed goldens must keep their size and their share
+			// of exact matches; a template only being tried is judged by
+			// the requests that differ, reported above.
+			if tried == "" && (len(goldens) < 150 || ok < len(goldens)*9/10) {
 				t.Errorf("%d of %d goldens match: too few", ok, len(goldens))
 			}
 		})
