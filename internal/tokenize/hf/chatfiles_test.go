@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -111,5 +113,58 @@ func writeFile(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpecialTokensMap: a tokenizer_config.json without
+// added_tokens_decoder (written before transformers 4.34) takes its special
+// tokens from special_tokens_map.json beside it, as transformers loads
+// them; a newer one ignores that file. The ids are transformers 4.57.6's
+// for the same files.
+func TestSpecialTokensMap(t *testing.T) {
+	const stmap = `{"bos_token": {"content": "<s>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false},
+		"eos_token": "</s>", "unk_token": null, "additional_special_tokens": ["<x>", "<y>"]}`
+	legacy := `{"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true, "bos_token": "<unk>", "eos_token": "<unk>", "unk_token": "<unk>", "additional_special_tokens": ["<y>"]}`
+	current := `{"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true, "bos_token": "<unk>", "eos_token": "<unk>", "unk_token": "<unk>", "added_tokens_decoder": {}}`
+	for _, tt := range []struct {
+		name, config string
+		want         []SpecialToken
+		additional   []string
+	}{
+		{"legacy", legacy, []SpecialToken{{"bos_token", "<s>"}, {"eos_token", "</s>"}}, []string{"<y>", "<x>"}},
+		{"current", current, []SpecialToken{{"bos_token", "<unk>"}, {"eos_token", "<unk>"}, {"unk_token", "<unk>"}}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "tokenizer_config.json"), tt.config)
+			writeFile(t, filepath.Join(dir, "special_tokens_map.json"), stmap)
+			cc, err := LoadChatConfig(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cc.SpecialTokens, tt.want) || !slices.Equal(cc.AdditionalSpecialTokens, tt.additional) {
+				t.Errorf("special tokens %v, additional %v; want %v, %v", cc.SpecialTokens, cc.AdditionalSpecialTokens, tt.want, tt.additional)
+			}
+		})
+	}
+	// The rebuilt post-processor takes BOS and EOS from the map too.
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(familyDir(t, "llama2"), "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "tokenizer.json"), string(b))
+	writeFile(t, filepath.Join(dir, "tokenizer_config.json"), legacy)
+	writeFile(t, filepath.Join(dir, "special_tokens_map.json"), stmap)
+	tok, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode(nil, "hi", true), []int{1, 12014, 2}; !slices.Equal(got, want) {
+		t.Errorf("Encode(hi) with special tokens = %v, want %v", got, want)
+	}
+	writeFile(t, filepath.Join(dir, "special_tokens_map.json"), `{"bos_token": [1]}`)
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "special_tokens_map.json: bos_token") {
+		t.Errorf("a malformed map: %v, want an error naming the file and key", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ type config struct {
 
 	class    tokenizerClass
 	specials map[string]*configToken // by attribute (bos_token …), with the class defaults; nil: none
+	// legacy is a config without added_tokens_decoder, written before
+	// transformers 4.34: special_tokens_map.json then overrides it.
+	legacy bool
 }
 
 // configToken is a token in tokenizer_config.json: a string, or an
@@ -104,8 +108,10 @@ var tokenizerClasses = map[string]tokenizerClass{
 	},
 }
 
-func readConfig(path string) (*config, error) {
-	data, err := os.ReadFile(path)
+// readConfig reads dir's tokenizer_config.json (nil when there is none)
+// and, for a legacy one, the special_tokens_map.json beside it.
+func readConfig(dir string) (*config, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -116,7 +122,56 @@ func readConfig(path string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer_config.json: %w", err)
 	}
+	if cfg.legacy {
+		if err := cfg.applySpecialTokensMap(dir); err != nil {
+			return nil, fmt.Errorf("special_tokens_map.json: %w", err)
+		}
+	}
 	return cfg, nil
+}
+
+// applySpecialTokensMap applies dir's special_tokens_map.json, when there
+// is one, as transformers' legacy loading does: its special tokens replace
+// the config's (null removes one), and its additional special tokens join
+// the config's.
+func (c *config) applySpecialTokensMap(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "special_tokens_map.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	for _, k := range specialAttrs {
+		v, ok := m[k]
+		switch {
+		case !ok:
+		case isNull(v):
+			delete(c.specials, k)
+		default:
+			var tok configToken
+			if err := json.Unmarshal(v, &tok); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			c.specials[k] = &tok
+		}
+	}
+	if v := m["additional_special_tokens"]; !isNull(v) {
+		var more []configToken
+		if err := json.Unmarshal(v, &more); err != nil {
+			return fmt.Errorf("additional_special_tokens: %w", err)
+		}
+		for _, tok := range more {
+			if !slices.ContainsFunc(c.Additional, func(a configToken) bool { return a.Content == tok.Content }) {
+				c.Additional = append(c.Additional, tok)
+			}
+		}
+	}
+	return nil
 }
 
 func parseConfig(data []byte) (*config, error) {
@@ -134,6 +189,8 @@ func parseConfig(data []byte) (*config, error) {
 		return nil, fmt.Errorf("tokenizer_class %q: %w", cfg.TokenizerClass, ErrUnsupported)
 	}
 	cfg.class = class
+	_, hasDecoder := raw["added_tokens_decoder"]
+	cfg.legacy = !hasDecoder
 	if cfg.FromSlow {
 		return nil, fmt.Errorf("from_slow: %w (it needs the slow tokenizer)", ErrUnsupported)
 	}
@@ -338,7 +395,7 @@ func (t *Tokenizer) ChatConfig() ChatConfig { return t.chat }
 // files beside it for the ChatConfig alone, without loading the tokenizer;
 // nil when there are none of them. Its errors are Load's for the same files.
 func LoadChatConfig(dir string) (*ChatConfig, error) {
-	cfg, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readConfig(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}

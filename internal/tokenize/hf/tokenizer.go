@@ -74,7 +74,7 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	cfg, err := readConfig(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readConfig(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
