@@ -13,6 +13,10 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
+// formatCallable is formatFilter as a template value, made once: it holds
+// no state of a rendering.
+var formatCallable = jinja.NewCallable("format", formatFilter)
+
 // formatFilter is Jinja2's format filter, which the template engine lacks:
 // value % args, or value % kwargs, with Python's printf-style formatting
 // (vLLM's pythonic tool templates print arguments with "%s" | format(v)).
@@ -234,7 +238,7 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 			if verb == 'F' || verb == 'E' || verb == 'G' {
 				s = strings.ToUpper(s)
 			}
-			return fmt.Sprintf(pySpec{width: sp.width, prec: -1}.goFormat(keep(sp.flags, "-"), 's'), s), nil
+			return sp.pad(s), nil
 		}
 		if sp.prec < 0 {
 			sp.prec = 6
@@ -252,7 +256,7 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 		default:
 			return "", errors.New("%c requires an int or a unicode character")
 		}
-		return fmt.Sprintf(pySpec{width: sp.width, prec: -1}.goFormat(keep(sp.flags, "-"), 's'), s), nil
+		return sp.pad(s), nil
 	}
 	return "", fmt.Errorf("unsupported format character '%c' (0x%x) at index %d", verb, verb, at)
 }
@@ -309,6 +313,12 @@ func pyInt(arg jinja.Value) (int64, bool) {
 		return arg.AsInt(), true
 	}
 	return 0, false
+}
+
+// pad is s in the spec's width (left-justified with "-"), its precision
+// ignored.
+func (sp pySpec) pad(s string) string {
+	return fmt.Sprintf(pySpec{width: sp.width, prec: -1}.goFormat(keep(sp.flags, "-"), 's'), s)
 }
 
 // keep is the flags among allowed.

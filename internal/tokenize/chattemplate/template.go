@@ -61,7 +61,7 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 		raised = errors.New(msg)
 		return jinja.Undefined(), raised
 	})
-	vars["format"] = jinja.NewCallable("format", formatFilter) // a filter the engine lacks, looked up here
+	vars["format"] = formatCallable // a filter the engine lacks, looked up here
 	vars["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 		if len(args) != 1 || !args[0].IsString() {
 			return jinja.Undefined(), errors.New("strftime_now takes one format string")
