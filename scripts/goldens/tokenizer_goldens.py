@@ -440,9 +440,10 @@ def synth_tokenizers():
     return out
 
 
-# tokenizer_config.json variants for the synthetic tokenizers, encoded through transformers'
-# AutoTokenizer: the rules LoadHF takes from transformers (class-specific BOS/EOS post-processor,
-# add_prefix_space override, split_special_tokens, tokens added from the config).
+# tokenizer_config.json variants for the synthetic tokenizers (and a model config.json, for the
+# entries with a third element), encoded through transformers' AutoTokenizer: the rules Load takes
+# from transformers (the class it picks, what that class's constructor rebuilds, add_prefix_space,
+# legacy, split_special_tokens, tokens added from the config).
 SYNTH_CONFIGS = [
     ("bytelevel_prefix_space", {"tokenizer_class": "GPT2TokenizerFast", "add_prefix_space": False}),
     ("bytelevel_prefix_space", {"tokenizer_class": "PreTrainedTokenizerFast"}),
@@ -466,12 +467,33 @@ SYNTH_CONFIGS = [
         "eos_token": "<|eot|>",
         "additional_special_tokens": ["<extra>", "<new>"],
     }),
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "legacy": False}),
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "legacy": True}),
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "add_prefix_space": False}),
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "GemmaTokenizerFast"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "Qwen2TokenizerFast", "add_prefix_space": True}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "CohereTokenizerFast", "add_prefix_space": True}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "GPTNeoXTokenizerFast", "add_prefix_space": True}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "LlamaTokenizerFast"}, {"model_type": "deepseek_v3"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "LlamaTokenizerFast"}, {"model_type": "mistral"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "LlamaTokenizerFast"}, {"model_type": "qwen2"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "GPT2TokenizerFast"}, {"model_type": "granite"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "GPT2TokenizerFast"}, {"model_type": "llama"}),
+    ("bytelevel_prefix_space", {"eos_token": "<|end|>"}, {"model_type": "qwen3"}),
+    # Special tokens beyond the named ones: transformers 5 writes extra_special_tokens as a list,
+    # reads additional_special_tokens as one, and names any other *_token string.
+    ("split_behaviors", {"tokenizer_class": "PreTrainedTokenizerFast", "extra_special_tokens": ["<e1>", "fox"],
+                         "additional_special_tokens": ["<a1>"]}),
+    ("split_behaviors", {"tokenizer_class": "PreTrainedTokenizerFast", "additional_special_tokens": ["<a1>", "dog"],
+                         "image_token": "<img>", "add_bos_token": True, "boi_token": {"content": "<boi>"}}),
+    ("split_behaviors", {"tokenizer_class": "PreTrainedTokenizerFast", "extra_special_tokens": {"audio_token": "<aud>"},
+                         "video_token": "<vid>", "audio_token": "<x>", "pad_token": ""}),
 ]
 
 
 def write_synthetic(count, seed, out):
     """Writes {"texts": [...], "tokenizers": [{"name", "tokenizer", "ids", "ids_special", "decoded"}],
-    "configs": [{"tokenizer", "config", "ids", "ids_special"}]}, the lists of ids parallel to
+    "configs": [{"tokenizer", "config", "model", "ids", "ids_special"}]}, the lists of ids parallel to
     texts (for configs, to its first len(FIXED) texts)."""
     import tempfile
     gen = Gen(seed, [])
@@ -488,15 +510,20 @@ def write_synthetic(count, seed, out):
         })
     configs = []
     by_name = {e["name"]: e["tokenizer"] for e in entries}
-    for name, cfg in SYNTH_CONFIGS:
+    for name, cfg, *model in SYNTH_CONFIGS:
+        model = model[0] if model else None
         with tempfile.TemporaryDirectory() as d:
+            if model is not None:
+                with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
+                    json.dump(model, f)
             with open(os.path.join(d, "tokenizer.json"), "w", encoding="utf-8") as f:
                 json.dump(by_name[name], f, ensure_ascii=False)
             with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
                 json.dump(cfg, f, ensure_ascii=False)
             tok = AutoTokenizer.from_pretrained(d)
             configs.append({
-                "tokenizer": name, "config": cfg,
+                "tokenizer": name, "config": cfg, "model": model, "class": type(tok).__name__,
+                "special_tokens_map": tok.special_tokens_map,
                 "ids": [tok(t, add_special_tokens=False)["input_ids"] for t in FIXED],
                 "ids_special": [tok(t, add_special_tokens=True)["input_ids"] for t in FIXED],
             })

@@ -105,19 +105,12 @@ func pyStr(v jinja.Value) string {
 	return v.String()
 }
 
-// specialTokenVars are transformers' special_tokens_map: each special token
-// attribute that is set, and additional_special_tokens when not empty.
+// specialTokenVars are transformers 5's special_tokens_map: each named
+// special token that is set (additional_special_tokens no longer is one).
 func specialTokenVars(cfg hf.ChatConfig) map[string]jinja.Value {
 	vars := make(map[string]jinja.Value, len(cfg.SpecialTokens)+8)
 	for _, st := range cfg.SpecialTokens {
 		vars[st.Attr] = jinja.NewString(st.Content)
-	}
-	if len(cfg.AdditionalSpecialTokens) > 0 {
-		items := make([]jinja.Value, len(cfg.AdditionalSpecialTokens))
-		for i, s := range cfg.AdditionalSpecialTokens {
-			items[i] = jinja.NewString(s)
-		}
-		vars["additional_special_tokens"] = jinja.NewList(items)
 	}
 	return vars
 }

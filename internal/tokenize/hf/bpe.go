@@ -48,11 +48,7 @@ type merge struct {
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
-func newBPE(raw json.RawMessage, byteLevel bool) (*bpe, error) {
-	m, err := readModel(raw)
-	if err != nil {
-		return nil, err
-	}
+func newBPE(m *modelJSON, byteLevel bool) (*bpe, error) {
 	b := &bpe{
 		vocab:     make(map[string]int32, len(m.Vocab)),
 		merges:    newMergeTable(len(m.Merges)),

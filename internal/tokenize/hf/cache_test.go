@@ -41,7 +41,7 @@ func cacheTokenizers(t *testing.T) []struct {
 	for _, st := range readSynthetic(t).Tokenizers {
 		raw := st.Tokenizer
 		list = append(list, entry{"synthetic_" + st.Name, func(t *testing.T) *Tokenizer {
-			tok, err := newTokenizer(raw, nil)
+			tok, err := newTokenizer(raw, nil, tokenizerClass{})
 			if err != nil {
 				t.Fatalf("newTokenizer: %v", err)
 			}
@@ -146,7 +146,7 @@ func TestHFSyntheticCached(t *testing.T) {
 	data := readSynthetic(t)
 	for _, st := range data.Tokenizers {
 		t.Run(st.Name, func(t *testing.T) {
-			tok, err := newTokenizer(st.Tokenizer, nil)
+			tok, err := newTokenizer(st.Tokenizer, nil, tokenizerClass{})
 			if err != nil {
 				t.Fatalf("newTokenizer: %v", err)
 			}
@@ -173,7 +173,7 @@ func TestHFCacheStart(t *testing.T) {
 	for _, st := range readSynthetic(t).Tokenizers {
 		if st.Name == "metaspace_first_fuse_unk" {
 			var err error
-			if tok, err = newTokenizer(st.Tokenizer, nil); err != nil {
+			if tok, err = newTokenizer(st.Tokenizer, nil, tokenizerClass{}); err != nil {
 				t.Fatal(err)
 			}
 		}

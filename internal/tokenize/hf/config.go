@@ -11,27 +11,37 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
-// config is what Load reads of tokenizer_config.json: what transformers
-// 4.x changes in the tokenizer it builds from tokenizer.json.
+// config is what Load reads of tokenizer_config.json: what transformers 5
+// changes in the tokenizer it builds from tokenizer.json.
 type config struct {
 	TokenizerClass     string                 `json:"tokenizer_class"`
-	AddBOSToken        *bool                  `json:"add_bos_token"`
-	AddEOSToken        *bool                  `json:"add_eos_token"`
 	AddPrefixSpace     *bool                  `json:"add_prefix_space"`
+	Legacy             bool                   `json:"legacy"`
 	SplitSpecialTokens bool                   `json:"split_special_tokens"`
 	FromSlow           bool                   `json:"from_slow"`
 	AddedTokensDecoder map[string]configToken `json:"added_tokens_decoder"`
-	Additional         []configToken          `json:"additional_special_tokens"`
-	Extra              map[string]configToken `json:"extra_special_tokens"`
 	ChatTemplate       json.RawMessage        `json:"chat_template"`
 
-	class    tokenizerClass
-	specials map[string]*configToken // by attribute (bos_token …), with the class defaults; nil: none
-	// legacy is a config without added_tokens_decoder, written before
-	// transformers 4.34: special_tokens_map.json then overrides it.
-	legacy bool
+	// specials are the special tokens by attribute (bos_token …) as the
+	// config sets them: a nil entry is set to null, a missing one is not
+	// set (the class's default then applies; see withDefaults).
+	specials map[string]*configToken
+	// modelSpecific are the named special tokens beyond specialAttrs, in
+	// order: the config's other *_token strings, then an
+	// extra_special_tokens object's (Gemma 3's image_token). They are
+	// template variables too.
+	modelSpecific []SpecialToken
+	// extra are the unnamed special tokens: an extra_special_tokens list,
+	// else additional_special_tokens.
+	extra []configToken
+	// noDecoder is a config without added_tokens_decoder, written before
+	// transformers 4.34: special_tokens_map.json then overrides it, and the
+	// added tokens are tokenizer.json's.
+	noDecoder bool
 }
 
 // configToken is a token in tokenizer_config.json: a string, or an
@@ -63,53 +73,9 @@ func (c *configToken) UnmarshalJSON(data []byte) error {
 // specialAttrs are transformers' SPECIAL_TOKENS_ATTRIBUTES, in order.
 var specialAttrs = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
 
-// tokenizerClass is what a transformers 4.x fast tokenizer class does beyond
-// PreTrainedTokenizerFast, as far as encoding is concerned.
-type tokenizerClass struct {
-	// defaults are the constructor's special tokens (by attribute), used
-	// when tokenizer_config.json does not set them; transformers adds
-	// those the vocabulary lacks as special tokens.
-	defaults map[string]string
-	// template classes rebuild the post-processor as
-	// "<bos>:0 $A:0 <eos>:0" from add_bos_token and add_eos_token
-	// (update_post_processor), which default to addBOS and addEOS.
-	template       bool
-	addBOS, addEOS bool
-	// prefixSpaceNone classes pass add_prefix_space=None on unless it is
-	// set, which leaves a top-level pre-tokenizer's as it is.
-	prefixSpaceNone bool
-}
-
-const endOfText = "<|endoftext|>"
-
-// tokenizerClasses are the supported tokenizer_class values, without "Fast"
-// (AutoTokenizer takes the fast class either way). Load refuses others:
-// their constructors may change the tokenizer in ways not reproduced here.
-var tokenizerClasses = map[string]tokenizerClass{
-	"PreTrainedTokenizer": {},
-	"GPT2Tokenizer":       {defaults: map[string]string{"unk_token": endOfText, "bos_token": endOfText, "eos_token": endOfText}},
-	"Qwen2Tokenizer":      {defaults: map[string]string{"unk_token": endOfText, "eos_token": endOfText, "pad_token": endOfText}},
-	"LlamaTokenizer": {
-		defaults: map[string]string{"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "</s>"},
-		template: true, addBOS: true, prefixSpaceNone: true,
-	},
-	"GemmaTokenizer": {
-		defaults: map[string]string{"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"},
-		template: true, addBOS: true,
-	},
-	"GPTNeoXTokenizer": {
-		defaults: map[string]string{"unk_token": endOfText, "bos_token": endOfText, "eos_token": endOfText},
-		template: true,
-	},
-	// Command R and Aya.
-	"CohereTokenizer": {
-		defaults: map[string]string{"unk_token": "<UNK>", "bos_token": "<BOS_TOKEN>", "eos_token": "<|END_OF_TURN_TOKEN|>"},
-		template: true, addBOS: true,
-	},
-}
-
 // readConfig reads dir's tokenizer_config.json (nil when there is none)
-// and, for a legacy one, the special_tokens_map.json beside it.
+// and, for one without added_tokens_decoder, the special_tokens_map.json
+// beside it.
 func readConfig(dir string) (*config, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -122,7 +88,7 @@ func readConfig(dir string) (*config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer_config.json: %w", err)
 	}
-	if cfg.legacy {
+	if cfg.noDecoder {
 		if err := cfg.applySpecialTokensMap(dir); err != nil {
 			return nil, fmt.Errorf("special_tokens_map.json: %w", err)
 		}
@@ -151,7 +117,7 @@ func (c *config) applySpecialTokensMap(dir string) error {
 		switch {
 		case !ok:
 		case isNull(v):
-			delete(c.specials, k)
+			c.specials[k] = nil
 		default:
 			var tok configToken
 			if err := json.Unmarshal(v, &tok); err != nil {
@@ -160,14 +126,16 @@ func (c *config) applySpecialTokensMap(dir string) error {
 			c.specials[k] = &tok
 		}
 	}
-	if v := m["additional_special_tokens"]; !isNull(v) {
+	// transformers 5 reads the map after renaming additional_special_tokens
+	// to extra_special_tokens, so only a list under the new name joins.
+	if v := m["extra_special_tokens"]; len(v) > 0 && v[0] == '[' {
 		var more []configToken
 		if err := json.Unmarshal(v, &more); err != nil {
-			return fmt.Errorf("additional_special_tokens: %w", err)
+			return fmt.Errorf("extra_special_tokens: %w", err)
 		}
 		for _, tok := range more {
-			if !slices.ContainsFunc(c.Additional, func(a configToken) bool { return a.Content == tok.Content }) {
-				c.Additional = append(c.Additional, tok)
+			if !slices.ContainsFunc(c.extra, func(a configToken) bool { return a.Content == tok.Content }) {
+				c.extra = append(c.extra, tok)
 			}
 		}
 	}
@@ -183,32 +151,19 @@ func parseConfig(data []byte) (*config, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, err
 	}
-	name := strings.TrimSuffix(cfg.TokenizerClass, "Fast")
-	class, ok := tokenizerClasses[name]
-	if !ok {
-		return nil, fmt.Errorf("tokenizer_class %q: %w", cfg.TokenizerClass, ErrUnsupported)
-	}
-	cfg.class = class
 	_, hasDecoder := raw["added_tokens_decoder"]
-	cfg.legacy = !hasDecoder
+	cfg.noDecoder = !hasDecoder
 	if cfg.FromSlow {
 		return nil, fmt.Errorf("from_slow: %w (it needs the slow tokenizer)", ErrUnsupported)
-	}
-	if cfg.AddPrefixSpace != nil && name == "LlamaTokenizer" {
-		return nil, fmt.Errorf("add_prefix_space with %s: %w (transformers then converts the slow tokenizer)", cfg.TokenizerClass, ErrUnsupported)
-	}
-	if cfg.AddPrefixSpace != nil && *cfg.AddPrefixSpace && name == "CohereTokenizer" {
-		return nil, fmt.Errorf("add_prefix_space with %s: %w (transformers then rewrites the nested pre-tokenizer)", cfg.TokenizerClass, ErrUnsupported)
 	}
 	cfg.specials = map[string]*configToken{}
 	for _, k := range specialAttrs {
 		v, ok := raw[k]
 		switch {
 		case !ok:
-			if def, ok := class.defaults[k]; ok {
-				cfg.specials[k] = &configToken{Content: def}
-			}
-		case !isNull(v):
+		case isNull(v):
+			cfg.specials[k] = nil
+		default:
 			var tok configToken
 			if err := json.Unmarshal(v, &tok); err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
@@ -216,40 +171,114 @@ func parseConfig(data []byte) (*config, error) {
 			cfg.specials[k] = &tok
 		}
 	}
+	if err := cfg.readExtraTokens(data); err != nil {
+		return nil, err
+	}
 	return &cfg, nil
 }
 
-// overridePrefixSpace applies PreTrainedTokenizerFast's rule: a top-level
-// pre-tokenizer with an add_prefix_space different from the tokenizer's
-// (tokenizer_config.json's, false by default) gets the tokenizer's.
-func (c *config) overridePrefixSpace(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
-		return raw, nil
+// readExtraTokens reads the special tokens beyond specialAttrs as
+// transformers 5 does: additional_special_tokens becomes
+// extra_special_tokens unless that is set; a list of them is unnamed
+// tokens, an object names them; and any other member named *_token whose
+// value is a string (or a serialized AddedToken) names one too.
+func (c *config) readExtraTokens(data []byte) error {
+	names, values, err := members(data)
+	if err != nil {
+		return err
 	}
-	var state map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &state); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	var extra, additional json.RawMessage
+	var explicit []SpecialToken
+	for i, name := range names {
+		v := values[i]
+		switch {
+		case name == "extra_special_tokens":
+			extra = v
+		case name == "additional_special_tokens":
+			additional = v
+		case strings.HasSuffix(name, "_token") && !slices.Contains(specialAttrs, name) && isTokenValue(v):
+			var tok configToken
+			if err := json.Unmarshal(v, &tok); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			c.modelSpecific = setSpecial(c.modelSpecific, name, tok.Content)
+		}
 	}
-	cur, ok := state["add_prefix_space"]
-	if !ok {
-		return raw, nil
+	if isNull(extra) {
+		extra = additional
 	}
-	want := false
 	switch {
-	case c.AddPrefixSpace != nil:
-		want = *c.AddPrefixSpace
-	case c.class.prefixSpaceNone:
-		return raw, nil
+	case isNull(extra):
+	case extra[0] == '[':
+		if err := json.Unmarshal(extra, &c.extra); err != nil {
+			return fmt.Errorf("extra_special_tokens: %w", err)
+		}
+	default:
+		names, values, err := members(extra)
+		if err != nil {
+			return fmt.Errorf("extra_special_tokens: %w", err)
+		}
+		for i, name := range names {
+			var tok configToken
+			if err := json.Unmarshal(values[i], &tok); err != nil {
+				return fmt.Errorf("extra_special_tokens.%s: %w", name, err)
+			}
+			explicit = setSpecial(explicit, name, tok.Content)
+		}
 	}
-	var have bool
-	if err := json.Unmarshal(cur, &have); err != nil {
-		return nil, fmt.Errorf("pre_tokenizer.add_prefix_space: %w", err)
+	for _, st := range explicit {
+		c.modelSpecific = setSpecial(c.modelSpecific, st.Attr, st.Content)
 	}
-	if have == want {
-		return raw, nil
+	return nil
+}
+
+// setSpecial sets attr in list, in place if it is there, else at the end,
+// as a Python dict does.
+func setSpecial(list []SpecialToken, attr, content string) []SpecialToken {
+	if i := slices.IndexFunc(list, func(st SpecialToken) bool { return st.Attr == attr }); i >= 0 {
+		list[i].Content = content
+		return list
 	}
-	state["add_prefix_space"] = json.RawMessage(strconv.FormatBool(want))
-	return json.Marshal(state)
+	return append(list, SpecialToken{Attr: attr, Content: content})
+}
+
+// isTokenValue reports whether a config value is a token as transformers
+// reads one: a string, or an object serialized from an AddedToken.
+func isTokenValue(v json.RawMessage) bool {
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		return true
+	case len(v) > 0 && v[0] == '{':
+		var typed struct {
+			Type string `json:"__type"`
+		}
+		return json.Unmarshal(v, &typed) == nil && typed.Type == "AddedToken"
+	}
+	return false
+}
+
+// members returns an object's member names and values in order; a
+// repeated name keeps its first place and its last value, as json.loads
+// builds a dict.
+func members(data []byte) ([]string, []json.RawMessage, error) {
+	var names []string
+	var values []json.RawMessage
+	r := rawjson.NewReader(data)
+	defer r.Release()
+	err := r.Members(func(r *rawjson.Reader, name []byte) error {
+		v, err := r.Value()
+		if err != nil {
+			return err
+		}
+		if i := slices.Index(names, string(name)); i >= 0 {
+			values[i] = json.RawMessage(v)
+			return nil
+		}
+		names = append(names, string(name))
+		values = append(values, json.RawMessage(v))
+		return nil
+	})
+	return names, values, err
 }
 
 // addTokens adds what transformers adds from tokenizer_config.json: entries
@@ -262,15 +291,10 @@ func (c *config) addTokens(t *Tokenizer) error {
 			specialList = append(specialList, *tok)
 		}
 	}
-	specialList = append(specialList, c.Additional...)
-	extra := make([]string, 0, len(c.Extra))
-	for k := range c.Extra {
-		extra = append(extra, k)
+	for _, st := range c.modelSpecific {
+		specialList = append(specialList, configToken{Content: st.Content})
 	}
-	sort.Strings(extra)
-	for _, k := range extra {
-		specialList = append(specialList, c.Extra[k])
-	}
+	specialList = append(specialList, c.extra...)
 	specials := map[string]bool{}
 	for _, tok := range specialList {
 		specials[tok.Content] = true
@@ -324,49 +348,6 @@ func (ct configToken) added(special bool) addedToken {
 	return tok
 }
 
-// overridePostProcessor is update_post_processor of the template classes:
-// "<bos>:0 $A:0 <eos>:0" with the tokens add_bos_token and add_eos_token
-// ask for.
-func (c *config) overridePostProcessor(t *Tokenizer) error {
-	if !c.class.template {
-		return nil
-	}
-	addBOS, addEOS := c.class.addBOS, c.class.addEOS
-	if c.AddBOSToken != nil {
-		addBOS = *c.AddBOSToken
-	}
-	if c.AddEOSToken != nil {
-		addEOS = *c.AddEOSToken
-	}
-	id := func(attr string) (int, error) {
-		tok := c.specials[attr]
-		if tok == nil {
-			return 0, fmt.Errorf("tokenizer_config.json: add_%s = true but %s = null", attr, attr)
-		}
-		id, ok := t.TokenID(tok.Content)
-		if !ok {
-			return 0, fmt.Errorf("tokenizer_config.json: %s %q not in the vocabulary", attr, tok.Content)
-		}
-		return id, nil
-	}
-	t.prefix, t.suffix = nil, nil
-	if addBOS {
-		bos, err := id("bos_token")
-		if err != nil {
-			return err
-		}
-		t.prefix = []int{bos}
-	}
-	if addEOS {
-		eos, err := id("eos_token")
-		if err != nil {
-			return err
-		}
-		t.suffix = []int{eos}
-	}
-	return nil
-}
-
 // ChatConfig is what chat templates read of a model's
 // tokenizer_config.json, and of the chat template files beside it.
 type ChatConfig struct {
@@ -375,12 +356,11 @@ type ChatConfig struct {
 	// (chat_template.jinja, additional_chat_templates/NAME.jinja) take its
 	// place, as in transformers.
 	Template json.RawMessage
-	// SpecialTokens are the special tokens as transformers'
+	// SpecialTokens are the special tokens as transformers 5's
 	// special_tokens_map has them: each attribute (bos_token …) whose
-	// token is set and not empty, extra_special_tokens included.
+	// token is set, then the model-specific named ones (Gemma 3's
+	// image_token). Unnamed extra special tokens are not among them.
 	SpecialTokens []SpecialToken
-	// AdditionalSpecialTokens are additional_special_tokens.
-	AdditionalSpecialTokens []string
 }
 
 // SpecialToken is a special token attribute (bos_token …) and its text.
@@ -416,23 +396,10 @@ func LoadChatConfig(dir string) (*ChatConfig, error) {
 func (c *config) chatConfig() ChatConfig {
 	cc := ChatConfig{Template: c.ChatTemplate}
 	for _, k := range specialAttrs {
-		if tok := c.specials[k]; tok != nil && tok.Content != "" {
+		if tok := c.specials[k]; tok != nil {
 			cc.SpecialTokens = append(cc.SpecialTokens, SpecialToken{Attr: k, Content: tok.Content})
 		}
 	}
-	for _, tok := range c.Additional {
-		cc.AdditionalSpecialTokens = append(cc.AdditionalSpecialTokens, tok.Content)
-	}
-	// extra_special_tokens become attributes too (Gemma 3's image_token).
-	extra := make([]string, 0, len(c.Extra))
-	for k := range c.Extra {
-		extra = append(extra, k)
-	}
-	sort.Strings(extra)
-	for _, k := range extra {
-		if tok := c.Extra[k]; tok.Content != "" {
-			cc.SpecialTokens = append(cc.SpecialTokens, SpecialToken{Attr: k, Content: tok.Content})
-		}
-	}
+	cc.SpecialTokens = append(cc.SpecialTokens, c.modelSpecific...)
 	return cc
 }

@@ -1,8 +1,11 @@
 // Package hf reads Hugging Face tokenizers, tokenizer.json and the
-// tokenizer_config.json beside it, and encodes text to the very token ids
-// transformers' AutoTokenizer computes for the same directory, which is
-// what vLLM uses (goldens in testdata, written by
-// scripts/goldens/tokenizer_goldens.py). It implements the BPE model with
+// tokenizer_config.json (and model config.json) beside it, and encodes text
+// to the very token ids transformers 5's AutoTokenizer computes for the
+// same directory, which is what vLLM uses (goldens in testdata, written by
+// scripts/goldens/tokenizer_goldens.py). Which tokenizer class
+// transformers builds, and so what it keeps of tokenizer.json, is chosen as
+// AutoTokenizer chooses it (classes.go, with tables copied from
+// transformers by scripts/goldens/tokenizer_classes.py). It implements the BPE model with
 // the normalizers, pre-tokenizers, added tokens, post-processors and
 // decoders the families in use need, and refuses any other component
 // (ErrUnsupported) rather than approximate it: one wrong token shifts every

@@ -10,9 +10,10 @@ import (
 )
 
 func ExampleLoad() {
-	// A directory as a model repository has it: tokenizer.json, and
-	// tokenizer_config.json for the transformers class (here a Llama one,
-	// which adds BOS when special tokens are asked for).
+	// A directory as a model repository has it: tokenizer.json (whose
+	// post-processor adds BOS when special tokens are asked for), and
+	// tokenizer_config.json naming the transformers class (here the generic
+	// one, which takes tokenizer.json as it is).
 	dir, err := os.MkdirTemp("", "tokenizer")
 	if err != nil {
 		log.Fatal(err)
@@ -21,12 +22,15 @@ func ExampleLoad() {
 	tokenizerJSON := `{"version":"1.0","added_tokens":[
 	  {"id":0,"content":"<s>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}],
 	 "normalizer":null,"pre_tokenizer":{"type":"Split","pattern":{"String":" "},"behavior":"MergedWithNext","invert":false},
-	 "post_processor":null,"decoder":{"type":"Fuse"},
+	 "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],
+	   "pair":[{"Sequence":{"id":"A","type_id":0}},{"Sequence":{"id":"B","type_id":1}}],
+	   "special_tokens":{"<s>":{"id":"<s>","ids":[0],"tokens":["<s>"]}}},
+	 "decoder":{"type":"Fuse"},
 	 "model":{"type":"BPE","vocab":{"<s>":0,"a":1,"b":2," ":3,"ab":4," ab":5},"merges":[["a","b"],[" ","ab"]]}}`
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(tokenizerJSON), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	config := `{"tokenizer_class": "LlamaTokenizerFast", "bos_token": "<s>", "add_bos_token": true}`
+	config := `{"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>"}`
 	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(config), 0o644); err != nil {
 		log.Fatal(err)
 	}

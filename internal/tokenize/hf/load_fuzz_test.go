@@ -46,7 +46,7 @@ func FuzzLoadTokenizer(f *testing.F) {
 			}
 			cfg = c
 		}
-		tok, err := newTokenizer(tokenizerJSON, cfg)
+		tok, err := build(tokenizerJSON, cfg, nil, "fuzz")
 		if err != nil {
 			return
 		}

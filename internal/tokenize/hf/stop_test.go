@@ -21,7 +21,7 @@ const stopTokenizerJSON = `{"version":"1.0","added_tokens":[
 // trace: the same texts encode afterwards exactly as before, and a word
 // short enough for the word cache was not cached half merged.
 func TestEncodeUntil(t *testing.T) {
-	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil)
+	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil, tokenizerClass{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestEncodeUntil(t *testing.T) {
 
 func newTokenizerOrFatal(t *testing.T) *Tokenizer {
 	t.Helper()
-	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil)
+	tok, err := newTokenizer([]byte(stopTokenizerJSON), nil, tokenizerClass{})
 	if err != nil {
 		t.Fatal(err)
 	}

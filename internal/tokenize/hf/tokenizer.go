@@ -17,8 +17,8 @@ import (
 )
 
 // Tokenizer is a Hugging Face tokenizer read from a tokenizer.json (and the
-// tokenizer_config.json beside it). It produces the token ids that
-// transformers' AutoTokenizer computes for the same directory, which is what
+// configs beside it). It produces the token ids that transformers 5's
+// AutoTokenizer computes for the same directory, which is what
 // vLLM uses: tokenizer(text, add_special_tokens=...)["input_ids"].
 //
 // Supported: the BPE model (merge ranks, ignore_merges, byte_fallback,
@@ -42,7 +42,8 @@ type Tokenizer struct {
 	prefix, suffix []int
 	dec            decoder // nil: tokens are joined with spaces
 
-	chat ChatConfig // from tokenizer_config.json, for chat templates
+	chat  ChatConfig // from tokenizer_config.json, for chat templates
+	class string     // the transformers class it follows; "" for bare tokenizer.json
 
 	pieces  *piececache.Cache // nil: no piece cache (see WithCache)
 	scratch *sync.Pool        // *encodeScratch; shared with the tokenizers WithCache makes
@@ -59,17 +60,25 @@ type encodeScratch struct {
 // stopped reports whether the encoding was told to stop.
 func (sc *encodeScratch) stopped() bool { return sc.stop != nil && sc.stop.Load() }
 
-// Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json.
-// Without the config it encodes as the tokenizers library alone does.
+// Load reads dir/tokenizer.json and, if present, dir/tokenizer_config.json
+// and dir/config.json, as LoadAs(dir, dir).
+func Load(dir string) (*Tokenizer, error) { return LoadAs(dir, dir) }
+
+// LoadAs reads dir/tokenizer.json and, if present, dir/tokenizer_config.json
+// and the model's dir/config.json, and builds the tokenizer transformers 5
+// builds when AutoTokenizer loads the directory under the given name (what
+// the engine was given: the directory itself, or the repository id whose
+// snapshot it is; a few repository names are special in transformers).
+// Without either config it encodes as the tokenizers library alone does.
 //
-// With it, as transformers 4.x does when it loads the directory (vLLM requires
-// transformers < 5), tokenizer_config.json may add tokens
-// (added_tokens_decoder, missing special tokens), set split_special_tokens,
-// override a top-level ByteLevel pre-tokenizer's add_prefix_space, and, for
-// the Llama, Gemma and GPT-NeoX tokenizer classes, replace the
-// post-processor by one built from add_bos_token and add_eos_token. Classes
-// whose constructors do more (CodeLlama, Cohere) are refused.
-func Load(dir string) (*Tokenizer, error) {
+// transformers 5 picks a class from tokenizer_config.json's tokenizer_class
+// and config.json's model_type (see chooseClass). The generic class takes
+// tokenizer.json as it is; the Llama, Gemma, Qwen2, GPT-2, GPT-NeoX and
+// Cohere classes keep its vocabulary, merges and post-processor and build
+// the rest themselves, which for Llama differs from tokenizer.json. Either
+// way tokenizer_config.json may add tokens (added_tokens_decoder, missing
+// special tokens) and set split_special_tokens. Other classes are refused.
+func LoadAs(dir, name string) (*Tokenizer, error) {
 	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
@@ -78,7 +87,11 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	t, err := newTokenizer(data, cfg)
+	model, err := readModelConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	t, err := build(data, cfg, model, name)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
 	}
@@ -88,32 +101,57 @@ func Load(dir string) (*Tokenizer, error) {
 	return t, nil
 }
 
-// newTokenizer builds a tokenizer from the bytes of tokenizer.json and the
-// parsed tokenizer_config.json. Without a config (nil) it behaves as the bare
-// tokenizers library; with one, as transformers.
-func newTokenizer(data []byte, cfg *config) (*Tokenizer, error) {
+// build builds the tokenizer transformers does from the bytes of
+// tokenizer.json, the parsed tokenizer_config.json and config.json (either
+// nil when absent), loaded under name.
+func build(data []byte, cfg *config, model *modelConfig, name string) (*Tokenizer, error) {
+	if cfg == nil && model != nil {
+		cfg = &config{specials: map[string]*configToken{}, noDecoder: true}
+	}
+	if cfg == nil {
+		return newTokenizer(data, nil, tokenizerClass{})
+	}
+	className := chooseClass(name, cfg.TokenizerClass, model)
+	class, ok := tokenizerClasses[className]
+	if !ok {
+		return nil, unsupportedClass(className, cfg.TokenizerClass, model)
+	}
+	cfg.withDefaults(class.defaults)
+	t, err := newTokenizer(data, cfg, class)
+	if err != nil {
+		return nil, err
+	}
+	t.class = className
+	return t, nil
+}
+
+// newTokenizer builds a tokenizer from the bytes of tokenizer.json, the
+// parsed tokenizer_config.json and the class transformers builds. Without a
+// config (nil) it behaves as the bare tokenizers library; with one, as
+// transformers.
+func newTokenizer(data []byte, cfg *config, class tokenizerClass) (*Tokenizer, error) {
 	var f tokenizerJSON
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
-	t := &Tokenizer{}
-	var err error
-	if t.norm, err = newNormalizer("normalizer", f.Normalizer); err != nil {
-		return nil, err
-	}
-	preRaw := f.PreTokenizer
-	if cfg != nil {
-		if preRaw, err = cfg.overridePrefixSpace(preRaw); err != nil {
-			return nil, err
-		}
-	}
-	if t.pre, t.byteLevel, err = newPreTokenizers("pre_tokenizer", preRaw); err != nil {
-		return nil, err
-	}
 	if isNull(f.Model) {
 		return nil, errors.New("model: missing")
 	}
-	if t.model, err = newBPE(f.Model, t.byteLevel); err != nil {
+	m, err := readModel(f.Model)
+	if err != nil {
+		return nil, err
+	}
+	if cfg != nil && class.pipeline != nil {
+		cfg.rebuild(&f, m, class.pipeline)
+	}
+	t := &Tokenizer{}
+	if t.norm, err = newNormalizer("normalizer", f.Normalizer); err != nil {
+		return nil, err
+	}
+	if t.pre, t.byteLevel, err = newPreTokenizers("pre_tokenizer", f.PreTokenizer); err != nil {
+		return nil, err
+	}
+	if t.model, err = newBPE(m, t.byteLevel); err != nil {
 		return nil, err
 	}
 	if t.dec, err = newDecoder("decoder", f.Decoder); err != nil {
@@ -130,19 +168,23 @@ func newTokenizer(data []byte, cfg *config) (*Tokenizer, error) {
 	if t.prefix, t.suffix, err = newPostProcessor("post_processor", f.PostProcessor); err != nil {
 		return nil, err
 	}
+	if class.bare {
+		t.prefix, t.suffix = nil, nil
+	}
 	if cfg != nil {
 		if err := cfg.addTokens(t); err != nil {
 			return nil, err
 		}
 		t.added.encodeSpecial = cfg.SplitSpecialTokens
-		if err := cfg.overridePostProcessor(t); err != nil {
-			return nil, err
-		}
 		t.chat = cfg.chatConfig()
 	}
 	t.scratch = &sync.Pool{New: func() any { return new(encodeScratch) }}
 	return t, nil
 }
+
+// Class is the transformers tokenizer class t follows (TokenizersBackend for
+// tokenizer.json as it is), or "" for a directory without either config.
+func (t *Tokenizer) Class() string { return t.class }
 
 // Encode appends the ids of text to dst and returns the extended slice. With
 // addSpecialTokens the post-processor's tokens (typically BOS) are added, as

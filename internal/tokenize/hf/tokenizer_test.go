@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"go/format"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -165,15 +166,19 @@ func TestHFEncodeCases(t *testing.T) {
 		special bool
 		want    []int
 	}{
-		// Added tokens are cut out of the raw text before normalization;
-		// the text between them is normalized (llama2 prepends "▁" to
-		// each stretch).
-		{"llama2", "<s> x</s>", false, []int{1, 28705, 1318, 2}},
-		{"llama2", "<s> x</s>", true, []int{1, 1, 28705, 1318, 2}},
-		{"llama2", "  leading", false, []int{259, 5374}},
-		// DeepSeek V3's tokenizer.json adds no BOS; transformers does,
-		// from tokenizer_config.json's add_bos_token (LlamaTokenizerFast).
-		{"deepseek_v3", "Hello world", true, []int{0, 19923, 2058}},
+		// Added tokens are cut out of the raw text first; transformers 5's
+		// LlamaTokenizer (legacy) makes spaces "▁" and prepends one to each
+		// stretch between them that does not start with one, where
+		// tokenizer.json's normalizer prepended one always (4.x gave
+		// [1 28705 1318 2] and [259 5374]).
+		{"llama2", "<s> x</s>", false, []int{1, 1318, 2}},
+		{"llama2", "<s> x</s>", true, []int{1, 1, 1318, 2}},
+		{"llama2", "  leading", false, []int{28705, 5374}},
+		// DeepSeek V3's tokenizer.json adds no BOS, and transformers 5
+		// takes it as it is (its model type overrides the Hub class,
+		// LlamaTokenizerFast, and add_bos_token is ignored beside a
+		// tokenizer.json).
+		{"deepseek_v3", "Hello world", true, []int{19923, 2058}},
 		{"deepseek_v3", "Hello world", false, []int{19923, 2058}},
 		{"qwen3", "Hello world", true, []int{9707, 1879}},
 		{"llama3_1", "Hello world", true, []int{128000, 9906, 1917}},
@@ -238,12 +243,13 @@ func TestHFDecode(t *testing.T) {
 			}
 		}
 	}
-	// Llama 2 strips the space its normalizer prepends; special tokens
-	// break that, as they do in tokenizers.
+	// Llama 2's decoder strips the first space, the one its pre-tokenizer
+	// prepends; a text starting with a space loses it, and special tokens
+	// leave the later ones, as in transformers.
 	llama2 := sharedTokenizer(t, "llama2")
 	for _, tt := range []struct{ text, want string }{
 		{"Hello world", "Hello world"},
-		{" hello", " hello"},
+		{" hello", "hello"},
 		{"日本語 😀", "日本語 😀"},
 		{"a</s>b", "a</s> b"},
 	} {
@@ -329,7 +335,7 @@ func TestHFSynthetic(t *testing.T) {
 	}
 	for _, st := range data.Tokenizers {
 		t.Run(st.Name, func(t *testing.T) {
-			tok, err := newTokenizer(st.Tokenizer, nil)
+			tok, err := newTokenizer(st.Tokenizer, nil, tokenizerClass{})
 			if err != nil {
 				t.Fatalf("newTokenizer: %v", err)
 			}
@@ -354,9 +360,10 @@ func TestHFSynthetic(t *testing.T) {
 }
 
 // TestHFConfigs loads synthetic tokenizers with tokenizer_config.json
-// variants and compares with transformers' AutoTokenizer: class-specific
-// BOS/EOS post-processors, the add_prefix_space override,
-// split_special_tokens and tokens the config adds.
+// variants (and a model config.json for some) and compares with
+// transformers' AutoTokenizer: the class it picks, what that class's
+// constructor rebuilds, add_prefix_space, legacy, split_special_tokens and
+// tokens the config adds.
 func TestHFConfigs(t *testing.T) {
 	data := readSynthetic(t)
 	byName := map[string]json.RawMessage{}
@@ -375,9 +382,24 @@ func TestHFConfigs(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), c.Config, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			if !isNull(c.Model) {
+				if err := os.WriteFile(filepath.Join(dir, "config.json"), c.Model, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			tok, err := Load(dir)
 			if err != nil {
-				t.Fatalf("Load(config %s): %v", c.Config, err)
+				t.Fatalf("Load(config %s, model %s): %v", c.Config, c.Model, err)
+			}
+			if tok.class != c.Class {
+				t.Errorf("config %s, model %s: class %s, transformers takes %s", c.Config, c.Model, tok.class, c.Class)
+			}
+			specials := map[string]string{}
+			for _, st := range tok.ChatConfig().SpecialTokens {
+				specials[st.Attr] = st.Content
+			}
+			if !maps.Equal(specials, c.SpecialTokensMap) {
+				t.Errorf("config %s: special tokens %v, transformers has %v", c.Config, specials, c.SpecialTokensMap)
 			}
 			for j, want := range c.IDs {
 				text := data.Texts[j]
@@ -397,11 +419,9 @@ func TestHFConfigs(t *testing.T) {
 func TestLoadHFRefusesConfig(t *testing.T) {
 	for _, cfg := range []string{
 		`{"tokenizer_class": "CodeLlamaTokenizerFast"}`,
-		`{"tokenizer_class": "CohereTokenizerFast", "add_prefix_space": true}`,
-		`{"tokenizer_class": "LlamaTokenizerFast", "add_prefix_space": true}`,
 		`{"tokenizer_class": "PreTrainedTokenizerFast", "from_slow": true}`,
 		`{"tokenizer_class": "BertTokenizerFast"}`,
-		`{"model_max_length": 512}`,
+		`{"tokenizer_class": "T5Tokenizer"}`,
 	} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(tinyTokenizer), 0o644); err != nil {
@@ -426,10 +446,15 @@ type syntheticData struct {
 		Decoded    []string        `json:"decoded"`
 	} `json:"tokenizers"`
 	Configs []struct {
-		Tokenizer  string          `json:"tokenizer"`
-		Config     json.RawMessage `json:"config"`
-		IDs        [][]int         `json:"ids"`
-		IDsSpecial [][]int         `json:"ids_special"`
+		Tokenizer string          `json:"tokenizer"`
+		Config    json.RawMessage `json:"config"`
+		Model     json.RawMessage `json:"model"` // config.json; null: none
+		Class     string          `json:"class"` // transformers' class
+		// SpecialTokensMap is transformers' special_tokens_map, the
+		// template variables.
+		SpecialTokensMap map[string]string `json:"special_tokens_map"`
+		IDs              [][]int           `json:"ids"`
+		IDsSpecial       [][]int           `json:"ids_special"`
 	} `json:"configs"`
 }
 
@@ -509,7 +534,7 @@ func TestLoadHFRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := newTokenizer(withComponent(t, tt.key, tt.value), nil)
+			_, err := newTokenizer(withComponent(t, tt.key, tt.value), nil, tokenizerClass{})
 			if err == nil {
 				t.Fatalf("newTokenizer with %s %s: no error", tt.key, tt.value)
 			}
@@ -528,7 +553,7 @@ func TestLoadHFRefuses(t *testing.T) {
 func TestLoadHFMergeForms(t *testing.T) {
 	for _, merges := range []string{`["a b"]`, `[["a","b"]]`, `["#version: 0.2","a b"]`} {
 		model := `{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,"fuse_unk":false,"byte_fallback":false,"ignore_merges":false,"vocab":{"a":0,"b":1,"ab":2,"c":3},"merges":` + merges + `}`
-		tok, err := newTokenizer(withComponent(t, "model", model), nil)
+		tok, err := newTokenizer(withComponent(t, "model", model), nil, tokenizerClass{})
 		if err != nil {
 			t.Fatalf("merges %s: %v", merges, err)
 		}
