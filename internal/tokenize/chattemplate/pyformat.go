@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
@@ -338,22 +339,51 @@ func pyRepr(v jinja.Value, ascii bool) string {
 	s := jinja.NewList([]jinja.Value{v}).String()
 	s = s[1 : len(s)-1] // "[item]"
 	if !ascii {
-		return s
+		return pyPrintable(s)
 	}
 	var b strings.Builder
 	for _, r := range s {
-		switch {
-		case r < utf8.RuneSelf:
+		if r < utf8.RuneSelf {
 			b.WriteRune(r)
-		case r <= 0xff:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r <= 0xffff:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
+		} else {
+			writePyEscape(&b, r)
 		}
 	}
 	return b.String()
+}
+
+// pyPrintable escapes, in the engine's repr of a value, the characters
+// Python's repr escapes beyond the ASCII controls the engine already does:
+// those str.isprintable calls not printable (separators but the space,
+// format characters such as U+200B, private use, unassigned). Only strings
+// in the repr can hold them.
+func pyPrintable(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r >= utf8.RuneSelf && !unicode.IsPrint(r) })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for _, r := range s[i:] {
+		if r >= utf8.RuneSelf && !unicode.IsPrint(r) {
+			writePyEscape(&b, r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// writePyEscape writes r as Python's repr escapes a character.
+func writePyEscape(b *strings.Builder, r rune) {
+	switch {
+	case r <= 0xff:
+		fmt.Fprintf(b, `\x%02x`, r)
+	case r <= 0xffff:
+		fmt.Fprintf(b, `\u%04x`, r)
+	default:
+		fmt.Fprintf(b, `\U%08x`, r)
+	}
 }
 
 // pyType is the Python type name of a value, for error messages.

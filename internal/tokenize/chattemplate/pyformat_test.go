@@ -97,8 +97,11 @@ func TestPyPercent(t *testing.T) {
 // TestFormatFilter: the filter in a template, as vLLM's pythonic tool
 // templates use it, with keyword arguments, and refusing both kinds at once.
 func TestFormatFilter(t *testing.T) {
-	body := `{"messages":[{"role":"user","content":"x"}]}`
+	body := `{"messages":[{"role":"user","content":"x\u200by"}]}`
 	for _, tt := range []struct{ tmpl, want, err string }{
+		// Python's str and repr of a list escape U+200B; %s of the string
+		// itself does not.
+		{`{{ "%s|%r|%s" | format([messages[0].content], messages[0].content, messages[0].content) }}`, "['x\\u200by']|'x\\u200by'|x\u200by", ""},
 		{`{{ "%s" | format(1.5) }}|{{ "%sr" | format("Paris") }}|{{ "%05.1f%%" | format(12.345) }}`, "1.5|Parisr|012.3%", ""},
 		{`{{ "%(a)s=%(b)d" | format(a="x", b=2) }}`, "x=2", ""},
 		{`{{ "%s" | format(1, b=2) }}`, "", "positional and keyword"},

@@ -94,7 +94,7 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 }
 
 // pyStr is Python's str() of a template value (Jinja2's Undefined prints
-// as nothing).
+// as nothing; a list or dict is its repr).
 func pyStr(v jinja.Value) string {
 	switch {
 	case v.IsString():
@@ -102,7 +102,7 @@ func pyStr(v jinja.Value) string {
 	case v.IsUndefined():
 		return ""
 	}
-	return v.String()
+	return pyPrintable(v.String())
 }
 
 // specialTokenVars are transformers 5's special_tokens_map: each named

@@ -114,15 +114,22 @@ func (w *watch) tick(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value,
 	return jinja.NewBool(false), nil
 }
 
-// emit is emitName(v): v is about to be printed.
+// emit is emitName(v): v is about to be printed, and emit gives what to
+// print.
 func (w *watch) emit(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) != 1 {
 		return jinja.Undefined(), fmt.Errorf("%s takes one value, got %d", emitName, len(args))
 	}
-	if err := w.spend(printedSize(args[0])); err != nil {
+	v := args[0]
+	if v.IsList() || v.IsDict() {
+		// Printed as Python prints it: the engine's repr leaves
+		// non-printable characters such as U+200B unescaped.
+		v = jinja.NewString(pyStr(v))
+	}
+	if err := w.spend(printedSize(v)); err != nil {
 		return jinja.Undefined(), err
 	}
-	return args[0], nil
+	return v, nil
 }
 
 // printedSize is the length of v as the engine prints it.

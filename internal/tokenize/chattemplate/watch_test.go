@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -111,7 +112,8 @@ func TestInstrumentKeepsText(t *testing.T) {
 
 // FuzzInstrument: every template the engine compiles is instrumented and
 // the instrumented copy compiles and renders the same text (or fails where
-// the template fails). Templates that could run without end or recurse
+// the template fails), but for the escapes of non-printable characters in
+// printed lists and dicts (TestPrintedReprIsPython). Templates that could run without end or recurse
 // (range, repetition, macros, recursive loops) are left out: the engine
 // itself cannot be stopped on them.
 func FuzzInstrument(f *testing.F) {
@@ -145,10 +147,51 @@ func FuzzInstrument(f *testing.F) {
 			t.Fatalf("instrumented %q does not compile: %v\n%s", src, err, inst)
 		}
 		got, err := renderSource(inst, watchVars(), newWatch(nil, 1<<30))
-		if (err != nil) != (wantErr != nil) || (err == nil && got != want) {
+		// The instrumented copy prints lists and dicts as Python does,
+		// escaping characters the engine's repr leaves as they are.
+		if (err != nil) != (wantErr != nil) || (err == nil && pyPrintable(got) != pyPrintable(want)) {
 			t.Fatalf("%q renders %q, %v; instrumented %q, %v\n%s", src, want, wantErr, got, err, inst)
 		}
 	})
+}
+
+// TestPrintedReprIsPython: a list or dict printed by an instrumented
+// template is Python's str() of it, which escapes the characters
+// str.isprintable rejects; the engine's own repr leaves them raw. Strings
+// printed on their own stay as they are.
+func TestPrintedReprIsPython(t *testing.T) {
+	vars := map[string]jinja.Value{
+		"items": jinja.NewList([]jinja.Value{
+			jinja.NewString("a\u200bb"), jinja.NewString("\u00a0"), jinja.NewString("\u0085"), jinja.NewString("é"),
+			jinja.NewString("\U000f0000"), jinja.NewString("\u2028"), jinja.NewString(" "), jinja.NewString("\ufeff"),
+			jinja.NewString("日本"), jinja.NewString("😀"), jinja.NewString("\u0378"),
+		}),
+		"s": jinja.NewString("x\u200by"),
+	}
+	d := jinja.NewDict()
+	d.AsDict().Set("k\u200b", jinja.NewList([]jinja.Value{jinja.NewString("\u00ad")}))
+	vars["d"] = d
+	src := "{{ items }}|{{ d }}|{{ s }}"
+	// Python's output for the same values.
+	want := `['a\u200bb', '\xa0', '\x85', 'é', '\U000f0000', '\u2028', ' ', '\ufeff', '日本', '😀', '\u0378']|{'k\u200b': ['\xad']}|x` + "\u200b" + `y`
+	inst, ok := instrument(src)
+	if !ok {
+		t.Fatal("no tags")
+	}
+	tmpl, err := jinja.Compile(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := maps.Clone(vars)
+	w := newWatch(nil, 1<<30)
+	w.vars(all)
+	got, err := tmpl.RenderValues(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("printed\n%s\nwant\n%s", got, want)
+	}
 }
 
 // alternatingChat is a chat request of a system prompt and n turns, user
