@@ -2,12 +2,8 @@ package hf
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 )
 
@@ -262,11 +258,8 @@ func (c *config) withDefaults(defaults map[string]string) {
 // readModelConfig reads what chooseClass needs of dir/config.json; nil when
 // there is none.
 func readModelConfig(dir string) (*modelConfig, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	data, err := readOptional(dir, "config.json")
+	if data == nil || err != nil {
 		return nil, err
 	}
 	var m modelConfig

@@ -70,6 +70,15 @@ func (c *configToken) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// readOptional reads dir/name; nil, and no error, when there is no such file.
+func readOptional(dir, name string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
+}
+
 // specialAttrs are transformers' SPECIAL_TOKENS_ATTRIBUTES, in order.
 var specialAttrs = []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
 
@@ -77,11 +86,8 @@ var specialAttrs = []string{"bos_token", "eos_token", "unk_token", "sep_token", 
 // and, for one without added_tokens_decoder, the special_tokens_map.json
 // beside it.
 func readConfig(dir string) (*config, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	data, err := readOptional(dir, "tokenizer_config.json")
+	if data == nil || err != nil {
 		return nil, err
 	}
 	cfg, err := parseConfig(data)
@@ -101,11 +107,8 @@ func readConfig(dir string) (*config, error) {
 // the config's (null removes one), and its additional special tokens join
 // the config's.
 func (c *config) applySpecialTokensMap(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, "special_tokens_map.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	data, err := readOptional(dir, "special_tokens_map.json")
+	if data == nil || err != nil {
 		return err
 	}
 	var m map[string]json.RawMessage
