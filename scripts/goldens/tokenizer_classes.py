@@ -30,6 +30,16 @@ def go_string(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def known_classes():
+    """The tokenizer classes transformers exports (all of which AutoTokenizer resolves by name)."""
+    names = set()
+    for n in dir(transformers):
+        if n.endswith("Tokenizer") or n.endswith("TokenizerFast") or n.endswith("Backend"):
+            if auto.tokenizer_class_from_name(n) is not None:
+                names.add(n.removesuffix("Fast"))
+    return sorted(names)
+
+
 def main():
     registered = {}
     for model_type, name in auto.TOKENIZER_MAPPING_NAMES.items():
@@ -67,6 +77,14 @@ def main():
         "var backendRepoPatterns = []string{",
     ]
     lines += [f"\t{go_string(p)}," for p in auto.MODEL_IDS_TO_TOKENIZERS_BACKEND]
+    lines += [
+        "}",
+        "",
+        "// transformersClasses are the tokenizer classes transformers has, without",
+        "// \"Fast\"; a tokenizer_class it does not have loads as the generic class.",
+        "var transformersClasses = map[string]bool{",
+    ]
+    lines += [f"\t{go_string(k)}: true," for k in known_classes()]
     lines += ["}", ""]
     with open(OUT, "w") as f:
         f.write("\n".join(lines))

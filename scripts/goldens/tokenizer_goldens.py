@@ -480,6 +480,9 @@ SYNTH_CONFIGS = [
     ("bytelevel_prefix_space", {"tokenizer_class": "GPT2TokenizerFast"}, {"model_type": "granite"}),
     ("bytelevel_prefix_space", {"tokenizer_class": "GPT2TokenizerFast"}, {"model_type": "llama"}),
     ("bytelevel_prefix_space", {"eos_token": "<|end|>"}, {"model_type": "qwen3"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "NoSuchTokenizerFast", "eos_token": "<|end|>"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "BloomTokenizerFast"}),
+    ("bytelevel_prefix_space", {"tokenizer_class": "LlamaTokenizerFast", "auto_map": {"AutoModel": "x.Y"}}),
     # Special tokens beyond the named ones: transformers 5 writes extra_special_tokens as a list,
     # reads additional_special_tokens as one, and names any other *_token string.
     ("split_behaviors", {"tokenizer_class": "PreTrainedTokenizerFast", "extra_special_tokens": ["<e1>", "fox"],

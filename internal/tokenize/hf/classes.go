@@ -14,6 +14,7 @@ const backendClass = "TokenizersBackend"
 // genericClasses load tokenizer.json as it is.
 var genericClasses = map[string]bool{
 	backendClass: true, "PreTrainedTokenizer": true, "PythonBackend": true, "MistralCommonBackend": true,
+	"BloomTokenizer": true, // removed in transformers 5, read as the generic class
 }
 
 // modelConfig is what AutoTokenizer reads of the model's config.json, when
@@ -23,13 +24,18 @@ type modelConfig struct {
 	TokenizerClass string `json:"tokenizer_class"`
 }
 
+// remoteCode is chooseClass's answer for a tokenizer_config.json whose
+// auto_map names a class of the repository's own code: transformers runs it
+// only when trusted (vLLM's --trust-remote-code), and Load cannot.
+const remoteCode = "remote code (auto_map)"
+
 // chooseClass is the tokenizer class AutoTokenizer builds, without "Fast",
 // for the directory loaded as name (what the engine was given: a path or a
 // repository id), its tokenizer_config.json's tokenizer_class (hub, "" when
-// absent) and its config.json (nil when absent). Remote code is not run
-// (vLLM's default), so an auto_map is not followed.
-func chooseClass(name, hub string, model *modelConfig) string {
+// absent) and auto_map (remote), and its config.json (nil when absent).
+func chooseClass(name, hub string, remote bool, model *modelConfig) string {
 	hub = strings.TrimSuffix(hub, "Fast")
+	fromConfig := hub != ""
 	modelType := ""
 	if model != nil {
 		modelType = model.ModelType
@@ -37,30 +43,41 @@ func chooseClass(name, hub string, model *modelConfig) string {
 			hub = strings.TrimSuffix(model.TokenizerClass, "Fast")
 		}
 	}
-	lower := strings.ToLower(name)
-	for _, p := range backendRepoPatterns {
-		if ok, _ := path.Match(p, lower); ok {
-			return backendClass
+	if !remote {
+		lower := strings.ToLower(name)
+		for _, p := range backendRepoPatterns {
+			if ok, _ := path.Match(p, lower); ok {
+				return backendClass
+			}
 		}
 	}
-	if reg := strings.TrimSuffix(registeredClasses[modelType], "Fast"); hub != "" && reg != "" && reg != hub {
+	if reg := strings.TrimSuffix(registeredClasses[modelType], "Fast"); !remote && hub != "" && reg != "" && reg != hub {
 		// The model type registers another class: transformers takes the
 		// registered one where it knows the Hub's to be wrong, the Hub's
-		// otherwise, and tokenizer.json as it is when either is generic.
+		// otherwise, and tokenizer.json as it is when either is generic
+		// or unknown.
 		if !genericClasses[reg] {
 			cls := hub
 			if wrongHubClass[modelType] {
 				cls = reg
 			}
-			if !genericClasses[cls] {
+			if !genericClasses[cls] && transformersClasses[cls] {
 				return cls
 			}
 		}
 		return backendClass
 	}
+	if remote && !wrongHubClass[modelType] {
+		return remoteCode
+	}
 	cls := hub
-	if cls == "" {
+	switch {
+	case cls == "":
 		cls = strings.TrimSuffix(registeredClasses[modelType], "Fast")
+	case fromConfig && !transformersClasses[cls]:
+		// A tokenizer_class transformers does not have falls back to
+		// tokenizer.json as it is (config.json's would fail to load).
+		return backendClass
 	}
 	if cls == "" || genericClasses[cls] {
 		return backendClass
@@ -243,6 +260,17 @@ func orNull(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
+// remoteTokenizer reports whether auto_map names a tokenizer class of the
+// repository's own code: a list (the old form), or an AutoTokenizer entry.
+func (c *config) remoteTokenizer() bool {
+	var list []json.RawMessage
+	if json.Unmarshal(c.AutoMap, &list) == nil && list != nil {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(c.AutoMap, &m) == nil && !isNull(m["AutoTokenizer"])
+}
+
 // withDefaults sets the special tokens the config leaves unset (not those
 // it sets to null) to the class constructor's defaults.
 func (c *config) withDefaults(defaults map[string]string) {
@@ -275,6 +303,8 @@ func unsupportedClass(class, hub string, model *modelConfig) error {
 	switch {
 	case hub == "" && model != nil && model.TokenizerClass != "":
 		why = "config.json's tokenizer_class"
+	case class == remoteCode:
+		return fmt.Errorf("tokenizer class %s: %w (transformers runs it only with trust_remote_code)", class, ErrUnsupported)
 	case hub == "":
 		why = "config.json's model_type"
 	case model != nil && strings.TrimSuffix(hub, "Fast") != class:

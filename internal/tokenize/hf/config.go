@@ -25,6 +25,7 @@ type config struct {
 	FromSlow           bool                   `json:"from_slow"`
 	AddedTokensDecoder map[string]configToken `json:"added_tokens_decoder"`
 	ChatTemplate       json.RawMessage        `json:"chat_template"`
+	AutoMap            json.RawMessage        `json:"auto_map"` // remote code; nil when absent
 
 	// specials are the special tokens by attribute (bos_token …) as the
 	// config sets them: a nil entry is set to null, a missing one is not

@@ -111,7 +111,7 @@ func build(data []byte, cfg *config, model *modelConfig, name string) (*Tokenize
 	if cfg == nil {
 		return newTokenizer(data, nil, tokenizerClass{})
 	}
-	className := chooseClass(name, cfg.TokenizerClass, model)
+	className := chooseClass(name, cfg.TokenizerClass, cfg.remoteTokenizer(), model)
 	class, ok := tokenizerClasses[className]
 	if !ok {
 		return nil, unsupportedClass(className, cfg.TokenizerClass, model)

@@ -422,6 +422,7 @@ func TestLoadHFRefusesConfig(t *testing.T) {
 		`{"tokenizer_class": "PreTrainedTokenizerFast", "from_slow": true}`,
 		`{"tokenizer_class": "BertTokenizerFast"}`,
 		`{"tokenizer_class": "T5Tokenizer"}`,
+		`{"tokenizer_class": "ChatGLMTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", null]}}`,
 	} {
 		dir := t.TempDir()
 		if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte(tinyTokenizer), 0o644); err != nil {
