@@ -4,8 +4,9 @@
 Both encode the corpus of BenchmarkHFEncode (tokenizetest.Corpus): the go command's
 documentation and net/http's server.go from the pinned Go toolchain, cut at line ends into chunks
 of at most 4 KiB, without special tokens, on one thread, with warm caches. HF tokenizers is the
-PyPI binding pinned in requirements.txt (Rust core); Tokenizer.encode on one string is
-single-threaded, and RAYON_NUM_THREADS=1 keeps it so.
+PyPI binding pinned in requirements.txt (Rust core), as transformers builds it for the directory
+(AutoTokenizer's backend_tokenizer: for Llama 2 and GPT-4o not tokenizer.json's own pipeline);
+Tokenizer.encode on one string is single-threaded, and RAYON_NUM_THREADS=1 keeps it so.
 
 Usage: python3 scripts/goldens/bench_tokenizers.py [--seconds S] [family...]
 Prints MB/s per family for both and the ratio Go / HF (goal: at least 1.0).
@@ -25,6 +26,8 @@ import _venv  # noqa: E402
 _venv.ensure()
 
 import tokenizers  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
@@ -58,7 +61,7 @@ def corpus():
 
 
 def hf_mbps(family, chunks, size, seconds):
-    tok = tokenizers.Tokenizer.from_file(os.path.join(CACHE, family, "tokenizer.json"))
+    tok = AutoTokenizer.from_pretrained(os.path.join(CACHE, family)).backend_tokenizer
     for c in chunks:  # warm the BPE cache, as the Go benchmark's first iteration does
         tok.encode(c, add_special_tokens=False)
     best = 0.0
@@ -92,7 +95,8 @@ def main():
     args = ap.parse_args()
     fams = args.family or FAMILIES
     chunks, size = corpus()
-    print(f"corpus: {len(chunks)} chunks, {size} bytes; tokenizers {tokenizers.__version__}")
+    print(f"corpus: {len(chunks)} chunks, {size} bytes; tokenizers {tokenizers.__version__}, "
+          f"transformers {transformers.__version__}")
     hf = {f: hf_mbps(f, chunks, size, args.seconds) for f in fams}
     go = go_mbps(fams, args.seconds)
     print(f"{'family':<12} {'Go MB/s':>9} {'HF MB/s':>9} {'Go/HF':>7}")
