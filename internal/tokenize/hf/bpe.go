@@ -36,6 +36,10 @@ type bpe struct {
 	fuseUnk   bool
 	byteFall  bool
 	ignoreMrg bool
+	// cutSpaces: long words are encoded as the words between their cuts
+	// (see canCut), which gives the same ids and lets the word cache serve
+	// SentencePiece-style tokenizers, whose pre-tokenizer cuts nothing.
+	cutSpaces bool
 
 	cache wordCache
 }
@@ -101,6 +105,7 @@ func newBPE(m *modelJSON, byteLevel bool) (*bpe, error) {
 		b.unk = id
 	}
 	b.indexChars(m.Vocab)
+	b.cutSpaces = canCut(m.Vocab, byteLevel)
 	b.cache.init()
 	return b, nil
 }
@@ -210,9 +215,58 @@ func (s *bpeScratch) stopped() bool { return s.stop != nil && s.stop.Load() }
 
 var bpeScratchPool = sync.Pool{New: func() any { return new(bpeScratch) }}
 
+// spaceMark is SentencePiece's space, which the Metaspace pre-tokenizer
+// and the normalizers of such tokenizers write for " ".
+const spaceMark = "\u2581"
+
+// cutMinLen is the shortest word cut at its spaces: shorter ones are
+// cheap to merge whole and are cached whole.
+const cutMinLen = 64
+
+// canCut reports whether a word may be cut before each space mark that
+// follows another character and its parts encoded apart: no merge can join
+// across such a cut when no vocabulary entry holds the mark after another
+// character (a merge's result is an entry), and unknown characters cannot
+// fuse across it when the mark is itself an entry.
+func canCut(vocab map[string]int, byteLevel bool) bool {
+	if _, ok := vocab[spaceMark]; byteLevel || !ok {
+		return false
+	}
+	for tok := range vocab {
+		if strings.Contains(strings.TrimLeft(tok, spaceMark), spaceMark) {
+			return false
+		}
+	}
+	return true
+}
+
 // encode appends the ids of one pre-token to dst. When stop is set during
 // a long word's merges it gives up, appending nothing and caching nothing.
 func (b *bpe) encode(dst []int, word string, stop *atomic.Bool) []int {
+	if !b.cutSpaces || len(word) < cutMinLen {
+		return b.encodeWord(dst, word, stop)
+	}
+	start := 0
+	for i := 1; i < len(word); {
+		j := strings.Index(word[i:], spaceMark)
+		if j < 0 {
+			break
+		}
+		cut := i + j
+		if !strings.HasSuffix(word[:cut], spaceMark) {
+			dst = b.encodeWord(dst, word[start:cut], stop)
+			if stop != nil && stop.Load() {
+				return dst
+			}
+			start = cut
+		}
+		i = cut + len(spaceMark)
+	}
+	return b.encodeWord(dst, word[start:], stop)
+}
+
+// encodeWord is encode of a word merged whole.
+func (b *bpe) encodeWord(dst []int, word string, stop *atomic.Bool) []int {
 	if word == "" {
 		return dst
 	}
