@@ -553,3 +553,42 @@ func TestPredictSurvivesTokenizerPanic(t *testing.T) {
 		t.Errorf("after the panics, the pool's worker gave no prediction: %+v", pred)
 	}
 }
+
+// TestHubTokenizerName: a tokenizer found in the Hugging Face cache loads
+// under its repository id, as transformers loads it there, which for a few
+// repositories changes the class (the DeepSeek R1 Llama distills read
+// tokenizer.json as it is); the same files in a directory do not.
+func TestHubTokenizerName(t *testing.T) {
+	const llama2Dir = "../../.cache/tokenizers/llama2"
+	hub := t.TempDir()
+	repo := filepath.Join(hub, "models--deepseek-ai--DeepSeek-R1-Distill-Llama-8B")
+	snap := filepath.Join(repo, "snapshots", "abc")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		data, err := os.ReadFile(filepath.Join(llama2Dir, f))
+		if err != nil {
+			t.Fatalf("%v: run make tokenizers (make test does)", err)
+		}
+		if err := os.WriteFile(filepath.Join(snap, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(snap, "config.json"), []byte(`{"model_type": "llama"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HF_HUB_CACHE", hub)
+	for _, tt := range []struct{ setting, class string }{
+		{"deepseek-ai/DeepSeek-R1-Distill-Llama-8B@abc", "TokenizersBackend"},
+		{snap, "LlamaTokenizer"},
+	} {
+		mt, err := loadTokenizer(&config.Model{Name: "m", Tokenizer: tt.setting}, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.setting, err)
+		}
+		if mt.class != tt.class {
+			t.Errorf("%s: tokenizer class %s, want %s", tt.setting, mt.class, tt.class)
+		}
+	}
+}
