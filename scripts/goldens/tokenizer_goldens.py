@@ -471,6 +471,8 @@ SYNTH_CONFIGS = [
     ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "legacy": True}),
     ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "add_prefix_space": False}),
     ("metaspace_first_fuse_unk", {"tokenizer_class": "GemmaTokenizerFast"}),
+    # transformers 5 no longer converts a slow tokenizer: from_slow is ignored.
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "from_slow": True, "legacy": False}),
     ("bytelevel_prefix_space", {"tokenizer_class": "Qwen2TokenizerFast", "add_prefix_space": True}),
     ("bytelevel_prefix_space", {"tokenizer_class": "CohereTokenizerFast", "add_prefix_space": True}),
     ("bytelevel_prefix_space", {"tokenizer_class": "GPTNeoXTokenizerFast", "add_prefix_space": True}),

@@ -22,7 +22,6 @@ type config struct {
 	AddPrefixSpace     *bool                  `json:"add_prefix_space"`
 	Legacy             bool                   `json:"legacy"`
 	SplitSpecialTokens bool                   `json:"split_special_tokens"`
-	FromSlow           bool                   `json:"from_slow"`
 	AddedTokensDecoder map[string]configToken `json:"added_tokens_decoder"`
 	ChatTemplate       json.RawMessage        `json:"chat_template"`
 	AutoMap            json.RawMessage        `json:"auto_map"` // remote code; nil when absent
@@ -157,9 +156,6 @@ func parseConfig(data []byte) (*config, error) {
 	}
 	_, hasDecoder := raw["added_tokens_decoder"]
 	cfg.noDecoder = !hasDecoder
-	if cfg.FromSlow {
-		return nil, fmt.Errorf("from_slow: %w (it needs the slow tokenizer)", ErrUnsupported)
-	}
 	cfg.specials = map[string]*configToken{}
 	for _, k := range specialAttrs {
 		v, ok := raw[k]

@@ -419,7 +419,6 @@ func TestHFConfigs(t *testing.T) {
 func TestLoadHFRefusesConfig(t *testing.T) {
 	for _, cfg := range []string{
 		`{"tokenizer_class": "CodeLlamaTokenizerFast"}`,
-		`{"tokenizer_class": "PreTrainedTokenizerFast", "from_slow": true}`,
 		`{"tokenizer_class": "BertTokenizerFast"}`,
 		`{"tokenizer_class": "T5Tokenizer"}`,
 		`{"tokenizer_class": "ChatGLMTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", null]}}`,
