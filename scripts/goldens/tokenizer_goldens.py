@@ -471,6 +471,11 @@ SYNTH_CONFIGS = [
     ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "legacy": True}),
     ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "add_prefix_space": False}),
     ("metaspace_first_fuse_unk", {"tokenizer_class": "GemmaTokenizerFast"}),
+    # A config without added_tokens_decoder adds added_tokens.json's tokens (special when named so).
+    ("split_behaviors", {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<eos2>"}, None,
+     {"added_tokens.json": {"<new1>": 5000, "fox": 5001, "<eos2>": 5002}}),
+    ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "legacy": False}, None,
+     {"added_tokens.json": {"<x1>": 9000, "ab": 9001}}),
     # transformers 5 no longer converts a slow tokenizer: from_slow is ignored.
     ("metaspace_first_fuse_unk", {"tokenizer_class": "LlamaTokenizerFast", "from_slow": True, "legacy": False}),
     ("bytelevel_prefix_space", {"tokenizer_class": "Qwen2TokenizerFast", "add_prefix_space": True}),
@@ -498,7 +503,7 @@ SYNTH_CONFIGS = [
 
 def write_synthetic(count, seed, out):
     """Writes {"texts": [...], "tokenizers": [{"name", "tokenizer", "ids", "ids_special", "decoded"}],
-    "configs": [{"tokenizer", "config", "model", "ids", "ids_special"}]}, the lists of ids parallel to
+    "configs": [{"tokenizer", "config", "model", "files", "ids", "ids_special"}]}, the lists of ids parallel to
     texts (for configs, to its first len(FIXED) texts)."""
     import tempfile
     gen = Gen(seed, [])
@@ -515,9 +520,13 @@ def write_synthetic(count, seed, out):
         })
     configs = []
     by_name = {e["name"]: e["tokenizer"] for e in entries}
-    for name, cfg, *model in SYNTH_CONFIGS:
-        model = model[0] if model else None
+    for name, cfg, *rest in SYNTH_CONFIGS:
+        model = rest[0] if rest else None
+        files = rest[1] if len(rest) > 1 else {}
         with tempfile.TemporaryDirectory() as d:
+            for fname, content in files.items():
+                with open(os.path.join(d, fname), "w", encoding="utf-8") as f:
+                    json.dump(content, f, ensure_ascii=False)
             if model is not None:
                 with open(os.path.join(d, "config.json"), "w", encoding="utf-8") as f:
                     json.dump(model, f)
@@ -527,7 +536,7 @@ def write_synthetic(count, seed, out):
                 json.dump(cfg, f, ensure_ascii=False)
             tok = AutoTokenizer.from_pretrained(d)
             configs.append({
-                "tokenizer": name, "config": cfg, "model": model, "class": type(tok).__name__,
+                "tokenizer": name, "config": cfg, "model": model, "files": files, "class": type(tok).__name__,
                 "special_tokens_map": tok.special_tokens_map,
                 "ids": [tok(t, add_special_tokens=False)["input_ids"] for t in FIXED],
                 "ids_special": [tok(t, add_special_tokens=True)["input_ids"] for t in FIXED],

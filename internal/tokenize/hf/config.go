@@ -42,6 +42,9 @@ type config struct {
 	// transformers 4.34: special_tokens_map.json then overrides it, and the
 	// added tokens are tokenizer.json's.
 	noDecoder bool
+	// legacyAdded are added_tokens.json's tokens by id, which such a
+	// config adds beside tokenizer.json's (see readLegacyAdded).
+	legacyAdded map[int]configToken
 }
 
 // configToken is a token in tokenizer_config.json: a string, or an
@@ -98,8 +101,56 @@ func readConfig(dir string) (*config, error) {
 		if err := cfg.applySpecialTokensMap(dir); err != nil {
 			return nil, fmt.Errorf("special_tokens_map.json: %w", err)
 		}
+		if err := cfg.readLegacyAdded(dir); err != nil {
+			return nil, fmt.Errorf("added_tokens.json: %w", err)
+		}
 	}
 	return cfg, nil
+}
+
+// readLegacyAdded reads dir's added_tokens.json, {"token": id, ...}, as
+// transformers reads it for a config without added_tokens_decoder: each
+// token is special when it is one of the config's special tokens, and
+// normalized when it is not.
+func (c *config) readLegacyAdded(dir string) error {
+	data, err := readOptional(dir, "added_tokens.json")
+	if data == nil || err != nil {
+		return err
+	}
+	var byContent map[string]int
+	if err := json.Unmarshal(data, &byContent); err != nil {
+		return err
+	}
+	special := map[string]bool{}
+	for _, tok := range c.specials {
+		if tok != nil {
+			special[tok.Content] = true
+		}
+	}
+	for _, tok := range c.extra {
+		special[tok.Content] = true
+	}
+	c.legacyAdded = make(map[int]configToken, len(byContent))
+	for content, id := range byContent {
+		isSpecial, normalized := special[content], !special[content]
+		c.legacyAdded[id] = configToken{Content: content, Special: &isSpecial, Normalized: &normalized}
+	}
+	return nil
+}
+
+// mergeLegacyAdded makes added_tokens.json's tokens the config's
+// added_tokens_decoder, but for the ids tokenizer.json's added tokens take
+// (they win in transformers).
+func (c *config) mergeLegacyAdded(fromJSON []addedTokenJSON) {
+	for _, a := range fromJSON {
+		delete(c.legacyAdded, a.ID)
+	}
+	if c.AddedTokensDecoder == nil {
+		c.AddedTokensDecoder = map[string]configToken{}
+	}
+	for id, tok := range c.legacyAdded {
+		c.AddedTokensDecoder[strconv.Itoa(id)] = tok
+	}
 }
 
 // applySpecialTokensMap applies dir's special_tokens_map.json, when there

@@ -158,6 +158,9 @@ func newTokenizer(data []byte, cfg *config, class tokenizerClass) (*Tokenizer, e
 		return nil, err
 	}
 
+	if cfg != nil && cfg.legacyAdded != nil {
+		cfg.mergeLegacyAdded(f.AddedTokens)
+	}
 	t.added = newAddedVocab()
 	toks := make([]addedToken, len(f.AddedTokens))
 	for i, a := range f.AddedTokens {

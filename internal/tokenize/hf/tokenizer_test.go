@@ -387,6 +387,11 @@ func TestHFConfigs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			for name, content := range c.Files {
+				if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			tok, err := Load(dir)
 			if err != nil {
 				t.Fatalf("Load(config %s, model %s): %v", c.Config, c.Model, err)
@@ -450,6 +455,8 @@ type syntheticData struct {
 		Config    json.RawMessage `json:"config"`
 		Model     json.RawMessage `json:"model"` // config.json; null: none
 		Class     string          `json:"class"` // transformers' class
+		// Files are other files of the directory, by name (added_tokens.json).
+		Files map[string]json.RawMessage `json:"files"`
 		// SpecialTokensMap is transformers' special_tokens_map, the
 		// template variables.
 		SpecialTokensMap map[string]string `json:"special_tokens_map"`
