@@ -32,7 +32,7 @@ one) in .cache/tokenizers/NAME, write its goldens elsewhere and run the Go test 
     python3 scripts/goldens/chat_goldens.py --out /tmp/goldens NAME
     CHAT_GOLDENS_DIR=/tmp/goldens CHAT_GOLDENS_FAMILIES=NAME go test ./internal/tokenize/chattemplate -run 'TestChatGoldens$' -v
 
-The script makes its own venv (.venv/goldens) and fetches missing tokenizer files itself.
+The script makes its own venv (.venv/goldens) and fetches the pinned tokenizer files itself.
 """
 
 import argparse
@@ -600,8 +600,10 @@ def main():
         pinned = {line.split()[0] for line in lock if line.strip() and not line.startswith("#")}
     if set(missing) - pinned:
         sys.exit(f"goldens: no tokenizer files in .cache/tokenizers for {sorted(set(missing) - pinned)}")
-    if missing:
-        subprocess.run([os.path.join(ROOT, "scripts", "fetch-tokenizers.sh")] + missing, check=True)
+    # The pinned families are fetched, or checked and given their config.json (a few hashes).
+    if set(fams) & pinned:
+        subprocess.run([os.path.join(ROOT, "scripts", "fetch-tokenizers.sh")] + sorted(set(fams) & pinned),
+                       check=True, stdout=subprocess.DEVNULL)
     print(f"goldens: transformers {transformers.__version__}, jinja2 {jinja2.__version__}", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
     for fam in fams:

@@ -3,7 +3,8 @@
 
 For each family in scripts/tokenizers.lock this encodes a fixed list of tricky strings and a few
 thousand seeded random ones with the reference stack (transformers' AutoTokenizer over HF
-tokenizers, pinned in requirements.txt, as vLLM loads a tokenizer) and writes
+tokenizers, pinned in requirements.txt, as vLLM loads a tokenizer; the config.json that
+scripts/fetch-tokenizers.sh writes beside each family names its model type, as the model's own does) and writes
 internal/tokenize/hf/testdata/<family>.jsonl.gz, one JSON object per line:
 
     {"text": ..., "ids": [...], "ids_special": [...]}
@@ -15,11 +16,11 @@ text) the bare tokenizers library gives for a few hundred strings.
 
 ids is tokenizer(text, add_special_tokens=False), ids_special the same with add_special_tokens=True
 (what /v1/completions uses by default). It also encodes every string with the bare tokenizers
-library and reports where that differs from transformers (it may for ids_special: transformers
-rebuilds the post-processor from tokenizer_config.json for Llama- and Gemma-class tokenizers).
+library and reports where that differs from transformers (it does where the class transformers
+picks rebuilds what tokenizer.json says: Llama 2's pre-tokenizer, GPT-4o's split under GPT2Tokenizer).
 
 Usage: python3 scripts/goldens/tokenizer_goldens.py [--count N] [family...]
-The script makes its own venv (.venv/goldens) and fetches missing tokenizer files itself.
+The script makes its own venv (.venv/goldens) and fetches the pinned tokenizer files itself.
 """
 
 import argparse
@@ -629,9 +630,11 @@ def main():
     args = ap.parse_args()
     fams = args.family or families()
 
-    missing = [f for f in fams if not os.path.exists(os.path.join(CACHE, f, "tokenizer.json"))]
-    if missing:
-        subprocess.run([os.path.join(ROOT, "scripts", "fetch-tokenizers.sh")] + missing, check=True)
+    # The pinned families are fetched, or checked and given their config.json (a few hashes).
+    pinned = [f for f in fams if f in families()]
+    if pinned:
+        subprocess.run([os.path.join(ROOT, "scripts", "fetch-tokenizers.sh")] + pinned, check=True,
+                       stdout=subprocess.DEVNULL)
 
     print(f"goldens: transformers {transformers.__version__}, tokenizers {tokenizers.__version__}",
           file=sys.stderr)
