@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// FuzzLoadTokenizer: tokenizer.json and tokenizer_config.json come from
-// model directories the operator names, read when the gateway starts and
-// reloads, so they are outside bytes. Any pair must be refused with an
-// error or load a tokenizer that encodes any text the same way twice, into
-// ids of its own vocabulary (special tokens off), and decodes them, all
-// without a panic.
+// FuzzLoadTokenizer: tokenizer.json, tokenizer_config.json and the model
+// type of config.json come from model directories the operator names, read
+// when the gateway starts and reloads, so they are outside bytes. Any of
+// them must be refused with an error or load a tokenizer that encodes any
+// text the same way twice, into ids of its own vocabulary (special tokens
+// off), and decodes them, all without a panic.
 func FuzzLoadTokenizer(f *testing.F) {
 	components := []struct{ key, value string }{
 		{"normalizer", `{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]}`},
@@ -28,13 +28,16 @@ func FuzzLoadTokenizer(f *testing.F) {
 		`{"tokenizer_class":"LlamaTokenizerFast","add_bos_token":true,"add_eos_token":true,"bos_token":"a","eos_token":{"content":"b","special":true}}`,
 		`{"tokenizer_class":"PreTrainedTokenizerFast","added_tokens_decoder":{"9":{"content":"<x>","special":true,"lstrip":true}},"additional_special_tokens":["<y>"],"split_special_tokens":true}`,
 		`{"tokenizer_class":"GPT2TokenizerFast","add_prefix_space":true,"extra_special_tokens":{"image_token":"<img>"}}`,
+		`{"tokenizer_class":"GemmaTokenizerFast","extra_special_tokens":["<e>"],"image_token":"<i>","legacy":false}`,
+		`{"tokenizer_class":"Qwen2TokenizerFast","auto_map":{"AutoTokenizer":["a.B",null]}}`,
 	}
+	modelTypes := []string{"", "llama", "qwen2", "deepseek_v3", "cohere", "gpt_neox"}
 	for i, c := range components {
-		f.Add(withComponent(f, c.key, c.value), []byte(configs[i%len(configs)]), "ab cab  A1234 <s>é")
+		f.Add(withComponent(f, c.key, c.value), []byte(configs[i%len(configs)]), modelTypes[i%len(modelTypes)], "ab cab  A1234 <s>é")
 	}
-	f.Add([]byte(tinyTokenizer), []byte(configs[1]), "abc")
-	f.Add([]byte(stopTokenizerJSON), []byte(``), "a b <s> c")
-	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON []byte, text string) {
+	f.Add([]byte(tinyTokenizer), []byte(configs[1]), "", "abc")
+	f.Add([]byte(stopTokenizerJSON), []byte(``), "llama", "a b <s> c")
+	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON []byte, modelType, text string) {
 		if len(tokenizerJSON) > 1<<14 || len(configJSON) > 1<<12 || len(text) > 1<<10 {
 			return
 		}
@@ -46,7 +49,11 @@ func FuzzLoadTokenizer(f *testing.F) {
 			}
 			cfg = c
 		}
-		tok, err := build(tokenizerJSON, cfg, nil, "fuzz")
+		var model *modelConfig
+		if modelType != "" {
+			model = &modelConfig{ModelType: modelType}
+		}
+		tok, err := build(tokenizerJSON, cfg, model, "fuzz")
 		if err != nil {
 			return
 		}
