@@ -51,7 +51,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range append(gateway.TokenizerProblems(cfg), notes...) {
+		problems, loaded := gateway.CheckTokenizers(cfg)
+		for _, l := range loaded {
+			fmt.Fprintln(stdout, "predicts:", l)
+		}
+		for _, p := range append(problems, notes...) {
 			fmt.Fprintln(stdout, "note:", p)
 		}
 		return nil

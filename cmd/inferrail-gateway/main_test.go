@@ -39,6 +39,22 @@ func TestCheck(t *testing.T) {
 	if strings.Contains(out.String(), "note:") {
 		t.Errorf("--check of a config whose tokenizers all load printed notes: %q", out.String())
 	}
+	if !strings.Contains(out.String(), "predicts: model inferrail/sim-8b: tokenizer builtin:sim\n") {
+		t.Errorf("--check does not say how the model's tokens are computed: %q", out.String())
+	}
+	// A Hugging Face tokenizer is named with the transformers class it
+	// follows, which for a Llama 2 directory is not tokenizer.json as it is.
+	llama := filepath.Join(t.TempDir(), "llama.yaml")
+	if err := os.WriteFile(llama, []byte("models: [{name: m, tokenizer: ../../.cache/tokenizers/llama2}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"--check", "--config", llama}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "predicts: model m: tokenizer ../../.cache/tokenizers/llama2, as transformers' LlamaTokenizer builds it") {
+		t.Errorf("--check of a Llama 2 tokenizer: %q", got)
+	}
 	odd := filepath.Join(t.TempDir(), "odd.yaml")
 	if err := os.WriteFile(odd, []byte("models: [{name: m, tokenizer: /no/such/dir}, {name: n}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m, n]}]\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -82,8 +82,8 @@ func (t hfTokenizer) CacheStats() (hits, misses uint64) { return t.hf.CacheStats
 type modelTokenizer struct {
 	tok       promptTokenizer
 	blockSize int
-	// class is how the tokenizer was built, for the startup log: the
-	// transformers class it follows, or builtin:sim.
+	// class is the transformers class a Hugging Face tokenizer follows,
+	// for the startup log and --check; "" for builtin:sim.
 	class string
 	// disagrees is set when an engine's /tokenize gave other tokens for
 	// the startup probes: the model then routes without predictions.
@@ -107,7 +107,7 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 		return nil, nil
 	}
 	if m.Tokenizer == "builtin:sim" {
-		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks(), class: m.Tokenizer}, nil
+		return &modelTokenizer{tok: simTokenizer{simtok.New().WithCache(cacheTokens)}, blockSize: m.Blocks()}, nil
 	}
 	dir, name, err := tokenizerDir(m.Tokenizer)
 	if err != nil {
@@ -173,18 +173,30 @@ func hubCache() string {
 // TokenizerProblems lists, for inferrail-gateway --check and startup, the
 // models that will route without cache predictions and why.
 func TokenizerProblems(cfg *config.Config) []string {
-	var out []string
+	problems, _ := CheckTokenizers(cfg)
+	return problems
+}
+
+// CheckTokenizers loads every model's tokenizer and says, for
+// inferrail-gateway --check, which models will route without cache
+// predictions and why (problems), and how the others' tokens are computed
+// (loaded): the transformers class their tokenizer follows.
+func CheckTokenizers(cfg *config.Config) (problems, loaded []string) {
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		t, err := loadTokenizer(m, 0)
 		switch {
 		case err != nil:
-			out = append(out, fmt.Sprintf("model %s: %v; it routes without cache predictions", m.Name, err))
+			problems = append(problems, fmt.Sprintf("model %s: %v; it routes without cache predictions", m.Name, err))
 		case t == nil:
-			out = append(out, fmt.Sprintf("model %s: no tokenizer; it routes without cache predictions", m.Name))
+			problems = append(problems, fmt.Sprintf("model %s: no tokenizer; it routes without cache predictions", m.Name))
+		case t.class == "":
+			loaded = append(loaded, fmt.Sprintf("model %s: tokenizer %s", m.Name, m.Tokenizer))
+		default:
+			loaded = append(loaded, fmt.Sprintf("model %s: tokenizer %s, as transformers' %s builds it", m.Name, m.Tokenizer, t.class))
 		}
 	}
-	return out
+	return problems, loaded
 }
 
 // predict tokenizes the request's prompt and hashes its blocks, or says why
