@@ -28,6 +28,21 @@ func TestCheckStackConfig(t *testing.T) {
 	}
 }
 
+// checkConfig runs --check on a config of the given YAML and returns what
+// it printed.
+func checkConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--check", "--config", path}, &out, &errOut); err != nil {
+		t.Fatalf("--check of %q: %v", yaml, err)
+	}
+	return out.String()
+}
+
 func TestCheck(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"--check", "--config", "../../deploy/local.yaml"}, &out, &errOut); err != nil {
@@ -44,26 +59,10 @@ func TestCheck(t *testing.T) {
 	}
 	// A Hugging Face tokenizer is named with the transformers class it
 	// follows, which for a Llama 2 directory is not tokenizer.json as it is.
-	llama := filepath.Join(t.TempDir(), "llama.yaml")
-	if err := os.WriteFile(llama, []byte("models: [{name: m, tokenizer: ../../.cache/tokenizers/llama2}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := run(context.Background(), []string{"--check", "--config", llama}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); !strings.Contains(got, "predicts: model m: tokenizer ../../.cache/tokenizers/llama2, as transformers' LlamaTokenizer builds it") {
+	if got := checkConfig(t, "models: [{name: m, tokenizer: ../../.cache/tokenizers/llama2}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"); !strings.Contains(got, "predicts: model m: tokenizer ../../.cache/tokenizers/llama2, as transformers' LlamaTokenizer builds it") {
 		t.Errorf("--check of a Llama 2 tokenizer: %q", got)
 	}
-	odd := filepath.Join(t.TempDir(), "odd.yaml")
-	if err := os.WriteFile(odd, []byte("models: [{name: m, tokenizer: /no/such/dir}, {name: n}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m, n]}]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out.Reset()
-	if err := run(context.Background(), []string{"--check", "--config", odd}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	if got := out.String(); !strings.Contains(got, "note: model m: tokenizer \"/no/such/dir\"") || !strings.Contains(got, "note: model n: no tokenizer") {
+	if got := checkConfig(t, "models: [{name: m, tokenizer: /no/such/dir}, {name: n}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m, n]}]\n"); !strings.Contains(got, "note: model m: tokenizer \"/no/such/dir\"") || !strings.Contains(got, "note: model n: no tokenizer") {
 		t.Errorf("--check does not say which models route without predictions: %q", got)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
