@@ -1,6 +1,10 @@
 package hf
 
-import "testing"
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // TestChooseClass follows AutoTokenizer's choice through its branches
 // (transformers/models/auto/tokenization_auto.py); the synthetic goldens
@@ -47,6 +51,29 @@ func TestChooseClass(t *testing.T) {
 	for _, tt := range tests {
 		if got := chooseClass(tt.name, tt.hub, tt.remote, tt.model); got != tt.want {
 			t.Errorf("chooseClass(%q, %q, %v, %+v) = %s, want %s", tt.name, tt.hub, tt.remote, tt.model, got, tt.want)
+		}
+	}
+}
+
+// TestLoadModelConfigErrors: a config.json that is not a JSON object, or
+// whose model_type is not a string, is refused with its name; one without
+// a model type loads as if it were absent.
+func TestLoadModelConfigErrors(t *testing.T) {
+	for _, tt := range []struct{ config, err string }{
+		{`{"model_type": 7}`, "config.json"},
+		{`[1, 2`, "config.json"},
+		{`{"architectures": ["X"]}`, ""},
+	} {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "tokenizer.json"), tinyTokenizer)
+		writeFile(t, filepath.Join(dir, "tokenizer_config.json"), `{"tokenizer_class": "LlamaTokenizerFast"}`)
+		writeFile(t, filepath.Join(dir, "config.json"), tt.config)
+		_, err := Load(dir)
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("config.json %s: %v", tt.config, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("config.json %s: %v, want an error naming %s", tt.config, err, tt.err)
 		}
 	}
 }
