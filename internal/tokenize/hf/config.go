@@ -155,8 +155,8 @@ func (c *config) mergeLegacyAdded(fromJSON []addedTokenJSON) {
 
 // applySpecialTokensMap applies dir's special_tokens_map.json, when there
 // is one, as transformers' legacy loading does: its special tokens replace
-// the config's (null removes one), and its additional special tokens join
-// the config's.
+// the config's (null removes one), and an extra_special_tokens list joins
+// the config's (its additional_special_tokens is ignored).
 func (c *config) applySpecialTokensMap(dir string) error {
 	data, err := readOptional(dir, "special_tokens_map.json")
 	if data == nil || err != nil {
