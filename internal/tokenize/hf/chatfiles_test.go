@@ -163,6 +163,12 @@ func TestSpecialTokensMap(t *testing.T) {
 	if got, want := tok.Encode(nil, "hi", true), []int{1, 12014}; !slices.Equal(got, want) {
 		t.Errorf("Encode(hi) with special tokens = %v, want %v", got, want)
 	}
+	// The config's additional special token <y> is added (id 32000); the
+	// map's <x> is not: transformers 5 reads the map's list under its new
+	// name, extra_special_tokens, only.
+	if got, want := tok.Encode(nil, "<x> <y>", false), []int{523, 28744, 28767, 28705, 32000}; !slices.Equal(got, want) {
+		t.Errorf("Encode(<x> <y>) = %v, want %v", got, want)
+	}
 	writeFile(t, filepath.Join(dir, "special_tokens_map.json"), `{"bos_token": [1]}`)
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "special_tokens_map.json: bos_token") {
 		t.Errorf("a malformed map: %v, want an error naming the file and key", err)
