@@ -166,19 +166,8 @@ func (c *config) applySpecialTokensMap(dir string) error {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
-	for _, k := range specialAttrs {
-		v, ok := m[k]
-		switch {
-		case !ok:
-		case isNull(v):
-			c.specials[k] = nil
-		default:
-			var tok configToken
-			if err := json.Unmarshal(v, &tok); err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-			c.specials[k] = &tok
-		}
+	if err := c.setSpecials(m); err != nil {
+		return err
 	}
 	// transformers 5 reads the map after renaming additional_special_tokens
 	// to extra_special_tokens, so only a list under the new name joins.
@@ -196,6 +185,27 @@ func (c *config) applySpecialTokensMap(dir string) error {
 	return nil
 }
 
+// setSpecials sets the special tokens an object (tokenizer_config.json,
+// special_tokens_map.json) names: a token, or nil for null; an attribute
+// it leaves out keeps what it had.
+func (c *config) setSpecials(obj map[string]json.RawMessage) error {
+	for _, k := range specialAttrs {
+		v, ok := obj[k]
+		switch {
+		case !ok:
+		case isNull(v):
+			c.specials[k] = nil
+		default:
+			var tok configToken
+			if err := json.Unmarshal(v, &tok); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			c.specials[k] = &tok
+		}
+	}
+	return nil
+}
+
 func parseConfig(data []byte) (*config, error) {
 	var cfg config
 	if err := json.Unmarshal(data, &cfg); err != nil {
@@ -208,19 +218,8 @@ func parseConfig(data []byte) (*config, error) {
 	_, hasDecoder := raw["added_tokens_decoder"]
 	cfg.noDecoder = !hasDecoder
 	cfg.specials = map[string]*configToken{}
-	for _, k := range specialAttrs {
-		v, ok := raw[k]
-		switch {
-		case !ok:
-		case isNull(v):
-			cfg.specials[k] = nil
-		default:
-			var tok configToken
-			if err := json.Unmarshal(v, &tok); err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			cfg.specials[k] = &tok
-		}
+	if err := cfg.setSpecials(raw); err != nil {
+		return nil, err
 	}
 	if err := cfg.readExtraTokens(data); err != nil {
 		return nil, err
