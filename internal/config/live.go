@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"go.yaml.in/yaml/v3"
 )
 
 // RestartOnly returns the paths of the keys whose values differ between cur
@@ -190,14 +190,50 @@ func (c *Config) Patch(patch []byte) (*Config, error) {
 // PatchDocument is Patch of the config whose JSON is doc, for a caller
 // that keeps a config's JSON rather than encode it again for every patch.
 func PatchDocument(doc, patch []byte) (*Config, error) {
-	if !json.Valid(patch) {
+	tree, err := jsonDocument(patch)
+	if err != nil {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrPatch)
+	}
+	// Merging keeps the last of a key set twice; a config file with a key
+	// set twice is refused, and so is a patch.
+	if path := duplicateKey(tree.Content[0], ""); path != "" {
+		return nil, &Error{Path: path, Msg: "duplicate key"}
 	}
 	merged, err := jsonpatch.MergePatch(doc, patch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
 	}
 	return parseMerged(merged)
+}
+
+// duplicateKey returns the path of the first key n sets twice in one
+// object, "" when none does.
+func duplicateKey(n *yaml.Node, path string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		seen := make(map[string]bool, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			kp := k
+			if path != "" {
+				kp = path + "." + k
+			}
+			if seen[k] {
+				return kp
+			}
+			seen[k] = true
+			if d := duplicateKey(n.Content[i+1], kp); d != "" {
+				return d
+			}
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			if d := duplicateKey(item, fmt.Sprintf("%s[%d]", path, i)); d != "" {
+				return d
+			}
+		}
+	}
+	return ""
 }
 
 // parseMerged reads a patch's merged document. JSON is YAML, so it is

@@ -130,6 +130,9 @@ func TestPatch(t *testing.T) {
 		{name: "invalid values, all reported", patch: `{"routing": {"epsilon": -1, "split": {"p2c": 50}}, "retry": {"max_attempts": "3"}}`,
 			errs: []string{"routing.split: percents must add up to 100, not 75", "routing.epsilon: must be > 0", "retry.max_attempts: must be an integer"}},
 		{name: "unknown key", patch: `{"routing": {"splt": {}}}`, errs: []string{"routing.splt: unknown key"}},
+		// Merging would keep the last; a file with a key set twice is refused.
+		{name: "duplicate key", patch: `{"routing": {"epsilon": 0.5, "epsilon": 2}}`, errs: []string{"routing.epsilon: duplicate key"}},
+		{name: "duplicate key in a list", patch: `{"replicas": [{"id": "a", "url": "http://127.0.0.1:9", "id": "b"}]}`, errs: []string{"replicas[0].id: duplicate key"}},
 		{name: "not JSON", patch: `{"routing":`, isPatch: true},
 		{name: "not an object", patch: `[1]`, errs: []string{"must be a mapping of keys to values"}},
 	} {

@@ -61,6 +61,10 @@ func TestParseRefusesWhatItCannotTrust(t *testing.T) {
 		"infinite waiting": []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting +Inf\nvllm:kv_cache_usage_perc 0.5\n"),
 		"negative usage":   []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc -0.5\n"),
 		"negative counter": []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\nvllm:prefix_cache_hits_total -3\n"),
+		"usage above one":  []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.1\nvllm:kv_cache_usage_perc{engine=\"1\"} 1.5\n"),
+		// The same series twice, its labels in another order: summed, it
+		// would double the load.
+		"repeated series": []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\nvllm:num_requests_running{model_name=\"m\", engine=\"0\"} 3\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"),
 	} {
 		if _, err := Parse(bytes.NewReader(body)); !errors.Is(err, ErrUnreadable) {
 			t.Errorf("%s: err = %v, want ErrUnreadable", name, err)
@@ -643,6 +647,7 @@ func referencePage(data []byte) (*page, error) {
 				continue
 			}
 			for _, lp := range m.GetLabel() {
+				s.labelSet += labelHash(lp.GetName(), lp.GetValue())
 				switch lp.GetName() {
 				case "priority", "block_size", "num_gpu_blocks":
 					if s.labels == nil {

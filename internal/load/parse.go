@@ -78,7 +78,25 @@ var wanted = map[string]bool{
 // sample is one series of a wanted family.
 type sample struct {
 	labels map[string]string // only the labels Parse looks at
-	value  float64
+	// labelSet identifies the series among its family's: the sum of
+	// labelHash over all its labels, whatever their order.
+	labelSet uint64
+	value    float64
+}
+
+// labelHash hashes one label: FNV-1a of its name, a byte no name holds,
+// and its value.
+func labelHash(name, value string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := range len(name) {
+		h = (h ^ uint64(name[i])) * prime
+	}
+	h = (h ^ 0xff) * prime
+	for i := range len(value) {
+		h = (h ^ uint64(value[i])) * prime
+	}
+	return h
 }
 
 // page is what Parse kept of a metrics page.
@@ -207,6 +225,7 @@ func parseSample(rest []byte, nameInside bool) (smp sample, name []byte, err err
 			if err != nil {
 				return smp, nil, err
 			}
+			smp.labelSet += labelHash(key, val)
 			switch key {
 			case "priority", "block_size", "num_gpu_blocks":
 				if smp.labels == nil {
@@ -339,6 +358,10 @@ var (
 
 // report reads the fields every engine reports, from f's families.
 func (p *page) report(e Engine, f families) (*Report, error) {
+	if name := p.repeated(); name != "" {
+		// Not a page an exporter writes: summed, it would double a load.
+		return nil, fmt.Errorf("%w: %s has the same series twice", ErrUnreadable, name)
+	}
 	rep := &Report{Engine: e}
 	var ok bool
 	if rep.Running, rep.Ranks, ok = p.sum(f.running...); !ok {
@@ -360,7 +383,29 @@ func (p *page) report(e Engine, f families) (*Report, error) {
 			return nil, fmt.Errorf("%w: a load figure is %v", ErrUnreadable, v)
 		}
 	}
+	// So is a rank's share of its KV cache above one.
+	kv, _ := p.get(f.kvUsage...)
+	for _, s := range kv {
+		if s.value > 1 {
+			return nil, fmt.Errorf("%w: KV cache usage %v is above 1", ErrUnreadable, s.value)
+		}
+	}
 	return rep, nil
+}
+
+// repeated names a family that has two series with the same labels, ""
+// when none does.
+func (p *page) repeated() string {
+	for name, ss := range p.series {
+		for i := range ss {
+			for j := range i {
+				if ss[i].labelSet == ss[j].labelSet {
+					return name
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func parseVLLM(p *page) (*Report, error) {
