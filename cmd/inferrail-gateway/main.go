@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"os"
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	logger := newLogger(stderr, cfg.Logging)
+	log.SetFlags(0)
+	log.SetOutput(libraryLog{logger})
 	g, err := gateway.New(cfg, gateway.Options{Logger: logger, ConfigPath: *path})
 	if err != nil {
 		return err
@@ -133,4 +136,16 @@ func newLogger(w io.Writer, lc config.Logging) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// libraryLog carries what libraries write to the standard logger into the
+// gateway's log at debug, as net/http's server errors go: net/http's
+// client side writes there when an engine sends bytes on an idle
+// connection. What such a line quotes is cut: it may be a response body.
+type libraryLog struct{ l *slog.Logger }
+
+func (ll libraryLog) Write(p []byte) (int, error) {
+	msg, _, _ := strings.Cut(string(p), `"`)
+	ll.l.Debug(strings.TrimSpace(msg), "from", "standard logger")
+	return len(p), nil
 }

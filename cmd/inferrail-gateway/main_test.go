@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
 )
 
 // TestCheckStackConfig: make stack's gateway config passes --check; its
@@ -161,5 +163,30 @@ func TestReplayShadowFlag(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"--replay-shadow", bad}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "line 1:") {
 		t.Errorf("a tampered log: %v, want line 1 named", err)
+	}
+}
+
+// TestLibraryLogCutsWhatItQuotes: a line net/http's client writes to the
+// standard logger reaches the gateway's log at debug without the bytes it
+// quotes, which are an engine's response.
+func TestLibraryLogCutsWhatItQuotes(t *testing.T) {
+	var buf bytes.Buffer
+	ll := libraryLog{newLogger(&buf, config.Logging{Level: "debug", Format: "json"})}
+	line := "Unsolicited response received on idle HTTP channel starting with \"{\\\"secret\\\":1}\"; err=<nil>\n"
+	if n, err := ll.Write([]byte(line)); n != len(line) || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	var rec struct{ Level, Msg string }
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, buf.Bytes())
+	}
+	if rec.Level != "DEBUG" || rec.Msg != "Unsolicited response received on idle HTTP channel starting with" {
+		t.Errorf("logged %+v", rec)
+	}
+	buf.Reset()
+	ll = libraryLog{newLogger(&buf, config.Logging{Level: "info"})}
+	_, _ = ll.Write([]byte(line))
+	if buf.Len() != 0 {
+		t.Errorf("logged at info level: %s", buf.Bytes())
 	}
 }

@@ -64,14 +64,17 @@ func admissionFor(r *http.Request, key *auth.Key, maxClass auth.Priority, modelT
 	return a, nil
 }
 
-// classify sets the request's admission from its key and headers.
-func (g *Gateway) classify(ex *exchange) error {
+// classify sets the request's admission from its key and headers. It runs
+// before the body is read, so a bad header is answered at once to a client
+// waiting on Expect: 100-continue; the model's target, the last default,
+// is filled in once the body names the model.
+func classify(ex *exchange) error {
 	key := auth.FromContext(ex.r.Context())
 	maxClass := auth.Standard
 	if key != nil {
 		maxClass = key.Priority
 	}
-	a, err := admissionFor(ex.r, key, maxClass, g.modelTarget(ex))
+	a, err := admissionFor(ex.r, key, maxClass, 0)
 	if err != nil {
 		return err
 	}

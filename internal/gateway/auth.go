@@ -163,7 +163,7 @@ func (g *Gateway) requireKey(next http.Handler) http.Handler {
 		key, fail := lookupKey(src, r)
 		if key == nil {
 			g.access.metrics.failures.WithLabelValues(portClient, string(fail)).Inc()
-			g.answerOwn(w, unauthorized(fail))
+			g.answerOwn(w, r, unauthorized(fail))
 			return
 		}
 		next.ServeHTTP(w, withKey(r, key))
@@ -181,7 +181,7 @@ func (g *Gateway) requireAdminKey(next http.Handler) http.Handler {
 		key, fail := lookupKey(src, r)
 		if key == nil {
 			g.access.metrics.failures.WithLabelValues(portAdmin, string(fail)).Inc()
-			w.Header().Set(openai.HeaderRequestID, newRequestID())
+			w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
 			unauthorized(fail).write(w)
 			return
 		}

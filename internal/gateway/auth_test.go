@@ -157,6 +157,7 @@ func TestAPIKeys(t *testing.T) {
 			body := `{"model":"` + tc.model + `","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`
 			req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Request-Id", "client-"+tc.name)
 			for i := 0; i+1 < len(tc.header); i += 2 {
 				req.Header.Add(tc.header[i], tc.header[i+1])
 			}
@@ -185,8 +186,8 @@ func TestAPIKeys(t *testing.T) {
 			if tc.status == 401 && resp.Header.Get("Www-Authenticate") != `Bearer realm="inferrail"` {
 				t.Errorf("WWW-Authenticate %q", resp.Header.Get("Www-Authenticate"))
 			}
-			if resp.Header.Get("X-Request-Id") == "" {
-				t.Error("no x-request-id on the refusal")
+			if got := resp.Header.Get("X-Request-Id"); got != "client-"+tc.name {
+				t.Errorf("x-request-id %q on the refusal, want the client's", got)
 			}
 		})
 	}

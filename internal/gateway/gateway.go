@@ -291,7 +291,10 @@ func (g *Gateway) newTransport() *http.Transport {
 		// engine is about to close is not picked for a new request.
 		IdleConnTimeout:    4 * time.Second,
 		DisableCompression: true,
-		Protocols:          new(http.Protocols),
+		// An engine's head as large as a client's may be (net/http's
+		// server default); a larger one fails the attempt.
+		MaxResponseHeaderBytes: http.DefaultMaxHeaderBytes,
+		Protocols:              new(http.Protocols),
 	}
 	if uc.HTTP2 {
 		t.Protocols.SetUnencryptedHTTP2(true)
@@ -319,17 +322,27 @@ func (g *Gateway) Fleet() *fleet.Fleet { return g.fleet }
 // Registry returns the gateway's metrics registry.
 func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 
-// ClientHandler serves the OpenAI-compatible client port.
+// ClientHandler serves the OpenAI-compatible client port. Routes match the
+// decoded path exactly, as vLLM's router does: a path that is not one of
+// them ("//v1/models", "/health/", a CONNECT's empty one) is a 404 in
+// vLLM's shape, never a redirect to a cleaned path that a POST client
+// would follow with its body.
 func (g *Gateway) ClientHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/chat/completions", g.only(g.serveGenerate, http.MethodPost))
-	mux.HandleFunc("/v1/completions", g.only(g.serveGenerate, http.MethodPost))
-	mux.HandleFunc("/v1/models", g.only(g.serveModels, http.MethodGet, http.MethodHead))
-	mux.HandleFunc("/health", g.only(g.serveHealth, http.MethodGet, http.MethodHead))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		g.answerOwn(w, refusedNotFound)
-	})
-	keyed := g.requireKey(mux)
+	generate := g.only(g.serveGenerate, http.MethodPost)
+	models := g.only(g.serveModels, http.MethodGet, http.MethodHead)
+	health := g.only(g.serveHealth, http.MethodGet, http.MethodHead)
+	keyed := g.requireKey(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/chat/completions", "/v1/completions":
+			generate(w, r)
+		case "/v1/models":
+			models(w, r)
+		case "/health":
+			health(w, r)
+		default:
+			g.answerOwn(w, r, refusedNotFound)
+		}
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.arrivals.Add(1)
 		keyed.ServeHTTP(w, r)
@@ -347,14 +360,14 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Allow", allow)
-		g.answerOwn(w, refusedMethod)
+		g.answerOwn(w, r, refusedMethod)
 	}
 }
 
 // answerOwn answers a request that never reaches the proxy. Its body is not
 // read, so a client waiting on Expect: 100-continue is answered at once.
-func (g *Gateway) answerOwn(w http.ResponseWriter, rf *refusal) {
-	w.Header().Set(openai.HeaderRequestID, newRequestID())
+func (g *Gateway) answerOwn(w http.ResponseWriter, r *http.Request, rf *refusal) {
+	w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
 	rf.write(w)
 	g.metrics.errors.WithLabelValues("", rf.reason).Inc()
 }
@@ -432,6 +445,9 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 		IdleTimeout:       time.Duration(sc.HeaderReadTimeout),
 		Protocols:         protocols,
 		ErrorLog:          errLog,
+		// "OPTIONS *" reaches ClientHandler, which answers it in vLLM's
+		// shape with a request ID, instead of net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
 	}
 	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
 	errc := make(chan error, 2)

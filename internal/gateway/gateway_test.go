@@ -81,10 +81,17 @@ func TestOwnAnswers(t *testing.T) {
 		{"GET", "/v1/chat/completions", ``, 405, `{"error":{"message":"Method Not Allowed","type":"Method Not Allowed","param":null,"code":405}}`, "POST"},
 		{"DELETE", "/v1/models", ``, 405, `"code":405`, "GET, HEAD"},
 		{"GET", "/v2/anything", ``, 404, `{"error":{"message":"Not Found","type":"Not Found","param":null,"code":404}}`, ""},
+		// Paths match exactly, as vLLM's router matches them: no redirect
+		// to a cleaned path, which a POST client would follow with its body.
+		{"POST", "//v1/chat/completions", `{}`, 404, `"code":404`, ""},
+		{"POST", "/v1/chat/completions/", `{}`, 404, `"code":404`, ""},
+		{"GET", "/v1/../v1/models", ``, 404, `"code":404`, ""},
+		{"GET", "/v1/./models", ``, 404, `"code":404`, ""},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, gw.url+tt.path, strings.NewReader(tt.body))
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", "client-abc")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -97,10 +104,45 @@ func TestOwnAnswers(t *testing.T) {
 		if resp.Header.Get("Allow") != tt.allow {
 			t.Errorf("%s %s: Allow %q, want %q", tt.method, tt.path, resp.Header.Get("Allow"), tt.allow)
 		}
-		if resp.Header.Get("X-Request-Id") == "" {
-			t.Errorf("%s %s: no x-request-id", tt.method, tt.path)
+		if got := resp.Header.Get("X-Request-Id"); got != "client-abc" {
+			t.Errorf("%s %s: x-request-id %q, want the client's", tt.method, tt.path, got)
 		}
 	}
+}
+
+// TestOwnAnswersOutsideTheRoutes: request targets no route has, "OPTIONS *"
+// and a CONNECT's authority, are answered in vLLM's shape with the
+// client's request ID, as every other path is, not by net/http's defaults.
+func TestOwnAnswersOutsideTheRoutes(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	for _, line := range []string{"OPTIONS * HTTP/1.1", "CONNECT 127.0.0.1:1 HTTP/1.1"} {
+		resp := rawRequest(t, gw.url, line+"\r\nHost: x\r\nX-Request-Id: client-abc\r\n\r\n")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 404 || !strings.HasPrefix(string(body), `{"error":{"message":"Not Found"`) || resp.Header.Get("X-Request-Id") != "client-abc" {
+			t.Errorf("%s: %d %q, x-request-id %q; want vLLM's 404 with the client's id", line, resp.StatusCode, body, resp.Header.Get("X-Request-Id"))
+		}
+	}
+}
+
+// rawRequest writes a request as given on a new connection to the server
+// at url and reads the response head.
+func rawRequest(t *testing.T, url, request string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 func TestModelsListedLocally(t *testing.T) {
@@ -433,6 +475,13 @@ func TestBodyLimits(t *testing.T) {
 	line, _ = bufio.NewReader(conn2).ReadString('\n')
 	if !strings.Contains(line, "404") {
 		t.Errorf("rejected request behind Expect: 100-continue answered %q, want an immediate 404", line)
+	}
+	// A header the gateway refuses is read before the body is asked for.
+	resp = rawRequest(t, gw.url, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: 100000\r\nExpect: 100-continue\r\nX-Inferrail-Priority: bogus\r\n\r\n")
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("bad priority behind Expect: 100-continue answered %d, want an immediate 400", resp.StatusCode)
 	}
 }
 

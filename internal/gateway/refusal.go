@@ -28,6 +28,9 @@ var (
 	errFleetFull   = errors.New("every replica serving the model is at capacity")
 	errReplicaDown = errors.New("replica failed its health checks while the request waited")
 	errHeadTimeout = errors.New("no response head within the request timeout")
+	// errSwitched: the engine answered by switching protocols, which no
+	// route of the API does; the attempt failed.
+	errSwitched = errors.New("engine answered 101 Switching Protocols")
 )
 
 // refusalOf turns an error of the request path into the answer the client

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,10 +74,6 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	if ex.gen.cfg.Logging.LogPrompts {
 		g.log.Info("request", "request_id", ex.id, "model", ex.model, "body", string(ex.body))
 	}
-	if err := g.classify(ex); err != nil {
-		g.refuse(ex, err)
-		return
-	}
 	if err := g.shedEarly(ex); err != nil {
 		g.refuse(ex, err)
 		return
@@ -99,14 +96,18 @@ func (g *Gateway) refuse(ex *exchange, err error) {
 	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
 }
 
-// readRequest reads a request's body within its deadline and size limit,
-// checks it is JSON and resolves the model it names, splicing the model's
-// own name over an alias so the engine sees a name it serves. The exchange
-// is returned, with its ID answered, whether or not the request is good.
+// readRequest checks a request's admission headers, then reads its body
+// within its deadline and size limit, checks it is JSON and resolves the
+// model it names, splicing the model's own name over an alias so the
+// engine sees a name it serves. The exchange is returned, with its ID
+// answered, whether or not the request is good.
 func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange, error) {
 	ex := &exchange{w: w, r: r, arrived: time.Now(), id: requestIDFor(r), gen: g.current()}
 	w.Header().Set(openai.HeaderRequestID, ex.id)
 	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
+	if err := classify(ex); err != nil {
+		return ex, err
+	}
 	body, err := g.readBody(w, r, ex.deadline)
 	if err != nil {
 		return ex, err
@@ -128,6 +129,9 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		body = openai.SpliceModel(body, mf, model)
 	}
 	ex.model, ex.body, ex.user, ex.stream = model, body, mf.User, mf.Stream
+	if ex.adm.target == 0 {
+		ex.adm.target = g.modelTarget(ex)
+	}
 	mp := ex.gen.routing[model]
 	ex.arm = mp.armOf(ex.conversation())
 	ex.policy, ex.shadowed = mp.arms[ex.arm].policy, len(mp.shadows) > 0
@@ -431,6 +435,10 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 		}
 		return err
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
+		return errSwitched
+	}
 	a.lease.Started()
 	a.mq.kick() // no longer pending: a replica at max_pending has room
 	a.resp = resp
@@ -444,13 +452,15 @@ var hopHeaders = []string{
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
+// copyHeaders copies src's end-to-end headers into dst: all but the
+// hop-by-hop ones and those src's Connection header names.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		dst[k] = append([]string(nil), vs...)
 	}
 	for _, conn := range src.Values("Connection") {
-		for _, f := range bytes.Split([]byte(conn), []byte(",")) {
-			dst.Del(string(bytes.TrimSpace(f)))
+		for f := range strings.SplitSeq(conn, ",") {
+			dst.Del(strings.TrimSpace(f))
 		}
 	}
 	for _, h := range hopHeaders {
@@ -482,14 +492,16 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	setResponseHeaders(ex, a)
 	ex.w.WriteHeader(resp.StatusCode)
 	// A response of unknown length (a stream) goes out as the engine sends
-	// it: its head at once, then every chunk. One of known length is a
-	// whole answer: its head and body leave together when the handler
-	// ends (or as the write buffer fills), one write instead of two.
+	// it: its head at once, then every chunk. One of known length is most
+	// often a whole answer in one read: its head and body then leave
+	// together when the handler ends, one write instead of two; what
+	// arrives of it in parts goes out as it arrives.
 	streamed := resp.ContentLength < 0
 	rc := http.NewResponseController(ex.w)
 	if streamed {
 		_ = rc.Flush()
 	}
+	var relayed int64
 
 	bufp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bufp)
@@ -525,7 +537,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				g.cancelled(ex, rep.ID)
 				return
 			}
-			if streamed {
+			if relayed += int64(n); streamed || relayed < resp.ContentLength {
 				_ = rc.Flush()
 			}
 		}
@@ -562,12 +574,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 // but for hop-by-hop ones, and the gateway's own about the attempt.
 func setResponseHeaders(ex *exchange, a *attempt) {
 	h := ex.w.Header()
-	for k, vs := range a.resp.Header {
-		h[k] = vs
-	}
-	for _, hh := range hopHeaders {
-		h.Del(hh)
-	}
+	copyHeaders(h, a.resp.Header)
 	h.Set(openai.HeaderRequestID, ex.id)
 	h.Set(openai.HeaderReplica, a.lease.Replica().ID)
 	h.Set(openai.HeaderPolicy, ex.policy.Name())

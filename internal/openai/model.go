@@ -16,8 +16,9 @@ type ModelField struct {
 	// User is the body's top-level "user" string, which names the end user
 	// and so can key session affinity; "" when absent or not a string.
 	User string
-	// Stream is whether the body's top-level "stream" is true: the answer
-	// comes as events, the first one once the prompt is prefilled.
+	// Stream is whether the body's top-level "stream" is true as vLLM reads
+	// it (LaxBool: "true", 1 and "yes" are too): the answer comes as
+	// events, the first one once the prompt is prefilled.
 	Stream bool
 }
 
@@ -61,7 +62,7 @@ func FindModel(body []byte) (ModelField, error) {
 				_ = json.Unmarshal(body[valStart:i], &f.User)
 			}
 		case isStream:
-			f.Stream = string(body[valStart:i]) == "true"
+			f.Stream = laxTrue(body[valStart:i])
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {

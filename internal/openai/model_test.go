@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -35,7 +37,15 @@ func TestFindModelStream(t *testing.T) {
 		{`{"stream" : true , "model":"a"}`, true},
 		{`{"stream":false}`, false},
 		{`{"stream":true,"stream":false}`, false},
-		{`{"stream":"true"}`, false},
+		// As vLLM's pydantic reads a boolean (LaxBool).
+		{`{"stream":"true"}`, true},
+		{`{"stream":"Yes"}`, true},
+		{`{"stream":1}`, true},
+		{`{"stream":1e0}`, true},
+		{`{"stream":"no"}`, false},
+		{`{"stream":" true"}`, false},
+		{`{"stream":2}`, false},
+		{`{"stream":[true]}`, false},
 		{`{"stream":null}`, false},
 		{`{"stream_options":{"include_usage":true}}`, false},
 		{`{"metadata":{"stream":true}}`, false},
@@ -45,6 +55,52 @@ func TestFindModelStream(t *testing.T) {
 		f, err := FindModel([]byte(tt.body))
 		if err != nil || f.Stream != tt.stream {
 			t.Errorf("FindModel(%s).Stream = %v, %v; want %v", tt.body, f.Stream, err, tt.stream)
+		}
+	}
+}
+
+// pydanticTrue is a naive reading of what pydantic's lax mode takes as
+// true, for a value decoded by encoding/json (numbers as float64).
+func pydanticTrue(v any) bool {
+	switch t := v.(type) {
+	case bool:
+		return t
+	case float64:
+		return t == 1
+	case string:
+		return slices.Contains([]string{"1", "on", "t", "true", "y", "yes"}, strings.ToLower(t))
+	}
+	return false
+}
+
+// TestLaxBool: booleans as pydantic 2.14 read them in a request model
+// (checked there: model_validate of json.loads of each input).
+func TestLaxBool(t *testing.T) {
+	for _, tt := range []struct {
+		json    string
+		value   bool
+		errType string
+	}{
+		{`true`, true, ""}, {`false`, false, ""},
+		{`1`, true, ""}, {`1.0`, true, ""}, {`1e0`, true, ""}, {`10e-1`, true, ""},
+		{`0`, false, ""}, {`-0`, false, ""}, {`0.0`, false, ""},
+		{`2`, false, "bool_parsing"}, {`-1`, false, "bool_parsing"}, {`2.0`, false, "bool_parsing"},
+		{`1.5`, false, "bool_type"}, {`100000000000000000000001`, false, "bool_type"}, {`1e400`, false, "bool_type"},
+		{`"true"`, true, ""}, {`"True"`, true, ""}, {`"yes"`, true, ""}, {`"on"`, true, ""}, {`"1"`, true, ""},
+		{`"t"`, true, ""}, {`"Y"`, true, ""},
+		{`"no"`, false, ""}, {`"0"`, false, ""}, {`"off"`, false, ""}, {`"F"`, false, ""}, {`"N"`, false, ""},
+		{`" true"`, false, "bool_parsing"}, {`"TRUE "`, false, "bool_parsing"}, {`"1.0"`, false, "bool_parsing"},
+		{`""`, false, "bool_parsing"}, {`" 1"`, false, "bool_parsing"},
+		{`[]`, false, "bool_type"}, {`{}`, false, "bool_type"},
+	} {
+		d := json.NewDecoder(strings.NewReader(tt.json))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if got, errType := LaxBool(v); got != tt.value || errType != tt.errType {
+			t.Errorf("LaxBool(%s) = %v, %q; want %v, %q", tt.json, got, errType, tt.value, tt.errType)
 		}
 	}
 }
@@ -89,7 +145,9 @@ func object() *rapid.Generator[[]byte] {
 			b.Write(kb)
 			b.WriteString(rapid.SampledFrom([]string{":", " : "}).Draw(t, "colon"))
 			var v any
-			switch rapid.IntRange(0, 5).Draw(t, "kind") {
+			switch rapid.IntRange(0, 6).Draw(t, "kind") {
+			case 6: // what a lax boolean may be
+				v = rapid.SampledFrom([]any{"true", "Yes", "no", "1", "0", " true", 1, 0, 2, 1.5, 1.0}).Draw(t, "lax")
 			case 0:
 				v = rapid.String().Draw(t, "str")
 			case 1:
@@ -123,7 +181,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 		if present != f.Present {
 			t.Fatalf("FindModel(%s) present=%v, decoder says %v", body, f.Present, present)
 		}
-		if stream, _ := m["stream"].(bool); f.Stream != stream {
+		if stream := pydanticTrue(m["stream"]); f.Stream != stream {
 			t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, f.Stream, stream)
 		}
 		if s, isStr := want.(string); present && isStr {
@@ -157,7 +215,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 }
 
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`} {
+	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -167,7 +225,7 @@ func FuzzFindModel(f *testing.F) {
 		fm, err := FindModel(body)
 		var top map[string]any
 		if json.Unmarshal(body, &top) == nil {
-			if stream, _ := top["stream"].(bool); fm.Stream != stream {
+			if stream := pydanticTrue(top["stream"]); fm.Stream != stream {
 				t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, fm.Stream, stream)
 			}
 		}

@@ -179,7 +179,7 @@ func (v *validator) boolean(o *object, key string, nullable bool) (bool, bool) {
 	if !ok || (val == nil && nullable) {
 		return false, false
 	}
-	b, kind := laxBool(val)
+	b, kind := openai.LaxBool(val)
 	switch kind {
 	case "":
 		return b, true
@@ -189,30 +189,6 @@ func (v *validator) boolean(o *object, key string, nullable bool) (bool, bool) {
 		v.add("bool_type", []any{key}, "Input should be a valid boolean", val)
 	}
 	return false, false
-}
-
-func laxBool(val any) (bool, string) {
-	switch t := val.(type) {
-	case bool:
-		return t, ""
-	case json.Number:
-		switch string(t) {
-		case "0", "0.0":
-			return false, ""
-		case "1", "1.0":
-			return true, ""
-		}
-		return false, "bool_parsing"
-	case string:
-		switch strings.ToLower(t) {
-		case "0", "off", "f", "false", "n", "no":
-			return false, ""
-		case "1", "on", "t", "true", "y", "yes":
-			return true, ""
-		}
-		return false, "bool_parsing"
-	}
-	return false, "bool_type"
 }
 
 // number checks a float field's type; the simulator does not use its value.
@@ -423,7 +399,7 @@ func (va *validatorAt) boolean(o *object, key string) (bool, bool) {
 	if !ok || val == nil {
 		return false, false
 	}
-	b, kind := laxBool(val)
+	b, kind := openai.LaxBool(val)
 	if kind != "" {
 		va.v.add("bool_type", []any{va.key, key}, "Input should be a valid boolean", val)
 		return false, false

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// rawEngine is an engine that answers every generation request with the
+// bytes answer writes on the bare connection, after reading the body;
+// /health and anything else get a 200.
+func rawEngine(t *testing.T, answer func(w *bufio.Writer)) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		answer(rw.Writer)
+		_ = rw.Flush()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// withEngineFirst is the test config with the engine at url first, ahead
+// of one simulator: round robin sends it the first request.
+func withEngineFirst(t *testing.T, url string) *config.Config {
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	cfg.Replicas = slices.Insert(cfg.Replicas, 0, config.Replica{ID: "odd", URL: url, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8})
+	return cfg
+}
+
+// TestEngineAnswersThatAreNoAnswer: an engine that switches protocols, or
+// sends a head larger than a client may send the gateway, has not
+// answered: the request goes to another replica.
+func TestEngineAnswersThatAreNoAnswer(t *testing.T) {
+	for name, answer := range map[string]string{
+		"switching protocols": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+		"oversized head":      "HTTP/1.1 200 OK\r\nX-Huge: " + strings.Repeat("a", 2<<20) + "\r\nContent-Length: 2\r\n\r\n{}",
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			url := rawEngine(t, func(w *bufio.Writer) { _, _ = w.WriteString(answer) })
+			gw := startGateway(t, withEngineFirst(t, url))
+			resp, body := chat(t, gw.url, chatBody("hi", ""))
+			if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
+				t.Errorf("status %d from %q, want 200 from sim-1: %.200s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+			}
+		})
+	}
+}
+
+// TestEngineHeadersNamedInConnection: a header the engine's Connection
+// header names is for that connection only and never reaches the client.
+func TestEngineHeadersNamedInConnection(t *testing.T) {
+	url := rawEngine(t, func(w *bufio.Writer) {
+		_, _ = w.WriteString("HTTP/1.1 200 OK\r\nConnection: X-Secret, keep-alive\r\nX-Secret: leak\r\nX-Kept: yes\r\n" +
+			"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	})
+	gw := startGateway(t, withEngineFirst(t, url))
+	resp, _ := chat(t, gw.url, chatBody("hi", ""))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "odd" {
+		t.Fatalf("status %d from %q", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"))
+	}
+	if resp.Header.Get("X-Secret") != "" || resp.Header.Get("X-Kept") != "yes" {
+		t.Errorf("X-Secret %q, X-Kept %q: want the first dropped, the second kept", resp.Header.Get("X-Secret"), resp.Header.Get("X-Kept"))
+	}
+}
+
+// TestPartialAnswerRelayedAsItArrives: an answer of known length whose
+// engine sends part of it and stalls reaches the client as far as it
+// came, head first, instead of waiting for the rest.
+func TestPartialAnswerRelayedAsItArrives(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	part := `{"id":"partial","object":"chat.completion"`
+	url := rawEngine(t, func(w *bufio.Writer) {
+		_, _ = w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + part)
+		_ = w.Flush()
+		<-release
+	})
+	cfg := withEngineFirst(t, url)
+	gw := startGateway(t, cfg)
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("hi", "")))
+	if err != nil {
+		t.Fatalf("no head while the engine stalls: %v", err)
+	}
+	defer resp.Body.Close()
+	got := make([]byte, len(part))
+	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != part {
+		t.Errorf("read %q, %v; want the part the engine sent", got, err)
+	}
+}
