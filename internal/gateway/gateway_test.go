@@ -64,6 +64,13 @@ func TestProxiesChatAndCompletions(t *testing.T) {
 	if id := resp.Header.Get("X-Request-Id"); !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
 		t.Errorf("malformed client id replaced by %q, want 32 hex digits", id)
 	}
+
+	// A body behind UTF-8's byte order mark, which vLLM reads, with an
+	// alias to splice.
+	resp, body := chat(t, gw.url, "\uFEFF"+chatBody("after a BOM", ""))
+	if resp.StatusCode != 200 || !strings.Contains(body, `"model":"`+testModel+`"`) {
+		t.Errorf("body behind a byte order mark: %d %s", resp.StatusCode, body)
+	}
 }
 
 func TestOwnAnswers(t *testing.T) {

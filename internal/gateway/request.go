@@ -96,6 +96,8 @@ func (g *Gateway) refuse(ex *exchange, err error) {
 	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
 }
 
+var utf8BOM = []byte("\uFEFF")
+
 // readRequest checks a request's admission headers, then reads its body
 // within its deadline and size limit, checks it is JSON and resolves the
 // model it names, splicing the model's own name over an alias so the
@@ -112,6 +114,9 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	if err != nil {
 		return ex, err
 	}
+	// vLLM reads a body that starts with UTF-8's byte order mark (Python's
+	// json.loads of bytes skips it); the engine gets the body without it.
+	body = bytes.TrimPrefix(body, utf8BOM)
 	if !json.Valid(body) {
 		return ex, refusedNotJSON
 	}
