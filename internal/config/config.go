@@ -44,7 +44,9 @@ type Server struct {
 	// API). Default "127.0.0.1:9090". It may not be the address of Listen.
 	AdminListen string `yaml:"admin_listen"`
 	// RequestTimeout bounds reading a request body and waiting for a
-	// response head, all retries included. Must be > 0; default 60s.
+	// stream's response head, all retries included; a request that does
+	// not stream gets its head with the whole answer and waits for it as
+	// long as that takes. Must be > 0; default 60s.
 	RequestTimeout Duration `yaml:"request_timeout"`
 	// HeaderReadTimeout is how long a client has to send request headers,
 	// and how long an idle keep-alive connection stays open. Must be > 0;
@@ -142,8 +144,10 @@ type Replica struct {
 	// MaxConcurrency caps requests in flight to this replica. Must be >= 1;
 	// default 256.
 	MaxConcurrency int `yaml:"max_concurrency"`
-	// MaxPending caps requests to this replica still waiting for a response
-	// head. Must be >= 1 and <= MaxConcurrency; default 64.
+	// MaxPending caps streams to this replica still waiting for a response
+	// head (a request that does not stream gets its head with the whole
+	// answer and counts against MaxConcurrency alone). Must be >= 1 and
+	// <= MaxConcurrency; default 64.
 	MaxPending int `yaml:"max_pending"`
 	// KVCapacityBlocks is the engine's KV cache size in blocks, the size of
 	// the gateway's shadow of it. 0 means what the engine reports, else
@@ -195,8 +199,9 @@ type DNSGroup struct {
 	// MaxConcurrency caps requests in flight to each member. Must be >= 1;
 	// default 256.
 	MaxConcurrency int `yaml:"max_concurrency"`
-	// MaxPending caps each member's requests still waiting for a response
-	// head. Must be >= 1 and <= MaxConcurrency; default 64.
+	// MaxPending caps each member's streams still waiting for a response
+	// head, as Replica.MaxPending. Must be >= 1 and <= MaxConcurrency;
+	// default 64.
 	MaxPending int `yaml:"max_pending"`
 	// KVCapacityBlocks is each member's KV cache size in blocks, as for
 	// Replica. 0 means what the engines report.

@@ -29,6 +29,7 @@ func TestLeasesMatchReference(t *testing.T) {
 		maxPend := rapid.Int64Range(0, 5).Draw(t, "maxPending")
 		r := NewReplica("r", nil, []string{"m"}, maxConc, maxPend)
 		var held []*Lease
+		waiting := map[*Lease]bool{} // the held leases that count as pending
 		var inFlight, pending int64
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
@@ -40,30 +41,38 @@ func TestLeasesMatchReference(t *testing.T) {
 				}
 				if ok {
 					held = append(held, l)
+					waiting[l] = true
 					inFlight++
 					pending++
 				}
-			case 1:
+			case 1: // the head arrives, or the lease is a whole answer's
 				if len(held) == 0 {
 					continue
 				}
 				l := held[rapid.IntRange(0, len(held)-1).Draw(t, "lease")]
-				if !l.started && !l.done {
+				if waiting[l] {
 					pending--
 				}
-				l.Started()
+				waiting[l] = false
+				if rapid.Bool().Draw(t, "whole") {
+					l.AnswersWhole()
+				} else {
+					l.Started()
+				}
 			case 2:
 				if len(held) == 0 {
 					continue
 				}
 				i := rapid.IntRange(0, len(held)-1).Draw(t, "lease")
 				l := held[i]
-				if !l.started {
+				if waiting[l] {
 					pending--
 				}
+				delete(waiting, l)
 				inFlight--
 				l.Release()
 				l.Release() // a second release changes nothing
+				l.Started() // nor does anything after it
 				held = append(held[:i], held[i+1:]...)
 			case 3:
 				if got := r.HasRoom(); got != ((maxConc == 0 || inFlight < maxConc) && (maxPend == 0 || pending < maxPend)) {

@@ -162,7 +162,7 @@ func (r *Replica) SetCards(c *ModelCards) { r.card.Store(c) }
 // once; Started marks the moment the response head arrived.
 type Lease struct {
 	r          *Replica
-	started    bool
+	pending    bool // counted in the replica's pending leases
 	done       bool
 	queued     bool    // Queue was called
 	firstByte  bool    // FirstByte was called
@@ -194,7 +194,7 @@ func (r *Replica) TryAcquire() (*Lease, bool) {
 			return nil, false
 		}
 		if r.pending.CompareAndSwap(p, p+1) {
-			return &Lease{r: r}, true
+			return &Lease{r: r, pending: true}, true
 		}
 	}
 }
@@ -210,12 +210,21 @@ func (l *Lease) Replica() *Replica { return l.r }
 
 // Started records that the response head arrived: the request no longer
 // counts as pending.
-func (l *Lease) Started() {
-	if l.started || l.done {
-		return
+func (l *Lease) Started() { l.unpend() }
+
+// AnswersWhole marks the lease of a request that does not stream, whose
+// response head the engine sends only with the whole answer: waiting for
+// it is generating, not an engine that stopped answering, so the lease
+// stops counting against max_pending. It still counts against
+// max_concurrency, and max_pending still keeps it off a replica whose
+// streams' heads are not coming.
+func (l *Lease) AnswersWhole() { l.unpend() }
+
+func (l *Lease) unpend() {
+	if l.pending && !l.done {
+		l.pending = false
+		l.r.pending.Add(-1)
 	}
-	l.started = true
-	l.r.pending.Add(-1)
 }
 
 // Release gives the lease back. Calling it again does nothing.
@@ -223,9 +232,7 @@ func (l *Lease) Release() {
 	if l.done {
 		return
 	}
-	if !l.started {
-		l.r.pending.Add(-1)
-	}
+	l.unpend()
 	if l.queued {
 		l.FirstByte(time.Now())
 		l.r.promptTokens.Add(-l.tokens)

@@ -2,24 +2,32 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/sim"
 )
 
 // rawEngine is an engine that answers every generation request with the
-// bytes answer writes on the bare connection, after reading the body;
-// /health and anything else get a 200.
+// bytes answer writes on the bare connection, after reading the body, and
+// closes it; /health and other GETs get a 200, other POSTs (the gateway's
+// tokenizer check) a 404.
 func rawEngine(t *testing.T, answer func(w *bufio.Writer)) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
+		switch {
+		case r.Method != http.MethodPost:
+			return
+		case r.URL.Path != "/v1/chat/completions":
+			http.NotFound(w, r)
 			return
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -73,7 +81,7 @@ func TestEngineHeadersNamedInConnection(t *testing.T) {
 	gw := startGateway(t, withEngineFirst(t, url))
 	resp, _ := chat(t, gw.url, chatBody("hi", ""))
 	if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "odd" {
-		t.Fatalf("status %d from %q", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"))
+		t.Fatalf("status %d from %q\n%s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), gw.logs.String())
 	}
 	if resp.Header.Get("X-Secret") != "" || resp.Header.Get("X-Kept") != "yes" {
 		t.Errorf("X-Secret %q, X-Kept %q: want the first dropped, the second kept", resp.Header.Get("X-Secret"), resp.Header.Get("X-Kept"))
@@ -103,5 +111,43 @@ func TestPartialAnswerRelayedAsItArrives(t *testing.T) {
 	got := make([]byte, len(part))
 	if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != part {
 		t.Errorf("read %q, %v; want the part the engine sent", got, err)
+	}
+}
+
+// TestWholeAnswersWaitAsLongAsTheyTake: an engine sends the head of an
+// answer that does not stream only with the whole answer. Waiting for it
+// is generating: it outlasts server.request_timeout and does not count
+// against max_pending. A stream's head, which an engine sends at once,
+// still must come within the timeout and counts as pending until it does.
+func TestWholeAnswersWaitAsLongAsTheyTake(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	cfg.Server.RequestTimeout = config.Duration(300 * time.Millisecond)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 8, 1
+	cfg.Retry.MaxAttempts = 1
+	gw := startGateway(t, cfg)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultDelay, Delay: 600 * time.Millisecond, SparesHealth: true})
+
+	statuses := func(body string, n int) map[int]int {
+		var mu sync.Mutex
+		got := map[int]int{}
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				resp, _ := chat(t, gw.url, chatBody(fmt.Sprint("whole ", i), body))
+				mu.Lock()
+				got[resp.StatusCode]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return got
+	}
+	if got := statuses("", 3); got[200] != 3 {
+		t.Errorf("three whole answers that take twice the request timeout, at max_pending 1: %v, want three 200s", got)
+	}
+	got := statuses(`,"stream":true`, 3)
+	if got[504] == 0 || got[503] == 0 || got[200] != 0 {
+		t.Errorf("three streams whose heads are late, at max_pending 1: %v, want 504s and 503s", got)
 	}
 }

@@ -417,11 +417,19 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	a.trace = g.traceUpstream(ex, a, req)
 	a.sent = time.Now()
 
-	// Until the head arrives, the request gives up when its deadline passes
-	// or when probes take the replica out.
+	// Until the head arrives, the request gives up when probes take the
+	// replica out, and a stream when its deadline passes too. A whole
+	// answer's head comes only once it is generated, however long that
+	// takes: waiting for it is neither late nor pending (AnswersWhole).
 	headed := make(chan struct{})
 	down := rep.Down()
-	timer := time.AfterFunc(time.Until(ex.deadline), func() { cancel(errHeadTimeout) })
+	stopTimer := func() bool { return false }
+	if ex.stream {
+		stopTimer = time.AfterFunc(time.Until(ex.deadline), func() { cancel(errHeadTimeout) }).Stop
+	} else {
+		a.lease.AnswersWhole()
+		a.mq.kick() // no longer pending: a replica at max_pending has room
+	}
 	go func() {
 		select {
 		case <-down:
@@ -431,7 +439,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 		}
 	}()
 	resp, err := g.transport.RoundTrip(req)
-	timer.Stop()
+	stopTimer()
 	close(headed)
 	a.trace.headed(resp, err)
 	if err != nil {
