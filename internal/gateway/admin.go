@@ -1,14 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
-
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
 )
 
 // replicaView is one replica as GET /admin/replicas shows it.
@@ -114,8 +117,17 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest(err.Error(), "").Write(w)
 		return
 	}
-	ids, err := mt.tok.PromptIDs(p, nil)
-	if err != nil {
+	// Tokenizing stops when the caller leaves or the request's deadline
+	// passes: a prompt of megabytes can take seconds and gigabytes.
+	var stop atomic.Bool
+	defer context.AfterFunc(r.Context(), func() { stop.Store(true) })()
+	defer time.AfterFunc(time.Until(ex.deadline), func() { stop.Store(true) }).Stop()
+	ids, err := mt.tok.PromptIDs(p, &stop)
+	switch {
+	case errors.Is(err, hf.ErrStopped):
+		openai.HTTPError(http.StatusGatewayTimeout, "Tokenizing did not finish within the request timeout.").Write(w)
+		return
+	case err != nil:
 		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
 		return
 	}

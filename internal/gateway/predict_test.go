@@ -592,3 +592,27 @@ func TestHubTokenizerName(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminTokenizeBounded: tokenizing on the admin port stops at the
+// request's deadline, as routing's stops at its wait: a 4 MiB prompt takes
+// Qwen3's tokenizer seconds and gigabytes, and the caller gets a 504.
+func TestAdminTokenizeBounded(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loads Qwen3's tokenizer, about 12 s under the race detector; make norace runs it")
+	}
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	cfg.Models[0].Tokenizer = qwen3Dir
+	cfg.Tokenizer.Verify = false
+	cfg.Server.RequestTimeout = config.Duration(100 * time.Millisecond)
+	gw := startGateway(t, cfg)
+	body := `{"model":"sim","prompt":"` + strings.Repeat("tokens, more tokens; ", 200_000) + `"}`
+	resp, err := http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "request timeout") {
+		t.Errorf("a 4 MiB prompt past the request timeout: %d %.200s, want 504", resp.StatusCode, b)
+	}
+}
