@@ -117,12 +117,9 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest(err.Error(), "").Write(w)
 		return
 	}
-	// Tokenizing stops when the caller leaves or the request's deadline
-	// passes: a prompt of megabytes can take seconds and gigabytes.
-	var stop atomic.Bool
-	defer context.AfterFunc(r.Context(), func() { stop.Store(true) })()
-	defer time.AfterFunc(time.Until(ex.deadline), func() { stop.Store(true) }).Stop()
-	ids, err := mt.tok.PromptIDs(p, &stop)
+	stop, release := adminStop(r, ex.deadline)
+	defer release()
+	ids, err := mt.tok.PromptIDs(p, stop)
 	switch {
 	case errors.Is(err, hf.ErrStopped):
 		openai.HTTPError(http.StatusGatewayTimeout, "Tokenizing did not finish within the request timeout.").Write(w)
@@ -146,6 +143,17 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeAdminJSON(w, http.StatusOK, out)
+}
+
+// adminStop is set once an admin request's caller leaves or its deadline
+// passes: what the admin port tokenizes stops there, since a prompt of
+// megabytes can take a tokenizer seconds and gigabytes. release lets go
+// of what watches for either.
+func adminStop(r *http.Request, deadline time.Time) (stop *atomic.Bool, release func()) {
+	stop = new(atomic.Bool)
+	detach := context.AfterFunc(r.Context(), func() { stop.Store(true) })
+	timer := time.AfterFunc(time.Until(deadline), func() { stop.Store(true) })
+	return stop, func() { detach(); timer.Stop() }
 }
 
 func writeAdminJSON(w http.ResponseWriter, status int, v any) {

@@ -102,7 +102,9 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	tokenized := "no_tokenizer"
 	if mt := g.tokenizers[ex.model]; mt != nil {
-		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), nil)
+		stop, release := adminStop(r, ex.deadline)
+		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), stop)
+		release()
 	}
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }

@@ -595,7 +595,8 @@ func TestHubTokenizerName(t *testing.T) {
 
 // TestAdminTokenizeBounded: tokenizing on the admin port stops at the
 // request's deadline, as routing's stops at its wait: a 4 MiB prompt takes
-// Qwen3's tokenizer seconds and gigabytes, and the caller gets a 504.
+// Qwen3's tokenizer seconds and gigabytes. /admin/tokenize answers 504;
+// /admin/explain explains the decision without a prediction ("slow").
 func TestAdminTokenizeBounded(t *testing.T) {
 	if raceEnabled {
 		t.Skip("loads Qwen3's tokenizer, about 12 s under the race detector; make norace runs it")
@@ -614,5 +615,17 @@ func TestAdminTokenizeBounded(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "request timeout") {
 		t.Errorf("a 4 MiB prompt past the request timeout: %d %.200s, want 504", resp.StatusCode, b)
+	}
+	resp, err = http.Post(gw.admin+"/admin/explain/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Tokenized string `json:"tokenized"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || out.Tokenized != tokSlow {
+		t.Errorf("explaining a 4 MiB prompt past the request timeout: %d, tokenized %q; want 200, %q", resp.StatusCode, out.Tokenized, tokSlow)
 	}
 }
