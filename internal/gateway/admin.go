@@ -128,6 +128,9 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
 		return
 	}
+	if ids == nil {
+		ids = []int{} // an empty prompt's tokens are [], as vLLM's /tokenize writes them
+	}
 	hashes := blockhash.Extend(nil, blockhash.Seed(model, "", p.CacheSalt), ids, mt.blockSize)
 	out := struct {
 		Count       int      `json:"count"`

@@ -628,4 +628,14 @@ func TestAdminTokenizeBounded(t *testing.T) {
 	if resp.StatusCode != 200 || out.Tokenized != tokSlow {
 		t.Errorf("explaining a 4 MiB prompt past the request timeout: %d, tokenized %q; want 200, %q", resp.StatusCode, out.Tokenized, tokSlow)
 	}
+	// An empty prompt's tokens are [], not null, as vLLM writes them.
+	resp, err = http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(`{"model":"sim","prompt":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"tokens": []`) {
+		t.Errorf("an empty prompt: %s", b)
+	}
 }
