@@ -108,6 +108,7 @@ func FuzzPatch(f *testing.F) {
 		`{"routing":{"epsilon":null,"seed":9223372036854775807}}`, `{"replicas":null}`, `{"models":[{"name":"m"}]}`,
 		`{"server":{"listen":"127.0.0.1:1"}}`, `{"routing":{"split":{"p2c":1e400}}}`, `{"a":`, `{"retry":{"backoff":"1h"}}`,
 		`{"models":[{"name":"meta-llama/Llama-3.1-8B-Instruct","chat_template_kwargs":{"x":[1,{"y":null}]}}]}`,
+		`{"routing":{"epsilon":0.5,"epsilon":2}}`, `{"replicas":[{"id":"a","id":"b"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
