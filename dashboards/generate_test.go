@@ -85,7 +85,7 @@ var layout = []section{
 			targets: []targetSpec{{"sum by (model, policy) (" + rate("inferrail_request_duration_seconds_count") + ") / on (model) group_left " +
 				"sum by (model) (" + rate("inferrail_request_duration_seconds_count") + ")", "{{model}} {{policy}}"}}},
 		{title: "In flight per replica", unit: "short",
-			description: "Requests the gateway has in flight to each replica, and those still waiting for a response head.",
+			description: "Requests the gateway has in flight to each replica, and the streams among them still waiting for a response head.",
 			targets: []targetSpec{
 				{"sum by (replica) (inferrail_replica_in_flight)", "{{replica}}"},
 				{"sum by (replica) (inferrail_replica_pending)", "{{replica}} pending"},

@@ -24,7 +24,7 @@ type Replica struct {
 	MaxConcurrency int64
 	MaxPending     int64
 	inFlight       atomic.Int64 // requests holding a lease
-	pending        atomic.Int64 // leases still waiting for a response head
+	pending        atomic.Int64 // leases still waiting for a response head, but AnswersWhole ones
 	ejectedUntil   atomic.Int64 // a clock.Instant; notEjected when not ejected
 	probeUp        atomic.Bool  // the last probes passed
 	removed        atomic.Bool  // left the fleet
@@ -96,7 +96,8 @@ func (r *Replica) Serves(model string) bool { return slices.Contains(r.Models, m
 // InFlight is the number of requests holding a lease on the replica.
 func (r *Replica) InFlight() int64 { return r.inFlight.Load() }
 
-// Pending is the number of leases still waiting for a response head.
+// Pending is the number of leases still waiting for a response head, not
+// counting those marked AnswersWhole.
 func (r *Replica) Pending() int64 { return r.pending.Load() }
 
 // Healthy reports whether the last probes passed.

@@ -207,7 +207,7 @@ var (
 	descHealthy  = prometheus.NewDesc("inferrail_replica_healthy", "1 when the replica passes its health probes.", []string{"replica"}, nil)
 	descEjected  = prometheus.NewDesc("inferrail_replica_ejected", "1 while passive ejection keeps the replica out of rotation.", []string{"replica"}, nil)
 	descInFlight = prometheus.NewDesc("inferrail_replica_in_flight", "Requests in flight to the replica.", []string{"replica"}, nil)
-	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Requests to the replica still waiting for a response head.", []string{"replica"}, nil)
+	descPending  = prometheus.NewDesc("inferrail_replica_pending", "Streams to the replica still waiting for a response head (a request that does not stream gets its head with the whole answer and is not counted).", []string{"replica"}, nil)
 	descMaxConc  = prometheus.NewDesc("inferrail_replica_max_concurrency", "The replica's cap on requests in flight.", []string{"replica"}, nil)
 	descQueued   = prometheus.NewDesc("inferrail_replica_queued_prefill_seconds", "Estimated prefill queued on the replica by the gateway's own decisions, at the pace each was routed with, drained in real time.", []string{"replica"}, nil)
 	descPromptIn = prometheus.NewDesc("inferrail_replica_prompt_tokens_in_flight", "Prompt tokens of the requests in flight to the replica.", []string{"replica"}, nil)
