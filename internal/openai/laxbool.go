@@ -39,21 +39,27 @@ func LaxBool(v any) (value bool, errType string) {
 	return false, "bool_type"
 }
 
-// laxTrue is whether raw, one JSON value, is a boolean LaxBool reads as
-// true.
+// laxTrue is whether raw, one valid JSON value, is a boolean LaxBool reads
+// as true. Only a number or a short string can be: no word LaxBool knows
+// is longer than five letters, even with every letter escaped.
 func laxTrue(raw []byte) bool {
-	switch string(raw) {
-	case "true":
+	switch {
+	case string(raw) == "true":
 		return true
-	case "false", "null":
-		return false
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		b, errType := LaxBool(json.Number(raw))
+		return b && errType == ""
+	case raw[0] == '"' && len(raw) <= maxLaxString:
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return false
+		}
+		b, errType := LaxBool(s)
+		return b && errType == ""
 	}
-	var v any
-	d := json.NewDecoder(strings.NewReader(string(raw)))
-	d.UseNumber()
-	if d.Decode(&v) != nil {
-		return false
-	}
-	b, errType := LaxBool(v)
-	return b && errType == ""
+	return false
 }
+
+// maxLaxString is the longest JSON string that can hold a word LaxBool
+// knows: five letters escaped as \uXXXX, and the quotes.
+const maxLaxString = 5*6 + 2
