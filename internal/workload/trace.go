@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 )
 
 // TraceBlockTokens is how many prompt tokens one hash id of a Mooncake
@@ -82,14 +83,18 @@ const (
 // output_length (1 to 2^24) and hash_ids (ints >= 0), and optionally
 // block_size (the tokens of one hash id, 1 to 65,536; default
 // TraceBlockTokens) and model, which inferrail-gateway's traffic capture
-// writes. Other keys are ignored and blank lines skipped. Errors name the
-// line, counting from 1.
+// writes. Counts may be written as floats with no fraction (10.0); other
+// keys are ignored, blank lines skipped, and a byte order mark before the
+// first line too. Errors name the line, counting from 1.
 func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
 	var recs []TraceRecord
 	for line := 1; sc.Scan(); line++ {
 		b := bytes.TrimSpace(sc.Bytes())
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\uFEFF")) // a byte order mark, as editors on Windows write
+		}
 		if len(b) == 0 {
 			continue
 		}
@@ -107,26 +112,56 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 
 // traceLength checks a record's input or output length, a token count in
 // [1, maxTraceTokens]; 0 with the error when it is missing or outside.
-func traceLength(name string, n *int) (int, error) {
-	switch {
-	case n == nil:
+func traceLength(name string, num *traceCount) (int, error) {
+	if num == nil {
 		return 0, errors.New(name + ": required")
-	case *n < 1:
+	}
+	n, err := wholeNumber(name, *num)
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 1:
 		return 0, errors.New(name + ": must be >= 1")
-	case *n > maxTraceTokens:
+	case n > maxTraceTokens:
 		return 0, fmt.Errorf("%s: must be <= %d", name, maxTraceTokens)
 	}
-	return *n, nil
+	return n, nil
+}
+
+// traceCount is a count's JSON number as written. Unlike json.Number it
+// is never a string.
+type traceCount string
+
+func (c *traceCount) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return fmt.Errorf("want a number, not %.40s", b)
+	}
+	*c = traceCount(b)
+	return nil
+}
+
+// wholeNumber reads a count written as an integer or as a float with no
+// fraction (10.0, 1e3), as traces written from Python or pandas may have
+// them.
+func wholeNumber(name string, num traceCount) (int, error) {
+	if n, err := strconv.ParseInt(string(num), 10, 0); err == nil {
+		return int(n), nil
+	}
+	f, err := strconv.ParseFloat(string(num), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("%s: must be a whole number, not %s", name, num)
+	}
+	return int(f), nil
 }
 
 func parseTraceLine(b []byte) (TraceRecord, error) {
 	var raw struct {
-		Timestamp    *float64 `json:"timestamp"`
-		InputLength  *int     `json:"input_length"`
-		OutputLength *int     `json:"output_length"`
-		HashIDs      []int    `json:"hash_ids"`
-		BlockSize    *int     `json:"block_size"`
-		Model        string   `json:"model"`
+		Timestamp    *float64     `json:"timestamp"`
+		InputLength  *traceCount  `json:"input_length"`
+		OutputLength *traceCount  `json:"output_length"`
+		HashIDs      []traceCount `json:"hash_ids"`
+		BlockSize    *traceCount  `json:"block_size"`
+		Model        string       `json:"model"`
 	}
 	var rec TraceRecord
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -148,19 +183,32 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 	if rec.OutputLength, err = traceLength("output_length", raw.OutputLength); err != nil {
 		errs = append(errs, err)
 	}
-	for i, id := range raw.HashIDs {
-		if id < 0 {
-			errs = append(errs, fmt.Errorf("hash_ids[%d]: must be >= 0", i))
+	if raw.HashIDs != nil {
+		rec.HashIDs = make([]int, len(raw.HashIDs))
+	}
+	for i, num := range raw.HashIDs {
+		name := fmt.Sprintf("hash_ids[%d]", i)
+		id, err := wholeNumber(name, num)
+		if err == nil && id < 0 {
+			err = errors.New(name + ": must be >= 0")
+		}
+		if err != nil {
+			errs = append(errs, err)
 			break
 		}
+		rec.HashIDs[i] = id
 	}
-	rec.HashIDs, rec.Model = raw.HashIDs, raw.Model
-	switch bs := raw.BlockSize; {
-	case bs == nil:
-	case *bs < 1 || *bs > maxTraceBlock:
-		errs = append(errs, fmt.Errorf("block_size: must be between 1 and %d", maxTraceBlock))
-	default:
-		rec.BlockTokens = *bs
+	rec.Model = raw.Model
+	if raw.BlockSize != nil {
+		bs, err := wholeNumber("block_size", *raw.BlockSize)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case bs < 1 || bs > maxTraceBlock:
+			errs = append(errs, fmt.Errorf("block_size: must be between 1 and %d", maxTraceBlock))
+		default:
+			rec.BlockTokens = bs
+		}
 	}
 	return rec, errors.Join(errs...)
 }
