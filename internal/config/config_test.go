@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -894,6 +895,31 @@ routing:
 	}{{"a", wantA}, {"alias-a", wantA}, {"b", wantB}, {"unknown", wantB}} {
 		if got := cfg.ModelCostModel(tc.name); got != tc.want {
 			t.Errorf("ModelCostModel(%q) = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestReadFileIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	at := filepath.Join(dir, "at.yaml")
+	over := filepath.Join(dir, "over.yaml")
+	if err := os.WriteFile(at, bytes.Repeat([]byte("#"), MaxFileBytes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(over, bytes.Repeat([]byte("#"), MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if data, err := ReadFile(at); err != nil || len(data) != MaxFileBytes {
+		t.Errorf("ReadFile(at the bound) = %d bytes, %v; want all of it", len(data), err)
+	}
+	_, err := Load(over)
+	if err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
+		t.Errorf("Load(over the bound) = %v, want a size error", err)
+	}
+	// A device that never ends is refused the same way, not read until memory runs out.
+	if _, err := os.Stat("/dev/zero"); err == nil {
+		if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Errorf("Load(/dev/zero) = %v, want a size error", err)
 		}
 	}
 }

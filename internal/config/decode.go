@@ -17,11 +17,33 @@ import (
 // Load reads the config file at path and parses it as Parse does. Problems
 // found in the file name it and their line: "gateway.yaml:12: replicas[2].url: …".
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	return parse(data, path)
+}
+
+// MaxFileBytes bounds a config file. Real ones are kilobytes; the bound
+// keeps a path to a device or a runaway generator from taking the memory
+// the gateway serves with, at start and at every reread.
+const MaxFileBytes = 16 << 20
+
+// ReadFile reads a config file of at most [MaxFileBytes].
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB", path, MaxFileBytes>>20)
+	}
+	return data, nil
 }
 
 // Parse decodes a config file onto [Default] and validates the result.

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -106,7 +105,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: logger, tokenizers: map[string]*modelTokenizer{}}
 	if opts.ConfigPath != "" {
 		g.file = &configFile{path: opts.ConfigPath}
-		if data, err := os.ReadFile(opts.ConfigPath); err == nil {
+		if data, err := config.ReadFile(opts.ConfigPath); err == nil {
 			g.file.sum = sha256.Sum256(data)
 		}
 	}

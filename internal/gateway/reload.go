@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -161,7 +160,7 @@ func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error
 	if g.file == nil {
 		return "", g.current(), errors.New("the gateway was not started from a config file")
 	}
-	data, err := os.ReadFile(g.file.path)
+	data, err := config.ReadFile(g.file.path)
 	if err != nil {
 		return g.rejected(&ReloadError{Problems: []config.Error{{File: g.file.path, Msg: err.Error()}}}, via)
 	}
