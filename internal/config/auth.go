@@ -24,7 +24,7 @@ type Auth struct {
 	AdminKeysFile string `yaml:"admin_keys_file"`
 	// ReloadInterval is how often the key files are checked for changes;
 	// a changed file is reread and, if good, takes effect at once. Must be
-	// > 0; default 1s.
+	// >= 10ms; default 1s.
 	ReloadInterval Duration `yaml:"reload_interval"`
 }
 
@@ -120,7 +120,7 @@ func (c *Config) AdminExposed() bool {
 // auth checks the auth section, the TLS sections and the models' limits.
 func (v *validator) auth(c *Config) {
 	a := &c.Auth
-	v.positive("auth.reload_interval", a.ReloadInterval)
+	v.period("auth.reload_interval", a.ReloadInterval)
 	if a.AdminKeysFile != "" && a.AdminKeysFile == a.KeysFile {
 		v.fail("auth.admin_keys_file", "must not be auth.keys_file: every client key would open the admin port")
 	}

@@ -68,7 +68,7 @@ func drawAuth(t *rapid.T, c *Config) {
 	if c.Auth.AdminKeysFile = optPath("admin_keys_file"); c.Auth.AdminKeysFile == c.Auth.KeysFile {
 		c.Auth.AdminKeysFile = ""
 	}
-	c.Auth.ReloadInterval = drawDuration(t, "reload_interval", 1, Duration(time.Hour))
+	c.Auth.ReloadInterval = drawDuration(t, "reload_interval", MinPeriod, Duration(time.Hour))
 	if rapid.Bool().Draw(t, "server_tls") {
 		c.Server.TLS = ServerTLS{CertFile: path.Draw(t, "cert_file"), KeyFile: path.Draw(t, "key_file"), ClientCAFile: optPath("client_ca_file")}
 	}

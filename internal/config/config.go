@@ -59,8 +59,8 @@ type Server struct {
 	// bodies get 413. Must be > 0; default 33554432 (32 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ReloadInterval is how often the config file is reread; it is applied
-	// when it differs from the config in effect. Must be >= 0; 0 rereads it
-	// only on SIGHUP or POST /admin/reload. Default 2s.
+	// when it differs from the config in effect. Must be 0 or >= 10ms; 0
+	// rereads it only on SIGHUP or POST /admin/reload. Default 2s.
 	ReloadInterval Duration `yaml:"reload_interval"`
 	// TLS serves the client port over TLS; default plain HTTP.
 	TLS ServerTLS `yaml:"tls"`
@@ -193,7 +193,7 @@ type DNSGroup struct {
 	// Models are the names (not aliases) of the configured models every
 	// member serves. At least one.
 	Models []string `yaml:"models"`
-	// Refresh is how often the name is resolved again. Must be > 0;
+	// Refresh is how often the name is resolved again. Must be >= 10ms;
 	// default 5s.
 	Refresh Duration `yaml:"refresh"`
 	// MaxConcurrency caps requests in flight to each member. Must be >= 1;
@@ -380,15 +380,16 @@ type HotPrefix struct {
 
 // Health configures active health checks and passive ejection.
 type Health struct {
-	// Interval is the time between two probes of a replica. Must be > 0;
-	// default 1s.
+	// Interval is the time between two probes of a replica. Must be
+	// >= 10ms; default 1s.
 	Interval Duration `yaml:"interval"`
 	// Timeout bounds one probe. Must be > 0 and <= Interval; default 500ms.
 	Timeout Duration `yaml:"timeout"`
 	// UnhealthyInterval is the time between two probes of a replica that
 	// probes took out of rotation, so that one restarting is back soon
 	// after it answers; a port that refuses connections costs little to
-	// ask. 0 (the default) means a quarter of Interval; at most Interval.
+	// ask. 0 (the default) means a quarter of Interval; else at least 10ms
+	// and at most Interval.
 	UnhealthyInterval Duration `yaml:"unhealthy_interval"`
 	// UnhealthyThreshold is the number of failed probes in a row that take a
 	// replica out of rotation, and of failed requests in a row that eject
@@ -501,7 +502,7 @@ type KVEvents struct {
 // EngineLoad tunes how the gateway reads engines' own metrics pages.
 type EngineLoad struct {
 	// ScrapeInterval is the time between scrapes of one engine's /metrics.
-	// Default 100ms.
+	// Must be >= 10ms; default 100ms.
 	ScrapeInterval Duration `yaml:"scrape_interval"`
 	// ScrapeTimeout bounds one scrape (pages are also capped at 4 MiB).
 	// Default 100ms.

@@ -210,7 +210,7 @@ var badFiles = map[string][]string{
 		"line 11: server.tls.cert_file: required with server.tls.key_file",
 		"line 13: server.tls.client_ca_file: needs server.tls.cert_file: client certificates are asked for over TLS only",
 		"line 16: auth.admin_keys_file: must not be auth.keys_file: every client key would open the admin port",
-		"line 17: auth.reload_interval: must be > 0",
+		"line 17: auth.reload_interval: must be >= 10ms",
 		"line 19: upstream.tls.key_file: required with upstream.tls.cert_file",
 		"line 19: upstream.tls: applies to https:// replicas and dns groups, and none is",
 		"line 21: upstream.tls.server_name: must be a host name or an IP address",
@@ -229,7 +229,7 @@ var badFiles = map[string][]string{
 		"line 4: server.admin_listen: must not listen where server.listen (:9090) does",
 	},
 	"control.bad.yaml": {
-		"line 2: server.reload_interval: must be >= 0",
+		"line 2: server.reload_interval: must be 0 (off) or >= 10ms",
 		"line 5: models[0].split: percents must add up to 100, not 120",
 		`line 6: models[0].shadow[1]: "p2c" is listed twice`,
 		`line 6: models[0].shadow[2]: must be one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not "fastest"`,
@@ -256,7 +256,7 @@ var badFiles = map[string][]string{
 		"line 17: routing.hot_prefix.utilization: must be > 0 and <= 1",
 		`line 17: routing.hot_prefix.demand: must be prefill, prompt or share, got "uncached"`,
 		`line 18: routing.kv_guard: must be usage or free_blocks, not "blocks"`,
-		"line 20: health.unhealthy_interval: must be between 0 and health.interval (1s)",
+		"line 20: health.unhealthy_interval: must be 0 or between 10ms and health.interval (1s)",
 	},
 	"models.bad.yaml": {
 		`line 4: models[0].aliases[1]: "llama" is already used at models[0].name`,
@@ -315,13 +315,13 @@ var badFiles = map[string][]string{
 		"line 12: discovery.dns[1].name: must be at most 40 characters",
 		"line 13: discovery.dns[1].url: must be an absolute http or https URL",
 		`line 14: discovery.dns[1].models[0]: "nope" is not a configured model`,
-		"line 15: discovery.dns[1].refresh: must be > 0",
+		"line 15: discovery.dns[1].refresh: must be >= 10ms",
 		"line 16: discovery.dns[2].name: may only hold letters, digits, '.', '_' and '-'",
 		"line 18: discovery.dns[2].models: at least one model is required",
 		"line 20: discovery.dns[2].max_pending: must be <= max_concurrency (4)",
 		"line 21: discovery.dns[3].name: required",
 		`line 26: discovery.dns[5].name: "pool-e" is already used at discovery.dns[4].name`,
-		"line 29: discovery.dns[5].refresh: must be > 0",
+		"line 29: discovery.dns[5].refresh: must be >= 10ms",
 	},
 	"chat.bad.yaml": {
 		`line 4: models[0].chat_template_content_format: must be empty or one of auto, string, openai, not "OpenAI"`,
@@ -345,7 +345,7 @@ var badFiles = map[string][]string{
 	},
 	"sections.bad.yaml": {
 		`line 9: routing.default_policy: must be one of round_robin, random, least_request, p2c, prefix_hash, kv_aware, cost_model, not ""`,
-		"line 11: health.interval: must be > 0",
+		"line 11: health.interval: must be >= 10ms",
 		"line 12: health.timeout: must be > 0",
 		"line 13: health.unhealthy_threshold: must be >= 1",
 		"line 14: health.healthy_threshold: must be >= 1",
@@ -920,6 +920,30 @@ func TestReadFileIsBounded(t *testing.T) {
 	if _, err := os.Stat("/dev/zero"); err == nil {
 		if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than") {
 			t.Errorf("Load(/dev/zero) = %v, want a size error", err)
+		}
+	}
+}
+
+// A period shorter than MinPeriod would spin a timer loop; 0 stays "off"
+// where the key has an off.
+func TestPeriodsHaveAFloor(t *testing.T) {
+	const base = "models: [{name: m}]\nreplicas: [{id: r, url: \"http://127.0.0.1:1\", models: [m]}]\n"
+	for _, tc := range []struct{ yaml, want string }{
+		{"server: {reload_interval: 1ns}", "server.reload_interval: must be 0 (off) or >= 10ms"},
+		{"server: {reload_interval: 9ms}", "server.reload_interval: must be 0 (off) or >= 10ms"},
+		{"auth: {reload_interval: 1us}", "auth.reload_interval: must be >= 10ms"},
+		{"health: {interval: 1ms, timeout: 1ms}", "health.interval: must be >= 10ms"},
+		{"health: {unhealthy_interval: 1ms}", "health.unhealthy_interval: must be 0 or between 10ms and health.interval (1s)"},
+		{"load: {scrape_interval: 5ms}", "load.scrape_interval: must be >= 10ms"},
+		{"server: {reload_interval: 0s}", ""},
+		{"server: {reload_interval: 10ms}\nauth: {reload_interval: 10ms}\nload: {scrape_interval: 10ms}\nhealth: {interval: 10ms, timeout: 10ms, unhealthy_interval: 10ms}", ""},
+	} {
+		_, err := Parse([]byte(base + tc.yaml))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v, want it accepted", tc.yaml, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
 	}
 }

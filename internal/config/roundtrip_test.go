@@ -104,7 +104,7 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 		nGroups, nGroups, rapid.ID[string]).Draw(t, "group_names")
 	for _, name := range groupNames {
 		g := DNSGroup{Name: name, URL: drawURL(t, "group_url"), Models: drawModels("group_models")}
-		g.Refresh = drawDuration(t, "refresh", 1, Duration(time.Hour))
+		g.Refresh = drawDuration(t, "refresh", MinPeriod, Duration(time.Hour))
 		g.MaxConcurrency, g.MaxPending = drawLimits("group")
 		c.Discovery.DNS = append(c.Discovery.DNS, g)
 	}
@@ -134,7 +134,9 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	c.Routing.DefaultPolicy = rapid.SampledFrom(policies[1:]).Draw(t, "default_policy")
 	c.Routing.Split = drawSplit(t, "split")
 	c.Routing.Shadow = drawShadow(t, "shadow")
-	c.Server.ReloadInterval = drawDuration(t, "reload_interval", 0, Duration(time.Hour))
+	if rapid.Bool().Draw(t, "reloads") {
+		c.Server.ReloadInterval = drawDuration(t, "reload_interval", MinPeriod, Duration(time.Hour))
+	}
 	for i := range c.Models {
 		m := &c.Models[i]
 		m.Split, m.Shadow = drawSplit(t, "model_split"), drawShadow(t, "model_shadow")
@@ -148,7 +150,7 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	c.Routing.Seed = rapid.Int64().Draw(t, "seed")
 
 	h := &c.Health
-	h.Interval = drawDuration(t, "interval", 1, Duration(time.Hour))
+	h.Interval = drawDuration(t, "interval", MinPeriod, Duration(time.Hour))
 	h.Timeout = drawDuration(t, "timeout", 1, h.Interval)
 	h.UnhealthyThreshold = rapid.IntRange(1, 1000).Draw(t, "unhealthy_threshold")
 	h.HealthyThreshold = rapid.IntRange(1, 1000).Draw(t, "healthy_threshold")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -110,6 +111,18 @@ func (v *validator) positive(path string, d Duration) {
 	}
 }
 
+// MinPeriod is the shortest period of anything the gateway repeats on a
+// timer (file rereads, probes, scrapes, DNS lookups): shorter is a busy
+// loop, not a setting.
+const MinPeriod = Duration(10 * time.Millisecond)
+
+// period checks a repeating timer's period.
+func (v *validator) period(path string, d Duration) {
+	if d < MinPeriod {
+		v.fail(path, "must be >= %s", MinPeriod)
+	}
+}
+
 func (v *validator) atLeast(path string, n, low int) {
 	if n < low {
 		v.fail(path, "must be >= %d", low)
@@ -124,8 +137,8 @@ func (v *validator) server(s *Server) {
 	}
 	v.positive("server.request_timeout", s.RequestTimeout)
 	v.positive("server.header_read_timeout", s.HeaderReadTimeout)
-	if s.ReloadInterval < 0 {
-		v.fail("server.reload_interval", "must be >= 0")
+	if s.ReloadInterval != 0 && s.ReloadInterval < MinPeriod {
+		v.fail("server.reload_interval", "must be 0 (off) or >= %s", MinPeriod)
 	}
 	if s.ShutdownTimeout < 0 {
 		v.fail("server.shutdown_timeout", "must be >= 0")
@@ -329,7 +342,7 @@ func (v *validator) replicas(c *Config) {
 		}
 		v.url(p+".url", g.URL)
 		v.servedModels(p+".models", g.Models, served)
-		v.positive(p+".refresh", g.Refresh)
+		v.period(p+".refresh", g.Refresh)
 		v.limits(p, g.MaxConcurrency, g.MaxPending)
 		v.atLeast(p+".kv_capacity_blocks", g.KVCapacityBlocks, 0)
 	}
@@ -506,13 +519,13 @@ func (v *validator) nonNegative(path string, f float64) {
 }
 
 func (v *validator) health(h *Health) {
-	v.positive("health.interval", h.Interval)
+	v.period("health.interval", h.Interval)
 	v.positive("health.timeout", h.Timeout)
 	if h.Interval > 0 && h.Timeout > h.Interval {
 		v.fail("health.timeout", "must be <= health.interval (%s)", h.Interval)
 	}
-	if h.UnhealthyInterval < 0 || h.Interval > 0 && h.UnhealthyInterval > h.Interval {
-		v.fail("health.unhealthy_interval", "must be between 0 and health.interval (%s)", h.Interval)
+	if h.UnhealthyInterval != 0 && h.UnhealthyInterval < MinPeriod || h.Interval > 0 && h.UnhealthyInterval > h.Interval {
+		v.fail("health.unhealthy_interval", "must be 0 or between %s and health.interval (%s)", MinPeriod, h.Interval)
 	}
 	v.atLeast("health.unhealthy_threshold", h.UnhealthyThreshold, 1)
 	v.atLeast("health.healthy_threshold", h.HealthyThreshold, 1)
@@ -541,7 +554,7 @@ func (v *validator) upstream(u *Upstream) {
 }
 
 func (v *validator) load(l *EngineLoad) {
-	v.positive("load.scrape_interval", l.ScrapeInterval)
+	v.period("load.scrape_interval", l.ScrapeInterval)
 	v.positive("load.scrape_timeout", l.ScrapeTimeout)
 	// A report is dated when its scrape is sent, so the newest one can be
 	// as old as one interval plus one scrape's time when the next lands: a
