@@ -70,30 +70,50 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Patches are applied one at a time onto the config in effect, so that
-	// two at once cannot undo each other.
+	// two at once cannot undo each other; a reload of the file that lands
+	// between reading the config and applying the patch makes it start
+	// over on the new config, so that neither undoes the other either.
 	g.patchMu.Lock()
 	defer g.patchMu.Unlock()
-	doc, err := g.current().document()
-	if err != nil {
-		writeProblems(w, http.StatusInternalServerError, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: err.Error()}}})
+	for range patchTries {
+		base := g.current()
+		doc, err := base.document()
+		if err != nil {
+			writeProblems(w, http.StatusInternalServerError, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: err.Error()}}})
+			return
+		}
+		next, err := config.PatchDocument(doc, body)
+		if err != nil {
+			status := http.StatusUnprocessableEntity
+			if errors.Is(err, config.ErrPatch) {
+				status = http.StatusBadRequest
+			}
+			re := refused(err)
+			for i := range re.Problems {
+				re.Problems[i].Line = 0 // lines of the merged JSON, which nobody wrote
+			}
+			g.rejected(re, "patch")
+			writeProblems(w, status, reloadRejected, re)
+			return
+		}
+		result, gen, err := g.applyOnto(base, next, "patch")
+		if errors.Is(err, errStale) {
+			continue
+		}
+		var re *ReloadError
+		if errors.As(err, &re) {
+			writeProblems(w, http.StatusUnprocessableEntity, result, re)
+			return
+		}
+		g.writeGeneration(w, gen, result)
 		return
 	}
-	next, err := config.PatchDocument(doc, body)
-	if err != nil {
-		status := http.StatusUnprocessableEntity
-		if errors.Is(err, config.ErrPatch) {
-			status = http.StatusBadRequest
-		}
-		re := refused(err)
-		for i := range re.Problems {
-			re.Problems[i].Line = 0 // lines of the merged JSON, which nobody wrote
-		}
-		g.rejected(re, "patch")
-		writeProblems(w, status, reloadRejected, re)
-		return
-	}
-	g.answerChange(w, next, "patch")
+	writeProblems(w, http.StatusConflict, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: "the config kept changing while the patch was applied; send it again"}}})
 }
+
+// patchTries is how many times a patch starts over when the config in
+// effect changed under it.
+const patchTries = 3
 
 // serveReload answers POST /admin/reload: the config file reread now.
 func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
@@ -107,17 +127,6 @@ func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
 	default:
 		g.writeGeneration(w, gen, result)
 	}
-}
-
-// answerChange applies a config and answers with the result.
-func (g *Gateway) answerChange(w http.ResponseWriter, next *config.Config, via string) {
-	result, gen, err := g.apply(next, via)
-	var re *ReloadError
-	if errors.As(err, &re) {
-		writeProblems(w, http.StatusUnprocessableEntity, result, re)
-		return
-	}
-	g.writeGeneration(w, gen, result)
 }
 
 func writeProblems(w http.ResponseWriter, status int, result string, re *ReloadError) {

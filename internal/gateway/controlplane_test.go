@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -477,5 +478,105 @@ func TestModelLimitsChangeLive(t *testing.T) {
 	}
 	if resp, body := chat(t, gw.url, chatBody("three", "")); resp.StatusCode != http.StatusOK {
 		t.Errorf("after the limit was removed: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestModelsListLiveAliases: /v1/models lists the aliases of the config in
+// effect, not of the config the gateway started with.
+func TestModelsListLiveAliases(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	ids := func() []string {
+		var list struct{ Data []struct{ ID string } }
+		if code := adminDo(t, http.MethodGet, gw.url+"/v1/models", "", &list); code != http.StatusOK {
+			t.Fatalf("/v1/models: %d", code)
+		}
+		var out []string
+		for _, m := range list.Data {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	set := fmt.Sprintf(`{"models":[{"name":%q,"aliases":["sim-new"],"tokenizer":"builtin:sim","block_size":0}]}`, testModel)
+	if code, _, problems := patch(t, gw.admin, set); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if got, want := ids(), []string{testModel, "sim-new"}; !slices.Equal(got, want) {
+		t.Errorf("/v1/models after the patch lists %v, want %v", got, want)
+	}
+	if resp, body := chat(t, gw.url, strings.Replace(chatBody("hi", ""), `"model":"sim"`, `"model":"sim-new"`, 1)); resp.StatusCode != http.StatusOK {
+		t.Errorf("a request for the listed alias: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := chat(t, gw.url, chatBody("hi", "")); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a request for the alias no longer listed: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestStalePatchStartsOver: a change derived from a generation that is no
+// longer in effect is not applied over the newer one.
+func TestStalePatchStartsOver(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	gw := startGateway(t, cfg)
+	base := gw.g.current()
+	newer := *cfg
+	newer.Routing.DefaultPolicy = "p2c"
+	if result, _, err := gw.g.apply(&newer, "file"); err != nil || result != reloadApplied {
+		t.Fatalf("apply: %s %v", result, err)
+	}
+	stale := *cfg
+	stale.Routing.Epsilon = 1.5
+	if _, _, err := gw.g.applyOnto(base, &stale, "patch"); !errors.Is(err, errStale) {
+		t.Fatalf("applyOnto(an old base) = %v, want errStale", err)
+	}
+	if got := gw.g.current().cfg.Routing.DefaultPolicy; got != "p2c" {
+		t.Errorf("policy %s after a stale patch, want the newer change's p2c", got)
+	}
+	// Sent as a patch, it is made again onto the newer config.
+	if code, _, problems := patch(t, gw.admin, `{"routing":{"epsilon":1.5}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if cur := gw.g.current().cfg.Routing; cur.DefaultPolicy != "p2c" || cur.Epsilon != 1.5 {
+		t.Errorf("after the patch: %s, epsilon %v; want p2c, 1.5", cur.DefaultPolicy, cur.Epsilon)
+	}
+}
+
+// TestReloadIntervalShortenedLive: a reload_interval shortened from an hour
+// takes effect within about a second, not when the hour ends; a file that
+// goes missing is reported once, not at every look.
+func TestReloadIntervalShortenedLive(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	cfg.Server.ReloadInterval = config.Duration(time.Hour)
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(c *config.Config) {
+		b, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(cfg)
+	gw := startGatewayWith(t, cfg, Options{ConfigPath: path})
+	if code, _, problems := patch(t, gw.admin, `{"server":{"reload_interval":"20ms"}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	edit := *cfg
+	edit.Server.ReloadInterval = config.Duration(20 * time.Millisecond)
+	edit.Routing.DefaultPolicy = "kv_aware"
+	write(&edit)
+	waitFor(t, "the edit to apply", 5*time.Second, func() bool { return gw.g.testPolicy(testModel).Name() == "kv_aware" })
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the missing file to be reported", 5*time.Second, func() bool {
+		return strings.Contains(scrape(t, gw.admin), `inferrail_config_reloads_total{result="rejected"} 1`)
+	})
+	time.Sleep(200 * time.Millisecond) // about ten more looks
+	if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_config_reloads_total{result="rejected"} 1`+"\n") {
+		t.Errorf("a missing file was counted more than once:\n%s", grepLines(page, "inferrail_config_reloads_total"))
 	}
 }

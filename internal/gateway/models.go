@@ -18,7 +18,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	snap := g.fleet.Snapshot()
 	b := []byte(`{"object":"list","data":[`)
 	first := true
-	for _, m := range g.cfg.Models {
+	for _, m := range g.current().cfg.Models { // aliases change live
 		if !keyAllows(r, m.Name) {
 			continue
 		}

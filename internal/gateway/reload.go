@@ -55,10 +55,24 @@ func (g *Gateway) current() *generation { return g.gen.Load() }
 // cannot be applied while the gateway runs (rejected, with every reason).
 // via names where it came from, for the log. Attempts are serialized.
 func (g *Gateway) apply(next *config.Config, via string) (string, *generation, error) {
+	return g.applyOnto(nil, next, via)
+}
+
+// errStale is applyOnto's answer when its base is no longer in effect.
+var errStale = errors.New("the config in effect changed")
+
+// applyOnto is apply for a config derived from the generation base: when
+// base is set and another change came first, nothing is applied and the
+// error is errStale, so that a change made from an old config cannot undo
+// a newer one.
+func (g *Gateway) applyOnto(base *generation, next *config.Config, via string) (string, *generation, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	start := time.Now()
 	cur := g.current()
+	if base != nil && base != cur {
+		return "", cur, errStale
+	}
 	if config.Same(cur.cfg, next) {
 		g.reloaded(reloadUnchanged)
 		return reloadUnchanged, cur, nil
@@ -144,6 +158,8 @@ func sameReplica(old, next *fleet.Replica) bool {
 type configFile struct {
 	path string
 	sum  [sha256.Size]byte // of the contents last read
+	// readErr is why the last read failed, "" when it did not.
+	readErr string
 }
 
 // ReloadFile rereads the config file and applies it, whatever it holds:
@@ -161,10 +177,19 @@ func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error
 		return "", g.current(), errors.New("the gateway was not started from a config file")
 	}
 	data, err := config.ReadFile(g.file.path)
+	g.reloadMu.Lock()
 	if err != nil {
+		// The watcher reports a file it cannot read once, not at every
+		// look; asking for a reload always reports it.
+		again := err.Error() == g.file.readErr
+		g.file.readErr = err.Error()
+		g.reloadMu.Unlock()
+		if again && !force {
+			return "", g.current(), nil
+		}
 		return g.rejected(&ReloadError{Problems: []config.Error{{File: g.file.path, Msg: err.Error()}}}, via)
 	}
-	g.reloadMu.Lock()
+	g.file.readErr = ""
 	sum := sha256.Sum256(data)
 	edited := sum != g.file.sum
 	g.file.sum = sum
@@ -180,21 +205,26 @@ func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error
 }
 
 // watchFile rereads the config file every server.reload_interval of the
-// config in effect (which may itself change) until ctx ends.
+// config in effect until ctx ends. It looks at the interval at least once
+// a second, so that shortening a long one takes effect soon, not when the
+// long one ends.
 func (g *Gateway) watchFile(ctx context.Context) {
+	last := time.Now()
 	for {
-		wait := time.Duration(g.current().cfg.Server.ReloadInterval)
-		if wait <= 0 {
-			wait = time.Second // off: look again later in case it is turned on
+		every := time.Duration(g.current().cfg.Server.ReloadInterval)
+		wait := time.Second // off: look again later in case it is turned on
+		if every > 0 {
+			wait = min(wait, every-time.Since(last))
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(max(wait, 0))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		if g.current().cfg.Server.ReloadInterval > 0 {
+		if every := time.Duration(g.current().cfg.Server.ReloadInterval); every > 0 && time.Since(last) >= every {
+			last = time.Now()
 			_, _, _ = g.reloadFile("file", false)
 		}
 	}
