@@ -26,8 +26,9 @@ import (
 //     batch) is refused with a *DecodeError wrapping one sentinel error.
 //
 // DecodeBatch never panics, and it allocates no more than a small multiple
-// of len(payload): a header claiming more elements than bytes remain fails
-// with ErrTooLong before anything is reserved for it. It overwrites b,
+// of len(payload), and at most MaxBatchHashes hashes: a header claiming
+// more elements than bytes remain fails with ErrTooLong, and one past the
+// hash bound with ErrTooMany, before anything is reserved for them. It overwrites b,
 // reusing the memory of b.Events and of each event's Hashes, Tokens and
 // ExtraKeys, so decoding stream after stream into one Batch allocates
 // nothing in the steady state (digest hashes excepted: one string per
@@ -45,6 +46,7 @@ type decoder struct {
 	all, rest []byte
 	event     int
 	field     string
+	hashCount int // block hashes read so far, against MaxBatchHashes
 }
 
 func (d *decoder) fail(err error) error {
@@ -392,6 +394,9 @@ func (d *decoder) hashes(dst []Hash) ([]Hash, error) {
 	n, err := d.arrayLen()
 	if err != nil {
 		return dst, err
+	}
+	if d.hashCount += n; d.hashCount > MaxBatchHashes {
+		return dst, d.fail(ErrTooMany)
 	}
 	if cap(dst) < n {
 		dst = make([]Hash, 0, n)

@@ -140,3 +140,31 @@ func TestDecodeErrorSaysWhere(t *testing.T) {
 		t.Fatalf("got %#v (%v), want ErrRange in event 1's token_ids at byte %d", de, err, at)
 	}
 }
+
+// TestHashBound: the batch's events together may list MaxBatchHashes block
+// hashes and no more, however few bytes each takes on the wire.
+func TestHashBound(t *testing.T) {
+	removed := func(n int) Event {
+		ev := Event{Kind: BlockRemoved, Medium: "GPU", HasMedium: true}
+		for i := range n {
+			ev.Hashes = append(ev.Hashes, UintHash(uint64(i%100)))
+		}
+		return ev
+	}
+	half := MaxBatchHashes / 2
+	for _, tc := range []struct {
+		extra int
+		want  error
+	}{{0, nil}, {1, ErrTooMany}} {
+		b := Batch{TS: 1, Events: []Event{removed(half), removed(half + tc.extra)}}
+		var got Batch
+		err := DecodeBatch(AppendBatch(nil, &b, EncodingMap), &got)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%d hashes: %v, want %v", 2*half+tc.extra, err, tc.want)
+		}
+		var de *DecodeError
+		if tc.want != nil && (!errors.As(err, &de) || de.Event != 1 || de.Field != "block_hashes") {
+			t.Errorf("%d hashes: %#v, want the second event's block_hashes named", 2*half+tc.extra, de)
+		}
+	}
+}

@@ -29,7 +29,17 @@ var (
 	ErrMissingField = errors.New("required field missing")
 	// ErrTrailing: bytes follow the batch; one payload is one batch.
 	ErrTrailing = errors.New("bytes after the batch")
+	// ErrTooMany: the batch's events list more than MaxBatchHashes block
+	// hashes in all.
+	ErrTooMany = errors.New("more block hashes than a batch may hold")
 )
+
+// MaxBatchHashes bounds the block hashes of one batch, its events' lists
+// together. An engine's step stores and evicts at most a few cachefuls of
+// blocks (a million-token prompt is 65,536 blocks of 16), and a decoded
+// hash takes 32 bytes whatever its size on the wire: a payload of a
+// million one-byte hashes would otherwise cost 32 times its size.
+const MaxBatchHashes = 1 << 20
 
 // DecodeError says where DecodeBatch gave up on a payload and why.
 type DecodeError struct {
@@ -42,7 +52,7 @@ type DecodeError struct {
 	// "token_ids", "type", ...), or "" for the batch's own array.
 	Field string
 	// Err is one of the sentinel errors: ErrTruncated, ErrType, ErrRange,
-	// ErrTooLong, ErrMissingField or ErrTrailing.
+	// ErrTooLong, ErrMissingField, ErrTrailing or ErrTooMany.
 	Err error
 }
 

@@ -174,6 +174,7 @@ func sentinelByName(t *testing.T, name string) error {
 	}{
 		{"ErrTruncated", ErrTruncated}, {"ErrType", ErrType}, {"ErrRange", ErrRange},
 		{"ErrTooLong", ErrTooLong}, {"ErrMissingField", ErrMissingField}, {"ErrTrailing", ErrTrailing},
+		{"ErrTooMany", ErrTooMany},
 	} {
 		if e.name == name {
 			return e.err

@@ -492,6 +492,11 @@ func (x *Approx) SetCapacity(id string, blocks int) {
 	defer r.mu.Unlock()
 	r.capacity = clampCapacity(blocks)
 	x.evict(r)
+	if r.ev != nil {
+		// Learned after the mirror was attached: its bound follows, or a
+		// cache larger than the first guess would overflow it.
+		r.ev.mirror.setBounds(r.ev.mirrorBounds(r.capacity))
+	}
 }
 
 // Forget implements [Index.Forget].

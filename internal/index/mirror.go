@@ -106,6 +106,13 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror 
 	}
 }
 
+// setBounds changes the mirror's bounds; blocks already held stay (a
+// lowered bound refuses new ones until enough are removed), and orphans
+// past a lowered bound go at the next orphan.
+func (m *Mirror) setBounds(maxOrphans, maxBlocks int) {
+	m.maxOrphans, m.maxBlocks = max(0, maxOrphans), max(0, maxBlocks)
+}
+
 // Apply applies one batch's events in order.
 func (m *Mirror) Apply(b *events.Batch) {
 	for i := range b.Events {

@@ -34,7 +34,8 @@ const DefaultSpeculativeTTL = 2 * time.Second
 // eventSource is a replica's engine-fed state. Guarded by its replica's mu.
 type eventSource struct {
 	mirror *Mirror
-	active bool // the replica's holder bits follow the mirror and speculation
+	bounds EventsConfig // as attached: zero bounds follow the capacity
+	active bool         // the replica's holder bits follow the mirror and speculation
 	spec   map[blockhash.Hash]specEntry
 	queue  []specItem // by expiry: the TTL is fixed, so in insertion order
 	// confirmed and expired count speculations the engine's store ended
@@ -46,6 +47,21 @@ type eventSource struct {
 	// within the speculative TTL, oldest first: their prompts may still
 	// be on the way to the engine when it becomes active (setSource).
 	recent []recordTime
+}
+
+// mirrorBounds returns the mirror's bounds for a replica of capacity
+// blocks: those configured, else four times the capacity (at least 1<<16)
+// and a quarter of that for orphans.
+func (ev *eventSource) mirrorBounds(capacity int) (maxOrphans, maxBlocks int) {
+	maxBlocks = ev.bounds.MaxBlocks
+	if maxBlocks <= 0 {
+		maxBlocks = max(4*capacity, 1<<16)
+	}
+	maxOrphans = ev.bounds.MaxOrphans
+	if maxOrphans <= 0 {
+		maxOrphans = maxBlocks / 4
+	}
+	return maxOrphans, maxBlocks
 }
 
 // recordTime is when a record was made.
@@ -115,15 +131,9 @@ func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
 	if r.ev != nil {
 		x.setSource(r, false)
 	}
-	maxBlocks := cfg.MaxBlocks
-	if maxBlocks <= 0 {
-		maxBlocks = max(4*r.capacity, 1<<16)
-	}
-	maxOrphans := cfg.MaxOrphans
-	if maxOrphans <= 0 {
-		maxOrphans = maxBlocks / 4
-	}
-	ev := &eventSource{mirror: NewMirror(cfg.BlockSize, cfg.Seed, maxOrphans, maxBlocks), spec: map[blockhash.Hash]specEntry{}}
+	ev := &eventSource{bounds: cfg, spec: map[blockhash.Hash]specEntry{}}
+	maxOrphans, maxBlocks := ev.mirrorBounds(r.capacity)
+	ev.mirror = NewMirror(cfg.BlockSize, cfg.Seed, maxOrphans, maxBlocks)
 	ev.mirror.held = func(h blockhash.Hash) {
 		// The engine confirms a speculation: from now on its events
 		// alone say whether it holds the block.

@@ -267,3 +267,32 @@ func TestNoteRecordKeepsTheLive(t *testing.T) {
 		}
 	})
 }
+
+// TestMirrorBoundFollowsTheCapacity: a replica attached before its engine
+// reported a capacity gets the default bound, which grows when a larger
+// capacity is learned; stores up to four caches' worth are then kept.
+func TestMirrorBoundFollowsTheCapacity(t *testing.T) {
+	x := NewApprox(1000)
+	x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
+	x.SetCapacity("e", 70_000) // a cache larger than the default bound's 1<<16 blocks
+	const n = 80_000
+	tokens := make([]uint32, n)
+	for i := range tokens {
+		tokens[i] = uint32(i)
+	}
+	hashes := make([]events.Hash, 0, n/mirrorBS)
+	for i := range n / mirrorBS {
+		hashes = append(hashes, events.UintHash(uint64(i+1)))
+	}
+	for i := 0; i < len(hashes); i += 1000 {
+		ev := events.Event{Kind: events.BlockStored, BlockSize: mirrorBS, Hashes: hashes[i:min(i+1000, len(hashes))]}
+		if i > 0 {
+			ev.Parent, ev.HasParent = hashes[i-1], true
+		}
+		ev.Tokens = tokens[i*mirrorBS : (i+len(ev.Hashes))*mirrorBS]
+		x.ApplyEvents("e", batchOf(ev))
+	}
+	if st := x.Events("e"); st.Mirror.Overflow != 0 || st.Mirrored != n/mirrorBS {
+		t.Errorf("mirrored %d blocks with %d refused; want %d and none", st.Mirrored, st.Mirror.Overflow, n/mirrorBS)
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/zmtp"
 )
@@ -84,6 +86,13 @@ type Feed struct {
 	// Owned by Run's goroutine.
 	last uint64
 	has  bool
+	// lastSum is a hash of the last applied batch's payload: asked for
+	// again by its number, an engine that answers with other bytes is a
+	// new one, whose numbers merely reached past ours.
+	lastSum uint64
+	// verify is set when the connection to the publisher was lost: the
+	// publisher heard next may be a restarted engine.
+	verify bool
 	// liveLast is the last sequence the SUB delivered (hasLive once one
 	// did): the live stream's own order, apart from what replays applied.
 	liveLast uint64
@@ -143,7 +152,8 @@ func (f *Feed) Run(ctx context.Context) error {
 		switch {
 		case errors.Is(err, zmtp.ErrDisconnected):
 			f.count(func(s *Stats) { s.Disconnects++ })
-			continue // the sequence numbers tell whether anything was lost
+			f.verify = true // the numbers alone cannot tell a restarted engine from ours
+			continue
 		case err != nil:
 			return ctx.Err()
 		}
@@ -158,11 +168,17 @@ func (f *Feed) Run(ctx context.Context) error {
 // them in order, so the live stream going back means a new publisher (the
 // engine restarted). A live batch at or below what is applied but past
 // the live watermark is one a replay already applied: the replay reads
-// ahead of what the SUB still queues.
+// ahead of what the SUB still queues. A restarted engine whose numbers
+// went past ours while we reconnected is told apart by replaying our last
+// batch: its bytes differ.
 func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	seq, payload, ok := split(msg)
 	if !ok {
 		f.malformed("a message without topic, 8-byte sequence and payload", nil)
+		return
+	}
+	if f.has && seq == f.last && xxh3.Hash(payload) == f.lastSum {
+		f.count(func(s *Stats) { s.Duplicates++ }) // the same batch twice
 		return
 	}
 	if f.hasLive && seq <= f.liveLast {
@@ -175,6 +191,13 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		return
 	}
 	f.liveLast, f.hasLive = seq, true
+	if f.verify && f.has && f.cfg.ReplayEndpoint != "" {
+		f.verify = false
+		f.catchUp(ctx, f.last)
+		f.retry(seq, payload)
+		return
+	}
+	f.verify = false
 	switch {
 	case !f.has && seq > 0 && f.cfg.ReplayEndpoint != "":
 		// The first batch we hear of is not the stream's first: what came
@@ -189,7 +212,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	default:
 		f.count(func(s *Stats) { s.Gaps++ })
 		if f.cfg.ReplayEndpoint != "" {
-			f.catchUp(ctx, f.last+1)
+			f.catchUp(ctx, f.last)
 		}
 		f.retry(seq, payload)
 	}
@@ -209,6 +232,10 @@ func (f *Feed) retry(seq uint64, payload []byte) {
 	}
 }
 
+// keepDecodeBuffer is the largest payload whose decoded batch's memory is
+// kept for the next: engines' batches are kilobytes.
+const keepDecodeBuffer = 1 << 20
+
 // split checks a message's frames: [topic, seq (8 bytes), payload].
 func split(msg [][]byte) (seq uint64, payload []byte, ok bool) {
 	if len(msg) != 3 || len(msg[1]) != 8 {
@@ -219,16 +246,21 @@ func split(msg [][]byte) (seq uint64, payload []byte, ok bool) {
 
 // apply decodes and hands on one batch, the stream's next.
 func (f *Feed) apply(seq uint64, payload []byte) {
+	if len(payload) > keepDecodeBuffer {
+		// Reused, the buffer would keep an outsize batch's memory (32
+		// bytes a hash, however few it took on the wire) for good.
+		defer func() { f.batch = events.Batch{} }()
+	}
 	if err := events.DecodeBatch(payload, &f.batch); err != nil {
 		// The batch's changes are lost: nothing applied since can be
 		// trusted to be whole.
 		f.malformed("an undecodable batch", err)
 		f.purge(PurgeMalformed)
-		f.last, f.has = seq, true
+		f.last, f.has, f.lastSum = seq, true, xxh3.Hash(payload)
 		return
 	}
 	f.sink.Apply(seq, &f.batch)
-	f.last, f.has = seq, true
+	f.last, f.has, f.lastSum = seq, true, xxh3.Hash(payload)
 	now := time.Now()
 	f.count(func(s *Stats) { s.Applied++; s.LastSeq, s.HasSeq, s.LastBatch = seq, true, now })
 }

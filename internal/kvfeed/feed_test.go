@@ -26,6 +26,7 @@ type engine struct {
 	mu      sync.Mutex
 	buffer  map[uint64][]byte // what replay can send
 	replays []uint64          // start of each replay asked for
+	epoch   int               // told in each batch's timestamp: a restarted engine's batches differ
 }
 
 func newEngine(t *testing.T, ctx context.Context) *engine {
@@ -76,8 +77,12 @@ func seqBytes(s uint64) []byte { return binary.BigEndian.AppendUint64(nil, s) }
 
 // batch is a payload whose one event names seq, so the sink can tell
 // batches apart.
-func batch(seq uint64) []byte {
-	b := events.Batch{TS: 1, HasDPRank: true, Events: []events.Event{{
+func batch(seq uint64) []byte { return epochBatch(0, seq) }
+
+// epochBatch is batch as the engine's epoch-th life sends it: the same
+// event at another time.
+func epochBatch(epoch int, seq uint64) []byte {
+	b := events.Batch{TS: 1 + float64(epoch), HasDPRank: true, Events: []events.Event{{
 		Kind: events.BlockRemoved, Hashes: []events.Hash{events.UintHash(seq)}, Medium: "GPU", HasMedium: true,
 	}}}
 	return events.AppendBatch(nil, &b, events.EncodingMap)
@@ -88,15 +93,45 @@ func (e *engine) keep(seqs ...uint64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range seqs {
-		e.buffer[s] = batch(s)
+		e.buffer[s] = epochBatch(e.epoch, s)
 	}
+}
+
+// restart makes e a new engine: a new life, an empty replay buffer, and
+// with relisten its PUB socket closed and opened again on its port.
+func (e *engine) restart(ctx context.Context, relisten bool) {
+	e.mu.Lock()
+	e.epoch++
+	clear(e.buffer)
+	e.mu.Unlock()
+	if relisten {
+		e.relisten(ctx)
+	}
+}
+
+// relisten closes the PUB socket and opens it again on the same port, as
+// an engine process that went away and came back, or a cut connection.
+func (e *engine) relisten(ctx context.Context) {
+	endpoint := e.pub.Endpoint()
+	e.pub.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		pub, err := zmtp.ListenPub(ctx, endpoint, zmtp.Options{})
+		if err == nil {
+			e.pub = pub
+			break
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal(err)
+		}
+	}
+	waitFor(e.t, "the feed to subscribe again", func() bool { return e.pub.Stats().Subscribers == 1 })
 }
 
 // send publishes batches live (and keeps them for replay).
 func (e *engine) send(seqs ...uint64) {
 	e.keep(seqs...)
 	for _, s := range seqs {
-		if err := e.pub.Send([][]byte{[]byte("kv"), seqBytes(s), batch(s)}); err != nil {
+		if err := e.pub.Send([][]byte{[]byte("kv"), seqBytes(s), epochBatch(e.epoch, s)}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -179,27 +214,27 @@ func TestFeed(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		replay bool
-		before func(e *engine) // what the engine did before the feed started
-		script func(e *engine) // what it does after
+		before func(e *engine)                      // what the engine did before the feed started
+		script func(ctx context.Context, e *engine) // what it does after
 		want   []uint64
 		purges []string
 		check  func(t *testing.T, st Stats)
 	}{
 		{name: "in_order", replay: true,
-			script: func(e *engine) { e.send(seqs(0, 4)...) },
+			script: func(_ context.Context, e *engine) { e.send(seqs(0, 4)...) },
 			want:   seqs(0, 4)},
 		{name: "recovers_history_at_start", replay: true,
 			before: func(e *engine) { e.keep(seqs(0, 9)...) },
-			script: func(e *engine) { e.send(10, 11) },
+			script: func(_ context.Context, e *engine) { e.send(10, 11) },
 			want:   seqs(0, 11)},
 		{name: "joined_late", replay: true,
-			script: func(e *engine) { e.keep(0, 1, 2); e.send(3, 4) }, // 0-2 went out before the feed listened
+			script: func(_ context.Context, e *engine) { e.keep(0, 1, 2); e.send(3, 4) }, // 0-2 went out before the feed listened
 			want:   seqs(0, 4)},
 		{name: "joined_late_without_replay",
-			script: func(e *engine) { e.keep(0, 1, 2); e.send(3, 4) },
+			script: func(_ context.Context, e *engine) { e.keep(0, 1, 2); e.send(3, 4) },
 			want:   []uint64{3, 4}},
 		{name: "gap_filled_by_replay", replay: true,
-			script: func(e *engine) { e.send(0, 1); e.keep(2, 3); e.send(4, 5) },
+			script: func(_ context.Context, e *engine) { e.send(0, 1); e.keep(2, 3); e.send(4, 5) },
 			want:   seqs(0, 5),
 			check: func(t *testing.T, st Stats) {
 				if st.Gaps != 1 || st.Duplicates == 0 {
@@ -207,13 +242,13 @@ func TestFeed(t *testing.T) {
 				}
 			}},
 		{name: "gap_beyond_the_buffer", replay: true,
-			script: func(e *engine) { e.send(0, 1); e.send(4, 5) }, // 2 and 3 were never kept
+			script: func(_ context.Context, e *engine) { e.send(0, 1); e.send(4, 5) }, // 2 and 3 were never kept
 			want:   []uint64{0, 1, 4, 5}, purges: []string{PurgeLost}},
 		{name: "gap_without_replay",
-			script: func(e *engine) { e.send(0, 1); e.send(4) },
+			script: func(_ context.Context, e *engine) { e.send(0, 1); e.send(4) },
 			want:   []uint64{0, 1, 4}, purges: []string{PurgeLost}},
 		{name: "restart", replay: true,
-			script: func(e *engine) {
+			script: func(_ context.Context, e *engine) {
 				e.send(0, 1, 2)
 				e.mu.Lock()
 				clear(e.buffer) // a new engine: a new buffer
@@ -221,8 +256,36 @@ func TestFeed(t *testing.T) {
 				e.send(0, 1)
 			},
 			want: []uint64{0, 1, 2, 0, 1}, purges: []string{PurgeRestart}},
+		{name: "restart_past_our_numbers", replay: true,
+			script: func(ctx context.Context, e *engine) {
+				e.send(0, 1, 2)
+				e.restart(ctx, false)
+				e.keep(0, 1, 2, 3, 4, 5) // sent while we were away
+				e.send(6)
+			},
+			want: []uint64{0, 1, 2, 0, 1, 2, 3, 4, 5, 6}, purges: []string{PurgeRestart}},
+		{name: "restart_at_our_next_number", replay: true,
+			script: func(ctx context.Context, e *engine) {
+				e.send(0, 1, 2)
+				time.Sleep(20 * time.Millisecond) // delivered before the socket closes
+				e.restart(ctx, true)
+				e.keep(0, 1, 2)
+				e.send(3)
+			},
+			want: []uint64{0, 1, 2, 0, 1, 2, 3}, purges: []string{PurgeRestart}},
+		{name: "reconnected_to_the_same_engine", replay: true,
+			script: func(ctx context.Context, e *engine) {
+				e.send(0, 1, 2)
+				time.Sleep(20 * time.Millisecond)
+				e.relisten(ctx)
+				e.send(3)
+			},
+			want: seqs(0, 3)},
+		{name: "the_last_batch_twice", replay: true,
+			script: func(_ context.Context, e *engine) { e.send(0, 1, 1, 2) },
+			want:   seqs(0, 2)},
 		{name: "jump_by_2_63",
-			script: func(e *engine) { e.send(0, 1<<63, 1<<63+1) },
+			script: func(_ context.Context, e *engine) { e.send(0, 1<<63, 1<<63+1) },
 			want:   []uint64{0, 1 << 63, 1<<63 + 1}, purges: []string{PurgeLost}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -233,7 +296,7 @@ func TestFeed(t *testing.T) {
 				tc.before(e)
 			}
 			f, s := start(t, ctx, e, tc.replay)
-			tc.script(e)
+			tc.script(ctx, e)
 			waitApplied(t, s, len(tc.want))
 			time.Sleep(20 * time.Millisecond) // anything more would be a bug
 			applied, purges := s.snapshot()

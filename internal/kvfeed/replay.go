@@ -7,20 +7,34 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/zmtp"
 )
 
 // catchUp asks the replay socket for every batch from start on and applies
 // those the sink lacks. A replay whose first batch comes after what the
-// sink needs means history is lost: the sink is purged first. A replay
-// that fails changes nothing; the live stream goes on.
+// sink needs means history is lost: the sink is purged first. Started at
+// the last batch applied, it first checks that batch's bytes: other bytes
+// under its number are a restarted engine's, so the sink is purged and the
+// new engine's history replayed from its start. A replay that fails
+// changes nothing; the live stream goes on.
 func (f *Feed) catchUp(ctx context.Context, start uint64) {
-	defer f.count(func(s *Stats) { s.Replays++ })
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.ReplayTimeout)
-	defer cancel()
-	err := f.replay(ctx, start, func(seq uint64, payload []byte) {
+	verify := f.has && start == f.last
+	restarted := false
+	err := f.replayWithin(ctx, start, func(seq uint64, payload []byte) {
 		switch {
+		case restarted:
+			return // replayed again from the start below
+		case verify && seq == start:
+			if xxh3.Hash(payload) != f.lastSum {
+				restarted = true
+				f.purge(PurgeRestart)
+				return
+			}
+			f.count(func(s *Stats) { s.Duplicates++ })
+			return
 		case f.has && seq <= f.last:
 			f.count(func(s *Stats) { s.Duplicates++ })
 			return
@@ -33,6 +47,17 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 		f.count(func(s *Stats) { s.ReplayErrs++ })
 		f.log.Warn("kv events: replay failed", "start", start, "err", err)
 	}
+	if restarted {
+		f.catchUp(ctx, 0)
+	}
+}
+
+// replayWithin is one replay bounded by the replay timeout, counted.
+func (f *Feed) replayWithin(ctx context.Context, start uint64, got func(seq uint64, payload []byte)) error {
+	defer f.count(func(s *Stats) { s.Replays++ })
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.ReplayTimeout)
+	defer cancel()
+	return f.replay(ctx, start, got)
 }
 
 // replay runs one replay exchange on a DEALER of its own (so that a late
