@@ -39,9 +39,14 @@ type bill struct {
 	key     *auth.Key // nil without keys
 	costs   [maxCosts]ratelimit.Cost
 	n       int
-	outputs bool            // an output budget applies
-	status  int             // the engine's status; 0 when none answered
-	ctx     context.Context // for the limiter's calls after the client may have left
+	outputs bool // an output budget applies
+	status  int  // the engine's status; 0 when none answered
+	// abandoned: the client left while an engine worked on the request,
+	// before its answer's head. The prompt was computed, so it is not
+	// given back; a whole answer's output is never seen, so it is not
+	// charged (the engine stops when the gateway hangs up).
+	abandoned bool
+	ctx       context.Context // for the limiter's calls after the client may have left
 }
 
 // add adds the buckets of one set of limits.
@@ -254,7 +259,8 @@ func (g *Gateway) finish(ex *exchange) {
 
 // settle ends a request's bill: the output charged (out tokens counted
 // from source; out < 0 when not counted), or the prompt tokens given back
-// when no engine answered it with a 2xx.
+// when no engine answered it with a 2xx and the client did not leave one
+// working on it.
 func (g *Gateway) settle(ex *exchange, out int64, source string) {
 	b := ex.bill
 	if b == nil {
@@ -262,6 +268,7 @@ func (g *Gateway) settle(ex *exchange, out int64, source string) {
 	}
 	var err error
 	switch {
+	case b.abandoned:
 	case b.status/100 != 2:
 		err = g.access.limiter.Refund(b.ctx, time.Now(), b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
 	case b.outputs && out >= 0:

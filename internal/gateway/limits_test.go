@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,5 +318,52 @@ func TestRateHeadersPickTheTightest(t *testing.T) {
 		if h.Get(k) != v {
 			t.Errorf("%s = %q, want %q", k, h.Get(k), v)
 		}
+	}
+}
+
+// TestAbandonedWholeAnswerKeepsItsPromptCharge: a client that leaves while
+// an engine computes its whole answer does not get its prompt tokens back
+// (the engine computed them); otherwise leaving before the answer would
+// dodge the prompt budget entirely.
+func TestAbandonedWholeAnswerKeepsItsPromptCharge(t *testing.T) {
+	probeSecret, probe := newKey("probe", nil)
+	cfg := testConfig(t, fleetOf(t, 1, false)) // 20 ms a token: answers take time
+	path := filepath.Join(t.TempDir(), "keys.yaml")
+	writeKeys(t, path, probe)
+	cfg.Auth.KeysFile, cfg.Auth.ReloadInterval = path, config.Duration(20*time.Millisecond)
+	gw := startGateway(t, cfg)
+	body := chatBody(strings.Repeat("a long prompt for the budget ", 60), "")
+	p := promptTokens(t, gw, body, bearer(probeSecret)...)
+
+	secret, k := newKey("leaver", func(k *auth.Key) { k.Limits.PromptTokensPerMinute = 3 * p })
+	writeKeys(t, path, probe, k)
+	waitFor(t, "the new key", 10*time.Second, func() bool {
+		resp, _ := get(t, gw.url+"/v1/models", bearer(secret)...)
+		return resp.StatusCode == 200
+	})
+	long := strings.Replace(body, `"max_tokens":4`, `"max_tokens":200,"ignore_eos":true`, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a 4 s answer came in 300 ms: %d", resp.StatusCode)
+	}
+	waitFor(t, "the abandoned request to end", 5*time.Second, func() bool {
+		return metricValue(scrape(t, gw.admin), `inferrail_client_disconnects_total{model="`+testModel+`"}`) == 1
+	})
+	resp, b := chat(t, gw.url, body, bearer(secret)...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("the next request: %d %s", resp.StatusCode, b)
+	}
+	// 3p less two prompts, plus what refilled since (3p a minute: under
+	// p/10 in the seconds this takes). Given back, it would be about 2p.
+	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left > p+p/10 {
+		t.Errorf("%d tokens left of %d after two %d-token prompts, one abandoned: the abandoned one was given back", left, 3*p, p)
 	}
 }

@@ -243,6 +243,9 @@ func (g *Gateway) proxy(ex *exchange) {
 			g.relay(ex, a)
 			return
 		case ex.r.Context().Err() != nil: // the client left before any answer
+			if ex.bill != nil {
+				ex.bill.abandoned = true // an engine had it: its prompt was worked on
+			}
 			a.discard(g.index)
 			kept.discardIfAny(g.index)
 			g.cancelled(ex, rep.ID)
