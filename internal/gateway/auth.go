@@ -56,6 +56,7 @@ type accessMetrics struct {
 	tlsReloads  *prometheus.CounterVec
 	charged     *prometheus.CounterVec
 	chargedBy   map[string]prometheus.Counter // charged's series by source, looked up once
+	trueUps     prometheus.Counter
 	limitErrors prometheus.Counter
 }
 
@@ -66,9 +67,10 @@ func newAccessMetrics(reg prometheus.Registerer) *accessMetrics {
 		reloads:     counterVec("inferrail_auth_reloads_total", "Rereads of a changed keys file (keys, admin_keys), by result: ok, or error when the keys in effect stayed.", "file", "result"),
 		tlsReloads:  counterVec("inferrail_tls_reloads_total", "Rereads of changed TLS files (server_cert, client_ca, upstream_ca, upstream_cert), by result: ok, or error when what was in effect stayed.", "name", "result"),
 		charged:     counterVec("inferrail_rate_limit_output_tokens_total", "Output tokens charged to output limits, by where the count came from: usage (the engine's), stream_chunks or bytes (estimated when a response carried no usage).", "source"),
+		trueUps:     counter("inferrail_rate_limit_prompt_trueups_total", "Requests whose prompt tokens were taken by an estimate (the edge tokenizer had no count in time, or none to give) and then corrected to the engine's usage.prompt_tokens."),
 		limitErrors: counter("inferrail_rate_limiter_errors_total", "Rate limiter calls that failed; the request was admitted. Always 0 with the in-process limiter."),
 	}
-	reg.MustRegister(m.failures, m.limited, m.reloads, m.tlsReloads, m.charged, m.limitErrors)
+	reg.MustRegister(m.failures, m.limited, m.reloads, m.tlsReloads, m.charged, m.trueUps, m.limitErrors)
 	m.chargedBy = map[string]prometheus.Counter{}
 	for _, s := range []string{sourceUsage, sourceChunks, sourceBytes} {
 		m.chargedBy[s] = m.charged.WithLabelValues(s)

@@ -14,6 +14,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -40,7 +41,12 @@ type bill struct {
 	costs   [maxCosts]ratelimit.Cost
 	n       int
 	outputs bool // an output budget applies
-	status  int  // the engine's status; 0 when none answered
+	prompts bool // a prompt budget applies
+	// estimated: the prompt tokens taken were estimated from the body's
+	// bytes (no exact count in time, or none possible); the engine's usage
+	// trues them up when the answer reports it.
+	estimated bool
+	status    int // the engine's status; 0 when none answered
 	// abandoned: the client left while an engine worked on the request,
 	// before its answer's head. The prompt was computed, so it is not
 	// given back; a whole answer's output is never seen, so it is not
@@ -66,11 +72,13 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt i
 		b.costs[b.n] = ratelimit.Cost{ID: ratelimit.ID{Scope: scope, Name: name, Kind: c.kind}, Rate: ratelimit.PerMinute(c.limit), N: c.n}
 		b.n++
 		b.outputs = b.outputs || c.kind == ratelimit.OutputTokens
+		b.prompts = b.prompts || c.kind == ratelimit.PromptTokens
 	}
 }
 
 // of returns the bill's costs of one kind, with N set to n. It reorders
-// the bill's costs in place: settle, its one caller, is their last use.
+// the bill's costs in place: settle, its one caller, is their last use,
+// and each call looks at them all.
 func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
 	k := 0
 	for i := range b.costs[:b.n] {
@@ -99,7 +107,7 @@ func (g *Gateway) admit(ex *exchange) error {
 	if kl.IsZero() && ml.IsZero() {
 		return nil
 	}
-	b := &bill{key: key, ctx: context.WithoutCancel(ex.r.Context())}
+	b := &bill{key: key, ctx: context.WithoutCancel(ex.r.Context()), estimated: ex.pred == nil}
 	prompt := int64(ex.route.PromptTokens)
 	if key != nil {
 		b.add(ratelimit.ScopeKey, key.Name, kl, prompt)
@@ -234,7 +242,7 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 	if b != nil {
 		b.status = resp.StatusCode
 	}
-	if resp.StatusCode/100 != 2 || !ex.captured && (b == nil || !b.outputs) {
+	if resp.StatusCode/100 != 2 || !ex.captured && (b == nil || !b.outputs && !(b.prompts && b.estimated)) {
 		return
 	}
 	m := meters.Get().(*outputMeter)
@@ -247,33 +255,48 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 // finish ends an admitted request once its response is relayed: its
 // output counted, its bill settled and its capture record queued.
 func (g *Gateway) finish(ex *exchange) {
-	out, source := int64(-1), ""
+	out, source, prompt := int64(-1), "", int64(-1)
 	if m := ex.meter; m != nil {
 		out, source = m.tokens()
+		if n, ok := m.tail.lastNumber(`"prompt_tokens":`); ok {
+			prompt = int64(n)
+		}
 		meters.Put(m)
 		ex.meter = nil
 	}
-	g.settle(ex, out, source)
+	g.settle(ex, out, source, prompt)
 	g.captureRequest(ex, out, source)
 }
 
 // settle ends a request's bill: the output charged (out tokens counted
-// from source; out < 0 when not counted), or the prompt tokens given back
-// when no engine answered it with a 2xx and the client did not leave one
-// working on it.
-func (g *Gateway) settle(ex *exchange, out int64, source string) {
+// from source; out < 0 when not counted) and an estimated prompt trued up
+// to the engine's count (prompt; < 0 when the answer gave none), or the
+// prompt tokens given back when no engine answered it with a 2xx and the
+// client did not leave one working on it.
+func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	b := ex.bill
 	if b == nil {
 		return
 	}
+	now := time.Now()
 	var err error
 	switch {
 	case b.abandoned:
 	case b.status/100 != 2:
-		err = g.access.limiter.Refund(b.ctx, time.Now(), b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
-	case b.outputs && out >= 0:
-		g.access.metrics.chargedBy[source].Add(float64(out))
-		err = g.access.limiter.Charge(b.ctx, time.Now(), b.of(ratelimit.OutputTokens, out))
+		err = g.access.limiter.Refund(b.ctx, now, b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
+	default:
+		if d := prompt - int64(ex.route.PromptTokens); b.prompts && b.estimated && prompt >= 0 && d != 0 {
+			g.access.metrics.trueUps.Inc()
+			if d > 0 {
+				err = g.access.limiter.Charge(b.ctx, now, b.of(ratelimit.PromptTokens, d))
+			} else {
+				err = g.access.limiter.Refund(b.ctx, now, b.of(ratelimit.PromptTokens, -d))
+			}
+		}
+		if b.outputs && out >= 0 {
+			g.access.metrics.chargedBy[source].Add(float64(out))
+			err = errors.Join(err, g.access.limiter.Charge(b.ctx, now, b.of(ratelimit.OutputTokens, out)))
+		}
 	}
 	if err != nil {
 		g.access.metrics.limitErrors.Inc()

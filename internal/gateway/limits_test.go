@@ -367,3 +367,42 @@ func TestAbandonedWholeAnswerKeepsItsPromptCharge(t *testing.T) {
 		t.Errorf("%d tokens left of %d after two %d-token prompts, one abandoned: the abandoned one was given back", left, 3*p, p)
 	}
 }
+
+// TestEstimatedPromptTruedUp: a prompt charged by estimate (here a model
+// with no tokenizer, so four bytes a token) is corrected to the engine's
+// usage.prompt_tokens when the answer ends.
+func TestEstimatedPromptTruedUp(t *testing.T) {
+	secret, k := newKey("estimated", func(k *auth.Key) { k.Limits.PromptTokensPerMinute = 60_000 })
+	cfg, _ := keyedConfig(t, 1, k)
+	cfg.Models[0].Tokenizer = "" // no edge count: the prompt is estimated
+	gw := startGateway(t, cfg)
+	// Named as the engine names it: an alias is rewritten, and the estimate
+	// is of the body the engine gets.
+	body := strings.Replace(chatBody(strings.Repeat("x ", 3000), ""), `"model":"sim"`, `"model":"`+testModel+`"`, 1)
+	estimate := int64(len(body) / bytesPerToken)
+	resp, b := chat(t, gw.url, body, bearer(secret)...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, b)
+	}
+	var ans struct{ Usage struct{ PromptTokens int64 `json:"prompt_tokens"` } }
+	if err := json.Unmarshal([]byte(b), &ans); err != nil || ans.Usage.PromptTokens == 0 {
+		t.Fatalf("no usage in %s", b)
+	}
+	exact := ans.Usage.PromptTokens
+	if exact == estimate {
+		t.Fatalf("the prompt's estimate %d equals its count: the test cannot tell a true-up", estimate)
+	}
+	resp, b = chat(t, gw.url, body, bearer(secret)...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("second: %d %s", resp.StatusCode, b)
+	}
+	// The first trued up to its count, the second taken by estimate; a
+	// thousand tokens a second refill in between at most.
+	left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens")
+	if want := 60_000 - exact - estimate; left < want || left > want+1000 {
+		t.Errorf("%d tokens left, want %d: 60000 less the first's %d (engine count) and the second's %d (estimate)", left, want, exact, estimate)
+	}
+	waitFor(t, "both true-ups", 5*time.Second, func() bool {
+		return metricValue(scrape(t, gw.admin), "inferrail_rate_limit_prompt_trueups_total") == 2
+	})
+}
