@@ -295,7 +295,7 @@ func (t *Table) Counted(f Flow, now time.Time) int {
 }
 
 // Allowed reports whether a request of f may take one of slots slots now.
-// A flow under its share may, unless the slot is part of the burst room
+// A flow under its share (less the others' burst room, at least one) may, unless the slot is part of the burst room
 // kept for others (Burst). A flow past its share but within the room kept
 // for itself (see room) may take a free slot on the same terms. Any other
 // only while a slot is free beyond the others' headroom (Headroom): the
@@ -310,7 +310,7 @@ func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	}
 	free := slots - t.total
 	k, share := t.kept(f, slots, now), t.Share(f, slots, now)
-	if t.InFlight(f) < share-k.extra {
+	if t.InFlight(f) < max(1, share-k.extra) {
 		return k.burst == 0 || free-1 >= k.burst
 	}
 	if s := t.flows[f]; s != nil && s.inFlight < t.roomOf(s, share, now)-k.extra {
@@ -320,11 +320,12 @@ func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 }
 
 // Under reports whether f holds fewer than its share of slots slots at
-// now, less the burst room the others keep past theirs (Extra): a request
-// of f then takes a slot before any of a flow at or past its share.
+// now, less the burst room the others keep past theirs (Extra), and never
+// less than one slot, as a share is never less: a request of f then takes
+// a slot before any of a flow at or past its share.
 // slots <= 0 means no bound: every flow is under.
 func (t *Table) Under(f Flow, slots int, now time.Time) bool {
-	return slots <= 0 || t.InFlight(f) < t.Share(f, slots, now)-t.kept(f, slots, now).extra
+	return slots <= 0 || t.InFlight(f) < max(1, t.Share(f, slots, now)-t.kept(f, slots, now).extra)
 }
 
 // Headroom returns the slots kept free at now for the flows that count

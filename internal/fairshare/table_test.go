@@ -339,7 +339,7 @@ func (m *model) allowed(f Flow, slots int, now time.Time) (ok, ambiguous bool) {
 	free := slots - used
 	whole, burst, extra, ambiguous := m.kept(f, slots, now)
 	share := max(1, slots/m.counted(f, now))
-	if inFlight < share-extra {
+	if inFlight < max(1, share-extra) {
 		return burst == 0 || free-1 >= burst, ambiguous
 	}
 	if m.flows[f] != nil {
@@ -439,9 +439,13 @@ func TestAgainstModel(t *testing.T) {
 					if ambiguous || amb {
 						continue
 					}
-					under := slots <= 0 || inFlight < max(1, slots/want)-extra
+					under := slots <= 0 || inFlight < max(1, max(1, slots/want)-extra)
 					if got := tb.Under(g, slots, now); got != under {
 						t.Fatalf("Under(%v, %d) = %v, model %v", g, slots, got, under)
+					}
+					if inFlight == 0 && !under {
+						// A share is at least one slot, whatever room the others keep.
+						t.Fatalf("%v holds no slot of %d but is not under its share", g, slots)
 					}
 					if got := tb.Extra(g, slots, now); slots > 0 && got != extra {
 						t.Fatalf("Extra(%v, %d) = %d, model %d", g, slots, got, extra)
