@@ -86,11 +86,16 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		// The admin port knows no client key: ?key= names one to ask as
-		// (its class, target and fair share), the headers say the rest, and
-		// any class may be asked for.
+		// (its class, target and fair share), and the headers say the rest,
+		// clamped as the client port clamps them: to the key's class, or
+		// to standard without a key.
 		var key *auth.Key
 		if key, err = g.explainKey(r.URL.Query().Get("key")); err == nil {
-			ex.adm, err = admissionFor(r, key, auth.Critical, g.modelTarget(ex))
+			maxClass := auth.Standard
+			if key != nil {
+				maxClass = key.Priority
+			}
+			ex.adm, err = admissionFor(r, key, maxClass, g.modelTarget(ex))
 		}
 		if err == nil && key != nil && len(r.Header.Values(openai.HeaderPriority)) == 0 {
 			ex.adm.class = key.Priority

@@ -394,7 +394,13 @@ func TestExplainAdmission(t *testing.T) {
 		t.Errorf("unreachable_target: floor %v target %d, want the prefill of 2,000 tokens (over 0.2 s) and 10", got.FloorSecs, got.TTFTTargetMs)
 	}
 	hold := holdSlot(t, gw, e)
-	check("busy", explainAdmission(t, gw, short, openai.HeaderPriority, "critical"), want{verdictQueue, notOfferedFull})
+	// Asked for as critical without a key, it is standard, as a client's
+	// request would be: the same flow as the one holding the slot.
+	got = explainAdmission(t, gw, short, openai.HeaderPriority, "critical")
+	check("busy", got, want{verdictQueue, "over_fair_share"})
+	if got.Class != "standard" {
+		t.Errorf("busy: class %s, want standard: without a key, critical is clamped", got.Class)
+	}
 	w1 := queue(t, gw, "w1")
 	check("queue_full", explainAdmission(t, gw, short), want{verdictShed, shedQueueFull})
 	if waiting(gw) != 1 || len(e.received()) != 1 {
