@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -27,8 +28,10 @@ import (
 //   - catching up: the mirror lacks history (it did not start at the
 //     stream's first batch) and the engine has not yet stored as many
 //     blocks as its cache holds since;
-//   - silent: the engine took new prompts but the stream said nothing for
-//     index.kv_events.silence;
+//   - silent: since the last batch the gateway sent the engine a prompt
+//     that must store new blocks, the engine computed at least a block's
+//     worth of prompt tokens it did not have (its prefix cache misses),
+//     and the stream said nothing for index.kv_events.silence;
 //   - overflow: the stream stored more blocks than the mirror's bound
 //     (several times the engine's cache) since it was last purged;
 //   - drift (mode auto): the replica's predictions over-counted its
@@ -74,10 +77,15 @@ type replicaFeed struct {
 
 	suspect bool // nearly every routed prompt's blocks go unconfirmed: tokens differ?
 
+	// expecting is set when the gateway routes the engine a prompt that
+	// must store new blocks, and cleared by the next batch.
+	expecting atomic.Bool
+	blockSize int
+
 	// Owned by the tick.
-	specMark    [2]uint64 // confirmed, expired speculations when the current window began
-	queriesMark float64   // the engine's prefix cache queries when the last batch was seen
-	batchMark   time.Time // that batch's arrival
+	specMark   [2]uint64 // confirmed, expired speculations when the current window began
+	missesMark float64   // the engine's prefix cache misses soon after the last batch
+	batchMark  time.Time // that batch's arrival
 }
 
 // Why a replica's predictions come from the approximate source.
@@ -159,7 +167,7 @@ func (k *kvEvents) join(reps []*fleet.Replica) {
 		pub, replay, topic := endpoints(k.cfg, r)
 		k.index.AttachEvents(r.ID, ec)
 		f := &replicaFeed{id: r.ID, endpoint: pub, replay: replay, source: index.SourceApproximate,
-			reason: reasonNoStream, purges: map[string]uint64{}}
+			reason: reasonNoStream, purges: map[string]uint64{}, blockSize: ec.BlockSize}
 		f.feed = kvfeed.New(kvfeed.Config{Endpoint: pub, ReplayEndpoint: replay, Topic: topic,
 			Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index})
 		ctx, cancel := context.WithCancel(k.ctx)
@@ -272,14 +280,11 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	if !complete && !idle && stored < capacityBlocks {
 		return reasonCatchingUp
 	}
-	var queries float64
+	var misses float64
 	if s := k.scraper.Last(f.id); s != nil && s.Report != nil {
-		queries = s.Report.PrefixQueries
+		misses = s.Report.PrefixQueries - s.Report.PrefixHits
 	}
-	if !st.LastBatch.Equal(f.batchMark) || queries < f.queriesMark {
-		f.batchMark, f.queriesMark = st.LastBatch, queries
-	}
-	if queries > f.queriesMark && now.Sub(st.LastBatch) > time.Duration(k.cfg.Index.KVEvents.Silence) {
+	if k.silent(f, st.LastBatch, misses, now) {
 		return reasonSilent
 	}
 	if k.cfg.Index.Mode == config.IndexAuto {
@@ -293,6 +298,30 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	return ""
 }
 
+// silent judges whether f's stream fell silent (see kvEvents), given the
+// engine's prefix cache misses now. They are marked from the scrapes of
+// the first third of the silence after each batch, so that a scrape taken
+// before the batch's own prompt was counted does not make that prompt
+// look like one the stream missed.
+func (k *kvEvents) silent(f *replicaFeed, lastBatch time.Time, misses float64, now time.Time) bool {
+	silence := time.Duration(k.cfg.Index.KVEvents.Silence)
+	if !lastBatch.Equal(f.batchMark) || misses < f.missesMark || now.Sub(lastBatch) < silence/3 {
+		f.batchMark, f.missesMark = lastBatch, misses
+	}
+	return f.expecting.Load() && misses-f.missesMark >= float64(max(f.blockSize, 1)) && now.Sub(lastBatch) > silence
+}
+
+// expect notes that replica id was sent a prompt that must store new
+// blocks, for judging silence.
+func (k *kvEvents) expect(id string) {
+	k.mu.Lock()
+	f := k.feeds[id]
+	k.mu.Unlock()
+	if f != nil && !f.expecting.Load() {
+		f.expecting.Store(true)
+	}
+}
+
 // feedSink hands one replica's stream to the index and keeps what judge
 // needs to know about it.
 type feedSink struct {
@@ -302,16 +331,29 @@ type feedSink struct {
 
 func (s *feedSink) Apply(seq uint64, b *events.Batch) {
 	s.index.ApplyEvents(s.f.id, b)
-	stored := 0
+	stored, cleared := 0, false
 	for i := range b.Events {
-		if b.Events[i].Kind == events.BlockStored {
-			stored += len(b.Events[i].Hashes)
+		switch ev := &b.Events[i]; {
+		case ev.Kind == events.AllBlocksCleared:
+			stored, cleared = 0, true
+		case ev.Kind == events.BlockStored && (!ev.HasMedium || ev.Medium == "GPU"):
+			stored += len(ev.Hashes) // offloaded copies fill no GPU cache
 		}
 	}
 	f := s.f
+	f.expecting.Store(false)
+	overflow := uint64(0)
+	if cleared {
+		overflow = s.index.Events(f.id).Mirror.Overflow
+	}
 	f.mu.Lock()
 	if !f.started {
 		f.started, f.complete = true, seq == 0
+	}
+	if cleared {
+		// The engine emptied its cache: the mirror, emptied with it, is
+		// its whole cache again, whatever it lacked or refused before.
+		f.complete, f.storedSince, f.overflowMark = true, 0, overflow
 	}
 	f.storedSince += stored
 	f.mu.Unlock()

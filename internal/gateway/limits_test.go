@@ -384,7 +384,11 @@ func TestEstimatedPromptTruedUp(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("first: %d %s", resp.StatusCode, b)
 	}
-	var ans struct{ Usage struct{ PromptTokens int64 `json:"prompt_tokens"` } }
+	var ans struct {
+		Usage struct {
+			PromptTokens int64 `json:"prompt_tokens"`
+		}
+	}
 	if err := json.Unmarshal([]byte(b), &ans); err != nil || ans.Usage.PromptTokens == 0 {
 		t.Fatalf("no usage in %s", b)
 	}

@@ -366,6 +366,9 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
+		if mt := g.tokenizers[ex.model]; g.kv != nil && mt != nil && ex.pred.tokens-cached >= 2*mt.blockSize {
+			g.kv.expect(lease.Replica().ID) // it must store at least one new block
+		}
 	}
 	a.holdPrefill()
 	return a
