@@ -2,6 +2,7 @@ package index
 
 import (
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -155,6 +156,10 @@ func (m *Mirror) Clear() {
 	clear(m.orphans)
 }
 
+// unnamedAdapter prefixes the seed name of an adapter an engine named only
+// by its number: no model a client can ask for starts with a NUL.
+const unnamedAdapter = "\x00lora_id="
+
 func (m *Mirror) store(ev *events.Event) {
 	bs := m.blockSize
 	if ev.BlockSize != bs || len(ev.Tokens) != len(ev.Hashes)*bs || (ev.HasMedium && ev.Medium != "GPU") {
@@ -168,6 +173,12 @@ func (m *Mirror) store(ev *events.Event) {
 	salt := ""
 	if !ev.HasParent && len(ev.ExtraKeys) > 0 {
 		salt = events.CacheSalt(ev.ExtraKeys[0], lora)
+	}
+	if !ev.HasLoRAName && ev.HasLoRAID {
+		// An adapter known only by its number (servers before lora_name):
+		// its blocks are no prompt's the gateway routes, and must not pass
+		// for the base model's.
+		lora = unnamedAdapter + strconv.FormatInt(ev.LoRAID, 10)
 	}
 	// parent is the block before the one at hand: known (keyed), or not.
 	parentKey, parentKnown := engineKey(0), false

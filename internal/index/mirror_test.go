@@ -385,3 +385,29 @@ func TestMirrorDigest(t *testing.T) {
 		t.Fatalf("cleared mirror's digest %x, want 0", a.Digest())
 	}
 }
+
+// TestAdapterKnownByNumberOnly: an older engine names an adapter's blocks
+// only by lora_id. They are the adapter's, not the base model's: the base
+// prompt of the same tokens is not predicted from them, and evicting them
+// leaves the base model's own copy held.
+func TestAdapterKnownByNumberOnly(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 0, 0)
+	base := ours("", seq(1, 8)...)
+	adapter := stored(0, 100, seq(1, 8))
+	adapter.LoRAID, adapter.HasLoRAID = 3, true
+	apply(m, adapter)
+	if got := mirrored(m, base); got != 0 {
+		t.Fatalf("the base prompt predicted %d blocks from an adapter's", got)
+	}
+	apply(m, stored(0, 1, seq(1, 8)))
+	apply(m, removed(100), removed(101))
+	if got := mirrored(m, base); got != 2 {
+		t.Errorf("the base prompt's blocks after the adapter's were evicted: %d held, want 2", got)
+	}
+	named := stored(0, 200, seq(1, 8))
+	named.LoRAID, named.HasLoRAID, named.LoRAName, named.HasLoRAName = 3, true, "sql-lora", true
+	apply(m, named)
+	if got := mirrored(m, blockhash.Extend(nil, mirrorSeed("sql-lora", ""), seq(1, 8), mirrorBS)); got != 2 {
+		t.Errorf("a named adapter's prompt: %d held, want 2", got)
+	}
+}
