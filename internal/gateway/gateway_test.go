@@ -617,3 +617,26 @@ func TestRetryKeepsTheEnginesAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestTTFTMetricCountsStreamsOnly: inferrail_ttft_seconds observes the
+// first byte of streamed 2xx answers only; a whole answer's first byte
+// comes with its last, and an engine's error carries no token.
+func TestTTFTMetricCountsStreamsOnly(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	for _, tc := range []struct{ body string }{
+		{chatBody("whole", "")},
+		{chatBody("refused", `,"n":2`)},
+		{chatBody("streamed", `,"stream":true`)},
+	} {
+		resp, b := chat(t, gw.url, tc.body)
+		if resp.StatusCode != 200 && resp.StatusCode != 400 {
+			t.Fatalf("%s: %d %s", tc.body, resp.StatusCode, b)
+		}
+	}
+	series := `inferrail_ttft_seconds_count{model="` + testModel + `",policy="round_robin",replica="sim-1"}`
+	page := scrape(t, gw.admin)
+	if got := metricValue(page, series); got != 1 {
+		t.Errorf("%s = %v, want 1 (the stream only)\n%s", series, got, grep(page, "inferrail_ttft_seconds_count"))
+	}
+}

@@ -547,7 +547,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				a.letGoPrefill()
 				a.trace.markFirstByte()
 				ttft := time.Since(ex.arrived)
-				if g.member(rep) {
+				if ex.stream && resp.StatusCode/100 == 2 && g.member(rep) {
+					// A whole answer's first byte comes with its last, and an
+					// error's is no token.
 					g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
 				}
 				g.flow.firstByte(ex, ttft)
