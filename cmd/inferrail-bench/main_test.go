@@ -338,6 +338,8 @@ func TestTraceShapeFlags(t *testing.T) {
 		{"from_the_trace", nil, nil, "org/m", []string{"--block-size=32"}},
 		{"model_flag", []string{"--model", "mine"}, nil, "mine", []string{"--block-size=32"}},
 		{"block_size_flag", nil, []string{"--block-size", "16"}, "org/m", []string{"--block-size", "16"}},
+		// A fleet at --url is what it is: the capture's block size sets no flag.
+		{"url", []string{"--url", "http://127.0.0.1:1"}, nil, "org/m", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fs, spec, _ := runFlags("run", "", new(bytes.Buffer))

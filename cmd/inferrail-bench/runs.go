@@ -70,6 +70,12 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 		if w.Requests > 0 && !set["duration"] {
 			w.Duration = 0 // --requests alone replaces the default duration
 		}
+		if s.URL != "" {
+			s.Policy, s.Replicas = "", 0
+			if len(simArgs) > 0 {
+				return s, errors.New("simulator flags after -- need a fleet of the run's own; drop --url")
+			}
+		}
 		if w.Workload == "trace" {
 			// A trace keeps its own arrivals and replays whole unless cut.
 			if !set["duration"] {
@@ -79,14 +85,8 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 				w.Rate = 0
 			}
 			var err error
-			if simArgs, err = traceShape(w, set["model"], simArgs); err != nil {
+			if simArgs, err = traceShape(w, set["model"], s.URL == "", simArgs); err != nil {
 				return s, err
-			}
-		}
-		if s.URL != "" {
-			s.Policy, s.Replicas = "", 0
-			if len(simArgs) > 0 {
-				return s, errors.New("simulator flags after -- need a fleet of the run's own; drop --url")
 			}
 		}
 		s.SimArgs = simArgs
@@ -96,8 +96,9 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 
 // traceShape takes from a trace what its lines state (a traffic capture's
 // do): the model they all name, unless --model is given, and the block
-// size they all state, for the simulators unless their flags set one.
-func traceShape(w *workload.Spec, modelSet bool, simArgs []string) ([]string, error) {
+// size they all state, for the run's own simulators (ownFleet) unless
+// their flags set one. A fleet at --url is what it is.
+func traceShape(w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]string, error) {
 	if w.TracePath == "" {
 		return simArgs, nil
 	}
@@ -108,7 +109,7 @@ func traceShape(w *workload.Spec, modelSet bool, simArgs []string) ([]string, er
 	if model != "" && !modelSet {
 		w.Model = model
 	}
-	if bs > 0 && !slices.ContainsFunc(simArgs, func(a string) bool { return strings.Contains(a, "block-size") }) {
+	if bs > 0 && ownFleet && !slices.ContainsFunc(simArgs, func(a string) bool { return strings.Contains(a, "block-size") }) {
 		simArgs = append(slices.Clip(simArgs), "--block-size="+strconv.Itoa(bs))
 	}
 	return simArgs, nil
