@@ -85,7 +85,7 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 
 // SetStatic replaces the static replicas, in order. A replica whose ID is
 // already static and that same reports true for the one it would replace
-// is kept as it is (health and counters included); the others are
+// is kept (health and counters included), with the new one's caps; the others are
 // replaced: the old one is marked removed and finishes what it is doing,
 // the new one starts fresh.
 func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) bool) (added, removed []*Replica) {
@@ -98,6 +98,7 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 	next := make([]*Replica, 0, len(replicas))
 	for _, r := range replicas {
 		if o, ok := old[r.ID]; ok && same(o, r) {
+			o.SetCaps(r.MaxConcurrency(), r.MaxPending())
 			next = append(next, o)
 			delete(old, r.ID)
 			continue

@@ -298,8 +298,8 @@ func TestReplicaLayout(t *testing.T) {
 		name         string
 		offset, size uintptr
 	}{
-		{"MaxConcurrency", unsafe.Offsetof(r.MaxConcurrency), unsafe.Sizeof(r.MaxConcurrency)},
-		{"MaxPending", unsafe.Offsetof(r.MaxPending), unsafe.Sizeof(r.MaxPending)},
+		{"maxConcurrency", unsafe.Offsetof(r.maxConcurrency), unsafe.Sizeof(r.maxConcurrency)},
+		{"maxPending", unsafe.Offsetof(r.maxPending), unsafe.Sizeof(r.maxPending)},
 		{"inFlight", unsafe.Offsetof(r.inFlight), unsafe.Sizeof(r.inFlight)},
 		{"pending", unsafe.Offsetof(r.pending), unsafe.Sizeof(r.pending)},
 		{"ejectedUntil", unsafe.Offsetof(r.ejectedUntil), unsafe.Sizeof(r.ejectedUntil)},
@@ -313,5 +313,40 @@ func TestReplicaLayout(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(r); n%64 != 0 {
 		t.Errorf("a replica is %d bytes, not a whole number of lines", n)
+	}
+}
+
+// TestSetStaticChangesCapsInPlace: a static replica reloaded with other
+// caps is kept, leases and all, and its leases count against the new caps:
+// lowered below what it holds, it takes nothing more until enough end.
+func TestSetStaticChangesCapsInPlace(t *testing.T) {
+	f := New(nil)
+	same := func(old, next *Replica) bool { return old.URL.String() == next.URL.String() }
+	kept := replica("r") // caps 4 and 2
+	f.SetStatic([]*Replica{kept}, same)
+	var held []*Lease
+	for range 2 {
+		l, ok := kept.TryAcquire()
+		if !ok {
+			t.Fatal("no room on a new replica")
+		}
+		held = append(held, l)
+	}
+	next := replica("r")
+	next.SetCaps(1, 1)
+	if added, removed := f.SetStatic([]*Replica{next}, same); len(added)+len(removed) != 0 {
+		t.Fatalf("caps alone replaced the replica: %d added, %d removed", len(added), len(removed))
+	}
+	if got := f.Snapshot().Get("r"); got != kept || got.MaxConcurrency() != 1 || got.MaxPending() != 1 || got.InFlight() != 2 {
+		t.Fatalf("after the reload: kept %v, caps %d/%d, %d in flight; want the same replica, 1/1, 2", got == kept, got.MaxConcurrency(), got.MaxPending(), got.InFlight())
+	}
+	for _, l := range held {
+		if _, ok := kept.TryAcquire(); ok {
+			t.Fatal("a lease past the lowered cap")
+		}
+		l.Release()
+	}
+	if _, ok := kept.TryAcquire(); !ok {
+		t.Error("no room once the leases past the cap ended")
 	}
 }

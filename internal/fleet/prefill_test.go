@@ -178,7 +178,8 @@ func TestPrefillQueueExtremes(t *testing.T) {
 // prefill starts at the first request's and then moves a sixteenth of the
 // way to each new one, against a plain recomputation.
 func TestUnansweredAndMeanPrefill(t *testing.T) {
-	r := &Replica{MaxConcurrency: 100, MaxPending: 100}
+	r := &Replica{}
+	r.SetCaps(100, 100)
 	if w, n := r.Unanswered(); w != 0 || n != 0 || r.MeanPrefill() != 0 {
 		t.Fatalf("a new replica: unanswered %d of %d, mean %v", w, n, r.MeanPrefill())
 	}
@@ -219,7 +220,8 @@ func TestUnansweredAndMeanPrefill(t *testing.T) {
 // estimates leave both means finite.
 func TestWaitingMeanPrefill(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		r := &Replica{MaxConcurrency: 1000, MaxPending: 1000}
+		r := &Replica{}
+		r.SetCaps(1000, 1000)
 		now := time.Unix(1_000_000, 0)
 		type held struct {
 			l        *Lease

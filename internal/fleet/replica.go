@@ -13,7 +13,7 @@ import (
 )
 
 // Replica is one engine the gateway can send requests to. Its identity
-// (ID, URL, Models, caps) never changes; its counters and health are atomics
+// (ID, URL, Models) never changes; its caps may (SetCaps); its counters and health are atomics
 // that any goroutine may read and that survive fleet changes, so a replica
 // that stays in the fleet keeps them. Must not be copied.
 type Replica struct {
@@ -21,8 +21,8 @@ type Replica struct {
 	// the first cache line (TestReplicaLayout): a decision reads them for
 	// every replica, and one line each instead of three took a fifth of
 	// the L1 misses off a 64-replica decision (cachegrind).
-	MaxConcurrency int64
-	MaxPending     int64
+	maxConcurrency atomic.Int64 // 0: no cap
+	maxPending     atomic.Int64 // 0: no cap
 	inFlight       atomic.Int64 // requests holding a lease
 	pending        atomic.Int64 // leases still waiting for a response head, but AnswersWhole ones
 	ejectedUntil   atomic.Int64 // a clock.Instant; notEjected when not ejected
@@ -76,7 +76,8 @@ type ModelCards struct {
 
 // NewReplica returns a replica that is presumed healthy until probed.
 func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPending int64) *Replica {
-	r := &Replica{ID: id, URL: u, Models: slices.Clone(models), MaxConcurrency: maxConcurrency, MaxPending: maxPending}
+	r := &Replica{ID: id, URL: u, Models: slices.Clone(models)}
+	r.SetCaps(maxConcurrency, maxPending)
 	r.probeUp.Store(true)
 	r.prefill.drainedAt.Store(neverQueued)
 	r.ejectedUntil.Store(notEjected)
@@ -176,12 +177,28 @@ type Lease struct {
 	expected, pace float64
 }
 
+// MaxConcurrency returns the cap on requests holding a lease; 0 for none.
+func (r *Replica) MaxConcurrency() int64 { return r.maxConcurrency.Load() }
+
+// MaxPending returns the cap on leases waiting for a response head; 0 for
+// none.
+func (r *Replica) MaxPending() int64 { return r.maxPending.Load() }
+
+// SetCaps changes the caps. The leases held stay and count against the
+// new caps: lowered below them, the replica takes no more until enough
+// end. The config changes them live on the replica it keeps, rather than
+// replacing it with one whose counts start at zero.
+func (r *Replica) SetCaps(maxConcurrency, maxPending int64) {
+	r.maxConcurrency.Store(maxConcurrency)
+	r.maxPending.Store(maxPending)
+}
+
 // TryAcquire takes a lease if the replica has room under both caps. Caps
 // are never overshot, even when many goroutines race for the last slot.
 func (r *Replica) TryAcquire() (*Lease, bool) {
 	for {
 		n := r.inFlight.Load()
-		if r.MaxConcurrency > 0 && n >= r.MaxConcurrency {
+		if c := r.maxConcurrency.Load(); c > 0 && n >= c {
 			return nil, false
 		}
 		if r.inFlight.CompareAndSwap(n, n+1) {
@@ -190,7 +207,7 @@ func (r *Replica) TryAcquire() (*Lease, bool) {
 	}
 	for {
 		p := r.pending.Load()
-		if r.MaxPending > 0 && p >= r.MaxPending {
+		if c := r.maxPending.Load(); c > 0 && p >= c {
 			r.inFlight.Add(-1)
 			return nil, false
 		}
@@ -202,8 +219,8 @@ func (r *Replica) TryAcquire() (*Lease, bool) {
 
 // HasRoom reports whether a lease would currently be granted.
 func (r *Replica) HasRoom() bool {
-	return (r.MaxConcurrency <= 0 || r.inFlight.Load() < r.MaxConcurrency) &&
-		(r.MaxPending <= 0 || r.pending.Load() < r.MaxPending)
+	c, p := r.maxConcurrency.Load(), r.maxPending.Load()
+	return (c <= 0 || r.inFlight.Load() < c) && (p <= 0 || r.pending.Load() < p)
 }
 
 // Replica returns the leased replica.

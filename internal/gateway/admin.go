@@ -63,7 +63,7 @@ func (g *Gateway) serveReplicas(w http.ResponseWriter, r *http.Request) {
 	for _, rep := range g.fleet.Snapshot().Replicas {
 		v := replicaView{ID: rep.ID, URL: rep.URL.String(), Group: rep.Group, Models: rep.Models,
 			Healthy: rep.Healthy(), Ejected: rep.Ejected(now), EjectedTotal: rep.EjectedTotal(),
-			InFlight: rep.InFlight(), Pending: rep.Pending(), MaxConcurrency: rep.MaxConcurrency, MaxPending: rep.MaxPending,
+			InFlight: rep.InFlight(), Pending: rep.Pending(), MaxConcurrency: rep.MaxConcurrency(), MaxPending: rep.MaxPending(),
 			QueuedPrefill: rep.QueuedPrefill(now), MeanPrefill: rep.MeanPrefill()}
 		v.PromptTokens, v.PromptWaiting = rep.PromptLoad()
 		if smp := g.scraper.Last(rep.ID); smp != nil {

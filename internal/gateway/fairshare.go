@@ -40,10 +40,11 @@ func (g *Gateway) slots(gen *generation, model string, now time.Time) int {
 		if !rt.Usable(at) {
 			continue
 		}
-		if rt.MaxConcurrency <= 0 {
+		c := rt.MaxConcurrency()
+		if c <= 0 {
 			return 0
 		}
-		n += rt.MaxConcurrency
+		n += c
 	}
 	return int(n)
 }

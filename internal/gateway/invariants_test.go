@@ -426,7 +426,7 @@ func TestNeverOffersAnUnfitReplica(t *testing.T) {
 			if now := clock.Of(time.Now()); !r.Serves(model) || !r.Usable(now) {
 				rt.Fatalf("offered %s for %s: serves %v, usable %v", r.ID, model, r.Models, r.Usable(now))
 			}
-			if r.InFlight() > r.MaxConcurrency {
+			if r.InFlight() > r.MaxConcurrency() {
 				rt.Fatalf("%s over its cap: %d in flight", r.ID, r.InFlight())
 			}
 			lease.Release()

@@ -243,7 +243,7 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEjected, prometheus.GaugeValue, b(r.Ejected(now)), r.ID)
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(r.InFlight()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(r.Pending()), r.ID)
-		ch <- prometheus.MustNewConstMetric(descMaxConc, prometheus.GaugeValue, float64(r.MaxConcurrency), r.ID)
+		ch <- prometheus.MustNewConstMetric(descMaxConc, prometheus.GaugeValue, float64(r.MaxConcurrency()), r.ID)
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, r.QueuedPrefill(now), r.ID)
 		inFlight, waiting := r.PromptLoad()
 		ch <- prometheus.MustNewConstMetric(descPromptIn, prometheus.GaugeValue, float64(inFlight), r.ID)

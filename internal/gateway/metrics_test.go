@@ -55,6 +55,7 @@ func TestMetricsSnapshot(t *testing.T) {
 		}
 	}
 	chat(t, gw.url, chatBody("ok", ""))
+	chat(t, gw.url, chatBody("streamed", `,"stream":true`))
 	chat(t, gw.url, `{"model":"nope"}`)
 	sims[1].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503, SparesHealth: true})
 	for range 6 {

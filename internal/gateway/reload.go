@@ -145,11 +145,12 @@ func staticReplicas(cfg *config.Config) ([]*fleet.Replica, error) {
 }
 
 // sameReplica reports whether a reloaded static replica is the one in the
-// fleet: the same engine with the same limits. One that differs in any of
-// them is replaced; the old one finishes its requests.
+// fleet: the same engine, models, cache size and events. One that differs
+// in any of them is replaced; the old one finishes its requests. Caps
+// change on the replica kept (fleet.SetStatic), whose leases count
+// against them.
 func sameReplica(old, next *fleet.Replica) bool {
 	return old.URL.String() == next.URL.String() && slices.Equal(old.Models, next.Models) &&
-		old.MaxConcurrency == next.MaxConcurrency && old.MaxPending == next.MaxPending &&
 		old.KVCapacityBlocks == next.KVCapacityBlocks && old.KVEvents == next.KVEvents
 }
 
