@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -157,6 +159,51 @@ func adminStop(r *http.Request, deadline time.Time) (stop *atomic.Bool, release 
 	detach := context.AfterFunc(r.Context(), func() { stop.Store(true) })
 	timer := time.AfterFunc(time.Until(deadline), func() { stop.Store(true) })
 	return stop, func() { detach(); timer.Stop() }
+}
+
+// exactRoutes serves mux's routes on their exact paths only, and answers
+// every other request in JSON as the admin API's errors are: 404 for a
+// path no route has (an unclean one included, which ServeMux would
+// redirect), 405 with Allow for a method the path's route does not take.
+func exactRoutes(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if _, path, _ := strings.Cut(pattern, " "); path != "" && path == r.URL.Path {
+			h.ServeHTTP(w, r)
+			return
+		}
+		// What ServeMux would answer says whether the path has a route.
+		rec := &headerOnly{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		status := http.StatusNotFound
+		if rec.status == http.StatusMethodNotAllowed && pattern == "" {
+			status = http.StatusMethodNotAllowed
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+		}
+		writeAdminJSON(w, status, adminError{Error: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, strings.ToLower(http.StatusText(status)))})
+	})
+}
+
+// adminError is the body of an admin answer that is only an error.
+type adminError struct {
+	Error string `json:"error"`
+}
+
+// headerOnly records a handler's status and header, dropping its body.
+type headerOnly struct {
+	header http.Header
+	status int
+}
+
+func (h *headerOnly) Header() http.Header { return h.header }
+func (h *headerOnly) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
+}
+func (h *headerOnly) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 func writeAdminJSON(w http.ResponseWriter, status int, v any) {

@@ -65,7 +65,11 @@ func (g *Gateway) writeGeneration(w http.ResponseWriter, gen *generation, result
 func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPatchBytes))
 	if err != nil {
-		writeProblems(w, http.StatusRequestEntityTooLarge, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: "the patch is larger than 4 MiB"}}})
+		status, msg := http.StatusRequestEntityTooLarge, "the patch is larger than 4 MiB"
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); !tooLarge {
+			status, msg = http.StatusBadRequest, "the patch's body could not be read: "+err.Error()
+		}
+		writeProblems(w, status, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: msg}}})
 		g.reloaded(reloadRejected)
 		return
 	}

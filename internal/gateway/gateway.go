@@ -399,7 +399,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("PATCH /admin/config", g.servePatchConfig)
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	mux.HandleFunc("GET /admin/shadow", g.serveShadow)
-	return g.requireAdminKey(mux)
+	return g.requireAdminKey(exactRoutes(mux))
 }
 
 // Serve resolves DNS groups, starts health checking and serves the client
@@ -448,7 +448,10 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 		// shape with a request ID, instead of net/http's bare 200.
 		DisableGeneralOptionsHandler: true,
 	}
-	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
+	// A whole admin request (a patch, a prompt to explain) must arrive
+	// within the request timeout: a stalled body would hold its handler.
+	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout),
+		ReadTimeout: time.Duration(sc.RequestTimeout), IdleTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
 	errc := make(chan error, 2)
 	go func() { errc <- g.serveClient(clientSrv, client) }()
 	go func() { errc <- adminSrv.Serve(admin) }()
