@@ -273,6 +273,9 @@ func (p *parser) name(v *yaml.Node, path string, k *Key) bool {
 	switch {
 	case s == "":
 		p.fail(v, path, "required")
+	case strings.HasPrefix(s, SecretPrefix):
+		// Names go into metrics, logs and answers: a key there is leaked.
+		p.fail(v, path, "holds a key, not a name: never store keys in this file")
 	case len(s) > 63 || strings.IndexFunc(s, func(r rune) bool { return !isNameChar(r) }) >= 0:
 		p.fail(v, path, "must be 1 to 63 of A-Z a-z 0-9 . _ -")
 	default:
@@ -320,6 +323,11 @@ func (p *parser) models(v *yaml.Node, path string, k *Key) {
 	}
 	if v.Kind != yaml.SequenceNode {
 		p.fail(v, path, "must be a list")
+		return
+	}
+	if len(v.Content) == 0 {
+		// Read as "every model", it would grant what it seems to deny.
+		p.fail(v, path, "must name at least one model; leave it out to allow every model")
 		return
 	}
 	for i, item := range v.Content {

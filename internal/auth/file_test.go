@@ -134,6 +134,10 @@ func TestParseBad(t *testing.T) {
 		}},
 		{"secret_in_hash", Options{}, "keys:\n  - {name: a, hash: irk-very-secret-value}\n", []string{
 			"line 2: keys[0].hash: holds a key, not its hash: never store keys in this file; put the hash inferrail-gateway keygen printed with it"}},
+		{"secret_in_name", Options{}, fmt.Sprintf("keys:\n  - {name: irk-very-secret-value, hash: %s}\n", a), []string{
+			"line 2: keys[0].name: holds a key, not a name: never store keys in this file"}},
+		{"empty_models", Options{}, fmt.Sprintf("keys:\n  - {name: a, hash: %s, models: []}\n", a), []string{
+			"line 2: keys[0].models: must name at least one model; leave it out to allow every model"}},
 		{"admin_fields", Options{Admin: true}, fmt.Sprintf("keys:\n  - {name: ops, hash: %s, models: [x], limits: {}}\n", a), []string{
 			"line 2: keys[0].models: unknown key", "line 2: keys[0].limits: unknown key"}},
 		{"alias_bomb", Options{}, "keys:\n  - &a {name: x, hash: " + a + ", models: &m [a, a, a, a, a, a, a, a, a, a]}\n" +
@@ -165,7 +169,8 @@ func TestParseBad(t *testing.T) {
 // genKey draws a key that Parse accepts with resolve.
 var genKey = rapid.Custom(func(t *rapid.T) *Key {
 	k := &Key{
-		Name:     rapid.StringMatching(`[A-Za-z0-9._-]{1,63}`).Draw(t, "name"),
+		Name: rapid.StringMatching(`[A-Za-z0-9._-]{1,63}`).
+			Filter(func(s string) bool { return !strings.HasPrefix(s, SecretPrefix) }).Draw(t, "name"),
 		Priority: rapid.SampledFrom([]Priority{Critical, Standard, Sheddable}).Draw(t, "priority"),
 	}
 	_, k.Hash = NewSecret()
