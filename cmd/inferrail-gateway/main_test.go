@@ -78,6 +78,15 @@ func TestCheck(t *testing.T) {
 	if err := run(context.Background(), nil, &out, &errOut); err == nil {
 		t.Error("no --config accepted")
 	}
+	// A config whose keys file is missing is not valid, and --check does not say it is.
+	missing := filepath.Join(t.TempDir(), "keys.yaml")
+	if err := os.WriteFile(bad, []byte("auth: {keys_file: "+missing+"}\nmodels: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err == nil || strings.Contains(out.String(), "valid") {
+		t.Errorf("--check of a config whose keys file is missing: %v, printed %q", err, out.String())
+	}
 	// The product specification's example config, unchanged.
 	out.Reset()
 	if err := run(context.Background(), []string{"--check", "--config", "../../internal/config/testdata/spec-example.yaml"}, &out, &errOut); err != nil ||
