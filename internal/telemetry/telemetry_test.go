@@ -326,3 +326,34 @@ func TestUnreachableCollector(t *testing.T) {
 		t.Errorf("stats %+v: want none exported, some failed, the rest dropped, 100 in all", st)
 	}
 }
+
+// TestRepeatedTraceHeaders: two traceparent headers are no parent (W3C:
+// the request starts a trace of its own), and two tracestate headers are
+// one list, passed on whole.
+func TestRepeatedTraceHeaders(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	tr, _ := inMemory(t, 1)
+	in := http.Header{}
+	in.Add("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	in.Add("traceparent", "00-11111111111111111111111111111111-00f067aa0ba902b7-01")
+	_, span := tr.Start(tr.Extract(context.Background(), in), "server")
+	span.End()
+	if got := span.SpanContext().TraceID().String(); got == traceID || got == "11111111111111111111111111111111" {
+		t.Errorf("two traceparents: continued trace %s, want a new one", got)
+	}
+
+	in = http.Header{}
+	in.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	in.Add("tracestate", "a=1")
+	in.Add("tracestate", "b=2")
+	ctx, span := tr.Start(tr.Extract(context.Background(), in), "server")
+	out := http.Header{}
+	tr.Inject(ctx, out)
+	span.End()
+	if got := out.Get("tracestate"); got != "a=1,b=2" {
+		t.Errorf("two tracestates passed on as %q, want a=1,b=2", got)
+	}
+	if got := span.SpanContext().TraceID().String(); got != traceID {
+		t.Errorf("trace %s, want the client's", got)
+	}
+}

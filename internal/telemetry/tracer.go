@@ -187,8 +187,30 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 // Extract returns ctx with the remote span context of h's traceparent and
 // tracestate, when they are well formed; else ctx.
 func (t *Tracer) Extract(ctx context.Context, h http.Header) context.Context {
-	return t.prop.Extract(ctx, propagation.HeaderCarrier(h))
+	return t.prop.Extract(ctx, w3cCarrier(h))
 }
+
+// w3cCarrier reads repeated trace headers as W3C Trace Context says: two
+// traceparent values are no parent (the request starts a new trace), and
+// the values of a list header (tracestate, baggage) are one list, joined
+// with commas.
+type w3cCarrier http.Header
+
+func (c w3cCarrier) Get(key string) string {
+	vs := http.Header(c).Values(key)
+	switch {
+	case len(vs) <= 1:
+		return http.Header(c).Get(key)
+	case strings.EqualFold(key, "traceparent"):
+		return ""
+	default:
+		return strings.Join(vs, ",")
+	}
+}
+
+func (c w3cCarrier) Set(key, value string) { http.Header(c).Set(key, value) }
+
+func (c w3cCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
 
 // Inject sets h's traceparent (and tracestate, when there is one) to the
 // span context of ctx, so that whoever h goes to continues its trace.
