@@ -90,7 +90,8 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
 	var recs []TraceRecord
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		b := bytes.TrimSpace(sc.Bytes())
 		if line == 1 {
 			b = bytes.TrimPrefix(b, []byte("\uFEFF")) // a byte order mark, as editors on Windows write
@@ -105,7 +106,7 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 		recs = append(recs, rec)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", len(recs)+1, err)
+		return nil, fmt.Errorf("line %d: %w", line, err) // the line it could not read
 	}
 	return recs, nil
 }
@@ -154,6 +155,10 @@ func wholeNumber(name string, num traceCount) (int, error) {
 	return int(f), nil
 }
 
+// maxTraceMillis bounds a timestamp: far enough for any trace, and a time
+// in nanoseconds that fits an int64 with room for the replay's arithmetic.
+const maxTraceMillis = 1e12
+
 func parseTraceLine(b []byte) (TraceRecord, error) {
 	var raw struct {
 		Timestamp    *float64     `json:"timestamp"`
@@ -173,6 +178,8 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 		errs = append(errs, errors.New("timestamp: required"))
 	case *raw.Timestamp < 0 || math.IsInf(*raw.Timestamp, 0):
 		errs = append(errs, errors.New("timestamp: must be >= 0"))
+	case *raw.Timestamp > maxTraceMillis:
+		errs = append(errs, fmt.Errorf("timestamp: must be at most %.0e (milliseconds: about 31 years)", float64(maxTraceMillis)))
 	default:
 		rec.Timestamp = *raw.Timestamp
 	}

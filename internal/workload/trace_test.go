@@ -80,6 +80,7 @@ func TestParseTraceErrors(t *testing.T) {
 		{"not_object", `[1, 2]`, "line 3: json: cannot unmarshal array"},
 		{"no_timestamp", `{"input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: required"},
 		{"negative_timestamp", `{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: must be >= 0"},
+		{"huge_timestamp", `{"timestamp": 1e308, "input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: must be at most 1e+12"},
 		{"zero_input", `{"timestamp": 1, "input_length": 0, "output_length": 1, "hash_ids": []}`, "line 3: input_length: must be >= 1"},
 		{"no_output", `{"timestamp": 1, "input_length": 5, "hash_ids": []}`, "line 3: output_length: required"},
 		{"fractional_input", `{"timestamp": 1, "input_length": 5.5, "output_length": 1}`, "line 3: input_length: must be a whole number, not 5.5"},
@@ -100,6 +101,11 @@ func TestParseTraceErrors(t *testing.T) {
 				t.Errorf("ParseTrace error = %v, want prefix %q", err, tt.want)
 			}
 		})
+	}
+	// A line too long to read is named by its number, blank lines counted.
+	long := good + "\n\n\n" + good + "\n\n" + `{"hash_ids": [` + strings.Repeat("0,", maxTraceLine/2) + "0]}\n"
+	if _, err := ParseTrace(strings.NewReader(long)); err == nil || !strings.HasPrefix(err.Error(), "line 6: ") {
+		t.Errorf("a line over the bound: %v, want line 6 named", err)
 	}
 	path := writeTrace(t, good+"\n"+tests[0].line)
 	_, err := Generate(Spec{Workload: Trace, Model: "m", TracePath: path})
