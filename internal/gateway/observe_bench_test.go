@@ -100,7 +100,7 @@ func BenchmarkObservationHooks(b *testing.B) {
 				}
 				a := &attempt{lease: lease}
 				a.trace = g.traceUpstream(ex, a, up)
-				a.trace.headed(&http.Response{StatusCode: 200}, nil)
+				a.trace.headed(&http.Response{StatusCode: 200}, nil, false)
 				a.trace.markFirstByte()
 				a.trace.end()
 				lease.Release()

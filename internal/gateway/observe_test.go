@@ -428,7 +428,7 @@ func TestObservationOffAllocatesNothing(t *testing.T) {
 		d, x := g.pick(ex, cands)
 		g.observeDecision(ex, mr, []int{0, 1}, cands, d.Index, &d, x, time.Time{})
 		a.trace = g.traceUpstream(ex, a, r)
-		a.trace.headed(nil, nil)
+		a.trace.headed(nil, nil, false)
 		a.trace.markFirstByte()
 		a.trace.end()
 		if why != nil || x != nil {
@@ -437,5 +437,63 @@ func TestObservationOffAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 || ex.obs != nil || r.Header.Get("traceparent") != "" {
 		t.Errorf("%v allocations per request, obs %v, traceparent %q: want none", allocs, ex.obs, r.Header.Get("traceparent"))
+	}
+}
+
+// TestTraceClientLeaves: a client that leaves is marked cancelled on the
+// server span, whether before the head or during a stream (then with the
+// status it got), and an upstream span cut by it is cancelled, not failed.
+func TestTraceClientLeaves(t *testing.T) {
+	cfg := testConfig(t, fleetOf(t, 1, false)) // 20 ms a token
+	exp := tracetest.NewInMemoryExporter()
+	gw := startObserved(t, cfg, exp)
+	leave := func(body string, after func(*http.Response)) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if after == nil {
+			time.AfterFunc(200*time.Millisecond, cancel)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			after(resp)
+			cancel()
+			resp.Body.Close()
+		}
+	}
+	leave(chatBody("whole", `,"max_tokens":200,"ignore_eos":true`), nil)
+	leave(chatBody("stream", `,"max_tokens":200,"ignore_eos":true,"stream":true`), func(resp *http.Response) {
+		_, _ = resp.Body.Read(make([]byte, 64))
+	})
+	waitFor(t, "both requests to end", 5*time.Second, func() bool {
+		return metricValue(scrape(t, gw.admin), `inferrail_client_disconnects_total{model="`+testModel+`"}`) == 2
+	})
+	if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var servers, ups []tracetest.SpanStub
+	for _, s := range exp.GetSpans() {
+		switch s.Name {
+		case "POST /v1/chat/completions":
+			servers = append(servers, s)
+		case spanUpstream:
+			ups = append(ups, s)
+		}
+	}
+	if len(servers) != 2 || len(ups) != 2 {
+		t.Fatalf("%d server and %d upstream spans, want 2 each", len(servers), len(ups))
+	}
+	for i, s := range servers {
+		a := spanAttrs(s.Attributes)
+		if a[string(attrOutcome)].AsString() != outcomeCancelled || s.Status.Code == codes.Error {
+			t.Errorf("server span %d: outcome %q, status %v; want cancelled and no error", i, a[string(attrOutcome)].AsString(), s.Status)
+		}
+	}
+	if a := spanAttrs(servers[1].Attributes); a["http.response.status_code"].AsInt64() != 200 {
+		t.Errorf("the stream's server span: status %v, want the 200 it got", a["http.response.status_code"])
+	}
+	if a := spanAttrs(ups[0].Attributes); a[string(attrOutcome)].AsString() != outcomeCancelled || ups[0].Status.Code == codes.Error {
+		t.Errorf("the whole answer's upstream span: outcome %q, status %v; want cancelled, no error", a[string(attrOutcome)].AsString(), ups[0].Status)
 	}
 }

@@ -447,11 +447,13 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	resp, err := g.transport.RoundTrip(req)
 	stopTimer()
 	close(headed)
-	a.trace.headed(resp, err)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ex.r.Context().Err() == nil {
 			err = cause
 		}
+	}
+	a.trace.headed(resp, err, ex.r.Context().Err() != nil)
+	if err != nil {
 		return err
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {

@@ -80,6 +80,9 @@ func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 				span.SetStatus(codes.Error, outcomeAborted)
 			case sw.status == 0:
 				span.SetAttributes(attrOutcome.String(outcomeCancelled))
+			case ex.r.Context().Err() != nil:
+				// The client left after the head: what it got was cut.
+				span.SetAttributes(semconv.HTTPResponseStatusCode(sw.status), attrOutcome.String(outcomeCancelled))
 			default:
 				span.SetAttributes(semconv.HTTPResponseStatusCode(sw.status))
 				if sw.status >= 500 {
@@ -156,12 +159,16 @@ func (g *Gateway) traceUpstream(ex *exchange, a *attempt, req *http.Request) *up
 	return &upstreamTrace{span: span, start: time.Now()}
 }
 
-// headed records how the engine answered: its status, or the error.
-func (u *upstreamTrace) headed(resp *http.Response, err error) {
+// headed records how the engine answered: its status, or the error, which
+// is no failure when the client left first (clientLeft).
+func (u *upstreamTrace) headed(resp *http.Response, err error, clientLeft bool) {
 	if u == nil {
 		return
 	}
 	switch {
+	case err != nil && clientLeft:
+		// The client left before the head: nothing failed upstream.
+		u.span.SetAttributes(attrOutcome.String(outcomeCancelled))
 	case err != nil:
 		outcome := "failed"
 		switch {
