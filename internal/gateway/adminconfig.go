@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -15,6 +16,9 @@ import (
 // maxPatchBytes bounds a PATCH /admin/config body: a whole config is far
 // smaller.
 const maxPatchBytes = 4 << 20
+
+// maxProblems is how many of a refused change's problems an answer lists.
+const maxProblems = 100
 
 // configAnswer is the body of GET /admin/config and of a successful PATCH
 // or reload.
@@ -135,7 +139,12 @@ func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
 
 func writeProblems(w http.ResponseWriter, status int, result string, re *ReloadError) {
 	out := problemAnswer{Error: "the config was refused; the config in effect stays", Result: result, Problems: []problemDetail{}}
-	for _, p := range re.Problems {
+	for i, p := range re.Problems {
+		if i == maxProblems {
+			// A change with thousands of bad entries would answer megabytes.
+			out.Problems = append(out.Problems, problemDetail{Message: fmt.Sprintf("and %d more problems", len(re.Problems)-i)})
+			break
+		}
 		out.Problems = append(out.Problems, problemDetail{Path: p.Path, Line: p.Line, Message: p.Msg})
 	}
 	writeAdminJSON(w, status, out)

@@ -647,3 +647,18 @@ func TestAdminErrorsInJSON(t *testing.T) {
 	_, _ = io.Copy(io.Discard, conn)
 	time.Sleep(600 * time.Millisecond)
 }
+
+// TestRefusalListsAtMostAHundredProblems: a change with thousands of bad
+// entries is refused with its first hundred problems and a count of the
+// rest, not an answer of megabytes.
+func TestRefusalListsAtMostAHundredProblems(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	var reps []string
+	for i := range 1000 {
+		reps = append(reps, fmt.Sprintf(`{"id":"r%d","url":"not a url","models":["nope"]}`, i))
+	}
+	code, _, problems := patch(t, gw.admin, `{"replicas":[`+strings.Join(reps, ",")+`]}`)
+	if code != http.StatusUnprocessableEntity || len(problems) != maxProblems+1 || !strings.HasPrefix(problems[maxProblems].Message, "and ") {
+		t.Fatalf("%d with %d problems (last %v), want 422 with %d and a count of the rest", code, len(problems), problems[len(problems)-1], maxProblems)
+	}
+}
