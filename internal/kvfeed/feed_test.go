@@ -27,6 +27,7 @@ type engine struct {
 	buffer  map[uint64][]byte // what replay can send
 	replays []uint64          // start of each replay asked for
 	epoch   int               // told in each batch's timestamp: a restarted engine's batches differ
+	noTopic bool              // replay as vLLM did before #45177: no topic frame
 }
 
 func newEngine(t *testing.T, ctx context.Context) *engine {
@@ -66,10 +67,19 @@ func (e *engine) serveReplays(ctx context.Context) {
 		}
 		slices.Sort(seqs)
 		for _, s := range seqs {
-			_ = e.router.Send([][]byte{req[0], {}, []byte("kv"), seqBytes(s), e.buffer[s]})
+			if e.noTopic {
+				_ = e.router.Send([][]byte{req[0], {}, seqBytes(s), e.buffer[s]})
+			} else {
+				_ = e.router.Send([][]byte{req[0], {}, []byte("kv"), seqBytes(s), e.buffer[s]})
+			}
 		}
+		noTopic := e.noTopic
 		e.mu.Unlock()
-		_ = e.router.Send([][]byte{req[0], {}, {}, events.ReplayEnd, {}})
+		if noTopic {
+			_ = e.router.Send([][]byte{req[0], {}, events.ReplayEnd, {}})
+		} else {
+			_ = e.router.Send([][]byte{req[0], {}, {}, events.ReplayEnd, {}})
+		}
 	}
 }
 
@@ -225,6 +235,10 @@ func TestFeed(t *testing.T) {
 			want:   seqs(0, 4)},
 		{name: "recovers_history_at_start", replay: true,
 			before: func(e *engine) { e.keep(seqs(0, 9)...) },
+			script: func(_ context.Context, e *engine) { e.send(10, 11) },
+			want:   seqs(0, 11)},
+		{name: "replay_without_topic_frames", replay: true,
+			before: func(e *engine) { e.noTopic = true; e.keep(seqs(0, 9)...) },
 			script: func(_ context.Context, e *engine) { e.send(10, 11) },
 			want:   seqs(0, 11)},
 		{name: "joined_late", replay: true,

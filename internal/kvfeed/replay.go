@@ -79,7 +79,11 @@ func (f *Feed) replay(ctx context.Context, start uint64, got func(seq uint64, pa
 			return err
 		}
 		// [empty delimiter, topic, seq, payload]; the end marker has an
-		// empty topic, the -1 sequence and an empty payload.
+		// empty topic, the -1 sequence and an empty payload. Engines before
+		// vLLM #45177 (July 2026) send no topic frame.
+		if len(msg) == 3 {
+			msg = [][]byte{msg[0], nil, msg[1], msg[2]}
+		}
 		if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
 			return fmt.Errorf("a replay message of %d frames", len(msg))
 		}
