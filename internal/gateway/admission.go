@@ -148,21 +148,25 @@ const (
 	shedSLOUnmet       = "slo_unmet"
 )
 
-// shed is the 429 of a request flow control turned away for reason. It
-// tells the client when to retry, as a rate limit does, so the SDKs back
-// off on their own.
-func shed(reason string, a *admission) *refusal {
+// shed is the 429 of a request flow control turned away for reason after
+// it waited so long. It tells the client when to retry, as a rate limit
+// does, so the SDKs back off on their own.
+func shed(reason string, a *admission, waited time.Duration) *refusal {
 	var msg string
-	switch reason {
-	case shedQueueFull:
+	switch {
+	case reason == shedQueueFull:
 		msg = "Every replica serving the model is at capacity and the queue is full. Please retry shortly."
-	case shedClassFull:
+	case reason == shedClassFull:
 		msg = fmt.Sprintf("Every replica serving the model is at capacity and the queue of the %s class is full. Please retry shortly.", a.class)
-	case shedKeyFull:
+	case reason == shedKeyFull:
 		msg = fmt.Sprintf("Every replica serving the model is at capacity and the key `%s` has as many requests waiting as it may. Please retry shortly.", a.key)
-	case shedQueueTimeout:
+	case reason == shedQueueTimeout:
 		msg = "Every replica serving the model stayed at capacity for as long as the request could wait. Please retry shortly."
-	case shedSLOUnreachable:
+	case reason == shedSLOUnreachable && a.floor < a.target.Seconds():
+		// An idle replica would have made it: the wait is what ran out.
+		msg = fmt.Sprintf("The request waited %s for a replica with room, too long for a first token within the TTFT target of %s (an idle replica needs about %s). Raise the target or retry later.",
+			roundSecs(waited.Seconds()), a.target, roundSecs(a.floor))
+	case reason == shedSLOUnreachable:
 		msg = fmt.Sprintf("No replica can give a first token within the TTFT target of %s: even an idle one needs about %s. Raise the target or retry later.",
 			a.target, roundSecs(a.floor))
 	default: // shedSLOUnmet

@@ -190,7 +190,7 @@ func waits(err error) bool { return errors.Is(err, errFleetFull) || errors.Is(er
 // shed counts a request flow control turns away and returns its refusal.
 func (g *Gateway) shed(ex *exchange, reason string) error {
 	g.flow.metrics.shed.WithLabelValues(ex.model, ex.adm.class.String(), reason).Inc()
-	return shed(reason, ex.adm)
+	return shed(reason, ex.adm, time.Since(ex.arrived))
 }
 
 // wait queues the request and waits until the dispatcher decides it or

@@ -435,3 +435,22 @@ func TestGatewayMsHeader(t *testing.T) {
 		t.Errorf("the request that found a free slot was held %v, the queued one %v", a.held, b.held)
 	}
 }
+
+// TestSLOShedSaysWhy: a request shed for its TTFT target is told whether
+// even an idle replica is too slow for it (raise the target) or its wait
+// for a replica with room used up the time an idle one would have needed.
+func TestSLOShedSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		floor  float64
+		waited time.Duration
+		want   string
+	}{
+		{0.5, 0, "No replica can give a first token within the TTFT target of 300ms: even an idle one needs about 500ms."},
+		{0.008, 292 * time.Millisecond, "The request waited 292ms for a replica with room, too long for a first token within the TTFT target of 300ms (an idle replica needs about 8ms)."},
+	} {
+		rf := shed(shedSLOUnreachable, &admission{target: 300 * time.Millisecond, floor: tc.floor}, tc.waited)
+		if !strings.Contains(rf.Error(), tc.want) {
+			t.Errorf("floor %v waited %v: %s, want %q", tc.floor, tc.waited, rf.Error(), tc.want)
+		}
+	}
+}
