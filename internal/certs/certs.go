@@ -142,6 +142,20 @@ func (k *Keypair) Certificate() *tls.Certificate { return k.r.get() }
 // NotAfter returns when the certificate in effect expires.
 func (k *Keypair) NotAfter() time.Time { return k.r.cur.Load().Leaf.NotAfter }
 
+// Dated says what is wrong with the dates of the certificate in effect at
+// now: expired, or not valid yet; "" when it is valid. Clients refuse a
+// certificate outside its dates, so the gateway says so where it loads one.
+func (k *Keypair) Dated(now time.Time) string {
+	leaf := k.r.cur.Load().Leaf
+	switch {
+	case now.After(leaf.NotAfter):
+		return "expired at " + leaf.NotAfter.UTC().Format(time.RFC3339)
+	case now.Before(leaf.NotBefore):
+		return "not valid until " + leaf.NotBefore.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
 // Bundle is a set of CA certificates from one PEM file. Safe for
 // concurrent use.
 type Bundle struct{ r *reloader[x509.CertPool] }

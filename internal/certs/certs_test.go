@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/certs/certstest"
 )
@@ -301,5 +303,34 @@ func TestDialer(t *testing.T) {
 				t.Errorf("TLS version %x", v)
 			}
 		})
+	}
+}
+
+// TestKeypairDated: a certificate past its expiry, or before its start, is
+// named so; one within its dates is not.
+func TestKeypairDated(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "test-ca")
+	var r reports
+	for _, tc := range []struct {
+		name     string
+		notAfter time.Time
+		at       time.Time
+		want     string
+	}{
+		{"valid", time.Now().Add(time.Hour), time.Now(), ""},
+		{"expired", time.Now().Add(-30 * time.Minute), time.Now(), "expired at "},
+		{"not_yet", time.Now().Add(time.Hour), time.Now().Add(-2 * time.Hour), "not valid until "},
+	} {
+		leaf := certstest.Localhost(tc.name)
+		leaf.NotAfter = tc.notAfter
+		certFile, keyFile := ca.WriteFiles(t, dir, tc.name, leaf)
+		kp, err := LoadKeypair(tc.name, certFile, keyFile, time.Hour, r.report)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kp.Dated(tc.at); tc.want == "" && got != "" || tc.want != "" && !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: Dated = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -144,6 +144,11 @@ func CheckAccess(cfg *config.Config) (notes []string, err error) {
 	if err := g.buildAccess(); err != nil {
 		return nil, err
 	}
+	if t := g.access.tls; t != nil {
+		if why := t.cert.Dated(time.Now()); why != "" {
+			notes = append(notes, fmt.Sprintf("server.tls.cert_file %s is %s: clients will refuse it", cfg.Server.TLS.CertFile, why))
+		}
+	}
 	if cfg.AdminExposed() {
 		notes = append(notes, fmt.Sprintf("server.admin_listen %s is beyond loopback and auth.admin_keys_file is not set: anyone who reaches it can read metrics and use the admin API", cfg.Server.AdminListen))
 	}

@@ -33,6 +33,7 @@ type serverTLS struct {
 // dial https:// engines with them.
 func (g *Gateway) buildTLS() error {
 	m := g.access.metrics
+	var kp *certs.Keypair
 	report := func(name string, err error) {
 		if err != nil {
 			m.tlsReloads.WithLabelValues(name, "error").Inc()
@@ -41,13 +42,17 @@ func (g *Gateway) buildTLS() error {
 		}
 		m.tlsReloads.WithLabelValues(name, "ok").Inc()
 		g.log.Info("TLS files reloaded", "name", name)
+		if name == "server_cert" && kp != nil {
+			g.warnDated(kp)
+		}
 	}
 	st := g.cfg.Server.TLS
 	if st.Enabled() {
-		kp, err := certs.LoadKeypair("server_cert", st.CertFile, st.KeyFile, tlsCheckEvery, report)
-		if err != nil {
+		var err error
+		if kp, err = certs.LoadKeypair("server_cert", st.CertFile, st.KeyFile, tlsCheckEvery, report); err != nil {
 			return err
 		}
+		g.warnDated(kp)
 		var clients *certs.Bundle
 		if st.ClientCAFile != "" {
 			if clients, err = certs.LoadBundle("client_ca", st.ClientCAFile, tlsCheckEvery, report); err != nil {
@@ -62,6 +67,15 @@ func (g *Gateway) buildTLS() error {
 		}, func() float64 { return float64(kp.NotAfter().Unix()) }))
 	}
 	return g.buildUpstreamTLS(report)
+}
+
+// warnDated logs a server certificate that clients will refuse for its
+// dates. It is served all the same: it may be what an operator means to
+// replace, and the port stays up for clients that skip the check.
+func (g *Gateway) warnDated(kp *certs.Keypair) {
+	if why := kp.Dated(time.Now()); why != "" {
+		g.log.Warn("the server certificate is "+why+": clients will refuse it", "cert_file", g.cfg.Server.TLS.CertFile)
+	}
 }
 
 // buildUpstreamTLS gives the transport a TLS dialer with upstream.tls's

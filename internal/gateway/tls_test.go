@@ -303,3 +303,26 @@ func slowHandshakes(cfg *config.Config) {
 	cfg.Health.Interval = config.Duration(2 * time.Second)
 	cfg.Health.Timeout = config.Duration(2 * time.Second)
 }
+
+// TestCheckNotesAnExpiredCertificate: --check notes a server certificate
+// past its expiry (clients will refuse it); a valid one adds no note.
+func TestCheckNotesAnExpiredCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "check-ca")
+	for _, tc := range []struct {
+		notAfter time.Time
+		want     bool
+	}{{time.Now().Add(time.Hour), false}, {time.Now().Add(-time.Minute), true}} {
+		cfg := testConfig(t, nil)
+		leaf := certstest.Localhost("checked")
+		leaf.NotAfter = tc.notAfter
+		cfg.Server.TLS.CertFile, cfg.Server.TLS.KeyFile = ca.WriteFiles(t, dir, "server", leaf)
+		notes, err := CheckAccess(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(strings.Join(notes, "\n"), "is expired at"); got != tc.want {
+			t.Errorf("expires %v: notes %q, want an expiry note %v", tc.notAfter, notes, tc.want)
+		}
+	}
+}
