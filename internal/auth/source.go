@@ -22,6 +22,10 @@ type Source struct {
 	mu      sync.Mutex // serializes Check
 	file    *filewatch.File
 	failing string // the error of the last failed check, logged once; guarded by mu
+	// refused is the content last read when it did not parse; guarded by
+	// mu. It is parsed again at every check, unchanged: the models it
+	// names may come with a change of the config.
+	refused []byte
 }
 
 // Open reads the keys file at path, which must be good. onReload, if not
@@ -64,11 +68,17 @@ func (s *Source) Check() error {
 	prev := s.set.Load()
 	data, changed, err := s.file.Poll()
 	if err == nil && !changed {
-		return nil
+		if s.refused == nil {
+			return nil
+		}
+		data = s.refused
 	}
 	var next *Set
 	if err == nil {
-		next, err = Parse(data, s.opts)
+		s.refused = nil
+		if next, err = Parse(data, s.opts); err != nil {
+			s.refused = data
+		}
 	}
 	if err != nil {
 		if msg := err.Error(); msg != s.failing {

@@ -72,7 +72,7 @@ func TestSource(t *testing.T) {
 		{"b_added", func() { writeKeys(t, path, a, b) }, false, true, true, 1, 0},
 		{"a_revoked", func() { writeKeys(t, path, b) }, false, false, true, 2, 0},
 		{"bad_file_keeps_keys", func() { os.WriteFile(path, []byte("keys: [oops"), 0o600) }, true, false, true, 2, 1},
-		{"same_bad_file_reported_once", func() {}, false, false, true, 2, 1},
+		{"same_bad_file_reported_once", func() {}, true, false, true, 2, 1},
 		{"removed_keeps_keys", func() { os.Remove(path) }, true, false, true, 2, 2},
 		{"still_missing_reported_once", func() {}, true, false, true, 2, 2},
 		{"back", func() { writeKeys(t, path, a) }, false, true, false, 3, 2},
@@ -92,6 +92,34 @@ func TestSource(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "irk-") || strings.Contains(logs.String(), hashFor("a").String()[7:20]) {
 		t.Errorf("the log quotes a key or a hash:\n%s", logs.String())
+	}
+}
+
+// TestSourceRetriesARefusedFile: a file refused for a model the config
+// does not have is parsed again, unchanged, once the config has it.
+func TestSourceRetriesARefusedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.yaml")
+	writeKeys(t, path)
+	var mu sync.Mutex
+	models := map[string]bool{"old": true}
+	resolve := func(name string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return name, models[name]
+	}
+	src, err := Open(path, Options{Resolve: resolve}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, path, &Key{Name: "a", Hash: hashFor("a"), Models: []string{"new"}})
+	if err := src.Check(); err == nil || src.Keys().Len() != 0 {
+		t.Fatalf("a key for a model the config lacks: %v, %d keys", err, src.Keys().Len())
+	}
+	mu.Lock()
+	models["new"] = true // the config gained it
+	mu.Unlock()
+	if err := src.Check(); err != nil || src.Keys().Lookup("irk-test-a") == nil {
+		t.Errorf("the same file once the model exists: %v, key a found %v", err, src.Keys().Lookup("irk-test-a") != nil)
 	}
 }
 
