@@ -358,6 +358,18 @@ func TestShadowLogReplays(t *testing.T) {
 	}
 }
 
+// writeConfigFile writes c to path as YAML, as an operator's edit would.
+func writeConfigFile(t *testing.T, path string, c *config.Config) {
+	t.Helper()
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConfigFileReload: the file is reread every reload_interval and an
 // edit applied; a patch stays until the file's next edit replaces it; a
 // refused edit keeps the config in effect; POST /admin/reload rereads it.
@@ -366,15 +378,7 @@ func TestConfigFileReload(t *testing.T) {
 	cfg := testConfig(t, sims)
 	cfg.Server.ReloadInterval = config.Duration(20 * time.Millisecond)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	write := func(c *config.Config) {
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(c *config.Config) { writeConfigFile(t, path, c) }
 	write(cfg)
 	gw := startGatewayWith(t, cfg, Options{ConfigPath: path})
 	policyNow := func() string { return gw.g.testPolicy(testModel).Name() }
@@ -551,15 +555,7 @@ func TestReloadIntervalShortenedLive(t *testing.T) {
 	cfg := testConfig(t, sims)
 	cfg.Server.ReloadInterval = config.Duration(time.Hour)
 	path := filepath.Join(t.TempDir(), "gateway.yaml")
-	write := func(c *config.Config) {
-		b, err := yaml.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(c *config.Config) { writeConfigFile(t, path, c) }
 	write(cfg)
 	gw := startGatewayWith(t, cfg, Options{ConfigPath: path})
 	if code, _, problems := patch(t, gw.admin, `{"server":{"reload_interval":"20ms"}}`); code != http.StatusOK {
