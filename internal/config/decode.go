@@ -128,8 +128,23 @@ func decodeDocument(doc *yaml.Node, file string, second func() error) (*Config, 
 		e.File = file
 		joined[i] = e
 	}
+	if len(d.errs) == 0 && !d.budget.Spent() {
+		return nil, &InvalidError{Config: &cfg, errs: joined}
+	}
 	return nil, errors.Join(joined...)
 }
+
+// InvalidError is a config that decoded but did not validate. Config is
+// what it decoded to, so that a caller can tell which of its changes only
+// a restart would apply besides what is wrong with it; its problems
+// unwrap as a joined error's do.
+type InvalidError struct {
+	Config *Config
+	errs   []error
+}
+
+func (e *InvalidError) Error() string   { return errors.Join(e.errs...).Error() }
+func (e *InvalidError) Unwrap() []error { return e.errs }
 
 // parseYAML parses the one YAML document of data into its node tree, or
 // returns nil for a file without any (empty, or only comments).

@@ -96,7 +96,7 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 			if errors.Is(err, config.ErrPatch) {
 				status = http.StatusBadRequest
 			}
-			re := refused(err)
+			re := refusedFrom(base.cfg, err)
 			for i := range re.Problems {
 				re.Problems[i].Line = 0 // lines of the merged JSON, which nobody wrote
 			}

@@ -203,6 +203,11 @@ func TestRestartOnlyRefused(t *testing.T) {
 		{"invalid_values", `{"routing":{"epsilon":-1,"split":{"p2c":40}},"retry":{"max_attempts":0}}`,
 			http.StatusUnprocessableEntity, []string{"routing.split", "routing.epsilon", "retry.max_attempts"}},
 		{"not_json", `{"routing":`, http.StatusBadRequest, []string{""}},
+		// Both kinds in one change: every problem is named at once.
+		{"invalid_and_restart_only", `{"routing":{"default_policy":"nope"},"load":{"scrape_interval":"50ms"}}`,
+			http.StatusUnprocessableEntity, []string{"routing.default_policy", "load.scrape_interval"}},
+		{"restart_only_behind_its_own_bound", `{"load":{"scrape_interval":"200ms"}}`,
+			http.StatusUnprocessableEntity, []string{"load.max_age", "load.scrape_interval"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, problems := patch(t, gw.admin, tt.body)
@@ -223,8 +228,8 @@ func TestRestartOnlyRefused(t *testing.T) {
 			}
 		})
 	}
-	if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_config_reloads_total{result="rejected"} 4`) {
-		t.Errorf("want 4 rejected reloads:\n%s", grepLines(page, "inferrail_config_"))
+	if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_config_reloads_total{result="rejected"} 6`) {
+		t.Errorf("want 6 rejected reloads:\n%s", grepLines(page, "inferrail_config_"))
 	}
 }
 

@@ -48,6 +48,21 @@ func refused(err error) *ReloadError {
 	return &ReloadError{Problems: config.Problems(err)}
 }
 
+// refusedFrom is refused for a change meant for the config cur: a config
+// that decoded but did not validate also has what it changes that only a
+// restart applies named, so that one answer lists every problem.
+func refusedFrom(cur *config.Config, err error) *ReloadError {
+	re := refused(err)
+	if inv, ok := errors.AsType[*config.InvalidError](err); ok {
+		for _, p := range config.RestartOnly(cur, inv.Config) {
+			if !slices.ContainsFunc(re.Problems, func(e config.Error) bool { return e.Path == p }) {
+				re.Problems = append(re.Problems, config.Error{Path: p, Msg: "changed, but only a restart applies it"})
+			}
+		}
+	}
+	return re
+}
+
 // current returns the generation in effect.
 func (g *Gateway) current() *generation { return g.gen.Load() }
 
@@ -200,7 +215,7 @@ func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error
 	}
 	next, err := config.ParseFile(bytes.Clone(data), g.file.path)
 	if err != nil {
-		return g.rejected(refused(err), via)
+		return g.rejected(refusedFrom(g.current().cfg, err), via)
 	}
 	return g.apply(next, via)
 }
