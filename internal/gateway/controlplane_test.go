@@ -462,8 +462,19 @@ func TestShadowNeverDelays(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	g.serveShadow(rec, nil)
-	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.Dropped != 10 || len(ans.Shadows) != 1 || ans.Shadows[0].Decisions != 1 {
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || ans.Dropped != 10 || len(ans.Shadows) != 1 || ans.Shadows[0].Decisions != 1 || !ans.Shadows[0].Active {
 		t.Errorf("/admin/shadow = %+v, %v", ans, err)
+	}
+	// Dropped from the config, its figures stay, marked inactive.
+	next := *cfg
+	next.Routing.Shadow = nil
+	if _, _, err := g.apply(&next, "test"); err != nil {
+		t.Fatal(err)
+	}
+	rec = httptest.NewRecorder()
+	g.serveShadow(rec, nil)
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil || len(ans.Shadows) != 1 || ans.Shadows[0].Active {
+		t.Errorf("/admin/shadow after the shadow was dropped = %+v, %v; want it listed inactive", ans, err)
 	}
 }
 

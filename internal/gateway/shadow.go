@@ -177,6 +177,9 @@ type shadowView struct {
 	PricedFaster float64 `json:"priced_faster"`
 	PricedSlower float64 `json:"priced_slower"`
 	MeanGainSecs float64 `json:"mean_estimated_gain_secs"`
+	// Active says the config in effect still shadows it; its figures stay
+	// after it is dropped, until the gateway restarts.
+	Active bool `json:"active"`
 }
 
 // serveShadow answers GET /admin/shadow: every shadow policy's decisions,
@@ -188,12 +191,17 @@ func (g *Gateway) serveShadow(w http.ResponseWriter, r *http.Request) {
 	}{Shadows: []shadowView{}}
 	if s := g.shadows; s != nil {
 		out.Dropped = s.nDropped.Load()
+		gen := g.current()
+		active := func(model, name string) bool {
+			mp := gen.routing[model]
+			return mp != nil && slices.ContainsFunc(mp.shadows, func(p policy.Policy) bool { return p.Name() == name })
+		}
 		s.mu.Lock()
 		for k, st := range s.stats {
 			n := float64(st.decisions)
 			out.Shadows = append(out.Shadows, shadowView{Model: k.model, Policy: k.policy, Decisions: st.decisions,
 				Agreement: float64(st.agreed) / n, PricedFaster: float64(st.faster) / n, PricedSlower: float64(st.slower) / n,
-				MeanGainSecs: (st.routedSecs - st.shadowSecs) / n})
+				MeanGainSecs: (st.routedSecs - st.shadowSecs) / n, Active: active(k.model, k.policy)})
 		}
 		s.mu.Unlock()
 	}
