@@ -557,6 +557,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				g.flow.firstByte(ex, ttft)
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {
+				a.trace.clientLeft()
 				g.cancelled(ex, rep.ID)
 				return
 			}
@@ -569,6 +570,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		}
 		if rerr != nil {
 			if ex.r.Context().Err() != nil {
+				a.trace.clientLeft()
 				g.cancelled(ex, rep.ID)
 				return
 			}

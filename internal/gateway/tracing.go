@@ -197,6 +197,13 @@ func (u *upstreamTrace) markFirstByte() {
 	u.span.SetAttributes(attrFirstByte.Float64(time.Since(u.start).Seconds()))
 }
 
+// clientLeft marks a response the client left while it was relayed.
+func (u *upstreamTrace) clientLeft() {
+	if u != nil {
+		u.span.SetAttributes(attrOutcome.String(outcomeCancelled))
+	}
+}
+
 // end ends the span; calling it again does nothing.
 func (u *upstreamTrace) end() {
 	if u == nil {
