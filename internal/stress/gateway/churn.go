@@ -253,9 +253,9 @@ func churnChecks(r *gwRun, f *ChurnFigures, l ChurnLoad) {
 			usec(f.Render.P50), usec(f.Render.P99), usec(f.Render.Max), f.Render.N, usec(f.Fetch.P50), usec(f.Fetch.P99),
 			usec(f.Floor.P50), usec(f.Floor.P99)), f.Render.P99 < 0.0005)
 	r.check("departed replicas still named on the page afterwards", "0", fmt.Sprint(f.Departed), f.Departed == 0)
-	r.note("The page's size follows the replicas it names, not the replicas that passed: each replica with traffic adds its two "+
-		"latency histograms (inferrail_ttft_seconds and inferrail_request_duration_seconds, by model, policy and replica) and its "+
-		"counters, about 4 KB, and each replica without traffic about 1 KB of gauges; %d live replicas under traffic make the largest page.", l.Live)
+	r.note("The page's size follows the replicas it names, not the replicas that passed: each replica with traffic adds its "+
+		"latency histograms (inferrail_request_duration_seconds, and inferrail_ttft_seconds once it streams; by model, policy and replica) and its "+
+		"counters, about 2 to 4 KB, and each replica without traffic about 1 KB of gauges; %d live replicas under traffic make the largest page.", l.Live)
 	r.check("request errors", "0", fmt.Sprintf("%d of %d", f.Errors, f.Requests), f.Errors == 0)
 }
 
