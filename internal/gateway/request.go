@@ -541,20 +541,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		if n > 0 {
 			if first {
 				first = false
-				now := time.Now()
-				a.lease.FirstByte(now)
-				if streamed {
-					a.lease.FirstToken(now)
-				}
-				a.letGoPrefill()
-				a.trace.markFirstByte()
-				ttft := time.Since(ex.arrived)
-				if ex.stream && resp.StatusCode/100 == 2 && g.member(rep) {
-					// A whole answer's first byte comes with its last, and an
-					// error's is no token.
-					g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
-				}
-				g.flow.firstByte(ex, ttft)
+				g.firstByte(ex, a, streamed, policyName)
 			}
 			if _, werr := ex.w.Write(buf[:n]); werr != nil {
 				a.trace.clientLeft()
@@ -593,6 +580,24 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			g.drift.observe(rep.ID, a.cached, cached)
 		}
 	}
+}
+
+// firstByte notes that the first byte of a's response reaches the client.
+func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName string) {
+	now, rep := time.Now(), a.lease.Replica()
+	a.lease.FirstByte(now)
+	if streamed {
+		a.lease.FirstToken(now)
+	}
+	a.letGoPrefill()
+	a.trace.markFirstByte()
+	ttft := now.Sub(ex.arrived)
+	if ex.stream && a.resp.StatusCode/100 == 2 && g.member(rep) {
+		// A whole answer's first byte comes with its last, and an error's
+		// is no token.
+		g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
+	}
+	g.flow.firstByte(ex, ttft)
 }
 
 // setResponseHeaders sets the client's response headers: the engine's,
