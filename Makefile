@@ -32,6 +32,7 @@ FUZZ_TARGETS := \
 	./internal/workload:FuzzTrace \
 	./internal/capture:FuzzLine \
 	./internal/zmtp:FuzzReadFrames \
+	./internal/kvfeed:FuzzReplayMessage \
 	./internal/events:FuzzDecodeBatch \
 	./internal/auth:FuzzParse \
 	./internal/auth:FuzzParseBearer \

@@ -78,23 +78,33 @@ func (f *Feed) replay(ctx context.Context, start uint64, got func(seq uint64, pa
 		if err != nil {
 			return err
 		}
-		// [empty delimiter, topic, seq, payload]; the end marker has an
-		// empty topic, the -1 sequence and an empty payload. Engines before
-		// vLLM #45177 (July 2026) send no topic frame.
-		if len(msg) == 3 {
-			msg = [][]byte{msg[0], nil, msg[1], msg[2]}
-		}
-		if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
-			return fmt.Errorf("a replay message of %d frames", len(msg))
-		}
-		if bytes.Equal(msg[2], events.ReplayEnd) && len(msg[1]) == 0 && len(msg[3]) == 0 {
+		seq, payload, end, err := replayMessage(msg)
+		switch {
+		case err != nil:
+			return err
+		case end:
 			return nil
-		}
-		seq := binary.BigEndian.Uint64(msg[2])
-		if seq < start || (!first && seq != prev+1) {
+		case seq < start || (!first && seq != prev+1):
 			return errors.New("replayed batches out of order")
 		}
 		prev, first = seq, false
-		got(seq, msg[3])
+		got(seq, payload)
 	}
+}
+
+// replayMessage reads one message a DEALER gets from an engine's replay
+// socket: [empty delimiter, topic, seq, payload], or without the topic
+// frame from engines before vLLM #45177 (July 2026). The end marker has an
+// empty topic, the all-ones sequence and an empty payload.
+func replayMessage(msg [][]byte) (seq uint64, payload []byte, end bool, err error) {
+	if len(msg) == 3 {
+		msg = [][]byte{msg[0], nil, msg[1], msg[2]}
+	}
+	if len(msg) != 4 || len(msg[0]) != 0 || len(msg[2]) != 8 {
+		return 0, nil, false, fmt.Errorf("a replay message of %d frames", len(msg))
+	}
+	if bytes.Equal(msg[2], events.ReplayEnd) && len(msg[1]) == 0 && len(msg[3]) == 0 {
+		return 0, nil, true, nil
+	}
+	return binary.BigEndian.Uint64(msg[2]), msg[3], false, nil
 }
