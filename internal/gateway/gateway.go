@@ -366,9 +366,11 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 // answerOwn answers a request that never reaches the proxy. Its body is not
 // read, so a client waiting on Expect: 100-continue is answered at once.
 func (g *Gateway) answerOwn(w http.ResponseWriter, r *http.Request, rf *refusal) {
-	w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
+	id := requestIDFor(r)
+	w.Header().Set(openai.HeaderRequestID, id)
 	rf.write(w)
 	g.metrics.errors.WithLabelValues("", rf.reason).Inc()
+	g.traceOwn(r, id, rf.answer.Status)
 }
 
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {

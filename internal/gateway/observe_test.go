@@ -179,6 +179,11 @@ func TestTraceRetriesAndRefusals(t *testing.T) {
 	if resp, _ := chat(t, gw.url, chatBody("unsampled", ""), "traceparent", "00-"+clientTrace+"-"+clientSpan+"-00"); resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+	// A path no route has: a server span of its own, named by the method.
+	resp, _ := get(t, gw.url+"/v1/no-such-route", openai.HeaderRequestID, "req-404")
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("status %d for an unknown path", resp.StatusCode)
+	}
 	if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -193,12 +198,17 @@ func TestTraceRetriesAndRefusals(t *testing.T) {
 			routes = append(routes, s)
 		case spanUpstream:
 			ups = append(ups, s)
+		case http.MethodGet:
+			if a := spanAttrs(s.Attributes); a["http.response.status_code"].AsInt64() != 404 || a[string(attrRequestID)].AsString() != "req-404" || s.SpanKind != trace.SpanKindServer {
+				t.Errorf("the unknown path's span: %v", a)
+			}
+			servers = append(servers, 404)
 		default:
 			servers = append(servers, spanAttrs(s.Attributes)["http.response.status_code"].AsInt64())
 		}
 	}
-	if !slices.Equal(servers, []int64{200, 400}) || len(routes) != 2 || len(ups) != 2 {
-		t.Fatalf("server statuses %v, %d route and %d upstream spans; want [200 400], 2 and 2", servers, len(routes), len(ups))
+	if !slices.Equal(servers, []int64{200, 400, 404}) || len(routes) != 2 || len(ups) != 2 {
+		t.Fatalf("server statuses %v, %d route and %d upstream spans; want [200 400 404], 2 and 2", servers, len(routes), len(ups))
 	}
 	for i, want := range []struct {
 		replica string

@@ -97,6 +97,20 @@ func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 	}
 }
 
+// traceOwn gives a request the gateway answered itself before any route
+// (a 404, 405 or 401) its server span, named by its method alone: a path
+// no route has is the client's to choose, and span names must stay few.
+func (g *Gateway) traceOwn(r *http.Request, id string, status int) {
+	tr := g.obs.tracer
+	if tr == nil {
+		return
+	}
+	_, span := tr.Start(tr.Extract(r.Context(), r.Header), r.Method, serverKind, trace.WithAttributes(
+		semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id),
+		semconv.HTTPResponseStatusCode(status)))
+	span.End()
+}
+
 // traceDecision records the decision that sent ex's attempt to cands[i],
 // started at start, as a route span.
 func (g *Gateway) traceDecision(ex *exchange, o *observed, cands []policy.Candidate, i int, d *policy.Decision, start, now time.Time) {
