@@ -54,13 +54,19 @@ func refused(err error) *ReloadError {
 func refusedFrom(cur *config.Config, err error) *ReloadError {
 	re := refused(err)
 	if inv, ok := errors.AsType[*config.InvalidError](err); ok {
-		for _, p := range config.RestartOnly(cur, inv.Config) {
-			if !slices.ContainsFunc(re.Problems, func(e config.Error) bool { return e.Path == p }) {
-				re.Problems = append(re.Problems, config.Error{Path: p, Msg: "changed, but only a restart applies it"})
-			}
-		}
+		re.addRestartOnly(cur, inv.Config)
 	}
 	return re
+}
+
+// addRestartOnly adds a problem for each path next changes from cur that
+// only a restart applies, unless one names that path already.
+func (e *ReloadError) addRestartOnly(cur, next *config.Config) {
+	for _, p := range config.RestartOnly(cur, next) {
+		if !slices.ContainsFunc(e.Problems, func(pr config.Error) bool { return pr.Path == p }) {
+			e.Problems = append(e.Problems, config.Error{Path: p, Msg: "changed, but only a restart applies it"})
+		}
+	}
 }
 
 // current returns the generation in effect.
@@ -92,11 +98,8 @@ func (g *Gateway) applyOnto(base *generation, next *config.Config, via string) (
 		g.reloaded(reloadUnchanged)
 		return reloadUnchanged, cur, nil
 	}
-	if paths := config.RestartOnly(cur.cfg, next); len(paths) > 0 {
-		re := &ReloadError{}
-		for _, p := range paths {
-			re.Problems = append(re.Problems, config.Error{Path: p, Msg: "changed, but only a restart applies it"})
-		}
+	re := &ReloadError{}
+	if re.addRestartOnly(cur.cfg, next); len(re.Problems) > 0 {
 		return g.rejected(re, via)
 	}
 	static, err := staticReplicas(next)
