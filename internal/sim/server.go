@@ -125,8 +125,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.mux,
 		Protocols:         cleartextProtocols(),
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Requests outlive ctx: a stopping engine ends its streams with an
+		// error event, which a request context cancelled with the server's
+		// would take for a client that left, ending them as if finished.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- s.Run(ctx) }()

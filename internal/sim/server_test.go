@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -561,5 +562,38 @@ func TestNaturalLengthRange(t *testing.T) {
 	}
 	if len(seen) != 240 {
 		t.Fatalf("reached %d distinct lengths, want all 240 of 17..256", len(seen))
+	}
+}
+
+// TestStopEndsStreamsWithAnError: a simulator told to stop (SIGTERM) while
+// a stream runs ends it with an error event, never as a finished answer.
+func TestStopEndsStreamsWithAnError(t *testing.T) {
+	srv, err := New(pacedConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { stop(); <-served })
+
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"go on"}],"max_tokens":2000,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	rest, _ := io.ReadAll(r)
+	if !bytes.Contains(rest, []byte(`"error"`)) || !openai.EndsWithDone(rest) {
+		t.Errorf("the stream after the stop: %q; want an error event, then [DONE]", rest)
 	}
 }
