@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // drift checks the index against the engines: for every response whose
@@ -203,6 +205,10 @@ func (u *usageTail) write(p []byte) {
 	}
 	u.n += copy(u.buf[u.n:], p)
 }
+
+// endsWithDone reports whether the event stream the tail ends ended with
+// [DONE].
+func (u *usageTail) endsWithDone() bool { return openai.EndsWithDone(u.buf[:u.n]) }
 
 // cachedTokens finds the engine's usage.prompt_tokens_details.cached_tokens
 // in the tail: the last `"cached_tokens":` followed by a number. False

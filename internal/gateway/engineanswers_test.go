@@ -151,3 +151,49 @@ func TestWholeAnswersWaitAsLongAsTheyTake(t *testing.T) {
 		t.Errorf("three streams whose heads are late, at max_pending 1: %v, want 504s and 503s", got)
 	}
 }
+
+// TestStreamsEndWithDone: an engine's event stream that ends cleanly but
+// without [DONE] was cut short (vLLM and SGLang end every stream with
+// it): the client sees a broken response and it counts as aborted. One
+// that ends with it, or a body that is no event stream, ends cleanly.
+func TestStreamsEndWithDone(t *testing.T) {
+	const event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"
+	chunked := func(ctype, body string) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", ctype, len(body), body)
+	}
+	tests := []struct {
+		name, answer string
+		clean        bool
+	}{
+		{"done", chunked("text/event-stream; charset=utf-8", event+"data: [DONE]\n\n"), true},
+		{"done_crlf_no_space", chunked("text/event-stream", "data:[DONE]\r\n\r\n"), true},
+		{"no_done", chunked("text/event-stream; charset=utf-8", event), false},
+		{"done_inside_an_event", chunked("Text/Event-Stream", "data: {\"content\":\"data: [DONE]\"}\n\n"), false},
+		{"no_done_until_close", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + event, false},
+		{"not_an_event_stream", chunked("application/json", `{"id":"x"}`), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := rawEngine(t, func(w *bufio.Writer) { _, _ = w.WriteString(tt.answer) })
+			gw := startGateway(t, withEngineFirst(t, url))
+			resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"sim","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := resp.Header.Get("X-Inferrail-Replica"); got != "odd" {
+				t.Fatalf("answered by %q, want the odd engine", got)
+			}
+			_, err = io.ReadAll(resp.Body)
+			if clean := err == nil; clean != tt.clean {
+				t.Errorf("read error %v; want a clean end %v", err, tt.clean)
+			}
+			page := scrape(t, gw.admin)
+			aborted := strings.Contains(page, `replica="odd",status="aborted"} 1`)
+			if aborted == tt.clean {
+				t.Errorf("aborted counted %v, want %v:\n%s", aborted, !tt.clean, grep(page, "inferrail_requests_total"))
+			}
+		})
+	}
+}

@@ -532,10 +532,14 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	// The engine's usage says how many cached tokens it found, to check
 	// the prediction against.
 	check := ex.pred != nil && resp.StatusCode/100 == 2
+	// An engine's event stream that ends without [DONE] was cut short,
+	// though its connection closed cleanly (an engine that stops aborts
+	// what it runs): the client must not take it for a whole answer.
+	events := ex.stream && streamed && resp.StatusCode/100 == 2 && isEventStream(resp.Header)
 	var tail usageTail
 	for {
 		n, rerr := resp.Body.Read(buf)
-		if n > 0 && check {
+		if n > 0 && (check || events) {
 			tail.write(buf[:n])
 		}
 		if n > 0 {
@@ -552,6 +556,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				_ = rc.Flush()
 			}
 		}
+		if rerr == io.EOF && events && !tail.endsWithDone() {
+			rerr = errNoDone
+		}
 		if rerr == io.EOF {
 			break
 		}
@@ -561,14 +568,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				g.cancelled(ex, rep.ID)
 				return
 			}
-			// The engine broke a response that had started: the client
-			// must see a broken response, never a clean end.
-			if g.member(rep) {
-				g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
-			}
-			g.health.Report(rep, false)
-			g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", rerr)
-			panic(http.ErrAbortHandler)
+			g.broke(ex, rep, rerr)
 		}
 	}
 	if g.member(rep) {
@@ -580,6 +580,28 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			g.drift.observe(rep.ID, a.cached, cached)
 		}
 	}
+}
+
+// errNoDone is why an event stream that ended without [DONE] is broken.
+var errNoDone = errors.New("the event stream ended without [DONE]")
+
+// isEventStream reports whether a response's Content-Type is
+// text/event-stream, whatever its parameters.
+func isEventStream(h http.Header) bool {
+	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+// broke ends a response the engine broke after it had started: the
+// client must see a broken response, never a clean end. It does not
+// return.
+func (g *Gateway) broke(ex *exchange, rep *fleet.Replica, err error) {
+	if g.member(rep) {
+		g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
+	}
+	g.health.Report(rep, false)
+	g.log.Warn("engine broke a started response", "request_id", ex.id, "replica", rep.ID, "error", err)
+	panic(http.ErrAbortHandler)
 }
 
 // firstByte notes that the first byte of a's response reaches the client.

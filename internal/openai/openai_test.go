@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -169,6 +170,59 @@ func FuzzSSEReader(f *testing.F) {
 			if len(ev) > 1024 {
 				t.Fatalf("event of %d bytes over the 1024 limit", len(ev))
 			}
+		}
+	})
+}
+
+func TestEndsWithDone(t *testing.T) {
+	tests := []struct {
+		tail string
+		want bool
+	}{
+		{"data: [DONE]\n\n", true},
+		{"data:[DONE]\n\n", true},
+		{"data: [DONE]\r\n\r\n", true},
+		{"data: [DONE]", true}, // every byte of the stream came
+		{"data: {\"a\":1}\n\ndata: [DONE]\n\n", true},
+		{"[DONE]\n\n", false},
+		{"", false},
+		{"data: {\"a\":1}\n\n", false},
+		{"data: [DONE", false},
+		{"data:  [DONE]\n\n", false}, // the data is " [DONE]"
+		{"xdata: [DONE]\n\n", false},
+		{"data: {\"content\":\"data: [DONE]\"}\n\n", false},
+		{"data: [DONE]\n\ndata: {\"a\":1}\n\n", false},
+	}
+	for _, tt := range tests {
+		if got := EndsWithDone([]byte(tt.tail)); got != tt.want {
+			t.Errorf("EndsWithDone(%q) = %v, want %v", tt.tail, got, tt.want)
+		}
+	}
+}
+
+// A stream cut anywhere ends with [DONE] only when it was cut after the
+// [DONE] event's data: every event before it came whole.
+func TestEndsWithDoneOnlyWhole(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		payloads := rapid.SliceOfN(rapid.StringMatching(`[^\r\n]{1,40}|data: \[DONE\]|x\[DONE\]`), 0, 6).Filter(func(ps []string) bool {
+			return !slices.Contains(ps, string(Done)) // only the last event is [DONE]
+		}).Draw(t, "payloads")
+		done := rapid.Bool().Draw(t, "done")
+		var stream []byte
+		for _, p := range payloads {
+			stream = AppendEvent(stream, []byte(p))
+		}
+		if done {
+			stream = AppendEvent(stream, Done)
+		}
+		if rapid.Bool().Draw(t, "crlf") {
+			stream = bytes.ReplaceAll(stream, []byte("\n"), []byte("\r\n"))
+		}
+		whole := bytes.LastIndex(stream, Done) + len(Done) // where [DONE]'s data ends
+		cut := rapid.IntRange(0, len(stream)).Draw(t, "cut")
+		want := done && cut >= whole
+		if got := EndsWithDone(stream[:cut]); got != want {
+			t.Fatalf("EndsWithDone(%q) = %v, want %v", stream[:cut], got, want)
 		}
 	})
 }

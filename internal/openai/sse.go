@@ -108,3 +108,19 @@ func (s *SSEReader) line() ([]byte, error) {
 	}
 	return line, nil
 }
+
+// EndsWithDone reports whether tail, the last bytes of an event stream,
+// ends with the [DONE] event that ends every vLLM and SGLang stream: a
+// "data: [DONE]" line (the space is optional, as for any field), then
+// nothing but line ends. An engine's stream that ends cleanly without it
+// was cut short.
+func EndsWithDone(tail []byte) bool {
+	b := bytes.TrimRight(tail, "\r\n")
+	b, ok := bytes.CutSuffix(b, Done)
+	if !ok {
+		return false
+	}
+	b = bytes.TrimSuffix(b, []byte{' '})
+	b, ok = bytes.CutSuffix(b, []byte("data:"))
+	return ok && (len(b) == 0 || b[len(b)-1] == '\n' || b[len(b)-1] == '\r')
+}
