@@ -156,11 +156,13 @@ type controlCollector struct{ g *Gateway }
 
 var (
 	descGeneration = prometheus.NewDesc("inferrail_config_generation", "The generation of the config in effect: 1 at start, one more at every applied change.", nil, nil)
+	descPolicy     = prometheus.NewDesc("inferrail_model_policy", "The policies routing each model: 1 for each.", []string{"model", "policy"}, nil)
 	descPercent    = prometheus.NewDesc("inferrail_model_policy_percent", "The percent of a model's requests each policy routes.", []string{"model", "policy"}, nil)
 )
 
 func (c *controlCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descGeneration
+	ch <- descPolicy
 	ch <- descPercent
 }
 
@@ -169,6 +171,7 @@ func (c *controlCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descGeneration, prometheus.GaugeValue, float64(gen.n))
 	for model, mp := range gen.routing {
 		for _, a := range mp.arms {
+			ch <- prometheus.MustNewConstMetric(descPolicy, prometheus.GaugeValue, 1, model, a.policy.Name())
 			ch <- prometheus.MustNewConstMetric(descPercent, prometheus.GaugeValue, float64(a.percent), model, a.policy.Name())
 		}
 	}

@@ -221,6 +221,7 @@ func (g *Gateway) buildWatchers() {
 	g.registry.MustRegister(&driftCollector{d: g.drift})
 	g.tokChecks = &tokenChecks{checks: map[string]*tokenCheck{}}
 	g.registry.MustRegister(&tokenCheckCollector{c: g.tokChecks})
+	g.registry.MustRegister(&indexSourceCollector{g: g})
 	if g.cfg.Index.Mode != config.IndexApproximate {
 		g.kv = newKVEvents(g.cfg, g.index, g.scraper, g.drift, g.log, g.eventsConfig)
 		g.registry.MustRegister(&kvCollector{kv: g.kv})

@@ -141,7 +141,7 @@ var (
 func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
 		descKVDisconnects, descKVRejected, descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descKVSpeculation,
-		descKVTokSuspect, descIndexSource} {
+		descKVTokSuspect} {
 		ch <- d
 	}
 }
@@ -185,12 +185,24 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 			suspect = 1
 		}
 		gauge(descKVTokSuspect, suspect, id)
+	}
+}
+
+// indexSourceCollector reports where each replica's predictions come from,
+// in every index mode: approximate ones follow no engine's events.
+type indexSourceCollector struct{ g *Gateway }
+
+func (c *indexSourceCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descIndexSource }
+
+func (c *indexSourceCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.g.fleet.Snapshot().Replicas {
+		now := c.g.index.Events(r.ID).Source
 		for _, src := range []index.Source{index.SourceEvents, index.SourceApproximate} {
 			v := 0.0
-			if s.Source == src {
+			if now == src {
 				v = 1
 			}
-			gauge(descIndexSource, v, id, string(src))
+			ch <- prometheus.MustNewConstMetric(descIndexSource, prometheus.GaugeValue, v, r.ID, string(src))
 		}
 	}
 }
