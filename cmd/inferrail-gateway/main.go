@@ -33,6 +33,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", "", "YAML config file (required)")
 	check := fs.Bool("check", false, "validate the config and exit")
 	replay := fs.String("replay-shadow", "", "rebuild the shadow policies of a shadow log (observability.shadow_log), replay its requests, check every pick and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: inferrail-gateway --config FILE [--check]\n       inferrail-gateway --replay-shadow LOG\n       inferrail-gateway keygen --name NAME [flags] (a new API key; keygen -h)")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

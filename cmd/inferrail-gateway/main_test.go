@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -197,5 +199,20 @@ func TestLibraryLogCutsWhatItQuotes(t *testing.T) {
 	_, _ = ll.Write([]byte(line))
 	if buf.Len() != 0 {
 		t.Errorf("logged at info level: %s", buf.Bytes())
+	}
+}
+
+// TestUsageNamesKeygen: -h names every way to run the binary, the keygen
+// subcommand among them.
+func TestUsageNamesKeygen(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"-h"}, &out, &errOut)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"--config FILE", "--replay-shadow LOG", "keygen --name NAME", "-check"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, errOut.String())
+		}
 	}
 }
