@@ -31,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&opts.URL, "url", "", "the engine's base URL, such as http://127.0.0.1:8000 (required)")
 	fs.StringVar(&opts.Model, "model", "", "model to probe (default: the first /v1/models lists)")
-	fs.Uint64Var(&opts.Seed, "seed", uint64(time.Now().UnixNano()), "seed of the prompts' words (default: the clock)")
+	fs.Uint64Var(&opts.Seed, "seed", 0, "seed of the prompts' words (0, the default: the clock)")
 	out := fs.String("out", "", "also write the routing.cost_model fragment to this file")
 	fs.Var((*intList)(&opts.Design.Uncached), "uncached", "comma-separated tokens each probe computes")
 	fs.Var((*intList)(&opts.Design.Cached), "cached", "comma-separated tokens each probe finds cached (0 for none)")
@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if opts.URL == "" {
 		return errors.New("--url: the engine to calibrate is required")
+	}
+	if opts.Seed == 0 {
+		opts.Seed = uint64(time.Now().UnixNano())
 	}
 	opts.Logger = cli.Logger(stderr, *verbose)
 

@@ -58,3 +58,19 @@ func TestRunWritesFragment(t *testing.T) {
 		t.Errorf("prefill_token_secs = %g, want about 100e-6", a)
 	}
 }
+
+// TestHelpShowsNoClockAsDefault: the seed's default is the clock at run
+// time, not a number -h happened to read.
+func TestHelpShowsNoClockAsDefault(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	_ = run(t.Context(), []string{"-h"}, &stdout, &stderr)
+	help := stderr.String()
+	i := strings.Index(help, "-seed")
+	if i < 0 {
+		t.Fatalf("no -seed in the help:\n%s", help)
+	}
+	line, _, _ := strings.Cut(help[i:], "\n  -")
+	if strings.Contains(line, "(default 1") {
+		t.Errorf("the seed's help shows a clock reading as its default: %q", line)
+	}
+}
