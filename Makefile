@@ -72,6 +72,12 @@ tokenizers:
 
 lint: fmt-check vet staticcheck vulncheck
 
+## check, audit, e2e: the specification's names for lint, vulncheck and the SDK end-to-end tests.
+.PHONY: check audit e2e
+check: lint
+audit: vulncheck
+e2e: e2e-python
+
 ## vulncheck: govulncheck against the Go vulnerability database pinned in scripts/vulncheck.sh.
 vulncheck:
 	./scripts/vulncheck.sh
