@@ -46,6 +46,31 @@ func BenchmarkProxyChat(b *testing.B) {
 	})
 }
 
+// BenchmarkProxyStream is BenchmarkProxyChat for streamed chats of 16
+// tokens, one event each, which the gateway relays event by event.
+func BenchmarkProxyStream(b *testing.B) {
+	sims := fleetOf(b, 1, true)
+	gw := startGateway(b, testConfig(b, sims))
+	body := `{"model":"sim","messages":[{"role":"user","content":"hello there"}],"max_tokens":16,"ignore_eos":true,"stream":true}`
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				b.Error(err)
+			}
+			resp.Body.Close()
+		}
+	})
+}
+
 // decisionPrompts are n completion requests of 8,000 tokens (500 blocks of
 // 16), tokenized and hashed as the gateway does: four system prompts of
 // 4,000 tokens, each followed by 4,000 tokens of its own, each request in a
