@@ -99,6 +99,12 @@ func (c *Config) Serves(name string) bool {
 	return false
 }
 
+// MaxNumGPUBlocks bounds --num-gpu-blocks-override. The pool takes about 60
+// bytes a block at start and a few times that once blocks are cached, so
+// 2^22 blocks (64Mi tokens at the default block size) stay well under a
+// gigabyte, while larger pools exhaust the machine's memory.
+const MaxNumGPUBlocks = 1 << 22
+
 // Validate reports every setting vLLM would refuse, all at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -112,6 +118,9 @@ func (c *Config) Validate() error {
 	positive("--max-num-seqs", c.MaxNumSeqs)
 	positive("--max-num-batched-tokens", c.MaxNumBatchedTokens)
 	positive("--max-model-len", c.MaxModelLen)
+	if c.NumGPUBlocks > MaxNumGPUBlocks {
+		errs = append(errs, fmt.Errorf("--num-gpu-blocks-override: must be at most %d, got %d", MaxNumGPUBlocks, c.NumGPUBlocks))
+	}
 	if c.Model == "" && len(c.ServedModelNames) == 0 {
 		errs = append(errs, errors.New("--model: a model name is required"))
 	}

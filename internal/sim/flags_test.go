@@ -39,12 +39,30 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--speedup", "0.5"}, "--speedup: must be within 1-1000"},
 		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		// Pools the machine cannot hold: 2^62 and 2^63-1 used to panic
+		// in makeslice, 1e8 and 1e9 to run out of memory.
+		{[]string{"--num-gpu-blocks-override", "100000000"}, "--num-gpu-blocks-override: must be at most 4194304, got 100000000"},
+		{[]string{"--num-gpu-blocks-override", "1000000000"}, "--num-gpu-blocks-override: must be at most 4194304"},
+		{[]string{"--num-gpu-blocks-override", "4611686018427387904"}, "--num-gpu-blocks-override: must be at most 4194304"},
+		{[]string{"--num-gpu-blocks-override", "9223372036854775807"}, "--num-gpu-blocks-override: must be at most 4194304"},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseFlags(%v) = %v, want an error with %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestLargestPoolStarts: the largest pool --num-gpu-blocks-override
+// accepts is a pool the simulator builds.
+func TestLargestPoolStarts(t *testing.T) {
+	o, err := ParseFlags([]string{"--num-gpu-blocks-override", "4194304"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := newBlockPool(o.NumGPUBlocks, true); p.usable() != MaxNumGPUBlocks-1 {
+		t.Errorf("usable blocks = %d, want %d", p.usable(), MaxNumGPUBlocks-1)
 	}
 }
 
