@@ -134,7 +134,7 @@ func (c *Config) Validate() error {
 			c.MaxNumBatchedTokens, c.MaxNumSeqs))
 	}
 	if c.BlockSize > 0 && c.NumGPUBlocks > 0 && c.MaxModelLen > 0 {
-		need := (c.MaxModelLen + c.BlockSize - 1) / c.BlockSize
+		need := blocksFor(c.MaxModelLen, c.BlockSize)
 		if usable := c.NumGPUBlocks - 1; usable < need {
 			errs = append(errs, fmt.Errorf("the KV cache holds %d tokens (%d usable blocks of %d), less than one request of --max-model-len %d needs (%d blocks); raise --num-gpu-blocks-override or lower --max-model-len",
 				usable*c.BlockSize, usable, c.BlockSize, c.MaxModelLen, need))
@@ -150,6 +150,13 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// blocksFor is how many blocks of bs tokens hold tokens (> 0) tokens,
+// written so that it cannot overflow for any int: tokens + bs - 1 did for
+// --max-model-len 2^63-1, which then passed the startup check.
+func blocksFor(tokens, bs int) int {
+	return (tokens-1)/bs + 1
 }
 
 // LatencyModel prices engine steps. Prefill of u tokens over c cached ones

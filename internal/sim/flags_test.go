@@ -39,6 +39,9 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--speedup", "0.5"}, "--speedup: must be within 1-1000"},
 		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		// 2^63-1 used to overflow the check and pass it; 2^62 did not.
+		{[]string{"--max-model-len", "9223372036854775807"}, "less than one request of --max-model-len 9223372036854775807 needs (576460752303423488 blocks)"},
+		{[]string{"--max-model-len", "4611686018427387904"}, "--max-model-len 4611686018427387904 needs"},
 		// Pools the machine cannot hold: 2^62 and 2^63-1 used to panic
 		// in makeslice, 1e8 and 1e9 to run out of memory.
 		{[]string{"--num-gpu-blocks-override", "100000000"}, "--num-gpu-blocks-override: must be at most 4194304, got 100000000"},

@@ -157,7 +157,10 @@ func (s *scheduler) cancel(r *request, now float64) {
 }
 
 func (s *scheduler) blocksFor(tokens int) int {
-	return (tokens + s.cfg.BlockSize - 1) / s.cfg.BlockSize
+	if tokens <= 0 {
+		return 0
+	}
+	return blocksFor(tokens, s.cfg.BlockSize)
 }
 
 // schedule plans one step at virtual time now: running requests first, in

@@ -293,6 +293,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
 			s.cfg.MaxModelLen, requested, n, n+requested), "input_tokens")
 	}
+	// Startup refuses a pool smaller than one request of --max-model-len,
+	// so this never fires; should a request outgrow the pool all the same,
+	// it is refused here, for queued it would never be admitted and would
+	// hold up every request behind it.
+	if need, usable := blocksFor(n+p.max, s.cfg.BlockSize), s.cfg.NumGPUBlocks-1; need > usable {
+		return nil, openai.BadRequest(fmt.Sprintf("This request needs %d KV cache blocks for its %d input tokens and up to %d output tokens, but the KV cache has %d blocks of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+			need, n, p.max, usable, s.cfg.BlockSize), "input_tokens")
+	}
 	p.id = r.Header.Get(openai.HeaderRequestID)
 	if p.id == "" {
 		p.id = g.requestID
