@@ -6,14 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
-	"mime"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -26,10 +23,6 @@ import (
 // Version is the vLLM version the simulator answers as.
 const Version = "0.31.0"
 
-// maxBody bounds request bodies; vLLM has no limit of its own, but a
-// simulator on a shared machine should not buffer without end.
-const maxBody = 64 << 20
-
 // Server is one simulated vLLM engine behind its OpenAI-compatible HTTP API.
 type Server struct {
 	cfg         Config
@@ -41,6 +34,7 @@ type Server struct {
 	mux         *http.ServeMux
 	kvpub       *kvPublisher      // nil unless KV events are published
 	tracer      *telemetry.Tracer // nil unless traces are exported
+	bigBodies   chan struct{}     // held while a large body is parsed and tokenized
 }
 
 // New validates cfg and builds a server. Serve runs it.
@@ -66,6 +60,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		tok:         simtok.New(),
 		fingerprint: fingerprint(&cfg),
 		log:         logger,
+		bigBodies:   make(chan struct{}, 1),
 	}
 	tracer, err := newTracer(&cfg)
 	if err != nil {
@@ -231,25 +226,6 @@ func fingerprint(c *Config) string {
 
 func randomID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
 
-// readJSONBody checks the content type and reads the body, as vLLM's
-// validate_json_request does first.
-func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if strings.ToLower(mt) != "application/json" {
-		return nil, &openai.Error{Status: http.StatusBadRequest, Type: "Bad Request",
-			Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
-		}
-		return nil, openai.HTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
-	}
-	return body, nil
-}
-
 // prepared is a validated request turned into engine input.
 type prepared struct {
 	g      *genRequest
@@ -265,6 +241,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 	if e != nil {
 		return nil, e
 	}
+	defer s.holdIfBig(body)()
 	g, e := parseGenRequest(body, chat, s.tok)
 	if e != nil {
 		return nil, e
@@ -276,15 +253,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		}
 		p.model = g.model
 	}
-	p.prompt = s.tok.PromptIDs(g.prompt)
-	if len(p.prompt) == 0 {
-		return nil, openai.BadRequest("The prompt must not be empty.", "prompt")
-	}
 	requested := g.maxTokens
 	if requested == 0 && !chat {
 		requested = 16 // vLLM's completion default
 	}
-	n := len(p.prompt)
+	// Counted before tokenized: the ids of a prompt too long to serve are
+	// never built.
+	var n int
+	p.prompt, n = promptIDs(s.tok, g.prompt, s.cfg.MaxModelLen-max(requested, 1))
+	if n == 0 {
+		return nil, openai.BadRequest("The prompt must not be empty.", "prompt")
+	}
 	p.max = s.cfg.MaxModelLen - n
 	if requested > 0 {
 		p.max = min(p.max, requested)
@@ -567,6 +546,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, isChat := o.get("messages")
+	defer s.holdIfBig(body)()
 	g, e := parseGenRequest(body, isChat, s.tok)
 	if e != nil {
 		e.Write(w)

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/simtok"
+)
+
+// maxBody bounds request bodies; vLLM has no limit of its own, but a
+// simulator on a shared machine should not buffer without end.
+const maxBody = 64 << 20
+
+// bigBody is the size above which a body is parsed and tokenized only while
+// no other such body is. Parsing holds a few copies of a body's text at
+// once, so several large bodies side by side would take gigabytes; vLLM's
+// API server tokenizes on one event loop too, one request after another.
+const bigBody = 4 << 20
+
+// readJSONBody checks the content type and reads the body, as vLLM's
+// validate_json_request does first.
+func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if strings.ToLower(mt) != "application/json" {
+		return nil, &openai.Error{Status: http.StatusBadRequest, Type: "Bad Request",
+			Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		// One allocation of the announced size rather than doublings.
+		buf.Grow(int(min(r.ContentLength, maxBody)) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
+		}
+		return nil, openai.HTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
+	}
+	return buf.Bytes(), nil
+}
+
+// holdIfBig waits until no other large body is being parsed when body is
+// large, and returns what ends the hold.
+func (s *Server) holdIfBig(body []byte) (release func()) {
+	if len(body) <= bigBody {
+		return func() {}
+	}
+	s.bigBodies <- struct{}{}
+	return func() { <-s.bigBodies }
+}
+
+// promptIDs returns the builtin:sim ids of p and their number, as
+// simtok's PromptIDs computes them, but counts a text prompt first and
+// builds no ids when it holds more than limit tokens: at eight bytes a
+// token, the ids of a prompt too long to serve would take several times
+// the memory of its text.
+func promptIDs(tok *simtok.Tokenizer, p *tokenize.Prompt, limit int) ([]int, int) {
+	if p.HasIDs {
+		ids := tok.PromptIDs(p)
+		return ids, len(ids)
+	}
+	text := p.Text
+	if p.Chat != nil {
+		text = simtok.RenderChat(p.Chat)
+	}
+	var ids []int
+	if p.AddSpecial {
+		ids = append(ids, tok.BOS())
+	}
+	if n := len(ids) + tok.Count(text); n > limit {
+		return nil, n
+	}
+	ids = tok.Encode(ids, text)
+	return ids, len(ids)
+}
