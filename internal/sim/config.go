@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/telemetry"
@@ -118,6 +120,10 @@ func (c *Config) Validate() error {
 	positive("--max-num-seqs", c.MaxNumSeqs)
 	positive("--max-num-batched-tokens", c.MaxNumBatchedTokens)
 	positive("--max-model-len", c.MaxModelLen)
+	if c.BlockSize > 0 && c.MaxModelLen > 0 && c.BlockSize > c.MaxModelLen {
+		// No request could fill a block, so nothing would ever be cached.
+		errs = append(errs, fmt.Errorf("--block-size (%d) must not exceed --max-model-len (%d)", c.BlockSize, c.MaxModelLen))
+	}
 	if c.NumGPUBlocks > MaxNumGPUBlocks {
 		errs = append(errs, fmt.Errorf("--num-gpu-blocks-override: must be at most %d, got %d", MaxNumGPUBlocks, c.NumGPUBlocks))
 	}
@@ -147,9 +153,24 @@ func (c *Config) Validate() error {
 	if c.OTLPTracesEndpoint != "" {
 		if _, err := telemetry.Endpoint(traceEndpoint(c.OTLPTracesEndpoint), c.traceProtocol()); err != nil {
 			errs = append(errs, fmt.Errorf("--otlp-traces-endpoint: %w", err))
+		} else if err := checkPort(traceEndpoint(c.OTLPTracesEndpoint)); err != nil {
+			errs = append(errs, fmt.Errorf("--otlp-traces-endpoint: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPort refuses a URL whose port no socket can have; url.Parse takes
+// any digits, and the exporter would only fail later, span after span.
+func checkPort(rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Port() == "" {
+		return nil
+	}
+	if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %s: must be within 1-65535", u.Port())
+	}
+	return nil
 }
 
 // blocksFor is how many blocks of bs tokens hold tokens (> 0) tokens,

@@ -85,7 +85,9 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	o.Latency.PrefillFixed = conv("prefill-fixed-ms", prefillFixedMS, time.Millisecond)
 	o.Latency.DecodeToken = conv("decode-token-ms", decodeTokenMS, time.Millisecond)
 	o.Latency.DecodeSeq = conv("decode-seq-us", decodeSeqUS, time.Microsecond)
-	if p := o.Latency.PrefillPair; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) {
+	// Bounded as the other latency flags are, by what a Duration of
+	// nanoseconds holds.
+	if p := o.Latency.PrefillPair; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > float64(math.MaxInt64) {
 		errs = append(errs, fmt.Sprintf("--prefill-pair-ns: must be a non-negative number, got %v", p))
 	}
 	if !(speedup >= 1 && speedup <= 1000) {

@@ -39,6 +39,10 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--speedup", "0.5"}, "--speedup: must be within 1-1000"},
 		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"--prefill-pair-ns", "1e308"}, "--prefill-pair-ns: must be a non-negative number, got 1e+308"},
+		{[]string{"--block-size", "100000000"}, "--block-size (100000000) must not exceed --max-model-len (32768)"},
+		{[]string{"--otlp-traces-endpoint", "grpc://127.0.0.1:99999"}, "--otlp-traces-endpoint: port 99999: must be within 1-65535"},
+		{[]string{"--otlp-traces-endpoint", "127.0.0.1:0"}, "--otlp-traces-endpoint: port 0"},
 		// 2^63-1 used to overflow the check and pass it; 2^62 did not.
 		{[]string{"--max-model-len", "9223372036854775807"}, "less than one request of --max-model-len 9223372036854775807 needs (576460752303423488 blocks)"},
 		{[]string{"--max-model-len", "4611686018427387904"}, "--max-model-len 4611686018427387904 needs"},
