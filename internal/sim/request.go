@@ -268,6 +268,9 @@ type laterChecks struct {
 	hasSalt, echo, logprobs bool
 	bestOf                  int
 	hasBestOf               bool
+	// What vLLM answers with data the simulator does not have: token ids
+	// in the response, prompt logprobs, beam search.
+	returnTokenIDs, hasPromptLogprobs, beamSearch bool
 }
 
 // readFields reads the request's fields into g, adding to v every
@@ -306,6 +309,9 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	v.integer(o, "top_k", true)
 	v.integer(o, "seed", true)
 	v.integer(o, "priority", false)
+	c.returnTokenIDs, _ = v.boolean(o, "return_token_ids", true)
+	_, c.hasPromptLogprobs = v.integer(o, "prompt_logprobs", true)
+	c.beamSearch, _ = v.boolean(o, "use_beam_search", false)
 
 	if so, present := o.get("stream_options"); present && so != nil {
 		g.hasStreamOptions = true
@@ -360,6 +366,12 @@ func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 		return openai.BadRequest("echo is not supported by inferrail-sim.", "echo")
 	case c.hasBestOf && c.bestOf != 1:
 		return openai.BadRequest("best_of is not supported by inferrail-sim.", "best_of")
+	case c.returnTokenIDs:
+		return openai.BadRequest("return_token_ids is not supported by inferrail-sim.", "return_token_ids")
+	case c.hasPromptLogprobs:
+		return openai.BadRequest("prompt_logprobs are not supported by inferrail-sim.", "prompt_logprobs")
+	case c.beamSearch:
+		return openai.BadRequest("use_beam_search is not supported by inferrail-sim.", "use_beam_search")
 	case chat && g.addGenPrompt && g.continueFinal:
 		return openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,5 +39,50 @@ func TestRequestLargerThanPoolIsRefused(t *testing.T) {
 	}
 	if code, _, body := post(t, url, `{"model":"m","max_tokens":1,"prompt":"hi"}`); code != http.StatusOK {
 		t.Errorf("the next request: %d %s", code, body)
+	}
+}
+
+// errorOf decodes an error body.
+func errorOf(t *testing.T, body string) (msg, typ string, param any) {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Param   any    `json:"param"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("not an error body: %s", body)
+	}
+	return e.Error.Message, e.Error.Type, e.Error.Param
+}
+
+// TestUnimitatedParametersRefused: what the simulator cannot answer as
+// vLLM would is a 400 naming the parameter, as the README promises.
+func TestUnimitatedParametersRefused(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	tests := []struct {
+		path, body, param string
+	}{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"return_token_ids":true}`, "return_token_ids"},
+		{"/v1/completions", `{"prompt":"hi","return_token_ids":true}`, "return_token_ids"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"prompt_logprobs":1}`, "prompt_logprobs"},
+		{"/v1/completions", `{"prompt":"hi","prompt_logprobs":0}`, "prompt_logprobs"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"use_beam_search":true}`, "use_beam_search"},
+		{"/v1/completions", `{"prompt":"hi","use_beam_search":true}`, "use_beam_search"},
+	}
+	for _, tt := range tests {
+		code, _, body := post(t, url+tt.path, tt.body)
+		msg, typ, param := errorOf(t, body)
+		if code != http.StatusBadRequest || typ != "BadRequestError" || param != tt.param || !strings.Contains(msg, "not supported by inferrail-sim") {
+			t.Errorf("%s %s: %d %s, want a 400 naming %s", tt.path, tt.body, code, body, tt.param)
+		}
+	}
+	// Their defaults are served.
+	for _, b := range []string{`"return_token_ids":false`, `"prompt_logprobs":null`, `"use_beam_search":false`} {
+		if code, _, body := post(t, url+"/v1/completions", `{"prompt":"hi",`+b+`}`); code != http.StatusOK {
+			t.Errorf("%s: %d %s", b, code, body)
+		}
 	}
 }
