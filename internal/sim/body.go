@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
@@ -43,7 +44,13 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error
 		}
 		return nil, openai.HTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
 	}
-	return buf.Bytes(), nil
+	body := buf.Bytes()
+	if !utf8.Valid(body) {
+		// Python decodes the body before parsing it; FastAPI answers the
+		// UnicodeDecodeError so.
+		return nil, openai.HTTPError(http.StatusBadRequest, "There was an error parsing the body")
+	}
+	return body, nil
 }
 
 // holdIfBig waits until no other large body is being parsed when body is

@@ -16,6 +16,7 @@ import (
 // engine needs.
 type genRequest struct {
 	chat      bool
+	generate  bool   // a chat or completion, not /tokenize
 	model     string // as the client named it; "" for the default
 	requestID string // body request_id, "" when absent
 
@@ -76,6 +77,8 @@ func (v *validator) err() *openai.Error {
 				b.WriteString(strconv.Itoa(t))
 			case string:
 				pyStr(&b, t)
+			case unionTag:
+				pyStr(&b, string(t))
 			}
 		}
 		if len(e.loc) == 0 {
@@ -97,7 +100,9 @@ func (v *validator) err() *openai.Error {
 	}
 	param := "body"
 	for _, l := range v.errs[0].loc {
-		param += "." + fmt.Sprint(l)
+		if _, isTag := l.(unionTag); !isTag {
+			param += "." + fmt.Sprint(l)
+		}
 	}
 	return &openai.Error{Status: 400, Type: "Bad Request", Message: b.String(), Param: param}
 }
@@ -191,28 +196,43 @@ func (v *validator) boolean(o *object, key string, nullable bool) (bool, bool) {
 	return false, false
 }
 
-// number checks a float field's type; the simulator does not use its value.
-func (v *validator) number(o *object, key string) {
+// number reads a float field in pydantic's lax mode: JSON numbers,
+// numeric strings and booleans.
+func (v *validator) number(o *object, key string) (float64, bool) {
 	val, ok := o.get(key)
 	if !ok || val == nil {
-		return
+		return 0, false
 	}
 	switch t := val.(type) {
-	case json.Number, bool:
-		return
+	case bool:
+		if t {
+			return 1, true
+		}
+		return 0, true
+	case json.Number:
+		// A number too large for a float is inf to Python too.
+		f, _ := strconv.ParseFloat(string(t), 64)
+		return f, true
 	case string:
-		if _, err := strconv.ParseFloat(strings.TrimSpace(t), 64); err == nil {
-			return
+		if f, err := strconv.ParseFloat(strings.TrimSpace(t), 64); err == nil {
+			return f, true
 		}
 		v.add("float_parsing", []any{key}, "Input should be a valid number, unable to parse string as a number", val)
 	default:
 		v.add("float_type", []any{key}, "Input should be a valid number", val)
 	}
+	return 0, false
 }
 
 // parseGenRequest validates a chat (chat true) or completion body. The first
 // error is a 400 in vLLM's shape.
 func parseGenRequest(body []byte, chat bool, tok *simtok.Tokenizer) (*genRequest, *openai.Error) {
+	return parseRequest(body, chat, true, tok)
+}
+
+// parseRequest is parseGenRequest for generation (generate true) or
+// /tokenize, whose request models lack some of the generation checks.
+func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*genRequest, *openai.Error) {
 	root, err := decodeJSON(body)
 	if err != nil {
 		v := &validator{}
@@ -225,8 +245,18 @@ func parseGenRequest(body []byte, chat bool, tok *simtok.Tokenizer) (*genRequest
 		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
 		return nil, v.err()
 	}
+	if chat && generate {
+		// A check vLLM makes before it reads the fields.
+		if tc, ok := o.get("tool_choice"); ok && tc != nil && tc != "none" {
+			if tools, ok := o.get("tools"); !ok || tools == nil {
+				v := &validator{}
+				v.add("value_error", nil, "Value error, When using `tool_choice`, `tools` must be set.", o)
+				return nil, v.err()
+			}
+		}
+	}
 	v := &validator{}
-	g := &genRequest{chat: chat}
+	g := &genRequest{chat: chat, generate: generate}
 	c := g.readFields(v, o, tok)
 	if e := v.err(); e != nil {
 		return nil, e
@@ -268,6 +298,7 @@ type laterChecks struct {
 	hasSalt, echo, logprobs bool
 	bestOf                  int
 	hasBestOf               bool
+	sampling                samplingFields
 	// What vLLM answers with data the simulator does not have: token ids
 	// in the response, prompt logprobs, beam search.
 	returnTokenIDs, hasPromptLogprobs, beamSearch bool
@@ -285,7 +316,7 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	}
 	g.model, _ = v.str(o, "model", true)
 	if !chat {
-		validatePrompt(v, o, tok)
+		validatePrompt(v, o, tok, g.generate)
 	}
 	g.requestID, _ = v.str(o, "request_id", false)
 	if mt, ok := v.integer(o, "max_tokens", true); ok {
@@ -303,10 +334,8 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	v.boolean(o, "add_special_tokens", false)
 	c.salt, c.hasSalt = v.str(o, "cache_salt", true)
 	c.echo, _ = v.boolean(o, "echo", false)
-	for _, key := range []string{"temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"} {
-		v.number(o, key)
-	}
-	v.integer(o, "top_k", true)
+	c.sampling = readSampling(v, o)
+	validateStop(v, o)
 	v.integer(o, "seed", true)
 	v.integer(o, "priority", false)
 	c.returnTokenIDs, _ = v.boolean(o, "return_token_ids", true)
@@ -350,6 +379,11 @@ func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 		return openai.BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
 	case c.hasSalt && c.salt == "":
 		return openai.BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt")
+	}
+	if e := c.sampling.check(); e != nil {
+		return e
+	}
+	switch {
 	case g.maxTokens < 0 || (hasMax(o, chat) && g.maxTokens == 0):
 		return openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", g.maxTokens), "max_tokens")
 	case g.minTokens < 0:
@@ -557,7 +591,7 @@ func validateTools(v *validator, o *object) {
 
 // validatePrompt checks a completion prompt: a string, a list of token ids,
 // or a batch of one of either. Batches of several prompts are refused.
-func validatePrompt(v *validator, o *object, tok *simtok.Tokenizer) {
+func validatePrompt(v *validator, o *object, tok *simtok.Tokenizer, generate bool) {
 	raw, ok := o.get("prompt")
 	if !ok || raw == nil {
 		v.add("value_error", nil, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", o)
@@ -571,6 +605,11 @@ func validatePrompt(v *validator, o *object, tok *simtok.Tokenizer) {
 	}
 	switch t := raw.(type) {
 	case string:
+		// Completions refuse an empty string, as a missing prompt;
+		// /tokenize takes it.
+		if orig, _ := o.get("prompt"); orig == "" && generate {
+			v.add("value_error", nil, "Value error, Either prompt or prompt_embeds must be provided and non-empty.", o)
+		}
 		return
 	case []any:
 		if len(t) == 0 {

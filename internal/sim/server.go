@@ -538,7 +538,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	root, err := decodeJSON(body)
 	o, isObj := root.(*object)
 	if err != nil || !isObj {
-		_, e := parseGenRequest(body, false, s.tok)
+		_, e := parseRequest(body, false, false, s.tok)
 		if e == nil {
 			e = openai.BadRequest("the body must be a JSON object", "")
 		}
@@ -547,7 +547,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	_, isChat := o.get("messages")
 	defer s.holdIfBig(body)()
-	g, e := parseGenRequest(body, isChat, s.tok)
+	g, e := parseRequest(body, isChat, false, s.tok)
 	if e != nil {
 		e.Write(w)
 		return

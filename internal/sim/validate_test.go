@@ -86,3 +86,65 @@ func TestUnimitatedParametersRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsVLLMRefuses: requests vLLM answers with a 400 get its 400,
+// type, param and message, not a 200.
+func TestRequestsVLLMRefuses(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, path, body string
+		typ              string
+		param            any
+		msg              string
+	}{
+		{"negative temperature", "/v1/chat/completions", `{` + hi + `,"temperature":-1}`,
+			"BadRequestError", "temperature", "temperature must be non-negative, got -1.0."},
+		{"top_p over 1", "/v1/completions", `{"prompt":"hi","top_p":5}`,
+			"BadRequestError", "top_p", "top_p must be in (0, 1], got 5.0."},
+		{"top_p 0", "/v1/chat/completions", `{` + hi + `,"top_p":"0"}`,
+			"BadRequestError", "top_p", "top_p must be in (0, 1], got 0.0."},
+		{"presence_penalty", "/v1/chat/completions", `{` + hi + `,"presence_penalty":2.5}`,
+			"BadRequestError", nil, "presence_penalty must be in [-2, 2], got 2.5."},
+		{"min_p", "/v1/completions", `{"prompt":"hi","min_p":1.5}`,
+			"BadRequestError", nil, "min_p must be in [0, 1], got 1.5."},
+		{"top_k", "/v1/completions", `{"prompt":"hi","top_k":-2}`,
+			"BadRequestError", nil, "top_k must be 0 (disable), or at least 1, got -2."},
+		{"stop of the wrong type", "/v1/chat/completions", `{` + hi + `,"stop":5}`, "Bad Request", "body.stop",
+			"2 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'stop', 'str'), 'msg': 'Input should be a valid string', 'input': 5}\n" +
+				"  {'type': 'list_type', 'loc': ('body', 'stop', 'list[str]'), 'msg': 'Input should be a valid list', 'input': 5}"},
+		{"stop list of the wrong type", "/v1/completions", `{"prompt":"hi","stop":["a",1]}`, "Bad Request", "body.stop",
+			"2 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'stop', 'str'), 'msg': 'Input should be a valid string', 'input': ['a', 1]}\n" +
+				"  {'type': 'string_type', 'loc': ('body', 'stop', 'list[str]', 1), 'msg': 'Input should be a valid string', 'input': 1}"},
+		{"tool_choice without tools", "/v1/chat/completions", `{` + hi + `,"tool_choice":"required"}`, "Bad Request", "body",
+			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, When using `tool_choice`, `tools` must be set.', " +
+				"'input': {'messages': [{'role': 'user', 'content': 'hi'}], 'tool_choice': 'required'}}"},
+		{"invalid UTF-8", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+			"Bad Request", nil, "There was an error parsing the body"},
+		{"invalid UTF-8 to /tokenize", "/tokenize", "{\"prompt\":\"\xc3\"}", "Bad Request", nil, "There was an error parsing the body"},
+		{"empty prompt", "/v1/completions", `{"prompt":""}`, "Bad Request", "body",
+			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Either prompt or prompt_embeds must be provided and non-empty.', 'input': {'prompt': ''}}"},
+	}
+	for _, tt := range tests {
+		code, _, body := post(t, url+tt.path, tt.body)
+		if code != http.StatusBadRequest {
+			t.Errorf("%s: status %d %s, want 400", tt.name, code, body)
+			continue
+		}
+		if msg, typ, param := errorOf(t, body); msg != tt.msg || typ != tt.typ || param != tt.param {
+			t.Errorf("%s: got %q %q %v\nwant %q %q %v", tt.name, msg, typ, param, tt.msg, tt.typ, tt.param)
+		}
+	}
+	// What vLLM takes stays a 200.
+	for _, b := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{` + hi + `,"temperature":0,"top_p":1,"min_p":0,"top_k":-1,"stop":["x"]}`},
+		{"/v1/chat/completions", `{` + hi + `,"tool_choice":"none"}`},
+		{"/v1/completions", `{"prompt":"hi","stop":"x","presence_penalty":-2,"repetition_penalty":1.1}`},
+		{"/tokenize", `{"prompt":""}`},
+		{"/tokenize", `{` + hi + `,"tool_choice":"required"}`},
+	} {
+		if code, _, body := post(t, url+b.path, b.body); code != http.StatusOK {
+			t.Errorf("%s %s: %d %s, want 200", b.path, b.body, code, body)
+		}
+	}
+}
