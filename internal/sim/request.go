@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -26,8 +27,12 @@ type genRequest struct {
 	messages      int              // chat: number of messages
 	lastRole      string
 
-	maxTokens        int // 0 means not set
-	minTokens        int
+	maxTokens int // 0 means not set
+	minTokens int
+	// maxSent and minSent are max_tokens (or max_completion_tokens) and
+	// min_tokens as sent, which messages quote: the ints above are
+	// clamped, Python's are not.
+	maxSent, minSent any
 	ignoreEOS        bool
 	stream           bool
 	includeUsage     bool
@@ -165,9 +170,45 @@ func laxInt(val any) (int, string) {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return clampInt(n), ""
 		}
+		if n, ok := new(big.Int).SetString(s, 10); ok { // past int64; Python's ints have no bound
+			return clampInt(int64(n.Sign()) * math.MaxInt64), ""
+		}
 		return 0, "int_parsing"
 	}
 	return 0, "int_type"
+}
+
+// exactInt is the int Python makes of a value laxInt accepts, unclamped.
+func exactInt(val any) (*big.Int, bool) {
+	switch t := val.(type) {
+	case bool:
+		if t {
+			return big.NewInt(1), true
+		}
+		return big.NewInt(0), true
+	case json.Number:
+		if n, ok := new(big.Int).SetString(string(t), 10); ok {
+			return n, true
+		}
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
+			return nil, false
+		}
+		n, _ := big.NewFloat(f).Int(nil) // int(1e20) is the double's exact value
+		return n, true
+	case string:
+		return new(big.Int).SetString(strings.TrimSpace(t), 10)
+	}
+	return nil, false
+}
+
+// sentInt writes an int field for a message as the client sent it, which
+// vLLM echoes however large; clamped is the value when it sent none.
+func sentInt(sent any, clamped int) string {
+	if n, ok := exactInt(sent); ok {
+		return n.String()
+	}
+	return strconv.Itoa(clamped)
 }
 
 func clampInt(n int64) int {
@@ -321,14 +362,17 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	g.requestID, _ = v.str(o, "request_id", false)
 	if mt, ok := v.integer(o, "max_tokens", true); ok {
 		g.maxTokens = mt
+		g.maxSent, _ = o.get("max_tokens")
 	}
 	if chat {
 		if mct, ok := v.integer(o, "max_completion_tokens", true); ok {
 			g.maxTokens = mct
+			g.maxSent, _ = o.get("max_completion_tokens")
 		}
 	}
 	c.n, c.hasN = v.integer(o, "n", true)
 	g.minTokens, _ = v.integer(o, "min_tokens", false)
+	g.minSent, _ = o.get("min_tokens")
 	g.ignoreEOS, _ = v.boolean(o, "ignore_eos", false)
 	g.stream, _ = v.boolean(o, "stream", true)
 	v.boolean(o, "add_special_tokens", false)
@@ -385,11 +429,12 @@ func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 	}
 	switch {
 	case g.maxTokens < 0 || (hasMax(o, chat) && g.maxTokens == 0):
-		return openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %d.", g.maxTokens), "max_tokens")
+		return openai.BadRequest(fmt.Sprintf("max_tokens must be at least 1, got %s.", sentInt(g.maxSent, g.maxTokens)), "max_tokens")
 	case g.minTokens < 0:
-		return openai.BadRequest(fmt.Sprintf("min_tokens must be greater than or equal to 0, got %d.", g.minTokens), "min_tokens")
+		return openai.BadRequest(fmt.Sprintf("min_tokens must be greater than or equal to 0, got %s.", sentInt(g.minSent, g.minTokens)), "min_tokens")
 	case g.maxTokens > 0 && g.minTokens > g.maxTokens:
-		return openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%d, got %d.", g.maxTokens, g.minTokens), "min_tokens")
+		return openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%s, got %s.",
+			sentInt(g.maxSent, g.maxTokens), sentInt(g.minSent, g.minTokens)), "min_tokens")
 	case c.hasN && c.n < 1:
 		return openai.BadRequest(fmt.Sprintf("n must be at least 1, got %d.", c.n), "n")
 	case c.hasN && c.n > 1:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -269,8 +270,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		p.max = min(p.max, requested)
 	}
 	if n+requested > s.cfg.MaxModelLen || p.max < 1 {
-		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens and your prompt contains %d input tokens, for a total of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
-			s.cfg.MaxModelLen, requested, n, n+requested), "input_tokens")
+		asked := big.NewInt(int64(requested))
+		// requested is clamped, right for the test but not for the message.
+		if exact, ok := exactInt(g.maxSent); ok {
+			asked = exact
+		}
+		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %s output tokens and your prompt contains %d input tokens, for a total of %s tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+			s.cfg.MaxModelLen, asked, n, new(big.Int).Add(asked, big.NewInt(int64(n)))), "input_tokens")
 	}
 	// Startup refuses a pool smaller than one request of --max-model-len,
 	// so this never fires; should a request outgrow the pool all the same,
@@ -588,6 +594,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
 	}
 	var ids []int
+	var sent []any // the ids as sent, for the message
 	if isObj {
 		model, _ := v.str(o, "model", true)
 		if model != "" && !s.cfg.Serves(model) && len(v.errs) == 0 {
@@ -613,15 +620,16 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			ids = append(ids, id)
+			sent = append(sent, t)
 		}
 	}
 	if e := v.err(); e != nil {
 		e.Write(w)
 		return
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if !s.tok.Valid(id) {
-			openai.BadRequest(fmt.Sprintf("Token id %d is out of vocabulary", id), "tokens").Write(w)
+			openai.BadRequest(fmt.Sprintf("Token id %s is out of vocabulary", sentInt(sent[i], id)), "tokens").Write(w)
 			return
 		}
 	}

@@ -148,3 +148,32 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesQuoteLargeInts: messages quote integers as the client sent
+// them, however large, as vLLM's Python ints do; they were clamped to
+// 137438953408.
+func TestMessagesQuoteLargeInts(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	const hi = `"messages":[{"role":"user","content":"hi"}]`
+	context := func(asked, total string) string {
+		return "This model's maximum context length is 2048 tokens. However, you requested " + asked +
+			" output tokens and your prompt contains 11 input tokens, for a total of " + total +
+			" tokens. Please reduce the length of the input prompt or the number of requested output tokens."
+	}
+	tests := []struct{ path, body, msg string }{
+		{"/v1/chat/completions", `{` + hi + `,"max_tokens":9223372036854775808}`, context("9223372036854775808", "9223372036854775819")},
+		{"/v1/chat/completions", `{` + hi + `,"max_completion_tokens":1e20}`, context("100000000000000000000", "100000000000000000011")},
+		{"/v1/chat/completions", `{` + hi + `,"max_tokens":"123456789012345678901234567890"}`,
+			context("123456789012345678901234567890", "123456789012345678901234567901")},
+		{"/v1/chat/completions", `{` + hi + `,"max_tokens":-99999999999999999999}`, "max_tokens must be at least 1, got -99999999999999999999."},
+		{"/v1/chat/completions", `{` + hi + `,"min_tokens":-1e15}`, "min_tokens must be greater than or equal to 0, got -1000000000000000."},
+		{"/detokenize", `{"tokens":[1,999999999999]}`, "Token id 999999999999 is out of vocabulary"},
+		{"/detokenize", `{"tokens":[18446744073709551616]}`, "Token id 18446744073709551616 is out of vocabulary"},
+	}
+	for _, tt := range tests {
+		code, _, body := post(t, url+tt.path, tt.body)
+		if msg, _, _ := errorOf(t, body); code != http.StatusBadRequest || msg != tt.msg {
+			t.Errorf("%s: %d %q\nwant 400 %q", tt.body, code, msg, tt.msg)
+		}
+	}
+}
