@@ -313,8 +313,11 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 		if s.pool.caching {
 			r.created = max(0, r.prompt/bs*bs-hit)
 		}
-		s.stats.PrefixQueries += total
-		s.stats.PrefixHits += hit
+		// vLLM looks nothing up, and so counts no query, with caching off.
+		if s.pool.caching {
+			s.stats.PrefixQueries += total
+			s.stats.PrefixHits += hit
+		}
 	}
 	s.plan = append(s.plan, work{r: r, tokens: n, prefill: true, start: hit})
 	r.computed += n

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -174,6 +175,29 @@ func TestMessagesQuoteLargeInts(t *testing.T) {
 		code, _, body := post(t, url+tt.path, tt.body)
 		if msg, _, _ := errorOf(t, body); code != http.StatusBadRequest || msg != tt.msg {
 			t.Errorf("%s: %d %q\nwant 400 %q", tt.body, code, msg, tt.msg)
+		}
+	}
+}
+
+// TestNoPrefixQueriesWithCachingOff: with --no-enable-prefix-caching vLLM
+// looks nothing up, so vllm:prefix_cache_queries_total stays 0.
+func TestNoPrefixQueriesWithCachingOff(t *testing.T) {
+	for _, caching := range []bool{true, false} {
+		cfg := zeroLatencyConfig()
+		cfg.EnablePrefixCaching = caching
+		_, url := startServer(t, cfg)
+		if code, _, body := post(t, url+"/v1/completions", `{"model":"m","max_tokens":2,"prompt":"hello there"}`); code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		q := metricValue(t, string(page), `vllm:prefix_cache_queries_total{engine="0",model_name="m"}`)
+		if caching && q == 0 || !caching && q != 0 {
+			t.Errorf("caching %v: prefix_cache_queries_total = %v", caching, q)
 		}
 	}
 }
