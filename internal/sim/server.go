@@ -165,6 +165,9 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	// vLLM also mounts prometheus_client's app at /metrics, which answers
+	// every path below it with the page, whatever the method.
+	mux.HandleFunc("/metrics/", s.serveMetrics)
 	mux.HandleFunc("POST /reset_prefix_cache", s.resetPrefixCache)
 	mux.HandleFunc("POST /tokenize", s.tokenize)
 	mux.HandleFunc("POST /detokenize", s.detokenize)

@@ -201,3 +201,21 @@ func TestNoPrefixQueriesWithCachingOff(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsBelowMount: /metrics/ is the metrics page too, as vLLM's
+// mount of prometheus_client's app at /metrics makes it.
+func TestMetricsBelowMount(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	for _, path := range []string{"/metrics", "/metrics/"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != MetricsContentType ||
+			!strings.Contains(string(page), "# TYPE vllm:num_requests_running gauge") {
+			t.Errorf("GET %s: %d %s %.80q", path, resp.StatusCode, resp.Header.Get("Content-Type"), page)
+		}
+	}
+}
