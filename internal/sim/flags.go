@@ -54,7 +54,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&kvEvents, "kv-events-config", "", `publish KV events, as vLLM's flag of the same name: JSON such as {"enable_kv_cache_events": true}`)
 	fs.StringVar(&o.KVEventsEncoding, "kv-events-encoding", "map", "how KV event batches are encoded: map (vLLM today), array (vLLM before June 2026) or sglang")
 	fs.StringVar(&o.PrefixCachingHashAlgo, "prefix-caching-hash-algo", "sha256", "the engine's block hash for KV events: sha256, sha256_cbor, xxhash or xxhash_cbor")
-	fs.IntVar(&o.DataParallelRank, "data-parallel-rank", 0, "stamped on KV event batches and added to their endpoints' ports")
+	fs.IntVar(&o.DataParallelRank, "data-parallel-rank", 0, "stamped on KV event batches and added to their endpoints' ports; the metrics' engine label")
 	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", "", "OTLP collector for a span per request, continuing its traceparent "+
 		"(grpc by default; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf for HTTP)")
 

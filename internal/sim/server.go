@@ -48,8 +48,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	start := time.Now()
 	m := NewMetrics(MetricsConfig{
-		ModelName:   cfg.ModelName(),
-		Engine:      "0",
+		ModelName: cfg.ModelName(),
+		// vLLM labels an engine's metrics with its data parallel index.
+		Engine:      strconv.Itoa(cfg.DataParallelRank),
 		MaxModelLen: cfg.MaxModelLen,
 		CacheConfig: cacheConfigLabels(&cfg),
 		Start:       start,

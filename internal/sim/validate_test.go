@@ -219,3 +219,21 @@ func TestMetricsBelowMount(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineLabelIsRank: the engine label of every series is the data
+// parallel rank, vLLM's engine index.
+func TestEngineLabelIsRank(t *testing.T) {
+	cfg := zeroLatencyConfig()
+	cfg.DataParallelRank = 2
+	_, url := startServer(t, cfg)
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metricValue(t, string(page), `vllm:num_requests_running{engine="2",model_name="m"}`)
+	if strings.Contains(string(page), `engine="0"`) {
+		t.Error(`a series is labelled engine="0" on rank 2`)
+	}
+}
