@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -32,25 +33,32 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error
 		return nil, &openai.Error{Status: http.StatusBadRequest, Type: "Bad Request",
 			Message: "1 validation error:\n  Unsupported Media Type: Only 'application/json' is allowed"}
 	}
+	body := http.MaxBytesReader(w, r.Body, maxBody)
 	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		// One allocation of the announced size rather than doublings.
-		buf.Grow(int(min(r.ContentLength, maxBody)) + bytes.MinRead)
+	// A large body takes one allocation of its announced size rather than
+	// doublings, but only once its first megabyte has come: a client that
+	// announces 64 MiB and sends nothing must not cost them.
+	const first = 1 << 20
+	_, err := buf.ReadFrom(io.LimitReader(body, first))
+	if err == nil && buf.Len() == first {
+		if r.ContentLength > first {
+			buf.Grow(int(min(r.ContentLength, maxBody)) - first + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(body)
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return nil, openai.HTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", maxBody))
 		}
 		return nil, openai.HTTPError(http.StatusBadRequest, "reading the request body: "+err.Error())
 	}
-	body := buf.Bytes()
-	if !utf8.Valid(body) {
+	if !utf8.Valid(buf.Bytes()) {
 		// Python decodes the body before parsing it; FastAPI answers the
 		// UnicodeDecodeError so.
 		return nil, openai.HTTPError(http.StatusBadRequest, "There was an error parsing the body")
 	}
-	return body, nil
+	return buf.Bytes(), nil
 }
 
 // holdIfBig waits until no other large body is being parsed when body is

@@ -1,13 +1,16 @@
 package sim
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/simtok"
 )
@@ -96,5 +99,31 @@ func TestBigBodiesOneAtATime(t *testing.T) {
 	<-srv.bigBodies
 	if code := <-done; code != http.StatusBadRequest {
 		t.Errorf("the large body: status %d, want 400", code)
+	}
+}
+
+// TestAnnouncedSizeNotTakenOnTrust: a body that announces 64 MiB and
+// sends a few bytes costs no 64 MiB buffer; one that sends what it
+// announced is read whole.
+func TestAnnouncedSizeNotTakenOnTrust(t *testing.T) {
+	read := func(body io.Reader, announced int64) (uint64, []byte, *openai.Error) {
+		r := httptest.NewRequest(http.MethodPost, "/v1/completions", body)
+		r.Header.Set("Content-Type", "application/json")
+		r.ContentLength = announced
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got, e := readJSONBody(httptest.NewRecorder(), r)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc, got, e
+	}
+	cut := io.MultiReader(strings.NewReader(`{"prompt":`), iotest.ErrReader(io.ErrUnexpectedEOF))
+	allocated, _, e := read(cut, maxBody)
+	if e == nil || allocated > 8<<20 {
+		t.Errorf("a body cut after 10 of 64 MiB announced: allocated %d bytes, error %v; want under 8 MiB and an error", allocated, e)
+	}
+	whole := `{"prompt":"` + strings.Repeat("a", 3<<20) + `"}`
+	_, got, e := read(strings.NewReader(whole), int64(len(whole)))
+	if e != nil || string(got) != whole {
+		t.Errorf("a 3 MiB body read as %d bytes, %v", len(got), e)
 	}
 }
