@@ -359,4 +359,30 @@ func TestTraceShapeFlags(t *testing.T) {
 	if _, err := spec(nil); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing trace: %v", err)
 	}
+
+}
+
+// The trace is read once, when the flags are: a pipe or a FIFO has no
+// second reading, here a file gone once read.
+func TestTraceReadOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	line := `{"timestamp":%d,"input_length":40,"output_length":2,"hash_ids":[0,1]}` + "\n"
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(line, 0)+fmt.Sprintf(line, 5)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs, spec, ef := runFlags("run", "", new(bytes.Buffer))
+	if err := fs.Parse([]string{"--url", "http://127.0.0.1:1", "--workload", "trace", "--trace", path}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	env := ef.env(t.Context(), new(bytes.Buffer), "")
+	if reqs, err := env.Generate(t.Context(), s.Workload); err != nil || len(reqs) != 2 {
+		t.Errorf("replay of the trace read: %d requests, %v", len(reqs), err)
+	}
 }

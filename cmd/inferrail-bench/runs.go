@@ -24,8 +24,9 @@ import (
 )
 
 // specFlags registers the flags that say what a run measures and returns a
-// function building the spec once the flags are parsed.
-func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
+// function building the spec once the flags are parsed. A trace is read
+// there, once, into tr.
+func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.RunSpec, error) {
 	s := bench.RunSpec{Replicas: 3, SLO: bench.DefaultSLO(), Warmup: "0.1", Timeout: 5 * time.Minute}
 	w := &s.Workload
 	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
@@ -85,7 +86,7 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 				w.Rate = 0
 			}
 			var err error
-			if simArgs, err = traceShape(w, set["model"], s.URL == "", simArgs); err != nil {
+			if simArgs, err = tr.shape(w, set["model"], s.URL == "", simArgs); err != nil {
 				return s, err
 			}
 		}
@@ -94,18 +95,27 @@ func specFlags(fs *flag.FlagSet) func(simArgs []string) (bench.RunSpec, error) {
 	}
 }
 
-// traceShape takes from a trace what its lines state (a traffic capture's
-// do): the model they all name, unless --model is given, and the block
-// size they all state, for the run's own simulators (ownFleet) unless
-// their flags set one. A fleet at --url is what it is.
-func traceShape(w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]string, error) {
+// readTrace is the trace a command's flags name, read once: a pipe or a
+// FIFO cannot be opened twice.
+type readTrace struct {
+	path string
+	recs []workload.TraceRecord
+}
+
+// shape reads w's trace and takes from it what its lines state (a traffic
+// capture's do): the model they all name, unless --model is given, and the
+// block size they all state, for the run's own simulators (ownFleet)
+// unless their flags set one. A fleet at --url is what it is.
+func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]string, error) {
 	if w.TracePath == "" {
 		return simArgs, nil
 	}
-	model, bs, err := workload.TraceShape(w.TracePath)
+	recs, err := workload.ReadTrace(w.TracePath)
 	if err != nil {
 		return nil, err
 	}
+	tr.path, tr.recs = w.TracePath, recs
+	model, bs := workload.TraceShape(recs)
 	if model != "" && !modelSet {
 		w.Model = model
 	}
@@ -115,8 +125,18 @@ func traceShape(w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]
 	return simArgs, nil
 }
 
+// generate makes a spec's requests from the trace already read when the
+// spec replays it, else as workload.GenerateContext does.
+func (tr *readTrace) generate(ctx context.Context, s workload.Spec) ([]workload.Request, error) {
+	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path {
+		return workload.GenerateTrace(ctx, s, tr.recs)
+	}
+	return workload.GenerateContext(ctx, s)
+}
+
 // envFlags registers the flags that say how runs are carried out.
 type envFlags struct {
+	trace                    readTrace
 	simBinary, gatewayBinary string
 	peerVenv, peerSetup      string
 	verbose                  bool
@@ -146,6 +166,7 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		Environment: measure.CurrentEnvironment(ctx),
 		Logger:      cli.Logger(stderr, e.verbose),
 		Progress:    progressOn(stderr),
+		Generate:    e.trace.generate,
 	}
 }
 
@@ -167,8 +188,8 @@ func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simA
 		fmt.Fprintln(stderr, "usage: inferrail-bench "+name+" "+synopsis)
 		fs.PrintDefaults()
 	}
-	spec := specFlags(fs)
 	ef := &envFlags{}
+	spec := specFlags(fs, &ef.trace)
 	ef.register(fs)
 	return fs, spec, ef
 }

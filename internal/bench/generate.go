@@ -5,7 +5,7 @@ import "github.com/inferrail/inferrail/internal/workload"
 // defaultGenerate and defaultOracle are what a RunEnv without its own
 // uses.
 var (
-	defaultGenerate = workload.Generate
+	defaultGenerate = workload.GenerateContext
 	defaultOracle   = measuredOracle
 )
 

@@ -41,8 +41,9 @@ type RunEnv struct {
 	// Logger reports progress at Info and the children at Debug. Nil
 	// discards.
 	Logger *slog.Logger
-	// Generate makes a spec's requests. Nil means workload.Generate.
-	Generate func(workload.Spec) ([]workload.Request, error)
+	// Generate makes a spec's requests, stopping when ctx is done. Nil
+	// means workload.GenerateContext.
+	Generate func(context.Context, workload.Spec) ([]workload.Request, error)
 	// Oracle computes the oracle hit rate of the requests after the first
 	// warm. Nil means the workload's own, by workload.Analyze.
 	Oracle func(reqs []workload.Request, blockSize, warm int) (float64, error)
@@ -81,7 +82,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		return nil, err
 	}
 	log := env.logger()
-	reqs, wall, warm, err := planRun(&spec, &env)
+	reqs, wall, warm, err := planRun(ctx, &spec, &env)
 	if err != nil {
 		return nil, err
 	}
@@ -171,12 +172,12 @@ func (e *RunEnv) oracle() func(reqs []workload.Request, blockSize, warm int) (fl
 // planRun generates the spec's requests and returns them, the same on the
 // wall clock the run keeps (spec.clock() times faster than the model's)
 // and how many of them warm up.
-func planRun(spec *RunSpec, env *RunEnv) (reqs, wall []workload.Request, warm int, err error) {
+func planRun(ctx context.Context, spec *RunSpec, env *RunEnv) (reqs, wall []workload.Request, warm int, err error) {
 	gen := env.Generate
 	if gen == nil {
 		gen = defaultGenerate
 	}
-	reqs, err = gen(spec.Workload)
+	reqs, err = gen(ctx, spec.Workload)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("generate workload: %w", err)
 	}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ func fleetEnv(t *testing.T, reqs []workload.Request) RunEnv {
 		SimBinary: os.Args[0], SimEnv: procstest.SimEnv(),
 		GatewayBinary: os.Args[0], GatewayEnv: procstest.GatewayEnv(),
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Generate: func(workload.Spec) ([]workload.Request, error) { return reqs, nil },
+		Generate: func(context.Context, workload.Spec) ([]workload.Request, error) { return reqs, nil },
 		Oracle:   func([]workload.Request, int, int) (float64, error) { return 0.9, nil },
 	}
 }
@@ -378,7 +379,9 @@ rates = [40]
 	}
 	// A second sweep finds both results and runs nothing: its generator
 	// would fail if it were called.
-	env.Generate = func(workload.Spec) ([]workload.Request, error) { return nil, errors.New("must not run") }
+	env.Generate = func(context.Context, workload.Spec) ([]workload.Request, error) {
+		return nil, errors.New("must not run")
+	}
 	s, err = Sweep(t.Context(), runs, SweepOptions{Out: dir}, env)
 	if err != nil || s.Skipped != 2 || s.Ran != 0 {
 		t.Fatalf("resumed sweep: %+v, %v", s, err)
@@ -593,5 +596,22 @@ func checkOutcomes(t *testing.T, path string, n, warm int) {
 			t.Errorf("line %d: tokens prompt %d, cached %d (predicted %d), completion %d",
 				i, o.PromptTokens, o.CachedTokens, o.PredictedCached, o.CompletionTokens)
 		}
+	}
+}
+
+// A run interrupted while its trace is being replayed into requests stops
+// there: no fleet, no result.
+func TestMeasureStopsDuringGeneration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(path, []byte(`{"timestamp":0,"input_length":40,"output_length":2,"hash_ids":[0]}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	spec := RunSpec{URL: "http://127.0.0.1:1", Warmup: "0", Timeout: time.Second, SLO: DefaultSLO(),
+		Workload: workload.Spec{Workload: workload.Trace, Model: "m", TracePath: path}}
+	r, err := Measure(ctx, spec, RunEnv{})
+	if r != nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("Measure = %v, %v; want no result, cancelled", r, err)
 	}
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // TraceBlockTokens is how many prompt tokens one hash id of a Mooncake
@@ -33,6 +35,8 @@ type TraceRecord struct {
 	// Model is the line's model, "" when it names none. Hash ids are
 	// numbered per model: the same id of two models is two blocks.
 	Model string
+	// Line is the record's line in its file, counting from 1.
+	Line int
 }
 
 // Block is how many tokens one of r's hash ids stands for.
@@ -43,20 +47,30 @@ func (r *TraceRecord) Block() int {
 	return TraceBlockTokens
 }
 
-// TraceShape reads the trace at path and returns the model its lines all
-// name ("" when none does, or they name several) and the block size they
-// all state (0 when none does, or they state several), for a replay to
-// serve that model with engines of that block size.
-func TraceShape(path string) (model string, blockSize int, err error) {
+// ReadTrace reads the trace at path once (see ParseTrace), so that a pipe
+// or a FIFO replays as well as a file; a trace with no records is an
+// error.
+func ReadTrace(path string) ([]TraceRecord, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, fmt.Errorf("trace: %w", err)
+		return nil, fmt.Errorf("trace: %w", err)
 	}
 	defer f.Close()
 	recs, err := ParseTrace(f)
 	if err != nil {
-		return "", 0, fmt.Errorf("trace %s: %w", path, err)
+		return nil, fmt.Errorf("trace %s: %w", path, err)
 	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("trace %s: no requests (the file has no records)", path)
+	}
+	return recs, nil
+}
+
+// TraceShape returns the model recs all name ("" when none does, or they
+// name several) and the block size they all state (0 when none does, or
+// they state several), for a replay to serve that model with engines of
+// that block size.
+func TraceShape(recs []TraceRecord) (model string, blockSize int) {
 	models, sizes := map[string]bool{}, map[int]bool{}
 	for i := range recs {
 		models[recs[i].Model], sizes[recs[i].BlockTokens] = true, true
@@ -67,25 +81,27 @@ func TraceShape(path string) (model string, blockSize int, err error) {
 	if len(sizes) == 1 {
 		blockSize = recs[0].BlockTokens
 	}
-	return model, blockSize, nil
+	return model, blockSize
 }
 
-// Bounds of a trace: the length of a line, of a prompt or an output, and
-// of a block.
+// Bounds of a trace: the length of a line, of a prompt or an output (past
+// any engine's context, yet a prompt's text of a few MB), and of a block.
 const (
 	maxTraceLine   = 64 << 20
-	maxTraceTokens = 1 << 24
+	maxTraceTokens = 1 << 20
 	maxTraceBlock  = 1 << 16
 )
 
 // ParseTrace reads a Mooncake-format trace: JSON Lines, one object per
-// request with timestamp (milliseconds, >= 0), input_length and
-// output_length (1 to 2^24) and hash_ids (ints >= 0), and optionally
-// block_size (the tokens of one hash id, 1 to 65,536; default
+// request with timestamp (milliseconds, >= 0, Unix epoch ones too),
+// input_length and output_length (1 to 2^20) and hash_ids (ints >= 0;
+// those past the prompt's last block are checked but not kept), and
+// optionally block_size (the tokens of one hash id, 1 to 65,536; default
 // TraceBlockTokens) and model, which inferrail-gateway's traffic capture
 // writes. Counts may be written as floats with no fraction (10.0); other
 // keys are ignored, blank lines skipped, and a byte order mark before the
-// first line too. Errors name the line, counting from 1.
+// first line too. A line is at most 64 MiB. Errors name the line,
+// counting from 1, and the field.
 func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
@@ -103,9 +119,12 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
+		rec.Line = line
 		recs = append(recs, rec)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("line %d: longer than a trace line may be (%d MiB)", line, maxTraceLine>>20)
+	} else if err != nil {
 		return nil, fmt.Errorf("line %d: %w", line, err) // the line it could not read
 	}
 	return recs, nil
@@ -113,11 +132,15 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 
 // traceLength checks a record's input or output length, a token count in
 // [1, maxTraceTokens]; 0 with the error when it is missing or outside.
-func traceLength(name string, num *traceCount) (int, error) {
-	if num == nil {
+func traceLength(name string, raw json.RawMessage) (int, error) {
+	num, err := traceNumber(name, raw)
+	if err != nil {
+		return 0, err
+	}
+	if num == "" {
 		return 0, errors.New(name + ": required")
 	}
-	n, err := wholeNumber(name, *num)
+	n, err := wholeNumber(name, num)
 	switch {
 	case err != nil:
 		return 0, err
@@ -133,12 +156,16 @@ func traceLength(name string, num *traceCount) (int, error) {
 // is never a string.
 type traceCount string
 
-func (c *traceCount) UnmarshalJSON(b []byte) error {
-	if len(b) == 0 || b[0] != '-' && (b[0] < '0' || b[0] > '9') {
-		return fmt.Errorf("want a number, not %.40s", b)
+// traceNumber is the number field name holds as written, "" when the line
+// has none (or null).
+func traceNumber(name string, raw json.RawMessage) (traceCount, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
 	}
-	*c = traceCount(b)
-	return nil
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return "", fmt.Errorf("%s: want a number, not %.40s", name, raw)
+	}
+	return traceCount(raw), nil
 }
 
 // wholeNumber reads a count written as an integer or as a float with no
@@ -155,92 +182,168 @@ func wholeNumber(name string, num traceCount) (int, error) {
 	return int(f), nil
 }
 
-// maxTraceMillis bounds a timestamp: far enough for any trace, and a time
-// in nanoseconds that fits an int64 with room for the replay's arithmetic.
-const maxTraceMillis = 1e12
+// maxTraceMillis bounds a timestamp: Unix epoch milliseconds, as real
+// traces have them, with room to spare. Replay only uses differences from
+// the first, which traceRequests bounds in turn.
+const maxTraceMillis = 1e15
+
+// traceLineFields are the keys of a trace line, each decoded as written so
+// that an error names its field.
+type traceLineFields struct {
+	Timestamp    json.RawMessage `json:"timestamp"`
+	InputLength  json.RawMessage `json:"input_length"`
+	OutputLength json.RawMessage `json:"output_length"`
+	HashIDs      json.RawMessage `json:"hash_ids"`
+	BlockSize    json.RawMessage `json:"block_size"`
+	Model        json.RawMessage `json:"model"`
+}
 
 func parseTraceLine(b []byte) (TraceRecord, error) {
-	var raw struct {
-		Timestamp    *float64     `json:"timestamp"`
-		InputLength  *traceCount  `json:"input_length"`
-		OutputLength *traceCount  `json:"output_length"`
-		HashIDs      []traceCount `json:"hash_ids"`
-		BlockSize    *traceCount  `json:"block_size"`
-		Model        string       `json:"model"`
-	}
 	var rec TraceRecord
+	if b[0] != '{' {
+		return rec, fmt.Errorf("want a JSON object, not %.40s", b)
+	}
+	var raw traceLineFields
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return rec, err
 	}
 	var errs []error
-	switch {
-	case raw.Timestamp == nil:
-		errs = append(errs, errors.New("timestamp: required"))
-	case *raw.Timestamp < 0 || math.IsInf(*raw.Timestamp, 0):
-		errs = append(errs, errors.New("timestamp: must be >= 0"))
-	case *raw.Timestamp > maxTraceMillis:
-		errs = append(errs, fmt.Errorf("timestamp: must be at most %.0e (milliseconds: about 31 years)", float64(maxTraceMillis)))
-	default:
-		rec.Timestamp = *raw.Timestamp
-	}
 	var err error
+	if rec.Timestamp, err = traceTimestamp(raw.Timestamp); err != nil {
+		errs = append(errs, err)
+	}
 	if rec.InputLength, err = traceLength("input_length", raw.InputLength); err != nil {
 		errs = append(errs, err)
 	}
 	if rec.OutputLength, err = traceLength("output_length", raw.OutputLength); err != nil {
 		errs = append(errs, err)
 	}
-	if raw.HashIDs != nil {
-		rec.HashIDs = make([]int, len(raw.HashIDs))
-	}
-	for i, num := range raw.HashIDs {
-		name := fmt.Sprintf("hash_ids[%d]", i)
-		id, err := wholeNumber(name, num)
-		if err == nil && id < 0 {
-			err = errors.New(name + ": must be >= 0")
+	if len(raw.Model) > 0 && string(raw.Model) != "null" {
+		if err := json.Unmarshal(raw.Model, &rec.Model); err != nil {
+			errs = append(errs, fmt.Errorf("model: want a string, not %.40s", raw.Model))
 		}
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		rec.HashIDs[i] = id
 	}
-	rec.Model = raw.Model
-	if raw.BlockSize != nil {
-		bs, err := wholeNumber("block_size", *raw.BlockSize)
+	if bs, err := traceNumber("block_size", raw.BlockSize); err != nil {
+		errs = append(errs, err)
+	} else if bs != "" {
+		n, err := wholeNumber("block_size", bs)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
-		case bs < 1 || bs > maxTraceBlock:
+		case n < 1 || n > maxTraceBlock:
 			errs = append(errs, fmt.Errorf("block_size: must be between 1 and %d", maxTraceBlock))
 		default:
-			rec.BlockTokens = bs
+			rec.BlockTokens = n
 		}
+	}
+	// Ids past the prompt's last block name no text: keep none of them.
+	keep := max(rec.InputLength, 1)/rec.Block() + 1
+	if rec.HashIDs, err = traceHashIDs(raw.HashIDs, keep); err != nil {
+		errs = append(errs, err)
 	}
 	return rec, errors.Join(errs...)
 }
 
-// generateTrace replays spec.TracePath. Block i of a request's prompt is
-// the text of its i-th hash id (of the record's model), the same wherever
-// that id appears; blocks past the hash ids are unique to the request, and
-// the last block is cut to input_length. A block is the record's
-// BlockTokens long. The prompt is one user message, so the sim's count is
-// input_length plus the chat template's tokens. Arrivals are the trace's
-// timestamps less the first, times TimeScale, divided by RateMultiplier.
-func generateTrace(spec Spec) ([]Request, error) {
-	f, err := os.Open(spec.TracePath)
+// traceTimestamp reads a line's timestamp, in [0, maxTraceMillis].
+func traceTimestamp(raw json.RawMessage) (float64, error) {
+	num, err := traceNumber("timestamp", raw)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
+		return 0, err
 	}
-	defer f.Close()
-	recs, err := ParseTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", spec.TracePath, err)
+	if num == "" {
+		return 0, errors.New("timestamp: required")
 	}
-	return traceRequests(spec, recs), nil
+	ts, err := strconv.ParseFloat(string(num), 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("timestamp: want a number, not %.40s", num)
+	case ts < 0:
+		return 0, errors.New("timestamp: must be >= 0")
+	case ts > maxTraceMillis:
+		return 0, fmt.Errorf("timestamp: must be at most %.0e (milliseconds)", float64(maxTraceMillis))
+	}
+	return ts, nil
 }
 
-func traceRequests(spec Spec, recs []TraceRecord) []Request {
+// traceHashIDs reads a hash_ids array token by token, keeping its first
+// keep ids: a line of millions of ids costs the ids kept, not a string
+// each.
+func traceHashIDs(raw json.RawMessage, keep int) ([]int, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '[' {
+		return nil, fmt.Errorf("hash_ids: want an array of numbers, not %.40s", raw)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // the '['
+		return nil, fmt.Errorf("hash_ids: %w", err)
+	}
+	ids := []int{}
+	for i := 0; dec.More(); i++ {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("hash_ids[%d]: %w", i, err)
+		}
+		num, ok := tok.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("hash_ids[%d]: want a number, not %s", i, jsonTokenText(tok))
+		}
+		id, err := wholeNumber("hash_ids", traceCount(num))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("hash_ids[%d]: must be a whole number, not %s", i, num)
+		case id < 0:
+			return nil, fmt.Errorf("hash_ids[%d]: must be >= 0", i)
+		}
+		if i < keep {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// jsonTokenText is how a JSON token that is not a number was written.
+func jsonTokenText(tok json.Token) string {
+	switch v := tok.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("%.40q", v)
+	case json.Delim:
+		return "an array or object"
+	}
+	return fmt.Sprint(tok)
+}
+
+// maxTraceSchedule bounds a replay's schedule: far past any run, and
+// well inside a time.Duration.
+const maxTraceSchedule = 100 * 365 * 24 * time.Hour
+
+// GenerateTrace is Generate for a trace workload whose records are already
+// read (ReadTrace): spec.TracePath is not opened again. It stops with
+// ctx's error when ctx is done.
+func GenerateTrace(ctx context.Context, spec Spec, recs []TraceRecord) ([]Request, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("workload spec: %w", err)
+	}
+	if spec.Workload != Trace {
+		return nil, fmt.Errorf("workload spec: workload %q is not a trace", spec.Workload)
+	}
+	return traceRequests(ctx, spec.WithDefaults(), recs)
+}
+
+// traceRequests replays recs, read from spec.TracePath. Block i of a
+// request's prompt is the text of its i-th hash id (of the record's
+// model), the same wherever that id appears; blocks past the hash ids are
+// unique to the request, and the last block is cut to input_length. A
+// block is the record's BlockTokens long. The prompt is one user message,
+// so the sim's count is input_length plus the chat template's tokens.
+// Arrivals are the trace's timestamps less the first, times TimeScale,
+// divided by RateMultiplier; one past maxTraceSchedule, and not cut by
+// spec.Duration, is an error naming its line.
+func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) ([]Request, error) {
 	order := make([]int, len(recs))
 	for i := range order {
 		order[i] = i
@@ -259,9 +362,26 @@ func traceRequests(spec Spec, recs []TraceRecord) []Request {
 	var reqs []Request
 	var block []byte
 	for n, i := range order {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		rec := recs[i]
-		at := seconds((rec.Timestamp - recs[order[0]].Timestamp) * scale / 1000)
-		if spec.Duration > 0 && at >= spec.Duration || spec.Requests > 0 && n >= spec.Requests {
+		if spec.Requests > 0 && n >= spec.Requests {
+			break
+		}
+		var after float64 // seconds after the first arrival
+		if d := rec.Timestamp - recs[order[0]].Timestamp; d > 0 {
+			after = d * scale / 1000
+		}
+		if spec.Duration > 0 && after >= spec.Duration.Seconds() {
+			break
+		}
+		if !(after < maxTraceSchedule.Seconds()) {
+			return nil, fmt.Errorf("trace %s: line %d: timestamp %.0f is %.3g s after the first, scaled: past the longest schedule (%v)",
+				spec.TracePath, rec.Line, rec.Timestamp, after, maxTraceSchedule)
+		}
+		at := seconds(after)
+		if spec.Duration > 0 && at >= spec.Duration {
 			break
 		}
 		input := rec.InputLength
@@ -299,5 +419,5 @@ func traceRequests(spec Spec, recs []TraceRecord) []Request {
 		}
 		reqs = append(reqs, g.request(at, Trace, c, out))
 	}
-	return reqs
+	return reqs, nil
 }

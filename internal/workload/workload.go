@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -295,12 +296,22 @@ func (s Spec) validateShape(p *problems) {
 // they were made in). The same spec gives the same requests byte for byte.
 // It reads TracePath or ShareGPTPath when the spec names them.
 func Generate(spec Spec) ([]Request, error) {
+	return GenerateContext(context.Background(), spec)
+}
+
+// GenerateContext is Generate, stopping with ctx's error when ctx is done
+// while it replays a trace (a large one takes seconds).
+func GenerateContext(ctx context.Context, spec Spec) ([]Request, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("workload spec: %w", err)
 	}
 	spec = spec.WithDefaults()
 	if spec.Workload == Trace {
-		return generateTrace(spec)
+		recs, err := ReadTrace(spec.TracePath)
+		if err != nil {
+			return nil, err
+		}
+		return traceRequests(ctx, spec, recs)
 	}
 	src, err := newSource(spec)
 	if err != nil {
