@@ -392,14 +392,7 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	}
 	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
-	d := func(name string, x measure.Percentiles) {
-		fmt.Fprintf(w, "  %-8s p50 %s  p90 %s  p99 %s  mean %s\n", name, msec(x.P50), msec(x.P90), msec(x.P99), msec(x.Mean))
-	}
-	d("TTFT", m.TTFT)
-	d("TPOT", m.TPOT)
-	d("ITL", m.ITL)
-	d("e2e", m.E2E)
-	d("send lag", m.SendLag)
+	writeLatencies(w, m)
 	fmt.Fprintf(w, "  throughput %.2f req/s, %.0f tok/s; goodput %.2f req/s (%.0f%% within TTFT %v, TPOT %v)\n",
 		m.ThroughputRPS, m.OutputTokensPerSec, m.GoodputRPS, 100*m.GoodFraction, s.SLO.TTFT, s.SLO.TPOT)
 	hit := fmt.Sprintf("  hit rate %.3f (usage)", m.HitRate)
@@ -476,6 +469,29 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	for _, e := range r.StopErrors {
 		fmt.Fprintf(w, "  stop error: %.300s\n", e)
 	}
+}
+
+// writeLatencies prints m's latency percentiles; a run of no success has
+// none, not zeros.
+func writeLatencies(w io.Writer, m *Measurements) {
+	d := func(name string, x measure.Percentiles) {
+		fmt.Fprintf(w, "  %-8s p50 %s  p90 %s  p99 %s  mean %s\n", name, msec(x.P50), msec(x.P90), msec(x.P99), msec(x.Mean))
+	}
+	if !m.noneSucceeded() {
+		d("TTFT", m.TTFT)
+		d("TPOT", m.TPOT)
+		d("ITL", m.ITL)
+		d("e2e", m.E2E)
+	} else {
+		fmt.Fprintln(w, "  TTFT, TPOT, ITL, e2e: n/a (no request succeeded)")
+	}
+	d("send lag", m.SendLag)
+}
+
+// noneSucceeded reports whether every measured request of m failed: a run
+// with no latency to show.
+func (m *Measurements) noneSucceeded() bool {
+	return m.Succeeded == 0 && len(m.Errors) > 0
 }
 
 // msec formats seconds as milliseconds.

@@ -101,16 +101,21 @@ func pointRows(results []*RunResult) []PolicyRow {
 		all := func(f func(m *Measurements) float64) float64 {
 			return med(func(m *Measurements) (float64, bool) { return f(m), true })
 		}
+		// A run of no success has no latency: its zeros would pull the
+		// median down.
+		lat := func(f func(m *Measurements) float64) float64 {
+			return med(func(m *Measurements) (float64, bool) { return f(m), !m.noneSucceeded() })
+		}
 		row := PolicyRow{
 			Policy:        p,
 			Reps:          len(rs),
-			TTFTP50:       all(func(m *Measurements) float64 { return m.TTFT.P50 }),
-			TTFTP90:       all(func(m *Measurements) float64 { return m.TTFT.P90 }),
-			TTFTP99:       all(func(m *Measurements) float64 { return m.TTFT.P99 }),
-			E2EP50:        all(func(m *Measurements) float64 { return m.E2E.P50 }),
-			E2EP99:        all(func(m *Measurements) float64 { return m.E2E.P99 }),
-			TPOTP50:       all(func(m *Measurements) float64 { return m.TPOT.P50 }),
-			TPOTP99:       all(func(m *Measurements) float64 { return m.TPOT.P99 }),
+			TTFTP50:       lat(func(m *Measurements) float64 { return m.TTFT.P50 }),
+			TTFTP90:       lat(func(m *Measurements) float64 { return m.TTFT.P90 }),
+			TTFTP99:       lat(func(m *Measurements) float64 { return m.TTFT.P99 }),
+			E2EP50:        lat(func(m *Measurements) float64 { return m.E2E.P50 }),
+			E2EP99:        lat(func(m *Measurements) float64 { return m.E2E.P99 }),
+			TPOTP50:       lat(func(m *Measurements) float64 { return m.TPOT.P50 }),
+			TPOTP99:       lat(func(m *Measurements) float64 { return m.TPOT.P99 }),
 			Goodput:       all(func(m *Measurements) float64 { return m.GoodputRPS }),
 			GoodFraction:  all(func(m *Measurements) float64 { return m.GoodFraction }),
 			Throughput:    all(func(m *Measurements) float64 { return m.ThroughputRPS }),
@@ -257,7 +262,9 @@ func RenderRunReport(results []*RunResult) string {
 		"requests whose predicted cached tokens equalled usage's, *err* the mean predicted − actual cached tokens. " +
 		"*Est. error* is how far the gateway's estimate of the time to first token was from the one measured from the send: " +
 		"the mean and 90th percentile of |estimated − measured| / measured. *Kept* is the share of follow-up turns sent to " +
-		"the replica of their conversation's previous turn (workloads with conversations, gateways that name the replica).\n\n")
+		"the replica of their conversation's previous turn (workloads with conversations, gateways that name the replica). " +
+		"A run in which no request succeeded has no latencies: it is left out of the latency medians (– when every repetition was such a run), " +
+		"its failures still counted under *errors*.\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())

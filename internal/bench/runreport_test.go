@@ -2,8 +2,10 @@ package bench
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +85,30 @@ func TestRenderRunReportGolden(t *testing.T) {
 	}
 	if again := RenderRunReport(rs); again != got {
 		t.Errorf("the report changes with the order of its results")
+	}
+}
+
+// A repetition in which no request succeeded has no latencies: it is left
+// out of the latency medians, and a policy of no such success shows none.
+func TestFailedRunsLeftOutOfLatencies(t *testing.T) {
+	good, also := demoResults()[1], demoResults()[1]
+	failed := demoResults()[1]
+	failed.Spec.Rep, also.Spec.Rep = 1, 2
+	failed.Measurements.Succeeded, failed.Measurements.TTFT, failed.Measurements.E2E = 0, measure.Percentiles{}, measure.Percentiles{}
+	failed.Measurements.Errors = map[string]int{"http_404": failed.Measurements.Measured}
+	row := pointRows([]*RunResult{good, failed})[0]
+	if row.TTFTP99 != good.Measurements.TTFT.P99 || row.E2EP50 != good.Measurements.E2E.P50 {
+		t.Errorf("TTFT p99 %v, e2e p50 %v; want the succeeding run's", row.TTFTP99, row.E2EP50)
+	}
+	if row.Errors != failed.Measurements.Measured || row.Reps != 2 {
+		t.Errorf("errors %d, reps %d; want the failed run's counted", row.Errors, row.Reps)
+	}
+	row = pointRows([]*RunResult{failed})[0]
+	if !math.IsNaN(row.TTFTP50) || !math.IsNaN(row.TTFTP99) {
+		t.Errorf("a policy of no success: TTFT p50 %v, p99 %v; want none", row.TTFTP50, row.TTFTP99)
+	}
+	if report := RenderRunReport([]*RunResult{failed}); !strings.Contains(report, "| – | – |") ||
+		!strings.Contains(report, "left out of the latency medians") {
+		t.Errorf("report:\n%s", report)
 	}
 }
