@@ -343,7 +343,7 @@ func TestTraceShapeFlags(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fs, spec, _ := runFlags("run", "", new(bytes.Buffer))
-			if err := fs.Parse(append([]string{"--policy", "cost_model", "--workload", "trace", "--trace", path}, tt.args...)); err != nil {
+			if err := fs.Parse(append([]string{"--workload", "trace", "--trace", path}, tt.args...)); err != nil {
 				t.Fatal(err)
 			}
 			s, err := spec(tt.sim)

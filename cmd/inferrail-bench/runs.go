@@ -63,15 +63,21 @@ func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.Ru
 		if s.Index, err = bench.NormalizeIndex(s.Index); err != nil {
 			return s, err
 		}
-		if s.Gateways == 1 {
-			s.Gateways = 0 // one gateway: the same run as before the option
-		}
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if w.Requests > 0 && !set["duration"] {
 			w.Duration = 0 // --requests alone replaces the default duration
 		}
+		if s.Gateways < 1 {
+			return s, errors.New("--gateways must be at least 1")
+		}
+		if s.Gateways == 1 {
+			s.Gateways = 0 // one gateway: the same run as before the option
+		}
 		if s.URL != "" {
+			if err := ownFleetOnly(fs, "policy", "replicas"); err != nil {
+				return s, err
+			}
 			s.Policy, s.Replicas = "", 0
 			if len(simArgs) > 0 {
 				return s, errors.New("simulator flags after -- need a fleet of the run's own; drop --url")
@@ -206,6 +212,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
+	if s.URL != "" {
+		if err := ownFleetOnly(fs, "capture", "sim-binary", "gateway-binary"); err != nil {
+			return fmt.Errorf("run: %w", err)
+		}
+	}
 	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
 	env.Outcomes = *outcomes
 	if *capture != "" {
@@ -213,19 +224,71 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("run: %w", err)
 		}
 	}
+	unmade, err := createEarly(*outcomes)
+	if err != nil {
+		return fmt.Errorf("run: --outcomes: %w", err)
+	}
 	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
+		unmade()
 		return fmt.Errorf("run: %w", err)
 	}
 	r, err := bench.Measure(ctx, s, env)
-	if r != nil {
-		path := filepath.Join(*out, s.FileName())
-		if werr := bench.WriteRunResult(path, r); werr != nil {
-			return errors.Join(err, werr)
-		}
-		bench.WriteSummary(stdout, r)
-		fmt.Fprintf(stdout, "result written to %s\n", path)
+	switch {
+	case r == nil:
+		unmade()
+		return err
+	case err != nil:
+		// An interrupted run would count its unsent requests as errors:
+		// no result file, as a sweep writes none for it either.
+		return fmt.Errorf("%w; no result written", err)
 	}
-	return err
+	path := filepath.Join(*out, s.FileName())
+	if err := bench.WriteRunResult(path, r); err != nil {
+		return err
+	}
+	bench.WriteSummary(stdout, r)
+	fmt.Fprintf(stdout, "result written to %s\n", path)
+	if m := r.Measurements; m.Succeeded == 0 {
+		return fmt.Errorf("run: none of the %d measured requests succeeded", m.Measured)
+	}
+	return nil
+}
+
+// ownFleetOnly refuses the flags named that only a fleet of the run's own
+// reads, when set.
+func ownFleetOnly(fs *flag.FlagSet, names ...string) error {
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) > 0 {
+		return fmt.Errorf("%s: only for a fleet of the run's own; drop --url", strings.Join(set, ", "))
+	}
+	return nil
+}
+
+// createEarly creates path (when not empty) before a run, so that one the
+// run cannot write fails now rather than after the run. unmade removes it
+// again when it did not exist before, for a run that wrote nothing.
+func createEarly(path string) (unmade func(), err error) {
+	unmade = func() {}
+	if path == "" {
+		return unmade, nil
+	}
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return unmade, err
+	}
+	if err := f.Close(); err != nil {
+		return unmade, err
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		unmade = func() { os.Remove(path) }
+	}
+	return unmade, nil
 }
 
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -244,9 +307,15 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if s.URL != "" {
 		return errors.New("compare: a comparison starts its own fleets; drop --url")
 	}
+	if err := ownFleetOnly(fs, "policy"); err != nil {
+		return errors.New("compare: --policy: name the policies with --policies")
+	}
 	pols := list(*policies)
 	if len(pols) == 0 || *reps < 1 {
 		return errors.New("compare: name at least one policy and at least one repetition")
+	}
+	if *jobs < 1 {
+		return errors.New("compare: --jobs must be at least 1")
 	}
 	runs := bench.ComparePlan(s, pols, *reps)
 	for i := range runs {
@@ -325,6 +394,15 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *out == "" {
 		return errors.New("sweep: no results directory: set out in the file or --out")
 	}
+	if *jobs < 1 {
+		return errors.New("sweep: --jobs must be at least 1")
+	}
+	reuse := list(*reuseDirs)
+	for _, dir := range reuse {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("sweep: --reuse %s: not a directory", dir)
+		}
+	}
 	runs, skipped := f.Plan(bench.PlanOptions{TracePath: *trace})
 	for _, s := range skipped {
 		fmt.Fprintln(stderr, "skipped:", s)
@@ -340,7 +418,6 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := ef.preparePeers(ctx, env, runs); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
-	reuse := list(*reuseDirs)
 	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, Reuse: reuse, OnResult: func(path string, r *bench.RunResult) {
 		fmt.Fprintf(stdout, "%s: %d/%d ok, TTFT p99 %.0f ms, goodput %.2f req/s, hit %.2f\n", filepath.Base(path),
 			r.Measurements.Succeeded, r.Measurements.Measured, r.Measurements.TTFT.P99*1e3, r.Measurements.GoodputRPS, r.Measurements.HitRate)

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/sim"
+)
+
+// startSim is a simulator answering at once, for runs against --url.
+func startSim(t *testing.T) string {
+	t.Helper()
+	cfg := sim.DefaultConfig()
+	cfg.ZeroLatency = true
+	l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l.URL()
+}
+
+// urlRun is a short run against url writing to out, with args added.
+func urlRun(t *testing.T, url, out string, args ...string) (stdout string, err error) {
+	t.Helper()
+	stdout, _, err = runArgs(t, append([]string{"run", "--url", url, "--requests", "4", "--rate", "50", "--warmup", "0",
+		"--output-tokens", "2", "--out", out}, args...)...)
+	return stdout, err
+}
+
+// A run in which every request failed shows no latencies, writes its
+// result (the failures are the finding) and fails.
+func TestRunNothingSucceeded(t *testing.T) {
+	url, out := startSim(t), t.TempDir()
+	stdout, err := urlRun(t, url, out, "--model", "no-such-model")
+	if err == nil || !strings.Contains(err.Error(), "none of the 4 measured requests succeeded") {
+		t.Errorf("error %v, want none succeeded", err)
+	}
+	if !strings.Contains(stdout, "TTFT, TPOT, ITL, e2e: n/a (no request succeeded)") || strings.Contains(stdout, "p50 0 ") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	if _, err := urlRun(t, url, out); err != nil {
+		t.Errorf("a run that succeeded: %v", err)
+	}
+}
+
+// Flags only a fleet of the run's own reads are refused with --url, and
+// counts that make no sense are refused anywhere.
+func TestRefusedFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--url", "http://127.0.0.1:1", "--capture", "c.jsonl"}, "--capture: only for a fleet of the run's own; drop --url"},
+		{[]string{"run", "--url", "http://127.0.0.1:1", "--policy", "cost_model"}, "--policy: only for a fleet of the run's own"},
+		{[]string{"run", "--url", "http://127.0.0.1:1", "--replicas", "9"}, "--replicas: only for a fleet of the run's own"},
+		{[]string{"run", "--url", "http://127.0.0.1:1", "--sim-binary", "/x"}, "--sim-binary: only for a fleet of the run's own"},
+		{[]string{"run", "--gateways", "0"}, "--gateways must be at least 1"},
+		{[]string{"compare", "--policy", "cost_model"}, "compare: --policy: name the policies with --policies"},
+		{[]string{"compare", "--jobs", "-3"}, "compare: --jobs must be at least 1"},
+		{[]string{"compare", "--gateways", "0"}, "--gateways must be at least 1"},
+		{[]string{"sweep", "--file", "../../bench/sweeps/smoke.toml", "--reuse", "/nonexistent"}, "sweep: --reuse /nonexistent: not a directory"},
+		{[]string{"sweep", "--file", "../../bench/sweeps/smoke.toml", "--jobs", "0"}, "sweep: --jobs must be at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if _, _, err := runArgs(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// An --outcomes path the run cannot write fails before the run, and an
+// interrupted run writes no result.
+func TestRunFailsEarly(t *testing.T) {
+	url, out := startSim(t), t.TempDir()
+	if _, err := urlRun(t, url, out, "--outcomes", filepath.Join(out, "missing", "o.jsonl")); err == nil ||
+		!strings.HasPrefix(err.Error(), "run: --outcomes: ") {
+		t.Errorf("an unwritable --outcomes: %v", err)
+	}
+	if names, _ := os.ReadDir(out); len(names) != 0 {
+		t.Errorf("the run went ahead: %v", names)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"run", "--url", url, "--requests", "4", "--rate", "50", "--warmup", "0", "--out", out}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no result written") {
+		t.Errorf("an interrupted run: %v", err)
+	}
+	if names, _ := os.ReadDir(out); len(names) != 0 {
+		t.Errorf("an interrupted run wrote %v", names)
+	}
+}
