@@ -688,6 +688,12 @@ func signed1(v float64) string {
 // WriteRunReport reads every result file in in and writes report.md and
 // its charts (PNG) to out.
 func WriteRunReport(in, out string) (string, error) {
+	// A mistyped --in would otherwise be a report of no results.
+	if st, err := os.Stat(in); err != nil {
+		return "", err
+	} else if !st.IsDir() {
+		return "", fmt.Errorf("%s: not a directory of result files", in)
+	}
 	results, err := ReadRunResults(in)
 	if err != nil {
 		return "", err

@@ -112,3 +112,25 @@ func TestFailedRunsLeftOutOfLatencies(t *testing.T) {
 		t.Errorf("report:\n%s", report)
 	}
 }
+
+// A report of a directory that is not there, or of a file, is an error,
+// not a report of no results.
+func TestWriteRunReportNeedsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "result.json")
+	if err := os.WriteFile(file, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{filepath.Join(dir, "missing"), file} {
+		out := filepath.Join(t.TempDir(), "report")
+		if _, err := WriteRunReport(in, out); err == nil {
+			t.Errorf("a report of %s: no error", in)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("a report of %s was written", in)
+		}
+	}
+	if _, err := WriteRunReport(dir, t.TempDir()); err != nil {
+		t.Errorf("a directory: %v", err)
+	}
+}
