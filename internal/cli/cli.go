@@ -21,18 +21,26 @@ import (
 type Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // Main runs run with the process's arguments and exits with status 2 when
-// it fails, after printing the error after the command's name, unless the
-// error is the flag package's answer to -h (the usage is printed already).
+// it fails, after printing the error after the command's name. The flag
+// package's answer to -h is no failure: the usage asked for is printed
+// already, and the status is 0.
 func Main(name string, run Run) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, name+":", err)
-		}
-		os.Exit(2)
+	if code := ExitCode(err); code != 0 {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(code)
 	}
+}
+
+// ExitCode is the exit status of a command that returned err: 0 for none
+// or for -h (flag.ErrHelp), else 2.
+func ExitCode(err error) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 // Logger logs as text to w at Info, or at Debug when verbose.
