@@ -24,8 +24,12 @@ type child struct {
 	clog   *slog.Logger
 }
 
-// startChild starts cmd and reaps it in the background.
+// startChild starts cmd, dying with the harness unless cmd says otherwise
+// (childProcAttr), and reaps it in the background.
 func startChild(cmd *exec.Cmd, name string, logger *slog.Logger) (*child, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = childProcAttr()
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func startGatewayOnce(ctx context.Context, o GatewayOptions) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "inferrail-gwstress-")
+	dir, err := os.MkdirTemp("", "inferrail-gateway-") // runs, sweeps and gwstress alike
 	if err != nil {
 		return nil, err
 	}

@@ -10,3 +10,10 @@ import "syscall"
 func peerProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
+
+// childProcAttr has the kernel kill any other child (a simulator, a
+// gateway) with the harness, so none keeps holding its ports after a
+// SIGKILLed sweep; as for peerProcAttr, the thread caveat holds.
+func childProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
