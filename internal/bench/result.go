@@ -200,6 +200,12 @@ func (s *RunSpec) Equal(t *RunSpec) bool {
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 
+// rateMultiplier is a trace run's rate multiplier, 1 where the spec
+// leaves the default (0).
+func (s *RunSpec) rateMultiplier() float64 {
+	return s.Workload.WithDefaults().RateMultiplier
+}
+
 // blockSize is the simulators' KV block size: --block-size among SimArgs,
 // else 16.
 func (s *RunSpec) blockSize() int {
@@ -227,7 +233,7 @@ func (s *RunSpec) FileName() string {
 	}
 	rate := "rate" + strconv.FormatFloat(s.Workload.Rate, 'f', -1, 64)
 	if s.Workload.Workload == "trace" {
-		rate = "x" + strconv.FormatFloat(s.Workload.RateMultiplier, 'f', -1, 64)
+		rate = "x" + strconv.FormatFloat(s.rateMultiplier(), 'f', -1, 64)
 	}
 	gws := ""
 	if s.Gateways > 1 {

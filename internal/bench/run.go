@@ -390,8 +390,12 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	if s.Gateways > 1 {
 		target += fmt.Sprintf(" through %d gateways", s.Gateways)
 	}
-	fmt.Fprintf(w, "%s at %g req/s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
-		s.Workload.Workload, s.Workload.Rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
+	rate := fmt.Sprintf("%g req/s", s.Workload.Rate)
+	if s.Workload.Workload == workload.Trace {
+		rate = fmt.Sprintf("×%g the trace's rate", s.rateMultiplier())
+	}
+	fmt.Fprintf(w, "%s at %s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
+		s.Workload.Workload, rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
 	writeLatencies(w, m)
 	fmt.Fprintf(w, "  throughput %.2f req/s, %.0f tok/s; goodput %.2f req/s (%.0f%% within TTFT %v, TPOT %v)\n",
 		m.ThroughputRPS, m.OutputTokensPerSec, m.GoodputRPS, 100*m.GoodFraction, s.SLO.TTFT, s.SLO.TPOT)

@@ -28,7 +28,7 @@ func keyOf(r *RunResult) pointKey {
 	}
 	rate := s.Workload.Rate
 	if s.Workload.Workload == "trace" {
-		rate = s.Workload.RateMultiplier
+		rate = s.rateMultiplier()
 	}
 	return pointKey{Point: name, Workload: s.Workload.Workload, Rate: rate, Replicas: s.Replicas}
 }

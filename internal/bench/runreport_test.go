@@ -134,3 +134,29 @@ func TestWriteRunReportNeedsADirectory(t *testing.T) {
 		t.Errorf("a directory: %v", err)
 	}
 }
+
+// A trace run at the default multiplier (0 in the spec) is at ×1 the
+// trace's rate, in its file name, its summary and the report alike.
+func TestTraceDefaultMultiplierLabel(t *testing.T) {
+	for _, tt := range []struct {
+		multiplier float64
+		file, text string
+	}{
+		{0, "trace_x1_rep0.json", "×1 the trace's rate"},
+		{0.5, "trace_x0.5_rep0.json", "×0.5 the trace's rate"},
+	} {
+		r := &RunResult{Spec: RunSpec{URL: "http://127.0.0.1:1", Warmup: "0", SLO: DefaultSLO(),
+			Workload: workload.Spec{Workload: workload.Trace, Model: "m", TracePath: "t.jsonl", RateMultiplier: tt.multiplier}}}
+		if got := r.Spec.FileName(); got != tt.file {
+			t.Errorf("multiplier %g: file %s, want %s", tt.multiplier, got, tt.file)
+		}
+		if got := keyOf(r).rateText(); got != tt.text {
+			t.Errorf("multiplier %g: report says %q, want %q", tt.multiplier, got, tt.text)
+		}
+		var summary strings.Builder
+		WriteSummary(&summary, r)
+		if !strings.HasPrefix(summary.String(), "trace at "+tt.text+" ") {
+			t.Errorf("multiplier %g: summary %q", tt.multiplier, summary.String())
+		}
+	}
+}
