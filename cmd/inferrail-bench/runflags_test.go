@@ -97,3 +97,23 @@ func TestRunFailsEarly(t *testing.T) {
 		t.Errorf("an interrupted run wrote %v", names)
 	}
 }
+
+// tail names the file it could not read, and warns of one that holds no
+// outcomes.
+func TestTailNamesItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.jsonl")
+	if err := os.WriteFile(long, []byte(`{"request_id":"`+strings.Repeat("x", 17<<20)+`"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runArgs(t, "tail", "--outcomes", long); err == nil || !strings.Contains(err.Error(), long+": a line longer than") {
+		t.Errorf("a long line: %v", err)
+	}
+	trace := filepath.Join(dir, "trace.jsonl")
+	if err := os.WriteFile(trace, []byte(`{"timestamp":0,"input_length":700,"output_length":8,"hash_ids":[0,1]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runArgs(t, "tail", "--outcomes", trace); err != nil || !strings.Contains(stderr, "warning: 1 of the 1 outcome lines have neither") {
+		t.Errorf("a trace as outcomes: %v, stderr %q", err, stderr)
+	}
+}

@@ -476,11 +476,14 @@ func tailCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("tail: %w", err)
 		}
 	}
+	for _, w := range bench.TailWarnings(outs, decs) {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	bench.WriteTail(stdout, outs, decs, o)
 	return nil
 }
 
-// readWith opens path and reads it with read.
+// readWith opens path and reads it with read; errors name path.
 func readWith[T any](path string, read func(io.Reader) (T, error)) (T, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -488,7 +491,11 @@ func readWith[T any](path string, read func(io.Reader) (T, error)) (T, error) {
 		return zero, err
 	}
 	defer f.Close()
-	return read(f)
+	v, err := read(f)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

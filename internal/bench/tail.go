@@ -34,7 +34,12 @@ type TailOptions struct {
 // decision names every replica, so a fleet of thousands fits.
 const maxLine = 16 << 20
 
-// ReadOutcomes reads an outcomes file (WriteOutcomes).
+// maxOutcomeMS bounds the times of an outcome: far past any request, and
+// a time.Duration still.
+const maxOutcomeMS = 1e9
+
+// ReadOutcomes reads an outcomes file (WriteOutcomes), refusing a time
+// that is negative or past maxOutcomeMS.
 func ReadOutcomes(r io.Reader) ([]OutcomeLine, error) {
 	var outs []OutcomeLine
 	err := eachLine(r, func(n int, line []byte) error {
@@ -42,10 +47,42 @@ func ReadOutcomes(r io.Reader) ([]OutcomeLine, error) {
 		if err := json.Unmarshal(line, &o); err != nil {
 			return fmt.Errorf("outcomes line %d: %w", n, err)
 		}
+		times := []struct {
+			name string
+			ms   float64
+		}{{"sched_ms", o.SchedMS}, {"ttft_ms", o.TTFTMS}, {"e2e_ms", o.E2EMS}, {"estimated_ms", o.EstimatedMS}}
+		for _, t := range times {
+			if !(t.ms >= 0 && t.ms <= maxOutcomeMS) {
+				return fmt.Errorf("outcomes line %d: %s: must be in [0, %.0e], not %g", n, t.name, maxOutcomeMS, t.ms)
+			}
+		}
 		outs = append(outs, o)
 		return nil
 	})
 	return outs, err
+}
+
+// TailWarnings says what looks wrong with a tail's inputs: outcome lines
+// with neither a status nor an error (another file given as outcomes), a
+// decision log that matches none of the requests.
+func TailWarnings(outs []OutcomeLine, decs map[string]*decisionlog.Record) []string {
+	var warns []string
+	unlike, matched := 0, 0
+	for _, o := range outs {
+		if o.Status == 0 && o.ErrKind == "" {
+			unlike++
+		}
+		if decs[o.RequestID] != nil {
+			matched++
+		}
+	}
+	if unlike > 0 {
+		warns = append(warns, fmt.Sprintf("%d of the %d outcome lines have neither a status nor an error: is it a run's --outcomes file?", unlike, len(outs)))
+	}
+	if decs != nil && matched == 0 {
+		warns = append(warns, fmt.Sprintf("the decision log matches none of the %d requests by request ID: is it this run's?", len(outs)))
+	}
+	return warns
 }
 
 // ReadDecisions reads a gateway's decision log, keyed by request ID: a

@@ -153,3 +153,36 @@ func FuzzTail(f *testing.F) {
 		WriteTail(io.Discard, outs, nil, TailOptions{})
 	})
 }
+
+// TestTailRefusesAndWarns: times that are negative or past a
+// time.Duration are refused; lines that are not outcomes, and a decision
+// log that matches no request, are warned of.
+func TestTailRefusesAndWarns(t *testing.T) {
+	for _, tt := range []struct{ line, want string }{
+		{`{"index":1,"status":200,"ttft_ms":-5}`, "outcomes line 1: ttft_ms: must be in [0, 1e+09], not -5"},
+		{`{"index":1,"status":200,"ttft_ms":1e300}`, "outcomes line 1: ttft_ms: must be in [0, 1e+09], not 1e+300"},
+		{`{"index":1,"status":200,"e2e_ms":9.3e15}`, "outcomes line 1: e2e_ms: must be in [0, 1e+09]"},
+		{`{"index":1,"status":200,"sched_ms":-1}`, "outcomes line 1: sched_ms: must be in [0, 1e+09]"},
+	} {
+		if _, err := ReadOutcomes(strings.NewReader(tt.line)); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.line, err, tt.want)
+		}
+	}
+	trace := `{"timestamp":0,"input_length":700,"output_length":8,"hash_ids":[0,1]}`
+	outs, err := ReadOutcomes(strings.NewReader(trace + "\n" + `{"index":1,"status":200,"request_id":"a"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := map[string]*decisionlog.Record{"zzz": {RequestID: "zzz"}}
+	warns := TailWarnings(outs, other)
+	if len(warns) != 2 || !strings.HasPrefix(warns[0], "1 of the 2 outcome lines have neither a status nor an error") ||
+		!strings.HasPrefix(warns[1], "the decision log matches none of the 2 requests") {
+		t.Errorf("warnings %q", warns)
+	}
+	if warns := TailWarnings(outs[1:], map[string]*decisionlog.Record{"a": {RequestID: "a"}}); len(warns) != 0 {
+		t.Errorf("outcomes and their decisions: warnings %q", warns)
+	}
+	if warns := TailWarnings(outs[1:], nil); len(warns) != 0 {
+		t.Errorf("no decision log: warnings %q", warns)
+	}
+}
