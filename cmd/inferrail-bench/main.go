@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/cli"
@@ -103,6 +105,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// commandLine is the command line a result records to reproduce it: the
+// program as it was run (its base name, as a binary on the PATH or in
+// bin/ would be), the subcommand and its arguments.
+func commandLine(subcommand string, args []string) string {
+	return shellJoin(append([]string{filepath.Base(os.Args[0]), subcommand}, args...))
 }
 
 // shellJoin quotes args for a POSIX shell where they need it.

@@ -136,7 +136,7 @@ func TestStressFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(c.Scenarios, []string{"sim-soak"}) || c.Soak.Requests != 500 || c.MaxNumSeqs != 8 || c.OutDir != "some dir" ||
-		c.Command != "go run ./cmd/inferrail-bench stress --scenarios sim-soak --soak-requests 500 --max-num-seqs 8 --out 'some dir'" {
+		c.Command != commandLine("stress", nil)+" --scenarios sim-soak --soak-requests 500 --max-num-seqs 8 --out 'some dir'" {
 		t.Errorf("config %+v", c)
 	}
 	g, err := gwstressConfig([]string{"--scenarios", "gw-routing, gw-soak", "--routing-variants", "w200-tok-kv_aware-r2", "--routing-rates", "100,300"}, new(bytes.Buffer))
@@ -226,7 +226,7 @@ func TestStressCommand(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Command != "go run ./cmd/inferrail-bench stress "+shellJoin(args) || len(res.Runs) != 2 {
+	if res.Command != commandLine("stress", args) || len(res.Runs) != 2 {
 		t.Errorf("sim-streams: command %q, %d runs", res.Command, len(res.Runs))
 	}
 	for _, run := range res.Runs {

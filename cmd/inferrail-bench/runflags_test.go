@@ -117,3 +117,11 @@ func TestTailNamesItsFiles(t *testing.T) {
 		t.Errorf("a trace as outcomes: %v, stderr %q", err, stderr)
 	}
 }
+
+// A result records the program that ran, not "go run".
+func TestCommandLine(t *testing.T) {
+	want := filepath.Base(os.Args[0]) + " run --out 'a dir'"
+	if got := commandLine("run", []string{"--out", "a dir"}); got != want {
+		t.Errorf("commandLine = %q, want %q", got, want)
+	}
+}

@@ -217,7 +217,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("run: %w", err)
 		}
 	}
-	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench run "+shellJoin(args))
+	env := ef.env(ctx, stderr, commandLine("run", args))
 	env.Outcomes = *outcomes
 	if *capture != "" {
 		if env.Capture, err = filepath.Abs(*capture); err != nil {
@@ -323,7 +323,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("compare: %w", err)
 		}
 	}
-	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench compare "+shellJoin(args))
+	env := ef.env(ctx, stderr, commandLine("compare", args))
 	if err := ef.preparePeers(ctx, env, runs); err != nil {
 		return fmt.Errorf("compare: %w", err)
 	}
@@ -351,7 +351,7 @@ func replayCheckCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("replay-check: %w", err)
 	}
 	c := bench.ReplayCheckConfig{Spec: s, Policies: list(*policies), Out: *out}
-	command := "go run ./cmd/inferrail-bench replay-check " + shellJoin(args)
+	command := commandLine("replay-check", args)
 	rows, err := bench.ReplayCheck(ctx, c, ef.env(ctx, stderr, command))
 	if err != nil {
 		return err
@@ -414,7 +414,7 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "%d runs\n", len(runs))
 		return nil
 	}
-	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench sweep "+shellJoin(args))
+	env := ef.env(ctx, stderr, commandLine("sweep", args))
 	if err := ef.preparePeers(ctx, env, runs); err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
@@ -520,7 +520,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("demo: unexpected argument %q", fs.Arg(0))
 	}
 	c.Policies = list(policies)
-	env := ef.env(ctx, stderr, "go run ./cmd/inferrail-bench demo "+shellJoin(args))
+	env := ef.env(ctx, stderr, commandLine("demo", args))
 	if !ef.verbose {
 		// Progress is the demo's own output; the children's warnings still show.
 		env.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

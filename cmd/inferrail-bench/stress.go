@@ -186,5 +186,5 @@ func (fs *suiteFlags) parse(args []string) ([]string, *slog.Logger, string, erro
 	if len(scenarios) == 0 {
 		return nil, nil, "", fmt.Errorf("%s: --scenarios: name at least one scenario", fs.name)
 	}
-	return scenarios, cli.Logger(fs.Output(), fs.verbose), "go run ./cmd/inferrail-bench " + fs.name + " " + shellJoin(args), nil
+	return scenarios, cli.Logger(fs.Output(), fs.verbose), commandLine(fs.name, args), nil
 }
