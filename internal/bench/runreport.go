@@ -275,7 +275,7 @@ func RenderRunReport(results []*RunResult) string {
 		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range rows {
 			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP50), msecText(r.E2EP99),
+				mdCell(r.Policy), r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP50), msecText(r.E2EP99),
 				msecText(r.TPOTP50), msecText(r.TPOTP99), num2(r.Goodput), share(r.GoodFraction), num2(r.HitRate),
 				num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
 				fmt.Sprintf("%d/%d", r.Errors, r.Requests), share(r.PredExact), signed1(r.PredMeanError), estimateText(r.EstMeanAbs, r.EstP90Abs),
@@ -347,7 +347,7 @@ func writeHeadline(w *strings.Builder, keys []pointKey, groups map[pointKey][]*R
 		}
 		fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("--:|", len(cols)))
 		for _, pol := range policies {
-			fmt.Fprintf(w, "| %s |", pol)
+			fmt.Fprintf(w, "| %s |", mdCell(pol))
 			for i := range cols {
 				if r, ok := findRow(rows[i], pol); ok {
 					fmt.Fprintf(w, " %s |", cell(r, rows[i]))
@@ -646,6 +646,12 @@ func msecText(s float64) string {
 	}
 }
 
+// mdCell is s fit for a cell of a Markdown table: a policy or variant
+// name is the user's, and a | or a line break in it would break the row.
+func mdCell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\r\n", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
 // thousands writes n with commas between groups of three digits.
 func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
@@ -742,7 +748,7 @@ func RenderCompareTable(results []*RunResult) string {
 		fmt.Fprint(&w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, r := range pointRows(groups[k]) {
 			fmt.Fprintf(&w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |\n",
-				r.Policy, r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP99), msecText(r.TPOTP50),
+				mdCell(r.Policy), r.Reps, msecText(r.TTFTP50), msecText(r.TTFTP99), msecText(r.E2EP99), msecText(r.TPOTP50),
 				num2(r.Goodput), num2(r.HitRate), num2(r.EngineHitRate), share(r.HitRate/r.Oracle), num2(r.BusiestShare),
 				r.Errors, r.Requests)
 		}

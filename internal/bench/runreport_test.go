@@ -160,3 +160,15 @@ func TestTraceDefaultMultiplierLabel(t *testing.T) {
 		}
 	}
 }
+
+// A policy name with a | or a line break keeps the report's table rows
+// whole.
+func TestReportEscapesPolicyNames(t *testing.T) {
+	r := demoResults()[1]
+	r.Spec.Policy = "peer:a|b\nc"
+	for name, text := range map[string]string{"report": RenderRunReport([]*RunResult{r}), "compare": RenderCompareTable([]*RunResult{r})} {
+		if !strings.Contains(text, `| peer:a\|b c |`) {
+			t.Errorf("%s: the policy's cell is not escaped:\n%s", name, text)
+		}
+	}
+}
