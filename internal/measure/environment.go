@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"runtime"
@@ -23,6 +24,19 @@ type Environment struct {
 	CPUModel  string `json:"cpu_model,omitempty"`
 	// Note says how to read the figures.
 	Note string `json:"note"`
+}
+
+// MarshalJSON leaves git_dirty out with no commit: outside a git checkout
+// "not dirty" would claim what nobody checked.
+func (e Environment) MarshalJSON() ([]byte, error) {
+	type plain Environment
+	if e.GitCommit != "" {
+		return json.Marshal(plain(e))
+	}
+	return json.Marshal(struct {
+		plain
+		GitDirty bool `json:"git_dirty,omitempty"` // hides plain's
+	}{plain: plain(e)})
 }
 
 // MachineNote is the Note CurrentEnvironment records.
