@@ -328,7 +328,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("compare: %w", err)
 	}
 	var results []*bench.RunResult
-	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs}, env)
+	sum, err := bench.Sweep(ctx, runs, bench.SweepOptions{Out: *out, Jobs: *jobs, Name: "compare"}, env)
 	for _, r := range runs {
 		if res, rerr := bench.ReadRunResult(filepath.Join(*out, r.FileName())); rerr == nil && res.Spec.Equal(&r) {
 			results = append(results, res)

@@ -476,6 +476,8 @@ type SweepOptions struct {
 	// into Out, byte for byte, instead of being run again. Directories that
 	// do not exist are passed over.
 	Reuse []string
+	// Name is what errors call the runs: "sweep" unless set (compare).
+	Name string
 }
 
 // SweepSummary counts what a sweep did.
@@ -513,8 +515,12 @@ func reuse(dirs []string, out, name string, spec *RunSpec) (bool, error) {
 // says how many failed.
 func Sweep(ctx context.Context, runs []RunSpec, o SweepOptions, env RunEnv) (SweepSummary, error) {
 	s := SweepSummary{Planned: len(runs)}
+	name := o.Name
+	if name == "" {
+		name = "sweep"
+	}
 	if o.Out == "" {
-		return s, errors.New("sweep: no results directory")
+		return s, errors.New(name + ": no results directory")
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return s, err
@@ -522,16 +528,16 @@ func Sweep(ctx context.Context, runs []RunSpec, o SweepOptions, env RunEnv) (Swe
 	seen := map[string]bool{}
 	var todo []RunSpec
 	for i := range runs {
-		name := runs[i].FileName()
-		if seen[name] {
-			return s, fmt.Errorf("sweep: two runs write %s; give the points distinct names", name)
+		file := runs[i].FileName()
+		if seen[file] {
+			return s, fmt.Errorf("%s: two runs write %s; give the points distinct names", name, file)
 		}
-		seen[name] = true
-		if done(filepath.Join(o.Out, name), &runs[i]) {
+		seen[file] = true
+		if done(filepath.Join(o.Out, file), &runs[i]) {
 			s.Skipped++
 			continue
 		}
-		reused, err := reuse(o.Reuse, o.Out, name, &runs[i])
+		reused, err := reuse(o.Reuse, o.Out, file, &runs[i])
 		if err != nil {
 			return s, err
 		}
@@ -579,10 +585,10 @@ feed:
 	close(next)
 	wg.Wait()
 	if ctx.Err() != nil {
-		return s, fmt.Errorf("sweep stopped: %w", ctx.Err())
+		return s, fmt.Errorf("%s stopped: %w", name, ctx.Err())
 	}
 	if len(s.Failed) > 0 {
-		return s, fmt.Errorf("sweep: %d of %d runs failed", len(s.Failed), len(todo))
+		return s, fmt.Errorf("%s: %d of %d runs failed", name, len(s.Failed), len(todo))
 	}
 	return s, nil
 }

@@ -481,3 +481,15 @@ rates = [12]
 		t.Errorf("a name twice: %v", err)
 	}
 }
+
+// Sweep's errors say whose runs they are: a comparison's are not a sweep's.
+func TestSweepErrorsName(t *testing.T) {
+	spec := RunSpec{Policy: "round_robin", Replicas: 1, Warmup: "0", SLO: DefaultSLO(),
+		Workload: workload.Spec{Workload: "w1", Model: "m", Rate: 1, Requests: 1}}
+	for _, tt := range []struct{ name, want string }{{"", "sweep: two runs write"}, {"compare", "compare: two runs write"}} {
+		_, err := Sweep(t.Context(), []RunSpec{spec, spec}, SweepOptions{Out: t.TempDir(), Name: tt.name}, RunEnv{})
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("name %q: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
