@@ -73,7 +73,7 @@ type FlowLoad struct {
 // Validate reports every setting that cannot run.
 func (l FlowLoad) Validate() error {
 	errs := []error{stress.Positive("sims", l.Sims), stress.Positive("max_num_seqs", l.MaxNumSeqs),
-		stress.Positive("capacity", int(l.Capacity)), stress.Positive("leg", int(l.Leg)), stress.Positive("max_tokens", l.MaxTokens),
+		stress.Positive("capacity", l.Capacity), stress.Positive("leg", l.Leg), stress.Positive("max_tokens", l.MaxTokens),
 		stress.Positive("target_ms", l.TargetMs), stress.Positive("w1_output", l.W1Output), stress.Positive("key_max_queued", l.KeyMaxQueued)}
 	if !(l.FloodFactor >= 1) || !(l.Overload > 0) {
 		errs = append(errs, errors.New("flood_factor must be >= 1 and overload > 0"))
