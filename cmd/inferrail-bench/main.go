@@ -41,6 +41,7 @@ Commands:
   sweep    the runs of a TOML sweep file, policies innermost, resuming past
            runs whose result file matches
   report   a Markdown report from a directory of result files
+  plot     the same for the result files named: plot FILE... --out DIR
   tail     the slowest requests of a run written with --outcomes: where each
            went, what was cached against predicted, and with --decisions
            how it was decided; counts the misses that set the p99
@@ -78,6 +79,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdout, stder
 	"sweep":        sweepCmd,
 	"report":       reportCmd,
 	"tail":         tailCmd,
+	"plot":         plotCmd,
 	"stress":       stressCmd,
 	"gwstress":     gwstressCmd,
 	"demo":         demoCmd,

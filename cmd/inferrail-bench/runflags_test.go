@@ -125,3 +125,33 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("commandLine = %q, want %q", got, want)
 	}
 }
+
+// The specification's names work: run --base-url with --out naming the
+// result file itself, then plot FILE --out DIR (flags after the files).
+func TestSpecificationNames(t *testing.T) {
+	url, dir := startSim(t), t.TempDir()
+	file := filepath.Join(dir, "try", "w1.json")
+	if _, _, err := runArgs(t, "run", "--base-url", url, "--model", "inferrail/sim-8b", "--workload", "w1",
+		"--rate", "50", "--requests", "4", "--warmup", "0", "--output-tokens", "2", "--out", file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("--out %s: %v", file, err)
+	}
+	report := filepath.Join(dir, "report")
+	stdout, _, err := runArgs(t, "plot", file, "--out", report)
+	if err != nil || stdout != "report written to "+filepath.Join(report, "report.md")+"\n" {
+		t.Fatalf("plot: %q, %v", stdout, err)
+	}
+	if md, err := os.ReadFile(filepath.Join(report, "report.md")); err != nil || !strings.Contains(string(md), "w1") {
+		t.Errorf("report.md: %v\n%s", err, md)
+	}
+	for _, args := range [][]string{{"plot"}, {"plot", file}, {"plot", "--out", report}} {
+		if _, _, err := runArgs(t, args...); err == nil || !strings.Contains(err.Error(), "plot: name one or more result files, and --out") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if _, _, err := runArgs(t, "plot", filepath.Join(dir, "none.json"), "--out", report); err == nil {
+		t.Error("plot of a file that is not there: no error")
+	}
+}

@@ -31,6 +31,7 @@ func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.Ru
 	w := &s.Workload
 	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
 	fs.StringVar(&s.URL, "url", "", "send to this gateway or engine instead of starting a fleet")
+	fs.StringVar(&s.URL, "base-url", "", "the same as --url")
 	fs.IntVar(&s.Replicas, "replicas", s.Replicas, "simulators of the run's own fleet")
 	fs.StringVar(&s.Policy, "policy", "least_request", "the gateway's routing policy, or a peer router's: peer:vllm-router:cache_aware, peer:sglang-router:round_robin, …")
 	fs.StringVar(&w.Workload, "workload", w.Workload, "w1, w2, w3, w4, w5, w6, w8, mix, hot or trace")
@@ -202,7 +203,7 @@ func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simA
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, spec, ef := runFlags("run", "[flags] [-- simulator flags]", stderr)
-	out := fs.String("out", "bench/results/runs", "directory for the result file")
+	out := fs.String("out", "bench/results/runs", "directory for the result file, or the file itself when it ends in .json")
 	capture := fs.String("capture", "", "the gateway captures the run's traffic to this file, a trace --workload trace replays (with --speedup, replay with the same --speedup and --time-scale)")
 	outcomes := fs.String("outcomes", "", "write each request's outcome (schedule, replica, request ID, TTFT, estimate, tokens) to this file, one JSON line each")
 	if err := fs.Parse(args); err != nil {
@@ -243,6 +244,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w; no result written", err)
 	}
 	path := filepath.Join(*out, s.FileName())
+	if strings.HasSuffix(*out, ".json") {
+		path = *out // the file itself, as the specification's --out names it
+	}
 	if err := bench.WriteRunResult(path, r); err != nil {
 		return err
 	}
@@ -441,6 +445,45 @@ func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 		return errors.New("report: --in and --out are required, and nothing else")
 	}
 	path, err := bench.WriteRunReport(*in, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report written to %s\n", path)
+	return nil
+}
+
+// plotCmd is report for the result files named, wherever they are, with
+// the flags before or after them: the specification's
+// "plot results/try/w1.json --out report/try".
+func plotCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inferrail-bench plot", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "directory for report.md and the charts")
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files, args = append(files, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(files) == 0 || *out == "" {
+		return errors.New("plot: name one or more result files, and --out")
+	}
+	var results []*bench.RunResult
+	for _, f := range files {
+		r, err := bench.ReadRunResult(f)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		if r.Spec.Workload.Workload == "" {
+			return fmt.Errorf("plot: %s is not a run's result file", f)
+		}
+		results = append(results, r)
+	}
+	path, err := bench.WriteReportOf(results, *out)
 	if err != nil {
 		return err
 	}

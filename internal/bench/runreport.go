@@ -704,6 +704,11 @@ func WriteRunReport(in, out string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return WriteReportOf(results, out)
+}
+
+// WriteReportOf writes report.md and the charts (PNG) of results to out.
+func WriteReportOf(results []*RunResult, out string) (string, error) {
 	charts, err := RenderRunCharts(results)
 	if err != nil {
 		return "", err
