@@ -14,7 +14,9 @@ safe_apply_chat_template; vllm/entrypoints/openai/protocol.py: the ChatCompletio
 and the rendering and tokenization are the pinned reference stack's own: transformers'
 apply_chat_template(tokenize=False) over Jinja2, then tokenizer(text, add_special_tokens=...).
 
-The first line of each file describes the tokenizer ({"special_tokens_map": ...}); each further line
+The first line of each file describes the tokenizer and the templates' clock, frozen so that a template
+printing today's date renders the same on any day ({"special_tokens_map": ..., "now": "<UTC time>"});
+each further line
 is one request:
 
     {"request": "<body as sent>", "text": "<rendered prompt>", "ids": [...]}
@@ -36,6 +38,7 @@ The script makes its own venv (.venv/goldens) and fetches the pinned tokenizer f
 """
 
 import argparse
+import datetime
 import gzip
 import io
 import json
@@ -66,6 +69,9 @@ from transformers.utils import chat_template_utils  # noqa: E402
 ROOT = _venv.ROOT
 CACHE = os.path.join(ROOT, ".cache", "tokenizers")
 OUT = os.path.join(ROOT, "internal", "tokenize", "chattemplate", "testdata")
+# The templates' clock: strftime_now reads it (Llama 3.2 prints today's date), so goldens made on any
+# day are the same; each file's first line records it and the Go test renders at it.
+GOLDENS_NOW = datetime.datetime(2026, 12, 5, 12, 0, 0)
 CHAT_FAMILIES = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "llama3_2", "mistral_nemo", "command_r_plus"]
 
 
@@ -546,13 +552,34 @@ def write_gz(path, lines):
     return len(buf.getvalue())
 
 
+def header(tok):
+    """The first line of a goldens file: what the Go test needs to render as transformers did."""
+    return {"special_tokens_map": tok.special_tokens_map, "now": GOLDENS_NOW.isoformat() + "Z"}
+
+
+def freeze_template_clock():
+    """Makes the templates' strftime_now read GOLDENS_NOW instead of the day the script runs."""
+    if not isinstance(getattr(chat_template_utils, "datetime", None), type):
+        sys.exit("goldens: transformers' chat_template_utils no longer reads the clock through datetime; "
+                 "freeze its strftime_now another way")
+
+    class Frozen(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            if tz is None:
+                return GOLDENS_NOW
+            return GOLDENS_NOW.replace(tzinfo=datetime.timezone.utc).astimezone(tz)
+
+    chat_template_utils.datetime = Frozen
+
+
 def write_chat_family(fam, count, out):
     tok = AutoTokenizer.from_pretrained(os.path.join(CACHE, fam))
     own = list(tok.all_special_tokens)[:8]  # a family not in SPECIALS: its own, two at least
     SPECIALS.setdefault(fam, own if len(own) >= 2 else own + ["<s>", "</s>"])
     rng = random.Random(zlib.crc32(("chat:" + fam).encode()))
     reqs = edge_requests(fam) + [random_request(rng, fam) for _ in range(count)]
-    lines = [{"special_tokens_map": tok.special_tokens_map}]
+    lines = [header(tok)]
     stats = {"ok": 0, "request": 0, "template": 0, "skipped": 0}
     for req in reqs:
         body = dumps(req)
@@ -578,7 +605,7 @@ def write_chat_family(fam, count, out):
 
 def write_completions(out):
     tok = AutoTokenizer.from_pretrained(os.path.join(CACHE, "llama2"))
-    lines = [{"special_tokens_map": tok.special_tokens_map}]
+    lines = [header(tok)]
     for req in completion_requests(random.Random(2)):
         ids = tok(req["prompt"], add_special_tokens=req.get("add_special_tokens", True))["input_ids"]
         lines.append({"request": dumps(req), "ids": ids})
@@ -606,6 +633,7 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     print(f"goldens: transformers {transformers.__version__}, jinja2 {jinja2.__version__}", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
+    freeze_template_clock()
     for fam in fams:
         if fam == "llama2":
             write_completions(args.out)
