@@ -197,3 +197,29 @@ func TestStreamsEndWithDone(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadsThenBrokenBodiesEject: an engine that answers every request
+// with a head and then breaks the body fails each request, and is ejected
+// after unhealthy_threshold of them: its heads are no success.
+func TestHeadsThenBrokenBodiesEject(t *testing.T) {
+	url := rawEngine(t, func(w *bufio.Writer) {
+		_, _ = w.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"10\r\ndata: {\"a\":1}\n\n\r\n") // and no end
+	})
+	cfg := withEngineFirst(t, url)
+	cfg.Health.UnhealthyThreshold = 3
+	gw := startGateway(t, cfg)
+	for i := range 10 {
+		resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"model":"sim","messages":[{"role":"user","content":"hi %d"}],"stream":true}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	page := scrape(t, gw.admin)
+	if !strings.Contains(page, `inferrail_ejections_total{replica="odd"} 1`) {
+		t.Errorf("the engine that breaks every body was not ejected:\n%s", grep(page, `replica="odd"`))
+	}
+}

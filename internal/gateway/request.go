@@ -239,7 +239,12 @@ func (g *Gateway) proxy(ex *exchange) {
 		switch {
 		case err == nil && !retryable(a.resp.StatusCode):
 			kept.discardIfAny(g.index)
-			g.health.Report(rep, a.resp.StatusCode < 500)
+			if a.resp.StatusCode/100 != 2 {
+				// A 2xx counts as served only once its body has come whole
+				// (relay): an engine that sends heads and breaks every body
+				// must not reset its failure streak at each head.
+				g.health.Report(rep, a.resp.StatusCode < 500)
+			}
 			g.relay(ex, a)
 			return
 		case ex.r.Context().Err() != nil: // the client left before any answer
@@ -570,6 +575,9 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			}
 			g.broke(ex, rep, rerr)
 		}
+	}
+	if resp.StatusCode/100 == 2 {
+		g.health.Report(rep, true)
 	}
 	if g.member(rep) {
 		g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
