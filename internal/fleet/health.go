@@ -1,12 +1,14 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,6 +147,7 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 				r.probeUp.Store(false)
 				r.markDown()
 				h.log.Warn("replica fails probes", "replica", r.ID, "failures", fails)
+				h.keepCap(r)
 				if h.onProbe != nil {
 					h.onProbe(r, false)
 				}
@@ -291,6 +294,39 @@ func (h *Health) eject(r *Replica) {
 	h.log.Warn("replica ejected after failed requests", "replica", r.ID, "for", d)
 	if h.onEject != nil {
 		h.onEject(r)
+	}
+}
+
+// keepCap readmits ejected replicas of down's models, those whose
+// ejection ends soonest first, while more than MaxEjectionPercent of the
+// replicas passing probes are ejected: the cap is checked when a replica
+// is ejected, but replicas that fail probes later shrink what it is a
+// share of, and requests that made every engine fail must not empty the
+// pool however it shrinks.
+func (h *Health) keepCap(down *Replica) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	snap := h.fleet.Snapshot()
+	for _, m := range down.Models {
+		var healthy int
+		var ejected []*Replica
+		for _, o := range snap.ForModel(m) {
+			if o.Removed() || !o.Healthy() {
+				continue
+			}
+			healthy++
+			if o.Ejected(now) {
+				ejected = append(ejected, o)
+			}
+		}
+		slices.SortFunc(ejected, func(a, b *Replica) int { return cmp.Compare(a.ejectedUntil.Load(), b.ejectedUntil.Load()) })
+		for len(ejected) > 0 && len(ejected)*100 > h.cfg.MaxEjectionPercent*healthy {
+			o := ejected[0]
+			ejected = ejected[1:]
+			o.ejectedUntil.Store(int64(clock.Of(now)))
+			h.log.Warn("ejected replica readmitted early: others fail probes, and the ejection cap holds", "replica", o.ID, "model", m)
+		}
 	}
 }
 
