@@ -231,17 +231,22 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) 
 	mq.kick() // room may have freed since choose found none
 	since := time.Now()
 	outcome := "admitted"
-	select {
-	case <-w.done:
-	case <-ex.r.Context().Done():
+	leave := func(why error) {
 		mq.mu.Lock()
 		if mq.q.Remove(&w.entry) {
 			mq.waiting.Store(int64(mq.q.Len()))
-			w.err = errQueueLeft
+			w.err = why
 			close(w.done)
 		}
 		mq.mu.Unlock()
-		<-w.done // decided by now: under the lock, by the dispatcher or above
+		<-w.done // decided by now: under the lock, by the dispatcher or here
+	}
+	select {
+	case <-w.done:
+	case <-ex.r.Context().Done():
+		leave(errQueueLeft)
+	case <-g.stopping:
+		leave(refusedShutdown)
 	}
 	switch {
 	case errors.Is(w.err, errQueueLeft):

@@ -454,3 +454,20 @@ func TestSLOShedSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownSendsQueuedAway: requests still queued when the gateway
+// starts to shut down reached no engine, so they get a 503 at once,
+// which a client may retry elsewhere, while the running one finishes.
+func TestShutdownSendsQueuedAway(t *testing.T) {
+	e := newOrderEngine(t)
+	gw := startGatewayWith(t, flowConfig(e.srv.URL, 4), Options{})
+	hold := holdSlot(t, gw, e)
+	q1, q2 := queue(t, gw, "q1"), queue(t, gw, "q2")
+	gw.cancel()
+	expectStatus(t, http.StatusServiceUnavailable, q1, q2)
+	e.open()
+	expectStatus(t, http.StatusOK, hold)
+	if got := e.received(); !slices.Equal(got, []string{"hold"}) {
+		t.Errorf("engine received %v, want only the request that ran", got)
+	}
+}

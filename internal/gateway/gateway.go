@@ -51,6 +51,7 @@ type Gateway struct {
 	metrics   *metrics
 	flow      *flowControl // every model's queue (flow.go)
 	draining  atomic.Bool
+	stopping  chan struct{} // closed when draining starts: queued requests leave
 	arrivals  atomic.Uint64 // client requests that reached a handler, for reclaim
 
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
@@ -102,7 +103,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{cfg: cfg, log: logger, tokenizers: map[string]*modelTokenizer{}}
+	g := &Gateway{cfg: cfg, log: logger, tokenizers: map[string]*modelTokenizer{}, stopping: make(chan struct{})}
 	if opts.ConfigPath != "" {
 		g.file = &configFile{path: opts.ConfigPath}
 		if data, err := config.ReadFile(opts.ConfigPath); err == nil {
@@ -464,7 +465,9 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	g.draining.Store(true)
+	if !g.draining.Swap(true) {
+		close(g.stopping)
+	}
 	g.log.Info("shutting down: draining running requests", "timeout", time.Duration(sc.ShutdownTimeout).String())
 	sctx, cancel := context.WithTimeout(context.Background(), time.Duration(sc.ShutdownTimeout))
 	defer cancel()

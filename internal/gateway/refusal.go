@@ -76,4 +76,8 @@ var (
 	refusedNoModel     = newRefusal(openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
 	refusedNotFound    = newRefusal(openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
 	refusedMethod      = newRefusal(openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)
+	// A request still queued when the gateway starts to shut down has
+	// reached no engine: a 503 lets its client retry it elsewhere at once
+	// rather than find its connection cut at the shutdown timeout.
+	refusedShutdown = newRefusal(openai.HTTPError(http.StatusServiceUnavailable, "The gateway is shutting down and no replica has started the request. Please retry."), reasonShutdown)
 )
