@@ -109,9 +109,9 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # detector has nothing to find and costs minutes. house's TestRaceSkipsRunInNorace fails when a test
 # skips under the detector and is not listed here.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestAdminTokenizeBounded|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing|TestReadAllSized)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestAdminTokenizeBounded|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing|TestReadAllSized|TestLongPromptRefusedUntokenized|TestAnnouncedSizeNotTakenOnTrust)$$' \
 	  ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate ./internal/auth ./internal/workload ./internal/config \
-	  ./internal/policy ./internal/enginehash ./internal/events
+	  ./internal/policy ./internal/enginehash ./internal/events ./internal/sim
 
 # A few seconds of mutation per fuzz target (not part of `make test`, whose race step runs their
 # seed corpora); `make fuzz` runs longer.
