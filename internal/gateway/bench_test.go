@@ -25,33 +25,20 @@ import (
 // BenchmarkProxyChat sends small non-streamed chats through the gateway to
 // one zero-latency simulator in the same process, for profiling the request
 // path (go test -bench ProxyChat -cpuprofile cpu.out ./internal/gateway).
-func BenchmarkProxyChat(b *testing.B) {
-	sims := fleetOf(b, 1, true)
-	gw := startGateway(b, testConfig(b, sims))
-	body := chatBody("hello there", "")
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := client.Do(req)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	})
-}
+func BenchmarkProxyChat(b *testing.B) { benchProxy(b, chatBody("hello there", "")) }
 
 // BenchmarkProxyStream is BenchmarkProxyChat for streamed chats of 16
 // tokens, one event each, which the gateway relays event by event.
 func BenchmarkProxyStream(b *testing.B) {
+	benchProxy(b, `{"model":"sim","messages":[{"role":"user","content":"hello there"}],"max_tokens":16,"ignore_eos":true,"stream":true}`)
+}
+
+// benchProxy sends body to a gateway in front of one zero-latency
+// simulator, from as many goroutines as -cpu says, each reading every
+// answer whole.
+func benchProxy(b *testing.B, body string) {
 	sims := fleetOf(b, 1, true)
 	gw := startGateway(b, testConfig(b, sims))
-	body := `{"model":"sim","messages":[{"role":"user","content":"hello there"}],"max_tokens":16,"ignore_eos":true,"stream":true}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
