@@ -128,7 +128,11 @@ func TestWholeAnswersWaitAsLongAsTheyTake(t *testing.T) {
 	gw := startGateway(t, cfg)
 	sims[0].SetFault(sim.Fault{Kind: sim.FaultDelay, Delay: 600 * time.Millisecond, SparesHealth: true})
 
-	statuses := func(body string, n int) map[int]int {
+	// statuses sends n requests at once, or, one after another, each once
+	// the one before is in flight and no longer pending: a request is
+	// pending from its lease until it is sent, and another arriving in
+	// that moment finds the replica at max_pending whatever it is.
+	statuses := func(body string, n int, oneAfterAnother bool) map[int]int {
 		var mu sync.Mutex
 		got := map[int]int{}
 		var wg sync.WaitGroup
@@ -139,14 +143,20 @@ func TestWholeAnswersWaitAsLongAsTheyTake(t *testing.T) {
 				got[resp.StatusCode]++
 				mu.Unlock()
 			})
+			if oneAfterAnother {
+				waitFor(t, "the request to be sent", 5*time.Second, func() bool {
+					r := gw.g.fleet.Snapshot().Get("sim-1")
+					return r.InFlight() == int64(i+1) && r.Pending() == 0
+				})
+			}
 		}
 		wg.Wait()
 		return got
 	}
-	if got := statuses("", 3); got[200] != 3 {
+	if got := statuses("", 3, true); got[200] != 3 {
 		t.Errorf("three whole answers that take twice the request timeout, at max_pending 1: %v, want three 200s", got)
 	}
-	got := statuses(`,"stream":true`, 3)
+	got := statuses(`,"stream":true`, 3, false)
 	if got[504] == 0 || got[503] == 0 || got[200] != 0 {
 		t.Errorf("three streams whose heads are late, at max_pending 1: %v, want 504s and 503s", got)
 	}
