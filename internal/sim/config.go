@@ -107,6 +107,9 @@ func (c *Config) Serves(name string) bool {
 // gigabyte, while larger pools exhaust the machine's memory.
 const MaxNumGPUBlocks = 1 << 22
 
+// MaxBlockSize bounds --block-size.
+const MaxBlockSize = 4096
+
 // Validate reports every setting vLLM would refuse, all at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -120,9 +123,11 @@ func (c *Config) Validate() error {
 	positive("--max-num-seqs", c.MaxNumSeqs)
 	positive("--max-num-batched-tokens", c.MaxNumBatchedTokens)
 	positive("--max-model-len", c.MaxModelLen)
-	if c.BlockSize > 0 && c.MaxModelLen > 0 && c.BlockSize > c.MaxModelLen {
-		// No request could fill a block, so nothing would ever be cached.
-		errs = append(errs, fmt.Errorf("--block-size (%d) must not exceed --max-model-len (%d)", c.BlockSize, c.MaxModelLen))
+	if c.BlockSize > MaxBlockSize {
+		// vLLM's attention backends take blocks of a few hundred tokens at
+		// most; a block of millions is a typo that no request would fill.
+		// A block longer than --max-model-len is vLLM's too: it is allowed.
+		errs = append(errs, fmt.Errorf("--block-size: must be at most %d, got %d", MaxBlockSize, c.BlockSize))
 	}
 	if c.NumGPUBlocks > MaxNumGPUBlocks {
 		errs = append(errs, fmt.Errorf("--num-gpu-blocks-override: must be at most %d, got %d", MaxNumGPUBlocks, c.NumGPUBlocks))

@@ -40,7 +40,7 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 		{[]string{"--prefill-pair-ns", "1e308"}, "--prefill-pair-ns: must be a non-negative number, got 1e+308"},
-		{[]string{"--block-size", "100000000"}, "--block-size (100000000) must not exceed --max-model-len (32768)"},
+		{[]string{"--block-size", "100000000"}, "--block-size: must be at most 4096, got 100000000"},
 		{[]string{"--otlp-traces-endpoint", "grpc://127.0.0.1:99999"}, "--otlp-traces-endpoint: port 99999: must be within 1-65535"},
 		{[]string{"--otlp-traces-endpoint", "127.0.0.1:0"}, "--otlp-traces-endpoint: port 0"},
 		// 2^63-1 used to overflow the check and pass it; 2^62 did not.
