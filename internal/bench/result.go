@@ -231,9 +231,9 @@ func (s *RunSpec) FileName() string {
 	if name == "" {
 		name = s.Workload.Workload
 	}
-	rate := "rate" + strconv.FormatFloat(s.Workload.Rate, 'f', -1, 64)
+	rate := "rate" + nameNumber(s.Workload.Rate)
 	if s.Workload.Workload == "trace" {
-		rate = "x" + strconv.FormatFloat(s.rateMultiplier(), 'f', -1, 64)
+		rate = "x" + nameNumber(s.rateMultiplier())
 	}
 	gws := ""
 	if s.Gateways > 1 {
@@ -261,6 +261,17 @@ func (s *RunSpec) FileName() string {
 		}
 	}
 	return b.String() + ".json"
+}
+
+// nameNumber writes v for a file name: in full, as every committed name
+// has it, unless that is long (a multiplier of 1e300 wrote 301 digits,
+// past what a file name may hold), then with an exponent.
+func nameNumber(v float64) string {
+	if s := strconv.FormatFloat(v, 'f', -1, 64); len(s) <= 24 {
+		return s
+	}
+	// "1e300" and "1e-300": a '+' would become '-' below.
+	return strings.Replace(strconv.FormatFloat(v, 'g', -1, 64), "e+", "e", 1)
 }
 
 // RunResult is one run's result file.
