@@ -13,7 +13,10 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // TraceBlockTokens is how many prompt tokens one hash id of a Mooncake
@@ -163,7 +166,7 @@ func traceNumber(name string, raw json.RawMessage) (traceCount, error) {
 		return "", nil
 	}
 	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-		return "", fmt.Errorf("%s: want a number, not %.40s", name, raw)
+		return "", fmt.Errorf("%s: want a number, not %s", name, shown(raw))
 	}
 	return traceCount(raw), nil
 }
@@ -201,7 +204,7 @@ type traceLineFields struct {
 func parseTraceLine(b []byte) (TraceRecord, error) {
 	var rec TraceRecord
 	if b[0] != '{' {
-		return rec, fmt.Errorf("want a JSON object, not %.40s", b)
+		return rec, fmt.Errorf("want a JSON object, not %s", shown(b))
 	}
 	var raw traceLineFields
 	if err := json.Unmarshal(b, &raw); err != nil {
@@ -220,7 +223,7 @@ func parseTraceLine(b []byte) (TraceRecord, error) {
 	}
 	if len(raw.Model) > 0 && string(raw.Model) != "null" {
 		if err := json.Unmarshal(raw.Model, &rec.Model); err != nil {
-			errs = append(errs, fmt.Errorf("model: want a string, not %.40s", raw.Model))
+			errs = append(errs, fmt.Errorf("model: want a string, not %s", shown(raw.Model)))
 		}
 	}
 	if bs, err := traceNumber("block_size", raw.BlockSize); err != nil {
@@ -256,7 +259,7 @@ func traceTimestamp(raw json.RawMessage) (float64, error) {
 	ts, err := strconv.ParseFloat(string(num), 64)
 	switch {
 	case err != nil && !errors.Is(err, strconv.ErrRange):
-		return 0, fmt.Errorf("timestamp: want a number, not %.40s", num)
+		return 0, fmt.Errorf("timestamp: want a number, not %s", shown(num))
 	case ts < 0:
 		return 0, errors.New("timestamp: must be >= 0")
 	case ts > maxTraceMillis:
@@ -273,7 +276,7 @@ func traceHashIDs(raw json.RawMessage, keep int) ([]int, error) {
 		return nil, nil
 	}
 	if raw[0] != '[' {
-		return nil, fmt.Errorf("hash_ids: want an array of numbers, not %.40s", raw)
+		return nil, fmt.Errorf("hash_ids: want an array of numbers, not %s", shown(raw))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -420,4 +423,24 @@ func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) ([]Reques
 		reqs = append(reqs, g.request(at, Trace, c, out))
 	}
 	return reqs, nil
+}
+
+// shown is a line's bytes as an error shows them: their first 40 runes,
+// quoted where they are not printable UTF-8, so that a binary or UTF-16
+// file writes no raw bytes to the terminal.
+func shown[T ~string | ~[]byte](b T) string {
+	s := string(b)
+	if n := 0; len(s) > 40 {
+		for i := range s {
+			if n == 40 {
+				s = s[:i]
+				break
+			}
+			n++
+		}
+	}
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return strconv.Quote(s)
+	}
+	return s
 }

@@ -78,6 +78,7 @@ func TestParseTraceErrors(t *testing.T) {
 	}{
 		{"not_json", `{"timestamp": 0,`, "line 3: unexpected end of JSON input"},
 		{"not_object", `[1, 2]`, "line 3: want a JSON object, not [1, 2]"},
+		{"utf16", "\xff\xfe{\x00\"\x00", `line 3: want a JSON object, not "\xff\xfe{\x00\"\x00"`},
 		{"no_timestamp", `{"input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: required"},
 		{"negative_timestamp", `{"timestamp": -1, "input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: must be >= 0"},
 		{"huge_timestamp", `{"timestamp": 1e308, "input_length": 10, "output_length": 1, "hash_ids": []}`, "line 3: timestamp: must be at most 1e+15"},
