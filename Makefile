@@ -20,6 +20,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize/chattemplate:FuzzDetectContentFormat \
 	./internal/tokenize/chattemplate:FuzzPyPercent \
 	./internal/openai:FuzzSSEReader \
+	./internal/openai:FuzzEndsWithDone \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
 	./internal/sim:FuzzHTTP \

@@ -226,3 +226,21 @@ func TestEndsWithDoneOnlyWhole(t *testing.T) {
 		}
 	})
 }
+
+// FuzzEndsWithDone: EndsWithDone agrees with reading the stream's last
+// line, any line ends normalised, as the [DONE] event's data line.
+func FuzzEndsWithDone(f *testing.F) {
+	f.Add([]byte("data: {}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data:[DONE]\r\n\r\n"))
+	f.Add([]byte("x\rdata: [DONE]"))
+	f.Add([]byte("data:  [DONE]\n\n"))
+	f.Fuzz(func(t *testing.T, tail []byte) {
+		lines := strings.ReplaceAll(strings.ReplaceAll(string(tail), "\r\n", "\n"), "\r", "\n")
+		lines = strings.TrimRight(lines, "\n")
+		last := lines[strings.LastIndexByte(lines, '\n')+1:]
+		want := last == "data: [DONE]" || last == "data:[DONE]"
+		if got := EndsWithDone(tail); got != want {
+			t.Errorf("EndsWithDone(%q) = %v, want %v", tail, got, want)
+		}
+	})
+}
