@@ -89,8 +89,12 @@ func promptIDs(tok *simtok.Tokenizer, p *tokenize.Prompt, limit int) ([]int, int
 	if p.AddSpecial {
 		ids = append(ids, tok.BOS())
 	}
-	if n := len(ids) + tok.Count(text); n > limit {
-		return nil, n
+	// Every token covers a byte at least: a text no longer than the limit
+	// needs no count first, and is tokenized once.
+	if len(ids)+len(text) > limit {
+		if n := len(ids) + tok.Count(text); n > limit {
+			return nil, n
+		}
 	}
 	ids = tok.Encode(ids, text)
 	return ids, len(ids)
