@@ -285,9 +285,12 @@ func (t *Table) Share(f Flow, slots int, now time.Time) int {
 }
 
 // Counted returns how many flows f shares with at now, itself included:
-// what its share divides the slots by.
+// what its share divides the slots by. Its key's own flows of more
+// important classes are not among them: sharing is between keys, and a key
+// alone has every slot whatever the classes of its requests.
 func (t *Table) Counted(f Flow, now time.Time) int {
 	a := t.Active(f.Class, now)
+	a -= t.ownAbove(f)
 	if t.flows[f] == nil {
 		a++ // f itself, not yet known
 	}
@@ -376,10 +379,31 @@ func (t *Table) kept(f Flow, slots int, now time.Time) keptRoom {
 	}
 	c := min(f.Class, len(t.hr)-1)
 	k := t.hr[c]
+	// Nothing is kept against f for f itself or its key's flows of more
+	// important classes (see Counted).
 	if s := t.flows[f]; s != nil && f.Class < len(t.hr) && s.held <= s.inFlight {
 		k.add(t.reserve(s, t.shareOf(f.Class, slots), now), -1)
 	}
+	for own := 0; own < c; own++ {
+		if t.holding[own]+t.recent[own] == 0 {
+			continue
+		}
+		if s := t.flows[Flow{Class: own, Key: f.Key}]; s != nil && s.held <= s.inFlight {
+			k.add(t.reserve(s, t.shareOf(own, slots), now), -1)
+		}
+	}
 	return k
+}
+
+// ownAbove counts f's key's flows of classes more important than f's.
+func (t *Table) ownAbove(f Flow) int {
+	n := 0
+	for c := 0; c < f.Class && c < len(t.holding); c++ {
+		if t.holding[c]+t.recent[c] > 0 && t.flows[Flow{Class: c, Key: f.Key}] != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // keptForNewcomer is kept for a flow the table does not know yet: the
@@ -389,10 +413,10 @@ func (t *Table) kept(f Flow, slots int, now time.Time) keptRoom {
 func (t *Table) keptForNewcomer(f Flow, slots int, now time.Time) keptRoom {
 	var k keptRoom
 	for g, s := range t.flows {
-		if s.held > s.inFlight || g.Class < 0 || g.Class > f.Class {
+		if s.held > s.inFlight || g.Class < 0 || g.Class > f.Class || g.Key == f.Key {
 			continue
 		}
-		counted := t.Counted(g, now)
+		counted := t.Active(g.Class, now) // as workOutHeadroom counts for g
 		if g.Class == f.Class {
 			counted++
 		}

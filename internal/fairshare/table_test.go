@@ -88,7 +88,9 @@ func TestShare(t *testing.T) {
 		{"queued_counts_as_active", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}}), flood, 16, 0, 8, 2, true},
 		{"borrowing_keeps_one_slot_free_per_idle_share", cat(many(flood, 15, 0), run(quiet, 0)), flood, 16, 0, 8, 2, false},
 		{"queued_leaves_without_slot", cat(many(flood, 8, 0), []op{{"arrive", quiet, 0}, {"leaveQueued", quiet, 10}}), quiet, 16, 10, 8, 2, true},
-		{"same_key_other_class_is_other_flow", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 8, 2, true},
+		// A key's own standard requests do not count against its sheddable
+		// ones: alone, a key has every slot whatever its classes.
+		{"same_key_other_class_not_counted", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 16, 1, true},
 		{"unbounded_slots_allow", many(flood, 100, 0), flood, 0, 0, 1, 1, true},
 		// A quiet key holding 4 on average keeps room for its bursts up to
 		// 4 + 3·√4 = 10, two past its share, which the flood leaves free:
@@ -239,15 +241,29 @@ func (m *model) active(f Flow, now time.Time) bool {
 	return s != nil && (s.held > 0 || !s.idle.IsZero() && now.Sub(s.idle) < m.window)
 }
 
+// counted is what f's share divides the slots by: the active flows of
+// its class and more important ones, but for its key's own others.
 func (m *model) counted(f Flow, now time.Time) int {
 	n := 0
 	for g := range m.flows {
-		if g.Class <= f.Class && m.active(g, now) {
+		if g.Class <= f.Class && m.active(g, now) && (g.Key != f.Key || g == f) {
 			n++
 		}
 	}
 	if !m.active(f, now) {
 		n++
+	}
+	return n
+}
+
+// countedAll is what the shares of the room kept for others divide the
+// slots by: every active flow of g's class and more important ones.
+func (m *model) countedAll(g Flow, now time.Time) int {
+	n := 0
+	for h := range m.flows {
+		if h.Class <= g.Class && m.active(h, now) {
+			n++
+		}
 	}
 	return n
 }
@@ -265,10 +281,10 @@ func (m *model) headroom(f Flow, slots int, now time.Time) (whole, burst int, am
 // kept is headroom and extra: all of those flows' rooms past their shares.
 func (m *model) kept(f Flow, slots int, now time.Time) (whole, burst, extra int, ambiguous bool) {
 	for g, s := range m.flows {
-		if g == f || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
-			continue
+		if g.Key == f.Key || g.Class > f.Class || s.held > s.inFlight || !m.active(g, now) {
+			continue // nothing is kept against f for its own key
 		}
-		counted := m.counted(g, now)
+		counted := m.countedAll(g, now)
 		if !m.active(f, now) && f.Class <= g.Class {
 			counted++ // f will count against g once it arrives
 		}

@@ -471,3 +471,28 @@ func TestShutdownSendsQueuedAway(t *testing.T) {
 		t.Errorf("engine received %v, want only the request that ran", got)
 	}
 }
+
+// TestOneKeyAcrossClassesIsAlone: a key's own requests of a more important
+// class do not count against its less important ones. Without keys, every
+// client is one key: a standard request that has just ended keeps no slot
+// from the sheddable ones that follow it.
+func TestOneKeyAcrossClassesIsAlone(t *testing.T) {
+	e := newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, 4)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 2, 2
+	gw := startGatewayWith(t, cfg, Options{})
+	std := holdSlot(t, gw, e)
+	e.open()
+	expectStatus(t, http.StatusOK, std)
+	e.mu.Lock()
+	e.gate = make(chan struct{}) // hold what comes next
+	e.mu.Unlock()
+	s1 := async(gw, "s1", openai.HeaderPriority, "sheddable")
+	s2 := async(gw, "s2", openai.HeaderPriority, "sheddable")
+	waitFor(t, "both sheddable requests to reach the engine", 10*time.Second, func() bool { return len(e.received()) == 3 })
+	if n := counterValue(t, gw, "inferrail_flow_over_share_total", "model", testModel, "class", "sheddable"); n != 0 {
+		t.Errorf("sheddable requests held by fair sharing: %v, want 0 (the key is alone)", n)
+	}
+	e.open()
+	expectStatus(t, http.StatusOK, s1, s2)
+}
