@@ -653,6 +653,25 @@ func TestValidateIsPure(t *testing.T) {
 	}
 }
 
+// TestReplicaCountBounded checks that the static list is bounded, at the
+// bound and one past it.
+func TestReplicaCountBounded(t *testing.T) {
+	for _, n := range []int{maxReplicas, maxReplicas + 1} {
+		c := Default()
+		c.Models = []Model{{Name: "m"}}
+		for i := range n {
+			c.Replicas = append(c.Replicas, Replica{ID: fmt.Sprintf("r%d", i), URL: fmt.Sprintf("http://h%d:1", i), Models: []string{"m"}, MaxConcurrency: 1, MaxPending: 1})
+		}
+		var want []string
+		if n > maxReplicas {
+			want = []string{fmt.Sprintf("replicas: at most %d replicas may be listed, got %d", maxReplicas, n)}
+		}
+		if diff := cmp.Diff(want, messages(c.Validate())); diff != "" {
+			t.Errorf("%d replicas: Validate() (-want +got):\n%s", n, diff)
+		}
+	}
+}
+
 func TestResolveModelAndPolicy(t *testing.T) {
 	cfg, err := Load(filepath.Join("testdata", "full.good.yaml"))
 	if err != nil {

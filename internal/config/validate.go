@@ -54,8 +54,12 @@ var policies = []string{"round_robin", "random", "least_request", "p2c", "prefix
 var hotDemands = []string{"prefill", "prompt", "share"}
 
 const (
-	maxIDLen       = 63 // replica IDs
-	maxGroupLen    = 40 // DNS group names, which prefix their members' IDs
+	maxIDLen    = 63 // replica IDs
+	maxGroupLen = 40 // DNS group names, which prefix their members' IDs
+	// maxReplicas bounds the static list: each replica holds health,
+	// metrics and index state, and every decision looks at all of a
+	// model's replicas (a PATCH of 20,000 took 1.2 GB).
+	maxReplicas    = 4096
 	maxPercent     = 100
 	idCharsMessage = "may only hold letters, digits, '.', '_' and '-'"
 )
@@ -307,6 +311,9 @@ func isPolicy(name string) bool {
 func (v *validator) replicas(c *Config) {
 	if len(c.Replicas) == 0 && len(c.Discovery.DNS) == 0 {
 		v.fail("replicas", "at least one replica or discovery.dns group is required")
+	}
+	if len(c.Replicas) > maxReplicas {
+		v.fail("replicas", "at most %d replicas may be listed, got %d", maxReplicas, len(c.Replicas))
 	}
 	served := map[string]bool{}
 	ids := map[string]string{} // replica ID → its path
