@@ -217,9 +217,11 @@ var (
 	descEngineRunning = prometheus.NewDesc("inferrail_replica_engine_running", "Requests running in the engine, from its last metrics report.", []string{"replica"}, nil)
 	descEngineWaiting = prometheus.NewDesc("inferrail_replica_engine_waiting", "Requests waiting in the engine, from its last metrics report.", []string{"replica"}, nil)
 	descEngineKV      = prometheus.NewDesc("inferrail_replica_engine_kv_usage", "Share of the engine's KV cache in use, from its last metrics report.", []string{"replica"}, nil)
-	descEngineQueries = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_queries", "Prompt tokens the engine looked up in its prefix cache, as last reported.", []string{"replica"}, nil)
-	descEngineHits    = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_hits", "Prompt tokens the engine found in its prefix cache, as last reported.", []string{"replica"}, nil)
-	descEnginePreempt = prometheus.NewDesc("inferrail_replica_engine_preemptions", "Preemptions the engine reported.", []string{"replica"}, nil)
+	// The engine's own counters, passed on as counters: they start again
+	// from 0 when the engine restarts, which rate() reads as a reset.
+	descEngineQueries = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_queries_total", "Prompt tokens the engine looked up in its prefix cache, as it last reported (its own counter).", []string{"replica"}, nil)
+	descEngineHits    = prometheus.NewDesc("inferrail_replica_engine_prefix_cache_hits_total", "Prompt tokens the engine found in its prefix cache, as it last reported (its own counter).", []string{"replica"}, nil)
+	descEnginePreempt = prometheus.NewDesc("inferrail_replica_engine_preemptions_total", "Preemptions the engine counted, as it last reported (its own counter).", []string{"replica"}, nil)
 	descEngineAge     = prometheus.NewDesc("inferrail_replica_engine_report_age_seconds", "Age of the engine's last metrics report.", []string{"replica"}, nil)
 )
 
@@ -256,13 +258,16 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		e := smp.Report
 		for _, g := range []struct {
 			d *prometheus.Desc
+			t prometheus.ValueType
 			v float64
 		}{
-			{descEngineRunning, e.Running}, {descEngineWaiting, e.Waiting}, {descEngineKV, e.KVUsage},
-			{descEngineQueries, e.PrefixQueries}, {descEngineHits, e.PrefixHits}, {descEnginePreempt, e.Preemptions},
-			{descEngineAge, now.Sub(smp.At).Seconds()},
+			{descEngineRunning, prometheus.GaugeValue, e.Running}, {descEngineWaiting, prometheus.GaugeValue, e.Waiting},
+			{descEngineKV, prometheus.GaugeValue, e.KVUsage},
+			{descEngineQueries, prometheus.CounterValue, e.PrefixQueries}, {descEngineHits, prometheus.CounterValue, e.PrefixHits},
+			{descEnginePreempt, prometheus.CounterValue, e.Preemptions},
+			{descEngineAge, prometheus.GaugeValue, now.Sub(smp.At).Seconds()},
 		} {
-			ch <- prometheus.MustNewConstMetric(g.d, prometheus.GaugeValue, g.v, r.ID)
+			ch <- prometheus.MustNewConstMetric(g.d, g.t, g.v, r.ID)
 		}
 	}
 }
