@@ -50,9 +50,14 @@ FUZZ_TARGETS := \
 
 all: build
 
+# The commit the binaries name (--version, inferrail_build_info), stamped by
+# hand: Go's own VCS stamp is off wherever GOFLAGS has -buildvcs=false.
+STAMP = -X github.com/inferrail/inferrail/internal/cli.stampedRevision=$(shell git rev-parse HEAD 2>/dev/null) \
+	-X github.com/inferrail/inferrail/internal/cli.stampedModified=$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true)
+
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+	$(GO) build -trimpath -ldflags '$(STAMP)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 ## test: lint (gofmt, vet, staticcheck, govulncheck), then every test with the race detector (fuzz
 ## targets' seed corpora included) and again without it those the detector makes meaningless, and

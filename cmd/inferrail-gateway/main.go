@@ -33,12 +33,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	path := fs.String("config", "", "YAML config file (required)")
 	check := fs.Bool("check", false, "validate the config and exit")
 	replay := fs.String("replay-shadow", "", "rebuild the shadow policies of a shadow log (observability.shadow_log), replay its requests, check every pick and exit")
+	version := fs.Bool("version", false, "print the build (version, commit, Go release) and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: inferrail-gateway --config FILE [--check]\n       inferrail-gateway --replay-shadow LOG\n       inferrail-gateway keygen --name NAME [flags] (a new API key; keygen -h)")
+		fmt.Fprintln(stderr, "usage: inferrail-gateway --config FILE [--check]\n       inferrail-gateway --replay-shadow LOG\n       inferrail-gateway --version\n       inferrail-gateway keygen --name NAME [flags] (a new API key; keygen -h)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *version {
+		fmt.Fprintln(stdout, "inferrail-gateway", cli.ReadBuild())
+		return nil
 	}
 	if *replay != "" {
 		return replayShadow(*replay, stdout)
@@ -83,8 +88,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		client.Close()
 		return err
 	}
+	b := cli.ReadBuild()
 	logger.Info("inferrail-gateway listening", "client", client.Addr().String(), "admin", admin.Addr().String(),
-		"models", len(cfg.Models), "replicas", len(cfg.Replicas))
+		"models", len(cfg.Models), "replicas", len(cfg.Replicas), "version", b.Version, "revision", b.Revision)
 	stopHUP := reloadOnHUP(ctx, g, logger)
 	defer stopHUP()
 	return g.Serve(ctx, client, admin)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,9 +211,23 @@ func TestUsageNamesKeygen(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, want := range []string{"--config FILE", "--replay-shadow LOG", "keygen --name NAME", "-check"} {
+	for _, want := range []string{"--config FILE", "--replay-shadow LOG", "keygen --name NAME", "-check", "--version"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("usage lacks %q:\n%s", want, errOut.String())
 		}
+	}
+}
+
+// TestVersion: --version prints the build on one line and exits 0, with
+// no config needed. A test binary has no commit to name; a binary built
+// in a checkout (make build) has, from Go's build stamp.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out, &errOut); err != nil {
+		t.Fatalf("--version: %v (%s)", err, errOut.String())
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "inferrail-gateway ") || !strings.HasSuffix(got, runtime.Version()+"\n") || strings.Count(got, "\n") != 1 {
+		t.Errorf("--version printed %q: want one line naming the binary and ending with %s", got, runtime.Version())
 	}
 }

@@ -128,6 +128,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.transport = g.newTransport()
 	g.registry = prometheus.NewRegistry()
+	registerProcessMetrics(g.registry)
 	g.flow = newFlowControl(cfg, g.registry)
 	g.buildWatchers()
 	if err := g.buildAccess(); err != nil {

@@ -3,12 +3,14 @@ package gateway
 import (
 	"time"
 
+	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Outcomes of a request in inferrail_requests_total: the class of the status
@@ -331,4 +333,18 @@ func (m *metrics) startAtZero(cfg *config.Config, replicas []*fleet.Replica) {
 	for _, r := range replicas {
 		m.ejections.WithLabelValues(r.ID)
 	}
+}
+
+// registerProcessMetrics adds what every Go service shows its operator:
+// the runtime's (go_*) and the process's (process_*: memory, CPU, open
+// files) metrics, and inferrail_build_info naming the build that runs.
+func registerProcessMetrics(reg prometheus.Registerer) {
+	b := cli.ReadBuild()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "inferrail_build_info",
+		Help:        "Always 1; its labels name the gateway's build: module version, commit (with a +dirty version when the tree had changes) and Go release.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+	})
+	build.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build)
 }

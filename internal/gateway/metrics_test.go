@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -83,7 +84,14 @@ func TestMetricsSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []string
+	runtimeFamilies := map[string]bool{}
 	for _, mf := range families {
+		if !strings.HasPrefix(mf.GetName(), "inferrail_") {
+			// The Go runtime's and the process's own: their set is the
+			// client library's and the platform's, not the golden's.
+			runtimeFamilies[mf.GetName()] = true
+			continue
+		}
 		labels := map[string]bool{}
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
@@ -96,6 +104,15 @@ func TestMetricsSnapshot(t *testing.T) {
 		}
 		slices.Sort(names)
 		lines = append(lines, mf.GetName()+" "+strings.ToLower(mf.GetType().String())+" {"+strings.Join(names, ",")+"} "+mf.GetHelp())
+	}
+	wantRuntime := []string{"go_goroutines", "go_memstats_heap_inuse_bytes", "go_gc_duration_seconds"}
+	if runtime.GOOS == "linux" {
+		wantRuntime = append(wantRuntime, "process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total")
+	}
+	for _, name := range wantRuntime {
+		if !runtimeFamilies[name] {
+			t.Errorf("no %s on /metrics", name)
+		}
 	}
 	got := strings.Join(lines, "\n") + "\n"
 	path := filepath.Join("testdata", "metrics.golden")
