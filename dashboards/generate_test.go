@@ -199,6 +199,30 @@ var layout = []section{
 			description: "Routed requests left out of the shadows because their worker was behind.",
 			targets:     []targetSpec{{"sum(" + rate("inferrail_shadow_dropped_total") + ")", "dropped"}}},
 	}},
+	{"Gateway process", []panelSpec{
+		{title: "Gateway memory", unit: "bytes",
+			description: "Each gateway's resident memory and the Go heap in use. Bounded caches (tokenizer pieces, the index, flow tables) level off; growth that never does is a leak.",
+			targets: []targetSpec{
+				{ofGateway("process_resident_memory_bytes"), "resident {{instance}}"},
+				{ofGateway("go_memstats_heap_inuse_bytes"), "heap in use {{instance}}"},
+			}},
+		{title: "Goroutines and open files", unit: "short",
+			description: "Each gateway's goroutines (a few per connection and stream) and open file descriptors (mostly connections).",
+			targets: []targetSpec{
+				{ofGateway("go_goroutines"), "goroutines {{instance}}"},
+				{ofGateway("process_open_fds"), "open files {{instance}}"},
+			}},
+		{title: "Gateway CPU", unit: "percentunit",
+			description: "CPU each gateway uses: 100% is one core.",
+			targets:     []targetSpec{{ofGateway(rate("process_cpu_seconds_total")), "{{instance}}"}}},
+	}},
+}
+
+// ofGateway keeps the series of a process metric that come from gateways:
+// the engines' pages carry process metrics of their own, the gateway's
+// alone inferrail_build_info.
+func ofGateway(expr string) string {
+	return expr + " * on (job, instance) group_left () inferrail_build_info"
 }
 
 // configChanges marks every applied config change on every panel.
