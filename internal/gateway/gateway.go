@@ -88,9 +88,8 @@ func policySettings(cfg *config.Config, model string, seed uint64) policy.Settin
 
 // Options are what a gateway needs beyond its config.
 type Options struct {
-	Logger   *slog.Logger     // nil discards
-	Resolver fleet.Resolver   // for DNS groups; nil means the system resolver
-	Now      func() time.Time // unused yet; reserved for tests of timed behaviour
+	Logger   *slog.Logger   // nil discards
+	Resolver fleet.Resolver // for DNS groups; nil means the system resolver
 	// ConfigPath is the file the config was read from, reread every
 	// server.reload_interval, on SIGHUP and on POST /admin/reload. Empty:
 	// the config changes only through PATCH /admin/config.
