@@ -23,8 +23,9 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // snapshotCostModel is the model TestMetricsSnapshot routes with cost_model.
 const snapshotCostModel = "inferrail/cost-8b"
 
-// TestMetricsSnapshot pins every family the gateway exports and the labels
-// of each, after traffic that touches every path: successes, retries,
+// TestMetricsSnapshot pins every inferrail_ family the gateway exports and
+// the labels of each (and checks the runtime's and the process's are
+// there), after traffic that touches every path: successes, retries,
 // ejections, the gateway's own errors, a client that left, and on a second
 // model routed by cost_model with sessions, a conversation steered back to
 // its replica until the bounded-load guard sets that replica aside, and an
