@@ -62,6 +62,15 @@ type Config struct {
 	// empty means it) or http/protobuf, as OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
 	// sets it.
 	OTLPTracesProtocol string
+
+	// EnableAutoToolChoice is --enable-auto-tool-choice: without it, as in
+	// vLLM, a chat whose tool_choice is "auto" (sent, or implied by tools
+	// sent without one) is refused. It needs ToolCallParser.
+	EnableAutoToolChoice bool
+	// ToolCallParser is --tool-call-parser, the name of vLLM's parser for
+	// the model's tool calls. The stand-in model makes no tool calls, so
+	// any name is taken.
+	ToolCallParser string
 }
 
 // DefaultConfig returns vLLM's serving defaults for an 8B model on one 24 GB
@@ -155,6 +164,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateKVEvents()...)
+	if c.EnableAutoToolChoice && c.ToolCallParser == "" {
+		errs = append(errs, errors.New("--enable-auto-tool-choice requires --tool-call-parser"))
+	}
 	if c.OTLPTracesEndpoint != "" {
 		if _, err := telemetry.Endpoint(traceEndpoint(c.OTLPTracesEndpoint), c.traceProtocol()); err != nil {
 			errs = append(errs, fmt.Errorf("--otlp-traces-endpoint: %w", err))

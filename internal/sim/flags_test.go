@@ -52,12 +52,57 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--num-gpu-blocks-override", "1000000000"}, "--num-gpu-blocks-override: must be at most 4194304"},
 		{[]string{"--num-gpu-blocks-override", "4611686018427387904"}, "--num-gpu-blocks-override: must be at most 4194304"},
 		{[]string{"--num-gpu-blocks-override", "9223372036854775807"}, "--num-gpu-blocks-override: must be at most 4194304"},
+		// vLLM's serve refuses to start so, before loading anything.
+		{[]string{"--enable-auto-tool-choice"}, "--enable-auto-tool-choice requires --tool-call-parser"},
+		{[]string{"--enable-auto-tool-choice", "--tool-call-parser", ""}, "--enable-auto-tool-choice requires --tool-call-parser"},
 	}
 	for _, tt := range tests {
 		_, err := ParseFlags(tt.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseFlags(%v) = %v, want an error with %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestToolChoiceFlags: --enable-auto-tool-choice starts only with a
+// --tool-call-parser, whose name is not checked; the parser alone starts
+// too, as in vLLM, without turning "auto" on.
+func TestToolChoiceFlags(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantErr  string
+		wantAuto bool
+		parser   string
+	}{
+		{"neither", nil, "", false, ""},
+		{"both", []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes"}, "", true, "hermes"},
+		{"both, = form", []string{"--enable-auto-tool-choice=true", "--tool-call-parser=llama3_json"}, "", true, "llama3_json"},
+		{"any parser name", []string{"--enable-auto-tool-choice", "--tool-call-parser", "my_plugin_parser"}, "", true, "my_plugin_parser"},
+		{"parser alone", []string{"--tool-call-parser", "hermes"}, "", false, "hermes"},
+		{"flag alone", []string{"--enable-auto-tool-choice"}, "--enable-auto-tool-choice requires --tool-call-parser", false, ""},
+		{"empty parser", []string{"--enable-auto-tool-choice", "--tool-call-parser="}, "--enable-auto-tool-choice requires --tool-call-parser", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := ParseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseFlags(%v) = %v, want an error with %q", tt.args, err, tt.wantErr)
+				}
+				// The engine refuses the config too, not only the flags.
+				if _, err := New(o.Config, nil); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("New = %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.EnableAutoToolChoice != tt.wantAuto || o.ToolCallParser != tt.parser {
+				t.Errorf("auto %v parser %q, want %v %q", o.EnableAutoToolChoice, o.ToolCallParser, tt.wantAuto, tt.parser)
+			}
+		})
 	}
 }
 

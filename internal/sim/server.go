@@ -225,6 +225,9 @@ func cacheConfigLabels(c *Config) [][2]string {
 func fingerprint(c *Config) string {
 	fc := *c
 	fc.OTLPTracesEndpoint, fc.OTLPTracesProtocol = "", "" // where spans go changes no answer
+	// vLLM hashes its engine config, which the API server's tool flags are
+	// no part of.
+	fc.EnableAutoToolChoice, fc.ToolCallParser = false, ""
 	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", fc))
 	return "vllm-" + Version + "-" + hex.EncodeToString(sum[:4])
 }
