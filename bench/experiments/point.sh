@@ -22,7 +22,9 @@ for port in 18001 18002 18003; do
     # shellcheck disable=SC2206 # words on purpose
     extra=($third)
   fi
-  "$bin/inferrail-sim" --port $port --served-model-name inferrail/sim-8b --enable-prompt-tokens-details "${extra[@]}" >/dev/null 2>&1 &
+  # The tool flags let W3 through: vLLM refuses its tools without them.
+  "$bin/inferrail-sim" --port $port --served-model-name inferrail/sim-8b --enable-prompt-tokens-details \
+    --enable-auto-tool-choice --tool-call-parser hermes "${extra[@]}" >/dev/null 2>&1 &
   pids+=($!)
 done
 sleep 1

@@ -31,7 +31,8 @@ type FleetOptions struct {
 	// Replicas is the number of simulators. Must be >= 1.
 	Replicas int
 	// SimArgs are passed to every simulator after the harness's own:
-	// --served-model-name Model and --enable-prompt-tokens-details.
+	// --served-model-name Model, --enable-prompt-tokens-details and
+	// procs.SimToolCallArgs.
 	// Prefix caching is on unless they turn it off. Nil adds nothing.
 	SimArgs []string
 	// Model is the model every simulator serves and the gateway routes.
@@ -75,9 +76,10 @@ type FleetOptions struct {
 // children behind a gateway or peer router child. Stop ends it.
 type Fleet = harness.Fleet
 
-// fleetModelArgs are the simulator flags every fleet sets.
+// fleetModelArgs are the simulator flags every fleet sets: the agent
+// workload sends tools, which vLLM serves only with a tool call parser.
 func fleetModelArgs(model string) []string {
-	return []string{"--served-model-name", model, "--enable-prompt-tokens-details"}
+	return append([]string{"--served-model-name", model, "--enable-prompt-tokens-details"}, procs.SimToolCallArgs()...)
 }
 
 // StartFleet starts o.Replicas simulators and a gateway (o.Gateways of

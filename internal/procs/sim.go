@@ -123,3 +123,11 @@ func (p *Sim) Stop() error { return p.stop(10*time.Second, p.stderr.String) }
 // another: the model the stress scenarios' simulators serve and their
 // gateways route, and the harness's default.
 const SimModel = "inferrail/sim-8b"
+
+// SimToolCallArgs are the simulator flags of an engine that serves agents:
+// vLLM answers a chat that sends tools without a tool_choice (an "auto"
+// one) only when started with them. hermes is the parser of the
+// ChatML-style models the simulator's chat template follows.
+func SimToolCallArgs() []string {
+	return []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes"}
+}

@@ -98,7 +98,9 @@ const sizesBudget = 500 * time.Millisecond
 
 func runGWSizes(ctx context.Context, r *gwRun) error {
 	l := r.c.Sizes
-	sims, err := r.simChildren(ctx, 1, []string{"--zero-latency"})
+	// The many-tools and nested-arguments bodies send tools, which vLLM
+	// serves only with a tool call parser.
+	sims, err := r.simChildren(ctx, 1, append([]string{"--zero-latency"}, procs.SimToolCallArgs()...))
 	if err != nil {
 		return err
 	}
