@@ -615,3 +615,33 @@ func TestMeasureStopsDuringGeneration(t *testing.T) {
 		t.Errorf("Measure = %v, %v; want no result, cancelled", r, err)
 	}
 }
+
+// TestMeasureFleetAgentTools: W3 sends tools with no tool_choice, an
+// "auto" one, which a simulator (as vLLM) serves only with a tool call
+// parser: the fleet's simulators start with one, and every request is
+// served.
+func TestMeasureFleetAgentTools(t *testing.T) {
+	reqs, err := workload.Generate(workload.Spec{Workload: workload.W3, Model: procs.SimModel, Rate: 10, Requests: 12, Seed: 1, OutputTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loops' think times would make the run last seconds.
+	for i := range reqs {
+		reqs[i].At = time.Duration(i) * 20 * time.Millisecond
+		if !bytes.Contains(reqs[i].Body, []byte(`"tools":[`)) || bytes.Contains(reqs[i].Body, []byte(`"tool_choice"`)) {
+			t.Fatalf("W3 request %d: want tools and no tool_choice: %.300s", i, reqs[i].Body)
+		}
+	}
+	spec := smallSpec("round_robin", 50, len(reqs))
+	spec.Workload.Workload = workload.W3
+	r, err := Measure(t.Context(), spec, fleetEnv(t, reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := r.Measurements; m.Measured == 0 || m.Succeeded != m.Measured || len(m.Errors) != 0 {
+		t.Fatalf("%d of %d succeeded, errors %v %v", m.Succeeded, m.Measured, m.Errors, m.ErrorSamples)
+	}
+	if args := strings.Join(r.Setup.SimArgs, " "); !strings.Contains(args, "--enable-auto-tool-choice --tool-call-parser hermes") {
+		t.Errorf("simulator flags %q, want the tool flags recorded", args)
+	}
+}

@@ -39,6 +39,7 @@ type genRequest struct {
 	continuousUsage  bool
 	responseRole     string
 	hasStreamOptions bool
+	toolChoice       toolChoice // chat
 }
 
 // fieldError is one pydantic validation error.
@@ -298,6 +299,9 @@ func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*gen
 	}
 	v := &validator{}
 	g := &genRequest{chat: chat, generate: generate}
+	if chat && generate {
+		g.toolChoice = readToolChoice(o)
+	}
 	c := g.readFields(v, o, tok)
 	if e := v.err(); e != nil {
 		return nil, e

@@ -261,6 +261,10 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		}
 		p.model = g.model
 	}
+	// After the model, before the prompt, as vLLM renders a chat.
+	if e := s.cfg.refuseToolChoice(g.toolChoice); e != nil {
+		return nil, e
+	}
 	requested := g.maxTokens
 	if requested == 0 && !chat {
 		requested = 16 // vLLM's completion default

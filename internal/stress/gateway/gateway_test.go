@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,11 @@ func TestGatewayStressSizes(t *testing.T) {
 		}
 		if want == "tokenized" && f.PromptTokens == 0 {
 			t.Errorf("gw-sizes %s: tokenized without a prompt token count", f.Body)
+		}
+		// Served, not refused: the bodies with tools need the simulator's
+		// tool flags.
+		if want == "tokenized" && slices.ContainsFunc(f.Statuses, func(s int) bool { return s != http.StatusOK }) {
+			t.Errorf("gw-sizes %s: statuses %v, want 200s (errors %q)", f.Body, f.Statuses, f.ErrorMessages)
 		}
 	}
 	if !sizes.Checks[0].Met {
