@@ -125,9 +125,9 @@ func (p *Sim) Stop() error { return p.stop(10*time.Second, p.stderr.String) }
 const SimModel = "inferrail/sim-8b"
 
 // SimToolCallArgs are the simulator flags of an engine that serves agents:
-// vLLM answers a chat that sends tools without a tool_choice (an "auto"
-// one) only when started with them. hermes is the parser of the
-// ChatML-style models the simulator's chat template follows.
+// vLLM answers a chat that sends tools, unless its tool_choice is "none",
+// only when started with them. hermes is the parser of the ChatML-style
+// models the simulator's chat template follows.
 func SimToolCallArgs() []string {
 	return []string{"--enable-auto-tool-choice", "--tool-call-parser", "hermes"}
 }

@@ -65,7 +65,8 @@ type Config struct {
 
 	// EnableAutoToolChoice is --enable-auto-tool-choice: without it, as in
 	// vLLM, a chat whose tool_choice is "auto" (sent, or implied by tools
-	// sent without one) is refused. It needs ToolCallParser.
+	// sent without one), "required" or a named tool is refused. It needs
+	// ToolCallParser.
 	EnableAutoToolChoice bool
 	// ToolCallParser is --tool-call-parser, the name of vLLM's parser for
 	// the model's tool calls. The stand-in model makes no tool calls, so

@@ -55,7 +55,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	fs.StringVar(&o.KVEventsEncoding, "kv-events-encoding", "map", "how KV event batches are encoded: map (vLLM today), array (vLLM before June 2026) or sglang")
 	fs.StringVar(&o.PrefixCachingHashAlgo, "prefix-caching-hash-algo", "sha256", "the engine's block hash for KV events: sha256, sha256_cbor, xxhash or xxhash_cbor")
 	fs.IntVar(&o.DataParallelRank, "data-parallel-rank", 0, "stamped on KV event batches and added to their endpoints' ports; the metrics' engine label")
-	fs.BoolVar(&o.EnableAutoToolChoice, "enable-auto-tool-choice", false, `answer chats whose tool_choice is "auto" (sent, or implied by tools); needs --tool-call-parser`)
+	fs.BoolVar(&o.EnableAutoToolChoice, "enable-auto-tool-choice", false, `answer chats whose tool_choice is "auto" (sent, or implied by tools), "required" or a named tool; needs --tool-call-parser`)
 	fs.StringVar(&o.ToolCallParser, "tool-call-parser", "", "vLLM's tool call parser for the model, such as hermes, llama3_json, mistral, qwen3_coder (any name is taken)")
 	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", "", "OTLP collector for a span per request, continuing its traceparent "+
 		"(grpc by default; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf for HTTP)")

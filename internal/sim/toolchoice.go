@@ -7,6 +7,7 @@ type toolChoice struct {
 	// kind is "none", "auto", "required" or "function" (a named tool);
 	// empty for null, for another value and for a completion.
 	kind string
+	name string // the named tool's function
 }
 
 // readToolChoice reads the tool_choice of a chat body. As vLLM's request
@@ -27,7 +28,14 @@ func readToolChoice(o *object) toolChoice {
 			return toolChoice{kind: t}
 		}
 	case *object:
-		return toolChoice{kind: "function"}
+		var name string
+		if fn, ok := t.get("function"); ok {
+			if f, ok := fn.(*object); ok {
+				n, _ := f.get("name")
+				name, _ = n.(string)
+			}
+		}
+		return toolChoice{kind: "function", name: name}
 	}
 	return toolChoice{}
 }
@@ -39,13 +47,20 @@ func isNonEmptyList(v any) bool {
 
 // refuseToolChoice is vLLM's 400 for a tool choice its API server has no
 // tool call parser for: vLLM loads one only with --enable-auto-tool-choice,
-// so --tool-call-parser alone does not do.
+// so --tool-call-parser alone does not do. Since vLLM's pull request 30613
+// (December 2025) that holds for "required" and a named tool too, whose
+// calls only a parser turns into tool_calls.
 func (c *Config) refuseToolChoice(tc toolChoice) *openai.Error {
 	if c.EnableAutoToolChoice {
 		return nil
 	}
-	if tc.kind == "auto" {
+	switch tc.kind {
+	case "auto":
 		return openai.BadRequest(`"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`, "")
+	case "required":
+		return openai.BadRequest(`tool_choice="required" requires --tool-call-parser to be set`, "")
+	case "function":
+		return openai.BadRequest(`tool_choice=function "`+tc.name+`" requires --tool-call-parser to be set`, "")
 	}
 	return nil
 }

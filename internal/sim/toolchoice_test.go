@@ -7,14 +7,19 @@ import (
 )
 
 // TestToolChoiceNeedsAutoToolFlag: as vLLM, a chat whose tool_choice is
-// "auto", sent or implied by tools sent without one, is a 400 unless the
-// engine started with --enable-auto-tool-choice (and so a parser); the
-// other choices are served either way.
+// "auto" (sent, or implied by tools sent without one), "required" or a
+// named tool is a 400 unless the engine started with
+// --enable-auto-tool-choice (and so a parser); "none", null and no tools
+// are served either way.
 func TestToolChoiceNeedsAutoToolFlag(t *testing.T) {
 	const (
 		hi      = `"messages":[{"role":"user","content":"hi"}],"max_tokens":2`
 		tools   = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
 		autoMsg = `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`
+		// vLLM names the parser alone, though it loads one only with both
+		// flags.
+		requiredMsg = `tool_choice="required" requires --tool-call-parser to be set`
+		namedMsg    = `tool_choice=function "get_weather" requires --tool-call-parser to be set`
 	)
 	off := zeroLatencyConfig()
 	parserOnly := zeroLatencyConfig()
@@ -35,9 +40,9 @@ func TestToolChoiceNeedsAutoToolFlag(t *testing.T) {
 		{"tool_choice auto", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"auto"}`, autoMsg},
 		{"tool_choice none", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"none"}`, ""},
 		{"tool_choice null", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":null}`, ""},
-		{"tool_choice required", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"required"}`, ""},
+		{"tool_choice required", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"required"}`, requiredMsg},
 		{"named function", "/v1/chat/completions",
-			`{` + hi + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, ""},
+			`{` + hi + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, namedMsg},
 		{"no tools", "/v1/chat/completions", `{` + hi + `}`, ""},
 		// /tokenize renders the tools but makes no tool choice.
 		{"tokenize with tools", "/tokenize", `{` + hi + `,` + tools + `}`, ""},
