@@ -208,6 +208,70 @@ func TestStreamsEndWithDone(t *testing.T) {
 	}
 }
 
+// TestWholeStreamsEndWhole: a stream whose [DONE] the client has is a
+// whole answer, though the connection ends before the stream's last chunk
+// marker: the client may close on [DONE] (httpx-based clients do), or the
+// engine may. Neither is counted cancelled or aborted.
+func TestWholeStreamsEndWhole(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	const done = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n"
+	chunk := fmt.Sprintf("%x\r\n%s\r\n", len(done), done)
+	tests := []struct {
+		name         string
+		answer       func(w *bufio.Writer)
+		clientCloses bool // on [DONE], before the body's end
+	}{
+		{"client_closes_on_done", func(w *bufio.Writer) {
+			_, _ = w.WriteString(head + chunk)
+			_ = w.Flush()
+			time.Sleep(300 * time.Millisecond) // the last chunk marker comes late
+			_, _ = w.WriteString("0\r\n\r\n")
+		}, true},
+		{"engine_closes_after_done", func(w *bufio.Writer) { _, _ = w.WriteString(head + chunk) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gw := startGateway(t, withEngineFirst(t, rawEngine(t, tt.answer)))
+			resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"sim","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.Header.Get("X-Inferrail-Replica"); got != "odd" {
+				t.Fatalf("answered by %q, want the odd engine", got)
+			}
+			var got []byte
+			buf := make([]byte, 4096)
+			for !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+				n, err := resp.Body.Read(buf)
+				got = append(got, buf[:n]...)
+				if err != nil && !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+					t.Fatalf("read %q, then %v", got, err)
+				}
+			}
+			if !tt.clientCloses {
+				if _, err := io.ReadAll(resp.Body); err != nil {
+					t.Errorf("the stream ended with %v, want a clean end", err)
+				}
+			}
+			resp.Body.Close()
+			want := `inferrail_requests_total{model="` + testModel + `",replica="odd",status="2xx"} 1`
+			page := ""
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(page, want); time.Sleep(10 * time.Millisecond) {
+				page = scrape(t, gw.admin)
+			}
+			if !strings.Contains(page, want) {
+				t.Errorf("not counted a 2xx:\n%s", grep(page, "inferrail_requests_total"))
+			}
+			for _, bad := range []string{`status="cancelled"`, `status="aborted"`} {
+				if strings.Contains(grep(page, "inferrail_requests_total"), bad) {
+					t.Errorf("counted %s:\n%s", bad, grep(page, "inferrail_requests_total"))
+				}
+			}
+		})
+	}
+}
+
 // TestHeadsThenBrokenBodiesEject: an engine that answers every request
 // with a head and then breaks the body fails each request, and is ejected
 // after unhealthy_threshold of them: its heads are no success.

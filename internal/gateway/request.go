@@ -567,6 +567,12 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		if rerr == io.EOF {
 			break
 		}
+		if rerr != nil && events && tail.endsWithDone() {
+			// The client has the whole answer: a client that closes on
+			// [DONE], or an engine that does, only ends the connection
+			// before the stream's last chunk marker.
+			break
+		}
 		if rerr != nil {
 			if ex.r.Context().Err() != nil {
 				a.trace.clientLeft()
