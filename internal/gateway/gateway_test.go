@@ -65,6 +65,27 @@ func TestProxiesChatAndCompletions(t *testing.T) {
 		t.Errorf("malformed client id replaced by %q, want 32 hex digits", id)
 	}
 
+	// vLLM's request_id in the body names the request when no header
+	// does (the header wins, as in vLLM); one malformed is replaced.
+	for _, c := range []struct{ extra, header, want string }{
+		{`,"request_id":"body-1"`, "", "body-1"},
+		{`,"request_id":"body-2"`, "client-2", "client-2"},
+		{`,"request_id":"bad id"`, "", ""},
+	} {
+		var kv []string
+		if c.header != "" {
+			kv = []string{"X-Request-Id", c.header}
+		}
+		resp, body := chat(t, gw.url, chatBody("named", c.extra), kv...)
+		got := resp.Header.Get("X-Request-Id")
+		if c.want == "" && !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(got) || c.want != "" && got != c.want {
+			t.Errorf("%s with header %q: x-request-id %q, want %q (32 hex digits if empty)", c.extra, c.header, got, c.want)
+		}
+		if !strings.Contains(body, `"id":"chatcmpl-`+got+`"`) {
+			t.Errorf("%s: the engine named it otherwise than the gateway's %q: %s", c.extra, got, body)
+		}
+	}
+
 	// A body behind UTF-8's byte order mark, which vLLM reads, with an
 	// alias to splice.
 	resp, body := chat(t, gw.url, "\uFEFF"+chatBody("after a BOM", ""))

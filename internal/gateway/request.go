@@ -124,6 +124,12 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	if err != nil {
 		return ex, newRefusal(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
 	}
+	if id := mf.RequestID; r.Header.Get(openai.HeaderRequestID) == "" && openai.ValidRequestID(id) {
+		// vLLM names a request by its body's request_id when no header
+		// does; the header the engine gets from us must say the same.
+		ex.id = id
+		w.Header().Set(openai.HeaderRequestID, id)
+	}
 	model, ok := ex.gen.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":

@@ -20,6 +20,10 @@ type ModelField struct {
 	// it (LaxBool: "true", 1 and "yes" are too): the answer comes as
 	// events, the first one once the prompt is prefilled.
 	Stream bool
+	// RequestID is the body's top-level "request_id" string, vLLM's
+	// extension naming the request when no X-Request-Id header does; ""
+	// when absent or not a string.
+	RequestID string
 }
 
 // ErrNotObject is returned by FindModel for a body whose top level is not a
@@ -31,7 +35,7 @@ var ErrNotObject = errors.New("the request body must be a JSON object")
 var ErrModelType = errors.New("model must be a string")
 
 // FindModel scans the top level of a JSON object for its "model" key (and
-// its "user" and "stream") without decoding anything else. The last occurrence wins, as in Python. body must
+// its "user", "stream" and "request_id") without decoding anything else. The last occurrence wins, as in Python. body must
 // be valid JSON (check with json.Valid first).
 func FindModel(body []byte) (ModelField, error) {
 	var f ModelField
@@ -49,6 +53,7 @@ func FindModel(body []byte) (ModelField, error) {
 		isModel := isKey(body[keyStart:i], "model")
 		isUser := !isModel && isKey(body[keyStart:i], "user")
 		isStream := !isModel && !isUser && isKey(body[keyStart:i], "stream")
+		isRequestID := !isModel && !isUser && !isStream && isKey(body[keyStart:i], "request_id")
 		i = skipSpace(body, i)
 		i = skipSpace(body, i+1) // ':'
 		valStart := i
@@ -63,6 +68,11 @@ func FindModel(body []byte) (ModelField, error) {
 			}
 		case isStream:
 			f.Stream = laxTrue(body[valStart:i])
+		case isRequestID:
+			f.RequestID = ""
+			if body[valStart] == '"' {
+				_ = json.Unmarshal(body[valStart:i], &f.RequestID)
+			}
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {

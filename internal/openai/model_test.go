@@ -218,7 +218,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 }
 
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`} {
+	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -230,6 +230,11 @@ func FuzzFindModel(f *testing.F) {
 		if json.Unmarshal(body, &top) == nil {
 			if stream := pydanticTrue(top["stream"]); fm.Stream != stream {
 				t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, fm.Stream, stream)
+			}
+			for key, got := range map[string]string{"user": fm.User, "request_id": fm.RequestID} {
+				if want, _ := top[key].(string); got != want {
+					t.Fatalf("FindModel(%s)'s %s = %q, decoder says %q", body, key, got, want)
+				}
 			}
 		}
 		if err != nil {
