@@ -64,6 +64,12 @@ type Server struct {
 	ReloadInterval Duration `yaml:"reload_interval"`
 	// TLS serves the client port over TLS; default plain HTTP.
 	TLS ServerTLS `yaml:"tls"`
+	// CORSAllowedOrigins are the web origins (scheme://host[:port]) whose
+	// pages may call the client port from a browser, or "*" for every
+	// one, as vLLM allows by default. Empty: no CORS headers, and a
+	// browser's preflight is refused (401 with keys, else 405). Default
+	// ["*"].
+	CORSAllowedOrigins []string `yaml:"cors_allowed_origins"`
 }
 
 // Model is one model the gateway serves.
@@ -539,13 +545,14 @@ const (
 func Default() Config {
 	return Config{
 		Server: Server{
-			Listen:            "0.0.0.0:8080",
-			AdminListen:       "127.0.0.1:9090",
-			RequestTimeout:    Duration(60 * time.Second),
-			HeaderReadTimeout: Duration(10 * time.Second),
-			ShutdownTimeout:   Duration(30 * time.Second),
-			MaxBodyBytes:      32 << 20,
-			ReloadInterval:    Duration(2 * time.Second),
+			Listen:             "0.0.0.0:8080",
+			AdminListen:        "127.0.0.1:9090",
+			RequestTimeout:     Duration(60 * time.Second),
+			HeaderReadTimeout:  Duration(10 * time.Second),
+			ShutdownTimeout:    Duration(30 * time.Second),
+			MaxBodyBytes:       32 << 20,
+			CORSAllowedOrigins: []string{"*"},
+			ReloadInterval:     Duration(2 * time.Second),
 		},
 		Auth: Auth{ReloadInterval: Duration(time.Second)},
 		Routing: Routing{

@@ -40,13 +40,14 @@ func ms(n int64) Duration  { return Duration(time.Duration(n) * time.Millisecond
 func TestGoodFiles(t *testing.T) {
 	full := Default()
 	full.Server = Server{
-		Listen:            "127.0.0.1:18080",
-		AdminListen:       "127.0.0.1:19090",
-		RequestTimeout:    sec(90),
-		HeaderReadTimeout: sec(5),
-		ShutdownTimeout:   0,
-		MaxBodyBytes:      1 << 20,
-		ReloadInterval:    ms(500),
+		Listen:             "127.0.0.1:18080",
+		AdminListen:        "127.0.0.1:19090",
+		RequestTimeout:     sec(90),
+		HeaderReadTimeout:  sec(5),
+		ShutdownTimeout:    0,
+		MaxBodyBytes:       1 << 20,
+		ReloadInterval:     ms(500),
+		CORSAllowedOrigins: []string{"*"},
 	}
 	full.Models = []Model{
 		{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama-8b", "llama"}, Policy: "p2c", Tokenizer: "builtin:sim", BlockSize: 32,
@@ -964,5 +965,26 @@ func TestPeriodsHaveAFloor(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+func TestCORSAllowedOrigins(t *testing.T) {
+	for o, want := range map[string]bool{
+		"https://app.example.com": true, "http://localhost:3000": true, "http://[::1]:8000": true, "http://10.0.0.1": true,
+		"https://app.example.com/": false, "https://app.example.com/x": false, "app.example.com": false, "ftp://h": false,
+		"https://u@h": false, "https://h?q": false, "https://h#f": false, "https://": false, "null": false, "*.example.com": false,
+		"HTTPS://h": false, "https://h:": false, "https://h:0": false, "https://h:65536": false, "https://h:443": true,
+	} {
+		if got := IsWebOrigin(o); got != want {
+			t.Errorf("IsWebOrigin(%q) = %v, want %v", o, got, want)
+		}
+	}
+	c := Default()
+	c.Models = []Model{{Name: "m"}}
+	c.Replicas = []Replica{{ID: "r", URL: "http://h:1", Models: []string{"m"}, MaxConcurrency: 1, MaxPending: 1}}
+	c.Server.CORSAllowedOrigins = []string{"*", "https://ok.example", "https://bad.example/"}
+	want := []string{`server.cors_allowed_origins[2]: must be "*" or an origin such as https://app.example.com (scheme, host and port only), got "https://bad.example/"`}
+	if diff := cmp.Diff(want, messages(c.Validate())); diff != "" {
+		t.Errorf("Validate() (-want +got):\n%s", diff)
 	}
 }

@@ -64,6 +64,7 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	c.Server.HeaderReadTimeout = drawDuration(t, "header_read_timeout", 1, Duration(time.Hour))
 	c.Server.ShutdownTimeout = drawDuration(t, "shutdown_timeout", 0, Duration(time.Hour))
 	c.Server.MaxBodyBytes = rapid.Int64Range(1, math.MaxInt64).Draw(t, "max_body_bytes")
+	c.Server.CORSAllowedOrigins = rapid.SliceOfN(rapid.SampledFrom([]string{"*", "https://app.example.com", "http://localhost:3000", "http://[::1]:8000"}), 0, 3).Draw(t, "cors_allowed_origins")
 
 	// Names and aliases share one namespace: draw them together, distinct.
 	nModels := rapid.IntRange(1, 4).Draw(t, "models")

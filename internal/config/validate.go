@@ -150,6 +150,30 @@ func (v *validator) server(s *Server) {
 	if s.MaxBodyBytes <= 0 {
 		v.fail("server.max_body_bytes", "must be > 0")
 	}
+	for i, o := range s.CORSAllowedOrigins {
+		if o != "*" && !IsWebOrigin(o) {
+			v.fail(fmt.Sprintf("server.cors_allowed_origins[%d]", i), `must be "*" or an origin such as https://app.example.com (scheme, host and port only), got %q`, o)
+		}
+	}
+}
+
+// IsWebOrigin reports whether s is a web origin as browsers send it in
+// Origin: http or https, a host, an optional port, and nothing else.
+func IsWebOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Hostname() != "" &&
+		u.User == nil && u.Path == "" && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery && u.Opaque == "" &&
+		s == u.Scheme+"://"+u.Host && validPort(u)
+}
+
+// validPort reports whether u names no port, or one of 1-65535.
+func validPort(u *url.URL) bool {
+	if strings.HasSuffix(u.Host, ":") {
+		return false
+	}
+	p := u.Port()
+	n, err := strconv.Atoi(p)
+	return p == "" || err == nil && n >= 1 && n <= 65535
 }
 
 // hostPort is a checked listen address.

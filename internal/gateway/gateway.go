@@ -344,9 +344,10 @@ func (g *Gateway) ClientHandler() http.Handler {
 			g.answerOwn(w, r, refusedNotFound)
 		}
 	}))
+	cors := withCORS(keyed, g.cfg.Server.CORSAllowedOrigins)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.arrivals.Add(1)
-		keyed.ServeHTTP(w, r)
+		cors.ServeHTTP(w, r)
 	})
 }
 
