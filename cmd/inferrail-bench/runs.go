@@ -136,7 +136,11 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 // spec replays it, else as workload.GenerateContext does.
 func (tr *readTrace) generate(ctx context.Context, s workload.Spec) ([]workload.Request, error) {
 	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path {
-		return workload.GenerateTrace(ctx, s, tr.recs)
+		reqs, err := workload.GenerateTrace(ctx, s, tr.recs)
+		if err != nil {
+			return nil, err
+		}
+		return reqs.All(ctx)
 	}
 	return workload.GenerateContext(ctx, s)
 }

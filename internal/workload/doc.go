@@ -41,7 +41,9 @@
 //     diurnal ramp.
 //   - trace: replay of a Mooncake-format trace (see ParseTrace). The trace's
 //     timestamps are the arrivals; each hash id is a 512-token block of
-//     text, the same text wherever the id appears.
+//     text, the same text wherever the id appears. GenerateRequests makes
+//     each prompt only when it is asked for (Requests), so a replay need
+//     not hold every prompt of a long trace at once.
 //
 // For w2 and w3 the arrival process gives the conversation (or loop)
 // starts, at Rate divided by the mean number of requests per start, so the

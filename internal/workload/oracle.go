@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 
@@ -50,55 +51,79 @@ func OracleHitRate(reqs []Request, blockSize int) (float64, error) {
 // one; every full block is then cached. Requests are taken to name one
 // model: the model field does not salt the hashes, cache_salt does.
 func Analyze(reqs []Request, blockSize int) (*Analysis, error) {
+	return analyze(len(reqs), blockSize, func(i int) time.Duration { return reqs[i].At }, func(i int) Request { return reqs[i] })
+}
+
+// AnalyzeRequests is Analyze of reqs, asking for a few requests at a time:
+// what it holds at once is the cache's blocks, not every prompt.
+func AnalyzeRequests(reqs *Requests, blockSize int) (*Analysis, error) {
+	return analyze(reqs.Len(), blockSize, func(i int) time.Duration { return reqs.Head(i).At }, reqs.Request)
+}
+
+// analyze is Analyze of n requests, request i scheduled at(i) and made by
+// get(i). It takes them in At order a batch at a time, hashing a batch's
+// prompts in parallel and then replaying it, so that only one batch's
+// prompts and hashes are held at once.
+func analyze(n, blockSize int, at func(i int) time.Duration, get func(i int) Request) (*Analysis, error) {
 	if blockSize < 1 {
 		return nil, errors.New("block size: must be >= 1")
 	}
-	hashes := make([][]blockhash.Hash, len(reqs))
-	a := &Analysis{
-		PromptTokens: make([]int, len(reqs)),
-		CachedTokens: make([]int, len(reqs)),
-	}
-	errs := make([]error, len(reqs))
-	workers := min(runtime.GOMAXPROCS(0), len(reqs))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < len(reqs); i += workers {
-				ids, salt, err := promptIDs(&reqs[i])
-				if err != nil {
-					errs[i] = fmt.Errorf("request %d: %w", i, err)
-					continue
-				}
-				a.PromptTokens[i] = len(ids)
-				seed := blockhash.Seed("", "", salt)
-				hashes[i] = blockhash.Extend(nil, seed, ids, blockSize)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	order := make([]int, len(reqs))
+	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(reqs[x].At, reqs[y].At) })
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(at(x), at(y)) })
+	a := &Analysis{PromptTokens: make([]int, n), CachedTokens: make([]int, n)}
+	var errs []error
 	seen := make(map[blockhash.Hash]struct{})
-	for _, i := range order {
-		hit, lookup := 0, min(len(hashes[i]), max(a.PromptTokens[i]-1, 0)/blockSize)
-		for hit < lookup {
-			if _, ok := seen[hashes[i][hit]]; !ok {
-				break
+	workers := runtime.GOMAXPROCS(0)
+	hashes := make([][]blockhash.Hash, 4*workers) // of the batch's requests
+	for lo := 0; lo < n; lo += len(hashes) {
+		batch := order[lo:min(n, lo+len(hashes))]
+		bad := make([]error, len(batch))
+		var wg sync.WaitGroup
+		for w := range min(workers, len(batch)) {
+			wg.Go(func() {
+				for k := w; k < len(batch); k += workers {
+					r := get(batch[k])
+					ids, salt, err := promptIDs(&r)
+					if err != nil {
+						bad[k] = fmt.Errorf("request %d: %w", batch[k], err)
+						continue
+					}
+					a.PromptTokens[batch[k]] = len(ids)
+					hashes[k] = blockhash.Extend(hashes[k][:0], blockhash.Seed("", "", salt), ids, blockSize)
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range bad {
+			if err != nil {
+				errs = append(errs, err)
 			}
-			hit++
 		}
-		for _, h := range hashes[i][hit:] {
-			seen[h] = struct{}{}
+		if len(errs) > 0 {
+			continue // the rest are still tokenized, to report theirs too
 		}
-		a.CachedTokens[i] = hit * blockSize
-		a.Prompt += int64(a.PromptTokens[i])
-		a.Cached += int64(a.CachedTokens[i])
+		for k, i := range batch {
+			hs := hashes[k]
+			hit, lookup := 0, min(len(hs), max(a.PromptTokens[i]-1, 0)/blockSize)
+			for hit < lookup {
+				if _, ok := seen[hs[hit]]; !ok {
+					break
+				}
+				hit++
+			}
+			for _, h := range hs[hit:] {
+				seen[h] = struct{}{}
+			}
+			a.CachedTokens[i] = hit * blockSize
+			a.Prompt += int64(a.PromptTokens[i])
+			a.Cached += int64(a.CachedTokens[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -324,10 +324,10 @@ func jsonTokenText(tok json.Token) string {
 // well inside a time.Duration.
 const maxTraceSchedule = 100 * 365 * 24 * time.Hour
 
-// GenerateTrace is Generate for a trace workload whose records are already
-// read (ReadTrace): spec.TracePath is not opened again. It stops with
-// ctx's error when ctx is done.
-func GenerateTrace(ctx context.Context, spec Spec, recs []TraceRecord) ([]Request, error) {
+// GenerateTrace is GenerateRequests for a trace workload whose records
+// are already read (ReadTrace): spec.TracePath is not opened again. It
+// stops with ctx's error when ctx is done.
+func GenerateTrace(ctx context.Context, spec Spec, recs []TraceRecord) (*Requests, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("workload spec: %w", err)
 	}
@@ -345,8 +345,10 @@ func GenerateTrace(ctx context.Context, spec Spec, recs []TraceRecord) ([]Reques
 // so the sim's count is input_length plus the chat template's tokens.
 // Arrivals are the trace's timestamps less the first, times TimeScale,
 // divided by RateMultiplier; one past maxTraceSchedule, and not cut by
-// spec.Duration, is an error naming its line.
-func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) ([]Request, error) {
+// spec.Duration, is an error naming its line. Every error is found here;
+// the prompts are made one by one as they are asked for (tracePrompt),
+// each from its record alone.
+func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) (*Requests, error) {
 	order := make([]int, len(recs))
 	for i := range order {
 		order[i] = i
@@ -360,15 +362,13 @@ func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) ([]Reques
 		}
 		return 0
 	})
-	g := newGen(spec)
 	scale := spec.TimeScale / spec.RateMultiplier
-	var reqs []Request
-	var block []byte
+	var heads []Request
 	for n, i := range order {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		rec := recs[i]
+		rec := &recs[i]
 		if spec.Requests > 0 && n >= spec.Requests {
 			break
 		}
@@ -387,42 +387,70 @@ func traceRequests(ctx context.Context, spec Spec, recs []TraceRecord) ([]Reques
 		if spec.Duration > 0 && at >= spec.Duration {
 			break
 		}
-		input := rec.InputLength
-		if spec.MaxPromptTokens > 0 {
-			input = min(input, spec.MaxPromptTokens)
-		}
-		content := make([]byte, 0, input*3)
-		bs, blockSeed := rec.Block(), spec.Seed
-		if rec.Model != "" {
-			h := fnv.New64a()
-			h.Write([]byte(rec.Model))
-			blockSeed ^= h.Sum64()
-		}
-		for k := 0; k*bs < input; k++ {
-			var seed uint64
-			if k < len(rec.HashIDs) {
-				seed = textSeed(blockSeed, textTraceBlock, uint64(rec.HashIDs[k]))
-			} else {
-				seed = textSeed(spec.Seed, textTraceTail, uint64(i)<<24+uint64(k))
-			}
-			want := min(bs, input-k*bs)
-			if want == bs {
-				content = appendWords(content, seed, want)
-				continue
-			}
-			// A cut block is a prefix of the whole one: its first tokens.
-			block = appendWords(block[:0], seed, bs)
-			ids := simTok.Encode(nil, string(block))
-			content = simTok.AppendDecoded(content, ids[:want], false)
-		}
-		c := &chat{model: spec.Model, messages: []message{newMessage("user", text{string(content), input, true})}}
-		out := rec.OutputLength
-		if spec.OutputTokens > 0 {
-			out = spec.OutputTokens
-		}
-		reqs = append(reqs, g.request(at, Trace, c, out))
+		// The prompt's length is known without its text.
+		c := traceChat(spec, rec, nil)
+		heads = append(heads, Request{At: at, Path: ChatPath, Kind: Trace, MaxTokens: traceOutput(spec, rec), PromptTokens: c.promptTokens()})
 	}
-	return reqs, nil
+	body := func(n int) []byte {
+		i := order[n]
+		rec := &recs[i]
+		return traceChat(spec, rec, tracePrompt(spec, rec, i)).body(traceOutput(spec, rec))
+	}
+	return &Requests{heads: heads, body: body}, nil
+}
+
+// traceInput is the prompt length of rec, cut to spec.MaxPromptTokens.
+func traceInput(spec Spec, rec *TraceRecord) int {
+	if spec.MaxPromptTokens > 0 {
+		return min(rec.InputLength, spec.MaxPromptTokens)
+	}
+	return rec.InputLength
+}
+
+// traceOutput is the output length of rec, or spec.OutputTokens.
+func traceOutput(spec Spec, rec *TraceRecord) int {
+	if spec.OutputTokens > 0 {
+		return spec.OutputTokens
+	}
+	return rec.OutputLength
+}
+
+// traceChat is rec's chat, its one message the prompt (tracePrompt).
+// Its token count is right whatever prompt is given, nil too.
+func traceChat(spec Spec, rec *TraceRecord, prompt []byte) *chat {
+	return &chat{model: spec.Model, messages: []message{newMessage("user", text{string(prompt), traceInput(spec, rec), true})}}
+}
+
+// tracePrompt is the prompt of rec, record i of the trace (see
+// traceRequests): it depends on nothing else, so prompts can be made in
+// any order.
+func tracePrompt(spec Spec, rec *TraceRecord, i int) []byte {
+	input := traceInput(spec, rec)
+	content := make([]byte, 0, input*3)
+	bs, blockSeed := rec.Block(), spec.Seed
+	if rec.Model != "" {
+		h := fnv.New64a()
+		h.Write([]byte(rec.Model))
+		blockSeed ^= h.Sum64()
+	}
+	for k := 0; k*bs < input; k++ {
+		var seed uint64
+		if k < len(rec.HashIDs) {
+			seed = textSeed(blockSeed, textTraceBlock, uint64(rec.HashIDs[k]))
+		} else {
+			seed = textSeed(spec.Seed, textTraceTail, uint64(i)<<24+uint64(k))
+		}
+		want := min(bs, input-k*bs)
+		if want == bs {
+			content = appendWords(content, seed, want)
+			continue
+		}
+		// A cut block is a prefix of the whole one: its first tokens.
+		block := appendWords(nil, seed, bs)
+		ids := simTok.Encode(nil, string(block))
+		content = simTok.AppendDecoded(content, ids[:want], false)
+	}
+	return content
 }
 
 // shown is a line's bytes as an error shows them: their first 40 runes,

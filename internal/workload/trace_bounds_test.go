@@ -96,8 +96,8 @@ func TestGenerateTraceStops(t *testing.T) {
 	}
 	spec := Spec{Workload: Trace, Model: "m", TracePath: "/nonexistent/trace.jsonl"}
 	reqs, err := GenerateTrace(t.Context(), spec, recs)
-	if err != nil || len(reqs) != len(recs) {
-		t.Fatalf("%d requests, %v; want %d from the records", len(reqs), err, len(recs))
+	if err != nil || reqs.Len() != len(recs) {
+		t.Fatalf("%d requests, %v; want %d from the records", reqs.Len(), err, len(recs))
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // eagerTraceRequests is traceRequests as it was when every prompt was
@@ -180,7 +183,11 @@ func TestTraceGolden(t *testing.T) {
 	for _, tt := range traceSpecs {
 		spec := tt.spec
 		spec.Workload, spec.Model, spec.TracePath = Trace, "m", "golden.jsonl"
-		reqs, err := GenerateTrace(t.Context(), spec, recs)
+		lazy, err := GenerateTrace(t.Context(), spec, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs, err := lazy.All(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,5 +200,76 @@ func TestTraceGolden(t *testing.T) {
 		if got := requestsDigest(reqs); want[tt.name] != got {
 			t.Errorf("%s: digest %s, want %s", tt.name, got, want[tt.name])
 		}
+	}
+}
+
+// TestLazyTraceEqualsEager: whatever the trace and the spec, the lazy
+// replay schedules the requests the eager one made, and makes each one's
+// body the same, in whatever order the bodies are asked for (a run asks
+// in order; the oracle, from several goroutines).
+func TestLazyTraceEqualsEager(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		seed := rapid.Uint64().Draw(t, "trace_seed")
+		n := rapid.IntRange(1, 40).Draw(t, "records")
+		recs, err := ParseTrace(strings.NewReader(randomTrace(rand.New(rand.NewPCG(seed, 0)), n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := traceSpecs[rapid.IntRange(0, len(traceSpecs)-1).Draw(t, "spec")].spec
+		spec.Seed = rapid.Uint64Range(0, 3).Draw(t, "seed")
+		spec.Workload, spec.Model, spec.TracePath = Trace, "m", "random.jsonl"
+		want, err := eagerTraceRequests(t.Context(), spec.WithDefaults(), recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := GenerateTrace(t.Context(), spec, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Len() != len(want) {
+			t.Fatalf("%d requests, want %d", got.Len(), len(want))
+		}
+		for _, i := range rand.New(rand.NewPCG(seed, 1)).Perm(len(want)) {
+			head, r := got.Head(i), got.Request(i)
+			if head.Body != nil {
+				t.Fatalf("request %d: the head holds its body", i)
+			}
+			if head.Body = r.Body; requestsDigest([]Request{head}) != requestsDigest([]Request{r}) {
+				t.Fatalf("request %d: head %+v differs from the request %+v", i, head, r)
+			}
+			if requestsDigest([]Request{r}) != requestsDigest(want[i:i+1]) {
+				t.Fatalf("request %d: lazy %+v\n%.300s\neager %+v\n%.300s", i, r, r.Body, want[i], want[i].Body)
+			}
+		}
+		a, err := AnalyzeRequests(got, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Analyze(want, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(a.PromptTokens, b.PromptTokens) || !slices.Equal(a.CachedTokens, b.CachedTokens) {
+			t.Fatalf("AnalyzeRequests %+v, Analyze of the eager requests %+v", a, b)
+		}
+	})
+}
+
+// A trace's errors are reported before any prompt is made, as they were.
+func TestLazyTraceErrors(t *testing.T) {
+	recs, err := ParseTrace(strings.NewReader(randomTrace(rand.New(rand.NewPCG(3, 0)), 20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Workload: Trace, Model: "m", TracePath: "t.jsonl", RateMultiplier: 1e-300}
+	_, errLazy := GenerateTrace(t.Context(), spec, recs)
+	_, errEager := eagerTraceRequests(t.Context(), spec.WithDefaults(), recs)
+	if errLazy == nil || errEager == nil || errLazy.Error() != errEager.Error() {
+		t.Errorf("lazy %v, eager %v", errLazy, errEager)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := GenerateRequests(ctx, Spec{Workload: Trace, Model: "m", TracePath: writeTrace(t, sampleTrace)}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled replay: %v", err)
 	}
 }

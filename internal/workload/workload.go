@@ -302,6 +302,17 @@ func Generate(spec Spec) ([]Request, error) {
 // GenerateContext is Generate, stopping with ctx's error when ctx is done
 // while it replays a trace (a large one takes seconds).
 func GenerateContext(ctx context.Context, spec Spec) ([]Request, error) {
+	reqs, err := GenerateRequests(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return reqs.All(ctx)
+}
+
+// GenerateRequests is GenerateContext, but a trace's prompts are made
+// only as Requests.Request asks for them: every error is reported here,
+// and the rest is quick.
+func GenerateRequests(ctx context.Context, spec Spec) (*Requests, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("workload spec: %w", err)
 	}
@@ -317,5 +328,5 @@ func GenerateContext(ctx context.Context, spec Spec) ([]Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return schedule(spec, src), nil
+	return NewRequests(schedule(spec, src)), nil
 }
