@@ -382,7 +382,7 @@ func TestTraceReadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := ef.env(t.Context(), new(bytes.Buffer), "")
-	if reqs, err := env.Generate(t.Context(), s.Workload); err != nil || len(reqs) != 2 {
-		t.Errorf("replay of the trace read: %d requests, %v", len(reqs), err)
+	if reqs, err := env.Generate(t.Context(), s.Workload); err != nil || reqs.Len() != 2 {
+		t.Errorf("replay of the trace read: %v requests, %v", reqs, err)
 	}
 }

@@ -133,16 +133,12 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 }
 
 // generate makes a spec's requests from the trace already read when the
-// spec replays it, else as workload.GenerateContext does.
-func (tr *readTrace) generate(ctx context.Context, s workload.Spec) ([]workload.Request, error) {
+// spec replays it, else as workload.GenerateRequests does.
+func (tr *readTrace) generate(ctx context.Context, s workload.Spec) (*workload.Requests, error) {
 	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path {
-		reqs, err := workload.GenerateTrace(ctx, s, tr.recs)
-		if err != nil {
-			return nil, err
-		}
-		return reqs.All(ctx)
+		return workload.GenerateTrace(ctx, s, tr.recs)
 	}
-	return workload.GenerateContext(ctx, s)
+	return workload.GenerateRequests(ctx, s)
 }
 
 // envFlags registers the flags that say how runs are carried out.

@@ -5,7 +5,7 @@ import "github.com/inferrail/inferrail/internal/workload"
 // defaultGenerate and defaultOracle are what a RunEnv without its own
 // uses.
 var (
-	defaultGenerate = workload.GenerateContext
+	defaultGenerate = workload.GenerateRequests
 	defaultOracle   = measuredOracle
 )
 
@@ -13,8 +13,8 @@ var (
 // warm: the share of their prompt tokens whose prefix any earlier request,
 // warmup included, already carried. Measured hit rates leave the warmup
 // out, so the ceiling they are set against must too.
-func measuredOracle(reqs []workload.Request, blockSize, warm int) (float64, error) {
-	a, err := workload.Analyze(reqs, blockSize)
+func measuredOracle(reqs *workload.Requests, blockSize, warm int) (float64, error) {
+	a, err := workload.AnalyzeRequests(reqs, blockSize)
 	if err != nil {
 		return 0, err
 	}

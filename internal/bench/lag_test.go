@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
 )
 
 // BenchmarkOpenLoopSendLag runs two seconds of the open-loop driver at 300
@@ -22,7 +24,7 @@ func BenchmarkOpenLoopSendLag(b *testing.B) {
 	defer srv.Close()
 	client := NewLoadClient()
 	defer client.CloseIdleConnections()
-	reqs := handRequests(600, time.Second/300)
+	reqs := workload.NewRequests(handRequests(600, time.Second/300))
 	var lags []time.Duration
 	for b.Loop() {
 		outs := RunOpenLoop(b.Context(), time.Now().Add(10*time.Millisecond), reqs, OpenLoopOptions{URL: srv.URL, Client: client, Timeout: 10 * time.Second})

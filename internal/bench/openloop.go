@@ -94,6 +94,9 @@ type OpenLoopOptions struct {
 	// Progress, when not nil, counts the requests sent, done and failed
 	// as the run goes.
 	Progress *progress.Counts
+	// made are the requests being made ahead already (Measure starts
+	// before the run); nil starts making them with the run.
+	made *ahead
 }
 
 // NewLoadClient returns an HTTP client for open-loop load: keep-alive
@@ -112,10 +115,12 @@ func NewLoadClient() *http.Client {
 // o.URLs in turn, whatever the earlier ones are doing, through the
 // harness's open-loop driver (harness.Loop): the scheduler only sleeps and
 // starts goroutines, one per request in flight, and never waits on a
-// response. It returns when every
-// request has finished or failed, in the order of reqs. Requests not yet
-// due when ctx ends are reported with ErrKind "not_sent".
-func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, o OpenLoopOptions) []Outcome {
+// response. Requests are made ahead of their time by a goroutine of
+// their own (see ahead), so a trace's prompts need not all be held at
+// once. It returns when every request has finished or failed, in the
+// order of reqs. Requests not yet due when ctx ends are reported with
+// ErrKind "not_sent".
+func RunOpenLoop(ctx context.Context, start time.Time, reqs *workload.Requests, o OpenLoopOptions) []Outcome {
 	if o.Client == nil {
 		o.Client = NewLoadClient()
 	}
@@ -126,26 +131,40 @@ func RunOpenLoop(ctx context.Context, start time.Time, reqs []workload.Request, 
 	if len(urls) == 0 {
 		urls = []string{o.URL}
 	}
-	out := make([]Outcome, len(reqs))
-	for i := range reqs {
-		out[i] = Outcome{Index: i, Kind: reqs[i].Kind, Session: reqs[i].Session, Target: i % len(urls), Sched: reqs[i].At}
+	out := make([]Outcome, reqs.Len())
+	for i := range out {
+		h := reqs.Head(i)
+		out[i] = Outcome{Index: i, Kind: h.Kind, Session: h.Session, Target: i % len(urls), Sched: h.At}
 	}
-	loop := harness.Loop{Start: start, N: len(reqs), At: func(i int) time.Duration { return reqs[i].At }, OnSchedule: o.OnSchedule}
+	loop := harness.Loop{Start: start, N: len(out), At: func(i int) time.Duration { return reqs.Head(i).At }, OnSchedule: o.OnSchedule}
 	count := o.Progress
 	if count == nil {
 		count = new(progress.Counts)
 	}
+	next := o.made
+	if next == nil {
+		next = startAhead(ctx, reqs, aheadBytes)
+		defer next.stop()
+	}
 	sent := loop.Run(ctx, func(i int, dispatched time.Duration) {
 		out[i].Dispatched = dispatched
+		r, ok := next.take(i)
+		if !ok {
+			out[i].ErrKind, out[i].Err = errKindNotSent, "run stopped before the request was made"
+			return
+		}
 		count.Sent.Add(1)
-		s := sender{client: o.Client, url: urls[out[i].Target], timeout: o.Timeout, start: start}
-		s.send(ctx, &reqs[i], &out[i])
+		var once sync.Once
+		written := func() { once.Do(func() { next.written(len(r.Body)) }) }
+		s := sender{client: o.Client, url: urls[out[i].Target], timeout: o.Timeout, start: start, wrote: written}
+		s.send(ctx, &r, &out[i])
+		written() // if it failed before it was
 		count.Done.Add(1)
 		if !out[i].OK() {
 			count.Errors.Add(1)
 		}
 	})
-	for j := sent; j < len(reqs); j++ {
+	for j := sent; j < len(out); j++ {
 		out[j].ErrKind, out[j].Err = errKindNotSent, "run stopped before the request was due"
 	}
 	return out
@@ -157,6 +176,7 @@ type sender struct {
 	url     string
 	timeout time.Duration
 	start   time.Time
+	wrote   func() // called once the body is written; may be nil
 }
 
 func (s sender) since() time.Duration { return time.Since(s.start) }
@@ -180,7 +200,12 @@ func (s sender) send(ctx context.Context, r *workload.Request, o *Outcome) {
 func (s sender) exchange(ctx context.Context, r *workload.Request, o *Outcome) error {
 	var wroteOnce sync.Once
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		wroteOnce.Do(func() { o.Sent = s.since() })
+		wroteOnce.Do(func() {
+			o.Sent = s.since()
+			if s.wrote != nil {
+				s.wrote()
+			}
+		})
 	}}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, s.url+r.Path, bytes.NewReader(r.Body))
 	if err != nil {

@@ -106,7 +106,7 @@ func TestOpenLoopCountsFromSchedule(t *testing.T) {
 	defer srv.Close()
 	reqs := handRequests(5, 20*time.Millisecond)
 	start := time.Now().Add(20 * time.Millisecond)
-	outs := RunOpenLoop(t.Context(), start, reqs, OpenLoopOptions{URL: srv.URL, Timeout: 10 * time.Second})
+	outs := RunOpenLoop(t.Context(), start, workload.NewRequests(reqs), OpenLoopOptions{URL: srv.URL, Timeout: 10 * time.Second})
 	var firstBytes []time.Duration // from the schedule's start
 	for i, o := range outs {
 		if !o.OK() {
@@ -143,7 +143,7 @@ func TestOpenLoopBlockedSenderShowsAsLag(t *testing.T) {
 	defer srv.Close()
 	reqs := handRequests(4, 10*time.Millisecond)
 	stall := 300 * time.Millisecond
-	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), reqs, OpenLoopOptions{
+	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), workload.NewRequests(reqs), OpenLoopOptions{
 		URL: srv.URL, Timeout: 10 * time.Second,
 		OnSchedule: func(i int) {
 			if i == 1 {
@@ -180,7 +180,7 @@ func TestOpenLoopConnectionLimitShowsAsLag(t *testing.T) {
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	defer client.CloseIdleConnections()
-	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), handRequests(3, 0), OpenLoopOptions{URL: srv.URL, Client: client})
+	outs := RunOpenLoop(t.Context(), time.Now().Add(10*time.Millisecond), workload.NewRequests(handRequests(3, 0)), OpenLoopOptions{URL: srv.URL, Client: client})
 	lags := 0
 	for _, o := range outs {
 		if !o.OK() {
@@ -211,7 +211,7 @@ func TestOpenLoopErrors(t *testing.T) {
 	defer srv.Close()
 	reqs := handRequests(2, 0)
 	reqs[0].Path, reqs[1].Path = "/v1/busy", "/v1/slow"
-	outs := RunOpenLoop(t.Context(), time.Now(), reqs, OpenLoopOptions{URL: srv.URL, Timeout: 200 * time.Millisecond})
+	outs := RunOpenLoop(t.Context(), time.Now(), workload.NewRequests(reqs), OpenLoopOptions{URL: srv.URL, Timeout: 200 * time.Millisecond})
 	if outs[0].ErrKind != "status_503" || outs[0].Status != 503 {
 		t.Errorf("busy: %s", outs[0].String())
 	}
@@ -238,7 +238,7 @@ func TestOpenLoopAlternatesGateways(t *testing.T) {
 		defer srv.Close()
 		srvs = append(srvs, srv)
 	}
-	outs := RunOpenLoop(t.Context(), time.Now(), handRequests(6, 5*time.Millisecond),
+	outs := RunOpenLoop(t.Context(), time.Now(), workload.NewRequests(handRequests(6, 5*time.Millisecond)),
 		OpenLoopOptions{URLs: []string{srvs[0].URL, srvs[1].URL}, Timeout: 10 * time.Second})
 	for i, o := range outs {
 		want := []string{"a", "b"}[i%2]

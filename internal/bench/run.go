@@ -42,11 +42,11 @@ type RunEnv struct {
 	// discards.
 	Logger *slog.Logger
 	// Generate makes a spec's requests, stopping when ctx is done. Nil
-	// means workload.GenerateContext.
-	Generate func(context.Context, workload.Spec) ([]workload.Request, error)
+	// means workload.GenerateRequests.
+	Generate func(context.Context, workload.Spec) (*workload.Requests, error)
 	// Oracle computes the oracle hit rate of the requests after the first
-	// warm. Nil means the workload's own, by workload.Analyze.
-	Oracle func(reqs []workload.Request, blockSize, warm int) (float64, error)
+	// warm. Nil means the workload's own, by workload.AnalyzeRequests.
+	Oracle func(reqs *workload.Requests, blockSize, warm int) (float64, error)
 	// OnSchedule is passed to RunOpenLoop (tests stall the scheduler with
 	// it). Nil means none.
 	OnSchedule func(i int)
@@ -86,6 +86,9 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	// The first requests are made while the fleet starts, not as they go.
+	made := startAhead(ctx, wall, aheadBytes)
+	defer made.stop()
 	clock := spec.clock()
 	res := &RunResult{Spec: spec, Command: env.Command, Environment: env.Environment}
 	targets := []string{spec.URL}
@@ -124,14 +127,15 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	admin := procs.AdminClient()
 	defer admin.CloseIdleConnections()
 
+	made.ready()
 	start := time.Now().Add(50 * time.Millisecond)
 	res.Started = start.UTC().Format(time.RFC3339Nano)
 	mark := markWarmup(ctx, fleet, admin, start, wall, warm)
 	log.Info("run start", "workload", spec.Workload.Workload, "rate", spec.Workload.Rate, "policy", spec.Policy,
-		"rep", spec.Rep, "requests", len(reqs), "warmup", warm)
-	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), len(reqs), wall[len(wall)-1].At)
+		"rep", spec.Rep, "requests", reqs.Len(), "warmup", warm)
+	task := env.Progress.Start(strings.TrimSuffix(spec.FileName(), ".json"), reqs.Len(), wall.Head(wall.Len()-1).At)
 	outs := RunOpenLoop(ctx, start, wall, OpenLoopOptions{URLs: targets, Client: client, Timeout: spec.Timeout,
-		OnSchedule: mark.gate(warm, env.OnSchedule), Progress: &task.Counts})
+		OnSchedule: mark.gate(warm, env.OnSchedule), Progress: &task.Counts, made: made})
 	task.Finish()
 	toModelTime(outs, reqs, clock)
 	if env.Outcomes != "" {
@@ -162,7 +166,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 }
 
 // oracle is e.Oracle, or the workload's own.
-func (e *RunEnv) oracle() func(reqs []workload.Request, blockSize, warm int) (float64, error) {
+func (e *RunEnv) oracle() func(reqs *workload.Requests, blockSize, warm int) (float64, error) {
 	if e.Oracle == nil {
 		return defaultOracle
 	}
@@ -172,7 +176,7 @@ func (e *RunEnv) oracle() func(reqs []workload.Request, blockSize, warm int) (fl
 // planRun generates the spec's requests and returns them, the same on the
 // wall clock the run keeps (spec.clock() times faster than the model's)
 // and how many of them warm up.
-func planRun(ctx context.Context, spec *RunSpec, env *RunEnv) (reqs, wall []workload.Request, warm int, err error) {
+func planRun(ctx context.Context, spec *RunSpec, env *RunEnv) (reqs, wall *workload.Requests, warm int, err error) {
 	gen := env.Generate
 	if gen == nil {
 		gen = defaultGenerate
@@ -181,29 +185,26 @@ func planRun(ctx context.Context, spec *RunSpec, env *RunEnv) (reqs, wall []work
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("generate workload: %w", err)
 	}
-	if len(reqs) == 0 {
+	if reqs.Len() == 0 {
 		return nil, nil, 0, errors.New("generate workload: no requests")
 	}
 	warmup, _ := ParseWarmup(spec.Warmup)
-	sched := make([]time.Duration, len(reqs))
-	for i, r := range reqs {
-		sched[i] = r.At
+	sched := make([]time.Duration, reqs.Len())
+	for i := range sched {
+		sched[i] = reqs.Head(i).At
 	}
 	if !slices.IsSorted(sched) {
 		return nil, nil, 0, errors.New("generate workload: requests not in time order")
 	}
 	warm = warmup.count(sched)
-	if warm >= len(reqs) {
-		return nil, nil, 0, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, len(reqs))
+	if warm >= reqs.Len() {
+		return nil, nil, 0, fmt.Errorf("warmup %s leaves none of the %d requests", spec.Warmup, reqs.Len())
 	}
 	// The schedule is in the model's time; the wall clock runs spec.clock()
 	// times faster.
 	wall = reqs
 	if clock := spec.clock(); clock > 1 {
-		wall = slices.Clone(reqs)
-		for i := range wall {
-			wall[i].At = toWall(reqs[i].At, clock)
-		}
+		wall = reqs.Retimed(func(at time.Duration) time.Duration { return toWall(at, clock) })
 	}
 	return reqs, wall, warm, nil
 }
@@ -267,13 +268,13 @@ type warmupMark struct {
 // markWarmup starts reading the counters of fleet's engines for a run that
 // starts at start on schedule wall, whose first warm requests are its
 // warmup; nil without a fleet.
-func markWarmup(ctx context.Context, fleet *Fleet, admin *http.Client, start time.Time, wall []workload.Request, warm int) *warmupMark {
+func markWarmup(ctx context.Context, fleet *Fleet, admin *http.Client, start time.Time, wall *workload.Requests, warm int) *warmupMark {
 	if fleet == nil {
 		return nil
 	}
-	at := start.Add(wall[warm].At)
+	at := start.Add(wall.Head(warm).At)
 	if warm > 0 {
-		at = start.Add((wall[warm-1].At + wall[warm].At) / 2)
+		at = start.Add((wall.Head(warm-1).At + wall.Head(warm).At) / 2)
 	}
 	ch := make(chan counterReading, 1)
 	urls := fleet.SimURLs()
@@ -362,14 +363,14 @@ func toWall(d time.Duration, clock float64) time.Duration {
 // toModelTime turns the outcomes of a run on a clock clock times faster
 // back into the model's time: each is scheduled where reqs has it, and
 // every time it measured is stretched by clock.
-func toModelTime(outs []Outcome, reqs []workload.Request, clock float64) {
+func toModelTime(outs []Outcome, reqs *workload.Requests, clock float64) {
 	if clock <= 1 {
 		return
 	}
 	stretch := func(d time.Duration) time.Duration { return time.Duration(float64(d) * clock) }
 	for i := range outs {
 		o := &outs[i]
-		o.Sched = reqs[o.Index].At
+		o.Sched = reqs.Head(o.Index).At
 		o.Dispatched, o.Sent = stretch(o.Dispatched), stretch(o.Sent)
 		o.TTFT, o.E2E, o.Estimated = stretch(o.TTFT), stretch(o.E2E), stretch(o.Estimated)
 		for j := range o.ITL {

@@ -32,9 +32,11 @@ func fleetEnv(t *testing.T, reqs []workload.Request) RunEnv {
 	return RunEnv{
 		SimBinary: os.Args[0], SimEnv: procstest.SimEnv(),
 		GatewayBinary: os.Args[0], GatewayEnv: procstest.GatewayEnv(),
-		Logger:   slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Generate: func(context.Context, workload.Spec) ([]workload.Request, error) { return reqs, nil },
-		Oracle:   func([]workload.Request, int, int) (float64, error) { return 0.9, nil },
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Generate: func(context.Context, workload.Spec) (*workload.Requests, error) {
+			return workload.NewRequests(reqs), nil
+		},
+		Oracle: func(*workload.Requests, int, int) (float64, error) { return 0.9, nil },
 	}
 }
 
@@ -379,7 +381,7 @@ rates = [40]
 	}
 	// A second sweep finds both results and runs nothing: its generator
 	// would fail if it were called.
-	env.Generate = func(context.Context, workload.Spec) ([]workload.Request, error) {
+	env.Generate = func(context.Context, workload.Spec) (*workload.Requests, error) {
 		return nil, errors.New("must not run")
 	}
 	s, err = Sweep(t.Context(), runs, SweepOptions{Out: dir}, env)
@@ -433,11 +435,11 @@ func TestMeasuredOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := measuredOracle(reqs, 16, 0)
+	all, err := measuredOracle(workload.NewRequests(reqs), 16, 0)
 	if err != nil || all != a.HitRate() {
 		t.Fatalf("warm 0: %v, %v; want the whole schedule's %v", all, err, a.HitRate())
 	}
-	after, err := measuredOracle(reqs, 16, 1)
+	after, err := measuredOracle(workload.NewRequests(reqs), 16, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +453,7 @@ func TestMeasuredOracle(t *testing.T) {
 // each outcome back at its model-time schedule; at clock 1 it changes
 // nothing.
 func TestToModelTime(t *testing.T) {
-	reqs := []workload.Request{{At: 0}, {At: 4 * time.Second}}
+	reqs := workload.NewRequests([]workload.Request{{At: 0}, {At: 4 * time.Second}})
 	outs := []Outcome{
 		{Index: 0, Sched: 0, Dispatched: time.Millisecond, Sent: 2 * time.Millisecond, TTFT: 50 * time.Millisecond, E2E: 200 * time.Millisecond, ITL: []time.Duration{10 * time.Millisecond}},
 		{Index: 1, Sched: time.Second, Dispatched: time.Second, Sent: time.Second + time.Millisecond, TTFT: 25 * time.Millisecond, E2E: 25 * time.Millisecond},
