@@ -1,0 +1,69 @@
+//go:build !race
+
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/workload"
+)
+
+// TestOpenLoopHeldHeap replays a trace of 1,500 prompts of 100,000
+// tokens, 2 ms apart, some 350 MiB of bodies, and reads the live heap
+// every 25 requests: it stays within the window made ahead (aheadBytes)
+// and a little more, not the trace's size. The race detector's runtime
+// allocates on its own, so make norace runs this without it.
+func TestOpenLoopHeldHeap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	var b strings.Builder
+	for i := range 1500 {
+		fmt.Fprintf(&b, `{"timestamp": %d, "input_length": 100000, "output_length": 1, "hash_ids": [%d]}`+"\n", i*2, i%4)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := workload.GenerateRequests(t.Context(), workload.Spec{Workload: workload.Trace, Model: "m", TracePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		read.Add(n)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, sseBody(1))
+	}))
+	defer srv.Close()
+	live := func() int64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	base, most := live(), int64(0)
+	outs := RunOpenLoop(t.Context(), time.Now(), reqs, OpenLoopOptions{URL: srv.URL, Timeout: time.Minute, OnSchedule: func(i int) {
+		if i%25 == 0 {
+			most = max(most, live()-base)
+		}
+	}})
+	for i, o := range outs {
+		if !o.OK() {
+			t.Fatalf("request %d: %s", i, o.String())
+		}
+	}
+	const bound = aheadBytes + 32<<20 // and the requests in flight
+	t.Logf("live heap at most %d MiB above the start's; %d MiB of bodies sent", most>>20, read.Load()>>20)
+	if most > bound || read.Load() < 3*bound {
+		t.Errorf("live heap up to %d MiB above the start's, want at most %d MiB, %d MiB of bodies sent", most>>20, bound>>20, read.Load()>>20)
+	}
+}
