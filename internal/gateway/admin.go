@@ -172,6 +172,7 @@ func exactRoutes(mux *http.ServeMux) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		skipBody(w, r)
 		// What ServeMux would answer says whether the path has a route.
 		rec := &headerOnly{header: http.Header{}}
 		h.ServeHTTP(rec, r)

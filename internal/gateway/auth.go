@@ -188,6 +188,7 @@ func (g *Gateway) requireAdminKey(next http.Handler) http.Handler {
 		key, fail := lookupKey(src, r)
 		if key == nil {
 			g.access.metrics.failures.WithLabelValues(portAdmin, string(fail)).Inc()
+			skipBody(w, r)
 			w.Header().Set(openai.HeaderRequestID, requestIDFor(r))
 			unauthorized(fail).write(w)
 			return

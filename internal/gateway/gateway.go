@@ -369,6 +369,7 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 // answerOwn answers a request that never reaches the proxy. Its body is not
 // read, so a client waiting on Expect: 100-continue is answered at once.
 func (g *Gateway) answerOwn(w http.ResponseWriter, r *http.Request, rf *refusal) {
+	skipBody(w, r)
 	id := requestIDFor(r)
 	w.Header().Set(openai.HeaderRequestID, id)
 	rf.write(w)

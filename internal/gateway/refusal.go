@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/openai"
 )
@@ -50,6 +51,19 @@ func refusalOf(err error) *refusal {
 		return newRefusal(openai.HTTPError(http.StatusGatewayTimeout, "No replica answered within the request timeout."), reasonTimeout)
 	default:
 		return newRefusal(openai.HTTPError(http.StatusBadGateway, "No replica could take the request."), reasonUpstream)
+	}
+}
+
+// skipBody keeps an answer given before the request's body is read from
+// waiting for that body: after an HTTP/1 handler answers, net/http reads
+// what is left of a body under 256 KiB before the answer leaves, bounded
+// by no deadline of ours, so a client that sent headers and part of a
+// body held its connection and got nothing. A read deadline of now makes
+// it give up at once: the answer leaves, and the connection closes after
+// it unless the whole body had already come.
+func skipBody(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	}
 }
 

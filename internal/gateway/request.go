@@ -108,6 +108,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	w.Header().Set(openai.HeaderRequestID, ex.id)
 	ex.deadline = ex.arrived.Add(time.Duration(g.cfg.Server.RequestTimeout))
 	if err := classify(ex); err != nil {
+		skipBody(w, r)
 		return ex, err
 	}
 	body, err := g.readBody(w, r, ex.deadline)

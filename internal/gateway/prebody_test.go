@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRefusalsBeforeTheBodyDoNotWaitForIt: a request refused before its
+// body is read is answered though the body never comes whole: a client
+// that sends headers and part of a body held its connection, unanswered,
+// for as long as it liked.
+func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
+	secret, key := newKey("k", nil)
+	cfg, _ := keyedConfig(t, 1, key)
+	gw := startGateway(t, cfg)
+	auth := "Authorization: Bearer " + secret + "\r\n"
+	tests := []struct {
+		name, addr, head string
+		want             int
+	}{
+		{"no_key", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n", http.StatusUnauthorized},
+		{"unknown_path", gw.url, "POST /v1/nope HTTP/1.1\r\n" + auth, http.StatusNotFound},
+		{"wrong_method", gw.url, "PUT /v1/chat/completions HTTP/1.1\r\n" + auth, http.StatusMethodNotAllowed},
+		{"bad_priority", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n" + auth + "X-Inferrail-Priority: bogus\r\n", http.StatusBadRequest},
+		{"admin_unknown_path", gw.admin, "POST /admin/nope HTTP/1.1\r\n", http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(tt.addr, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// 20 bytes of 1,000, and then nothing.
+			req := tt.head + "Host: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + `{"model":"sim","mess`
+			if _, err := conn.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer within 5 s: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}
