@@ -25,6 +25,7 @@ import (
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/zeebo/xxh3"
 )
 
 // exchange is one client request on its way through the gateway.
@@ -41,10 +42,12 @@ type exchange struct {
 	shadowed bool          // the model has shadow policies
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
-	user     string      // the body's top-level user field, a conversation key
-	route    policy.Request
-	bill     *bill      // what the rate limits charged; nil when none apply
-	adm      *admission // its priority class and TTFT target; nil until classified
+	// sessionKey is the conversation the request names (see session),
+	// bounded in size: what the session tables and logs keep of it.
+	sessionKey string
+	route      policy.Request
+	bill       *bill      // what the rate limits charged; nil when none apply
+	adm        *admission // its priority class and TTFT target; nil until classified
 	// fair and slot: fair sharing knows the request (it must leave), and
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
@@ -140,7 +143,8 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
 	}
-	ex.model, ex.body, ex.user, ex.stream = model, body, mf.User, mf.Stream
+	ex.model, ex.body, ex.stream = model, body, mf.Stream
+	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)
 	if ex.adm.target == 0 {
 		ex.adm.target = g.modelTarget(ex)
 	}
@@ -161,12 +165,28 @@ func (ex *exchange) conversation() string {
 }
 
 // session is the conversation the request names: x-session-id, else the
-// body's user field; "" when none.
-func (ex *exchange) session() string {
-	if s := ex.r.Header.Get(openai.HeaderSession); s != "" {
+// body's user field; "" when none. One longer than maxSessionKey is
+// named by its digest.
+func (ex *exchange) session() string { return ex.sessionKey }
+
+// maxSessionKey is the longest conversation name kept as sent. A client
+// may send one of a megabyte in a header or many in a body's user field,
+// and the session tables keep tens of thousands of names: a longer one is
+// kept as a 128-bit digest of it, which names the same conversation.
+const maxSessionKey = 256
+
+// sessionKey is the conversation named by an x-session-id header, else by
+// a body's user field, bounded by maxSessionKey.
+func sessionKey(header, user string) string {
+	s := header
+	if s == "" {
+		s = user
+	}
+	if len(s) <= maxSessionKey {
 		return s
 	}
-	return ex.user
+	d := xxh3.HashString128(s).Bytes()
+	return "xxh3:" + hex.EncodeToString(d[:])
 }
 
 // requestIDFor is the client's request ID when well formed, else a new one.

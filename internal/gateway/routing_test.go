@@ -231,6 +231,12 @@ func TestRouteRequestSession(t *testing.T) {
 		{"", `{"model":"m","user":"alice"}`, "alice"},
 		{"", `{"model":"m","user":7}`, ""},
 		{"", `{"model":"m"}`, ""},
+		// Longer than maxSessionKey: named by its digest, the same one
+		// from the header or the body, and another for another name.
+		{strings.Repeat("h", maxSessionKey), `{"model":"m"}`, strings.Repeat("h", maxSessionKey)},
+		{strings.Repeat("s", maxSessionKey+1), `{"model":"m"}`, "xxh3:556fc05e53f00299424b7ccea7b9cbc1"},
+		{"", `{"model":"m","user":"` + strings.Repeat("s", maxSessionKey+1) + `"}`, "xxh3:556fc05e53f00299424b7ccea7b9cbc1"},
+		{strings.Repeat("t", maxSessionKey+1), `{"model":"m"}`, "xxh3:5a7f290da9d9c1c4f60883cab5c4a7ed"},
 	} {
 		r, _ := http.NewRequest(http.MethodPost, "/v1/completions", nil)
 		if tc.header != "" {
@@ -240,7 +246,7 @@ func TestRouteRequestSession(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex := &exchange{r: r, id: "req", model: "m", body: []byte(tc.body), user: mf.User}
+		ex := &exchange{r: r, id: "req", model: "m", body: []byte(tc.body), sessionKey: sessionKey(tc.header, mf.User)}
 		req := g.routeRequest(ex)
 		if req.Session != tc.want || req.PromptTokens != len(tc.body)/bytesPerToken || req.ID != "req" || req.Blocks != nil {
 			t.Errorf("header %q body %s: %+v, want session %q", tc.header, tc.body, req, tc.want)
