@@ -675,3 +675,46 @@ func TestLostConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestDepartedChecksStayGone: a request that ends after its replica left
+// does not bring back the replica's prediction checks: they were written
+// at the answer's end for every replica, member or not, and a DNS pool's
+// churn under traffic grew the page without bound.
+func TestDepartedChecksStayGone(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(sims[0].URL(), "http://"))
+	res := &fakeResolver{}
+	res.set("127.0.0.1")
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Aliases: []string{"sim"}, Tokenizer: "builtin:sim"}}
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	gw := startResolvingGateway(t, &cfg, res)
+	member := fleet.MemberID("pool", "127.0.0.1", port)
+	waitFor(t, "the member to join", 5*time.Second, func() bool { return gw.g.Fleet().Snapshot().Get(member) != nil })
+	if resp, body := chat(t, gw.url, chatBody("before", "")); resp.StatusCode != 200 { // the member has checks
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	waitFor(t, "the member's prediction checks", 5*time.Second, func() bool {
+		return strings.Contains(scrape(t, gw.admin), `inferrail_prediction_checks_total{replica="`+member+`"`)
+	})
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultDelay, Delay: 500 * time.Millisecond, SparesHealth: true})
+	done := make(chan string, 1)
+	go func() {
+		resp, body := chat(t, gw.url, chatBody("during", ""))
+		done <- fmt.Sprint(resp.StatusCode, " ", body)
+	}()
+	waitFor(t, "the request in flight", 5*time.Second, func() bool {
+		r := gw.g.Fleet().Snapshot().Get(member)
+		return r != nil && r.InFlight() > 0
+	})
+	res.set("127.0.0.3") // the member leaves while its request runs
+	waitFor(t, "the member to leave", 5*time.Second, func() bool { return gw.g.Fleet().Snapshot().Get(member) == nil })
+	if got := <-done; !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("the request in flight: %s", got)
+	}
+	time.Sleep(forgetAgainAfter + 200*time.Millisecond)
+	if page := scrape(t, gw.admin); strings.Contains(page, `replica="`+member+`"`) {
+		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
+	}
+}

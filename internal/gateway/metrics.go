@@ -182,11 +182,13 @@ func (g *Gateway) memberID(id string) bool { return g.fleet.Snapshot().Get(id) !
 const forgetAgainAfter = time.Second
 
 // forgetAgain deletes the series of the replica id once more after
-// forgetAgainAfter, unless a replica of its ID has joined since.
+// forgetAgainAfter, its prediction checks too, unless a replica of its ID
+// has joined since.
 func (g *Gateway) forgetAgain(id string) {
 	time.AfterFunc(forgetAgainAfter, func() {
 		if !g.memberID(id) {
 			g.metrics.forget(id)
+			g.drift.forget(id)
 		}
 	})
 }

@@ -616,7 +616,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		g.metrics.duration.WithLabelValues(ex.model, policyName, rep.ID).Observe(time.Since(ex.arrived).Seconds())
 		g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
 	}
-	if check {
+	if check && g.member(rep) { // a replica gone is forgotten, checks and all
 		if cached, ok := tail.cachedTokens(); ok {
 			g.drift.observe(rep.ID, a.cached, cached)
 		}
