@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,5 +302,58 @@ func TestUnconfirmedSpeculationRaisesSuspicion(t *testing.T) {
 	}
 	if !strings.Contains(gw.logs.String(), "its tokens likely differ") {
 		t.Error("the suspicion was not logged")
+	}
+}
+
+// TestKilledEngineRaisesNoSuspicion: an engine killed with streams it
+// has answered the head of but not yet computed confirms none of their
+// blocks, which says nothing of its tokens: the broken attempts' records
+// are taken back, and no tokenization suspicion is raised.
+func TestKilledEngineRaisesNoSuspicion(t *testing.T) {
+	sims := simsWith(t, 1, func(_ int, c *sim.Config) {
+		c.MaxModelLen = 1024
+		c.NumGPUBlocks = 4096
+		c.MaxNumSeqs = 1 // the others wait, their heads sent
+		c.EnablePromptTokensDetails = true
+		c.KVEvents = sim.DefaultKVEventsConfig()
+		c.KVEvents.Enable, c.KVEvents.Publisher = true, "zmq"
+		c.KVEvents.Endpoint, c.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
+	})
+	cfg := testConfig(t, sims)
+	cfg.Index.Mode = config.IndexExact
+	cfg.Index.SpeculativeTTL = config.Duration(50 * time.Millisecond)
+	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Timeout = config.Duration(time.Second)
+	cfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: sims[0].KVEventsEndpoint(), ReplayEndpoint: sims[0].KVReplayEndpoint()}
+	gw := startGateway(t, cfg)
+	waitFollowing(t, gw, 1)
+	if resp, body := chat(t, gw.url, systemChat("a first prompt starts the stream", "q")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	catchUp(t, gw, sims)
+	var wg sync.WaitGroup
+	for i := range 16 { // about 40 new blocks each, streamed, 300 tokens out
+		wg.Go(func() {
+			body := strings.TrimSuffix(systemChat(strings.Repeat(fmt.Sprintf("prompt %d says something new ", i), 40), "q"), "}") + `,"stream":true,"max_tokens":300}`
+			resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	waitFor(t, "the streams in flight", 5*time.Second, func() bool {
+		r := gw.g.Fleet().Snapshot().Get("sim-1")
+		return r != nil && r.InFlight() == 16 && r.Pending() == 0
+	})
+	sims[0].Kill()
+	wg.Wait()
+	time.Sleep(time.Second) // the speculation's TTL and a few ticks past it
+	s := adminIndex(t, gw.admin).KVEvents[0]
+	if s.TokenizationSuspect || strings.Contains(gw.logs.String(), "its tokens likely differ") {
+		t.Errorf("a killed engine raised the tokenization suspicion: %+v", s)
+	}
+	if s.Unconfirmed != 0 {
+		t.Errorf("%d blocks of broken attempts ran out unconfirmed, want them taken back", s.Unconfirmed)
 	}
 }
