@@ -606,9 +606,8 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 				g.cancelled(ex, rep.ID)
 				return
 			}
-			// What the engine holds of a prompt whose answer it broke is
-			// unknown (it most often died): the attempt's record goes, as
-			// a failed attempt's does, and its events will tell.
+			// The engine broke it (it most often died): its record goes, as
+			// a failed attempt's does; its events will say what it holds.
 			g.index.TakeBack(a.record)
 			g.broke(ex, rep, rerr)
 		}
