@@ -975,8 +975,8 @@ func TestCORSAllowedOrigins(t *testing.T) {
 		"https://u@h": false, "https://h?q": false, "https://h#f": false, "https://": false, "null": false, "*.example.com": false,
 		"HTTPS://h": false, "https://h:": false, "https://h:0": false, "https://h:65536": false, "https://h:443": true,
 	} {
-		if got := IsWebOrigin(o); got != want {
-			t.Errorf("IsWebOrigin(%q) = %v, want %v", o, got, want)
+		if got := isWebOrigin(o); got != want {
+			t.Errorf("isWebOrigin(%q) = %v, want %v", o, got, want)
 		}
 	}
 	c := Default()

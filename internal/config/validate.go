@@ -151,15 +151,15 @@ func (v *validator) server(s *Server) {
 		v.fail("server.max_body_bytes", "must be > 0")
 	}
 	for i, o := range s.CORSAllowedOrigins {
-		if o != "*" && !IsWebOrigin(o) {
+		if o != "*" && !isWebOrigin(o) {
 			v.fail(fmt.Sprintf("server.cors_allowed_origins[%d]", i), `must be "*" or an origin such as https://app.example.com (scheme, host and port only), got %q`, o)
 		}
 	}
 }
 
-// IsWebOrigin reports whether s is a web origin as browsers send it in
+// isWebOrigin reports whether s is a web origin as browsers send it in
 // Origin: http or https, a host, an optional port, and nothing else.
-func IsWebOrigin(s string) bool {
+func isWebOrigin(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Hostname() != "" &&
 		u.User == nil && u.Path == "" && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery && u.Opaque == "" &&

@@ -342,10 +342,14 @@ func (m *metrics) startAtZero(cfg *config.Config, replicas []*fleet.Replica) {
 // files) metrics, and inferrail_build_info naming the build that runs.
 func registerProcessMetrics(reg prometheus.Registerer) {
 	b := cli.ReadBuild()
+	rev := b.Revision
+	if b.Modified {
+		rev += "-modified"
+	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "inferrail_build_info",
-		Help:        "Always 1; its labels name the gateway's build: module version, commit (with a +dirty version when the tree had changes) and Go release.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+		Help:        "Always 1; its labels name the gateway's build: module version, commit (-modified when the tree had changes) and Go release.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": rev, "goversion": b.GoVersion},
 	})
 	build.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build)

@@ -42,8 +42,9 @@ type exchange struct {
 	shadowed bool          // the model has shadow policies
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
-	// sessionKey is the conversation the request names (see session),
-	// bounded in size: what the session tables and logs keep of it.
+	// sessionKey is the conversation the request names (x-session-id,
+	// else the body's user field; "" when none), bounded in size by
+	// sessionKey: what the session tables and logs keep of it.
 	sessionKey string
 	route      policy.Request
 	bill       *bill      // what the rate limits charged; nil when none apply
@@ -158,16 +159,11 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 // body's user field), or its ID when it names none: what its split arm
 // follows.
 func (ex *exchange) conversation() string {
-	if s := ex.session(); s != "" {
+	if s := ex.sessionKey; s != "" {
 		return s
 	}
 	return ex.id
 }
-
-// session is the conversation the request names: x-session-id, else the
-// body's user field; "" when none. One longer than maxSessionKey is
-// named by its digest.
-func (ex *exchange) session() string { return ex.sessionKey }
 
 // maxSessionKey is the longest conversation name kept as sent. A client
 // may send one of a megabyte in a header or many in a body's user field,
@@ -211,7 +207,7 @@ func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	if p := ex.pred; p != nil {
 		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
 	}
-	req.Session = ex.session()
+	req.Session = ex.sessionKey
 	return req
 }
 
