@@ -182,7 +182,8 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		return
 	}
 	if f.hasLive && seq <= f.liveLast {
-		f.liveLast = seq
+		// A restart is caught up from its start: nothing is left to verify.
+		f.liveLast, f.verify = seq, false
 		f.purge(PurgeRestart)
 		if f.cfg.ReplayEndpoint != "" {
 			f.catchUp(ctx, 0)

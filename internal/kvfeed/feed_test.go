@@ -137,6 +137,13 @@ func (e *engine) relisten(ctx context.Context) {
 	waitFor(e.t, "the feed to subscribe again", func() bool { return e.pub.Stats().Subscribers == 1 })
 }
 
+// replaysAsked is how many replays the engine was asked for.
+func (e *engine) replaysAsked() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.replays)
+}
+
 // send publishes batches live (and keeps them for replay).
 func (e *engine) send(seqs ...uint64) {
 	e.keep(seqs...)
@@ -287,6 +294,22 @@ func TestFeed(t *testing.T) {
 				e.send(3)
 			},
 			want: []uint64{0, 1, 2, 0, 1, 2, 3}, purges: []string{PurgeRestart}},
+		{name: "restart_after_reconnect_then_gap", replay: true,
+			script: func(ctx context.Context, e *engine) {
+				e.send(0, 1, 2)
+				time.Sleep(20 * time.Millisecond)
+				e.restart(ctx, true)
+				e.send(0) // the new engine's first batch: a restart, caught up from 0
+				waitFor(e.t, "the restart's replay", func() bool { return e.replaysAsked() == 2 })
+				e.keep(1, 2)
+				e.send(3) // a gap, to be counted as one
+			},
+			want: []uint64{0, 1, 2, 0, 1, 2, 3}, purges: []string{PurgeRestart},
+			check: func(t *testing.T, st Stats) {
+				if st.Gaps != 1 || st.Replays != 3 {
+					t.Errorf("gaps %d replays %d, want the gap after the restart counted, and 3 replays (start, restart, gap)", st.Gaps, st.Replays)
+				}
+			}},
 		{name: "reconnected_to_the_same_engine", replay: true,
 			script: func(ctx context.Context, e *engine) {
 				e.send(0, 1, 2)
