@@ -289,12 +289,10 @@ func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*gen
 	}
 	if chat && generate {
 		// A check vLLM makes before it reads the fields.
-		if tc, ok := o.get("tool_choice"); ok && tc != nil && tc != "none" {
-			if tools, ok := o.get("tools"); !ok || tools == nil {
-				v := &validator{}
-				v.add("value_error", nil, "Value error, When using `tool_choice`, `tools` must be set.", o)
-				return nil, v.err()
-			}
+		if msg := checkToolUsage(o); msg != "" {
+			v := &validator{}
+			v.add("value_error", nil, "Value error, "+msg, o)
+			return nil, v.err()
 		}
 	}
 	v := &validator{}

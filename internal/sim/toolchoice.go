@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/inferrail/inferrail/internal/openai"
+import (
+	"strings"
+
+	"github.com/inferrail/inferrail/internal/openai"
+)
 
 // toolChoice is a chat's tool_choice as vLLM's request model leaves it.
 type toolChoice struct {
@@ -63,4 +67,66 @@ func (c *Config) refuseToolChoice(tc toolChoice) *openai.Error {
 		return openai.BadRequest(`tool_choice=function "`+tc.name+`" requires --tool-call-parser to be set`, "")
 	}
 	return nil
+}
+
+// checkToolUsage is vLLM's check of tools and tool_choice, made on the raw
+// body before any field is read (chat_completion/protocol.py,
+// check_tool_usage), in its order: the message of the first failure, or
+// "". A tool without a function name never matches a named choice.
+func checkToolUsage(o *object) string {
+	tools, hasTools := o.get("tools")
+	if l, ok := tools.([]any); ok && len(l) == 0 {
+		return "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely."
+	}
+	tc, ok := o.get("tool_choice")
+	if !ok || tc == nil || tc == "none" {
+		return ""
+	}
+	if !hasTools || tools == nil {
+		return "When using `tool_choice`, `tools` must be set."
+	}
+	named, isObj := tc.(*object)
+	if !isObj {
+		if tc == "auto" || tc == "required" {
+			return ""
+		}
+		return "Invalid value for `tool_choice`: " + pyFormat(tc) + `! Only named tools, "none", "auto" or "required" are supported.`
+	}
+	const usage = "Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`"
+	fn, _ := named.get("function")
+	f, isObj := fn.(*object)
+	if !isObj {
+		return "Invalid value for `function`: `" + pyFormat(fn) + "` in `tool_choice`! " + usage
+	}
+	name, ok := f.get("name")
+	if !ok {
+		return "Expected field `name` in `function` in `tool_choice`! " + usage
+	}
+	if s, isStr := name.(string); !isStr || s == "" {
+		return "Invalid `name` in `function`: `" + pyFormat(name) + "` in `tool_choice`! " + usage
+	}
+	list, _ := tools.([]any)
+	for _, t := range list {
+		if obj, ok := t.(*object); ok {
+			if tf, ok := obj.get("function"); ok {
+				if tfo, ok := tf.(*object); ok {
+					if n, _ := tfo.get("name"); n == name {
+						return ""
+					}
+				}
+			}
+		}
+	}
+	return "The tool specified in `tool_choice` does not match any of the specified `tools`"
+}
+
+// pyFormat is how Python's f-string shows v: a string as itself, anything
+// else as its repr.
+func pyFormat(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	var b strings.Builder
+	pyRepr(&b, v)
+	return b.String()
 }

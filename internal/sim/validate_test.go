@@ -120,6 +120,21 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"tool_choice without tools", "/v1/chat/completions", `{` + hi + `,"tool_choice":"required"}`, "Bad Request", "body",
 			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, When using `tool_choice`, `tools` must be set.', " +
 				"'input': {'messages': [{'role': 'user', 'content': 'hi'}], 'tool_choice': 'required'}}"},
+		{"empty tools", "/v1/chat/completions", `{` + hi + `,"tools":[],"tool_choice":"auto"}`, "Bad Request", "body",
+			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, `tools` must not be an empty array. Either provide at least one tool or omit the field entirely.', " +
+				"'input': {'messages': [{'role': 'user', 'content': 'hi'}], 'tools': [], 'tool_choice': 'auto'}}"},
+		{"tool_choice of another value", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":"sometimes"}`, "Bad Request", "body",
+			toolUsageError(`Invalid value for `+"`tool_choice`"+`: sometimes! Only named tools, "none", "auto" or "required" are supported.`, `'tool_choice': 'sometimes'`)},
+		{"tool_choice a number", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":1.5}`, "Bad Request", "body",
+			toolUsageError(`Invalid value for `+"`tool_choice`"+`: 1.5! Only named tools, "none", "auto" or "required" are supported.`, `'tool_choice': 1.5`)},
+		{"named tool without a function", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":{"type":"function","function":null}}`, "Bad Request", "body",
+			toolUsageError("Invalid value for `function`: `None` in `tool_choice`! "+toolUsage, `'tool_choice': {'type': 'function', 'function': None}`)},
+		{"named tool without a name", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":{"function":{}}}`, "Bad Request", "body",
+			toolUsageError("Expected field `name` in `function` in `tool_choice`! "+toolUsage, `'tool_choice': {'function': {}}`)},
+		{"named tool with an empty name", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":{"function":{"name":""}}}`, "Bad Request", "body",
+			toolUsageError("Invalid `name` in `function`: `` in `tool_choice`! "+toolUsage, `'tool_choice': {'function': {'name': ''}}`)},
+		{"named tool not among the tools", "/v1/chat/completions", `{` + hi + `,"tools":[` + fnA + `],"tool_choice":{"function":{"name":"b"}}}`, "Bad Request", "body",
+			toolUsageError("The tool specified in `tool_choice` does not match any of the specified `tools`", `'tool_choice': {'function': {'name': 'b'}}`)},
 		{"invalid UTF-8", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
 			"Bad Request", nil, "There was an error parsing the body"},
 		{"invalid UTF-8 to /tokenize", "/tokenize", "{\"prompt\":\"\xc3\"}", "Bad Request", nil, "There was an error parsing the body"},
@@ -236,4 +251,24 @@ func TestEngineLabelIsRank(t *testing.T) {
 	if strings.Contains(string(page), `engine="0"`) {
 		t.Error(`a series is labelled engine="0" on rank 2`)
 	}
+}
+
+// fnA is a tool named a, and toolUsage the hint vLLM's named tool errors end with.
+const (
+	fnA       = `{"type":"function","function":{"name":"a"}}`
+	toolUsage = "Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`"
+)
+
+// toolUsageError is the 400 of vLLM's check_tool_usage for a chat of "hi"
+// with the tools [fnA] and the tool_choice shown as choice.
+func toolUsageError(msg, choice string) string {
+	return "1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': " + pyQuoted(msg) +
+		", 'input': {'messages': [{'role': 'user', 'content': 'hi'}], 'tools': [{'type': 'function', 'function': {'name': 'a'}}], " + choice + "}}"
+}
+
+// pyQuoted is Python's repr of "Value error, " + msg.
+func pyQuoted(msg string) string {
+	var b strings.Builder
+	pyStr(&b, "Value error, "+msg)
+	return b.String()
 }
