@@ -58,7 +58,8 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error
 		// UnicodeDecodeError so.
 		return nil, openai.HTTPError(http.StatusBadRequest, "There was an error parsing the body")
 	}
-	return buf.Bytes(), nil
+	// Python's json.loads of bytes skips UTF-8's byte order mark.
+	return bytes.TrimPrefix(buf.Bytes(), []byte("\ufeff")), nil
 }
 
 // holdIfBig waits until no other large body is being parsed when body is

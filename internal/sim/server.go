@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -32,7 +33,7 @@ type Server struct {
 	tok         *simtok.Tokenizer
 	fingerprint string
 	log         *slog.Logger
-	mux         *http.ServeMux
+	mux         http.Handler
 	kvpub       *kvPublisher      // nil unless KV events are published
 	tracer      *telemetry.Tracer // nil unless traces are exported
 	bigBodies   chan struct{}     // held while a large body is parsed and tokenized
@@ -159,46 +160,40 @@ func cleartextProtocols() *http.Protocols {
 }
 
 func (s *Server) routes() {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
-	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
-	mux.HandleFunc("GET /v1/models", s.models)
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("GET /version", s.version)
-	mux.HandleFunc("GET /metrics", s.serveMetrics)
-	// vLLM also mounts prometheus_client's app at /metrics, which answers
-	// every path below it with the page, whatever the method.
-	mux.HandleFunc("/metrics/", s.serveMetrics)
-	mux.HandleFunc("POST /reset_prefix_cache", s.resetPrefixCache)
-	mux.HandleFunc("POST /tokenize", s.tokenize)
-	mux.HandleFunc("POST /detokenize", s.detokenize)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		openai.HTTPError(http.StatusNotFound, "Not Found").Write(w)
-	})
-	s.mux = mux
-	// Wrong methods on known paths get vLLM's 405 rather than the mux's
-	// plain-text one.
-	s.mux = wrapMethods(mux)
-}
-
-// wrapMethods answers a known path asked with the wrong method with a 405
-// in vLLM's error shape and an Allow header.
-func wrapMethods(mux *http.ServeMux) *http.ServeMux {
-	allowed := map[string]string{
-		"/v1/chat/completions": "POST", "/v1/completions": "POST", "/v1/models": "GET",
-		"/health": "GET", "/version": "GET", "/metrics": "GET",
-		"/reset_prefix_cache": "POST", "/tokenize": "POST", "/detokenize": "POST",
+	type route struct {
+		method string
+		h      http.HandlerFunc
 	}
-	outer := http.NewServeMux()
-	outer.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if allow, ok := allowed[r.URL.Path]; ok && r.Method != allow && !(allow == "GET" && r.Method == http.MethodHead) {
-			w.Header().Set("Allow", allow)
+	routes := map[string]route{
+		"/v1/chat/completions": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) }},
+		"/v1/completions":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) }},
+		"/v1/models":           {http.MethodGet, s.models},
+		"/health":              {http.MethodGet, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }},
+		"/version":             {http.MethodGet, s.version},
+		"/metrics":             {http.MethodGet, s.serveMetrics},
+		"/reset_prefix_cache":  {http.MethodPost, s.resetPrefixCache},
+		"/tokenize":            {http.MethodPost, s.tokenize},
+		"/detokenize":          {http.MethodPost, s.detokenize},
+	}
+	// Routes match the decoded path exactly, as vLLM's router does: no
+	// redirect to a cleaned path ("//v1/models" is a 404), and an escaped
+	// slash is a slash. A wrong method on a known path gets vLLM's 405.
+	s.mux = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := routes[r.URL.Path]
+		switch {
+		case !ok && strings.HasPrefix(r.URL.Path, "/metrics/"):
+			// vLLM also mounts prometheus_client's app at /metrics, which
+			// answers every path below it with the page, whatever the method.
+			s.serveMetrics(w, r)
+		case !ok:
+			openai.HTTPError(http.StatusNotFound, "Not Found").Write(w)
+		case r.Method == rt.method || rt.method == http.MethodGet && r.Method == http.MethodHead:
+			rt.h(w, r)
+		default:
+			w.Header().Set("Allow", rt.method)
 			openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed").Write(w)
-			return
 		}
-		mux.ServeHTTP(w, r)
 	})
-	return outer
 }
 
 func cacheConfigLabels(c *Config) [][2]string {
