@@ -192,6 +192,11 @@ func TestEndsWithDone(t *testing.T) {
 		{"xdata: [DONE]\n\n", false},
 		{"data: {\"content\":\"data: [DONE]\"}\n\n", false},
 		{"data: [DONE]\n\ndata: {\"a\":1}\n\n", false},
+		{"data: [DONE]\n\n: keep-alive\n\n", true},
+		{"data: [DONE]\n\n:\n:x\r\n", true},
+		{"data: [DONE]\n\n: cut mid-comm", true},
+		{": data: [DONE]\n\n", false},
+		{"data: {}\n\n: data: [DONE]\n\n", false},
 	}
 	for _, tt := range tests {
 		if got := EndsWithDone([]byte(tt.tail)); got != tt.want {
@@ -228,16 +233,22 @@ func TestEndsWithDoneOnlyWhole(t *testing.T) {
 }
 
 // FuzzEndsWithDone: EndsWithDone agrees with reading the stream's last
-// line, any line ends normalised, as the [DONE] event's data line.
+// line but comments, any line ends normalised, as the [DONE] event's data
+// line.
 func FuzzEndsWithDone(f *testing.F) {
 	f.Add([]byte("data: {}\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data:[DONE]\r\n\r\n"))
 	f.Add([]byte("x\rdata: [DONE]"))
 	f.Add([]byte("data:  [DONE]\n\n"))
+	f.Add([]byte("data: [DONE]\n\n: ping\n\n"))
 	f.Fuzz(func(t *testing.T, tail []byte) {
 		lines := strings.ReplaceAll(strings.ReplaceAll(string(tail), "\r\n", "\n"), "\r", "\n")
 		lines = strings.TrimRight(lines, "\n")
 		last := lines[strings.LastIndexByte(lines, '\n')+1:]
+		for strings.HasPrefix(last, ":") && strings.Contains(lines, "\n") { // comments after it
+			lines = strings.TrimRight(lines[:strings.LastIndexByte(lines, '\n')], "\n")
+			last = lines[strings.LastIndexByte(lines, '\n')+1:]
+		}
 		want := last == "data: [DONE]" || last == "data:[DONE]"
 		if got := EndsWithDone(tail); got != want {
 			t.Errorf("EndsWithDone(%q) = %v, want %v", tail, got, want)

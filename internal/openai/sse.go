@@ -112,10 +112,18 @@ func (s *SSEReader) line() ([]byte, error) {
 // EndsWithDone reports whether tail, the last bytes of an event stream,
 // ends with the [DONE] event that ends every vLLM and SGLang stream: a
 // "data: [DONE]" line (the space is optional, as for any field), then
-// nothing but line ends. An engine's stream that ends cleanly without it
-// was cut short.
+// nothing but line ends and comment lines (a proxy between may send
+// those to keep the connection alive). An engine's stream that ends
+// cleanly without it was cut short.
 func EndsWithDone(tail []byte) bool {
 	b := bytes.TrimRight(tail, "\r\n")
+	for {
+		i := bytes.LastIndexAny(b, "\r\n")
+		if i < 0 || b[i+1] != ':' {
+			break
+		}
+		b = bytes.TrimRight(b[:i], "\r\n")
+	}
 	b, ok := bytes.CutSuffix(b, Done)
 	if !ok {
 		return false
