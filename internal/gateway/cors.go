@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"slices"
+
+	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // CORS on the client port, as vLLM's server has it by default, so that a
@@ -48,6 +50,8 @@ func withCORS(h http.Handler, origins []string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		// Answered here, a preflight gets its request ID here too.
+		hd.Set(openai.HeaderRequestID, requestIDFor(r))
 		if !ok {
 			hd.Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusBadRequest)

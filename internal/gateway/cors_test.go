@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"testing"
+
+	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // TestCORS: a browser's preflight is answered before keys are asked for,
@@ -44,6 +46,9 @@ func TestCORS(t *testing.T) {
 			resp := preflight(t, gw.url, tt.origin)
 			if resp.StatusCode != tt.want.preflight || resp.Header.Get("Access-Control-Allow-Origin") != tt.want.allowOrigin {
 				t.Errorf("preflight: %d, allow-origin %q; want %d, %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), tt.want.preflight, tt.want.allowOrigin)
+			}
+			if len(resp.Header.Get(openai.HeaderRequestID)) != 32 {
+				t.Errorf("preflight's request ID %q, want 32 hex digits as every answer has", resp.Header.Get(openai.HeaderRequestID))
 			}
 			if tt.want.preflight == http.StatusNoContent {
 				if got := resp.Header.Get("Access-Control-Allow-Headers"); got != "authorization, content-type, x-stainless-os" {
