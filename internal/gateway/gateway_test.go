@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -106,6 +107,10 @@ func TestOwnAnswers(t *testing.T) {
 		{"POST", "/v1/chat/completions", `{"model":"nope","messages":[]}`, 404, "{\"error\":{\"message\":\"The model `nope` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}", ""},
 		{"POST", "/v1/chat/completions", `{"model":`, 400, `"type":"BadRequestError"`, ""},
 		{"POST", "/v1/chat/completions", `{"model":7}`, 400, `"param":"model"`, ""},
+		{"POST", "/v1/chat/completions", `[{"model":"sim"}]`, 400, `{"error":{"message":"the request body must be a JSON object","type":"BadRequestError","param":null,"code":400}}`, ""},
+		// A model name that is not UTF-8 is vLLM's 400 for such a body, not
+		// a 404 naming U+FFFD.
+		{"POST", "/v1/chat/completions", "{\"model\":\"si\xffm\",\"messages\":[]}", 400, `{"error":{"message":"There was an error parsing the body","type":"Bad Request","param":null,"code":400}}`, ""},
 		{"GET", "/v1/chat/completions", ``, 405, `{"error":{"message":"Method Not Allowed","type":"Method Not Allowed","param":null,"code":405}}`, "POST"},
 		{"DELETE", "/v1/models", ``, 405, `"code":405`, "GET, HEAD"},
 		{"GET", "/v2/anything", ``, 404, `{"error":{"message":"Not Found","type":"Not Found","param":null,"code":404}}`, ""},
@@ -659,5 +664,30 @@ func TestTTFTMetricCountsStreamsOnly(t *testing.T) {
 	page := scrape(t, gw.admin)
 	if got := metricValue(page, series); got != 1 {
 		t.Errorf("%s = %v, want 1 (the stream only)\n%s", series, got, grep(page, "inferrail_ttft_seconds_count"))
+	}
+}
+
+// TestResponseHeadersAsTheEngineSent: an engine's answer without a
+// Content-Type reaches the client without one (net/http would add its
+// guess), and one with a Content-Type keeps it.
+func TestResponseHeadersAsTheEngineSent(t *testing.T) {
+	for _, ct := range []string{"", "application/json"} {
+		engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if ct == "" {
+				w.Header()["Content-Type"] = nil
+			} else {
+				w.Header().Set("Content-Type", ct)
+			}
+			_, _ = io.WriteString(w, `{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`)
+		}))
+		t.Cleanup(engine.Close)
+		gw := startGatewayWith(t, flowConfig(engine.URL, 0), Options{})
+		resp, body := postCompletion(t, gw.url, `{"model":"sim","prompt":"hello","max_tokens":1}`)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		if got, ok := resp.Header["Content-Type"]; ct == "" && ok || ct != "" && (len(got) != 1 || got[0] != ct) {
+			t.Errorf("engine's Content-Type %q: the client got %q", ct, got)
+		}
 	}
 }

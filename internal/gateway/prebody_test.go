@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +51,40 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tt.want {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+}
+
+// TestRefusedWholeBodiesKeepTheConnection: a refusal given before the body
+// is read still drains a body the client sent whole (up to net/http's 256
+// KiB), so the connection serves the next request, as an engine's does.
+func TestRefusedWholeBodiesKeepTheConnection(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	for _, size := range []int{100, 5000, 200 << 10} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			body := `{"model":"sim","prompt":"` + strings.Repeat("a", size) + `"}`
+			req := fmt.Sprintf("POST /v1/nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			if _, err := conn.Write([]byte(req + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(conn)
+			for _, want := range []int{http.StatusNotFound, http.StatusOK} {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("waiting for the %d: %v", want, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					t.Errorf("status %d, want %d", resp.StatusCode, want)
+				}
 			}
 		})
 	}

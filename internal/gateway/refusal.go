@@ -58,14 +58,20 @@ func refusalOf(err error) *refusal {
 // waiting for that body: after an HTTP/1 handler answers, net/http reads
 // what is left of a body under 256 KiB before the answer leaves, bounded
 // by no deadline of ours, so a client that sent headers and part of a
-// body held its connection and got nothing. A read deadline of now makes
-// it give up at once: the answer leaves, and the connection closes after
-// it unless the whole body had already come.
+// body held its connection and got nothing. A read deadline a moment away
+// bounds that: a body already sent is read at once and the connection
+// kept (a deadline of now failed every read, so any body past the
+// server's first buffer closed it), while the answer to a body that
+// stalls leaves after skipBodyGrace, and the connection closes after it.
 func skipBody(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(skipBodyGrace))
 	}
 }
+
+// skipBodyGrace is how long a refusal given before the body waits for the
+// rest of it: enough for a body in flight on a LAN, little for an answer.
+const skipBodyGrace = 100 * time.Millisecond
 
 // write sends the refusal; a 503 tells the client when to try again.
 func (r *refusal) write(w http.ResponseWriter) {
@@ -87,6 +93,7 @@ var (
 	refusedBodyTimeout = newRefusal(openai.HTTPError(http.StatusRequestTimeout, "The request body did not arrive within the request timeout."), reasonBodyTimeout)
 	refusedBodyRead    = newRefusal(openai.HTTPError(http.StatusBadRequest, "Reading the request body failed."), reasonBadRequest)
 	refusedNotJSON     = newRefusal(openai.BadRequest("The request body is not valid JSON.", ""), reasonBadRequest)
+	refusedNotUTF8     = newRefusal(openai.HTTPError(http.StatusBadRequest, "There was an error parsing the body"), reasonBadRequest)
 	refusedNoModel     = newRefusal(openai.BadRequest("The request names no model and the gateway serves several.", "model"), reasonBadRequest)
 	refusedNotFound    = newRefusal(openai.HTTPError(http.StatusNotFound, "Not Found"), reasonNotFound)
 	refusedMethod      = newRefusal(openai.HTTPError(http.StatusMethodNotAllowed, "Method Not Allowed"), reasonMethod)

@@ -126,7 +126,13 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		return ex, refusedNotJSON
 	}
 	mf, err := openai.FindModel(body)
-	if err != nil {
+	switch {
+	case errors.Is(err, openai.ErrModelNotUTF8):
+		// vLLM's answer to any body that is not UTF-8.
+		return ex, refusedNotUTF8
+	case errors.Is(err, openai.ErrNotObject):
+		return ex, newRefusal(openai.BadRequest(err.Error(), ""), reasonBadRequest)
+	case err != nil:
 		return ex, newRefusal(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
 	}
 	if id := mf.RequestID; r.Header.Get(openai.HeaderRequestID) == "" && openai.ValidRequestID(id) {
@@ -667,6 +673,9 @@ func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName 
 func setResponseHeaders(ex *exchange, a *attempt) {
 	h := ex.w.Header()
 	copyHeaders(h, a.resp.Header)
+	if _, ok := a.resp.Header["Content-Type"]; !ok {
+		h["Content-Type"] = nil // an answer without one gets none, not net/http's guess
+	}
 	h.Set(openai.HeaderRequestID, ex.id)
 	h.Set(openai.HeaderReplica, a.lease.Replica().ID)
 	h.Set(openai.HeaderPolicy, ex.policy.Name())

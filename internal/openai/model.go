@@ -34,6 +34,11 @@ var ErrNotObject = errors.New("the request body must be a JSON object")
 // null.
 var ErrModelType = errors.New("model must be a string")
 
+// ErrModelNotUTF8 is returned by FindModel when the "model" string is not
+// UTF-8: decoded, its bad bytes would become U+FFFD, a name the client
+// never sent.
+var ErrModelNotUTF8 = errors.New("the model name is not UTF-8")
+
 // FindModel scans the top level of a JSON object for its "model" key (and
 // its "user", "stream" and "request_id") without decoding anything else. The last occurrence wins, as in Python. body must
 // be valid JSON (check with json.Valid first).
@@ -85,6 +90,9 @@ func FindModel(body []byte) (ModelField, error) {
 	}
 	switch body[f.Start] {
 	case '"':
+		if !utf8.Valid(body[f.Start:f.End]) {
+			return f, ErrModelNotUTF8
+		}
 		if err := json.Unmarshal(body[f.Start:f.End], &f.Name); err != nil {
 			return f, err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"pgregory.net/rapid"
 )
@@ -124,6 +125,7 @@ func TestFindModel(t *testing.T) {
 		{`{}`, "", false, nil},
 		{`{"model":5}`, "", true, ErrModelType},
 		{`[1]`, "", false, ErrNotObject},
+		{"{\"model\":\"a\xffb\"}", "", true, ErrModelNotUTF8},
 		{`{"model":"\u00e9\"q"}`, "é\"q", true, nil},
 	}
 	for _, tt := range tests {
@@ -218,7 +220,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 }
 
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`} {
+	for _, s := range []string{`{"model":"a"}`, "{\"model\":\"\xc3\"}", `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -236,6 +238,9 @@ func FuzzFindModel(f *testing.F) {
 					t.Fatalf("FindModel(%s)'s %s = %q, decoder says %q", body, key, got, want)
 				}
 			}
+		}
+		if fm.Present && body[fm.Start] == '"' && (err == ErrModelNotUTF8) == utf8.Valid(body[fm.Start:fm.End]) {
+			t.Fatalf("FindModel(%s) err = %v for a model string whose UTF-8 validity is %v", body, err, utf8.Valid(body[fm.Start:fm.End]))
 		}
 		if err != nil {
 			return
