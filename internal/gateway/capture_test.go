@@ -177,3 +177,35 @@ func TestCaptureEstimate(t *testing.T) {
 		t.Errorf("capture:\n%s\nwant one line ending %s", data, want)
 	}
 }
+
+// TestLogPathsMustBeFiles: a capture or decision log path that names a
+// directory is refused when the gateway starts, naming the key, and the
+// directory stays where it is (rotation would have moved it aside).
+func TestLogPathsMustBeFiles(t *testing.T) {
+	for _, key := range []string{"decision_log", "capture"} {
+		dir := filepath.Join(t.TempDir(), "logs")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "keep"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, fleetOf(t, 1, true))
+		if key == "capture" {
+			cfg.Observability.Capture.Path = dir
+		} else {
+			cfg.Observability.DecisionLog.Path, cfg.Observability.DecisionLog.SampleRate = dir, 1
+		}
+		g, err := New(cfg, Options{})
+		if err == nil {
+			g.Close()
+			t.Fatalf("%s on a directory: the gateway started", key)
+		}
+		if !strings.Contains(err.Error(), "observability."+key+".path") || !strings.Contains(err.Error(), "directory") {
+			t.Errorf("%s on a directory: %v, want the key and what the path is", key, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "keep")); err != nil {
+			t.Errorf("%s: the directory was moved: %v", key, err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -37,6 +38,18 @@ const traceService = "inferrail-gateway"
 // newObservability starts what oc turns on and registers its metrics.
 func newObservability(oc *config.Observability, reg prometheus.Registerer, logger *slog.Logger) (observability, error) {
 	var o observability
+	// Checked before anything starts, so that a refusal leaves nothing
+	// running.
+	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
+		if err := linelog.CheckPath(dl.Path); err != nil {
+			return o, fmt.Errorf("observability.decision_log.path: %w", err)
+		}
+	}
+	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
+		if err := linelog.CheckPath(c.Path); err != nil {
+			return o, fmt.Errorf("observability.capture.path: %w", err)
+		}
+	}
 	if oc.OTLPEndpoint != "" {
 		t, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: oc.OTLPEndpoint, Protocol: oc.OTLPProtocol,
 			SampleRatio: oc.TraceSampleRatio, Service: traceService, Logger: logger.With("component", "traces")})

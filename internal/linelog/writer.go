@@ -1,7 +1,10 @@
 package linelog
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -66,6 +69,38 @@ type Writer[T any] struct {
 	failing                  bool // owned by the goroutine
 }
 
+// CheckPath returns an error when path names something other than a
+// regular file (a directory, a device, a pipe), following links: the
+// rotation moves aside whatever the path names, a whole directory or
+// /dev/null included, so such a path must be refused before a writer is
+// opened on it. A path that does not exist yet is fine.
+func CheckPath(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is a %s, not a regular file: a log rotated there would move it aside", path, kindOf(st.Mode()))
+	}
+	return nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
 // Open starts a writer whose lines encode appends to a buffer, (*T).AppendJSON
 // say: one whole line per item, newline included. encode is called by the writer's goroutine
 // alone, one item at a time, so state it keeps needs no lock. The file is
@@ -88,7 +123,7 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 	if w.out == nil {
 		w.file = &lumberjack.Logger{Filename: o.Path, MaxSize: o.MaxSizeMB, MaxBackups: o.MaxFiles}
 		w.out = w.file
-		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Size() > 0 {
+		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 			if err := w.file.Rotate(); err != nil {
 				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
 			}

@@ -3,8 +3,11 @@ package linelog
 import (
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,6 +72,40 @@ func TestNameInWarnings(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), tt.want) || w.Stats().Failed != 1 {
 			t.Errorf("name %q: logs %q, stats %+v; want %q", tt.name, logs.String(), w.Stats(), tt.want)
+		}
+	}
+}
+
+// TestCheckPath: only a regular file, or nothing yet, may be a log's path;
+// a directory, a device or a pipe (links followed) is refused, since
+// rotation would move it aside.
+func TestCheckPath(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file.jsonl")
+	if err := os.WriteFile(file, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	linkToDir := filepath.Join(dir, "link")
+	if err := os.Symlink(dir, linkToDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path, refused string // refused: what the error names; "" for none
+	}{
+		{filepath.Join(dir, "new.jsonl"), ""},
+		{file, ""},
+		{dir, "directory"},
+		{linkToDir, "directory"},
+		{os.DevNull, "device"},
+		{fifo, "named pipe"},
+	} {
+		err := CheckPath(tt.path)
+		if (err != nil) != (tt.refused != "") || err != nil && !strings.Contains(err.Error(), "is a "+tt.refused) {
+			t.Errorf("CheckPath(%s) = %v, want refused as %q", tt.path, err, tt.refused)
 		}
 	}
 }
