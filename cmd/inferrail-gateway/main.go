@@ -41,6 +41,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first argument that is not a flag: a
+		// --check after it would be dropped, and the gateway started.
+		return fmt.Errorf("unexpected argument %q: every option is a flag", fs.Arg(0))
+	}
 	if *version {
 		fmt.Fprintln(stdout, "inferrail-gateway", cli.ReadBuild())
 		return nil
@@ -137,6 +142,9 @@ func replayShadow(path string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: %d generations, %d requests, all %d shadow picks replayed identically in %.2fs\n",
 		path, rep.Generations, rep.Decisions, rep.Picks, time.Since(start).Seconds())
+	for _, line := range rep.CutShort {
+		fmt.Fprintf(stdout, "note: line %d was cut short (the gateway stopped while writing it); the next start begins after it\n", line)
+	}
 	return nil
 }
 

@@ -132,6 +132,17 @@ func (v *validator) observability(o *Observability) {
 	case c.Path != "" && c.Path == dl.Path && dl.SampleRate > 0:
 		v.fail("observability.capture.path", "must differ from decision_log.path")
 	}
+	sl := o.ShadowLog
+	switch {
+	case sl != "" && strings.TrimSpace(sl) == "":
+		v.fail("observability.shadow_log", "must not be blank")
+	case strings.HasSuffix(sl, "/"):
+		v.fail("observability.shadow_log", "must name a file, not a directory")
+	case sl != "" && sl == dl.Path && dl.SampleRate > 0:
+		v.fail("observability.shadow_log", "must differ from decision_log.path")
+	case sl != "" && sl == c.Path:
+		v.fail("observability.shadow_log", "must differ from capture.path")
+	}
 	v.share("observability.capture.sample_rate", c.SampleRate)
 	v.atLeast("observability.capture.max_size_mb", c.MaxSizeMB, 1)
 	v.atLeast("observability.capture.max_files", c.MaxFiles, 0)

@@ -41,6 +41,16 @@ func TestObservabilityRules(t *testing.T) {
 		{"capture_is_decision_log", func(o *Observability) {
 			o.Capture.Path, o.DecisionLog.Path, o.DecisionLog.SampleRate = "x.jsonl", "x.jsonl", 1
 		}, []string{"observability.capture.path: must differ from decision_log.path"}},
+		{"shadow_log_on", func(o *Observability) { o.ShadowLog = "shadow.jsonl" }, nil},
+		{"shadow_log_blank", func(o *Observability) { o.ShadowLog = "   " },
+			[]string{"observability.shadow_log: must not be blank"}},
+		{"shadow_log_directory", func(o *Observability) { o.ShadowLog = "/var/log/" },
+			[]string{"observability.shadow_log: must name a file, not a directory"}},
+		{"shadow_log_is_decision_log", func(o *Observability) {
+			o.ShadowLog, o.DecisionLog.Path, o.DecisionLog.SampleRate = "x.jsonl", "x.jsonl", 1
+		}, []string{"observability.shadow_log: must differ from decision_log.path"}},
+		{"shadow_log_is_capture", func(o *Observability) { o.ShadowLog, o.Capture.Path = "x.jsonl", "x.jsonl" },
+			[]string{"observability.shadow_log: must differ from capture.path"}},
 		{"capture_bounds", func(o *Observability) {
 			o.Capture.SampleRate, o.Capture.MaxSizeMB, o.Capture.MaxFiles, o.Capture.MaxBlockIDs = -0.5, 0, -1, 999
 		}, []string{"observability.capture.sample_rate: must be between 0 and 1", "observability.capture.max_size_mb: must be >= 1",

@@ -185,6 +185,9 @@ var genConfig = rapid.Custom(func(t *rapid.T) Config {
 	o.DecisionLog.SampleRate = rapid.Float64Range(0, 1).Draw(t, "decision_log_sample_rate")
 	if o.DecisionLog.SampleRate > 0 || rapid.Bool().Draw(t, "decision_log_path") {
 		o.DecisionLog.Path = rapid.StringMatching(`/[a-z0-9._-]{1,20}(/[a-z0-9._ -]{1,20}){0,3}`).Draw(t, "decision_log_path")
+		if o.DecisionLog.Path == o.ShadowLog {
+			o.DecisionLog.Path += ".d" // one file may not be both
+		}
 	}
 	o.DecisionLog.MaxSizeMB = rapid.IntRange(1, 1<<20).Draw(t, "max_size_mb")
 	o.DecisionLog.MaxFiles = rapid.IntRange(0, 1000).Draw(t, "max_files")

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -348,7 +350,7 @@ func TestShadowLogReplays(t *testing.T) {
 	}
 	rep, err := ReplayShadow(bytes.NewReader(data))
 	want := ReplayReport{Generations: 2, Decisions: 300, Picks: 300 * len(policy.Names())}
-	if err != nil || rep != want {
+	if err != nil || !reflect.DeepEqual(rep, want) {
 		t.Fatalf("ReplayShadow = %+v, %v; want %+v", rep, err, want)
 	}
 
@@ -359,6 +361,61 @@ func TestShadowLogReplays(t *testing.T) {
 	for name, tampered := range map[string][][]byte{"line 41": edited, "line 71": removed} {
 		if _, err := ReplayShadow(bytes.NewReader(bytes.Join(tampered, nil))); err == nil || !strings.HasPrefix(err.Error(), name+":") {
 			t.Errorf("a log tampered at %s replays with %v", name, err)
+		}
+	}
+	checkCutShortStarts(t, lines)
+}
+
+// TestShadowLogStartsOnItsOwnLine: a gateway opening a shadow log whose
+// last line was cut short ends that line first, so that its own first
+// line is whole.
+func TestShadowLogStartsOnItsOwnLine(t *testing.T) {
+	for before, want := range map[string]string{"": "", "whole\n": "whole\n", "cut sh": "cut sh\n"} {
+		path := filepath.Join(t.TempDir(), "shadow.jsonl")
+		if before != "" {
+			if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := openShadowLog(path, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.close()
+		if got, _ := os.ReadFile(path); string(got) != want {
+			t.Errorf("opened on %q: %q, want %q", before, got, want)
+		}
+	}
+}
+
+// checkCutShortStarts: a line a gateway stopped while writing, followed by
+// the next start on the same file, is reported and passed over; cut short
+// at the file's end, or edited, it is not; hostile short lines and an
+// empty file are errors, never a panic.
+func checkCutShortStarts(t *testing.T, lines [][]byte) {
+	t.Helper()
+	whole := bytes.Join(lines, nil)
+	torn := bytes.Join(lines[:100], nil)
+	torn = append(torn, lines[100][:len(lines[100])/2]...) // line 101, cut
+	restarted := append(append(slices.Clone(torn), '\n'), whole...)
+	rep, err := ReplayShadow(bytes.NewReader(restarted))
+	gens := 2 + bytes.Count(bytes.Join(lines[:100], nil), []byte(`"kind":"generation"`))
+	if err != nil || !slices.Equal(rep.CutShort, []int{101}) || rep.Generations != gens || rep.Decisions != 300+100-(gens-2) {
+		t.Errorf("a start cut short at line 101, then a whole one: %+v, %v", rep, err)
+	}
+	edited := bytes.Join(lines[:101], nil)
+	edited = bytes.Replace(edited, []byte(`"in_flight":`), []byte(`"in_flight":1`), 1)
+	if _, err := ReplayShadow(bytes.NewReader(append(edited, whole...))); err == nil {
+		t.Error("an edited line before a new start replays")
+	}
+	for name, log := range map[string]string{
+		"cut at the end": string(torn),
+		"empty":          "",
+		"a short line":   `{,"sum":"}` + "\n",
+		"a sum alone":    `,"sum":"}`,
+	} {
+		if _, err := ReplayShadow(strings.NewReader(log)); err == nil {
+			t.Errorf("%s: replays", name)
 		}
 	}
 }

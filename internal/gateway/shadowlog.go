@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/linelog"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 )
@@ -118,9 +120,20 @@ type shadowLog struct {
 }
 
 func openShadowLog(path string, log *slog.Logger) (*shadowLog, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("observability.shadow_log: %w", err)
+	}
+	// A gateway that stopped while writing left its last line cut short:
+	// this start's first line begins on a line of its own.
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			if _, err := f.Write([]byte{'\n'}); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("observability.shadow_log: %w", err)
+			}
+		}
 	}
 	return &shadowLog{log: log, file: f, mu: sync.Mutex{}, w: bufio.NewWriterSize(f, 256<<10)}, nil
 }
@@ -317,6 +330,10 @@ type ReplayReport struct {
 	Generations int // generation records read
 	Decisions   int // decision records replayed
 	Picks       int // shadow picks checked, every one equal to the log's
+	// CutShort are the lines, counted from 1, that a gateway stopped
+	// while writing, each the last of its start, before the next start's
+	// first line.
+	CutShort []int
 }
 
 // ReplayShadow reads a shadow log, checks every line's sum, rebuilds each
@@ -326,13 +343,27 @@ type ReplayReport struct {
 func ReplayShadow(r io.Reader) (ReplayReport, error) {
 	var rep ReplayReport
 	rp := &replayer{gens: map[uint64]map[policyKey]replayPolicy{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<20), 256<<20)
+	sc := linelog.NewScanner(r, maxShadowLine)
 	prev := ""
-	for line := 1; sc.Scan(); line++ {
+	var torn error // the line before could not be read: cut short, if a new start follows
+	line := 1
+	for ; sc.Scan(); line++ {
 		rec, err := readShadowLine(sc.Bytes(), &prev)
+		if torn != nil {
+			if err != nil || rec.Kind != recordGeneration || rec.Generation != 1 {
+				return rep, torn
+			}
+			rep.CutShort = append(rep.CutShort, line-1)
+			torn = nil
+		}
 		if err != nil {
-			return rep, fmt.Errorf("line %d: %w", line, err)
+			if !errors.Is(err, errNoSum) && !errors.Is(err, errNotRecord) {
+				return rep, fmt.Errorf("line %d: %w", line, err)
+			}
+			// A gateway that stopped while writing a line leaves it cut
+			// short; the next start (on the same file) begins a new chain.
+			torn = fmt.Errorf("line %d: %w", line, err)
+			continue
 		}
 		switch rec.Kind {
 		case recordGeneration:
@@ -351,24 +382,43 @@ func ReplayShadow(r io.Reader) (ReplayReport, error) {
 			return rep, fmt.Errorf("line %d: unknown record kind %q", line, rec.Kind)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return rep, err
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		return rep, fmt.Errorf("line %d: longer than a shadow log line may be (%d MiB)", line, maxShadowLine>>20)
+	case err != nil:
+		return rep, fmt.Errorf("line %d: %w", line, err)
+	case torn != nil:
+		return rep, fmt.Errorf("%w (the last line: if the gateway stopped while writing it, remove it to replay the rest)", torn)
+	case line == 1:
+		return rep, errors.New("no records: an empty file is no shadow log")
 	}
 	return rep, nil
 }
+
+// maxShadowLine bounds a shadow log line: a decision of a prompt of 2^20
+// tokens in blocks of 16 is about 2.4 MB.
+const maxShadowLine = 64 << 20
+
+// A line without a sum, or whose record does not decode, is not a whole
+// line: one a gateway stopped while writing, if it is the last of its
+// start. A line whose sum differs is a changed one.
+var (
+	errNoSum     = errors.New("no sum: not a shadow log line")
+	errNotRecord = errors.New("not a shadow log record")
+)
 
 // readShadowLine checks a line's sum against the chain (prev, updated) and
 // decodes it.
 func readShadowLine(b []byte, prev *string) (shadowRecord, error) {
 	var rec shadowRecord
 	i := bytes.LastIndex(b, []byte(sumField))
-	if i < 0 || !bytes.HasSuffix(b, []byte(`"}`)) {
-		return rec, fmt.Errorf("no sum: not a shadow log line")
+	if i < 0 || !bytes.HasSuffix(b, []byte(`"}`)) || i+len(sumField) > len(b)-2 { // the last: the sum's quote is the suffix's
+		return rec, errNoSum
 	}
 	sum := string(b[i+len(sumField) : len(b)-2])
 	body := append(bytes.Clone(b[:i]), '}')
 	if err := json.Unmarshal(body, &rec); err != nil {
-		return rec, fmt.Errorf("not a shadow log record: %w", err)
+		return rec, fmt.Errorf("%w: %w", errNotRecord, err)
 	}
 	if rec.Kind == recordGeneration && rec.Generation == 1 {
 		*prev = ""
@@ -458,7 +508,7 @@ func (rp *replayer) decision(rec *shadowRecord) (int, error) {
 		}
 		d := rpol.p.Pick(&req, cands)
 		if d.Index != pick.Index || cands[d.Index].ID != pick.Replica {
-			return 0, fmt.Errorf("request %s: %s picks %s, the log says %s", lr.ID, pick.Policy, cands[d.Index].ID, pick.Replica)
+			return 0, fmt.Errorf("request %s: %s picks candidate %d (%s), the log says %d (%s)", lr.ID, pick.Policy, d.Index, cands[d.Index].ID, pick.Index, pick.Replica)
 		}
 	}
 	return len(rec.Picks), nil

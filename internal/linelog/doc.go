@@ -2,5 +2,6 @@
 // by size, from a goroutine of its own, off the path of whoever logs them.
 // Logging never waits: items go to a bounded queue, and an item that finds
 // it full (the disk fell behind) is dropped and counted. The decision log
-// and the traffic capture write through it.
+// and the traffic capture write through it. NewScanner reads such files
+// back, a line of any length in time linear in it.
 package linelog

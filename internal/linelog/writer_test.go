@@ -1,10 +1,13 @@
 package linelog
 
 import (
+	"bufio"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"pgregory.net/rapid"
 
 	"github.com/inferrail/inferrail/internal/syncbuf"
 )
@@ -108,4 +112,44 @@ func TestCheckPath(t *testing.T) {
 			t.Errorf("CheckPath(%s) = %v, want refused as %q", tt.path, err, tt.refused)
 		}
 	}
+}
+
+// TestScannerAgainstScanLines: NewScanner gives the lines bufio.ScanLines
+// gives, whatever the reads' sizes, and refuses a line past its bound.
+func TestScannerAgainstScanLines(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		text := rapid.StringMatching(`(aaaa|a|\r|\n|\r\n|b)*`).Draw(t, "text")
+		chunk := rapid.IntRange(1, 7).Draw(t, "chunk")
+		var want, got []string
+		ref := bufio.NewScanner(strings.NewReader(text))
+		for ref.Scan() {
+			want = append(want, ref.Text())
+		}
+		sc := NewScanner(&chunked{s: text, n: chunk}, 1<<20)
+		for sc.Scan() {
+			got = append(got, sc.Text())
+		}
+		if sc.Err() != nil || !slices.Equal(got, want) {
+			t.Fatalf("lines %q (%v), want %q", got, sc.Err(), want)
+		}
+	})
+	sc := NewScanner(strings.NewReader(strings.Repeat("x", 100)+"\n"), 64)
+	if sc.Scan() || !errors.Is(sc.Err(), bufio.ErrTooLong) {
+		t.Errorf("a line of 100 bytes with a bound of 64: %v", sc.Err())
+	}
+}
+
+// chunked reads s at most n bytes at a time.
+type chunked struct {
+	s string
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if c.s == "" {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.s)
+	c.s = c.s[k:]
+	return k, nil
 }
