@@ -427,6 +427,18 @@ func TestLoadNamesTheFile(t *testing.T) {
 		t.Errorf("Load(%s) = %v, want %s", path, err, want)
 	}
 
+	// What yaml refuses without a line (a byte not UTF-8, a control
+	// character) is named with its line.
+	for text, want := range map[string]string{
+		"models: []\n# caf\xe9\n":        "x.yaml:2: the file is not UTF-8 here (a byte 0xe9)",
+		"models: []\nreplicas: [\x00]\n": "x.yaml:2: a control character (U+0000) is not allowed in YAML",
+		"a: \u0085ok\nb: \u0086\n":       "x.yaml:2: a control character (U+0086) is not allowed in YAML",
+	} {
+		if _, err := ParseFile([]byte(text), "x.yaml"); err == nil || err.Error() != want {
+			t.Errorf("ParseFile(%q) = %v, want %s", text, err, want)
+		}
+	}
+
 	_, err = Load(filepath.Join("testdata", "missing.yaml"))
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Load(missing) = %v, want os.ErrNotExist", err)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -154,6 +155,9 @@ func parseYAML(data []byte) (*yaml.Node, error) {
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
+		}
+		if e := textError(data); e != nil {
+			return nil, e // yaml says what, not where
 		}
 		return nil, err
 	}
@@ -544,4 +548,29 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 	if !ok {
 		d.reject(path, n, msg)
 	}
+}
+
+// textError finds, with its line, what yaml refuses in a file's text
+// without naming a line: a byte that is not UTF-8, or a character YAML
+// does not allow (C0 and C1 controls but tab, line ends and NEL, and
+// U+FFFE and U+FFFF). A file in UTF-16, with its byte order mark, is
+// yaml's to read. Nil when the text has neither.
+func textError(data []byte) *Error {
+	if bytes.HasPrefix(data, []byte{0xfe, 0xff}) || bytes.HasPrefix(data, []byte{0xff, 0xfe}) {
+		return nil
+	}
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return &Error{Line: line, Msg: fmt.Sprintf("the file is not UTF-8 here (a byte 0x%02x)", data[i])}
+		case r == '\n':
+			line++
+		case r < 0x20 && r != '\t' && r != '\r', r >= 0x80 && r <= 0x9f && r != 0x85, r == 0xfffe, r == 0xffff:
+			return &Error{Line: line, Msg: fmt.Sprintf("a control character (U+%04X) is not allowed in YAML", r)}
+		}
+		i += size
+	}
+	return nil
 }

@@ -151,7 +151,9 @@ func FuzzPatch(f *testing.F) {
 // parser refuses (it is stricter than JSON about some escapes).
 func isYAMLError(err error) bool {
 	var te *yaml.TypeError
-	return errors.As(err, &te) || strings.HasPrefix(err.Error(), "yaml: ")
+	var ce *Error
+	return errors.As(err, &te) || strings.HasPrefix(err.Error(), "yaml: ") ||
+		errors.As(err, &ce) && ce.Path == "" && (strings.Contains(ce.Msg, "not allowed in YAML") || strings.Contains(ce.Msg, "not UTF-8")) // textError's
 }
 
 // checkPatchAgainstYAML holds the reading of a patch's merged document
