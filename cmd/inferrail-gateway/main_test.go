@@ -95,6 +95,14 @@ func TestCheck(t *testing.T) {
 	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err == nil || strings.Contains(out.String(), "valid") {
 		t.Errorf("--check of a config whose keys file is missing: %v, printed %q", err, out.String())
 	}
+	// A decision log on a directory would move it aside: not valid.
+	if err := os.WriteFile(bad, []byte("observability: {decision_log: {path: "+t.TempDir()+", sample_rate: 1}}\nmodels: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("--check of a decision log on a directory: %v, printed %q", err, out.String())
+	}
 	// The product specification's example config, unchanged.
 	out.Reset()
 	if err := run(context.Background(), []string{"--check", "--config", "../../internal/config/testdata/spec-example.yaml"}, &out, &errOut); err != nil ||

@@ -40,15 +40,8 @@ func newObservability(oc *config.Observability, reg prometheus.Registerer, logge
 	var o observability
 	// Checked before anything starts, so that a refusal leaves nothing
 	// running.
-	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
-		if err := linelog.CheckPath(dl.Path); err != nil {
-			return o, fmt.Errorf("observability.decision_log.path: %w", err)
-		}
-	}
-	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
-		if err := linelog.CheckPath(c.Path); err != nil {
-			return o, fmt.Errorf("observability.capture.path: %w", err)
-		}
+	if err := checkLogPaths(oc); err != nil {
+		return o, err
 	}
 	if oc.OTLPEndpoint != "" {
 		t, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: oc.OTLPEndpoint, Protocol: oc.OTLPProtocol,
@@ -84,6 +77,22 @@ func newObservability(oc *config.Observability, reg prometheus.Registerer, logge
 			func() float64 { return float64(w.Stats().Forgotten) }))
 	}
 	return o, nil
+}
+
+// checkLogPaths refuses a decision log or capture path that names
+// something other than a regular file (linelog.CheckPath).
+func checkLogPaths(oc *config.Observability) error {
+	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
+		if err := linelog.CheckPath(dl.Path); err != nil {
+			return fmt.Errorf("observability.decision_log.path: %w", err)
+		}
+	}
+	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
+		if err := linelog.CheckPath(c.Path); err != nil {
+			return fmt.Errorf("observability.capture.path: %w", err)
+		}
+	}
+	return nil
 }
 
 // registerLines registers the counters of a line log whose lines are
