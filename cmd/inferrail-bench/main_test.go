@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,6 +186,42 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q", want)
 		}
+	}
+}
+
+// report passes over a *.json that is not a regular file, with a warning
+// naming it, and reports the results beside it: a FIFO once blocked it
+// forever.
+func TestReportSkipsAFIFO(t *testing.T) {
+	in, out := t.TempDir(), filepath.Join(t.TempDir(), "report")
+	r := &bench.RunResult{Spec: bench.RunSpec{Policy: "round_robin", Replicas: 3, Warmup: "0.1", SLO: bench.DefaultSLO(),
+		Workload: workload.Spec{Workload: "w1", Rate: 4, Duration: time.Minute, Seed: 1}}}
+	if err := bench.WriteRunResult(filepath.Join(in, r.Spec.FileName()), r); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(in, "x.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type ran struct {
+		stderr string
+		err    error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		_, stderr, err := runArgs(t, "report", "--in", in, "--out", out)
+		done <- ran{stderr, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || r.stderr != "warning: "+fifo+": not a regular file (a named pipe); skipped\n" {
+			t.Errorf("report: %v, stderr %q; want a warning naming %s", r.err, r.stderr, fifo)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("report did not return within 10 s")
+	}
+	if md, err := os.ReadFile(filepath.Join(out, "report.md")); err != nil || !strings.Contains(string(md), "round_robin") {
+		t.Errorf("report.md: %v", err)
 	}
 }
 

@@ -444,7 +444,10 @@ func reportCmd(_ context.Context, args []string, stdout, stderr io.Writer) error
 	if *in == "" || *out == "" || fs.NArg() > 0 {
 		return errors.New("report: --in and --out are required, and nothing else")
 	}
-	path, err := bench.WriteRunReport(*in, *out)
+	path, skipped, err := bench.WriteRunReport(*in, *out)
+	for _, s := range skipped {
+		fmt.Fprintln(stderr, "warning:", s)
+	}
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func TestWriteRunReportCharts(t *testing.T) {
 	}
 	outs := []string{t.TempDir(), t.TempDir()}
 	for _, out := range outs {
-		if _, err := WriteRunReport(in, out); err != nil {
+		if _, _, err := WriteRunReport(in, out); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -104,7 +104,10 @@ func Demo(ctx context.Context, c DemoConfig, env RunEnv, out io.Writer) error {
 	if err := os.WriteFile(chart, png, 0o644); err != nil {
 		return err
 	}
-	report, err := WriteRunReport(c.Out, filepath.Join(c.Out, "report"))
+	report, skipped, err := WriteRunReport(c.Out, filepath.Join(c.Out, "report"))
+	for _, s := range skipped {
+		fmt.Fprintln(out, "warning:", s)
+	}
 	if err != nil {
 		return fmt.Errorf("demo: report: %w", err)
 	}

@@ -347,19 +347,20 @@ func WriteRunResult(path string, r *RunResult) error { return harness.WriteJSON(
 func ReadRunResult(path string) (*RunResult, error) { return harness.ReadJSON[RunResult](path) }
 
 // ReadRunResults reads every *.json result file in dir, in name order.
-// Files that are not run results (no spec) are skipped.
-func ReadRunResults(dir string) ([]*RunResult, error) {
-	all, err := harness.ReadDir[RunResult](dir)
+// Files that are not run results (no spec) are skipped quietly; what is
+// not a regular file (a FIFO, a link to a device) is skipped too, and
+// skipped names each of those (see harness.ReadDir).
+func ReadRunResults(dir string) (results []*RunResult, skipped []string, err error) {
+	all, skipped, err := harness.ReadDir[RunResult](dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []*RunResult
 	for i := range all {
 		if all[i].Spec.Workload.Workload != "" {
-			out = append(out, &all[i])
+			results = append(results, &all[i])
 		}
 	}
-	return out, nil
+	return results, skipped, nil
 }
 
 // done reports whether path holds the result of exactly spec.

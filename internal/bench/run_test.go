@@ -407,7 +407,7 @@ rates = [40]
 	if errA != nil || errB != nil || !bytes.Equal(a, b) {
 		t.Errorf("reused result differs from its source (%v, %v)", errA, errB)
 	}
-	results, err := ReadRunResults(dir)
+	results, _, err := ReadRunResults(dir)
 	if err != nil || len(results) != 2 {
 		t.Fatalf("read results: %d, %v", len(results), err)
 	}

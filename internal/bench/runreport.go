@@ -692,19 +692,21 @@ func signed1(v float64) string {
 }
 
 // WriteRunReport reads every result file in in and writes report.md and
-// its charts (PNG) to out.
-func WriteRunReport(in, out string) (string, error) {
+// its charts (PNG) to out. skipped names what in holds that is not a
+// regular file, left out (see ReadRunResults).
+func WriteRunReport(in, out string) (path string, skipped []string, err error) {
 	// A mistyped --in would otherwise be a report of no results.
 	if st, err := os.Stat(in); err != nil {
-		return "", err
+		return "", nil, err
 	} else if !st.IsDir() {
-		return "", fmt.Errorf("%s: not a directory of result files", in)
+		return "", nil, fmt.Errorf("%s: not a directory of result files", in)
 	}
-	results, err := ReadRunResults(in)
+	results, skipped, err := ReadRunResults(in)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return WriteReportOf(results, out)
+	path, err = WriteReportOf(results, out)
+	return path, skipped, err
 }
 
 // WriteReportOf writes report.md and the charts (PNG) of results to out.

@@ -123,14 +123,14 @@ func TestWriteRunReportNeedsADirectory(t *testing.T) {
 	}
 	for _, in := range []string{filepath.Join(dir, "missing"), file} {
 		out := filepath.Join(t.TempDir(), "report")
-		if _, err := WriteRunReport(in, out); err == nil {
+		if _, _, err := WriteRunReport(in, out); err == nil {
 			t.Errorf("a report of %s: no error", in)
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("a report of %s was written", in)
 		}
 	}
-	if _, err := WriteRunReport(dir, t.TempDir()); err != nil {
+	if _, _, err := WriteRunReport(dir, t.TempDir()); err != nil {
 		t.Errorf("a directory: %v", err)
 	}
 }

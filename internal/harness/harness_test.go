@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,9 +96,9 @@ func TestResultsRoundTrip(t *testing.T) {
 	if tmp, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmp) != 0 {
 		t.Errorf("temporary files left: %v", tmp)
 	}
-	got, err := harness.ReadDir[result](dir)
-	if err != nil {
-		t.Fatal(err)
+	got, skipped, err := harness.ReadDir[result](dir)
+	if err != nil || len(skipped) != 0 {
+		t.Fatal(err, skipped)
 	}
 	if len(got) != 2 || got[0] != (result{"a", 1}) || got[1] != (result{"b", 2}) {
 		t.Errorf("ReadDir = %+v, want a then b", got)
@@ -105,9 +106,94 @@ func TestResultsRoundTrip(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "c.json"), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := harness.ReadDir[result](dir); err == nil || !strings.Contains(err.Error(), "c.json") {
+	if _, _, err := harness.ReadDir[result](dir); err == nil || !strings.Contains(err.Error(), "c.json") {
 		t.Errorf("ReadDir of a broken file = %v, want an error naming it", err)
 	}
+}
+
+// withDeadline runs read, failing the test if it has not returned in 10 s:
+// the reads it guards once blocked forever on a FIFO.
+func withDeadline[T any](t *testing.T, read func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- read() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read did not return within 10 s")
+		var zero T
+		return zero
+	}
+}
+
+// ReadDir passes over what is not a regular file once symbolic links are
+// followed, naming each, and still reads the results beside it; ReadJSON
+// refuses such a path, and a file over MaxJSONBytes, with an error naming
+// it. A FIFO once blocked the report forever and a link to /dev/zero grew
+// it to gigabytes.
+func TestReadDirSkipsWhatIsNotAFile(t *testing.T) {
+	type result struct {
+		Value int `json:"value"`
+	}
+	tests := []struct {
+		name string
+		make func(path string) error
+		want string // in the skip's text
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "a named pipe"},
+		{"link_to_dev_zero", func(p string) error { return os.Symlink("/dev/zero", p) }, "a device"},
+		{"link_to_nothing", func(p string) error { return os.Symlink(p+".gone", p) }, "a symbolic link to nothing"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := harness.WriteJSON(filepath.Join(dir, "a.json"), result{1}); err != nil {
+				t.Fatal(err)
+			}
+			odd := filepath.Join(dir, "b.json")
+			if err := tt.make(odd); err != nil {
+				t.Fatal(err)
+			}
+			type read struct {
+				got     []result
+				skipped []string
+				err     error
+			}
+			r := withDeadline(t, func() read {
+				got, skipped, err := harness.ReadDir[result](dir)
+				return read{got, skipped, err}
+			})
+			if r.err != nil || len(r.got) != 1 || r.got[0].Value != 1 {
+				t.Errorf("ReadDir = %+v, %v; want a.json's result alone", r.got, r.err)
+			}
+			if len(r.skipped) != 1 || !strings.Contains(r.skipped[0], odd) || !strings.Contains(r.skipped[0], tt.want) {
+				t.Errorf("skipped %q, want %s named as %s", r.skipped, odd, tt.want)
+			}
+			if tt.name == "link_to_nothing" {
+				return
+			}
+			err := withDeadline(t, func() error { _, err := harness.ReadJSON[result](odd); return err })
+			if err == nil || !strings.Contains(err.Error(), odd+": not a regular file") {
+				t.Errorf("ReadJSON(%s) = %v, want it refused as not a regular file", odd, err)
+			}
+		})
+	}
+	t.Run("too_large", func(t *testing.T) {
+		dir := t.TempDir()
+		big := filepath.Join(dir, "big.json")
+		if err := os.WriteFile(big, []byte(`{"value":1}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(big, harness.MaxJSONBytes+1); err != nil { // sparse: no disk taken
+			t.Fatal(err)
+		}
+		_, _, err := harness.ReadDir[result](dir)
+		if err == nil || !strings.Contains(err.Error(), big+": ") || !strings.Contains(err.Error(), "64 MiB") {
+			t.Errorf("ReadDir with a file over 64 MiB = %v, want an error naming it and the limit", err)
+		}
+	})
 }
 
 // TestFleet starts two simulators behind a gateway with a generated config,

@@ -2,11 +2,20 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 )
+
+// MaxJSONBytes bounds a result file ReadJSON reads: the largest a run
+// writes is well under a megabyte, and a file past this is no result of
+// ours (a symbolic link to /dev/zero once grew the reader to gigabytes).
+const MaxJSONBytes = 64 << 20
 
 // WriteJSON writes v as indented JSON, with a final newline, to path,
 // making its directory if need be. It writes through a temporary file, so
@@ -29,11 +38,39 @@ func WriteJSON(path string, v any) error {
 	return nil
 }
 
-// ReadJSON reads the JSON file at path into a new T.
+// errNotRegular marks a path that is not a regular file once symbolic
+// links are followed: a FIFO would block the reader forever and a device
+// may never end.
+var errNotRegular = errors.New("not a regular file")
+
+// ReadJSON reads the JSON file at path into a new T. A path that is not a
+// regular file, or holds more than MaxJSONBytes, is refused with an error
+// naming it.
 func ReadJSON[T any](path string) (*T, error) {
-	b, err := os.ReadFile(path)
+	// Non-blocking, so that opening a FIFO does not wait for a writer; the
+	// file is then refused for what it is.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s)", path, errNotRegular, kind(st.Mode()))
+	}
+	if st.Size() > MaxJSONBytes {
+		return nil, fmt.Errorf("%s: %d bytes, more than a result file's %d MiB", path, st.Size(), MaxJSONBytes>>20)
+	}
+	// The size read is checked again: the file may grow while it is read.
+	b, err := io.ReadAll(io.LimitReader(f, MaxJSONBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > MaxJSONBytes {
+		return nil, fmt.Errorf("%s: more than a result file's %d MiB", path, MaxJSONBytes>>20)
 	}
 	var v T
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -42,20 +79,49 @@ func ReadJSON[T any](path string) (*T, error) {
 	return &v, nil
 }
 
-// ReadDir reads every *.json file in dir, in name order.
-func ReadDir[T any](dir string) ([]T, error) {
+// kind names what a file that is not a regular one is.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	default:
+		return "mode " + m.String()
+	}
+}
+
+// ReadDir reads every *.json file in dir, in name order. What is not a
+// regular file once symbolic links are followed (a FIFO, a device, a
+// directory, a link to nothing) is passed over, and skipped says so for
+// each, naming it; a file ReadJSON refuses otherwise fails the read.
+func ReadDir[T any](dir string) (out []T, skipped []string, err error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.Sort(paths)
-	var out []T
 	for _, p := range paths {
+		st, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			skipped = append(skipped, p+": a symbolic link to nothing; skipped")
+			continue
+		case err != nil:
+			return nil, nil, err
+		case !st.Mode().IsRegular():
+			skipped = append(skipped, fmt.Sprintf("%s: %s (%s); skipped", p, errNotRegular, kind(st.Mode())))
+			continue
+		}
 		v, err := ReadJSON[T](p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, *v)
 	}
-	return out, nil
+	return out, skipped, nil
 }
