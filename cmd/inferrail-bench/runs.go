@@ -318,6 +318,9 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if len(pols) == 0 || *reps < 1 {
 		return errors.New("compare: name at least one policy and at least one repetition")
 	}
+	if *reps > bench.MaxReps {
+		return fmt.Errorf("compare: --reps must be at most %d", bench.MaxReps)
+	}
 	if *jobs < 1 {
 		return errors.New("compare: --jobs must be at least 1")
 	}

@@ -170,8 +170,8 @@ func (f *SweepFile) Validate() error {
 	if f.Replicas < 0 {
 		fail("replicas", "must be >= 1")
 	}
-	if f.Reps < 0 {
-		fail("reps", "must be >= 1")
+	if f.Reps < 0 || f.Reps > MaxReps {
+		fail("reps", "must be within 1-%d, not %d", MaxReps, f.Reps)
 	}
 	if f.Duration < 0 || f.SLOTTFT < 0 || f.SLOTPOT < 0 || f.Timeout < 0 {
 		fail("duration, slo_ttft, slo_tpot, timeout", "must not be negative")
@@ -212,8 +212,8 @@ func (f *SweepFile) Validate() error {
 			fail(path+".policies", "no policies here or in the shared settings")
 		}
 		errs = append(errs, checkPolicies(path+".policies", p.Policies)...)
-		if p.Reps < 0 {
-			fail(path+".reps", "must be >= 1")
+		if p.Reps < 0 || p.Reps > MaxReps {
+			fail(path+".reps", "must be within 1-%d, not %d", MaxReps, p.Reps)
 		}
 		if p.Duration < 0 {
 			fail(path+".duration", "must not be negative")
@@ -250,7 +250,64 @@ func (f *SweepFile) Validate() error {
 	errs = append(errs, checkGatewayCounts(f.Gateways)...)
 	errs = append(errs, checkPolicies("policies", f.Policies)...)
 	errs = append(errs, f.checkVariants()...)
+	if len(errs) == 0 {
+		errs = append(errs, f.checkPlanSize()...)
+	}
 	return errors.Join(errs...)
+}
+
+// MaxReps bounds a sweep's or a comparison's repetitions, and
+// maxPlannedRuns the runs of one sweep: a plan is made whole before the
+// first run, and reps = 1e9 once grew it to gigabytes. A thousand
+// repetitions of a run of a minute is most of a day's runs.
+const (
+	MaxReps        = 1000
+	maxPlannedRuns = 100_000
+)
+
+// checkPlanSize reports a plan of more than maxPlannedRuns runs, naming
+// its largest point, without making it.
+func (f *SweepFile) checkPlanSize() []error {
+	total, largest, at := f.planSize()
+	if total <= maxPlannedRuns {
+		return nil
+	}
+	return []error{fmt.Errorf("points: the plan has %.0f runs, more than %d: points[%d] alone has %.0f "+
+		"(rates × reps × fleet sizes × policies with their index modes, gateway counts and variants); split the sweep",
+		total, maxPlannedRuns, at, largest)}
+}
+
+// planSize counts the runs Plan makes of f (its trace points too), and
+// those of its largest point, the at'th.
+func (f *SweepFile) planSize() (total, largest float64, at int) {
+	for i := range f.Points {
+		n := f.pointRuns(&f.Points[i])
+		total += n
+		if n > largest {
+			largest, at = n, i
+		}
+	}
+	return total, largest, at
+}
+
+// pointRuns counts the runs Plan makes of p, in floating point so that no
+// product overflows.
+func (f *SweepFile) pointRuns(p *SweepPoint) float64 {
+	reps := p.Reps
+	if reps == 0 {
+		reps = max(f.Reps, 1)
+	}
+	sizes := max(len(p.Replicas), 1)
+	policies := p.Policies
+	if len(policies) == 0 {
+		policies = f.Policies
+	}
+	perRate := 0.0
+	for _, pol := range policies {
+		perRate += float64(len(indexModes(p.Index, f.Index, pol))) * float64(len(gatewayCounts(f.Gateways, pol))) *
+			float64(1+len(f.variantsOf(pol)))
+	}
+	return float64(len(p.Rates)) * float64(reps) * float64(sizes) * perRate
 }
 
 // checkFleetSizes reports each of a point's fleet sizes that is out of

@@ -56,6 +56,16 @@ policies = [""]
 		{"fleet_sizes", "policies=[\"p2c\"]\nduration=\"1s\"" + point + "replicas = [2, 0, 65, 2]\n", []string{
 			"points[0].replicas[1]: must be within 1-64, not 0", "points[0].replicas[2]: must be within 1-64, not 65",
 			"points[0].replicas[3]: 2 is listed twice"}},
+		// A plan is made whole before the first run: reps = 1e9 grew it to
+		// gigabytes.
+		{"reps_huge", "reps = 1000000000\npolicies=[\"p2c\"]\nduration=\"1s\"" + point + "reps = 1001\n", []string{
+			"reps: must be within 1-1000, not 1000000000", "points[0].reps: must be within 1-1000, not 1001"}},
+		{"reps_negative", "reps = -1\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"reps: must be within 1-1000, not -1"}},
+		// 26 rates × 1000 reps × 2 policies × 2 index modes, and a small
+		// point beside it.
+		{"plan_too_large", "reps = 1000\npolicies=[\"p2c\", \"random\"]\nindex=[\"approximate\", \"exact\"]\nduration=\"1s\"" +
+			"\n[[points]]\nworkload = \"w2\"\nrates = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26]\n" + point, []string{
+			"points: the plan has 108000 runs, more than 100000: points[0] alone has 104000"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,6 +215,9 @@ func TestCommittedSweepFiles(t *testing.T) {
 					t.Errorf("two runs write %s", r.FileName())
 				}
 				seen[r.FileName()] = true
+			}
+			if n, _, _ := f.planSize(); n != float64(len(runs)) {
+				t.Errorf("checkPlanSize counts %.0f runs, Plan makes %d", n, len(runs))
 			}
 			t.Logf("%d runs", len(runs))
 		})
