@@ -63,6 +63,8 @@ func TestRefusedFlags(t *testing.T) {
 		{[]string{"compare", "--policy", "cost_model"}, "compare: --policy: name the policies with --policies"},
 		{[]string{"compare", "--jobs", "-3"}, "compare: --jobs must be at least 1"},
 		{[]string{"compare", "--reps", "1000000000"}, "compare: --reps must be at most 1000"},
+		{[]string{"replay-check", "--policy", "cost_model", "--out", filepath.Join(os.TempDir(), "inferrail-refused-replay-check")},
+			"replay-check: --policy: name the policies with --policies"},
 		{[]string{"compare", "--gateways", "0"}, "--gateways must be at least 1"},
 		{[]string{"sweep", "--file", "../../bench/sweeps/smoke.toml", "--reuse", "/nonexistent"}, "sweep: --reuse /nonexistent: not a directory"},
 		{[]string{"sweep", "--file", "../../bench/sweeps/smoke.toml", "--jobs", "0"}, "sweep: --jobs must be at least 1"},

@@ -357,6 +357,9 @@ func replayCheckCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("replay-check: %w", err)
 	}
+	if err := ownFleetOnly(fs, "policy"); err != nil {
+		return errors.New("replay-check: --policy: name the policies with --policies")
+	}
 	c := bench.ReplayCheckConfig{Spec: s, Policies: list(*policies), Out: *out}
 	command := commandLine("replay-check", args)
 	rows, err := bench.ReplayCheck(ctx, c, ef.env(ctx, stderr, command))

@@ -63,12 +63,19 @@ func (r *ReplayRow) HitRateGap() float64 { return math.Abs(r.ReplayHitRate - r.L
 // run's, in points of hit rate.
 func (r *ReplayRow) OracleGap() float64 { return math.Abs(r.ReplayOracle - r.LiveOracle) }
 
+// ReplayPoint names the replays of a replay check, in their result files
+// (replay_x1_rep0_<policy>.json) and reports.
+const ReplayPoint = "replay"
+
 // ReplaySpec is the trace run that replays capture, taken during a run of
 // live: the same fleet, policy, warmup and clock, with the capture's
 // arrivals (taken on the live run's faster clock, so stretched back by
-// its speedup).
+// its speedup). Its point is ReplayPoint: a live run of a trace at ×1
+// would otherwise have the replay's file name, and the replay's result
+// would overwrite the live one's.
 func ReplaySpec(live RunSpec, capture string) RunSpec {
 	s := live
+	s.Point = ReplayPoint
 	s.Workload = workload.Spec{Workload: workload.Trace, Model: live.Workload.Model, TracePath: capture,
 		TimeScale: live.clock(), RateMultiplier: 1, Seed: live.Workload.Seed}
 	return s

@@ -13,6 +13,25 @@ import (
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
+// A replay's result file is named apart from its live run's: a live run of
+// a trace at ×1 had the replay's name, and the replay overwrote it.
+func TestReplayNamesItsOwnResult(t *testing.T) {
+	for _, w := range []workload.Spec{
+		{Workload: workload.W1, Model: procs.SimModel, Rate: 4, Requests: 10, Seed: 5},
+		{Workload: workload.Trace, Model: procs.SimModel, TracePath: "t.jsonl", Seed: 1},
+		{Workload: workload.Trace, Model: procs.SimModel, TracePath: "t.jsonl", RateMultiplier: 1, Seed: 1},
+	} {
+		live := RunSpec{Policy: "random", Replicas: 2, Warmup: "0.1", SLO: DefaultSLO(), Workload: w}
+		replay := ReplaySpec(live, "capture.jsonl")
+		if replay.FileName() == live.FileName() {
+			t.Errorf("%s: the replay's result file is the live run's, %s", w.Workload, live.FileName())
+		}
+		if want := "replay_x1_rep0_random.json"; replay.FileName() != want {
+			t.Errorf("%s: the replay's result file is %s, want %s", w.Workload, replay.FileName(), want)
+		}
+	}
+}
+
 // TestCaptureReplay runs seeded W1 live through the gateway with the
 // traffic capture on, under a cache-blind and two cache-aware policies,
 // then replays the first run's capture through the harness under each:
