@@ -3,6 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,6 +104,37 @@ func TestRunFailsEarly(t *testing.T) {
 	}
 	if names, _ := os.ReadDir(out); len(names) != 0 {
 		t.Errorf("an interrupted run wrote %v", names)
+	}
+}
+
+// A run interrupted once its requests are going leaves neither a result
+// nor an --outcomes file: the old code wrote the outcomes, the requests
+// the stop cut off labelled status 200, error "timeout".
+func TestInterruptedRunLeavesNoOutcomes(t *testing.T) {
+	target, err := url.Parse(startSim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // the requests the stop cuts off
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/completions") {
+			cancel() // the Ctrl-C, as the first request arrives
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"run", "--url", srv.URL, "--requests", "8", "--rate", "20", "--warmup", "0", "--output-tokens", "2",
+		"--out", out, "--outcomes", filepath.Join(out, "o.jsonl")}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "no result written") {
+		t.Errorf("an interrupted run: %v", err)
+	}
+	if names, _ := os.ReadDir(out); len(names) != 0 {
+		t.Errorf("an interrupted run left %v", names)
 	}
 }
 

@@ -240,7 +240,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	case err != nil:
 		// An interrupted run would count its unsent requests as errors:
-		// no result file, as a sweep writes none for it either.
+		// no result file, as a sweep writes none for it either, and no
+		// outcomes file (Measure wrote none; the empty one made early goes).
+		unmade()
 		return fmt.Errorf("%w; no result written", err)
 	}
 	path := filepath.Join(*out, s.FileName())

@@ -57,7 +57,8 @@ type RunEnv struct {
 	// run's own with one gateway of ours.
 	Capture string
 	// Outcomes, if not empty, is a file the run writes each of its
-	// requests to (see WriteOutcomes).
+	// requests to (see WriteOutcomes). A run stopped by its context writes
+	// none, as it returns no figures.
 	Outcomes string
 	// Progress shows each run's requests sent, done and failed as it goes
 	// (see package progress). Nil shows nothing.
@@ -138,11 +139,6 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		OnSchedule: mark.gate(warm, env.OnSchedule), Progress: &task.Counts, made: made})
 	task.Finish()
 	toModelTime(outs, reqs, clock)
-	if env.Outcomes != "" {
-		if err := WriteOutcomes(env.Outcomes, outs, warm); err != nil {
-			res.Notes = append(res.Notes, "outcomes not written: "+err.Error())
-		}
-	}
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
 	m.Herding = herdingOf(outs, warm)
@@ -158,7 +154,14 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	}
 	res.Measurements = m
 	if ctx.Err() != nil {
+		// No outcomes either: the requests the stop cut off would read as
+		// timeouts of requests the engines had answered (status 200).
 		return res, fmt.Errorf("run stopped: %w", ctx.Err())
+	}
+	if env.Outcomes != "" {
+		if err := WriteOutcomes(env.Outcomes, outs, warm); err != nil {
+			res.Notes = append(res.Notes, "outcomes not written: "+err.Error())
+		}
 	}
 	log.Info("run done", "workload", spec.Workload.Workload, "policy", spec.Policy, "rep", spec.Rep,
 		"succeeded", m.Succeeded, "measured", m.Measured, "ttft_p99_s", m.TTFT.P99, "hit_rate", m.HitRate)

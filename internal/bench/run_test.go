@@ -18,6 +18,7 @@ import (
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/procs/procstest"
 	"github.com/inferrail/inferrail/internal/progress"
+	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -615,6 +616,58 @@ func TestMeasureStopsDuringGeneration(t *testing.T) {
 	r, err := Measure(ctx, spec, RunEnv{})
 	if r != nil || !errors.Is(err, context.Canceled) {
 		t.Errorf("Measure = %v, %v; want no result, cancelled", r, err)
+	}
+}
+
+// A run stopped halfway writes no outcomes file, and leaves one already
+// there as it was: its unsent and cut-off requests were written as
+// status 200, error "timeout".
+func TestStoppedRunWritesNoOutcomes(t *testing.T) {
+	cfg := sim.DefaultConfig()
+	cfg.ZeroLatency = true
+	l, err := sim.StartLocal(cfg, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tt := range []struct {
+		name   string
+		before string // the file's content before the run; "" for no file
+	}{{"no_file", ""}, {"earlier_file", "an earlier run's outcomes\n"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "outcomes.jsonl")
+			if tt.before != "" {
+				if err := os.WriteFile(path, []byte(tt.before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			env := RunEnv{
+				Generate: func(context.Context, workload.Spec) (*workload.Requests, error) {
+					return workload.NewRequests(sharedPromptRequests(20, 20*time.Millisecond, 2, 0)), nil
+				},
+				Oracle: func(*workload.Requests, int, int) (float64, error) { return 0.9, nil },
+				OnSchedule: func(i int) {
+					if i == 5 {
+						cancel()
+					}
+				},
+				Outcomes: path,
+			}
+			spec := RunSpec{URL: l.URL(), Warmup: "0", Timeout: 10 * time.Second, SLO: DefaultSLO(),
+				Workload: workload.Spec{Workload: "w1", Model: procs.SimModel, Rate: 50, Requests: 20, Seed: 1}}
+			if _, err := Measure(ctx, spec, env); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Measure = %v, want stopped", err)
+			}
+			b, err := os.ReadFile(path)
+			switch {
+			case tt.before == "" && !errors.Is(err, os.ErrNotExist):
+				t.Errorf("a stopped run wrote outcomes (%v):\n%.300s", err, b)
+			case tt.before != "" && string(b) != tt.before:
+				t.Errorf("a stopped run rewrote the outcomes file (%v):\n%.300s", err, b)
+			}
+		})
 	}
 }
 
