@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,6 +108,47 @@ func TestRunFailsEarly(t *testing.T) {
 	}
 }
 
+// An --out the run could not write fails before the run: it was first
+// written after the whole run. Nothing is left behind.
+func TestUnwritablePathsFailEarly(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	taken := filepath.Join(dir, "taken.json")
+	if err := os.Mkdir(taken, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"out_under_a_file", []string{"--out", filepath.Join(file, "results")}, "run: --out: mkdir " + file + ": not a directory"},
+		{"out_file_under_a_file", []string{"--out", filepath.Join(file, "r.json")}, "run: --out: mkdir " + file + ": not a directory"},
+		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": is a directory"},
+		// The directories made for --out go again with a run that wrote nothing.
+		{"out_made_and_removed", []string{"--out", filepath.Join(dir, "new", "results")}, "start " + filepath.Join(dir, "no-sim") + ": "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No simulator binary: a run that went ahead would fail to
+			// start its fleet, later and for another reason.
+			args := append([]string{"run", "--sim-binary", filepath.Join(dir, "no-sim"), "--requests", "4", "--rate", "50", "--warmup", "0"}, tt.args...)
+			if !slices.Contains(args, "--out") {
+				args = append(args, "--out", filepath.Join(dir, "results"))
+			}
+			if _, _, err := runArgs(t, args...); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+			if names, _ := os.ReadDir(dir); len(names) != 2 {
+				t.Errorf("the run left %v", names)
+			}
+		})
+	}
+}
+
 // A run interrupted once its requests are going leaves neither a result
 // nor an --outcomes file: the old code wrote the outcomes, the requests
 // the stop cut off labelled status 200, error "timeout".
@@ -129,7 +171,7 @@ func TestInterruptedRunLeavesNoOutcomes(t *testing.T) {
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	err = run(ctx, []string{"run", "--url", srv.URL, "--requests", "8", "--rate", "20", "--warmup", "0", "--output-tokens", "2",
-		"--out", out, "--outcomes", filepath.Join(out, "o.jsonl")}, &stdout, &stderr)
+		"--out", filepath.Join(out, "new", "results"), "--outcomes", filepath.Join(out, "o.jsonl")}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "no result written") {
 		t.Errorf("an interrupted run: %v", err)
 	}

@@ -225,10 +225,20 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("run: %w", err)
 		}
 	}
-	unmade, err := createEarly(*outcomes)
+	path := filepath.Join(*out, s.FileName())
+	if strings.HasSuffix(*out, ".json") {
+		path = *out // the file itself, as the specification's --out names it
+	}
+	unmadeOut, err := resultDirEarly(path)
 	if err != nil {
+		return fmt.Errorf("run: --out: %w", err)
+	}
+	unmadeOutcomes, err := createEarly(*outcomes)
+	if err != nil {
+		unmadeOut()
 		return fmt.Errorf("run: --outcomes: %w", err)
 	}
+	unmade := func() { unmadeOutcomes(); unmadeOut() }
 	if err := ef.preparePeers(ctx, env, []bench.RunSpec{s}); err != nil {
 		unmade()
 		return fmt.Errorf("run: %w", err)
@@ -244,10 +254,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// outcomes file (Measure wrote none; the empty one made early goes).
 		unmade()
 		return fmt.Errorf("%w; no result written", err)
-	}
-	path := filepath.Join(*out, s.FileName())
-	if strings.HasSuffix(*out, ".json") {
-		path = *out // the file itself, as the specification's --out names it
 	}
 	if err := bench.WriteRunResult(path, r); err != nil {
 		return err
@@ -293,6 +299,40 @@ func createEarly(path string) (unmade func(), err error) {
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
 		unmade = func() { os.Remove(path) }
+	}
+	return unmade, nil
+}
+
+// resultDirEarly makes the directory of the result file path before a
+// run and checks it takes files (the result is written there through a
+// temporary file) and that path is not a directory, so that an --out the
+// run cannot write fails now rather than after the run. unmade removes the
+// directories it made, for a run that wrote nothing.
+func resultDirEarly(path string) (unmade func(), err error) {
+	unmade = func() {}
+	dir := filepath.Dir(path)
+	var made []string // the directories MkdirAll makes, deepest first
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) || filepath.Dir(d) == d {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return unmade, err
+	}
+	unmade = func() {
+		for _, d := range made {
+			os.Remove(d) // only if still empty
+		}
+	}
+	if err := bench.WritableDir(dir); err != nil {
+		unmade()
+		return func() {}, err
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		unmade()
+		return func() {}, fmt.Errorf("%s: is a directory", path)
 	}
 	return unmade, nil
 }
