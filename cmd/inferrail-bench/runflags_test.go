@@ -108,8 +108,10 @@ func TestRunFailsEarly(t *testing.T) {
 	}
 }
 
-// An --out the run could not write fails before the run: it was first
-// written after the whole run. Nothing is left behind.
+// An --out or --capture the run could not write fails before the run:
+// --out was first written after the whole run, and a capture the gateway
+// could not write let the run end well, saying "result written", with no
+// capture. Nothing is left behind.
 func TestUnwritablePathsFailEarly(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -128,6 +130,8 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 		{"out_under_a_file", []string{"--out", filepath.Join(file, "results")}, "run: --out: mkdir " + file + ": not a directory"},
 		{"out_file_under_a_file", []string{"--out", filepath.Join(file, "r.json")}, "run: --out: mkdir " + file + ": not a directory"},
 		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": is a directory"},
+		{"capture_under_a_file", []string{"--capture", filepath.Join(file, "c.jsonl")}, "run: --capture: capture " + file + "/c.jsonl: mkdir " + file + ": not a directory"},
+		{"capture_is_a_directory", []string{"--capture", taken}, "run: --capture: capture " + taken + ": not a regular file"},
 		// The directories made for --out go again with a run that wrote nothing.
 		{"out_made_and_removed", []string{"--out", filepath.Join(dir, "new", "results")}, "start " + filepath.Join(dir, "no-sim") + ": "},
 	}

@@ -224,6 +224,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if env.Capture, err = filepath.Abs(*capture); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
+		if err := bench.PrepareCapture(env.Capture); err != nil {
+			return fmt.Errorf("run: --capture: %w", err)
+		}
 	}
 	path := filepath.Join(*out, s.FileName())
 	if strings.HasSuffix(*out, ".json") {

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // WritableDir reports whether dir is a directory this process can create
@@ -23,4 +26,40 @@ func WritableDir(dir string) error {
 	name := f.Name()
 	f.Close()
 	return os.Remove(name)
+}
+
+// PrepareCapture makes the directory of a capture file before a run, as
+// the gateway's writer would at its first line, and refuses a capture the
+// gateway could not write: the directory must take files, and the path, if
+// it exists, must be a regular file. The gateway only warns in its log
+// when it cannot write the capture, and the run went on without one.
+func PrepareCapture(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("capture %s: %w", path, err)
+	}
+	if err := WritableDir(dir); err != nil {
+		return fmt.Errorf("capture %s: %w", path, err)
+	}
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("capture: %w", err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("capture %s: not a regular file", path)
+	}
+	return nil
+}
+
+// checkCaptured fails a run whose gateway wrote no capture to path: one
+// that could not be written, or one of no request an engine answered
+// with a 2xx (the only ones captured).
+func checkCaptured(path string) error {
+	st, err := os.Stat(path)
+	if err == nil && st.Mode().IsRegular() && st.Size() > 0 {
+		return nil
+	}
+	return fmt.Errorf("capture %s not written: the gateway captured no request (it captures those an engine answered with a 2xx; its log says why a write failed)", path)
 }

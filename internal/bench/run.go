@@ -54,7 +54,9 @@ type RunEnv struct {
 	// traffic to (observability.capture), for a trace run to replay. With
 	// a speedup the capture's timestamps are on the faster clock: replay
 	// it with the same speedup and --time-scale. Only for a fleet of the
-	// run's own with one gateway of ours.
+	// run's own with one gateway of ours. Measure refuses one the gateway
+	// could not write before the run (PrepareCapture), and fails a run after
+	// which it is missing or empty.
 	Capture string
 	// Outcomes, if not empty, is a file the run writes each of its
 	// requests to (see WriteOutcomes). A run stopped by its context writes
@@ -81,6 +83,11 @@ func (e *RunEnv) logger() *slog.Logger {
 func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if env.Capture != "" {
+		if err := PrepareCapture(env.Capture); err != nil {
+			return nil, err
+		}
 	}
 	log := env.logger()
 	reqs, wall, warm, err := planRun(ctx, &spec, &env)
@@ -158,14 +165,28 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 		// timeouts of requests the engines had answered (status 200).
 		return res, fmt.Errorf("run stopped: %w", ctx.Err())
 	}
-	if env.Outcomes != "" {
-		if err := WriteOutcomes(env.Outcomes, outs, warm); err != nil {
-			res.Notes = append(res.Notes, "outcomes not written: "+err.Error())
-		}
+	if err := env.afterRun(res, outs, warm); err != nil {
+		return nil, err
 	}
 	log.Info("run done", "workload", spec.Workload.Workload, "policy", spec.Policy, "rep", spec.Rep,
 		"succeeded", m.Succeeded, "measured", m.Measured, "ttft_p99_s", m.TTFT.P99, "hit_rate", m.HitRate)
 	return res, nil
+}
+
+// afterRun checks the capture of a run that was not stopped, which a run
+// asked for but did not get fails, and writes its outcomes.
+func (e *RunEnv) afterRun(res *RunResult, outs []Outcome, warm int) error {
+	if e.Capture != "" {
+		if err := checkCaptured(e.Capture); err != nil {
+			return err
+		}
+	}
+	if e.Outcomes != "" {
+		if err := WriteOutcomes(e.Outcomes, outs, warm); err != nil {
+			res.Notes = append(res.Notes, "outcomes not written: "+err.Error())
+		}
+	}
+	return nil
 }
 
 // oracle is e.Oracle, or the workload's own.

@@ -671,6 +671,56 @@ func TestStoppedRunWritesNoOutcomes(t *testing.T) {
 	}
 }
 
+// A run whose gateway wrote no capture fails: the gateway only warns in
+// its log when it cannot write one, and the old run ended well, saying
+// "result written", with no capture. A capture path the gateway could not
+// write is refused before the run; a missing directory is made, as the
+// gateway would make it.
+func TestMeasureChecksCapture(t *testing.T) {
+	reqs := sharedPromptRequests(6, 20*time.Millisecond, 2, 0)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name           string
+		capture        string // "" for a file in a fresh directory
+		patch, variant string
+		want           string // in the error; "" for none
+	}{
+		{name: "captured"},
+		// Sampling every request out stands for a capture the gateway
+		// could not write: it warns, and the run goes on.
+		{name: "nothing_captured", patch: `{"observability":{"capture":{"sample_rate":0}}}`, variant: "unsampled",
+			want: "not written: the gateway captured no request"},
+		{name: "parent_is_a_file", capture: filepath.Join(file, "c.jsonl"), want: file + ": not a directory"},
+		{name: "parent_made", capture: filepath.Join(t.TempDir(), "new", "c.jsonl")},
+		{name: "a_directory", capture: t.TempDir(), want: "not a regular file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := fleetEnv(t, reqs)
+			env.Capture = tt.capture
+			if env.Capture == "" {
+				env.Capture = filepath.Join(t.TempDir(), "capture.jsonl")
+			}
+			spec := smallSpec("round_robin", 50, len(reqs))
+			spec.GatewayPatch, spec.Variant = tt.patch, tt.variant
+			res, err := Measure(t.Context(), spec, env)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatal(err)
+			case tt.want == "":
+				if st, err := os.Stat(env.Capture); err != nil || st.Size() == 0 || res.Measurements.Succeeded != len(reqs)-1 {
+					t.Errorf("capture %v, %d of %d succeeded", err, res.Measurements.Succeeded, len(reqs)-1)
+				}
+			case err == nil || !strings.Contains(err.Error(), tt.want) || res != nil:
+				t.Errorf("Measure = %v, %v; want no result and an error containing %q", res, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestMeasureFleetAgentTools: W3 sends tools with no tool_choice, an
 // "auto" one, which a simulator (as vLLM) serves only with a tool call
 // parser: the fleet's simulators start with one, and every request is
