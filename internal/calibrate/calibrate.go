@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -383,6 +384,12 @@ func (r *runner) probe(ctx context.Context, kind string, plannedU, plannedC int,
 		if after, err = r.e.scrape(ctx); err != nil {
 			return Probe{}, err
 		}
+		if after.ttftCount < before.ttftCount || after.ttftSum < before.ttftSum {
+			// A sum that went backwards gave negative TTFTs, and an
+			// all-zero cost model was fitted to them.
+			return Probe{}, fmt.Errorf("%w: the TTFT histogram went backwards (count %g to %g, sum %g s to %g s); did the engine restart?",
+				ErrEngine, before.ttftCount, after.ttftCount, before.ttftSum, after.ttftSum)
+		}
 		if after.ttftCount-before.ttftCount >= 1 {
 			break
 		}
@@ -396,6 +403,10 @@ func (r *runner) probe(ctx context.Context, kind string, plannedU, plannedC int,
 	if n := after.ttftCount - before.ttftCount; n > 1 {
 		return Probe{}, fmt.Errorf("%w: %g requests got their first token during one probe; calibrate an engine nothing else is using", ErrNotIdle, n)
 	}
+	ttft := after.ttftSum - before.ttftSum
+	if !(ttft > 0) || math.IsInf(ttft, 0) {
+		return Probe{}, fmt.Errorf("%w: the TTFT histogram's sum moved by %g s over a request; a time to first token is positive and finite", ErrEngine, ttft)
+	}
 	hits := after.report.PrefixHits - before.report.PrefixHits
 	queries := after.report.PrefixQueries - before.report.PrefixQueries
 	if hits < 0 || queries < 0 {
@@ -404,7 +415,7 @@ func (r *runner) probe(ctx context.Context, kind string, plannedU, plannedC int,
 	p := Probe{
 		Kind: kind, PlannedUncached: plannedU, PlannedCached: plannedC,
 		PromptTokens: promptTokens, Cached: int(hits),
-		TTFT: after.ttftSum - before.ttftSum, HTTP: wall,
+		TTFT: ttft, HTTP: wall,
 	}
 	if p.PromptTokens == 0 { // no usage in the answer
 		p.PromptTokens = int(queries)

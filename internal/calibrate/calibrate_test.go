@@ -1,10 +1,12 @@
 package calibrate_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,4 +265,93 @@ func TestWithoutTokenize(t *testing.T) {
 		t.Errorf("first probe is a %s, want the warmup that sizes words", res.Probes[0].Kind)
 	}
 	checkParams(t, res.Params, lat)
+}
+
+// hostile puts a proxy in front of the engine at target that passes each
+// answer to path through rewrite.
+func hostile(t *testing.T, target string, rewrite func(path string, body []byte) []byte) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		b = rewrite(resp.Request.URL.Path, b)
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// rewriteSample applies f to the value of every sample of the metric name
+// on a metrics page.
+func rewriteSample(page []byte, name string, f func(v float64) float64) []byte {
+	re := regexp.MustCompile(`(?m)^(` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})?) (\S+)$`)
+	return re.ReplaceAllFunc(page, func(line []byte) []byte {
+		m := re.FindSubmatch(line)
+		v, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil {
+			return line
+		}
+		return []byte(string(m[1]) + " " + strconv.FormatFloat(f(v), 'g', -1, 64))
+	})
+}
+
+// TestHostileEngine: a real simulator behind a proxy that spoils its
+// answers. Each spoiling is refused with an error saying what is wrong,
+// never fitted: a TTFT histogram whose sum went backwards gave negative
+// TTFTs, which the old code fitted into an all-zero cost model.
+func TestHostileEngine(t *testing.T) {
+	const sum, count = "vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count"
+	tests := []struct {
+		name    string
+		rewrite func(path string, body []byte) []byte
+		want    string
+	}{
+		{"ttft_sum_backwards", func(path string, b []byte) []byte {
+			if path != "/metrics" {
+				return b
+			}
+			return rewriteSample(b, sum, func(v float64) float64 { return -v })
+		}, "the TTFT histogram went backwards"},
+		{"ttft_count_backwards", func(path string, b []byte) []byte {
+			if path != "/metrics" {
+				return b
+			}
+			return rewriteSample(b, count, func(v float64) float64 { return 1e6 - v })
+		}, "the TTFT histogram went backwards"},
+		{"ttft_sum_still", func(path string, b []byte) []byte {
+			if path != "/metrics" {
+				return b
+			}
+			return rewriteSample(b, sum, func(float64) float64 { return 1 })
+		}, "the TTFT histogram's sum moved by 0 s over a request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := startSim(t, sim.DefaultLatency(), true)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			res, err := calibrate.Run(ctx, calibrate.Options{URL: hostile(t, l.URL(), tt.rewrite), Seed: 3,
+				Design: calibrate.DefaultDesign(), Settle: time.Second})
+			if !errors.Is(err, calibrate.ErrEngine) || !strings.Contains(err.Error(), tt.want) {
+				var params calibrate.Params
+				if res != nil {
+					params = res.Params
+				}
+				t.Errorf("Run = %v (fitted %+v), want %v mentioning %q", err, params, calibrate.ErrEngine, tt.want)
+			}
+		})
+	}
 }
