@@ -310,7 +310,8 @@ func rewriteSample(page []byte, name string, f func(v float64) float64) []byte {
 // TestHostileEngine: a real simulator behind a proxy that spoils its
 // answers. Each spoiling is refused with an error saying what is wrong,
 // never fitted: a TTFT histogram whose sum went backwards gave negative
-// TTFTs, which the old code fitted into an all-zero cost model.
+// TTFTs, which the old code fitted into an all-zero cost model, and an
+// answer over 16 MiB is named as such.
 func TestHostileEngine(t *testing.T) {
 	const sum, count = "vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count"
 	tests := []struct {
@@ -336,6 +337,20 @@ func TestHostileEngine(t *testing.T) {
 			}
 			return rewriteSample(b, sum, func(float64) float64 { return 1 })
 		}, "the TTFT histogram's sum moved by 0 s over a request"},
+		// Answers past 16 MiB were cut there and read as "unexpected end
+		// of JSON input" or "line N: no value".
+		{"models_too_large", func(path string, b []byte) []byte {
+			if path != "/v1/models" {
+				return b
+			}
+			return append([]byte(`{"padding":"`+strings.Repeat("x", 17<<20)+`",`), b[1:]...)
+		}, "GET /v1/models: the answer is larger than 16 MiB"},
+		{"metrics_too_large", func(path string, b []byte) []byte {
+			if path != "/metrics" {
+				return b
+			}
+			return append(b, bytes.Repeat([]byte("padding_total 1\n"), 17<<20/16+1)...)
+		}, "GET /metrics: the answer is larger than 16 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

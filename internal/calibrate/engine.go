@@ -87,15 +87,25 @@ func (e *engine) do(ctx context.Context, method, path string, body any) ([]byte,
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	// One byte past the cap tells an answer cut at it from one that fits.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %s: read body: %w", ErrUnreachable, method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		return nil, &errStatus{code: resp.StatusCode, body: strings.TrimSpace(string(b[:min(len(b), 512)]))}
 	}
+	if len(b) > maxAnswer {
+		// Cut short it read as "unexpected end of JSON input" or "line N:
+		// no value", which named nothing of the cause.
+		return nil, fmt.Errorf("%w: %s %s: the answer is larger than %d MiB", ErrEngine, method, path, maxAnswer>>20)
+	}
 	return b, nil
 }
+
+// maxAnswer bounds what calibration reads of an answer: a metrics page or
+// a model list of a real engine is a few hundred kilobytes at most.
+const maxAnswer = 16 << 20
 
 // modelInfo is what /v1/models says about the model calibration probes.
 type modelInfo struct {
