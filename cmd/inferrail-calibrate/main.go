@@ -48,6 +48,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if opts.URL == "" {
 		return errors.New("--url: the engine to calibrate is required")
 	}
+	// -1s silently became the default 2m, and --warmup -3 sent none.
+	if opts.Timeout < 0 {
+		return fmt.Errorf("--timeout: must not be negative, got %v", opts.Timeout)
+	}
+	if opts.Warmup < 0 {
+		return fmt.Errorf("--warmup: must not be negative, got %d", opts.Warmup)
+	}
 	if opts.Seed == 0 {
 		opts.Seed = uint64(time.Now().UnixNano())
 	}

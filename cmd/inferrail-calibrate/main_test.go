@@ -27,6 +27,28 @@ func TestRunBadList(t *testing.T) {
 	}
 }
 
+// Negative counts and times are refused, naming the flag, before anything
+// is sent: --timeout -1s became the default 2 minutes, and --warmup -3
+// sent no warmup.
+func TestRunRefusesNegative(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--timeout", "-1s"}, "--timeout: must not be negative, got -1s"},
+		{[]string{"--warmup", "-3"}, "--warmup: must not be negative, got -3"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			// Nothing listens there: a run that went ahead would fail to reach it.
+			err := run(t.Context(), append([]string{"--url", "http://127.0.0.1:1"}, tt.args...), &stdout, &stderr)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("run = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestRunWritesFragment calibrates a simulator through the command line and
 // feeds the fragment it wrote to the gateway's config parser.
 func TestRunWritesFragment(t *testing.T) {

@@ -96,11 +96,13 @@ type Options struct {
 	Seed   uint64
 	Design Design
 	// Warmup requests are sent before the probes and left out of the fit
-	// (a real engine's first requests can be slow). 0 sends none.
+	// (a real engine's first requests can be slow). 0 sends none; a
+	// negative count is refused.
 	Warmup int
 	// Client sends the requests; nil means a client of its own.
 	Client *http.Client
-	// Timeout bounds each request; 0 means 2 minutes.
+	// Timeout bounds each request; 0 means 2 minutes, and a negative one
+	// is refused.
 	Timeout time.Duration
 	// Settle is how long to wait for the metrics page to count a finished
 	// probe, and for an engine to go idle; 0 means 5 seconds.
@@ -151,7 +153,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.Design.Validate(); err != nil {
 		return nil, fmt.Errorf("design: %w", err)
 	}
-	if opts.Timeout <= 0 {
+	if opts.Timeout < 0 || opts.Warmup < 0 {
+		return nil, fmt.Errorf("timeout %v and warmup %d: neither may be negative", opts.Timeout, opts.Warmup)
+	}
+	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
 	}
 	if opts.Settle <= 0 {

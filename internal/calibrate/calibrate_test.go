@@ -221,6 +221,17 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// Run refuses a negative timeout or warmup rather than taking the default
+// or sending none.
+func TestNegativeOptions(t *testing.T) {
+	for _, o := range []calibrate.Options{{Timeout: -time.Second}, {Warmup: -3}} {
+		o.URL, o.Design = "http://127.0.0.1:1", calibrate.DefaultDesign()
+		if _, err := calibrate.Run(t.Context(), o); err == nil || !strings.Contains(err.Error(), "neither may be negative") {
+			t.Errorf("Run(timeout %v, warmup %d) = %v, want it refused", o.Timeout, o.Warmup, err)
+		}
+	}
+}
+
 func TestDesign(t *testing.T) {
 	if err := calibrate.DefaultDesign().Validate(); err != nil {
 		t.Errorf("DefaultDesign().Validate() = %v", err)
