@@ -131,7 +131,7 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 		{"out_file_under_a_file", []string{"--out", filepath.Join(file, "r.json")}, "run: --out: mkdir " + file + ": not a directory"},
 		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": is a directory"},
 		{"capture_under_a_file", []string{"--capture", filepath.Join(file, "c.jsonl")}, "run: --capture: capture " + file + "/c.jsonl: mkdir " + file + ": not a directory"},
-		{"capture_is_a_directory", []string{"--capture", taken}, "run: --capture: capture " + taken + ": not a regular file"},
+		{"capture_is_a_directory", []string{"--capture", taken}, "run: --capture: capture: " + taken + " is a directory, not a regular file"},
 		// The directories made for --out go again with a run that wrote nothing.
 		{"out_made_and_removed", []string{"--out", filepath.Join(dir, "new", "results")}, "start " + filepath.Join(dir, "no-sim") + ": "},
 	}

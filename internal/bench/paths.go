@@ -1,11 +1,11 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/inferrail/inferrail/internal/linelog"
 )
 
 // WritableDir reports whether dir is a directory this process can create
@@ -41,14 +41,8 @@ func PrepareCapture(path string) error {
 	if err := WritableDir(dir); err != nil {
 		return fmt.Errorf("capture %s: %w", path, err)
 	}
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
+	if err := linelog.CheckPath(path); err != nil { // as the gateway checks it
 		return fmt.Errorf("capture: %w", err)
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("capture %s: not a regular file", path)
 	}
 	return nil
 }
