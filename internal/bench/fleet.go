@@ -8,7 +8,9 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/harness"
@@ -93,6 +95,11 @@ func fleetModelArgs(model string) []string {
 func StartFleet(ctx context.Context, o FleetOptions) (*Fleet, error) {
 	if o.Replicas < 1 {
 		return nil, errors.New("start fleet: replicas must be >= 1")
+	}
+	// The simulator reads --served-model-name as vLLM's list of names, one
+	// per word: a model a capture names "org/my model" would be two.
+	if strings.ContainsFunc(o.Model, unicode.IsSpace) || strings.HasPrefix(o.Model, "-") {
+		return nil, fmt.Errorf("start fleet: model %q: the simulator serves no name with a space or a leading dash; give another with --model", o.Model)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -76,5 +77,21 @@ func TestCaptureReplay(t *testing.T) {
 	}
 	if len(saturated) > 0 && !t.Failed() {
 		t.Skipf("the machine was saturated: %s", strings.Join(saturated, "; "))
+	}
+}
+
+// TestFleetRefusesModelsTheSimulatorSplits: a model named with a space (a
+// capture may name one) or a leading dash is refused before any process
+// starts, rather than served as two names or read as a flag.
+func TestFleetRefusesModelsTheSimulatorSplits(t *testing.T) {
+	for _, model := range []string{"org/my model", "--help", "a\tb"} {
+		f, err := StartFleet(context.Background(), FleetOptions{Replicas: 1, Model: model, Policy: "round_robin"})
+		if err == nil {
+			f.Stop()
+			t.Fatalf("model %q: a fleet started", model)
+		}
+		if !strings.Contains(err.Error(), "--model") {
+			t.Errorf("model %q: %v, want the way out named", model, err)
+		}
 	}
 }
