@@ -19,9 +19,10 @@ type state struct {
 	idle     time.Time // when held last fell to 0; zero while it holds any
 
 	// Usage: inFlight averaged over time, each moment weighted by
-	// e^(-age/window), from the flow's first arrival (see Usage).
+	// e^(-age/window), from the flow's first slot (see Usage).
 	sum, weight float64
 	at          time.Time // when sum and weight were last brought up to date
+	started     bool      // it has held a slot: the average runs
 
 	// Peak: the most slots held at once in the window-long stretch of
 	// time numbered bucket (see bucketOf) and in the one before it.
@@ -40,16 +41,17 @@ type state struct {
 type record struct {
 	sum, weight    float64
 	at             time.Time
+	started        bool
 	bucket         int64
 	peak, prevPeak int
 }
 
 func (s *state) record() record {
-	return record{s.sum, s.weight, s.at, s.bucket, s.peak, s.prevPeak}
+	return record{s.sum, s.weight, s.at, s.started, s.bucket, s.peak, s.prevPeak}
 }
 
 func (s *state) restore(r record) {
-	s.sum, s.weight, s.at, s.bucket, s.peak, s.prevPeak = r.sum, r.weight, r.at, r.bucket, r.peak, r.prevPeak
+	s.sum, s.weight, s.at, s.started, s.bucket, s.peak, s.prevPeak = r.sum, r.weight, r.at, r.started, r.bucket, r.peak, r.prevPeak
 }
 
 // bucketOf numbers the window-long stretch of time now falls in.
@@ -183,6 +185,14 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 func (t *Table) Acquire(f Flow, now time.Time) {
 	if s := t.flows[f]; s != nil && s.inFlight < s.held {
 		r := s.record()
+		if !s.started {
+			// The average starts with the first slot: the moments before
+			// it (a request read, tokenized, queued) say nothing of how
+			// much the flow uses. Counted as zeros, a new flow that took
+			// its share in its first milliseconds read as a quiet one
+			// (usage 0.34 while it held 2), with credit and burst room.
+			s.started, s.sum, s.weight, s.at = true, 0, 0, now
+		}
 		s.change(t.window, now, 1)
 		s.before, s.undoable = r, true
 		t.total++
@@ -552,9 +562,10 @@ func (t *Table) shareOf(c, slots int) int {
 
 // Usage returns the slots f has held on average at now: in flight over
 // time, each moment weighted by e^(-age/window), divided by the sum of
-// the weights since f's first request (so a flow known for less than a
+// the weights since f first took a slot (so a flow known for less than a
 // window is judged by its short life, not by a history of zeros it never
-// had). 0 for a flow the table does not know.
+// had, nor by the moments its first request spent before its slot). 0
+// for a flow the table does not know or that has held no slot yet.
 func (t *Table) Usage(f Flow, now time.Time) float64 {
 	if s := t.flows[f]; s != nil {
 		return s.usage(t.window, now)

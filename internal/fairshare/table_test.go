@@ -212,10 +212,14 @@ func (m *model) record(f Flow, now time.Time) {
 	m.hist[f] = append(m.hist[f], seg{now, m.flows[f].inFlight})
 }
 
-// usage integrates f's history: each stretch of constant in-flight n from
-// t1 to t2 weighs n times the integral of e^(-(now-t)/window) over it.
+// usage integrates f's history from its first slot: each stretch of
+// constant in-flight n from t1 to t2 weighs n times the integral of
+// e^(-(now-t)/window) over it.
 func (m *model) usage(f Flow, now time.Time) float64 {
 	h := m.hist[f]
+	for len(h) > 0 && h[0].inFlight == 0 {
+		h = h[1:]
+	}
 	if len(h) == 0 {
 		return 0
 	}
@@ -756,4 +760,35 @@ func heldOf(tb *Table, f Flow) int {
 		return s.held
 	}
 	return 0
+}
+
+// TestNewFlowIsNotQuiet: a flow whose first request spent a while before
+// its slot (read, tokenized, queued), and which then took its share at
+// once, is judged by the slots it holds, not by the moments before: it
+// earns no credit and no burst room, and the third slot it asks for
+// stays the quiet flow's. Counted from its arrival, its usage read 0.34
+// while it held 2 of a share of 2, and the third slot was its.
+func TestNewFlowIsNotQuiet(t *testing.T) {
+	quiet, flood := Flow{1, "quiet"}, Flow{1, "flood"}
+	tb := New(3, 5*time.Second)
+	tb.Arrive(quiet, at(0))
+	tb.Acquire(quiet, at(0))
+	for range 3 {
+		tb.Arrive(flood, at(1000))
+	}
+	tb.Acquire(flood, at(1010))
+	tb.Acquire(flood, at(1010))
+	now := at(1012)
+	if u := tb.Usage(flood, now); math.Abs(u-2) > 1e-9 {
+		t.Errorf("Usage(flood) = %v, want 2: the slots it held since its first", u)
+	}
+	if c := tb.Credit(flood, 4, now); c != 0 {
+		t.Errorf("Credit(flood) = %d, want 0", c)
+	}
+	if tb.Allowed(flood, 4, now) || tb.Owed(flood, 4, now) {
+		t.Error("the flood may take a third slot, past its share, the quiet flow's room")
+	}
+	if !tb.Allowed(quiet, 4, now) {
+		t.Error("the quiet flow may not take its second slot")
+	}
 }
