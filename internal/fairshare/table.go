@@ -504,10 +504,13 @@ func (t *Table) room(s *state, share int, now time.Time) (room int, moving bool)
 // them. A room that time alone may move (room's moving: it reads a usage,
 // which changes at every moment) holds for that moment only; otherwise
 // rooms are shares, a peak only falls as time goes on, and a usage moves
-// only toward what its flow holds, so none rises past its share later
-// (the stretch is compared too, for a caller whose clock read earlier).
+// only toward what its flow holds, so none rises past its share later.
+// Earlier is another matter: a caller whose clock read before hr was
+// worked out (it took now before the lock) may find a usage further from
+// what its flow holds, and a room past its share, so hr is worked out
+// again for it.
 func (t *Table) hrFresh(slots int, now time.Time) bool {
-	if t.hrVersion != t.version+1 || t.hrSlots != slots {
+	if t.hrVersion != t.version+1 || t.hrSlots != slots || now.Before(t.hrAt) {
 		return false
 	}
 	if t.hrUsage {

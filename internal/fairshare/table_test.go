@@ -792,3 +792,25 @@ func TestNewFlowIsNotQuiet(t *testing.T) {
 		t.Error("the quiet flow may not take its second slot")
 	}
 }
+
+// TestHeadroomForAnEarlierClock: headroom worked out at one moment is not
+// reused for a caller whose clock read earlier (a request that took the
+// time before the lock), where a flow's usage is further from what it
+// holds and its room past its share: that caller got a headroom of -1.
+func TestHeadroomForAnEarlierClock(t *testing.T) {
+	tb := New(2, time.Second)
+	a, b := Flow{0, "a"}, Flow{1, "b"}
+	tb.Arrive(a, at(0))
+	tb.Acquire(a, at(0))
+	tb.Arrive(b, at(0))
+	tb.Leave(a, false, at(1))
+	later := tb.Headroom(a, 3, at(2))
+	fresh := New(2, time.Second)
+	fresh.Arrive(a, at(0))
+	fresh.Acquire(a, at(0))
+	fresh.Arrive(b, at(0))
+	fresh.Leave(a, false, at(1))
+	if got, want := tb.Headroom(a, 3, at(1)), fresh.Headroom(a, 3, at(1)); got != want || got < 0 {
+		t.Errorf("Headroom at 1 ms after one at 2 ms = %d, worked out afresh %d (headroom %d at 2 ms)", got, want, later)
+	}
+}
