@@ -3,7 +3,7 @@ module github.com/inferrail/inferrail
 go 1.27.0
 
 require (
-	github.com/ardanlabs/jinja v1.12.0
+	github.com/ardanlabs/jinja v1.14.0
 	github.com/dlclark/regexp2 v1.12.0
 	github.com/evanphx/json-patch/v5 v5.9.11
 	github.com/google/go-cmp v0.7.0

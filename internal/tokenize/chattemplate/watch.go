@@ -266,12 +266,14 @@ func scanTag(src string, i int) (tagSpan, bool) {
 // when its tags cannot be found. An expression that is empty, or has a
 // comma at its top level (a tuple), is left as it is.
 //
-// A tick is the tag {%+ if tick(n) +%}{%+ endif +%}: the engine trims
-// whitespace next to tags by looking past other tags to the nearest text,
-// so tags that trim nothing themselves leave every trim as it was. n is the
-// length of the template text directly in the loop's body (nested loops
-// count their own), an upper bound of what an iteration writes besides its
-// expressions.
+// A tick is the tags {%+ if tick(n) +%}{%+ endif %}, the last closed as the
+// for tag is: whitespace control, like Jinja2's, reaches only the text
+// right next to a tag, so the text the for tag trimmed now follows the
+// endif, which must trim it the same way (all of its leading whitespace
+// with -%}, one newline by trim_blocks with %}, none with +%}). The other
+// sides trim nothing. n is the length of the template text directly in
+// the loop's body (nested loops count their own), an upper bound of what
+// an iteration writes besides its expressions.
 func instrument(src string) (string, bool) {
 	tags, ok := templateTags(src)
 	if !ok {
@@ -304,7 +306,7 @@ func instrument(src string) (string, bool) {
 		switch {
 		case t.kind == '%' && t.word(src) == "for":
 			b.WriteString(src[prev:t.end])
-			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ") +%}{%+ endif +%}")
+			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ") +%}{%+ endif " + src[t.out:t.end])
 		case t.kind == '{' && wrappable(src[t.in:t.out]):
 			b.WriteString(src[prev:t.in])
 			b.WriteString(" " + emitName + "(")

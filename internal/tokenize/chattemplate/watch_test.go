@@ -155,6 +155,40 @@ func FuzzInstrument(f *testing.F) {
 	})
 }
 
+// TestWhitespaceControlIsJinja2: trim_blocks, lstrip_blocks and the dash
+// markers reach only the text right next to their tag, never past another
+// tag, as in Jinja2 under transformers (the wants are Jinja2 3.1's output);
+// instrumented or not. ardanlabs/jinja before v1.14.0 trimmed the first
+// text after a run of tags: Command R+'s rag template lost the newline
+// after each document's number.
+func TestWhitespaceControlIsJinja2(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"{% for m in messages %}{{ m.content }}\n{% endfor %}END", "hi\nEND"},
+		{"{% if true %}{{ messages[0].content }}\nB{% endif %}", "hi\nB"},
+		{"{%- for m in messages -%}{{ m.content }}   tail{% endfor %}", "hi   tail"},
+		{"{{ 'a' -}}{{ messages[0].content }}   c", "ahi   c"},
+		{"{% for m in messages %}\n  {% if true %}\n{{ m.content }}\n  {% endif %}\n{% endfor %}", "hi\n"},
+		{"{% for m in messages -%}\n\n  {{ m.content }}{%+ if true %} x {% endif +%}\n{% endfor %}", "hi x \n"},
+		{"{% set ns = namespace(items=0) %}{% set ns.items = 3 %}{{ ns.items }}", "3"},
+	} {
+		m := jinja.NewDict()
+		m.AsDict().Set("role", jinja.NewString("user"))
+		m.AsDict().Set("content", jinja.NewString("hi"))
+		vars := map[string]jinja.Value{"messages": jinja.NewList([]jinja.Value{m})}
+		got, err := renderSource(tc.src, vars, newWatch(nil, 1<<30))
+		if err != nil || got != tc.want {
+			t.Errorf("%q renders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+		inst, ok := instrument(tc.src)
+		if !ok {
+			t.Fatalf("instrument(%q) found no tags", tc.src)
+		}
+		if got, err := renderSource(inst, vars, newWatch(nil, 1<<30)); err != nil || got != tc.want {
+			t.Errorf("%q instrumented renders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+	}
+}
+
 // TestPrintedReprIsPython: a list or dict printed by an instrumented
 // template is Python's str() of it, which escapes the characters
 // str.isprintable rejects; the engine's own repr leaves them raw. Strings
