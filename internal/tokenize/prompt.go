@@ -76,3 +76,17 @@ const (
 )
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }
+
+// TextPartField names the field a chat content part of type typ keeps its
+// text in, for the part types vLLM reads as text (chat_utils.py's
+// MM_PARSER_MAP: text, refusal, input_text, output_text and thinking); ok
+// is false for any other type.
+func TextPartField(typ string) (field string, ok bool) {
+	switch typ {
+	case "text", "input_text", "output_text":
+		return "text", true
+	case "refusal", "thinking":
+		return typ, true
+	}
+	return "", false
+}

@@ -297,9 +297,10 @@ func toolCall(raw []byte) (ToolCall, error) {
 	return call, err
 }
 
-// contentText reduces message content to its text: a string, null, or text
-// parts joined with "\n". A null part counts as empty text, a part without
-// text is skipped, as vLLM does.
+// contentText reduces message content to its text, as vLLM does for a
+// template that takes strings: a string, null, or the texts of its text
+// parts joined with "\n", where a part without text or with an empty one
+// parses to nothing and is left out.
 func contentText(raw []byte) (string, error) {
 	if !present(raw) {
 		return "", nil
@@ -313,31 +314,41 @@ func contentText(raw []byte) (string, error) {
 	}
 	texts := make([]string, 0, len(parts))
 	for _, p := range parts {
-		switch p[0] {
-		case '"':
-			texts = append(texts, rawjson.Unquote(p))
-			continue
-		case 'n':
-			texts = append(texts, "")
-			continue
-		}
-		part, ok := objectFields(p, [2]string{"type", "text"})
-		if !ok {
-			return "", errors.New("a content part must be an object")
-		}
-		if typ, _ := optString(part[0]); typ != "text" {
-			return "", unsupported(ReasonMultimodal)
-		}
-		if !present(part[1]) {
-			continue // vLLM skips a text part without text
-		}
-		text, err := optString(part[1])
+		text, err := partText(p)
 		if err != nil {
-			return "", fmt.Errorf("a text part's text: %w", err)
+			return "", err
 		}
-		texts = append(texts, text)
+		if text != "" {
+			texts = append(texts, text)
+		}
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// partText is the text of one content part: a string is its own, null and
+// a text part without text have none.
+func partText(p []byte) (string, error) {
+	switch p[0] {
+	case '"':
+		return rawjson.Unquote(p), nil
+	case 'n':
+		return "", nil
+	}
+	typ, ok := objectFields(p, [2]string{"type"})
+	if !ok {
+		return "", errors.New("a content part must be an object")
+	}
+	name, _ := optString(typ[0])
+	field, ok := TextPartField(name)
+	if !ok {
+		return "", unsupported(ReasonMultimodal)
+	}
+	val, _ := objectFields(p, [2]string{field})
+	text, err := optString(val[0])
+	if err != nil {
+		return "", fmt.Errorf("a %s part's %s: %w", name, field, err)
+	}
+	return text, nil
 }
 
 // ParseCompletionRequest reads the prompt of a completion request: text or

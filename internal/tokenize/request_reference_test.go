@@ -182,7 +182,7 @@ func refToolCall(raw json.RawMessage) (ToolCall, error) {
 }
 
 // refContentText reduces message content to its text: a string, null, or text
-// parts joined with "\n".
+// parts joined with "\n", the empty ones left out.
 func refContentText(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if !refPresent(raw) {
@@ -201,7 +201,9 @@ func refContentText(raw json.RawMessage) (string, error) {
 	for _, p := range parts {
 		var s string
 		if json.Unmarshal(p, &s) == nil {
-			texts = append(texts, s)
+			if s != "" {
+				texts = append(texts, s)
+			}
 			continue
 		}
 		part, err := refObject(p)
@@ -209,17 +211,23 @@ func refContentText(raw json.RawMessage) (string, error) {
 			return "", errors.New("a content part must be an object")
 		}
 		typ, _ := refOptString(part["type"])
-		if typ != "text" {
+		field, ok := map[string]string{
+			"text": "text", "input_text": "text", "output_text": "text",
+			"refusal": "refusal", "thinking": "thinking",
+		}[typ]
+		if !ok {
 			return "", unsupported(ReasonMultimodal)
 		}
-		if !refPresent(part["text"]) {
+		if !refPresent(part[field]) {
 			continue // vLLM skips a text part without text
 		}
-		text, err := refOptString(part["text"])
+		text, err := refOptString(part[field])
 		if err != nil {
-			return "", fmt.Errorf("a text part's text: %w", err)
+			return "", fmt.Errorf("a %s part's %s: %w", typ, field, err)
 		}
-		texts = append(texts, text)
+		if text != "" { // an empty text parses to nothing
+			texts = append(texts, text)
+		}
 	}
 	return strings.Join(texts, "\n"), nil
 }

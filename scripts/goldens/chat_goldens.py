@@ -160,7 +160,16 @@ def tool_dump(tool):
     return out
 
 
-def text_parts(msg):
+# The content part types vLLM reads as text (chat_utils.py: MM_PARSER_MAP and
+# _parse_chat_message_content_part), and the field each holds its text in.
+TEXT_FIELDS = {"text": "text", "refusal": "refusal", "input_text": "text", "output_text": "text",
+               "thinking": "thinking"}
+
+
+def text_parts(msg, fmt):
+    """The texts of a message's content parts, empty ones included; a part whose text is None is
+    left out (vLLM skips it; in the openai format a part other than text or refusal would reach the
+    template with a None text, which the Go side does not predict)."""
     content = msg.get("content")
     if content is None:
         return []
@@ -175,10 +184,13 @@ def text_parts(msg):
             continue
         if not isinstance(part, dict):
             raise RequestError("content part")
-        if part.get("type") not in ("text", "refusal") or part.get("uuid") is not None:
+        field = TEXT_FIELDS.get(part.get("type")) if isinstance(part.get("type"), str) else None
+        if field is None or part.get("uuid") is not None:
             raise Unsupported("multimodal")
-        text = part.get(part["type"])
+        text = part.get(field)
         if text is None:
+            if part["type"] not in ("text", "refusal") and fmt == "openai":
+                raise Unsupported("multimodal")
             continue
         if not isinstance(text, str):
             raise RequestError("content part text")
@@ -209,11 +221,15 @@ def conversation(messages, fmt):
         role = msg["role"]
         if role == "developer":
             raise Unsupported("developer")
-        texts = text_parts(msg)
+        texts = text_parts(msg, fmt)
         if fmt == "openai" and role != "tool":
             out = {"role": role, "content": [{"type": "text", "text": t} for t in texts]}
-        else:
+        elif fmt == "openai":
+            # A tool result's text parts, joined after parsing (empty ones kept as parts).
             out = {"role": role, "content": "\n".join(texts)}
+        else:
+            # Reduced to a string, an empty text parses to nothing and is left out.
+            out = {"role": role, "content": "\n".join(t for t in texts if t)}
         if role == "assistant":
             calls = msg.get("tool_calls")
             if calls is not None:
@@ -471,6 +487,11 @@ def edge_requests(fam):
         {"messages": [u([])]},
         {"messages": [u([{"type": "text", "text": "part one"}, "part two", {"type": "text", "text": "three"}])]},
         {"messages": [u([{"type": "text", "text": None}, {"type": "text", "text": "kept"}])]},
+        {"messages": [u([{"type": "text", "text": "a"}, {"type": "text", "text": ""}, {"type": "text", "text": "b"}])]},
+        {"messages": [u(["", "between empties", ""])]},
+        {"messages": [u([{"type": "input_text", "text": "in"}, {"type": "output_text", "text": "out"},
+                         {"type": "thinking", "thinking": "th"}, {"type": "refusal", "refusal": "no"}])]},
+        {"messages": [u([{"type": "input_text", "text": None}, {"type": "text", "text": "after none"}])]},
         {"messages": [u("  spaces around  ")]},
         {"messages": [u("special " + " ".join(s) + " tokens")]},
         {"messages": [u(s[0] + s[1])]},
@@ -494,6 +515,9 @@ def edge_requests(fam):
                       {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "r1"},
                                                                              {"type": "text", "text": "r2"}]},
                       {"role": "tool", "content": "r3"}], "tools": [tool]},
+        {"messages": [u("Weather?"), {"role": "assistant", "content": None, "tool_calls": [call("{}")]},
+                      {"role": "tool", "tool_call_id": "call_1", "content": [
+                          {"type": "text", "text": "r1"}, {"type": "text", "text": ""}, "r2"]}], "tools": [tool]},
         {"messages": [u("x"), {"role": "assistant", "content": "", "tool_calls": []}, u("y")]},
         {"messages": [u("Q"), {"role": "assistant", "content": "A", "reasoning_content": "thinking..."}, u("Q2")]},
         {"messages": [u("Q"), {"role": "assistant", "content": "<think>\ninner\n</think>\n\nA"}, u("Q2")]},

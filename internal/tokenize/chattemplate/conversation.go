@@ -3,6 +3,7 @@ package chattemplate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -160,7 +161,7 @@ func conversationMessage(v jinja.Value, format string) (jinja.Value, error) {
 		// either could be wrong.
 		return jinja.Undefined(), unsupported(tokenize.ReasonDeveloper)
 	}
-	texts, err := textParts(msg)
+	texts, err := textParts(msg, format)
 	if err != nil {
 		return jinja.Undefined(), err
 	}
@@ -182,7 +183,9 @@ func conversationMessage(v jinja.Value, format string) (jinja.Value, error) {
 			o.Set("content", jinja.NewList(parts))
 		}
 	} else {
-		o.Set("content", jinja.NewString(strings.Join(texts, "\n")))
+		// Reduced to a string, an empty text is left out: vLLM keeps only
+		// the parts that parse to something.
+		o.Set("content", jinja.NewString(strings.Join(slices.DeleteFunc(texts, func(t string) bool { return t == "" }), "\n")))
 	}
 	switch role.AsString() {
 	case "assistant":
@@ -224,7 +227,7 @@ func conversationMessage(v jinja.Value, format string) (jinja.Value, error) {
 
 // textParts returns a message's content as its text parts: a string is one
 // part, null none.
-func textParts(msg *jinja.Dict) ([]string, error) {
+func textParts(msg *jinja.Dict, format string) ([]string, error) {
 	content, ok := msg.Get("content")
 	if !ok || content.IsNone() {
 		return nil, nil
@@ -249,18 +252,22 @@ func textParts(msg *jinja.Dict) ([]string, error) {
 		if u, ok := pd.Get("uuid"); ok && !u.IsNone() {
 			return nil, unsupported(tokenize.ReasonMultimodal)
 		}
-		field := ""
-		switch {
-		case !typ.IsString():
-			return nil, unsupported(tokenize.ReasonMultimodal)
-		case typ.AsString() == "text", typ.AsString() == "refusal":
-			field = typ.AsString()
-		default:
+		field, ok := "", false
+		if typ.IsString() {
+			field, ok = tokenize.TextPartField(typ.AsString())
+		}
+		if !ok {
 			return nil, unsupported(tokenize.ReasonMultimodal)
 		}
 		text, ok := pd.Get(field)
 		if !ok || text.IsNone() {
-			continue // vLLM skips text parts without text
+			if t := typ.AsString(); t != "text" && t != "refusal" && format == FormatOpenAI {
+				// vLLM skips only a text or refusal part without its
+				// text; the others would reach the template as a text
+				// part whose text is None.
+				return nil, unsupported(tokenize.ReasonMultimodal)
+			}
+			continue
 		}
 		if !text.IsString() {
 			return nil, badRequest("content: a %s part's %s must be a string", field, field)

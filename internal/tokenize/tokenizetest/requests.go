@@ -25,6 +25,8 @@ var RequestSeeds = []string{
 	`{"messages":[{"role":"developer","content":"x"},{"role":null,"content":null}]}`,
 	`{"messages":[{"role":"user","content":[]}]}`,
 	`{"messages":[{"role":"user","content":[null,"a",{"type":"text","text":"b"},{"type":"text"},{"type":"text","text":null}]}]}`,
+	`{"messages":[{"role":"user","content":["",{"type":"input_text","text":"i"},{"type":"output_text","text":""},{"type":"thinking","thinking":"t"},{"type":"refusal","refusal":"r"},{"type":"thinking","text":"x"}]}]}`,
+	`{"messages":[{"role":"user","content":[{"type":"refusal","refusal":3}]}]}`, `{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`,
 	`{"messages":[{"role":"user","content":[{"type":"te\u0078t","text":"b"},{"type":"text","type":"image","text":"c"}]}]}`,
 	`{"messages":[{"role":"user","content":[{"type":"image","type":"text","text":"c","text":"d"}]}]}`,
 	`{"messages":[{"role":"user","content":[1]}]}`, `{"messages":[{"role":"user","content":[[]]}]}`,
