@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -148,7 +149,9 @@ func (b *Bucket) until(now time.Time, target int64) time.Duration {
 	if deficit <= 0 {
 		return 0
 	}
-	micros := (deficit + b.rate.Limit - 1) / b.rate.Limit
+	// Deep in debt the wait can pass what a Duration holds (292 years):
+	// it stays the longest one rather than wrapping to a negative.
+	micros := min((deficit+b.rate.Limit-1)/b.rate.Limit, int64(math.MaxInt64/time.Microsecond))
 	if now.Before(b.last) {
 		now = b.last
 	}

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -166,6 +167,9 @@ func (m *refBucket) until(target *big.Rat) time.Duration {
 	if new(big.Rat).SetInt(q).Cmp(d) < 0 {
 		q.Add(q, big.NewInt(1))
 	}
+	if longest := big.NewInt(int64(math.MaxInt64 / time.Microsecond)); q.Cmp(longest) > 0 {
+		q = longest // the longest Duration, in whole microseconds
+	}
 	return time.Duration(q.Int64()) * time.Microsecond
 }
 
@@ -210,6 +214,22 @@ func (m *refBucket) state(now int64) (int64, time.Duration) {
 
 // TestBucketMatchesReference: a bucket and the naive model agree on every
 // answer over random sequences of waits, admits, charges, refunds and
+// TestDeepDebtWaitsLong: a bucket charged far past its limit (a huge
+// usage on a small per-minute limit) reports a long positive wait and
+// reset, never one wrapped negative (found by a review: -2562047h).
+func TestDeepDebtWaitsLong(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	b := NewBucket(PerMinute(10), now)
+	for range 200 {
+		b.Charge(now, 200_000_000)
+	}
+	ok, wait := b.Admit(now, 1)
+	_, reset := b.State(now)
+	if ok || wait < 100*365*24*time.Hour || reset < wait {
+		t.Errorf("admitted %v, wait %v, reset %v; want refused, a wait of centuries and a reset no shorter", ok, wait, reset)
+	}
+}
+
 // state reads, at rates from one a period to the largest allowed.
 func TestBucketMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
