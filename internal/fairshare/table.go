@@ -332,6 +332,13 @@ func (t *Table) Allowed(f Flow, slots int, now time.Time) bool {
 	return free > 0 && free-1 >= k.whole
 }
 
+// Held reports whether fair sharing keeps a request of f from a slot of
+// slots at now: Allowed is false while one is free. With none free the
+// fleet is full and the request waits for room whatever its share.
+func (t *Table) Held(f Flow, slots int, now time.Time) bool {
+	return slots > t.total && !t.Allowed(f, slots, now)
+}
+
 // Under reports whether f holds fewer than its share of slots slots at
 // now, less the burst room the others keep past theirs (Extra), and never
 // less than one slot, as a share is never less: a request of f then takes

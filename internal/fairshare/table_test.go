@@ -479,6 +479,13 @@ func TestAgainstModel(t *testing.T) {
 					if got := tb.Allowed(g, slots, now); got != allowed {
 						t.Fatalf("Allowed(%v, %d) = %v, model %v", g, slots, got, allowed)
 					}
+					total := 0
+					for _, s := range m.flows {
+						total += s.inFlight
+					}
+					if got, held := tb.Held(g, slots, now), !allowed && slots > total; got != held {
+						t.Fatalf("Held(%v, %d) = %v, model %v (%d of the slots taken)", g, slots, got, held, total)
+					}
 					checkOwed(t, tb, m, g, slots, now, allowed)
 				}
 			}

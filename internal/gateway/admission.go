@@ -218,11 +218,15 @@ type admissionVerdict struct {
 // fairShareVerdict is where the request's key stands in the fair sharing
 // of the model's slots; Slots 0 means they have no bound (no share).
 type fairShareVerdict struct {
-	Slots      int  `json:"slots"`
-	ActiveKeys int  `json:"active_keys"`
-	Share      int  `json:"share"`
-	InFlight   int  `json:"in_flight"`
+	Slots      int `json:"slots"`
+	ActiveKeys int `json:"active_keys"`
+	Share      int `json:"share"`
+	InFlight   int `json:"in_flight"`
+	// OverShare: a slot is free and the key may not have it
+	// (fairshare.Table.Held). notAllowed: the key may not take a slot now,
+	// free or not, which is what holds it back as routing does.
 	OverShare  bool `json:"over_share"`
+	notAllowed bool
 	// Usage is the key's in-flight count averaged over the window, Credit
 	// the whole slots of its share that leaves unused, and Owed whether
 	// that puts its next request ahead of keys merely under their share.
@@ -253,7 +257,8 @@ func (g *Gateway) fairVerdict(ex *exchange, a *admission, now time.Time) *fairSh
 	v.ActiveKeys = mq.fair.Counted(f, now)
 	if v.Slots > 0 {
 		v.Share = mq.fair.Share(f, v.Slots, now)
-		v.OverShare = !mq.fair.Allowed(f, v.Slots, now)
+		v.OverShare = mq.fair.Held(f, v.Slots, now)
+		v.notAllowed = !mq.fair.Allowed(f, v.Slots, now)
 		v.Credit = mq.fair.Credit(f, v.Slots, now)
 		v.Owed = mq.fair.Owed(f, v.Slots, now)
 		v.OthersBurstRoom = mq.fair.Extra(f, v.Slots, now)
@@ -284,6 +289,7 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	v := &admissionVerdict{Class: a.class.String(), TTFTTargetMs: a.target.Milliseconds(), QueueLimit: fl.MaxQueued, Waiting: int(mq.waiting.Load())}
 	v.FairShare = g.fairVerdict(ex, a, now)
 	over := v.FairShare != nil && v.FairShare.OverShare
+	held := v.FairShare != nil && v.FairShare.notAllowed
 	var slo error
 	if a.target > 0 {
 		slo = a.judge(ex.gen.cost[ex.model], &ex.route, cands, ex.arrived, now)
@@ -301,13 +307,15 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	case errors.Is(slo, errSLOUnreachable) && len(cands) > 0:
 		v.Verdict, v.Reason = verdictShed, shedSLOUnreachable
 		return v
-	case len(cands) > 0 && slo == nil && (v.Waiting == 0 && !over || !fl.Enabled()):
+	case len(cands) > 0 && slo == nil && (v.Waiting == 0 && !held || !fl.Enabled()):
 		v.Verdict = verdictAdmit
 		return v
 	}
 	switch {
 	case over && slo == nil:
 		v.Reason = "over_fair_share"
+	case held && slo == nil:
+		v.Reason = notOfferedFull // fair sharing counts every slot taken
 	case v.Waiting > 0 && len(cands) > 0 && slo == nil:
 		v.Reason = "others_waiting"
 	case len(cands) > 0:

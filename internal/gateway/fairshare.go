@@ -66,10 +66,11 @@ func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
 }
 
 // heldByShare counts a request that waits because of fair sharing in
-// inferrail_flow_over_share_total. It is counted where its start is
-// refused, under the lock that decides it: checked at arrival, requests of
-// one key arriving together all saw the slots their siblings were about to
-// take as free.
+// inferrail_flow_over_share_total: a slot was free and its key could not
+// have it (fairshare.Table.Held; on a full fleet it waits for room, not
+// for its share). It is counted where its start is refused, under the
+// lock that decides it: checked at arrival, requests of one key arriving
+// together all saw the slots their siblings were about to take as free.
 func (g *Gateway) heldByShare(ex *exchange) {
 	g.flow.metrics.overShare.WithLabelValues(ex.model, ex.adm.class.String()).Inc()
 }
@@ -88,7 +89,9 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 	defer mq.mu.Unlock()
 	f := flowOf(ex.adm)
 	if !mq.fair.Allowed(f, slots, now) {
-		g.heldByShare(ex)
+		if mq.fair.Held(f, slots, now) {
+			g.heldByShare(ex)
+		}
 		return false
 	}
 	mq.acquired(ex)
@@ -105,7 +108,10 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 // would serve such a request before them all anyway; queueing it would
 // only add the dispatcher's turn to its wait.
 func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
-	if mq.waiting.Load() == 0 {
+	if mq.waiting.Load() == 0 || !ex.gen.cfg.Flow.Enabled() {
+		// With flow control off (a request with a TTFT target comes here
+		// too) there is no queue to join, even while requests queued
+		// before it was turned off still wait.
 		return g.take(ex, mq)
 	}
 	if !ex.fair {
@@ -128,9 +134,9 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	}
 	if !start {
 		// Queued behind others or not: it waits because of fair sharing
-		// when its key may have no slot now (over its share, or the free
-		// ones kept for quieter keys).
-		if !mq.fair.Allowed(f, slots, now) {
+		// when a slot is free and its key may not have it (over its share,
+		// or the free ones kept for quieter keys).
+		if mq.fair.Held(f, slots, now) {
 			g.heldByShare(ex)
 		}
 		return false

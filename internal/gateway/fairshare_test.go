@@ -216,6 +216,99 @@ func TestFairShareRetryHoldsOneSlot(t *testing.T) {
 	}
 }
 
+// TestKeptAnswerLeavesTheSlot: a request whose 503 was kept while its
+// retry ran still holds its one slot once the retry's answer comes and
+// the kept 503 is let go, for as long as the retry streams (found by a
+// review: the slot went with the kept attempt, and a flooding key could
+// stream past its share); and none once it ends.
+func TestKeptAnswerLeavesTheSlot(t *testing.T) {
+	var asked atomic.Int32
+	gate := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/completions" {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		if asked.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"message":"busy","type":"overloaded"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"text\":\"a\"}]}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	})
+	a, b := httptest.NewServer(h), httptest.NewServer(h)
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	cfg := flowConfig(a.URL, 16)
+	cfg.Models[0].Policy = "round_robin"
+	cfg.Replicas = []config.Replica{
+		{ID: "a", URL: a.URL, Models: []string{testModel}, MaxConcurrency: 4, MaxPending: 4},
+		{ID: "b", URL: b.URL, Models: []string{testModel}, MaxConcurrency: 4, MaxPending: 4},
+	}
+	cfg.Flow.FairShareWindow = config.Duration(5 * time.Second)
+	cfg.Retry.Backoff, cfg.Retry.MaxBackoff = config.Duration(time.Millisecond), config.Duration(time.Millisecond)
+	secret, k := newKey("kept", nil)
+	withKeys(t, cfg, k)
+	gw := startGatewayWith(t, cfg, Options{})
+	mq := gw.g.flow.queues[testModel]
+	held := func() int {
+		mq.mu.Lock()
+		defer mq.mu.Unlock()
+		return mq.fair.InFlight(fairshare.Flow{Class: 1, Key: "kept"})
+	}
+	leases := func() (n int64) {
+		for _, r := range gw.g.fleet.Snapshot().Replicas {
+			n += r.InFlight()
+		}
+		return n
+	}
+	ch := asyncBody(gw, "r1", `{"model":"sim","prompt":"hello","max_tokens":1,"stream":true}`, bearer(secret)...)
+	// The kept 503 is let go when the retry's head comes: one lease left.
+	waitFor(t, "the retry to stream alone", 10*time.Second, func() bool { return asked.Load() == 2 && leases() == 1 })
+	if got := held(); got != 1 {
+		t.Errorf("while its retry streams the key holds %d slots, want 1", got)
+	}
+	close(gate)
+	<-ch
+	waitFor(t, "the request to leave fair sharing", 10*time.Second, func() bool { return held() == 0 && leases() == 0 })
+}
+
+// TestLoneKeyOnFullFleetIsNotHeldByShare: one key alone on a full fleet
+// waits for room, not for its share (every slot is its share): it is not
+// counted in inferrail_flow_over_share_total and explain says at_capacity,
+// with fair sharing on as with it off (found by a review: both counted it
+// as held by fair sharing).
+func TestLoneKeyOnFullFleetIsNotHeldByShare(t *testing.T) {
+	for _, window := range []time.Duration{5 * time.Second, 0} {
+		t.Run(window.String(), func(t *testing.T) {
+			e := newOrderEngine(t)
+			cfg := flowConfig(e.srv.URL, 4) // one replica of one slot
+			cfg.Flow.FairShareWindow = config.Duration(window)
+			gw := startGatewayWith(t, cfg, Options{})
+			hold := holdSlot(t, gw, e)
+			w1, w2 := queue(t, gw, "w1"), queue(t, gw, "w2")
+			if over := counterValue(t, gw, "inferrail_flow_over_share_total", "model", testModel, "class", "standard"); over != 0 {
+				t.Errorf("inferrail_flow_over_share_total = %v for a lone key on a full fleet, want 0", over)
+			}
+			v := explainAdmission(t, gw, `{"model":"sim","prompt":"hello","max_tokens":1}`)
+			if v.Reason != notOfferedFull || v.FairShare != nil && v.FairShare.OverShare {
+				t.Errorf("explain: %s (%s), fair share %+v; want %s, not over its share", v.Verdict, v.Reason, v.FairShare, notOfferedFull)
+			}
+			e.open()
+			expectStatus(t, http.StatusOK, hold, w1, w2)
+		})
+	}
+}
+
 // fairRig starts a gateway with fair sharing (a 5 s window) on one
 // replica of four slots, and returns it with its model's queue, for tests
 // that set the fair share table's state by hand.

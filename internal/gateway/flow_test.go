@@ -395,9 +395,10 @@ func TestExplainAdmission(t *testing.T) {
 	}
 	hold := holdSlot(t, gw, e)
 	// Asked for as critical without a key, it is standard, as a client's
-	// request would be: the same flow as the one holding the slot.
+	// request would be: the same flow as the one holding the slot, alone,
+	// so it waits for room, not for its share.
 	got = explainAdmission(t, gw, short, openai.HeaderPriority, "critical")
-	check("busy", got, want{verdictQueue, "over_fair_share"})
+	check("busy", got, want{verdictQueue, notOfferedFull})
 	if got.Class != "standard" {
 		t.Errorf("busy: class %s, want standard: without a key, critical is clamped", got.Class)
 	}
@@ -405,6 +406,32 @@ func TestExplainAdmission(t *testing.T) {
 	check("queue_full", explainAdmission(t, gw, short), want{verdictShed, shedQueueFull})
 	if waiting(gw) != 1 || len(e.received()) != 1 {
 		t.Errorf("explaining changed something: %d waiting, %d received", waiting(gw), len(e.received()))
+	}
+	e.open()
+	expectStatus(t, http.StatusOK, hold, w1)
+}
+
+// TestFlowTurnedOffWithWaiters: once flow control is turned off live, a
+// request with a TTFT target that finds no room is refused as one without
+// (503), not shed by a queue that is off, while requests queued before
+// still wait (found by a review: 429 "the queue is full").
+func TestFlowTurnedOffWithWaiters(t *testing.T) {
+	e := newOrderEngine(t)
+	gw := startGatewayWith(t, flowConfig(e.srv.URL, 2), Options{})
+	hold := holdSlot(t, gw, e)
+	w1 := queue(t, gw, "w1")
+	if code, _, problems := patch(t, gw.admin, `{"flow":{"max_queued":0}}`); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	for _, target := range []string{"60000", ""} {
+		var hdr []string
+		if target != "" {
+			hdr = []string{openai.HeaderTTFTTarget, target}
+		}
+		resp, body := chat(t, gw.url, chatBody("hello", ""), hdr...)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("target %q: %d %s, want 503: flow control is off", target, resp.StatusCode, body)
+		}
 	}
 	e.open()
 	expectStatus(t, http.StatusOK, hold, w1)

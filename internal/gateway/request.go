@@ -52,6 +52,10 @@ type exchange struct {
 	// fair and slot: fair sharing knows the request (it must leave), and
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
+	// attempts counts its attempts holding a lease. The request's slot
+	// goes with the last: a 502, 503 or 504 kept while a retry streams
+	// holds one slot with it, not none once the kept answer is let go.
+	attempts int
 	// pace: its key's prefills are paced (pacing.go), as judged when it was
 	// last let try the replicas; stream: its body asks for a stream;
 	// pacedOut: its last decision found room only where pacing held it,
@@ -397,6 +401,7 @@ type attempt struct {
 // recorded there, as the engine will hold them once it computes them.
 func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
+	ex.attempts++
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
@@ -423,12 +428,15 @@ func (a *attempt) discard(ix index.Index) {
 	a.trace.end()
 }
 
-// freeSlot lets go of the attempt's place on its replica and in its
-// key's fair share, and wakes the dispatcher. The share goes first: a
-// dispatcher that finds the replica free must find the key's slot free
-// too, or it would serve another key out of turn in between.
+// freeSlot lets go of the attempt's place on its replica and, with the
+// request's last attempt, of its slot in its key's fair share, and wakes
+// the dispatcher. The share goes first: a dispatcher that finds the
+// replica free must find the key's slot free too, or it would serve
+// another key out of turn in between.
 func (a *attempt) freeSlot() {
-	a.mq.freed(a.ex)
+	if a.ex.attempts--; a.ex.attempts == 0 {
+		a.mq.freed(a.ex)
+	}
 	a.lease.Release()
 	a.mq.kick()
 }
