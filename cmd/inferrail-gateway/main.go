@@ -56,6 +56,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return errors.New("--config is required")
 	}
+	// SIGHUP is caught from here on: its default is to end the process,
+	// and a reload sent while the gateway starts (loading tokenizers can
+	// take seconds) must not. One that comes before the gateway serves is
+	// kept, and taken as a reread once it does.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		return err
@@ -96,16 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	b := cli.ReadBuild()
 	logger.Info("inferrail-gateway listening", "client", client.Addr().String(), "admin", admin.Addr().String(),
 		"models", len(cfg.Models), "replicas", len(cfg.Replicas), "version", b.Version, "revision", b.Revision)
-	stopHUP := reloadOnHUP(ctx, g, logger)
+	stopHUP := reloadOnHUP(ctx, g, logger, hup)
 	defer stopHUP()
 	return g.Serve(ctx, client, admin)
 }
 
-// reloadOnHUP rereads the config file on every SIGHUP until ctx ends or
-// the returned stop is called.
-func reloadOnHUP(ctx context.Context, g *gateway.Gateway, logger *slog.Logger) (stop func()) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+// reloadOnHUP rereads the config file on every SIGHUP hup delivers until
+// ctx ends or the returned stop is called.
+func reloadOnHUP(ctx context.Context, g *gateway.Gateway, logger *slog.Logger, hup <-chan os.Signal) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -122,7 +127,6 @@ func reloadOnHUP(ctx context.Context, g *gateway.Gateway, logger *slog.Logger) (
 		}
 	}()
 	return func() {
-		signal.Stop(hup)
 		cancel()
 		<-done
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,6 +170,79 @@ func TestSIGHUPRereadsTheConfig(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestSIGHUPWhileStarting: a SIGHUP that comes while the gateway starts
+// (here while it loads Gemma 3's tokenizer, which takes seconds) does not
+// end it, as the signal's default would: it serves, and stops cleanly.
+func TestSIGHUPWhileStarting(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loading the tokenizer takes 10 s under the race detector; run by make norace")
+	}
+	tok, err := filepath.Abs(filepath.Join("..", "..", ".cache", "tokenizers", "gemma3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(tok, "tokenizer.json")); err != nil {
+		t.Skipf("no tokenizer files in %s (run `make tokenizers`)", tok)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	cfg := fmt.Sprintf("server: {listen: '127.0.0.1:%d', admin_listen: '127.0.0.1:%d', reload_interval: 0s}\n"+
+		"models: [{name: m, tokenizer: '%s'}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n", ports[0], ports[1], tok)
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := spawn("gateway", childGateway, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if clean, how := c.stop(); !clean {
+			t.Errorf("the gateway did not stop cleanly: it %s\n%s", how, c.out.String())
+		}
+	}()
+	// Signalled before it sets SIGHUP aside, any process ends: wait until
+	// it is well into loading the tokenizer (its memory past 100 MiB).
+	configURL := fmt.Sprintf("http://127.0.0.1:%d/admin/config", ports[1])
+	for rss(c.cmd.Process.Pid) < 100<<20 {
+		select {
+		case <-c.done:
+			t.Fatalf("the gateway exited while starting: %v\n%s", c.waitErr, c.out.String())
+		case <-time.After(2 * time.Millisecond):
+		}
+		if ok, _ := getOK(configURL); ok {
+			t.Skip("the gateway was serving before the signal could be sent")
+		}
+	}
+	if ok, _ := getOK(configURL); ok {
+		t.Skip("the gateway was serving before the signal could be sent")
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.waitReady(func() (bool, string) { return getOK(configURL) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rss is process pid's resident memory in bytes (Linux's /proc/PID/status
+// VmRSS); 0 where it cannot tell.
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			return n << 10
+		}
+	}
+	return 0
 }
 
 // TestReplayShadowFlag: --replay-shadow checks a log and fails, naming the
