@@ -170,7 +170,8 @@ func (f *Feed) Run(ctx context.Context) error {
 // the live watermark is one a replay already applied: the replay reads
 // ahead of what the SUB still queues. A restarted engine whose numbers
 // went past ours while we reconnected is told apart by replaying our last
-// batch: its bytes differ.
+// batch: its bytes differ; one still below it, by the replay bringing
+// nothing back (see catchUp).
 func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	seq, payload, ok := split(msg)
 	if !ok {

@@ -310,6 +310,32 @@ func TestFeed(t *testing.T) {
 					t.Errorf("gaps %d replays %d, want the gap after the restart counted, and 3 replays (start, restart, gap)", st.Gaps, st.Replays)
 				}
 			}},
+		{name: "restart_before_any_live_batch", replay: true, // history from replay alone
+			before: func(e *engine) { e.keep(seqs(0, 9)...) },
+			script: func(ctx context.Context, e *engine) {
+				e.restart(ctx, true)
+				e.send(0, 1)
+			},
+			want: append(seqs(0, 9), 0, 1), purges: []string{PurgeRestart}},
+		{name: "restart_inside_a_replay_lead", replay: true,
+			script: func(ctx context.Context, e *engine) {
+				e.send(0)
+				e.keep(1, 2, 4, 5)
+				e.send(3) // a gap: the replay applies up to 5, ahead of the live 3
+				// The replay is sent whole before restart can take e.mu.
+				waitFor(e.t, "the gap's replay", func() bool { return e.replaysAsked() == 2 })
+				e.restart(ctx, true)
+				e.keep(0, 1, 2, 3)
+				e.send(4) // inside (3, 5]: neither below the live 3 nor past our 5
+			},
+			want: append(seqs(0, 5), seqs(0, 4)...), purges: []string{PurgeRestart}},
+		{name: "reconnected_after_history_from_replay", replay: true,
+			before: func(e *engine) { e.keep(seqs(0, 9)...) },
+			script: func(ctx context.Context, e *engine) {
+				e.relisten(ctx)
+				e.send(10)
+			},
+			want: seqs(0, 10)},
 		{name: "reconnected_to_the_same_engine", replay: true,
 			script: func(ctx context.Context, e *engine) {
 				e.send(0, 1, 2)

@@ -19,11 +19,18 @@ import (
 // the last batch applied, it first checks that batch's bytes: other bytes
 // under its number are a restarted engine's, so the sink is purged and the
 // new engine's history replayed from its start. A replay that fails
-// changes nothing; the live stream goes on.
+// changes nothing; the live stream goes on. A replay from the last batch
+// applied that answers with no batch at all is a restart too: the engine
+// that published that batch still holds it or later ones, so one holding
+// neither never published it. (Only this catches a new engine numbering
+// below our last batch when that batch came from a replay: after a start
+// recovered by replay alone, or a gap replay that ran ahead of the live
+// stream, there is no live number for the new one to go back past.)
 func (f *Feed) catchUp(ctx context.Context, start uint64) {
 	verify := f.has && start == f.last
-	restarted := false
+	restarted, heard := false, false
 	err := f.replayWithin(ctx, start, func(seq uint64, payload []byte) {
+		heard = true
 		switch {
 		case restarted:
 			return // replayed again from the start below
@@ -46,6 +53,10 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 	if err != nil {
 		f.count(func(s *Stats) { s.ReplayErrs++ })
 		f.log.Warn("kv events: replay failed", "start", start, "err", err)
+	}
+	if verify && err == nil && !heard {
+		restarted = true
+		f.purge(PurgeRestart)
 	}
 	if restarted {
 		f.catchUp(ctx, 0)
