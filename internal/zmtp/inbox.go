@@ -67,8 +67,18 @@ func (b *inbox) release(n int64) {
 }
 
 // take returns the next message, or fails when ctx or the socket (closed)
-// ends.
+// ends. Once either has ended it hands out nothing, however much is queued:
+// select picks at random among ready cases, and a consumer that was told
+// to stop must not go on with messages (a replaced KV feed would apply
+// them).
 func (b *inbox) take(ctx context.Context, closed <-chan struct{}) ([][]byte, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-closed:
+		return nil, ErrClosed
+	default:
+	}
 	select {
 	case m := <-b.q:
 		if m != nil {

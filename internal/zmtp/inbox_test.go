@@ -70,3 +70,37 @@ func TestInboxBoundsBytesWithSeveralPutters(t *testing.T) {
 		t.Errorf("%d bytes counted after every message was taken", q)
 	}
 }
+
+// TestInboxTakeAfterTheEnd: once the consumer's context or the socket has
+// ended, take hands out none of what is queued (a select among ready cases
+// would, half the time).
+func TestInboxTakeAfterTheEnd(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	closed := make(chan struct{})
+	close(closed)
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		closed chan struct{}
+		want   error
+	}{
+		{"context_done", ended, nil, context.Canceled},
+		{"socket_closed", context.Background(), closed, ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const queued = 64 // each take a coin toss on the old code: all 64 lost by chance 2^-64
+			b := newInbox(Options{HWM: queued, MaxQueuedBytes: 1 << 20})
+			for range queued {
+				if err := b.put(context.Background(), [][]byte{[]byte("m")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for range queued {
+				if m, err := b.take(tc.ctx, tc.closed); !errors.Is(err, tc.want) {
+					t.Fatalf("take = %q, %v; want %v", m, err, tc.want)
+				}
+			}
+		})
+	}
+}
