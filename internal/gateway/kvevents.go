@@ -165,11 +165,11 @@ func (k *kvEvents) join(reps []*fleet.Replica) {
 			continue
 		}
 		pub, replay, topic := endpoints(k.cfg, r)
-		k.index.AttachEvents(r.ID, ec)
+		at := k.index.AttachEvents(r.ID, ec)
 		f := &replicaFeed{id: r.ID, endpoint: pub, replay: replay, source: index.SourceApproximate,
 			reason: reasonNoStream, purges: map[string]uint64{}, blockSize: ec.BlockSize}
 		f.feed = kvfeed.New(kvfeed.Config{Endpoint: pub, ReplayEndpoint: replay, Topic: topic,
-			Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index})
+			Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index, at: at})
 		ctx, cancel := context.WithCancel(k.ctx)
 		f.cancel = cancel
 		k.feeds[r.ID] = f
@@ -323,14 +323,18 @@ func (k *kvEvents) expect(id string) {
 }
 
 // feedSink hands one replica's stream to the index and keeps what judge
-// needs to know about it.
+// needs to know about it. It writes through its own attachment, never by
+// replica ID: leave cancels a feed without waiting for it, and a batch it
+// is still applying must not reach the mirror of the replica that took
+// its ID (a reload).
 type feedSink struct {
 	f     *replicaFeed
 	index index.Index
+	at    index.Attachment
 }
 
 func (s *feedSink) Apply(seq uint64, b *events.Batch) {
-	s.index.ApplyEvents(s.f.id, b)
+	s.index.ApplyEvents(s.at, b)
 	stored, cleared := 0, false
 	for i := range b.Events {
 		switch ev := &b.Events[i]; {
@@ -360,7 +364,7 @@ func (s *feedSink) Apply(seq uint64, b *events.Batch) {
 }
 
 func (s *feedSink) Purge(reason string) {
-	s.index.PurgeEvents(s.f.id)
+	s.index.PurgeEvents(s.at)
 	overflow := s.index.Events(s.f.id).Mirror.Overflow
 	f := s.f
 	f.mu.Lock()

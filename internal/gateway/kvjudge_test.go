@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
+	"net/url"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/kvfeed"
 	"github.com/inferrail/inferrail/internal/load"
@@ -22,12 +26,12 @@ func TestJudgeBetweenApplyAndCount(t *testing.T) {
 	cfg := config.Default()
 	cfg.Index.Mode = config.IndexExact
 	idx := index.NewApprox(1000)
-	idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
+	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
 	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
 	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
 
 	f := &replicaFeed{id: "r", purges: map[string]uint64{}}
-	sink := &feedSink{f: f, index: idx}
+	sink := &feedSink{f: f, index: idx, at: at}
 	f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
 	if got := k.judge(f, time.Now(), 64); got != reasonNoStream {
 		t.Fatalf("before any batch: judged %q, want %q", got, reasonNoStream)
@@ -94,11 +98,11 @@ func TestClearedCacheRestoresTrust(t *testing.T) {
 	cfg := config.Default()
 	cfg.Index.Mode = config.IndexExact
 	idx := index.NewApprox(1000)
-	idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, MaxBlocks: 2, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
+	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, MaxBlocks: 2, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
 	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
 	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
 	f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: 16}
-	sink := &feedSink{f: f, index: idx}
+	sink := &feedSink{f: f, index: idx, at: at}
 	f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
 	now := time.Now()
 
@@ -120,5 +124,95 @@ func TestClearedCacheRestoresTrust(t *testing.T) {
 	sink.Apply(7, &events.Batch{Events: []events.Event{{Kind: events.AllBlocksCleared}, stored("GPU", 1)}})
 	if got := k.judge(f, now, 64); got != "" {
 		t.Errorf("after the engine cleared its cache: judged %q, want the events", got)
+	}
+}
+
+// heldIndex holds the first ApplyEvents it is armed for until released,
+// freezing a feed's goroutine where the scheduler may preempt it.
+type heldIndex struct {
+	*index.Approx
+	armed                      atomic.Bool
+	entered, release, returned chan struct{}
+}
+
+func (h *heldIndex) ApplyEvents(at index.Attachment, b *events.Batch) {
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.entered)
+		<-h.release
+		defer close(h.returned)
+	}
+	h.Approx.ApplyEvents(at, b)
+}
+
+// TestReloadedReplicaKeepsTheOldFeedOut: a replica is replaced by one of
+// its ID (a reload changed its kv_capacity_blocks) while its old feed is
+// applying a batch. leave cancels the old feed without waiting for it, so
+// that batch may land after the new mirror is attached: it must not land
+// in it. The engine stores a block and removes it; the new mirror, fed
+// from the engine's replay, ends empty. (Found by a code review: the old
+// feed wrote by replica ID and the mirror kept the removed block.)
+func TestReloadedReplicaKeepsTheOldFeedOut(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newScriptedPublisher(t, events.EncodingMap, 0)
+	e.heartbeat.Store(false)
+
+	cfg := config.Default()
+	cfg.Index.Mode = config.IndexExact
+	idx := &heldIndex{Approx: index.NewApprox(1000),
+		entered: make(chan struct{}), release: make(chan struct{}), returned: make(chan struct{})}
+	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
+	attach := func(*fleet.Replica) (index.EventsConfig, bool) {
+		return index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }}, true
+	}
+	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), attach)
+	u, _ := url.Parse("http://127.0.0.1:1")
+	kv := fleet.KVEvents{Endpoint: e.endpoint(), ReplayEndpoint: e.router.Endpoint()}
+	r1 := &fleet.Replica{ID: "r", URL: u, Models: []string{testModel}, KVEvents: kv}
+	r2 := &fleet.Replica{ID: "r", URL: u, Models: []string{testModel}, KVEvents: kv, KVCapacityBlocks: 2000}
+
+	done := make(chan struct{})
+	go func() { defer close(done); k.run(ctx, func() []*fleet.Replica { return []*fleet.Replica{r1} }) }()
+	defer func() { cancel(); <-done }()
+	feedOf := func() *replicaFeed { k.mu.Lock(); defer k.mu.Unlock(); return k.feeds["r"] }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(2 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("the first feed", func() bool { return feedOf() != nil })
+	old := feedOf()
+	waitFor("the first feed to subscribe and replay", func() bool {
+		return e.pub.Stats().Subscribers == 1 && old.feed.Stats().Replays == 1
+	})
+
+	block := events.Event{Kind: events.BlockStored, Hashes: []events.Hash{events.UintHash(100)},
+		Tokens: make([]uint32, 16), BlockSize: 16, Medium: "GPU", HasMedium: true}
+	idx.armed.Store(true)
+	e.publish(&events.Batch{TS: 1, HasDPRank: true, Events: []events.Event{block}})
+	<-idx.entered // the old feed is applying batch 0
+
+	// What the gateway's fleet watcher does on a reload.
+	idx.Forget("r")
+	idx.SetCapacity("r", 2000)
+	k.leave([]*fleet.Replica{r1})
+	k.join([]*fleet.Replica{r2})
+	nf := feedOf()
+	waitFor("the new feed to replay batch 0", func() bool { return nf.feed.Stats().Applied == 1 })
+	close(idx.release)
+	<-idx.returned // the old feed's batch 0 went wherever it goes
+
+	e.publish(&events.Batch{TS: 2, HasDPRank: true, Events: []events.Event{{Kind: events.BlockRemoved,
+		Hashes: []events.Hash{events.UintHash(100)}, Medium: "GPU", HasMedium: true}}})
+	// The new feed may have subscribed after batch 1 went out: the
+	// heartbeat's batches that follow make it a gap, filled by replay.
+	e.heartbeat.Store(true)
+	waitFor("the new feed to apply batch 1", func() bool { st := nf.feed.Stats(); return st.HasSeq && st.LastSeq >= 1 })
+	if ev := idx.Events("r"); ev.Mirrored != 0 {
+		t.Errorf("the new mirror holds %d blocks; the engine holds none (stored %d, removed %d)",
+			ev.Mirrored, ev.Mirror.Stored, ev.Mirror.Removed)
 	}
 }

@@ -78,9 +78,9 @@ type Index interface {
 	// AttachEvents, ApplyEvents, PurgeEvents, SetSource, Events and
 	// ExpireSpeculation feed a replica's predictions from its engine's KV
 	// events instead of the gateway's own routing; see [Approx.AttachEvents].
-	AttachEvents(replica string, cfg EventsConfig)
-	ApplyEvents(replica string, b *events.Batch)
-	PurgeEvents(replica string)
+	AttachEvents(replica string, cfg EventsConfig) Attachment
+	ApplyEvents(at Attachment, b *events.Batch)
+	PurgeEvents(at Attachment)
 	SetSource(replica string, events bool) Source
 	Events(replica string) EventStats
 	ExpireSpeculation()

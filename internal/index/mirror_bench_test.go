@@ -179,7 +179,7 @@ func eventsTwin(b *testing.B, f matchFixture, chains benchChains) matchFixture {
 		return events.UintHash(k)
 	}
 	for _, id := range f.ids {
-		idx.AttachEvents(id, EventsConfig{BlockSize: 1, Seed: func(string, string) blockhash.Hash { return testSeed }})
+		at := idx.AttachEvents(id, EventsConfig{BlockSize: 1, Seed: func(string, string) blockhash.Hash { return testSeed }})
 		idx.SetSource(id, true)
 		r := f.idx.lockReplica(id, false)
 		var held []blockhash.Hash
@@ -201,7 +201,7 @@ func eventsTwin(b *testing.B, f matchFixture, chains benchChains) matchFixture {
 			}
 			batch.Events = append(batch.Events, ev)
 		}
-		idx.ApplyEvents(id, &batch)
+		idx.ApplyEvents(at, &batch)
 		if st := idx.Events(id); st.Source != SourceEvents || st.Mirrored != len(held) || st.Orphans != 0 {
 			b.Fatalf("replica %s: %+v after storing its %d blocks", id, st, len(held))
 		}

@@ -121,11 +121,24 @@ type EventsConfig struct {
 	MaxOrphans int
 }
 
+// Attachment names one mirror AttachEvents made, for the stream that feeds
+// it to write through. A replica attached again (its settings reloaded) or
+// forgotten has a new mirror or none: writes through an older attachment
+// change nothing, so a stream still stopping cannot reach its successor's
+// mirror. The zero Attachment names none. Attachments are values.
+type Attachment struct {
+	replica string
+	ev      *eventSource
+}
+
+// Replica is the replica the attachment was made for.
+func (a Attachment) Replica() string { return a.replica }
+
 // AttachEvents gives replica id a mirror of its engine's cache, fed by
-// ApplyEvents. Predictions keep coming from the approximate source until
-// SetSource switches them. Attaching again replaces the mirror (and falls
-// back to the approximate source).
-func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
+// ApplyEvents through the attachment returned. Predictions keep coming
+// from the approximate source until SetSource switches them. Attaching
+// again replaces the mirror (and falls back to the approximate source).
+func (x *Approx) AttachEvents(id string, cfg EventsConfig) Attachment {
 	r := x.lockReplica(id, true)
 	defer r.mu.Unlock()
 	if r.ev != nil {
@@ -151,35 +164,45 @@ func (x *Approx) AttachEvents(id string, cfg EventsConfig) {
 		}
 	}
 	r.ev = ev
+	return Attachment{replica: id, ev: ev}
 }
 
-// ApplyEvents applies one batch of replica id's engine events to its
-// mirror; nothing happens for a replica without one.
-func (x *Approx) ApplyEvents(id string, b *events.Batch) {
-	r := x.lockReplica(id, false)
+// lockAttached returns at's replica locked, or nil when at's mirror is no
+// longer the replica's (checked under the lock: attaching takes it too).
+func (x *Approx) lockAttached(at Attachment) *replica {
+	if at.ev == nil {
+		return nil
+	}
+	r := x.lockReplica(at.replica, false)
+	if r != nil && r.ev != at.ev {
+		r.mu.Unlock()
+		return nil
+	}
+	return r
+}
+
+// ApplyEvents applies one batch of a replica's engine events to the mirror
+// at names; nothing happens once that mirror was replaced or forgotten.
+func (x *Approx) ApplyEvents(at Attachment, b *events.Batch) {
+	r := x.lockAttached(at)
 	if r == nil {
 		return
 	}
 	defer r.mu.Unlock()
-	if r.ev == nil {
-		return
-	}
 	x.expire(r, x.now())
 	r.ev.mirror.Apply(b)
 }
 
-// PurgeEvents empties replica id's mirror: its engine's stream can no
-// longer be trusted to describe the cache (it restarted, or history was
-// lost).
-func (x *Approx) PurgeEvents(id string) {
-	r := x.lockReplica(id, false)
+// PurgeEvents empties the mirror at names, if still attached: its engine's
+// stream can no longer be trusted to describe the cache (it restarted, or
+// history was lost).
+func (x *Approx) PurgeEvents(at Attachment) {
+	r := x.lockAttached(at)
 	if r == nil {
 		return
 	}
 	defer r.mu.Unlock()
-	if r.ev != nil {
-		r.ev.mirror.Clear()
-	}
+	r.ev.mirror.Clear()
 }
 
 // SetSource makes replica id's predictions follow its engine's events

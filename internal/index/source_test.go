@@ -21,6 +21,13 @@ func eventsIndex() (*Approx, *int64) {
 	return x, &clock
 }
 
+// attached is replica id's attachment now.
+func attached(x *Approx, id string) Attachment {
+	r := x.lockReplica(id, false)
+	defer r.mu.Unlock()
+	return Attachment{replica: id, ev: r.ev}
+}
+
 // depth is how many leading blocks of chain replica id holds, as Match says.
 func depth(x *Approx, id string, chain []blockhash.Hash) int {
 	return x.Match(nil, []string{id}, chain, len(chain)*mirrorBS+1, mirrorBS)[0]
@@ -41,7 +48,7 @@ func TestSourceSwitchesWhatMatchSees(t *testing.T) {
 	routed := ours("", seq(1, 12)...)
 	cached := ours("", seq(100, 8)...)
 	x.Record("e", routed)
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(100, 8))))
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(100, 8))))
 	if depth(x, "e", routed) != 3 || depth(x, "e", cached) != 0 || depth(x, "e", old) != 2 {
 		t.Fatalf("approximate source: routed %d, cached %d, old %d; want 3, 0, 2", depth(x, "e", routed), depth(x, "e", cached), depth(x, "e", old))
 	}
@@ -83,7 +90,7 @@ func TestSpeculationUntilTheEngineConfirms(t *testing.T) {
 		t.Fatal("routed prompts must count as held before the engine's events")
 	}
 	// The engine confirms a; b never shows up.
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(1, 8))))
 	*clock += int64(DefaultSpeculativeTTL)
 	x.ExpireSpeculation()
 	if depth(x, "e", a) != 2 {
@@ -102,18 +109,18 @@ func TestConfirmedSpeculationFollowsTheEngine(t *testing.T) {
 	x.SetSource("e", true)
 	a := ours("", seq(1, 4)...)
 	x.Record("e", a)
-	x.ApplyEvents("e", batchOf(removed(99))) // news of another block
+	x.ApplyEvents(attached(x, "e"), batchOf(removed(99))) // news of another block
 	if depth(x, "e", a) != 1 {
 		t.Fatal("a removal of another block ended the speculation")
 	}
 	// The engine stores the routed block, then evicts it: from the store
 	// on, its events alone decide, so the eviction counts at once, not
 	// when the TTL would have ended.
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 4))))
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(1, 4))))
 	if st := x.Events("e"); st.Speculative != 0 || st.Mirrored != 1 {
 		t.Errorf("after the store: %+v", st)
 	}
-	x.ApplyEvents("e", batchOf(removed(1)))
+	x.ApplyEvents(attached(x, "e"), batchOf(removed(1)))
 	if depth(x, "e", a) != 0 {
 		t.Error("the engine evicted a confirmed block; it must not count")
 	}
@@ -141,17 +148,17 @@ func TestResetAndForgetClearEvents(t *testing.T) {
 	x, _ := eventsIndex()
 	x.SetSource("e", true)
 	a := ours("", seq(1, 8)...)
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(1, 8))))
 	x.Reset("e")
 	if depth(x, "e", a) != 0 || x.Events("e").Mirrored != 0 {
 		t.Fatal("Reset must empty the mirror")
 	}
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
-	x.PurgeEvents("e")
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(1, 8))))
+	x.PurgeEvents(attached(x, "e"))
 	if depth(x, "e", a) != 0 {
 		t.Fatal("PurgeEvents must empty the mirror")
 	}
-	x.ApplyEvents("e", batchOf(stored(0, 1, seq(1, 8))))
+	x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 1, seq(1, 8))))
 	x.Forget("e")
 	if st := x.Stats(); st.Entries != 0 {
 		t.Errorf("after Forget: %d entries", st.Entries)
@@ -160,6 +167,33 @@ func TestResetAndForgetClearEvents(t *testing.T) {
 	x.Record("other", ours("", seq(500, 4)...))
 	if depth(x, "other", a) != 0 {
 		t.Error("a new replica inherited a forgotten one's blocks")
+	}
+}
+
+// TestStaleAttachmentWritesNothing: a replica replaced by one of its ID
+// (forgotten, or attached again) gets a new mirror, which the old stream,
+// possibly still stopping, must not reach.
+func TestStaleAttachmentWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replace func(x *Approx)
+	}{
+		{"attached_again", func(*Approx) {}},
+		{"forgotten_then_attached", func(x *Approx) { x.Forget("e") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, _ := eventsIndex()
+			old := x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
+			x.ApplyEvents(old, batchOf(stored(0, 1, seq(1, 8))))
+			tc.replace(x)
+			x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed}) // the replacement
+			x.ApplyEvents(attached(x, "e"), batchOf(stored(0, 20, seq(101, 4*mirrorBS))))
+			x.ApplyEvents(old, batchOf(stored(0, 30, seq(201, 2*mirrorBS))))
+			x.PurgeEvents(old)
+			if got := x.Events("e").Mirrored; got != 4 {
+				t.Errorf("the new mirror holds %d blocks, want the 4 stored through its own attachment", got)
+			}
+		})
 	}
 }
 
@@ -193,18 +227,18 @@ func TestEventsSourceAgainstModel(t *testing.T) {
 			j := rapid.IntRange(0, nBlocks-1).Draw(rt, "block")
 			switch rapid.IntRange(0, 5).Draw(rt, "op") {
 			case 0:
-				x.ApplyEvents("e", batchOf(stored(0, uint64(j+1), seq(j*4, 4))))
+				x.ApplyEvents(attached(x, "e"), batchOf(stored(0, uint64(j+1), seq(j*4, 4))))
 				if copies[j] == 0 {
 					delete(specs, j) // the engine confirms a speculation
 				}
 				copies[j]++
 			case 1:
-				x.ApplyEvents("e", batchOf(removed(uint64(j+1))))
+				x.ApplyEvents(attached(x, "e"), batchOf(removed(uint64(j+1))))
 				if copies[j] > 0 {
 					copies[j]--
 				}
 			case 2:
-				x.ApplyEvents("e", batchOf(events.Event{Kind: events.AllBlocksCleared}))
+				x.ApplyEvents(attached(x, "e"), batchOf(events.Event{Kind: events.AllBlocksCleared}))
 				clear(copies)
 			case 3:
 				stamp++
@@ -290,7 +324,7 @@ func TestMirrorBoundFollowsTheCapacity(t *testing.T) {
 			ev.Parent, ev.HasParent = hashes[i-1], true
 		}
 		ev.Tokens = tokens[i*mirrorBS : (i+len(ev.Hashes))*mirrorBS]
-		x.ApplyEvents("e", batchOf(ev))
+		x.ApplyEvents(attached(x, "e"), batchOf(ev))
 	}
 	if st := x.Events("e"); st.Mirror.Overflow != 0 || st.Mirrored != n/mirrorBS {
 		t.Errorf("mirrored %d blocks with %d refused; want %d and none", st.Mirrored, st.Mirror.Overflow, n/mirrorBS)
