@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tinylib/msgp/msgp"
@@ -26,9 +27,11 @@ import (
 //     batch) is refused with a *DecodeError wrapping one sentinel error.
 //
 // DecodeBatch never panics, and it allocates no more than a small multiple
-// of len(payload), and at most MaxBatchHashes hashes: a header claiming
-// more elements than bytes remain fails with ErrTooLong, and one past the
-// hash bound with ErrTooMany, before anything is reserved for them. It overwrites b,
+// of len(payload) (32 bytes a byte at most: a hash sent in one byte takes
+// 32), and at most MaxBatchEvents events and MaxBatchHashes hashes and
+// extra keys: a header claiming more elements than bytes remain fails with
+// ErrTooLong, and one past a bound with ErrTooMany, before anything is
+// reserved for them. It overwrites b,
 // reusing the memory of b.Events and of each event's Hashes, Tokens and
 // ExtraKeys, so decoding stream after stream into one Batch allocates
 // nothing in the steady state (digest hashes excepted: one string per
@@ -47,6 +50,7 @@ type decoder struct {
 	event     int
 	field     string
 	hashCount int // block hashes read so far, against MaxBatchHashes
+	keyCount  int // extra keys read so far, against MaxBatchHashes too
 }
 
 func (d *decoder) fail(err error) error {
@@ -74,7 +78,16 @@ func (d *decoder) batch(b *Batch) error {
 	if err != nil {
 		return err
 	}
+	if m > MaxBatchEvents {
+		return d.fail(ErrTooMany)
+	}
 	events, skipped := b.Events[:0], 0
+	if want := min(m, len(d.rest)/minEventBytes); cap(events) < want {
+		// Room for every event the payload can hold, in one allocation
+		// that keeps the old slots' buffers: grown by append, an Event of
+		// 272 bytes per 15 on the wire cost five times as much in copies.
+		events = slices.Grow(b.Events[:cap(b.Events)], want-cap(b.Events))[:0]
+	}
 	for i := 0; i < m; i++ {
 		d.event, d.field = i, ""
 		events = growOne(events)
@@ -105,6 +118,10 @@ func (d *decoder) batch(b *Batch) error {
 	}
 	return nil
 }
+
+// minEventBytes is the smallest event DecodeBatch keeps, on the wire: an
+// array BlockRemoved with no hashes, [fixstr "BlockRemoved", []].
+const minEventBytes = 15
 
 // growOne extends events by one, reusing the slot (and its slices'
 // memory) left by an earlier decode when there is one.
@@ -477,9 +494,11 @@ func (d *decoder) hash() (Hash, error) {
 }
 
 // extraKeys reads extra_keys (nil, or a list with one msgpack value per
-// block) into the memory of old: each entry is copied into the buffer the
-// same position held before, so none aliases the payload and steady-state
-// decoding allocates nothing.
+// block, so at most MaxBatchHashes in a batch) into the memory of old: each
+// entry is copied into the buffer the same position held before, so none
+// aliases the payload and steady-state decoding allocates nothing. Entries
+// that do not fit there share one new buffer as large as the list's bytes:
+// one each cost 8 bytes or more for values of one (a list of None).
 func (d *decoder) extraKeys(old []RawValue) ([]RawValue, error) {
 	if d.nil() {
 		return nil, nil
@@ -488,20 +507,38 @@ func (d *decoder) extraKeys(old []RawValue) ([]RawValue, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := old[:0]
-	if keys == nil {
-		keys = []RawValue{}
+	if d.keyCount += n; d.keyCount > MaxBatchHashes {
+		return nil, d.fail(ErrTooMany)
 	}
+	start := d.rest
+	if err := d.skipN(uint64(n)); err != nil {
+		return nil, err
+	}
+	listBytes := len(start) - len(d.rest)
+	d.rest = start
+	keys := old[:0]
+	if cap(keys) < n || keys == nil {
+		keys = slices.Grow(old[:cap(old)], max(n-cap(old), 0))[:0]
+		if keys == nil {
+			keys = []RawValue{}
+		}
+	}
+	var fresh []byte
 	for i := 0; i < n; i++ {
 		v, err := d.raw()
 		if err != nil {
 			return keys, err
 		}
-		var buf RawValue
-		if i < cap(keys) {
-			buf = keys[:i+1][i][:0]
+		if buf := keys[:i+1][i]; cap(buf) >= len(v) {
+			keys = append(keys[:i], append(buf[:0], v...))
+			continue
 		}
-		keys = append(keys[:i], append(buf, v...))
+		if fresh == nil {
+			fresh = make([]byte, 0, listBytes)
+		}
+		at := len(fresh)
+		fresh = append(fresh, v...)
+		keys = append(keys[:i], fresh[at:len(fresh):len(fresh)])
 	}
 	return keys, nil
 }

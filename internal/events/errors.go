@@ -29,9 +29,10 @@ var (
 	ErrMissingField = errors.New("required field missing")
 	// ErrTrailing: bytes follow the batch; one payload is one batch.
 	ErrTrailing = errors.New("bytes after the batch")
-	// ErrTooMany: the batch's events list more than MaxBatchHashes block
-	// hashes in all.
-	ErrTooMany = errors.New("more block hashes than a batch may hold")
+	// ErrTooMany: the batch holds more than MaxBatchEvents events, or its
+	// events list more than MaxBatchHashes block hashes or extra keys in
+	// all.
+	ErrTooMany = errors.New("more events, block hashes or extra keys than a batch may hold")
 )
 
 // MaxBatchHashes bounds the block hashes of one batch, its events' lists
@@ -40,6 +41,13 @@ var (
 // hash takes 32 bytes whatever its size on the wire: a payload of a
 // million one-byte hashes would otherwise cost 32 times its size.
 const MaxBatchHashes = 1 << 20
+
+// MaxBatchEvents bounds the events of one batch. vLLM sends one BlockStored
+// per request and KV cache group a step and one BlockRemoved per evicted
+// block, so a step's events are about its blocks: 65,536 for a step of a
+// million tokens in blocks of 16. A decoded event takes 272 bytes, and may
+// take 15 on the wire: 2^17 of them are 34 MiB.
+const MaxBatchEvents = 1 << 17
 
 // DecodeError says where DecodeBatch gave up on a payload and why.
 type DecodeError struct {
