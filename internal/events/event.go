@@ -1,6 +1,9 @@
 package events
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Kind says what an Event reports.
 type Kind uint8
@@ -104,6 +107,21 @@ type Batch struct {
 	// is one this package does not know (a newer engine's): the known
 	// events of the batch still apply, and a consumer can count these.
 	Skipped int
+}
+
+// Footprint is the memory b's slices hold to their capacity, the slots
+// past its events included: what a Batch reused for the next decode keeps
+// (digest hashes' strings aside, which the next decode lets go).
+func (b *Batch) Footprint() int {
+	n := cap(b.Events) * int(unsafe.Sizeof(Event{}))
+	for _, ev := range b.Events[:cap(b.Events)] {
+		n += cap(ev.Hashes)*int(unsafe.Sizeof(Hash{})) + cap(ev.Tokens)*4 +
+			cap(ev.ExtraKeys)*int(unsafe.Sizeof(RawValue(nil)))
+		for _, k := range ev.ExtraKeys[:cap(ev.ExtraKeys)] {
+			n += cap(k)
+		}
+	}
+	return n
 }
 
 // Event is one BlockStored, BlockRemoved or AllBlocksCleared. Fields a kind

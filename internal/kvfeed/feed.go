@@ -234,8 +234,10 @@ func (f *Feed) retry(seq uint64, payload []byte) {
 	}
 }
 
-// keepDecodeBuffer is the largest payload whose decoded batch's memory is
-// kept for the next: engines' batches are kilobytes.
+// keepDecodeBuffer is the most memory a decoded batch may hold and still
+// be kept for the next decode: engines' batches decode into kilobytes.
+// Measured decoded, not on the wire: a payload under a MiB may decode into
+// 25 (a list of one-byte extra keys).
 const keepDecodeBuffer = 1 << 20
 
 // split checks a message's frames: [topic, seq (8 bytes), payload].
@@ -248,11 +250,13 @@ func split(msg [][]byte) (seq uint64, payload []byte, ok bool) {
 
 // apply decodes and hands on one batch, the stream's next.
 func (f *Feed) apply(seq uint64, payload []byte) {
-	if len(payload) > keepDecodeBuffer {
-		// Reused, the buffer would keep an outsize batch's memory (32
-		// bytes a hash, however few it took on the wire) for good.
-		defer func() { f.batch = events.Batch{} }()
-	}
+	defer func() {
+		if f.batch.Footprint() > keepDecodeBuffer {
+			// Reused, the buffer would keep an outsize batch's memory
+			// for good.
+			f.batch = events.Batch{}
+		}
+	}()
 	if err := events.DecodeBatch(payload, &f.batch); err != nil {
 		// The batch's changes are lost: nothing applied since can be
 		// trusted to be whole.

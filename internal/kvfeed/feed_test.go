@@ -410,3 +410,42 @@ func TestFeedSurvivesGarbage(t *testing.T) {
 		t.Errorf("purges %v, want two malformed", purges)
 	}
 }
+
+// TestOutsizeDecodeNotKept: the decode buffer is kept for the next batch
+// only while what it holds decoded is small, whatever the payload's size
+// on the wire. (Found by a code review: a 1,048,559-byte payload of nil
+// extra keys, under the old 1 MiB payload threshold, left 31.7 MiB held
+// per feed.)
+func TestOutsizeDecodeNotKept(t *testing.T) {
+	keys := make([]events.RawValue, 1<<20-256)
+	for i := range keys {
+		keys[i] = events.RawValue{0xc0}
+	}
+	big := events.Batch{TS: 1, HasDPRank: true, Events: []events.Event{{Kind: events.BlockStored,
+		Hashes: []events.Hash{events.UintHash(0)}, Tokens: make([]uint32, 16), BlockSize: 16, ExtraKeys: keys}}}
+	for _, tc := range []struct {
+		name     string
+		payload  []byte
+		wantKept bool
+	}{
+		{"small", batch(0), true},
+		{"small_payload_large_decode", events.AppendBatch(nil, &big, events.EncodingMap), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &sink{}
+			f := New(Config{Endpoint: "tcp://127.0.0.1:1"}, s)
+			if len(tc.payload) > 1<<20 {
+				t.Fatalf("payload of %d bytes: the case needs one under a MiB", len(tc.payload))
+			}
+			f.apply(0, tc.payload)
+			if applied, _ := s.snapshot(); len(applied) != 1 {
+				t.Fatalf("applied %v, want the batch", applied)
+			}
+			held := f.batch.Footprint()
+			if kept := held > 0; kept != tc.wantKept || held > keepDecodeBuffer {
+				t.Errorf("the decode buffer holds %d bytes after a %d-byte payload; want kept %v, at most %d",
+					held, len(tc.payload), tc.wantKept, keepDecodeBuffer)
+			}
+		})
+	}
+}
