@@ -138,7 +138,8 @@ func (m *Model) Blocks() int {
 // Replica is one statically configured engine.
 type Replica struct {
 	// ID names the replica in metrics, logs and response headers. Required,
-	// unique among replicas, at most 63 characters of [A-Za-z0-9._-].
+	// unique among replicas, at most 63 characters of [A-Za-z0-9._-], and
+	// not of the form of a DNS group's member IDs (<group>-<ip>-<port>).
 	ID string `yaml:"id"`
 	// URL is the engine's base URL: absolute http or https, with a host,
 	// optionally a path, without user info, query or fragment. Parse trims a

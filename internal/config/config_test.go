@@ -324,6 +324,10 @@ var badFiles = map[string][]string{
 		`line 26: discovery.dns[5].name: "pool-e" is already used at discovery.dns[4].name`,
 		"line 29: discovery.dns[5].refresh: must be >= 10ms",
 	},
+	"member-id.bad.yaml": {
+		`line 4: replicas[0].id: "pool-127.0.0.1-45001" has the form of a member ID of the dns group at discovery.dns[0].name (pool-<ip>-<port>)`,
+		`line 10: replicas[2].id: "pool-a-10.0.0.1-80" has the form of a member ID of the dns group at discovery.dns[1].name (pool-a-<ip>-<port>)`,
+	},
 	"chat.bad.yaml": {
 		`line 4: models[0].chat_template_content_format: must be empty or one of auto, string, openai, not "OpenAI"`,
 		"line 5: models[0].chat_template_kwargs: must not set tokenize: vLLM refuses it",

@@ -377,6 +377,7 @@ func (v *validator) replicas(c *Config) {
 		v.limits(p, g.MaxConcurrency, g.MaxPending)
 		v.atLeast(p+".kv_capacity_blocks", g.KVCapacityBlocks, 0)
 	}
+	v.memberIDs(c, groups)
 	if len(c.Replicas) == 0 && len(c.Discovery.DNS) == 0 {
 		return // already reported once above, not once per model
 	}
@@ -385,6 +386,37 @@ func (v *validator) replicas(c *Config) {
 			v.fail(fmt.Sprintf("models[%d]", i), "no replica or dns group serves it")
 		}
 	}
+}
+
+// memberIDs refuses a static replica ID that a DNS group's member could
+// have (the group's name, "-", an IP, "-", a port; fleet.MemberID): the two
+// would share an ID, and with it metric series and index state. groups maps
+// each good group name to its path.
+func (v *validator) memberIDs(c *Config, groups map[string]string) {
+	for i := range c.Replicas {
+		id := c.Replicas[i].ID
+		for j := range c.Discovery.DNS {
+			name := c.Discovery.DNS[j].Name
+			if gp, ok := groups[name]; ok && isMemberID(id, name) {
+				v.fail(fmt.Sprintf("replicas[%d].id", i), "%q has the form of a member ID of the dns group at %s (%s-<ip>-<port>)", id, gp, name)
+			}
+		}
+	}
+}
+
+// isMemberID reports whether id has the form of a member ID of group.
+func isMemberID(id, group string) bool {
+	rest, ok := strings.CutPrefix(id, group+"-")
+	if !ok {
+		return false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	if i < 0 {
+		return false
+	}
+	_, err := netip.ParseAddr(rest[:i])
+	port := rest[i+1:]
+	return err == nil && port != "" && strings.IndexFunc(port, func(r rune) bool { return r < '0' || r > '9' }) < 0
 }
 
 func (v *validator) index(c *Config) {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"cmp"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,15 +29,25 @@ func (s *Snapshot) Get(id string) *Replica { return s.byID[id] }
 type Fleet struct {
 	snap atomic.Pointer[Snapshot]
 
+	log *slog.Logger
+
 	mu       sync.Mutex // serializes membership changes
 	static   []*Replica
 	groups   map[string][]*Replica // DNS members by group; guarded by mu
 	watchers []func(added, removed []*Replica)
+	// shadowed holds, by group, the IDs of DNS members left out because
+	// another replica has their ID, so that each is logged once; guarded
+	// by mu.
+	shadowed map[string]map[string]bool
 }
 
-// New returns a fleet of the static replicas.
-func New(static []*Replica) *Fleet {
-	f := &Fleet{static: slices.Clone(static), groups: map[string][]*Replica{}}
+// New returns a fleet of the static replicas. A nil logger discards.
+func New(static []*Replica, logger *slog.Logger) *Fleet {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Fleet{static: slices.Clone(static), groups: map[string][]*Replica{}, shadowed: map[string]map[string]bool{},
+		log: logger.With("component", "fleet")}
 	f.publish()
 	return f
 }
@@ -54,7 +65,10 @@ func (f *Fleet) Watch(fn func(added, removed []*Replica)) {
 
 // SetGroup replaces the members of a DNS group. Members whose id is already
 // present are kept as they are (health and counters included); members that
-// leave are marked removed and finish what they are doing.
+// leave are marked removed and finish what they are doing. A member whose
+// ID a static replica or another group's member has is left out with a
+// warning: the fleet never holds two replicas with one ID, whose metric
+// series would collide.
 func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Replica) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -62,8 +76,15 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 	for _, r := range f.groups[group] {
 		old[r.ID] = r
 	}
+	taken := f.idsBut(group)
+	was := f.shadowed[group]
+	f.shadowed[group] = map[string]bool{}
 	next := make([]*Replica, 0, len(members))
 	for _, m := range members {
+		if taken[m.ID] {
+			f.shadow(group, m.ID, was[m.ID])
+			continue
+		}
 		if r, ok := old[m.ID]; ok {
 			next = append(next, r)
 			delete(old, m.ID)
@@ -113,7 +134,63 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		}
 	}
 	f.static = next
+	removed = append(removed, f.dropShadowed()...)
 	return f.changed(added, removed)
+}
+
+// idsBut returns the IDs of the static replicas and of the members of
+// every group but group. f.mu is held.
+func (f *Fleet) idsBut(group string) map[string]bool {
+	ids := make(map[string]bool, len(f.static))
+	for _, r := range f.static {
+		ids[r.ID] = true
+	}
+	for g, members := range f.groups {
+		if g != group {
+			for _, r := range members {
+				ids[r.ID] = true
+			}
+		}
+	}
+	return ids
+}
+
+// dropShadowed removes the DNS members that a static replica now has the ID
+// of, marks them removed and returns them. f.mu is held.
+func (f *Fleet) dropShadowed() []*Replica {
+	static := make(map[string]bool, len(f.static))
+	for _, r := range f.static {
+		static[r.ID] = true
+	}
+	var dropped []*Replica
+	for g, members := range f.groups {
+		kept := members[:0:0]
+		for _, r := range members {
+			if !static[r.ID] {
+				kept = append(kept, r)
+				continue
+			}
+			f.shadow(g, r.ID, false)
+			r.removed.Store(true)
+			dropped = append(dropped, r)
+		}
+		if len(kept) < len(members) {
+			f.groups[g] = kept
+		}
+	}
+	return dropped
+}
+
+// shadow notes that a member of group is left out for its ID, and logs it
+// unless it was left out already. f.mu is held.
+func (f *Fleet) shadow(group, id string, already bool) {
+	if f.shadowed[group] == nil {
+		f.shadowed[group] = map[string]bool{}
+	}
+	f.shadowed[group][id] = true
+	if !already {
+		f.log.Warn("dns member left out: another replica has its id", "group", group, "replica", id)
+	}
 }
 
 // changed publishes a new snapshot and tells the watchers when a change
@@ -142,7 +219,13 @@ func (f *Fleet) publish() {
 	for _, g := range names {
 		s.Replicas = append(s.Replicas, f.groups[g]...)
 	}
-	for _, r := range s.Replicas {
+	all := s.Replicas
+	s.Replicas = s.Replicas[:0:0]
+	for _, r := range all {
+		if s.byID[r.ID] != nil {
+			continue // SetGroup and SetStatic keep IDs apart; the first, static, wins
+		}
+		s.Replicas = append(s.Replicas, r)
 		s.byID[r.ID] = r
 		for _, m := range r.Models {
 			s.byModel[m] = append(s.byModel[m], r)

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,7 +135,7 @@ func testHealth(f *Fleet) *Health {
 func TestEjectionBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b, c := replica("a"), replica("b"), replica("c")
-		f := New([]*Replica{a, b, c})
+		f := New([]*Replica{a, b, c}, nil)
 		h := testHealth(f)
 		fail := func(n int) {
 			for range n {
@@ -182,7 +184,7 @@ func TestEjectionBackoff(t *testing.T) {
 func TestRefusedEjectsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b, c := replica("a"), replica("b"), replica("c")
-		h := testHealth(New([]*Replica{a, b, c}))
+		h := testHealth(New([]*Replica{a, b, c}, nil))
 		h.Report(b, false)
 		if b.Ejected(time.Now()) {
 			t.Fatal("one failed request ejected b")
@@ -233,7 +235,7 @@ func TestEjectionPercent(t *testing.T) {
 			for _, r := range rs[:down] {
 				r.probeUp.Store(false)
 			}
-			f := New(rs)
+			f := New(rs, nil)
 			h := testHealth(f)
 			h.cfg.MaxEjectionPercent = pct
 			refused := rapid.Bool().Draw(rt, "refused")
@@ -272,7 +274,7 @@ func TestEjectionPercent(t *testing.T) {
 
 // TestSetGroup: members that stay keep their state; leavers are removed.
 func TestSetGroup(t *testing.T) {
-	f := New([]*Replica{replica("static")})
+	f := New([]*Replica{replica("static")}, nil)
 	var changes [][2]int
 	f.Watch(func(added, removed []*Replica) { changes = append(changes, [2]int{len(added), len(removed)}) })
 	a1, b1 := replica("g-a"), replica("g-b")
@@ -330,7 +332,7 @@ func TestReplicaLayout(t *testing.T) {
 // caps is kept, leases and all, and its leases count against the new caps:
 // lowered below what it holds, it takes nothing more until enough end.
 func TestSetStaticChangesCapsInPlace(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	same := func(old, next *Replica) bool { return old.URL.String() == next.URL.String() }
 	kept := replica("r") // caps 4 and 2
 	f.SetStatic([]*Replica{kept}, same)
@@ -358,5 +360,55 @@ func TestSetStaticChangesCapsInPlace(t *testing.T) {
 	}
 	if _, ok := kept.TryAcquire(); !ok {
 		t.Error("no room once the leases past the cap ended")
+	}
+}
+
+// TestMemberWithStaticID: a DNS member whose ID a static replica has is
+// left out, whichever came first, with one warning, and joins once the
+// static replica is gone: the fleet never holds two replicas with one ID
+// (their metric series would collide and every scrape fail).
+func TestMemberWithStaticID(t *testing.T) {
+	logs := &strings.Builder{}
+	f := New([]*Replica{replica("s")}, slog.New(slog.NewTextHandler(logs, nil)))
+	same := func(old, next *Replica) bool { return true }
+	unique := func(step string) {
+		t.Helper()
+		seen := map[string]bool{}
+		for _, r := range f.Snapshot().Replicas {
+			if seen[r.ID] {
+				t.Fatalf("%s: two replicas with ID %s", step, r.ID)
+			}
+			seen[r.ID] = true
+		}
+	}
+
+	static := replica("g-10.0.0.1-80")
+	f.SetStatic([]*Replica{static}, same)
+	f.SetGroup("g", []*Replica{replica("g-10.0.0.1-80"), replica("g-10.0.0.2-80")})
+	f.SetGroup("g", []*Replica{replica("g-10.0.0.1-80"), replica("g-10.0.0.2-80")})
+	unique("member after static")
+	if f.Snapshot().Get("g-10.0.0.1-80") != static || f.Snapshot().Get("g-10.0.0.2-80") == nil {
+		t.Fatal("the static replica or the other member is missing")
+	}
+	if n := strings.Count(logs.String(), "dns member left out"); n != 1 {
+		t.Errorf("%d warnings for one member left out twice, want 1:\n%s", n, logs)
+	}
+
+	member := f.Snapshot().Get("g-10.0.0.2-80")
+	next := replica("g-10.0.0.2-80")
+	added, removed := f.SetStatic([]*Replica{static, next}, same)
+	unique("static after member")
+	if f.Snapshot().Get("g-10.0.0.2-80") != next || !member.Removed() {
+		t.Error("a static replica did not take its ID from the member")
+	}
+	if len(added) != 1 || len(removed) != 1 || removed[0] != member {
+		t.Errorf("SetStatic reported %d added, %d removed; want the static one added and the member removed", len(added), len(removed))
+	}
+
+	f.SetStatic(nil, same)
+	f.SetGroup("g", []*Replica{replica("g-10.0.0.1-80"), replica("g-10.0.0.2-80")})
+	unique("static gone")
+	if got := len(f.Snapshot().Replicas); got != 2 {
+		t.Errorf("%d replicas once the static ones left, want both members", got)
 	}
 }

@@ -26,7 +26,7 @@ func TestSuspectProbesAtOnce(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	hu, _ := url.Parse(healthy.URL)
 	r, up := NewReplica("dying", u, []string{"m"}, 8, 8), NewReplica("fine", hu, []string{"m"}, 8, 8)
-	f := New([]*Replica{r, up})
+	f := New([]*Replica{r, up}, nil)
 	h := NewHealth(HealthConfig{
 		Interval: time.Hour, Timeout: time.Second, UnhealthyThreshold: 3, HealthyThreshold: 1,
 		EjectionBackoff: time.Second, MaxEjectionBackoff: time.Second, MaxEjectionPercent: 50,
@@ -84,7 +84,7 @@ func TestDownReplicaProbedMoreOften(t *testing.T) {
 	h := NewHealth(HealthConfig{
 		Interval: time.Hour, UnhealthyInterval: 5 * time.Millisecond, Timeout: time.Second, UnhealthyThreshold: 1, HealthyThreshold: 2,
 		EjectionBackoff: time.Second, MaxEjectionBackoff: time.Second, MaxEjectionPercent: 50,
-	}, New([]*Replica{r}), &http.Client{}, nil, nil, nil)
+	}, New([]*Replica{r}, nil), &http.Client{}, nil, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { _ = h.Run(ctx); close(done) }()

@@ -181,7 +181,7 @@ func (g *Gateway) buildFleet(res fleet.Resolver) error {
 			g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 		}
 	}
-	g.fleet = fleet.New(static)
+	g.fleet = fleet.New(static, g.log)
 	var groups []fleet.DNSGroup
 	for i, dc := range g.cfg.Discovery.DNS {
 		u, err := url.Parse(dc.URL)

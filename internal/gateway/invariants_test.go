@@ -269,6 +269,13 @@ type fakeResolver struct {
 	mu     sync.Mutex
 	addrs  []string
 	broken bool
+	n      int // lookups answered
+}
+
+func (r *fakeResolver) lookups() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }
 
 func (r *fakeResolver) set(addrs ...string) {
@@ -286,6 +293,7 @@ func (r *fakeResolver) fail() {
 func (r *fakeResolver) LookupHost(ctx context.Context, host string) ([]string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.n++
 	if r.broken {
 		return nil, &net.DNSError{Err: "server misbehaving", Name: host, IsTemporary: true}
 	}
@@ -716,5 +724,46 @@ func TestDepartedChecksStayGone(t *testing.T) {
 	time.Sleep(forgetAgainAfter + 200*time.Millisecond)
 	if page := scrape(t, gw.admin); strings.Contains(page, `replica="`+member+`"`) {
 		t.Errorf("series of the departed member remain:\n%s", grep(page, member))
+	}
+}
+
+// TestStaticReplicaWithMemberID: a static replica given a DNS member's ID
+// (validation refuses that config; apply is called past it here) takes the
+// ID over, and /metrics still answers: two replicas with one ID made every
+// scrape fail with duplicate series.
+func TestStaticReplicaWithMemberID(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	res := &fakeResolver{}
+	res.set("127.0.0.1")
+	_, port, _ := net.SplitHostPort(sims[0].Addr())
+	cfg := testConfig(t, sims[1:])
+	cfg.Discovery.DNS = []config.DNSGroup{{Name: "pool", URL: "http://pool.test:" + port, Models: []string{testModel},
+		Refresh: config.Duration(20 * time.Millisecond), MaxConcurrency: 8, MaxPending: 8}}
+	gw := startResolvingGateway(t, cfg, res)
+	member := fleet.MemberID("pool", "127.0.0.1", port)
+	waitFor(t, "the member", time.Second, func() bool { return gw.g.Fleet().Snapshot().Get(member) != nil })
+
+	next := *cfg
+	next.Replicas = append(slices.Clone(cfg.Replicas), config.Replica{ID: member, URL: sims[1].URL(), Models: []string{testModel}, MaxConcurrency: 4, MaxPending: 4})
+	if result, _, err := gw.g.apply(&next, "test"); result != reloadApplied {
+		t.Fatalf("apply = %s, %v", result, err)
+	}
+	// Past a few refreshes of the group, which must not bring the member back.
+	resolved := res.lookups() + 3
+	waitFor(t, "three more lookups", 2*time.Second, func() bool { return res.lookups() >= resolved })
+	if got := gw.g.Fleet().Snapshot().Get(member); got == nil || got.URL.String() != sims[1].URL() {
+		t.Errorf("replica %s is %v, want the static one at %s", member, got, sims[1].URL())
+	}
+	resp, err := http.Get(gw.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics = %d:\n%.300s", resp.StatusCode, body)
+	}
+	if !strings.Contains(gw.logs.String(), "dns member left out") {
+		t.Error("no warning that the member was left out")
 	}
 }
