@@ -17,7 +17,7 @@
 //	keys:
 //	  - name: team-a               # required, unique; at most 63 of A-Z a-z 0-9 . _ -
 //	    hash: sha256:9f86d08…      # required, unique: inferrail-gateway keygen prints it
-//	    models: [llama-8b]         # model names or aliases it may use; empty or absent: every model
+//	    models: [llama-8b]         # model names or aliases it may use, as the config in effect resolves them; absent: every model
 //	    priority: standard         # critical, standard (the default) or sheddable
 //	    limits:                    # per minute, across models; 0 or absent: no limit
 //	      requests_per_minute: 600

@@ -25,7 +25,9 @@ type Options struct {
 	// only.
 	Admin bool
 	// Resolve maps a model name or alias to the model's name, or reports
-	// that no model has it. Nil takes every name as it is written.
+	// that no model has it. Parse refuses a key that lists a name Resolve
+	// does not know; nil takes every name. Keys keep the names as written
+	// either way (Key.Models).
 	Resolve func(name string) (string, bool)
 }
 
@@ -340,15 +342,14 @@ func (p *parser) models(v *yaml.Node, path string, k *Key) {
 			p.fail(item, ip, "must not be empty")
 			continue
 		}
-		name := s
 		if p.opts.Resolve != nil {
-			if name, ok = p.opts.Resolve(s); !ok {
+			if _, ok = p.opts.Resolve(s); !ok {
 				p.fail(item, ip, "%q is not a configured model or alias", s)
 				continue
 			}
 		}
-		if !contains(k.Models, name) {
-			k.Models = append(k.Models, name)
+		if !contains(k.Models, s) {
+			k.Models = append(k.Models, s)
 		}
 	}
 }

@@ -47,7 +47,7 @@ keys:
 		t.Fatal(err)
 	}
 	want := []*Key{
-		{Name: "team-a", Hash: hashFor("a"), Models: []string{"llama", "qwen"}, Priority: Critical, TTFTTarget: 1500 * time.Millisecond,
+		{Name: "team-a", Hash: hashFor("a"), Models: []string{"llama-8b", "qwen", "llama"}, Priority: Critical, TTFTTarget: 1500 * time.Millisecond,
 			Limits: config.Limits{RequestsPerMinute: 600, PromptTokensPerMinute: 200000, OutputTokensPerMinute: 50000}},
 		{Name: "007", Hash: hashFor("b")},
 	}
@@ -60,7 +60,7 @@ keys:
 	if k := set.Lookup("irk-test-c"); k != nil {
 		t.Errorf("Lookup of an unknown secret = %v", k)
 	}
-	if !set.Keys()[1].Allows("anything") || set.Keys()[0].Allows("other") || !set.Keys()[0].Allows("qwen") {
+	if !set.Keys()[1].Allows("anything", resolve) || set.Keys()[0].Allows("other", resolve) || !set.Keys()[0].Allows("qwen", resolve) {
 		t.Error("Allows: a key without models must allow every model, one with models only those")
 	}
 }

@@ -57,8 +57,11 @@ type Key struct {
 	Name string
 	// Hash is the SHA-256 of the secret.
 	Hash Hash
-	// Models are the canonical names of the models the key may use; nil
-	// means every model.
+	// Models are the model names and aliases the key may use, as its file
+	// writes them; nil means every model. They are resolved when a request
+	// is checked, by the config generation that serves it, so that a live
+	// alias change moves the grant with it; a name that no model or alias
+	// of that generation has grants nothing.
 	Models []string
 	// Priority is the key's priority class.
 	Priority Priority
@@ -69,9 +72,41 @@ type Key struct {
 	Limits config.Limits
 }
 
-// Allows reports whether the key may use model, a canonical model name.
-func (k *Key) Allows(model string) bool {
-	return k.Models == nil || slices.Contains(k.Models, model)
+// Allows reports whether the key may use model, a canonical model name,
+// when resolve maps names and aliases to the models they name (nil: each
+// name is taken as it is written).
+func (k *Key) Allows(model string, resolve func(name string) (string, bool)) bool {
+	if k.Models == nil {
+		return true
+	}
+	if resolve == nil {
+		return slices.Contains(k.Models, model)
+	}
+	for _, name := range k.Models {
+		if m, ok := resolve(name); ok && m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Unknown is a model name a key lists that no model or alias has.
+type Unknown struct {
+	Key, Name string
+}
+
+// Unknown returns, in file order, the names the keys list that resolve
+// does not know.
+func (s *Set) Unknown(resolve func(name string) (string, bool)) []Unknown {
+	var out []Unknown
+	for _, k := range s.Keys() {
+		for _, name := range k.Models {
+			if _, ok := resolve(name); !ok {
+				out = append(out, Unknown{Key: k.Name, Name: name})
+			}
+		}
+	}
+	return out
 }
 
 // Set is the keys of one file. It is never changed once read, and is safe

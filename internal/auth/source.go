@@ -22,16 +22,18 @@ type Source struct {
 	mu      sync.Mutex // serializes Check
 	file    *filewatch.File
 	failing string // the error of the last failed check, logged once; guarded by mu
-	// refused is the content last read when it did not parse; guarded by
-	// mu. It is parsed again at every check, unchanged: the models it
-	// names may come with a change of the config.
-	refused []byte
+	bad     error  // why the content last read did not parse, returned while it stays; guarded by mu
 }
 
-// Open reads the keys file at path, which must be good. onReload, if not
-// nil, is called after every later reread that found the file changed or
-// failed: with the keys now in effect and nil, or with the keys kept and
-// the error (each distinct error once). A nil logger discards.
+// Open reads the keys file at path, which must be good: at start a name no
+// model or alias has (opts.Resolve) is an error. A later reread is not
+// refused for one, since a config change may have taken the name away
+// after the file was written, and refusing would keep every other edit,
+// revocations included, from taking effect: the name grants nothing and
+// is logged as a warning. onReload, if not nil, is called after every
+// later reread that found the file changed or failed: with the keys now in
+// effect and nil, or with the keys kept and the error (each distinct error
+// once). A nil logger discards.
 func Open(path string, opts Options, logger *slog.Logger, onReload func(prev, next *Set, err error)) (*Source, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -68,17 +70,14 @@ func (s *Source) Check() error {
 	prev := s.set.Load()
 	data, changed, err := s.file.Poll()
 	if err == nil && !changed {
-		if s.refused == nil {
-			return nil
-		}
-		data = s.refused
+		return s.bad
 	}
 	var next *Set
 	if err == nil {
-		s.refused = nil
-		if next, err = Parse(data, s.opts); err != nil {
-			s.refused = data
-		}
+		lenient := s.opts
+		lenient.Resolve = nil
+		next, err = Parse(data, lenient)
+		s.bad = err
 	}
 	if err != nil {
 		if msg := err.Error(); msg != s.failing {
@@ -93,6 +92,11 @@ func (s *Source) Check() error {
 	s.failing = ""
 	s.set.Store(next)
 	s.log.Info("keys file reloaded", "file", s.file.Path(), "keys", next.Len())
+	if s.opts.Resolve != nil {
+		for _, u := range next.Unknown(s.opts.Resolve) {
+			s.log.Warn("a key names a model the config does not have; it grants nothing", "file", s.file.Path(), "key", u.Key, "model", u.Name)
+		}
+	}
 	if s.onReload != nil {
 		s.onReload(prev, next, nil)
 	}

@@ -95,31 +95,71 @@ func TestSource(t *testing.T) {
 	}
 }
 
-// TestSourceRetriesARefusedFile: a file refused for a model the config
-// does not have is parsed again, unchanged, once the config has it.
-func TestSourceRetriesARefusedFile(t *testing.T) {
+// TestSourceUnknownModels: a name no model or alias has is refused when
+// the file is opened, but not on a reread, where the config may have
+// dropped it after the file was written: it grants nothing, is logged, and
+// the rest of the file (here a revocation) takes effect. A grant follows
+// the resolver as it changes, without a reread.
+func TestSourceUnknownModels(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keys.yaml")
-	writeKeys(t, path)
 	var mu sync.Mutex
-	models := map[string]bool{"old": true}
+	aliases := map[string]string{"m1": "m1", "m2": "m2", "fast": "m1"}
 	resolve := func(name string) (string, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		return name, models[name]
+		m, ok := aliases[name]
+		return m, ok
 	}
-	src, err := Open(path, Options{Resolve: resolve}, nil, nil)
+	a := &Key{Name: "a", Hash: hashFor("a"), Models: []string{"fast"}}
+	b := &Key{Name: "b", Hash: hashFor("b")}
+	writeKeys(t, path, a, &Key{Name: "c", Hash: hashFor("c"), Models: []string{"nope"}})
+	if _, err := Open(path, Options{Resolve: resolve}, nil, nil); err == nil || !strings.Contains(err.Error(), `keys[1].models[0]: "nope" is not a configured model or alias`) {
+		t.Fatalf("Open of a file naming an unknown model: %v", err)
+	}
+	writeKeys(t, path, a, b)
+	var logs bytes.Buffer
+	src, err := Open(path, Options{Resolve: resolve}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeKeys(t, path, &Key{Name: "a", Hash: hashFor("a"), Models: []string{"new"}})
-	if err := src.Check(); err == nil || src.Keys().Len() != 0 {
-		t.Fatalf("a key for a model the config lacks: %v, %d keys", err, src.Keys().Len())
+	steps := []struct {
+		name    string
+		aliases map[string]string
+		keys    []*Key
+		m1, m2  bool // what key a may use
+		b       bool // key b is in effect
+	}{
+		{"at_start", nil, nil, true, false, true},
+		{"alias_moved", map[string]string{"m1": "m1", "m2": "m2", "fast": "m2"}, nil, false, true, true},
+		{"alias_removed", map[string]string{"m1": "m1", "m2": "m2"}, nil, false, false, true},
+		{"b_revoked", nil, []*Key{a}, false, false, false},
+		{"alias_back", map[string]string{"m1": "m1", "m2": "m2", "fast": "m1"}, nil, true, false, false},
 	}
-	mu.Lock()
-	models["new"] = true // the config gained it
-	mu.Unlock()
-	if err := src.Check(); err != nil || src.Keys().Lookup("irk-test-a") == nil {
-		t.Errorf("the same file once the model exists: %v, key a found %v", err, src.Keys().Lookup("irk-test-a") != nil)
+	for _, s := range steps {
+		if s.aliases != nil {
+			mu.Lock()
+			aliases = s.aliases
+			mu.Unlock()
+		}
+		if s.keys != nil {
+			writeKeys(t, path, s.keys...)
+		}
+		if err := src.Check(); err != nil {
+			t.Errorf("%s: Check() = %v", s.name, err)
+		}
+		k := src.Keys().Lookup("irk-test-a")
+		if k == nil {
+			t.Fatalf("%s: key a is gone", s.name)
+		}
+		if got1, got2 := k.Allows("m1", resolve), k.Allows("m2", resolve); got1 != s.m1 || got2 != s.m2 {
+			t.Errorf("%s: a may use m1 %v, m2 %v; want %v, %v", s.name, got1, got2, s.m1, s.m2)
+		}
+		if got := src.Keys().Lookup("irk-test-b") != nil; got != s.b {
+			t.Errorf("%s: b in effect %v, want %v", s.name, got, s.b)
+		}
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "model=fast") {
+		t.Errorf("the reread with an unknown name logged no warning:\n%s", logs.String())
 	}
 }
 

@@ -228,10 +228,24 @@ func withKey(r *http.Request, key *auth.Key) *http.Request {
 	return r
 }
 
-// keyAllows reports whether the request's key, if any, may use model.
-func keyAllows(r *http.Request, model string) bool {
+// keyAllows reports whether the request's key, if any, may use model, as
+// gen resolves the names the key lists.
+func keyAllows(r *http.Request, gen *generation, model string) bool {
 	k := auth.FromContext(r.Context())
-	return k == nil || k.Allows(model)
+	return k == nil || k.Allows(model, gen.resolveModel)
+}
+
+// warnLostGrants logs each name the keys in effect list that the config
+// cur knew and next does not: the name grants nothing from next on.
+func (g *Gateway) warnLostGrants(cur, next *generation) {
+	if g.access == nil || g.access.keys == nil || cur == nil {
+		return
+	}
+	for _, u := range g.access.keys.Keys().Unknown(next.resolveModel) {
+		if _, known := cur.resolveModel(u.Name); known {
+			g.log.Warn("a key names a model the config no longer has; it grants nothing", "key", u.Key, "model", u.Name)
+		}
+	}
 }
 
 // unauthorized is the 401 of a credential refused for fail. It never

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -571,5 +572,69 @@ func TestAdminExposedWarned(t *testing.T) {
 	}
 	if _, err := New(cfg, Options{}); err == nil {
 		t.Error("New with a missing keys file succeeded")
+	}
+}
+
+// TestKeyGrantsFollowAliases: a key's models are resolved by the config
+// generation in effect, so a live alias change moves its grant; once an
+// alias it names is gone, the name grants nothing and a later edit of the
+// keys file (a revocation) still takes effect. The keys were resolved once,
+// when the file was read, and the revocation was refused ("fast is not a
+// configured model") until the alias came back.
+func TestKeyGrantsFollowAliases(t *testing.T) {
+	aSecret, a := newKey("team-a", func(k *auth.Key) { k.Models = []string{"fast"} })
+	bSecret, b := newKey("team-b", nil)
+	cfg, path := keyedConfig(t, 1, a, b)
+	cfg.Models[0].Aliases = append(cfg.Models[0].Aliases, "fast")
+	gw := startGateway(t, cfg)
+	// The simulator serves testModel alone: a request for otherModel that
+	// the gateway lets through gets the engine's 404.
+	status := func(secret, model string) int {
+		resp, _ := chat(t, gw.url, `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, bearer(secret)...)
+		return resp.StatusCode
+	}
+	aliasesTo := func(i int) { // the model that has alias fast; -1 for none
+		t.Helper()
+		next := *gw.g.current().cfg
+		next.Models = slices.Clone(next.Models)
+		for j := range next.Models {
+			next.Models[j].Aliases = slices.DeleteFunc(slices.Clone(next.Models[j].Aliases), func(s string) bool { return s == "fast" })
+			if j == i {
+				next.Models[j].Aliases = append(next.Models[j].Aliases, "fast")
+			}
+		}
+		if err := next.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if result, _, err := gw.g.apply(&next, "test"); result != reloadApplied {
+			t.Fatalf("apply = %s, %v", result, err)
+		}
+	}
+	steps := []struct {
+		name        string
+		fastIs      int // index of the model with alias fast; -1 for none
+		test, other int // team-a's status for testModel and otherModel
+	}{
+		{"fast_is_test", 0, 200, 403},
+		{"fast_moved_to_other", 1, 403, 404},
+		{"fast_removed", -1, 403, 403},
+	}
+	for _, s := range steps {
+		if s.name != "fast_is_test" {
+			aliasesTo(s.fastIs)
+		}
+		if got1, got2 := status(aSecret, testModel), status(aSecret, otherModel); got1 != s.test || got2 != s.other {
+			t.Errorf("%s: team-a gets %d for %s and %d for %s, want %d and %d", s.name, got1, testModel, got2, otherModel, s.test, s.other)
+		}
+	}
+	if !strings.Contains(gw.logs.String(), "a key names a model the config no longer has") {
+		t.Error("removing an alias a key names logged no warning")
+	}
+
+	writeKeys(t, path, a) // team-b revoked
+	waitFor(t, "team-b to be revoked", 10*time.Second, func() bool { return status(bSecret, testModel) == 401 })
+	aliasesTo(1)
+	if got := status(aSecret, otherModel); got != 404 {
+		t.Errorf("alias fast back on %s: team-a gets %d, want the engine's 404", otherModel, got)
 	}
 }

@@ -95,7 +95,7 @@ func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
 // costs from the rate limits. A limiter that fails admits the request.
 func (g *Gateway) admit(ex *exchange) error {
 	key := auth.FromContext(ex.r.Context())
-	if key != nil && !key.Allows(ex.model) {
+	if key != nil && !key.Allows(ex.model, ex.gen.resolveModel) {
 		g.access.metrics.failures.WithLabelValues(portClient, string(auth.ModelDenied)).Inc()
 		return modelDenied(key.Name, ex.model)
 	}

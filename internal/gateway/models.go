@@ -18,8 +18,9 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	snap := g.fleet.Snapshot()
 	b := []byte(`{"object":"list","data":[`)
 	first := true
-	for _, m := range g.current().cfg.Models { // aliases change live
-		if !keyAllows(r, m.Name) {
+	gen := g.current()
+	for _, m := range gen.cfg.Models { // aliases change live
+		if !keyAllows(r, gen, m.Name) {
 			continue
 		}
 		card := engineCard(snap.ForModel(m.Name), m.Name)

@@ -118,6 +118,7 @@ func (g *Gateway) applyOnto(base *generation, next *config.Config, via string) (
 	// logged before it.
 	g.onGeneration(gen)
 	g.gen.Store(gen)
+	g.warnLostGrants(cur, gen)
 	g.reloaded(reloadApplied)
 	g.log.Info("config applied", "via", via, "generation", gen.n, "replicas_added", len(added), "replicas_removed", len(removed))
 	return reloadApplied, gen, nil
