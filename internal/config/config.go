@@ -59,7 +59,8 @@ type Server struct {
 	// bodies get 413. Must be > 0; default 33554432 (32 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ReloadInterval is how often the config file is reread; it is applied
-	// when it differs from the config in effect. Must be 0 or >= 10ms; 0
+	// when it changed and a second read 100ms later finds the same bytes
+	// (else at a later look, once the writer is done). Must be 0 or >= 10ms; 0
 	// rereads it only on SIGHUP or POST /admin/reload. Default 2s.
 	ReloadInterval Duration `yaml:"reload_interval"`
 	// TLS serves the client port over TLS; default plain HTTP.

@@ -125,7 +125,7 @@ const patchTries = 3
 
 // serveReload answers POST /admin/reload: the config file reread now.
 func (g *Gateway) serveReload(w http.ResponseWriter, r *http.Request) {
-	result, gen, err := g.reloadFile("admin", true)
+	result, gen, err := g.reloadFile(r.Context(), "admin", true)
 	var re *ReloadError
 	switch {
 	case errors.As(err, &re):

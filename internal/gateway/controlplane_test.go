@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -729,5 +730,86 @@ func TestRefusalListsAtMostAHundredProblems(t *testing.T) {
 	code, _, problems := patch(t, gw.admin, `{"replicas":[`+strings.Join(reps, ",")+`]}`)
 	if code != http.StatusUnprocessableEntity || len(problems) != maxProblems+1 || !strings.HasPrefix(problems[maxProblems].Message, "and ") {
 		t.Fatalf("%d with %d problems (last %v), want 422 with %d and a count of the rest", code, len(problems), problems[len(problems)-1], maxProblems)
+	}
+}
+
+// TestWatcherWaitsForAWholeFile: the watcher applies an edit only once a
+// second read finds the same bytes, so a file rewritten in place is not
+// applied halfway. The watcher read the file once: caught between the
+// truncation and the last write, a valid prefix (here one replica short)
+// was applied, and the replica re-added one look later lost its index and
+// health. SIGHUP and POST /admin/reload still apply what they read at once.
+func TestWatcherWaitsForAWholeFile(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	whole := fmt.Sprintf(`models:
+  - name: %[1]s
+    aliases: [sim]
+    tokenizer: builtin:sim
+routing:
+  default_policy: round_robin
+replicas:
+  - id: sim-1
+    url: %[2]s
+    models: [%[1]s]
+  - id: sim-2
+    url: %[3]s
+    models: [%[1]s]
+`, testModel, sims[0].URL(), sims[1].URL())
+	prefix := whole[:strings.Index(whole, "  - id: sim-2")]
+	if _, err := config.Parse([]byte(prefix)); err != nil {
+		t.Fatalf("the prefix must be a valid config for this test: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(whole)
+	cfg, err := config.ParseFile([]byte(whole), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(cfg, Options{ConfigPath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+
+	steps := []struct {
+		name   string
+		file   string // what the file holds when it is read
+		during string // what it holds after the settling wait; "" leaves it
+		force  bool
+		result string // reloadFile's result; "" for nothing done
+		gen    uint64
+	}{
+		{"caught_halfway", prefix, whole, false, "", 1},
+		{"whole_again_unchanged", whole, "", false, "", 1},
+		{"edit_that_stays", strings.Replace(whole, "round_robin", "p2c", 1), "", false, reloadApplied, 2},
+		{"forced_is_at_once", prefix, "", true, reloadApplied, 3},
+	}
+	for _, s := range steps {
+		write(s.file)
+		waited := false
+		g.file.settle = func(context.Context) bool {
+			waited = true
+			if s.during != "" {
+				write(s.during)
+			}
+			return true
+		}
+		result, gen, err := g.reloadFile(ctx, "file", s.force)
+		if err != nil || result != s.result || gen.n != s.gen {
+			t.Errorf("%s: reloadFile = %q, generation %d, %v; want %q, %d", s.name, result, gen.n, err, s.result, s.gen)
+		}
+		if s.force && waited {
+			t.Errorf("%s: a forced reload waited for the file to settle", s.name)
+		}
+	}
+	if n := len(g.Fleet().Snapshot().Replicas); n != 1 {
+		t.Errorf("%d replicas after the forced prefix, want 1", n)
 	}
 }

@@ -177,22 +177,54 @@ func sameReplica(old, next *fleet.Replica) bool {
 // read of it, so that only an edit is applied.
 type configFile struct {
 	path string
-	sum  [sha256.Size]byte // of the contents last read
+	sum  [sha256.Size]byte // of the contents last applied or forced
 	// readErr is why the last read failed, "" when it did not.
 	readErr string
+	// settle waits before the watcher reads an edit again; nil waits
+	// settleTime. It reports false when ctx ended. Tests set it.
+	settle func(ctx context.Context) bool
+}
+
+// settleTime is how long an edit must stay as it was read before the
+// watcher applies it: a file rewritten in place (truncated, then written)
+// can be read halfway, and a prefix of a config is often a valid one.
+const settleTime = 100 * time.Millisecond
+
+// settled waits, then reports whether the file still holds data.
+func (f *configFile) settled(ctx context.Context, data []byte) bool {
+	wait := f.settle
+	if wait == nil {
+		wait = func(ctx context.Context) bool {
+			t := time.NewTimer(settleTime)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return false
+			case <-t.C:
+				return true
+			}
+		}
+	}
+	if !wait(ctx) {
+		return false
+	}
+	again, err := config.ReadFile(f.path)
+	return err == nil && bytes.Equal(again, data)
 }
 
 // ReloadFile rereads the config file and applies it, whatever it holds:
 // for SIGHUP and POST /admin/reload. It returns the result and, when the
 // file was refused, why.
 func (g *Gateway) ReloadFile(via string) (string, error) {
-	result, _, err := g.reloadFile(via, true)
+	result, _, err := g.reloadFile(context.Background(), via, true)
 	return result, err
 }
 
 // reloadFile reads the file and applies it when force is set or it was
-// edited since it was last read; "" when it was not.
-func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error) {
+// edited since it was last applied; "" when it was not. An edit found
+// without force is applied only once a second read, settleTime later,
+// finds the same bytes; else it is left for the next look.
+func (g *Gateway) reloadFile(ctx context.Context, via string, force bool) (string, *generation, error) {
 	if g.file == nil {
 		return "", g.current(), errors.New("the gateway was not started from a config file")
 	}
@@ -212,10 +244,20 @@ func (g *Gateway) reloadFile(via string, force bool) (string, *generation, error
 	g.file.readErr = ""
 	sum := sha256.Sum256(data)
 	edited := sum != g.file.sum
-	g.file.sum = sum
+	if force {
+		g.file.sum = sum
+	}
 	g.reloadMu.Unlock()
 	if !edited && !force {
 		return "", g.current(), nil
+	}
+	if !force {
+		if !g.file.settled(ctx, data) {
+			return "", g.current(), nil
+		}
+		g.reloadMu.Lock()
+		g.file.sum = sum
+		g.reloadMu.Unlock()
 	}
 	next, err := config.ParseFile(bytes.Clone(data), g.file.path)
 	if err != nil {
@@ -245,7 +287,7 @@ func (g *Gateway) watchFile(ctx context.Context) {
 		}
 		if every := time.Duration(g.current().cfg.Server.ReloadInterval); every > 0 && time.Since(last) >= every {
 			last = time.Now()
-			_, _, _ = g.reloadFile("file", false)
+			_, _, _ = g.reloadFile(ctx, "file", false)
 		}
 	}
 }
