@@ -304,16 +304,17 @@ type Routing struct {
 // c cached ones takes a·u + b·u·(c + u/2) + d seconds. inferrail-calibrate
 // measures a, b and d on an idle engine.
 type CostModel struct {
-	// PrefillTokenSecs is a, seconds per computed token. Must be >= 0;
-	// default 0.0001.
+	// PrefillTokenSecs is a, seconds per computed token. Must be between 0
+	// and 3600; default 0.0001.
 	PrefillTokenSecs float64 `yaml:"prefill_token_secs"`
 	// PrefillPairSecs is b, seconds per pair of computed and attended
-	// tokens. Must be >= 0; default 0.0000000033.
+	// tokens. Must be between 0 and 3600; default 0.0000000033.
 	PrefillPairSecs float64 `yaml:"prefill_pair_secs"`
-	// PrefillFixedSecs is d, seconds per prefill. Must be >= 0; default 0.005.
+	// PrefillFixedSecs is d, seconds per prefill. Must be between 0 and
+	// 3600; default 0.005.
 	PrefillFixedSecs float64 `yaml:"prefill_fixed_secs"`
 	// DecodeInterferenceSecs is the wait a running request adds to a new
-	// one's first token. Must be >= 0; default 0.0005.
+	// one's first token. Must be between 0 and 3600; default 0.0005.
 	DecodeInterferenceSecs float64 `yaml:"decode_interference_secs"`
 }
 

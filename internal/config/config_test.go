@@ -1004,3 +1004,38 @@ func TestCORSAllowedOrigins(t *testing.T) {
 		t.Errorf("Validate() (-want +got):\n%s", diff)
 	}
 }
+
+// TestCostModelBounded: each cost model coefficient, routing's or a
+// model's, is at most MaxCoefficientSecs. Huge finite ones (1e305) passed,
+// and estimates then overflowed to +Inf, which JSON answers cannot carry.
+func TestCostModelBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, want string
+	}{
+		{"routing_at_bound", "routing: {cost_model: {prefill_pair_secs: 3600}}", ""},
+		{"routing_huge", "routing: {cost_model: {prefill_pair_secs: 1e305}}", "routing.cost_model.prefill_pair_secs: must be at most 3600"},
+		{"routing_nan", "routing: {cost_model: {prefill_token_secs: .nan}}", "routing.cost_model.prefill_token_secs: must be a number"},
+		{"routing_negative", "routing: {cost_model: {decode_interference_secs: -1}}", "routing.cost_model.decode_interference_secs: must be >= 0"},
+		{"model_huge", "models: [{name: m, cost_model: {prefill_fixed_secs: 3601}}]", "models[0].cost_model.prefill_fixed_secs: must be at most 3600"},
+		{"model_infinite", "models: [{name: m, cost_model: {prefill_token_secs: .inf}}]", "models[0].cost_model.prefill_token_secs: must be a number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "replicas: [{id: r, url: \"http://127.0.0.1:8001\", models: [m]}]\n" + tc.set + "\n"
+			if !strings.HasPrefix(tc.set, "models") {
+				doc = "models: [{name: m}]\n" + doc
+			}
+			_, err := Parse([]byte(doc))
+			var got []string
+			for _, m := range messages(err) {
+				got = append(got, m[strings.Index(m, ": ")+2:]) // without the line
+			}
+			want := []string(nil)
+			if tc.want != "" {
+				want = []string{tc.want}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Parse messages (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -302,7 +302,7 @@ func (v *validator) models(models []Model) {
 				{"decode_interference_secs", o.DecodeInterferenceSecs},
 			} {
 				if f.v != nil {
-					v.nonNegative(p+".cost_model."+f.key, *f.v)
+					v.coefficient(p+".cost_model."+f.key, *f.v)
 				}
 			}
 		}
@@ -558,10 +558,10 @@ func (v *validator) routing(r *Routing) {
 		v.fail("routing.kv_guard", "must be usage or free_blocks, not %q", r.KVGuard)
 	}
 	cm := r.CostModel
-	v.nonNegative("routing.cost_model.prefill_token_secs", cm.PrefillTokenSecs)
-	v.nonNegative("routing.cost_model.prefill_pair_secs", cm.PrefillPairSecs)
-	v.nonNegative("routing.cost_model.prefill_fixed_secs", cm.PrefillFixedSecs)
-	v.nonNegative("routing.cost_model.decode_interference_secs", cm.DecodeInterferenceSecs)
+	v.coefficient("routing.cost_model.prefill_token_secs", cm.PrefillTokenSecs)
+	v.coefficient("routing.cost_model.prefill_pair_secs", cm.PrefillPairSecs)
+	v.coefficient("routing.cost_model.prefill_fixed_secs", cm.PrefillFixedSecs)
+	v.coefficient("routing.cost_model.decode_interference_secs", cm.DecodeInterferenceSecs)
 	v.atLeast("routing.prefix_hash.blocks", r.PrefixHash.Blocks, 1)
 	v.nonNegative("routing.kv_aware.cache_weight", r.KVAware.CacheWeight)
 	v.nonNegative("routing.kv_aware.load_weight", r.KVAware.LoadWeight)
@@ -578,6 +578,21 @@ func (v *validator) routing(r *Routing) {
 func (v *validator) nonNegative(path string, f float64) {
 	if f < 0 {
 		v.fail(path, "must be >= 0")
+	}
+}
+
+// MaxCoefficientSecs bounds each cost model coefficient: far above any
+// engine's (a second per token is already absurd), and low enough that no
+// estimate overflows to +Inf, which JSON cannot carry.
+const MaxCoefficientSecs = 3600
+
+// coefficient checks a cost model coefficient, in seconds.
+func (v *validator) coefficient(path string, f float64) {
+	switch {
+	case f < 0:
+		v.fail(path, "must be >= 0")
+	case !(f <= MaxCoefficientSecs): // NaN too
+		v.fail(path, "must be at most %d", MaxCoefficientSecs)
 	}
 }
 

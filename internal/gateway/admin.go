@@ -207,10 +207,16 @@ func (h *headerOnly) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// writeAdminJSON answers v as indented JSON with status. v is encoded
+// before the status is sent, so that one that does not encode (a
+// non-finite number) gets a 500 that says so, not status and an empty body.
 func writeAdminJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.MarshalIndent(adminError{Error: "encode the answer: " + err.Error()}, "", "  ")
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(append(b, '\n'))
 }

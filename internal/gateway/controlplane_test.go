@@ -813,3 +813,28 @@ replicas:
 		t.Errorf("%d replicas after the forced prefix, want 1", n)
 	}
 }
+
+// TestAdminJSONThatDoesNotEncode: an admin answer is encoded before its
+// status is sent, so a value JSON cannot carry (+Inf) gets a 500 with a
+// JSON error. It got its status, 200, and an empty body (/admin/explain
+// with cost model estimates overflowed by huge coefficients).
+func TestAdminJSONThatDoesNotEncode(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		v      any
+		status int
+		want   string // a key the JSON body must hold
+	}{
+		{"finite", map[string]float64{"ttft_secs": 1.5}, http.StatusOK, "ttft_secs"},
+		{"infinite", map[string]float64{"ttft_secs": math.Inf(1)}, http.StatusInternalServerError, "error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeAdminJSON(rec, http.StatusOK, tc.v)
+			var body map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body[tc.want] == nil || rec.Code != tc.status {
+				t.Errorf("writeAdminJSON = %d %q (%v); want %d with %q", rec.Code, rec.Body, err, tc.status, tc.want)
+			}
+		})
+	}
+}
