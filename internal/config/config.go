@@ -448,7 +448,8 @@ type Upstream struct {
 // Tokenizer tunes how the gateway tokenizes prompts at its edge.
 type Tokenizer struct {
 	// Workers is the number of goroutines that tokenize bodies over 1 KiB
-	// (smaller ones are tokenized inline). Must be >= 1; default 4.
+	// (smaller ones are tokenized inline). Must be between 1 and 1024;
+	// default 4.
 	Workers int `yaml:"workers"`
 	// MaxWait bounds how long a request waits for its tokens, queueing
 	// included; past it the request is routed without a prediction. Must be

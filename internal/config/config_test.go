@@ -372,7 +372,7 @@ var badFiles = map[string][]string{
 		"line 12: retry.max_backoff: must be >= retry.backoff (1s)",
 		"line 16: load.scrape_timeout: must be > 0",
 		"line 17: load.max_age: must be >= load.scrape_interval + load.scrape_timeout (200ms)",
-		"line 19: tokenizer.workers: must be >= 1",
+		"line 19: tokenizer.workers: must be between 1 and 1024",
 		"line 20: tokenizer.max_wait: must be > 0",
 		"line 22: index.default_capacity_blocks: must be >= 1",
 	},
@@ -1037,5 +1037,27 @@ func TestCostModelBounded(t *testing.T) {
 				t.Errorf("Parse messages (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTokenizerWorkersBounded: tokenizer.workers has an upper bound. Any
+// count >= 1 was valid, and one whose queue (64 per worker) make refuses
+// passed --check, then panicked the gateway at start.
+func TestTokenizerWorkersBounded(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		ok      bool
+	}{{1, true}, {1024, true}, {1025, false}, {144115188075855872, false}, {0, false}} {
+		cfg := Default()
+		cfg.Models = []Model{{Name: "m"}}
+		cfg.Replicas = []Replica{{ID: "r", URL: "http://127.0.0.1:8001", Models: []string{"m"}, MaxConcurrency: 4, MaxPending: 4}}
+		cfg.Tokenizer.Workers = tc.workers
+		err := cfg.Validate()
+		if got := err == nil; got != tc.ok {
+			t.Errorf("Validate with tokenizer.workers %d = %v, want valid %v", tc.workers, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "tokenizer.workers: must be between 1 and 1024") {
+			t.Errorf("Validate with tokenizer.workers %d = %v, want the bound named", tc.workers, err)
+		}
 	}
 }

@@ -59,9 +59,13 @@ const (
 	// maxReplicas bounds the static list: each replica holds health,
 	// metrics and index state, and every decision looks at all of a
 	// model's replicas (a PATCH of 20,000 took 1.2 GB).
-	maxReplicas    = 4096
-	maxPercent     = 100
-	idCharsMessage = "may only hold letters, digits, '.', '_' and '-'"
+	maxReplicas = 4096
+	maxPercent  = 100
+	// maxTokenizerWorkers bounds tokenizer.workers: far more than the cores
+	// of any machine, and small enough that the pool's queue (64 per
+	// worker) is a size make accepts.
+	maxTokenizerWorkers = 1024
+	idCharsMessage      = "may only hold letters, digits, '.', '_' and '-'"
 )
 
 // Validate reports every problem of c at once, joined with errors.Join, each
@@ -89,7 +93,9 @@ func (c *Config) validate() []*Error {
 	v.flow(c)
 	v.upstream(&c.Upstream)
 	v.load(&c.Load)
-	v.atLeast("tokenizer.workers", c.Tokenizer.Workers, 1)
+	if w := c.Tokenizer.Workers; w < 1 || w > maxTokenizerWorkers {
+		v.fail("tokenizer.workers", "must be between 1 and %d", maxTokenizerWorkers)
+	}
 	v.positive("tokenizer.max_wait", c.Tokenizer.MaxWait)
 	v.atLeast("tokenizer.cache_tokens", c.Tokenizer.CacheTokens, 0)
 	v.index(c)
