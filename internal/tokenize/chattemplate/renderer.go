@@ -95,26 +95,12 @@ type compiledTemplate struct {
 	// engine keeps the characters U+001C to U+001F that Python's strip
 	// removes.
 	trims bool
-	// paramsOnly: the template has transformers' {% generation %} tags,
-	// which the plain Jinja2 that vLLM's resolve_chat_template_kwargs
-	// parses it with does not know; finding no variables in it, vLLM
-	// passes only apply_chat_template's own parameters (applyParams).
-	paramsOnly bool
-}
-
-// applyParams are the parameters of transformers' apply_chat_template a
-// kwarg can name (besides the conversation).
-var applyParams = map[string]bool{
-	"tools": true, "documents": true, "chat_template": true, "add_generation_prompt": true,
-	"continue_final_message": true, "tokenize": true, "padding": true, "truncation": true,
-	"max_length": true, "return_tensors": true, "return_dict": true,
-	"return_assistant_tokens_mask": true, "tokenizer_kwargs": true,
 }
 
 func compileTemplate(src string) *compiledTemplate {
 	src = jinjaSource(src)
 	t, err := jinja.Compile(src)
-	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim"), paramsOnly: usesTag(src, "generation")}
+	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim")}
 	if err != nil {
 		return ct
 	}
@@ -375,7 +361,7 @@ func (r *Renderer) render(c *tokenize.Chat, w *watch) (string, error) {
 	// apply_chat_template passes itself.
 	vars := specialTokenVars(r.special)
 	for _, k := range kw.OrderedKeys() {
-		if inertParams[k] || tmpl.paramsOnly && !applyParams[k] {
+		if inertParams[k] {
 			continue
 		}
 		if k == "messages" || k == "conversation" {

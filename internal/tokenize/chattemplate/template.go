@@ -130,18 +130,6 @@ func usesFilter(src, name string) bool {
 	return false
 }
 
-// usesTag reports whether src has a statement tag that starts with name
-// ({% name ... %}); a template whose tags cannot be found counts as not.
-func usesTag(src, name string) bool {
-	tags, _ := templateTags(src)
-	for _, t := range tags {
-		if t.kind == '%' && t.word(src) == name {
-			return true
-		}
-	}
-	return false
-}
-
 // hasPyOnlySpace reports whether any string in v holds U+001C to U+001F,
 // which Python counts as whitespace and Go does not.
 func hasPyOnlySpace(v jinja.Value) bool {
