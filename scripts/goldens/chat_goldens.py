@@ -265,6 +265,20 @@ def lax_bool(v, default):
     raise RequestError("boolean")
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """Parses {% generation %}...{% endgeneration %} as a block that renders its body: enough to
+    read a template's variables, which is all vLLM parses it for."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller):
+        return caller()
+
+
 APPLY_PARAMS = frozenset(
     p.name for p in inspect.signature(PreTrainedTokenizer.apply_chat_template).parameters.values()
     if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL))
@@ -313,9 +327,10 @@ def render(tok, body, default_kwargs=None):
     conv = conversation(req["messages"], fmt)
 
     # resolve_chat_template_kwargs: keep apply_chat_template's parameters, the template's
-    # undeclared variables and the base class's parameters.
+    # undeclared variables and the base class's parameters. vLLM parses the template knowing
+    # transformers' {% generation %} tag (vllm/renderers/hf.py), so such a template keeps its kwargs.
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                       extensions=[jinja2.ext.loopcontrols])
+                                                       extensions=[GenerationTag, jinja2.ext.loopcontrols])
     try:
         undeclared = jinja2.meta.find_undeclared_variables(env.parse(template))
     except jinja2.TemplateSyntaxError:

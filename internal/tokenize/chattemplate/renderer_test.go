@@ -365,6 +365,14 @@ func TestChatKwargs(t *testing.T) {
 			t.Errorf("%s: rendered, want an error", name)
 		}
 	}
+	// vLLM reads a template's variables knowing transformers' {% generation %}
+	// tag (renderers/hf.py), so such a template keeps its kwargs too: a
+	// plain Jinja2 would find none and drop them all.
+	const generation = `{{ bos_token }}{% for m in messages %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}|{{ enable_thinking is defined }}|{{ documents | length }}|{{ add_generation_prompt }}`
+	got, err = renderWith(t, generation, opts, `{"messages":[{"role":"user","content":"Q"}],"chat_template_kwargs":{"bos_token":"<custom-bos>","enable_thinking":false},"documents":[{"text":"d"}]}`)
+	if want := "<custom-bos>Q|True|1|True"; err != nil || got != want {
+		t.Errorf("generation tags: %q, %v; want %q", got, err, want)
+	}
 	_, err = renderWith(t, tmpl, opts, `{"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"chat_template":"{{1}}"}}`)
 	var ue *tokenize.UnsupportedError
 	if !errors.As(err, &ue) || ue.Reason != tokenize.ReasonTemplate {
