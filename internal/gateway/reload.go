@@ -195,12 +195,10 @@ func (f *configFile) settled(ctx context.Context, data []byte) bool {
 	wait := f.settle
 	if wait == nil {
 		wait = func(ctx context.Context) bool {
-			t := time.NewTimer(settleTime)
-			defer t.Stop()
-			select {
+			select { // an unfired time.After timer is collected since Go 1.23
 			case <-ctx.Done():
 				return false
-			case <-t.C:
+			case <-time.After(settleTime):
 				return true
 			}
 		}
