@@ -257,6 +257,19 @@ func TestTokenizationCheckedAtStartup(t *testing.T) {
 			if predicted != (tc.want == tokAgrees) {
 				t.Errorf("prediction made: %v", predicted)
 			}
+			// Explain offers the policy what routing offers it: no
+			// prediction either when the tokens differ (found by a review:
+			// it tokenized anyway and named another replica).
+			ans := explainAt(t, gw.admin, "/v1/chat/completions", chatBody("hello there", ""))
+			wantTok := map[string]string{tokAgrees: tokOK, tokDisagrees: tokDisagree}[tc.want]
+			if ans.Tokenized != wantTok {
+				t.Errorf("explain: tokenized %q, want %q", ans.Tokenized, wantTok)
+			}
+			for _, r := range ans.Replicas {
+				if (r.CachedTokens != nil) != (tc.want == tokAgrees) {
+					t.Errorf("explain: replica %s's cached tokens %v, want a prediction only when the tokens agree", r.ID, r.CachedTokens)
+				}
+			}
 			page := scrape(t, gw.admin)
 			agrees := `inferrail_tokenizer_agrees{model="inferrail/sim-8b"} 1`
 			if tc.want == tokDisagrees {

@@ -106,7 +106,12 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tokenized := "no_tokenizer"
-	if mt := g.tokenizers[ex.model]; mt != nil {
+	switch mt := g.tokenizers[ex.model]; {
+	case mt != nil && mt.disagrees.Load():
+		// Routing goes without predictions for a model whose tokens
+		// differ from its engine's (predict): so must its explanation.
+		tokenized = tokDisagree
+	case mt != nil:
 		stop, release := adminStop(r, ex.deadline)
 		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), stop)
 		release()
