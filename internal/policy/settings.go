@@ -252,6 +252,10 @@ func (s *Settings) Validate() error {
 // the zeroed fields are not valid to build with.
 func (s Settings) For(name string) Settings {
 	if name == CostModel {
+		// Every field but the two other policies' own: a live tweak of
+		// kv_aware's weights must not cost cost_model its sessions and
+		// hot-prefix sketch.
+		s.PrefixHashBlocks, s.KVAware = 0, KVWeights{}
 		return s
 	}
 	out := Settings{Seed: s.Seed, Cost: s.Cost, Now: s.Now, Start: s.Start}

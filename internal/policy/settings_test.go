@@ -21,7 +21,11 @@ func TestSettingsForIgnoresUnread(t *testing.T) {
 				// b keeps what name reads of a and differs anywhere else.
 				kept := a.For(name)
 				if name == CostModel {
+					// It reads everything but the other policies' own.
 					b = a
+					b.PrefixHashBlocks = rapid.IntRange(1, 8).Draw(t, "prefix_hash_blocks")
+					b.KVAware.CacheWeight = float64(rapid.IntRange(0, 8).Draw(t, "cache_weight_quarters")) / 4
+					b.KVAware.LoadWeight = float64(rapid.IntRange(0, 8).Draw(t, "load_weight_quarters")) / 4
 				} else {
 					b.Seed, b.Cost = kept.Seed, kept.Cost
 					b.PrefixHashBlocks = a.PrefixHashBlocks
