@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,4 +413,95 @@ func TestEstimatedPromptTruedUp(t *testing.T) {
 	waitFor(t, "both true-ups", 5*time.Second, func() bool {
 		return metricValue(scrape(t, gw.admin), "inferrail_rate_limit_prompt_trueups_total") == 2
 	})
+}
+
+// heldStreamEngine streams every chat answer with usage whose
+// completion_tokens is the request's max_tokens. A request whose message
+// is "hold" first says it arrived and waits for release.
+func heldStreamEngine(t *testing.T) (url string, arrived <-chan struct{}, release func()) {
+	t.Helper()
+	got, gate := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method != http.MethodPost:
+			return
+		case r.URL.Path != "/v1/chat/completions":
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			MaxTokens int `json:"max_tokens"`
+			Messages  []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		if req.Messages[0].Content == "hold" {
+			got <- struct{}{}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
+			1+req.MaxTokens, req.MaxTokens)
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return srv.URL, got, release
+}
+
+// TestLoweredLimitSurvivesAnOlderRequest: a request admitted before a
+// reload lowered the model's output budget settles after it; its charge
+// must not put the old, higher rate back, which refilled the debt the
+// lowered budget held at once.
+func TestLoweredLimitSurvivesAnOlderRequest(t *testing.T) {
+	url, arrived, release := heldStreamEngine(t)
+	cfg := testConfig(t, nil)
+	cfg.Replicas = []config.Replica{{ID: "held", URL: url, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
+	// The old rate refills the debt below in a microsecond.
+	cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: config.MaxPerMinute}
+	gw := startGateway(t, cfg)
+	stream := func(content string, maxTokens int) string {
+		return fmt.Sprintf(`{"model":"sim","messages":[{"role":"user","content":%q}],"max_tokens":%d,"stream":true}`, content, maxTokens)
+	}
+	// A streamed answer's end reaches the client after its request settled.
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(stream("hold", 1)))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- fmt.Sprintf("%d %s %v", resp.StatusCode, b, err)
+	}()
+	<-arrived // admitted under the old limit
+	set := fmt.Sprintf(`{"models":[{"name":%q,"aliases":["sim"],"tokenizer":"builtin:sim","block_size":0,"limits":{"output_tokens_per_minute":60}}]}`, testModel)
+	if code, _, problems := patch(t, gw.admin, set); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if resp, b := chat(t, gw.url, stream("b", 120)); resp.StatusCode != 200 || !strings.Contains(b, "[DONE]") {
+		t.Fatalf("B: %d %s", resp.StatusCode, b)
+	}
+	// 120 charged at 60 a minute: about 60 in debt, a minute to refill.
+	if resp, b := chat(t, gw.url, stream("c", 1)); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("C, with the budget in debt: %d %s", resp.StatusCode, b)
+	}
+	release()
+	if a := <-done; !strings.HasPrefix(a, "200 ") || !strings.HasSuffix(a, "data: [DONE]\n\n <nil>") {
+		t.Fatalf("A: %q", a)
+	}
+	if resp, b := chat(t, gw.url, stream("d", 1)); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("D, after A (admitted before the reload) settled: %d %s; want 429, the budget of 60 a minute still in debt", resp.StatusCode, b)
+	}
 }

@@ -90,6 +90,11 @@ type Verdict struct {
 // three calls against a shared store (Redis, with one script per call that
 // runs GCRA or a token bucket over every ID it is given, atomically), and
 // may fail: the gateway then admits the request and counts the error.
+//
+// Only Admit sets a bucket's rate. Charge and Refund settle a request
+// after the fact with the rate it was admitted under, which a reload may
+// have changed since: they keep the bucket's rate, and a cost's Rate only
+// makes a bucket that is gone.
 type Limiter interface {
 	// Admit takes every cost or none: each bucket must hold max(N, 1).
 	Admit(ctx context.Context, now time.Time, costs []Cost) (Verdict, error)
@@ -100,9 +105,9 @@ type Limiter interface {
 }
 
 // Local is a Limiter in process memory: limits hold per gateway instance.
-// A bucket is made on first use, full. When a cost names a bucket with
-// another rate (a limit was changed), the bucket takes the new rate and
-// keeps the tokens used. Buckets that are full, and so say nothing, are
+// A bucket is made on first use, full. When an admission names a bucket
+// with another rate (a limit was changed), the bucket takes the new rate
+// and keeps the tokens used. Buckets that are full, and so say nothing, are
 // swept when the map has doubled since the last sweep, so buckets of keys
 // no longer configured do not pile up. Safe for concurrent use.
 type Local struct {
@@ -120,17 +125,25 @@ var _ Limiter = (*Local)(nil)
 const minSweep = 1024
 
 // bucket returns the bucket id names at rate r, making it if needed.
-func (l *Local) bucket(id ID, r Rate, now time.Time) *Bucket {
+func (l *Local) bucket(id ID, r Rate, now time.Time) *Bucket { return l.lookup(id, r, now, true) }
+
+// held returns the bucket id names at whatever rate it has, making it at
+// rate r only when there is none: what a settle after the fact uses.
+func (l *Local) held(id ID, r Rate, now time.Time) *Bucket { return l.lookup(id, r, now, false) }
+
+// lookup returns the bucket id names, made at rate r when there is none
+// and, when setRate, remade at rate r when it has another.
+func (l *Local) lookup(id ID, r Rate, now time.Time, setRate bool) *Bucket {
 	l.mu.RLock()
 	b := l.buckets[id]
 	l.mu.RUnlock()
-	if b != nil && b.rate == r {
+	if b != nil && (b.rate == r || !setRate) {
 		return b
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.buckets[id]
-	if old != nil && old.rate == r {
+	if old != nil && (old.rate == r || !setRate) {
 		return old
 	}
 	if n := len(l.buckets); old == nil && n >= minSweep && n >= 2*l.swept {
@@ -219,11 +232,13 @@ func (l *Local) Refund(_ context.Context, now time.Time, costs []Cost) error {
 }
 
 // each applies op (Charge or Refund) to every cost's bucket and sets the
-// cost's Remaining and Reset after it.
+// cost's Remaining and Reset after it. It never changes a bucket's rate:
+// a request admitted before a reload lowered a limit would put the old
+// rate back, and with it a fresh budget over the debt the new one holds.
 func (l *Local) each(now time.Time, costs []Cost, op func(b *Bucket, now time.Time, n int64)) {
 	for i := range costs {
 		c := &costs[i]
-		b := l.bucket(c.ID, c.Rate, now)
+		b := l.held(c.ID, c.Rate, now)
 		op(b, now, c.N)
 		c.Remaining, c.Reset = b.State(now)
 	}

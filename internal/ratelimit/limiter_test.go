@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 var (
@@ -119,6 +121,70 @@ func TestLocalChargeRefund(t *testing.T) {
 	if c[0].Remaining != 100 {
 		t.Errorf("after the refund remaining %d, want 100", c[0].Remaining)
 	}
+}
+
+// TestLocalSettleKeepsTheRate: a request admitted before a reload lowered
+// a limit settles with the old rate; its charge or refund must not put
+// that rate back, which would hand the bucket a fresh budget over its
+// debt at the lowered one.
+func TestLocalSettleKeepsTheRate(t *testing.T) {
+	ctx := context.Background()
+	for _, settle := range []struct {
+		name string
+		op   func(*Local, context.Context, time.Time, []Cost) error
+	}{{"charge", (*Local).Charge}, {"refund", (*Local).Refund}} {
+		t.Run(settle.name, func(t *testing.T) {
+			l := NewLocal()
+			old := []Cost{{ID: modelOut, Rate: PerMinute(1_000_000)}}
+			if v, _ := l.Admit(ctx, t0, old); !v.OK {
+				t.Fatal("admit at the old rate refused")
+			}
+			if v, _ := l.Admit(ctx, t0, []Cost{{ID: modelOut, Rate: PerMinute(60)}}); !v.OK {
+				t.Fatal("admit at the lowered rate refused")
+			}
+			_ = l.Charge(ctx, t0, []Cost{{ID: modelOut, Rate: PerMinute(60), N: 120}}) // 60 in debt
+			old[0].N = 1
+			_ = settle.op(l, ctx, t0, old)
+			// A second refills a token at 60 a minute, the whole debt at
+			// the old rate.
+			v, _ := l.Admit(ctx, at(time.Second), []Cost{{ID: modelOut, Rate: PerMinute(60)}})
+			if v.OK {
+				t.Errorf("admitted at 60 a minute a second after 60 tokens of debt and a %s at the old rate", settle.name)
+			}
+		})
+	}
+}
+
+// TestLocalOnlyAdmitSetsTheRate: whatever the order of admissions,
+// charges and refunds at two rates, a bucket's rate is the last
+// admission's (the first call's when none admitted yet).
+func TestLocalOnlyAdmitSetsTheRate(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		rates := []Rate{PerMinute(60), PerMinute(1_000_000), {Limit: 10, Period: time.Second}}
+		l := NewLocal()
+		var want Rate
+		now := t0
+		for i := range rapid.IntRange(1, 30).Draw(t, "steps") {
+			r := rapid.SampledFrom(rates).Draw(t, "rate")
+			c := []Cost{{ID: modelOut, Rate: r, N: rapid.Int64Range(0, 200).Draw(t, "n")}}
+			now = now.Add(time.Duration(rapid.Int64Range(0, int64(time.Second)).Draw(t, "advance")))
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				_, _ = l.Admit(context.Background(), now, c)
+				want = r
+			case 1:
+				_ = l.Charge(context.Background(), now, c)
+			case 2:
+				_ = l.Refund(context.Background(), now, c)
+			}
+			if i == 0 {
+				want = r
+			}
+			if got := l.buckets[modelOut].Rate(); got != want {
+				t.Fatalf("step %d: rate %v, want %v", i, got, want)
+			}
+		}
+	})
 }
 
 // TestLocalSweepBounded: buckets of 10,000 names used once and left to
