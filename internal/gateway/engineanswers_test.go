@@ -52,6 +52,13 @@ func withEngineFirst(t *testing.T, url string) *config.Config {
 	return cfg
 }
 
+// onlyEngine is the test config with the engine at url its only replica.
+func onlyEngine(t *testing.T, url string) *config.Config {
+	cfg := testConfig(t, nil)
+	cfg.Replicas = []config.Replica{{ID: "odd", URL: url, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
+	return cfg
+}
+
 // TestEngineAnswersThatAreNoAnswer: an engine that switches protocols, or
 // sends a head larger than a client may send the gateway, has not
 // answered: the request goes to another replica.

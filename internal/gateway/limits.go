@@ -318,7 +318,16 @@ type outputMeter struct {
 	events int64 // SSE events ended, counted by their blank lines
 	bytes  int64
 	lastNL bool // the last read ended with a newline
+	// carry holds the stream's last carried (at most 3) bytes, where a
+	// CRLF blank line that ends in the next read begins.
+	carry   [3]byte
+	carried int
 }
+
+var (
+	lfEnd   = []byte("\n\n")
+	crlfEnd = []byte("\r\n\r\n")
+)
 
 func (m *outputMeter) write(p []byte) {
 	if len(p) == 0 {
@@ -330,9 +339,27 @@ func (m *outputMeter) write(p []byte) {
 		if m.lastNL && p[0] == '\n' {
 			m.events++
 		}
-		m.events += int64(bytes.Count(p, []byte("\n\n")))
+		// SSE lines may end in CRLF too (a proxy in between may rewrite
+		// them): an LF stream pays one more vectorized search.
+		m.events += int64(bytes.Count(p, lfEnd)) + int64(bytes.Count(p, crlfEnd)) + m.crlfAcross(p)
 		m.lastNL = p[len(p)-1] == '\n'
 	}
+}
+
+// crlfAcross counts the CRLF blank lines that begin in earlier reads and
+// end in p, and carries p's last bytes to the next read. Four bytes long,
+// such a line cannot lie within the carry or within p's first three.
+func (m *outputMeter) crlfAcross(p []byte) int64 {
+	var b [6]byte
+	n := copy(b[:], m.carry[:m.carried])
+	n += copy(b[n:], p[:min(len(p), 3)])
+	across := int64(bytes.Count(b[:n], crlfEnd))
+	last := p
+	if len(p) < 3 {
+		last = b[:n]
+	}
+	m.carried = copy(m.carry[:], last[max(len(last)-3, 0):])
+	return across
 }
 
 // meters recycles outputMeters, each 1 KiB of tail: one per metered

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -276,6 +277,8 @@ func TestOutputMeterEstimates(t *testing.T) {
 		{"chat_events", true, true, []string{"data: {role}\n\ndata: {a}\n", "\ndata: {b}\n\ndata: [DONE]\n\n"}, 2, "stream_chunks"},
 		{"completion_events", true, false, []string{"data: {a}\n\n", "data: {b}\n\ndata: {c}\n\ndata: [DONE]\n\n"}, 3, "stream_chunks"},
 		{"split_blank_line", true, false, []string{"data: {a}\n", "\n", "data: [DONE]\n", "\n"}, 1, "stream_chunks"},
+		{"crlf_events", true, true, []string{"data: {role}\r\n\r\ndata: {a}\r\n\r\ndata: {b}\r\n\r\ndata: [DONE]\r\n\r\n"}, 2, "stream_chunks"},
+		{"crlf_split_blank_line", true, false, []string{"data: {a}\r", "\n", "\r", "\ndata: [DONE]\r\n\r", "\n"}, 1, "stream_chunks"},
 		{"no_usage_whole", false, false, []string{strings.Repeat("x", 41)}, 10, "bytes"},
 	}
 	for _, tc := range tests {
@@ -288,6 +291,51 @@ func TestOutputMeterEstimates(t *testing.T) {
 				t.Errorf("tokens() = %d, %s; want %d, %s", n, src, tc.want, tc.source)
 			}
 		})
+	}
+}
+
+// TestOutputMeterCRLFSplits: a CRLF stream's events count the same
+// however its bytes are split into reads, here into three at every pair
+// of positions.
+func TestOutputMeterCRLFSplits(t *testing.T) {
+	const stream = "data: {role}\r\n\r\ndata: {a}\r\n\r\ndata: {b}\r\n\r\ndata: [DONE]\r\n\r\n"
+	for i := range len(stream) + 1 {
+		for j := i; j <= len(stream); j++ {
+			m := &outputMeter{stream: true, chat: true}
+			for _, r := range []string{stream[:i], stream[i:j], stream[j:]} {
+				m.write([]byte(r))
+			}
+			if n, src := m.tokens(); n != 2 || src != sourceChunks {
+				t.Fatalf("reads split at %d and %d: tokens() = %d, %s; want 2, %s", i, j, n, src, sourceChunks)
+			}
+		}
+	}
+}
+
+// TestCRLFStreamCharged: an event stream whose lines end in CRLF (valid
+// SSE, and what a proxy in between may send) without usage is charged a
+// token an event, as an LF stream is.
+func TestCRLFStreamCharged(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\r\n\r\n")
+	for i := range 5 {
+		fmt.Fprintf(&sb, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\r\n\r\n", i)
+	}
+	sb.WriteString("data: [DONE]\r\n\r\n")
+	stream := sb.String()
+	url := rawEngine(t, func(w *bufio.Writer) {
+		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(stream), stream)
+	})
+	cfg := onlyEngine(t, url)
+	cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: 1_000_000}
+	gw := startGateway(t, cfg)
+	resp, b := chat(t, gw.url, chatBody("hi", `,"stream":true`))
+	if resp.StatusCode != 200 || !strings.Contains(b, "[DONE]") {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+	// The stream's end reaches the client after the request settled.
+	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="stream_chunks"}`); got != 5 {
+		t.Errorf("a CRLF stream of 5 content events charged %v tokens, want 5", got)
 	}
 }
 
