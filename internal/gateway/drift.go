@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"log/slog"
 	"slices"
 	"strings"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // drift checks the index against the engines: for every response whose
@@ -183,53 +180,4 @@ func (c *driftCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descDrift, prometheus.GaugeValue, v, s.ID)
 	}
-}
-
-// usageTail keeps the last bytes of a response, where the usage of a
-// whole answer sits, and the last chunk's of a stream.
-type usageTail struct {
-	buf [usageTailBytes]byte
-	n   int
-}
-
-const usageTailBytes = 1024
-
-func (u *usageTail) write(p []byte) {
-	if len(p) >= usageTailBytes {
-		u.n = copy(u.buf[:], p[len(p)-usageTailBytes:])
-		return
-	}
-	if keep := usageTailBytes - len(p); u.n > keep {
-		copy(u.buf[:], u.buf[u.n-keep:u.n])
-		u.n = keep
-	}
-	u.n += copy(u.buf[u.n:], p)
-}
-
-// endsWithDone reports whether the event stream the tail ends ended with
-// [DONE].
-func (u *usageTail) endsWithDone() bool { return openai.EndsWithDone(u.buf[:u.n]) }
-
-// cachedTokens finds the engine's usage.prompt_tokens_details.cached_tokens
-// in the tail: the last `"cached_tokens":` followed by a number. False
-// when there is none (the engine does not report it, or reports null).
-func (u *usageTail) cachedTokens() (int, bool) { return u.lastNumber(`"cached_tokens":`) }
-
-// lastNumber finds the last key in the tail followed by a number of at
-// most nine digits.
-func (u *usageTail) lastNumber(key string) (int, bool) {
-	b := u.buf[:u.n]
-	i := bytes.LastIndex(b, []byte(key))
-	if i < 0 {
-		return 0, false
-	}
-	b = bytes.TrimLeft(b[i+len(key):], " ")
-	n, digits := 0, 0
-	for ; digits < len(b) && digits < 10 && b[digits] >= '0' && b[digits] <= '9'; digits++ {
-		n = n*10 + int(b[digits]-'0')
-	}
-	if digits == 0 || digits == 10 {
-		return 0, false
-	}
-	return n, true
 }

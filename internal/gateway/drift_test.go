@@ -43,7 +43,8 @@ func TestUsageTailFindsCachedTokens(t *testing.T) {
 		{"null_details", []string{`{"usage":{"prompt_tokens":3,"prompt_tokens_details":null}}`}, 0, false},
 		{"null_count", []string{`{"usage":{"prompt_tokens_details":{"cached_tokens":null}}}`}, 0, false},
 		{"no_usage", []string{`{"id":"x"}`}, 0, false},
-		{"usage_scrolled_out", []string{long}, 0, false},
+		{"usage_before_a_long_trailer", []string{long}, 32, true},
+		{"scrolled_out_without_usage_key", []string{`{"cached_tokens":5}` + strings.Repeat(" ", 2000)}, 0, false},
 		{"absurd_count", []string{`{"cached_tokens":99999999999}`}, 0, false},
 		{"last_one_counts", []string{`"cached_tokens":1 ... "cached_tokens":7}`}, 7, true},
 	} {

@@ -258,7 +258,7 @@ func (g *Gateway) finish(ex *exchange) {
 	out, source, prompt := int64(-1), "", int64(-1)
 	if m := ex.meter; m != nil {
 		out, source = m.tokens()
-		if n, ok := m.tail.lastNumber(`"prompt_tokens":`); ok {
+		if n, ok := m.tail.number(`"prompt_tokens":`); ok {
 			prompt = int64(n)
 		}
 		meters.Put(m)
@@ -362,7 +362,7 @@ func (m *outputMeter) crlfAcross(p []byte) int64 {
 	return across
 }
 
-// meters recycles outputMeters, each 1 KiB of tail: one per metered
+// meters recycles outputMeters, each 1.5 KiB of tail and usage: one per metered
 // response would be the largest allocation of a request.
 var meters = sync.Pool{New: func() any { return new(outputMeter) }}
 
@@ -376,7 +376,7 @@ const (
 
 // tokens returns the output tokens and where the count came from.
 func (m *outputMeter) tokens() (int64, string) {
-	if n, ok := m.tail.lastNumber(`"completion_tokens":`); ok {
+	if n, ok := m.tail.number(`"completion_tokens":`); ok {
 		return int64(n), sourceUsage
 	}
 	if m.stream {

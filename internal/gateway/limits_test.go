@@ -553,3 +553,72 @@ func TestLoweredLimitSurvivesAnOlderRequest(t *testing.T) {
 		t.Errorf("D, after A (admitted before the reload) settled: %d %s; want 429, the budget of 60 a minute still in debt", resp.StatusCode, b)
 	}
 }
+
+// vllmAnswerWithTokenIDs is vLLM's whole chat answer to a request with
+// return_token_ids: prompt_token_ids, and more, after usage.
+func vllmAnswerWithTokenIDs(promptLen, completion, cached int) string {
+	ids := make([]string, promptLen)
+	for i := range ids {
+		ids[i] = strconv.Itoa(1000 + i)
+	}
+	return `{"id":"chatcmpl-x","object":"chat.completion","created":1755000000,"model":"` + testModel + `","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there!","refusal":null,"annotations":null,"audio":null,"function_call":null,"reasoning":null},"logprobs":null,"finish_reason":"stop","stop_reason":null,"token_ids":[1,2,3],"routed_experts":null}],"service_tier":null,"system_fingerprint":"vllm-0.28.0",` +
+		fmt.Sprintf(`"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d,"created_cache_tokens":0,"multimodal_tokens":null}},`, promptLen, promptLen+completion, completion, cached) +
+		`"prompt_logprobs":null,"prompt_token_ids":[` + strings.Join(ids, ",") + `],"prompt_text":null,"kv_transfer_params":null,"ec_transfer_params":null,"metrics":null}`
+}
+
+// TestUsageAfterLongTrailer: a whole vLLM answer whose usage is followed
+// by more than the gateway's tail of bytes (prompt_token_ids) is charged
+// from its usage, its cached tokens checked against the prediction, and
+// an estimated prompt trued up to its prompt_tokens.
+func TestUsageAfterLongTrailer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		promptLen int
+		tokenizer string
+	}{
+		{"short_trailer", 10, "builtin:sim"},
+		{"long_trailer", 400, "builtin:sim"},
+		{"long_trailer_estimated_prompt", 400, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := vllmAnswerWithTokenIDs(tc.promptLen, 3, 16)
+			url := rawEngine(t, func(w *bufio.Writer) {
+				fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+			})
+			cfg := onlyEngine(t, url)
+			cfg.Models[0].Tokenizer = tc.tokenizer
+			cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: 1_000_000, PromptTokensPerMinute: 1_000_000}
+			gw := startGateway(t, cfg)
+			if resp, b := chat(t, gw.url, chatBody("hi", `,"return_token_ids":true`)); resp.StatusCode != 200 || b != answer {
+				t.Fatalf("%d %.200s", resp.StatusCode, b)
+			}
+			// A whole answer may reach the client before its request
+			// settles: the output charge, whatever its source, is the
+			// settle's last step.
+			var page string
+			waitFor(t, "the output charge", 5*time.Second, func() bool {
+				page = scrape(t, gw.admin)
+				return metricValue(page, `inferrail_rate_limit_output_tokens_total{source="usage"}`)+
+					metricValue(page, `inferrail_rate_limit_output_tokens_total{source="bytes"}`)+
+					metricValue(page, `inferrail_rate_limit_output_tokens_total{source="stream_chunks"}`) > 0
+			})
+			if got := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="usage"}`); got != 3 {
+				t.Errorf("charged %v from usage (%v from bytes), want 3 from usage", got,
+					metricValue(page, `inferrail_rate_limit_output_tokens_total{source="bytes"}`))
+			}
+			if tc.tokenizer == "" {
+				if got := metricValue(page, "inferrail_rate_limit_prompt_trueups_total"); got != 1 {
+					t.Errorf("%v estimated prompts trued up, want 1", got)
+				}
+				return
+			}
+			checks := 0
+			for _, s := range gw.g.drift.status() {
+				checks += int(s.Exact + s.Over + s.Under)
+			}
+			if checks != 1 {
+				t.Errorf("%d prediction checks after one answer reporting cached_tokens, want 1", checks)
+			}
+		})
+	}
+}
