@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -302,5 +304,116 @@ func TestHeadsThenBrokenBodiesEject(t *testing.T) {
 	page := scrape(t, gw.admin)
 	if !strings.Contains(page, `inferrail_ejections_total{replica="odd"} 1`) {
 		t.Errorf("the engine that breaks every body was not ejected:\n%s", grep(page, `replica="odd"`))
+	}
+}
+
+// gzipStreamEngine answers every chat request with a whole event stream,
+// gzipped event by event when the request accepts gzip or always, and
+// records the Accept-Encoding it was sent.
+func gzipStreamEngine(t *testing.T, stream string, always bool) (url string, accepted func() string) {
+	t.Helper()
+	var mu sync.Mutex
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method != http.MethodPost:
+			return
+		case r.URL.Path != "/v1/chat/completions":
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got = r.Header.Get("Accept-Encoding")
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		if !always && !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = io.WriteString(w, stream)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		for _, ev := range strings.SplitAfter(stream, "\n\n") {
+			_, _ = io.WriteString(zw, ev)
+			_ = zw.Flush()
+			w.(http.Flusher).Flush()
+		}
+		_ = zw.Close()
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+// TestCompressedEngineStreams: the gateway asks engines for no content
+// coding, whatever the client accepts (Python's httpx, under the OpenAI
+// SDK, sends Accept-Encoding: gzip, deflate), since it reads their
+// streams' [DONE] and usage. An engine that compresses regardless is
+// relayed as sent and whole, and charged its bytes over four.
+func TestCompressedEngineStreams(t *testing.T) {
+	const stream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":6,\"completion_tokens\":1}}\n\n" +
+		"data: [DONE]\n\n"
+	for _, tc := range []struct {
+		name   string
+		always bool
+	}{{"compresses_if_accepted", false}, {"compresses_regardless", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			url, accepted := gzipStreamEngine(t, stream, tc.always)
+			cfg := onlyEngine(t, url)
+			cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: 1_000_000}
+			gw := startGateway(t, cfg)
+			req, err := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(chatBody("hi", `,"stream":true`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept-Encoding", "gzip, deflate")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("a whole stream reached the client cut: %v", err)
+			}
+			if got := accepted(); got != "identity" {
+				t.Errorf("the engine was sent Accept-Encoding %q, want identity", got)
+			}
+			body := raw
+			if tc.always {
+				if ce := resp.Header.Get("Content-Encoding"); ce != "gzip" {
+					t.Fatalf("Content-Encoding %q, want the engine's gzip", ce)
+				}
+				zr, err := gzip.NewReader(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatalf("the gzip stream relayed: %v", err)
+				}
+			}
+			if string(body) != stream {
+				t.Errorf("the client got %q, want %q", body, stream)
+			}
+			// The stream's end reaches the client after the request settled.
+			page := scrape(t, gw.admin)
+			if strings.Contains(grep(page, "inferrail_requests_total"), `status="aborted"`) {
+				t.Errorf("counted aborted:\n%s", grep(page, "inferrail_requests_total"))
+			}
+			usage := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="usage"}`)
+			byBytes := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="bytes"}`)
+			if want := float64(len(raw) / bytesPerToken); tc.always && (usage != 0 || byBytes != want) {
+				t.Errorf("charged %v from usage and %v from bytes, want the %d bytes relayed over four: %v", usage, byBytes, len(raw), want)
+			}
+			if !tc.always && usage != 1 {
+				t.Errorf("charged %v from usage, want 1", usage)
+			}
+		})
 	}
 }

@@ -246,7 +246,8 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 		return
 	}
 	m := meters.Get().(*outputMeter)
-	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path)}
+	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path),
+		encoded: !identity(resp.Header)}
 	m.body = meteredBody{ReadCloser: resp.Body, m: m}
 	resp.Body = &m.body
 	ex.meter = m
@@ -258,7 +259,7 @@ func (g *Gateway) finish(ex *exchange) {
 	out, source, prompt := int64(-1), "", int64(-1)
 	if m := ex.meter; m != nil {
 		out, source = m.tokens()
-		if n, ok := m.tail.number(`"prompt_tokens":`); ok {
+		if n, ok := m.tail.number(`"prompt_tokens":`); ok && !m.encoded {
 			prompt = int64(n)
 		}
 		meters.Put(m)
@@ -309,15 +310,18 @@ func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 // stream_options.include_usage), else estimated: for a stream as one
 // token per event but [DONE] and a chat's role event (vLLM sends an event
 // per engine step, a token each unless it speculates), for anything else
-// as its bytes over four.
+// as its bytes over four. A body in a content coding (an engine that
+// compresses though asked not to) is counted as its bytes over four: its
+// usage and events cannot be read without decoding it.
 type outputMeter struct {
-	body   meteredBody // the response body it reads through
-	tail   usageTail
-	stream bool
-	chat   bool
-	events int64 // SSE events ended, counted by their blank lines
-	bytes  int64
-	lastNL bool // the last read ended with a newline
+	body    meteredBody // the response body it reads through
+	tail    usageTail
+	stream  bool
+	chat    bool
+	encoded bool  // the body is in a content coding
+	events  int64 // SSE events ended, counted by their blank lines
+	bytes   int64
+	lastNL  bool // the last read ended with a newline
 	// carry holds the stream's last carried (at most 3) bytes, where a
 	// CRLF blank line that ends in the next read begins.
 	carry   [3]byte
@@ -330,11 +334,11 @@ var (
 )
 
 func (m *outputMeter) write(p []byte) {
-	if len(p) == 0 {
+	m.bytes += int64(len(p))
+	if len(p) == 0 || m.encoded {
 		return
 	}
 	m.tail.write(p)
-	m.bytes += int64(len(p))
 	if m.stream {
 		if m.lastNL && p[0] == '\n' {
 			m.events++
@@ -376,6 +380,9 @@ const (
 
 // tokens returns the output tokens and where the count came from.
 func (m *outputMeter) tokens() (int64, string) {
+	if m.encoded {
+		return m.bytes / bytesPerToken, sourceBytes
+	}
 	if n, ok := m.tail.number(`"completion_tokens":`); ok {
 		return int64(n), sourceUsage
 	}

@@ -460,6 +460,9 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	}
 	copyHeaders(req.Header, ex.r.Header)
 	req.Header.Del("Expect")
+	// The gateway reads what engines send ([DONE], usage): it asks for no
+	// content coding, whatever the client accepts.
+	req.Header.Set("Accept-Encoding", "identity")
 	req.Header.Set(openai.HeaderRequestID, ex.id)
 	req.ContentLength = int64(len(ex.body))
 	a.trace = g.traceUpstream(ex, a, req)
@@ -573,11 +576,11 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 	policyName := ex.policy.Name()
 	// The engine's usage says how many cached tokens it found, to check
 	// the prediction against.
-	check := ex.pred != nil && resp.StatusCode/100 == 2
+	check := ex.pred != nil && resp.StatusCode/100 == 2 && identity(resp.Header)
 	// An engine's event stream that ends without [DONE] was cut short,
 	// though its connection closed cleanly (an engine that stops aborts
 	// what it runs): the client must not take it for a whole answer.
-	events := ex.stream && streamed && resp.StatusCode/100 == 2 && isEventStream(resp.Header)
+	events := ex.stream && streamed && resp.StatusCode/100 == 2 && isEventStream(resp.Header) && identity(resp.Header)
 	var tail usageTail
 	for {
 		n, rerr := resp.Body.Read(buf)
@@ -638,6 +641,15 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 
 // errNoDone is why an event stream that ended without [DONE] is broken.
 var errNoDone = errors.New("the event stream ended without [DONE]")
+
+// identity reports whether a response's body is in no content coding. An
+// engine that compresses though asked not to is relayed as it sends, but
+// its bytes say nothing: its stream is taken as whole (its [DONE] cannot
+// be seen) and its output is estimated from the bytes relayed.
+func identity(h http.Header) bool {
+	ce := strings.TrimSpace(h.Get("Content-Encoding"))
+	return ce == "" || strings.EqualFold(ce, "identity")
+}
 
 // isEventStream reports whether a response's Content-Type is
 // text/event-stream, whatever its parameters.
