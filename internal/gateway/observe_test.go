@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -507,5 +508,46 @@ func TestTraceClientLeaves(t *testing.T) {
 		if a := spanAttrs(u.Attributes); a[string(attrOutcome)].AsString() != outcomeCancelled || u.Status.Code == codes.Error {
 			t.Errorf("upstream span %d: outcome %q, status %v; want cancelled, no error", i, a[string(attrOutcome)].AsString(), u.Status)
 		}
+	}
+}
+
+// TestTraceEngineBreaksAStream: the upstream span of a stream the engine
+// broke after its head says so, as the server span does (found by a
+// review: it ended unmarked, with the head's 200).
+func TestTraceEngineBreaksAStream(t *testing.T) {
+	url := rawEngine(t, func(w *bufio.Writer) {
+		part := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"
+		// One chunk of the body, then the connection closes without the
+		// chunked encoding's end.
+		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", len(part), part)
+	})
+	cfg := testConfig(t, nil)
+	cfg.Replicas = []config.Replica{{ID: "breaks", URL: url, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
+	exp := tracetest.NewInMemoryExporter()
+	gw := startObserved(t, cfg, exp)
+	req, _ := http.NewRequest(http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(chatBody("hi", `,"stream":true`)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("the client read a whole stream the engine broke")
+	}
+	resp.Body.Close()
+	var up *tracetest.SpanStub
+	waitFor(t, "the upstream span", 5*time.Second, func() bool {
+		if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range exp.GetSpans() {
+			if s.Name == spanUpstream {
+				up = &s
+			}
+		}
+		return up != nil
+	})
+	if a := spanAttrs(up.Attributes); a[string(attrOutcome)].AsString() != outcomeAborted || up.Status.Code != codes.Error {
+		t.Errorf("upstream span: outcome %q, status %v; want aborted and an error", a[string(attrOutcome)].AsString(), up.Status)
 	}
 }

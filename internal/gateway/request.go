@@ -622,7 +622,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 			// The engine broke it (it most often died): its record goes, as
 			// a failed attempt's does; its events will say what it holds.
 			g.index.TakeBack(a.record)
-			g.broke(ex, rep, rerr)
+			g.broke(ex, a, rerr)
 		}
 	}
 	if resp.StatusCode/100 == 2 {
@@ -661,7 +661,9 @@ func isEventStream(h http.Header) bool {
 // broke ends a response the engine broke after it had started: the
 // client must see a broken response, never a clean end. It does not
 // return.
-func (g *Gateway) broke(ex *exchange, rep *fleet.Replica, err error) {
+func (g *Gateway) broke(ex *exchange, a *attempt, err error) {
+	rep := a.lease.Replica()
+	a.trace.aborted(err)
 	if g.member(rep) {
 		g.metrics.requests.WithLabelValues(ex.model, rep.ID, outcomeAborted).Inc()
 	}

@@ -218,6 +218,15 @@ func (u *upstreamTrace) clientLeft() {
 	}
 }
 
+// aborted marks a response the engine broke after its head: the span
+// failed, though its status code said otherwise.
+func (u *upstreamTrace) aborted(err error) {
+	if u != nil {
+		u.span.SetAttributes(attrOutcome.String(outcomeAborted))
+		u.span.SetStatus(codes.Error, err.Error())
+	}
+}
+
 // end ends the span; calling it again does nothing.
 func (u *upstreamTrace) end() {
 	if u == nil {
