@@ -222,9 +222,14 @@ func (e *Engine) handle(m message, now float64) {
 		e.sched.cancel(m.r, now)
 	case msgReset:
 		ok := e.sched.pool.reset()
-		// vLLM would publish the clear with its next step's batch; an
-		// idle engine has none, so it goes out at once.
-		e.flushKV()
+		if ok {
+			// vLLM would publish the clear with its next step's batch; an
+			// idle engine has none, so it goes out at once. A reset that
+			// failed (blocks in use, most often mid-step) clears nothing,
+			// and must not publish the running step's events before the
+			// step ends.
+			e.flushKV()
+		}
 		m.reply <- ok
 	case msgInspect:
 		m.inspect(e.sched)

@@ -289,3 +289,44 @@ func mapsEqual(a, b map[uint64]int) bool {
 	}
 	return true
 }
+
+// batchCount counts the batches a simulator publishes.
+type batchCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *batchCount) Publish(*events.Batch) { c.mu.Lock(); c.n++; c.mu.Unlock() }
+
+func (c *batchCount) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// TestFailedResetPublishesNothing: a prefix-cache reset refused because
+// blocks are in use, during a step, publishes nothing: the running step's
+// events go out when it ends, once per step, as vLLM drains them (found by
+// a review: the refused reset flushed the step's BlockStored early).
+func TestFailedResetPublishesNothing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Latency.PrefillFixed = time.Hour // the step outlasts the test
+	e := NewEngine(cfg, nil)
+	sink := &batchCount{}
+	e.sched.pool.log = newKVLog(enginehash.New(enginehash.SHA256, enginehash.PythonHashSeed("0")), true, 0, cfg.BlockSize, sink)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = e.Run(ctx) }()
+	r := testRequest(&cfg, "a", prompt(0, 64), 1)
+	e.sched.pool.log.extend(r)
+	if err := e.submit(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for running := false; !running; {
+		if err := e.inspect(ctx, func(*scheduler) { running = r.state == stateRunning }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := e.ResetPrefixCache(ctx); err != nil || ok {
+		t.Fatalf("reset = %v, %v; want refused: blocks are in use", ok, err)
+	}
+	if n := sink.count(); n != 0 {
+		t.Errorf("%d batches published during a step that has not ended", n)
+	}
+}
