@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -328,5 +329,74 @@ func TestFailedResetPublishesNothing(t *testing.T) {
 	}
 	if n := sink.count(); n != 0 {
 		t.Errorf("%d batches published during a step that has not ended", n)
+	}
+}
+
+// storedFrom0 counts the BlockStored events a simulator publishes that
+// have no parent: blocks stored from block 0.
+type storedFrom0 struct {
+	mu     sync.Mutex
+	blocks []int
+}
+
+func (s *storedFrom0) Publish(b *events.Batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range b.Events {
+		if e.Kind == events.BlockStored && !e.HasParent {
+			s.blocks = append(s.blocks, len(e.Hashes))
+		}
+	}
+}
+
+func (s *storedFrom0) take() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.blocks
+	s.blocks = nil
+	return out
+}
+
+// TestReportModeFull: a request whose vllm_xargs ask for
+// kv_cache_report_mode "full" gets the prefix-cache hits it reuses
+// reported as stored again, from block 0 with no parent, as vLLM does; a
+// request without it reports nothing for its hits (found by a review:
+// the mode was accepted and ignored).
+func TestReportModeFull(t *testing.T) {
+	cfg := zeroLatencyConfig()
+	srv, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &storedFrom0{}
+	srv.engine.sched.pool.log = newKVLog(enginehash.New(enginehash.SHA256, enginehash.PythonHashSeed("0")), true, 0, cfg.BlockSize, sink)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-srv.Engine().Done() }()
+	go func() { _ = srv.Run(ctx) }()
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog ", 12)
+	post := func(extra string) []int {
+		body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1%s}`, cfg.ModelName(), text, extra)
+		req := httptest.NewRequest(http.MethodPost, "/v1/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+		// A step's events are out once the engine has handled a message after it.
+		if err := srv.engine.inspect(ctx, func(*scheduler) {}); err != nil {
+			t.Fatal(err)
+		}
+		return sink.take()
+	}
+	first := post("")
+	if len(first) != 1 || first[0] == 0 {
+		t.Fatalf("the first request stored %v from block 0, want one run of blocks", first)
+	}
+	if again := post(""); len(again) != 0 {
+		t.Errorf("a request without the mode reported its hits: %v", again)
+	}
+	if full := post(`,"vllm_xargs":{"kv_cache_report_mode":"full"}`); len(full) != 1 || full[0] != first[0] {
+		t.Errorf("with kv_cache_report_mode full: %v stored from block 0, want its %d hit blocks", full, first[0])
 	}
 }

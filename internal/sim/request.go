@@ -37,6 +37,9 @@ type genRequest struct {
 	stream           bool
 	includeUsage     bool
 	continuousUsage  bool
+	// reportFull: vllm_xargs asks for kv_cache_report_mode "full", so the
+	// engine reports the prefix-cache hits it reuses as stored again.
+	reportFull       bool
 	responseRole     string
 	hasStreamOptions bool
 	toolChoice       toolChoice // chat
@@ -388,6 +391,12 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	_, c.hasPromptLogprobs = v.integer(o, "prompt_logprobs", true)
 	c.beamSearch, _ = v.boolean(o, "use_beam_search", false)
 
+	if xa, ok := o.get("vllm_xargs"); ok {
+		if xo, ok := xa.(*object); ok {
+			mode, _ := xo.get("kv_cache_report_mode")
+			g.reportFull = mode == "full"
+		}
+	}
 	if so, present := o.get("stream_options"); present && so != nil {
 		g.hasStreamOptions = true
 		if sop, ok := so.(*object); ok {

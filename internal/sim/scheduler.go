@@ -46,6 +46,7 @@ type request struct {
 	prefillBeg int     // computed when the prefill started
 	resumed    bool    // preempted at least once
 	abort      bool    // the client left; leaves at the next step boundary
+	reportFull bool    // vllm_xargs kv_cache_report_mode "full": its hits are reported as stored
 
 	cached         int // prompt tokens found cached at first admission
 	created        int // prompt tokens this request wrote into the cache at first admission
@@ -296,6 +297,12 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 	s.pool.touch(s.hits)
 	r.blocks = append(r.blocks[:0], s.hits...)
 	r.numCached = len(s.hits)
+	if r.reportFull && s.pool.log != nil {
+		// kv_cache_report_mode "full": the hits it reuses are reported
+		// as stored, from block 0 with no parent, as vLLM's
+		// emit_cached_block_events does.
+		s.pool.log.stored(r, 0, r.numCached)
+	}
 	r.computed = hit
 	r.prefillBeg, r.prefillEnd = hit, total
 	n := min(total-hit, budget)
@@ -359,9 +366,6 @@ func (s *scheduler) cost(plan []work) float64 {
 func (s *scheduler) complete(plan []work, end float64) {
 	for _, w := range plan {
 		r := w.r
-		if w.prefill {
-			s.stats.IterationTokens += w.tokens
-		}
 		if r.abort || r.computed < len(r.tokens) {
 			continue
 		}
@@ -410,6 +414,10 @@ func (s *scheduler) sample(r *request, now float64) {
 		s.stats.PromptTokens += r.prompt
 		s.stats.PromptCached += r.cached
 		s.stats.PromptComputed += r.prompt - r.cached
+		// vLLM counts a prompt in the step's tokens once, in the step of
+		// its first output: not chunk by chunk, nor again when a
+		// preempted request computes it anew.
+		s.stats.IterationTokens += r.prompt - r.cached
 	} else {
 		s.stats.ITL = append(s.stats.ITL, now-r.lastToken)
 	}

@@ -371,3 +371,53 @@ func TestGeneratedBlocksServeLaterTurns(t *testing.T) {
 		t.Errorf("second turn found %d tokens cached, want %d", second.cached, want)
 	}
 }
+
+// TestIterationTokensCountAPromptOnce: vllm:iteration_tokens_total
+// observes a step's computed prompt tokens and generated tokens, a prompt
+// counted once, in the step of its first output: not chunk by chunk, and
+// not again when a preempted request computes it anew (found by a review
+// of the simulator against the spec).
+func TestIterationTokensCountAPromptOnce(t *testing.T) {
+	stepOnce := func(s *scheduler, now float64) int {
+		s.complete(s.schedule(now), now+1)
+		n := s.stats.IterationTokens
+		s.resetStats()
+		return n
+	}
+	t.Run("chunked", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.NumGPUBlocks, cfg.BlockSize, cfg.MaxNumBatchedTokens = 4096, 16, 2048
+		s := newScheduler(&cfg)
+		s.add(testRequest(&cfg, "a", prompt(0, 5000), 2))
+		var got []int
+		for i := range 3 {
+			got = append(got, stepOnce(s, float64(i)))
+		}
+		if want := []int{0, 0, 5001}; !slices.Equal(got, want) {
+			t.Errorf("observations %v, want %v: the prompt and the first token in the step of the first token", got, want)
+		}
+	})
+	t.Run("preempted", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.NumGPUBlocks, cfg.BlockSize, cfg.MaxNumBatchedTokens, cfg.MaxNumSeqs = 13, 4, 64, 16
+		cfg.EnablePrefixCaching = false // a preempted request computes all it had again
+		s := newScheduler(&cfg)
+		for _, id := range []string{"A", "B", "C"} {
+			s.add(testRequest(&cfg, id, prompt(int(id[0]), 4), 20))
+		}
+		var total, want, preemptions int
+		for i := 0; i < 200 && !s.idle(); i++ {
+			s.complete(s.schedule(float64(i)), float64(i+1))
+			total += s.stats.IterationTokens
+			want += s.stats.GenerationTokens + s.stats.PromptComputed
+			preemptions += s.stats.Preemptions
+			s.resetStats()
+		}
+		if preemptions == 0 {
+			t.Fatal("no preemption: the case is not reached")
+		}
+		if total != want {
+			t.Errorf("iteration tokens %d after %d preemptions, want %d: generated tokens and each prompt once", total, preemptions, want)
+		}
+	})
+}

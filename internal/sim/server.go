@@ -321,6 +321,8 @@ func (s *Server) newRequest(p *prepared) *request {
 		minTokens: p.g.minTokens,
 		ignoreEOS: p.g.ignoreEOS,
 		out:       newStream(),
+
+		reportFull: p.g.reportFull,
 	}
 	if s.cfg.EnablePrefixCaching {
 		req.hashes = blockhash.Extend(nil, seed, p.prompt, s.cfg.BlockSize)
