@@ -257,7 +257,7 @@ func TestEjectionPercent(t *testing.T) {
 			later := n - rapid.IntRange(0, n-down).Draw(rt, "probedDownLater")
 			for _, r := range rs[later:] {
 				r.probeUp.Store(false)
-				h.keepCap(r)
+				h.keepCap(r.Models)
 			}
 			ejected := 0
 			for _, r := range rs[down:later] {

@@ -54,7 +54,12 @@ func NewHealth(cfg HealthConfig, f *Fleet, client *http.Client, logger *slog.Log
 	}
 	h := &Health{cfg: cfg, fleet: f, client: client, log: logger.With("component", "health"),
 		onEject: onEject, onProbe: onProbe, changed: make(chan struct{}, 1)}
-	f.Watch(func(_, _ []*Replica) {
+	f.Watch(func(_, removed []*Replica) {
+		// Replicas that leave shrink what the cap is a share of, as
+		// replicas that fail probes do.
+		for _, r := range removed {
+			h.keepCap(r.Models)
+		}
 		select {
 		case h.changed <- struct{}{}:
 		default:
@@ -147,7 +152,7 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 				r.probeUp.Store(false)
 				r.markDown()
 				h.log.Warn("replica fails probes", "replica", r.ID, "failures", fails)
-				h.keepCap(r)
+				h.keepCap(r.Models)
 				if h.onProbe != nil {
 					h.onProbe(r, false)
 				}
@@ -297,18 +302,19 @@ func (h *Health) eject(r *Replica) {
 	}
 }
 
-// keepCap readmits ejected replicas of down's models, those whose
-// ejection ends soonest first, while more than MaxEjectionPercent of the
-// replicas passing probes are ejected: the cap is checked when a replica
-// is ejected, but replicas that fail probes later shrink what it is a
-// share of, and requests that made every engine fail must not empty the
-// pool however it shrinks.
-func (h *Health) keepCap(down *Replica) {
+// keepCap readmits ejected replicas of models, those whose ejection ends
+// soonest first, while more than MaxEjectionPercent of the replicas
+// passing probes are ejected: the cap is checked when a replica is
+// ejected, but replicas that later fail probes or leave the fleet shrink
+// what it is a share of, and requests that made every engine fail must not
+// empty the pool however it shrinks. Fleet watchers call it with the
+// fleet's lock held: it reads only the published snapshot.
+func (h *Health) keepCap(models []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
 	snap := h.fleet.Snapshot()
-	for _, m := range down.Models {
+	for _, m := range models {
 		var healthy int
 		var ejected []*Replica
 		for _, o := range snap.ForModel(m) {
@@ -325,7 +331,7 @@ func (h *Health) keepCap(down *Replica) {
 			o := ejected[0]
 			ejected = ejected[1:]
 			o.ejectedUntil.Store(int64(clock.Of(now)))
-			h.log.Warn("ejected replica readmitted early: others fail probes, and the ejection cap holds", "replica", o.ID, "model", m)
+			h.log.Warn("ejected replica readmitted early: others failed probes or left, and the ejection cap holds", "replica", o.ID, "model", m)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 // TestSuspectProbesAtOnce: with probes an hour apart, Suspect has a replica
@@ -116,5 +118,61 @@ func TestDownInterval(t *testing.T) {
 		if got := (HealthConfig{Interval: tc.interval, UnhealthyInterval: tc.unhealthy}).downInterval(); got != tc.want {
 			t.Errorf("interval %v, unhealthy_interval %v: %v, want %v", tc.interval, tc.unhealthy, got, tc.want)
 		}
+	}
+}
+
+// capConfig ejects for a minute after three failures, at most half of a
+// model's replicas passing probes.
+func capConfig() HealthConfig {
+	return HealthConfig{Interval: 10 * time.Millisecond, Timeout: 5 * time.Millisecond, UnhealthyThreshold: 3, HealthyThreshold: 1,
+		EjectionBackoff: time.Minute, MaxEjectionBackoff: time.Minute, MaxEjectionPercent: 50}
+}
+
+// usableIDs lists the replicas of model that routing may offer now.
+func usableIDs(f *Fleet, model string) []string {
+	now := clock.Of(time.Now())
+	var ids []string
+	for _, r := range f.Snapshot().ForModel(model) {
+		if r.Usable(now) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// TestLeavingKeepsEjectionCap: of four replicas, the cap lets two be
+// ejected; when the other two leave the fleet (a DNS group shrinks, a
+// reload drops static replicas), the cap is applied again and one of the
+// two left is readmitted, instead of the model having none for the whole
+// backoff.
+func TestLeavingKeepsEjectionCap(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	mk := func(id string) *Replica { return NewReplica(id, u, []string{"m"}, 0, 0) }
+	for _, tc := range []struct {
+		name   string
+		shrink func(f *Fleet, keep []*Replica)
+		fill   func(f *Fleet, all []*Replica)
+	}{
+		{"dns", func(f *Fleet, keep []*Replica) { f.SetGroup("pool", keep) }, func(f *Fleet, all []*Replica) { f.SetGroup("pool", all) }},
+		{"static", func(f *Fleet, keep []*Replica) {
+			f.SetStatic(keep, func(o, n *Replica) bool { return true })
+		}, func(f *Fleet, all []*Replica) { f.SetStatic(all, func(o, n *Replica) bool { return true }) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil, nil)
+			h := NewHealth(capConfig(), f, &http.Client{}, nil, nil, nil)
+			tc.fill(f, []*Replica{mk("a"), mk("b"), mk("c"), mk("d")})
+			s := f.Snapshot().ForModel("m")
+			for _, r := range s[:3] {
+				h.Refused(r) // the third is refused by the cap
+			}
+			if got := usableIDs(f, "m"); len(got) != 2 {
+				t.Fatalf("usable before the shrink %v, want two", got)
+			}
+			tc.shrink(f, []*Replica{mk("a"), mk("b")})
+			if got := usableIDs(f, "m"); len(got) != 1 {
+				t.Errorf("usable after c and d left %v, want one: the cap of 50%% of two", got)
+			}
+		})
 	}
 }
