@@ -137,6 +137,9 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 			if !r.probeUp.Load() && passes >= h.cfg.HealthyThreshold {
 				r.probeUp.Store(true)
 				r.markUp()
+				// It may come back still ejected (requests failed while
+				// probes had it out), now counted by the cap.
+				h.keepCap(r.Models)
 				h.log.Info("replica passes probes again", "replica", r.ID)
 				if h.onProbe != nil {
 					h.onProbe(r, true)

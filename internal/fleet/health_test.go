@@ -176,3 +176,49 @@ func TestLeavingKeepsEjectionCap(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeReturnKeepsEjectionCap: a replica that probes took out, and
+// whose waiting requests then failed and ejected it (uncounted by the cap,
+// as it did not pass probes), comes back by probes still ejected; with
+// another of three ejected, that is two of three passing probes, over the
+// cap of half, so one is readmitted.
+func TestProbeReturnKeepsEjectionCap(t *testing.T) {
+	var aFails atomic.Bool
+	aFails.Store(true)
+	srvA := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if aFails.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srvA.Close()
+	srvOK := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srvOK.Close()
+	ua, _ := url.Parse(srvA.URL)
+	uok, _ := url.Parse(srvOK.URL)
+	a, b, c := NewReplica("a", ua, []string{"m"}, 0, 0), NewReplica("b", uok, []string{"m"}, 0, 0), NewReplica("c", uok, []string{"m"}, 0, 0)
+	f := New([]*Replica{a, b, c}, nil)
+	cfg := capConfig()
+	cfg.UnhealthyThreshold = 1
+	cfg.Timeout = time.Second
+	aBack := make(chan struct{})
+	h := NewHealth(cfg, f, &http.Client{}, nil, nil, func(r *Replica, up bool) {
+		if r == a && up {
+			close(aBack) // once the probe loop is done with the return
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "a out by probes", func() bool { return !a.Healthy() })
+	h.Report(a, false) // a request that waited on a's head fails
+	h.Report(b, false) // b fails one: the cap allows one of b and c
+	if !a.Ejected(time.Now()) || !b.Ejected(time.Now()) {
+		t.Fatalf("setup: a ejected %v, b ejected %v; want both", a.Ejected(time.Now()), b.Ejected(time.Now()))
+	}
+	aFails.Store(false)
+	<-aBack
+	if got := usableIDs(f, "m"); len(got) != 2 {
+		t.Errorf("usable once a is back %v, want two: at most one of three ejected", got)
+	}
+}
