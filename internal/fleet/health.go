@@ -259,8 +259,7 @@ func (h *Health) Report(r *Replica, ok bool) {
 			r.failStreak.Store(0)
 		}
 		if r.ejections.Load() != 0 && r.ejectedUntil.Load() != notEjected && !r.Ejected(time.Now()) {
-			r.ejections.Store(0)
-			r.ejectedUntil.Store(notEjected)
+			h.served(r)
 		}
 		return
 	}
@@ -279,6 +278,18 @@ func (h *Health) Refused(r *Replica) {
 	r.failStreak.Store(int32(min(h.cfg.UnhealthyThreshold, math.MaxInt32)))
 	h.eject(r)
 	h.Suspect(r)
+}
+
+// served resets the backoff of r, whose last ejection ended, as it served
+// again. It checks again under h.mu: a failure racing with the success
+// may have ejected r anew, and that ejection must stand.
+func (h *Health) served(r *Replica) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r.ejectedUntil.Load() != notEjected && !r.Ejected(time.Now()) {
+		r.ejections.Store(0)
+		r.ejectedUntil.Store(notEjected)
+	}
 }
 
 // eject ejects r for its backoff if its streak still calls for it and the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,5 +221,43 @@ func TestProbeReturnKeepsEjectionCap(t *testing.T) {
 	<-aBack
 	if got := usableIDs(f, "m"); len(got) != 2 {
 		t.Errorf("usable once a is back %v, want two: at most one of three ejected", got)
+	}
+}
+
+// TestSuccessKeepsRacingEjection: a success of a replica whose ejection
+// just ended, racing with a failure that ejects it anew, must not clear
+// the new ejection (counted and reported, yet never out of rotation).
+// The race is hit by repetition; on the old code, under -race, some
+// dozens of the tries lose their ejection.
+func TestSuccessKeepsRacingEjection(t *testing.T) {
+	u, _ := url.Parse("http://127.0.0.1:1")
+	var rs []*Replica
+	for _, id := range []string{"a", "b", "c", "d"} {
+		rs = append(rs, NewReplica(id, u, []string{"m"}, 0, 0))
+	}
+	f := New(rs, nil)
+	cfg := capConfig()
+	cfg.UnhealthyThreshold = 1
+	h := NewHealth(cfg, f, &http.Client{}, nil, nil, nil)
+	r := rs[0]
+	lost := 0
+	const tries = 20000
+	for range tries {
+		r.ejections.Store(1)
+		r.ejectedUntil.Store(int64(clock.Of(time.Now().Add(-time.Millisecond))))
+		r.failStreak.Store(0)
+		before := r.EjectedTotal()
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() { <-start; h.Report(r, true) })
+		wg.Go(func() { <-start; h.Report(r, false) })
+		close(start)
+		wg.Wait()
+		if r.EjectedTotal() > before && !r.Ejected(time.Now()) {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d ejections lost: counted, but the replica stayed in rotation", lost, tries)
 	}
 }
