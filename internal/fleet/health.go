@@ -69,14 +69,16 @@ func NewHealth(cfg HealthConfig, f *Fleet, client *http.Client, logger *slog.Log
 }
 
 // Run probes every member of the fleet until ctx ends, following joins and
-// leaves. It returns once every prober has stopped.
+// leaves. A member that left is probed on while it holds leases: failed
+// probes still move the requests waiting on its engine's head, which
+// nothing else would notice hang. It returns once every prober has
+// stopped.
 func (h *Health) Run(ctx context.Context) error {
 	probers := map[*Replica]context.CancelFunc{}
+	ended := make(chan *Replica)
 	var wg sync.WaitGroup
 	follow := func() {
-		current := map[*Replica]bool{}
 		for _, r := range h.fleet.Snapshot().Replicas {
-			current[r] = true
 			if _, ok := probers[r]; !ok {
 				pctx, cancel := context.WithCancel(ctx)
 				probers[r] = cancel
@@ -84,13 +86,11 @@ func (h *Health) Run(ctx context.Context) error {
 				go func() {
 					defer wg.Done()
 					h.probeLoop(pctx, r)
+					select {
+					case ended <- r:
+					case <-ctx.Done():
+					}
 				}()
-			}
-		}
-		for r, cancel := range probers {
-			if !current[r] {
-				cancel()
-				delete(probers, r)
 			}
 		}
 	}
@@ -99,6 +99,10 @@ func (h *Health) Run(ctx context.Context) error {
 		select {
 		case <-h.changed:
 			follow()
+		case r := <-ended:
+			probers[r]()
+			delete(probers, r)
+			follow() // in case it left and came back as the prober ended
 		case <-ctx.Done():
 			for _, cancel := range probers {
 				cancel()
@@ -122,12 +126,16 @@ func (c HealthConfig) downInterval() time.Duration {
 // Suspect, it probes at once, and while those probes fail and the replica
 // is not yet down, back to back: a replica whose port refuses connections
 // is down within the unhealthy threshold's probes, not as many intervals.
+// It returns once r has left the fleet and holds no leases.
 func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 	timer := time.NewTimer(h.cfg.Interval)
 	defer timer.Stop()
 	fails, passes, n := 0, 0, 0
 	burst := false
 	for {
+		if r.Removed() && r.InFlight() == 0 {
+			return // left, and nothing waits on it
+		}
 		up := h.probe(ctx, r)
 		if ctx.Err() != nil {
 			return

@@ -261,3 +261,51 @@ func TestSuccessKeepsRacingEjection(t *testing.T) {
 		t.Errorf("%d of %d ejections lost: counted, but the replica stayed in rotation", lost, tries)
 	}
 }
+
+// TestLeftMemberProbedWhileLeased: a member that leaves the fleet while a
+// request holds a lease on it is probed on, so when its engine stops
+// answering, its Down channel closes and the request waiting on the head
+// moves elsewhere, instead of waiting for good on an engine that nothing
+// probes any more.
+func TestLeftMemberProbedWhileLeased(t *testing.T) {
+	var failing, aProbed atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/pool-a/health" {
+			aProbed.Store(true)
+		}
+		if failing.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	mk := func(id string) *Replica { return NewReplica(id, u.JoinPath(id), []string{"m"}, 0, 0) }
+	f := New(nil, nil)
+	f.SetGroup("pool", []*Replica{mk("pool-a"), mk("pool-b")})
+	cfg := capConfig()
+	cfg.UnhealthyThreshold = 1
+	cfg.Timeout = time.Second
+	h := NewHealth(cfg, f, &http.Client{}, nil, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { _ = h.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "a probed", aProbed.Load)
+	a := f.Snapshot().Get("pool-a")
+	lease, ok := a.TryAcquire()
+	if !ok {
+		t.Fatal("no lease")
+	}
+	defer lease.Release()
+	down := a.Down()
+	f.SetGroup("pool", []*Replica{mk("pool-b")}) // a leaves with its request
+	failing.Store(true)                          // and its engine hangs
+	waitUntil(t, "the Down channel of the member that left to close", func() bool {
+		select {
+		case <-down:
+			return true
+		default:
+			return false
+		}
+	})
+}

@@ -124,8 +124,9 @@ func (r *Replica) Usable(now clock.Instant) bool {
 	return !r.removed.Load() && r.probeUp.Load() && !r.ejectedAt(now)
 }
 
-// Down returns a channel closed once the replica stops being usable through
-// probes or removal, so a request waiting on it can move elsewhere.
+// Down returns a channel closed once probes take the replica out (they go
+// on after it left the fleet while it holds leases), so a request waiting
+// on it can move elsewhere.
 func (r *Replica) Down() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
