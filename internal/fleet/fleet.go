@@ -39,7 +39,15 @@ type Fleet struct {
 	// another replica has their ID, so that each is logged once; guarded
 	// by mu.
 	shadowed map[string]map[string]bool
+	// departed holds, by group and oldest first, up to maxDeparted members
+	// that left, so that one coming back (a flapping or truncated DNS
+	// answer) is the same Replica: the leases it still holds count against
+	// its caps, and its health and ejection carry on; guarded by mu.
+	departed map[string][]*Replica
 }
+
+// maxDeparted bounds the members each group remembers after they left.
+const maxDeparted = 64
 
 // New returns a fleet of the static replicas. A nil logger discards.
 func New(static []*Replica, logger *slog.Logger) *Fleet {
@@ -47,7 +55,7 @@ func New(static []*Replica, logger *slog.Logger) *Fleet {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Fleet{static: slices.Clone(static), groups: map[string][]*Replica{}, shadowed: map[string]map[string]bool{},
-		log: logger.With("component", "fleet")}
+		departed: map[string][]*Replica{}, log: logger.With("component", "fleet")}
 	f.publish()
 	return f
 }
@@ -65,7 +73,9 @@ func (f *Fleet) Watch(fn func(added, removed []*Replica)) {
 
 // SetGroup replaces the members of a DNS group. Members whose id is already
 // present are kept as they are (health and counters included); members that
-// leave are marked removed and finish what they are doing. A member whose
+// leave are marked removed and finish what they are doing, and one that
+// comes back while remembered is the one that left, back in the fleet with
+// the new member's caps. A member whose
 // ID a static replica or another group's member has is left out with a
 // warning: the fleet never holds two replicas with one ID, whose metric
 // series would collide.
@@ -90,6 +100,11 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 			delete(old, m.ID)
 			continue
 		}
+		if p := f.rejoin(group, m); p != nil {
+			next = append(next, p)
+			added = append(added, p)
+			continue
+		}
 		m.Group = group
 		next = append(next, m)
 		added = append(added, m)
@@ -99,6 +114,10 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 		removed = append(removed, r)
 	}
 	slices.SortFunc(removed, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
+	f.departed[group] = append(f.departed[group], removed...)
+	if n := len(f.departed[group]) - maxDeparted; n > 0 {
+		f.departed[group] = slices.Delete(f.departed[group], 0, n)
+	}
 	slices.SortFunc(next, func(a, b *Replica) int { return cmp.Compare(a.ID, b.ID) })
 	f.groups[group] = next
 	return f.changed(added, removed)
@@ -136,6 +155,25 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 	f.static = next
 	removed = append(removed, f.dropShadowed()...)
 	return f.changed(added, removed)
+}
+
+// rejoin takes the remembered member of group that m comes back as (same
+// ID, URL, models and KV capacity) out of the remembered and returns it,
+// in the fleet again with m's caps; nil when there is none. f.mu is held.
+func (f *Fleet) rejoin(group string, m *Replica) *Replica {
+	d := f.departed[group]
+	i := slices.IndexFunc(d, func(r *Replica) bool { return r.ID == m.ID })
+	if i < 0 {
+		return nil
+	}
+	p := d[i]
+	f.departed[group] = slices.Delete(d, i, i+1)
+	if p.URL.String() != m.URL.String() || !slices.Equal(p.Models, m.Models) || p.KVCapacityBlocks != m.KVCapacityBlocks {
+		return nil // the group's settings changed: start afresh
+	}
+	p.SetCaps(m.MaxConcurrency(), m.MaxPending())
+	p.removed.Store(false)
+	return p
 }
 
 // idsBut returns the IDs of the static replicas and of the members of

@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"pgregory.net/rapid"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 func replica(id string, models ...string) *Replica {
@@ -410,5 +412,51 @@ func TestMemberWithStaticID(t *testing.T) {
 	unique("static gone")
 	if got := len(f.Snapshot().Replicas); got != 2 {
 		t.Errorf("%d replicas once the static ones left, want both members", got)
+	}
+}
+
+// TestRejoinKeepsReplica: a DNS member that drops out of one lookup and is
+// back in the next is the Replica that left: the leases it still holds
+// count against max_concurrency (a fresh one started at zero, so the engine
+// took more than its cap), and a member that probes took out is not back
+// in rotation for the flap.
+func TestRejoinKeepsReplica(t *testing.T) {
+	f := New(nil, nil)
+	f.SetGroup("pool", []*Replica{replica("pool-a"), replica("pool-b")})
+	a, b := f.Snapshot().Get("pool-a"), f.Snapshot().Get("pool-b")
+	for range 4 {
+		l, ok := a.TryAcquire()
+		if !ok {
+			t.Fatal("no lease")
+		}
+		l.Started() // streaming: only max_concurrency holds it back
+	}
+	MarkDown(b)
+	f.SetGroup("pool", []*Replica{replica("pool-c")})
+	f.SetGroup("pool", []*Replica{replica("pool-a"), replica("pool-b"), replica("pool-c")})
+	a2, b2 := f.Snapshot().Get("pool-a"), f.Snapshot().Get("pool-b")
+	if a2 != a {
+		t.Error("pool-a came back as a new replica")
+	}
+	if l, ok := a2.TryAcquire(); ok {
+		l.Release()
+		t.Errorf("pool-a took a lease past max_concurrency 4 with %d held", a.InFlight())
+	}
+	if a2.Removed() || b2.Usable(clock.Of(time.Now())) {
+		t.Errorf("after the flap: pool-a removed %v; pool-b, failing probes, usable %v", a2.Removed(), b2.Usable(clock.Of(time.Now())))
+	}
+}
+
+// TestDepartedBounded: a group remembers at most maxDeparted members that
+// left, the latest.
+func TestDepartedBounded(t *testing.T) {
+	f := New(nil, nil)
+	for i := range maxDeparted + 10 {
+		f.SetGroup("pool", []*Replica{replica(fmt.Sprint("pool-", i))})
+	}
+	f.SetGroup("pool", nil)
+	d := f.departed["pool"]
+	if len(d) != maxDeparted || d[len(d)-1].ID != fmt.Sprint("pool-", maxDeparted+9) {
+		t.Errorf("remembered %d, the last %s; want %d, the last pool-%d", len(d), d[len(d)-1].ID, maxDeparted, maxDeparted+9)
 	}
 }
