@@ -130,15 +130,7 @@ func TestSIGHUPRereadsTheConfig(t *testing.T) {
 		}
 	}
 	write("round_robin")
-	c, err := spawn("gateway", childGateway, []string{"--config", path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if clean, how := c.stop(); !clean {
-			t.Errorf("the gateway did not stop cleanly: it %s\n%s", how, c.out.String())
-		}
-	}()
+	c := gatewayChild(t, path)
 	configURL := fmt.Sprintf("http://127.0.0.1:%d/admin/config", admin)
 	if err := c.waitReady(func() (bool, string) { return getOK(configURL) }); err != nil {
 		t.Fatal(err)
@@ -196,15 +188,7 @@ func TestSIGHUPWhileStarting(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := spawn("gateway", childGateway, []string{"--config", path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if clean, how := c.stop(); !clean {
-			t.Errorf("the gateway did not stop cleanly: it %s\n%s", how, c.out.String())
-		}
-	}()
+	c := gatewayChild(t, path)
 	// Signalled before it sets SIGHUP aside, any process ends: wait until
 	// it is well into loading the tokenizer (its memory past 100 MiB).
 	configURL := fmt.Sprintf("http://127.0.0.1:%d/admin/config", ports[1])
@@ -243,6 +227,22 @@ func rss(pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// gatewayChild starts the gateway on the config at path as a child
+// process, stopped (and required to stop cleanly) when the test ends.
+func gatewayChild(t *testing.T, path string) *child {
+	t.Helper()
+	c, err := spawn("gateway", childGateway, []string{"--config", path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if clean, how := c.stop(); !clean {
+			t.Errorf("the gateway did not stop cleanly: it %s\n%s", how, c.out.String())
+		}
+	})
+	return c
 }
 
 // TestReplayShadowFlag: --replay-shadow checks a log and fails, naming the

@@ -24,14 +24,7 @@ import (
 // tokenizer check) a 404.
 func rawEngine(t *testing.T, answer func(w *bufio.Writer)) string {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method != http.MethodPost:
-			return
-		case r.URL.Path != "/v1/chat/completions":
-			http.NotFound(w, r)
-			return
-		}
+	return chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		conn, rw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
@@ -41,6 +34,22 @@ func rawEngine(t *testing.T, answer func(w *bufio.Writer)) string {
 		defer conn.Close()
 		answer(rw.Writer)
 		_ = rw.Flush()
+	})
+}
+
+// chatEngine is an engine that answers chat requests with handle: GETs
+// (/health) get a 200, other POSTs (the gateway's tokenizer check) a 404.
+func chatEngine(t *testing.T, handle http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method != http.MethodPost:
+			return
+		case r.URL.Path != "/v1/chat/completions":
+			http.NotFound(w, r)
+			return
+		}
+		handle(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -314,14 +323,7 @@ func gzipStreamEngine(t *testing.T, stream string, always bool) (url string, acc
 	t.Helper()
 	var mu sync.Mutex
 	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method != http.MethodPost:
-			return
-		case r.URL.Path != "/v1/chat/completions":
-			http.NotFound(w, r)
-			return
-		}
+	url = chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		got = r.Header.Get("Accept-Encoding")
@@ -339,9 +341,8 @@ func gzipStreamEngine(t *testing.T, stream string, always bool) (url string, acc
 			w.(http.Flusher).Flush()
 		}
 		_ = zw.Close()
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() string {
+	})
+	return url, func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return got

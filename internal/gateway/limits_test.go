@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -469,14 +468,7 @@ func TestEstimatedPromptTruedUp(t *testing.T) {
 func heldStreamEngine(t *testing.T) (url string, arrived <-chan struct{}, release func()) {
 	t.Helper()
 	got, gate := make(chan struct{}, 1), make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method != http.MethodPost:
-			return
-		case r.URL.Path != "/v1/chat/completions":
-			http.NotFound(w, r)
-			return
-		}
+	url = chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			MaxTokens int `json:"max_tokens"`
 			Messages  []struct {
@@ -499,12 +491,11 @@ func heldStreamEngine(t *testing.T) (url string, arrived <-chan struct{}, releas
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
 			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
 			1+req.MaxTokens, req.MaxTokens)
-	}))
-	t.Cleanup(srv.Close)
+	})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(release)
-	return srv.URL, got, release
+	return url, got, release
 }
 
 // TestLoweredLimitSurvivesAnOlderRequest: a request admitted before a
