@@ -43,7 +43,8 @@ FUZZ_TARGETS := \
 	./internal/gateway:FuzzReplayShadow \
 	./internal/sim:FuzzKVEventsConfig \
 	./internal/workload:FuzzShareGPT \
-	./internal/bench:FuzzTail
+	./internal/bench:FuzzTail \
+	./internal/gateway:FuzzUsageTail
 
 .PHONY: all build test lint vet fmt-check staticcheck vulncheck unit race norace fuzz bench stress saturated demo clean tokenizers fleet-size \
 	sweep sweep-smoke routing baselines exact-routing criterion report repro peers dashboard-check stack stack-down

@@ -73,3 +73,34 @@ func TestUsageCaptureAnySplit(t *testing.T) {
 		}
 	})
 }
+
+// FuzzUsageTail: an engine's answer, any bytes, read through the tail in
+// any split never panics, and finds what it finds in one write: the same
+// captured usage object, the same numbers and the same [DONE].
+func FuzzUsageTail(f *testing.F) {
+	f.Add([]byte(`{"id":"x","usage":{"prompt_tokens":4,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}},"prompt_token_ids":[1]}`), uint16(7), uint16(40))
+	f.Add([]byte("data: {\"usage\":{\"completion_tokens\":1}}\r\n\r\ndata: {\"usage\":null}\n\ndata: [DONE]\n\n"), uint16(1), uint16(2))
+	f.Add([]byte(`{"usage":{"s":"}\"{\\","completion_tokens":2},"x":"\"usage\":{}"}`), uint16(9), uint16(10))
+	f.Fuzz(func(t *testing.T, body []byte, a, b uint16) {
+		var whole, split usageTail
+		whole.write(body)
+		cuts := []int{int(a) % (len(body) + 1), int(b) % (len(body) + 1)}
+		slices.Sort(cuts)
+		split.write(body[:cuts[0]])
+		split.write(body[cuts[0]:cuts[1]])
+		split.write(body[cuts[1]:])
+		if w, s := string(whole.usage.object()), string(split.usage.object()); w != s {
+			t.Fatalf("usage object %q in one write, %q in three (cuts %v)", w, s, cuts)
+		}
+		for _, key := range []string{`"completion_tokens":`, `"prompt_tokens":`, `"cached_tokens":`} {
+			wn, wok := whole.number(key)
+			sn, sok := split.number(key)
+			if wn != sn || wok != sok {
+				t.Fatalf("%s: %d, %v in one write, %d, %v in three", key, wn, wok, sn, sok)
+			}
+		}
+		if whole.endsWithDone() != split.endsWithDone() {
+			t.Fatal("[DONE] found in one write and not in three, or the reverse")
+		}
+	})
+}
