@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+
+	"github.com/inferrail/inferrail/internal/linelog"
 )
 
 // MaxJSONBytes bounds a result file ReadJSON reads: the largest a run
@@ -59,7 +61,7 @@ func ReadJSON[T any](path string) (*T, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s)", path, errNotRegular, kind(st.Mode()))
+		return nil, fmt.Errorf("%s: %w (%s)", path, errNotRegular, "a "+linelog.KindOf(st.Mode()))
 	}
 	if st.Size() > MaxJSONBytes {
 		return nil, fmt.Errorf("%s: %d bytes, more than a result file's %d MiB", path, st.Size(), MaxJSONBytes>>20)
@@ -77,22 +79,6 @@ func ReadJSON[T any](path string) (*T, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &v, nil
-}
-
-// kind names what a file that is not a regular one is.
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	default:
-		return "mode " + m.String()
-	}
 }
 
 // ReadDir reads every *.json file in dir, in name order. What is not a
@@ -114,7 +100,7 @@ func ReadDir[T any](dir string) (out []T, skipped []string, err error) {
 		case err != nil:
 			return nil, nil, err
 		case !st.Mode().IsRegular():
-			skipped = append(skipped, fmt.Sprintf("%s: %s (%s); skipped", p, errNotRegular, kind(st.Mode())))
+			skipped = append(skipped, fmt.Sprintf("%s: %s (%s); skipped", p, errNotRegular, "a "+linelog.KindOf(st.Mode())))
 			continue
 		}
 		v, err := ReadJSON[T](p)

@@ -82,12 +82,14 @@ func CheckPath(path string) error {
 	case err != nil:
 		return err
 	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is a %s, not a regular file: a log rotated there would move it aside", path, kindOf(st.Mode()))
+		return fmt.Errorf("%s is a %s, not a regular file: a log rotated there would move it aside", path, KindOf(st.Mode()))
 	}
 	return nil
 }
 
-func kindOf(m fs.FileMode) string {
+// KindOf names what a file that is not a regular one is (a directory,
+// a device, a named pipe, a socket), for messages that refuse it.
+func KindOf(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "directory"
