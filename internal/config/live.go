@@ -191,6 +191,9 @@ func (c *Config) Patch(patch []byte) (*Config, error) {
 // that keeps a config's JSON rather than encode it again for every patch.
 func PatchDocument(doc, patch []byte) (*Config, error) {
 	tree, err := jsonDocument(patch)
+	if errors.Is(err, errTooDeep) {
+		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrPatch)
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -254,5 +255,27 @@ func TestProblems(t *testing.T) {
 	}
 	if got := Problems(nil); got != nil {
 		t.Errorf("Problems(nil) = %+v", got)
+	}
+}
+
+// A patch nested past MaxJSONDepth is refused before it is merged (the
+// merge costs the square of the depth), and said to be too deep rather
+// than not JSON, however deep it goes.
+func TestPatchDepth(t *testing.T) {
+	nested := func(depth int) []byte {
+		// {"routing": {"a": {"a": ... {}}}}: depth objects in all.
+		return []byte(strings.Repeat(`{"routing":`, 1) + strings.Repeat(`{"a":`, depth-2) + `{}` + strings.Repeat(`}`, depth-1))
+	}
+	cur := loadFull(t)
+	_, err := cur.Patch(nested(MaxJSONDepth))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Path != "routing.a" || ce.Msg != "unknown key" {
+		t.Errorf("a patch %d deep: %v, want it read and refused as routing.a: unknown key", MaxJSONDepth, err)
+	}
+	for _, depth := range []int{MaxJSONDepth + 1, 10_001, 100_000} {
+		_, err := cur.Patch(nested(depth))
+		if !errors.Is(err, ErrPatch) || !strings.Contains(err.Error(), fmt.Sprintf("nested more than %d deep", MaxJSONDepth)) {
+			t.Errorf("a patch %d deep: %v, want ErrPatch saying it is nested too deep", depth, err)
+		}
 	}
 }
