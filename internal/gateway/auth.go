@@ -62,7 +62,7 @@ type accessMetrics struct {
 
 func newAccessMetrics(reg prometheus.Registerer) *accessMetrics {
 	m := &accessMetrics{
-		failures:    counterVec("inferrail_auth_failures_total", "Requests refused for their credential, by port (client, admin) and reason: missing, malformed, unknown_key, model_not_allowed.", "port", "reason"),
+		failures:    counterVec("inferrail_auth_failures_total", "Requests refused for their credential, by port (client, admin) and reason: missing, malformed, unknown_key, model_not_allowed, and on the admin port cross_origin and foreign_host (a web page's request).", "port", "reason"),
 		limited:     counterVec("inferrail_rate_limited_total", "Requests refused with 429 by a rate limit, by model, key name (empty without keys) and the limit that refused (key_requests, model_prompt_tokens, ...).", "model", "key", "limit"),
 		reloads:     counterVec("inferrail_auth_reloads_total", "Rereads of a changed keys file (keys, admin_keys), by result: ok, or error when the keys in effect stayed.", "file", "result"),
 		tlsReloads:  counterVec("inferrail_tls_reloads_total", "Rereads of changed TLS files (server_cert, client_ca, upstream_ca, upstream_cert), by result: ok, or error when what was in effect stayed.", "name", "result"),

@@ -703,7 +703,7 @@ func TestAdminErrorsInJSON(t *testing.T) {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "PATCH /admin/config HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"rou")
+	fmt.Fprintf(conn, "PATCH /admin/config HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\n\r\n{\"rou")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("a stalled patch got no answer: %v", err)

@@ -405,7 +405,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 	mux.HandleFunc("PATCH /admin/config", g.servePatchConfig)
 	mux.HandleFunc("POST /admin/reload", g.serveReload)
 	mux.HandleFunc("GET /admin/shadow", g.serveShadow)
-	return g.requireAdminKey(exactRoutes(mux))
+	return g.refuseBrowsers(g.requireAdminKey(exactRoutes(mux)))
 }
 
 // Serve resolves DNS groups, starts health checking and serves the client
