@@ -32,6 +32,9 @@ type admission struct {
 	// and the floor, the estimate on an idle replica, in seconds.
 	best, floor float64
 	priced      bool
+	// denied is set by /admin/explain?key= for a key that may not use the
+	// model: the client port would refuse the request before admission.
+	denied bool
 }
 
 // maxTargetMs is the largest x-inferrail-ttft-target-ms: one hour.
@@ -287,6 +290,10 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	fl := &ex.gen.cfg.Flow
 	mq := g.flow.queues[ex.model]
 	v := &admissionVerdict{Class: a.class.String(), TTFTTargetMs: a.target.Milliseconds(), QueueLimit: fl.MaxQueued, Waiting: int(mq.waiting.Load())}
+	if a.denied {
+		v.Verdict, v.Reason = verdictRefuse, string(auth.ModelDenied)
+		return v
+	}
 	v.FairShare = g.fairVerdict(ex, a, now)
 	over := v.FairShare != nil && v.FairShare.OverShare
 	held := v.FairShare != nil && v.FairShare.notAllowed

@@ -86,7 +86,8 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		// The admin port knows no client key: ?key= names one to ask as
-		// (its class, target and fair share), and the headers say the rest,
+		// (its grant of the model, class, target and fair share; not its
+		// rate limits, which only spending reads), and the headers say the rest,
 		// clamped as the client port clamps them: to the key's class, or
 		// to standard without a key.
 		var key *auth.Key
@@ -97,8 +98,11 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 			}
 			ex.adm, err = admissionFor(r, key, maxClass, g.modelTarget(ex))
 		}
-		if err == nil && key != nil && len(r.Header.Values(openai.HeaderPriority)) == 0 {
-			ex.adm.class = key.Priority
+		if err == nil && key != nil {
+			if len(r.Header.Values(openai.HeaderPriority)) == 0 {
+				ex.adm.class = key.Priority
+			}
+			ex.adm.denied = !key.Allows(ex.model, ex.gen.resolveModel)
 		}
 	}
 	if err != nil {
