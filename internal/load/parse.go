@@ -394,15 +394,19 @@ func (p *page) report(e Engine, f families) (*Report, error) {
 }
 
 // repeated names a family that has two series with the same labels, ""
-// when none does.
+// when none does. A set keeps it linear: comparing every pair took a
+// 100,000-series page (3.9 MB, under the 4 MiB bound) five seconds a scrape.
 func (p *page) repeated() string {
 	for name, ss := range p.series {
-		for i := range ss {
-			for j := range i {
-				if ss[i].labelSet == ss[j].labelSet {
-					return name
-				}
+		if len(ss) < 2 {
+			continue
+		}
+		seen := make(map[uint64]struct{}, len(ss))
+		for _, s := range ss {
+			if _, dup := seen[s.labelSet]; dup {
+				return name
 			}
+			seen[s.labelSet] = struct{}{}
 		}
 	}
 	return ""
