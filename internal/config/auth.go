@@ -137,9 +137,14 @@ func (v *validator) auth(c *Config) {
 	if ut.ServerName != "" && !isListenHost(ut.ServerName) {
 		v.fail("upstream.tls.server_name", "must be a host name or an IP address")
 	}
-	if !ut.IsZero() && !anyHTTPS(c) {
-		v.fail("upstream.tls", "applies to https:// replicas and dns groups, and none is")
-	}
+}
+
+// UpstreamTLSUnused reports whether upstream.tls is set while no replica or
+// DNS group is reached over https. It is a warning, not an error: replicas
+// change live and upstream.tls only at a restart, so refusing it would keep
+// a live change from moving the last engine off TLS.
+func (c *Config) UpstreamTLSUnused() bool {
+	return !c.Upstream.TLS.IsZero() && !anyHTTPS(c)
 }
 
 // pair checks that a certificate and its key are set together.

@@ -213,7 +213,6 @@ var badFiles = map[string][]string{
 		"line 16: auth.admin_keys_file: must not be auth.keys_file: every client key would open the admin port",
 		"line 17: auth.reload_interval: must be >= 10ms",
 		"line 19: upstream.tls.key_file: required with upstream.tls.cert_file",
-		"line 19: upstream.tls: applies to https:// replicas and dns groups, and none is",
 		"line 21: upstream.tls.server_name: must be a host name or an IP address",
 	},
 	"flow.bad.yaml": {

@@ -94,6 +94,9 @@ func (g *Gateway) buildAccess() error {
 			return err
 		}
 	}
+	if g.cfg.UpstreamTLSUnused() {
+		g.log.Warn(upstreamTLSUnused)
+	}
 	if g.cfg.AdminExposed() {
 		g.log.Warn("the admin port listens beyond loopback and asks for no key: set auth.admin_keys_file or keep server.admin_listen on 127.0.0.1",
 			"admin_listen", g.cfg.Server.AdminListen)
@@ -153,11 +156,18 @@ func CheckAccess(cfg *config.Config) (notes []string, err error) {
 			notes = append(notes, fmt.Sprintf("server.tls.cert_file %s is %s: clients will refuse it", cfg.Server.TLS.CertFile, why))
 		}
 	}
+	if cfg.UpstreamTLSUnused() {
+		notes = append(notes, upstreamTLSUnused)
+	}
 	if cfg.AdminExposed() {
 		notes = append(notes, fmt.Sprintf("server.admin_listen %s is beyond loopback and auth.admin_keys_file is not set: anyone who reaches it can read metrics and use the admin API", cfg.Server.AdminListen))
 	}
 	return notes, nil
 }
+
+// upstreamTLSUnused is the warning for upstream.tls set with no https
+// engine; it takes effect for the https replicas a live change adds.
+const upstreamTLSUnused = "upstream.tls is set but no replica or dns group is https://: it applies to none until one is"
 
 // requireKey makes every request but /health name a client key, when
 // there are keys.

@@ -119,6 +119,9 @@ func (g *Gateway) applyOnto(base *generation, next *config.Config, via string) (
 	g.onGeneration(gen)
 	g.gen.Store(gen)
 	g.warnLostGrants(cur, gen)
+	if next.UpstreamTLSUnused() && !cur.cfg.UpstreamTLSUnused() {
+		g.log.Warn(upstreamTLSUnused)
+	}
 	g.reloaded(reloadApplied)
 	g.log.Info("config applied", "via", via, "generation", gen.n, "replicas_added", len(added), "replicas_removed", len(removed))
 	return reloadApplied, gen, nil

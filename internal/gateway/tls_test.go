@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -324,5 +325,35 @@ func TestCheckNotesAnExpiredCertificate(t *testing.T) {
 		if got := strings.Contains(strings.Join(notes, "\n"), "is expired at"); got != tc.want {
 			t.Errorf("expires %v: notes %q, want an expiry note %v", tc.notAfter, notes, tc.want)
 		}
+	}
+}
+
+// TestUpstreamTLSOffLive: a live change may move the last engine off TLS
+// while upstream.tls stays set (it changes only at a restart, so refusing
+// the change left the operator no live way to make it); it is a warning,
+// as is upstream.tls with no https engine at start (a --check note).
+func TestUpstreamTLSOffLive(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	engine := httptest.NewTLSServer(http.NotFoundHandler())
+	engine.Config.ErrorLog = log.New(io.Discard, "", 0)
+	t.Cleanup(engine.Close)
+	caFile := filepath.Join(t.TempDir(), "engine.pem")
+	certstest.Write(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: engine.Certificate().Raw}))
+	cfg := testConfig(t, sims)
+	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "tls", URL: engine.URL, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8})
+	cfg.Upstream.TLS.CAFile = caFile
+	cfg.Tokenizer.Verify = false
+	gw := startGateway(t, cfg)
+	plain := fmt.Sprintf(`{"replicas":[{"id":"sim-1","url":%q,"models":[%q]}]}`, sims[0].URL(), testModel)
+	if code, _, problems := patch(t, gw.admin, plain); code != http.StatusOK {
+		t.Fatalf("moving the last engine off TLS: %d %+v, want 200", code, problems)
+	}
+	if !strings.Contains(gw.logs.String(), "upstream.tls is set but no replica") {
+		t.Error("no warning that upstream.tls applies to no engine")
+	}
+	cfg.Replicas = cfg.Replicas[:1]
+	notes, err := CheckAccess(cfg)
+	if err != nil || !strings.Contains(strings.Join(notes, "\n"), "upstream.tls is set but no replica") {
+		t.Errorf("--check of upstream.tls with no https engine: %q, %v; want a note", notes, err)
 	}
 }
