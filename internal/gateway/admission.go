@@ -170,8 +170,13 @@ func shed(reason string, a *admission, waited time.Duration) *refusal {
 		msg = fmt.Sprintf("The request waited %s for a replica with room, too long for a first token within the TTFT target of %s (an idle replica needs about %s). Raise the target or retry later.",
 			roundSecs(waited.Seconds()), a.target, roundSecs(a.floor))
 	case reason == shedSLOUnreachable:
-		msg = fmt.Sprintf("No replica can give a first token within the TTFT target of %s: even an idle one needs about %s. Raise the target or retry later.",
+		msg = fmt.Sprintf("No replica can give a first token within the TTFT target of %s: even an idle one needs about %s. Raise the target.",
 			a.target, roundSecs(a.floor))
+		// The same request asked again meets the same idle estimate: the
+		// SDKs are told not to retry it, as for a prompt past a rate limit.
+		rf := newRefusal(openai.OpenAIError(http.StatusTooManyRequests, "requests", "overloaded", msg, ""), reason)
+		rf.header = http.Header{"X-Should-Retry": {"false"}}
+		return rf
 	default: // shedSLOUnmet
 		msg = fmt.Sprintf("No replica's estimated time to first token (best %s) meets the TTFT target of %s now. Please retry shortly.",
 			roundSecs(a.best), a.target)

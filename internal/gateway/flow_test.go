@@ -221,7 +221,12 @@ func expectShed(t *testing.T, gw *running, reason string, header ...string) {
 	if e := decodeError(t, body); e.Error.Code != "overloaded" || e.Error.Type != "requests" {
 		t.Errorf("%s: error type %q code %q, want requests and overloaded", reason, e.Error.Type, e.Error.Code)
 	}
-	if resp.Header.Get("Retry-After") == "" || resp.Header.Get("Retry-After-Ms") == "" {
+	// A target no replica meets even idle is not worth a retry; any other
+	// shed says when to come back.
+	if reason == shedSLOUnreachable && resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("%s: no x-should-retry: false: %v", reason, resp.Header)
+	}
+	if reason != shedSLOUnreachable && (resp.Header.Get("Retry-After") == "" || resp.Header.Get("Retry-After-Ms") == "") {
 		t.Errorf("%s: no Retry-After: %v", reason, resp.Header)
 	}
 	if after := counterValue(t, gw, "inferrail_request_errors_total", "model", testModel, "reason", reason); after != before+1 {
@@ -471,13 +476,18 @@ func TestSLOShedSaysWhy(t *testing.T) {
 		floor  float64
 		waited time.Duration
 		want   string
+		retry  bool // the SDKs may retry it (Retry-After, no x-should-retry: false)
 	}{
-		{0.5, 0, "No replica can give a first token within the TTFT target of 300ms: even an idle one needs about 500ms."},
-		{0.008, 292 * time.Millisecond, "The request waited 292ms for a replica with room, too long for a first token within the TTFT target of 300ms (an idle replica needs about 8ms)."},
+		{0.5, 0, "No replica can give a first token within the TTFT target of 300ms: even an idle one needs about 500ms.", false},
+		{0.008, 292 * time.Millisecond, "The request waited 292ms for a replica with room, too long for a first token within the TTFT target of 300ms (an idle replica needs about 8ms).", true},
 	} {
 		rf := shed(shedSLOUnreachable, &admission{target: 300 * time.Millisecond, floor: tc.floor}, tc.waited)
 		if !strings.Contains(rf.Error(), tc.want) {
 			t.Errorf("floor %v waited %v: %s, want %q", tc.floor, tc.waited, rf.Error(), tc.want)
+		}
+		retry := rf.header.Get("Retry-After") != "" && rf.header.Get("X-Should-Retry") != "false"
+		if retry != tc.retry {
+			t.Errorf("floor %v waited %v: headers %v, want retry %v", tc.floor, tc.waited, rf.header, tc.retry)
 		}
 	}
 }

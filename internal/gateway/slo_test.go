@@ -29,8 +29,8 @@ func TestSLOAdmission(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("a 50 ms target for 0.2 s of prefill: %d %s, want 429", resp.StatusCode, body)
 	}
-	if e := decodeError(t, body); e.Error.Code != "overloaded" || resp.Header.Get("Retry-After") == "" {
-		t.Errorf("shed answer: code %q, Retry-After %q", e.Error.Code, resp.Header.Get("Retry-After"))
+	if e := decodeError(t, body); e.Error.Code != "overloaded" || resp.Header.Get("X-Should-Retry") != "false" {
+		t.Errorf("shed answer: code %q, x-should-retry %q; want no retry of a target no replica meets", e.Error.Code, resp.Header.Get("X-Should-Retry"))
 	}
 	if n := counterValue(t, gw, "inferrail_flow_shed_total", "model", testModel, "class", "standard", "reason", shedSLOUnreachable); n != 1 {
 		t.Errorf("slo_unreachable sheds: %v, want 1", n)
