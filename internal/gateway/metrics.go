@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 		ejections:     counterVec("inferrail_ejections_total", "Passive ejections of replicas whose requests kept failing.", "replica"),
 		tokenized:     counterVec("inferrail_tokenized_requests_total", "Prompts tokenized at the edge, or why a request got no prediction: invalid, unsupported, template, busy, slow, unavailable, disagrees.", "model", "result"),
 		tokenizeTime:  histogramVec("inferrail_tokenize_seconds", "Time to tokenize and hash a prompt, waiting for a worker included.", prometheus.ExponentialBuckets(1e-6, 4, 12), "model"),
-		promptTokens:  counterVec("inferrail_prompt_tokens_total", "Prompt tokens of the requests tokenized at the edge.", "model"),
+		promptTokens:  counterVec("inferrail_prompt_tokens_total", "Prompt tokens of the requests tokenized at the edge, per decision (a retry counts again), as inferrail_predicted_cached_tokens_total is.", "model"),
 		predicted:     counterVec("inferrail_predicted_cached_tokens_total", "Prompt tokens the KV index predicted cached on the chosen replica, per decision.", "model"),
 		indexResets:   counterVec("inferrail_index_resets_total", "Engines found restarted with an empty cache, whose index entries were dropped.", "replica"),
 		estimatedTTFT: histogramVec("inferrail_estimated_ttft_seconds", "The cost model's estimated time to first token on the chosen replica, at every decision; compare with inferrail_ttft_seconds.", latency, "model", "policy"),

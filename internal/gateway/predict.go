@@ -245,9 +245,6 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 	ex.tokenized = result
 	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()
 	g.metrics.tokenizeTime.WithLabelValues(ex.model).Observe(time.Since(start).Seconds())
-	if pred != nil {
-		g.metrics.promptTokens.WithLabelValues(ex.model).Add(float64(pred.tokens))
-	}
 	return pred
 }
 

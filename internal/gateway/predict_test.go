@@ -639,3 +639,38 @@ func TestAdminTokenizeBounded(t *testing.T) {
 		t.Errorf("an empty prompt: %s", b)
 	}
 }
+
+// TestPredictedHitRatePerDecision: the two sides of the predicted hit rate
+// count the same events, decisions: a retried request adds its prompt to
+// both once per attempt, and a request refused before any decision (here
+// by a rate limit, after it was tokenized) adds to neither. Counted
+// otherwise, a dashboard read 149%.
+func TestPredictedHitRatePerDecision(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	cfg := testConfig(t, sims)
+	cfg.Models[0].Limits.RequestsPerMinute = 4
+	gw := startGateway(t, cfg)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503})
+	decisions := func() float64 {
+		return counterValue(t, gw, "inferrail_routing_decisions_total", "model", testModel, "policy", "round_robin", "replica", "sim-1") +
+			counterValue(t, gw, "inferrail_routing_decisions_total", "model", testModel, "policy", "round_robin", "replica", "sim-2")
+	}
+	var tokens float64
+	for i := range 4 {
+		resp, body := chat(t, gw.url, chatBody(fmt.Sprint("per decision ", i), ""))
+		n, err := strconv.Atoi(resp.Header.Get(openai.HeaderPromptTokens))
+		if resp.StatusCode != 200 || err != nil {
+			t.Fatalf("request %d: %d, prompt tokens %q: %s", i, resp.StatusCode, resp.Header.Get(openai.HeaderPromptTokens), body)
+		}
+		tokens = float64(n) // every prompt here is as long
+	}
+	if resp, body := chat(t, gw.url, chatBody("per decision 9", "")); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("past the limit: %d %s, want 429", resp.StatusCode, body)
+	}
+	d := decisions()
+	prompt := counterValue(t, gw, "inferrail_prompt_tokens_total", "model", testModel)
+	predicted := counterValue(t, gw, "inferrail_predicted_cached_tokens_total", "model", testModel)
+	if d <= 4 || prompt != d*tokens || predicted > prompt {
+		t.Errorf("%v decisions of %v-token prompts (some retried): prompt tokens %v, predicted %v; want %v prompt tokens and no more predicted", d, tokens, prompt, predicted, d*tokens)
+	}
+}

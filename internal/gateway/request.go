@@ -404,6 +404,9 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	ex.attempts++
 	if ex.pred != nil {
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
+		// Both sides of the predicted hit rate count per decision: a retry
+		// adds to each, a request refused before any decision to neither.
+		g.metrics.promptTokens.WithLabelValues(ex.model).Add(float64(ex.pred.tokens))
 		g.metrics.predicted.WithLabelValues(ex.model).Add(float64(cached))
 		if mt := g.tokenizers[ex.model]; g.kv != nil && mt != nil && ex.pred.tokens-cached >= 2*mt.blockSize {
 			g.kv.expect(lease.Replica().ID) // it must store at least one new block
