@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -24,12 +25,14 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 	tests := []struct {
 		name, addr, head string
 		want             int
+		host             string // "" for localhost
 	}{
-		{"no_key", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n", http.StatusUnauthorized},
-		{"unknown_path", gw.url, "POST /v1/nope HTTP/1.1\r\n" + auth, http.StatusNotFound},
-		{"wrong_method", gw.url, "PUT /v1/chat/completions HTTP/1.1\r\n" + auth, http.StatusMethodNotAllowed},
-		{"bad_priority", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n" + auth + "X-Inferrail-Priority: bogus\r\n", http.StatusBadRequest},
-		{"admin_unknown_path", gw.admin, "POST /admin/nope HTTP/1.1\r\n", http.StatusNotFound},
+		{"no_key", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n", http.StatusUnauthorized, ""},
+		{"unknown_path", gw.url, "POST /v1/nope HTTP/1.1\r\n" + auth, http.StatusNotFound, ""},
+		{"wrong_method", gw.url, "PUT /v1/chat/completions HTTP/1.1\r\n" + auth, http.StatusMethodNotAllowed, ""},
+		{"bad_priority", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n" + auth + "X-Inferrail-Priority: bogus\r\n", http.StatusBadRequest, ""},
+		{"admin_unknown_path", gw.admin, "POST /admin/nope HTTP/1.1\r\n", http.StatusNotFound, ""},
+		{"admin_foreign_host", gw.admin, "PATCH /admin/config HTTP/1.1\r\n", http.StatusForbidden, "evil.example"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,7 +42,8 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 			}
 			defer conn.Close()
 			// 20 bytes of 1,000, and then nothing.
-			req := tt.head + "Host: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + `{"model":"sim","mess`
+			host := cmp.Or(tt.host, "localhost")
+			req := tt.head + "Host: " + host + "\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + `{"model":"sim","mess`
 			if _, err := conn.Write([]byte(req)); err != nil {
 				t.Fatal(err)
 			}
