@@ -222,6 +222,11 @@ func TestTraceRetriesAndRefusals(t *testing.T) {
 			t.Errorf("attempt %d: route %v, upstream %v status %v", i+1, ra, ua, ups[i].Status)
 		}
 	}
+	// The 503's span ends with its answer, kept or not: open until the
+	// retry answered, it showed the failed engine as slow as the request.
+	if !ups[0].EndTime.Before(routes[1].StartTime) {
+		t.Errorf("the 503's upstream span ended at %v, after the retry was routed at %v", ups[0].EndTime, routes[1].StartTime)
+	}
 }
 
 // decisionLogConfig is cfg with the decision log at path, sampling rate.

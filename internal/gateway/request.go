@@ -307,6 +307,10 @@ func (g *Gateway) proxy(ex *exchange) {
 		} else {
 			kept.discardIfAny(g.index)
 			kept = a
+			// Its span ends with the answer's head, which is all of the
+			// attempt that took time; relaying the kept body, if it comes
+			// to that, adds nothing to the ended span.
+			a.trace.end()
 		}
 		if n >= ex.gen.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
 			if kept != nil {
