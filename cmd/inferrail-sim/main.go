@@ -22,11 +22,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
-	opts, err := sim.ParseFlags(args, stderr)
+	opts, err := sim.ParseCommand(args, stderr, os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	opts.ApplyEnv(os.LookupEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := sim.New(opts.Config, logger)
 	if err != nil {

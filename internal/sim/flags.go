@@ -20,6 +20,13 @@ type Options struct {
 // ParseFlags reads inferrail-sim's flags, named as vLLM names them. Like
 // vLLM, --served-model-name takes one or more names after it.
 func ParseFlags(args []string, output io.Writer) (Options, error) {
+	return ParseCommand(args, output, func(string) (string, bool) { return "", false })
+}
+
+// ParseCommand is ParseFlags with the environment vLLM reads (ApplyEnv)
+// taken through getenv before the options are checked: an OTLP protocol
+// set there decides how --otlp-traces-endpoint is read.
+func ParseCommand(args []string, output io.Writer, getenv func(string) (string, bool)) (Options, error) {
 	o := Options{Config: DefaultConfig(), Host: "0.0.0.0", Port: 8000}
 	fs := flag.NewFlagSet("inferrail-sim", flag.ContinueOnError)
 	fs.SetOutput(output)
@@ -103,6 +110,7 @@ func ParseFlags(args []string, output io.Writer) (Options, error) {
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
+	o.ApplyEnv(getenv)
 	return o, o.Config.Validate()
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,6 +34,18 @@ func TestTraceEndpoint(t *testing.T) {
 	})
 	if env.OTLPTracesProtocol != telemetry.ProtocolHTTP {
 		t.Errorf("protocol from the environment %q, want the traces-specific variable's", env.OTLPTracesProtocol)
+	}
+	// The command line is checked with the environment's protocol: a full
+	// OTLP/HTTP URL is what that protocol takes.
+	httpEnv := func(k string) (string, bool) {
+		return "http/protobuf", k == "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	}
+	args := []string{"--otlp-traces-endpoint", "http://collector:4318/v1/traces"}
+	if _, err := ParseCommand(args, io.Discard, httpEnv); err != nil {
+		t.Errorf("a full URL with OTLP/HTTP set in the environment: %v", err)
+	}
+	if _, err := ParseFlags(args, io.Discard); err == nil {
+		t.Error("a full URL without an OTLP protocol set (gRPC) was taken")
 	}
 }
 
