@@ -394,7 +394,7 @@ func (g *Gateway) returnedMemory(before, after uint64) {
 // AdminHandler serves the admin port: metrics and the replicas' state.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g.registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(withoutClash(g.registry), promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /admin/replicas", g.serveReplicas)
 	mux.HandleFunc("GET /admin/index", g.serveIndex)
 	mux.HandleFunc("POST /admin/tokenize/v1/chat/completions", g.serveTokenize)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/cli"
@@ -11,6 +12,7 @@ import (
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Outcomes of a request in inferrail_requests_total: the class of the status
@@ -353,4 +355,20 @@ func registerProcessMetrics(reg prometheus.Registerer) {
 	})
 	build.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), build)
+}
+
+// openMetricsClash is the Go collector's gauge whose name, in OpenMetrics,
+// is also the family of its counter go_memstats_alloc_bytes_total: a page
+// with both is refused by strict OpenMetrics parsers (client_golang issue
+// 829). go_memstats_heap_alloc_bytes carries the same value.
+const openMetricsClash = "go_memstats_alloc_bytes"
+
+// withoutClash gathers reg without openMetricsClash.
+func withoutClash(reg prometheus.Gatherer) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := reg.Gather()
+		return slices.DeleteFunc(mfs, func(mf *dto.MetricFamily) bool {
+			return mf.GetName() == openMetricsClash && mf.GetType() == dto.MetricType_GAUGE
+		}), err
+	})
 }

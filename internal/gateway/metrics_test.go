@@ -131,3 +131,30 @@ func TestMetricsSnapshot(t *testing.T) {
 		t.Errorf("metric families changed:\n--- got\n%s--- want\n%s", got, want)
 	}
 }
+
+// TestOpenMetricsPage: the OpenMetrics page the admin port offers names
+// each family once. The Go collector's go_memstats_alloc_bytes gauge and
+// its go_memstats_alloc_bytes_total counter both became a family
+// go_memstats_alloc_bytes there, which strict parsers refuse.
+func TestOpenMetricsPage(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	resp, page := get(t, gw.admin+"/metrics", "Accept", "application/openmetrics-text; version=1.0.0; charset=utf-8")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("Content-Type %q, want OpenMetrics", resp.Header.Get("Content-Type"))
+	}
+	types := map[string]string{}
+	for _, l := range strings.Split(page, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[0] != "#" || f[1] != "TYPE" {
+			continue
+		}
+		if prev, dup := types[f[2]]; dup {
+			t.Errorf("family %s is a %s and a %s", f[2], prev, f[3])
+		}
+		types[f[2]] = f[3]
+	}
+	if types["go_memstats_alloc_bytes"] != "counter" || types["go_memstats_heap_alloc_bytes"] != "gauge" {
+		t.Errorf("go_memstats_alloc_bytes is %q and go_memstats_heap_alloc_bytes %q, want the counter and the gauge kept",
+			types["go_memstats_alloc_bytes"], types["go_memstats_heap_alloc_bytes"])
+	}
+}
