@@ -6,10 +6,12 @@ package gateway
 // parent in traceparent.
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -109,6 +111,25 @@ func (g *Gateway) traceOwn(r *http.Request, id string, status int) {
 		semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id),
 		semconv.HTTPResponseStatusCode(status)))
 	span.End()
+}
+
+// traceLocal gives a request the gateway answers on a route of its own
+// (/v1/models, /health) its server span, named by the route, from its
+// arrival to its answer. Without tracing it is h itself.
+func (g *Gateway) traceLocal(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tr := g.obs.tracer
+		if tr == nil {
+			h(w, r)
+			return
+		}
+		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), r.Method+" "+r.URL.Path, serverKind, trace.WithAttributes(
+			semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r.WithContext(ctx))
+		span.SetAttributes(attrRequestID.String(sw.Header().Get(openai.HeaderRequestID)), semconv.HTTPResponseStatusCode(cmp.Or(sw.status, http.StatusOK)))
+	}
 }
 
 // traceDecision records the decision that sent ex's attempt to cands[i],
