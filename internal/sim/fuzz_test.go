@@ -50,7 +50,7 @@ func fuzzParse(t *testing.T, body []byte, chat bool) {
 	if g.maxTokens < 0 || g.minTokens < 0 || (g.maxTokens > 0 && g.minTokens > g.maxTokens) {
 		t.Fatalf("accepted max_tokens %d min_tokens %d", g.maxTokens, g.minTokens)
 	}
-	if g.hasStreamOptions && !g.stream {
+	if g.optionsNoStream {
 		t.Fatal("accepted stream_options without stream")
 	}
 	if chat && (g.prompt.Chat == nil || g.prompt.Chat.AddGenerationPrompt && g.prompt.Chat.ContinueFinalMessage) {

@@ -192,3 +192,24 @@ func pyStr(b *strings.Builder, s string) {
 	}
 	b.WriteByte(q)
 }
+
+// truthy is Python's truth of a JSON value as json.loads gives it: null,
+// false, zero, "" and empty arrays and objects are false.
+func truthy(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case json.Number:
+		f, err := v.Float64()
+		return err != nil || f != 0
+	case string:
+		return v != ""
+	case []any:
+		return len(v) > 0
+	case *object:
+		return len(v.keys) > 0
+	}
+	return true
+}

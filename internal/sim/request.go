@@ -41,7 +41,10 @@ type genRequest struct {
 	// engine reports the prefix-cache hits it reuses as stored again.
 	reportFull       bool
 	responseRole     string
-	hasStreamOptions bool
+	// optionsNoStream: stream_options is set and stream is not, as vLLM's
+	// check reads the raw body (Python truthiness: {} and null options
+	// pass, and so does any stream that is not false, 0, "" or null).
+	optionsNoStream bool
 	toolChoice       toolChoice // chat
 }
 
@@ -397,8 +400,9 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 			g.reportFull = mode == "full"
 		}
 	}
+	rawStream, _ := o.get("stream")
 	if so, present := o.get("stream_options"); present && so != nil {
-		g.hasStreamOptions = true
+		g.optionsNoStream = truthy(so) && !truthy(rawStream)
 		if sop, ok := so.(*object); ok {
 			g.includeUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "include_usage")
 			g.continuousUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "continuous_usage_stats")
@@ -430,7 +434,7 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 	chat := g.chat
 	switch {
-	case g.hasStreamOptions && !g.stream:
+	case g.optionsNoStream:
 		return openai.BadRequest("Stream options can only be defined when `stream=True`.", "stream_options")
 	case c.hasSalt && c.salt == "":
 		return openai.BadRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt")

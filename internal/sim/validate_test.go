@@ -140,6 +140,10 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"invalid UTF-8 to /tokenize", "/tokenize", "{\"prompt\":\"\xc3\"}", "Bad Request", nil, "There was an error parsing the body"},
 		{"empty prompt", "/v1/completions", `{"prompt":""}`, "Bad Request", "body",
 			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Either prompt or prompt_embeds must be provided and non-empty.', 'input': {'prompt': ''}}"},
+		{"stream options without stream", "/v1/chat/completions", `{` + hi + `,"stream_options":{"include_usage":true}}`,
+			"BadRequestError", "stream_options", "Stream options can only be defined when `stream=True`."},
+		{"stream options with stream 0", "/v1/completions", `{"prompt":"hi","stream":0,"stream_options":{"include_usage":false}}`,
+			"BadRequestError", "stream_options", "Stream options can only be defined when `stream=True`."},
 	}
 	for _, tt := range tests {
 		code, _, body := post(t, url+tt.path, tt.body)
@@ -158,6 +162,11 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"/v1/completions", `{"prompt":"hi","stop":"x","presence_penalty":-2,"repetition_penalty":1.1}`},
 		{"/tokenize", `{"prompt":""}`},
 		{"/tokenize", `{` + hi + `,"tool_choice":"required"}`},
+		// vLLM reads the raw body with Python's truth: empty options, and a
+		// stream that is a non-empty string, pass its check.
+		{"/v1/chat/completions", `{` + hi + `,"stream_options":{}}`},
+		{"/v1/completions", `{"prompt":"hi","stream":false,"stream_options":null}`},
+		{"/v1/completions", `{"prompt":"hi","stream":"false","stream_options":{"include_usage":true}}`},
 	} {
 		if code, _, body := post(t, url+b.path, b.body); code != http.StatusOK {
 			t.Errorf("%s %s: %d %s, want 200", b.path, b.body, code, body)
