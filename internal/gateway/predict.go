@@ -267,6 +267,9 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop
 	if err != nil {
 		return nil, tokResult(err)
 	}
+	if p.Cuts(len(ids)) {
+		return nil, tokUnsupported // truncate_prompt_tokens: the engine sees other tokens
+	}
 	seed := blockhash.Seed(model, "", p.CacheSalt)
 	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize)}
 	if len(ids)%mt.blockSize != 0 {

@@ -674,3 +674,19 @@ func TestPredictedHitRatePerDecision(t *testing.T) {
 		t.Errorf("%v decisions of %v-token prompts (some retried): prompt tokens %v, predicted %v; want %v prompt tokens and no more predicted", d, tokens, prompt, predicted, d*tokens)
 	}
 }
+
+// TestTruncatedPromptNotPredicted: a prompt truncate_prompt_tokens cuts is
+// one the engine sees other tokens of, so it is routed without a
+// prediction; one it leaves whole is predicted as any other.
+func TestTruncatedPromptNotPredicted(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	for truncate, want := range map[string]string{"2": tokUnsupported, "100000": tokOK, "null": tokOK, "-1": tokUnsupported} {
+		var ans struct {
+			Tokenized string `json:"tokenized"`
+		}
+		body := `{"model":"sim","prompt":"one two three four five six","truncate_prompt_tokens":` + truncate + `}`
+		if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/completions", body, &ans); code != http.StatusOK || ans.Tokenized != want {
+			t.Errorf("truncate_prompt_tokens %s: %d, tokenized %q; want %q", truncate, code, ans.Tokenized, want)
+		}
+	}
+}

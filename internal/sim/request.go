@@ -350,7 +350,7 @@ type laterChecks struct {
 	sampling                samplingFields
 	// What vLLM answers with data the simulator does not have: token ids
 	// in the response, prompt logprobs, beam search.
-	returnTokenIDs, hasPromptLogprobs, beamSearch bool
+	returnTokenIDs, hasPromptLogprobs, beamSearch, truncates bool
 }
 
 // readFields reads the request's fields into g, adding to v every
@@ -393,6 +393,7 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	c.returnTokenIDs, _ = v.boolean(o, "return_token_ids", true)
 	_, c.hasPromptLogprobs = v.integer(o, "prompt_logprobs", true)
 	c.beamSearch, _ = v.boolean(o, "use_beam_search", false)
+	_, c.truncates = v.integer(o, "truncate_prompt_tokens", true)
 
 	if xa, ok := o.get("vllm_xargs"); ok {
 		if xo, ok := xa.(*object); ok {
@@ -466,6 +467,11 @@ func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 		return openai.BadRequest("prompt_logprobs are not supported by inferrail-sim.", "prompt_logprobs")
 	case c.beamSearch:
 		return openai.BadRequest("use_beam_search is not supported by inferrail-sim.", "use_beam_search")
+	case c.truncates:
+		// vLLM keeps the prompt's last tokens; which, beside the special
+		// tokens, the spec does not say, so the simulator refuses rather
+		// than count a prompt the engine would not see.
+		return openai.BadRequest("truncate_prompt_tokens is not supported by inferrail-sim.", "truncate_prompt_tokens")
 	case chat && g.addGenPrompt && g.continueFinal:
 		return openai.BadRequest("Cannot set both `continue_final_message` and `add_generation_prompt` to True.", "")
 	}

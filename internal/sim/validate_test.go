@@ -72,6 +72,8 @@ func TestUnimitatedParametersRefused(t *testing.T) {
 		{"/v1/completions", `{"prompt":"hi","prompt_logprobs":0}`, "prompt_logprobs"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"use_beam_search":true}`, "use_beam_search"},
 		{"/v1/completions", `{"prompt":"hi","use_beam_search":true}`, "use_beam_search"},
+		{"/v1/completions", `{"prompt":"hi","truncate_prompt_tokens":4}`, "truncate_prompt_tokens"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"truncate_prompt_tokens":-1}`, "truncate_prompt_tokens"},
 	}
 	for _, tt := range tests {
 		code, _, body := post(t, url+tt.path, tt.body)
@@ -81,7 +83,7 @@ func TestUnimitatedParametersRefused(t *testing.T) {
 		}
 	}
 	// Their defaults are served.
-	for _, b := range []string{`"return_token_ids":false`, `"prompt_logprobs":null`, `"use_beam_search":false`} {
+	for _, b := range []string{`"return_token_ids":false`, `"prompt_logprobs":null`, `"use_beam_search":false`, `"truncate_prompt_tokens":null`} {
 		if code, _, body := post(t, url+"/v1/completions", `{"prompt":"hi",`+b+`}`); code != http.StatusOK {
 			t.Errorf("%s: %d %s", b, code, body)
 		}

@@ -15,6 +15,18 @@ type Prompt struct {
 	HasIDs     bool
 	AddSpecial bool   // add the tokenizer's special tokens (BOS); vLLM's default is false for chat, true for completions
 	CacheSalt  string // vLLM's per-request cache_salt; salts the block hashes
+
+	// Truncate is truncate_prompt_tokens when HasTruncate: the engine keeps
+	// at most that many of the prompt's tokens (-1: the model's length).
+	Truncate    int
+	HasTruncate bool
+}
+
+// Cuts reports whether the engine truncates a prompt of n tokens. Which
+// tokens it then keeps (the last ones, around the special tokens) the
+// predictions do not follow: such a prompt gets none.
+func (p *Prompt) Cuts(n int) bool {
+	return p.HasTruncate && (p.Truncate < 0 || n > p.Truncate)
 }
 
 // ChatMessage is one message of a chat request, reduced to what a chat
@@ -73,6 +85,7 @@ const (
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
 	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
 	ReasonSize       = "size"       // a rendered chat longer than the renderer's bound
+	ReasonTruncate   = "truncate"   // truncate_prompt_tokens that is not an integer, or that cuts the prompt
 )
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }

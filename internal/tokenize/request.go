@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
@@ -59,6 +60,9 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = optString(f.cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	if err := p.readTruncate(f.truncate); err != nil {
+		return nil, err
+	}
 	m := &f.messages
 	if !m.list {
 		// Absent, null or not a list: json.Unmarshal says which.
@@ -97,7 +101,7 @@ type chatFields struct {
 
 	template, kwargs, documents, reasoningEffort, tools []byte
 
-	addGenerationPrompt, continueFinalMessage, addSpecialTokens, cacheSalt []byte
+	addGenerationPrompt, continueFinalMessage, addSpecialTokens, cacheSalt, truncate []byte
 }
 
 // chatMessages is the messages member, decoded while it is read so that
@@ -135,6 +139,8 @@ func (f *chatFields) read(r *rawjson.Reader, name []byte) error {
 		dst = &f.addSpecialTokens
 	case "cache_salt":
 		dst = &f.cacheSalt
+	case "truncate_prompt_tokens":
+		dst = &f.truncate
 	default:
 		return r.Dec.SkipValue()
 	}
@@ -354,7 +360,7 @@ func partText(p []byte) (string, error) {
 // ParseCompletionRequest reads the prompt of a completion request: text or
 // token ids, alone or as a batch of one. Keys match as in ParseChatRequest.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
-	var addSpecial, cacheSalt, raw []byte
+	var addSpecial, cacheSalt, truncate, raw []byte
 	err := readObject(body, func(r *rawjson.Reader, name []byte) error {
 		var dst *[]byte
 		switch string(name) {
@@ -362,6 +368,8 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 			dst = &addSpecial
 		case "cache_salt":
 			dst = &cacheSalt
+		case "truncate_prompt_tokens":
+			dst = &truncate
 		case "prompt":
 			dst = &raw
 		default:
@@ -380,6 +388,9 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	}
 	if p.CacheSalt, err = optString(cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
+	}
+	if err := p.readTruncate(truncate); err != nil {
+		return nil, err
 	}
 	if !present(raw) {
 		return nil, errors.New("prompt: required")
@@ -407,4 +418,19 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	}
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
+}
+
+// readTruncate reads truncate_prompt_tokens, absent or null when raw is.
+// Any value but an integer within int32 is left to the engine to judge:
+// the prompt is then not followed.
+func (p *Prompt) readTruncate(raw []byte) error {
+	if !present(raw) {
+		return nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 32)
+	if err != nil {
+		return unsupported(ReasonTruncate)
+	}
+	p.Truncate, p.HasTruncate = int(n), true
+	return nil
 }

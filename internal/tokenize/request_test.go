@@ -71,3 +71,43 @@ func TestParseChatRequestRaw(t *testing.T) {
 		t.Errorf("chat_template in chat_template_kwargs: %v, want unsupported template", err)
 	}
 }
+
+// TestTruncatePromptTokens: truncate_prompt_tokens is read from chat and
+// completion requests; a prompt it cuts, or a value other than an integer,
+// is not followed (the engine sees other tokens, or judges the value).
+func TestTruncatePromptTokens(t *testing.T) {
+	for _, tt := range []struct {
+		body  string
+		chat  bool
+		cuts8 bool   // a prompt of 8 tokens is cut
+		why   string // the unsupported reason when the body is not followed
+	}{
+		{`{"prompt":"x"}`, false, false, ""},
+		{`{"prompt":"x","truncate_prompt_tokens":null}`, false, false, ""},
+		{`{"prompt":"x","truncate_prompt_tokens":8}`, false, false, ""},
+		{`{"prompt":"x","truncate_prompt_tokens":7}`, false, true, ""},
+		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, true, ""},
+		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":4}`, true, true, ""},
+		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":100}`, true, false, ""},
+		{`{"prompt":"x","truncate_prompt_tokens":"4"}`, false, false, ReasonTruncate},
+		{`{"prompt":"x","truncate_prompt_tokens":4.0}`, false, false, ReasonTruncate},
+		{`{"messages":[],"truncate_prompt_tokens":99999999999}`, true, false, ReasonTruncate},
+	} {
+		parse := ParseCompletionRequest
+		if tt.chat {
+			parse = ParseChatRequest
+		}
+		p, err := parse([]byte(tt.body))
+		var ue *UnsupportedError
+		switch {
+		case tt.why != "":
+			if !errors.As(err, &ue) || ue.Reason != tt.why {
+				t.Errorf("%s: %v, want unsupported %s", tt.body, err, tt.why)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.body, err)
+		case p.Cuts(8) != tt.cuts8:
+			t.Errorf("%s: cuts 8 tokens %v, want %v", tt.body, p.Cuts(8), tt.cuts8)
+		}
+	}
+}
