@@ -18,6 +18,7 @@ var requestSeeds = []string{
 	`{"prompt":"Hello","max_tokens":"4","stream":"true","stream_options":{"include_usage":1}}`,
 	`{"prompt":[[1,2,3]],"n":2}`,
 	`{"prompt":[1,-5]}`,
+	`{"prompt":"a b","truncate_prompt_tokens":"4","stream_options":{}}`,
 	`{"model":null,"prompt":["a","b"]}`,
 	`[1,2]`, `null`, `{"messages":{}}`, `{"max_tokens":1e400}`, `{"max_tokens":-1}`,
 	strings.Repeat("[", 2000),
