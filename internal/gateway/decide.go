@@ -168,10 +168,8 @@ const paceChance = 2
 
 // poolPaces gives every candidate whose pace is within chance of the
 // lowest (paceChance standard errors of their difference) the lowest pace.
-// A meter with too few samples to judge keeps its own pace, and is not
-// the lowest either: a new meter's pace is mostly its prior of 1, and
-// pooled, an engine that is slow would draw requests until its first
-// answers came back.
+// A meter with too few samples to judge is not the lowest: a new meter's
+// pace is mostly its prior of 1.
 //
 // On an even fleet the engines' paces differ by their noise alone, and an
 // estimate that otherwise differs by nothing, as a new conversation's on
@@ -194,8 +192,13 @@ func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at cloc
 		if i == lo || !(cands[i].Pace > 0) {
 			continue
 		}
+		// A meter too new (or too long idle) to judge, priced above the
+		// lowest, is priced as it: kept apart, an engine whose one sample
+		// was slow lost every even decision, so drew no request that
+		// could correct it. One priced below keeps its pace, and draws the
+		// requests that will judge it.
 		own := mr.routes[offered[i]].pace.Noise()
-		if math.IsInf(own, 1) {
+		if math.IsInf(own, 1) && cands[i].Pace < cands[lo].Pace {
 			continue
 		}
 		noise := math.Hypot(own, loNoise)
@@ -253,7 +256,7 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 		// The queue holds real seconds, each request's prefill at the
 		// pace it was routed with; the estimate multiplies what it is
 		// offered by the pace, so it is offered in the estimate's seconds.
-		c.Pace = rt.pace.Pace()
+		c.Pace = rt.pace.PaceAt(at)
 		c.QueuedPrefill /= c.Pace
 	}
 	// A retired feed's last report serves while it is fresh; only then is

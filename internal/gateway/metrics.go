@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/cli"
+	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
@@ -256,7 +257,7 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		inFlight, waiting := r.PromptLoad()
 		ch <- prometheus.MustNewConstMetric(descPromptIn, prometheus.GaugeValue, float64(inFlight), r.ID)
 		ch <- prometheus.MustNewConstMetric(descPromptWt, prometheus.GaugeValue, float64(waiting), r.ID)
-		ch <- prometheus.MustNewConstMetric(descPace, prometheus.GaugeValue, r.Pace().Pace(), r.ID)
+		ch <- prometheus.MustNewConstMetric(descPace, prometheus.GaugeValue, r.Pace().PaceAt(clock.Of(time.Now())), r.ID)
 		smp := c.scraper.Last(r.ID)
 		if smp == nil {
 			continue

@@ -125,10 +125,13 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 
 // TestPoolPaces: paces within chance of the lowest (two standard errors
 // of their difference) are priced as the lowest; an engine measured well
-// apart keeps its own, as do one whose meter is not used and one with too
-// few samples to judge, which is not taken for the lowest either. A
-// pooled candidate's queue is offered at the pace it is pooled to, so that
-// its estimate still prices the real time it is busy.
+// apart keeps its own, as does one whose meter is not used. One with too
+// few samples to judge is not taken for the lowest; priced above it, it is
+// priced as it (kept apart, its one slow sample lost it every even
+// decision, and with them the samples that would correct it), and priced
+// below it keeps its own. A pooled candidate's queue is offered at the
+// pace it is pooled to, so that its estimate still prices the real time it
+// is busy.
 func TestPoolPaces(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	meter := func(ratios ...float64) *pace.Meter {
@@ -138,14 +141,16 @@ func TestPoolPaces(t *testing.T) {
 		}
 		return m
 	}
-	fresh := new(pace.Meter)
-	fresh.Observe(1, 3, at)
+	slowFresh, fastFresh := new(pace.Meter), new(pace.Meter)
+	slowFresh.Observe(1, 3, at) // pace 1.25
+	fastFresh.Observe(1, 0.5, at)
 	routes := []route{
-		{pace: meter(1.2, 1.8)}, // 1.5 ± 0.067
-		{pace: meter(1.3, 1.9)}, // 1.6 ± 0.067: within chance of the first
+		{pace: meter(0.7, 1.3)}, // 1.0 ± 0.067
+		{pace: meter(0.8, 1.4)}, // 1.1 ± 0.067: within chance of the first
 		{pace: meter(3.5, 3.7)}, // 3.6 ± 0.022: well apart
-		{pace: fresh},           // one sample: unknown noise
+		{pace: slowFresh},       // one sample: unknown noise, above the lowest
 		{},                      // routing.pace off
+		{pace: fastFresh},       // one sample, below the lowest
 	}
 	mr := &modelRoutes{routes: routes}
 	cands := make([]policy.Candidate, len(routes))
@@ -165,18 +170,21 @@ func TestPoolPaces(t *testing.T) {
 	}
 	own := slices.Clone(cands)
 	poolPaces(mr, offered, cands, clock.Of(at))
-	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[3].Pace, 0}
+	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[0].Pace, 0, own[5].Pace}
 	cost := policy.CostParams{}
 	for i := range cands {
 		if cands[i].Pace != want[i] {
 			t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
 		}
-		busy := max(own[i].Pace, 1)
+		busy := own[i].Pace
+		if busy == 0 {
+			busy = 1 // no meter: the queue drains at the estimate's speed
+		}
 		if got := cost.Estimate(&policy.Request{}, &cands[i]).TTFTSecs; math.Abs(got-busy) > 1e-6 {
 			t.Errorf("candidate %d: its queue prices %v s, want the %v it is busy", i, got, busy)
 		}
 	}
-	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace) {
+	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace && own[3].Pace > own[0].Pace && own[5].Pace < own[0].Pace) {
 		t.Fatalf("the meters did not learn the paces the test means: %v", own)
 	}
 }

@@ -10,10 +10,11 @@
 // times are mostly fixed overheads) over the last HalfLife or so. Until
 // the samples' decayed count reaches priorSamples, samples of their mean
 // estimate at pace 1 fill the rest, so a few requests cannot swing a fresh
-// or long idle meter, whatever the engine's speed. Each
-// sample's measured time is clamped to [Min, Max] times its estimate, so
-// one request stuck behind a preemption cannot swing it. Reading the pace
-// is one atomic load: a routing decision reads every candidate's.
+// or long idle meter, whatever the engine's speed; samples age between
+// requests too, when the pace is read for a decision. Each sample's
+// measured time is clamped to [Min, Max] times its estimate, so one
+// request stuck behind a preemption cannot swing it. Reading the pace is
+// mostly one atomic load: a routing decision reads every candidate's.
 package pace
 
 import (
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
 )
 
 const (
@@ -33,21 +36,30 @@ const (
 	priorSamples = 8.0
 )
 
+// staleAfter is how long a pace read for a decision may go without being
+// aged: an engine that gets no requests has its samples age all the same,
+// back toward pace 1, so one slow answer does not price it out of every
+// later decision (it would get no request to correct it with).
+const staleAfter = time.Second
+
 // A Meter learns one engine's pace. The zero value is ready: pace 1.
 type Meter struct {
 	pace atomic.Uint64 // math.Float64bits of the pace; 0 until the first sample
-	// noise is math.Float64bits of the pace's standard error; 0 until two
-	// samples.
+	// noise is math.Float64bits of the pace's standard error; 0 while the
+	// samples' decayed count is under two.
 	noise atomic.Uint64
+	aged  atomic.Int64 // the clock.Instant the sums were last decayed to
 
 	mu                  sync.Mutex // guards the sums
 	measured, estimated float64    // decayed sums of seconds
 	count               float64    // decayed count of samples
 	ratios, squares     float64    // decayed sums of each sample's measured over estimated, and of its square
-	at                  time.Time  // when the sums were last decayed
+	at                  clock.Instant
+	seen                bool // a sample came: at holds
 }
 
-// Pace returns the engine's pace: 1 until a sample says otherwise.
+// Pace returns the engine's pace as of its last sample or ageing: 1 until
+// a sample says otherwise.
 func (m *Meter) Pace() float64 {
 	if b := m.pace.Load(); b != 0 {
 		return math.Float64frombits(b)
@@ -55,9 +67,27 @@ func (m *Meter) Pace() float64 {
 	return 1
 }
 
+// PaceAt returns the engine's pace at the instant at, its samples aged to
+// it when they were last aged more than staleAfter before (its noise
+// too): one atomic load and a comparison otherwise.
+func (m *Meter) PaceAt(at clock.Instant) float64 {
+	b := m.pace.Load()
+	if b == 0 {
+		return 1
+	}
+	if at-clock.Instant(m.aged.Load()) > clock.Instant(staleAfter) {
+		m.mu.Lock()
+		m.decay(at)
+		m.update()
+		m.mu.Unlock()
+		b = m.pace.Load()
+	}
+	return math.Float64frombits(b)
+}
+
 // Noise returns the standard error of the pace: how far apart two
-// engines' paces may be by chance alone. Infinite until the meter has two
-// samples.
+// engines' paces may be by chance alone. Infinite while the meter has
+// fewer than two samples' worth.
 func (m *Meter) Noise() float64 {
 	if b := m.noise.Load(); b != 0 {
 		return math.Float64frombits(b)
@@ -75,22 +105,32 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 	measured = min(max(measured, estimated*Min), estimated*Max)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.at.IsZero() {
-		if dt := now.Sub(m.at); dt > 0 {
-			f := math.Exp2(-dt.Seconds() / HalfLife.Seconds())
-			m.measured, m.estimated, m.count = m.measured*f, m.estimated*f, m.count*f
-			m.ratios, m.squares = m.ratios*f, m.squares*f
-		}
-	}
-	if now.After(m.at) {
-		m.at = now
-	}
+	m.decay(clock.Of(now))
 	m.measured += measured
 	m.estimated += estimated
 	m.count++
 	r := measured / estimated
 	m.ratios += r
 	m.squares += r * r
+	m.update()
+}
+
+// decay ages the sums to at; an earlier instant than the last changes
+// nothing. m.mu is held.
+func (m *Meter) decay(at clock.Instant) {
+	if m.seen && at > m.at {
+		f := math.Exp2(-time.Duration(at-m.at).Seconds() / HalfLife.Seconds())
+		m.measured, m.estimated, m.count = m.measured*f, m.estimated*f, m.count*f
+		m.ratios, m.squares = m.ratios*f, m.squares*f
+	}
+	if !m.seen || at > m.at {
+		m.at, m.seen = at, true
+	}
+	m.aged.Store(int64(m.at))
+}
+
+// update stores the pace and its noise from the sums. m.mu is held.
+func (m *Meter) update() {
 	if m.count >= 2 {
 		mean := m.ratios / m.count
 		// The spread of the samples' ratios over the root of their
@@ -98,6 +138,8 @@ func (m *Meter) Observe(estimated, measured float64, now time.Time) {
 		// which means no estimate yet.
 		se := math.Sqrt(max(m.squares/m.count-mean*mean, 0) / m.count)
 		m.noise.Store(math.Float64bits(max(se, math.SmallestNonzeroFloat64)))
+	} else {
+		m.noise.Store(0)
 	}
 	fill := max(priorSamples-m.count, 0) * m.estimated / m.count
 	p := (m.measured + fill) / (m.estimated + fill)

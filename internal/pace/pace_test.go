@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/clock"
 	"pgregory.net/rapid"
 )
 
@@ -144,5 +145,37 @@ func TestMeterNoise(t *testing.T) {
 	c.Observe(1, 1000, t0)
 	if n, want := c.Noise(), (Max-1)/2/math.Sqrt(2); math.Abs(n-want) > 1e-9 {
 		t.Errorf("noise %v with a clamped sample, want %v", n, want)
+	}
+}
+
+// TestMeterAgesWhenRead: a pace read for a decision has its samples aged
+// to the reading, so an engine that gets no requests after one slow answer
+// drifts back toward 1 (it was priced 1.375 for good: it drew no request
+// that could correct it). A reading within staleAfter of the last ageing
+// is the stored pace.
+func TestMeterAgesWhenRead(t *testing.T) {
+	var m Meter
+	m.Observe(0.1, 0.4, t0) // four times the estimate: an eighth of the way to 4
+	if p := m.PaceAt(clock.Of(t0.Add(staleAfter / 2))); math.Abs(p-(8+3)/8.0) > 1e-9 {
+		t.Errorf("pace %v within staleAfter, want the stored 1.375", p)
+	}
+	for _, tt := range []struct {
+		after time.Duration
+		want  float64 // 1 + 3f/8, f the sample's weight left
+	}{{HalfLife, 1 + 3*0.5/8}, {3 * HalfLife, 1 + 3*0.125/8}, {10 * HalfLife, 1 + 3*math.Exp2(-10)/8}} {
+		if p := m.PaceAt(clock.Of(t0.Add(tt.after))); math.Abs(p-tt.want) > 1e-9 {
+			t.Errorf("pace %v after %v without samples, want %v", p, tt.after, tt.want)
+		}
+	}
+	if n := m.Noise(); !math.IsInf(n, 1) {
+		t.Errorf("noise %v of one aged sample, want +Inf", n)
+	}
+	// Two samples aged below two samples' worth are no longer judged.
+	var two Meter
+	two.Observe(1, 1, t0)
+	two.Observe(1, 1, t0)
+	two.PaceAt(clock.Of(t0.Add(HalfLife)))
+	if n := two.Noise(); !math.IsInf(n, 1) {
+		t.Errorf("noise %v of two samples aged to one, want +Inf", n)
 	}
 }
