@@ -155,7 +155,7 @@ type Replica struct {
 	// MaxPending caps streams to this replica still waiting for a response
 	// head (a request that does not stream gets its head with the whole
 	// answer and counts against MaxConcurrency alone). Must be >= 1 and
-	// <= MaxConcurrency; default 64.
+	// <= MaxConcurrency; default 64, or MaxConcurrency when that is less.
 	MaxPending int `yaml:"max_pending"`
 	// KVCapacityBlocks is the engine's KV cache size in blocks, the size of
 	// the gateway's shadow of it. 0 means what the engine reports, else
@@ -209,7 +209,7 @@ type DNSGroup struct {
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// MaxPending caps each member's streams still waiting for a response
 	// head, as Replica.MaxPending. Must be >= 1 and <= MaxConcurrency;
-	// default 64.
+	// default 64, or MaxConcurrency when that is less.
 	MaxPending int `yaml:"max_pending"`
 	// KVCapacityBlocks is each member's KV cache size in blocks, as for
 	// Replica. 0 means what the engines report.
@@ -540,6 +540,10 @@ type Logging struct {
 const (
 	defaultMaxConcurrency = 256
 	defaultMaxPending     = 64
+	// pendingUnset marks a max_pending the file leaves out, until the
+	// decoder knows max_concurrency: the default is the smaller of the two,
+	// so an engine that takes 32 sequences needs max_concurrency alone.
+	pendingUnset = -1
 	defaultRefresh        = Duration(5 * time.Second)
 	defaultBlockSize      = 16
 )
@@ -614,11 +618,11 @@ func Default() Config {
 func defaultModel() Model { return Model{BlockSize: defaultBlockSize} }
 
 func defaultReplica() Replica {
-	return Replica{MaxConcurrency: defaultMaxConcurrency, MaxPending: defaultMaxPending}
+	return Replica{MaxConcurrency: defaultMaxConcurrency, MaxPending: pendingUnset}
 }
 
 func defaultDNSGroup() DNSGroup {
-	return DNSGroup{Refresh: defaultRefresh, MaxConcurrency: defaultMaxConcurrency, MaxPending: defaultMaxPending}
+	return DNSGroup{Refresh: defaultRefresh, MaxConcurrency: defaultMaxConcurrency, MaxPending: pendingUnset}
 }
 
 // ResolveModel returns the name of the model that name names, either as its
@@ -688,4 +692,13 @@ func (c *Config) ModelCostModel(name string) CostModel {
 		return m.CostModel.Apply(c.Routing.CostModel)
 	}
 	return c.Routing.CostModel
+}
+
+// defaultPending is the max_pending of an item that leaves it out: 64, or
+// its max_concurrency when that is less (and at least 1, so that a bad
+// max_concurrency is the one error reported).
+func defaultPending(maxPending *int, maxConcurrency int) {
+	if *maxPending == pendingUnset {
+		*maxPending = max(min(defaultMaxPending, maxConcurrency), 1)
+	}
 }

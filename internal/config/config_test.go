@@ -567,12 +567,14 @@ func TestExampleFile(t *testing.T) {
 	r := cfg.Replicas[0]
 	wantR := defaultReplica()
 	wantR.ID, wantR.URL, wantR.Models = r.ID, r.URL, r.Models
+	defaultPending(&wantR.MaxPending, wantR.MaxConcurrency)
 	if diff := cmp.Diff(wantR, r); diff != "" {
 		t.Errorf("%s: replicas[0] does not state the defaults (-default +file):\n%s", exampleFile, diff)
 	}
 	g := cfg.Discovery.DNS[0]
 	wantG := defaultDNSGroup()
 	wantG.Name, wantG.URL, wantG.Models = g.Name, g.URL, g.Models
+	defaultPending(&wantG.MaxPending, wantG.MaxConcurrency)
 	if diff := cmp.Diff(wantG, g); diff != "" {
 		t.Errorf("%s: discovery.dns[0] does not state the defaults (-default +file):\n%s", exampleFile, diff)
 	}
@@ -618,6 +620,7 @@ func TestLocalFile(t *testing.T) {
 		r.ID = "sim-" + strconv.Itoa(i+1)
 		r.URL = "http://127.0.0.1:" + port
 		r.Models = []string{"inferrail/sim-8b"}
+		defaultPending(&r.MaxPending, r.MaxConcurrency)
 		want.Replicas = append(want.Replicas, r)
 	}
 	if diff := cmp.Diff(want, *cfg, cmpopts.EquateEmpty()); diff != "" {
@@ -1057,6 +1060,40 @@ func TestTokenizerWorkersBounded(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "tokenizer.workers: must be between 1 and 1024") {
 			t.Errorf("Validate with tokenizer.workers %d = %v, want the bound named", tc.workers, err)
+		}
+	}
+}
+
+// TestMaxPendingDefault: max_pending left out is 64, or max_concurrency
+// when that is less, so an engine of 32 sequences is described by
+// max_concurrency alone (the default of 64 made that a refused config); one
+// written out is checked as before.
+func TestMaxPendingDefault(t *testing.T) {
+	const head = "models: [{name: m}]\n"
+	for _, tt := range []struct {
+		body        string
+		replica, gr int // the max_pending of replicas[0] and discovery.dns[0]; 0 when refused
+	}{
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 32}]\n" +
+			"discovery: {dns: [{name: g, url: 'http://e.internal:1', models: [m], max_concurrency: 16}]}\n", 32, 16},
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 100}]\n" +
+			"discovery: {dns: [{name: g, url: 'http://e.internal:1', models: [m]}]}\n", 64, 64},
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 8, max_pending: 2}]\n", 2, -1},
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 8, max_pending: 9}]\n", 0, -1},
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_pending: 0}]\n", 0, -1},
+	} {
+		cfg, err := Parse([]byte(head + tt.body))
+		switch {
+		case tt.replica == 0:
+			if err == nil || !strings.Contains(err.Error(), "replicas[0].max_pending") {
+				t.Errorf("%s: %v, want max_pending refused", tt.body, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.body, err)
+		case cfg.Replicas[0].MaxPending != tt.replica:
+			t.Errorf("%s: max_pending %d, want %d", tt.body, cfg.Replicas[0].MaxPending, tt.replica)
+		case tt.gr > 0 && cfg.Discovery.DNS[0].MaxPending != tt.gr:
+			t.Errorf("%s: the group's max_pending %d, want %d", tt.body, cfg.Discovery.DNS[0].MaxPending, tt.gr)
 		}
 	}
 }

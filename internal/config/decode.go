@@ -97,10 +97,14 @@ func decodeDocument(doc *yaml.Node, file string, second func() error) (*Config, 
 	errs := d.errs
 	if !d.budget.Spent() {
 		for i := range cfg.Replicas {
-			cfg.Replicas[i].URL = trimSlash(cfg.Replicas[i].URL)
+			r := &cfg.Replicas[i]
+			r.URL = trimSlash(r.URL)
+			defaultPending(&r.MaxPending, r.MaxConcurrency)
 		}
 		for i := range cfg.Discovery.DNS {
-			cfg.Discovery.DNS[i].URL = trimSlash(cfg.Discovery.DNS[i].URL)
+			g := &cfg.Discovery.DNS[i]
+			g.URL = trimSlash(g.URL)
+			defaultPending(&g.MaxPending, g.MaxConcurrency)
 		}
 		if len(errs) == 0 && second != nil {
 			// Our decoder is the stricter of the two, and the one that names
