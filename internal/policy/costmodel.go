@@ -236,8 +236,9 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 		}
 	}
 	// A winner the session or the history steered may trail the
-	// runner-up: nothing put it ahead.
-	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].ttft <= sl[ru].ttft {
+	// runner-up, and one that ties it won on the tie-break: no term put it
+	// ahead.
+	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].ttft < sl[ru].ttft {
 		ex.DecidedBy = decidedBy(ex.Replicas[d.Index].Estimate, ex.Replicas[ru].Estimate)
 	}
 	return ex

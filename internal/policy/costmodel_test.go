@@ -59,6 +59,22 @@ func TestQueueCountsFreshLoad(t *testing.T) {
 	}
 }
 
+// TestTieDecidedByNothing: two idle replicas with the same estimate tie,
+// and the tie-break picks; no term put the winner ahead, so none is named
+// (it was named queue, with every queue empty).
+func TestTieDecidedByNothing(t *testing.T) {
+	p, _ := New(CostModel, 1)
+	req := &Request{PromptTokens: 64, Blocks: chain(0, 3, 1, 4), BlockSize: 16}
+	cands := []Candidate{{ID: "a", Cached: 0, Running: 0, KVUsage: 0.1}, {ID: "b", Cached: 0, Running: 0, KVUsage: 0.1}}
+	e := p.Explain(req, cands)
+	if e.Replicas[0].Estimate.TTFTSecs != e.Replicas[1].Estimate.TTFTSecs {
+		t.Fatalf("estimates %v and %v: the test needs a tie", e.Replicas[0].Estimate.TTFTSecs, e.Replicas[1].Estimate.TTFTSecs)
+	}
+	if e.DecidedBy != "" {
+		t.Errorf("a tie decided by %q, want none", e.DecidedBy)
+	}
+}
+
 // TestWorkedExample is the design's example with the default parameters.
 // A 4,000-token prompt is cached on r0 (3,984 tokens: all but its last
 // block) and nowhere else.

@@ -20,7 +20,8 @@ type Explanation struct {
 	// TermBacklog or TermCopy) that put cost_model's winner furthest ahead of the
 	// runner-up: the allowed candidate with the next lowest estimate
 	// (backlog charge included). "" for other policies, when
-	// no other candidate was allowed, and when the session steered the
+	// no other candidate was allowed, when the winner's estimate ties the
+	// runner-up's (the tie-break chose), and when the session steered the
 	// choice to a replica no cheaper than the runner-up.
 	DecidedBy string `json:"decided_by,omitempty"`
 	// HotDemand is the demand of the prompt's root prefix in replicas'
