@@ -25,6 +25,10 @@ type Engine struct {
 	// has handed out its tokens, before the next step is planned. Only
 	// tests set it, before Run.
 	afterStep func(plan []work)
+	// wokeAt is when what woke an idle engine happened: the arrival of
+	// the request that did, stamped before its message was sent, or when
+	// another message was handled; 0 before the first wake.
+	wokeAt float64
 }
 
 type msgKind uint8
@@ -138,7 +142,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			idle = true
 			continue
 		}
-		if idle || e.cfg.ZeroLatency {
+		switch {
+		case idle && e.wokeAt > 0:
+			// An idle engine starts on a request when it arrives, not
+			// when its loop gets to run: its TTFT is P to the nanosecond.
+			vnow = max(vnow, e.wokeAt)
+		case idle || e.cfg.ZeroLatency:
 			vnow = max(vnow, e.now())
 		}
 		idle = false
@@ -196,7 +205,12 @@ func (e *Engine) await(ctx context.Context) bool {
 	e.record()
 	select {
 	case m := <-e.inbox:
-		e.handle(m, e.now())
+		now := e.now()
+		e.wokeAt = now
+		if m.kind == msgSubmit {
+			e.wokeAt = min(m.r.arrival, now)
+		}
+		e.handle(m, now)
 		return true
 	case <-ctx.Done():
 		return false

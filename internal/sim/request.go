@@ -39,13 +39,13 @@ type genRequest struct {
 	continuousUsage  bool
 	// reportFull: vllm_xargs asks for kv_cache_report_mode "full", so the
 	// engine reports the prefix-cache hits it reuses as stored again.
-	reportFull       bool
-	responseRole     string
+	reportFull   bool
+	responseRole string
 	// optionsNoStream: stream_options is set and stream is not, as vLLM's
 	// check reads the raw body (Python truthiness: {} and null options
 	// pass, and so does any stream that is not false, 0, "" or null).
 	optionsNoStream bool
-	toolChoice       toolChoice // chat
+	toolChoice      toolChoice // chat
 }
 
 // fieldError is one pydantic validation error.
