@@ -331,7 +331,8 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 func (g *Gateway) ClientHandler() http.Handler {
 	generate := g.only(g.serveGenerate, http.MethodPost)
 	models := g.only(g.traceLocal(g.serveModels), http.MethodGet, http.MethodHead)
-	health := g.only(g.traceLocal(g.serveHealth), http.MethodGet, http.MethodHead)
+	// /health has no span: probes would fill the traces.
+	health := g.only(g.serveHealth, http.MethodGet, http.MethodHead)
 	keyed := g.requireKey(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/chat/completions", "/v1/completions":

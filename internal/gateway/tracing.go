@@ -114,8 +114,8 @@ func (g *Gateway) traceOwn(r *http.Request, id string, status int) {
 }
 
 // traceLocal gives a request the gateway answers on a route of its own
-// (/v1/models, /health) its server span, named by the route, from its
-// arrival to its answer. Without tracing it is h itself.
+// (/v1/models) its server span, named by the route, from its arrival to
+// its answer. Without tracing it is h itself.
 func (g *Gateway) traceLocal(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		tr := g.obs.tracer
