@@ -46,6 +46,10 @@ type Approx struct {
 	words   int    // holders words per slot, 64 handles each; guarded by mu
 
 	shards [numShards]holderShard
+
+	// testHookApplied, when set, hears the work of every part of a batch
+	// ApplyEvents applies under one hold of the replica's lock.
+	testHookApplied func(work uint64)
 }
 
 // replica is one replica's part of the index. Must not be copied.

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"unsafe"
@@ -214,25 +215,45 @@ func next(i, n int) int {
 // len is how many blocks the table holds.
 func (t *blockTable) len() int { return t.n }
 
-// clear drops every block, keeping the slots.
-func (t *blockTable) clear() {
-	for i := range t.shards {
-		clear(t.shards[i].slots)
-		t.shards[i].n = 0
-	}
-	t.n = 0
+// reset drops every block and the slots that held them, keeping the
+// seed: slots never shrink, so a table kept after the most it held
+// would cost that much at every walk.
+func (t *blockTable) reset() { *t = blockTable{seed: t.seed} }
+
+// each calls f with every block, in no set order, and returns how many
+// slots it visited: those of the shards that hold blocks. f must not
+// change the table.
+func (t *blockTable) each(f func(engineKey, mirrorBlock)) int {
+	visited, _ := t.walk(&tablePos{}, math.MaxUint64, f)
+	return visited
 }
 
-// each calls f with every block, in no set order. f must not change the
-// table.
-func (t *blockTable) each(f func(engineKey, mirrorBlock)) {
-	for i := range t.shards {
-		for j := range t.shards[i].slots {
-			if sl := &t.shards[i].slots[j]; sl.meta != 0 {
+// tablePos is where a walk of a table goes on: a shard, and a slot in it.
+type tablePos struct{ shard, slot int }
+
+// walk calls f with every block from pos on, in slot order, visiting at
+// most limit slots (skipping the shards that hold none), and moves pos
+// past them. It returns how many it visited and whether it reached the
+// end. f must not change the table, nor may anything between the walks
+// that go on from one pos.
+func (t *blockTable) walk(pos *tablePos, limit uint64, f func(engineKey, mirrorBlock)) (int, bool) {
+	visited := 0
+	for ; pos.shard < len(t.shards); pos.shard, pos.slot = pos.shard+1, 0 {
+		s := &t.shards[pos.shard]
+		if s.n == 0 {
+			continue
+		}
+		for ; pos.slot < len(s.slots); pos.slot++ {
+			if uint64(visited) >= limit {
+				return visited, false
+			}
+			visited++
+			if sl := &s.slots[pos.slot]; sl.meta != 0 {
 				f(sl.engineKey(), sl.block())
 			}
 		}
 	}
+	return visited, true
 }
 
 // bytes is the memory the table's slots take.

@@ -145,7 +145,7 @@ func TestBlockTable(t *testing.T) {
 				}
 				delete(want, k)
 			default:
-				tab.clear()
+				tab.reset()
 				clear(want)
 			}
 			if err := checkTable(&tab, want); err != nil {

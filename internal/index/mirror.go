@@ -1,6 +1,7 @@
 package index
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -44,6 +45,17 @@ type Mirror struct {
 	// gateway does not hash (multimodal inputs, prompt embeddings), which
 	// text prompts do not have.
 	held, dropped func(blockhash.Hash)
+
+	// work counts what the mirror has done, in units of about the same
+	// cost: one per event and per block of an event, one per table slot
+	// a walk visits, one per orphan joined or dropped. ApplyEvents reads
+	// it to bound what it does under its replica's lock.
+	work uint64
+	// clearing is where a clear that applySome left unfinished goes on
+	// walking the table, nil when none is; joining are the keyed blocks
+	// whose waiting orphans are still to join. See settle.
+	clearing *tablePos
+	joining  []engineKey
 
 	Stats MirrorStats
 }
@@ -116,62 +128,148 @@ func (m *Mirror) setBounds(maxOrphans, maxBlocks int) {
 
 // Apply applies one batch's events in order.
 func (m *Mirror) Apply(b *events.Batch) {
-	for i := range b.Events {
-		m.ApplyEvent(&b.Events[i])
-	}
+	m.applySome(b, &applyCursor{}, math.MaxUint64)
 }
 
 // ApplyEvent applies one event.
 func (m *Mirror) ApplyEvent(ev *events.Event) {
-	switch ev.Kind {
-	case events.BlockStored:
-		m.store(ev)
-	case events.BlockRemoved:
-		if ev.HasMedium && ev.Medium != "GPU" {
-			return
+	m.Apply(&events.Batch{Events: unsafe.Slice(ev, 1)})
+}
+
+// applyCursor is how far applySome got in a batch: its next event, and the
+// blocks of that event already applied.
+type applyCursor struct{ event, block int }
+
+// applySome applies b's events from cur on, in order, until budget units
+// of work are done (see work; a store's last block may run over by what
+// keying it costs) or the batch is, and reports whether the batch is. A
+// store, a removal, a clear or the joins a store sets off may stop part
+// way; the rest is done first thing at the next call (see settle).
+func (m *Mirror) applySome(b *events.Batch, cur *applyCursor, budget uint64) bool {
+	stopAt := m.work + min(budget, math.MaxUint64-m.work)
+	for {
+		if !m.settle(stopAt) {
+			return false
 		}
-		for _, h := range ev.Hashes {
-			m.remove(keyOf(h))
+		if cur.event == len(b.Events) {
+			return true
 		}
-	case events.AllBlocksCleared:
-		m.Clear()
-		m.Stats.Cleared++
+		if m.work >= stopAt {
+			return false
+		}
+		ev := &b.Events[cur.event]
+		if cur.block == 0 {
+			m.work++
+		}
+		switch ev.Kind {
+		case events.BlockStored:
+			cur.block = m.store(ev, cur.block, stopAt)
+		case events.BlockRemoved:
+			cur.block = m.removeSome(ev, cur.block, stopAt)
+		default:
+			if ev.Kind == events.AllBlocksCleared {
+				m.beginClear()
+				m.Stats.Cleared++
+			}
+			cur.block = len(ev.Hashes)
+		}
+		if cur.block >= len(ev.Hashes) {
+			cur.event, cur.block = cur.event+1, 0
+		}
 	}
 }
 
+// settle goes on with a clear, then with joins, that applySome left
+// unfinished, until m.work reaches stopAt, and reports whether it
+// finished them. Nothing else may change the mirror before they are.
+func (m *Mirror) settle(stopAt uint64) bool {
+	if m.clearing != nil && !m.clearSome(stopAt) {
+		return false
+	}
+	return m.joinSome(stopAt)
+}
+
 // Clear forgets everything, as after the engine reset its cache or
-// restarted.
+// restarted. It costs what the mirror holds, nothing when it is empty.
 func (m *Mirror) Clear() {
-	if m.dropped != nil {
-		m.blocks.each(func(_ engineKey, b mirrorBlock) {
+	if m.clearing == nil {
+		m.beginClear()
+	}
+	m.clearSome(math.MaxUint64)
+}
+
+// beginClear starts a clear, which clearSome goes on with. Orphans still
+// to join are forgotten with everything else.
+func (m *Mirror) beginClear() {
+	m.joining = m.joining[:0]
+	m.clearing = &tablePos{}
+}
+
+// clearSome tells dropped of the keyed blocks the clear has not walked
+// yet, until m.work reaches stopAt, and once it walked them all forgets
+// everything and reports true. The table and maps are dropped for new
+// ones rather than emptied: they never shrink, and zeroing a table sized
+// for the most the mirror ever held cost a batch of clears minutes.
+func (m *Mirror) clearSome(stopAt uint64) bool {
+	if m.dropped != nil && m.keyed > 0 {
+		visited, done := m.blocks.walk(m.clearing, stopAt-min(stopAt, m.work), func(_ engineKey, b mirrorBlock) {
 			if !b.orphan {
 				m.dropped(b.ours)
 			}
 		})
+		m.work += uint64(visited)
+		if !done {
+			return false
+		}
 	}
-	m.blocks.clear()
+	m.clearing = nil
+	m.blocks.reset()
 	m.keyed = 0
 	m.digest = 0
-	clear(m.waiting)
-	clear(m.orphans)
+	if len(m.waiting) > 0 || len(m.orphans) > 0 {
+		m.waiting = make(map[engineKey][]engineKey)
+		m.orphans = make(map[engineKey]orphan)
+	}
+	return true
+}
+
+// removeSome applies the removals of ev from its block from on, until
+// m.work reaches stopAt (one at least), and returns the next block.
+func (m *Mirror) removeSome(ev *events.Event, from int, stopAt uint64) int {
+	j := from
+	for j < len(ev.Hashes) {
+		if !ev.HasMedium || ev.Medium == "GPU" {
+			m.remove(keyOf(ev.Hashes[j]))
+		}
+		j++
+		if m.work++; m.work >= stopAt {
+			break
+		}
+	}
+	return j
 }
 
 // unnamedAdapter prefixes the seed name of an adapter an engine named only
 // by its number: no model a client can ask for starts with a NUL.
 const unnamedAdapter = "\x00lora_id="
 
-func (m *Mirror) store(ev *events.Event) {
+// store applies the blocks of a BlockStored from its block from on (the
+// block before, if any, is their parent, applied already), until m.work
+// reaches stopAt (one block at least), and returns the next block. The
+// joins the last block sets off may be left to settle.
+func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 	bs := m.blockSize
 	if ev.BlockSize != bs || len(ev.Tokens) != len(ev.Hashes)*bs || (ev.HasMedium && ev.Medium != "GPU") {
-		m.Stats.Skipped += uint64(len(ev.Hashes))
-		return
+		m.Stats.Skipped += uint64(len(ev.Hashes) - from)
+		m.work += uint64(len(ev.Hashes) - from)
+		return len(ev.Hashes)
 	}
 	lora := ""
 	if ev.HasLoRAName {
 		lora = ev.LoRAName
 	}
 	salt := ""
-	if !ev.HasParent && len(ev.ExtraKeys) > 0 {
+	if !ev.HasParent && from == 0 && len(ev.ExtraKeys) > 0 {
 		salt = events.CacheSalt(ev.ExtraKeys[0], lora)
 	}
 	if !ev.HasLoRAName && ev.HasLoRAID {
@@ -181,15 +279,23 @@ func (m *Mirror) store(ev *events.Event) {
 		lora = unnamedAdapter + strconv.FormatInt(ev.LoRAID, 10)
 	}
 	// parent is the block before the one at hand: known (keyed), or not.
+	hasParent, parent := ev.HasParent, ev.Parent
+	if from > 0 {
+		hasParent, parent = true, ev.Hashes[from-1]
+	}
 	parentKey, parentKnown := engineKey(0), false
 	var parentOurs blockhash.Hash
-	if ev.HasParent {
-		parentKey = keyOf(ev.Parent)
+	if hasParent {
+		parentKey = keyOf(parent)
 		p, ok := m.blocks.get(parentKey)
 		parentKnown, parentOurs = ok && !p.orphan, p.ours
 	}
-	for j, h := range ev.Hashes {
-		k := keyOf(h)
+	for j := from; j < len(ev.Hashes); j++ {
+		if j > from && (m.work >= stopAt || len(m.joining) > 0) {
+			return j
+		}
+		m.work++
+		k := keyOf(ev.Hashes[j])
 		b, seen := m.blocks.get(k)
 		if !seen && m.maxBlocks > 0 && m.blocks.len() >= m.maxBlocks {
 			m.Stats.Overflow++
@@ -203,7 +309,7 @@ func (m *Mirror) store(ev *events.Event) {
 		switch {
 		case seen && !b.orphan:
 			m.blocks.set(k, b) // one more copy of a keyed block
-		case j == 0 && !ev.HasParent:
+		case j == 0 && !hasParent:
 			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
 		case parentKnown:
 			m.key(k, b, parentOurs, ev.Tokens[j*bs:(j+1)*bs])
@@ -214,13 +320,15 @@ func (m *Mirror) store(ev *events.Event) {
 			m.blocks.set(k, b)
 			m.adopt(k, parentKey, ev.Tokens[j*bs:(j+1)*bs])
 		}
+		m.joinSome(stopAt)
 		b, _ = m.blocks.get(k)
 		parentKey, parentKnown, parentOurs = k, !b.orphan && b.count > 0, b.ours
 	}
+	return len(ev.Hashes)
 }
 
 // key gives block k (new, or an orphan) its gateway hash, the chain of
-// tokens after base, and joins the orphans waiting on it.
+// tokens after base, and has the orphans waiting on it join (joinSome).
 func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []uint32) {
 	if b.orphan {
 		delete(m.orphans, k)
@@ -233,7 +341,7 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 	if m.held != nil {
 		m.held(b.ours)
 	}
-	m.join(k)
+	m.joining = append(m.joining, k)
 }
 
 // adopt keeps the tokens of orphan k, whose parent is unknown or an
@@ -255,6 +363,7 @@ func (m *Mirror) adopt(k, parent engineKey, tokens []uint32) {
 // lists at a time (map order: which goes first is arbitrary).
 func (m *Mirror) dropOrphans() {
 	for p, kids := range m.waiting {
+		m.work += uint64(len(kids))
 		for _, k := range kids {
 			if _, ok := m.orphans[k]; ok {
 				delete(m.orphans, k)
@@ -269,37 +378,42 @@ func (m *Mirror) dropOrphans() {
 	}
 }
 
-// join gives the orphans waiting on k, now in the chain, their gateway
-// hashes, and theirs in turn.
-func (m *Mirror) join(k engineKey) {
-	stack := []engineKey{k}
-	for len(stack) > 0 {
-		pk := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+// joinSome gives the orphans waiting on the blocks in m.joining (keyed
+// after them) their gateway hashes, and theirs in turn, one at a time
+// until m.work reaches stopAt, and reports whether none are left.
+func (m *Mirror) joinSome(stopAt uint64) bool {
+	for len(m.joining) > 0 {
+		pk := m.joining[len(m.joining)-1]
 		kids := m.waiting[pk]
 		if len(kids) == 0 {
+			delete(m.waiting, pk)
+			m.joining = m.joining[:len(m.joining)-1]
 			continue
 		}
-		delete(m.waiting, pk)
-		p, _ := m.blocks.get(pk)
-		for _, ck := range kids {
-			o, ok := m.orphans[ck]
-			if !ok || o.parent != pk {
-				continue
-			}
-			delete(m.orphans, ck)
-			c, _ := m.blocks.get(ck)
-			c.orphan = false
-			c.ours = blockhash.Next(p.ours, o.tokens)
-			m.blocks.set(ck, c)
-			m.keyed++
-			m.digest += digestMix(c.ours)
-			if m.held != nil {
-				m.held(c.ours)
-			}
-			stack = append(stack, ck)
+		if m.work >= stopAt {
+			return false
 		}
+		m.work++
+		ck := kids[len(kids)-1]
+		m.waiting[pk] = kids[:len(kids)-1]
+		o, ok := m.orphans[ck]
+		if !ok || o.parent != pk {
+			continue
+		}
+		delete(m.orphans, ck)
+		p, _ := m.blocks.get(pk)
+		c, _ := m.blocks.get(ck)
+		c.orphan = false
+		c.ours = blockhash.Next(p.ours, o.tokens)
+		m.blocks.set(ck, c)
+		m.keyed++
+		m.digest += digestMix(c.ours)
+		if m.held != nil {
+			m.held(c.ours)
+		}
+		m.joining = append(m.joining, ck)
 	}
+	return true
 }
 
 func (m *Mirror) remove(k engineKey) {
@@ -347,18 +461,18 @@ func (m *Mirror) GatewayHashes() map[blockhash.Hash]bool {
 
 // eachKeyed calls f with the gateway hash of every keyed block.
 func (m *Mirror) eachKeyed(f func(blockhash.Hash)) {
-	m.blocks.each(func(_ engineKey, b mirrorBlock) {
+	m.work += uint64(m.blocks.each(func(_ engineKey, b mirrorBlock) {
 		if !b.orphan {
 			f(b.ours)
 		}
-	})
+	}))
 }
 
 // Blocks returns the engine hash keys held and how many copies of each,
 // for comparing a mirror with an engine.
 func (m *Mirror) Blocks() map[uint64]int {
 	out := make(map[uint64]int, m.blocks.len())
-	m.blocks.each(func(k engineKey, b mirrorBlock) { out[uint64(k)] = int(b.count) })
+	m.work += uint64(m.blocks.each(func(k engineKey, b mirrorBlock) { out[uint64(k)] = int(b.count) }))
 	return out
 }
 

@@ -2,6 +2,7 @@ package index
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 	"unsafe"
@@ -181,16 +182,40 @@ func (x *Approx) lockAttached(at Attachment) *replica {
 	return r
 }
 
+// applyBudget bounds the work (Mirror.work's units) ApplyEvents does
+// under its replica's lock before it lets the lock go: a request routed to
+// the replica records its prompt under that lock, and one batch may hold
+// 2^17 events and 2^20 blocks. A part of 1,024 units took 0.15 ms at the
+// median and 0.7 ms at the 90th percentile on a busy two-core machine.
+const applyBudget = 1024
+
 // ApplyEvents applies one batch of a replica's engine events to the mirror
-// at names; nothing happens once that mirror was replaced or forgotten.
+// at names; nothing more happens once that mirror was replaced or
+// forgotten. It holds the replica's lock for at most about applyBudget of
+// work at a time, so routing may see a batch applied in parts, as if it
+// had come as several (a clear in parts shows the blocks it has not
+// dropped yet).
 func (x *Approx) ApplyEvents(at Attachment, b *events.Batch) {
-	r := x.lockAttached(at)
-	if r == nil {
-		return
+	var cur applyCursor
+	for first := true; ; first = false {
+		r := x.lockAttached(at)
+		if r == nil {
+			return
+		}
+		if first {
+			x.expire(r, x.now())
+		}
+		m := r.ev.mirror
+		before := m.work
+		done := m.applySome(b, &cur, applyBudget)
+		if x.testHookApplied != nil {
+			x.testHookApplied(m.work - before)
+		}
+		r.mu.Unlock()
+		if done {
+			return
+		}
 	}
-	defer r.mu.Unlock()
-	x.expire(r, x.now())
-	r.ev.mirror.Apply(b)
 }
 
 // PurgeEvents empties the mirror at names, if still attached: its engine's
@@ -232,6 +257,9 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if r.ev == nil || r.ev.active == events {
 		return
 	}
+	// A batch applied in parts may have left a clear or joins unfinished:
+	// the mirror's keyed blocks are what they leave.
+	r.ev.mirror.settle(math.MaxUint64)
 	if events {
 		x.unpublishLRU(r)
 		r.ev.active = true
