@@ -14,6 +14,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -950,5 +951,32 @@ func TestScrapeCountsForeign(t *testing.T) {
 		if smp.Foreign != want || !ok || r.Foreign != want {
 			t.Errorf("with Own %v: sample's foreign %v, routing's %v (fresh %v), want %v", withOwn, smp.Foreign, r.Foreign, ok, want)
 		}
+	}
+}
+
+// TestLabelSetsDiffer: series whose labels differ have different label
+// sets, for every assignment of SGLang's four rank labels to ranks 0..7.
+// (FNV-1a alone summed tp_rank="0",moe_ep_rank="0" as tp_rank="1",
+// moe_ep_rank="1", and a page of two such schedulers was refused as the
+// same series twice; found fixing a review's finding.)
+func TestLabelSetsDiffer(t *testing.T) {
+	names := []string{"tp_rank", "pp_rank", "moe_ep_rank", "dp_rank"}
+	seen := map[uint64][4]int{}
+	var ranks [4]int
+	for n := range 8 * 8 * 8 * 8 {
+		var s sample
+		for i, name := range names {
+			ranks[i] = n >> (3 * i) & 7
+			s.labelSet += labelHash(name, strconv.Itoa(ranks[i]))
+		}
+		if other, ok := seen[s.labelSet]; ok {
+			t.Fatalf("ranks %v and %v have the same label set", ranks, other)
+		}
+		seen[s.labelSet] = ranks
+	}
+	page := "sglang:num_running_reqs{tp_rank=\"0\",moe_ep_rank=\"0\"} 1\nsglang:num_running_reqs{tp_rank=\"1\",moe_ep_rank=\"1\"} 1\n" +
+		"sglang:num_queue_reqs 0\nsglang:token_usage 0.5\n"
+	if _, err := Parse(strings.NewReader(page)); err != nil {
+		t.Errorf("two schedulers' page: %v", err)
 	}
 }

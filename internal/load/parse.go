@@ -85,7 +85,10 @@ type sample struct {
 }
 
 // labelHash hashes one label: FNV-1a of its name, a byte no name holds,
-// and its value.
+// and its value, through a SplitMix64 finalizer. Series are told apart by
+// the sum of their labels' hashes, and FNV-1a alone is nearly linear in
+// its last byte: tp_rank="0",moe_ep_rank="0" summed the same as
+// tp_rank="1",moe_ep_rank="1", two schedulers of one SGLang engine.
 func labelHash(name, value string) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
@@ -96,7 +99,9 @@ func labelHash(name, value string) uint64 {
 	for i := range len(value) {
 		h = (h ^ uint64(value[i])) * prime
 	}
-	return h
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // page is what Parse kept of a metrics page.
