@@ -648,14 +648,7 @@ func referencePage(data []byte) (*page, error) {
 				continue
 			}
 			for _, lp := range m.GetLabel() {
-				s.labelSet += labelHash(lp.GetName(), lp.GetValue())
-				switch lp.GetName() {
-				case "priority", "block_size", "num_gpu_blocks":
-					if s.labels == nil {
-						s.labels = map[string]string{}
-					}
-					s.labels[lp.GetName()] = lp.GetValue()
-				}
+				s.addLabel(lp.GetName(), lp.GetValue())
 			}
 			p.series[name] = append(p.series[name], s)
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +26,8 @@ const (
 )
 
 // Report is one engine's load as its metrics page showed it. Counts are
-// summed over data-parallel ranks; KVUsage is their mean.
+// summed over data-parallel ranks; KVUsage is their mean. An SGLang rank's
+// schedulers count once (see perRank).
 type Report struct {
 	Engine         Engine
 	Ranks          int     // data-parallel ranks seen
@@ -81,7 +83,38 @@ type sample struct {
 	// labelSet identifies the series among its family's: the sum of
 	// labelHash over all its labels, whatever their order.
 	labelSet uint64
-	value    float64
+	// group is labelSet without the rankLabels, and rank their values (0
+	// when absent, past every number when not one): the series of one
+	// group are the schedulers of one data-parallel rank (see perRank).
+	group uint64
+	rank  [len(rankLabels)]uint32
+	value float64
+}
+
+// rankLabels tell apart SGLang's schedulers of one data-parallel rank:
+// its tensor-parallel, pipeline and expert-parallel ranks.
+var rankLabels = [...]string{"tp_rank", "pp_rank", "moe_ep_rank"}
+
+// addLabel notes one of the series' labels.
+func (s *sample) addLabel(key, val string) {
+	h := labelHash(key, val)
+	s.labelSet += h
+	if i := slices.Index(rankLabels[:], key); i >= 0 {
+		n, err := strconv.ParseUint(val, 10, 32)
+		if err != nil {
+			n = math.MaxUint32
+		}
+		s.rank[i] = uint32(n)
+	} else {
+		s.group += h
+	}
+	switch key {
+	case "priority", "block_size", "num_gpu_blocks":
+		if s.labels == nil {
+			s.labels = map[string]string{}
+		}
+		s.labels[key] = val
+	}
 }
 
 // labelHash hashes one label: FNV-1a of its name, a byte no name holds,
@@ -230,14 +263,7 @@ func parseSample(rest []byte, nameInside bool) (smp sample, name []byte, err err
 			if err != nil {
 				return smp, nil, err
 			}
-			smp.labelSet += labelHash(key, val)
-			switch key {
-			case "priority", "block_size", "num_gpu_blocks":
-				if smp.labels == nil {
-					smp.labels = map[string]string{}
-				}
-				smp.labels[key] = val
-			}
+			smp.addLabel(key, val)
 			rest = skipBlanks(after)
 			if len(rest) > 0 && rest[0] == ',' {
 				rest = rest[1:]
@@ -308,17 +334,49 @@ func (p *page) get(names ...string) ([]sample, bool) {
 	return nil, false
 }
 
-// sum adds a family's samples over ranks; ok is false when it is absent.
+// sum adds a family's samples over data-parallel ranks, one per rank (see
+// perRank), and returns how many it added; ok is false when it is absent.
 func (p *page) sum(names ...string) (float64, int, bool) {
 	ss, ok := p.get(names...)
 	if !ok {
 		return 0, 0, false
 	}
+	ss = perRank(ss)
 	var s float64
 	for _, x := range ss {
 		s += x.value
 	}
 	return s, len(ss), true
+}
+
+// perRank keeps one series of each group (sample.group): the one of the
+// lowest tp_rank, then pp_rank, then moe_ep_rank. SGLang's schedulers of
+// one data-parallel rank all describe its one batch and KV pool, and only
+// the attention-TP-rank-0 one reports unless the engine runs with
+// --enable-metrics-for-all-schedulers (vllm-spec.md §2.3): summed, a TP=2
+// engine with that flag read twice its load and capacity. The lowest
+// ranks' series is taken so that a page reads the same with the flag or
+// without, and every family from one scheduler (the largest of each would
+// mix them). Assumed, not in the spec: a rank's attention-TP-rank-0
+// scheduler has its lowest tp_rank, and the stages of a pipeline (each
+// has one) describe one batch too. Pages without these labels (vLLM's)
+// keep every series. It keeps them in ss's memory, which get made.
+func perRank(ss []sample) []sample {
+	n := 0
+next:
+	for _, s := range ss {
+		for i := range ss[:n] {
+			if ss[i].group == s.group {
+				if slices.Compare(s.rank[:], ss[i].rank[:]) < 0 {
+					ss[i] = s
+				}
+				continue next
+			}
+		}
+		ss[n] = s
+		n++
+	}
+	return ss[:n]
 }
 
 func (p *page) mean(names ...string) (float64, bool) {

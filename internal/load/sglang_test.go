@@ -1,0 +1,90 @@
+package load
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// scheduler is one SGLang scheduler's gauges as its page shows them.
+type scheduler struct {
+	labels                  string // its rank labels, e.g. `dp_rank="0",tp_rank="1"`
+	running, waiting, usage float64
+	tokens, page            float64 // max_total_num_tokens, page_size
+}
+
+// sglangPage writes the page of an engine with these schedulers, plus the
+// tokenizer's counters (one series per cache source).
+func sglangPage(scheds ...scheduler) string {
+	var b strings.Builder
+	for _, f := range []struct {
+		name string
+		v    func(s scheduler) float64
+	}{
+		{"sglang:num_running_reqs", func(s scheduler) float64 { return s.running }},
+		{"sglang:num_queue_reqs", func(s scheduler) float64 { return s.waiting }},
+		{"sglang:token_usage", func(s scheduler) float64 { return s.usage }},
+		{"sglang:max_total_num_tokens", func(s scheduler) float64 { return s.tokens }},
+		{"sglang:page_size", func(s scheduler) float64 { return s.page }},
+		{"sglang:num_retracted_requests_total", func(s scheduler) float64 { return 1 }},
+	} {
+		fmt.Fprintf(&b, "# HELP %s Multiprocess metric\n# TYPE %s gauge\n", f.name, f.name)
+		for _, s := range scheds {
+			fmt.Fprintf(&b, "%s{engine_type=\"unified\",model_name=\"m\",%s} %v\n", f.name, s.labels, f.v(s))
+		}
+	}
+	b.WriteString("sglang:prompt_tokens_total{engine_type=\"unified\",model_name=\"m\"} 1000\n")
+	b.WriteString("sglang:cached_tokens_total{cache_source=\"device\",engine_type=\"unified\",model_name=\"m\"} 300\n")
+	b.WriteString("sglang:cached_tokens_total{cache_source=\"host\",engine_type=\"unified\",model_name=\"m\"} 100\n")
+	return b.String()
+}
+
+// TestParseSGLangSchedulers: an SGLang engine's load is summed over its
+// data-parallel ranks only. The schedulers of one rank (tp_rank, pp_rank,
+// moe_ep_rank apart) describe one batch and one KV pool; with
+// --enable-metrics-for-all-schedulers each prints its own series, and the
+// page must read as it does without the flag, where only the lowest ranks
+// report. (Found by a review: a TP=2 engine read twice its running,
+// waiting and capacity.)
+func TestParseSGLangSchedulers(t *testing.T) {
+	tp0 := scheduler{`moe_ep_rank="0",pp_rank="0",tp_rank="0"`, 5, 3, 0.25, 160000, 16}
+	tp1 := scheduler{`moe_ep_rank="1",pp_rank="0",tp_rank="1"`, 5, 3, 0.25, 160000, 16}
+	base := Report{Engine: SGLang, Ranks: 1, Running: 5, Waiting: 3, KVUsage: 0.25, PrefixQueries: 1000, PrefixHits: 400,
+		Preemptions: 1, BlockSize: 16, CapacityBlocks: 10000}
+	dp := func(r Report, ranks int) Report {
+		r.Ranks, r.Running, r.Waiting, r.Preemptions, r.CapacityBlocks = ranks, r.Running*float64(ranks),
+			r.Waiting*float64(ranks), r.Preemptions*float64(ranks), r.CapacityBlocks*ranks
+		return r
+	}
+	at := func(s scheduler, labels string) scheduler { s.labels = labels; return s }
+	for _, tc := range []struct {
+		name   string
+		scheds []scheduler
+		want   Report
+	}{
+		{"tp1", []scheduler{tp0}, base},
+		{"tp2_rank0_only", []scheduler{tp0}, base},
+		{"tp2_all_schedulers", []scheduler{tp0, tp1}, base},
+		{"tp2_all_schedulers_rank1_first", []scheduler{tp1, tp0}, base},
+		{"tp4_all_schedulers", []scheduler{tp0, tp1,
+			at(tp1, `moe_ep_rank="2",pp_rank="0",tp_rank="2"`), at(tp1, `moe_ep_rank="3",pp_rank="0",tp_rank="3"`)}, base},
+		{"tp2_ranks_disagree_lowest_read", []scheduler{tp0, {tp1.labels, 9, 9, 0.5, 320000, 16}}, base},
+		{"tp10_compared_as_numbers", []scheduler{at(tp1, `moe_ep_rank="0",pp_rank="0",tp_rank="10"`), at(tp0, `moe_ep_rank="0",pp_rank="0",tp_rank="9"`)}, base},
+		{"pp2_each_stage_reports", []scheduler{tp0, at(tp1, `moe_ep_rank="0",pp_rank="1",tp_rank="0"`)}, base},
+		{"dp2_rank0_only", []scheduler{
+			at(tp0, `dp_rank="0",moe_ep_rank="0",pp_rank="0",tp_rank="0"`),
+			at(tp0, `dp_rank="1",moe_ep_rank="0",pp_rank="0",tp_rank="2"`)}, dp(base, 2)},
+		{"dp2_tp2_all_schedulers", []scheduler{
+			at(tp0, `dp_rank="0",moe_ep_rank="0",pp_rank="0",tp_rank="0"`),
+			at(tp1, `dp_rank="0",moe_ep_rank="1",pp_rank="0",tp_rank="1"`),
+			at(tp0, `dp_rank="1",moe_ep_rank="2",pp_rank="0",tp_rank="2"`),
+			at(tp1, `dp_rank="1",moe_ep_rank="3",pp_rank="0",tp_rank="3"`)}, dp(base, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(strings.NewReader(sglangPage(tc.scheds...)))
+			if err != nil || *got != tc.want {
+				t.Errorf("Parse = %+v, %v\nwant %+v", got, err, tc.want)
+			}
+		})
+	}
+}
