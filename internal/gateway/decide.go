@@ -267,8 +267,8 @@ func (g *Gateway) candidate(c *policy.Candidate, rt *route, at clock.Instant) {
 	}
 	if ok {
 		c.Running, c.Waiting, c.KVUsage = int64(rep.Running), rep.Waiting, rep.KVUsage
-		if rep.CapacityBlocks > 1 {
-			c.KVCapacityBlocks = rep.CapacityBlocks - 1 // vLLM's null block is not usable
+		if rep.CapacityBlocks > 0 {
+			c.KVCapacityBlocks = rep.CapacityBlocks // usable, in the gateway's blocks
 		}
 		if rep.Foreign > 0 && rt.engineQueue {
 			// Requests the gateway did not send wait there: most often

@@ -60,7 +60,7 @@ type Gateway struct {
 	kv         *kvEvents // the engines' KV event streams; nil in approximate mode
 	drift      *drift    // predictions checked against the engines' usage
 	tokChecks  *tokenChecks
-	learned    sync.Map      // replica → engine-reported capacity last applied
+	learned    sync.Map      // replica → engine-reported capacity last applied, in its blocks
 	access     *access       // API keys, rate limits and TLS (auth.go, limits.go, tls.go)
 	obs        observability // traces and the decision log
 }
@@ -270,12 +270,28 @@ func (g *Gateway) scrapeTargets() []load.Target {
 	reps := g.fleet.Snapshot().Replicas
 	out := make([]load.Target, len(reps))
 	for i, r := range reps {
-		out[i] = load.Target{ID: r.ID, URL: r.URL, Own: func() load.Own {
+		out[i] = load.Target{ID: r.ID, URL: r.URL, BlockSize: g.blockSize(r), Own: func() load.Own {
 			unanswered, sent := r.Unanswered()
 			return load.Own{Unanswered: unanswered, Sent: sent}
 		}}
 	}
 	return out
+}
+
+// blockSize is the block size replica r's cache is counted in: its first
+// model's, as its index mirror and shadow LRU count it (a replica serving
+// models of other block sizes would cut their prompts otherwise than its
+// engine, whose block size is one). 0 when the model is unknown.
+func (g *Gateway) blockSize(r *fleet.Replica) int {
+	if len(r.Models) == 0 {
+		return 0
+	}
+	for i := range g.cfg.Models {
+		if m := &g.cfg.Models[i]; m.Name == r.Models[0] {
+			return m.Blocks()
+		}
+	}
+	return 0
 }
 
 // newTransport builds the pooled connections to engines: keep-alive

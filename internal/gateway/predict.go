@@ -311,20 +311,21 @@ func blocksToTokens(blocks []int, blockSize int) []int {
 }
 
 // learnCapacity sizes a replica's shadow cache from what its engine
-// reports, unless the config set it. vLLM's null block is not usable.
+// reports, unless the config set it: in the gateway's blocks, as the
+// scraper counts it (load.Report.UsableBlocks).
 func (g *Gateway) learnCapacity(id string) {
 	if r := g.fleet.Snapshot().Get(id); r == nil || r.KVCapacityBlocks > 0 {
 		return
 	}
 	smp := g.scraper.Last(id)
-	if smp == nil || smp.Report.CapacityBlocks <= 1 {
+	if smp == nil || smp.CapacityBlocks <= 0 {
 		return
 	}
-	if prev, ok := g.learned.Load(id); ok && prev.(int) == smp.Report.CapacityBlocks {
+	if prev, ok := g.learned.Load(id); ok && prev.(int) == smp.CapacityBlocks {
 		return
 	}
-	g.learned.Store(id, smp.Report.CapacityBlocks)
-	g.index.SetCapacity(id, smp.Report.CapacityBlocks-1)
+	g.learned.Store(id, smp.CapacityBlocks)
+	g.index.SetCapacity(id, smp.CapacityBlocks)
 }
 
 // indexSummary is GET /admin/index.

@@ -36,7 +36,7 @@ func TestFeedRouting(t *testing.T) {
 	} {
 		rep := c.rep
 		at := sent.Add(time.Duration(i) * time.Second)
-		f.publish(&Sample{Report: rep, At: at, Foreign: c.foreign})
+		f.publish(&Sample{Report: rep, At: at, Foreign: c.foreign, CapacityBlocks: rep.CapacityBlocks})
 		for _, now := range []time.Time{at.Add(-time.Second), at, at.Add(f.maxAge), at.Add(f.maxAge + 1), at.Add(time.Hour)} {
 			r, ok := f.FreshRouting(clock.Of(now))
 			_, want := f.Fresh(now)
@@ -69,7 +69,7 @@ func TestFeedRoutingUnderScrapes(t *testing.T) {
 			}
 			// Waiting and Foreign cycle through counts float32 keeps exact.
 			c := float64(k % (1 << 20))
-			f.publish(&Sample{Report: &Report{Running: float64(k), Waiting: c, KVUsage: float64(k) / 1e9, CapacityBlocks: k}, At: at, Foreign: c / 2})
+			f.publish(&Sample{Report: &Report{Running: float64(k), Waiting: c, KVUsage: float64(k) / 1e9}, At: at, Foreign: c / 2, CapacityBlocks: k})
 		}
 	})
 	now := clock.Of(at)

@@ -34,7 +34,7 @@ func TestParseFixtures(t *testing.T) {
 	}{
 		{"vllm-dp2.txt", Report{Engine: VLLM, Ranks: 2, Running: 7, Waiting: 1, KVUsage: 0.375, PrefixQueries: 1500, PrefixHits: 700, Preemptions: 3, BlockSize: 16, CapacityBlocks: 36000}},
 		{"vllm-old.txt", Report{Engine: VLLM, Ranks: 1, Running: 2, Waiting: 5, KVUsage: 0.9, PrefixQueries: 40, PrefixHits: 16}},
-		{"sglang.txt", Report{Engine: SGLang, Ranks: 2, Running: 8, Waiting: 4, KVUsage: 0.30000000000000004, PrefixQueries: 900, PrefixHits: 300, Preemptions: 7, BlockSize: 16, CapacityBlocks: 12500}},
+		{"sglang.txt", Report{Engine: SGLang, Ranks: 2, Running: 8, Waiting: 4, KVUsage: 0.30000000000000004, PrefixQueries: 900, PrefixHits: 300, Preemptions: 7, BlockSize: 16, CapacityBlocks: 12500, CapacityTokens: 200000}},
 	}
 	for _, tt := range tests {
 		f, err := os.Open("testdata/" + tt.file)

@@ -39,6 +39,26 @@ type Report struct {
 	Preemptions    float64 // cumulative preemptions (SGLang: retractions)
 	BlockSize      int     // tokens per KV block (SGLang: page size); 0 when not reported
 	CapacityBlocks int     // KV cache capacity in blocks; 0 when not reported
+	// CapacityTokens is SGLang's KV pool in tokens (max_total_num_tokens);
+	// 0 when not reported, and for vLLM, which counts blocks.
+	CapacityTokens int
+}
+
+// UsableBlocks is the engine's KV cache in blocks of blockSize tokens, the
+// unit the gateway counts a replica's cache in (blockSize 0: the engine's
+// own blocks), and 0 when the page does not say. vLLM's num_gpu_blocks
+// counts a null block that holds nothing, and its blocks are taken as the
+// gateway's whatever their size (cache_config_info's block_size need not
+// be the size its events hash: vllm-spec.md §4.1). SGLang counts its pool
+// in tokens, which are cut into the gateway's blocks.
+func (r *Report) UsableBlocks(blockSize int) int {
+	if r.Engine != SGLang {
+		return max(r.CapacityBlocks-1, 0)
+	}
+	if blockSize <= 0 {
+		return r.CapacityBlocks
+	}
+	return r.CapacityTokens / blockSize
 }
 
 // ErrUnreadable wraps every reason a page cannot be used: not the text
@@ -500,6 +520,9 @@ func parseSGLang(p *page) (*Report, error) {
 	}
 	pageSize, _ := p.mean("sglang:page_size")
 	tokens, _, _ := p.sum("sglang:max_total_num_tokens")
+	if tokens >= 1 {
+		rep.CapacityTokens = int(min(tokens, math.MaxInt32))
+	}
 	if pageSize >= 1 {
 		rep.BlockSize = int(pageSize)
 		rep.CapacityBlocks = int(tokens / pageSize)

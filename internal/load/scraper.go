@@ -43,6 +43,10 @@ type Target struct {
 	// Read before and after each page, it tells the engine's requests that
 	// are not the gateway's (Sample.Foreign).
 	Own func() Own
+	// BlockSize is the tokens in the blocks the gateway counts the
+	// replica's cache in (Sample.CapacityBlocks); 0 counts it in the
+	// engine's own blocks.
+	BlockSize int
 }
 
 // Own is what the gateway has sent a replica.
@@ -66,6 +70,9 @@ type Sample struct {
 	// waiting requests beyond the gateway's unanswered ones. 0 when the
 	// target has no Own.
 	Foreign float64
+	// CapacityBlocks is the engine's usable KV cache in blocks of the
+	// target's BlockSize (Report.UsableBlocks).
+	CapacityBlocks int
 }
 
 // A Feed is where the scraper leaves a replica's latest sample. Routing
@@ -99,7 +106,7 @@ type Feed struct {
 type Routing struct {
 	Running        float64
 	KVUsage        float64
-	CapacityBlocks int
+	CapacityBlocks int     // Sample.CapacityBlocks
 	Foreign        float64 // Sample.Foreign
 	Waiting        float64 // Report.Waiting: requests the engine has not scheduled yet, the gateway's own too
 	// Age is how long before the instant of the read the report's scrape
@@ -127,7 +134,7 @@ func (f *Feed) publish(smp *Sample) {
 	f.running.Store(math.Float64bits(smp.Report.Running))
 	f.kvUsage.Store(math.Float64bits(smp.Report.KVUsage))
 	f.waiting.Store(packCounts(smp.Report.Waiting, smp.Foreign))
-	f.capacity.Store(int32(min(smp.Report.CapacityBlocks, math.MaxInt32)))
+	f.capacity.Store(int32(min(smp.CapacityBlocks, math.MaxInt32)))
 	f.seq.Add(1)
 	f.last.Store(smp)
 }
@@ -327,7 +334,7 @@ func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 		}
 	}
 	st.previous = rep
-	smp := &Sample{Report: rep, At: sent}
+	smp := &Sample{Report: rep, At: sent, CapacityBlocks: rep.UsableBlocks(tg.BlockSize)}
 	if tg.Own != nil {
 		smp.Foreign = foreign(rep, before, tg.Own())
 	}

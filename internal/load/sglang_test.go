@@ -50,10 +50,10 @@ func TestParseSGLangSchedulers(t *testing.T) {
 	tp0 := scheduler{`moe_ep_rank="0",pp_rank="0",tp_rank="0"`, 5, 3, 0.25, 160000, 16}
 	tp1 := scheduler{`moe_ep_rank="1",pp_rank="0",tp_rank="1"`, 5, 3, 0.25, 160000, 16}
 	base := Report{Engine: SGLang, Ranks: 1, Running: 5, Waiting: 3, KVUsage: 0.25, PrefixQueries: 1000, PrefixHits: 400,
-		Preemptions: 1, BlockSize: 16, CapacityBlocks: 10000}
+		Preemptions: 1, BlockSize: 16, CapacityBlocks: 10000, CapacityTokens: 160000}
 	dp := func(r Report, ranks int) Report {
-		r.Ranks, r.Running, r.Waiting, r.Preemptions, r.CapacityBlocks = ranks, r.Running*float64(ranks),
-			r.Waiting*float64(ranks), r.Preemptions*float64(ranks), r.CapacityBlocks*ranks
+		r.Ranks, r.Running, r.Waiting, r.Preemptions, r.CapacityBlocks, r.CapacityTokens = ranks, r.Running*float64(ranks),
+			r.Waiting*float64(ranks), r.Preemptions*float64(ranks), r.CapacityBlocks*ranks, r.CapacityTokens*ranks
 		return r
 	}
 	at := func(s scheduler, labels string) scheduler { s.labels = labels; return s }
@@ -86,5 +86,35 @@ func TestParseSGLangSchedulers(t *testing.T) {
 				t.Errorf("Parse = %+v, %v\nwant %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestUsableBlocks: an engine's capacity in the gateway's blocks. SGLang's
+// pool of tokens is cut into them whatever its page; vLLM's blocks, less
+// the null block, are taken as the gateway's whatever their size.
+func TestUsableBlocks(t *testing.T) {
+	sglang := func(page, tokens int) Report {
+		return Report{Engine: SGLang, BlockSize: page, CapacityBlocks: tokens / page, CapacityTokens: tokens}
+	}
+	vllm := Report{Engine: VLLM, BlockSize: 16, CapacityBlocks: 4096}
+	for _, tc := range []struct {
+		name      string
+		rep       Report
+		blockSize int
+		want      int
+	}{
+		{"sglang_page1_block16", sglang(1, 160000), 16, 10000},
+		{"sglang_page16_block16", sglang(16, 160000), 16, 10000},
+		{"sglang_page16_block48", sglang(16, 160000), 48, 3333},
+		{"sglang_engine_blocks", sglang(16, 160000), 0, 10000},
+		{"sglang_unreported", Report{Engine: SGLang}, 16, 0},
+		{"vllm_block16", vllm, 16, 4095},
+		{"vllm_block32", vllm, 32, 4095},
+		{"vllm_engine_blocks", vllm, 0, 4095},
+		{"vllm_unreported", Report{Engine: VLLM}, 16, 0},
+	} {
+		if got := tc.rep.UsableBlocks(tc.blockSize); got != tc.want {
+			t.Errorf("%s: UsableBlocks(%d) = %d, want %d", tc.name, tc.blockSize, got, tc.want)
+		}
 	}
 }

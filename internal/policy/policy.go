@@ -29,8 +29,9 @@ type Candidate struct {
 	// KVUsage is the share of its engine's KV cache in use, 0 to 1, while
 	// the report is fresh; -1 without a fresh report.
 	KVUsage float64
-	// KVCapacityBlocks is its engine's KV cache size in blocks, as the
-	// engine reports it or the config sets it; 0 when unknown.
+	// KVCapacityBlocks is its engine's usable KV cache size in blocks of
+	// the request's BlockSize, as the engine reports it or the config sets
+	// it; 0 when unknown.
 	KVCapacityBlocks int
 	// Pace is how its engine's times to first token have lately compared
 	// with the cost model's estimates of them: measured over estimated, as

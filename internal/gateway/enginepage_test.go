@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/policy"
+)
+
+// pageEngine is an engine that only answers its health check and serves
+// the metrics page the test sets.
+type pageEngine struct {
+	*httptest.Server
+	page atomic.Pointer[string]
+}
+
+func startPageEngine(t *testing.T, page string) *pageEngine {
+	t.Helper()
+	e := &pageEngine{}
+	e.set(page)
+	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			fmt.Fprint(w, *e.page.Load())
+		}
+	}))
+	t.Cleanup(e.Close)
+	return e
+}
+
+func (e *pageEngine) set(page string) { e.page.Store(&page) }
+
+// sglangMetrics is an SGLang page of one scheduler with pages of pageSize
+// tokens and a pool of tokens.
+func sglangMetrics(pageSize, tokens int) string {
+	const labels = `{engine_type="unified",model_name="m",moe_ep_rank="0",pp_rank="0",tp_rank="0"}`
+	return fmt.Sprintf("sglang:num_running_reqs%[1]s 1\nsglang:num_queue_reqs%[1]s 0\nsglang:token_usage%[1]s 0.5\n"+
+		"sglang:page_size%[1]s %[2]d\nsglang:max_total_num_tokens%[1]s %[3]d\n", labels, pageSize, tokens)
+}
+
+// vllmMetrics is a vLLM page of an engine of blocks blocks of blockSize.
+func vllmMetrics(blockSize, blocks int) string {
+	return fmt.Sprintf("vllm:num_requests_running{engine=\"0\"} 1\nvllm:num_requests_waiting{engine=\"0\"} 0\n"+
+		"vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:cache_config_info{block_size=\"%d\",engine=\"0\",num_gpu_blocks=\"%d\"} 1\n", blockSize, blocks)
+}
+
+// pageGateway is a gateway whose one replica, "e", is eng, serving the
+// test model in blocks of blockSize tokens.
+func pageGateway(t *testing.T, eng *pageEngine, blockSize int, mode string) *running {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim", BlockSize: blockSize}}
+	cfg.Replicas = []config.Replica{{ID: "e", URL: eng.URL, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8}}
+	cfg.Tokenizer.Verify = false
+	cfg.Index.Mode = mode
+	cfg.Load.ScrapeInterval = config.Duration(20 * time.Millisecond)
+	return startGateway(t, &cfg)
+}
+
+// TestEngineCapacityInGatewayBlocks: the capacity an engine reports sizes
+// the replica's shadow cache and the free-blocks guard in the gateway's
+// blocks (models[].block_size tokens): SGLang's pool of tokens cut into
+// them, with no block kept back, and vLLM's blocks less its null block, as
+// before, whatever their size. (Found by a review: an SGLang pool of
+// 160,000 tokens in pages of 1 read as 159,999 blocks of 16 tokens.)
+func TestEngineCapacityInGatewayBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		page      string
+		blockSize int
+		want      int
+	}{
+		{"sglang_page1_block16", sglangMetrics(1, 160000), 16, 10000},
+		{"sglang_page16_block16", sglangMetrics(16, 160000), 16, 10000},
+		{"sglang_page64_block16", sglangMetrics(64, 160000), 16, 10000},
+		{"sglang_page1_block1", sglangMetrics(1, 160000), 1, 160000},
+		{"sglang_page16_block32", sglangMetrics(16, 160000), 32, 5000},
+		{"vllm_block16_block16", vllmMetrics(16, 1024), 16, 1023},
+		{"vllm_block16_block32", vllmMetrics(16, 1024), 32, 1023},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := pageGateway(t, startPageEngine(t, tc.page), tc.blockSize, config.IndexApproximate)
+			capacity := func() int {
+				for _, r := range gw.g.index.Stats().Replicas {
+					if r.ID == "e" {
+						return r.Capacity
+					}
+				}
+				return 0
+			}
+			waitFor(t, "the engine's capacity", 5*time.Second, func() bool {
+				return capacity() != 0 && capacity() != config.Default().Index.DefaultCapacityBlocks
+			})
+			if got := capacity(); got != tc.want {
+				t.Errorf("shadow cache of %d blocks, want %d", got, tc.want)
+			}
+			var c policy.Candidate
+			waitFor(t, "a fresh report", 5*time.Second, func() bool {
+				rt := gw.g.routes(gw.g.current()).model(testModel).routes[0]
+				gw.g.candidate(&c, &rt, clock.Of(time.Now()))
+				return c.KVCapacityBlocks > 0
+			})
+			if c.KVCapacityBlocks != tc.want {
+				t.Errorf("the candidate's capacity is %d blocks, want %d", c.KVCapacityBlocks, tc.want)
+			}
+		})
+	}
+}
