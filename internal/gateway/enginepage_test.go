@@ -1,16 +1,26 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/kvfeed"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/policy"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 // pageEngine is an engine that only answers its health check and serves
@@ -108,6 +118,62 @@ func TestEngineCapacityInGatewayBlocks(t *testing.T) {
 			})
 			if c.KVCapacityBlocks != tc.want {
 				t.Errorf("the candidate's capacity is %d blocks, want %d", c.KVCapacityBlocks, tc.want)
+			}
+		})
+	}
+}
+
+// TestJudgeBlockSize: an SGLang engine whose page size is not the model's
+// block_size takes its replica off its events (reason block_size), with
+// one warning: its stream looks healthy but the mirror can key none of its
+// blocks. A vLLM engine's cache_config_info block size is not compared
+// (its events may hash blocks of another size). (Found by a review: with
+// pages of 1 against blocks of 16 the replica stayed on its events with an
+// empty mirror and predicted nothing.)
+func TestJudgeBlockSize(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		page      string
+		blockSize int
+		want      string
+	}{
+		{"sglang_page1_block16", sglangMetrics(1, 160000), 16, reasonBlockSize},
+		{"sglang_page64_block16", sglangMetrics(64, 160000), 16, reasonBlockSize},
+		{"sglang_page16_block16", sglangMetrics(16, 160000), 16, ""},
+		{"sglang_page1_block1", sglangMetrics(1, 160000), 1, ""},
+		{"vllm_block32_block16", vllmMetrics(32, 1024), 16, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := startPageEngine(t, tc.page)
+			u, _ := url.Parse(eng.URL)
+			scraper := load.NewScraper(load.ScrapeConfig{Interval: 10 * time.Millisecond, Timeout: time.Second, MaxAge: time.Second},
+				http.DefaultClient, func() []load.Target { return []load.Target{{ID: "r", URL: u}} }, nil, nil, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error)
+			go func() { done <- scraper.Run(ctx) }()
+			waitFor(t, "a scrape", 5*time.Second, func() bool { return scraper.Last("r") != nil })
+			cancel()
+			<-done
+
+			cfg := config.Default()
+			cfg.Index.Mode = config.IndexExact
+			idx := index.NewApprox(1000)
+			seed := func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }
+			at := idx.AttachEvents("r", index.EventsConfig{BlockSize: tc.blockSize, Seed: seed})
+			var logs syncbuf.Buffer
+			k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: tc.blockSize}
+			sink := &feedSink{f: f, index: idx, at: at}
+			f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
+			sink.Apply(0, &events.Batch{}) // the stream's first batch: healthy
+			for range 2 {
+				if got := k.judge(f, time.Now(), 64); got != tc.want {
+					t.Fatalf("judged %q, want %q", got, tc.want)
+				}
+			}
+			warned := strings.Count(logs.String(), "level=WARN")
+			if want := map[bool]int{true: 1, false: 0}[tc.want != ""]; warned != want {
+				t.Errorf("%d warnings, want %d:\n%s", warned, want, logs.String())
 			}
 		})
 	}

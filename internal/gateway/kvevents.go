@@ -35,7 +35,9 @@ import (
 //   - overflow: the stream stored more blocks than the mirror's bound
 //     (several times the engine's cache) since it was last purged;
 //   - drift (mode auto): the replica's predictions over-counted its
-//     engine's cached tokens (see drift), for driftCooldown.
+//     engine's cached tokens (see drift), for driftCooldown;
+//   - block size: the engine reports pages of another size than the
+//     model's block_size (see wrongBlockSize).
 //
 // Safe for concurrent use; run owns every feed's goroutine.
 type kvEvents struct {
@@ -83,6 +85,7 @@ type replicaFeed struct {
 	blockSize int
 
 	// Owned by the tick.
+	wrongSize  bool      // the engine's block size is not blockSize (warned when it became so)
 	specMark   [2]uint64 // confirmed, expired speculations when the current window began
 	missesMark float64   // the engine's prefix cache misses soon after the last batch
 	batchMark  time.Time // that batch's arrival
@@ -95,6 +98,7 @@ const (
 	reasonSilent     = "silent"
 	reasonOverflow   = "overflow"
 	reasonDrift      = "drift" // mode auto: the events over-predicted the engine's hits
+	reasonBlockSize  = "block_size"
 )
 
 func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, d *drift, log *slog.Logger,
@@ -258,6 +262,9 @@ func (k *kvEvents) watchSpeculation(f *replicaFeed) {
 // judge returns why replica f's predictions cannot follow its events now,
 // or "" when they can.
 func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) string {
+	if k.wrongBlockSize(f) {
+		return reasonBlockSize
+	}
 	// The feed counts a batch only after the sink has applied it, so
 	// reading its stats before started never sees a batch counted but not
 	// applied. (The feed's own HasSeq is not asked: it is set a moment
@@ -296,6 +303,32 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 		}
 	}
 	return ""
+}
+
+// wrongBlockSize reports whether replica f's engine, by its last metrics
+// page, caches blocks of another size than its model's block_size, and
+// warns when it starts to. Its events would then store blocks of that
+// size, which the mirror cannot key: the mirror would stay empty while the
+// stream looks healthy. Only SGLang's page size is compared, as its events
+// store one block a page (assumed: the spec gives their schema only);
+// vLLM's cache_config_info block_size need not be the size its events hash
+// (vllm-spec.md §4.1: times DCP, or a hybrid model's), so a vLLM engine is
+// left, as before, to the speculation check (watchSpeculation).
+func (k *kvEvents) wrongBlockSize(f *replicaFeed) bool {
+	var rep *load.Report
+	if k.scraper != nil {
+		if s := k.scraper.Last(f.id); s != nil {
+			rep = s.Report
+		}
+	}
+	wrong := rep != nil && rep.Engine == load.SGLang && rep.BlockSize > 0 && rep.BlockSize != f.blockSize
+	if wrong && !f.wrongSize {
+		k.log.Warn("the engine's KV page size is not the model's block_size: its KV events cannot be mirrored, and its "+
+			"predictions come from the gateway's own routing (set models[].block_size to the page size)",
+			"replica", f.id, "page_size", rep.BlockSize, "block_size", f.blockSize)
+	}
+	f.wrongSize = wrong
+	return wrong
 }
 
 // silent judges whether f's stream fell silent (see kvEvents), given the
