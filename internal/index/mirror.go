@@ -2,7 +2,6 @@ package index
 
 import (
 	"math"
-	"slices"
 	"strconv"
 	"unsafe"
 
@@ -98,9 +97,11 @@ type mirrorBlock struct {
 	orphan bool
 }
 
-// orphan is what an orphan keeps to join the chain later.
+// orphan is what an orphan keeps to join the chain later, and where it
+// waits: m.waiting[parent][at].
 type orphan struct {
 	parent engineKey
+	at     int
 	tokens []uint32
 }
 
@@ -331,7 +332,7 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 // tokens after base, and has the orphans waiting on it join (joinSome).
 func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []uint32) {
 	if b.orphan {
-		delete(m.orphans, k)
+		m.unwait(k)
 		b.orphan = false
 	}
 	b.ours = blockhash.Next(base, tokens)
@@ -352,8 +353,9 @@ func (m *Mirror) adopt(k, parent engineKey, tokens []uint32) {
 		m.Stats.OrphansDropped++
 		return
 	}
-	m.orphans[k] = orphan{parent: parent, tokens: append([]uint32(nil), tokens...)}
-	m.waiting[parent] = append(m.waiting[parent], k)
+	kids := m.waiting[parent]
+	m.orphans[k] = orphan{parent: parent, at: len(kids), tokens: append([]uint32(nil), tokens...)}
+	m.waiting[parent] = append(kids, k)
 	if len(m.orphans) > m.maxOrphans {
 		m.dropOrphans()
 	}
@@ -365,11 +367,9 @@ func (m *Mirror) dropOrphans() {
 	for p, kids := range m.waiting {
 		m.work += uint64(len(kids))
 		for _, k := range kids {
-			if _, ok := m.orphans[k]; ok {
-				delete(m.orphans, k)
-				m.blocks.del(k)
-				m.Stats.OrphansDropped++
-			}
+			delete(m.orphans, k)
+			m.blocks.del(k)
+			m.Stats.OrphansDropped++
 		}
 		delete(m.waiting, p)
 		if len(m.orphans) <= m.maxOrphans {
@@ -386,7 +386,6 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 		pk := m.joining[len(m.joining)-1]
 		kids := m.waiting[pk]
 		if len(kids) == 0 {
-			delete(m.waiting, pk)
 			m.joining = m.joining[:len(m.joining)-1]
 			continue
 		}
@@ -395,12 +394,8 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 		}
 		m.work++
 		ck := kids[len(kids)-1]
-		m.waiting[pk] = kids[:len(kids)-1]
-		o, ok := m.orphans[ck]
-		if !ok || o.parent != pk {
-			continue
-		}
-		delete(m.orphans, ck)
+		o := m.orphans[ck]
+		m.unwait(ck)
 		p, _ := m.blocks.get(pk)
 		c, _ := m.blocks.get(ck)
 		c.orphan = false
@@ -436,17 +431,30 @@ func (m *Mirror) remove(k engineKey) {
 			m.dropped(b.ours)
 		}
 	}
-	if o, ok := m.orphans[k]; ok {
-		delete(m.orphans, k)
-		kids := m.waiting[o.parent]
-		if i := slices.Index(kids, k); i >= 0 {
-			kids = slices.Delete(kids, i, i+1)
-		}
-		if len(kids) == 0 {
-			delete(m.waiting, o.parent)
-		} else {
-			m.waiting[o.parent] = kids
-		}
+	if _, ok := m.orphans[k]; ok {
+		m.unwait(k)
+	}
+}
+
+// unwait forgets orphan k, keyed or gone: its tokens, and its place in
+// its parent's waiting list, which the list's last takes. (Left there, an
+// orphan keyed later stayed in the list until its parent came, which
+// might be never, and unaccounted in bytes.)
+func (m *Mirror) unwait(k engineKey) {
+	o := m.orphans[k]
+	delete(m.orphans, k)
+	kids := m.waiting[o.parent]
+	last := len(kids) - 1
+	if moved := kids[last]; o.at != last {
+		kids[o.at] = moved
+		mo := m.orphans[moved]
+		mo.at = o.at
+		m.orphans[moved] = mo
+	}
+	if last == 0 {
+		delete(m.waiting, o.parent)
+	} else {
+		m.waiting[o.parent] = kids[:last]
 	}
 }
 
@@ -507,7 +515,7 @@ func (m *Mirror) Len() int { return m.blocks.len() }
 // bytes approximates the memory the mirror takes: its table, and each
 // orphan's tokens with its map entries.
 func (m *Mirror) bytes() int64 {
-	const orphanEntries = 64 // an orphans entry, a waiting entry, slice headers
+	const orphanEntries = 72 // an orphans entry, a waiting entry, slice headers
 	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize)
 }
 
