@@ -168,3 +168,26 @@ func TestHashBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSGLangStepOfPages: SGLang's batch of one BlockStored per page, for a
+// step caching more than 2^17 tokens in pages of 1, decodes. (Found by a
+// review: 131,073 such events were refused as malformed and the mirror
+// purged.)
+func TestSGLangStepOfPages(t *testing.T) {
+	const pages = 1<<17 + 1
+	b := Batch{TS: 1, DPRank: 0, HasDPRank: true, Events: make([]Event, pages)}
+	for i := range b.Events {
+		b.Events[i] = Event{Kind: BlockStored, Hashes: []Hash{IntHash(-int64(i) - 1)}, Tokens: []uint32{uint32(i % 50000)}, BlockSize: 1}
+		if i > 0 {
+			b.Events[i].Parent, b.Events[i].HasParent = IntHash(-int64(i)), true
+		}
+	}
+	payload := AppendBatch(nil, &b, EncodingSGLang)
+	var got Batch
+	if err := DecodeBatch(payload, &got); err != nil {
+		t.Fatalf("a step of %d pages (%d bytes): %v", pages, len(payload), err)
+	}
+	if len(got.Events) != pages || got.Events[pages-1].Hashes[0] != b.Events[pages-1].Hashes[0] {
+		t.Errorf("decoded %d events, want %d", len(got.Events), pages)
+	}
+}

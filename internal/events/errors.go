@@ -45,9 +45,16 @@ const MaxBatchHashes = 1 << 20
 // MaxBatchEvents bounds the events of one batch. vLLM sends one BlockStored
 // per request and KV cache group a step and one BlockRemoved per evicted
 // block, so a step's events are about its blocks: 65,536 for a step of a
-// million tokens in blocks of 16. A decoded event takes 272 bytes, and may
-// take 15 on the wire: 2^17 of them are 34 MiB.
-const MaxBatchEvents = 1 << 17
+// million tokens in blocks of 16. SGLang sends one BlockStored per page
+// (assumed: the spec gives its events' schema only), a step's tokens in
+// pages of 1, so it may hold as many events as MaxBatchHashes allows
+// hashes (2^17 refused a step caching 131,073 tokens). A decoded event
+// takes 272 bytes, and may take 15 on the wire: 2^20 of them are 272 MiB,
+// about what the token ids a payload can hold take (64 MiB of one-byte
+// ids are 256 MiB), and the feed lets go of so large a decode buffer after
+// the batch. Applying them is bounded per hold of a replica's lock by the
+// index (index.Approx.ApplyEvents), not by this.
+const MaxBatchEvents = 1 << 20
 
 // DecodeError says where DecodeBatch gave up on a payload and why.
 type DecodeError struct {
