@@ -380,18 +380,38 @@ func (p *page) sum(names ...string) (float64, int, bool) {
 // mix them). Assumed, not in the spec: a rank's attention-TP-rank-0
 // scheduler has its lowest tp_rank, and the stages of a pipeline (each
 // has one) describe one batch too. Pages without these labels (vLLM's)
-// keep every series. It keeps them in ss's memory, which get made.
+// keep every series. It keeps them in ss's memory, which get made. Past a
+// few series a map finds each group: looked for one by one, a page of
+// 100,000 series (under the 4 MiB bound) took 23 s a scrape.
 func perRank(ss []sample) []sample {
-	n := 0
-next:
-	for _, s := range ss {
-		for i := range ss[:n] {
-			if ss[i].group == s.group {
-				if slices.Compare(s.rank[:], ss[i].rank[:]) < 0 {
-					ss[i] = s
-				}
-				continue next
+	var at map[uint64]int
+	if len(ss) > 16 {
+		at = make(map[uint64]int, len(ss))
+	}
+	find := func(group uint64, n int) int {
+		if at != nil {
+			if i, ok := at[group]; ok {
+				return i
 			}
+			return -1
+		}
+		for i := range ss[:n] {
+			if ss[i].group == group {
+				return i
+			}
+		}
+		return -1
+	}
+	n := 0
+	for _, s := range ss {
+		if i := find(s.group, n); i >= 0 {
+			if slices.Compare(s.rank[:], ss[i].rank[:]) < 0 {
+				ss[i] = s
+			}
+			continue
+		}
+		if at != nil {
+			at[s.group] = n
 		}
 		ss[n] = s
 		n++

@@ -118,3 +118,25 @@ func TestUsableBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSGLangManyRanks: past the few series looked through one by one,
+// ranks are grouped by a map; 24 data-parallel ranks of two tensor-parallel
+// schedulers each read as 24, each its tp_rank 0 scheduler's.
+func TestParseSGLangManyRanks(t *testing.T) {
+	var scheds []scheduler
+	want := 0.0
+	for dp := range 24 {
+		// The higher rank first: the lowest must win wherever it sits.
+		scheds = append(scheds,
+			scheduler{fmt.Sprintf(`dp_rank="%d",tp_rank="1"`, dp), 100, 0, 0.5, 1600, 16},
+			scheduler{fmt.Sprintf(`dp_rank="%d",tp_rank="0"`, dp), float64(dp + 1), 0, 0.5, 1600, 16})
+		want += float64(dp + 1)
+	}
+	rep, err := Parse(strings.NewReader(sglangPage(scheds...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ranks != 24 || rep.Running != want {
+		t.Errorf("%d ranks running %v, want 24 running %v", rep.Ranks, rep.Running, want)
+	}
+}
