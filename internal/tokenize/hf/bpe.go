@@ -63,9 +63,10 @@ func newBPE(m *modelJSON, byteLevel bool) (*bpe, error) {
 		ignoreMrg: m.IgnoreMerges,
 	}
 	maxID := -1
+	limit := maxVocabID(len(m.Vocab))
 	for tok, id := range m.Vocab {
-		if id < 0 || id > 1<<30 {
-			return nil, fmt.Errorf("model: vocab[%q]: id %d out of range", tok, id)
+		if id < 0 || id > limit {
+			return nil, fmt.Errorf("model: vocab[%q]: id %d out of range (at most %d for %d entries)", tok, id, limit, len(m.Vocab))
 		}
 		maxID = max(maxID, id)
 	}
@@ -109,6 +110,12 @@ func newBPE(m *modelJSON, byteLevel bool) (*bpe, error) {
 	b.cache.init()
 	return b, nil
 }
+
+// maxVocabID is the largest vocabulary id newBPE accepts for a vocabulary
+// of n entries. Ids index a dense table, so one id of 2^30 would allocate
+// 16 GiB and kill the process where a bad file must only fail its load;
+// tokenizers takes any u32, but real vocabularies have at most small holes.
+func maxVocabID(n int) int { return 2*n + 1<<10 }
 
 // readModel reads a tokenizer.json model section, refusing what the reader
 // does not implement rather than encode differently from tokenizers.

@@ -8,9 +8,10 @@ import (
 // FuzzLoadTokenizer: tokenizer.json, tokenizer_config.json and the model
 // type of config.json come from model directories the operator names, read
 // when the gateway starts and reloads, so they are outside bytes. Any of
-// them must be refused with an error or load a tokenizer that encodes any
-// text the same way twice, into ids of its own vocabulary (special tokens
-// off), and decodes them, all without a panic.
+// them must be refused with an error or load a tokenizer whose id table is
+// no larger than the file allows, that encodes any text the same way twice,
+// into ids of its own vocabulary (special tokens off), and decodes them,
+// all without a panic.
 func FuzzLoadTokenizer(f *testing.F) {
 	components := []struct{ key, value string }{
 		{"normalizer", `{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]}`},
@@ -36,6 +37,7 @@ func FuzzLoadTokenizer(f *testing.F) {
 		f.Add(withComponent(f, c.key, c.value), []byte(configs[i%len(configs)]), modelTypes[i%len(modelTypes)], "ab cab  A1234 <s>é")
 	}
 	f.Add([]byte(tinyTokenizer), []byte(configs[1]), "", "abc")
+	f.Add(withComponent(f, "model", `{"type":"BPE","vocab":{"a":0,"b":1073741824},"merges":[]}`), []byte(``), "", "ab")
 	f.Add([]byte(stopTokenizerJSON), []byte(``), "llama", "a b <s> c")
 	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON []byte, modelType, text string) {
 		if len(tokenizerJSON) > 1<<14 || len(configJSON) > 1<<12 || len(text) > 1<<10 {
@@ -56,6 +58,11 @@ func FuzzLoadTokenizer(f *testing.F) {
 		tok, err := build(tokenizerJSON, cfg, model, "fuzz")
 		if err != nil {
 			return
+		}
+		// Ids index a dense table: its size must follow the file's, or one
+		// large id would allocate gigabytes (and kill the gateway).
+		if n := len(tok.model.tokens); n > 2*len(tokenizerJSON)+1<<11 {
+			t.Fatalf("a %d-byte tokenizer.json loads a %d-entry id table", len(tokenizerJSON), n)
 		}
 		ids := tok.Encode(nil, text, false)
 		if again := tok.Encode(nil, text, false); !slices.Equal(again, ids) {

@@ -538,6 +538,9 @@ func TestLoadHFRefuses(t *testing.T) {
 		{"merge_not_in_vocab", "model", `{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a b"]}`, false, `merges[0] "a" "b": token not in vocab`},
 		{"merge_three_parts", "model", `{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b c"]}`, false, "merges[0]"},
 		{"unk_not_in_vocab", "model", `{"type":"BPE","unk_token":"<unk>","vocab":{"a":0},"merges":[]}`, false, "unk_token"},
+		// Ids index a dense table: these would take 1.6 MB and 16 GiB.
+		{"vocab_id_past_size", "model", `{"type":"BPE","vocab":{"a":0,"b":100000},"merges":[]}`, false, `vocab["b"]: id 100000 out of range`},
+		{"vocab_id_2^30", "model", `{"type":"BPE","vocab":{"a":0,"b":1073741824},"merges":[]}`, false, `vocab["b"]: id 1073741824 out of range`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
