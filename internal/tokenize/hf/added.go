@@ -124,7 +124,8 @@ type span struct {
 
 // findMatches is AddedVocabulary::find_matches: it appends to dst the spans
 // covering s, added tokens and the text between them, honouring
-// single_word, lstrip and rstrip. Empty text spans are left out.
+// single_word, lstrip and rstrip. Empty spans, of text or of a token, are
+// left out, as tokenizers drops empty splits.
 func (v *addedVocab) findMatches(dst []span, s string, trie *addedTrie) []span {
 	if trie == nil {
 		if s != "" {
@@ -159,7 +160,11 @@ func (v *addedVocab) findMatches(dst []span, s string, trie *addedTrie) []span {
 		if startOffset < start {
 			dst = append(dst, span{startOffset, start, -1})
 		}
-		dst = append(dst, span{start, stop, id})
+		// A previous match's rstrip can leave lstrip nothing of this one;
+		// tokenizers drops the empty split, token and all.
+		if start < stop {
+			dst = append(dst, span{start, stop, id})
+		}
 		startOffset = stop
 	}
 	if startOffset < len(s) {
