@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -10,8 +11,8 @@ import (
 // when the gateway starts and reloads, so they are outside bytes. Any of
 // them must be refused with an error or load a tokenizer whose id table is
 // no larger than the file allows, that encodes any text the same way twice,
-// into ids of its own vocabulary (special tokens off), and decodes them,
-// all without a panic.
+// into ids of its own vocabulary (special tokens off) between the
+// post-processor's u32 ids (on), and decodes them, all without a panic.
 func FuzzLoadTokenizer(f *testing.F) {
 	components := []struct{ key, value string }{
 		{"normalizer", `{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Prepend","prepend":"▁"},{"type":"Replace","pattern":{"String":" "},"content":"▁"}]}`},
@@ -38,6 +39,7 @@ func FuzzLoadTokenizer(f *testing.F) {
 	}
 	f.Add([]byte(tinyTokenizer), []byte(configs[1]), "", "abc")
 	f.Add(withComponent(f, "model", `{"type":"BPE","vocab":{"a":0,"b":1073741824},"merges":[]}`), []byte(``), "", "ab")
+	f.Add(withComponent(f, "post_processor", `{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"S","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"S":{"id":"S","ids":[-5],"tokens":["a"]}}}`), []byte(``), "", "ab")
 	f.Add([]byte(stopTokenizerJSON), []byte(``), "llama", "a b <s> c")
 	f.Fuzz(func(t *testing.T, tokenizerJSON, configJSON []byte, modelType, text string) {
 		if len(tokenizerJSON) > 1<<14 || len(configJSON) > 1<<12 || len(text) > 1<<10 {
@@ -73,7 +75,19 @@ func FuzzLoadTokenizer(f *testing.F) {
 				t.Fatalf("Encode(%q) = %v: id %d outside the vocabulary (%d)", text, ids, id, tok.VocabSize())
 			}
 		}
+		// With special tokens, the post-processor's ids go around them;
+		// tokenizers holds those as u32.
+		prefix, suffix := tok.SpecialIDs()
+		special := tok.Encode(nil, text, true)
+		if want := slices.Concat(prefix, ids, suffix); !slices.Equal(special, want) {
+			t.Fatalf("Encode(%q, special) = %v, want %v", text, special, want)
+		}
+		for _, id := range slices.Concat(prefix, suffix) {
+			if id < 0 || int64(id) > math.MaxUint32 {
+				t.Fatalf("special id %d is not a u32", id)
+			}
+		}
 		_ = tok.Decode(ids)
-		_ = tok.Decode(tok.Encode(nil, text, true))
+		_ = tok.Decode(special)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -419,64 +420,78 @@ func newPostProcessor(path string, raw json.RawMessage) (prefix, suffix []int, e
 		}
 		return prefix, suffix, nil
 	case "TemplateProcessing":
-		var c struct {
-			Type          string            `json:"type"`
-			Single        []json.RawMessage `json:"single"`
-			Pair          []json.RawMessage `json:"pair"`
-			SpecialTokens map[string]struct {
-				ID     string   `json:"id"`
-				IDs    []int    `json:"ids"`
-				Tokens []string `json:"tokens"`
-			} `json:"special_tokens"`
-			// ByteLevel's options, left beside the template in some files
-			// (Command R's); they do nothing here, and tokenizers ignores
-			// them too.
-			AddPrefixSpace *bool `json:"add_prefix_space"`
-			TrimOffsets    *bool `json:"trim_offsets"`
-			UseRegex       *bool `json:"use_regex"`
-		}
-		if err := strictUnmarshal(raw, &c); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		seen := false
-		for i, item := range c.Single {
-			var it struct {
-				SpecialToken *struct {
-					ID     string `json:"id"`
-					TypeID int    `json:"type_id"`
-				} `json:"SpecialToken"`
-				Sequence *struct {
-					ID     string `json:"id"`
-					TypeID int    `json:"type_id"`
-				} `json:"Sequence"`
-			}
-			if err := strictUnmarshal(item, &it); err != nil {
-				return nil, nil, fmt.Errorf("%s.single[%d]: %w", path, i, err)
-			}
-			switch {
-			case it.Sequence != nil && it.SpecialToken == nil:
-				if it.Sequence.ID != "A" || seen {
-					return nil, nil, fmt.Errorf("%s.single[%d]: sequence %q: %w", path, i, it.Sequence.ID, ErrUnsupported)
-				}
-				seen = true
-			case it.SpecialToken != nil && it.Sequence == nil:
-				st, ok := c.SpecialTokens[it.SpecialToken.ID]
-				if !ok {
-					return nil, nil, fmt.Errorf("%s.single[%d]: special token %q not in special_tokens", path, i, it.SpecialToken.ID)
-				}
-				if seen {
-					suffix = append(suffix, st.IDs...)
-				} else {
-					prefix = append(prefix, st.IDs...)
-				}
-			default:
-				return nil, nil, fmt.Errorf("%s.single[%d]: want one of SpecialToken, Sequence", path, i)
-			}
-		}
-		if !seen {
-			return nil, nil, fmt.Errorf("%s.single: no Sequence A", path)
-		}
-		return prefix, suffix, nil
+		return newTemplate(path, raw)
 	}
 	return nil, nil, fmt.Errorf("%s: post-processor type %q: %w", path, typ, ErrUnsupported)
+}
+
+// newTemplate reads a TemplateProcessing post-processor: the ids of its
+// single template before and after the sequence.
+func newTemplate(path string, raw json.RawMessage) (prefix, suffix []int, err error) {
+	var c struct {
+		Type          string            `json:"type"`
+		Single        []json.RawMessage `json:"single"`
+		Pair          []json.RawMessage `json:"pair"`
+		SpecialTokens map[string]struct {
+			ID     string   `json:"id"`
+			IDs    []int    `json:"ids"`
+			Tokens []string `json:"tokens"`
+		} `json:"special_tokens"`
+		// ByteLevel's options, left beside the template in some files
+		// (Command R's); they do nothing here, and tokenizers ignores
+		// them too.
+		AddPrefixSpace *bool `json:"add_prefix_space"`
+		TrimOffsets    *bool `json:"trim_offsets"`
+		UseRegex       *bool `json:"use_regex"`
+	}
+	if err := strictUnmarshal(raw, &c); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// tokenizers reads ids as u32 and refuses the file otherwise.
+	for _, name := range slices.Sorted(maps.Keys(c.SpecialTokens)) {
+		for i, id := range c.SpecialTokens[name].IDs {
+			if id < 0 || int64(id) > math.MaxUint32 {
+				return nil, nil, fmt.Errorf("%s.special_tokens[%q].ids[%d]: %d out of range", path, name, i, id)
+			}
+		}
+	}
+	seen := false
+	for i, item := range c.Single {
+		var it struct {
+			SpecialToken *struct {
+				ID     string `json:"id"`
+				TypeID int    `json:"type_id"`
+			} `json:"SpecialToken"`
+			Sequence *struct {
+				ID     string `json:"id"`
+				TypeID int    `json:"type_id"`
+			} `json:"Sequence"`
+		}
+		if err := strictUnmarshal(item, &it); err != nil {
+			return nil, nil, fmt.Errorf("%s.single[%d]: %w", path, i, err)
+		}
+		switch {
+		case it.Sequence != nil && it.SpecialToken == nil:
+			if it.Sequence.ID != "A" || seen {
+				return nil, nil, fmt.Errorf("%s.single[%d]: sequence %q: %w", path, i, it.Sequence.ID, ErrUnsupported)
+			}
+			seen = true
+		case it.SpecialToken != nil && it.Sequence == nil:
+			st, ok := c.SpecialTokens[it.SpecialToken.ID]
+			if !ok {
+				return nil, nil, fmt.Errorf("%s.single[%d]: special token %q not in special_tokens", path, i, it.SpecialToken.ID)
+			}
+			if seen {
+				suffix = append(suffix, st.IDs...)
+			} else {
+				prefix = append(prefix, st.IDs...)
+			}
+		default:
+			return nil, nil, fmt.Errorf("%s.single[%d]: want one of SpecialToken, Sequence", path, i)
+		}
+	}
+	if !seen {
+		return nil, nil, fmt.Errorf("%s.single: no Sequence A", path)
+	}
+	return prefix, suffix, nil
 }

@@ -527,6 +527,8 @@ func TestLoadHFRefuses(t *testing.T) {
 		{"split_option", "pre_tokenizer", `{"type":"Split","pattern":{"String":" "},"behavior":"Isolated","invert":false,"limit":3}`, false, `unknown field "limit"`},
 		{"empty_pattern", "pre_tokenizer", `{"type":"Split","pattern":{"String":""},"behavior":"Isolated","invert":false}`, false, "empty pattern"},
 		{"bad_regex", "pre_tokenizer", `{"type":"Split","pattern":{"Regex":"(a"},"behavior":"Isolated","invert":false}`, false, "pre_tokenizer.pattern"},
+		{"template_negative_id", "post_processor", `{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"S","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"S":{"id":"S","ids":[-5],"tokens":["a"]}}}`, false, `post_processor.special_tokens["S"].ids[0]: -5 out of range`},
+		{"template_id_2^40", "post_processor", `{"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"S":{"id":"S","ids":[0,1099511627776],"tokens":["a","b"]}}}`, false, `post_processor.special_tokens["S"].ids[1]: 1099511627776 out of range`},
 		{"bert_processing", "post_processor", `{"type":"BertProcessing","sep":["[SEP]",102],"cls":["[CLS]",101]}`, true, `post-processor type "BertProcessing"`},
 		{"template_pair_only", "post_processor", `{"type":"TemplateProcessing","single":[{"Sequence":{"id":"B","type_id":0}}],"pair":[],"special_tokens":{}}`, true, "post_processor.single[0]"},
 		{"wordpiece_decoder", "decoder", `{"type":"WordPiece","prefix":"##","cleanup":true}`, true, `decoder type "WordPiece"`},
