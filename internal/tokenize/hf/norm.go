@@ -14,6 +14,12 @@ import (
 // when nothing changes, so the common case allocates nothing.
 type normalizer interface {
 	normalize(s string) string
+	// normalizeHead is normalize for text at the start of the input, whose
+	// first head bytes tokenizers aligns with the input's offset 0. It
+	// also returns how many bytes of the result are so aligned (the
+	// characters that replace them, and any inserted before the first
+	// character past them), which Metaspace's prepend_scheme "first" asks.
+	normalizeHead(s string, head int) (string, int)
 }
 
 // newNormalizer builds the normalizer at path (for error messages) from raw;
@@ -86,6 +92,10 @@ type unicodeNorm struct{ form norm.Form }
 
 func (n unicodeNorm) normalize(s string) string { return normalize(n.form, s) }
 
+func (n unicodeNorm) normalizeHead(s string, head int) (string, int) {
+	return normalize(n.form, s), unicodeHead(n.form, s, head)
+}
+
 type normSequence []normalizer
 
 func (seq normSequence) normalize(s string) string {
@@ -93,6 +103,13 @@ func (seq normSequence) normalize(s string) string {
 		s = n.normalize(s)
 	}
 	return s
+}
+
+func (seq normSequence) normalizeHead(s string, head int) (string, int) {
+	for _, n := range seq {
+		s, head = n.normalizeHead(s, head)
+	}
+	return s, head
 }
 
 // prependNorm adds its text in front of every non-empty string.
@@ -103,6 +120,15 @@ func (p prependNorm) normalize(s string) string {
 		return s
 	}
 	return string(p) + s
+}
+
+// normalizeHead: the text takes the place of the first character, which is
+// inserted after it, so both are aligned with it.
+func (p prependNorm) normalizeHead(s string, head int) (string, int) {
+	if head > 0 && s != "" {
+		head += len(p)
+	}
+	return p.normalize(s), head
 }
 
 type replaceNorm struct {
@@ -146,6 +172,21 @@ func (r replaceNorm) normalize(s string) string {
 	return b.String()
 }
 
+// normalizeHead: a match's replacement is aligned with the match's last
+// character (with the one before an empty match, with the start before
+// any), so it stays in the head if the match ends inside it; a match that
+// ends past the head cuts it where the match starts.
+func (r replaceNorm) normalizeHead(s string, head int) (string, int) {
+	shift := 0
+	for _, m := range r.m.find(nil, s, nil) {
+		if m[1] > head {
+			return r.normalize(s), min(m[0], head) + shift
+		}
+		shift += len(r.content) - (m[1] - m[0])
+	}
+	return r.normalize(s), head + shift
+}
+
 type stripNorm struct{ left, right bool }
 
 func (n stripNorm) normalize(s string) string {
@@ -156,6 +197,16 @@ func (n stripNorm) normalize(s string) string {
 		s = strings.TrimRightFunc(s, unicode.IsSpace)
 	}
 	return s
+}
+
+// normalizeHead: what is left of the head once leading spaces are gone.
+func (n stripNorm) normalizeHead(s string, head int) (string, int) {
+	out := n.normalize(s)
+	left := 0
+	if n.left {
+		left = len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+	}
+	return out, max(0, min(head-left, len(out)))
 }
 
 func isASCII(s string) bool {

@@ -10,12 +10,19 @@ import (
 	"unicode/utf8"
 )
 
-// piece is a pre-token: a string the model encodes on its own. start is true
-// for the piece that begins at offset 0 of the original text (Metaspace's
-// prepend_scheme "first" looks at it).
+// piece is a pre-token: a string the model encodes on its own. head is how
+// many bytes at its front tokenizers aligns with offset 0 of the original
+// text: the first character's, and what normalizers put in its place.
+// Metaspace's prepend_scheme "first" prepends to a piece with a head; the
+// head is tracked only when such a Metaspace is there (0 otherwise).
 type piece struct {
-	s     string
-	start bool
+	s    string
+	head int
+}
+
+// sub is the piece of p.s[start:end].
+func (p piece) sub(start, end int) piece {
+	return piece{s: p.s[start:end], head: max(0, min(p.head-start, end-start))}
 }
 
 // preTokenizer splits one piece into smaller ones, appending only non-empty
@@ -209,7 +216,7 @@ func splitBy(dst []piece, in piece, m matcher, behavior splitBehavior, invert bo
 
 	emit := func(start, end int) {
 		if start < end {
-			dst = append(dst, piece{s: s[start:end], start: in.start && start == 0})
+			dst = append(dst, in.sub(start, end))
 		}
 	}
 	switch behavior {
@@ -293,6 +300,9 @@ type byteLevelPre struct {
 func (p *byteLevelPre) split(dst []piece, in piece, sc *splitScratch) []piece {
 	if p.addPrefixSpace && !strings.HasPrefix(in.s, " ") {
 		in.s = " " + in.s
+		if in.head > 0 {
+			in.head++
+		}
 	}
 	if p.re == nil {
 		if in.s != "" {
@@ -351,17 +361,16 @@ func newMetaspace(raw json.RawMessage) (*metaspacePre, error) {
 
 func (p *metaspacePre) split(dst []piece, in piece, sc *splitScratch) []piece {
 	s := strings.ReplaceAll(in.s, " ", p.repl)
-	switch p.prepend {
-	case "always":
-		if !strings.HasPrefix(s, p.repl) {
-			s = p.repl + s
-		}
-	case "first":
-		if !strings.HasPrefix(s, p.repl) && in.start {
-			s = p.repl + s
+	// Each replacement is aligned with its space; a prepended one with
+	// the character it goes before.
+	head := in.head + strings.Count(in.s[:in.head], " ")*(len(p.repl)-1)
+	if !strings.HasPrefix(s, p.repl) && (p.prepend == "always" || p.prepend == "first" && head > 0) {
+		s = p.repl + s
+		if head > 0 {
+			head += len(p.repl)
 		}
 	}
-	in.s = s
+	in.s, in.head = s, head
 	if !p.cut {
 		if s != "" {
 			dst = append(dst, in)

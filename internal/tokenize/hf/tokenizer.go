@@ -36,8 +36,11 @@ type Tokenizer struct {
 	norm      normalizer     // nil: none
 	pre       []preTokenizer // in order; ByteLevel, if any, last
 	byteLevel bool           // the model's vocabulary is in raw bytes
-	model     *bpe
-	added     *addedVocab
+	// firstScheme: a Metaspace pre-tokenizer prepends only to the text's
+	// start (prepend_scheme "first"), so pieces carry their head.
+	firstScheme bool
+	model       *bpe
+	added       *addedVocab
 	// prefix and suffix are the ids the post-processor puts around the
 	// text when special tokens are added.
 	prefix, suffix []int
@@ -152,6 +155,10 @@ func newTokenizer(data []byte, cfg *config, class tokenizerClass) (*Tokenizer, e
 	if t.pre, t.byteLevel, err = newPreTokenizers("pre_tokenizer", f.PreTokenizer); err != nil {
 		return nil, err
 	}
+	t.firstScheme = slices.ContainsFunc(t.pre, func(p preTokenizer) bool {
+		m, ok := p.(*metaspacePre)
+		return ok && m.prepend == "first"
+	})
 	if t.model, err = newBPE(m, t.byteLevel); err != nil {
 		return nil, err
 	}
@@ -264,7 +271,14 @@ func (t *Tokenizer) EncodeUntil(dst []int, text string, addSpecialTokens bool, s
 // added tokens, and pre-tokenizes and encodes the rest. start is true when
 // the segment begins the text.
 func (t *Tokenizer) encodeSegment(dst []int, seg string, start bool, sc *encodeScratch) []int {
-	if t.norm != nil {
+	head := 0
+	if start && t.firstScheme {
+		_, head = utf8.DecodeRuneInString(seg)
+	}
+	switch {
+	case t.norm != nil && head > 0:
+		seg, head = t.norm.normalizeHead(seg, head)
+	case t.norm != nil:
 		seg = t.norm.normalize(seg)
 	}
 	sc.normSpans = t.added.findMatches(sc.normSpans[:0], seg, t.added.norm)
@@ -273,8 +287,7 @@ func (t *Tokenizer) encodeSegment(dst []int, seg string, start bool, sc *encodeS
 			dst = append(dst, int(ns.id))
 			continue
 		}
-		p := piece{s: seg[ns.start:ns.end], start: start && ns.start == 0}
-		dst = t.encodePiece(dst, p, sc)
+		dst = t.encodePiece(dst, piece{s: seg, head: head}.sub(ns.start, ns.end), sc)
 	}
 	return dst
 }

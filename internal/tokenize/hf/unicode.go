@@ -111,7 +111,7 @@ func normalizeSegment(b *strings.Builder, form norm.Form, s string, long bool) {
 			rs = append(rs, r)
 		}
 	}
-	canonicalOrder(rs)
+	canonicalOrder(rs, runeItself)
 	b.WriteString(string(rs))
 }
 
@@ -127,20 +127,23 @@ func ccc(r rune) uint8 {
 }
 
 // canonicalOrder sorts each run of non-starters by combining class, stably.
-func canonicalOrder(rs []rune) {
-	for i := 0; i < len(rs); {
-		if ccc(rs[i]) == 0 {
+func canonicalOrder[E any](xs []E, runeOf func(E) rune) {
+	class := func(x E) uint8 { return ccc(runeOf(x)) }
+	for i := 0; i < len(xs); {
+		if class(xs[i]) == 0 {
 			i++
 			continue
 		}
 		j := i
-		for j < len(rs) && ccc(rs[j]) != 0 {
+		for j < len(xs) && class(xs[j]) != 0 {
 			j++
 		}
-		slices.SortStableFunc(rs[i:j], func(x, y rune) int { return int(ccc(x)) - int(ccc(y)) })
+		slices.SortStableFunc(xs[i:j], func(x, y E) int { return int(class(x)) - int(class(y)) })
 		i = j
 	}
 }
+
+func runeItself(r rune) rune { return r }
 
 // Hangul syllable arithmetic (Unicode §3.12).
 const (
@@ -148,59 +151,120 @@ const (
 	hangulTCount, hangulNCount, hangulSCount           = 28, 588, 11172
 )
 
+// normChar is a character of a normalized string with what it does to the
+// string it came from, as unicode-normalization-alignments (tokenizers'
+// normalizer) tags it: change 0 replaces the next character not yet
+// consumed, -n replaces it and the n after it, 1 is inserted. tokenizers
+// aligns each character with the original text by these tags (see
+// unicodeHead).
+type normChar struct {
+	r      rune
+	change int
+}
+
+func normRune(c normChar) rune { return c.r }
+
 // normalizeExact is the Unicode normalization algorithm without x/text's
 // stream-safe limit: full decomposition, canonical ordering of every run of
 // non-starters, then (for NFC and NFKC) canonical composition. It uses
 // x/text only for character properties and to look up single pairs.
 func normalizeExact(form norm.Form, s string) string {
+	cs := normChars(form, s)
+	rs := make([]rune, len(cs))
+	for i, c := range cs {
+		rs[i] = c.r
+	}
+	return string(rs)
+}
+
+// normChars is normalizeExact's algorithm, keeping each character's tag:
+// the first character of a decomposition replaces its source, the others
+// are inserted, and a composition takes the tags of both its parts.
+func normChars(form norm.Form, s string) []normChar {
 	decomp := norm.NFD
 	if form == norm.NFKC || form == norm.NFKD {
 		decomp = norm.NFKD
 	}
-	var rs []rune
+	var cs []normChar
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
+		first := len(cs)
 		switch p := decomp.PropertiesString(s[i:]); {
 		case isNormUnknown(r):
-			rs = append(rs, r)
+			cs = append(cs, normChar{r: r})
 		case r >= hangulSBase && r < hangulSBase+hangulSCount:
 			k := r - hangulSBase
-			rs = append(rs, hangulLBase+k/hangulNCount, hangulVBase+(k%hangulNCount)/hangulTCount)
+			cs = append(cs, normChar{r: hangulLBase + k/hangulNCount}, normChar{r: hangulVBase + (k%hangulNCount)/hangulTCount})
 			if t := k % hangulTCount; t != 0 {
-				rs = append(rs, hangulTBase+t)
+				cs = append(cs, normChar{r: hangulTBase + t})
 			}
 		case p.Decomposition() != nil:
-			rs = append(rs, []rune(string(p.Decomposition()))...)
+			for _, d := range string(p.Decomposition()) {
+				cs = append(cs, normChar{r: d})
+			}
 		default:
-			rs = append(rs, r)
+			cs = append(cs, normChar{r: r})
+		}
+		for k := first + 1; k < len(cs); k++ {
+			cs[k].change = 1
 		}
 		i += n
 	}
-	canonicalOrder(rs)
+	canonicalOrder(cs, normRune)
 	if form == norm.NFD || form == norm.NFKD {
-		return string(rs)
+		return cs
 	}
-	out := rs[:0]
+	out := cs[:0]
 	starter := -1 // index in out of the last starter
-	for _, r := range rs {
-		c := ccc(r)
+	for _, c := range cs {
+		cc := ccc(c.r)
 		if starter >= 0 {
 			last := len(out) - 1
-			// r is blocked from the starter by a character between them
+			// c is blocked from the starter by a character between them
 			// of class 0 or of a class at least its own.
-			if last == starter || ccc(out[last]) != 0 && ccc(out[last]) < c {
-				if x, ok := composePair(out[starter], r); ok {
-					out[starter] = x
+			if last == starter || ccc(out[last].r) != 0 && ccc(out[last].r) < cc {
+				if x, ok := composePair(out[starter].r, c.r); ok {
+					out[starter] = normChar{r: x, change: out[starter].change + c.change - 1}
 					continue
 				}
 			}
 		}
-		if c == 0 {
+		if cc == 0 {
 			starter = len(out)
 		}
-		out = append(out, r)
+		out = append(out, c)
 	}
-	return string(out)
+	return out
+}
+
+// unicodeHead is normalizeHead for a Unicode normalization form: how many
+// bytes at the front of normalize(form, s) tokenizers aligns with the
+// first head bytes of s. It consumes the characters of s in order, one
+// (and those it absorbs) for each character of the result that is not
+// inserted; an inserted one takes the alignment of the last consumed
+// character, or the text's start before any.
+func unicodeHead(form norm.Form, s string, head int) int {
+	// Nothing composes with an ASCII character before it or reorders
+	// across it, so the result of s up to one is a prefix of the whole's.
+	end := len(s)
+	for i := head; i < len(s); i++ {
+		if s[i] < utf8.RuneSelf {
+			end = i
+			break
+		}
+	}
+	n, off := 0, 0 // bytes of the result in the head, of s consumed
+	for _, c := range normChars(form, s[:end]) {
+		if c.change > 0 && off > head || c.change <= 0 && off >= head {
+			break
+		}
+		for k := c.change; k <= 0; k++ {
+			_, size := utf8.DecodeRuneInString(s[off:])
+			off += size
+		}
+		n += utf8.RuneLen(c.r)
+	}
+	return n
 }
 
 // composePair is the primary composite of a starter and a following
