@@ -158,15 +158,16 @@ func (r replaceNorm) normalize(s string) string {
 	if lit, ok := r.m.(literalMatcher); ok {
 		return strings.ReplaceAll(s, string(lit), r.content)
 	}
+	matches := r.m.find(nil, s, nil)
+	if len(matches) == 0 {
+		return s
+	}
 	var b strings.Builder
 	last := 0
-	for _, m := range r.m.find(nil, s, nil) {
+	for _, m := range matches {
 		b.WriteString(s[last:m[0]])
 		b.WriteString(r.content)
 		last = m[1]
-	}
-	if last == 0 {
-		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
