@@ -12,6 +12,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize/hf:FuzzHFEncode \
 	./internal/tokenize/hf:FuzzHFScanners \
 	./internal/tokenize/hf:FuzzLoadTokenizer \
+	./internal/tokenize/hf:FuzzTranslateRegex \
 	./internal/tokenize/chattemplate:FuzzChatRender \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
@@ -117,7 +118,7 @@ FUZZ_SLOW_START := FuzzHFEncode FuzzChatRender
 # detector has nothing to find and costs minutes. house's TestRaceSkipsRunInNorace fails when a test
 # skips under the detector and is not listed here.
 norace:
-	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestAdminTokenizeBounded|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing|TestDecodeAllocatesASmallMultiple|TestReadAllSized|TestLongPromptRefusedUntokenized|TestAnnouncedSizeNotTakenOnTrust|TestLazyTraceHeldHeap|TestOpenLoopHeldHeap|TestSIGHUPWhileStarting)$$' \
+	$(GO) test -count=1 -run '^(TestMatchAllocatesNothing|TestSpeedupMatchesRealTime|TestCaptureReplay|TestHostileStoredFlood|TestHostileFastFlood|TestHFTokenizer|TestAdminTokenizeBounded|TestHFUnicodeTables|TestHFCacheEqualsUncached|TestChatGoldens|TestRenderStops|TestRenderMaxOutput|TestParseTenThousand|TestRequestRate|TestRequestsCut|TestSharedPromptShape|TestRAGShape|TestHFSynthetic|TestHFSyntheticCached|TestJSONMatchesYAML|TestSameMatchesJSON|TestPatchMatchesFileParser|TestChatSpecialTokens|FuzzChatRender|TestHFScanners|TestHFGoldenCases|TestHFNormalizeExact|TestOnigTables|TestOracleByWorkload|TestSessions|TestDeterministic|TestArrivalGaps|TestFleetZipf|TestFleetChats|TestBlockDoesNotAllocate|TestDecodeAllocatesNothing|TestDecodeAllocatesASmallMultiple|TestReadAllSized|TestLongPromptRefusedUntokenized|TestAnnouncedSizeNotTakenOnTrust|TestLazyTraceHeldHeap|TestOpenLoopHeldHeap|TestSIGHUPWhileStarting)$$' \
 	  ./cmd/inferrail-gateway ./internal/index ./internal/bench ./internal/gateway ./internal/tokenize/hf ./internal/tokenize/chattemplate ./internal/auth ./internal/workload ./internal/config \
 	  ./internal/policy ./internal/enginehash ./internal/events ./internal/sim
 

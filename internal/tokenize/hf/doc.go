@@ -9,7 +9,12 @@
 // the normalizers, pre-tokenizers, added tokens, post-processors and
 // decoders the families in use need, and refuses any other component
 // (ErrUnsupported) rather than approximate it: one wrong token shifts every
-// later block hash. A tokenizer made by WithCache keeps the ids of the
-// prompt pieces requests repeat (package piececache); ChatConfig is what
-// chat templates (package chattemplate) read of tokenizer_config.json.
+// later block hash. So too for the regexes of Split and Replace, which
+// tokenizers runs on Oniguruma: the common ones have hand-written scanners
+// (scan.go), the others run on regexp2 as translateRegex rewrites them to
+// Oniguruma's meaning, or are refused (onig.go; goldens in
+// testdata/regex.json.gz, written by scripts/goldens/regex_goldens.py). A
+// tokenizer made by WithCache keeps the ids of the prompt pieces requests
+// repeat (package piececache); ChatConfig is what chat templates (package
+// chattemplate) read of tokenizer_config.json.
 package hf

@@ -25,11 +25,10 @@ func halted(stop *atomic.Bool, step int) bool {
 }
 
 // newMatcher compiles a tokenizer.json pattern. A String pattern matches
-// literally; a Regex pattern is Oniguruma syntax, which regexp2 (a .NET-style
-// backtracking engine) reads the same way for the constructs tokenizers use:
-// lookahead, \p{..} classes, (?i:..) groups, possessive-free alternations.
-// Patterns with a hand-written scanner (scan.go) use it instead; tests check
-// the two agree.
+// literally; a Regex pattern is Oniguruma syntax, which runs on a
+// hand-written scanner (scan.go) if it has one, else on regexp2 (a
+// .NET-style backtracking engine) as translateRegex rewrites it, or is
+// refused (onig.go); tests check all three against tokenizers.
 func newMatcher(p patternJSON) (matcher, error) {
 	switch {
 	case p.String != nil && p.Regex != nil:
@@ -72,8 +71,14 @@ type regexMatcher struct {
 	re *regexp2.Regexp
 }
 
+// newRegexMatcher compiles a tokenizer.json (Oniguruma) pattern, as
+// translateRegex rewrites it for regexp2.
 func newRegexMatcher(pattern string) (*regexMatcher, error) {
-	re, err := regexp2.Compile(pattern, regexp2.None)
+	translated, err := translateRegex(pattern)
+	if err != nil {
+		return nil, err
+	}
+	re, err := regexp2.Compile(translated, regexp2.None)
 	if err != nil {
 		return nil, fmt.Errorf("regex %q: %w", pattern, err)
 	}

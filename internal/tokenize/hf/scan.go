@@ -1,17 +1,18 @@
 package hf
 
 import (
+	"strings"
 	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
 
 // Hand-written scanners for the Split regexes of common tokenizers. Each one
-// returns exactly the matches regexp2 returns for its pattern, character
-// classes included (regexp2's \s is unicode.IsSpace and its \p{..} are the
-// unicode package's tables), except that characters new in Unicode 17 are in
-// no class, as for tokenizers' Oniguruma (see unicode.go). They run several
-// times faster. TestHFScanners and FuzzHFScanners compare them with regexp2.
+// returns exactly the matches tokenizers' Oniguruma finds for its pattern:
+// its classes (onigIs: Go's tables without the characters new in Unicode
+// 17, ʕ a lower-case letter) and its case folding (ſ is an s). They run
+// several times faster than the pattern on regexp2 as translateRegex
+// rewrites it, which TestHFScanners and FuzzHFScanners compare them with.
 
 // Patterns with a scanner, as they appear in tokenizer.json.
 const (
@@ -110,10 +111,14 @@ func classOfSlow(r rune) uint8 {
 	switch {
 	case unicode.IsLetter(r):
 		c |= clL
-		if !unicode.IsLower(r) {
+		lower, upper := unicode.IsLower(r), unicode.In(r, unicode.Lu, unicode.Lt)
+		if cat, ok := movedCategory(r); ok {
+			lower, upper = cat == "Ll", cat == "Lu" || cat == "Lt"
+		}
+		if !lower {
 			c |= clUpper // Lu, Lt, Lm, Lo
 		}
-		if !unicode.In(r, unicode.Lu, unicode.Lt) {
+		if !upper {
 			c |= clLower // Ll, Lm, Lo
 		}
 	case unicode.IsNumber(r):
@@ -182,11 +187,14 @@ func lowerASCII(c byte) byte {
 	return c
 }
 
-// scanContraction matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at i. regexp2 folds
-// case with unicode.ToLower, under which only ASCII letters become these.
+// scanContraction matches (?i:'s|'t|'re|'ve|'m|'ll|'d) at i. Oniguruma
+// folds only ASCII letters into these, and ſ (U+017F) into s.
 func scanContraction(s string, i int) int {
 	if s[i] != '\'' || i+1 >= len(s) {
 		return -1
+	}
+	if strings.HasPrefix(s[i+1:], "ſ") {
+		return i + 1 + len("ſ")
 	}
 	switch lowerASCII(s[i+1]) {
 	case 's', 't', 'm', 'd':

@@ -15,11 +15,12 @@ import (
 // whose classes or normalization differ, so this package can see them as
 // tokenizers does:
 //
-//   - regexUnassigned: characters the scanners of scan.go and
-//     single_word matching (Rust's regex crate, also Unicode 16) treat as
-//     unassigned (in no class). Patterns run by regexp2 still use Go's
-//     tables; the Digits pre-tokenizer uses Rust's char::is_numeric, whose
-//     tables are Unicode 17 like Go's.
+//   - regexUnassigned: characters the scanners of scan.go, the classes
+//     translateRegex writes for regexp2 (see onigIs, which also knows a
+//     letter whose category changed) and single_word matching (Rust's regex
+//     crate, also Unicode 16) treat as unassigned (in no class). The Digits
+//     pre-tokenizer uses Rust's char::is_numeric, whose tables are Unicode
+//     17 like Go's.
 //   - normUnassigned: characters tokenizers' normalizers do not know (no
 //     decomposition, combining class 0). Normalization treats them as
 //     barriers that pass through unchanged, and undoes compositions into
