@@ -551,7 +551,7 @@ func tailCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	outcomes := fs.String("outcomes", "", "a run's outcomes file (run --outcomes)")
 	decisions := fs.String("decisions", "", "the run's decision log (observability.decision_log with sample_rate 1), to show how each request was decided")
 	var o bench.TailOptions
-	fs.IntVar(&o.Top, "top", 0, "how many of the slowest requests to list (0: the slowest 1%)")
+	fs.IntVar(&o.Top, "top", 0, "how many of the slowest requests to list (0: those that set the p99, the one at its rank and every one above)")
 	fs.Float64Var(&o.MissShare, "miss", 0.5, "a request is a miss when its engine found less than this share of its prompt cached")
 	fs.Float64Var(&o.Speedup, "speedup", 1, "the run's --speedup, which the decision log's seconds are faster by (0: real time, as 1)")
 	if err := fs.Parse(args); err != nil {

@@ -20,7 +20,8 @@ import (
 // TailOptions say what WriteTail shows.
 type TailOptions struct {
 	// Top is how many of the slowest measured requests to list; 0 means
-	// the slowest 1% (at least one), those that set the p99.
+	// those that set the p99: the request at its nearest rank and every
+	// one above it (for n requests, n − ⌈0.99·n⌉ + 1, at least one).
 	Top int
 	// MissShare: a request is a miss when its engine found less than this
 	// share of its prompt cached. Default 0.5.
@@ -150,7 +151,9 @@ func WriteTail(w io.Writer, outs []OutcomeLine, decs map[string]*decisionlog.Rec
 	}
 	top := o.Top
 	if top <= 0 {
-		top = max(1, len(measured)/100)
+		// Those at or above the nearest-rank p99, the request that is the
+		// p99 included: n/100 left it out.
+		top = len(measured) - measure.Rank(len(measured), 0.99)
 	}
 	top = min(top, len(measured))
 	miss := func(l OutcomeLine) bool { return float64(l.CachedTokens) < share*float64(l.PromptTokens) }

@@ -2,15 +2,19 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/decisionlog"
+	"pgregory.net/rapid"
 )
 
 // tailOutcomes are a run's outcomes as WriteOutcomes writes them: a
@@ -185,4 +189,52 @@ func TestTailRefusesAndWarns(t *testing.T) {
 	if warns := TailWarnings(outs[1:], nil); len(warns) != 0 {
 		t.Errorf("no decision log: warnings %q", warns)
 	}
+}
+
+// TestTailListsThePercentile: by default tail lists exactly the requests
+// at or above the nearest-rank p99, the one that is the p99 included,
+// against a naive reference (naiveQuantile) over distinct TTFTs.
+func TestTailListsThePercentile(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 400).Draw(t, "n")
+		order := rapid.Permutation(seq(n)).Draw(t, "order")
+		outs := make([]OutcomeLine, n)
+		ds := make([]time.Duration, n)
+		for i, v := range order {
+			outs[i] = OutcomeLine{Index: i, Status: 200, TTFTMS: float64(v + 1), PromptTokens: 10, CachedTokens: 10}
+			ds[i] = time.Duration(v+1) * time.Millisecond
+		}
+		p99 := naiveQuantile(ds, 0.99)
+		var want []int // indices at or above the p99, slowest first
+		for i, d := range ds {
+			if d >= p99 {
+				want = append(want, i)
+			}
+		}
+		slices.SortFunc(want, func(a, b int) int { return cmp.Compare(ds[b], ds[a]) })
+		var b strings.Builder
+		WriteTail(&b, outs, nil, TailOptions{})
+		var got []int
+		for _, line := range strings.Split(b.String(), "\n") {
+			var i int
+			if _, err := fmt.Sscanf(line, "  #%d at", &i); err == nil {
+				got = append(got, i)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("n %d, p99 %v: listed %v, want %v\n%s", n, p99, got, want, b.String())
+		}
+		if !strings.Contains(b.String(), fmt.Sprintf("among the slowest %d\n", len(want))) {
+			t.Fatalf("n %d: the count is not %d:\n%s", n, len(want), b.String())
+		}
+	})
+}
+
+// seq is 0, 1, …, n−1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

@@ -42,7 +42,13 @@ func Summarize(ds []time.Duration) Percentiles {
 // Percentile is the nearest-rank percentile p (0.99, say) of sorted ds, in
 // seconds.
 func Percentile(sorted []time.Duration, p float64) float64 {
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	i = max(0, min(i, len(sorted)-1))
-	return sorted[i].Seconds()
+	return sorted[Rank(len(sorted), p)].Seconds()
+}
+
+// Rank is the index, among n values sorted ascending, of their
+// nearest-rank percentile p: ⌈p·n⌉ − 1, kept within [0, n−1]. The n −
+// Rank(n, p) values from it on are those at or above the percentile.
+func Rank(n int, p float64) int {
+	i := int(math.Ceil(p*float64(n))) - 1
+	return max(0, min(i, n-1))
 }
