@@ -178,9 +178,17 @@ func writeAligned(b *strings.Builder, rows [][]string) {
 }
 
 // relText says how v compares with base: "87% lower", "12% higher", or
-// "the same" within half a percent.
+// "the same" within half a percent; a p99 no served request set (runP99)
+// is above every other.
 func relText(v, base float64, lower, higher string) string {
-	if base == 0 || math.IsNaN(v) || math.IsNaN(base) {
+	switch {
+	case unreachable(v) && unreachable(base):
+		return "both " + unreachableText
+	case unreachable(v):
+		return unreachableText
+	case unreachable(base):
+		return lower + ", the other's " + unreachableText
+	case base == 0 || math.IsNaN(v) || math.IsNaN(base):
 		return "–"
 	}
 	d := v/base - 1
@@ -202,9 +210,11 @@ func renderDemoChart(title string, rows []PolicyRow) ([]byte, error) {
 	others := 0
 	for i, r := range rows {
 		vs := plotter.Values{r.TTFTP50, r.TTFTP90, r.TTFTP99}
+		texts := make([]string, len(vs))
 		for j, v := range vs {
+			texts[j] = barLabel(v)
 			if math.IsNaN(v) || math.IsInf(v, 0) {
-				vs[j] = 0
+				vs[j] = 0 // no bar, and a label that says why
 			}
 		}
 		bars, err := plotter.NewBarChart(vs, width)
@@ -219,7 +229,7 @@ func renderDemoChart(title string, rows []PolicyRow) ([]byte, error) {
 		bars.Offset = (vg.Length(i) - vg.Length(len(rows)-1)/2) * width
 		labels, err := plotter.NewLabels(plotter.XYLabels{
 			XYs:    plotter.XYs{{X: 0, Y: vs[0]}, {X: 1, Y: vs[1]}, {X: 2, Y: vs[2]}},
-			Labels: []string{barLabel(vs[0]), barLabel(vs[1]), barLabel(vs[2])},
+			Labels: texts,
 		})
 		if err != nil {
 			return nil, err
@@ -237,7 +247,7 @@ func renderDemoChart(title string, rows []PolicyRow) ([]byte, error) {
 
 // barLabel is a bar's value in ms, or s from 10 s on.
 func barLabel(v float64) string {
-	if v >= 10 {
+	if v >= 10 && !unreachable(v) {
 		return strconv.FormatFloat(v, 'f', 1, 64) + " s"
 	}
 	return msecText(v) + " ms"

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +45,9 @@ func losses(keys []pointKey, groups map[pointKey][]*RunResult) []loss {
 			continue
 		}
 		if k == median {
-			best := slices.MinFunc(rows, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
+			// Unreachable is above every finite p99, so a failed cost_model
+			// loses and a failed rival is never the lowest.
+			best, _ := lowestP99(rows)
 			if ours.TTFTP99 > best.TTFTP99*(1+lossTolerance) {
 				l := loss{key: k, winner: best.Policy, theirs: best.TTFTP99, ours: ours.TTFTP99, ourHit: ours.HitRate, theirHit: best.HitRate}
 				l.behind, l.paired = pairedBehind(groups[k], "cost_model", best.Policy)
@@ -71,7 +72,7 @@ func pairedBehind(results []*RunResult, ours, theirs string) (behind, paired int
 		m := map[int]float64{}
 		for _, r := range results {
 			if policyLabel(&r.Spec) == policy {
-				m[r.Spec.Rep] = r.Measurements.TTFT.P99
+				m[r.Spec.Rep] = runP99(&r.Measurements) // a failed run is behind any that served
 			}
 		}
 		return m
@@ -125,7 +126,7 @@ func writeLosses(w *strings.Builder, keys []pointKey, groups map[pointKey][]*Run
 			against = "least_request, at the highest rate"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d of %d | %s | %s |\n", l.key.Point, l.key.rateText(), against,
-			msecText(l.theirs), msecText(l.ours), fmt.Sprintf("+%.0f%%", 100*(l.ours/l.theirs-1)), l.behind, l.paired, num2(l.theirHit), num2(l.ourHit))
+			msecText(l.theirs), msecText(l.ours), behindText(l.ours, l.theirs), l.behind, l.paired, num2(l.theirHit), num2(l.ourHit))
 	}
 	fmt.Fprintf(w, "\n")
 }

@@ -111,7 +111,7 @@ func pointRows(results []*RunResult) []PolicyRow {
 			Reps:          len(rs),
 			TTFTP50:       lat(func(m *Measurements) float64 { return m.TTFT.P50 }),
 			TTFTP90:       lat(func(m *Measurements) float64 { return m.TTFT.P90 }),
-			TTFTP99:       lat(func(m *Measurements) float64 { return m.TTFT.P99 }),
+			TTFTP99:       all(runP99), // a failed run is the worst, not left out
 			E2EP50:        lat(func(m *Measurements) float64 { return m.E2E.P50 }),
 			E2EP99:        lat(func(m *Measurements) float64 { return m.E2E.P99 }),
 			TPOTP50:       lat(func(m *Measurements) float64 { return m.TPOT.P50 }),
@@ -264,11 +264,12 @@ func RenderRunReport(results []*RunResult) string {
 		"the mean and 90th percentile of |estimated − measured| / measured. *Kept* is the share of follow-up turns sent to " +
 		"the replica of their conversation's previous turn (workloads with conversations, gateways that name the replica). " +
 		"A run in which no request succeeded has no latencies: it is left out of the latency medians (– when every repetition was such a run), " +
-		"its failures still counted under *errors*.\n\n")
+		"its failures still counted under *errors*; in the TTFT p99's, by which policies are ranked and judged, it counts as slower than any " +
+		"run that served (*unreachable* when it is the median).\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())
-		if h := headline(k, rows); h != "" {
+		if h := headline(rows); h != "" {
 			p("%s\n\n", h)
 		}
 		p("| policy | reps | TTFT p50 | TTFT p99 | e2e p50 | e2e p99 | TPOT p50 | TPOT p99 | goodput req/s | good | hit | engine | of oracle | busiest | errors | exact | err | est. error | kept |\n")
@@ -360,8 +361,7 @@ func writeHeadline(w *strings.Builder, keys []pointKey, groups map[pointKey][]*R
 		fmt.Fprint(w, "\n")
 	}
 	table("p99 TTFT, ms", func(r PolicyRow, all []PolicyRow) string {
-		best := slices.MinFunc(all, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
-		if r.TTFTP99 == best.TTFTP99 {
+		if best, ok := lowestP99(all); ok && r.TTFTP99 == best.TTFTP99 {
 			return "**" + msecText(r.TTFTP99) + "**"
 		}
 		return msecText(r.TTFTP99)
@@ -434,27 +434,6 @@ func writePeers(w *strings.Builder, results []*RunResult) {
 		"in front of the same simulators, with the router's own policy of that name. They send no x-inferrail-* headers: "+
 		"their rows have no predictions, and *busiest* counts the requests each simulator finished by its own counters.\n\n",
 		strings.Join(names, ", "))
-}
-
-// headline says which policy had the lowest p99 TTFT at a point and how it
-// compares with the cache-blind baselines there.
-func headline(k pointKey, rows []PolicyRow) string {
-	if len(rows) < 2 {
-		return ""
-	}
-	best := slices.MinFunc(rows, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
-	parts := []string{fmt.Sprintf("**%s** has the lowest p99 TTFT (%s ms, goodput %s req/s)", best.Policy, msecText(best.TTFTP99), num2(best.Goodput))}
-	for _, base := range []string{"round_robin", "least_request"} {
-		i := slices.IndexFunc(rows, func(r PolicyRow) bool { return r.Policy == base })
-		if i < 0 || rows[i].Policy == best.Policy || rows[i].TTFTP99 <= 0 {
-			continue
-		}
-		b := rows[i]
-		parts = append(parts, fmt.Sprintf("%.0f%% below %s's %s ms (goodput %s)", 100*(1-best.TTFTP99/b.TTFTP99), base, msecText(b.TTFTP99), num2(b.Goodput)))
-	}
-	worst := slices.MaxFunc(rows, func(a, b PolicyRow) int { return cmp.Compare(a.TTFTP99, b.TTFTP99) })
-	parts = append(parts, fmt.Sprintf("the highest is %s's %s ms", worst.Policy, msecText(worst.TTFTP99)))
-	return strings.Join(parts, "; ") + "."
 }
 
 // medianRate is the key of a point's median rate among keys (the lower of
@@ -567,8 +546,14 @@ func writeTargets(w *strings.Builder, keys []pointKey, groups map[pointKey][]*Ru
 	}
 	p("- hit rate ≥ 80%%: %s from %s (%s)\n", share(hit), source, metText(hit >= 0.8))
 	if rr, ok := findRow(rows, "round_robin"); ok && rr.TTFTP99 > 0 {
-		cut := 1 - cm.TTFTP99/rr.TTFTP99
-		p("- p99 TTFT ≥ 40%% below round_robin's: %s ms against %s ms, %s (%s)\n", msecText(cm.TTFTP99), msecText(rr.TTFTP99), changeText(-cut, "above", "below"), metText(cut >= 0.4))
+		switch cut := 1 - cm.TTFTP99/rr.TTFTP99; {
+		case unreachable(cm.TTFTP99):
+			p("- p99 TTFT ≥ 40%% below round_robin's: %s against %s ms (%s)\n", unreachableText, msecText(rr.TTFTP99), metText(false))
+		case unreachable(rr.TTFTP99):
+			p("- p99 TTFT ≥ 40%% below round_robin's: %s ms against %s (%s)\n", msecText(cm.TTFTP99), unreachableText, metText(true))
+		default:
+			p("- p99 TTFT ≥ 40%% below round_robin's: %s ms against %s ms, %s (%s)\n", msecText(cm.TTFTP99), msecText(rr.TTFTP99), changeText(-cut, "above", "below"), metText(cut >= 0.4))
+		}
 	} else {
 		p("- p99 TTFT ≥ 40%% below round_robin's: not judged, no round_robin result here\n")
 	}
@@ -633,8 +618,11 @@ func yesNo(b bool) string {
 }
 
 func msecText(s float64) string {
-	if math.IsNaN(s) {
+	switch {
+	case math.IsNaN(s):
 		return "–"
+	case unreachable(s):
+		return unreachableText
 	}
 	switch {
 	case s == 0:

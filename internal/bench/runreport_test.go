@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +90,8 @@ func TestRenderRunReportGolden(t *testing.T) {
 }
 
 // A repetition in which no request succeeded has no latencies: it is left
-// out of the latency medians, and a policy of no such success shows none.
+// out of the latency medians, and a policy of no such success shows none;
+// but its p99 TTFT counts as the worst (TestFailedRunIsWorst).
 func TestFailedRunsLeftOutOfLatencies(t *testing.T) {
 	good, also := demoResults()[1], demoResults()[1]
 	failed := demoResults()[1]
@@ -97,19 +99,104 @@ func TestFailedRunsLeftOutOfLatencies(t *testing.T) {
 	failed.Measurements.Succeeded, failed.Measurements.TTFT, failed.Measurements.E2E = 0, measure.Percentiles{}, measure.Percentiles{}
 	failed.Measurements.Errors = map[string]int{"http_404": failed.Measurements.Measured}
 	row := pointRows([]*RunResult{good, failed})[0]
-	if row.TTFTP99 != good.Measurements.TTFT.P99 || row.E2EP50 != good.Measurements.E2E.P50 {
-		t.Errorf("TTFT p99 %v, e2e p50 %v; want the succeeding run's", row.TTFTP99, row.E2EP50)
+	if row.TTFTP50 != good.Measurements.TTFT.P50 || row.E2EP50 != good.Measurements.E2E.P50 {
+		t.Errorf("TTFT p50 %v, e2e p50 %v; want the succeeding run's", row.TTFTP50, row.E2EP50)
 	}
 	if row.Errors != failed.Measurements.Measured || row.Reps != 2 {
 		t.Errorf("errors %d, reps %d; want the failed run's counted", row.Errors, row.Reps)
 	}
 	row = pointRows([]*RunResult{failed})[0]
-	if !math.IsNaN(row.TTFTP50) || !math.IsNaN(row.TTFTP99) {
-		t.Errorf("a policy of no success: TTFT p50 %v, p99 %v; want none", row.TTFTP50, row.TTFTP99)
+	if !math.IsNaN(row.TTFTP50) || !math.IsInf(row.TTFTP99, 1) {
+		t.Errorf("a policy of no success: TTFT p50 %v, p99 %v; want none and unreachable", row.TTFTP50, row.TTFTP99)
 	}
-	if report := RenderRunReport([]*RunResult{failed}); !strings.Contains(report, "| – | – |") ||
+	if report := RenderRunReport([]*RunResult{failed}); !strings.Contains(report, "| – | unreachable |") ||
 		!strings.Contains(report, "left out of the latency medians") {
 		t.Errorf("report:\n%s", report)
+	}
+}
+
+// lowestRE finds a report's headline: the policy it calls the lowest and
+// its p99.
+var lowestRE = regexp.MustCompile(`\*\*([^*\n]+)\*\* has the lowest p99 TTFT \(([^ ]+)`)
+
+// TestFailedRunIsWorst: wherever a report compares p99 TTFTs, a policy
+// whose repetitions all failed (or whose median repetition did) is the
+// worst: never the lowest, never level, a loss when it is cost_model's,
+// and a repetition that failed is behind one that served.
+func TestFailedRunIsWorst(t *testing.T) {
+	fail := func(r *RunResult) *RunResult {
+		m := &r.Measurements
+		m.Succeeded, m.TTFT, m.Errors = 0, measure.Percentiles{}, map[string]int{"status_503": m.Measured}
+		return r
+	}
+	rep := func(r *RunResult, n int) *RunResult { r.Spec.Rep = n; return r }
+	for _, tt := range []struct {
+		name    string
+		results []*RunResult
+		// lowest is the headline's lowest ("" for none), losses the
+		// winners of cost_model's losses, behind its repetitions behind.
+		lowest, loss string
+		behind       int
+		lines        []string // in the report
+		demo         string   // in the demo's comparison
+	}{
+		{"a rival that failed is not the lowest and hides no loss", []*RunResult{
+			p99Result("w1", 4, "cost_model", 1.02), p99Result("w1", 4, "peer:sglang-router:cache_aware", 0.955),
+			fail(p99Result("w1", 4, "round_robin", 0)), p99Result("w1", 4, "least_request", 5.72),
+		}, "peer:sglang-router:cache_aware", "peer:sglang-router:cache_aware", 1, []string{
+			"round_robin's is unreachable (goodput 0.00); 83% below least_request's 5,720 ms (goodput 0.00).",
+			"| w1 | 4 req/s | the lowest: peer:sglang-router:cache_aware | 955 | 1,020 | +7% | 1 of 1 |",
+			"| round_robin | 1 | – | unreachable |",
+		}, "cost_model against round_robin: p99 TTFT lower, the other's unreachable,"},
+		{"cost_model that failed loses", []*RunResult{
+			fail(p99Result("w1", 4, "cost_model", 0)), p99Result("w1", 4, "least_request", 5.72), p99Result("w1", 4, "round_robin", 6),
+		}, "least_request", "least_request", 1, []string{
+			"| w1 | 4 req/s | the lowest: least_request | 5,720 | unreachable | unreachable | 1 of 1 |",
+			"- p99 TTFT ≥ 40% below round_robin's: unreachable against 6,000 ms (**not met**)",
+			"| w1 at 4 req/s | **median rate** | unreachable vs 5,720 | 0.00 vs 0.00 | no |",
+		}, "cost_model against round_robin: p99 TTFT unreachable,"},
+		{"one failed repetition of two is the median's worst", []*RunResult{
+			rep(p99Result("w1", 4, "cost_model", 0.5), 0), rep(fail(p99Result("w1", 4, "cost_model", 0)), 1),
+			rep(p99Result("w1", 4, "least_request", 2), 0), rep(p99Result("w1", 4, "least_request", 2), 1),
+		}, "least_request", "least_request", 1, []string{"**least_request** has the lowest p99 TTFT (2,000 ms"}, "p99 TTFT unreachable,"},
+		{"every policy failed: none is the lowest", []*RunResult{
+			fail(p99Result("w1", 4, "cost_model", 0)), fail(p99Result("w1", 4, "least_request", 0)),
+		}, "", "", 0, []string{"No policy has a p99 TTFT here: every one's is unreachable."}, "p99 TTFT both unreachable,"},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			keys, groups := groupResults(tt.results)
+			report := RenderRunReport(tt.results)
+			lowest := ""
+			if m := lowestRE.FindStringSubmatch(report); m != nil {
+				lowest = m[1]
+				if m[2] == "unreachable" || m[2] == "–" {
+					lowest += " (no p99)"
+				}
+			}
+			if lowest != tt.lowest {
+				t.Errorf("lowest %q, want %q", lowest, tt.lowest)
+			}
+			loss, behind := "", 0
+			if ls := losses(keys, groups); len(ls) > 0 {
+				loss, behind = ls[0].winner, ls[0].behind
+			}
+			if loss != tt.loss || behind != tt.behind {
+				t.Errorf("loss to %q, %d behind; want %q, %d", loss, behind, tt.loss, tt.behind)
+			}
+			for _, line := range tt.lines {
+				if !strings.Contains(report, line) {
+					t.Errorf("report lacks %q:\n%s", line, report)
+				}
+			}
+			if demo := RenderDemoTable(tt.results); !strings.Contains(demo, tt.demo) {
+				t.Errorf("the demo's comparison lacks %q:\n%s", tt.demo, demo)
+			}
+			for _, bad := range []string{"NaN", "Inf", "**unreachable**", "has the lowest p99 TTFT (unreachable"} {
+				if strings.Contains(report, bad) {
+					t.Errorf("report has %q:\n%s", bad, report)
+				}
+			}
+		})
 	}
 }
 
