@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -51,5 +52,63 @@ func TestFleetSizes(t *testing.T) {
 	// judged by the fleet it needs, not in the losses.
 	if strings.Contains(report, "| w1 | 4 req/s") {
 		t.Errorf("the sizing point is judged beside the others:\n%s", report)
+	}
+}
+
+// TestFailuresCountInP99: a policy that refuses most of its requests
+// quickly has a low p99 over the few it serves; reports rank and judge it
+// by the p99 over every request, which then is a failure: not within the
+// SLO, not the lowest. At most 1% failed, the p99 with the failures counted
+// (or, in a result written before that figure, the successes') stands.
+func TestFailuresCountInP99(t *testing.T) {
+	shed := func(r *RunResult, measured, failed int, withFailures *float64) *RunResult {
+		m := &r.Measurements
+		m.Requests, m.Measured, m.Succeeded = measured, measured, measured-failed
+		m.Errors, m.TTFTP99WithFailures = map[string]int{"status_503": failed}, withFailures
+		return r
+	}
+	f := func(v float64) *float64 { return &v }
+	for _, tt := range []struct {
+		name    string
+		results []*RunResult
+		lines   []string
+	}{
+		{"a fleet shedding 80% is not within the SLO", []*RunResult{
+			shed(sizedResult("w1", 6, 2, "cost_model", 0.95), 269, 216, nil), sizedResult("w1", 6, 3, "cost_model", 1.052),
+			sizedResult("w1", 6, 2, "round_robin", 9), sizedResult("w1", 6, 3, "round_robin", 3),
+		}, []string{"| cost_model | 3 | – | unreachable | 1,052 |", "| round_robin | more than 3 | – | 9,000 | 3,000 |"}},
+		{"a policy shedding 80% is not the lowest", []*RunResult{
+			shed(p99Result("w1", 4, "cost_model", 0.185), 107, 87, nil), p99Result("w1", 4, "least_request", 0.5),
+			p99Result("w1", 4, "round_robin", 0.6),
+		}, []string{
+			"**least_request** has the lowest p99 TTFT (500 ms",
+			"| w1 | 4 req/s | the lowest: least_request | 500 | unreachable | unreachable | 1 of 1 |",
+			"| cost_model | 1 | 0 | unreachable |",
+		}},
+		{"1% failed: the p99 with them counted", []*RunResult{
+			shed(p99Result("w1", 4, "cost_model", 0.5), 200, 2, f(0.7)), p99Result("w1", 4, "least_request", 0.6),
+		}, []string{"**least_request** has the lowest p99 TTFT (600 ms", "| cost_model | 1 | 0 | 700 |"}},
+		{"1% failed, written before the figure: the successes' p99", []*RunResult{
+			shed(p99Result("w1", 4, "cost_model", 0.5), 200, 2, nil), p99Result("w1", 4, "least_request", 0.6),
+		}, []string{"**cost_model** has the lowest p99 TTFT (500 ms"}},
+		{"more than 1% failed, written before the figure: unreachable", []*RunResult{
+			shed(p99Result("w1", 4, "cost_model", 0.5), 200, 3, nil), p99Result("w1", 4, "least_request", 0.6),
+		}, []string{"**least_request** has the lowest p99 TTFT (600 ms", "| cost_model | 1 | 0 | unreachable |"}},
+	} {
+		t.Run(strings.ReplaceAll(tt.name, " ", "_"), func(t *testing.T) {
+			if m := &tt.results[0].Measurements; m.Succeeded < m.Measured {
+				var b strings.Builder
+				WriteSummary(&b, tt.results[0])
+				if !strings.Contains(b.String(), fmt.Sprintf("TTFT p99 over every measured request, the %d failed counted slower than any success: ", m.Measured-m.Succeeded)) {
+					t.Errorf("the run's summary does not give the p99 with its failures:\n%s", b.String())
+				}
+			}
+			report := RenderRunReport(tt.results)
+			for _, line := range tt.lines {
+				if !strings.Contains(report, line) {
+					t.Errorf("report lacks %q:\n%s", line, report)
+				}
+			}
+		})
 	}
 }

@@ -50,7 +50,8 @@ func (k pointKey) rateText() string {
 type PolicyRow struct {
 	Policy string
 	Reps   int
-	// Medians over repetitions, seconds and rates.
+	// Medians over repetitions, seconds and rates; TTFTP99 is runP99's
+	// (+Inf, unreachable, where the median run's p99 is a failure).
 	TTFTP50, TTFTP90, TTFTP99, E2EP50, E2EP99, TPOTP50, TPOTP99 float64
 	Goodput, GoodFraction, Throughput                           float64
 	HitRate                                                     float64
@@ -263,9 +264,10 @@ func RenderRunReport(results []*RunResult) string {
 		"*Est. error* is how far the gateway's estimate of the time to first token was from the one measured from the send: " +
 		"the mean and 90th percentile of |estimated − measured| / measured. *Kept* is the share of follow-up turns sent to " +
 		"the replica of their conversation's previous turn (workloads with conversations, gateways that name the replica). " +
-		"A run in which no request succeeded has no latencies: it is left out of the latency medians (– when every repetition was such a run), " +
-		"its failures still counted under *errors*; in the TTFT p99's, by which policies are ranked and judged, it counts as slower than any " +
-		"run that served (*unreachable* when it is the median).\n\n")
+		"The *TTFT p99*, by which policies are ranked and judged, is over every measured request, a failed one counted as " +
+		"slower than any success: where more than 1%% of a run's failed, its p99 is a failure, *unreachable*, never the lowest nor within an SLO. " +
+		"A run in which no request succeeded has no latencies: it is left out of the other latency medians (– when every repetition was such a run), " +
+		"its failures still counted under *errors*.\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())

@@ -117,6 +117,14 @@ type Measurements struct {
 	TPOT measure.Percentiles `json:"tpot"`
 	ITL  measure.Percentiles `json:"itl"`
 	E2E  measure.Percentiles `json:"e2e"`
+	// TTFTP99WithFailures is the nearest-rank p99 TTFT over every measured
+	// request, a failed one counted as slower than any success, in seconds
+	// (TTFT.P99 is over the successes alone). It is set only when some
+	// failed and the p99 still falls on a success, at most 1% having
+	// failed: with none failed it is TTFT.P99, and with more the p99 is a
+	// failure, which reports show as unreachable (runP99). Results written
+	// before it lack it.
+	TTFTP99WithFailures *float64 `json:"ttft_p99_with_failures_seconds,omitempty"`
 	// SendLag is actual − scheduled send time, over every measured request
 	// that was sent.
 	SendLag measure.Percentiles `json:"send_lag"`
@@ -342,6 +350,7 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		est.add(o)
 	}
 	m.TTFT, m.TPOT, m.ITL, m.E2E, m.SendLag = distOf(ttft), distOf(tpot), distOf(itl), distOf(e2e), distOf(lag)
+	m.TTFTP99WithFailures = p99WithFailures(ttft, m.Measured)
 	m.WindowSeconds = (last - first).Seconds()
 	if m.WindowSeconds > 0 {
 		m.ThroughputRPS = float64(m.Succeeded) / m.WindowSeconds
@@ -375,6 +384,19 @@ func measureOutcomes(outs []Outcome, warm int, slo SLO) Measurements {
 		}
 	}
 	return m
+}
+
+// p99WithFailures is Measurements.TTFTP99WithFailures from the TTFTs of
+// the successes among measured requests, the rest failed.
+func p99WithFailures(ttft []time.Duration, measured int) *float64 {
+	r := measure.Rank(measured, 0.99)
+	if len(ttft) == measured || r >= len(ttft) {
+		return nil
+	}
+	// The failures sort after every success, so the p99 is the success at
+	// the rank among all.
+	v := slices.Sorted(slices.Values(ttft))[r].Seconds()
+	return &v
 }
 
 // setEngineReplicas takes per-replica counts from the engines' own counters

@@ -259,3 +259,44 @@ func TestTurnsOf(t *testing.T) {
 		})
 	}
 }
+
+// TestP99CountsFailures: the p99 reports rank by (runP99) is the
+// nearest-rank p99 of every measured request with each failed one slower
+// than any success (naiveQuantile over the successes' TTFTs and a time
+// past them all for each failure), +Inf where that is a failure; a run
+// without failures keeps its successes' p99 and writes no new field.
+func TestP99CountsFailures(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ttfts := rapid.SliceOfN(rapid.Int64Range(1, int64(time.Minute)), 1, 300).Draw(t, "ttfts")
+		failed := rapid.IntRange(0, 10).Draw(t, "failed")
+		var outs []Outcome
+		all := make([]time.Duration, 0, len(ttfts)+failed)
+		for _, v := range ttfts {
+			d := time.Duration(v)
+			outs = append(outs, Outcome{TTFT: d, E2E: d, CompletionTokens: 1, HasUsage: true})
+			all = append(all, d)
+		}
+		never := time.Hour // slower than any success
+		for range failed {
+			outs = append(outs, Outcome{ErrKind: "status_503", Status: 503})
+			all = append(all, never)
+		}
+		m := measureOutcomes(outs, 0, DefaultSLO())
+		want := naiveQuantile(all, 0.99).Seconds()
+		if want == never.Seconds() {
+			want = math.Inf(1)
+		}
+		if got := runP99(&m); got != want {
+			t.Fatalf("%d successes, %d failed: p99 %v, naive %v", len(ttfts), failed, got, want)
+		}
+		if failed == 0 && (m.TTFTP99WithFailures != nil || runP99(&m) != m.TTFT.P99) {
+			t.Fatalf("no failures: %v, with failures %v; want the successes' p99 %v alone", runP99(&m), m.TTFTP99WithFailures, m.TTFT.P99)
+		}
+		// A result file written before the field has only the counts:
+		// more than 1% failed is unreachable still.
+		m.TTFTP99WithFailures = nil
+		if got := runP99(&m); math.IsInf(want, 1) != math.IsInf(got, 1) {
+			t.Fatalf("without the field: %v, want unreachable %v", got, math.IsInf(want, 1))
+		}
+	})
+}

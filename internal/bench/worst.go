@@ -6,19 +6,37 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/inferrail/inferrail/internal/measure"
 )
 
-// A report compares policies by their p99 TTFT, and a run that failed must
-// never win that comparison: a run in which no request succeeded has no
-// latency to report (its percentiles are zeros, and its row's median of
-// nothing was NaN, which cmp.Compare ranks below every number), so for
-// ranking and judging it counts as +Inf, worse than any run that served.
+// A report compares policies by their p99 TTFT, and failing must never
+// win that comparison: a run that refuses most of its requests quickly
+// has a low p99 over the few it serves. So reports rank and judge by the
+// p99 over every measured request, a failed one counted as slower than
+// any success; where more than 1% failed the p99 is a failure, +Inf. A
+// run in which no request succeeded has no latency to report at all (its
+// percentiles are zeros, and a row's median of nothing was NaN, which
+// cmp.Compare ranks below every number): +Inf too.
 
 // runP99 is a run's p99 TTFT as reports rank and judge it, in seconds:
-// +Inf for a run with no success.
+// over every measured request, a failed one slower than any success.
+// Results written before Measurements.TTFTP99WithFailures have only their
+// error counts: at most 1% failed, the successes' p99 stands in for it.
 func runP99(m *Measurements) float64 {
-	if m.noneSucceeded() {
+	failed := 0
+	for _, n := range m.Errors {
+		failed += n
+	}
+	switch {
+	case m.noneSucceeded():
 		return math.Inf(1)
+	case failed == 0:
+		return m.TTFT.P99
+	case measure.Rank(m.Measured, 0.99) >= m.Measured-failed:
+		return math.Inf(1) // the p99 is a failed request
+	case m.TTFTP99WithFailures != nil:
+		return *m.TTFTP99WithFailures
 	}
 	return m.TTFT.P99
 }
