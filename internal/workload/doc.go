@@ -48,6 +48,9 @@
 // For w2 and w3 the arrival process gives the conversation (or loop)
 // starts, at Rate divided by the mean number of requests per start, so the
 // request rate is Rate on average; later turns follow at their think times.
+// A ShareGPT replay counts the requests each conversation really sends,
+// cut at MaxPromptTokens and at a turn without a recorded reply, not its
+// turns in the file.
 // Starts begin before the run, as long before as the longest conversation
 // lasts, so it opens with conversations under way rather than ramping up.
 //

@@ -96,7 +96,7 @@ type shareGPTSource struct {
 	*gen
 	convs []replayConv
 	order []int
-	mean  float64 // turns per conversation
+	mean  float64 // requests start makes per conversation (sent)
 	most  int     // turns of the longest conversation
 	n     int
 }
@@ -122,7 +122,7 @@ func newShareGPTSource(g *gen) (*shareGPTSource, error) {
 		return nil, fmt.Errorf("sharegpt %s: %w", g.spec.ShareGPTPath, err)
 	}
 	s := &shareGPTSource{gen: g}
-	turns := 0
+	sent := 0.0
 	for _, c := range convs {
 		var rc replayConv
 		if c.System != "" {
@@ -147,13 +147,17 @@ func newShareGPTSource(g *gen) (*shareGPTSource, error) {
 			continue
 		}
 		s.convs = append(s.convs, rc)
-		turns += len(rc.turns)
+		sent += s.sent(rc)
 		s.most = max(s.most, len(rc.turns))
 	}
 	if len(s.convs) == 0 {
 		return nil, fmt.Errorf("sharegpt %s: no usable conversation", g.spec.ShareGPTPath)
 	}
-	s.mean = float64(turns) / float64(len(s.convs))
+	// The start rate divides Rate by the requests a start makes, which
+	// are fewer than the file's turns where start cuts a conversation:
+	// the file's mean turns left a replay of long conversations at a third
+	// of its rate.
+	s.mean = sent / float64(len(s.convs))
 	s.order = newRand(g.spec.Seed, streamShareGPT).Perm(len(s.convs))
 	return s, nil
 }
@@ -174,13 +178,11 @@ func (s *shareGPTSource) start(at time.Duration, dst []Request) []Request {
 	}
 	for i, t := range rc.turns {
 		c.messages = append(c.messages, t.user)
-		out := t.out
-		if s.spec.OutputTokens > 0 {
-			out = s.spec.OutputTokens
-		} else if out == 0 {
+		out := s.replayOut(t)
+		if out == 0 {
 			out = chatReply.draw(s.r)
 		}
-		if i > 0 && c.promptTokens()+out > s.spec.MaxPromptTokens {
+		if s.cut(c, i, out) {
 			break
 		}
 		req := s.request(at, W2, c, out)
@@ -193,4 +195,54 @@ func (s *shareGPTSource) start(at time.Duration, dst []Request) []Request {
 		at += chatThinkSecs.drawSeconds(s.r)
 	}
 	return dst
+}
+
+// replayOut is the max_tokens of a replayed turn: the spec's fixed output,
+// else the recorded reply's tokens; 0 when the turn has no recorded reply
+// and start draws its length from chatReply.
+func (s *shareGPTSource) replayOut(t replayTurn) int {
+	if s.spec.OutputTokens > 0 {
+		return s.spec.OutputTokens
+	}
+	return t.out
+}
+
+// cut reports whether start ends a conversation before its turn i, whose
+// prompt is c and which asks for out tokens: a later turn past
+// MaxPromptTokens is not sent.
+func (s *shareGPTSource) cut(c *chat, i, out int) bool {
+	return i > 0 && c.promptTokens()+out > s.spec.MaxPromptTokens
+}
+
+// sent is how many requests start makes of rc: its turns up to the first
+// that cut stops, or up to one without a recorded reply. Such a turn's
+// length is drawn, so it counts as the share of chatReply's lengths that
+// cut lets through.
+func (s *shareGPTSource) sent(rc replayConv) float64 {
+	c := &chat{model: s.spec.Model}
+	if rc.system != nil {
+		c.messages = append(c.messages, *rc.system)
+	}
+	n := 0.0
+	for i, t := range rc.turns {
+		c.messages = append(c.messages, t.user)
+		out := s.replayOut(t)
+		if out == 0 {
+			if i == 0 {
+				return n + 1
+			}
+			room := s.spec.MaxPromptTokens - c.promptTokens() // the longest reply that fits
+			lengths := chatReply.hi - chatReply.lo + 1
+			return n + float64(min(max(room-chatReply.lo+1, 0), lengths))/float64(lengths)
+		}
+		if s.cut(c, i, out) {
+			return n
+		}
+		n++
+		if t.out == 0 {
+			return n // no recorded reply: the conversation ends here
+		}
+		c.messages = append(c.messages, t.reply)
+	}
+	return n
 }

@@ -1,0 +1,112 @@
+package workload
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeLongShareGPT writes a seeded ShareGPT file of conversations long
+// enough that a replay under maxPrompt cuts most of them, a quarter ending
+// on the user's message: what a replay sends is far from the file's turns.
+func writeLongShareGPT(t testing.TB) string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(1, 2))
+	vocab := strings.Fields("cache block prefix engine replica token prompt route queue decode prefill share warm cold hit miss")
+	words := func(lo, hi int) string {
+		ws := make([]string, lo+r.IntN(hi-lo+1))
+		for i := range ws {
+			ws[i] = vocab[r.IntN(len(vocab))]
+		}
+		return strings.Join(ws, " ")
+	}
+	type msg struct {
+		From  string `json:"from"`
+		Value string `json:"value"`
+	}
+	type conv struct {
+		ID            int   `json:"id"`
+		Conversations []msg `json:"conversations"`
+	}
+	var convs []conv
+	for i := range 80 {
+		c := conv{ID: i}
+		turns := 10 + r.IntN(15)
+		for j := range turns {
+			c.Conversations = append(c.Conversations, msg{"human", words(100, 300)})
+			if j < turns-1 || r.IntN(4) > 0 {
+				c.Conversations = append(c.Conversations, msg{"gpt", words(60, 250)})
+			}
+		}
+		convs = append(convs, c)
+	}
+	b, err := json.Marshal(convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sharegpt.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// longMaxPrompt cuts writeLongShareGPT's conversations after a few turns.
+const longMaxPrompt = 3000
+
+// TestShareGPTPerStart: the requests per start that set the start rate are
+// those start makes, against a naive count over one pass through every
+// conversation (a fixed output length makes every cut certain).
+func TestShareGPTPerStart(t *testing.T) {
+	spec := Spec{Workload: W2, Model: "m", Rate: 1, Requests: 1, Seed: 3, ShareGPTPath: writeLongShareGPT(t),
+		MaxPromptTokens: longMaxPrompt, OutputTokens: 120}.WithDefaults()
+	src, err := newShareGPTSource(newGen(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []Request
+	for range src.convs {
+		reqs = src.start(0, reqs)
+	}
+	want := float64(len(reqs)) / float64(len(src.convs))
+	if got := src.perStart(); math.Abs(got-want) > 1e-9 {
+		t.Errorf("perStart %.3f, start makes %.3f a conversation", got, want)
+	}
+	if src.most <= 2*int(want) {
+		t.Fatalf("the file's conversations (up to %d turns) are not cut much (%.1f sent): the test proves nothing", src.most, want)
+	}
+}
+
+// TestShareGPTRate: a replay of conversations that start cuts delivers the
+// rate asked for: over three seeds the requests scheduled in the window
+// are within four standard deviations of rate × duration, the deviation
+// that of a compound Poisson count (the root of the sum of each
+// conversation's requests squared).
+func TestShareGPTRate(t *testing.T) {
+	path := writeLongShareGPT(t)
+	const rate, duration = 8.0, 10 * time.Minute
+	total, squares := 0, 0.0
+	for seed := range uint64(3) {
+		reqs := generate(t, Spec{Workload: W2, Model: "m", Rate: rate, Duration: duration, Seed: seed, ShareGPTPath: path,
+			MaxPromptTokens: longMaxPrompt})
+		per := map[string]int{}
+		for _, r := range reqs {
+			per[r.Session]++
+		}
+		for _, n := range per {
+			squares += float64(n * n)
+		}
+		total += len(reqs)
+	}
+	want := 3 * rate * duration.Seconds()
+	t.Logf("%.2f req/s asked %v", float64(total)/3/duration.Seconds(), rate)
+	if dev := math.Sqrt(squares); math.Abs(float64(total)-want) > 4*dev {
+		t.Errorf("%d requests over three runs, %.2f req/s; want %.0f (%.0f req/s) within %.0f", total,
+			float64(total)/3/duration.Seconds(), want, rate, 4*dev)
+	}
+}
