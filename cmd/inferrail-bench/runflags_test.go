@@ -67,6 +67,8 @@ func TestRefusedFlags(t *testing.T) {
 		{[]string{"run", "--url", "http://127.0.0.1:1", "--replicas", "9"}, "--replicas: only for a fleet of the run's own"},
 		{[]string{"run", "--url", "http://127.0.0.1:1", "--sim-binary", "/x"}, "--sim-binary: only for a fleet of the run's own"},
 		{[]string{"run", "--gateways", "0"}, "--gateways must be at least 1"},
+		{[]string{"run", "--rate", "1e308", "--duration", "1s"}, "workload: 1e+308 req/s over 1s is 1e+308 requests, more than the 10000000"},
+		{[]string{"run", "--rate", "+Inf", "--duration", "1s"}, "workload.rate: must be a finite number > 0"},
 		{[]string{"compare", "--policy", "cost_model"}, "compare: --policy: name the policies with --policies"},
 		{[]string{"compare", "--jobs", "-3"}, "compare: --jobs must be at least 1"},
 		{[]string{"compare", "--reps", "1000000000"}, "compare: --reps must be at most 1000"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,8 +125,12 @@ func (s *RunSpec) Validate() error {
 	if s.Workload.Workload == "" {
 		errs = append(errs, errors.New("workload: required"))
 	}
-	if s.Workload.Rate <= 0 && s.Workload.Workload != "trace" {
-		errs = append(errs, errors.New("workload.rate: must be > 0"))
+	if w := &s.Workload; w.Workload != "trace" {
+		if !(w.Rate > 0) || math.IsInf(w.Rate, 1) {
+			errs = append(errs, errors.New("workload.rate: must be a finite number > 0"))
+		} else if err := workload.CheckRunSize(w.Rate, w.Duration, w.Requests); err != nil {
+			errs = append(errs, fmt.Errorf("workload: %w", err))
+		}
 	}
 	if s.Workload.Duration <= 0 && s.Workload.Requests <= 0 && s.Workload.Workload != "trace" {
 		errs = append(errs, errors.New("workload: a duration or a request count is required"))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,11 +204,7 @@ func (f *SweepFile) Validate() error {
 		if len(p.Rates) == 0 {
 			fail(path+".rates", "at least one is required")
 		}
-		for j, r := range p.Rates {
-			if !(r > 0) {
-				fail(fmt.Sprintf("%s.rates[%d]", path, j), "must be > 0, not %v", r)
-			}
-		}
+		errs = append(errs, f.checkRates(path, &p)...)
 		if len(p.Policies) == 0 && len(f.Policies) == 0 {
 			fail(path+".policies", "no policies here or in the shared settings")
 		}
@@ -254,6 +251,34 @@ func (f *SweepFile) Validate() error {
 		errs = append(errs, f.checkPlanSize()...)
 	}
 	return errors.Join(errs...)
+}
+
+// checkRates reports the rates of point p (at path) that are not finite
+// numbers above 0, and those whose runs would make more requests than a
+// run may (workload.CheckRunSize), as Plan gives them a duration or a
+// request count.
+func (f *SweepFile) checkRates(path string, p *SweepPoint) []error {
+	var errs []error
+	dur, reqs := p.Duration, p.Requests
+	field := path + ".requests"
+	if dur == 0 && reqs == 0 {
+		dur, reqs, field = f.Duration, f.Requests, "requests"
+	}
+	generated := p.Workload != "trace" // a trace's lines bound its runs
+	if generated && reqs > workload.MaxRequests {
+		errs = append(errs, fmt.Errorf("%s: %d is more than the %d requests a run may make", field, reqs, workload.MaxRequests))
+	}
+	for j, r := range p.Rates {
+		at := fmt.Sprintf("%s.rates[%d]", path, j)
+		if !(r > 0) || math.IsInf(r, 1) {
+			errs = append(errs, fmt.Errorf("%s: must be a finite number > 0, not %v", at, r))
+		} else if generated && reqs == 0 {
+			if err := workload.CheckRunSize(r, time.Duration(dur), 0); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", at, err))
+			}
+		}
+	}
+	return errs
 }
 
 // MaxReps bounds a sweep's or a comparison's repetitions, and

@@ -42,7 +42,7 @@ policies = [""]
 `, []string{
 			"warmup:",
 			`points[0].workload: must be one of`,
-			"points[0].rates[0]: must be > 0",
+			"points[0].rates[0]: must be a finite number > 0, not 0",
 			"points[0].cv: gamma arrivals need a cv > 0",
 			`points[0].ramp: must be empty or diurnal, not "weekly"`,
 			"points[0].duration: no duration or requests",
@@ -50,6 +50,13 @@ policies = [""]
 			"points[1].rates: at least one is required",
 			"points[1].policies[0]: must not be empty",
 		}},
+		// A schedule is made whole before the run: rates = [1e308] ran
+		// out of memory, and [inf] was planned as w1_rate-Inf.
+		{"absurd_rates", "policies=[\"p2c\"]\nduration=\"60s\"\n[[points]]\nworkload=\"w6\"\nrates=[inf, nan, 1e308, 200000, 166666]\n" +
+			"[[points]]\nname=\"many\"\nworkload=\"w1\"\nrates=[1]\nrequests=10000001\n", []string{
+			"points[0].rates[0]: must be a finite number > 0, not +Inf", "points[0].rates[1]: must be a finite number > 0, not NaN",
+			"points[0].rates[2]: 1e+308 req/s over 1m0s is past 1.8e+308 requests", "points[0].rates[3]: 200000 req/s over 1m0s is 1.2e+07 requests",
+			"points[1].requests: 10000001 is more than the 10000000 requests a run may make"}},
 		{"no_policies", "duration=\"1s\"" + point, []string{"points[0].policies: no policies here or in the shared settings"}},
 		{"max_prompt_w1", "policies=[\"p2c\"]\nduration=\"1s\"" + point + "max_prompt_tokens = 100\n", []string{"points[0].max_prompt_tokens: only for w2, w3 and trace"}},
 		{"slow_speedup", "speedup = 0.5\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"speedup: must be within 1-1000, not 0.5"}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -158,6 +159,34 @@ func (s Spec) Validate() error {
 	return errors.Join(p...)
 }
 
+// MaxRequests bounds the requests of one run of a generated workload:
+// its schedule, every body with it, is made whole before the run starts,
+// and a rate of 1e308 req/s (whose gaps round to nothing) or 200,000 req/s
+// for a minute ran inferrail-bench out of memory. Ten million is far past
+// any run the harness makes.
+const MaxRequests = 10_000_000
+
+// CheckRunSize reports a run of rate requests per second over d, or of
+// requests requests when that is set, that would make more than
+// MaxRequests. rate must be finite (Validate says so otherwise).
+func CheckRunSize(rate float64, d time.Duration, requests int) error {
+	if requests > 0 {
+		if requests > MaxRequests {
+			return fmt.Errorf("%d requests is more than the %d a run may make (its schedule is made whole before it starts)", requests, MaxRequests)
+		}
+		return nil
+	}
+	if n := rate * d.Seconds(); n > MaxRequests {
+		count := strconv.FormatFloat(n, 'g', 3, 64)
+		if math.IsInf(n, 1) {
+			count = "past " + strconv.FormatFloat(math.MaxFloat64, 'g', 2, 64)
+		}
+		return fmt.Errorf("%g req/s over %v is %s requests, more than the %d a run may make (its schedule is made whole before it starts)",
+			rate, d, count, MaxRequests)
+	}
+	return nil
+}
+
 // problems collects what is wrong with a spec, each naming its field.
 type problems []error
 
@@ -215,6 +244,12 @@ func (s Spec) validateSource(p *problems) {
 	} else {
 		if p.finite("rate", s.Rate) && s.Rate <= 0 {
 			p.bad("rate", "must be > 0")
+		} else if err := CheckRunSize(s.Rate, s.Duration, s.Requests); err != nil {
+			field := "rate"
+			if s.Requests > 0 {
+				field = "requests"
+			}
+			p.bad(field, "%v", err)
 		}
 		if (s.Duration > 0) == (s.Requests > 0) {
 			p.bad("duration", "exactly one of duration and requests must be > 0")

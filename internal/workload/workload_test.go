@@ -75,6 +75,13 @@ func TestValidate(t *testing.T) {
 		{"zero_rate", func(s *Spec) { s.Rate = 0 }, []string{"rate: must be > 0"}},
 		{"negative_rate", func(s *Spec) { s.Rate = -1 }, []string{"rate: must be > 0"}},
 		{"nan_rate", func(s *Spec) { s.Rate = math.NaN() }, []string{"rate: must be a finite number"}},
+		// A schedule is made whole before the run: these ran out of memory.
+		{"rate_1e308", func(s *Spec) { s.Rate, s.Requests, s.Duration = 1e308, 0, time.Second }, []string{
+			"rate: 1e+308 req/s over 1s is 1e+308 requests, more than the 10000000 a run may make"}},
+		{"w6_200000_a_minute", func(s *Spec) { s.Workload, s.Rate, s.Requests, s.Duration = W6, 200000, 0, time.Minute }, []string{
+			"rate: 200000 req/s over 1m0s is 1.2e+07 requests, more than the 10000000"}},
+		{"ten_million_a_minute", func(s *Spec) { s.Rate, s.Requests, s.Duration = 1e7/60, 0, time.Minute }, nil},
+		{"requests_past_bound", func(s *Spec) { s.Requests = 10_000_001 }, []string{"requests: 10000001 requests is more than the 10000000"}},
 		{"both_cuts", func(s *Spec) { s.Duration = time.Minute }, []string{"duration: exactly one of duration and requests must be > 0"}},
 		{"no_cut", func(s *Spec) { s.Requests = 0 }, []string{"duration: exactly one of duration and requests must be > 0"}},
 		{"gamma_no_cv", func(s *Spec) { s.Arrivals = Gamma }, []string{"cv: must be > 0 with gamma arrivals"}},
