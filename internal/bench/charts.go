@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -20,55 +21,77 @@ import (
 // embedded Liberation fonts and written by image/png, which records no
 // time: the same results give the same bytes.
 
-// chartSeries is one policy's line on a chart: a value per offered rate,
-// rates ascending.
+// chartSeries is one policy's line on a chart: a value per x, X
+// ascending. X is the offered rate, or on a sizing point's charts the
+// fleet size. Label names the line in the legend when it is not Policy
+// alone (a sizing point of several loads has a line per policy and load).
 type chartSeries struct {
 	Policy string
-	Rates  []float64
+	X      []float64
 	Values []float64
+	Label  string
 }
 
 // pointChart holds the data of one point's two charts, p99 TTFT (seconds)
 // and goodput (req/s) against offered rate, one series per policy:
-// medians over repetitions, as in the report's tables.
+// medians over repetitions, as in the report's tables. A sizing point's
+// charts (Sizing) are against the fleet size instead, each of its Loads
+// (offered rates) a line per policy: every run of such a point has the
+// same rate, and against the rate its fleet sizes stood in one column.
 type pointChart struct {
 	Point, Workload string
 	TTFTP99         []chartSeries
 	Goodput         []chartSeries
+	Sizing          bool
+	Loads           []float64
 }
 
 // chartData gathers the charts' data from results: a pointChart per point,
 // in the report's order.
 func chartData(results []*RunResult) []pointChart {
 	keys, groups := groupResults(results)
+	sizing := sizingPoints(keys)
+	loads := map[string][]float64{} // of each sizing point, ascending as keys are
+	for _, k := range keys {
+		if sizing[k.Point] && !slices.Contains(loads[k.Point], k.Rate) {
+			loads[k.Point] = append(loads[k.Point], k.Rate)
+		}
+	}
 	var charts []pointChart
 	for _, k := range keys {
 		if len(charts) == 0 || charts[len(charts)-1].Point != k.Point || charts[len(charts)-1].Workload != k.Workload {
-			charts = append(charts, pointChart{Point: k.Point, Workload: k.Workload})
+			charts = append(charts, pointChart{Point: k.Point, Workload: k.Workload, Sizing: sizing[k.Point], Loads: loads[k.Point]})
 		}
 		c := &charts[len(charts)-1]
+		x, label := k.Rate, ""
+		if c.Sizing {
+			x = float64(k.Replicas)
+		}
 		for _, r := range pointRows(groups[k]) {
-			c.TTFTP99 = addToSeries(c.TTFTP99, r.Policy, k.Rate, r.TTFTP99)
-			c.Goodput = addToSeries(c.Goodput, r.Policy, k.Rate, r.Goodput)
+			if len(c.Loads) > 1 {
+				label = r.Policy + " at " + pointKey{Workload: k.Workload, Rate: k.Rate}.rateText()
+			}
+			c.TTFTP99 = addToSeries(c.TTFTP99, r.Policy, label, x, r.TTFTP99)
+			c.Goodput = addToSeries(c.Goodput, r.Policy, label, x, r.Goodput)
 		}
 	}
 	for i := range charts {
 		for _, ss := range [][]chartSeries{charts[i].TTFTP99, charts[i].Goodput} {
-			slices.SortFunc(ss, func(a, b chartSeries) int { return comparePolicies(a.Policy, b.Policy) })
+			slices.SortStableFunc(ss, func(a, b chartSeries) int { return comparePolicies(a.Policy, b.Policy) })
 		}
 	}
 	return charts
 }
 
-// addToSeries appends (rate, v) to policy's series, starting it if need
-// be. Rates arrive in ascending order.
-func addToSeries(ss []chartSeries, policy string, rate, v float64) []chartSeries {
-	i := slices.IndexFunc(ss, func(s chartSeries) bool { return s.Policy == policy })
+// addToSeries appends (x, v) to the series of policy and label, starting
+// it if need be. x arrives in ascending order.
+func addToSeries(ss []chartSeries, policy, label string, x, v float64) []chartSeries {
+	i := slices.IndexFunc(ss, func(s chartSeries) bool { return s.Policy == policy && s.Label == label })
 	if i < 0 {
-		ss = append(ss, chartSeries{Policy: policy})
+		ss = append(ss, chartSeries{Policy: policy, Label: label})
 		i = len(ss) - 1
 	}
-	ss[i].Rates = append(ss[i].Rates, rate)
+	ss[i].X = append(ss[i].X, x)
 	ss[i].Values = append(ss[i].Values, v)
 	return ss
 }
@@ -100,18 +123,69 @@ func rateLabel(workload string) string {
 	return "offered rate (req/s)"
 }
 
+// lineChart is how renderLineChart draws a chart.
+type lineChart struct {
+	title, xLabel, yLabel string
+	// logY makes the y axis logarithmic.
+	logY bool
+	// offered returns the dashed lines that mark goodput equal to the
+	// offered rate over x from lo to hi; nil draws none.
+	offered func(lo, hi float64) []plotter.XYs
+	// xTicks, when set, are the x axis's only ticks (fleet sizes).
+	xTicks []float64
+}
+
+// diagonal marks goodput equal to the offered rate against the rate.
+func diagonal(_, hi float64) []plotter.XYs { return []plotter.XYs{{{X: 0, Y: 0}, {X: hi, Y: hi}}} }
+
+// chartsOf are the two charts of a point: against the offered rate, or a
+// sizing point's against the fleet size, the offered rates level lines.
+func chartsOf(c *pointChart) (ttft, goodput lineChart) {
+	ttft = lineChart{title: c.Point + ": p99 TTFT against load", xLabel: rateLabel(c.Workload), yLabel: "p99 TTFT (s, log scale)", logY: true}
+	goodput = lineChart{title: c.Point + ": goodput against load", xLabel: rateLabel(c.Workload), yLabel: "goodput (req/s)"}
+	if c.Workload != "trace" {
+		goodput.offered = diagonal
+	}
+	if !c.Sizing {
+		return ttft, goodput
+	}
+	var sizes []float64
+	for _, s := range c.TTFTP99 {
+		for _, x := range s.X {
+			if !slices.Contains(sizes, x) {
+				sizes = append(sizes, x)
+			}
+		}
+	}
+	slices.Sort(sizes)
+	ttft.title, goodput.title = c.Point+": p99 TTFT against fleet size", c.Point+": goodput against fleet size"
+	ttft.xLabel, goodput.xLabel = "fleet size (replicas)", "fleet size (replicas)"
+	ttft.xTicks, goodput.xTicks = sizes, sizes
+	if goodput.offered != nil {
+		goodput.offered = func(lo, hi float64) []plotter.XYs {
+			var lines []plotter.XYs
+			for _, rate := range c.Loads {
+				lines = append(lines, plotter.XYs{{X: lo, Y: rate}, {X: hi, Y: rate}})
+			}
+			return lines
+		}
+	}
+	return ttft, goodput
+}
+
 // RenderRunCharts draws the report's charts from results: for each point,
-// p99 TTFT and goodput against offered rate with a line per policy. It
-// returns PNG bytes by file name.
+// p99 TTFT and goodput against offered rate (a sizing point's against the
+// fleet size) with a line per policy. It returns PNG bytes by file name.
 func RenderRunCharts(results []*RunResult) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	for _, c := range chartData(results) {
 		ttftName, goodputName := chartFileNames(c.Point)
-		ttft, err := renderLineChart(c.Point+": p99 TTFT against load", rateLabel(c.Workload), "p99 TTFT (s, log scale)", c.TTFTP99, false, true)
+		ttftChart, goodputChart := chartsOf(&c)
+		ttft, err := renderLineChart(ttftChart, c.TTFTP99)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", ttftName, err)
 		}
-		goodput, err := renderLineChart(c.Point+": goodput against load", rateLabel(c.Workload), "goodput (req/s)", c.Goodput, c.Workload != "trace", false)
+		goodput, err := renderLineChart(goodputChart, c.Goodput)
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", goodputName, err)
 		}
@@ -177,21 +251,21 @@ func newChart(title, xLabel, yLabel string) (*plot.Plot, *plot.Legend) {
 }
 
 // renderLineChart draws series as lines with a marker per value; values
-// that are NaN or infinite are left out. With offered, a dashed diagonal
-// marks goodput equal to the offered rate. With logY the y axis is
+// that are NaN or infinite are left out. With c.offered, dashed lines mark
+// goodput equal to the offered rate. With c.logY the y axis is
 // logarithmic (so tails from 0.1 s to minutes all read) and values <= 0 are
 // left out too; without any value left it falls back to a linear axis.
-func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered, logY bool) ([]byte, error) {
-	logY = logY && slices.ContainsFunc(series, func(s chartSeries) bool {
+func renderLineChart(c lineChart, series []chartSeries) ([]byte, error) {
+	logY := c.logY && slices.ContainsFunc(series, func(s chartSeries) bool {
 		return slices.ContainsFunc(s.Values, func(v float64) bool { return v > 0 && !math.IsInf(v, 0) })
 	})
-	p, legend := newChart(title, xLabel, yLabel)
+	p, legend := newChart(c.title, c.xLabel, c.yLabel)
 	var lo, hi float64 = math.Inf(1), math.Inf(-1)
 	var ylo, yhi float64 = math.Inf(1), math.Inf(-1)
 	others := 0
 	for _, s := range series {
 		var xys plotter.XYs
-		for j, x := range s.Rates {
+		for j, x := range s.X {
 			y := s.Values[j]
 			if math.IsNaN(y) || math.IsInf(y, 0) || logY && y <= 0 {
 				continue
@@ -207,24 +281,28 @@ func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered
 		if err != nil {
 			return nil, err
 		}
-		c, g, dashed := policyStyle(s.Policy, others)
+		col, g, dashed := policyStyle(s.Policy, others)
 		if dashed {
 			others++
 			line.Dashes = []vg.Length{vg.Points(6), vg.Points(2)}
 		}
-		line.Color, line.Width = c, vg.Points(1.5)
-		points.Color, points.Shape, points.Radius = c, g, vg.Points(3)
+		line.Color, line.Width = col, vg.Points(1.5)
+		points.Color, points.Shape, points.Radius = col, g, vg.Points(3)
 		p.Add(line, points)
-		legend.Add(s.Policy, line, points)
+		legend.Add(cmp.Or(s.Label, s.Policy), line, points)
 	}
-	if offered && lo <= hi {
-		diag, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: hi, Y: hi}})
-		if err != nil {
-			return nil, err
+	if c.offered != nil && lo <= hi {
+		for i, xys := range c.offered(lo, hi) {
+			ref, err := plotter.NewLine(xys)
+			if err != nil {
+				return nil, err
+			}
+			ref.Color, ref.Dashes = color.Gray{Y: 0x60}, []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(ref)
+			if i == 0 {
+				legend.Add("offered rate", ref)
+			}
 		}
-		diag.Color, diag.Dashes = color.Gray{Y: 0x60}, []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(diag)
-		legend.Add("offered rate", diag)
 	}
 	if logY {
 		// Whole decades around the values, so the axis has labels.
@@ -238,9 +316,19 @@ func renderLineChart(title, xLabel, yLabel string, series []chartSeries, offered
 		}
 	}
 	if lo <= hi {
-		// The swept rates with a little room on both sides.
+		// The x values with a little room on both sides.
 		pad := max((hi-lo)*0.08, hi*0.04)
+		if c.xTicks != nil {
+			pad = max(pad, 0.25) // room for a marker at a whole fleet size
+		}
 		p.X.Min, p.X.Max = max(0, lo-pad), hi+pad
+	}
+	if c.xTicks != nil {
+		ticks := make([]plot.Tick, len(c.xTicks))
+		for i, x := range c.xTicks {
+			ticks[i] = plot.Tick{Value: x, Label: strconv.FormatFloat(x, 'f', -1, 64)}
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	}
 	return pngBytes(p, legend)
 }

@@ -40,7 +40,7 @@ func TestChartData(t *testing.T) {
 	series := func(order []ranked, rates []float64, f func(i int, rate float64) float64) []chartSeries {
 		var ss []chartSeries
 		for _, p := range order {
-			s := chartSeries{Policy: p.name, Rates: rates}
+			s := chartSeries{Policy: p.name, X: rates}
 			for _, r := range rates {
 				s.Values = append(s.Values, f(p.i, r))
 			}
@@ -72,8 +72,8 @@ func TestChartDataPolicyMissingAtARate(t *testing.T) {
 	}
 	got := chartData(rs)
 	want := []pointChart{{Point: "w2", Workload: "w2",
-		TTFTP99: []chartSeries{{"round_robin", []float64{2}, []float64{0.2}}, {"cost_model", []float64{2, 4}, []float64{0.2, 0.4}}},
-		Goodput: []chartSeries{{"round_robin", []float64{2}, []float64{2}}, {"cost_model", []float64{2, 4}, []float64{2, 4}}},
+		TTFTP99: []chartSeries{{Policy: "round_robin", X: []float64{2}, Values: []float64{0.2}}, {Policy: "cost_model", X: []float64{2, 4}, Values: []float64{0.2, 0.4}}},
+		Goodput: []chartSeries{{Policy: "round_robin", X: []float64{2}, Values: []float64{2}}, {Policy: "cost_model", X: []float64{2, 4}, Values: []float64{2, 4}}},
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chartData (-want +got):\n%s", diff)
@@ -128,14 +128,18 @@ func TestRenderRunChartsDeterministic(t *testing.T) {
 
 func TestRenderLineChartOddValues(t *testing.T) {
 	for name, s := range map[string]chartSeries{
-		"nan":       {Policy: "cost_model", Rates: []float64{1, 2}, Values: []float64{math.NaN(), math.NaN()}},
-		"zeros":     {Policy: "cost_model", Rates: []float64{1, 2}, Values: []float64{0, 0}},
-		"one_point": {Policy: "peer", Rates: []float64{3}, Values: []float64{1.5}},
-		"some_inf":  {Policy: "round_robin", Rates: []float64{1, 2, 3}, Values: []float64{1, math.Inf(1), 2}},
+		"nan":       {Policy: "cost_model", X: []float64{1, 2}, Values: []float64{math.NaN(), math.NaN()}},
+		"zeros":     {Policy: "cost_model", X: []float64{1, 2}, Values: []float64{0, 0}},
+		"one_point": {Policy: "peer", X: []float64{3}, Values: []float64{1.5}},
+		"some_inf":  {Policy: "round_robin", X: []float64{1, 2, 3}, Values: []float64{1, math.Inf(1), 2}},
 	} {
 		for _, logY := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/log=%v", name, logY), func(t *testing.T) {
-				b, err := renderLineChart("t", "x", "y", []chartSeries{s}, !logY, logY)
+				c := lineChart{title: "t", xLabel: "x", yLabel: "y", logY: logY}
+				if !logY {
+					c.offered = diagonal
+				}
+				b, err := renderLineChart(c, []chartSeries{s})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -110,5 +111,40 @@ func TestFailuresCountInP99(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFleetSizeChart: a sizing point's charts are against the fleet size,
+// a value per size (against the rate every size stood at one x), while an
+// ordinary point's stay against the rate.
+func TestFleetSizeChart(t *testing.T) {
+	results := []*RunResult{
+		sizedResult("w1", 6, 2, "round_robin", 9), sizedResult("w1", 6, 4, "round_robin", 1.5), sizedResult("w1", 6, 3, "round_robin", 3),
+		sizedResult("w1", 6, 2, "cost_model", 1.9), sizedResult("w1", 6, 3, "cost_model", 0.8),
+		p99Result("w6", 9, "cost_model", 1), p99Result("w6", 9, "round_robin", 0.5),
+	}
+	want := map[string]map[string][][2]float64{ // point → policy → (x, p99)
+		"w1": {"round_robin": {{2, 9}, {3, 3}, {4, 1.5}}, "cost_model": {{2, 1.9}, {3, 0.8}}},
+		"w6": {"round_robin": {{9, 0.5}}, "cost_model": {{9, 1}}},
+	}
+	charts := chartData(results)
+	for _, c := range charts {
+		for _, s := range c.TTFTP99 {
+			var got [][2]float64
+			for i, x := range s.X {
+				got = append(got, [2]float64{x, s.Values[i]})
+			}
+			if !slices.Equal(got, want[c.Point][s.Policy]) {
+				t.Errorf("%s %s: (x, p99) %v, want %v", c.Point, s.Policy, got, want[c.Point][s.Policy])
+			}
+		}
+	}
+	files, err := RenderRunCharts(results)
+	if err != nil || len(files) != 4 {
+		t.Fatalf("charts %d, %v; want 4", len(files), err)
+	}
+	if report := RenderRunReport(results); !strings.Contains(report, "![w1: p99 TTFT against fleet size](w1-ttft-p99.png)") ||
+		!strings.Contains(report, "![w6: p99 TTFT against load](w6-ttft-p99.png)") {
+		t.Errorf("chart links:\n%s", report)
 	}
 }

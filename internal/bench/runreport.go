@@ -598,10 +598,18 @@ func changeText(v float64, up, down string) string {
 func writeChartLinks(w *strings.Builder, results []*RunResult) {
 	charts := chartData(results)
 	fmt.Fprint(w, "## Charts\n\np99 TTFT (on a log scale) and goodput against the offered rate, a line per policy, medians over repetitions: "+
-		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate.\n\n")
+		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate.")
+	if slices.ContainsFunc(charts, func(c pointChart) bool { return c.Sizing }) {
+		fmt.Fprint(w, " A sizing point's charts are against the fleet size instead, at its load, the dashed line level at the offered rate.")
+	}
+	fmt.Fprint(w, "\n\n")
 	for _, c := range charts {
 		ttft, goodput := chartFileNames(c.Point)
-		fmt.Fprintf(w, "### %s\n\n![%s: p99 TTFT against load](%s)\n![%s: goodput against load](%s)\n\n", c.Point, c.Point, ttft, c.Point, goodput)
+		against := "load"
+		if c.Sizing {
+			against = "fleet size"
+		}
+		fmt.Fprintf(w, "### %s\n\n![%s: p99 TTFT against %s](%s)\n![%s: goodput against %s](%s)\n\n", c.Point, c.Point, against, ttft, c.Point, against, goodput)
 	}
 }
 
