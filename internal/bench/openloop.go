@@ -293,7 +293,8 @@ func (u *wireUsage) into(o *Outcome) {
 
 // readChunks reads a server-sent event stream of chunks: TTFT at the first
 // chunk with content or usage, a gap per later content chunk, usage from
-// the chunk that carries it. now returns the time since the run's start.
+// the chunk that carries it. A stream without data: [DONE] at its end
+// failed, whatever came before. now returns the time since the run's start.
 func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 	sse := openai.NewSSEReader(body, 0)
 	var last time.Duration
@@ -329,8 +330,10 @@ func readChunks(body io.Reader, now func() time.Duration, o *Outcome) error {
 			c.Usage.into(o)
 		}
 	}
-	if !done && !o.HasUsage {
-		return measure.Failf(measure.KindNoDone, "stream ended without [DONE]")
+	if !done {
+		// vLLM and SGLang end every stream with [DONE]; one cut after its
+		// usage chunk is truncated too, its usage no proof of the tokens.
+		return measure.Failf(measure.KindNoDone, "stream truncated: it ended without [DONE]")
 	}
 	if !o.HasUsage {
 		return measure.Failf(measure.KindUsage, "stream carried no usage (ask with stream_options.include_usage)")

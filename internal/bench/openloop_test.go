@@ -36,6 +36,8 @@ func TestReadChunks(t *testing.T) {
 		{"no_usage", chat("a") + done, measure.KindUsage, 0, 0, 0, 0},
 		{"cut", chat("a") + `data: {"choi`, measure.KindSSE, 0, 0, 0, 0},
 		{"no_done", chat("a"), measure.KindNoDone, 0, 0, 0, 0},
+		// Cut after its usage chunk: the usage claims tokens never streamed.
+		{"usage_no_done", chat("a") + `data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":300}}` + "\n\n", measure.KindNoDone, 0, 0, 0, 0},
 		{"error_event", chat("a") + `data: {"error":{"message":"boom","code":500}}` + "\n\n", measure.KindErrorEvent, 0, 0, 0, 0},
 		{"not_json", "data: {nope}\n\n", measure.KindJSON, 0, 0, 0, 0},
 	}
