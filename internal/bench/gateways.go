@@ -281,8 +281,9 @@ func writeGatewayRuns(w *strings.Builder, results []*RunResult) {
 type Herding struct {
 	// MeanExcess is the mean, over the measured requests that name their
 	// replica, of the requests in flight on that replica minus the fewest
-	// in flight on any replica, the moment the request was sent (from the
-	// outcomes' send and end times, every gateway's requests counted).
+	// in flight on any replica of the fleet (one no request went to
+	// included), the moment the request was sent (from the outcomes' send
+	// and end times, every gateway's requests counted).
 	MeanExcess float64 `json:"mean_excess_in_flight"`
 	// Piled is the share of them sent to a replica with at least
 	// pileExcess more in flight than the least busy one.
@@ -323,17 +324,19 @@ const recentWindow = 100 * time.Millisecond
 const pileExcess = 3
 
 // herdingOf measures Herding over the outcomes after the first warm, the
-// warmup's requests counted as in flight; nil when no outcome names its
-// replica.
-func herdingOf(outs []Outcome, warm int) *Herding {
+// warmup's requests counted as in flight, on the fleet's replicas (nil
+// when unknown, as behind an existing URL) and any other an outcome names:
+// a replica no request went to is the least busy, with none in flight.
+// Nil when no outcome names its replica.
+func herdingOf(outs []Outcome, warm int, replicas []string) *Herding {
 	var h Herding
 	var ok bool
-	h.MeanExcess, h.Piled, ok = excessAtSend(outs, warm, func(o *Outcome) time.Duration { return o.Sched + o.E2E })
+	h.MeanExcess, h.Piled, ok = excessAtSend(outs, warm, replicas, func(o *Outcome) time.Duration { return o.Sched + o.E2E })
 	if !ok {
 		return nil
 	}
-	h.MeanExcessWaiting, h.PiledWaiting, _ = excessAtSend(outs, warm, waitingEnd)
-	h.Sources = waitingSources(outs, warm, recentWindow)
+	h.MeanExcessWaiting, h.PiledWaiting, _ = excessAtSend(outs, warm, replicas, waitingEnd)
+	h.Sources = waitingSources(outs, warm, replicas, recentWindow)
 	return &h
 }
 
@@ -348,8 +351,8 @@ func waitingEnd(o *Outcome) time.Duration {
 // waitingSources is Herding.Sources over the outcomes after the first
 // warm, another gateway's requests counted as recent when sent less than
 // window before; nil when no outcome names its replica.
-func waitingSources(outs []Outcome, warm int, window time.Duration) *WaitingSources {
-	ids, order := sentToReplicas(outs)
+func waitingSources(outs []Outcome, warm int, replicas []string, window time.Duration) *WaitingSources {
+	ids, order := sentToReplicas(outs, replicas)
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(outs[a].Sent, outs[b].Sent) })
 	var ws WaitingSources
 	var waiting []int // outcomes sent and, as of the last one sent, without a first token
@@ -387,10 +390,16 @@ func waitingSources(outs []Outcome, warm int, window time.Duration) *WaitingSour
 	return &ws
 }
 
-// sentToReplicas numbers the replicas the outcomes name, in the order they
-// first appear, and lists the outcomes that were sent to one.
-func sentToReplicas(outs []Outcome) (ids map[string]int, sent []int) {
+// sentToReplicas numbers replicas, then those the outcomes name besides,
+// in the order they first appear, and lists the outcomes that were sent to
+// one.
+func sentToReplicas(outs []Outcome, replicas []string) (ids map[string]int, sent []int) {
 	ids = map[string]int{}
+	for _, r := range replicas {
+		if _, ok := ids[r]; !ok {
+			ids[r] = len(ids)
+		}
+	}
 	for i := range outs {
 		o := &outs[i]
 		if o.Replica == "" || o.Sent <= 0 {
@@ -418,14 +427,14 @@ func total(xs []int) int {
 // the fewest busy on any replica, when each was sent, and the share with
 // pileExcess or more; ok is false when no measured outcome names its
 // replica.
-func excessAtSend(outs []Outcome, warm int, end func(*Outcome) time.Duration) (mean, piled float64, ok bool) {
+func excessAtSend(outs []Outcome, warm int, replicas []string, end func(*Outcome) time.Duration) (mean, piled float64, ok bool) {
 	type event struct {
 		at    time.Duration
 		start bool
 		i     int // outcome
 	}
 	var evs []event
-	ids, sent := sentToReplicas(outs)
+	ids, sent := sentToReplicas(outs, replicas)
 	for _, i := range sent {
 		o := &outs[i]
 		evs = append(evs, event{o.Sent, true, i}, event{max(end(o), o.Sent), false, i})

@@ -119,18 +119,46 @@ func TestHerding(t *testing.T) {
 		o("b", 0, 0),   // never sent: not counted
 		o("", 5, 50),   // no replica: not counted
 	}
-	h := herdingOf(outs, 3)
+	h := herdingOf(outs, 3, nil)
 	if h == nil || h.MeanExcess != 2 || h.Piled != 2.0/3 {
 		t.Errorf("herding %+v, want mean excess 2, piled 2/3", h)
 	}
 	// Waiting for the first token: the warmup's first tokens came at 5,
 	// 50 and 60; at 10 two wait on a, at 20 and 40 one.
 	outs[0].TTFT, outs[1].TTFT, outs[2].TTFT = ms(5), ms(50), ms(60)
-	if h := herdingOf(outs, 3); h == nil || h.MeanExcessWaiting != 4.0/3 || h.PiledWaiting != 0 {
+	if h := herdingOf(outs, 3, nil); h == nil || h.MeanExcessWaiting != 4.0/3 || h.PiledWaiting != 0 {
 		t.Errorf("herding %+v, want mean excess waiting 4/3, none piled", h)
 	}
-	if herdingOf([]Outcome{{}}, 0) != nil {
+	if herdingOf([]Outcome{{}}, 0, []string{"a"}) != nil {
 		t.Error("herding without replicas")
+	}
+}
+
+// A replica of the fleet that no request went to is the least busy, with
+// none in flight: left out (as the outcomes alone have it), the excess of
+// requests sent where others were in flight reads lower than it was.
+func TestHerdingCountsIdleReplicas(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	o := func(rep string, sent, end int) Outcome { return Outcome{Replica: rep, Sent: ms(sent), E2E: ms(end)} }
+	outs := []Outcome{
+		o("a", 1, 100), o("a", 2, 100), o("b", 3, 100), // warmup: 2 on a, 1 on b
+		o("b", 10, 20), // to b (1 in flight), a at 2: excess 0, or 1 over an idle c
+		o("a", 30, 40), // to a (2 in flight), b at 1: excess 1, or 2 over an idle c
+	}
+	for _, tt := range []struct {
+		name     string
+		replicas []string
+		mean     float64
+	}{
+		{"outcomes_alone", nil, 0.5},
+		{"fleet_with_an_idle_replica", []string{"a", "b", "c"}, 1.5},
+		{"fleet_of_the_named", []string{"b", "a"}, 0.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if h := herdingOf(outs, 3, tt.replicas); h == nil || h.MeanExcess != tt.mean {
+				t.Errorf("herding %+v, want mean excess %v", h, tt.mean)
+			}
+		})
 	}
 }
 
@@ -152,7 +180,7 @@ func TestWaitingSources(t *testing.T) {
 		// c (80 ms old) is recent, its one on a (199 ms old) is not.
 		o(1, "b", 200, 1000),
 	}
-	ws := waitingSources(outs, 2, 100*time.Millisecond)
+	ws := waitingSources(outs, 2, nil, 100*time.Millisecond)
 	want := WaitingSources{Own: 0.5, OwnAverage: 1.0 / 3, OtherRecent: 0, OtherRecentAverage: 1.0 / 3}
 	if ws == nil || math.Abs(ws.Own-want.Own) > 1e-12 || math.Abs(ws.OwnAverage-want.OwnAverage) > 1e-12 ||
 		ws.OtherRecent != want.OtherRecent || math.Abs(ws.OtherRecentAverage-want.OtherRecentAverage) > 1e-12 {
@@ -163,12 +191,12 @@ func TestWaitingSources(t *testing.T) {
 	for i := range outs {
 		outs[i].Target = 0
 	}
-	ws = waitingSources(outs, 2, 100*time.Millisecond)
+	ws = waitingSources(outs, 2, nil, 100*time.Millisecond)
 	if want := (WaitingSources{Own: 0.5, OwnAverage: (2.0/3 + 1) / 2}); ws == nil || ws.Own != want.Own ||
 		math.Abs(ws.OwnAverage-want.OwnAverage) > 1e-12 || ws.OtherRecent != 0 || ws.OtherRecentAverage != 0 {
 		t.Errorf("one gateway: sources %+v, want %+v", ws, want)
 	}
-	if waitingSources([]Outcome{{}}, 0, time.Second) != nil {
+	if waitingSources([]Outcome{{}}, 0, nil, time.Second) != nil {
 		t.Error("sources without replicas")
 	}
 }
@@ -186,8 +214,18 @@ func TestWaitingSourcesAgainstNaive(t *testing.T) {
 				TTFT: time.Duration(r.IntN(300)), E2E: time.Duration(300 + r.IntN(300))}
 		}
 		warm, window := r.IntN(n), time.Duration(1+r.IntN(200))
-		// The average is over the replicas the outcomes name.
-		k := float64(len(replicasOf(outs)))
+		// The average is over the fleet's replicas, d among them every
+		// other round though no request went there, and those the
+		// outcomes name.
+		var fleet []string
+		if round%2 == 1 {
+			fleet = []string{"a", "d"}
+		}
+		names := replicasOf(outs)
+		for _, f := range fleet {
+			names[f] = true
+		}
+		k := float64(len(names))
 		var want WaitingSources
 		measured := 0
 		for i := warm; i < n; i++ {
@@ -218,7 +256,7 @@ func TestWaitingSourcesAgainstNaive(t *testing.T) {
 			want.OtherRecentAverage += float64(otherAll) / k
 			measured++
 		}
-		got := waitingSources(outs, warm, window)
+		got := waitingSources(outs, warm, fleet, window)
 		if measured == 0 {
 			if got != nil {
 				t.Fatalf("round %d: sources %+v without measured requests", round, got)

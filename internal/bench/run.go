@@ -148,7 +148,7 @@ func Measure(ctx context.Context, spec RunSpec, env RunEnv) (*RunResult, error) 
 	toModelTime(outs, reqs, clock)
 	m := measureOutcomes(outs, warm, spec.SLO)
 	m.setGateways(outs, warm, len(targets), targets...)
-	m.Herding = herdingOf(outs, warm)
+	m.Herding = herdingOf(outs, warm, fleetReplicas(fleet))
 	if fleet != nil {
 		readEngines(ctx, admin, fleet, mark, &m, res)
 	}
@@ -526,6 +526,19 @@ func writeLatencies(w io.Writer, m *Measurements) {
 // with no latency to show.
 func (m *Measurements) noneSucceeded() bool {
 	return m.Succeeded == 0 && len(m.Errors) > 0
+}
+
+// fleetReplicas are the replica names of fleet's gateways; nil for no
+// fleet (an existing URL) or a peer router, which names none.
+func fleetReplicas(fleet *Fleet) []string {
+	if fleet == nil || len(fleet.Gateways) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, r := range fleet.Replicas() {
+		ids = append(ids, r.ID)
+	}
+	return ids
 }
 
 // p99Text is a p99 as msec writes it, or unreachable.
