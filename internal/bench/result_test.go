@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
 )
 
@@ -23,6 +26,64 @@ func TestFileNameNumbers(t *testing.T) {
 		s := RunSpec{Policy: "cost_model", Workload: tt.w}
 		if got := s.FileName(); got != tt.want {
 			t.Errorf("FileName of %+v = %q, want %q", tt.w, got, tt.want)
+		}
+	}
+}
+
+// TestResultOutOfRange: a result file with a value no run writes is
+// refused, naming the file and the field, rather than reported as
+// nonsense (a p99 of 1e300 s printed as -9,223,372,036,854,775,808 ms,
+// replicas -7 as "smallest fleet -7").
+func TestResultOutOfRange(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(r *RunResult)
+		want string
+	}{
+		{"p99_1e300", func(r *RunResult) { r.Measurements.TTFT.P99 = 1e300 }, "measurements.ttft.p99_seconds: 1e+300 is outside [0, 1e+06]"},
+		{"replicas_negative", func(r *RunResult) { r.Spec.Replicas = -7 }, "spec.replicas: -7 is outside [0, 4096]"},
+		{"more_succeeded_than_measured", func(r *RunResult) { r.Measurements.Succeeded = r.Measurements.Measured + 1 }, "measurements.succeeded: 172 is outside [0, 171]"},
+		{"errors_past_measured", func(r *RunResult) { r.Measurements.Errors = map[string]int{"timeout": 500} }, "measurements.errors (all kinds): 500 is outside [0, 171]"},
+		{"negative_goodput", func(r *RunResult) { r.Measurements.GoodputRPS = -1 }, "measurements.goodput_rps: -1 is outside [0, 1e+09]"},
+		{"hit_rate_above_one", func(r *RunResult) { r.Measurements.HitRate = 2 }, "measurements.hit_rate: 2 is outside [0, 1]"},
+		{"arm_latency", func(r *RunResult) {
+			r.Measurements.Arms = map[string]KindFigures{"a": {Measured: 3, Succeeded: 3, TTFT: measure.Percentiles{N: 3, P99: -1}}}
+		}, "measurements.arms.a.ttft.p99_seconds: -1 is outside [0, 1e+06]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			good := demoResults()[1]
+			if err := good.Check(); err != nil {
+				t.Fatalf("a sane result refused: %v", err)
+			}
+			r := demoResults()[1]
+			tt.edit(r)
+			path := filepath.Join(dir, r.Spec.FileName())
+			if err := WriteRunResult(path, r); err != nil {
+				t.Fatal(err)
+			}
+			for name, read := range map[string]func() error{
+				"ReadRunResult":  func() error { _, err := ReadRunResult(path); return err },
+				"ReadRunResults": func() error { _, _, err := ReadRunResults(dir); return err },
+				"WriteRunReport": func() error { _, _, err := WriteRunReport(dir, filepath.Join(t.TempDir(), "out")); return err },
+			} {
+				if err := read(); err == nil || !strings.Contains(err.Error(), path+": ") || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("%s: %v, want %s: … %s", name, err, path, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestCommittedResultsInRange: every committed result file passes Check.
+func TestCommittedResultsInRange(t *testing.T) {
+	paths, err := filepath.Glob("../../bench/results/*/*.json")
+	if err != nil || len(paths) < 1000 {
+		t.Fatalf("%d committed results, %v", len(paths), err)
+	}
+	for _, p := range paths {
+		if _, err := ReadRunResult(p); err != nil && !strings.Contains(err.Error(), "cannot unmarshal") {
+			t.Error(err)
 		}
 	}
 }

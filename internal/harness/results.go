@@ -47,7 +47,8 @@ var errNotRegular = errors.New("not a regular file")
 
 // ReadJSON reads the JSON file at path into a new T. A path that is not a
 // regular file, or holds more than MaxJSONBytes, is refused with an error
-// naming it.
+// naming it, and so is a value that *T's Check method, when it has one
+// (Checker), refuses.
 func ReadJSON[T any](path string) (*T, error) {
 	// Non-blocking, so that opening a FIFO does not wait for a writer; the
 	// file is then refused for what it is.
@@ -78,7 +79,19 @@ func ReadJSON[T any](path string) (*T, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if c, ok := any(&v).(Checker); ok {
+		if err := c.Check(); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	return &v, nil
+}
+
+// Checker is a result that can tell a value no run writes, which readers
+// would print as nonsense: ReadJSON refuses such a file.
+type Checker interface {
+	// Check reports each value out of range, naming its field.
+	Check() error
 }
 
 // ReadDir reads every *.json file in dir, in name order. What is not a
