@@ -267,7 +267,10 @@ func RenderRunReport(results []*RunResult) string {
 		"The *TTFT p99*, by which policies are ranked and judged, is over every measured request, a failed one counted as " +
 		"slower than any success: where more than 1%% of a run's failed, its p99 is a failure, *unreachable*, never the lowest nor within an SLO. " +
 		"A run in which no request succeeded has no latencies: it is left out of the other latency medians (– when every repetition was such a run), " +
-		"its failures still counted under *errors*.\n\n")
+		"its failures still counted under *errors*. *Goodput* is the measured requests that succeeded within the SLO per second of the run's " +
+		"window, which runs from the scheduled send of the first measured request to the end of the last measured response, failed ones " +
+		"included: the drain after the last send is in it, so goodput stays below the offered rate even when every request meets the SLO, " +
+		"and one request that times out stretches the window to its timeout.\n\n")
 	for _, k := range keys {
 		rows := pointRows(groups[k])
 		p("### %s at %s\n\n", k.Point, k.rateText())
@@ -598,7 +601,8 @@ func changeText(v float64, up, down string) string {
 func writeChartLinks(w *strings.Builder, results []*RunResult) {
 	charts := chartData(results)
 	fmt.Fprint(w, "## Charts\n\np99 TTFT (on a log scale) and goodput against the offered rate, a line per policy, medians over repetitions: "+
-		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate.")
+		"where a policy's p99 turns up is its knee. The dashed line marks goodput equal to the offered rate; goodput falls short of it even "+
+		"when every request meets the SLO, its window taking in the drain after the last send (see *Goodput* under Points).")
 	if slices.ContainsFunc(charts, func(c pointChart) bool { return c.Sizing }) {
 		fmt.Fprint(w, " A sizing point's charts are against the fleet size instead, at its load, the dashed line level at the offered rate.")
 	}

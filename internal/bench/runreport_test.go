@@ -260,3 +260,18 @@ func TestReportEscapesPolicyNames(t *testing.T) {
 		}
 	}
 }
+
+// TestReportStatesGoodputWindow: the report says what goodput's window is,
+// drain included, so no reader expects it to reach the offered rate.
+func TestReportStatesGoodputWindow(t *testing.T) {
+	report := RenderRunReport(reportResults())
+	for _, want := range []string{
+		"*Goodput* is the measured requests that succeeded within the SLO per second of the run's window, which runs from the scheduled send " +
+			"of the first measured request to the end of the last measured response, failed ones included",
+		"goodput falls short of it even when every request meets the SLO, its window taking in the drain after the last send",
+	} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -107,7 +107,10 @@ type Measurements struct {
 	ErrorSamples []string       `json:"error_samples,omitempty"`
 
 	// WindowSeconds runs from the first measured request's scheduled time
-	// to the end of the last measured response.
+	// to the end of the last measured response, a failed one's included
+	// (one that timed out ends at its timeout): the drain after the last
+	// send is in it, so the rates below stay under the offered rate even
+	// when every request succeeds within the SLO.
 	WindowSeconds float64 `json:"window_seconds"`
 
 	// Latencies of the measured requests that succeeded. TTFT and E2E count
