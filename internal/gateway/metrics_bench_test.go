@@ -50,6 +50,7 @@ func BenchmarkMetricsPage(b *testing.B) {
 			var size int
 			for b.Loop() {
 				r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				r.Host = "127.0.0.1" // a loopback admin port without keys refuses example.com
 				r.Header.Set("Accept", "text/plain;version=0.0.4")
 				w := httptest.NewRecorder()
 				c.h.ServeHTTP(w, r)

@@ -302,6 +302,7 @@ func startChurnGateway(ctx context.Context, r *gwRun, port string, refresh time.
 // times it.
 func renderPage(h http.Handler) ([]byte, time.Duration) {
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Host = "127.0.0.1" // the admin port answers loopback addresses only (example.com: 403)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	rec := httptest.NewRecorder()
 	t0 := time.Now()
