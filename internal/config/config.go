@@ -543,9 +543,9 @@ const (
 	// pendingUnset marks a max_pending the file leaves out, until the
 	// decoder knows max_concurrency: the default is the smaller of the two,
 	// so an engine that takes 32 sequences needs max_concurrency alone.
-	pendingUnset = -1
-	defaultRefresh        = Duration(5 * time.Second)
-	defaultBlockSize      = 16
+	pendingUnset     = -1
+	defaultRefresh   = Duration(5 * time.Second)
+	defaultBlockSize = 16
 )
 
 // Default returns a Config holding every default, without models, replicas
