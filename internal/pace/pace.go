@@ -80,7 +80,9 @@ func (m *Meter) PaceAt(at clock.Instant) float64 {
 		m.decay(at)
 		m.update()
 		m.mu.Unlock()
-		b = m.pace.Load()
+		if b = m.pace.Load(); b == 0 {
+			return 1 // its samples were forgotten
+		}
 	}
 	return math.Float64frombits(b)
 }
@@ -129,8 +131,19 @@ func (m *Meter) decay(at clock.Instant) {
 	m.aged.Store(int64(m.at))
 }
 
+// forgotten is the decayed count below which a meter's samples are dropped:
+// aged on reads alone, the sums of an engine unread for 9 hours underflowed
+// to 0, and the pace to 0/0, NaN, which every later decision then read.
+const forgotten = 1e-6
+
 // update stores the pace and its noise from the sums. m.mu is held.
 func (m *Meter) update() {
+	if !(m.count >= forgotten && m.estimated > 0) {
+		m.measured, m.estimated, m.count, m.ratios, m.squares = 0, 0, 0, 0, 0
+		m.noise.Store(0)
+		m.pace.Store(0) // pace 1, as before any sample
+		return
+	}
 	if m.count >= 2 {
 		mean := m.ratios / m.count
 		// The spread of the samples' ratios over the root of their

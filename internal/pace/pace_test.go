@@ -179,3 +179,22 @@ func TestMeterAgesWhenRead(t *testing.T) {
 		t.Errorf("noise %v of two samples aged to one, want +Inf", n)
 	}
 }
+
+// TestMeterForgetsIdleSamples: a meter read after a day without samples
+// holds none (pace 1, noise unknown), never the NaN its sums aged to zero
+// gave (0/0 past 1,074 half-lives, about 9 hours), and learns again.
+func TestMeterForgetsIdleSamples(t *testing.T) {
+	var m Meter
+	for range 20 {
+		m.Observe(0.1, 0.3, t0)
+	}
+	for _, idle := range []time.Duration{9 * time.Hour, 24 * time.Hour, 1000 * time.Hour} {
+		if p := m.PaceAt(clock.Of(t0.Add(idle))); p != 1 || !math.IsInf(m.Noise(), 1) {
+			t.Errorf("after %v without samples: pace %v, noise %v; want 1 and +Inf", idle, p, m.Noise())
+		}
+	}
+	m.Observe(0.1, 0.4, t0.Add(1001*time.Hour))
+	if p := m.Pace(); math.Abs(p-(8+3)/8.0) > 1e-9 {
+		t.Errorf("one sample after the meter forgot: pace %v, want 1.375", p)
+	}
+}
