@@ -146,7 +146,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		case idle && e.wokeAt > 0:
 			// An idle engine starts on a request when it arrives, not
 			// when its loop gets to run: its TTFT is P to the nanosecond.
-			vnow = max(vnow, e.wokeAt)
+			// Requests that came while it woke join the step, which then
+			// starts when the last of them arrived, never before.
+			vnow = max(vnow, e.wokeAt, e.sched.lastArrival())
 		case idle || e.cfg.ZeroLatency:
 			vnow = max(vnow, e.now())
 		}

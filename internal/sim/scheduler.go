@@ -139,6 +139,16 @@ func newScheduler(cfg *Config) *scheduler {
 
 func (s *scheduler) idle() bool { return s.waiting.n == 0 && len(s.running) == 0 }
 
+// lastArrival is the latest arrival among the waiting requests, 0 when
+// none waits.
+func (s *scheduler) lastArrival() float64 {
+	var last float64
+	for r := s.waiting.head; r != nil; r = r.next {
+		last = max(last, r.arrival)
+	}
+	return last
+}
+
 // add queues a new request behind every waiting one.
 func (s *scheduler) add(r *request) {
 	r.state = stateWaiting
