@@ -143,14 +143,19 @@ func (e *Engine) Run(ctx context.Context) error {
 			continue
 		}
 		switch {
-		case idle && e.wokeAt > 0:
+		case e.cfg.ZeroLatency || idle && e.wokeAt == 0:
+			vnow = max(vnow, e.now())
+		case idle:
 			// An idle engine starts on a request when it arrives, not
 			// when its loop gets to run: its TTFT is P to the nanosecond.
 			// Requests that came while it woke join the step, which then
-			// starts when the last of them arrived, never before.
+			// starts when the last of them arrived, never before; nor
+			// before what woke it (a cancel that freed blocks).
 			vnow = max(vnow, e.wokeAt, e.sched.lastArrival())
-		case idle || e.cfg.ZeroLatency:
-			vnow = max(vnow, e.now())
+		case e.sched.noneRunning():
+			// Its last step finished every request: the next starts no
+			// earlier than the requests that came since.
+			vnow = max(vnow, e.sched.lastArrival())
 		}
 		idle = false
 		plan := e.sched.schedule(vnow)

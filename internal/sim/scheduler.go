@@ -139,6 +139,9 @@ func newScheduler(cfg *Config) *scheduler {
 
 func (s *scheduler) idle() bool { return s.waiting.n == 0 && len(s.running) == 0 }
 
+// noneRunning reports whether no request is running.
+func (s *scheduler) noneRunning() bool { return len(s.running) == 0 }
+
 // lastArrival is the latest arrival among the waiting requests, 0 when
 // none waits.
 func (s *scheduler) lastArrival() float64 {
