@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Config is one gateway config file. Its zero value is not valid: start from
 // [Default], or use [Parse] or [Load], which decode onto it.
@@ -543,7 +546,8 @@ const (
 	// pendingUnset marks a max_pending the file leaves out, until the
 	// decoder knows max_concurrency: the default is the smaller of the two,
 	// so an engine that takes 32 sequences needs max_concurrency alone.
-	pendingUnset     = -1
+	// No file writes it: a -1, say, is refused as any value below 1 is.
+	pendingUnset     = math.MinInt
 	defaultRefresh   = Duration(5 * time.Second)
 	defaultBlockSize = 16
 )

@@ -1081,6 +1081,7 @@ func TestMaxPendingDefault(t *testing.T) {
 		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 8, max_pending: 2}]\n", 2, -1},
 		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_concurrency: 8, max_pending: 9}]\n", 0, -1},
 		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_pending: 0}]\n", 0, -1},
+		{"replicas: [{id: a, url: 'http://127.0.0.1:1', models: [m], max_pending: -1}]\n", 0, -1},
 	} {
 		cfg, err := Parse([]byte(head + tt.body))
 		switch {
