@@ -650,7 +650,7 @@ func TestPredictedHitRatePerDecision(t *testing.T) {
 	cfg := testConfig(t, sims)
 	cfg.Models[0].Limits.RequestsPerMinute = 4
 	gw := startGateway(t, cfg)
-	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503})
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503, SparesHealth: true}) // probes pass: requests still try it
 	decisions := func() float64 {
 		return counterValue(t, gw, "inferrail_routing_decisions_total", "model", testModel, "policy", "round_robin", "replica", "sim-1") +
 			counterValue(t, gw, "inferrail_routing_decisions_total", "model", testModel, "policy", "round_robin", "replica", "sim-2")
