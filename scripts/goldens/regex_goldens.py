@@ -34,6 +34,7 @@ import _venv  # noqa: E402
 
 _venv.ensure()
 
+import onigsets  # noqa: E402
 import tokenizers  # noqa: E402
 from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers  # noqa: E402
 
@@ -194,28 +195,10 @@ def case(pattern, texts):
 
 
 def classes():
-    cps = [c for c in range(0x110000) if not (0xD800 <= c <= 0xDFFF)]
     pats = {f"\\p{{{c}}}": f"\\p{{{c}}}" for c in CATEGORIES}
     pats.update({r"\s": r"\s", r"\d": r"\d"})
     pats.update({f"(?i){c}": f"(?i){c}" for c in "abcdefghijklmnopqrstuvwxyz"})
-    out = {}
-    for name, pat in pats.items():
-        split = pre_tokenizers.Split(Regex(pat), "removed")
-        members = []
-        for i in range(0, len(cps), 4096):
-            chunk = cps[i:i + 4096]
-            kept = set()
-            for text, _ in split.pre_tokenize_str("".join(chr(c) for c in chunk)):
-                kept.update(map(ord, text))
-            members.extend(c for c in chunk if c not in kept)
-        ranges = []
-        for c in members:
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
-        out[name] = ranges
-    return out
+    return {name: onigsets.matched_ranges(pat) for name, pat in pats.items()}
 
 
 def main():

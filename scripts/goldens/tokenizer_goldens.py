@@ -563,30 +563,15 @@ def write_unicode():
     normalization tables, both older than Go's Unicode tables) sees every code point. The Go test
     TestHFUnicodeTables derives unicode_table.go from it (go test ./internal/tokenize/hf -run
     TestHFUnicodeTables -update)."""
-    from tokenizers import Regex, normalizers, pre_tokenizers
+    from tokenizers import normalizers
 
-    cps = [c for c in range(0x110000) if not (0xD800 <= c <= 0xDFFF)]
-    classes = {}
-    for name, pat in {"L": r"\p{L}", "N": r"\p{N}", "P": r"\p{P}", "S": r"\p{S}", "M": r"\p{M}",
-                      "s": r"\s"}.items():
-        split = pre_tokenizers.Split(Regex(pat), "removed")
-        members = []
-        for i in range(0, len(cps), 4096):
-            chunk = cps[i:i + 4096]
-            kept = set()
-            for text, _ in split.pre_tokenize_str("".join(chr(c) for c in chunk)):
-                kept.update(map(ord, text))
-            members.extend(c for c in chunk if c not in kept)
-        ranges = []
-        for c in members:
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
-        classes[name] = ranges
+    import onigsets
+
+    classes = {name: onigsets.matched_ranges(pat) for name, pat in
+               {"L": r"\p{L}", "N": r"\p{N}", "P": r"\p{P}", "S": r"\p{S}", "M": r"\p{M}", "s": r"\s"}.items()}
     # Hangul syllables decompose by arithmetic in every Unicode version; leaving them out halves
     # the file (the Go test skips them too).
-    cps = [c for c in cps if not (0xAC00 <= c <= 0xD7A3)]
+    cps = [c for c in onigsets.CODE_POINTS if not (0xAC00 <= c <= 0xD7A3)]
     norm = {}
     for form in ["NFC", "NFD", "NFKC", "NFKD"]:
         n = getattr(normalizers, form)()
