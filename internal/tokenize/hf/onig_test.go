@@ -29,20 +29,26 @@ type regexGoldens struct {
 
 func readRegexGoldens(t *testing.T) *regexGoldens {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "regex.json.gz"))
+	return readGzipJSON[regexGoldens](t, filepath.Join("testdata", "regex.json.gz"))
+}
+
+// readGzipJSON decodes the gzip-compressed JSON document at path.
+func readGzipJSON[T any](tb testing.TB, path string) *T {
+	tb.Helper()
+	f, err := os.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatalf("%s: %v", path, err)
 	}
-	var g regexGoldens
-	if err := json.NewDecoder(zr).Decode(&g); err != nil {
-		t.Fatal(err)
+	var v T
+	if err := json.NewDecoder(zr).Decode(&v); err != nil {
+		tb.Fatalf("%s: %v", path, err)
 	}
-	return &g
+	return &v
 }
 
 // refusedRegexes are the goldens' patterns translateRegex refuses, all of

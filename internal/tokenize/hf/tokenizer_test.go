@@ -472,20 +472,7 @@ func readSynthetic(t *testing.T) *syntheticData {
 	if d := os.Getenv("HF_GOLDENS_DIR"); d != "" {
 		dir = d
 	}
-	f, err := os.Open(filepath.Join(dir, "synthetic.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data syntheticData
-	if err := json.NewDecoder(zr).Decode(&data); err != nil {
-		t.Fatal(err)
-	}
-	return &data
+	return readGzipJSON[syntheticData](t, filepath.Join(dir, "synthetic.json.gz"))
 }
 
 // tinyTokenizer is a minimal tokenizer.json; tests replace one component.
@@ -749,19 +736,7 @@ func TestHFUnicodeTables(t *testing.T) {
 	if raceEnabled {
 		t.Skip("one goroutine over every code point, a minute and a half under the race detector; make norace runs it")
 	}
-	f, err := os.Open(filepath.Join("testdata", "unicode.json.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data unicodeData
-	if err := json.NewDecoder(zr).Decode(&data); err != nil {
-		t.Fatal(err)
-	}
+	data := readGzipJSON[unicodeData](t, filepath.Join("testdata", "unicode.json.gz"))
 	valid := func(r rune) bool { return r < 0xD800 || r > 0xDFFF && r < 0x110000 }
 	hangul := func(r rune) bool { return r >= 0xAC00 && r <= 0xD7A3 }
 
