@@ -2,10 +2,12 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"unicode/utf8"
 
@@ -140,5 +142,36 @@ func TestUnicodeHeadCut(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRegexBacktrackingStops: a split pattern that backtracks without end
+// on a text ((a|aa)+$ on 40 a's and a "!": 28 a's took 0.3 s, and each a
+// more half as long again) stops at matchTimeout, and the encoding reports ErrStopped, as tokenizers' encode
+// fails at Oniguruma's retry limit; it held its worker for as long as the
+// text made it backtrack.
+func TestRegexBacktrackingStops(t *testing.T) {
+	vocab := map[string]int{"a": 0, "b": 1, "!": 2}
+	for b := range 256 {
+		vocab[fmt.Sprintf("<0x%02X>", b)] = len(vocab)
+	}
+	data, err := json.Marshal(map[string]any{
+		"version": "1.0", "added_tokens": []any{}, "post_processor": nil, "decoder": nil, "normalizer": nil,
+		"pre_tokenizer": json.RawMessage(`{"type":"Split","pattern":{"Regex":"(a|aa)+$"},"behavior":"Isolated","invert":false}`),
+		"model":         map[string]any{"type": "BPE", "byte_fallback": true, "vocab": vocab, "merges": []string{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := newTokenizer(data, nil, tokenizerClass{})
+	if err != nil {
+		t.Fatalf("the pattern should load (it is Oniguruma syntax we reproduce): %v", err)
+	}
+	if got := tok.Encode(nil, "aab", false); !slices.Equal(got, []int{0, 0, 1}) {
+		t.Fatalf("Encode(aab) = %v", got)
+	}
+	var stop atomic.Bool
+	if _, err := tok.EncodeUntil(nil, strings.Repeat("a", 40)+"!", false, &stop); !errors.Is(err, ErrStopped) {
+		t.Errorf("a text that backtracks without end: %v, want ErrStopped", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dlclark/regexp2"
 )
@@ -82,8 +83,16 @@ func newRegexMatcher(pattern string) (*regexMatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("regex %q: %w", pattern, err)
 	}
+	re.MatchTimeout = matchTimeout
 	return &regexMatcher{re: re}, nil
 }
+
+// matchTimeout bounds one match of a regexp2 pattern. Oniguruma gives up
+// on a match that backtracks past its retry limit (tokenizers' encode then
+// fails); regexp2 has no such limit, and a pattern such as (a+)+$ in a
+// hostile tokenizer.json held a tokenizer worker for as long as the text
+// made it backtrack.
+const matchTimeout = time.Second
 
 type runeScratch struct {
 	runes []rune
@@ -119,7 +128,14 @@ func (m *regexMatcher) find(dst [][2]int, s string, stop *atomic.Bool) [][2]int 
 		match, err = m.re.FindNextMatch(match)
 	}
 	if err != nil {
-		// regexp2 fails only on a match timeout, and none is set.
+		// regexp2 fails only on a match past matchTimeout: the text is not
+		// followed, as tokenizers would not encode it. A caller that can
+		// be told to stop is; one that cannot recovers the panic
+		// (tokenize.Run) and routes without a prediction.
+		if stop != nil {
+			stop.Store(true)
+			return dst
+		}
 		panic(fmt.Sprintf("tokenize: regexp2 %q: %v", m.re.String(), err))
 	}
 	return dst
