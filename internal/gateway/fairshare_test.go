@@ -153,9 +153,9 @@ func TestExplainUnknownKey(t *testing.T) {
 
 // TestFairShareRetryHoldsOneSlot: a request whose first replica fails
 // holds exactly one slot in the fair share while its retry runs on another,
-// and none once it has ended: a 503 is kept (with its slot) until the retry
-// answers; a refused connection gives its slot back at once, and the retry
-// takes one again.
+// and none once it has ended: a 503 is kept (with its slot, but not its
+// place on the replica) until the retry answers; a refused connection
+// gives its slot back at once, and the retry takes one again.
 func TestFairShareRetryHoldsOneSlot(t *testing.T) {
 	for _, refuse := range []bool{false, true} {
 		name := map[bool]string{false: "503_kept", true: "connection_refused"}[refuse]
@@ -208,6 +208,13 @@ func TestFairShareRetryHoldsOneSlot(t *testing.T) {
 			}
 			if got := held(); got != 1 {
 				t.Errorf("during the retry the key holds %d slots, want 1", got)
+			}
+			// The engine that refused does not run the request: routing
+			// must not count it there (found by a review: a kept 503 held
+			// its lease, so the retry's decision, and every other, saw the
+			// refusing replica one request busier).
+			if n := gw.g.fleet.Snapshot().Get("a-fails").InFlight(); n != 0 {
+				t.Errorf("during the retry the replica that refused counts %d requests in flight, want 0", n)
 			}
 			good.open()
 			expectStatus(t, http.StatusOK, ch)

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -231,5 +233,40 @@ func TestQueueDrainsAtPace(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestErrorStreamTeachesNoPace: an engine that refuses with a 503 whose
+// body comes in chunks, well after the estimate, is relayed as it is, and
+// its first byte, which is no token, is not taken for a first token: the
+// pace learns nothing from it (found by a review: it was sampled as a TTFT
+// four times the estimate).
+func TestErrorStreamTeachesNoPace(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/completions" {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.(http.Flusher).Flush() // no length: the body is relayed as it comes
+		time.Sleep(200 * time.Millisecond)
+		_, _ = io.WriteString(w, `{"error":{"message":"busy","type":"overloaded"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := flowConfig(srv.URL, 4)
+	cfg.Models[0].Policy = policy.CostModel
+	cfg.Routing.Pace = true
+	cfg.Retry.MaxAttempts = 1
+	gw := startGatewayWith(t, cfg, Options{})
+	resp, body := post(t, gw.url+"/v1/completions", `{"model":"sim","prompt":"hello there","max_tokens":1,"stream":true}`)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "busy") {
+		t.Fatalf("status %d, body %q: want the engine's 503", resp.StatusCode, body)
+	}
+	if est := resp.Header.Get(openai.HeaderEstimatedTTFT); est == "" {
+		t.Fatal("no estimate on the response: the decision made none to learn against")
+	}
+	if p := gw.g.fleet.Snapshot().Get("one").Pace().Pace(); p != 1 {
+		t.Errorf("pace %v after a streamed 503, want 1 (no sample)", p)
 	}
 }

@@ -229,7 +229,8 @@ const bytesPerToken = 4
 // out. A replica that answers 502, 503 or 504 did not take the request: its
 // answer is kept and passed on only if no other replica answers better. An
 // engine's own answer is better than none: it stays kept through the next
-// attempt (its lease and its unread body held meanwhile), and is let go
+// attempt (its unread body and the request's fair-share slot held
+// meanwhile, its lease on the replica let go), and is let go
 // only when that attempt gets an answer too (one the client is given, or a
 // later 502, 503 or 504 kept instead); a
 // transport failure (a refused or broken connection, a timeout) never
@@ -307,6 +308,7 @@ func (g *Gateway) proxy(ex *exchange) {
 		} else {
 			kept.discardIfAny(g.index)
 			kept = a
+			a.shelve(g.index)
 			// Its span ends with the answer's head, which is all of the
 			// attempt that took time; relaying the kept body, if it comes
 			// to that, adds nothing to the ended span.
@@ -445,6 +447,20 @@ func (a *attempt) freeSlot() {
 		a.mq.freed(a.ex)
 	}
 	a.lease.Release()
+	a.mq.kick()
+}
+
+// shelve lets go of what a kept 502, 503 or 504 holds on its replica: the
+// engine did not take the request, so it neither runs there nor will hold
+// its blocks, and routing (the retry's decision among others) must not
+// count it in the replica's load. The attempt keeps its response, its
+// cancel and its place among the request's attempts, and with it the
+// request's fair-share slot, until relay or discard.
+func (a *attempt) shelve(ix index.Index) {
+	a.letGoPrefill()
+	a.lease.Release()
+	ix.TakeBack(a.record)
+	a.record = index.Token{}
 	a.mq.kick()
 }
 
@@ -683,7 +699,8 @@ func (g *Gateway) broke(ex *exchange, a *attempt, err error) {
 func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName string) {
 	now, rep := time.Now(), a.lease.Replica()
 	a.lease.FirstByte(now)
-	if streamed {
+	if streamed && a.resp.StatusCode/100 == 2 {
+		// An error's first byte is no token: the pace learns nothing.
 		a.lease.FirstToken(now)
 	}
 	a.letGoPrefill()
