@@ -282,7 +282,7 @@ func TestWholeStreamsEndWhole(t *testing.T) {
 				t.Errorf("not counted a 2xx:\n%s", grep(page, "inferrail_requests_total"))
 			}
 			for _, bad := range []string{`status="cancelled"`, `status="aborted"`} {
-				if strings.Contains(grep(page, "inferrail_requests_total"), bad) {
+				if countedWith(page, "inferrail_requests_total", bad) != 0 {
 					t.Errorf("counted %s:\n%s", bad, grep(page, "inferrail_requests_total"))
 				}
 			}
@@ -404,7 +404,7 @@ func TestCompressedEngineStreams(t *testing.T) {
 			}
 			// The stream's end reaches the client after the request settled.
 			page := scrape(t, gw.admin)
-			if strings.Contains(grep(page, "inferrail_requests_total"), `status="aborted"`) {
+			if countedWith(page, "inferrail_requests_total", `status="aborted"`) != 0 {
 				t.Errorf("counted aborted:\n%s", grep(page, "inferrail_requests_total"))
 			}
 			usage := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="usage"}`)

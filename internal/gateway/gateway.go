@@ -217,7 +217,7 @@ func (g *Gateway) buildWatchers() {
 		}
 	})
 	g.metrics = newMetrics(g.registry, g.fleet, g.scraper, g.index, g.tokenizers)
-	g.metrics.startAtZero(g.cfg, g.fleet.Snapshot().Replicas)
+	g.metrics.startAtZero(g.cfg, g.fleet.Snapshot().Replicas, func(model string) bool { return g.tokenizers[model] != nil })
 	g.drift = newDrift(g.log)
 	g.registry.MustRegister(&driftCollector{d: g.drift})
 	g.tokChecks = &tokenChecks{checks: map[string]*tokenCheck{}}
@@ -253,7 +253,7 @@ func (g *Gateway) buildWatchers() {
 		// After the departures: a replica replaced by one of its ID is
 		// forgotten, then learned anew.
 		for _, r := range added {
-			g.metrics.ejections.WithLabelValues(r.ID) // counted from 0, so rate() sees the first
+			g.metrics.replicaAtZero(r)
 			if r.KVCapacityBlocks > 0 {
 				g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 			}

@@ -323,20 +323,68 @@ func (c *indexCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// startAtZero creates the counters that count rare events at 0: a series
-// Prometheus first sees at 1 has no earlier sample, so rate() and
-// increase() never count its first event. Replicas that join later get
-// theirs when they join.
-func (m *metrics) startAtZero(cfg *config.Config, replicas []*fleet.Replica) {
+// refusalReasons are every reason of inferrail_request_errors_total
+// (TestRefusalReasonsListed ties the list to the refusals the package
+// makes).
+var refusalReasons = []string{
+	reasonBadRequest, reasonUnknownModel, reasonBodyTooLarge, reasonBodyTimeout, reasonNoReplica,
+	reasonFleetFull, reasonUpstream, reasonTimeout, reasonNotFound, reasonMethod, reasonShutdown,
+	reasonUnauthorized, reasonForbidden, reasonRateLimited,
+	shedQueueFull, shedClassFull, shedKeyFull, shedQueueTimeout, shedSLOUnreachable, shedSLOUnmet,
+}
+
+// tokenizedResults are every result of inferrail_tokenized_requests_total.
+var tokenizedResults = []string{tokOK, tokInvalid, tokUnsupported, tokTemplate, tokBusy, tokSlow, tokUnavailable, tokDisagree}
+
+// Outcomes of inferrail_requests_total: those of a replica's answers, and
+// of requests no replica answered (the gateway refused them, or their
+// client left first).
+var (
+	replicaOutcomes = []string{"2xx", "4xx", "5xx", outcomeAborted, outcomeCancelled}
+	gatewayOutcomes = []string{"4xx", "5xx", outcomeCancelled}
+)
+
+// startAtZero creates at 0 the counters whose every label value is known
+// beforehand: a series Prometheus first sees at n has no earlier sample, so
+// rate() and increase() never count the events before its first scrape (a
+// whole burst of errors). Replicas that join later get theirs when they
+// join (replicaAtZero). The model "" is that of requests refused before
+// their model was known.
+func (m *metrics) startAtZero(cfg *config.Config, replicas []*fleet.Replica, tokenized func(model string) bool) {
 	for _, result := range []string{reloadApplied, reloadUnchanged, reloadRejected} {
 		m.reloads.WithLabelValues(result)
 	}
+	models := []string{""}
 	for _, model := range cfg.Models {
+		models = append(models, model.Name)
 		m.retries.WithLabelValues(model.Name)
 		m.disconnects.WithLabelValues(model.Name)
+		if tokenized(model.Name) {
+			for _, result := range tokenizedResults {
+				m.tokenized.WithLabelValues(model.Name, result)
+			}
+		}
+	}
+	for _, model := range models {
+		for _, reason := range refusalReasons {
+			m.errors.WithLabelValues(model, reason)
+		}
+		for _, outcome := range gatewayOutcomes {
+			m.requests.WithLabelValues(model, "", outcome)
+		}
 	}
 	for _, r := range replicas {
-		m.ejections.WithLabelValues(r.ID)
+		m.replicaAtZero(r)
+	}
+}
+
+// replicaAtZero creates a replica's counters of rare events at 0.
+func (m *metrics) replicaAtZero(r *fleet.Replica) {
+	m.ejections.WithLabelValues(r.ID)
+	for _, model := range r.Models {
+		for _, outcome := range replicaOutcomes {
+			m.requests.WithLabelValues(model, r.ID, outcome)
+		}
 	}
 }
 

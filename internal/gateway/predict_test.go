@@ -321,7 +321,7 @@ func TestHFTokenizer(t *testing.T) {
 		}
 		// A template refusing a request is counted as such.
 		chat(t, gw.url, `{"model":"sim","messages":[],"max_tokens":4}`)
-		if !strings.Contains(scrape(t, gw.admin), `result="template"`) {
+		if countedWith(scrape(t, gw.admin), "inferrail_tokenized_requests_total", `result="template"`) == 0 {
 			t.Errorf("%s: a request the template refuses not counted as template", setting)
 		}
 	}

@@ -141,10 +141,13 @@ func spreadPercent(counts map[string]int, ids []string) float64 {
 }
 
 // formatCounts writes counts as "a 1, b 2" in key order, float counts (as
-// read from metrics) as whole numbers.
+// read from metrics) as whole numbers, leaving out zeros.
 func formatCounts[N int | float64](counts map[string]N) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		if counts[k] == 0 {
+			continue // the gateway exports its counters from 0
+		}
 		name := k
 		if name == "" {
 			name = "(none)"
