@@ -255,6 +255,8 @@ dashboard-check:
 ## :9091, Jaeger on :16686. stack-down stops it.
 COMPOSE := docker compose -f deploy/compose/compose.yaml
 stack:
+	INFERRAIL_REVISION=$(shell git rev-parse HEAD 2>/dev/null) \
+	INFERRAIL_MODIFIED=$(shell git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true) \
 	$(COMPOSE) up --build --detach
 	@echo "Grafana http://localhost:3000 (dashboard Inferrail), gateway http://localhost:8080, Prometheus http://localhost:9091, Jaeger http://localhost:16686"
 

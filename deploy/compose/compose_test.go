@@ -27,8 +27,9 @@ type composeFile struct {
 
 type service struct {
 	Build *struct {
-		Context    string `yaml:"context"`
-		Dockerfile string `yaml:"dockerfile"`
+		Context    string            `yaml:"context"`
+		Dockerfile string            `yaml:"dockerfile"`
+		Args       map[string]string `yaml:"args"`
 	} `yaml:"build"`
 	Image       string            `yaml:"image"`
 	Command     []string          `yaml:"command"`
@@ -542,6 +543,22 @@ func TestDockerfileBuildsWhatMakeBuilds(t *testing.T) {
 	if !copied {
 		t.Error("the final stage does not copy /out/ to /usr/local/bin/")
 	}
+	// Stamped as make build stamps, from the build args compose.yaml
+	// passes (found by a review: the stack's binaries said "unknown").
+	ldflags := strings.Join(buildArgs, " ")
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stamp := range []string{"cli.stampedRevision=${REVISION}", "cli.stampedModified=${MODIFIED}"} {
+		if !strings.Contains(ldflags, stamp) || !strings.Contains(string(makefile), strings.SplitN(stamp, "$", 2)[0]) {
+			t.Errorf("go build %v does not set %s as make build's STAMP does", buildArgs, stamp)
+		}
+	}
+	args := loadCompose(t).Services["gateway"].Build.Args
+	if args["REVISION"] != "${INFERRAIL_REVISION:-}" || args["MODIFIED"] != "${INFERRAIL_MODIFIED:-}" {
+		t.Errorf("compose build args %v; want REVISION and MODIFIED from INFERRAIL_REVISION and INFERRAIL_MODIFIED", args)
+	}
 }
 
 // TestMakeStack: make stack and stack-down drive this compose file, whose
@@ -558,7 +575,9 @@ func TestMakeStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"stack:\n\t$(COMPOSE) up", "stack-down:\n\t$(COMPOSE) down"} {
+	// make stack passes the commit to the image's build, as make build
+	// stamps it, through compose.yaml's build args.
+	for _, target := range []string{"stack:\n\tINFERRAIL_REVISION=$(shell git rev-parse HEAD", "\t$(COMPOSE) up --build", "stack-down:\n\t$(COMPOSE) down"} {
 		if !bytes.Contains(data, []byte(target)) {
 			t.Errorf("the Makefile has no %q", target)
 		}
