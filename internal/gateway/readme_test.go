@@ -191,3 +191,32 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Errorf("the split is still there after it was patched to null: %s", answers[5])
 	}
 }
+
+// TestQuickStartFleetIsOne: deploy/local.yaml's header starts its
+// simulators with the flags the README's quick start gives them (found by
+// a review: without --enable-prompt-tokens-details the engines' usage had
+// no cached tokens to show, which the README goes on to point at).
+func TestQuickStartFleetIsOne(t *testing.T) {
+	flags := func(text, marker string) string {
+		t.Helper()
+		for _, line := range strings.Split(text, "\n") {
+			if _, rest, ok := strings.Cut(line, marker); ok {
+				rest, _, _ = strings.Cut(rest, "&")
+				return strings.Join(strings.Fields(rest), " ")
+			}
+		}
+		t.Fatalf("no line with %q", marker)
+		return ""
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := os.ReadFile("../../deploy/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, l := flags(string(readme), "inferrail-sim --port $port"), flags(string(local), "inferrail-sim --port $port"); r != l {
+		t.Errorf("the README starts the quick-start simulators with %q, deploy/local.yaml's header with %q", r, l)
+	}
+}
