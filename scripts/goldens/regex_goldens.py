@@ -49,6 +49,17 @@ CATEGORIES = ("L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S S
 TRICKY = ["\u1acf", "\U00010940", "\u088f", "\u0c5c", "\ua7ce", "\u20c1", "\U00010ec5", "\u0295",
           "ſ", "\u212a", "ß", "ẞ", "ﬅ", "ﬁ", "İ", "ı", "\n", "\r\n", "\u2028", "\x85"]
 
+# What the class cases match against: ASCII, BLOOM's punctuation and the characters next to each
+# (‥‧ by …, 〃 by 。, ＋－ by ，, ॣ॥ by ।, ۓە by ۔, ؋؍ by ،; 、 is between U+3000 and 。), whitespace of
+# several kinds and characters that are not \s (U+180E, U+200B), letters and digits of other scripts.
+CLASS_TEXT = ("".join(chr(c) for c in range(0x20, 0x7F)) + "‥…‧。〃，＋－、।ॣ॥۔ۓە،؋؍"
+              + "\t\n\r\x0b\x0c\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000\u180e\u200b"
+              + "éЖ日あ١٢٣①½ǅʕ")
+
+# BLOOM's pattern on prose: runs of what is not its punctuation or whitespace, with a space before.
+BLOOM_TEXTS = ["Hello, world! (x|y) [z] a…b。c，d、e।f۔g،h", "¿Qué? 你好。 नमस्ते। مرحبا، سلام۔ ok",
+               "  two  spaces\tand\ttabs\nnew line\u3000wide\u00a0nbsp", "a.b,c!d?e", "…。，、।۔،", ""]
+
 # The published split patterns, each also run through the translation in the Go test.
 PUBLISHED = [
     # GPT-2 (ByteLevel's use_regex)
@@ -136,7 +147,68 @@ CASES = [
     (r"\R", ["a\r\nb"]),
     (r"\X", ["e\u0301"]),
     (r"[]a]", ["]a"]),
-]
+] + [(p, [CLASS_TEXT] + t) for p, t in [
+    # BLOOM's split pattern, bare and as published: a class nested in a negated one.
+    ("[^(\\s|[.,!?…。，、।۔،])]", BLOOM_TEXTS),
+    (" ?[^(\\s|[.,!?…。，、।۔،])]+", BLOOM_TEXTS),
+    # Nested classes: united with their class's members, in a negated class, with ranges and
+    # escapes, two, nested twice, ] and [ escaped or first, and what looks like POSIX brackets.
+    (r"[a[bc]]+", []),
+    (r"[^a[bc]]+", []),
+    (r"[a-c[x-z]]+", []),
+    (r"[\d[\s]]+", TRICKY),
+    (r"[x[\p{L}]]+", TRICKY),
+    (r"[^x[\p{L}\d]]+", TRICKY),
+    (r"[^\P{L}[a]]+", TRICKY),
+    (r"[a[b][c-d]]+", []),
+    (r"[a[b[c]]]+", []),
+    (r"[^a[b[c\s]]]+", []),
+    (r"[a[\]\[]]+", []),
+    (r"[]]", []),
+    (r"[]]]", []),
+    (r"[^]a]+", []),
+    (r"[a[]]]+", []),
+    (r"[a[]-]]+", []),
+    (r"[]-a]+", []),
+    (r"[[a]-]+", []),
+    (r"[-[a]]+", []),
+    (r"[[=a=]]+", []),
+    (r"[[.a.]]+", []),
+    # Negated classes nested, intersections, and negated classes with two negated properties:
+    # computed as sets.
+    (r"[a[^b]]+", []),
+    (r"[^a[^b]]+", []),
+    (r"[^[^a]]+", []),
+    (r"[\P{L}[^\d]]+", TRICKY),
+    (r"[^\s[^\p{L}]]+", TRICKY),
+    (r"[a-z&&[^aeiou]]+", []),
+    (r"[^a-z&&[^aeiou]]+", []),
+    (r"[\p{L}&&[^a-z]]+", TRICKY),
+    (r"[\p{L}&&\p{Lu}]+", TRICKY),
+    (r"[^\p{L}&&\P{N}]+", TRICKY),
+    (r"[\S&&[^\p{L}]]+", TRICKY),
+    (r"[a-c&&b-d&&c]+", []),
+    (r"[abc&&b-d[x]]+", []),
+    (r"[a[b-d&&c-e]]+", []),
+    (r"[a-c[^b]&&b-z]+", []),
+    (r"[a-z&&-a]+", []),
+    (r"[a-z&&^b]+", []),
+    (r"[&a&&&b]+", []),
+    (r"[\s&&\S]", []),
+    (r"[^\S\P{L}]+", TRICKY),
+    (r"[^\S[\D]]+", TRICKY),
+    (r"[^\D\P{Lu}a]+", TRICKY),
+    (r"x[\s&&\S]?y", ["xy", "x y"]),
+    # Refused: POSIX brackets, && with nothing on a side, - next to a nested class or &&.
+    (r"[a[:digit:]]+", []),
+    (r"[[:alpha]]+", []),
+    (r"[&&a]", []),
+    (r"[a&&]", []),
+    (r"[a-c&&]b]", []),
+    (r"[a-[bc]]", []),
+    (r"[[a]-c]", []),
+    (r"[!-&&b]", []),
+]]
 
 
 def replace_tokenizer(pattern):

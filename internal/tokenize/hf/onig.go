@@ -23,7 +23,8 @@ import (
 //
 //   - characters, escaped ASCII punctuation, \t \n \r \f \v \a \e \uHHHH, and .
 //   - classes [...] and [^...] of characters, ranges and \s \S \d \D
-//     \p{C} \P{C}, where C is a general category (onigCategories); those
+//     \p{C} \P{C}, where C is a general category (onigCategories), of
+//     classes nested in them and of intersections && (onigclass.go); those
 //     escapes also stand alone
 //   - anchors ^ $ \A \z \Z, lookahead (?=...) (?!...), groups (...) (?:...)
 //     and alternatives
@@ -34,11 +35,14 @@ import (
 //
 // Rewritten: ^ matches at the start and after \n but not at the very end, $
 // before \n and at the end, \Z before a final \n and at the end; \d is
-// \p{Nd}; classes follow Oniguruma's tables (onigIs); a letter under (?i)
-// becomes the class Oniguruma folds it with, ſ with s and the Kelvin sign
-// with k. TestOnigRegex checks all this against tokenizers.
+// \p{Nd}; classes follow Oniguruma's tables (onigIs), nested ones are
+// merged into theirs, and one with && or a negated class nested becomes
+// the ranges of the characters it holds; a letter under (?i) becomes the
+// class Oniguruma folds it with, ſ with s and the Kelvin sign with k.
+// TestOnigRegex checks all this against tokenizers.
 
-// maxRegexDepth bounds the nesting of groups, and so the parser's recursion.
+// maxRegexDepth bounds the nesting of groups and of classes, and so the
+// parser's recursion.
 const maxRegexDepth = 64
 
 // maxRepeat is Oniguruma's largest repeat count; it refuses larger ones.
@@ -249,7 +253,7 @@ func (p *onigParser) atom() (atomInfo, error) {
 		if err != nil {
 			return atomInfo{}, err
 		}
-		p.writeClass(c)
+		p.writeClassNode(c)
 		return atomInfo{}, nil
 	case '.':
 		p.pos++
@@ -504,81 +508,6 @@ func foldLetters(l rune) []rune {
 	return []rune{l, l - 'a' + 'A'}
 }
 
-// class reads [...]: characters, ranges and property escapes. A - must be
-// first, last or between two characters; [ (nested classes, POSIX
-// brackets) and && (intersections) are refused, as is ] first.
-func (p *onigParser) class() (onigClass, error) {
-	p.pos++ // [
-	var c onigClass
-	if p.peek() == '^' {
-		c.negate = true
-		p.pos++
-	}
-	for first := true; ; first = false {
-		switch r := p.peek(); {
-		case r < 0:
-			return c, p.malformed("an unterminated [")
-		case r == ']' && first:
-			return c, p.refuse("] first in a class")
-		case r == ']' && c.negate && c.negatedProps() > 1:
-			return c, p.refuse(`a negated class with more than one of \S \D \P{..}`)
-		case r == ']':
-			p.pos++
-			return c, nil
-		case r == '[':
-			return c, p.refuse("[ in a class (a POSIX bracket, nested class or set operation)")
-		case r == '&' && p.peekAt(1) == '&':
-			return c, p.refuse("&& in a class")
-		case r == '-' && !first && p.peekAt(1) != ']':
-			return c, p.refuse("- in a class neither first, last nor in a range")
-		}
-
-		lo, prop, err := p.classChar()
-		if err != nil {
-			return c, err
-		}
-		if prop != nil {
-			c.props = append(c.props, *prop)
-			continue
-		}
-		hi := lo
-		if p.peek() == '-' && p.peekAt(1) != ']' {
-			p.pos++
-			if p.peek() == '[' {
-				return c, p.refuse("[ in a class (a POSIX bracket, nested class or set operation)")
-			}
-			if hi, prop, err = p.classChar(); err != nil {
-				return c, err
-			}
-			if prop != nil || hi < lo {
-				return c, p.refuse("a range in a class that is not from a character to a later one")
-			}
-		}
-		c.ranges = append(c.ranges, [2]rune{lo, hi})
-	}
-}
-
-func (p *onigParser) classChar() (rune, *onigProp, error) {
-	if p.peek() == '\\' {
-		return p.escape()
-	}
-	if p.peek() < 0 {
-		return 0, nil, p.malformed("an unterminated [")
-	}
-	p.pos++
-	return p.src[p.pos-1], nil, nil
-}
-
-func (c *onigClass) negatedProps() int {
-	n := 0
-	for _, p := range c.props {
-		if p.negate {
-			n++
-		}
-	}
-	return n
-}
-
 // writeChar writes r for regexp2: ASCII letters and digits as they are,
 // the rest of the BMP as \uHHHH, which regexp2 reads as the character in
 // and out of classes, and other characters as they are.
@@ -635,7 +564,7 @@ func (p *onigParser) writeClass(c onigClass) {
 		}
 		p.out.WriteString(")")
 	default:
-		// [^...\P{X}] is \p{X} less the rest (class refuses two negated).
+		// [^...\P{X}] is \p{X} less the rest (two negated: writeClassNode).
 		x := rxClass{
 			base:  onigClass{props: []onigProp{{name: neg[0].name}}},
 			minus: onigClass{ranges: c.ranges, props: pos},

@@ -54,27 +54,34 @@ func readGzipJSON[T any](tb testing.TB, path string) *T {
 // refusedRegexes are the goldens' patterns translateRegex refuses, all of
 // which tokenizers compiles: it would match them otherwise than regexp2.
 var refusedRegexes = map[string]bool{
-	`(?i)[a-z]+`:   true, // a class under (?i): ſ is in it, İ is not
-	`[[:alpha:]]+`: true, // a POSIX bracket
-	`\w+`:          true, // \w and \b know other characters
-	`\b\w`:         true,
-	`\w+|[^\w\s]+`: true,
-	`a{,3}`:        true, // {0,3} in Oniguruma, literal text in regexp2
-	`(?i)ss`:       true, // also ß and ẞ
-	`(?i)st`:       true, // also ﬅ and ﬆ
-	`(?i:fi)`:      true, // also ﬁ
-	`\p{Greek}+`:   true, // a script, not a general category
-	`\p{l}`:        true,
-	`a{2}?`:        true, // (?:a{2})? in Oniguruma, lazy in regexp2
-	`a*+`:          true, // possessive
-	`(a*)*`:        true, // a repeated group that can match nothing
-	`(?<=a)b`:      true, // lookbehind
-	`\x41`:         true,
-	`[a&&b]`:       true, // an intersection
-	`\h+`:          true, // a hex digit in Oniguruma
-	`\R`:           true,
-	`\X`:           true,
-	`[]a]`:         true,
+	`(?i)[a-z]+`:    true, // a class under (?i): ſ is in it, İ is not
+	`[[:alpha:]]+`:  true, // a POSIX bracket
+	`\w+`:           true, // \w and \b know other characters
+	`\b\w`:          true,
+	`\w+|[^\w\s]+`:  true,
+	`a{,3}`:         true, // {0,3} in Oniguruma, literal text in regexp2
+	`(?i)ss`:        true, // also ß and ẞ
+	`(?i)st`:        true, // also ﬅ and ﬆ
+	`(?i:fi)`:       true, // also ﬁ
+	`\p{Greek}+`:    true, // a script, not a general category
+	`\p{l}`:         true,
+	`a{2}?`:         true, // (?:a{2})? in Oniguruma, lazy in regexp2
+	`a*+`:           true, // possessive
+	`(a*)*`:         true, // a repeated group that can match nothing
+	`(?<=a)b`:       true, // lookbehind
+	`\x41`:          true,
+	`\h+`:           true, // a hex digit in Oniguruma
+	`\R`:            true,
+	`\X`:            true,
+	`[a[:digit:]]+`: true, // a POSIX bracket nested
+	`[[:alpha]]+`:   true, // a class in Oniguruma, refused as what looks like one
+	`[&&a]`:         true, // && with nothing on a side
+	`[a&&]`:         true,
+	`[a-c&&]b]`:     true,
+	`[a-[bc]]`:      true, // [bc] in Oniguruma
+	`[[a]-c]`:       true, // - a character after a nested class
+	`[!-&&b]`:       true, // && ends the range's operand: empty in Oniguruma
+	`[]]]`:          true, // ] outside a class
 }
 
 // TestOnigRegex: each pattern of the goldens (the review's, the published
@@ -140,10 +147,10 @@ func replaceTokenizerJSON(t *testing.T, pattern string) []byte {
 	return data
 }
 
-// TestOnigTables: onigIs gives, for every general category translateRegex
-// accepts and for \s and \d, exactly the characters tokenizers' Oniguruma
-// has in them, and foldLetters exactly those (?i) matches with each ASCII
-// letter.
+// TestOnigTables: onigIs and onigSets give, for every general category
+// translateRegex accepts and for \s and \d, exactly the characters
+// tokenizers' Oniguruma has in them, and foldLetters exactly those (?i)
+// matches with each ASCII letter.
 func TestOnigTables(t *testing.T) {
 	if raceEnabled {
 		t.Skip("one goroutine over every code point of 59 classes, where the race detector has nothing to find; make norace runs it")
@@ -177,8 +184,10 @@ func TestOnigTables(t *testing.T) {
 			continue
 		}
 		check(`\p{`+name+`}`, want, func(r rune) bool { return onigIs(name, r) })
+		check(`set \p{`+name+`}`, want, onigSets()[name].has)
 	}
 	check(`\s`, g.Classes[`\s`], func(r rune) bool { return onigIs("space", r) })
+	check(`set \s`, g.Classes[`\s`], onigSets()["space"].has)
 	check(`\d`, g.Classes[`\d`], func(r rune) bool { return onigIs("Nd", r) })
 	for l := 'a'; l <= 'z'; l++ {
 		want := g.Classes["(?i)"+string(l)]
@@ -191,7 +200,8 @@ func TestOnigTables(t *testing.T) {
 // matches in any text are in order, apart and on character boundaries.
 func FuzzTranslateRegex(f *testing.F) {
 	for _, p := range append(slices.Clone(scannerPatterns), `\s+$`, `^\s+`, `(?i:'s|'t)x`, `[^\S\n]+`, `[^\P{L}a]`,
-		`\P{L}+|[\p{Lu}\p{Lt}]+?`, `a{2,3}?(?=b)|\Z`, `[a-c\-\]]+`, `(?i)k|\u00e9`, `a{,3}`, `[[:alpha:]]`, `(a`) {
+		`\P{L}+|[\p{Lu}\p{Lt}]+?`, `a{2,3}?(?=b)|\Z`, `[a-c\-\]]+`, `(?i)k|\u00e9`, `a{,3}`, `[[:alpha:]]`, `(a`,
+		` ?[^(\s|[.,!?…。，、।۔،])]+`, `[a-z&&[^aeiou]]`, `[^\s[^\p{L}]]`, `[]a[^\D]]`) {
 		f.Add(p, "a \nb\u088f'ſK\u0295")
 	}
 	f.Fuzz(func(t *testing.T, pattern, text string) {
