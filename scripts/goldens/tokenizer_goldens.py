@@ -20,6 +20,7 @@ library and reports where that differs from transformers (it does where the clas
 picks rebuilds what tokenizer.json says: Llama 2's pre-tokenizer, GPT-4o's split under GPT2Tokenizer).
 
 Usage: python3 scripts/goldens/tokenizer_goldens.py [--count N] [family...]
+       python3 scripts/goldens/tokenizer_goldens.py --synthetic   (only synthetic.json.gz)
 The script makes its own venv (.venv/goldens) and fetches the pinned tokenizer files itself.
 """
 
@@ -438,7 +439,32 @@ def synth_tokenizers():
     ])
     t.decoder = decoders.ByteLevel()
     out["bytelevel_custom_regex"] = t
+
+    # BLOOM's pre-tokenizer, as its published tokenizer.json has it: runs of what is not its
+    # punctuation or whitespace (a class nested in a negated class), then bytes without a regex.
+    t = train(True)
+    t.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(" ?[^(\\s|[.,!?…。，、।۔،])]+"), "isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+    ])
+    t.decoder = decoders.ByteLevel()
+    out["bloom_split"] = t
     return out
+
+
+# Strings after the random ones, for the synthetic tokenizers only: every character of BLOOM's
+# split class (ASCII punctuation, …, CJK, Devanagari and Arabic marks), beside letters, spaces,
+# other whitespace and the characters next to them.
+SYNTH_EXTRA = [
+    "Hello, world! (x|y) [z] a…b。c，d、e।f۔g،h",
+    "¿Qué? 你好。 世界，再见、 नमस्ते। दुनिया॥ مرحبا، سلام۔ ok",
+    " a . b , c ! d ? e ( f | g ) h",
+    "  two  spaces\tand\ttabs\nnew line\r\nCRLF\u3000wide\u00a0nbsp\u2028sep\x85nel",
+    "a.b,c!d?e...f!!g??h",
+    "…。，、।۔، ‥‧〃＋－ॣ॥ۓە؋؍",
+    "x\u180ey\u200bz \u1680q\u202fr",
+    "(((a))) |b| [c] {d} <e> \"f\" 'g'",
+]
 
 
 # tokenizer_config.json variants for the synthetic tokenizers (and a model config.json, for the
@@ -490,6 +516,7 @@ SYNTH_CONFIGS = [
     ("bytelevel_prefix_space", {"eos_token": "<|end|>"}, {"model_type": "qwen3"}),
     ("bytelevel_prefix_space", {"tokenizer_class": "NoSuchTokenizerFast", "eos_token": "<|end|>"}),
     ("bytelevel_prefix_space", {"tokenizer_class": "BloomTokenizerFast"}),
+    ("bloom_split", {"tokenizer_class": "BloomTokenizerFast"}),
     ("bytelevel_prefix_space", {"tokenizer_class": "LlamaTokenizerFast", "auto_map": {"AutoModel": "x.Y"}}),
     # Special tokens beyond the named ones: transformers 5 writes extra_special_tokens as a list,
     # reads additional_special_tokens as one, and names any other *_token string.
@@ -508,7 +535,7 @@ def write_synthetic(count, seed, out):
     texts (for configs, to its first len(FIXED) texts)."""
     import tempfile
     gen = Gen(seed, [])
-    texts = FIXED + [gen.text() for _ in range(count)]
+    texts = FIXED + [gen.text() for _ in range(count)] + SYNTH_EXTRA
     entries = []
     for name, tok in synth_tokenizers().items():
         ids = [tok.encode(t, add_special_tokens=False).ids for t in texts]
@@ -611,8 +638,15 @@ def main():
     ap.add_argument("--out", default=OUT,
                     help="output directory (default internal/tokenize/hf/testdata); for extra, uncommitted "
                          "checks run the Go tests with HF_GOLDENS_DIR pointing there")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="write only synthetic.json.gz, as a full run writes it (not the families or unicode.json.gz)")
     ap.add_argument("family", nargs="*", help="families to write (default: all in scripts/tokenizers.lock)")
     args = ap.parse_args()
+    if args.synthetic:
+        if args.family:
+            ap.error("--synthetic writes no family")
+        write_synthetic(300, 7, OUT)
+        return
     fams = args.family or families()
 
     # The pinned families are fetched, or checked and given their config.json (a few hashes).
