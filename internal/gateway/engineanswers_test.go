@@ -418,3 +418,50 @@ func TestCompressedEngineStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestStalledKeptBodyHoldsNoAnswer: an engine that sends a 503's head and
+// part of its body, then stalls, does not keep the client from the 200
+// another replica answered: the kept 503 is let go at once, its upstream
+// request cancelled rather than its body waited for (found by a review:
+// the gateway read the kept body first, and the client got nothing until
+// it left).
+func TestStalledKeptBodyHoldsNoAnswer(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream_", stream), func(t *testing.T) {
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			let := make(chan struct{}) // closed once the gateway let the stalled request go
+			url := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, `{"error":{"message":"overloa`)
+				_ = http.NewResponseController(w).Flush()
+				select {
+				case <-r.Context().Done():
+					close(let)
+				case <-release:
+				}
+			})
+			gw := startGateway(t, withEngineFirst(t, url))
+			// The timeout only keeps a failing test from hanging: on the
+			// old code the answer never comes while the client waits.
+			client := &http.Client{Timeout: 10 * time.Second}
+			resp, err := client.Post(gw.url+"/v1/chat/completions", "application/json",
+				strings.NewReader(chatBody("hi", fmt.Sprintf(`,"stream":%v`, stream))))
+			if err != nil {
+				t.Fatalf("no answer while the kept 503's body stalls: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
+				t.Fatalf("%d from %q, %v: %.200s; want sim-1's 200", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), err, body)
+			}
+			select {
+			case <-let:
+			case <-time.After(10 * time.Second):
+				t.Error("the stalled engine's request was never cancelled")
+			}
+		})
+	}
+}

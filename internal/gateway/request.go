@@ -424,13 +424,14 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 
 // discard lets go of an attempt whose answer the client will not see, or
 // that got none: the engine computed nothing for it, so what it recorded
-// is taken back.
+// is taken back. Its request is cancelled, never its body read: a kept
+// 502, 503 or 504 whose body stalls must not hold back the answer another
+// replica gave (its connection is not reused).
 func (a *attempt) discard(ix index.Index) {
+	a.cancel(nil)
 	if a.resp != nil {
-		_, _ = io.Copy(io.Discard, io.LimitReader(a.resp.Body, 64<<10))
 		a.resp.Body.Close()
 	}
-	a.cancel(nil)
 	a.letGoPrefill()
 	a.freeSlot()
 	ix.TakeBack(a.record)
