@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/inferrail/inferrail/internal/openai"
 )
@@ -65,4 +66,41 @@ func withCORS(h http.Handler, origins []string) http.Handler {
 		hd.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// setEngineHeaders sets an engine's end-to-end response headers (those
+// copyHeaders copies) on the client's, but for CORS's: the gateway alone
+// decides CORS (withCORS), and an engine's own Access-Control-* headers
+// would grant origins it does not list, or cookies. The Vary entries they
+// imply go too; the engine's others follow the gateway's own. The engine's
+// headers are sifted apart first, so a Connection header of its naming one
+// of the gateway's removes none.
+func setEngineHeaders(dst, src http.Header) {
+	h := make(http.Header, len(src))
+	copyHeaders(h, src)
+	var vary []string
+	for _, v := range h["Vary"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" && !strings.EqualFold(f, "Origin") && !isCORSHeader(f) {
+				vary = append(vary, f)
+			}
+		}
+	}
+	own := dst["Vary"]
+	delete(dst, "Vary")
+	delete(h, "Vary")
+	for k, vs := range h {
+		if !isCORSHeader(k) {
+			dst[k] = vs
+		}
+	}
+	if vary = append(own, vary...); len(vary) > 0 {
+		dst["Vary"] = []string{strings.Join(vary, ", ")}
+	}
+}
+
+// isCORSHeader reports whether a header's name is CORS's.
+func isCORSHeader(name string) bool {
+	const prefix = "Access-Control-"
+	return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix)
 }
