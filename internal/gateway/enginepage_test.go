@@ -123,6 +123,52 @@ func TestEngineCapacityInGatewayBlocks(t *testing.T) {
 	}
 }
 
+// TestEngineCapacityHasACeiling: an engine's own word sizes its replica's
+// index, and the mirror of its events, up to index.MaxMirrorBlocks; the
+// operator's kv_capacity_blocks may size them past it (found by a review:
+// an engine that claimed num_gpu_blocks 536,870,913 raised its mirror's
+// bound to 2^31 blocks, over 100 GB of the gateway's memory).
+func TestEngineCapacityHasACeiling(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		claimed, configured   int
+		wantCapacity, wantMax int
+	}{
+		{"claimed", 1<<29 + 1, 0, index.MaxMirrorBlocks, index.MaxMirrorBlocks},
+		{"claimed_below", 1<<20 + 1, 0, 1 << 20, 1 << 22},
+		{"configured", 1<<29 + 1, 1 << 25, 1 << 25, 1 << 27},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := startPageEngine(t, vllmMetrics(16, tc.claimed))
+			cfg := config.Default()
+			cfg.Models = []config.Model{{Name: testModel, Tokenizer: "builtin:sim", BlockSize: 16}}
+			cfg.Replicas = []config.Replica{{ID: "e", URL: eng.URL, Models: []string{testModel}, MaxConcurrency: 8, MaxPending: 8,
+				KVCapacityBlocks: tc.configured, KVEvents: config.ReplicaKVEvents{Endpoint: "tcp://127.0.0.1:1"}}}
+			cfg.Tokenizer.Verify = false
+			cfg.Index.Mode = config.IndexExact
+			cfg.Load.ScrapeInterval = config.Duration(20 * time.Millisecond)
+			gw := startGateway(t, &cfg)
+			capacity := func() int {
+				for _, r := range gw.g.index.Stats().Replicas {
+					if r.ID == "e" {
+						return r.Capacity
+					}
+				}
+				return 0
+			}
+			waitFor(t, "the engine's capacity", 5*time.Second, func() bool {
+				return gw.g.scraper.Last("e") != nil && capacity() != config.Default().Index.DefaultCapacityBlocks
+			})
+			if got := capacity(); got != tc.wantCapacity {
+				t.Errorf("index capacity %d blocks, want %d", got, tc.wantCapacity)
+			}
+			if ev := gw.g.index.Events("e"); !ev.Attached || ev.Bound != tc.wantMax {
+				t.Errorf("mirror attached %v, bound %d blocks; want attached, %d", ev.Attached, ev.Bound, tc.wantMax)
+			}
+		})
+	}
+}
+
 // TestJudgeBlockSize: an SGLang engine whose page size is not the model's
 // block_size takes its replica off its events (reason block_size), with
 // one warning: its stream looks healthy but the mirror can key none of its

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -421,10 +422,16 @@ func (g *Gateway) eventsConfig(r *fleet.Replica) (index.EventsConfig, bool) {
 	if mt == nil {
 		return index.EventsConfig{}, false
 	}
-	return index.EventsConfig{BlockSize: mt.blockSize, Seed: func(adapter, salt string) blockhash.Hash {
+	cfg := index.EventsConfig{BlockSize: mt.blockSize, Seed: func(adapter, salt string) blockhash.Hash {
 		if adapter != "" {
 			return blockhash.Seed(adapter, "", salt)
 		}
 		return blockhash.Seed(model, "", salt)
-	}}, true
+	}}
+	if c := r.KVCapacityBlocks; c > index.MaxMirrorBlocks/4 {
+		// The operator's kv_capacity_blocks, unlike an engine's word, may
+		// size the mirror past the ceiling: four caches' worth, as below it.
+		cfg.MaxBlocks = 4 * min(c, math.MaxInt32)
+	}
+	return cfg, true
 }

@@ -312,7 +312,9 @@ func blocksToTokens(blocks []int, blockSize int) []int {
 
 // learnCapacity sizes a replica's shadow cache from what its engine
 // reports, unless the config set it: in the gateway's blocks, as the
-// scraper counts it (load.Report.UsableBlocks).
+// scraper counts it (load.Report.UsableBlocks), and at most
+// index.MaxMirrorBlocks: on its engine's word alone, a replica's index
+// takes no more of the gateway's memory than that.
 func (g *Gateway) learnCapacity(id string) {
 	if r := g.fleet.Snapshot().Get(id); r == nil || r.KVCapacityBlocks > 0 {
 		return
@@ -321,11 +323,12 @@ func (g *Gateway) learnCapacity(id string) {
 	if smp == nil || smp.CapacityBlocks <= 0 {
 		return
 	}
-	if prev, ok := g.learned.Load(id); ok && prev.(int) == smp.CapacityBlocks {
+	blocks := min(smp.CapacityBlocks, index.MaxMirrorBlocks)
+	if prev, ok := g.learned.Load(id); ok && prev.(int) == blocks {
 		return
 	}
-	g.learned.Store(id, smp.CapacityBlocks)
-	g.index.SetCapacity(id, smp.CapacityBlocks)
+	g.learned.Store(id, blocks)
+	g.index.SetCapacity(id, blocks)
 }
 
 // indexSummary is GET /admin/index.

@@ -50,13 +50,22 @@ type eventSource struct {
 	recent []recordTime
 }
 
+// MaxMirrorBlocks caps a mirror's bound that follows its replica's
+// capacity, whatever capacity it is given: the capacity most often comes
+// from the engine's own word (its metrics page), and an engine that
+// claimed 2^29 blocks would otherwise let its stream fill over 100 GB of
+// the gateway's memory. 2^24 blocks take 1.0–1.6 GB at the 60–98 bytes a
+// mirrored block was measured to cost. A bound set in EventsConfig is
+// taken as set.
+const MaxMirrorBlocks = 1 << 24
+
 // mirrorBounds returns the mirror's bounds for a replica of capacity
-// blocks: those configured, else four times the capacity (at least 1<<16)
-// and a quarter of that for orphans.
+// blocks: those configured, else four times the capacity (at least 1<<16,
+// at most MaxMirrorBlocks) and a quarter of that for orphans.
 func (ev *eventSource) mirrorBounds(capacity int) (maxOrphans, maxBlocks int) {
 	maxBlocks = ev.bounds.MaxBlocks
 	if maxBlocks <= 0 {
-		maxBlocks = max(4*capacity, 1<<16)
+		maxBlocks = min(max(4*capacity, 1<<16), MaxMirrorBlocks)
 	}
 	maxOrphans = ev.bounds.MaxOrphans
 	if maxOrphans <= 0 {
@@ -115,8 +124,9 @@ func (ev *eventSource) bytes() int64 {
 type EventsConfig struct {
 	BlockSize int      // tokens per engine block, the gateway's block size
 	Seed      SeedFunc // the chain seed the gateway uses for this replica's model
-	// MaxBlocks bounds the mirror (0: four times the replica's capacity
-	// when attached, at least 1<<16): a stream that stores more is broken.
+	// MaxBlocks bounds the mirror (0: four times the replica's capacity,
+	// at least 1<<16 and at most MaxMirrorBlocks): a stream that stores
+	// more is broken.
 	MaxBlocks int
 	// MaxOrphans bounds blocks kept without a known parent (0: MaxBlocks/4).
 	MaxOrphans int
@@ -419,6 +429,8 @@ type EventStats struct {
 	// those that ran out first.
 	Confirmed, Expired uint64
 	Mirror             MirrorStats
+	// Bound is the most blocks the mirror holds (mirrorBounds).
+	Bound int
 }
 
 // Events returns replica id's engine-fed state.
@@ -437,6 +449,7 @@ func (x *Approx) Events(id string) EventStats {
 		st.Digest = r.ev.mirror.Digest()
 		st.Confirmed, st.Expired = r.ev.confirmed, r.ev.expired
 		st.Mirror = r.ev.mirror.Stats
+		st.Bound = r.ev.mirror.maxBlocks
 	}
 	return st
 }

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -328,5 +329,48 @@ func TestMirrorBoundFollowsTheCapacity(t *testing.T) {
 	}
 	if st := x.Events("e"); st.Mirror.Overflow != 0 || st.Mirrored != n/mirrorBS {
 		t.Errorf("mirrored %d blocks with %d refused; want %d and none", st.Mirrored, st.Mirror.Overflow, n/mirrorBS)
+	}
+}
+
+// TestMirrorBoundHasACeiling: the bound that follows a replica's capacity
+// stops at MaxMirrorBlocks, however large a capacity its engine claims
+// (found by a review: an engine that claimed num_gpu_blocks 536,870,913
+// raised its own mirror's bound to 2^31 blocks); one set in EventsConfig
+// is taken as set.
+func TestMirrorBoundHasACeiling(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		set       int // EventsConfig.MaxBlocks
+		capacity  int
+		wantBound int
+	}{
+		{"small", 0, 1000, 1 << 16},
+		{"four_caches", 0, 70_000, 280_000},
+		{"at_the_ceiling", 0, MaxMirrorBlocks / 4, MaxMirrorBlocks},
+		{"past_the_ceiling", 0, MaxMirrorBlocks/4 + 1, MaxMirrorBlocks},
+		{"claimed_2^29+1", 0, 1<<29 + 1, MaxMirrorBlocks},
+		{"claimed_maxint", 0, math.MaxInt, MaxMirrorBlocks},
+		{"set_past_the_ceiling", 4 * MaxMirrorBlocks, 1 << 29, 4 * MaxMirrorBlocks},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := NewApprox(1000)
+			x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed, MaxBlocks: tc.set})
+			x.SetCapacity("e", tc.capacity) // learned after the stream started
+			if got := x.Events("e").Bound; got != tc.wantBound {
+				t.Errorf("capacity %d learned after attaching: bound %d, want %d", tc.capacity, got, tc.wantBound)
+			}
+			y := NewApprox(1000)
+			y.SetCapacity("e", tc.capacity) // known before
+			y.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed, MaxBlocks: tc.set})
+			if got := y.Events("e").Bound; got != tc.wantBound {
+				t.Errorf("capacity %d known when attaching: bound %d, want %d", tc.capacity, got, tc.wantBound)
+			}
+			r := y.lockReplica("e", false)
+			maxOrphans := r.ev.mirror.maxOrphans
+			r.mu.Unlock()
+			if maxOrphans != tc.wantBound/4 {
+				t.Errorf("orphan bound %d, want %d", maxOrphans, tc.wantBound/4)
+			}
+		})
 	}
 }
