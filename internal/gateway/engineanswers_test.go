@@ -199,6 +199,11 @@ func TestStreamsEndWithDone(t *testing.T) {
 		{"done_inside_an_event", chunked("Text/Event-Stream", "data: {\"content\":\"data: [DONE]\"}\n\n"), false},
 		{"no_done_until_close", "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + event, false},
 		{"not_an_event_stream", chunked("application/json", `{"id":"x"}`), true},
+		// Keep-alive comments after [DONE], past any fixed window of the
+		// stream's last bytes (found by a review: 78 of them, 1,014 bytes,
+		// made the gateway cut a whole stream and count it aborted).
+		{"done_then_comments", chunked("text/event-stream", event+"data: [DONE]\n\n"+strings.Repeat(": keepalive\n\n", 200)), true},
+		{"done_then_comments_then_data", chunked("text/event-stream", event+"data: [DONE]\n\n"+strings.Repeat(": keepalive\n\n", 200)+event), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

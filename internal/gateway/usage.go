@@ -7,21 +7,25 @@ import (
 )
 
 // usageTail keeps what a response's usage is read from as its bytes are
-// relayed: its last bytes, where a stream's [DONE] and most often the
-// usage sit, and the usage object itself wherever it sits. vLLM puts
-// prompt_token_ids, prompt_text and prompt_logprobs after the usage of a
-// whole answer (return_token_ids, common in RL frameworks), often more
-// than the tail holds.
+// relayed: its last bytes, where most often the usage sits, and the usage
+// object itself wherever it sits; and whether a stream ended with [DONE].
+// vLLM puts prompt_token_ids, prompt_text and prompt_logprobs after the
+// usage of a whole answer (return_token_ids, common in RL frameworks),
+// often more than the tail holds.
 type usageTail struct {
 	buf   [usageTailBytes]byte
 	n     int
 	usage usageCapture
+	// done follows the whole stream, not the tail: keep-alive comments
+	// after [DONE] may run past any tail.
+	done openai.DoneWatch
 }
 
 const usageTailBytes = 1024
 
 func (u *usageTail) write(p []byte) {
 	u.usage.write(p)
+	u.done.Write(p)
 	if len(p) >= usageTailBytes {
 		u.n = copy(u.buf[:], p[len(p)-usageTailBytes:])
 		return
@@ -33,9 +37,8 @@ func (u *usageTail) write(p []byte) {
 	u.n += copy(u.buf[u.n:], p)
 }
 
-// endsWithDone reports whether the event stream the tail ends ended with
-// [DONE].
-func (u *usageTail) endsWithDone() bool { return openai.EndsWithDone(u.buf[:u.n]) }
+// endsWithDone reports whether the event stream written ended with [DONE].
+func (u *usageTail) endsWithDone() bool { return u.done.Done() }
 
 // cachedTokens finds the engine's usage.prompt_tokens_details.cached_tokens.
 // False when there is none (the engine does not report it, or reports

@@ -132,3 +132,52 @@ func EndsWithDone(tail []byte) bool {
 	b, ok = bytes.CutSuffix(b, []byte("data:"))
 	return ok && (len(b) == 0 || b[len(b)-1] == '\n' || b[len(b)-1] == '\r')
 }
+
+// DoneWatch follows an event stream written to it in pieces, split at any
+// byte, and tells whether the stream so far ends with the [DONE] event as
+// EndsWithDone tells of the whole stream: its last line that is neither
+// blank nor a comment is "data: [DONE]" (or "data:[DONE]"). It keeps the
+// first bytes of the line being written and one verdict, so however many
+// comment lines follow [DONE] (keep-alives a proxy sends), and however
+// long the stream, it costs the same memory and time linear in the bytes
+// written. The zero value has seen nothing.
+type DoneWatch struct {
+	line [len("data: [DONE]") + 1]byte // the current line's first bytes
+	n    int                           // of line, held
+	done bool                          // the last finished line that counts was [DONE]'s
+}
+
+// Write adds p to the stream.
+func (w *DoneWatch) Write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexAny(p, "\r\n")
+		if i < 0 {
+			w.n += copy(w.line[w.n:], p)
+			return
+		}
+		w.n += copy(w.line[w.n:], p[:i])
+		if w.counts() {
+			w.done = w.isDone()
+		}
+		w.n = 0
+		p = p[i+1:]
+	}
+}
+
+// Done reports whether the stream so far ends with [DONE]; a last line
+// still unfinished counts as it stands, as in EndsWithDone.
+func (w *DoneWatch) Done() bool {
+	if w.counts() {
+		return w.isDone()
+	}
+	return w.done
+}
+
+// counts reports whether the current line is neither blank nor a comment.
+func (w *DoneWatch) counts() bool { return w.n > 0 && w.line[0] != ':' }
+
+// isDone reports whether the current line is [DONE]'s data line.
+func (w *DoneWatch) isDone() bool {
+	l := string(w.line[:w.n])
+	return l == "data: [DONE]" || l == "data:[DONE]"
+}
