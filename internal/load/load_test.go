@@ -63,6 +63,12 @@ func TestParseRefusesWhatItCannotTrust(t *testing.T) {
 		"negative usage":   []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc -0.5\n"),
 		"negative counter": []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\nvllm:prefix_cache_hits_total -3\n"),
 		"usage above one":  []byte("vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.1\nvllm:kv_cache_usage_perc{engine=\"1\"} 1.5\n"),
+		// More requests than any engine runs (found by a review: 1e19
+		// running became MinInt64 in the cost model, an idle engine).
+		"1e19 running":          []byte("vllm:num_requests_running 1e19\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"),
+		"running past 2^31":     []byte("vllm:num_requests_running 2147483649\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"),
+		"ranks running past it": []byte("vllm:num_requests_running{engine=\"0\"} 2e9\nvllm:num_requests_running{engine=\"1\"} 2e9\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"),
+		"1e19 waiting":          []byte("sglang:num_running_reqs 1\nsglang:num_queue_reqs 1e19\nsglang:token_usage 0.5\n"),
 		// The same series twice, its labels in another order: summed, it
 		// would double the load.
 		"repeated series": []byte("vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\nvllm:num_requests_running{model_name=\"m\", engine=\"0\"} 3\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"),

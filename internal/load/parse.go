@@ -459,6 +459,13 @@ var (
 	}
 )
 
+// maxCount bounds every figure of an engine's page that counts requests,
+// KV blocks or pool tokens: no engine comes near 2^31 of any, and past it
+// a figure would overflow the integers the gateway counts in. Requests
+// past it make the page unreadable, as a NaN does; a capacity past it is
+// not taken, as one that is not a number is not.
+const maxCount = 1 << 31
+
 // report reads the fields every engine reports, from f's families.
 func (p *page) report(e Engine, f families) (*Report, error) {
 	if name := p.repeated(); name != "" {
@@ -485,6 +492,12 @@ func (p *page) report(e Engine, f families) (*Report, error) {
 		if !(v >= 0) || math.IsInf(v, 1) {
 			return nil, fmt.Errorf("%w: a load figure is %v", ErrUnreadable, v)
 		}
+	}
+	// So is one that runs or queues more requests than any engine could
+	// (maxCount): priced, 1e19 running requests overflowed to an idle
+	// engine.
+	if rep.Running > maxCount || rep.Waiting > maxCount {
+		return nil, fmt.Errorf("%w: %v requests running, %v waiting", ErrUnreadable, rep.Running, rep.Waiting)
 	}
 	// So is a rank's share of its KV cache above one.
 	kv, _ := p.get(f.kvUsage...)
@@ -525,7 +538,7 @@ func parseVLLM(p *page) (*Report, error) {
 			if bs, err := strconv.Atoi(m.labels["block_size"]); err == nil && bs > 0 {
 				rep.BlockSize = bs
 			}
-			if n, err := strconv.Atoi(m.labels["num_gpu_blocks"]); err == nil && n > 0 {
+			if n, err := strconv.Atoi(m.labels["num_gpu_blocks"]); err == nil && n > 0 && n <= maxCount {
 				rep.CapacityBlocks += n
 			}
 		}
@@ -540,10 +553,11 @@ func parseSGLang(p *page) (*Report, error) {
 	}
 	pageSize, _ := p.mean("sglang:page_size")
 	tokens, _, _ := p.sum("sglang:max_total_num_tokens")
-	if tokens >= 1 {
-		rep.CapacityTokens = int(min(tokens, math.MaxInt32))
+	if !(tokens >= 1 && tokens <= maxCount) {
+		tokens = 0 // not reported, or not believed
 	}
-	if pageSize >= 1 {
+	rep.CapacityTokens = int(tokens)
+	if pageSize >= 1 && pageSize <= maxCount {
 		rep.BlockSize = int(pageSize)
 		rep.CapacityBlocks = int(tokens / pageSize)
 	}

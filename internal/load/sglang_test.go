@@ -119,6 +119,42 @@ func TestUsableBlocks(t *testing.T) {
 	}
 }
 
+// TestParseCapacityPastBelief: a KV capacity past 2^31 blocks or tokens
+// is not taken, as one that is not a number is not: converted to an int,
+// SGLang's 1e19 tokens became MinInt64 blocks, and vLLM's blocks summed
+// over ranks overflowed (found by a review). One at 2^31 is taken.
+func TestParseCapacityPastBelief(t *testing.T) {
+	const load = "vllm:num_requests_running 1\nvllm:num_requests_waiting 0\nvllm:kv_cache_usage_perc 0.5\n"
+	const sglang = "sglang:num_running_reqs 1\nsglang:num_queue_reqs 0\nsglang:token_usage 0.5\n"
+	info := func(engine, blocks string) string {
+		return fmt.Sprintf("vllm:cache_config_info{block_size=\"16\",engine=%q,num_gpu_blocks=%q} 1\n", engine, blocks)
+	}
+	for _, tc := range []struct {
+		name                    string
+		page                    string
+		blockSize, blocks, toks int
+	}{
+		{"vllm_2^31", load + info("0", "2147483648"), 16, 1 << 31, 0},
+		{"vllm_past_2^31", load + info("0", "2147483649"), 16, 0, 0},
+		{"vllm_ranks_overflowing", load + info("0", "9223372036854775807") + info("1", "9223372036854775807"), 16, 0, 0},
+		{"vllm_rank_past_2^31", load + info("0", "1000") + info("1", "4294967296"), 16, 1000, 0},
+		{"sglang_2^31_tokens", sglang + "sglang:page_size 16\nsglang:max_total_num_tokens 2147483648\n", 16, 1 << 27, 1 << 31},
+		{"sglang_1e19_tokens", sglang + "sglang:page_size 1\nsglang:max_total_num_tokens 1e19\n", 1, 0, 0},
+		{"sglang_1e19_page", sglang + "sglang:page_size 1e19\nsglang:max_total_num_tokens 160000\n", 0, 0, 160000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(strings.NewReader(tc.page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.BlockSize != tc.blockSize || got.CapacityBlocks != tc.blocks || got.CapacityTokens != tc.toks {
+				t.Errorf("block size %d, %d blocks, %d tokens; want %d, %d, %d", got.BlockSize, got.CapacityBlocks, got.CapacityTokens,
+					tc.blockSize, tc.blocks, tc.toks)
+			}
+		})
+	}
+}
+
 // TestParseSGLangManyRanks: past the few series looked through one by one,
 // ranks are grouped by a map; 24 data-parallel ranks of two tensor-parallel
 // schedulers each read as 24, each its tp_rank 0 scheduler's.
