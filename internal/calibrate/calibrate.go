@@ -99,7 +99,8 @@ type Options struct {
 	// (a real engine's first requests can be slow). 0 sends none; a
 	// negative count is refused.
 	Warmup int
-	// Client sends the requests; nil means a client of its own.
+	// Client sends the requests; nil means a client of its own, which
+	// follows no redirect.
 	Client *http.Client
 	// Timeout bounds each request; 0 means 2 minutes, and a negative one
 	// is refused.
@@ -163,7 +164,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.Settle = 5 * time.Second
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		// The engine named is the one measured: one that redirects is
+		// refused, not measured on another host.
+		opts.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	log := opts.Logger
 	if log == nil {

@@ -224,6 +224,28 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestRedirectNotFollowed: an engine that redirects is refused, not
+// measured on the host it points to (found by a review of the gateway's
+// clients, which followed redirects; this one did too).
+func TestRedirectNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirecting.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := calibrate.Run(ctx, calibrate.Options{URL: redirecting.URL, Design: calibrate.DefaultDesign(), Settle: 200 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("Run = %v, want the engine's 307", err)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("%d requests reached the host the engine redirected to, want none", n)
+	}
+}
+
 // Run refuses a negative timeout or warmup rather than taking the default
 // or sending none.
 func TestNegativeOptions(t *testing.T) {

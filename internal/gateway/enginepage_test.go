@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,6 +165,71 @@ func TestEngineCapacityHasACeiling(t *testing.T) {
 			}
 			if ev := gw.g.index.Events("e"); !ev.Attached || ev.Bound != tc.wantMax {
 				t.Errorf("mirror attached %v, bound %d blocks; want attached, %d", ev.Attached, ev.Bound, tc.wantMax)
+			}
+		})
+	}
+}
+
+// TestEngineRedirectsNotFollowed: the gateway judges an engine by its own
+// answers. A /health, /metrics, /v1/models or /tokenize that redirects is a
+// failed probe, scrape, card fetch or check; the host it points to, which
+// answers all of them well, is never asked (found by a review: a replica
+// whose /health answered 302 to another replica passed its probes, and
+// one whose /metrics did reported the other's load).
+func TestEngineRedirectsNotFollowed(t *testing.T) {
+	for _, redirected := range []string{"health", "pages"} {
+		t.Run(redirected, func(t *testing.T) {
+			var elsewhere atomic.Int64
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				switch r.URL.Path {
+				case "/metrics":
+					fmt.Fprint(w, vllmMetrics(16, 1024))
+				case "/v1/models":
+					fmt.Fprint(w, `{"object":"list","data":[{"id":"`+testModel+`","object":"model"}]}`)
+				case "/tokenize":
+					fmt.Fprint(w, `{"tokens":[1],"count":1,"max_model_len":4096}`)
+				}
+			}))
+			t.Cleanup(other.Close)
+			var mu sync.Mutex
+			asked := map[string]int{}
+			eng := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				asked[r.URL.Path]++
+				mu.Unlock()
+				if r.URL.Path == "/health" && redirected == "pages" {
+					return
+				}
+				http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+			}))
+			t.Cleanup(eng.Close)
+			cfg := onlyEngine(t, eng.URL)
+			cfg.Load.ScrapeInterval = config.Duration(20 * time.Millisecond)
+			gw := startGateway(t, cfg)
+			paths := map[string][]string{"health": {"/health", "/metrics"}, "pages": {"/health", "/metrics", "/v1/models"}}[redirected]
+			waitFor(t, "the engine asked twice for each page", 10*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range paths {
+					if asked[p] < 2 {
+						return false
+					}
+				}
+				return true
+			})
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("%d requests reached the host the engine redirected to, want none", n)
+			}
+			rep := gw.g.fleet.Snapshot().Get("odd")
+			if redirected == "health" {
+				waitFor(t, "the replica out of rotation", 10*time.Second, func() bool { return !rep.Healthy() })
+			} else if rep.Cards() != nil {
+				t.Errorf("model cards %v taken from a redirect", rep.Cards().Cards)
+			}
+			if page := scrape(t, gw.admin); !strings.Contains(page, `inferrail_load_scrapes_total{replica="odd",result="error"}`) ||
+				strings.Contains(page, `inferrail_load_scrapes_total{replica="odd",result="ok"}`) {
+				t.Errorf("scrapes of a redirecting /metrics:\n%s", grep(page, "inferrail_load_scrapes_total"))
 			}
 		})
 	}

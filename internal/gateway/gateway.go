@@ -195,6 +195,18 @@ func (g *Gateway) buildFleet(res fleet.Resolver) error {
 	return nil
 }
 
+// engineClient is a client of the engines over the gateway's transport,
+// with timeout (0: none). It follows no redirect: a replica is judged by
+// its own answers (a 3xx to a probe or a scrape is a failed one), never by
+// a page of the host it points to, and a request is not sent on to it.
+// The proxy's requests go through the transport alone, which follows none
+// either: the client gets an engine's 3xx as it came.
+func (g *Gateway) engineClient(timeout time.Duration) *http.Client {
+	return &http.Client{Transport: g.transport, Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
 // buildWatchers makes what watches the fleet (the engines' load scraper
 // and the health checker), the metrics that read them, and the reactions
 // of the index and the metrics to replicas that join or leave.
@@ -202,7 +214,7 @@ func (g *Gateway) buildWatchers() {
 	lc := g.cfg.Load
 	g.scraper = load.NewScraper(load.ScrapeConfig{
 		Interval: time.Duration(lc.ScrapeInterval), Timeout: time.Duration(lc.ScrapeTimeout), MaxAge: time.Duration(lc.MaxAge),
-	}, &http.Client{Transport: g.transport}, g.scrapeTargets, g.log, func(id, result string) {
+	}, g.engineClient(0), g.scrapeTargets, g.log, func(id, result string) {
 		if !g.memberID(id) {
 			return // it left while its page was read
 		}
@@ -233,7 +245,7 @@ func (g *Gateway) buildWatchers() {
 		UnhealthyThreshold: hc.UnhealthyThreshold, HealthyThreshold: hc.HealthyThreshold,
 		EjectionBackoff: time.Duration(hc.EjectionBackoff), MaxEjectionBackoff: time.Duration(hc.MaxEjectionBackoff),
 		MaxEjectionPercent: hc.MaxEjectionPercent,
-	}, g.fleet, &http.Client{Transport: g.transport}, g.log, func(r *fleet.Replica) {
+	}, g.fleet, g.engineClient(0), g.log, func(r *fleet.Replica) {
 		if g.member(r) {
 			g.metrics.ejections.WithLabelValues(r.ID).Inc()
 		}

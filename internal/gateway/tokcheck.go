@@ -86,7 +86,7 @@ func (g *Gateway) checkTokenizers(ctx context.Context, retry time.Duration) {
 		pending[model] = mt
 		g.tokChecks.set(model, tokenCheck{State: tokPending})
 	}
-	client := &http.Client{Transport: g.transport, Timeout: 5 * time.Second}
+	client := g.engineClient(5 * time.Second)
 	for attempt := 0; len(pending) > 0; attempt++ {
 		for model, mt := range pending {
 			if g.checkModelTokens(ctx, client, model, mt) {
