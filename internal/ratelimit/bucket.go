@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"time"
 )
@@ -23,10 +22,6 @@ const MaxPerMinute = 10_000_000_000
 // maxUnits bounds a bucket's capacity in units, so that no sum of a level
 // and a take overflows an int64.
 const maxUnits = 1 << 61
-
-// floorUnits is the deepest debt a bucket keeps: charges past it are
-// forgiven rather than overflowing.
-const floorUnits = -maxUnits
 
 // Check reports why r cannot make a bucket, or nil: the period must be
 // 1µs to 1h, the limit at least 1 and, with the period, within what the
@@ -52,7 +47,7 @@ type Bucket struct {
 	maxN int64 // the most tokens one call moves; larger counts are clamped
 
 	mu    sync.Mutex
-	level int64     // units; below zero in debt; guarded by mu
+	level int64     // units, from -full (one full bucket in debt) to full; guarded by mu
 	last  time.Time // the instant level is up to date for, on a whole microsecond from the start; guarded by mu
 }
 
@@ -149,9 +144,9 @@ func (b *Bucket) until(now time.Time, target int64) time.Duration {
 	if deficit <= 0 {
 		return 0
 	}
-	// Deep in debt the wait can pass what a Duration holds (292 years):
-	// it stays the longest one rather than wrapping to a negative.
-	micros := min((deficit+b.rate.Limit-1)/b.rate.Limit, int64(math.MaxInt64/time.Microsecond))
+	// At most two full buckets below full (Charge bounds the debt): two
+	// periods of at most an hour, far within a Duration.
+	micros := (deficit + b.rate.Limit - 1) / b.rate.Limit
 	if now.Before(b.last) {
 		now = b.last
 	}
@@ -159,13 +154,15 @@ func (b *Bucket) until(now time.Time, target int64) time.Duration {
 }
 
 // Charge takes n tokens whether or not the bucket holds them, going into
-// debt if it must (at most maxUnits deep).
+// debt if it must, but never deeper than one full bucket: what a charge
+// would take past that is forgiven. So a bucket in debt admits again
+// within two periods, however many requests settled into it at once.
 func (b *Bucket) Charge(now time.Time, n int64) {
 	n = b.clamp(n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	b.level = max(b.level-n*b.unit, floorUnits)
+	b.level = max(b.level-n*b.unit, -b.full)
 }
 
 // Refund gives n tokens back, up to a full bucket.

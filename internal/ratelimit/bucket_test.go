@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"math"
 	"math/big"
 	"testing"
 	"time"
@@ -63,6 +62,11 @@ func TestBucket(t *testing.T) {
 			{0, "admit", 60, true, 0, 0, time.Minute},
 			{0, "admit", 0, false, time.Second, 0, time.Minute},
 			{time.Second, "admit", 0, true, 0, 1, 59 * time.Second},
+		}},
+		{"debt_bounded_at_one_bucket", []step{
+			{0, "charge", 1000, false, 0, 0, 2 * time.Minute},
+			{0, "admit", 0, false, 61 * time.Second, 0, 2 * time.Minute},
+			{time.Minute, "charge", 1000, false, 0, 0, 2 * time.Minute},
 		}},
 		{"debt_blocks_until_repaid", []step{
 			{0, "charge", 90, false, 0, 0, 90 * time.Second},
@@ -167,9 +171,6 @@ func (m *refBucket) until(target *big.Rat) time.Duration {
 	if new(big.Rat).SetInt(q).Cmp(d) < 0 {
 		q.Add(q, big.NewInt(1))
 	}
-	if longest := big.NewInt(int64(math.MaxInt64 / time.Microsecond)); q.Cmp(longest) > 0 {
-		q = longest // the longest Duration, in whole microseconds
-	}
 	return time.Duration(q.Int64()) * time.Microsecond
 }
 
@@ -190,7 +191,7 @@ func (m *refBucket) admit(now, n int64) (bool, time.Duration) {
 func (m *refBucket) charge(now, n int64) {
 	m.refill(now)
 	m.tokens.Sub(m.tokens, big.NewRat(m.clamp(n), 1))
-	if floor := big.NewRat(floorUnits, m.unit); m.tokens.Cmp(floor) < 0 {
+	if floor := big.NewRat(-m.limit, 1); m.tokens.Cmp(floor) < 0 {
 		m.tokens = floor
 	}
 }
@@ -212,12 +213,12 @@ func (m *refBucket) state(now int64) (int64, time.Duration) {
 	return left, m.until(big.NewRat(m.limit, 1))
 }
 
-// TestBucketMatchesReference: a bucket and the naive model agree on every
-// answer over random sequences of waits, admits, charges, refunds and
-// TestDeepDebtWaitsLong: a bucket charged far past its limit (a huge
-// usage on a small per-minute limit) reports a long positive wait and
-// reset, never one wrapped negative (found by a review: -2562047h).
-func TestDeepDebtWaitsLong(t *testing.T) {
+// TestDebtIsBounded: a bucket charged far past its limit (a huge usage
+// on a small per-minute limit, or many requests settling at once) owes one
+// full bucket at most, so it admits again within two periods; its wait
+// and reset are positive, never wrapped negative (an earlier review found
+// -2562047h when debt had no bound; a later one, lock-outs of minutes).
+func TestDebtIsBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	b := NewBucket(PerMinute(10), now)
 	for range 200 {
@@ -225,11 +226,15 @@ func TestDeepDebtWaitsLong(t *testing.T) {
 	}
 	ok, wait := b.Admit(now, 1)
 	_, reset := b.State(now)
-	if ok || wait < 100*365*24*time.Hour || reset < wait {
-		t.Errorf("admitted %v, wait %v, reset %v; want refused, a wait of centuries and a reset no shorter", ok, wait, reset)
+	// One token needs the ten owed and one more, at six seconds each; full
+	// is twenty away.
+	if ok || wait != 66*time.Second || reset != 2*time.Minute {
+		t.Errorf("admitted %v, wait %v, reset %v; want refused, 1m6s and 2m0s", ok, wait, reset)
 	}
 }
 
+// TestBucketMatchesReference: a bucket and the naive model agree on every
+// answer over random sequences of waits, admits, charges, refunds and
 // state reads, at rates from one a period to the largest allowed.
 func TestBucketMatchesReference(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {

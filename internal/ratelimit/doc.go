@@ -11,7 +11,10 @@
 // A Bucket may go into debt: Charge takes tokens without asking, which is
 // how output tokens are paid when a response ends, after the engine said
 // how many it generated. Admit only takes when the bucket can pay, and a
-// bucket in debt admits nothing until it has refilled past zero.
+// bucket in debt admits nothing until it has refilled past zero. Debt is
+// bounded at one full bucket: a charge past it is forgiven, so that many
+// requests settling at once cannot lock a bucket for longer than two
+// periods' refill.
 //
 // Why not golang.org/x/time/rate: its Limiter cannot be charged past its
 // burst after the fact (ReserveN refuses n > burst), a cancelled

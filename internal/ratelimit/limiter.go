@@ -98,7 +98,8 @@ type Verdict struct {
 type Limiter interface {
 	// Admit takes every cost or none: each bucket must hold max(N, 1).
 	Admit(ctx context.Context, now time.Time, costs []Cost) (Verdict, error)
-	// Charge takes every cost, into debt if need be.
+	// Charge takes every cost, into debt if need be, but no bucket
+	// deeper than one full bucket.
 	Charge(ctx context.Context, now time.Time, costs []Cost) error
 	// Refund gives every cost back, each bucket up to full.
 	Refund(ctx context.Context, now time.Time, costs []Cost) error
@@ -151,7 +152,9 @@ func (l *Local) lookup(id ID, r Rate, now time.Time, setRate bool) *Bucket {
 	}
 	b = NewBucket(r, now)
 	if old != nil && old.unit == b.unit {
-		b.level = max(b.full-old.used(now), floorUnits)
+		// What was used stays used, but a lowered limit owes no more than
+		// a charge could: one full bucket at the new rate.
+		b.level = max(b.full-old.used(now), -b.full)
 	}
 	l.buckets[id] = b
 	return b

@@ -108,14 +108,29 @@ func TestLocalRateChangeKeepsUsage(t *testing.T) {
 	}
 }
 
+// TestLocalLoweredLimitOwesOneBucket: a limit lowered far below what its
+// bucket used keeps the usage only down to one full bucket of debt at the
+// new rate, as a charge does, so it admits again within two minutes.
+func TestLocalLoweredLimitOwesOneBucket(t *testing.T) {
+	ctx := context.Background()
+	l := NewLocal()
+	if v, _ := l.Admit(ctx, t0, []Cost{{ID: keyPrompt, Rate: PerMinute(1_000_000), N: 1_000_000}}); !v.OK {
+		t.Fatal("first admit refused")
+	}
+	v, _ := l.Admit(ctx, t0, []Cost{{ID: keyPrompt, Rate: PerMinute(60), N: 1}})
+	if v.OK || v.Wait != 61*time.Second {
+		t.Errorf("a million used, the limit lowered to 60 a minute: Admit = %+v, want refused for 1m1s (60 owed and the token asked for)", v)
+	}
+}
+
 func TestLocalChargeRefund(t *testing.T) {
 	ctx := context.Background()
 	l := NewLocal()
 	c := []Cost{{ID: modelOut, Rate: PerMinute(100), N: 250}}
 	_ = l.Charge(ctx, t0, c)
 	v, _ := l.Admit(ctx, t0, []Cost{{ID: modelOut, Rate: PerMinute(100)}})
-	if v.OK || v.Wait != 90600*time.Millisecond {
-		t.Errorf("in debt of 150 at 100/min: Admit = %+v, want refused for 90.6s (151 tokens at 0.6 s each)", v)
+	if v.OK || v.Wait != 60600*time.Millisecond {
+		t.Errorf("charged 250 at 100/min: Admit = %+v, want refused for 60.6s (in debt of 100, a full bucket, the rest forgiven: 101 tokens at 0.6 s each)", v)
 	}
 	_ = l.Refund(ctx, t0, c)
 	if c[0].Remaining != 100 {
