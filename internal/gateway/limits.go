@@ -1,12 +1,15 @@
 package gateway
 
 // Rate limits of keys and models. A request is admitted (admit) once its
-// model is known and its prompt counted: it takes one request and its
-// prompt tokens from every bucket of its key and its model, and needs
-// every output budget out of debt. When the response ends (settle), the
-// output tokens the engine reports in its usage are charged, or estimated
-// when it reports none; a request no engine answered with a 2xx gets its
-// prompt tokens back. Refused requests get 429 with OpenAI's headers, so
+// model is known and its prompt counted: it takes one request, its prompt
+// tokens and, from every output budget, the most output it asks for (at
+// most the whole budget; one token when it states no maximum) from every
+// bucket of its key and its model, all or none, as OpenAI's limiter counts
+// max_tokens when a request arrives. When the response ends (settle), the
+// output tokens the engine reports in its usage, or an estimate when it
+// reports none, true the output up: the rest is charged or the unused part
+// given back. A request no engine answered with a 2xx gets its prompt and
+// output tokens back. Refused requests get 429 with OpenAI's headers, so
 // the official SDKs wait as told and retry.
 //
 // Limits hold per gateway instance (ratelimit.Local).
@@ -48,15 +51,17 @@ type bill struct {
 	estimated bool
 	status    int // the engine's status; 0 when none answered
 	// abandoned: the client left while an engine worked on the request,
-	// before its answer's head. The prompt was computed, so it is not
-	// given back; a whole answer's output is never seen, so it is not
-	// charged (the engine stops when the gateway hangs up).
+	// before its answer's head. The prompt was computed and output
+	// generated until the gateway hung up, how much is never seen: the
+	// prompt and the output taken at admission stay charged.
 	abandoned bool
 	ctx       context.Context // for the limiter's calls after the client may have left
 }
 
-// add adds the buckets of one set of limits.
-func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt int64) {
+// add adds the buckets of one set of limits: a request, prompt tokens and
+// output tokens taken (output at most a whole budget: a full bucket can
+// always hold it).
+func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt, output int64) {
 	for _, c := range []struct {
 		kind  ratelimit.Kind
 		limit int64
@@ -64,7 +69,7 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt i
 	}{
 		{ratelimit.Requests, l.RequestsPerMinute, 1},
 		{ratelimit.PromptTokens, l.PromptTokensPerMinute, prompt},
-		{ratelimit.OutputTokens, l.OutputTokensPerMinute, 0},
+		{ratelimit.OutputTokens, l.OutputTokensPerMinute, min(output, l.OutputTokensPerMinute)},
 	} {
 		if c.limit == 0 {
 			continue
@@ -76,19 +81,48 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt i
 	}
 }
 
-// of returns the bill's costs of one kind, with N set to n. It reorders
-// the bill's costs in place: settle, its one caller, is their last use,
-// and each call looks at them all.
-func (b *bill) of(kind ratelimit.Kind, n int64) []ratelimit.Cost {
-	k := 0
-	for i := range b.costs[:b.n] {
-		if b.costs[i].ID.Kind == kind {
-			b.costs[i].N = n
-			b.costs[k], b.costs[i] = b.costs[i], b.costs[k]
-			k++
+// trueUp returns what settling the bill's costs of one kind at n tokens
+// moves: the costs that took less than n, each N set to the rest to
+// charge, and those that took more, each N set to the part to give back;
+// a cost that took exactly n is in neither. It reorders and rewrites the
+// bill's costs in place: settle, its one caller, is their last use, and
+// each call looks only at costs of its kind.
+func (b *bill) trueUp(kind ratelimit.Kind, n int64) (charge, refund []ratelimit.Cost) {
+	cs := b.costs[:b.n]
+	moved := 0
+	for i := range cs {
+		if cs[i].ID.Kind == kind && cs[i].N != n {
+			cs[moved], cs[i] = cs[i], cs[moved]
+			moved++
 		}
 	}
-	return b.costs[:k]
+	short := 0
+	for i := range cs[:moved] {
+		if cs[i].N < n {
+			cs[short], cs[i] = cs[i], cs[short]
+			short++
+		}
+	}
+	for i := range cs[:moved] {
+		cs[i].N = max(n-cs[i].N, cs[i].N-n)
+	}
+	return cs[:short], cs[short:moved]
+}
+
+// outputCap is the most output tokens a request's body asks for: n
+// choices of max_completion_tokens, else of max_tokens, in a chat (vLLM's
+// chat reads max_completion_tokens first), of max_tokens in a completion;
+// 0 when it states no maximum, whatever its n.
+func outputCap(mf openai.ModelField, chat bool) int64 {
+	most := mf.MaxTokens
+	if chat && mf.MaxCompletionTokens > 0 {
+		most = mf.MaxCompletionTokens
+	}
+	n := max(mf.N, 1)
+	if most > math.MaxInt64/n {
+		return math.MaxInt64
+	}
+	return most * n
 }
 
 // admit checks that the request's key may use its model and takes its
@@ -108,11 +142,11 @@ func (g *Gateway) admit(ex *exchange) error {
 		return nil
 	}
 	b := &bill{key: key, ctx: context.WithoutCancel(ex.r.Context()), estimated: ex.pred == nil}
-	prompt := int64(ex.route.PromptTokens)
+	prompt, output := int64(ex.route.PromptTokens), max(ex.outputCap, 1)
 	if key != nil {
-		b.add(ratelimit.ScopeKey, key.Name, kl, prompt)
+		b.add(ratelimit.ScopeKey, key.Name, kl, prompt, output)
 	}
-	b.add(ratelimit.ScopeModel, ex.model, ml, prompt)
+	b.add(ratelimit.ScopeModel, ex.model, ml, prompt, output)
 	v, err := g.access.limiter.Admit(b.ctx, time.Now(), b.costs[:b.n])
 	if err != nil {
 		g.access.metrics.limitErrors.Inc()
@@ -269,11 +303,12 @@ func (g *Gateway) finish(ex *exchange) {
 	g.captureRequest(ex, out, source)
 }
 
-// settle ends a request's bill: the output charged (out tokens counted
-// from source; out < 0 when not counted) and an estimated prompt trued up
-// to the engine's count (prompt; < 0 when the answer gave none), or the
-// prompt tokens given back when no engine answered it with a 2xx and the
-// client did not leave one working on it.
+// settle ends a request's bill: the output taken at admission trued up to
+// the output counted (out tokens counted from source; out < 0 when not
+// counted, which keeps what was taken) and an estimated prompt trued up to
+// the engine's count (prompt; < 0 when the answer gave none), or the prompt
+// and output tokens given back when no engine answered it with a 2xx and
+// the client did not leave one working on it.
 func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	b := ex.bill
 	if b == nil {
@@ -284,25 +319,35 @@ func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	switch {
 	case b.abandoned:
 	case b.status/100 != 2:
-		err = g.access.limiter.Refund(b.ctx, now, b.of(ratelimit.PromptTokens, int64(ex.route.PromptTokens)))
+		err = g.settleAt(b, now, ratelimit.PromptTokens, 0)
+		err = errors.Join(err, g.settleAt(b, now, ratelimit.OutputTokens, 0))
 	default:
-		if d := prompt - int64(ex.route.PromptTokens); b.prompts && b.estimated && prompt >= 0 && d != 0 {
+		if b.prompts && b.estimated && prompt >= 0 && prompt != int64(ex.route.PromptTokens) {
 			g.access.metrics.trueUps.Inc()
-			if d > 0 {
-				err = g.access.limiter.Charge(b.ctx, now, b.of(ratelimit.PromptTokens, d))
-			} else {
-				err = g.access.limiter.Refund(b.ctx, now, b.of(ratelimit.PromptTokens, -d))
-			}
+			err = g.settleAt(b, now, ratelimit.PromptTokens, prompt)
 		}
 		if b.outputs && out >= 0 {
 			g.access.metrics.chargedBy[source].Add(float64(out))
-			err = errors.Join(err, g.access.limiter.Charge(b.ctx, now, b.of(ratelimit.OutputTokens, out)))
+			err = errors.Join(err, g.settleAt(b, now, ratelimit.OutputTokens, out))
 		}
 	}
 	if err != nil {
 		g.access.metrics.limitErrors.Inc()
 		g.log.Warn("rate limiter failed to settle a request", "request_id", ex.id, "error", err)
 	}
+}
+
+// settleAt trues the bill's costs of one kind up to n tokens (trueUp).
+func (g *Gateway) settleAt(b *bill, now time.Time, kind ratelimit.Kind, n int64) error {
+	charge, refund := b.trueUp(kind, n)
+	var err error
+	if len(charge) > 0 {
+		err = g.access.limiter.Charge(b.ctx, now, charge)
+	}
+	if len(refund) > 0 {
+		err = errors.Join(err, g.access.limiter.Refund(b.ctx, now, refund))
+	}
+	return err
 }
 
 // outputMeter counts a response's output tokens: from the engine's usage

@@ -180,10 +180,11 @@ func TestModelLimitsWithoutKeys(t *testing.T) {
 	}
 }
 
-// TestOutputTokenLimits: output tokens are charged from the engine's
-// usage when a response ends, into debt, and a budget in debt admits
-// nothing until it refills; a stream without usage is charged an estimate
-// from its events.
+// TestOutputTokenLimits: a request takes its max_tokens from the output
+// budget when admitted and is trued up to the engine's usage when its
+// response ends; one whose max_tokens the budget does not hold is
+// refused, the 429 naming what it asked for; a stream without usage is
+// charged an estimate from its events.
 func TestOutputTokenLimits(t *testing.T) {
 	secret, k := newKey("out", func(k *auth.Key) { k.Limits.OutputTokensPerMinute = 10 })
 	streamSecret, sk := newKey("streams", func(k *auth.Key) { k.Limits.OutputTokensPerMinute = 1000 })
@@ -193,22 +194,33 @@ func TestOutputTokenLimits(t *testing.T) {
 	cfg.Auth.KeysFile = path
 	gw := startGateway(t, cfg)
 	eight := `{"model":"sim","messages":[{"role":"user","content":"output"}],"max_tokens":8,"ignore_eos":true}`
-	for i := range 2 {
-		if resp, b := chat(t, gw.url, eight, bearer(secret)...); resp.StatusCode != 200 {
-			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
-		}
+	// An engine's 400 (the simulator refuses n > 1) gives back what was
+	// taken: 16 asked, the whole budget of 10 taken.
+	resp, b := chat(t, gw.url, strings.Replace(eight, `"max_tokens":8`, `"max_tokens":8,"n":2`, 1), bearer(secret)...)
+	if resp.StatusCode != 400 || intHeader(t, resp, "X-Ratelimit-Remaining-Tokens") != 0 {
+		t.Fatalf("n=2: %d, %s output tokens left; want 400 with the whole budget taken: %s", resp.StatusCode, resp.Header.Get("X-Ratelimit-Remaining-Tokens"), b)
 	}
-	// 16 charged of 10: 6 in debt, so a token is 7 tokens of refill away
-	// at 10 a minute: 42 s.
-	resp, b := chat(t, gw.url, eight, bearer(secret)...)
-	if resp.StatusCode != 429 || decodeError(t, b).Error.Type != "tokens" {
-		t.Fatalf("in debt: %d %s", resp.StatusCode, b)
+	resp, b = chat(t, gw.url, eight, bearer(secret)...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("first: %d %s", resp.StatusCode, b)
 	}
-	if ms := intHeader(t, resp, "Retry-After-Ms"); ms < 41_000 || ms > 42_001 {
-		t.Errorf("retry-after-ms %d, want about 42 s", ms)
+	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left != 2 {
+		t.Errorf("%d output tokens left after admitting max_tokens 8 of 10, want 2", left)
 	}
-	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="usage"}`); got != 16 {
-		t.Errorf("output tokens charged from usage: %v, want 16", got)
+	// 8 used of 10: 8 tokens need 6 more, at 10 a minute 36 s.
+	resp, b = chat(t, gw.url, eight, bearer(secret)...)
+	if resp.StatusCode != 429 || decodeError(t, b).Error.Type != "tokens" || !strings.Contains(b, "remaining 2, requested 8.") {
+		t.Fatalf("8 more with 2 left: %d %s", resp.StatusCode, b)
+	}
+	if ms := intHeader(t, resp, "Retry-After-Ms"); ms < 35_000 || ms > 36_001 {
+		t.Errorf("retry-after-ms %d, want about 36 s", ms)
+	}
+	two := strings.Replace(eight, `"max_tokens":8`, `"max_tokens":2`, 1)
+	if resp, b := chat(t, gw.url, two, bearer(secret)...); resp.StatusCode != 200 {
+		t.Fatalf("2 with 2 left: %d %s", resp.StatusCode, b)
+	}
+	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="usage"}`); got != 10 {
+		t.Errorf("output tokens charged from usage: %v, want 10", got)
 	}
 
 	streamBody := func(extra string) string {

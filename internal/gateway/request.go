@@ -47,8 +47,11 @@ type exchange struct {
 	// sessionKey: what the session tables and logs keep of it.
 	sessionKey string
 	route      policy.Request
-	bill       *bill      // what the rate limits charged; nil when none apply
-	adm        *admission // its priority class and TTFT target; nil until classified
+	// outputCap is the most output tokens its body asks for (outputCap);
+	// 0 when it states no maximum.
+	outputCap int64
+	bill      *bill      // what the rate limits charged; nil when none apply
+	adm       *admission // its priority class and TTFT target; nil until classified
 	// fair and slot: fair sharing knows the request (it must leave), and
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
@@ -155,6 +158,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		body = openai.SpliceModel(body, mf, model)
 	}
 	ex.model, ex.body, ex.stream = model, body, mf.Stream
+	ex.outputCap = outputCap(mf, isChatPath(r.URL.Path))
 	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)
 	if ex.adm.target == 0 {
 		ex.adm.target = g.modelTarget(ex)

@@ -24,6 +24,36 @@ type ModelField struct {
 	// extension naming the request when no X-Request-Id header does; ""
 	// when absent or not a string.
 	RequestID string
+	// MaxTokens, MaxCompletionTokens and N are the body's top-level
+	// "max_tokens", "max_completion_tokens" and "n" when each is a whole
+	// number of at least 1 (LaxWhole); 0 when absent, null or anything
+	// else.
+	MaxTokens, MaxCompletionTokens, N int64
+}
+
+// The top-level keys FindModel reads, by their place in topKeys.
+const (
+	keyOther = iota
+	keyModel
+	keyUser
+	keyStream
+	keyRequestID
+	keyMaxTokens
+	keyMaxCompletionTokens
+	keyN
+)
+
+var topKeys = [...]string{keyModel: "model", keyUser: "user", keyStream: "stream", keyRequestID: "request_id",
+	keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyN: "n"}
+
+// topKey is which of topKeys raw, a JSON string, names; keyOther for none.
+func topKey(raw []byte) int {
+	for k := keyModel; k < len(topKeys); k++ {
+		if isKey(raw, topKeys[k]) {
+			return k
+		}
+	}
+	return keyOther
 }
 
 // ErrNotObject is returned by FindModel for a body whose top level is not a
@@ -40,8 +70,9 @@ var ErrModelType = errors.New("model must be a string")
 var ErrModelNotUTF8 = errors.New("the model name is not UTF-8")
 
 // FindModel scans the top level of a JSON object for its "model" key (and
-// its "user", "stream" and "request_id") without decoding anything else. The last occurrence wins, as in Python. body must
-// be valid JSON (check with json.Valid first).
+// its "user", "stream", "request_id", "max_tokens", "max_completion_tokens"
+// and "n") without decoding anything else. The last occurrence wins, as in
+// Python. body must be valid JSON (check with json.Valid first).
 func FindModel(body []byte) (ModelField, error) {
 	var f ModelField
 	i := skipSpace(body, 0)
@@ -55,29 +86,32 @@ func FindModel(body []byte) (ModelField, error) {
 	for i < len(body) {
 		keyStart := i
 		i = skipString(body, i)
-		isModel := isKey(body[keyStart:i], "model")
-		isUser := !isModel && isKey(body[keyStart:i], "user")
-		isStream := !isModel && !isUser && isKey(body[keyStart:i], "stream")
-		isRequestID := !isModel && !isUser && !isStream && isKey(body[keyStart:i], "request_id")
+		key := topKey(body[keyStart:i])
 		i = skipSpace(body, i)
 		i = skipSpace(body, i+1) // ':'
 		valStart := i
 		i = skipValue(body, i)
-		switch {
-		case isModel:
+		switch key {
+		case keyModel:
 			f.Present, f.Start, f.End = true, valStart, i
-		case isUser:
+		case keyUser:
 			f.User = ""
 			if body[valStart] == '"' {
 				_ = json.Unmarshal(body[valStart:i], &f.User)
 			}
-		case isStream:
+		case keyStream:
 			f.Stream = laxTrue(body[valStart:i])
-		case isRequestID:
+		case keyRequestID:
 			f.RequestID = ""
 			if body[valStart] == '"' {
 				_ = json.Unmarshal(body[valStart:i], &f.RequestID)
 			}
+		case keyMaxTokens:
+			f.MaxTokens = LaxWhole(body[valStart:i])
+		case keyMaxCompletionTokens:
+			f.MaxCompletionTokens = LaxWhole(body[valStart:i])
+		case keyN:
+			f.N = LaxWhole(body[valStart:i])
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -139,7 +140,7 @@ func TestFindModel(t *testing.T) {
 // object draws a JSON object with nested values and maybe a model key.
 func object() *rapid.Generator[[]byte] {
 	return rapid.Custom(func(t *rapid.T) []byte {
-		keys := rapid.SliceOfN(rapid.SampledFrom([]string{"model", "messages", "max_tokens", "m\u00f6del", "x", "stream"}), 0, 6).Draw(t, "keys")
+		keys := rapid.SliceOfN(rapid.SampledFrom([]string{"model", "messages", "max_tokens", "m\u00f6del", "x", "stream", "max_completion_tokens", "n"}), 0, 6).Draw(t, "keys")
 		var b bytes.Buffer
 		b.WriteByte('{')
 		for i, k := range keys {
@@ -150,9 +151,12 @@ func object() *rapid.Generator[[]byte] {
 			b.Write(kb)
 			b.WriteString(rapid.SampledFrom([]string{":", " : "}).Draw(t, "colon"))
 			var v any
-			switch rapid.IntRange(0, 6).Draw(t, "kind") {
+			switch rapid.IntRange(0, 7).Draw(t, "kind") {
 			case 6: // what a lax boolean may be
 				v = rapid.SampledFrom([]any{"true", "Yes", "no", "1", "0", " true", 1, 0, 2, 1.5, 1.0}).Draw(t, "lax")
+			case 7: // what a lax count may be
+				v = rapid.SampledFrom([]any{"2000", " 7 ", "+3", "1_000", "1.0", "x", json.RawMessage("1e3"), json.RawMessage("2.0"),
+					json.RawMessage("99999999999999999999"), json.RawMessage("-4"), json.RawMessage("0.5")}).Draw(t, "count")
 			case 0:
 				v = rapid.String().Draw(t, "str")
 			case 1:
@@ -189,6 +193,7 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 		if stream := pydanticTrue(m["stream"]); f.Stream != stream {
 			t.Fatalf("FindModel(%s).Stream = %v, decoder says %v", body, f.Stream, stream)
 		}
+		checkCounts(t, body, f)
 		if s, isStr := want.(string); present && isStr {
 			if err != nil || f.Name != s {
 				t.Fatalf("FindModel(%s) = %q, %v; want %q", body, f.Name, err, s)
@@ -219,8 +224,74 @@ func TestFindAndSpliceAgreeWithDecoder(t *testing.T) {
 	})
 }
 
+// checkCounts fails unless FindModel's counts are LaxWhole of the values
+// a decoder finds at the top level of body, numbers kept as written.
+func checkCounts(t fataler, body []byte, f ModelField) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var top map[string]any
+	if d.Decode(&top) != nil {
+		return
+	}
+	for key, got := range map[string]int64{"max_tokens": f.MaxTokens, "max_completion_tokens": f.MaxCompletionTokens, "n": f.N} {
+		var want int64
+		if v := top[key]; v != nil {
+			raw, _ := json.Marshal(v)
+			want = LaxWhole(raw)
+		}
+		if got != want {
+			t.Fatalf("FindModel(%s)'s %s = %d, decoder's value reads %d", body, key, got, want)
+		}
+	}
+}
+
+// fataler is what checkCounts needs of *testing.T and *rapid.T.
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
+
+// TestLaxWhole: counts as pydantic's lax mode reads an integer field;
+// strings it may refuse ("1_000" is Python's int() syntax) read high,
+// which only costs an engine's 400.
+func TestLaxWhole(t *testing.T) {
+	for _, tt := range []struct {
+		json string
+		want int64
+	}{
+		{`2000`, 2000}, {`1`, 1}, {`0`, 0}, {`-5`, 0}, {`-0`, 0},
+		{`2000.0`, 2000}, {`1e3`, 1000}, {`1E3`, 1000}, {`10e-1`, 1}, {`1.5`, 0}, {`0.5`, 0}, {`1e400`, 0},
+		{`99999999999999999999`, math.MaxInt64}, {`1e30`, math.MaxInt64}, {`9223372036854775807`, math.MaxInt64},
+		{`"2000"`, 2000}, {`" 7 "`, 7}, {`"+3"`, 3}, {`"1_000"`, 1000}, {`"1.0"`, 1}, {`"\u0031\u0032"`, 12},
+		{`""`, 0}, {`"x"`, 0}, {`"-3"`, 0}, {`".5"`, 0}, {`"` + strings.Repeat("1", 70) + `"`, 0},
+		{`true`, 0}, {`null`, 0}, {`[5]`, 0}, {`{"n":5}`, 0},
+	} {
+		if got := LaxWhole([]byte(tt.json)); got != tt.want {
+			t.Errorf("LaxWhole(%s) = %d, want %d", tt.json, got, tt.want)
+		}
+	}
+}
+
+func TestFindModelCounts(t *testing.T) {
+	for _, tt := range []struct {
+		body         string
+		max, maxC, n int64
+	}{
+		{`{"model":"a","max_tokens":16}`, 16, 0, 0},
+		{`{"max_completion_tokens":"300","n":2,"max_tokens":1}`, 1, 300, 2},
+		{`{"max_tokens":5,"max_tokens":null}`, 0, 0, 0},
+		{`{"options":{"max_tokens":5},"n":[3]}`, 0, 0, 0},
+		{`{"max_tok\u0065ns":9,"\u006e":4}`, 9, 0, 4},
+	} {
+		f, err := FindModel([]byte(tt.body))
+		if err != nil || f.MaxTokens != tt.max || f.MaxCompletionTokens != tt.maxC || f.N != tt.n {
+			t.Errorf("FindModel(%s) = max_tokens %d, max_completion_tokens %d, n %d, %v; want %d, %d, %d",
+				tt.body, f.MaxTokens, f.MaxCompletionTokens, f.N, err, tt.max, tt.maxC, tt.n)
+		}
+	}
+}
+
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, "{\"model\":\"\xc3\"}", `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`} {
+	for _, s := range []string{`{"model":"a"}`, "{\"model\":\"\xc3\"}", `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`, `{"max_tokens":"1_0","n":2.0,"max_completion_tokens":1e3}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -238,6 +309,7 @@ func FuzzFindModel(f *testing.F) {
 					t.Fatalf("FindModel(%s)'s %s = %q, decoder says %q", body, key, got, want)
 				}
 			}
+			checkCounts(t, body, fm)
 		}
 		if fm.Present && body[fm.Start] == '"' && (err == ErrModelNotUTF8) == utf8.Valid(body[fm.Start:fm.End]) {
 			t.Fatalf("FindModel(%s) err = %v for a model string whose UTF-8 validity is %v", body, err, utf8.Valid(body[fm.Start:fm.End]))
