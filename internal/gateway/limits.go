@@ -50,8 +50,8 @@ type bill struct {
 	// trues them up when the answer reports it.
 	estimated bool
 	status    int // the engine's status; 0 when none answered
-	// abandoned: the client left while an engine worked on the request,
-	// before its answer's head. The prompt was computed and output
+	// abandoned: the client left while an engine worked on the request
+	// (it was written whole to one), before its answer's head. The prompt was computed and output
 	// generated until the gateway hung up, how much is never seen: the
 	// prompt and the output taken at admission stay charged.
 	abandoned bool

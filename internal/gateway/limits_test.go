@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -428,6 +429,45 @@ func TestAbandonedWholeAnswerKeepsItsPromptCharge(t *testing.T) {
 	// p/10 in the seconds this takes). Given back, it would be about 2p.
 	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left > p+p/10 {
 		t.Errorf("%d tokens left of %d after two %d-token prompts, one abandoned: the abandoned one was given back", left, 3*p, p)
+	}
+}
+
+// TestLeftBeforeSendKeepsNothing: a client that leaves before its request
+// is written to any engine (here, before the gateway even read it: its
+// context is done when the handler starts, as when a client hangs up
+// while its prompt is tokenized) gets its prompt and output tokens back,
+// and is counted cancelled on no replica (found by a review: the prompt
+// was kept and a replica that never saw the request counted it).
+func TestLeftBeforeSendKeepsNothing(t *testing.T) {
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	prompt, output := ratelimit.PerMinute(100_000), ratelimit.PerMinute(1000)
+	cfg.Models[0].Limits = config.Limits{PromptTokensPerMinute: prompt.Limit, OutputTokensPerMinute: output.Limit}
+	gw := startGateway(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := chatBody(strings.Repeat("a prompt nobody will compute ", 100), "")
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	gw.g.serveGenerate(httptest.NewRecorder(), req)
+
+	left := []ratelimit.Cost{
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeModel, Name: testModel, Kind: ratelimit.PromptTokens}, Rate: prompt},
+		{ID: ratelimit.ID{Scope: ratelimit.ScopeModel, Name: testModel, Kind: ratelimit.OutputTokens}, Rate: output},
+	}
+	if _, err := gw.g.access.limiter.Admit(context.Background(), time.Now(), left); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range left {
+		if c.Remaining != c.Rate.Limit {
+			t.Errorf("%s: %d left of %d after a request no engine received", c.ID, c.Remaining, c.Rate.Limit)
+		}
+	}
+	page := scrape(t, gw.admin)
+	if got := metricValue(page, `inferrail_requests_total{model="`+testModel+`",replica="",status="cancelled"}`); got != 1 {
+		t.Errorf("cancelled on no replica: %v, want 1:\n%s", got, grep(page, "inferrail_requests_total"))
+	}
+	if got := metricValue(page, `inferrail_requests_total{model="`+testModel+`",replica="sim-1",status="cancelled"}`); got > 0 {
+		t.Errorf("cancelled on sim-1, which never received it: %v", got)
 	}
 }
 

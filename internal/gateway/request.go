@@ -15,9 +15,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -285,13 +287,8 @@ func (g *Gateway) proxy(ex *exchange) {
 			}
 			g.relay(ex, a)
 			return
-		case ex.r.Context().Err() != nil: // the client left before any answer
-			if ex.bill != nil {
-				ex.bill.abandoned = true // an engine had it: its prompt was worked on
-			}
-			a.discard(g.index)
-			kept.discardIfAny(g.index)
-			g.cancelled(ex, rep.ID)
+		case ex.r.Context().Err() != nil:
+			g.leftBeforeAnswer(ex, a, kept)
 			return
 		}
 		switch {
@@ -337,6 +334,25 @@ func (g *Gateway) proxy(ex *exchange) {
 	}
 }
 
+// leftBeforeAnswer ends a request whose client left before any answer,
+// its attempt a (and a kept answer, if any) let go. Only a request written
+// whole to an engine was worked on: it counts as cancelled there, and its
+// bill as abandoned. One whose client left before (while the gateway
+// tokenized, admitted or sent it) is on no replica, and gets its tokens
+// back.
+func (g *Gateway) leftBeforeAnswer(ex *exchange, a, kept *attempt) {
+	on := ""
+	if a.wrote.Load() {
+		on = a.lease.Replica().ID
+		if ex.bill != nil {
+			ex.bill.abandoned = true
+		}
+	}
+	a.discard(g.index)
+	kept.discardIfAny(g.index)
+	g.cancelled(ex, on)
+}
+
 // lostConnection reports whether an attempt failed at its connection
 // before the engine's answer arrived (a reset, a close, a broken pipe, a
 // name that no longer resolves) rather than by waiting too long.
@@ -356,7 +372,7 @@ func retryable(code int) bool {
 }
 
 // cancelled counts a request whose client left; replica is "" when it
-// left between attempts.
+// left between attempts or before its request reached an engine.
 func (g *Gateway) cancelled(ex *exchange, replica string) {
 	g.metrics.disconnects.WithLabelValues(ex.model).Inc()
 	if replica == "" || g.memberID(replica) {
@@ -405,6 +421,16 @@ type attempt struct {
 	// holdUntil.
 	holding   bool
 	holdUntil time.Time
+	// wrote is set once the transport wrote the whole request to the
+	// engine (httptrace's WroteRequest without an error).
+	wrote atomic.Bool
+}
+
+// wroteRequest notes that the transport wrote the whole request.
+func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		a.wrote.Store(true)
+	}
 }
 
 // begin starts an attempt on the leased replica: the prompt's blocks are
@@ -482,6 +508,7 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	rep := a.lease.Replica()
 	ctx, cancel := context.WithCancelCause(ex.r.Context())
 	a.cancel = cancel
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: a.wroteRequest})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.URL.JoinPath(ex.r.URL.Path).String(), bytes.NewReader(ex.body))
 	if err != nil {
 		return err
