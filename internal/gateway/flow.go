@@ -279,7 +279,9 @@ func (mq *modelQueue) dispatch(g *Gateway) {
 // waiters in queue order while a replica takes the head: those of keys
 // owed a slot first (fairshare.Table.Owed), then those of keys under their
 // fair share of slots, then those of keys that may borrow one
-// (fairshare.Table.Allowed). It reports
+// (fairshare.Table.Allowed). A waiter whose key is paced, or whose TTFT
+// target no replica with room meets yet, is passed over, and its key's
+// later waiters with it, until the next pass. It reports
 // whether anyone still waits; when not, the dispatcher is marked stopped
 // under the same lock a new waiter checks it under.
 func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
@@ -299,22 +301,26 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	if gen.cfg.Flow.FairShare() {
 		slots = g.slots(gen, mq.model, now)
 	}
-	var paced map[fairshare.Flow]bool // keys whose waiter found every replica held by pacing
-	for e := mq.next(slots, now, paced); e != nil; e = mq.next(slots, now, paced) {
+	// Keys whose waiter waits for something other than a free replica:
+	// every replica with room held by its key's pacing, or none whose
+	// estimate meets its TTFT target yet. Each is tried once a pass.
+	var skip map[fairshare.Flow]bool
+	for e := mq.next(slots, now, skip); e != nil; e = mq.next(slots, now, skip) {
 		w := e.Value
 		f := flowOf(w.ex.adm)
 		w.ex.pace = mq.pacedLocked(w.ex.gen, f, slots, 1, now)
 		lease, cached, err := g.choose(w.ex, nil)
 		if err != nil && waits(err) {
-			if !w.ex.pace {
-				break
+			if !w.ex.pace && !errors.Is(err, errSLOWait) {
+				break // no replica has room: nobody behind it goes either
 			}
 			g.countPaced(w.ex)
-			// Its key may be paced where others are not: they go on.
-			if paced == nil {
-				paced = map[fairshare.Flow]bool{}
+			// Its key may be paced where others are not, and others'
+			// requests may have no target or a looser one: they go on.
+			if skip == nil {
+				skip = map[fairshare.Flow]bool{}
 			}
-			paced[f] = true
+			skip[f] = true
 			continue
 		}
 		mq.q.Take(e)

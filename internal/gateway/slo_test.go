@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 )
 
@@ -101,5 +102,78 @@ func TestSLOWaitsForTheEstimate(t *testing.T) {
 	}
 	if n := counterValue(t, gw, "inferrail_flow_queued_total", "model", testModel, "class", "standard"); n != 1 {
 		t.Errorf("queued: %v, want 1", n)
+	}
+}
+
+// TestSLOWaiterHoldsNoOneBehind: a request waiting for an estimate that
+// meets its TTFT target does not hold the requests of other keys queued
+// behind it while the replica has room (found by a review: the dispatcher
+// stopped at it, and every later request of its class waited until it was
+// placed or shed, 2.9 s on the reviewer's rig), with fair sharing and
+// without. Its own key's later request stays behind it, in its key's
+// order. The other keys have requests in flight, as the reviewer's had,
+// which under fair sharing puts them at their share of the slots: neither
+// starts at once past the queue as a key under its share would.
+func TestSLOWaiterHoldsNoOneBehind(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+		own    bool // the target's key sends another request after it
+	}{
+		{"fair_share", 5 * time.Second, false},
+		// Its key then has a backlog and is paced, and was passed over
+		// as paced before the fix too.
+		{"fair_share_own_next", 5 * time.Second, true},
+		{"without_fair_share", 0, true},
+		{"without_fair_share_alone", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newScriptedEngine(t)
+			e.set(func(e *scriptedEngine) { e.running = 20000 }) // 10 s of decode interference
+			release := e.hold()
+			defer release()
+			cfg := scriptedConfig(e)
+			cfg.Flow.MaxQueued = 8
+			cfg.Flow.FairShareWindow = config.Duration(tc.window)
+			// Three keys share six slots: two each.
+			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 6, 6
+			sloSecret, sloKey := newKey("slo", nil)
+			aSecret, aKey := newKey("plain-a", nil)
+			bSecret, bKey := newKey("plain-b", nil)
+			withKeys(t, cfg, sloKey, aKey, bKey)
+			gw := startGateway(t, cfg)
+			waitReport(t, gw, "e0", func(running, _, _ float64) bool { return running == 20000 })
+			short := `{"model":"sim","prompt":"hello","max_tokens":1}`
+			var chs []<-chan sent
+			for _, secret := range []string{aSecret, aSecret, bSecret, bSecret} {
+				chs = append(chs, asyncBody(gw, "first", short, bearer(secret)...))
+			}
+			waitFor(t, "the other keys' first requests to reach the engine", 10*time.Second, func() bool { return e.receivedCount() == 4 })
+
+			// Its deadline is its target less an idle prefill: about 5 s away.
+			target := asyncBody(gw, "target", short, append(bearer(sloSecret), openai.HeaderTTFTTarget, "5000")...)
+			waitFor(t, "the target request to wait", 10*time.Second, func() bool { return waiting(gw) == 1 })
+			queued := int64(1)
+			if tc.own {
+				chs = append(chs, asyncBody(gw, "own", short, bearer(sloSecret)...))
+				waitFor(t, "its key's next request to wait", 10*time.Second, func() bool { return waiting(gw) == 2 })
+				queued = 2
+			}
+			for _, secret := range []string{aSecret, bSecret} {
+				chs = append(chs, asyncBody(gw, "second", short, bearer(secret)...))
+			}
+			waitFor(t, "the other keys' next requests to reach the engine", 10*time.Second, func() bool { return e.receivedCount() == 6 })
+			select {
+			case s := <-target:
+				t.Fatalf("the other keys' requests reached the engine only after the target request ended (%d): they waited behind it", s.status)
+			default:
+			}
+			if n := waiting(gw); n != queued {
+				t.Errorf("%d waiting, want %d: the target request and its key's next, if any", n, queued)
+			}
+			e.set(func(e *scriptedEngine) { e.running = 0 })
+			release()
+			expectStatus(t, http.StatusOK, append(chs, target)...)
+		})
 	}
 }
