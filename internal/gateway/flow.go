@@ -388,15 +388,17 @@ func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 		waiting:     gaugeVec("inferrail_flow_waiting", "Requests waiting in the gateway's queue now, by model and priority class.", "model", "class"),
 		wait:        histogramVec("inferrail_flow_queue_wait_seconds", "Time requests waited in the gateway's queue, by model, priority class and outcome: admitted, shed or cancelled.", []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "model", "class", "outcome"),
 		shed:        counterVec("inferrail_flow_shed_total", "Requests flow control answered 429, by model, priority class and reason: queue_full, class_full, key_full, queue_timeout, slo_unreachable, slo_unmet.", "model", "class", "reason"),
-		slo:         counterVec("inferrail_slo_requests_total", "Admitted requests with a TTFT target whose first byte came, by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.", "model", "class", "result"),
+		slo:         counterVec("inferrail_slo_requests_total", "Admitted requests with a TTFT target whose first byte of a 2xx answer came (an engine's error answer counts in neither result), by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.", "model", "class", "result"),
 	}
 	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share, m.paced)
 	return m
 }
 
-// firstByte records whether a request with a TTFT target met it.
-func (fc *flowControl) firstByte(ex *exchange, ttft time.Duration) {
-	if ex.adm == nil || ex.adm.target <= 0 {
+// firstByte records whether a request with a TTFT target met it, when
+// the first byte is of an engine's 2xx answer: an error's is no token, and
+// counting it met would let a refused request pass for a served one.
+func (fc *flowControl) firstByte(ex *exchange, status int, ttft time.Duration) {
+	if ex.adm == nil || ex.adm.target <= 0 || status/100 != 2 {
 		return
 	}
 	result := "met"

@@ -743,7 +743,7 @@ func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName 
 		// is no token.
 		g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
 	}
-	g.flow.firstByte(ex, ttft)
+	g.flow.firstByte(ex, a.resp.StatusCode, ttft)
 }
 
 // setResponseHeaders sets the client's response headers: the engine's,

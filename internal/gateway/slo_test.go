@@ -177,3 +177,25 @@ func TestSLOWaiterHoldsNoOneBehind(t *testing.T) {
 		})
 	}
 }
+
+// TestSLOJudgesOnlyServedAnswers: an engine's error answer to a request
+// with a TTFT target counts neither met nor missed (found by a review:
+// every quick 400 counted as a target met); a 2xx does.
+func TestSLOJudgesOnlyServedAnswers(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	target := []string{openai.HeaderTTFTTarget, "60000"}
+	tooLong := `{"model":"sim","prompt":"hello","max_tokens":100000000}`
+	for range 3 {
+		if resp, body := postCompletion(t, gw.url, tooLong, target...); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("max_tokens past the context: %d %s, want the engine's 400", resp.StatusCode, body)
+		}
+	}
+	if resp, body := postCompletion(t, gw.url, `{"model":"sim","prompt":"hello","max_tokens":1}`, target...); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a served request: %d %s", resp.StatusCode, body)
+	}
+	for result, want := range map[string]float64{"met": 1, "missed": 0} {
+		if n := counterValue(t, gw, "inferrail_slo_requests_total", "model", testModel, "class", "standard", "result", result); n != want {
+			t.Errorf("targets %s: %v, want %v (three engine 400s and one 200)", result, n, want)
+		}
+	}
+}
