@@ -26,6 +26,7 @@ FUZZ_TARGETS := \
 	./internal/sim:FuzzCompletionRequest \
 	./internal/sim:FuzzHTTP \
 	./internal/openai:FuzzFindModel \
+	./internal/openai:FuzzArrayPromptTokens \
 	./internal/config:FuzzParse \
 	./internal/config:FuzzPatch \
 	./internal/gateway:FuzzClientPort \

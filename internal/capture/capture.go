@@ -13,7 +13,7 @@ import (
 // Where a record's lengths came from (Record.InputSource and OutputSource).
 const (
 	SourceTokenizer = "tokenizer" // input: the edge tokenizer's count
-	SourceEstimate  = "estimate"  // input: the body's bytes over four
+	SourceEstimate  = "estimate"  // input: the body's bytes over four, or a prompt array's content
 	SourceUsage     = "usage"     // output: the engine's usage
 )
 

@@ -19,7 +19,9 @@
 // the writer first meets the blocks, from 0, and never reused.
 // input_source is "tokenizer" when the gateway tokenized the prompt
 // (input_length exact, hash_ids given) and "estimate" when it could not
-// (its body's bytes over four, no hash_ids). output_source is where the
+// (its body's bytes over four, or a completion's prompt array counted by
+// its content, an id a token and a text its bytes over four; no
+// hash_ids). output_source is where the
 // output length came from: "usage" (the engine's), or an estimate,
 // "stream_chunks" or "bytes"; an empty output is written as 1 token, the
 // least the format holds. block_size is left out of a line without

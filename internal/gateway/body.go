@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // readBody reads the whole body within the deadline and the size limit.
@@ -103,4 +105,19 @@ func grown(buf []byte, c int) []byte {
 	out := make([]byte, len(buf), c)
 	copy(out, buf)
 	return out
+}
+
+// arrayPrompt is a completion's prompt tokens estimated from its prompt
+// array (openai.ArrayPromptTokens): a token-id list counts its ids, a text
+// its bytes over four. Body bytes over four would count a list of small
+// ids at about half its tokens (two bytes an id), and a batch of such
+// lists, which the tokenizer does not take, would keep that estimate. 0
+// for a chat, or a prompt that is no array (or an empty one, which the
+// engine refuses).
+func arrayPrompt(r *http.Request, body []byte, mf openai.ModelField) int {
+	if isChatPath(r.URL.Path) || mf.PromptEnd == 0 {
+		return 0
+	}
+	n, _ := openai.ArrayPromptTokens(body[mf.PromptStart:mf.PromptEnd], bytesPerToken)
+	return n
 }

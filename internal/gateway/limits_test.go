@@ -665,3 +665,45 @@ func TestUsageAfterLongTrailer(t *testing.T) {
 		})
 	}
 }
+
+// idList is n token ids from first, as JSON: two or three bytes an id.
+func idList(first, n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa((first + i) % 100)
+	}
+	return "[" + strings.Join(ids, ",") + "]"
+}
+
+// TestArrayPromptEstimated: a completion's prompt array that gets no edge
+// count (a batch, which the tokenizer does not take, or token ids on a
+// model without a tokenizer) is charged by its content: an id a token, a
+// text its bytes over four (found by a review: 4000 ids in 8060 bytes were
+// charged 2018 tokens, the body's bytes over four).
+func TestArrayPromptEstimated(t *testing.T) {
+	tests := []struct {
+		name, tokenizer, prompt string
+		want                    int64
+	}{
+		{"batch_of_ids", "builtin:sim", "[" + idList(0, 1000) + "," + idList(7, 1000) + "]", 2000},
+		{"batch_of_ids_no_tokenizer", "", "[" + idList(0, 1000) + "," + idList(7, 1000) + "]", 2000},
+		{"ids_no_tokenizer", "", idList(0, 1000), 1000},
+		{"batch_of_texts", "builtin:sim", `["` + strings.Repeat("a", 401) + `","` + strings.Repeat("b", 400) + `"]`, 101 + 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, fleetOf(t, 1, true))
+			cfg.Models[0].Tokenizer = tc.tokenizer
+			cfg.Models[0].Limits = config.Limits{PromptTokensPerMinute: 1_000_000}
+			gw := startGateway(t, cfg)
+			body := `{"model":"sim","max_tokens":1,"prompt":` + tc.prompt + `}`
+			resp, b := postCompletion(t, gw.url, body)
+			if resp.StatusCode != 200 && resp.StatusCode != 400 { // the simulator serves one prompt a request
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left != 1_000_000-tc.want {
+				t.Errorf("charged %d prompt tokens for %s (%d bytes of body), want %d", 1_000_000-left, tc.name, len(body), tc.want)
+			}
+		})
+	}
+}

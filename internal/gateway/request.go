@@ -52,8 +52,12 @@ type exchange struct {
 	// outputCap is the most output tokens its body asks for (outputCap);
 	// 0 when it states no maximum.
 	outputCap int64
-	bill      *bill      // what the rate limits charged; nil when none apply
-	adm       *admission // its priority class and TTFT target; nil until classified
+	// arrayPrompt is a completion's prompt tokens estimated from its
+	// content when its prompt is an array (a batch, or token ids), 0
+	// otherwise: what routes it when the tokenizer gives no count.
+	arrayPrompt int
+	bill        *bill      // what the rate limits charged; nil when none apply
+	adm         *admission // its priority class and TTFT target; nil until classified
 	// fair and slot: fair sharing knows the request (it must leave), and
 	// it holds a slot. Guarded by its model queue's mu once set.
 	fair, slot bool
@@ -150,6 +154,8 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		ex.id = id
 		w.Header().Set(openai.HeaderRequestID, id)
 	}
+	// Read before the model's name is spliced in, which moves the prompt.
+	ex.arrayPrompt = arrayPrompt(r, body, mf)
 	model, ok := ex.gen.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":
@@ -216,12 +222,16 @@ func newRequestID() string {
 }
 
 // routeRequest is what the policy learns of the request: its prompt's
-// length and blocks when tokenized (else a length estimated from the body at
-// four bytes a token) and the conversation it names.
+// length and blocks when tokenized (else a length estimated: from the
+// content of a completion's prompt array, or from the body at four bytes
+// a token) and the conversation it names.
 func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
-	if p := ex.pred; p != nil {
+	switch p := ex.pred; {
+	case p != nil:
 		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
+	case ex.arrayPrompt > 0:
+		req.PromptTokens = ex.arrayPrompt
 	}
 	req.Session = ex.sessionKey
 	return req

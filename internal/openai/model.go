@@ -29,6 +29,9 @@ type ModelField struct {
 	// number of at least 1 (LaxWhole); 0 when absent, null or anything
 	// else.
 	MaxTokens, MaxCompletionTokens, N int64
+	// PromptStart and PromptEnd are the byte span of the value of the
+	// last top-level "prompt" key (a completion's); both 0 when absent.
+	PromptStart, PromptEnd int
 }
 
 // The top-level keys FindModel reads, by their place in topKeys.
@@ -41,10 +44,11 @@ const (
 	keyMaxTokens
 	keyMaxCompletionTokens
 	keyN
+	keyPrompt
 )
 
 var topKeys = [...]string{keyModel: "model", keyUser: "user", keyStream: "stream", keyRequestID: "request_id",
-	keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyN: "n"}
+	keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyN: "n", keyPrompt: "prompt"}
 
 // topKey is which of topKeys raw, a JSON string, names; keyOther for none.
 func topKey(raw []byte) int {
@@ -70,8 +74,8 @@ var ErrModelType = errors.New("model must be a string")
 var ErrModelNotUTF8 = errors.New("the model name is not UTF-8")
 
 // FindModel scans the top level of a JSON object for its "model" key (and
-// its "user", "stream", "request_id", "max_tokens", "max_completion_tokens"
-// and "n") without decoding anything else. The last occurrence wins, as in
+// its "user", "stream", "request_id", "max_tokens", "max_completion_tokens",
+// "n" and where "prompt" is) without decoding anything else. The last occurrence wins, as in
 // Python. body must be valid JSON (check with json.Valid first).
 func FindModel(body []byte) (ModelField, error) {
 	var f ModelField
@@ -112,6 +116,8 @@ func FindModel(body []byte) (ModelField, error) {
 			f.MaxCompletionTokens = LaxWhole(body[valStart:i])
 		case keyN:
 			f.N = LaxWhole(body[valStart:i])
+		case keyPrompt:
+			f.PromptStart, f.PromptEnd = valStart, i
 		}
 		i = skipSpace(body, i)
 		if i >= len(body) || body[i] == '}' {
