@@ -64,9 +64,19 @@ type Writer[T any] struct {
 	done   chan struct{}
 	once   sync.Once
 
-	closed                   atomic.Bool
+	// mu makes a Log's check of closed and its send one step as Close
+	// sees them: Log holds it shared, Close exclusively to set closed. A
+	// Log that passed the check and sent after Close's last drain was
+	// reported queued, yet neither written nor counted.
+	mu     sync.RWMutex
+	closed bool // guarded by mu
+
 	written, dropped, failed atomic.Uint64
 	failing                  bool // owned by the goroutine
+
+	// testHookQueued, when set, runs in Log between the check and the
+	// send.
+	testHookQueued func()
 }
 
 // CheckPath returns an error when path names something other than a
@@ -139,9 +149,14 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 // that finds the queue full, or the writer closed, is dropped and counted.
 // It never waits. r must not be changed afterwards.
 func (w *Writer[T]) Log(r T) bool {
-	if w.closed.Load() {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
 		w.dropped.Add(1)
 		return false
+	}
+	if w.testHookQueued != nil {
+		w.testHookQueued()
 	}
 	select {
 	case w.queue <- r:
@@ -153,11 +168,15 @@ func (w *Writer[T]) Log(r T) bool {
 }
 
 // Close writes what is queued, stops the goroutine and closes the file.
-// Items logged afterwards are dropped. Calling it again does nothing.
+// Items logged afterwards are dropped; an item logged while Close runs is
+// either written or dropped, and counted either way. Calling it again does
+// nothing.
 func (w *Writer[T]) Close() error {
 	var err error
 	w.once.Do(func() {
-		w.closed.Store(true)
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
 		close(w.stop)
 		<-w.done
 		if w.file != nil {
