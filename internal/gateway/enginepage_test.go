@@ -270,6 +270,7 @@ func TestJudgeBlockSize(t *testing.T) {
 			cfg := config.Default()
 			cfg.Index.Mode = config.IndexExact
 			idx := index.NewApprox(1000)
+			idx.Join("r")
 			seed := func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }
 			at := idx.AttachEvents("r", index.EventsConfig{BlockSize: tc.blockSize, Seed: seed})
 			var logs syncbuf.Buffer

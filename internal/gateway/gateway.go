@@ -177,6 +177,7 @@ func (g *Gateway) buildFleet(res fleet.Resolver) error {
 		return err
 	}
 	for _, r := range static {
+		g.index.Join(r.ID)
 		if r.KVCapacityBlocks > 0 {
 			g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 		}
@@ -263,9 +264,12 @@ func (g *Gateway) buildWatchers() {
 			g.drift.forget(r.ID)
 		}
 		// After the departures: a replica replaced by one of its ID is
-		// forgotten, then learned anew.
+		// forgotten, then learned anew. The index knows a replica only
+		// from here on: a request or a scrape still running on one that
+		// left cannot bring it back.
 		for _, r := range added {
 			g.metrics.replicaAtZero(r)
+			g.index.Join(r.ID)
 			if r.KVCapacityBlocks > 0 {
 				g.index.SetCapacity(r.ID, r.KVCapacityBlocks)
 			}

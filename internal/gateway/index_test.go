@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -218,5 +220,54 @@ func TestEngineRestartResetsItsIndexEntries(t *testing.T) {
 	}
 	if n := resets(); n != before+1 {
 		t.Errorf("inferrail_index_resets_total{replica=\"sim-1\"} went from %v to %v, want one reset", before, n)
+	}
+}
+
+// TestRemovedReplicaStaysOutOfTheIndex: a request decided on a replica that
+// a config change removes before the request records its prompt (between
+// choose and begin) records nothing. The record made the departed replica
+// anew in the index, after the fleet watcher had forgotten it, and it
+// stayed on /admin/index and inferrail_replica_index_* for good (found by
+// a review).
+func TestRemovedReplicaStaysOutOfTheIndex(t *testing.T) {
+	sims := fleetOf(t, 2, true)
+	gw := startGateway(t, testConfig(t, sims))
+	g := gw.g
+	ex := &exchange{r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), id: "req-1", model: testModel,
+		body: []byte(chatBody(strings.Repeat("a long shared prompt ", 40), "")), gen: g.current(), policy: g.testPolicy(testModel)}
+	var result string
+	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, true, nil); result != tokOK {
+		t.Fatal(result)
+	}
+	ex.route = g.routeRequest(ex)
+	var a *attempt
+	for range 4 { // round robin: until sim-2 is chosen
+		lease, cached, err := g.choose(ex, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lease.Replica().ID != "sim-2" {
+			lease.Release()
+			continue
+		}
+		one := fmt.Sprintf(`{"replicas":[{"id":"sim-1","url":%q,"models":[%q],"max_concurrency":256,"max_pending":64}]}`, sims[0].URL(), testModel)
+		if code, _, problems := patch(t, gw.admin, one); code != http.StatusOK {
+			t.Fatalf("patch: %d %v", code, problems)
+		}
+		a = g.begin(ex, lease, cached)
+		break
+	}
+	if a == nil {
+		t.Fatal("sim-2 never chosen")
+	}
+	a.letGoPrefill()
+	a.freeSlot() // served: the record stays, as a 2xx relay keeps it
+	if _, ok := indexHeld(t, gw.admin)["sim-2"]; ok {
+		t.Error("/admin/index lists the departed sim-2")
+	}
+	for line := range strings.SplitSeq(scrape(t, gw.admin), "\n") {
+		if strings.HasPrefix(line, "inferrail_replica_index_") && strings.Contains(line, `replica="sim-2"`) {
+			t.Errorf("the departed sim-2 on the metrics page: %s", line)
+		}
 	}
 }

@@ -26,6 +26,7 @@ func TestJudgeBetweenApplyAndCount(t *testing.T) {
 	cfg := config.Default()
 	cfg.Index.Mode = config.IndexExact
 	idx := index.NewApprox(1000)
+	idx.Join("r")
 	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
 	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
 	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
@@ -98,6 +99,7 @@ func TestClearedCacheRestoresTrust(t *testing.T) {
 	cfg := config.Default()
 	cfg.Index.Mode = config.IndexExact
 	idx := index.NewApprox(1000)
+	idx.Join("r")
 	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, MaxBlocks: 2, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
 	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
 	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
@@ -161,6 +163,7 @@ func TestReloadedReplicaKeepsTheOldFeedOut(t *testing.T) {
 	cfg.Index.Mode = config.IndexExact
 	idx := &heldIndex{Approx: index.NewApprox(1000),
 		entered: make(chan struct{}), release: make(chan struct{}), returned: make(chan struct{})}
+	idx.Join("r")
 	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
 	attach := func(*fleet.Replica) (index.EventsConfig, bool) {
 		return index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }}, true
@@ -197,6 +200,7 @@ func TestReloadedReplicaKeepsTheOldFeedOut(t *testing.T) {
 
 	// What the gateway's fleet watcher does on a reload.
 	idx.Forget("r")
+	idx.Join("r")
 	idx.SetCapacity("r", 2000)
 	k.leave([]*fleet.Replica{r1})
 	k.join([]*fleet.Replica{r2})

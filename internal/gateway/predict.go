@@ -316,7 +316,8 @@ func blocksToTokens(blocks []int, blockSize int) []int {
 // index.MaxMirrorBlocks: on its engine's word alone, a replica's index
 // takes no more of the gateway's memory than that.
 func (g *Gateway) learnCapacity(id string) {
-	if r := g.fleet.Snapshot().Get(id); r == nil || r.KVCapacityBlocks > 0 {
+	r := g.fleet.Snapshot().Get(id)
+	if r == nil || r.KVCapacityBlocks > 0 {
 		return
 	}
 	smp := g.scraper.Last(id)
@@ -329,6 +330,12 @@ func (g *Gateway) learnCapacity(id string) {
 	}
 	g.learned.Store(id, blocks)
 	g.index.SetCapacity(id, blocks)
+	if g.fleet.Snapshot().Get(id) != r {
+		// It left meanwhile, and the index ignored the capacity: the
+		// watcher may have cleared learned before the store, and a replica
+		// of its ID must learn its own.
+		g.learned.Delete(id)
+	}
 }
 
 // indexSummary is GET /admin/index.

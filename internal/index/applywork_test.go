@@ -80,6 +80,7 @@ func removedBlock(h uint64) events.Event {
 func TestApplyEventsLetsTheLockGo(t *testing.T) {
 	const held, storm = 200_000, 1 << 17
 	x := NewApprox(1000)
+	x.Join("e")
 	x.SetCapacity("e", held/4) // the mirror's bound, four times that, holds them all
 	x.AttachEvents("e", EventsConfig{BlockSize: 1, Seed: mirrorSeed})
 	x.SetSource("e", true)
@@ -90,7 +91,7 @@ func TestApplyEventsLetsTheLockGo(t *testing.T) {
 	if ev := x.Events("e"); ev.Mirrored != held {
 		t.Fatalf("mirrored %d blocks, want %d", ev.Mirrored, held)
 	}
-	r := x.lockReplica("e", false)
+	r := x.lockReplica("e")
 	slots := r.ev.mirror.blocks.bytes() / 28
 	r.mu.Unlock()
 	x.ApplyEvents(at, clears(storm))

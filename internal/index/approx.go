@@ -109,7 +109,10 @@ func (x *Approx) Record(id string, hashes []blockhash.Hash) Token {
 // reserve (never the record's own). The returned Token holds a copy of the
 // blocks the record added (none when every block was already held).
 func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) Token {
-	r := x.lockReplica(id, true)
+	r := x.lockReplica(id)
+	if r == nil {
+		return Token{}
+	}
 	defer r.mu.Unlock()
 	k := min(len(hashes), r.capacity)
 	if k == 0 {
@@ -492,7 +495,10 @@ func (mt *wideMatcher) split(lo, hi int, slo, shi []uint64, level int) {
 // SetCapacity implements [Index.SetCapacity]. Capacities above 2^29 blocks
 // are taken as 2^29. Shrinking frees no memory until a Reset or Forget.
 func (x *Approx) SetCapacity(id string, blocks int) {
-	r := x.lockReplica(id, true)
+	r := x.lockReplica(id)
+	if r == nil {
+		return
+	}
 	defer r.mu.Unlock()
 	r.capacity = clampCapacity(blocks)
 	x.evict(r)
@@ -502,6 +508,9 @@ func (x *Approx) SetCapacity(id string, blocks int) {
 		r.ev.mirror.setBounds(r.ev.mirrorBounds(r.capacity))
 	}
 }
+
+// Join implements [Index.Join].
+func (x *Approx) Join(id string) { x.join(id) }
 
 // Forget implements [Index.Forget].
 func (x *Approx) Forget(id string) {
@@ -531,7 +540,7 @@ func (x *Approx) Forget(id string) {
 
 // Reset implements [Index.Reset].
 func (x *Approx) Reset(id string) {
-	r := x.lockReplica(id, false)
+	r := x.lockReplica(id)
 	if r == nil {
 		return
 	}
@@ -565,16 +574,13 @@ func (x *Approx) Stats() Stats {
 	return st
 }
 
-// lockReplica returns the live replica id with its mutex held, creating it
-// when create is set, else returning nil when there is none.
-func (x *Approx) lockReplica(id string, create bool) *replica {
+// lockReplica returns the live replica id with its mutex held, or nil
+// when there is none.
+func (x *Approx) lockReplica(id string) *replica {
 	for {
 		r := x.replicas.Load().lookup(id)
 		if r == nil {
-			if !create {
-				return nil
-			}
-			r = x.join(id)
+			return nil
 		}
 		r.mu.Lock()
 		if !r.dead {

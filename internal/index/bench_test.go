@@ -21,6 +21,16 @@ const (
 	benchTokens = benchBlocks*benchBS + 7
 )
 
+// fleetIndex is an index whose replicas ids joined, holding up to
+// capacity blocks each.
+func fleetIndex(capacity int, ids []string) *Approx {
+	x := NewApprox(capacity)
+	for _, id := range ids {
+		x.Join(id)
+	}
+	return x
+}
+
 func benchIDs() []string {
 	ids := make([]string, benchReplicas)
 	for i := range ids {
@@ -65,7 +75,7 @@ func realisticFleet(b *testing.B, queries int) matchFixture {
 func buildRealisticFleet(queries int, extend extender) matchFixture {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := benchIDs()
-	idx := NewApprox(16384)
+	idx := fleetIndex(16384, ids)
 	systems := make([][]blockhash.Hash, 16)
 	for i := range systems {
 		systems[i] = extend(nil, 32+rng.IntN(97))
@@ -107,7 +117,7 @@ func allHeldFleet() matchFixture { return buildAllHeldFleet(extend) }
 
 func buildAllHeldFleet(extend extender) matchFixture {
 	ids := benchIDs()
-	idx := NewApprox(16384)
+	idx := fleetIndex(16384, ids)
 	q := extend(nil, benchBlocks)
 	for _, id := range ids {
 		idx.Record(id, q)
@@ -121,7 +131,7 @@ func staggeredFleet() matchFixture { return buildStaggeredFleet(extend) }
 
 func buildStaggeredFleet(extend extender) matchFixture {
 	ids := benchIDs()
-	idx := NewApprox(16384)
+	idx := fleetIndex(16384, ids)
 	q := extend(nil, benchBlocks)
 	for i, id := range ids {
 		idx.Record(id, q[:8*(i+1)])
@@ -209,8 +219,8 @@ func BenchmarkRecord512(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			idx := NewApprox(c.capacity)
 			ids := benchIDs()
+			idx := fleetIndex(c.capacity, ids)
 			for _, id := range ids[1:] { // the rest of the fleet holds something
 				idx.Record(id, extend(nil, 256))
 			}
@@ -266,7 +276,7 @@ func BenchmarkMemoryPerBlock(b *testing.B) {
 				idx = nil
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				idx = NewApprox(perReplica)
+				idx = fleetIndex(perReplica, ids)
 				for i, p := range prompts {
 					idx.Record(ids[i%benchReplicas], p)
 				}
@@ -298,7 +308,7 @@ func BenchmarkMemoryPerBlock(b *testing.B) {
 // turns over 64 histories of 448 blocks.
 func BenchmarkConcurrentRecordMatch(b *testing.B) {
 	ids := benchIDs()
-	idx := NewApprox(16384)
+	idx := fleetIndex(16384, ids)
 	var prompts [][]blockhash.Hash
 	for range 64 {
 		hist := extend(nil, 448)
@@ -333,7 +343,7 @@ func BenchmarkSoak40k(b *testing.B) {
 	var recorded int
 	var idx *Approx
 	for b.Loop() {
-		idx = NewApprox(8192)
+		idx = fleetIndex(8192, ids)
 		recorded = soak(b, idx, ids, 40_000, benchBlocks, 7)
 	}
 	if err := idx.check(); err != nil {

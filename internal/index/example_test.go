@@ -11,6 +11,8 @@ import (
 func ExampleApprox() {
 	const blockSize = 16
 	idx := index.NewApprox(4096) // replicas hold 4,096 blocks unless told
+	idx.Join("a")                // a and b joined the fleet; c did not
+	idx.Join("b")
 	idx.SetCapacity("b", 1024)
 
 	// A 100-token prompt: 6 full blocks and 4 tokens that never form one.

@@ -45,3 +45,9 @@ func held(st Stats, id string) (held, capacity int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// join has replica id join idx, holding up to capacity blocks.
+func join(idx Index, id string, capacity int) {
+	idx.Join(id)
+	idx.SetCapacity(id, capacity)
+}

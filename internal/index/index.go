@@ -6,8 +6,11 @@ import (
 )
 
 // Index tracks the KV cache blocks each replica holds. Replicas are named by
-// their fleet ID; a replica the index has not heard of holds nothing.
-// Implementations are safe for concurrent use by many goroutines.
+// their fleet ID. A replica is known from its Join until its Forget; one
+// the index does not know holds nothing, and records, capacities and
+// events for it change nothing, so that a request still running on a
+// replica that left cannot bring it back. Implementations are safe for
+// concurrent use by many goroutines.
 //
 // Every hashes argument is a chain as blockhash.Extend makes it:
 // block i's hash names blocks 0 to i, so a block never appears at two
@@ -63,6 +66,10 @@ type Index interface {
 	// SetCapacity sets how many blocks replica can hold (its KV cache size),
 	// evicting what no longer fits. A negative count is taken as 0.
 	SetCapacity(replica string, blocks int)
+
+	// Join adds a replica that joined the fleet, holding nothing, with the
+	// default capacity; a replica already known stays as it is.
+	Join(replica string)
 
 	// Forget drops a replica that left the fleet, with everything it held
 	// and its capacity.

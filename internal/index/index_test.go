@@ -61,8 +61,8 @@ func testEmpty(t *testing.T, idx Index) {
 }
 
 func testPrefix(t *testing.T, idx Index) {
-	idx.SetCapacity("a", 100)
-	idx.SetCapacity("b", 100)
+	join(idx, "a", 100)
+	join(idx, "b", 100)
 	p := extend(nil, 8)
 	idx.Record("a", p)
 	wantMatch(t, idx, []string{"a", "b", "a", "zz"}, p, 8, 0, 8, 0)
@@ -94,7 +94,7 @@ func testPrefix(t *testing.T, idx Index) {
 }
 
 func testLastBlock(t *testing.T, idx Index) {
-	idx.SetCapacity("a", 100)
+	join(idx, "a", 100)
 	p := extend(nil, 8) // 8 full blocks of 16 tokens
 	idx.Record("a", p)
 	for _, c := range []struct {
@@ -133,7 +133,7 @@ func testLastBlock(t *testing.T, idx Index) {
 func testTakeBack(t *testing.T, newIndex func() Index) {
 	t.Run("added_blocks_go", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		base := extend(nil, 4)
 		idx.Record("a", base)
 		p := extend(base, 4)
@@ -151,7 +151,7 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 	})
 	t.Run("later_record_keeps_blocks", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		p := extend(nil, 6)
 		first := idx.Record("a", p)
 		second := idx.Record("a", p) // touches all of p again
@@ -163,7 +163,7 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 	})
 	t.Run("later_prompt_keeps_shared_prefix", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		p := extend(nil, 6)
 		tok := idx.Record("a", p)
 		q := extend(p[:3], 2) // shares p's first 3 blocks
@@ -175,8 +175,8 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 	})
 	t.Run("other_replicas_untouched", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
-		idx.SetCapacity("b", 100)
+		join(idx, "a", 100)
+		join(idx, "b", 100)
 		p := extend(nil, 5)
 		idx.Record("b", p)
 		tok := idx.Record("a", p)
@@ -186,7 +186,7 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 	})
 	t.Run("after_reset_or_forget", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		p := extend(nil, 5)
 		tok := idx.Record("a", p)
 		idx.Reset("a")
@@ -195,7 +195,7 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 		wantMatch(t, idx, []string{"a"}, p, 5)
 		tok = idx.Record("a", extend(p, 1))
 		idx.Forget("a")
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		idx.Record("a", p)
 		idx.TakeBack(tok) // from before a left: nothing
 		wantMatch(t, idx, []string{"a"}, p, 5)
@@ -203,7 +203,7 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 	})
 	t.Run("token_is_a_copy", func(t *testing.T) {
 		idx := newIndex()
-		idx.SetCapacity("a", 100)
+		join(idx, "a", 100)
 		p := extend(nil, 5)
 		tok := idx.Record("a", p)
 		other := extend(nil, 5)
@@ -217,8 +217,8 @@ func testTakeBack(t *testing.T, newIndex func() Index) {
 }
 
 func testForget(t *testing.T, idx Index) {
-	idx.SetCapacity("a", 100)
-	idx.SetCapacity("b", 100)
+	join(idx, "a", 100)
+	join(idx, "b", 100)
 	p := extend(nil, 6)
 	idx.Record("a", p)
 	idx.Record("b", p)
@@ -231,7 +231,7 @@ func testForget(t *testing.T, idx Index) {
 	}
 	checkIndex(t, idx)
 	// Back in the fleet, it starts empty.
-	idx.SetCapacity("a", 100)
+	join(idx, "a", 100)
 	wantMatch(t, idx, []string{"a", "b"}, p, 0, 6)
 	idx.Record("a", p[:2])
 	wantMatch(t, idx, []string{"a", "b"}, p, 2, 6)
@@ -239,8 +239,8 @@ func testForget(t *testing.T, idx Index) {
 }
 
 func testReset(t *testing.T, idx Index) {
-	idx.SetCapacity("a", 50)
-	idx.SetCapacity("b", 100)
+	join(idx, "a", 50)
+	join(idx, "b", 100)
 	p := extend(nil, 6)
 	idx.Record("a", p)
 	idx.Record("b", p)
@@ -254,7 +254,7 @@ func testReset(t *testing.T, idx Index) {
 }
 
 func testCapacity(t *testing.T, idx Index) {
-	idx.SetCapacity("a", 10)
+	join(idx, "a", 10)
 	p := extend(nil, 8)
 	q := extend(nil, 8)
 	idx.Record("a", p)
@@ -262,7 +262,7 @@ func testCapacity(t *testing.T, idx Index) {
 	if h, c, _ := held(idx.Stats(), "a"); h > c || c != 10 {
 		t.Errorf("a holds %d of capacity %d, want at most 10", h, c)
 	}
-	idx.SetCapacity("a", 0)
+	join(idx, "a", 0)
 	wantMatch(t, idx, []string{"a"}, q, 0)
 	if h, _, _ := held(idx.Stats(), "a"); h != 0 {
 		t.Errorf("a holds %d at capacity 0", h)
@@ -271,12 +271,12 @@ func testCapacity(t *testing.T, idx Index) {
 	if h, _, _ := held(idx.Stats(), "a"); h != 0 {
 		t.Errorf("a holds %d after a Record at capacity 0", h)
 	}
-	idx.SetCapacity("a", -5)
+	join(idx, "a", -5)
 	if _, c, _ := held(idx.Stats(), "a"); c != 0 {
 		t.Errorf("capacity after SetCapacity(-5) = %d, want 0", c)
 	}
 	// A prompt longer than the cache keeps its head.
-	idx.SetCapacity("a", 3)
+	join(idx, "a", 3)
 	idx.Record("a", p)
 	wantMatch(t, idx, []string{"a"}, p, 3)
 	checkIndex(t, idx)
@@ -290,7 +290,7 @@ func testManyReplicas(t *testing.T, idx Index) {
 	base := extend(nil, 3)
 	for i := range n {
 		ids[i] = "r" + string(rune('a'+i%26)) + string(rune('a'+i/26))
-		idx.SetCapacity(ids[i], 100)
+		join(idx, ids[i], 100)
 		prompts[i] = extend(base, i%7)
 		idx.Record(ids[i], prompts[i])
 	}
@@ -309,7 +309,7 @@ func testManyReplicas(t *testing.T, idx Index) {
 	for i := 10; i < 150; i += 3 {
 		idx.Forget(ids[i])
 	}
-	idx.SetCapacity("late", 100)
+	join(idx, "late", 100)
 	idx.Record("late", long)
 	got = match(idx, []string{"late", ids[10], ids[n-1], ids[11]}, long)
 	if want := []int{len(long), 0, len(long), 3}; !slices.Equal(got, want) {
@@ -330,7 +330,7 @@ func testConcurrent(t *testing.T, idx Index) {
 	ids := make([]string, replicas)
 	for i := range ids {
 		ids[i] = "r" + string(rune('a'+i))
-		idx.SetCapacity(ids[i], 200)
+		join(idx, ids[i], 200)
 	}
 	// A pool of chained prompts: system prompts, then conversations.
 	var pool [][]blockhash.Hash
@@ -390,11 +390,11 @@ func testConcurrent(t *testing.T, idx Index) {
 				switch rng.IntN(3) {
 				case 0:
 					idx.Forget(id)
-					idx.SetCapacity(id, 200)
+					join(idx, id, 200)
 				case 1:
 					idx.Reset(id)
 				case 2:
-					idx.SetCapacity(id, 50+rng.IntN(300))
+					join(idx, id, 50+rng.IntN(300))
 				}
 				time.Sleep(time.Millisecond)
 			}
@@ -424,7 +424,7 @@ func testSoak(t *testing.T, idx Index) {
 	ids := make([]string, replicas)
 	for i := range ids {
 		ids[i] = "r" + string(rune('a'+i))
-		idx.SetCapacity(ids[i], 500+100*i)
+		join(idx, ids[i], 500+100*i)
 	}
 	soak(t, idx, ids, prompts, 16, 1)
 	checkIndex(t, idx)
@@ -469,6 +469,8 @@ func TestApproxIDs(t *testing.T) {
 	long := "replica-10"
 	short := strings.Clone(long[:9]) // "replica-1", another allocation
 	p := extend(nil, 4)
+	idx.Join(long)
+	idx.Join(short)
 	idx.Record(long, p)
 	idx.Record(short, p[:2])
 	for _, c := range []struct {
@@ -489,7 +491,8 @@ func TestApproxIDs(t *testing.T) {
 			}
 		})
 	}
-	idx.Record("", p[:1]) // the empty ID is an ID like any other
+	idx.Join("") // the empty ID is an ID like any other
+	idx.Record("", p[:1])
 	if got := match(idx, []string{""}, p); got[0] != 1 {
 		t.Errorf(`Match("") = %d, want 1`, got[0])
 	}
@@ -504,6 +507,9 @@ func TestApproxNotChains(t *testing.T) {
 		idx := NewApprox(rapid.IntRange(0, 10).Draw(t, "defaultCapacity"))
 		pool := extend(nil, 6)
 		ids := []string{"a", "b", "c"}
+		for _, id := range ids {
+			idx.Join(id)
+		}
 		var toks []Token
 		for range rapid.IntRange(1, 40).Draw(t, "steps") {
 			id := rapid.SampledFrom(ids).Draw(t, "replica")
@@ -516,7 +522,7 @@ func TestApproxNotChains(t *testing.T) {
 					idx.TakeBack(toks[rapid.IntRange(0, len(toks)-1).Draw(t, "token")])
 				}
 			case 3:
-				idx.SetCapacity(id, rapid.IntRange(0, 8).Draw(t, "capacity"))
+				join(idx, id, rapid.IntRange(0, 8).Draw(t, "capacity"))
 			case 4:
 				got := idx.Match(nil, ids, p, len(p)+1, 1)
 				for i, d := range got {
@@ -546,6 +552,7 @@ func TestRecordPromptFollowsEngineEviction(t *testing.T) {
 		return hs
 	}
 	a, b, c, d := chain(1, 1), chain(2, 2), chain(3, 2), chain(4, 2)
+	x.Join("r")
 	x.RecordPrompt("r", a, 1) // A: 1 full block + a partial one
 	x.RecordPrompt("r", b, 1) // B: 2 + partial: cache {A0, B0, B1}
 	x.RecordPrompt("r", c, 1) // C: 2 + partial: the engine evicts A0 and B1
@@ -579,6 +586,7 @@ func TestMatchAllocatesNothing(t *testing.T) {
 		}
 		prompt := extend(nil, 100)
 		for i, id := range ids {
+			idx.Join(id)
 			idx.Record(id, prompt[:i%len(prompt)])
 		}
 		hd := idx.Resolve(ids)

@@ -93,11 +93,11 @@ func benchEventsIndexBytes(b *testing.B, n int) {
 	var st Stats
 	for b.Loop() {
 		grew, kept := heapGrowth(func() any {
-			x := NewApprox(n)
+			x := fleetIndex(n, []string{"r"})
 			x.AttachEvents("r", EventsConfig{BlockSize: 16, MaxBlocks: 2 * n,
 				Seed: func(string, string) blockhash.Hash { return seed }})
 			x.SetSource("r", true)
-			r := x.lockReplica("r", false)
+			r := x.lockReplica("r")
 			fillMirror(r.ev.mirror, n)
 			r.mu.Unlock()
 			return x
@@ -168,7 +168,7 @@ func (c benchChains) extend(prefix []blockhash.Hash, n int) []blockhash.Hash {
 // each replica holds in f, stored in that replica's mirror.
 func eventsTwin(b *testing.B, f matchFixture, chains benchChains) matchFixture {
 	b.Helper()
-	idx := NewApprox(16384)
+	idx := fleetIndex(16384, f.ids)
 	engineKeys := map[blockhash.Hash]uint64{}
 	keyOf := func(h blockhash.Hash) events.Hash {
 		k, ok := engineKeys[h]
@@ -181,7 +181,7 @@ func eventsTwin(b *testing.B, f matchFixture, chains benchChains) matchFixture {
 	for _, id := range f.ids {
 		at := idx.AttachEvents(id, EventsConfig{BlockSize: 1, Seed: func(string, string) blockhash.Hash { return testSeed }})
 		idx.SetSource(id, true)
-		r := f.idx.lockReplica(id, false)
+		r := f.idx.lockReplica(id)
 		var held []blockhash.Hash
 		for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
 			held = append(held, r.lru.nodes[n].hash)

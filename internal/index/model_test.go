@@ -35,7 +35,8 @@ func newRefIndex(defaultCapacity int) *refIndex {
 	return &refIndex{defaultCapacity: max(defaultCapacity, 0), reps: map[string]*refReplica{}}
 }
 
-func (m *refIndex) rep(id string) *refReplica {
+// join adds replica id, unless known, and returns it.
+func (m *refIndex) join(id string) *refReplica {
 	r := m.reps[id]
 	if r == nil {
 		r = &refReplica{capacity: m.defaultCapacity, touched: map[blockhash.Hash]int{}}
@@ -56,9 +57,12 @@ func (r *refReplica) trim() {
 }
 
 // record touches the first min(n, capacity) blocks, the deepest first,
-// then trims to capacity.
+// then trims to capacity; an unknown replica records nothing.
 func (m *refIndex) record(id string, hashes []blockhash.Hash) refToken {
-	r := m.rep(id)
+	r := m.reps[id]
+	if r == nil {
+		return refToken{}
+	}
 	k := min(len(hashes), r.capacity)
 	if k == 0 {
 		return refToken{}
@@ -117,13 +121,20 @@ func TestApproxAgainstModel(t *testing.T) {
 		ref := newRefIndex(defCap)
 		ids := []string{"a", "b", "c", "d", "e", "f"}
 		cands := append(slices.Clone(ids), "unknown")
+		for _, id := range ids {
+			if rapid.Bool().Draw(t, "joined_"+id) {
+				idx.Join(id)
+				ref.join(id)
+			}
+		}
 		if rapid.Bool().Draw(t, "wide") {
 			// 64 replicas first, so that the ones under test get handles
 			// past the first holder word.
 			for i := range 64 {
 				id := fmt.Sprintf("filler-%d", i)
+				idx.Join(id)
 				idx.SetCapacity(id, 1)
-				ref.rep(id).capacity = 1
+				ref.join(id).capacity = 1
 			}
 		}
 
@@ -152,7 +163,12 @@ func TestApproxAgainstModel(t *testing.T) {
 		steps := rapid.IntRange(1, 80).Draw(t, "steps")
 		for step := range steps {
 			var op string
-			switch rapid.IntRange(0, 10).Draw(t, "op") {
+			switch rapid.IntRange(0, 11).Draw(t, "op") {
+			case 11:
+				id := rapid.SampledFrom(ids).Draw(t, "replica")
+				op = fmt.Sprintf("Join(%s)", id)
+				idx.Join(id)
+				ref.join(id)
 			case 10:
 				op = "Resolve"
 				hd = idx.Resolve(cands)
@@ -174,9 +190,10 @@ func TestApproxAgainstModel(t *testing.T) {
 				c := rapid.IntRange(-1, 14).Draw(t, "capacity")
 				op = fmt.Sprintf("SetCapacity(%s, %d)", id, c)
 				idx.SetCapacity(id, c)
-				r := ref.rep(id)
-				r.capacity = max(c, 0)
-				r.trim()
+				if r := ref.reps[id]; r != nil {
+					r.capacity = max(c, 0)
+					r.trim()
+				}
 			case 7:
 				id := rapid.SampledFrom(ids).Draw(t, "replica")
 				op = fmt.Sprintf("Forget(%s)", id)

@@ -149,8 +149,13 @@ func (a Attachment) Replica() string { return a.replica }
 // ApplyEvents through the attachment returned. Predictions keep coming
 // from the approximate source until SetSource switches them. Attaching
 // again replaces the mirror (and falls back to the approximate source).
+// A replica the index does not know (never joined, or forgotten) gets
+// none: the zero Attachment.
 func (x *Approx) AttachEvents(id string, cfg EventsConfig) Attachment {
-	r := x.lockReplica(id, true)
+	r := x.lockReplica(id)
+	if r == nil {
+		return Attachment{}
+	}
 	defer r.mu.Unlock()
 	if r.ev != nil {
 		x.setSource(r, false)
@@ -184,7 +189,7 @@ func (x *Approx) lockAttached(at Attachment) *replica {
 	if at.ev == nil {
 		return nil
 	}
-	r := x.lockReplica(at.replica, false)
+	r := x.lockReplica(at.replica)
 	if r != nil && r.ev != at.ev {
 		r.mu.Unlock()
 		return nil
@@ -244,7 +249,7 @@ func (x *Approx) PurgeEvents(at Attachment) {
 // (events true; only once attached) or the gateway's own routing. It
 // reports the source in effect afterwards.
 func (x *Approx) SetSource(id string, events bool) Source {
-	r := x.lockReplica(id, false)
+	r := x.lockReplica(id)
 	if r == nil {
 		return SourceApproximate
 	}
@@ -435,7 +440,7 @@ type EventStats struct {
 
 // Events returns replica id's engine-fed state.
 func (x *Approx) Events(id string) EventStats {
-	r := x.lockReplica(id, false)
+	r := x.lockReplica(id)
 	if r == nil {
 		return EventStats{Source: SourceApproximate}
 	}

@@ -18,13 +18,14 @@ func eventsIndex() (*Approx, *int64) {
 	x := NewApprox(1000)
 	clock := int64(1)
 	x.now = func() int64 { return clock }
+	x.Join("e")
 	x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
 	return x, &clock
 }
 
 // attached is replica id's attachment now.
 func attached(x *Approx, id string) Attachment {
-	r := x.lockReplica(id, false)
+	r := x.lockReplica(id)
 	defer r.mu.Unlock()
 	return Attachment{replica: id, ev: r.ev}
 }
@@ -74,6 +75,7 @@ func TestSourceSwitchesWhatMatchSees(t *testing.T) {
 	if got := x.SetSource("nobody", true); got != SourceApproximate {
 		t.Errorf("an unknown replica's source: %s", got)
 	}
+	x.Join("plain")
 	x.Record("plain", routed)
 	if got := x.SetSource("plain", true); got != SourceApproximate {
 		t.Errorf("a replica without events switched to %s", got)
@@ -165,6 +167,7 @@ func TestResetAndForgetClearEvents(t *testing.T) {
 		t.Errorf("after Forget: %d entries", st.Entries)
 	}
 	// Its handle goes to a newcomer, which must not inherit the bits.
+	x.Join("other")
 	x.Record("other", ours("", seq(500, 4)...))
 	if depth(x, "other", a) != 0 {
 		t.Error("a new replica inherited a forgotten one's blocks")
@@ -180,7 +183,7 @@ func TestStaleAttachmentWritesNothing(t *testing.T) {
 		replace func(x *Approx)
 	}{
 		{"attached_again", func(*Approx) {}},
-		{"forgotten_then_attached", func(x *Approx) { x.Forget("e") }},
+		{"forgotten_then_attached", func(x *Approx) { x.Forget("e"); x.Join("e") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x, _ := eventsIndex()
@@ -308,6 +311,7 @@ func TestNoteRecordKeepsTheLive(t *testing.T) {
 // capacity is learned; stores up to four caches' worth are then kept.
 func TestMirrorBoundFollowsTheCapacity(t *testing.T) {
 	x := NewApprox(1000)
+	x.Join("e")
 	x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
 	x.SetCapacity("e", 70_000) // a cache larger than the default bound's 1<<16 blocks
 	const n = 80_000
