@@ -127,7 +127,9 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 // already static and that same reports true for the one it would replace
 // is kept (health and counters included), with the new one's caps; the others are
 // replaced: the old one is marked removed and finishes what it is doing,
-// the new one starts fresh.
+// the new one starts fresh, but for one at the old one's URL: the same
+// engine, whose requests still running count against the new one's caps
+// (it counts its load on the old one's counters; its health starts fresh).
 func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) bool) (added, removed []*Replica) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,11 +139,15 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 	}
 	next := make([]*Replica, 0, len(replicas))
 	for _, r := range replicas {
-		if o, ok := old[r.ID]; ok && same(o, r) {
+		o, ok := old[r.ID]
+		if ok && same(o, r) {
 			o.SetCaps(r.MaxConcurrency(), r.MaxPending())
 			next = append(next, o)
 			delete(old, r.ID)
 			continue
+		}
+		if ok && o.URL.String() == r.URL.String() {
+			r.carryLoad(o)
 		}
 		next = append(next, r)
 		added = append(added, r)

@@ -319,6 +319,7 @@ func TestReplicaLayout(t *testing.T) {
 		{"ejectedUntil", unsafe.Offsetof(r.ejectedUntil), unsafe.Sizeof(r.ejectedUntil)},
 		{"probeUp", unsafe.Offsetof(r.probeUp), unsafe.Sizeof(r.probeUp)},
 		{"removed", unsafe.Offsetof(r.removed), unsafe.Sizeof(r.removed)},
+		{"load", unsafe.Offsetof(r.load), unsafe.Sizeof(r.load)},
 		{"prefill.drainedAt", unsafe.Offsetof(r.prefill) + unsafe.Offsetof(r.prefill.drainedAt), unsafe.Sizeof(r.prefill.drainedAt)},
 	} {
 		if f.offset+f.size > 64 {
@@ -362,6 +363,76 @@ func TestSetStaticChangesCapsInPlace(t *testing.T) {
 	}
 	if _, ok := kept.TryAcquire(); !ok {
 		t.Error("no room once the leases past the cap ended")
+	}
+}
+
+// TestReplacementOnTheSameEngineCountsItsLoad: a static replica replaced
+// by one of its ID and URL (other KV settings: the same engine) counts the
+// old one's requests still running against its caps, in flight, pending,
+// prompt tokens, queued prefill and pace alike. It started at zero, and
+// the engine got up to twice its max_concurrency until the old requests
+// ended (found by a review: 4 running under a cap of 2). A replacement at
+// another URL is another engine, and starts fresh.
+func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
+	same := func(*Replica, *Replica) bool { return false } // its KV settings changed
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		url       string
+		wantShare bool
+	}{
+		{"same_url", "http://127.0.0.1:1", true},
+		{"other_url", "http://127.0.0.1:2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(nil, nil)
+			old := replica("r") // caps 4 and 2
+			f.SetStatic([]*Replica{old}, same)
+			var held []*Lease
+			for range 2 {
+				l, ok := old.TryAcquire()
+				if !ok {
+					t.Fatal("no room on a new replica")
+				}
+				l.Queue(now, 0.5, 2, 100)
+				l.Expect(now, 0.5, 1)
+				held = append(held, l)
+			}
+			held[0].FirstToken(now.Add(time.Second))
+			u, _ := url.Parse(tc.url)
+			next := NewReplica("r", u, []string{"m"}, 2, 2)
+			f.SetStatic([]*Replica{next}, same)
+			if f.Snapshot().Get("r") != next {
+				t.Fatal("the replica was not replaced")
+			}
+			inFlight, pending := int64(0), int64(0)
+			tokens, queued := int64(0), 0.0
+			if tc.wantShare {
+				inFlight, pending, tokens, queued = 2, 2, 200, old.QueuedPrefill(now)
+			}
+			gotTokens, _ := next.PromptLoad()
+			if next.InFlight() != inFlight || next.Pending() != pending || gotTokens != tokens || next.QueuedPrefill(now) != queued ||
+				(next.Pace() == old.Pace()) != tc.wantShare {
+				t.Errorf("the new replica: %d in flight, %d pending, %d prompt tokens, %.2f s queued, pace shared %v; want %d, %d, %d, %.2f, %v",
+					next.InFlight(), next.Pending(), gotTokens, next.QueuedPrefill(now), next.Pace() == old.Pace(),
+					inFlight, pending, tokens, queued, tc.wantShare)
+			}
+			_, ok := next.TryAcquire()
+			if ok == tc.wantShare {
+				t.Errorf("a lease on the new replica with the old one's 2 running under its cap of 2: granted %v", ok)
+			}
+			for _, l := range held {
+				l.Release()
+			}
+			if !ok {
+				if _, ok = next.TryAcquire(); !ok {
+					t.Error("no room on the new replica once the old requests ended")
+				}
+			}
+			if got := next.InFlight(); got != 1 {
+				t.Errorf("%d in flight on the new replica, want its own 1", got)
+			}
+		})
 	}
 }
 

@@ -110,7 +110,7 @@ func (q *prefillQueue) queued(now clock.Instant) float64 {
 func (r *Replica) QueuedPrefill(now time.Time) float64 { return r.QueuedPrefillAt(clock.Of(now)) }
 
 // QueuedPrefillAt is QueuedPrefill at an instant.
-func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.prefill.queued(now) }
+func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.counts().prefill.queued(now) }
 
 // Unanswered reports how many requests the gateway queued on the replica
 // still wait for their first byte, and how many it has queued in all. Read
@@ -118,12 +118,15 @@ func (r *Replica) QueuedPrefillAt(now clock.Instant) float64 { return r.prefill.
 // the engine reports waiting are the gateway's own: at most the first
 // waiting count plus the requests queued in between.
 func (r *Replica) Unanswered() (waiting, queued int64) {
-	return r.prefill.waiting.Load(), r.prefill.queuedTotal.Load()
+	q := &r.counts().prefill
+	return q.waiting.Load(), q.queuedTotal.Load()
 }
 
 // MeanPrefill is the estimated prefill, in seconds, of the requests lately
 // queued on the replica, on average; 0 before the first.
-func (r *Replica) MeanPrefill() float64 { return math.Float64frombits(r.prefill.meanSecs.Load()) }
+func (r *Replica) MeanPrefill() float64 {
+	return math.Float64frombits(r.counts().prefill.meanSecs.Load())
+}
 
 // WaitingMeanPrefill is the estimated prefill, in seconds, of the requests
 // on the replica still waiting for their first byte, on average; while none
@@ -133,17 +136,19 @@ func (r *Replica) MeanPrefill() float64 { return math.Float64frombits(r.prefill.
 func (r *Replica) WaitingMeanPrefill() float64 {
 	// The two words are read apart: a writer between them can make the
 	// quotient a request off, which a price can bear.
-	w := r.prefill.waiting.Load()
+	q := &r.counts().prefill
+	w := q.waiting.Load()
 	if w <= 0 {
 		return r.MeanPrefill()
 	}
-	return float64(max(r.prefill.waitingNanos.Load(), 0)) * 1e-9 / float64(w)
+	return float64(max(q.waitingNanos.Load(), 0)) * 1e-9 / float64(w)
 }
 
 // PromptLoad reports the prompt tokens of requests in flight on the replica
 // and of those among them still waiting for their first byte.
 func (r *Replica) PromptLoad() (inFlight, waiting int64) {
-	return r.promptTokens.Load(), r.prefill.tokens.Load()
+	c := r.counts()
+	return c.promptTokens.Load(), c.prefill.tokens.Load()
 }
 
 // Queue adds the lease's request to its replica's prefill queue: secs of
@@ -159,11 +164,11 @@ func (l *Lease) Queue(now time.Time, secs, pace float64, tokens int) {
 		return
 	}
 	l.queued, l.tokens, l.secs = true, int64(tokens), secs
-	l.r.promptTokens.Add(l.tokens)
+	l.r.counts().promptTokens.Add(l.tokens)
 	if !(pace > 0) || math.IsInf(pace, 1) {
 		pace = 1
 	}
-	l.r.prefill.add(now, secs, secs*pace, l.tokens)
+	l.r.counts().prefill.add(now, secs, secs*pace, l.tokens)
 }
 
 // Expect records the routing decision's estimate, made at now, of the
@@ -193,7 +198,7 @@ func (l *Lease) FirstToken(now time.Time) {
 	if l.pace > 0 {
 		base /= l.pace
 	}
-	l.r.pace.Observe(base, now.Sub(l.routedAt).Seconds(), now)
+	l.r.counts().pace.Observe(base, now.Sub(l.routedAt).Seconds(), now)
 }
 
 // FirstByte records that the response's first byte arrived: the request
@@ -203,5 +208,5 @@ func (l *Lease) FirstByte(now time.Time) {
 		return
 	}
 	l.firstByte = true
-	l.r.prefill.firstByte(now, l.tokens, l.secs)
+	l.r.counts().prefill.firstByte(now, l.tokens, l.secs)
 }

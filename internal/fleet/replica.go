@@ -15,7 +15,9 @@ import (
 // Replica is one engine the gateway can send requests to. Its identity
 // (ID, URL, Models) never changes; its caps may (SetCaps); its counters and health are atomics
 // that any goroutine may read and that survive fleet changes, so a replica
-// that stays in the fleet keeps them. Must not be copied.
+// that stays in the fleet keeps them. A replica that replaces one of its
+// ID and URL (the same engine, with other settings) counts its load on the
+// one it replaced (see load). Must not be copied.
 type Replica struct {
 	// What every routing decision reads of every replica comes first, in
 	// the first cache line (TestReplicaLayout): a decision reads them for
@@ -28,7 +30,14 @@ type Replica struct {
 	ejectedUntil   atomic.Int64 // a clock.Instant; notEjected when not ejected
 	probeUp        atomic.Bool  // the last probes passed
 	removed        atomic.Bool  // left the fleet
-	prefill        prefillQueue // estimated prefill ahead of a new request; its drainedAt is in the first line
+	// load is the replica whose load counters (inFlight, pending,
+	// promptTokens, prefill and pace) this one counts on, nil for itself:
+	// the first of the replicas of its ID and URL it replaced, whose leases
+	// may still run on the same engine, so that theirs and its own count
+	// against one cap (see counts). Set before the replica is published;
+	// never changes.
+	load    *Replica
+	prefill prefillQueue // estimated prefill ahead of a new request; its drainedAt is in the first line
 
 	ID     string
 	URL    *url.URL
@@ -58,7 +67,7 @@ type Replica struct {
 	// one request at a time.
 	probeNow chan struct{}
 
-	_ [32]byte // to 320 bytes, five whole lines
+	_ [24]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -87,19 +96,31 @@ func NewReplica(id string, u *url.URL, models []string, maxConcurrency, maxPendi
 	return r
 }
 
+// counts is the replica whose load counters r counts on: see load.
+func (r *Replica) counts() *Replica {
+	if r.load != nil {
+		return r.load
+	}
+	return r
+}
+
+// carryLoad makes r, which replaces old on the same engine, count its
+// load on old's counters. Call it before r is published.
+func (r *Replica) carryLoad(old *Replica) { r.load = old.counts() }
+
 // Pace is the meter of how the replica's engine has lately delivered first
 // tokens against the estimates (pace.Meter); Lease.FirstToken feeds it.
-func (r *Replica) Pace() *pace.Meter { return r.pace }
+func (r *Replica) Pace() *pace.Meter { return r.counts().pace }
 
 // Serves reports whether the replica serves model.
 func (r *Replica) Serves(model string) bool { return slices.Contains(r.Models, model) }
 
 // InFlight is the number of requests holding a lease on the replica.
-func (r *Replica) InFlight() int64 { return r.inFlight.Load() }
+func (r *Replica) InFlight() int64 { return r.counts().inFlight.Load() }
 
 // Pending is the number of leases still waiting for a response head, not
 // counting those marked AnswersWhole.
-func (r *Replica) Pending() int64 { return r.pending.Load() }
+func (r *Replica) Pending() int64 { return r.counts().pending.Load() }
 
 // Healthy reports whether the last probes passed.
 func (r *Replica) Healthy() bool { return r.probeUp.Load() }
@@ -197,22 +218,23 @@ func (r *Replica) SetCaps(maxConcurrency, maxPending int64) {
 // TryAcquire takes a lease if the replica has room under both caps. Caps
 // are never overshot, even when many goroutines race for the last slot.
 func (r *Replica) TryAcquire() (*Lease, bool) {
+	ld := r.counts()
 	for {
-		n := r.inFlight.Load()
+		n := ld.inFlight.Load()
 		if c := r.maxConcurrency.Load(); c > 0 && n >= c {
 			return nil, false
 		}
-		if r.inFlight.CompareAndSwap(n, n+1) {
+		if ld.inFlight.CompareAndSwap(n, n+1) {
 			break
 		}
 	}
 	for {
-		p := r.pending.Load()
+		p := ld.pending.Load()
 		if c := r.maxPending.Load(); c > 0 && p >= c {
-			r.inFlight.Add(-1)
+			ld.inFlight.Add(-1)
 			return nil, false
 		}
-		if r.pending.CompareAndSwap(p, p+1) {
+		if ld.pending.CompareAndSwap(p, p+1) {
 			return &Lease{r: r, pending: true}, true
 		}
 	}
@@ -221,7 +243,8 @@ func (r *Replica) TryAcquire() (*Lease, bool) {
 // HasRoom reports whether a lease would currently be granted.
 func (r *Replica) HasRoom() bool {
 	c, p := r.maxConcurrency.Load(), r.maxPending.Load()
-	return (c <= 0 || r.inFlight.Load() < c) && (p <= 0 || r.pending.Load() < p)
+	ld := r.counts()
+	return (c <= 0 || ld.inFlight.Load() < c) && (p <= 0 || ld.pending.Load() < p)
 }
 
 // Replica returns the leased replica.
@@ -242,7 +265,7 @@ func (l *Lease) AnswersWhole() { l.unpend() }
 func (l *Lease) unpend() {
 	if l.pending && !l.done {
 		l.pending = false
-		l.r.pending.Add(-1)
+		l.r.counts().pending.Add(-1)
 	}
 }
 
@@ -254,8 +277,8 @@ func (l *Lease) Release() {
 	l.unpend()
 	if l.queued {
 		l.FirstByte(time.Now())
-		l.r.promptTokens.Add(-l.tokens)
+		l.r.counts().promptTokens.Add(-l.tokens)
 	}
 	l.done = true
-	l.r.inFlight.Add(-1)
+	l.r.counts().inFlight.Add(-1)
 }
