@@ -979,3 +979,33 @@ func TestLabelSetsDiffer(t *testing.T) {
 		t.Errorf("two schedulers' page: %v", err)
 	}
 }
+
+// TestScraperNewURLStartsAfresh: a replica replaced by one of its ID at
+// another URL is another engine: its first page is not compared with the
+// old engine's last (lower counters there are no restart), and the old
+// engine's report does not serve it (its feed retires, and the replica
+// gets a new one).
+func TestScraperNewURLStartsAfresh(t *testing.T) {
+	old := startEngine(t, func(w http.ResponseWriter, _ *http.Request, seq int) { _, _ = w.Write(enginePage(1000 + seq)) })
+	next := startEngine(t, serveGood) // prefix queries from 0
+	var at atomic.Pointer[url.URL]
+	at.Store(mustURL(old.srv.URL))
+	resets := make(chan string, 100)
+	sc := NewScraper(ScrapeConfig{Interval: 5 * time.Millisecond, Timeout: 10 * time.Second, MaxAge: time.Hour},
+		&http.Client{}, func() []Target { return []Target{{ID: "e", URL: at.Load()}} }, nil, nil,
+		func(id string) { resets <- id })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = sc.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitForReport(t, sc, "e", func(r *Report) bool { return r.PrefixQueries >= 1000 })
+	feed := sc.Feed("e")
+	at.Store(mustURL(next.srv.URL))
+	waitForReport(t, sc, "e", func(r *Report) bool { return r.PrefixQueries < 1000 })
+	if n := len(resets); n != 0 {
+		t.Errorf("the new engine's lower counters read as %d restarts of the old one", n)
+	}
+	if !feed.Retired() {
+		t.Error("the old engine's feed still serves the replica")
+	}
+}

@@ -190,7 +190,10 @@ type replicaState struct {
 	failing  bool    // last scrape failed; owned by the scraping goroutine
 	refused  int     // pages refused in a row; owned by the scraping goroutine
 	previous *Report // last good report; owned by the scraping goroutine
-	_        [128 - 64 - 40]byte
+	// url is the engine's, nil until the first tick that scrapes it;
+	// guarded by Scraper.mu.
+	url *url.URL
+	_   [128 - 64 - 48]byte
 }
 
 // maxRefusedBackoff caps how many intervals a replica whose pages keep
@@ -257,7 +260,7 @@ func (s *Scraper) Run(ctx context.Context) error {
 		live := map[string]bool{}
 		for _, tg := range s.targets() {
 			live[tg.ID] = true
-			st := s.state(tg.ID)
+			st := s.target(tg)
 			if at := st.resumeAt.Load(); at != 0 && s.now().UnixNano() < at {
 				continue // its pages were refused: see backOff
 			}
@@ -281,12 +284,34 @@ func (s *Scraper) Run(ctx context.Context) error {
 func (s *Scraper) state(id string) *replicaState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.stateLocked(id)
+}
+
+func (s *Scraper) stateLocked(id string) *replicaState {
 	st, ok := s.states[id]
 	if !ok {
 		st = &replicaState{}
 		st.feed.maxAge = s.cfg.MaxAge
 		s.states[id] = st
 	}
+	return st
+}
+
+// target returns tg's state. A replica of tg's ID at another URL than
+// the one scraped so far is another engine: its state starts afresh, the
+// old feed retiring as a departed replica's does, so that the new engine
+// is neither served the old one's report nor compared with it (its lower
+// counters read as a restart).
+func (s *Scraper) target(tg Target) *replicaState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stateLocked(tg.ID)
+	if st.url != nil && tg.URL != st.url && tg.URL.String() != st.url.String() {
+		st.feed.retired.Store(true)
+		delete(s.states, tg.ID)
+		st = s.stateLocked(tg.ID)
+	}
+	st.url = tg.URL
 	return st
 }
 
