@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,11 @@ import (
 //   - no stream: nothing applied since the feed started or was purged
 //     (unless a replay showed the engine has published nothing at all);
 //   - catching up: the mirror lacks history (it did not start at the
-//     stream's first batch) and the engine has not yet stored as many
-//     blocks as its cache holds since;
+//     stream's first batch) and has not yet keyed as many blocks as the
+//     engine's cache holds since (orphans, whose parents it never saw,
+//     do not count: a prefix the engine cached before the stream's reach
+//     and keeps reusing is never stored again, so its descendants stay
+//     orphans however much the engine stores);
 //   - silent: since the last batch the gateway sent the engine a prompt
 //     that must store new blocks, the engine computed at least a block's
 //     worth of prompt tokens it did not have (its prefix cache misses),
@@ -66,11 +70,13 @@ type replicaFeed struct {
 	feed     *kvfeed.Feed
 	cancel   context.CancelFunc
 
-	mu          sync.Mutex // the feed's goroutine and the tick share what follows
-	started     bool       // a batch applied since the last purge
-	complete    bool       // ... and the first of them was the stream's first
-	storedSince int        // blocks stored since the last purge
-	purges      map[string]uint64
+	mu       sync.Mutex // the feed's goroutine and the tick share what follows
+	started  bool       // a batch applied since the last purge
+	complete bool       // ... and the first of them was the stream's first
+	// keyedMark is the mirror's Keyed count at the last purge: the blocks
+	// it keyed since are what it learned of the engine's cache.
+	keyedMark uint64
+	purges    map[string]uint64
 	// overflowMark is the mirror's Overflow count at the last purge: a
 	// mirror that refused blocks since holds more than any cache could,
 	// so the stream is broken or hostile until it starts over.
@@ -79,6 +85,9 @@ type replicaFeed struct {
 	reason       string       // and why not events, "" when events
 
 	suspect bool // nearly every routed prompt's blocks go unconfirmed: tokens differ?
+	// unseenPrefix: nearly every routed prompt's blocks go unconfirmed,
+	// and what the engine stores has mostly no parent the mirror knows.
+	unseenPrefix bool
 
 	// expecting is set when the gateway routes the engine a prompt that
 	// must store new blocks, and cleared by the next batch.
@@ -87,7 +96,7 @@ type replicaFeed struct {
 
 	// Owned by the tick.
 	wrongSize  bool      // the engine's block size is not blockSize (warned when it became so)
-	specMark   [2]uint64 // confirmed, expired speculations when the current window began
+	specMark   specCount // the counts when the current speculation window began
 	missesMark float64   // the engine's prefix cache misses soon after the last batch
 	batchMark  time.Time // that batch's arrival
 }
@@ -238,24 +247,42 @@ const (
 	unconfirmedSuspect = 0.9
 )
 
-// watchSpeculation judges f's last window of speculation.
+// specCount is what a speculation window is judged by: speculations
+// confirmed and expired, and blocks the mirror stored and stored as
+// orphans.
+type specCount struct{ confirmed, expired, stored, orphaned uint64 }
+
+// watchSpeculation judges f's last window of speculation. Speculation
+// that runs out unconfirmed means the engine stores other blocks than the
+// gateway routes: other tokens, or the same after a prefix the mirror
+// never saw stored (the engine cached it before the stream's history
+// reaches, and reuses it without a word): its stores are then orphans.
 func (k *kvEvents) watchSpeculation(f *replicaFeed) {
 	ev := k.index.Events(f.id)
-	confirmed, expired := ev.Confirmed-f.specMark[0], ev.Expired-f.specMark[1]
-	if confirmed+expired < speculationWindow {
+	now := specCount{ev.Confirmed, ev.Expired, ev.Mirror.Stored, ev.Mirror.Orphaned}
+	w := specCount{now.confirmed - f.specMark.confirmed, now.expired - f.specMark.expired,
+		now.stored - f.specMark.stored, now.orphaned - f.specMark.orphaned}
+	if w.confirmed+w.expired < speculationWindow {
 		return
 	}
-	f.specMark = [2]uint64{ev.Confirmed, ev.Expired}
-	suspect := float64(expired)/float64(confirmed+expired) >= unconfirmedSuspect
+	f.specMark = now
+	unconfirmed := float64(w.expired)/float64(w.confirmed+w.expired) >= unconfirmedSuspect
+	unseen := unconfirmed && w.orphaned > 0 && 2*w.orphaned >= w.stored
+	suspect := unconfirmed && !unseen
 	f.mu.Lock()
-	changed := suspect != f.suspect
-	f.suspect = suspect
+	was := f.suspect || f.unseenPrefix
+	changed := suspect != f.suspect || unseen != f.unseenPrefix
+	f.suspect, f.unseenPrefix = suspect, unseen
 	f.mu.Unlock()
 	switch {
 	case changed && suspect:
 		k.log.Error("the engine stores none of the blocks routed to it: its tokens likely differ from the gateway's (check the model's tokenizer and chat template)",
-			"replica", f.id, "unconfirmed", expired, "confirmed", confirmed)
-	case changed:
+			"replica", f.id, "unconfirmed", w.expired, "confirmed", w.confirmed)
+	case changed && unseen:
+		k.log.Warn("the engine stores the blocks routed to it after a prefix it cached before the gateway's view of its events "+
+			"begins (their parents are unknown: orphan blocks); predictions there miss that prefix",
+			"replica", f.id, "unconfirmed", w.expired, "confirmed", w.confirmed, "orphaned", w.orphaned, "stored", w.stored)
+	case changed && was && !unconfirmed:
 		k.log.Info("the engine confirms the blocks routed to it again", "replica", f.id)
 	}
 }
@@ -273,7 +300,7 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	// absent for a whole tick.)
 	st := f.feed.Stats()
 	f.mu.Lock()
-	started, complete, stored, overflowMark := f.started, f.complete, f.storedSince, f.overflowMark
+	started, complete, keyedMark, overflowMark := f.started, f.complete, f.keyedMark, f.overflowMark
 	f.mu.Unlock()
 	// A replay that answered with nothing, and no batch applied since: the
 	// engine had published nothing at all, so an empty mirror is its cache
@@ -282,10 +309,11 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	if !started && !idle {
 		return reasonNoStream
 	}
-	if k.index.Events(f.id).Mirror.Overflow > overflowMark {
+	mirror := k.index.Events(f.id).Mirror
+	if mirror.Overflow > overflowMark {
 		return reasonOverflow
 	}
-	if !complete && !idle && stored < capacityBlocks {
+	if !complete && !idle && mirror.Keyed-keyedMark < uint64(max(capacityBlocks, 0)) {
 		return reasonCatchingUp
 	}
 	var misses float64
@@ -369,20 +397,12 @@ type feedSink struct {
 
 func (s *feedSink) Apply(seq uint64, b *events.Batch) {
 	s.index.ApplyEvents(s.at, b)
-	stored, cleared := 0, false
-	for i := range b.Events {
-		switch ev := &b.Events[i]; {
-		case ev.Kind == events.AllBlocksCleared:
-			stored, cleared = 0, true
-		case ev.Kind == events.BlockStored && (!ev.HasMedium || ev.Medium == "GPU"):
-			stored += len(ev.Hashes) // offloaded copies fill no GPU cache
-		}
-	}
+	cleared := slices.ContainsFunc(b.Events, func(ev events.Event) bool { return ev.Kind == events.AllBlocksCleared })
 	f := s.f
 	f.expecting.Store(false)
-	overflow := uint64(0)
+	var mirror index.MirrorStats
 	if cleared {
-		overflow = s.index.Events(f.id).Mirror.Overflow
+		mirror = s.index.Events(f.id).Mirror
 	}
 	f.mu.Lock()
 	if !f.started {
@@ -391,19 +411,18 @@ func (s *feedSink) Apply(seq uint64, b *events.Batch) {
 	if cleared {
 		// The engine emptied its cache: the mirror, emptied with it, is
 		// its whole cache again, whatever it lacked or refused before.
-		f.complete, f.storedSince, f.overflowMark = true, 0, overflow
+		f.complete, f.keyedMark, f.overflowMark = true, mirror.Keyed, mirror.Overflow
 	}
-	f.storedSince += stored
 	f.mu.Unlock()
 }
 
 func (s *feedSink) Purge(reason string) {
 	s.index.PurgeEvents(s.at)
-	overflow := s.index.Events(s.f.id).Mirror.Overflow
+	mirror := s.index.Events(s.f.id).Mirror
 	f := s.f
 	f.mu.Lock()
-	f.started, f.complete, f.storedSince = false, false, 0
-	f.overflowMark = overflow
+	f.started, f.complete = false, false
+	f.keyedMark, f.overflowMark = mirror.Keyed, mirror.Overflow
 	f.purges[reason]++
 	f.mu.Unlock()
 }

@@ -44,10 +44,13 @@ type kvStatus struct {
 	Digest string `json:"digest"`
 	// Confirmed and Unconfirmed count routed blocks the engine stored, and
 	// those it did not within the speculative TTL; TokenizationSuspect is
-	// set when nearly all go unconfirmed.
+	// set when nearly all go unconfirmed, UnseenPrefix instead when most
+	// of what the engine stores meanwhile has no parent the mirror knows
+	// (a prefix it cached before the stream's history reaches).
 	Confirmed           uint64 `json:"speculation_confirmed"`
 	Unconfirmed         uint64 `json:"speculation_unconfirmed"`
 	TokenizationSuspect bool   `json:"tokenization_suspect"`
+	UnseenPrefix        bool   `json:"unseen_prefix"`
 }
 
 // status lists every followed replica's stream, sorted by ID.
@@ -95,7 +98,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 	if ev.Source != index.SourceEvents {
 		s.Reason = f.reason
 	}
-	s.TokenizationSuspect = f.suspect
+	s.TokenizationSuspect, s.UnseenPrefix = f.suspect, f.unseenPrefix
 	f.mu.Unlock()
 	return s
 }

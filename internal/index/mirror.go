@@ -67,6 +67,11 @@ type SeedFunc func(adapter, cacheSalt string) blockhash.Hash
 // MirrorStats counts what a Mirror applied and what it could not.
 type MirrorStats struct {
 	Stored, Removed, Cleared uint64 // blocks stored and removed, caches cleared
+	// Keyed are blocks that gained a gateway hash: stored after a known
+	// parent (or as a sequence's first), or joined with their parent.
+	// Orphaned are blocks stored after a parent the mirror does not know,
+	// to wait for it as orphans.
+	Keyed, Orphaned uint64
 	// UnknownRemovals are removals of hashes the mirror does not hold.
 	UnknownRemovals uint64
 	// Skipped are stored blocks the mirror cannot key: a block size other
@@ -319,6 +324,7 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		default:
 			b.orphan = true
 			m.blocks.set(k, b)
+			m.Stats.Orphaned++
 			m.adopt(k, parentKey, ev.Tokens[j*bs:(j+1)*bs])
 		}
 		m.joinSome(stopAt)
@@ -338,6 +344,7 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 	b.ours = blockhash.Next(base, tokens)
 	m.blocks.set(k, b)
 	m.keyed++
+	m.Stats.Keyed++
 	m.digest += digestMix(b.ours)
 	if m.held != nil {
 		m.held(b.ours)
@@ -402,6 +409,7 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 		c.ours = blockhash.Next(p.ours, o.tokens)
 		m.blocks.set(ck, c)
 		m.keyed++
+		m.Stats.Keyed++
 		m.digest += digestMix(c.ours)
 		if m.held != nil {
 			m.held(c.ours)

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/events"
+	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/kvfeed"
+	"github.com/inferrail/inferrail/internal/load"
+	"github.com/inferrail/inferrail/internal/syncbuf"
+)
+
+// storedBlocks is a BlockStored of n blocks of 16 tokens with engine hashes
+// from first on, after parent (0: none).
+func storedBlocks(first uint64, n int, parent uint64) events.Event {
+	ev := events.Event{Kind: events.BlockStored, BlockSize: 16, Medium: "GPU", HasMedium: true, Tokens: make([]uint32, 16*n)}
+	for i := range n {
+		ev.Hashes = append(ev.Hashes, events.UintHash(first+uint64(i)))
+		ev.Tokens[16*i] = uint32(first) + uint32(i) // blocks of their own
+	}
+	if parent != 0 {
+		ev.Parent, ev.HasParent = events.UintHash(parent), true
+	}
+	return ev
+}
+
+// TestOrphansDoNotCatchUp: a mirror that joined a stream late has caught up
+// once it keyed as many blocks as the engine's cache holds; blocks stored
+// after parents it never saw (orphans) do not count. A prefix the engine
+// cached before the stream's reach and keeps reusing is never stored
+// again: every block after it is an orphan, and counting them switched the
+// replica to a mirror without the prefix, predicting 0 cached tokens where
+// the engine had 1296 of 1312 (found by a review).
+func TestOrphansDoNotCatchUp(t *testing.T) {
+	cfg := config.Default()
+	cfg.Index.Mode = config.IndexExact
+	idx := index.NewApprox(1000)
+	idx.Join("r")
+	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
+	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
+	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
+	f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: 16}
+	sink := &feedSink{f: f, index: idx, at: at}
+	f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
+	now := time.Now()
+	for _, step := range []struct {
+		name  string
+		batch []events.Event
+		want  string
+	}{
+		// Joined late: 70 requests' tails after an unseen prefix (its
+		// last block 9999), past the cache's 64 blocks.
+		{"orphans_past_the_capacity", []events.Event{storedBlocks(1000, 40, 9999), storedBlocks(2000, 40, 9999)}, reasonCatchingUp},
+		{"keyed_below_the_capacity", []events.Event{storedBlocks(3000, 63, 0)}, reasonCatchingUp},
+		{"keyed_to_the_capacity", []events.Event{storedBlocks(4000, 1, 0)}, ""},
+	} {
+		sink.Apply(5, &events.Batch{Events: step.batch})
+		if got := k.judge(f, now, 64); got != step.want {
+			t.Errorf("%s: judged %q, want %q (mirror %+v)", step.name, got, step.want, idx.Events("r").Mirror)
+		}
+	}
+}
+
+// scriptedEvents is an index whose Events reports what the test sets.
+type scriptedEvents struct {
+	*index.Approx
+	ev index.EventStats
+}
+
+func (s *scriptedEvents) Events(string) index.EventStats { return s.ev }
+
+// TestUnseenPrefixIsNoTokenizerSuspicion: speculation that runs out
+// unconfirmed flags a tokenizer mismatch only when the engine's stores
+// meanwhile have parents the mirror knows; when most are orphans, the
+// engine stores the routed prompts after a prefix it cached before the
+// stream's history reaches, and that is what the log says. It blamed the
+// tokenizer with an ERROR (found by a review).
+func TestUnseenPrefixIsNoTokenizerSuspicion(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		confirmed, expired      uint64
+		stored, orphaned        uint64
+		wantSuspect, wantUnseen bool
+		wantLog                 string
+	}{
+		{"tokens_differ", 0, 200, 400, 0, true, false, "its tokens likely differ"},
+		{"few_orphans_among_keyed_stores", 10, 190, 400, 20, true, false, "its tokens likely differ"},
+		{"prefix_cached_before_the_stream", 0, 200, 60, 50, false, true, "after a prefix it cached before"},
+		{"healthy", 190, 10, 400, 0, false, false, ""},
+		{"healthy_with_orphans", 190, 10, 60, 50, false, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			idx := &scriptedEvents{Approx: index.NewApprox(1000)}
+			var logs syncbuf.Buffer
+			cfg := config.Default()
+			k := newKVEvents(&cfg, idx, nil, nil, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: 16,
+				feed: kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, nil)}
+			idx.ev = index.EventStats{Confirmed: tc.confirmed, Expired: tc.expired,
+				Mirror: index.MirrorStats{Stored: tc.stored, Orphaned: tc.orphaned}}
+			k.watchSpeculation(f)
+			st := k.statusOf(f, time.Now())
+			if st.TokenizationSuspect != tc.wantSuspect || st.UnseenPrefix != tc.wantUnseen {
+				t.Errorf("tokenization_suspect %v, unseen_prefix %v; want %v, %v", st.TokenizationSuspect, st.UnseenPrefix, tc.wantSuspect, tc.wantUnseen)
+			}
+			if got := logs.String(); tc.wantLog == "" && got != "" || !strings.Contains(got, tc.wantLog) {
+				t.Errorf("logged %q, want %q", got, tc.wantLog)
+			}
+		})
+	}
+}
