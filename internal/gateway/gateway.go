@@ -164,6 +164,7 @@ func (g *Gateway) buildTokenizers() {
 			g.log.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
 		default:
 			g.log.Info("model predicts cache hits", "model", m.Name, "tokenizer", m.Tokenizer, "tokenizer_class", mt.class)
+			mt.revealKeys = cfg.Index.Mode != config.IndexApproximate
 			g.tokenizers[m.Name] = mt
 		}
 	}

@@ -32,7 +32,8 @@ import (
 //     engine's cache holds since (orphans, whose parents it never saw,
 //     do not count: a prefix the engine cached before the stream's reach
 //     and keeps reusing is never stored again, so its descendants stay
-//     orphans however much the engine stores);
+//     orphans however much the engine stores, until a routed prompt
+//     reveals it, index.Index.Reveal);
 //   - silent: since the last batch the gateway sent the engine a prompt
 //     that must store new blocks, the engine computed at least a block's
 //     worth of prompt tokens it did not have (its prefix cache misses),
@@ -280,7 +281,7 @@ func (k *kvEvents) watchSpeculation(f *replicaFeed) {
 			"replica", f.id, "unconfirmed", w.expired, "confirmed", w.confirmed)
 	case changed && unseen:
 		k.log.Warn("the engine stores the blocks routed to it after a prefix it cached before the gateway's view of its events "+
-			"begins (their parents are unknown: orphan blocks); predictions there miss that prefix",
+			"begins (their parents are unknown: orphan blocks); predictions there miss that prefix until a routed prompt reveals it",
 			"replica", f.id, "unconfirmed", w.expired, "confirmed", w.confirmed, "orphaned", w.orphaned, "stored", w.stored)
 	case changed && was && !unconfirmed:
 		k.log.Info("the engine confirms the blocks routed to it again", "replica", f.id)

@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +16,8 @@ import (
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/kvfeed"
 	"github.com/inferrail/inferrail/internal/load"
+	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
@@ -112,5 +118,90 @@ func TestUnseenPrefixIsNoTokenizerSuspicion(t *testing.T) {
 				t.Errorf("logged %q, want %q", got, tc.wantLog)
 			}
 		})
+	}
+}
+
+// TestWarmEngineRevealsItsPrefix is the review's warm-first scenario: an
+// engine caches a hot prefix and serves requests that reuse it before the
+// gateway starts, long enough that its replay buffer no longer holds the
+// prefix's store. The gateway's mirror never sees the prefix stored, so
+// every block the engine stores after it is an orphan; a request whose
+// prompt has one of those blocks after the prefix reveals the prefix, and
+// the mirror then holds it, the orphans joined. Its replica follows the
+// events once the mirror has keyed a cache's worth, and predicts what the
+// engine finds. Before, the replica followed a mirror without the prefix
+// and predicted 0 of 1312 tokens where the engine had 1296.
+func TestWarmEngineRevealsItsPrefix(t *testing.T) {
+	sims := simsWith(t, 1, func(_ int, c *sim.Config) {
+		c.ZeroLatency = true
+		c.MaxModelLen = 4096
+		c.NumGPUBlocks = 512
+		c.EnablePromptTokensDetails = true
+		c.KVEvents = sim.DefaultKVEventsConfig()
+		c.KVEvents.Enable, c.KVEvents.Publisher = true, "zmq"
+		c.KVEvents.Endpoint, c.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
+		c.KVEvents.BufferSteps = 20
+	})
+	hot := strings.Repeat("You are a helpful assistant. ", 100)
+	ask := func(url, question string) (cached, predicted int) {
+		t.Helper()
+		resp, body := chat(t, url, strings.Replace(systemChat(hot, question), `"model":"sim"`, `"model":"`+testModel+`"`, 1))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+		var out struct {
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(body), &out); err != nil {
+			t.Fatal(err)
+		}
+		predicted, _ = strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens))
+		return out.Usage.Details.Cached, predicted
+	}
+	for i := range 41 { // straight to the engine: the prefix, then 40 requests reusing it
+		ask(sims[0].URL(), fmt.Sprintf("warm %d %s", i, strings.Repeat("x ", 40)))
+	}
+
+	cfg := testConfig(t, sims)
+	cfg.Index.Mode = config.IndexExact
+	cfg.Health.Interval = config.Duration(time.Second)
+	cfg.Health.Timeout = config.Duration(time.Second)
+	cfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: sims[0].KVEventsEndpoint(), ReplayEndpoint: sims[0].KVReplayEndpoint()}
+	gw := startGateway(t, cfg)
+	waitFor(t, "the gateway to replay the engine's buffer", 5*time.Second, func() bool {
+		s := adminIndex(t, gw.admin).KVEvents
+		return len(s) == 1 && s[0].Applied > 0
+	})
+	question := func(i int) string { return fmt.Sprintf("req %d %s", i, strings.Repeat(fmt.Sprintf("tail%d ", i), 80)) }
+	for i := range 40 {
+		ask(gw.url, question(i))
+	}
+	catchUp(t, gw, sims)
+	before := adminIndex(t, gw.admin).KVEvents[0]
+	// A request the engine has seen: its tail, stored after the prefix,
+	// reveals the prefix (unless the answer's own check did already).
+	ask(gw.url, question(39))
+	catchUp(t, gw, sims)
+	after := adminIndex(t, gw.admin).KVEvents[0]
+	t.Logf("before the reveal: %d mirrored, %d orphans; after: %d mirrored, %d orphans, %d adopted",
+		before.Mirrored, before.Orphans, after.Mirrored, after.Orphans, after.Mirror.Adopted)
+	// The prefix is 81 blocks: the blocks the engine finds of it, below.
+	if after.Mirror.Adopted < 81 || after.Orphans != 0 || after.Mirrored < 81 {
+		t.Fatalf("the mirror did not learn the prefix: %+v", after)
+	}
+	for i := 40; adminIndex(t, gw.admin).KVEvents[0].Mirror.Keyed < 512; i++ { // a cache's worth keyed
+		ask(gw.url, question(i))
+		catchUp(t, gw, sims)
+	}
+	waitFor(t, "the replica to follow its events", 5*time.Second, func() bool {
+		return adminIndex(t, gw.admin).KVEvents[0].Source == index.SourceEvents
+	})
+	cached, predicted := ask(gw.url, "probe")
+	if cached != 1296 || predicted != cached {
+		t.Errorf("following the events: predicted %d cached tokens, the engine found %d (want 1296)", predicted, cached)
 	}
 }

@@ -88,13 +88,17 @@ type modelTokenizer struct {
 	// disagrees is set when an engine's /tokenize gave other tokens for
 	// the startup probes: the model then routes without predictions.
 	disagrees atomic.Bool
+	// revealKeys has predictions carry their blocks' index.TokenKey, for
+	// index.Reveal (index modes exact and auto). Set before use.
+	revealKeys bool
 }
 
 // prediction is what the gateway knows of a request's prompt.
 type prediction struct {
 	tokens  int
 	hashes  []blockhash.Hash
-	partial int // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
+	keys    []uint64 // index.TokenKey of each full block's tokens, with revealKeys; else nil
+	partial int      // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -275,7 +279,23 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}
+	if mt.revealKeys {
+		pred.keys = blockKeys(ids, mt.blockSize)
+	}
 	return pred, tokOK
+}
+
+// blockKeys returns the index.TokenKey of each full block of ids.
+func blockKeys(ids []int, blockSize int) []uint64 {
+	keys := make([]uint64, len(ids)/blockSize)
+	block := make([]uint32, blockSize)
+	for i := range keys {
+		for j, id := range ids[i*blockSize : (i+1)*blockSize] {
+			block[j] = uint32(id)
+		}
+		keys[i] = index.TokenKey(block)
+	}
+	return keys
 }
 
 // tokResult is the result a request that got no prediction is counted

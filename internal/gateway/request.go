@@ -449,6 +449,11 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
 	ex.attempts++
 	if ex.pred != nil {
+		if ex.pred.keys != nil {
+			// First: the blocks the prompt reveals are the engine's, not
+			// speculation.
+			g.index.Reveal(lease.Replica().ID, ex.pred.hashes, ex.pred.keys)
+		}
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		// Both sides of the predicted hit rate count per decision: a retry
 		// adds to each, a request refused before any decision to neither.
@@ -698,9 +703,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		g.metrics.requests.WithLabelValues(ex.model, rep.ID, statusClass(resp.StatusCode)).Inc()
 	}
 	if check && g.member(rep) { // a replica gone is forgotten, checks and all
-		if cached, ok := tail.cachedTokens(); ok {
-			g.drift.observe(rep.ID, a.cached, cached)
-		}
+		g.answered(ex, a, &tail)
 	}
 }
 

@@ -192,3 +192,17 @@ func (c *usageCapture) read(p []byte) []byte {
 	}
 	return nil
 }
+
+// answered learns from a served answer to a request with a prediction:
+// the cached tokens its usage reports check the prediction, and the
+// blocks the engine stored for the prompt, if their events came, may
+// reveal a prefix the replica's mirror never saw stored (index.Reveal).
+func (g *Gateway) answered(ex *exchange, a *attempt, tail *usageTail) {
+	id := a.lease.Replica().ID
+	if cached, ok := tail.cachedTokens(); ok {
+		g.drift.observe(id, a.cached, cached)
+	}
+	if ex.pred.keys != nil {
+		g.index.Reveal(id, ex.pred.hashes, ex.pred.keys)
+	}
+}

@@ -91,6 +91,16 @@ type Index interface {
 	SetSource(replica string, events bool) Source
 	Events(replica string) EventStats
 	ExpireSpeculation()
+
+	// Reveal shows replica's mirror a prompt routed there: its gateway
+	// hashes and the TokenKey of each full block's tokens (keys[i] for
+	// block i). A block of the prompt that the mirror holds as an orphan,
+	// after a parent it never saw, reveals that parent and the blocks
+	// before it as held (see Mirror.reveal). It reports how many blocks
+	// the mirror adopted. Its search looks at about a thousand blocks at
+	// most under the replica's lock; an adoption costs the prompt's blocks
+	// once more.
+	Reveal(replica string, hashes []blockhash.Hash, keys []uint64) int
 }
 
 // Token identifies one Record so that TakeBack can undo it. The zero Token

@@ -17,8 +17,9 @@ import (
 // A stored block whose parent the mirror never saw (the stream started
 // after the engine had blocks, or a batch was lost) is kept as an orphan
 // under the engine's hash with its tokens, and joins the chain, gaining its
-// gateway hash, as soon as its parent does. Orphans are bounded: past
-// maxOrphans the oldest are dropped and counted.
+// gateway hash, as soon as its parent does, or as soon as a routed prompt
+// reveals the parent (see reveal). Orphans are bounded: past maxOrphans
+// the oldest are dropped and counted.
 //
 // Not safe for concurrent use: one goroutine applies an engine's batches.
 type Mirror struct {
@@ -31,11 +32,14 @@ type Mirror struct {
 	// (wrapping), kept as blocks are keyed and dropped: see Digest.
 	digest uint64
 	// waiting lists the orphans under each unseen parent; orphans holds
-	// their tokens.
+	// their tokens; byTokens lists them by TokenKey of their tokens.
 	waiting    map[engineKey][]engineKey
 	orphans    map[engineKey]orphan
+	byTokens   map[uint64][]engineKey
 	maxOrphans int
 	maxBlocks  int
+
+	rev revealed // what routed prompts revealed (see reveal)
 
 	// held and dropped, when set, hear of every gateway hash the engine
 	// comes to hold (its first copy, once keyed) and stops holding (its
@@ -80,6 +84,9 @@ type MirrorStats struct {
 	Skipped uint64
 	// OrphansDropped are orphans evicted past the bound before joining.
 	OrphansDropped uint64
+	// Adopted are blocks a routed prompt revealed: the parent of an orphan
+	// (see reveal) and the blocks before it, held without their store.
+	Adopted uint64
 	// Overflow are stored blocks refused because the mirror was full: an
 	// engine never stores more blocks than its cache holds, so a stream
 	// that does is broken or hostile.
@@ -103,11 +110,12 @@ type mirrorBlock struct {
 }
 
 // orphan is what an orphan keeps to join the chain later, and where it
-// waits: m.waiting[parent][at].
+// waits: m.waiting[parent][at], and m.byTokens[TokenKey(tokens)][tokenAt].
 type orphan struct {
-	parent engineKey
-	at     int
-	tokens []uint32
+	parent  engineKey
+	at      int
+	tokenAt int
+	tokens  []uint32
 }
 
 // NewMirror returns an empty mirror of an engine whose blocks hold
@@ -120,6 +128,8 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror 
 		blocks:     newBlockTable(),
 		waiting:    make(map[engineKey][]engineKey),
 		orphans:    make(map[engineKey]orphan),
+		byTokens:   make(map[uint64][]engineKey),
+		rev:        newRevealed(),
 		maxOrphans: max(0, maxOrphans),
 		maxBlocks:  max(0, maxBlocks),
 	}
@@ -217,7 +227,7 @@ func (m *Mirror) beginClear() {
 // ones rather than emptied: they never shrink, and zeroing a table sized
 // for the most the mirror ever held cost a batch of clears minutes.
 func (m *Mirror) clearSome(stopAt uint64) bool {
-	if m.dropped != nil && m.keyed > 0 {
+	if m.dropped != nil && m.Held() > 0 {
 		visited, done := m.blocks.walk(m.clearing, stopAt-min(stopAt, m.work), func(_ engineKey, b mirrorBlock) {
 			if !b.orphan {
 				m.dropped(b.ours)
@@ -227,6 +237,7 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 		if !done {
 			return false
 		}
+		m.eachAdopted(m.dropped)
 	}
 	m.clearing = nil
 	m.blocks.reset()
@@ -235,6 +246,10 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 	if len(m.waiting) > 0 || len(m.orphans) > 0 {
 		m.waiting = make(map[engineKey][]engineKey)
 		m.orphans = make(map[engineKey]orphan)
+		m.byTokens = make(map[uint64][]engineKey)
+	}
+	if len(m.rev.adopted) > 0 || len(m.rev.anchors) > 0 {
+		m.rev = newRevealed()
 	}
 	return true
 }
@@ -361,8 +376,11 @@ func (m *Mirror) adopt(k, parent engineKey, tokens []uint32) {
 		return
 	}
 	kids := m.waiting[parent]
-	m.orphans[k] = orphan{parent: parent, at: len(kids), tokens: append([]uint32(nil), tokens...)}
+	tk := TokenKey(tokens)
+	same := m.byTokens[tk]
+	m.orphans[k] = orphan{parent: parent, at: len(kids), tokenAt: len(same), tokens: append([]uint32(nil), tokens...)}
 	m.waiting[parent] = append(kids, k)
+	m.byTokens[tk] = append(same, k)
 	if len(m.orphans) > m.maxOrphans {
 		m.dropOrphans()
 	}
@@ -374,6 +392,7 @@ func (m *Mirror) dropOrphans() {
 	for p, kids := range m.waiting {
 		m.work += uint64(len(kids))
 		for _, k := range kids {
+			m.untoken(k)
 			delete(m.orphans, k)
 			m.blocks.del(k)
 			m.Stats.OrphansDropped++
@@ -432,11 +451,14 @@ func (m *Mirror) remove(k engineKey) {
 		return
 	}
 	m.blocks.del(k)
+	adopted := len(m.rev.anchors) > 0 && m.unanchor(k, b.ours) // held still, as an ancestor
 	if !b.orphan {
 		m.keyed--
-		m.digest -= digestMix(b.ours)
-		if m.dropped != nil {
-			m.dropped(b.ours)
+		if !adopted {
+			m.digest -= digestMix(b.ours)
+			if m.dropped != nil {
+				m.dropped(b.ours)
+			}
 		}
 	}
 	if _, ok := m.orphans[k]; ok {
@@ -449,6 +471,7 @@ func (m *Mirror) remove(k engineKey) {
 // orphan keyed later stayed in the list until its parent came, which
 // might be never, and unaccounted in bytes.)
 func (m *Mirror) unwait(k engineKey) {
+	m.untoken(k)
 	o := m.orphans[k]
 	delete(m.orphans, k)
 	kids := m.waiting[o.parent]
@@ -466,6 +489,26 @@ func (m *Mirror) unwait(k engineKey) {
 	}
 }
 
+// untoken takes orphan k out of byTokens, the list's last taking its
+// place.
+func (m *Mirror) untoken(k engineKey) {
+	o := m.orphans[k]
+	tk := TokenKey(o.tokens)
+	same := m.byTokens[tk]
+	last := len(same) - 1
+	if moved := same[last]; o.tokenAt != last {
+		same[o.tokenAt] = moved
+		mo := m.orphans[moved]
+		mo.tokenAt = o.tokenAt
+		m.orphans[moved] = mo
+	}
+	if last == 0 {
+		delete(m.byTokens, tk)
+	} else {
+		m.byTokens[tk] = same[:last]
+	}
+}
+
 // GatewayHashes returns the gateway hash of every block the engine holds
 // that the mirror could key, for comparing a mirror with an engine. It
 // walks the whole mirror.
@@ -475,13 +518,15 @@ func (m *Mirror) GatewayHashes() map[blockhash.Hash]bool {
 	return out
 }
 
-// eachKeyed calls f with the gateway hash of every keyed block.
+// eachKeyed calls f with the gateway hash of every keyed block, adopted
+// ones included.
 func (m *Mirror) eachKeyed(f func(blockhash.Hash)) {
 	m.work += uint64(m.blocks.each(func(_ engineKey, b mirrorBlock) {
 		if !b.orphan {
 			f(b.ours)
 		}
 	}))
+	m.eachAdopted(f)
 }
 
 // Blocks returns the engine hash keys held and how many copies of each,
@@ -514,17 +559,18 @@ func splitMix(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// Held is how many blocks the mirror holds under a gateway hash.
-func (m *Mirror) Held() int { return m.keyed }
+// Held is how many blocks the mirror holds under a gateway hash, adopted
+// ones included.
+func (m *Mirror) Held() int { return m.keyed + len(m.rev.adopted) - m.rev.both }
 
 // Len is how many distinct engine blocks the mirror holds, orphans included.
 func (m *Mirror) Len() int { return m.blocks.len() }
 
-// bytes approximates the memory the mirror takes: its table, and each
-// orphan's tokens with its map entries.
+// bytes approximates the memory the mirror takes: its table, each
+// orphan's tokens with its map entries, and what reveals adopted.
 func (m *Mirror) bytes() int64 {
-	const orphanEntries = 72 // an orphans entry, a waiting entry, slice headers
-	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize)
+	const orphanEntries = 112 // an orphans entry, a waiting entry, a byTokens entry, slice headers
+	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize) + m.rev.bytes()
 }
 
 // Orphans is how many of them have no known parent yet.

@@ -6,6 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
 )
 
@@ -40,6 +41,66 @@ func (m *Mirror) checkOrphans() error {
 	})
 	if table != len(m.orphans) {
 		return fmt.Errorf("the table holds %d orphans, the records %d", table, len(m.orphans))
+	}
+	entries = 0
+	for tk, same := range m.byTokens {
+		if len(same) == 0 {
+			return fmt.Errorf("token key %x: an empty list kept", tk)
+		}
+		for i, k := range same {
+			o, ok := m.orphans[k]
+			if !ok || o.tokenAt != i || TokenKey(o.tokens) != tk {
+				return fmt.Errorf("token key %x: byTokens[%d] is %d, whose record is %+v (present %v)", tk, i, k, o, ok)
+			}
+		}
+		entries += len(same)
+	}
+	if entries != len(m.orphans) {
+		return fmt.Errorf("%d byTokens entries for %d orphans", entries, len(m.orphans))
+	}
+	return m.checkRevealed()
+}
+
+// checkRevealed verifies what reveals hold against the table: every anchor
+// is a keyed block of the table under its gateway hash, every adopted
+// block is named by as many anchors as it counts, the counts add up, and
+// the digest and Held count every held gateway hash once.
+func (m *Mirror) checkRevealed() error {
+	rv := &m.rev
+	refs := map[blockhash.Hash]int32{}
+	anchored := 0
+	for k, ancestors := range rv.anchors {
+		b, ok := m.blocks.get(k)
+		if !ok || b.orphan || rv.anchorOf[b.ours] != k {
+			return fmt.Errorf("anchor %d: the table has %+v (present %v), anchorOf %d", k, b, ok, rv.anchorOf[b.ours])
+		}
+		for _, h := range ancestors {
+			refs[h]++
+		}
+		anchored += len(ancestors)
+	}
+	if len(rv.anchorOf) != len(rv.anchors) || anchored != rv.anchored {
+		return fmt.Errorf("%d anchors, %d by hash, %d ancestors counted %d", len(rv.anchors), len(rv.anchorOf), anchored, rv.anchored)
+	}
+	both := 0
+	for h, n := range rv.adopted {
+		if refs[h] != n || n <= 0 {
+			return fmt.Errorf("adopted %v counts %d anchors, %d name it", h, n, refs[h])
+		}
+		if _, anchor := rv.anchorOf[h]; anchor {
+			both++
+		}
+	}
+	if len(refs) != len(rv.adopted) || both != rv.both {
+		return fmt.Errorf("%d adopted, %d named; %d both, counted %d", len(rv.adopted), len(refs), both, rv.both)
+	}
+	held := m.GatewayHashes()
+	var digest uint64
+	for h := range held {
+		digest += digestMix(h)
+	}
+	if len(held) != m.Held() || digest != m.digest {
+		return fmt.Errorf("%d gateway hashes held, Held says %d; digest %x, kept %x", len(held), m.Held(), digest, m.digest)
 	}
 	return nil
 }
