@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/fairshare"
 )
@@ -56,12 +57,9 @@ func (g *Gateway) arrive(ex *exchange, mq *modelQueue) {
 		return
 	}
 	now := time.Now()
-	slots := g.slots(ex.gen, ex.model, now)
-	f := flowOf(ex.adm)
 	mq.mu.Lock()
-	mq.fair.Arrive(f, now)
+	mq.fair.Arrive(flowOf(ex.adm), now)
 	ex.fair = true
-	mq.gauges(f.Class, slots, now)
 	mq.mu.Unlock()
 }
 
@@ -208,44 +206,65 @@ func (g *Gateway) leave(ex *exchange) {
 		return
 	}
 	mq := g.flow.queues[ex.model]
-	now := time.Now()
 	mq.mu.Lock()
-	f := flowOf(ex.adm)
-	mq.fair.Leave(f, ex.slot, now)
+	mq.fair.Leave(flowOf(ex.adm), ex.slot, time.Now())
 	ex.fair, ex.slot = false, false
-	mq.gauges(f.Class, g.slots(ex.gen, ex.model, now), now)
 	mq.mu.Unlock()
 	mq.kick()
 }
 
-// gauges sets class c's active keys and share; called under mq.mu.
-func (mq *modelQueue) gauges(c, slots int, now time.Time) {
-	s := &mq.series[c]
-	active := max(1, mq.fair.Active(c, now))
-	s.active.Set(float64(active))
-	share := 0
-	if slots > 0 {
-		share = max(1, slots/max(1, active))
-	}
-	s.share.Set(float64(share))
-}
-
-// fairSeries are one class's fair sharing gauges of one model.
-type fairSeries struct{ active, share prometheus.Gauge }
-
-// fairMetrics are the families of fair sharing.
+// fairMetrics are the families of fair sharing; fairCollector reports its
+// gauges.
 type fairMetrics struct {
 	overShare *prometheus.CounterVec
 	paced     *prometheus.CounterVec
-	active    *prometheus.GaugeVec
-	share     *prometheus.GaugeVec
 }
 
 func newFairMetrics() fairMetrics {
 	return fairMetrics{
 		overShare: counterVec("inferrail_flow_over_share_total", "Requests that waited because of fair sharing: their key already held its share of the model's in-flight slots, or the free ones were kept for other keys, by model and priority class.", "model", "class"),
 		paced:     counterVec("inferrail_flow_prefill_paced_total", "Requests that waited because their key's prompts awaiting a first token held every replica with room (flow.pace_prefills), once each, by model and priority class.", "model", "class"),
-		active:    gaugeVec("inferrail_flow_active_keys", "Keys counted against a key of the class when the model's slots are shared (active in the class or a more important one), by model and priority class.", "model", "class"),
-		share:     gaugeVec("inferrail_flow_fair_share_slots", "In-flight slots each active key of the class may hold before it waits, by model and priority class; 0 when the slots have no bound.", "model", "class"),
+	}
+}
+
+// fairCollector reports fair sharing as it counts when read: gauges set
+// as requests came and went kept their last values once traffic stopped
+// or fair sharing was turned off.
+type fairCollector struct{ g *Gateway }
+
+var (
+	descFairActive = prometheus.NewDesc("inferrail_flow_active_keys",
+		"Keys counted against a key of the class when the model's slots are shared (active in the class or a more important one), by model and priority class.",
+		[]string{"model", "class"}, nil)
+	descFairShare = prometheus.NewDesc("inferrail_flow_fair_share_slots",
+		"In-flight slots each active key of the class may hold before it waits, by model and priority class; 0 when the slots have no bound.",
+		[]string{"model", "class"}, nil)
+)
+
+func (c *fairCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFairActive
+	ch <- descFairShare
+}
+
+func (c *fairCollector) Collect(ch chan<- prometheus.Metric) {
+	gen := c.g.current()
+	on := gen.cfg.Flow.FairShare()
+	now := time.Now()
+	for model, mq := range c.g.flow.queues {
+		slots := 0
+		if on {
+			slots = c.g.slots(gen, model, now)
+		}
+		mq.mu.Lock()
+		for _, cl := range auth.Classes {
+			active := mq.fair.Active(cl.Index(), now)
+			share := 0
+			if slots > 0 {
+				share = max(1, slots/max(1, active))
+			}
+			ch <- prometheus.MustNewConstMetric(descFairActive, prometheus.GaugeValue, float64(active), model, cl.String())
+			ch <- prometheus.MustNewConstMetric(descFairShare, prometheus.GaugeValue, float64(share), model, cl.String())
+		}
+		mq.mu.Unlock()
 	}
 }

@@ -53,8 +53,6 @@ type modelQueue struct {
 	// reads it on every request of a model with flow control.
 	waiting atomic.Int64
 
-	series []fairSeries // per class: the fair sharing gauges
-
 	mu      sync.Mutex
 	q       *flowqueue.Queue[*waiter] // guarded by mu
 	fair    *fairshare.Table          // the keys sharing the slots; guarded by mu
@@ -81,10 +79,6 @@ func newFlowControl(cfg *config.Config, reg prometheus.Registerer) *flowControl 
 		mq := &modelQueue{model: m.Name, kickc: make(chan struct{}, 1)}
 		mq.q = flowqueue.New[*waiter](len(auth.Classes), queueLimits(&cfg.Flow))
 		mq.fair = fairshare.New(len(auth.Classes), time.Duration(cfg.Flow.FairShareWindow))
-		for _, c := range auth.Classes {
-			mq.series = append(mq.series, fairSeries{active: fc.metrics.active.WithLabelValues(m.Name, c.String()),
-				share: fc.metrics.share.WithLabelValues(m.Name, c.String())})
-		}
 		fc.queues[m.Name] = mq
 	}
 	return fc
@@ -390,7 +384,7 @@ func newFlowMetrics(reg prometheus.Registerer) *flowMetrics {
 		shed:        counterVec("inferrail_flow_shed_total", "Requests flow control answered 429, by model, priority class and reason: queue_full, class_full, key_full, queue_timeout, slo_unreachable, slo_unmet.", "model", "class", "reason"),
 		slo:         counterVec("inferrail_slo_requests_total", "Admitted requests with a TTFT target whose first byte of a 2xx answer came (an engine's error answer counts in neither result), by model, priority class and result: met when it came within the target (counted from arrival, queueing included), else missed.", "model", "class", "result"),
 	}
-	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.active, m.share, m.paced)
+	reg.MustRegister(m.queued, m.waiting, m.wait, m.shed, m.slo, m.overShare, m.paced)
 	return m
 }
 

@@ -129,6 +129,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.registry = prometheus.NewRegistry()
 	registerProcessMetrics(g.registry)
 	g.flow = newFlowControl(cfg, g.registry)
+	g.registry.MustRegister(&fairCollector{g: g})
 	g.buildWatchers()
 	if err := g.buildAccess(); err != nil {
 		g.Close()

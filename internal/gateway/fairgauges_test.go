@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// TestFairShareGaugesFollowTheKeys: inferrail_flow_active_keys and
+// inferrail_flow_fair_share_slots say what fair sharing counts when they
+// are read: keys go from the count once their window passes without a
+// request, and with fair sharing off there is no share. They were set as
+// each request came and went, and kept their last values after traffic
+// stopped or fair sharing was turned off (found by a review).
+func TestFairShareGaugesFollowTheKeys(t *testing.T) {
+	e := newOrderEngine(t)
+	e.open()
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	const window = 300 * time.Millisecond
+	cfg.Flow.FairShareWindow = config.Duration(window)
+	a, ka := newKey("a", nil)
+	b, kb := newKey("b", nil)
+	c, kc := newKey("c", nil)
+	withKeys(t, cfg, ka, kb, kc)
+	gw := startGatewayWith(t, cfg, Options{})
+	gauges := func() (active, share float64) {
+		labels := []string{"model", testModel, "class", "standard"}
+		return series(t, gw, "inferrail_flow_active_keys", labels).GetGauge().GetValue(),
+			series(t, gw, "inferrail_flow_fair_share_slots", labels).GetGauge().GetValue()
+	}
+	start := time.Now()
+	expectStatus(t, http.StatusOK, async(gw, "a", bearer(a)...), async(gw, "b", bearer(b)...), async(gw, "c", bearer(c)...))
+	if active, share := gauges(); time.Since(start) < window && (active != 3 || share != 1) {
+		t.Errorf("within the window: %v active keys, a share of %v; want 3 and 1", active, share)
+	}
+	waitFor(t, "the keys to go quiet", 10*time.Second, func() bool {
+		active, share := gauges()
+		return active == 0 && share == 4
+	})
+	off := `{"flow":{"fair_share_window":"0s"}}`
+	if code, _, problems := patch(t, gw.admin, off); code != http.StatusOK {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	if active, share := gauges(); active != 0 || share != 0 {
+		t.Errorf("fair sharing off: %v active keys, a share of %v; want none", active, share)
+	}
+}
