@@ -17,10 +17,11 @@ import (
 // update. A decision reads every candidate's engine report, so the table
 // keeps the feeds and series at hand instead of looking each replica up by
 // ID. It is built for one fleet snapshot and one generation, and rebuilt
-// when membership changes.
+// when membership changes or the scraper retires a feed.
 type routeTable struct {
-	snap   *fleet.Snapshot
-	models map[string]*modelRoutes
+	snap        *fleet.Snapshot
+	retirements uint64 // the scraper's Retirements before the feeds were taken
+	models      map[string]*modelRoutes
 }
 
 // modelRoutes are the replicas serving a model, in fleet order.
@@ -67,11 +68,11 @@ type route struct {
 // generation. Each generation keeps its own, so requests of an old one,
 // still retrying after a reload, do not rebuild the new one's.
 func (g *Gateway) routes(gen *generation) *routeTable {
-	snap := g.fleet.Snapshot()
-	if t := gen.table.Load(); t != nil && t.snap == snap {
+	snap, retirements := g.fleet.Snapshot(), g.scraper.Retirements()
+	if t := gen.table.Load(); t != nil && t.snap == snap && t.retirements == retirements {
 		return t
 	}
-	t := &routeTable{snap: snap, models: make(map[string]*modelRoutes, len(gen.routing))}
+	t := &routeTable{snap: snap, retirements: retirements, models: make(map[string]*modelRoutes, len(gen.routing))}
 	for model, mp := range gen.routing {
 		pool := snap.ForModel(model)
 		mr := &modelRoutes{routes: make([]route, len(pool)), arms: make([]armSeries, len(mp.arms))}
@@ -135,9 +136,10 @@ func (mr *modelRoutes) indexHandles(ix index.Index) *index.Handles {
 // reportFromNewFeed is what routing reads of the replica's engine report,
 // fresh at now, once the route's feed is retired: the scraper forgot the
 // replica between our snapshot and its own (it left and came back), so
-// its reports now arrive in a new feed, and the table is dropped to pick
-// that up.
+// its reports now arrive in a new feed. The table holding the retired feed
+// is rebuilt at its generation's next decision (routes). (Dropping the
+// current generation's table here rebuilt that one at every decision of a
+// request of an older generation, whose own table kept the retired feed.)
 func (g *Gateway) reportFromNewFeed(rt *route, now clock.Instant) (load.Routing, bool) {
-	g.current().table.Store(nil)
 	return g.scraper.Feed(rt.ID).FreshRouting(now)
 }

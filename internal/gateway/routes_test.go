@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -61,12 +62,13 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	res.set("127.0.0.2")
 	waitFor(t, "the first member to leave", 2*time.Second, func() bool { return slices.Equal(ids(), []string{"sim-1", second}) })
 
-	// A feed the scraper retired (its replica left its targets and came
-	// back before the table was rebuilt) is replaced by the live one, and
-	// the table is dropped so the next decision builds a new one.
+	// A feed the scraper retires (its replica left its targets and came
+	// back before the table was rebuilt) gives way to the live one, and a
+	// table built before the retirement is rebuilt at the next decision.
+	built := g.routes(g.current())
 	ghost := g.scraper.Feed("ghost")
 	waitFor(t, "the scraper to retire a feed nobody scrapes", 2*time.Second, ghost.Retired)
-	rt := g.routes(g.current()).model(testModel).routes[0]
+	rt := built.model(testModel).routes[0]
 	rt.feed = ghost
 	var c policy.Candidate
 	g.candidate(&c, &rt, clock.Of(time.Now()))
@@ -75,7 +77,38 @@ func TestRouteTableFollowsTheFleet(t *testing.T) {
 	} else if c.KVCapacityBlocks != live.CapacityBlocks-1 || c.KVUsage != live.KVUsage {
 		t.Errorf("a retired feed gave %+v, sim-1's live report is %+v", c, live)
 	}
-	if g.current().table.Load() != nil {
-		t.Error("a retired feed left the table in place")
+	if g.routes(g.current()) == built {
+		t.Error("a table built before a feed retired stayed in place")
+	}
+}
+
+// TestRetiredFeedRebuildsOnlyItsTable: a decision of a request of an older
+// generation (still retrying after a reload) that finds a retired feed
+// leaves the current generation's table alone; each generation's table is
+// rebuilt once after the retirement, at its own next decision. The
+// decision dropped the current generation's table, so the current one was
+// rebuilt at every such decision and the old one's kept the retired feed
+// (found by a review).
+func TestRetiredFeedRebuildsOnlyItsTable(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	g := gw.g
+	old := g.current()
+	if code, _, problems := patch(t, gw.admin, `{"routing":{"epsilon":0.5}}`); code != http.StatusOK || g.current() == old {
+		t.Fatalf("patch: %d %v", code, problems)
+	}
+	oldTable := g.routes(old)
+	ghost := g.scraper.Feed("ghost")
+	waitFor(t, "the scraper to retire a feed nobody scrapes", 2*time.Second, ghost.Retired)
+	cur := g.routes(g.current())
+	rt := g.routes(old).model(testModel).routes[0]
+	rt.feed = ghost // as if retired after the old generation's table was built
+	var c policy.Candidate
+	g.candidate(&c, &rt, clock.Of(time.Now()))
+	if g.current().table.Load() != cur || g.routes(g.current()) != cur {
+		t.Error("an old generation's decision dropped the current generation's table")
+	}
+	if g.routes(old) == oldTable {
+		t.Error("the old generation's table, built before a feed retired, stayed in place")
 	}
 }

@@ -232,6 +232,9 @@ type Scraper struct {
 
 	mu     sync.Mutex
 	states map[string]*replicaState // guarded by mu
+	// retirements counts the feeds retired so far, each after its state
+	// went (under mu).
+	retirements atomic.Uint64
 }
 
 // NewScraper scrapes the targets targets returns (asked at every tick).
@@ -309,6 +312,7 @@ func (s *Scraper) target(tg Target) *replicaState {
 	if st.url != nil && tg.URL != st.url && tg.URL.String() != st.url.String() {
 		st.feed.retired.Store(true)
 		delete(s.states, tg.ID)
+		s.retirements.Add(1)
 		st = s.stateLocked(tg.ID)
 	}
 	st.url = tg.URL
@@ -323,9 +327,15 @@ func (s *Scraper) prune(live map[string]bool) {
 		if !live[id] {
 			st.feed.retired.Store(true)
 			delete(s.states, id)
+			s.retirements.Add(1)
 		}
 	}
 }
+
+// Retirements counts the feeds the scraper has retired so far. Feeds
+// taken (Feed) after reading it are live unless it has grown since: a
+// table of feeds built then is current while it has not.
+func (s *Scraper) Retirements() uint64 { return s.retirements.Load() }
 
 func (s *Scraper) scrape(ctx context.Context, tg Target, st *replicaState) {
 	var before Own
