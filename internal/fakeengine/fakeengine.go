@@ -3,9 +3,10 @@
 // engine that answers chats at once and serves a vLLM metrics page, so a
 // two-core machine can put 64 replicas behind a gateway where 64
 // simulators would not fit. Its page is stamped: vllm:num_requests_running
-// is the Unix time in milliseconds at which the page was rendered, so a
-// decision log, which records the running count each decision read, shows
-// how old the report behind every decision was. Ports may instead serve a
+// is the Unix time in milliseconds at which the page was rendered, modulo
+// 2^31 (the gateway takes no larger count), so a decision log, which
+// records the running count each decision read, shows how old the report
+// behind every decision was (StampTime). Ports may instead serve a
 // hostile page: 50 MB, or one that never ends. It is not part of the
 // product.
 package fakeengine
@@ -123,6 +124,17 @@ func (e *Engine) serveMetrics(w http.ResponseWriter) {
 	}
 }
 
+// stampModulus keeps a stamp a running count the gateway believes: a page
+// that counts 2^31 requests or more is unreadable.
+const stampModulus = 1 << 31
+
+// StampTime is the time a page stamped stamp was rendered, read at or
+// after it by less than 2^31 ms (24 days).
+func StampTime(stamp int64, readAt time.Time) time.Time {
+	ms := readAt.UnixMilli()
+	return time.UnixMilli(ms - ((ms%stampModulus-stamp)%stampModulus+stampModulus)%stampModulus)
+}
+
 // AppendPage appends the stamped page rendered at now.
 func (e *Engine) AppendPage(b []byte, now time.Time) []byte {
 	q := e.queries.Add(1)
@@ -135,8 +147,8 @@ func (e *Engine) AppendPage(b []byte, now time.Time) []byte {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ".0\n"...)
 	}
-	gauge("vllm:num_requests_running", "Number of requests in model execution batches (here: the Unix millisecond the page was rendered).",
-		strconv.FormatInt(now.UnixMilli(), 10)+".0")
+	gauge("vllm:num_requests_running", "Number of requests in model execution batches (here: the Unix millisecond the page was rendered, modulo 2^31).",
+		strconv.FormatInt(now.UnixMilli()%stampModulus, 10)+".0")
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", "0.0")
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", "0.0")
 	counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", q)

@@ -40,7 +40,8 @@ func TestParsePages(t *testing.T) {
 }
 
 // TestStampedPage: the gateway's page reader takes the stamped page as a
-// vLLM engine's, running count the millisecond it was rendered.
+// vLLM engine's, its running count the millisecond it was rendered
+// (modulo 2^31, which StampTime undoes).
 func TestStampedPage(t *testing.T) {
 	e, err := New("m", PageStamped, 0)
 	if err != nil {
@@ -51,8 +52,14 @@ func TestStampedPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Engine != load.VLLM || int64(rep.Running) != at.UnixMilli() || rep.KVUsage != 0 || rep.CapacityBlocks != 4096 || rep.PrefixQueries != 1 {
+	if rep.Engine != load.VLLM || rep.KVUsage != 0 || rep.CapacityBlocks != 4096 || rep.PrefixQueries != 1 {
 		t.Errorf("report %+v", rep)
+	}
+	// Read back as the time it was rendered, at once or later.
+	for _, later := range []time.Duration{0, time.Millisecond, time.Hour, 20 * 24 * time.Hour} {
+		if got := StampTime(int64(rep.Running), at.Add(later)); !got.Equal(at.Truncate(time.Millisecond)) {
+			t.Errorf("stamp %v read %v later: %v, want %v", rep.Running, later, got, at)
+		}
 	}
 }
 

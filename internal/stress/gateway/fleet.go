@@ -338,7 +338,7 @@ func scrapeStamp(ctx context.Context, client *http.Client, url string, timeout t
 	if err != nil {
 		return time.Time{}, err
 	}
-	return time.UnixMilli(int64(rep.Running)), nil
+	return fakeengine.StampTime(int64(rep.Running), time.Now()), nil
 }
 
 // fakeEngines starts a fake-engines child serving pages, its replicas
@@ -414,7 +414,7 @@ func appendAges(ages []time.Duration, rec *decisionlog.Record, f *FleetLegFigure
 			f.Stale++
 		default:
 			f.Reads++
-			ages = append(ages, rec.Time.Sub(time.UnixMilli(*c.Running)))
+			ages = append(ages, rec.Time.Sub(fakeengine.StampTime(*c.Running, rec.Time)))
 		}
 	}
 	return ages
