@@ -358,18 +358,20 @@ func TestMirrorBoundHasACeiling(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := NewApprox(1000)
+			x.Join("e")
 			x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed, MaxBlocks: tc.set})
 			x.SetCapacity("e", tc.capacity) // learned after the stream started
 			if got := x.Events("e").Bound; got != tc.wantBound {
 				t.Errorf("capacity %d learned after attaching: bound %d, want %d", tc.capacity, got, tc.wantBound)
 			}
 			y := NewApprox(1000)
+			y.Join("e")
 			y.SetCapacity("e", tc.capacity) // known before
 			y.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed, MaxBlocks: tc.set})
 			if got := y.Events("e").Bound; got != tc.wantBound {
 				t.Errorf("capacity %d known when attaching: bound %d, want %d", tc.capacity, got, tc.wantBound)
 			}
-			r := y.lockReplica("e", false)
+			r := y.lockReplica("e")
 			maxOrphans := r.ev.mirror.maxOrphans
 			r.mu.Unlock()
 			if maxOrphans != tc.wantBound/4 {
