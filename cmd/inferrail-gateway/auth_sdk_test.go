@@ -235,7 +235,8 @@ logging:
 
 	t.Run("RateLimitedThenRetried", func(t *testing.T) {
 		// 61 output tokens at 60 a minute leave the key a token in debt:
-		// the next request waits two seconds.
+		// the next request, which reserves its 2 tokens of output at
+		// admission, waits three seconds.
 		params := chat(sdkModel, sdktest.Words("debt", 4), 61)
 		params.SetExtraFields(map[string]any{"ignore_eos": true})
 		if _, err := sdk(debtSecret, 0, nil).Chat.Completions.New(sdktest.Context(t, 15*time.Second), params); err != nil {
@@ -253,8 +254,8 @@ logging:
 			t.Fatalf("attempts %v, want a 429 then a 200", got)
 		}
 		first, second := rec.got[0], rec.got[1]
-		if first.retryMs < 1000 || first.retryMs > 2100 {
-			t.Errorf("retry-after-ms %d, want about 2 s", first.retryMs)
+		if first.retryMs < 2000 || first.retryMs > 3100 {
+			t.Errorf("retry-after-ms %d, want about 3 s", first.retryMs)
 		}
 		// The SDK waited as told (a lower bound: load only makes it later).
 		if waited := second.at.Sub(first.at); waited < time.Duration(first.retryMs)*time.Millisecond {
