@@ -44,6 +44,12 @@ type Fleet struct {
 	// answer) is the same Replica: the leases it still holds count against
 	// its caps, and its health and ejection carry on; guarded by mu.
 	departed map[string][]*Replica
+	// departedStatic holds, oldest first, up to maxDeparted static
+	// replicas that were removed, so that one added again at the same
+	// URL (the same engine) counts its load on the old one's counters:
+	// the requests the old one still runs count against the new one's
+	// caps; guarded by mu.
+	departedStatic []*Replica
 }
 
 // maxDeparted bounds the members each group remembers after they left.
@@ -130,6 +136,8 @@ func (f *Fleet) SetGroup(group string, members []*Replica) (added, removed []*Re
 // the new one starts fresh, but for one at the old one's URL: the same
 // engine, whose requests still running count against the new one's caps
 // (it counts its load on the old one's counters; its health starts fresh).
+// So does one added again at the URL of a static replica of its ID that
+// an earlier call removed.
 func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) bool) (added, removed []*Replica) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -146,6 +154,9 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 			delete(old, r.ID)
 			continue
 		}
+		if !ok {
+			o, ok = f.takeDepartedStatic(r.ID)
+		}
 		if ok && o.URL.String() == r.URL.String() {
 			r.carryLoad(o)
 		}
@@ -156,11 +167,29 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		if old[r.ID] == r {
 			r.removed.Store(true)
 			removed = append(removed, r)
+			if !slices.ContainsFunc(next, func(n *Replica) bool { return n.ID == r.ID }) {
+				f.departedStatic = append(f.departedStatic, r)
+			}
 		}
+	}
+	if n := len(f.departedStatic) - maxDeparted; n > 0 {
+		f.departedStatic = slices.Delete(f.departedStatic, 0, n)
 	}
 	f.static = next
 	removed = append(removed, f.dropShadowed()...)
 	return f.changed(added, removed)
+}
+
+// takeDepartedStatic takes the last removed static replica of ID id out
+// of the remembered ones. f.mu is held.
+func (f *Fleet) takeDepartedStatic(id string) (*Replica, bool) {
+	i := slices.IndexFunc(f.departedStatic, func(r *Replica) bool { return r.ID == id })
+	if i < 0 {
+		return nil, false
+	}
+	r := f.departedStatic[i]
+	f.departedStatic = slices.Delete(f.departedStatic, i, i+1)
+	return r, true
 }
 
 // rejoin takes the remembered member of group that m comes back as (same

@@ -371,7 +371,8 @@ func TestSetStaticChangesCapsInPlace(t *testing.T) {
 // old one's requests still running against its caps, in flight, pending,
 // prompt tokens, queued prefill and pace alike. It started at zero, and
 // the engine got up to twice its max_concurrency until the old requests
-// ended (found by a review: 4 running under a cap of 2). A replacement at
+// ended (found by a review: 4 running under a cap of 2). So does one
+// removed by a change and added again by the next. A replacement at
 // another URL is another engine, and starts fresh.
 func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
 	same := func(*Replica, *Replica) bool { return false } // its KV settings changed
@@ -379,10 +380,13 @@ func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		url       string
+		removed   bool // removed by one change, added again by the next
 		wantShare bool
 	}{
-		{"same_url", "http://127.0.0.1:1", true},
-		{"other_url", "http://127.0.0.1:2", false},
+		{"same_url", "http://127.0.0.1:1", false, true},
+		{"other_url", "http://127.0.0.1:2", false, false},
+		{"removed_then_same_url", "http://127.0.0.1:1", true, true},
+		{"removed_then_other_url", "http://127.0.0.1:2", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New(nil, nil)
@@ -401,6 +405,11 @@ func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
 			held[0].FirstToken(now.Add(time.Second))
 			u, _ := url.Parse(tc.url)
 			next := NewReplica("r", u, []string{"m"}, 2, 2)
+			if tc.removed {
+				// Found by a review: removed, then added again with the
+				// same ID and URL, the engine ran 4 under a cap of 2.
+				f.SetStatic(nil, same)
+			}
 			f.SetStatic([]*Replica{next}, same)
 			if f.Snapshot().Get("r") != next {
 				t.Fatal("the replica was not replaced")
