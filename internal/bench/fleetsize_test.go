@@ -43,7 +43,7 @@ func TestFleetSizes(t *testing.T) {
 		"| cost_model | 2 | 2 (50%) | 1,900 | 800 | 500 |",
 		"| least_request | more than 4 | – | 9,000 | 5,000 | 2,500 |",
 		"| p2c | 3 | 1 (25%) | – | 1,200 | 1,000 |",
-		"| w6 | 9 req/s | the lowest: round_robin |", // the ordinary point is still judged
+		"| w6 | 9 req/s | median | the lowest: round_robin |", // the ordinary point is still judged
 	} {
 		if !strings.Contains(report, line) {
 			t.Errorf("report lacks %q", line)
@@ -83,7 +83,7 @@ func TestFailuresCountInP99(t *testing.T) {
 			p99Result("w1", 4, "round_robin", 0.6),
 		}, []string{
 			"**least_request** has the lowest p99 TTFT (500 ms",
-			"| w1 | 4 req/s | the lowest: least_request | 500 | unreachable | unreachable | 1 of 1 |",
+			"| w1 | 4 req/s | median | the lowest: least_request | 500 | unreachable | unreachable | 1 of 1 |",
 			"| cost_model | 1 | 0 | unreachable |",
 		}},
 		{"1% failed: the p99 with them counted", []*RunResult{

@@ -146,13 +146,13 @@ func TestFailedRunIsWorst(t *testing.T) {
 			fail(p99Result("w1", 4, "round_robin", 0)), p99Result("w1", 4, "least_request", 5.72),
 		}, "peer:sglang-router:cache_aware", "peer:sglang-router:cache_aware", 1, []string{
 			"round_robin's is unreachable (goodput 0.00); 83% below least_request's 5,720 ms (goodput 0.00).",
-			"| w1 | 4 req/s | the lowest: peer:sglang-router:cache_aware | 955 | 1,020 | +7% | 1 of 1 |",
+			"| w1 | 4 req/s | median | the lowest: peer:sglang-router:cache_aware | 955 | 1,020 | +7% | 1 of 1 |",
 			"| round_robin | 1 | – | unreachable |",
 		}, "cost_model against round_robin: p99 TTFT lower, the other's unreachable,"},
 		{"cost_model that failed loses", []*RunResult{
 			fail(p99Result("w1", 4, "cost_model", 0)), p99Result("w1", 4, "least_request", 5.72), p99Result("w1", 4, "round_robin", 6),
 		}, "least_request", "least_request", 1, []string{
-			"| w1 | 4 req/s | the lowest: least_request | 5,720 | unreachable | unreachable | 1 of 1 |",
+			"| w1 | 4 req/s | median | the lowest: least_request | 5,720 | unreachable | unreachable | 1 of 1 |",
 			"- p99 TTFT ≥ 40% below round_robin's: unreachable against 6,000 ms (**not met**)",
 			"| w1 at 4 req/s | **median rate** | unreachable vs 5,720 | 0.00 vs 0.00 | no |",
 		}, "cost_model against round_robin: p99 TTFT unreachable,"},
