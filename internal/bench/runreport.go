@@ -414,6 +414,7 @@ func writeSetup(w *strings.Builder, results []*RunResult) {
 		fmt.Fprint(w, "**Index:** a row marked (exact) or (auto) had the gateway's `index.mode` so, following every simulator's KV events "+
 			"(published on loopback ports); the other gateway rows predicted from its own routing decisions (approximate).\n\n")
 	}
+	writeCalibration(w, results)
 	writePeers(w, results)
 }
 
