@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/inferrail/inferrail/internal/openai"
 )
@@ -37,10 +38,16 @@ func (f *samplingFields) check() *openai.Error {
 		return openai.BadRequest(fmt.Sprintf("presence_penalty must be in [-2, 2], got %s.", pyFloat(f.presence)), "")
 	case f.hasFrequency && !(f.frequency >= -2 && f.frequency <= 2):
 		return openai.BadRequest(fmt.Sprintf("frequency_penalty must be in [-2, 2], got %s.", pyFloat(f.frequency)), "")
+	case f.hasRepetition && !finite(f.repetition):
+		return openai.BadRequest(fmt.Sprintf("repetition_penalty must be a finite number, got %s.", pyFloat(f.repetition)), "")
 	case f.hasRepetition && !(f.repetition > 0):
 		return openai.BadRequest(fmt.Sprintf("repetition_penalty must be greater than zero, got %s.", pyFloat(f.repetition)), "")
+	case f.hasTemperature && !finite(f.temperature):
+		return openai.BadRequest(fmt.Sprintf("temperature must be a finite number, got %s.", pyFloat(f.temperature)), "temperature")
 	case f.hasTemperature && f.temperature < 0:
 		return openai.BadRequest(fmt.Sprintf("temperature must be non-negative, got %s.", pyFloat(f.temperature)), "temperature")
+	case f.hasTemperature && f.temperature > 2:
+		return openai.BadRequest(fmt.Sprintf("temperature must be in [0, 2], got %s.", pyFloat(f.temperature)), "temperature")
 	case f.hasTopP && !(f.topP > 0 && f.topP <= 1):
 		return openai.BadRequest(fmt.Sprintf("top_p must be in (0, 1], got %s.", pyFloat(f.topP)), "top_p")
 	case f.hasTopK && f.topK < -1:
@@ -50,6 +57,8 @@ func (f *samplingFields) check() *openai.Error {
 	}
 	return nil
 }
+
+func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
 
 // unionTag is a step of an error's location that names the member of a
 // union the value failed, as pydantic reports it ('str', 'list[str]').

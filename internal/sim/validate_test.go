@@ -103,6 +103,14 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 	}{
 		{"negative temperature", "/v1/chat/completions", `{` + hi + `,"temperature":-1}`,
 			"BadRequestError", "temperature", "temperature must be non-negative, got -1.0."},
+		{"temperature over 2", "/v1/chat/completions", `{` + hi + `,"temperature":2.5}`,
+			"BadRequestError", "temperature", "temperature must be in [0, 2], got 2.5."},
+		{"infinite temperature", "/v1/completions", `{"prompt":"hi","temperature":1e999}`,
+			"BadRequestError", "temperature", "temperature must be a finite number, got inf."},
+		{"temperature nan", "/v1/chat/completions", `{` + hi + `,"temperature":"nan"}`,
+			"BadRequestError", "temperature", "temperature must be a finite number, got nan."},
+		{"infinite repetition_penalty", "/v1/completions", `{"prompt":"hi","repetition_penalty":"inf"}`,
+			"BadRequestError", nil, "repetition_penalty must be a finite number, got inf."},
 		{"top_p over 1", "/v1/completions", `{"prompt":"hi","top_p":5}`,
 			"BadRequestError", "top_p", "top_p must be in (0, 1], got 5.0."},
 		{"top_p 0", "/v1/chat/completions", `{` + hi + `,"top_p":"0"}`,
@@ -160,6 +168,7 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 	// What vLLM takes stays a 200.
 	for _, b := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{` + hi + `,"temperature":0,"top_p":1,"min_p":0,"top_k":-1,"stop":["x"]}`},
+		{"/v1/completions", `{"prompt":"hi","temperature":2}`},
 		{"/v1/chat/completions", `{` + hi + `,"tool_choice":"none"}`},
 		{"/v1/completions", `{"prompt":"hi","stop":"x","presence_penalty":-2,"repetition_penalty":1.1}`},
 		{"/tokenize", `{"prompt":""}`},
