@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -348,6 +349,7 @@ type laterChecks struct {
 	bestOf                  int
 	hasBestOf               bool
 	sampling                samplingFields
+	emptyStop               bool // stop holds ""
 	// What vLLM answers with data the simulator does not have: token ids
 	// in the response, prompt logprobs, beam search.
 	returnTokenIDs, hasPromptLogprobs, beamSearch, truncates bool
@@ -388,6 +390,8 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	c.echo, _ = v.boolean(o, "echo", false)
 	c.sampling = readSampling(v, o)
 	validateStop(v, o)
+	// SamplingParams refuses it; /tokenize builds none.
+	c.emptyStop = g.generate && slices.Contains(stopStrings(o), "")
 	v.integer(o, "seed", true)
 	v.integer(o, "priority", false)
 	c.returnTokenIDs, _ = v.boolean(o, "return_token_ids", true)
@@ -451,6 +455,8 @@ func (g *genRequest) check(o *object, c *laterChecks) *openai.Error {
 	case g.maxTokens > 0 && g.minTokens > g.maxTokens:
 		return openai.BadRequest(fmt.Sprintf("min_tokens must be less than or equal to max_tokens=%s, got %s.",
 			sentInt(g.maxSent, g.maxTokens), sentInt(g.minSent, g.minTokens)), "min_tokens")
+	case c.emptyStop:
+		return openai.BadRequest("stop cannot contain an empty string.", "")
 	case c.hasN && c.n < 1:
 		return openai.BadRequest(fmt.Sprintf("n must be at least 1, got %d.", c.n), "n")
 	case c.hasN && c.n > 1:

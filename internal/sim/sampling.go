@@ -92,3 +92,23 @@ func validateStop(v *validator, o *object) {
 		v.add("list_type", []any{"stop", unionTag("list[str]")}, "Input should be a valid list", raw)
 	}
 }
+
+// stopStrings is the request's stop as SamplingParams holds it: a string
+// becomes a list of one, null or absent an empty list. The body's stop is
+// validated first.
+func stopStrings(o *object) []string {
+	raw, _ := o.get("stop")
+	switch t := raw.(type) {
+	case string:
+		return []string{t}
+	case []any:
+		out := make([]string, 0, len(t))
+		for _, e := range t {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}

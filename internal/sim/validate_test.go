@@ -127,6 +127,10 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"stop list of the wrong type", "/v1/completions", `{"prompt":"hi","stop":["a",1]}`, "Bad Request", "body.stop",
 			"2 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'stop', 'str'), 'msg': 'Input should be a valid string', 'input': ['a', 1]}\n" +
 				"  {'type': 'string_type', 'loc': ('body', 'stop', 'list[str]', 1), 'msg': 'Input should be a valid string', 'input': 1}"},
+		{"empty stop string", "/v1/completions", `{"prompt":"hi","stop":""}`,
+			"BadRequestError", nil, "stop cannot contain an empty string."},
+		{"empty string in a stop list", "/v1/chat/completions", `{` + hi + `,"stop":["x",""]}`,
+			"BadRequestError", nil, "stop cannot contain an empty string."},
 		{"tool_choice without tools", "/v1/chat/completions", `{` + hi + `,"tool_choice":"required"}`, "Bad Request", "body",
 			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, When using `tool_choice`, `tools` must be set.', " +
 				"'input': {'messages': [{'role': 'user', 'content': 'hi'}], 'tool_choice': 'required'}}"},
@@ -172,6 +176,7 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"/v1/chat/completions", `{` + hi + `,"tool_choice":"none"}`},
 		{"/v1/completions", `{"prompt":"hi","stop":"x","presence_penalty":-2,"repetition_penalty":1.1}`},
 		{"/tokenize", `{"prompt":""}`},
+		{"/tokenize", `{"prompt":"hi","stop":""}`},
 		{"/tokenize", `{` + hi + `,"tool_choice":"required"}`},
 		// vLLM reads the raw body with Python's truth: empty options, and a
 		// stream that is a non-empty string, pass its check.
