@@ -120,6 +120,11 @@ func TestOwnAnswers(t *testing.T) {
 		{"POST", "/v1/chat/completions/", `{}`, 404, `"code":404`, ""},
 		{"GET", "/v1/../v1/models", ``, 404, `"code":404`, ""},
 		{"GET", "/v1/./models", ``, 404, `"code":404`, ""},
+		// The engines' own tools answer for one engine's tokenizer: not
+		// forwarded, render as /tokenize.
+		{"POST", "/tokenize", `{"prompt":"x"}`, 404, `{"error":{"message":"Not Found"`, ""},
+		{"POST", "/v1/chat/completions/render", `{"messages":[{"role":"user","content":"x"}]}`, 404, `{"error":{"message":"Not Found"`, ""},
+		{"POST", "/v1/completions/render", `{"prompt":"x"}`, 404, `{"error":{"message":"Not Found"`, ""},
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(tt.method, gw.url+tt.path, strings.NewReader(tt.body))

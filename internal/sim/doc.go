@@ -2,8 +2,8 @@
 // routers and benchmarks can run by the dozen without a GPU.
 //
 // It speaks vLLM's OpenAI-compatible HTTP API (chat and completions,
-// streamed or not, model cards, health, version, prefix cache reset) with
-// vLLM's bytes, and exports vLLM's Prometheus metrics. Behind the API, an
+// streamed or not, their render endpoints, model cards, health, version,
+// prefix cache reset, tokenize) with vLLM's bytes, and exports vLLM's Prometheus metrics. Behind the API, an
 // Engine steps a scheduler shaped like vLLM's V1 scheduler on a virtual
 // timeline: continuous batching with chunked prefill under a token budget,
 // one reference-counted pool of KV blocks with prefix caching and vLLM's

@@ -93,7 +93,8 @@ func FuzzCompletionRequest(f *testing.F) {
 // every answer is a well-formed success or a well-formed vLLM error, never a
 // server failure.
 func FuzzHTTP(f *testing.F) {
-	paths := []string{"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/models", "/reset_prefix_cache"}
+	paths := []string{"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/v1/models", "/reset_prefix_cache",
+		"/v1/chat/completions/render", "/v1/completions/render"}
 	for i, s := range requestSeeds {
 		f.Add(uint8(i), []byte(s))
 	}

@@ -33,6 +33,10 @@ func TestRoutesMatchTheDecodedPathExactly(t *testing.T) {
 		{"POST", "/v1/models", 405, "GET"},
 		{"GET", "/metrics/anything", 200, ""},
 		{"GET", "/nope", 404, ""},
+		{"POST", "/v1/chat/completions/render", 200, ""},
+		{"GET", "/v1/completions/render", 405, "POST"},
+		// vLLM mounts derender beside render; no router asks for it.
+		{"POST", "/v1/chat/completions/derender", 404, ""},
 	}
 	for _, tt := range tests {
 		conn, err := net.Dial("tcp", addr)

@@ -165,15 +165,17 @@ func (s *Server) routes() {
 		h      http.HandlerFunc
 	}
 	routes := map[string]route{
-		"/v1/chat/completions": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) }},
-		"/v1/completions":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) }},
-		"/v1/models":           {http.MethodGet, s.models},
-		"/health":              {http.MethodGet, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }},
-		"/version":             {http.MethodGet, s.version},
-		"/metrics":             {http.MethodGet, s.serveMetrics},
-		"/reset_prefix_cache":  {http.MethodPost, s.resetPrefixCache},
-		"/tokenize":            {http.MethodPost, s.tokenize},
-		"/detokenize":          {http.MethodPost, s.detokenize},
+		"/v1/chat/completions":        {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) }},
+		"/v1/completions":             {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) }},
+		"/v1/models":                  {http.MethodGet, s.models},
+		"/health":                     {http.MethodGet, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }},
+		"/version":                    {http.MethodGet, s.version},
+		"/metrics":                    {http.MethodGet, s.serveMetrics},
+		"/reset_prefix_cache":         {http.MethodPost, s.resetPrefixCache},
+		"/tokenize":                   {http.MethodPost, s.tokenize},
+		"/detokenize":                 {http.MethodPost, s.detokenize},
+		"/v1/chat/completions/render": {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.render(w, r, true) }},
+		"/v1/completions/render":      {http.MethodPost, func(w http.ResponseWriter, r *http.Request) { s.render(w, r, false) }},
 	}
 	// Routes match the decoded path exactly, as vLLM's router does: no
 	// redirect to a cleaned path ("//v1/models" is a 404), and an escaped
@@ -245,6 +247,38 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		return nil, e
 	}
 	defer s.holdIfBig(body)()
+	p, e := s.tokenized(body, chat)
+	if e != nil {
+		return nil, e
+	}
+	// Startup refuses a pool smaller than one request of --max-model-len,
+	// so this never fires; should a request outgrow the pool all the same,
+	// it is refused here, for queued it would never be admitted and would
+	// hold up every request behind it.
+	n := len(p.prompt)
+	if need, usable := blocksFor(n+p.max, s.cfg.BlockSize), s.cfg.NumGPUBlocks-1; need > usable {
+		return nil, openai.BadRequest(fmt.Sprintf("This request needs %d KV cache blocks for its %d input tokens and up to %d output tokens, but the KV cache has %d blocks of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+			need, n, p.max, usable, s.cfg.BlockSize), "input_tokens")
+	}
+	p.id = r.Header.Get(openai.HeaderRequestID)
+	if p.id == "" {
+		p.id = p.g.requestID
+	}
+	if p.id == "" {
+		p.id = randomID()
+	}
+	if chat {
+		p.id = "chatcmpl-" + p.id
+	} else {
+		p.id = "cmpl-" + p.id
+	}
+	return p, nil
+}
+
+// tokenized is what generating and rendering a body share: it validates
+// the body, checks its model and tool choice, and tokenizes its prompt
+// within --max-model-len, setting the effective max_tokens.
+func (s *Server) tokenized(body []byte, chat bool) (*prepared, *openai.Error) {
 	g, e := parseGenRequest(body, chat, s.tok)
 	if e != nil {
 		return nil, e
@@ -283,26 +317,6 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, chat bool) (*pr
 		}
 		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %s output tokens and your prompt contains %d input tokens, for a total of %s tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
 			s.cfg.MaxModelLen, asked, n, new(big.Int).Add(asked, big.NewInt(int64(n)))), "input_tokens")
-	}
-	// Startup refuses a pool smaller than one request of --max-model-len,
-	// so this never fires; should a request outgrow the pool all the same,
-	// it is refused here, for queued it would never be admitted and would
-	// hold up every request behind it.
-	if need, usable := blocksFor(n+p.max, s.cfg.BlockSize), s.cfg.NumGPUBlocks-1; need > usable {
-		return nil, openai.BadRequest(fmt.Sprintf("This request needs %d KV cache blocks for its %d input tokens and up to %d output tokens, but the KV cache has %d blocks of %d tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
-			need, n, p.max, usable, s.cfg.BlockSize), "input_tokens")
-	}
-	p.id = r.Header.Get(openai.HeaderRequestID)
-	if p.id == "" {
-		p.id = g.requestID
-	}
-	if p.id == "" {
-		p.id = randomID()
-	}
-	if chat {
-		p.id = "chatcmpl-" + p.id
-	} else {
-		p.id = "cmpl-" + p.id
 	}
 	return p, nil
 }

@@ -311,6 +311,8 @@ func TestWireParity(t *testing.T) {
 var (
 	createdRE = regexp.MustCompile(`"created":\d+`)
 	permRE    = regexp.MustCompile(`modelperm-[0-9a-f]{16}`)
+	// A render's request id is random, whatever the client sent.
+	requestIDRE = regexp.MustCompile(`"request_id":"(chatcmpl|cmpl)-[0-9a-f]{16}"`)
 )
 
 // TestWireGolden pins complete responses byte for byte (ids fixed by
@@ -351,6 +353,9 @@ func TestWireGolden(t *testing.T) {
 		{"tokenize", "POST", "/tokenize", `{"prompt":"Hello world"}`, ""},
 		{"tokenize_chat", "POST", "/tokenize", `{"messages":[{"role":"user","content":"Hi"}]}`, ""},
 		{"detokenize", "POST", "/detokenize", `{"tokens":[1,2,300,65900]}`, ""},
+		{"render_chat", "POST", "/v1/chat/completions/render", `{"model":"m-alias","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none","max_tokens":4}`, ""},
+		{"render_completion", "POST", "/v1/completions/render", `{"prompt":"Once upon a time","max_tokens":5,"stream":true,"stream_options":{"include_usage":true}}`, ""},
+		{"err_render_model", "POST", "/v1/chat/completions/render", `{"model":"nope","messages":[{"role":"user","content":"x"}]}`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,6 +380,7 @@ func TestWireGolden(t *testing.T) {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			masked := permRE.ReplaceAll(createdRE.ReplaceAll(body, []byte(`"created":0`)), []byte("modelperm-0000000000000000"))
+			masked = requestIDRE.ReplaceAll(masked, []byte(`"request_id":"$1-0000000000000000"`))
 			var got bytes.Buffer
 			got.WriteString("status: " + resp.Status + "\n")
 			for _, h := range []string{"Content-Type", "Allow"} {
