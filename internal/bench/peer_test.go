@@ -126,6 +126,15 @@ func TestMeasureFakePeer(t *testing.T) {
 			if r.PeerLog == nil || r.PeerLog.Warnings != 1 || r.PeerLog.Errors != 0 || r.GatewayLog != nil {
 				t.Errorf("peer log %+v, gateway log %+v", r.PeerLog, r.GatewayLog)
 			}
+			// vllm-router's own count of its decisions, every request of
+			// the run; sglang-router has none.
+			var want map[string]int
+			if router == "vllm-router" {
+				want = map[string]int{"prefix_miss": m.Requests}
+			}
+			if diff := cmp.Diff(want, r.PeerDecisions); diff != "" {
+				t.Errorf("peer decisions (-want +got):\n%s", diff)
+			}
 			if len(r.StopErrors) > 0 {
 				t.Errorf("stop errors: %v", r.StopErrors)
 			}

@@ -300,6 +300,12 @@ type RunResult struct {
 	GatewayLog *procs.GatewayLog `json:"gateway_log,omitempty"`
 	// PeerLog is what a peer router child logged at warning and above.
 	PeerLog *procs.PeerLog `json:"peer_log,omitempty"`
+	// PeerDecisions are a peer router's own counts of its routing
+	// decisions by outcome, warmup included, read after the last response
+	// (vllm-router's vllm_router_prefix_routing_decisions_total:
+	// prefix_hit, prefix_miss, load_imbalance, missing_tokens); nil for a
+	// router without such a counter.
+	PeerDecisions map[string]int `json:"peer_decisions,omitempty"`
 	// Index is the gateway's /admin/index after the last response: each
 	// replica's blocks and prediction source, and in modes exact and auto
 	// each engine's event stream (why a replica did not follow it, if it

@@ -364,6 +364,12 @@ func readEngines(ctx context.Context, admin *http.Client, fleet *Fleet, mark *wa
 		m.Unpredicted += int(page.Sum(name, procs.Label("result", "slow")) + page.Sum(name, procs.Label("result", "busy")))
 		m.countDecisions(page)
 	}
+	if fleet.Peer != nil {
+		var err error
+		if res.PeerDecisions, err = fleet.Peer.Decisions(ctx, admin); err != nil {
+			res.Notes = append(res.Notes, "peer router's decisions not read: "+err.Error())
+		}
+	}
 	b := mark.reading()
 	after, err := engineCounters(ctx, admin, fleet.SimURLs())
 	if err = errors.Join(b.err, err); err != nil {
@@ -458,6 +464,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	}
 	if m.Unpredicted > 0 {
 		fmt.Fprintf(w, "  unpredicted: %d requests of the run routed before the tokenizer was free or done (tokenizer.max_wait)\n", m.Unpredicted)
+	}
+	if len(r.PeerDecisions) > 0 {
+		fmt.Fprintf(w, "  the router's decisions of the run, warmup included: %s\n", countsText(r.PeerDecisions))
 	}
 	if len(m.Steered)+len(m.Guards) > 0 {
 		fmt.Fprintf(w, "  decisions of the run, warmup included: steered %s; guards %s\n", orNone(countsText(m.Steered)), orNone(countsText(m.Guards)))

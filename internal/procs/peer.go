@@ -43,15 +43,21 @@ type peerRouter struct {
 	logLevel string
 	// extra are flags only this router has.
 	extra []string
+	// decisions is the counter, on the router's Prometheus exporter, of
+	// its routing decisions by outcome; "" when it has none. vllm-router
+	// counts there the requests it routed without their tokens
+	// (missing_tokens), by load alone.
+	decisions string
 }
 
 // peerRouters are the routers a peer policy may name.
 var peerRouters = map[string]peerRouter{
 	"vllm-router": {
-		dist:     "vllm_router",
-		command:  []string{"vllm-router"},
-		policies: []string{"cache_aware", "round_robin", "random", "power_of_two"},
-		logLevel: "warning",
+		dist:      "vllm_router",
+		command:   []string{"vllm-router"},
+		policies:  []string{"cache_aware", "round_robin", "random", "power_of_two"},
+		logLevel:  "warning",
+		decisions: "vllm_router_prefix_routing_decisions_total",
 	},
 	"sglang-router": {
 		dist:     "sglang_router",
@@ -206,6 +212,8 @@ type Peer struct {
 	Version string
 	// Argv is the command line the child was started with.
 	Argv []string
+	// MetricsURL is the base URL of the router's Prometheus exporter.
+	MetricsURL string
 
 	*child
 	out *peerLog
@@ -252,13 +260,14 @@ func startPeerOnce(ctx context.Context, o PeerOptions, version string) (*Peer, e
 		return nil, fmt.Errorf("start %s: %w", o.Policy.Router, err)
 	}
 	p := &Peer{
-		URL:     "http://127.0.0.1:" + strconv.Itoa(port),
-		Pid:     cmd.Process.Pid,
-		Policy:  o.Policy,
-		Version: version,
-		Argv:    argv,
-		child:   c,
-		out:     out,
+		URL:        "http://127.0.0.1:" + strconv.Itoa(port),
+		Pid:        cmd.Process.Pid,
+		Policy:     o.Policy,
+		Version:    version,
+		Argv:       argv,
+		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(metricsPort),
+		child:      c,
+		out:        out,
 	}
 	c.clog = o.Logger.With("component", "peer_child", "router", o.Policy.Router, "pid", p.Pid)
 	c.clog.Debug("started peer router", "argv", argv)
@@ -331,6 +340,28 @@ func (p *Peer) healthyWorkers(ctx context.Context, client *http.Client) (int, er
 		}
 	}
 	return n, nil
+}
+
+// Decisions reads the router's counter of routing decisions from its
+// exporter, by outcome, over its life so far. Nil, and no error, for a
+// router that has no such counter, or none yet.
+func (p *Peer) Decisions(ctx context.Context, client *http.Client) (map[string]int, error) {
+	name := peerRouters[p.Policy.Router].decisions
+	if name == "" {
+		return nil, nil
+	}
+	page, err := ScrapePage(ctx, client, p.MetricsURL+"/metrics")
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]int
+	for outcome, n := range page.ByLabel(name, "outcome") {
+		if out == nil {
+			out = map[string]int{}
+		}
+		out[outcome] = int(n)
+	}
+	return out, nil
 }
 
 // Output returns the tail of what the child wrote, without terminal

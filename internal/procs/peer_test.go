@@ -1,6 +1,9 @@
 package procs
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -91,5 +94,40 @@ func TestPeerLog(t *testing.T) {
 	// whole ones do not.
 	if strings.Contains(l.tail.String(), "\x1b[33m") {
 		t.Errorf("tail keeps colors: %q", l.tail.String())
+	}
+}
+
+// TestPeerDecisions: a router's decision counter is read by outcome,
+// summed over its other labels; a router without one reads as nil.
+func TestPeerDecisions(t *testing.T) {
+	page := "# TYPE vllm_router_prefix_routing_decisions_total counter\n" +
+		`vllm_router_prefix_routing_decisions_total{policy="cache_aware",stage="regular",outcome="missing_tokens"} 296` + "\n" +
+		`vllm_router_prefix_routing_decisions_total{policy="cache_aware",stage="prefill",outcome="prefix_hit"} 3` + "\n" +
+		`vllm_router_prefix_routing_decisions_total{policy="cache_aware",stage="regular",outcome="prefix_hit"} 4` + "\n" +
+		"# TYPE vllm_router_requests_total counter\nvllm_router_requests_total 303\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, page)
+	}))
+	defer srv.Close()
+	tests := []struct {
+		router string
+		want   map[string]int
+	}{
+		{"vllm-router", map[string]int{"missing_tokens": 296, "prefix_hit": 7}},
+		{"sglang-router", nil},
+	}
+	for _, tt := range tests {
+		p := &Peer{Policy: PeerPolicy{Router: tt.router, Policy: "cache_aware"}, MetricsURL: srv.URL}
+		got, err := p.Decisions(t.Context(), srv.Client())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: decisions (-want +got):\n%s", tt.router, diff)
+		}
 	}
 }

@@ -198,7 +198,10 @@ func FakePeerVenv(t testing.TB, version string) string {
 // other request to the next worker in turn, logs one warning in the
 // routers' format (and an error for any request it fails) and stops on
 // SIGTERM. With --policy power_of_two it
-// fails at once, as a router does when its port is taken.
+// fails at once, as a router does when its port is taken. As vllm-router,
+// it counts its decisions on its exporter's /metrics as vllm-router does,
+// a request with tools as routed without its tokens (missing_tokens), any
+// other as a prefix_miss.
 func helperPeer(name string, args []string) int {
 	if name == "sglang-router" {
 		if len(args) == 0 || args[0] != "launch" {
@@ -206,13 +209,16 @@ func helperPeer(name string, args []string) int {
 		}
 		args = args[1:]
 	}
-	var port, policy string
+	var port, metricsPort, policy string
 	var workers []*url.URL
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
 		case "--port":
 			i++
 			port = args[i]
+		case "--prometheus-port":
+			i++
+			metricsPort = args[i]
 		case "--policy":
 			i++
 			policy = args[i]
@@ -256,12 +262,14 @@ func helperPeer(name string, args []string) int {
 	// The request is read whole before it goes on, as the routers do (they
 	// read it to route it), so the proxy never reads a body the server has
 	// closed once the response began.
+	var decided fakeDecisions
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		decided.count(body)
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		proxy.ServeHTTP(w, r)
 	})
@@ -271,6 +279,13 @@ func helperPeer(name string, args []string) int {
 	srv := &http.Server{Handler: mux}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if name == "vllm-router" {
+		stopMetrics, err := decided.serve(metricsPort, policy)
+		if err != nil {
+			return 2
+		}
+		defer stopMetrics()
+	}
 	<-ctx.Done()
 	// Up to 8 s to drain, inside the 10 s procs.Peer.Stop allows: 2 s ran
 	// out once in make test's race run on a busy machine, and the harness
@@ -284,4 +299,35 @@ func helperPeer(name string, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// fakeDecisions are the stand-in vllm-router's decisions: a request with
+// tools routed without its tokens, any other a prefix miss.
+type fakeDecisions struct{ withTools, without atomic.Int64 }
+
+func (d *fakeDecisions) count(body []byte) {
+	if bytes.Contains(body, []byte(`"tools"`)) {
+		d.withTools.Add(1)
+	} else {
+		d.without.Add(1)
+	}
+}
+
+// serve serves them on port as vllm-router's exporter does.
+func (d *fakeDecisions) serve(port, policy string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		const family = "vllm_router_prefix_routing_decisions_total"
+		fmt.Fprintf(w, "# TYPE %s counter\n", family)
+		for outcome, n := range map[string]int64{"missing_tokens": d.withTools.Load(), "prefix_miss": d.without.Load()} {
+			if n > 0 {
+				fmt.Fprintf(w, "%s{policy=%q,stage=\"regular\",outcome=%q} %d\n", family, policy, outcome, n)
+			}
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { srv.Close() }, nil
 }
