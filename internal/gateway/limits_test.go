@@ -518,6 +518,18 @@ func TestEstimatedPromptTruedUp(t *testing.T) {
 // completion_tokens is the request's max_tokens. A request whose message
 // is "hold" first says it arrived and waits for release.
 func heldStreamEngine(t *testing.T) (url string, arrived <-chan struct{}, release func()) {
+	return holdingEngine(t, func(w http.ResponseWriter, maxTokens int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
+			1+maxTokens, maxTokens)
+	})
+}
+
+// holdingEngine answers every chat with reply, given the request's
+// max_tokens; a request whose first message is "hold" first says it
+// arrived and waits for release.
+func holdingEngine(t *testing.T, reply func(w http.ResponseWriter, maxTokens int)) (url string, arrived <-chan struct{}, release func()) {
 	t.Helper()
 	got, gate := make(chan struct{}, 1), make(chan struct{})
 	url = chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
@@ -539,10 +551,7 @@ func heldStreamEngine(t *testing.T) (url string, arrived <-chan struct{}, releas
 				return
 			}
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"+
-			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n",
-			1+req.MaxTokens, req.MaxTokens)
+		reply(w, req.MaxTokens)
 	})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }

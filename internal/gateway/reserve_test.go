@@ -2,12 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,34 +51,11 @@ func TestOutputCap(t *testing.T) {
 // in its usage; a request whose message is "hold" first says it arrived
 // and waits for release.
 func usageEngine(t *testing.T, completion int) (url string, arrived <-chan struct{}, release func()) {
-	t.Helper()
-	got, gate := make(chan struct{}, 1), make(chan struct{})
-	url = chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
-			http.Error(w, "bad body", http.StatusBadRequest)
-			return
-		}
-		if req.Messages[0].Content == "hold" {
-			got <- struct{}{}
-			select {
-			case <-gate:
-			case <-r.Context().Done():
-				return
-			}
-		}
+	return holdingEngine(t, func(w http.ResponseWriter, _ int) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"total_tokens":%d,"completion_tokens":%d}}`,
 			1+completion, completion)
 	})
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(release)
-	return url, got, release
 }
 
 // TestOutputReservedAtAdmission: a request in flight holds its max_tokens
