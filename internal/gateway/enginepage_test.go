@@ -97,14 +97,7 @@ func TestEngineCapacityInGatewayBlocks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gw := pageGateway(t, startPageEngine(t, tc.page), tc.blockSize, config.IndexApproximate)
-			capacity := func() int {
-				for _, r := range gw.g.index.Stats().Replicas {
-					if r.ID == "e" {
-						return r.Capacity
-					}
-				}
-				return 0
-			}
+			capacity := func() int { return indexCapacity(gw, "e") }
 			waitFor(t, "the engine's capacity", 5*time.Second, func() bool {
 				return capacity() != 0 && capacity() != config.Default().Index.DefaultCapacityBlocks
 			})
@@ -149,14 +142,7 @@ func TestEngineCapacityHasACeiling(t *testing.T) {
 			cfg.Index.Mode = config.IndexExact
 			cfg.Load.ScrapeInterval = config.Duration(20 * time.Millisecond)
 			gw := startGateway(t, &cfg)
-			capacity := func() int {
-				for _, r := range gw.g.index.Stats().Replicas {
-					if r.ID == "e" {
-						return r.Capacity
-					}
-				}
-				return 0
-			}
+			capacity := func() int { return indexCapacity(gw, "e") }
 			waitFor(t, "the engine's capacity", 5*time.Second, func() bool {
 				return gw.g.scraper.Last("e") != nil && capacity() != config.Default().Index.DefaultCapacityBlocks
 			})
@@ -290,4 +276,15 @@ func TestJudgeBlockSize(t *testing.T) {
 			}
 		})
 	}
+}
+
+// indexCapacity is the capacity the gateway's index assumes for replica
+// id; 0 while it does not know the replica.
+func indexCapacity(gw *running, id string) int {
+	for _, r := range gw.g.index.Stats().Replicas {
+		if r.ID == id {
+			return r.Capacity
+		}
+	}
+	return 0
 }

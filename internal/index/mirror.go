@@ -424,16 +424,8 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 		m.unwait(ck)
 		p, _ := m.blocks.get(pk)
 		c, _ := m.blocks.get(ck)
-		c.orphan = false
-		c.ours = blockhash.Next(p.ours, o.tokens)
-		m.blocks.set(ck, c)
-		m.keyed++
-		m.Stats.Keyed++
-		m.digest += digestMix(c.ours)
-		if m.held != nil {
-			m.held(c.ours)
-		}
-		m.joining = append(m.joining, ck)
+		c.orphan = false // taken off its waiting list above
+		m.key(ck, c, p.ours, o.tokens)
 	}
 	return true
 }
