@@ -23,13 +23,7 @@ import (
 // predictions to the approximate source for a whole tick (the
 // TestExactIndexPredictsEveryHit flake). After a purge it is absent again.
 func TestJudgeBetweenApplyAndCount(t *testing.T) {
-	cfg := config.Default()
-	cfg.Index.Mode = config.IndexExact
-	idx := index.NewApprox(1000)
-	idx.Join("r")
-	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
-	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
-	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
+	idx, at, k := exactKVEvents(0)
 
 	f := &replicaFeed{id: "r", purges: map[string]uint64{}}
 	sink := &feedSink{f: f, index: idx, at: at}
@@ -96,13 +90,7 @@ func TestJudgeSilence(t *testing.T) {
 // had overflowed follows the events at once; stores to other media than
 // the GPU do not count towards catching up.
 func TestClearedCacheRestoresTrust(t *testing.T) {
-	cfg := config.Default()
-	cfg.Index.Mode = config.IndexExact
-	idx := index.NewApprox(1000)
-	idx.Join("r")
-	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, MaxBlocks: 2, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
-	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
-	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
+	idx, at, k := exactKVEvents(2)
 	f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: 16}
 	sink := &feedSink{f: f, index: idx, at: at}
 	f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
@@ -219,4 +207,18 @@ func TestReloadedReplicaKeepsTheOldFeedOut(t *testing.T) {
 		t.Errorf("the new mirror holds %d blocks; the engine holds none (stored %d, removed %d)",
 			ev.Mirrored, ev.Mirror.Stored, ev.Mirror.Removed)
 	}
+}
+
+// exactKVEvents is an exact index that knows replica "r", its events
+// attached in blocks of 16 (at most maxBlocks mirrored; 0 for the
+// default), and the gateway's KV-event state over it, with no scraper
+// targets: the judging tests drive its feed by hand.
+func exactKVEvents(maxBlocks int) (*index.Approx, index.Attachment, *kvEvents) {
+	cfg := config.Default()
+	cfg.Index.Mode = config.IndexExact
+	idx := index.NewApprox(1000)
+	idx.Join("r")
+	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, MaxBlocks: maxBlocks, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
+	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
+	return idx, at, newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
 }

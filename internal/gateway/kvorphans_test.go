@@ -10,12 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/kvfeed"
-	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/syncbuf"
@@ -43,13 +41,7 @@ func storedBlocks(first uint64, n int, parent uint64) events.Event {
 // replica to a mirror without the prefix, predicting 0 cached tokens where
 // the engine had 1296 of 1312 (found by a review).
 func TestOrphansDoNotCatchUp(t *testing.T) {
-	cfg := config.Default()
-	cfg.Index.Mode = config.IndexExact
-	idx := index.NewApprox(1000)
-	idx.Join("r")
-	at := idx.AttachEvents("r", index.EventsConfig{BlockSize: 16, Seed: func(string, string) blockhash.Hash { return blockhash.Seed(testModel, "", "") }})
-	scraper := load.NewScraper(load.ScrapeConfig{}, nil, func() []load.Target { return nil }, nil, nil, nil)
-	k := newKVEvents(&cfg, idx, scraper, nil, slog.New(slog.DiscardHandler), nil)
+	idx, at, k := exactKVEvents(0)
 	f := &replicaFeed{id: "r", purges: map[string]uint64{}, blockSize: 16}
 	sink := &feedSink{f: f, index: idx, at: at}
 	f.feed = kvfeed.New(kvfeed.Config{Endpoint: "tcp://127.0.0.1:1"}, sink)
