@@ -78,6 +78,11 @@ func TestResultOutOfRange(t *testing.T) {
 // TestCommittedResultsInRange: every committed result file passes Check.
 func TestCommittedResultsInRange(t *testing.T) {
 	paths, err := filepath.Glob("../../bench/results/*/*.json")
+	if err == nil {
+		var nested []string // a results directory holding one directory per sweep
+		nested, err = filepath.Glob("../../bench/results/*/*/*.json")
+		paths = append(paths, nested...)
+	}
 	if err != nil || len(paths) < 1000 {
 		t.Fatalf("%d committed results, %v", len(paths), err)
 	}
