@@ -177,7 +177,20 @@ const paceChance = 2
 // lowest; pooled, they tie, and ties go to the replica with fewer in
 // flight. An engine that really is slower stays apart as its samples add
 // up.
+//
+// While every candidate's engine reports requests waiting, every pace is
+// priced as the lowest: past the KV cache's edge a pace also carries the
+// wait for free blocks, which the estimate leaves out, and it stays high
+// after the pile that raised it has drained, so requests no cache places
+// piled onto the replica whose pace was low and follow-ups left their
+// context (bench/results/knee-head: W3 at 18 req/s collapsed on seed 2).
+// Then paces cannot tell a slower engine from a queue; one engine with
+// nothing waiting is enough for them to tell again.
 func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at clock.Instant) {
+	allQueued := len(cands) > 0
+	for i := range cands {
+		allQueued = allQueued && cands[i].Waiting > 0
+	}
 	lo := -1
 	for i := range cands {
 		if cands[i].Pace > 0 && (lo < 0 || cands[i].Pace < cands[lo].Pace) && !math.IsInf(mr.routes[offered[i]].pace.Noise(), 1) {
@@ -198,11 +211,11 @@ func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at cloc
 		// could correct it. One priced below keeps its pace, and draws the
 		// requests that will judge it.
 		own := mr.routes[offered[i]].pace.Noise()
-		if math.IsInf(own, 1) && cands[i].Pace < cands[lo].Pace {
+		if !allQueued && math.IsInf(own, 1) && cands[i].Pace < cands[lo].Pace {
 			continue
 		}
 		noise := math.Hypot(own, loNoise)
-		if c := &cands[i]; c.Pace-cands[lo].Pace <= paceChance*noise {
+		if c := &cands[i]; allQueued || c.Pace-cands[lo].Pace <= paceChance*noise {
 			// candidate offered its queue's real seconds over its own
 			// pace; over the pooled one instead, the estimate still
 			// prices the real time left. (Where queue_floor's floor

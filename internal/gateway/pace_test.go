@@ -136,6 +136,68 @@ func TestPaceLearnsASlowEngine(t *testing.T) {
 // is busy.
 func TestPoolPaces(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
+	mr, offered, cands := pacedFleet(t, at)
+	own := slices.Clone(cands)
+	poolPaces(mr, offered, cands, clock.Of(at))
+	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[0].Pace, 0, own[5].Pace}
+	cost := policy.CostParams{}
+	for i := range cands {
+		if cands[i].Pace != want[i] {
+			t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
+		}
+		busy := own[i].Pace
+		if busy == 0 {
+			busy = 1 // no meter: the queue drains at the estimate's speed
+		}
+		if got := cost.Estimate(&policy.Request{}, &cands[i]).TTFTSecs; math.Abs(got-busy) > 1e-6 {
+			t.Errorf("candidate %d: its queue prices %v s, want the %v it is busy", i, got, busy)
+		}
+	}
+	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace && own[3].Pace > own[0].Pace && own[5].Pace < own[0].Pace) {
+		t.Fatalf("the meters did not learn the paces the test means: %v", own)
+	}
+}
+
+// TestPoolPacesWhileEveryEngineQueues: while every candidate's engine
+// reports requests waiting, every paced candidate is priced at the lowest
+// well-measured pace, however far apart the paces are (past the KV cache's
+// edge a pace carries the wait for free blocks, which the estimate leaves
+// out, and stays high after the pile is gone); one engine with nothing
+// waiting leaves the paces to chance as before.
+func TestPoolPacesWhileEveryEngineQueues(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	for _, tt := range []struct {
+		name    string
+		waiting []float64
+		pooled  bool
+	}{
+		{"every engine queues", []float64{1, 2, 30, 1, 1, 4}, true},
+		{"one engine does not", []float64{1, 2, 30, 1, 0, 4}, false},
+		{"none does", []float64{0, 0, 0, 0, 0, 0}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mr, offered, cands := pacedFleet(t, at)
+			for i := range cands {
+				cands[i].Waiting = tt.waiting[i]
+			}
+			own := slices.Clone(cands)
+			poolPaces(mr, offered, cands, clock.Of(at))
+			want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[0].Pace, 0, own[5].Pace}
+			if tt.pooled {
+				want = []float64{own[0].Pace, own[0].Pace, own[0].Pace, own[0].Pace, 0, own[0].Pace}
+			}
+			for i := range cands {
+				if cands[i].Pace != want[i] {
+					t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
+				}
+			}
+		})
+	}
+}
+
+// pacedFleet is TestPoolPaces's fleet: six replicas, each with one
+// request queued, offered as candidates with their own paces.
+func pacedFleet(t *testing.T, at time.Time) (*modelRoutes, []int, []policy.Candidate) {
 	meter := func(ratios ...float64) *pace.Meter {
 		m := new(pace.Meter)
 		for i := range 20 {
@@ -162,7 +224,7 @@ func TestPoolPaces(t *testing.T) {
 		routes[i].Replica = fleet.NewReplica(fmt.Sprint("r", i), nil, []string{"m"}, 0, 0)
 		routes[i].feed = new(load.Feed)
 		l, _ := routes[i].TryAcquire()
-		defer l.Release()
+		t.Cleanup(l.Release)
 		var pace float64
 		if routes[i].pace != nil {
 			pace = routes[i].pace.Pace()
@@ -170,25 +232,7 @@ func TestPoolPaces(t *testing.T) {
 		l.Queue(at, 1, pace, 100) // busy pace seconds, 1 without one
 		(&Gateway{}).candidate(&cands[i], &routes[i], clock.Of(at))
 	}
-	own := slices.Clone(cands)
-	poolPaces(mr, offered, cands, clock.Of(at))
-	want := []float64{own[0].Pace, own[0].Pace, own[2].Pace, own[0].Pace, 0, own[5].Pace}
-	cost := policy.CostParams{}
-	for i := range cands {
-		if cands[i].Pace != want[i] {
-			t.Errorf("candidate %d: pace %v (its own %v), want %v", i, cands[i].Pace, own[i].Pace, want[i])
-		}
-		busy := own[i].Pace
-		if busy == 0 {
-			busy = 1 // no meter: the queue drains at the estimate's speed
-		}
-		if got := cost.Estimate(&policy.Request{}, &cands[i]).TTFTSecs; math.Abs(got-busy) > 1e-6 {
-			t.Errorf("candidate %d: its queue prices %v s, want the %v it is busy", i, got, busy)
-		}
-	}
-	if !(own[2].Pace > 3 && own[0].Pace < own[1].Pace && own[3].Pace > own[0].Pace && own[5].Pace < own[0].Pace) {
-		t.Fatalf("the meters did not learn the paces the test means: %v", own)
-	}
+	return mr, offered, cands
 }
 
 // TestQueueDrainsAtPace: a request routed to an engine at pace 3 with a
