@@ -187,12 +187,9 @@ const paceChance = 2
 // Then paces cannot tell a slower engine from a queue; one engine with
 // nothing waiting is enough for them to tell again.
 func poolPaces(mr *modelRoutes, offered []int, cands []policy.Candidate, at clock.Instant) {
-	allQueued := len(cands) > 0
+	lo, allQueued := -1, len(cands) > 0
 	for i := range cands {
 		allQueued = allQueued && cands[i].Waiting > 0
-	}
-	lo := -1
-	for i := range cands {
 		if cands[i].Pace > 0 && (lo < 0 || cands[i].Pace < cands[lo].Pace) && !math.IsInf(mr.routes[offered[i]].pace.Noise(), 1) {
 			lo = i
 		}
