@@ -252,7 +252,8 @@ type Routing struct {
 	KVGuard string `yaml:"kv_guard"`
 	// SessionAffinity sends a request naming its conversation (x-session-id
 	// header, else the body's user field) back to the conversation's last
-	// replica while the load guards allow it. Default false.
+	// replica while the load guards allow it. Default true: a client that
+	// names its conversation expects its next turn where its history is.
 	SessionAffinity bool `yaml:"session_affinity"`
 	// HistoryAffinity sends a request session affinity did not place that
 	// extends an earlier prompt (a conversation's next turn) back to that
@@ -573,6 +574,7 @@ func Default() Config {
 			Kappa:             0.92,
 			ShortPromptTokens: 256,
 			KVGuard:           "free_blocks",
+			SessionAffinity:   true,
 			Pace:              true,
 			EngineQueue:       true,
 			CostModel: CostModel{
