@@ -108,6 +108,8 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"gwstress", "--scenarios", "gw-kill", "--gateway-binary", ""}, "gateway_binary: required"},
 		{[]string{"run", "--url", "http://127.0.0.1:1", "--", "--max-num-seqs", "4"}, "run: simulator flags after -- need a fleet of the run's own; drop --url"},
 		{[]string{"run", "--rate", "-1"}, "run: "},
+		{[]string{"run", "--max-prompt-tokens", "100"}, "max_prompt_tokens: only for w2, w3 and trace"},
+		{[]string{"run", "--workload", "w2", "--max-prompt-tokens", "-1"}, "max_prompt_tokens: must be >= 0"},
 		{[]string{"run", "--index", "fast"}, `run: index: must be approximate, exact or auto, not "fast"`},
 		{[]string{"run", "--index", "exact", "--policy", "peer:vllm-router:round_robin"}, "run: index: only for a gateway of the run's own"},
 		{[]string{"compare", "--url", "http://127.0.0.1:1"}, "compare: a comparison starts its own fleets; drop --url"},
@@ -374,6 +376,7 @@ func TestTraceShapeFlags(t *testing.T) {
 	}{
 		{"from_the_trace", nil, nil, "org/m", []string{"--block-size=32"}},
 		{"model_flag", []string{"--model", "mine"}, nil, "mine", []string{"--block-size=32"}},
+		{"max_prompt_tokens", []string{"--max-prompt-tokens", "30000"}, nil, "org/m", []string{"--block-size=32"}},
 		{"block_size_flag", nil, []string{"--block-size", "16"}, "org/m", []string{"--block-size", "16"}},
 		// A fleet at --url is what it is: the capture's block size sets no flag.
 		{"url", []string{"--url", "http://127.0.0.1:1"}, nil, "org/m", nil},
@@ -386,6 +389,9 @@ func TestTraceShapeFlags(t *testing.T) {
 			s, err := spec(tt.sim)
 			if err != nil || s.Workload.Model != tt.model || !slices.Equal(s.SimArgs, tt.simArgs) {
 				t.Errorf("model %q, sim args %q, %v; want %q, %q", s.Workload.Model, s.SimArgs, err, tt.model, tt.simArgs)
+			}
+			if want := slices.Contains(tt.args, "--max-prompt-tokens"); (s.Workload.MaxPromptTokens == 30000) != want {
+				t.Errorf("max prompt tokens %d with flags %q", s.Workload.MaxPromptTokens, tt.args)
 			}
 		})
 	}

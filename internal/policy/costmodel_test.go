@@ -455,6 +455,71 @@ func TestFreeBlocksGuard(t *testing.T) {
 	}
 }
 
+// TestKVGuardProperty: for any guard rule and any candidates, the KV guard
+// sets aside exactly the candidates a naive reading of its rule names,
+// unless that is every candidate the bounded-load guard left, when it is
+// waived and sets none aside. Each check tries twenty fleets, so that the
+// rarer cases (one candidate, the only one under pressure) come up.
+func TestKVGuardProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := DefaultSettings()
+		s.KVGuard = rapid.SampledFrom([]string{KVGuardUsage, KVGuardFreeBlocks}).Draw(t, "guard")
+		s.Kappa = rapid.SampledFrom([]float64{0, 0.5, 0.92, 1}).Draw(t, "kappa")
+		s.ShortPromptTokens = rapid.SampledFrom([]int{0, 256}).Draw(t, "short")
+		s.Epsilon = 1000 // no candidate over the load cap
+		p, err := NewWith(CostModel, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			checkKVGuard(t, p, &s)
+		}
+	})
+}
+
+func checkKVGuard(t *rapid.T, p Policy, s *Settings) {
+	// Some prompts whose blocks to compute equal, or pass by one, the
+	// free blocks of half a 100-block cache.
+	prompt := rapid.OneOf(rapid.IntRange(0, 4000), rapid.SampledFrom([]int{784, 785, 800, 801, 1600, 1601})).Draw(t, "prompt")
+	req := &Request{PromptTokens: prompt, Blocks: chain(0, 1, 1, prompt/16), BlockSize: 16}
+	cands := make([]Candidate, rapid.IntRange(1, 4).Draw(t, "n"))
+	want := make([]bool, len(cands))
+	pressured := 0
+	for i := range cands {
+		c := Candidate{ID: fmt.Sprint("r", i), Running: -1,
+			Cached:           rapid.SampledFrom([]int{-1, 0, prompt / 2, prompt}).Draw(t, "cached"),
+			KVUsage:          rapid.SampledFrom([]float64{-1, 0, 0.5, 0.92, 0.95, 1}).Draw(t, "kv"),
+			KVCapacityBlocks: rapid.SampledFrom([]int{0, 100, 4096}).Draw(t, "capacity"),
+		}
+		cands[i] = c
+		compute := prompt - max(c.Cached, 0)
+		blocks := (compute + 15) / 16
+		free := int((1 - c.KVUsage) * float64(c.KVCapacityBlocks))
+		sized := c.KVCapacityBlocks > 0
+		above := c.KVUsage > s.Kappa
+		switch {
+		case compute <= s.ShortPromptTokens || c.KVUsage < 0:
+		case s.KVGuard == KVGuardUsage:
+			want[i] = above
+		default:
+			want[i] = above && (!sized || blocks > free)
+		}
+		if want[i] {
+			pressured++
+		}
+	}
+	e := p.Explain(req, cands)
+	waived := pressured == len(cands)
+	if waived != slices.Contains(e.Decision.Guards, GuardKVWaived) || (pressured > 0 && !waived) != slices.Contains(e.Decision.Guards, GuardKVPressure) {
+		t.Fatalf("%s guard: guards %v with %d of %d candidates under pressure: %+v", s.KVGuard, e.Decision.Guards, pressured, len(cands), cands)
+	}
+	for i, r := range e.Replicas {
+		if got := r.SetAside == GuardKVPressure; got != (want[i] && !waived) {
+			t.Fatalf("%s guard: %s (%+v) set aside %q, want under pressure %v (waived %v)", s.KVGuard, r.ID, cands[i], r.SetAside, want[i], waived)
+		}
+	}
+}
+
 // TestSessionAffinity: a conversation goes back to its replica while the
 // guards allow it, then follows the new one.
 func TestSessionAffinity(t *testing.T) {

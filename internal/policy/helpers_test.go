@@ -85,6 +85,7 @@ func (w world) candidates(t *rapid.T, req *Request, inFlight []int64) []Candidat
 		if rapid.Bool().Draw(t, "fresh") {
 			c.Running = rapid.Int64Range(0, 30).Draw(t, "running")
 			c.KVUsage = rapid.SampledFrom([]float64{0, 0.5, 0.92, 0.95, 1}).Draw(t, "kv_usage")
+			c.KVCapacityBlocks = rapid.SampledFrom([]int{0, 50, 4096}).Draw(t, "kv_capacity")
 		}
 		out[i] = c
 	}
@@ -112,6 +113,7 @@ func drawSettings(t *rapid.T, clk *fakeClock) Settings {
 	s.HotPrefix.Window = time.Second
 	s.HotPrefix.Demand = rapid.SampledFrom([]string{DemandPrefill, DemandPrompt, DemandShare}).Draw(t, "demand")
 	s.HotPrefix.Copies = rapid.Bool().Draw(t, "copies")
+	s.KVGuard = rapid.SampledFrom([]string{KVGuardUsage, KVGuardFreeBlocks}).Draw(t, "kv_guard")
 	return s
 }
 
