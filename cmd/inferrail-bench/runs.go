@@ -50,7 +50,7 @@ func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.Ru
 	fs.Float64Var(&w.TimeScale, "time-scale", 0, "trace: multiply timestamps (0: 1)")
 	fs.Float64Var(&w.RateMultiplier, "rate-multiplier", 0, "trace: compress arrivals by this factor (0: 1)")
 	fs.StringVar(&w.ShareGPTPath, "sharegpt", "", "w2: replay conversations from a ShareGPT JSON file")
-	fs.IntVar(&w.MaxPromptTokens, "max-prompt-tokens", 0, "w2, w3, trace: bound on prompt tokens, as a sweep point's max_prompt_tokens (0: the workload's default)")
+	fs.IntVar(&w.MaxPromptTokens, "max-prompt-tokens", 0, "w2, w3: end a conversation before a turn would pass this many tokens (0: 24,000); trace: cut longer inputs to it (0: whole)")
 	fs.StringVar(&s.Warmup, "warmup", s.Warmup, "left out of the figures: a duration (10s) or a fraction of the requests (0.1)")
 	fs.DurationVar(&s.SLO.TTFT, "slo-ttft", s.SLO.TTFT, "goodput SLO: longest TTFT")
 	fs.DurationVar(&s.SLO.TPOT, "slo-tpot", s.SLO.TPOT, "goodput SLO: longest time per output token")
