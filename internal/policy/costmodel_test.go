@@ -477,6 +477,8 @@ func TestKVGuardProperty(t *testing.T) {
 	})
 }
 
+// checkKVGuard draws one request and fleet and checks p's KV guard on them
+// against the naive reading of s's rule.
 func checkKVGuard(t *rapid.T, p Policy, s *Settings) {
 	// Some prompts whose blocks to compute equal, or pass by one, the
 	// free blocks of half a 100-block cache.
