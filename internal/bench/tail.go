@@ -196,6 +196,15 @@ func WriteTail(w io.Writer, outs []OutcomeLine, decs map[string]*decisionlog.Rec
 		fmt.Fprintf(w, ", %s\n", decidedHow(d))
 		for _, c := range d.Candidates {
 			fmt.Fprintf(w, "      %s %s: in flight %d, queued prefill %.0f ms", c.Replica, c.State, c.InFlight, c.QueuedPrefillSecs*speedup*1000)
+			if c.Running != nil && c.KVUsage != nil {
+				// The engine's own report: a queue for KV blocks shows as
+				// waiting requests beside a full cache.
+				fmt.Fprintf(w, ", engine running %d", *c.Running)
+				if c.Waiting != nil {
+					fmt.Fprintf(w, " waiting %g", *c.Waiting)
+				}
+				fmt.Fprintf(w, " KV use %.2f", *c.KVUsage)
+			}
 			if c.CachedTokens != nil {
 				fmt.Fprintf(w, ", cached %d", *c.CachedTokens)
 			}

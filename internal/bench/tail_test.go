@@ -50,6 +50,7 @@ func tailOutcomes(t *testing.T) []byte {
 func tailDecisions() []byte {
 	n := func(v int) *int { return &v }
 	f := func(v float64) *float64 { return &v }
+	i := func(v int64) *int64 { return &v }
 	recs := []*decisionlog.Record{
 		{RequestID: "r2", Winner: "b", Steered: "copy", Candidates: []decisionlog.Candidate{
 			{Replica: "a", State: decisionlog.StateOffered, InFlight: 9, QueuedPrefillSecs: 0.01, CachedTokens: n(4000), EstimatedTTFTSecs: f(0.03)},
@@ -58,9 +59,11 @@ func tailDecisions() []byte {
 		}},
 		{RequestID: "r4", Winner: "b", DecidedBy: "prefill"},
 		{RequestID: "r4", Attempt: 2, Winner: "a", DecidedBy: "queue", Candidates: []decisionlog.Candidate{
-			{Replica: "a", State: decisionlog.StateOffered, InFlight: 4, CachedTokens: n(2900), EstimatedTTFTSecs: f(0.045)},
+			{Replica: "a", State: decisionlog.StateOffered, InFlight: 4, Running: i(2), KVUsage: f(0.98), Waiting: f(2),
+				CachedTokens: n(2900), EstimatedTTFTSecs: f(0.045)},
 			{Replica: "b", State: decisionlog.StateTried, InFlight: 7},
-			{Replica: "c", State: decisionlog.StateOffered, SetAside: "kv_pressure", InFlight: 1, QueuedPrefillSecs: 0.25, CachedTokens: n(0), EstimatedTTFTSecs: f(0.4)},
+			{Replica: "c", State: decisionlog.StateOffered, SetAside: "kv_pressure", InFlight: 1, Running: i(1), KVUsage: f(0.5), // a log from before waiting was recorded
+				QueuedPrefillSecs: 0.25, CachedTokens: n(0), EstimatedTTFTSecs: f(0.4)},
 		}},
 	}
 	var buf bytes.Buffer

@@ -67,13 +67,13 @@ func TestSampler(t *testing.T) {
 
 // sample is a record with every field set.
 func sample() *Record {
-	running, usage, cached, priced, est := int64(3), 0.25, 1024, 2048, 0.042
+	running, usage, waiting, cached, priced, est := int64(3), 0.25, 2.0, 1024, 2048, 0.042
 	return &Record{
 		Time: time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC), RequestID: "req-1", Model: "m", Policy: "cost_model",
 		Attempt: 2, PromptTokens: 2100, Blocks: 131, Tokenized: "tokenized", Winner: "gpu-1", EstimatedTTFTSecs: 0.042,
 		PrefillSecs: 0.012, Steered: "session", DecidedBy: "queue", Guards: []string{"bounded_load"}, HotOwners: 2, DecisionSecs: 0.000012,
 		Candidates: []Candidate{
-			{Replica: "gpu-1", State: StateOffered, InFlight: 4, Running: &running, KVUsage: &usage, QueuedPrefillSecs: 0.03,
+			{Replica: "gpu-1", State: StateOffered, InFlight: 4, Running: &running, KVUsage: &usage, Waiting: &waiting, QueuedPrefillSecs: 0.03,
 				CachedTokens: &cached, PricedCachedTokens: &priced, EstimatedTTFTSecs: &est},
 			{Replica: "gpu-2", State: StateOffered, SetAside: "bounded_load", InFlight: 9, QueuedPrefillSecs: 0.5,
 				CachedTokens: new(int), PricedCachedTokens: new(int), EstimatedTTFTSecs: &est, Score: 0.5},

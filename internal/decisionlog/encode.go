@@ -92,6 +92,8 @@ func (c *Candidate) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"kv_usage":`...)
 	b = appendFloatPtr(b, c.KVUsage)
+	b = append(b, `,"waiting":`...)
+	b = appendFloatPtr(b, c.Waiting)
 	b = append(b, `,"queued_prefill_secs":`...)
 	b = appendFloat(b, c.QueuedPrefillSecs)
 	b = append(b, `,"cached_tokens":`...)

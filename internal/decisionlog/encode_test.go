@@ -33,8 +33,8 @@ func genRecord(text *rapid.Generator[string]) *rapid.Generator[*Record] {
 				c := Candidate{Replica: text.Draw(t, "replica"), State: text.Draw(t, "state"), SetAside: text.Draw(t, "aside"),
 					InFlight: int64(count.Draw(t, "in_flight")), QueuedPrefillSecs: num.Draw(t, "queued"), Score: num.Draw(t, "score")}
 				if rapid.Bool().Draw(t, "report") {
-					running, usage := int64(count.Draw(t, "running")), num.Draw(t, "usage")
-					c.Running, c.KVUsage = &running, &usage
+					running, usage, waiting := int64(count.Draw(t, "running")), num.Draw(t, "usage"), num.Draw(t, "waiting")
+					c.Running, c.KVUsage, c.Waiting = &running, &usage, &waiting
 				}
 				if rapid.Bool().Draw(t, "priced") {
 					cached, priced, est := count.Draw(t, "cached"), count.Draw(t, "priced_tokens"), num.Draw(t, "cand_est")

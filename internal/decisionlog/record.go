@@ -62,6 +62,10 @@ type Candidate struct {
 	// null otherwise.
 	Running *int64   `json:"running"`
 	KVUsage *float64 `json:"kv_usage"`
+	// Waiting is the engine's count of requests it has not yet scheduled,
+	// from the same report (null without one), as the cost model's
+	// backlog charge and copy credit read it.
+	Waiting *float64 `json:"waiting"`
 	// QueuedPrefillSecs is the prefill the gateway has sent the replica
 	// and not seen answered.
 	QueuedPrefillSecs float64 `json:"queued_prefill_secs"`

@@ -94,7 +94,8 @@ func decisionRecord(g *Gateway, ex *exchange, mr *modelRoutes, offered []int, ca
 func describeCandidate(c *decisionlog.Candidate, cand policy.Candidate) {
 	c.Replica, c.InFlight, c.QueuedPrefillSecs = cand.ID, cand.InFlight, cand.QueuedPrefill
 	if cand.Running >= 0 {
-		c.Running = &cand.Running
+		// A fresh report sets Running; Waiting comes from the same one.
+		c.Running, c.Waiting = &cand.Running, &cand.Waiting
 	}
 	if cand.KVUsage >= 0 {
 		c.KVUsage = &cand.KVUsage

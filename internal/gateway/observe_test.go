@@ -322,7 +322,7 @@ func maskDecisions(lines string) string {
 	for _, m := range []struct{ re, with string }{
 		{`"time":"[^"]*"`, `"time":<time>`},
 		{`"(decision_secs|estimated_ttft_secs|prefill_secs|queued_prefill_secs)":[-+0-9.e]+`, `"$1":<seconds>`},
-		{`"(running|kv_usage)":([-+0-9.e]+|null)`, `"$1":<engine report or null>`},
+		{`"(running|kv_usage|waiting)":([-+0-9.e]+|null)`, `"$1":<engine report or null>`},
 		{`"decided_by":"[^"]*"`, `"decided_by":<term>`},
 	} {
 		lines = regexp.MustCompile(m.re).ReplaceAllString(lines, m.with)
@@ -566,5 +566,32 @@ func TestTraceEngineBreaksAStream(t *testing.T) {
 	})
 	if a := spanAttrs(up.Attributes); a[string(attrOutcome)].AsString() != outcomeAborted || up.Status.Code != codes.Error {
 		t.Errorf("upstream span: outcome %q, status %v; want aborted and an error", a[string(attrOutcome)].AsString(), up.Status)
+	}
+}
+
+// TestDescribeCandidate: a candidate's engine report (running, KV use and
+// waiting) is logged while it was fresh (Running set) and null otherwise;
+// so is the index's prediction, by its own sentinel.
+func TestDescribeCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		cand                policy.Candidate
+		running, kv, waited string
+		cached              string
+	}{
+		{"fresh", policy.Candidate{ID: "a", Running: 3, KVUsage: 0.97, Waiting: 5, Cached: 120}, "3", "0.97", "5", "120"},
+		{"fresh_none_waiting", policy.Candidate{ID: "a", Running: 0, KVUsage: 0, Waiting: 0, Cached: 0}, "0", "0", "0", "0"},
+		{"no_report", policy.Candidate{ID: "a", Running: -1, KVUsage: -1, Waiting: 0, Cached: -1}, "null", "null", "null", "null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c decisionlog.Candidate
+			describeCandidate(&c, tc.cand)
+			line := string((&decisionlog.Record{Candidates: []decisionlog.Candidate{c}}).AppendJSON(nil))
+			for field, want := range map[string]string{"running": tc.running, "kv_usage": tc.kv, "waiting": tc.waited, "cached_tokens": tc.cached} {
+				if !strings.Contains(line, fmt.Sprintf(`"%s":%s,`, field, want)) {
+					t.Errorf("%s: want %s in %s", field, want, line)
+				}
+			}
+		})
 	}
 }
