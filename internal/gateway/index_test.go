@@ -271,3 +271,56 @@ func TestRemovedReplicaStaysOutOfTheIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestFinishedRequestHoldsItsOutput: once a request is answered, the index
+// holds on its replica the prompt's full blocks and the blocks its output
+// filled, as the engine's cache does, whether the answer came whole or as
+// a stream with its usage. A stream without usage says nothing of its
+// output: the index holds the prompt's blocks only.
+func TestFinishedRequestHoldsItsOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name, extra string
+		usage       bool
+	}{
+		{"whole", ``, true},
+		{"stream_with_usage", `,"stream":true,"stream_options":{"include_usage":true}`, true},
+		{"stream_without_usage", `,"stream":true`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sims := fleetOf(t, 1, true)
+			gw := startGateway(t, testConfig(t, sims))
+			content := strings.Repeat("a prompt whose answer fills blocks of its own ", 12)
+			body := `{"model":"sim","messages":[{"role":"user","content":` + fmt.Sprintf("%q", content) + `}],"max_tokens":60,"ignore_eos":true` + tt.extra + `}`
+			resp, out := chat(t, gw.url, body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, out)
+			}
+			mt := gw.g.tokenizers[testModel]
+			pred, result := tokenizeBody(mt, testModel, []byte(body), true, nil)
+			if pred == nil {
+				t.Fatalf("tokenizing the test prompt: %s", result)
+			}
+			want := len(pred.hashes)
+			if tt.usage {
+				i := strings.LastIndex(out, `"completion_tokens":`)
+				if i < 0 {
+					t.Fatalf("no usage in the answer: %s", out)
+				}
+				var completion int
+				fmt.Sscanf(out[i+len(`"completion_tokens":`):], "%d", &completion)
+				if completion != 60 {
+					t.Fatalf("the engine generated %d tokens, want 60", completion)
+				}
+				want += generatedBlocks(pred.tokens, completion, 1, mt.blockSize)
+				if want-len(pred.hashes) < 3 {
+					t.Fatalf("the test's output fills %d blocks; it must fill several", want-len(pred.hashes))
+				}
+			}
+			// The index learns of the finish as the relay ends, which may be
+			// after the client has read the answer.
+			waitFor(t, "the index to hold the request's blocks", 5*time.Second, func() bool {
+				return indexHeld(t, gw.admin)["sim-1"] == want
+			})
+		})
+	}
+}
