@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -53,7 +52,6 @@ type exchange struct {
 	// outputCap is the most output tokens its body asks for (outputCap);
 	// 0 when it states no maximum.
 	outputCap int64
-	choices   int // completions its body asks for (n), at least 1
 	// arrayPrompt is a completion's prompt tokens estimated from its
 	// content when its prompt is an array (a batch, or token ids), 0
 	// otherwise: what routes it when the tokenizer gives no count.
@@ -169,7 +167,6 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	}
 	ex.model, ex.body, ex.stream = model, body, mf.Stream
 	ex.outputCap = outputCap(mf, isChatPath(r.URL.Path))
-	ex.choices = int(min(max(mf.N, 1), math.MaxInt32))
 	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)
 	if ex.adm.target == 0 {
 		ex.adm.target = g.modelTarget(ex)

@@ -194,40 +194,15 @@ func (c *usageCapture) read(p []byte) []byte {
 }
 
 // answered learns from a served answer to a request with a prediction:
-// the cached tokens its usage reports check the prediction, the index
-// learns that the request finished, with the blocks its output filled
-// (index.Finish), and the blocks the engine stored for the prompt, if
-// their events came, may reveal a prefix the replica's mirror never saw
-// stored (index.Reveal).
+// the cached tokens its usage reports check the prediction, and the
+// blocks the engine stored for the prompt, if their events came, may
+// reveal a prefix the replica's mirror never saw stored (index.Reveal).
 func (g *Gateway) answered(ex *exchange, a *attempt, tail *usageTail) {
 	id := a.lease.Replica().ID
 	if cached, ok := tail.cachedTokens(); ok {
 		g.drift.observe(id, a.cached, cached)
 	}
-	generated := 0
-	if out, ok := tail.number(`"completion_tokens":`); ok {
-		if mt := g.tokenizers[ex.model]; mt != nil {
-			generated = generatedBlocks(ex.pred.tokens, out, ex.choices, mt.blockSize)
-		}
-	}
-	g.index.Finish(id, ex.pred.hashes, generated)
 	if ex.pred.keys != nil {
 		g.index.Reveal(id, ex.pred.hashes, ex.pred.keys)
 	}
-}
-
-// generatedBlocks is how many full blocks of the engine's cache the output
-// of a finished request filled beyond its prompt's full blocks: each of
-// choices completions, output tokens in all, holds the prompt's last
-// partial block and its own output, all computed but the last token
-// sampled.
-func generatedBlocks(prompt, output, choices, blockSize int) int {
-	if prompt < 0 || output <= 0 || choices <= 0 || blockSize <= 0 {
-		return 0
-	}
-	each := output / choices
-	if each == 0 {
-		return 0
-	}
-	return choices * ((prompt%blockSize + each - 1) / blockSize)
 }

@@ -104,31 +104,3 @@ func FuzzUsageTail(f *testing.F) {
 		}
 	})
 }
-
-func TestGeneratedBlocks(t *testing.T) {
-	for _, tt := range []struct {
-		name                               string
-		prompt, output, choices, blockSize int
-		want                               int
-	}{
-		{"no_output", 32, 0, 1, 16, 0},
-		{"one_token_is_never_computed", 32, 1, 1, 16, 0},
-		{"one_block", 32, 17, 1, 16, 1},
-		{"one_short", 32, 16, 1, 16, 0},
-		{"fills_the_partial_block", 30, 3, 1, 16, 1},
-		{"partial_block_not_yet_full", 30, 2, 1, 16, 0},
-		{"long", 100, 400, 1, 16, 25},
-		{"each_choice_its_own", 100, 40, 2, 16, 2},
-		{"fewer_tokens_than_choices", 100, 3, 4, 16, 0},
-		{"negative_prompt", -1, 40, 1, 16, 0},
-		{"negative_output", 32, -5, 1, 16, 0},
-		{"no_choices", 32, 40, 0, 16, 0},
-		{"no_block_size", 32, 40, 1, 0, 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := generatedBlocks(tt.prompt, tt.output, tt.choices, tt.blockSize); got != tt.want {
-				t.Errorf("generatedBlocks(%d, %d, %d, %d) = %d, want %d", tt.prompt, tt.output, tt.choices, tt.blockSize, got, tt.want)
-			}
-		})
-	}
-}

@@ -20,22 +20,7 @@ import (
 // prompt from its tail, as vLLM frees a request's blocks tail first. With
 // chained hashes this keeps every replica's blocks closed under prefixes: a
 // replica never holds a block without the block before it. Match relies on
-// that to probe a few blocks of a prompt instead of all of them. The blocks
-// a finished request's output filled go in as unseen blocks: they take room
-// as the engine's do, but carry made-up hashes and never enter the holder
-// map, until a later prompt that goes on from that one (a conversation's
-// next turn) names them with its own.
-//
-// A prompt's recency counts from its record, not from its request's end as
-// the engine counts it, and against the whole cache, not the part running
-// requests leave free: the two errors cancel on average, as the blocks
-// running requests hold are about the blocks allocated while one runs
-// (Little's law). Touching prompts again at their end kept them too long
-// (two to seven times the over-predictions on W2). Output blocks go in at
-// the end, in front: that keeps them a little too long, so prompts are
-// forgotten a little early, erring toward under-prediction, which forgoes
-// a hit, rather than over-prediction, which costs a miss (measured in
-// bench/results/index-output against putting them behind their prompt).
+// that to probe a few blocks of a prompt instead of all of them.
 //
 // A holder map, sharded 256 ways, gives for each block the set of replicas
 // holding it, as a bitset of small per-replica handles (handles are reused
@@ -75,12 +60,8 @@ type replica struct {
 	mu       sync.Mutex
 	dead     bool   // forgotten: the replica left the snapshot; guarded by mu
 	capacity int    // in blocks; guarded by mu
-	stamps   uint64 // records and finishes so far, the last one's stamp; guarded by mu
-	unseen   uint64 // output blocks of prompts without a full block so far, to name them; guarded by mu
-	// finished: a Finish has noted output blocks, which a later prompt
-	// may claim (RecordPrompt); guarded by mu.
-	finished bool
-	lru      lru // guarded by mu
+	stamps   uint64 // records so far, the last record's stamp; guarded by mu
+	lru      lru    // guarded by mu
 	// ev is the engine-fed source, nil until AttachEvents; guarded by mu.
 	// While it is active, the holder map shows it instead of lru.
 	ev *eventSource
@@ -126,9 +107,7 @@ func (x *Approx) Record(id string, hashes []blockhash.Hash) Token {
 // first min(len(hashes), capacity) blocks, the deepest first, then evicts
 // the least recently used blocks beyond the replica's capacity less the
 // reserve (never the record's own). The returned Token holds a copy of the
-// blocks the record added (none when every block was already held),
-// among them those that name a finished answer's unseen blocks: taking
-// the record back drops them, though the engine may still hold them.
+// blocks the record added (none when every block was already held).
 func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) Token {
 	r := x.lockReplica(id)
 	if r == nil {
@@ -142,16 +121,6 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 	r.stamps++
 	stamp := r.stamps
 	r.lru.most = r.capacity + k + 1 // the sentinel, and k more until we evict
-	// A prompt that goes on from a finished one, as a conversation's next
-	// turn does, holds that answer's blocks right after the finished
-	// prompt's: the engine has them cached, as the unseen blocks Finish
-	// noted behind that prompt, which this record now names.
-	claimFrom := k
-	if r.finished {
-		if d := r.lru.heldPrefix(hashes[:k]); d > 0 {
-			claimFrom = d
-		}
-	}
 	added := 0
 	for i := k - 1; i >= 0; i-- {
 		h := hashes[i]
@@ -163,12 +132,6 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 			}
 			r.lru.touch(n, s)
 			continue
-		}
-		if i >= claimFrom {
-			u := unseenHash(hashes[claimFrom-1], i-claimFrom)
-			if n := r.lru.find(u, mix(u)); n != 0 && r.lru.nodes[n].unseen() {
-				r.lru.remove(n, mix(u))
-			}
 		}
 		r.lru.pushFront(h, m, stamp|addedMark)
 		added++
@@ -211,61 +174,6 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 
 // addedMark flags, in a node's stamp, the record that added the block.
 const addedMark = 1 << 63
-
-// unseenMark flags, in a node's stamp, a block of output the gateway never
-// saw the tokens of: it takes room in the LRU but is never published.
-const unseenMark = 1 << 62
-
-// unseenHash is the made-up hash of output block j of a finished prompt
-// whose last full block is last: a prompt that goes on from that one finds
-// it again there. Made-up and real hashes meet only by a 2^-64 chance.
-func unseenHash(last blockhash.Hash, j int) blockhash.Hash {
-	return blockhash.Hash{Hi: last.Hi ^ unseenSalt, Lo: last.Lo + uint64(j) + 1}
-}
-
-// unseenSalt sets made-up hashes apart from the real ones they derive from.
-const unseenSalt = 0x756e7365656e0000 // "unseen"
-
-func (n *node) unseen() bool { return n.stamp&unseenMark != 0 }
-
-// Finish implements [Index.Finish]: the output's blocks go in as the most
-// recently used, the first of them in front, and push the least recently
-// used blocks out as the engine's do. The prompt's blocks stay where its
-// record put them.
-func (x *Approx) Finish(id string, hashes []blockhash.Hash, generated int) {
-	r := x.lockReplica(id)
-	if r == nil {
-		return
-	}
-	defer r.mu.Unlock()
-	k := min(len(hashes), r.capacity)
-	g := min(max(generated, 0), r.capacity-k) // a request fits in the cache
-	if g == 0 {
-		return
-	}
-	r.stamps++
-	stamp := r.stamps
-	r.lru.most = r.capacity + g + 1
-	r.finished = true
-	for j := g - 1; j >= 0; j-- { // each in front of the one after it
-		var h blockhash.Hash
-		if k > 0 {
-			h = unseenHash(hashes[k-1], j)
-		} else {
-			r.unseen++ // no full block to go on from: no prompt claims these
-			h = blockhash.Hash{Hi: unseenSalt, Lo: r.unseen}
-		}
-		m := mix(h)
-		if n := r.lru.find(h, m); n != 0 {
-			if r.lru.nodes[n].unseen() { // the same prompt finished before
-				r.lru.touch(n, stamp|unseenMark)
-			}
-			continue
-		}
-		r.lru.pushFront(h, m, stamp|unseenMark)
-	}
-	x.evict(r)
-}
 
 // TakeBack implements [Index.TakeBack]. It removes the record's blocks
 // deepest first, so that a concurrent Match finds whole prefixes.
@@ -731,7 +639,7 @@ func (x *Approx) evictTo(r *replica, limit int) {
 // Callers hold r.mu.
 func (x *Approx) drop(r *replica, n int32, m uint64) {
 	h := r.lru.nodes[n].hash
-	if !r.eventsActive() && !r.lru.nodes[n].unseen() {
+	if !r.eventsActive() {
 		x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
 	}
 	r.lru.remove(n, m)

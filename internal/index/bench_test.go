@@ -240,22 +240,6 @@ func BenchmarkRecord512(b *testing.B) {
 	}
 }
 
-// BenchmarkFinish512 is what a finished request costs the index: its
-// warm 512-block prompt touched again behind 16 generated blocks, each
-// pushing an older one out once the replica is full.
-func BenchmarkFinish512(b *testing.B) {
-	ids := benchIDs()
-	idx := fleetIndex(16384, ids)
-	p := extend(nil, benchBlocks)
-	idx.Record(ids[0], p)
-	b.ReportAllocs()
-	for b.Loop() {
-		idx.Finish(ids[0], p, 16)
-	}
-	reportLatency(b, 20_000, func(int) { idx.Finish(ids[0], p, 16) })
-	b.ReportMetric(float64(benchBlocks), "blocks/op")
-}
-
 // BenchmarkMemoryPerBlock fills 64 replicas with a million blocks and
 // reports the heap the index takes per block held (B/block, from
 // runtime.MemStats around the build, after GC) and what Stats estimates

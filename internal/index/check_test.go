@@ -19,7 +19,7 @@ type checker interface {
 // check verifies that every structure of x agrees with every other: each
 // replica's list, table and counts agree; each holds at most its capacity;
 // handles are unique; and the holder map is exactly the union of the
-// replicas' LRUs but for their unseen blocks, every entry reachable by a probe from its home slot.
+// replicas' LRUs, every entry reachable by a probe from its home slot.
 func (x *Approx) check() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -71,9 +71,6 @@ func (x *Approx) check() error {
 			fail("replica %q: %w", id, err)
 		}
 		for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
-			if r.lru.nodes[n].unseen() {
-				continue // never published
-			}
 			h := r.lru.nodes[n].hash
 			set := want[h]
 			if set == nil {
@@ -157,7 +154,7 @@ func (l *lru) check() error {
 		if nd.prev != prev {
 			return fmt.Errorf("node %d: prev %d, want %d", n, nd.prev, prev)
 		}
-		stamp := nd.stamp &^ (addedMark | unseenMark)
+		stamp := nd.stamp &^ addedMark
 		if count > 0 && stamp > lastStamp {
 			return fmt.Errorf("node %d: stamp %d after a less recent %d", n, stamp, lastStamp)
 		}

@@ -32,17 +32,6 @@ type Index interface {
 	// the record (never fewer than the record's own).
 	RecordPrompt(replica string, hashes []blockhash.Hash, reserve int) Token
 
-	// Finish notes that a request routed to replica has finished there, its
-	// prompt's full blocks hashes, and that its output filled generated
-	// blocks beyond them (the prompt's partial block included once the
-	// output fills it). Engines cache those too, freed as the request ends,
-	// so they push older prompts out. The gateway never sees their tokens,
-	// so no prompt matches them, but a later prompt that goes on from this
-	// one on the same replica (a conversation's next turn) is taken to hold
-	// them as its blocks right after this prompt's, so they are not counted
-	// twice. A replica the index does not know changes nothing.
-	Finish(replica string, hashes []blockhash.Hash, generated int)
-
 	// TakeBack undoes a Record whose attempt failed before the engine
 	// computed the prompt (refused, errored, or failed before answering):
 	// the blocks that record added are removed again, except those a later

@@ -23,7 +23,6 @@ func testIndex(t *testing.T, newIndex func() Index) {
 	t.Run("Prefix", func(t *testing.T) { testPrefix(t, newIndex()) })
 	t.Run("LastBlock", func(t *testing.T) { testLastBlock(t, newIndex()) })
 	t.Run("TakeBack", func(t *testing.T) { testTakeBack(t, newIndex) })
-	t.Run("Finish", func(t *testing.T) { testFinish(t, newIndex) })
 	t.Run("Forget", func(t *testing.T) { testForget(t, newIndex()) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, newIndex()) })
 	t.Run("Capacity", func(t *testing.T) { testCapacity(t, newIndex()) })
@@ -129,93 +128,6 @@ func testLastBlock(t *testing.T, idx Index) {
 		}()
 		idx.Match(nil, []string{"a"}, p, 128, 0)
 	})
-}
-
-func testFinish(t *testing.T, newIndex func() Index) {
-	t.Run("output_pushes_older_prompts_out", func(t *testing.T) {
-		for _, c := range []struct {
-			generated, wantA, wantB int
-		}{
-			{0, 4, 4},  // 8 of 10 held: room to spare
-			{2, 4, 4},  // 10 of 10
-			{3, 3, 4},  // one block over: a's deepest goes
-			{6, 0, 4},  // a's first block is the least recent once 3 are gone
-			{9, 0, 4},  // a request fits in the cache: 6 at most beside b's 4
-			{-1, 4, 4}, // nothing generated
-		} {
-			t.Run(fmt.Sprint(c.generated), func(t *testing.T) {
-				idx := newIndex()
-				join(idx, "a", 10)
-				a, b := extend(nil, 4), extend(nil, 4)
-				idx.Record("a", a)
-				idx.Record("a", b)
-				idx.Finish("a", b, c.generated)
-				// The output's blocks never match a prompt.
-				wantMatch(t, idx, []string{"a", "a"}, b, c.wantB, c.wantB)
-				wantMatch(t, idx, []string{"a"}, a, c.wantA)
-				if st := idx.Stats(); st.Entries > 10 {
-					t.Errorf("Entries = %d, over the capacity of 10", st.Entries)
-				}
-				checkIndex(t, idx)
-			})
-		}
-	})
-	t.Run("prompt_keeps_its_place", func(t *testing.T) {
-		idx := newIndex()
-		join(idx, "a", 10)
-		p, q := extend(nil, 4), extend(nil, 4)
-		idx.Record("a", p)
-		idx.Record("a", q)
-		// p finishes after q was routed: its blocks are still the older,
-		// so its own output pushes them out first.
-		idx.Finish("a", p, 3)
-		wantMatch(t, idx, []string{"a"}, p, 3)
-		wantMatch(t, idx, []string{"a"}, q, 4)
-		checkIndex(t, idx)
-	})
-	t.Run("next_turn_names_the_answer", func(t *testing.T) {
-		idx := newIndex()
-		join(idx, "a", 100)
-		join(idx, "b", 100)
-		p := extend(nil, 4)
-		idx.Record("a", p)
-		idx.Finish("a", p, 3)
-		// The next turn holds the answer's 3 blocks after p's 4, and 2 more.
-		q := extend(p, 5)
-		idx.Record("b", q) // elsewhere: a's answer stays unnamed there
-		if got := heldBy(idx); got["a"] != 7 || got["b"] != 9 {
-			t.Fatalf("held %v, want a 7 (4 + 3 unseen), b 9", got)
-		}
-		idx.Record("a", q) // on a, 3 of q's new blocks are the answer's
-		if got := heldBy(idx); got["a"] != 9 {
-			t.Errorf("a holds %d blocks, want 9: q's, the answer's among them", got["a"])
-		}
-		wantMatch(t, idx, []string{"a", "b"}, q, 9, 9)
-		// A prompt that leaves p's chain names nothing.
-		idx.Finish("a", q, 2)
-		idx.Record("a", extend(p, 3))
-		if got := heldBy(idx); got["a"] != 9+2+3 {
-			t.Errorf("a holds %d blocks, want 14", got["a"])
-		}
-		checkIndex(t, idx)
-	})
-	t.Run("unknown_replica", func(t *testing.T) {
-		idx := newIndex()
-		idx.Finish("a", extend(nil, 3), 5)
-		if st := idx.Stats(); st.Entries != 0 || len(st.Replicas) != 0 {
-			t.Errorf("Stats after Finish on an unknown replica = %+v", st)
-		}
-		checkIndex(t, idx)
-	})
-}
-
-// heldBy is each replica's count of blocks held, as Stats gives it.
-func heldBy(idx Index) map[string]int {
-	out := map[string]int{}
-	for _, r := range idx.Stats().Replicas {
-		out[r.ID] = r.Held
-	}
-	return out
 }
 
 func testTakeBack(t *testing.T, newIndex func() Index) {
@@ -443,13 +355,9 @@ func testConcurrent(t *testing.T, idx Index) {
 			rng := rand.New(rand.NewPCG(uint64(g), 1))
 			for !stop.Load() {
 				p := pool[rng.IntN(len(pool))]
-				id := ids[rng.IntN(replicas)]
-				tok := idx.Record(id, p)
-				switch rng.IntN(4) {
-				case 0:
+				tok := idx.Record(ids[rng.IntN(replicas)], p)
+				if rng.IntN(4) == 0 {
 					idx.TakeBack(tok)
-				case 1:
-					idx.Finish(id, p, rng.IntN(20))
 				}
 				records.Add(1)
 			}

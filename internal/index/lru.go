@@ -95,21 +95,6 @@ func (l *lru) pushFront(h blockhash.Hash, m uint64, stamp uint64) int32 {
 	return n
 }
 
-// heldPrefix is how many leading blocks of hashes l holds, found by
-// bisection: the LRU holds a prompt's blocks closed under prefixes.
-func (l *lru) heldPrefix(hashes []blockhash.Hash) int {
-	lo, hi := 0, len(hashes) // hashes[:lo] held, hashes[hi:] not
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		if l.find(hashes[mid-1], mix(hashes[mid-1])) != 0 {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo
-}
-
 // touch makes n the most recently used node.
 func (l *lru) touch(n int32, stamp uint64) {
 	l.nodes[n].stamp = stamp

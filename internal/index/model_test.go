@@ -16,13 +16,11 @@ import (
 type refIndex struct {
 	defaultCapacity int
 	records         int
-	unseen          uint64 // made-up blocks so far
 	reps            map[string]*refReplica
 }
 
 type refReplica struct {
 	capacity int
-	finished bool // a finish noted output blocks
 	order    []blockhash.Hash
 	touched  map[blockhash.Hash]int // record that last touched the block
 }
@@ -71,53 +69,18 @@ func (m *refIndex) record(id string, hashes []blockhash.Hash) refToken {
 	}
 	m.records++
 	tok := refToken{rep: r, record: m.records}
-	held := 0 // leading blocks held, which the answer of a prompt ending there follows
-	for held < k && m.holds(id, hashes[held]) {
-		held++
-	}
 	for i := k - 1; i >= 0; i-- {
 		h := hashes[i]
 		if _, ok := r.touched[h]; ok {
 			r.drop(h)
 		} else {
 			tok.added = append(tok.added, h)
-			if held > 0 && i >= held && r.finished {
-				r.drop(unseenHash(hashes[held-1], i-held))
-			}
 		}
 		r.order = slices.Insert(r.order, 0, h)
 		r.touched[h] = tok.record
 	}
 	r.trim()
 	return tok
-}
-
-// finish puts generated made-up blocks in front, as many as fit beside
-// the prompt's first blocks, and trims to capacity.
-func (m *refIndex) finish(id string, hashes []blockhash.Hash, generated int) {
-	r := m.reps[id]
-	if r == nil {
-		return
-	}
-	k := min(len(hashes), r.capacity)
-	g := min(max(generated, 0), r.capacity-k)
-	if g == 0 {
-		return
-	}
-	m.records++
-	r.finished = true
-	for j := g - 1; j >= 0; j-- {
-		h := blockhash.Hash{Hi: ^uint64(0), Lo: m.unseen}
-		if k > 0 {
-			h = unseenHash(hashes[k-1], j)
-		} else {
-			m.unseen++
-		}
-		r.drop(h)
-		r.order = slices.Insert(r.order, 0, h)
-		r.touched[h] = m.records
-	}
-	r.trim()
 }
 
 func (m *refIndex) takeBack(tok refToken) {
@@ -200,14 +163,7 @@ func TestApproxAgainstModel(t *testing.T) {
 		steps := rapid.IntRange(1, 80).Draw(t, "steps")
 		for step := range steps {
 			var op string
-			switch rapid.IntRange(0, 12).Draw(t, "op") {
-			case 12:
-				id := rapid.SampledFrom(ids).Draw(t, "replica")
-				p := prompt("finish")
-				g := rapid.IntRange(-1, 6).Draw(t, "generated")
-				op = fmt.Sprintf("Finish(%s, %d blocks, %d generated)", id, len(p), g)
-				idx.Finish(id, p, g)
-				ref.finish(id, p, g)
+			switch rapid.IntRange(0, 11).Draw(t, "op") {
 			case 11:
 				id := rapid.SampledFrom(ids).Draw(t, "replica")
 				op = fmt.Sprintf("Join(%s)", id)

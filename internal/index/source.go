@@ -310,9 +310,7 @@ func (x *Approx) setSource(r *replica, events bool) {
 	// the LRU's front is the most recent, and a record's first block ends
 	// up in front of its later ones.
 	for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
-		if !r.lru.nodes[n].unseen() {
-			x.addBit(r, r.lru.nodes[n].hash)
-		}
+		x.addBit(r, r.lru.nodes[n].hash)
 	}
 }
 
@@ -320,9 +318,7 @@ func (x *Approx) setSource(r *replica, events bool) {
 // the LRU. Callers hold r.mu.
 func (x *Approx) unpublishLRU(r *replica) {
 	for n := r.lru.back(); n != 0; n = r.lru.nodes[n].prev {
-		if !r.lru.nodes[n].unseen() {
-			x.removeBit(r, r.lru.nodes[n].hash)
-		}
+		x.removeBit(r, r.lru.nodes[n].hash)
 	}
 }
 
@@ -477,9 +473,6 @@ func (x *Approx) speculateRecent(r *replica, recent []recordTime, held map[block
 	// The LRU's front is the most recent; its stamps fall going back.
 	// Each block is speculated until its latest record's TTL ends.
 	for n := r.lru.front(); n != 0; n = r.lru.nodes[n].next {
-		if r.lru.nodes[n].unseen() {
-			continue
-		}
 		stamp := r.lru.nodes[n].stamp &^ addedMark
 		if stamp < recent[0].stamp {
 			break

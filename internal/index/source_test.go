@@ -206,30 +206,6 @@ func TestStaleAttachmentWritesNothing(t *testing.T) {
 // and checks every block's membership (single-block matches, which need no
 // prefix closure) against a naive model: held while the engine holds a
 // copy or an unexpired, untaken speculation names it.
-// TestFinishUnderEvents: while the events are the source, a finished
-// request's output shows nothing in the holder map, but the shadow LRU
-// counts it, for when the source goes back to approximate.
-func TestFinishUnderEvents(t *testing.T) {
-	x, _ := eventsIndex()
-	x.SetCapacity("e", 6)
-	x.SetSource("e", true)
-	p, q := ours("", seq(1, 16)...), ours("", seq(200, 16)...)
-	x.Record("e", p) // speculated until the engine confirms it
-	x.Record("e", q) // the LRU: q's 4 blocks, then p's first 2
-	x.Finish("e", q, 2)
-	if depth(x, "e", p) != 4 || depth(x, "e", q) != 4 {
-		t.Errorf("events source: p %d, q %d; want 4, 4 (both speculated)", depth(x, "e", p), depth(x, "e", q))
-	}
-	x.SetSource("e", false)
-	// q's output pushed p out of the LRU.
-	if depth(x, "e", p) != 0 || depth(x, "e", q) != 4 {
-		t.Errorf("back to approximate: p %d, q %d; want 0, 4", depth(x, "e", p), depth(x, "e", q))
-	}
-	if err := x.check(); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestEventsSourceAgainstModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		x, clock := eventsIndex()
@@ -253,10 +229,7 @@ func TestEventsSourceAgainstModel(t *testing.T) {
 		ttl := int64(DefaultSpeculativeTTL)
 		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
 			j := rapid.IntRange(0, nBlocks-1).Draw(rt, "block")
-			switch rapid.IntRange(0, 6).Draw(rt, "op") {
-			case 6:
-				// A finished request changes nothing the events decide.
-				x.Finish("e", []blockhash.Hash{hash(j)}, rapid.IntRange(0, 3).Draw(rt, "generated"))
+			switch rapid.IntRange(0, 5).Draw(rt, "op") {
 			case 0:
 				x.ApplyEvents(attached(x, "e"), batchOf(stored(0, uint64(j+1), seq(j*4, 4))))
 				if copies[j] == 0 {
