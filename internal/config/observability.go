@@ -3,6 +3,8 @@ package config
 import (
 	"math"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -129,7 +131,7 @@ func (v *validator) observability(o *Observability) {
 		v.fail("observability.capture.path", "must not be blank")
 	case strings.HasSuffix(c.Path, "/"):
 		v.fail("observability.capture.path", "must name a file, not a directory")
-	case c.Path != "" && c.Path == dl.Path && dl.SampleRate > 0:
+	case c.Path != "" && samePath(c.Path, dl.Path) && dl.SampleRate > 0:
 		v.fail("observability.capture.path", "must differ from decision_log.path")
 	}
 	sl := o.ShadowLog
@@ -138,9 +140,9 @@ func (v *validator) observability(o *Observability) {
 		v.fail("observability.shadow_log", "must not be blank")
 	case strings.HasSuffix(sl, "/"):
 		v.fail("observability.shadow_log", "must name a file, not a directory")
-	case sl != "" && sl == dl.Path && dl.SampleRate > 0:
+	case sl != "" && samePath(sl, dl.Path) && dl.SampleRate > 0:
 		v.fail("observability.shadow_log", "must differ from decision_log.path")
-	case sl != "" && sl == c.Path:
+	case sl != "" && samePath(sl, c.Path):
 		v.fail("observability.shadow_log", "must differ from capture.path")
 	}
 	v.share("observability.capture.sample_rate", c.SampleRate)
@@ -154,4 +156,24 @@ func (v *validator) share(path string, x float64) {
 	if math.IsNaN(x) || x < 0 || x > 1 {
 		v.fail(path, "must be between 0 and 1")
 	}
+}
+
+// samePath reports whether two configured paths name one file: the same
+// path once made absolute and cleaned, or one file reached through a link.
+func samePath(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	if aa, err := filepath.Abs(a); err == nil {
+		a = aa
+	}
+	if bb, err := filepath.Abs(b); err == nil {
+		b = bb
+	}
+	if a == b {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
 }

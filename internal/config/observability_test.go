@@ -2,6 +2,8 @@ package config
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -51,6 +53,16 @@ func TestObservabilityRules(t *testing.T) {
 		}, []string{"observability.shadow_log: must differ from decision_log.path"}},
 		{"shadow_log_is_capture", func(o *Observability) { o.ShadowLog, o.Capture.Path = "x.jsonl", "x.jsonl" },
 			[]string{"observability.shadow_log: must differ from capture.path"}},
+		// The same file written another way is the same file.
+		{"shadow_log_is_decision_log_dotted", func(o *Observability) {
+			o.ShadowLog, o.DecisionLog.Path, o.DecisionLog.SampleRate = "/tmp/./logs/../x.jsonl", "/tmp/x.jsonl", 1
+		}, []string{"observability.shadow_log: must differ from decision_log.path"}},
+		{"capture_is_decision_log_relative", func(o *Observability) {
+			o.Capture.Path, o.DecisionLog.Path, o.DecisionLog.SampleRate = "x.jsonl", cwdPath("x.jsonl"), 1
+		}, []string{"observability.capture.path: must differ from decision_log.path"}},
+		{"shadow_log_is_capture_dotted", func(o *Observability) { o.ShadowLog, o.Capture.Path = "./x.jsonl", "x.jsonl" },
+			[]string{"observability.shadow_log: must differ from capture.path"}},
+		{"shadow_log_beside_capture", func(o *Observability) { o.ShadowLog, o.Capture.Path = "x.jsonl", "y/x.jsonl" }, nil},
 		{"capture_bounds", func(o *Observability) {
 			o.Capture.SampleRate, o.Capture.MaxSizeMB, o.Capture.MaxFiles, o.Capture.MaxBlockIDs = -0.5, 0, -1, 999
 		}, []string{"observability.capture.sample_rate: must be between 0 and 1", "observability.capture.max_size_mb: must be >= 1",
@@ -70,5 +82,40 @@ func TestObservabilityRules(t *testing.T) {
 				t.Errorf("validate() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// cwdPath is name in the working directory, as an absolute path.
+func cwdPath(name string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(wd, name)
+}
+
+// TestObservabilityPathsThroughALink: a log path reached through a
+// symbolic link names the file the link points to.
+func TestObservabilityPathsThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "decisions.jsonl")
+	if err := os.WriteFile(real, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "shadow.jsonl")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	c := Default()
+	c.Models = []Model{{Name: "m", BlockSize: 16}}
+	c.Replicas = []Replica{{ID: "r", URL: "http://127.0.0.1:8000", Models: []string{"m"}, MaxConcurrency: 1, MaxPending: 1}}
+	c.Observability.DecisionLog.Path, c.Observability.DecisionLog.SampleRate = real, 1
+	c.Observability.ShadowLog = link
+	var got []string
+	for _, e := range c.validate() {
+		got = append(got, e.Error())
+	}
+	if want := []string{"observability.shadow_log: must differ from decision_log.path"}; !slices.Equal(got, want) {
+		t.Errorf("validate() = %q, want %q", got, want)
 	}
 }

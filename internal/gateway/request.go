@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/index"
@@ -194,13 +195,15 @@ func (ex *exchange) conversation() string {
 const maxSessionKey = 256
 
 // sessionKey is the conversation named by an x-session-id header, else by
-// a body's user field, bounded by maxSessionKey.
+// a body's user field, bounded by maxSessionKey. A name that is not UTF-8
+// is named by its digest too: logs write strings as UTF-8, and two such
+// names written with U+FFFD for their bad bytes would be one.
 func sessionKey(header, user string) string {
 	s := header
 	if s == "" {
 		s = user
 	}
-	if len(s) <= maxSessionKey {
+	if len(s) <= maxSessionKey && utf8.ValidString(s) {
 		return s
 	}
 	d := xxh3.HashString128(s).Bytes()

@@ -463,3 +463,20 @@ func TestQueueFloorForgetsStartedRequests(t *testing.T) {
 	}
 	t.Fatal("every round was cut by a scrape")
 }
+
+// TestSessionKeyNotUTF8: a conversation name that is not UTF-8 is named by
+// its digest. Logs write strings as UTF-8, a bad byte as U+FFFD, so kept as
+// sent two such names would be one name in the shadow log, and its replay
+// would disagree with the live picks.
+func TestSessionKeyNotUTF8(t *testing.T) {
+	a, b := sessionKey("s\x80\x80", ""), sessionKey("s\x81\x81", "")
+	if !strings.HasPrefix(a, "xxh3:") || !strings.HasPrefix(b, "xxh3:") || a == b {
+		t.Errorf("names not UTF-8 keyed %q and %q, want two distinct digests", a, b)
+	}
+	if got := sessionKey("", "s\x80\x80"); got != a {
+		t.Errorf("the same name from the body keyed %q, from the header %q", got, a)
+	}
+	if got := sessionKey("café-1", ""); got != "café-1" {
+		t.Errorf("a UTF-8 name keyed %q, want it as sent", got)
+	}
+}
