@@ -567,6 +567,23 @@ func TestTraceEngineBreaksAStream(t *testing.T) {
 	if a := spanAttrs(up.Attributes); a[string(attrOutcome)].AsString() != outcomeAborted || up.Status.Code != codes.Error {
 		t.Errorf("upstream span: outcome %q, status %v; want aborted and an error", a[string(attrOutcome)].AsString(), up.Status)
 	}
+	// The server span too, with the head's status the client got.
+	var server *tracetest.SpanStub
+	waitFor(t, "the server span", 5*time.Second, func() bool {
+		if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range exp.GetSpans() {
+			if s.SpanKind == trace.SpanKindServer {
+				server = &s
+			}
+		}
+		return server != nil
+	})
+	if a := spanAttrs(server.Attributes); a[string(attrOutcome)].AsString() != outcomeAborted || server.Status.Code != codes.Error ||
+		a["http.response.status_code"].AsInt64() != 200 {
+		t.Errorf("server span: %v, status %v; want aborted, an error and the head's 200", a, server.Status)
+	}
 }
 
 // TestDescribeCandidate: a candidate's engine report (running, KV use and
@@ -593,5 +610,41 @@ func TestDescribeCandidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTraceEngineRefuses: an engine's 4xx, relayed to the client, marks the
+// upstream (client) span an error, as OpenTelemetry's HTTP conventions ask
+// of a client span, and leaves the server span's status unset: to the
+// gateway's own client a 4xx is its request's fault.
+func TestTraceEngineRefuses(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	exp := tracetest.NewInMemoryExporter()
+	gw := startObserved(t, cfg, exp)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 400, SparesHealth: true})
+	if resp, _ := chat(t, gw.url, chatBody("refused", "")); resp.StatusCode != 400 {
+		t.Fatalf("status %d, want the engine's 400", resp.StatusCode)
+	}
+	var up, server *tracetest.SpanStub
+	waitFor(t, "the upstream and server spans", 5*time.Second, func() bool {
+		if err := gw.g.obs.tracer.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range exp.GetSpans() {
+			switch {
+			case s.Name == spanUpstream:
+				up = &s
+			case s.SpanKind == trace.SpanKindServer:
+				server = &s
+			}
+		}
+		return up != nil && server != nil
+	})
+	if a := spanAttrs(up.Attributes); a["http.response.status_code"].AsInt64() != 400 || up.Status.Code != codes.Error {
+		t.Errorf("upstream span: %v, status %v; want 400 and an error", a, up.Status)
+	}
+	if a := spanAttrs(server.Attributes); a["http.response.status_code"].AsInt64() != 400 || server.Status.Code != codes.Unset {
+		t.Errorf("server span: %v, status %v; want 400 and no status", a, server.Status)
 	}
 }

@@ -79,6 +79,9 @@ func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 				// The engine broke a response that had started (relay's
 				// http.ErrAbortHandler): the client saw it broken.
 				span.SetAttributes(attrOutcome.String(outcomeAborted))
+				if sw.status != 0 {
+					span.SetAttributes(semconv.HTTPResponseStatusCode(sw.status))
+				}
 				span.SetStatus(codes.Error, outcomeAborted)
 			case sw.status == 0:
 				span.SetAttributes(attrOutcome.String(outcomeCancelled))
@@ -216,7 +219,10 @@ func (u *upstreamTrace) headed(resp *http.Response, err error, clientLeft bool) 
 		u.span.SetStatus(codes.Error, err.Error())
 	default:
 		u.span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-		if resp.StatusCode >= 500 {
+		// A client span's 4xx is an error too (OpenTelemetry's HTTP
+		// conventions): the engine refused what the gateway sent. The
+		// server span's 4xx is the client's own mistake and stays unset.
+		if resp.StatusCode >= 400 {
 			u.span.SetStatus(codes.Error, http.StatusText(resp.StatusCode))
 		}
 	}
