@@ -14,6 +14,7 @@ import (
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
 	limit := g.cfg.Server.MaxBodyBytes
 	if r.ContentLength > limit {
+		skipBody(w, r) // refused unread: net/http would wait for it
 		return nil, bodyTooLarge(limit)
 	}
 	rc := http.NewResponseController(w)

@@ -22,6 +22,10 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 	cfg, _ := keyedConfig(t, 1, key)
 	gw := startGateway(t, cfg)
 	auth := "Authorization: Bearer " + secret + "\r\n"
+	// A body limit under the 1,000 bytes the requests below announce.
+	smallCfg := testConfig(t, fleetOf(t, 1, true))
+	smallCfg.Server.MaxBodyBytes = 500
+	small := startGateway(t, smallCfg)
 	tests := []struct {
 		name, addr, head string
 		want             int
@@ -33,6 +37,7 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 		{"bad_priority", gw.url, "POST /v1/chat/completions HTTP/1.1\r\n" + auth + "X-Inferrail-Priority: bogus\r\n", http.StatusBadRequest, ""},
 		{"admin_unknown_path", gw.admin, "POST /admin/nope HTTP/1.1\r\n", http.StatusNotFound, ""},
 		{"admin_foreign_host", gw.admin, "PATCH /admin/config HTTP/1.1\r\n", http.StatusForbidden, "evil.example"},
+		{"over_the_limit", small.url, "POST /v1/chat/completions HTTP/1.1\r\n", http.StatusRequestEntityTooLarge, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
