@@ -363,7 +363,7 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 // vLLM's shape, never a redirect to a cleaned path that a POST client
 // would follow with its body.
 func (g *Gateway) ClientHandler() http.Handler {
-	generate := g.only(g.serveGenerate, http.MethodPost)
+	generate := g.only(cutIfUnanswered(g.serveGenerate), http.MethodPost)
 	models := g.only(g.traceLocal(g.serveModels), http.MethodGet, http.MethodHead)
 	// /health has no span: probes would fill the traces.
 	health := g.only(g.serveHealth, http.MethodGet, http.MethodHead)
@@ -398,6 +398,20 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 		}
 		w.Header().Set("Allow", allow)
 		g.answerOwn(w, r, refusedMethod)
+	}
+}
+
+// cutIfUnanswered cuts the connection of a request whose handler returned
+// without an answer because its client left. Returning would let net/http
+// send an empty 200, and a client that had only closed its sending side
+// would read a successful, empty completion.
+func cutIfUnanswered(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status == 0 && r.Context().Err() != nil {
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 

@@ -3,14 +3,18 @@ package gateway
 import (
 	"bufio"
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/sim"
 )
 
 // TestRefusalsBeforeTheBodyDoNotWaitForIt: a request refused before its
@@ -98,3 +102,38 @@ func TestRefusedWholeBodiesKeepTheConnection(t *testing.T) {
 		})
 	}
 }
+
+// TestHalfClosedClientIsCut: a client that closes its sending side after a
+// whole request is taken as gone (net/http cancels the request), and the
+// gateway stops waiting on the engine; it then cuts the connection rather
+// than let net/http send an empty 200, which the client, still reading,
+// would take for a successful, empty completion.
+func TestHalfClosedClientIsCut(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultHang, SparesHealth: true})
+	gw := startGateway(t, testConfig(t, sims))
+	for _, stream := range []string{"", `,"stream":true`} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := chatBody("half closed", stream)
+		req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		if _, err := conn.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if len(got) > 0 || err != nil && !isConnReset(err) {
+			t.Errorf("stream %q: read %q, %v; want the connection cut with nothing sent", stream, got, err)
+		}
+	}
+	waitFor(t, "no request in flight", 5*time.Second, func() bool { return gw.g.fleet.Snapshot().Get("sim-1").InFlight() == 0 })
+}
+
+// isConnReset reports whether err is a connection reset by its peer.
+func isConnReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
