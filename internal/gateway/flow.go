@@ -65,6 +65,7 @@ type modelQueue struct {
 // queue's lock (sets lease and cached, or err) and closes done.
 type waiter struct {
 	ex     *exchange
+	tried  map[*fleet.Replica]bool // a retry's replicas tried already, offered last; nil on a first attempt
 	entry  flowqueue.Entry[*waiter]
 	sloEnd bool // its deadline is its TTFT target's, not its timeout's
 	done   chan struct{}
@@ -142,7 +143,7 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 			return nil, -1, err
 		}
 	}
-	return g.wait(ex, mq)
+	return g.wait(ex, mq, nil)
 }
 
 // shedEarly sheds a request whose place in the queue is taken before any
@@ -188,8 +189,9 @@ func (g *Gateway) shed(ex *exchange, reason string) error {
 }
 
 // wait queues the request and waits until the dispatcher decides it or
-// its client leaves.
-func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) {
+// its client leaves. A retry passes the replicas it tried, which the
+// dispatcher offers last, as choose does.
+func (g *Gateway) wait(ex *exchange, mq *modelQueue, tried map[*fleet.Replica]bool) (*fleet.Lease, int, error) {
 	if a := ex.adm; a.target > 0 && !a.priced {
 		// It joins others without having been priced: its deadline needs
 		// the idle floor, priced without a cache prediction.
@@ -197,7 +199,7 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue) (*fleet.Lease, int, error) 
 			return nil, -1, g.shed(ex, shedSLOUnreachable)
 		}
 	}
-	w := &waiter{ex: ex, done: make(chan struct{})}
+	w := &waiter{ex: ex, tried: tried, done: make(chan struct{})}
 	w.entry = flowqueue.Entry[*waiter]{Value: w, Class: ex.adm.class.Index(), Key: ex.adm.key, Deadline: ex.deadline}
 	if mw := time.Duration(ex.gen.cfg.Flow.MaxWait); mw > 0 && ex.arrived.Add(mw).Before(w.entry.Deadline) {
 		w.entry.Deadline = ex.arrived.Add(mw)
@@ -303,7 +305,7 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 		w := e.Value
 		f := flowOf(w.ex.adm)
 		w.ex.pace = mq.pacedLocked(w.ex.gen, f, slots, 1, now)
-		lease, cached, err := g.choose(w.ex, nil)
+		lease, cached, err := g.choose(w.ex, w.tried)
 		if err != nil && waits(err) {
 			if !w.ex.pace && !errors.Is(err, errSLOWait) {
 				break // no replica has room: nobody behind it goes either

@@ -270,6 +270,11 @@ func (g *Gateway) proxy(ex *exchange) {
 			ex.pace = false // a retry does not wait for room: held back, it would fail
 			if lease, cached, err = g.choose(ex, tried); err == nil {
 				g.flow.queues[ex.model].retook(ex)
+			} else if kept == nil && errors.Is(err, errFleetFull) && ex.gen.cfg.Flow.Enabled() {
+				// The failed attempt's room went to a waiter: with a
+				// queue, the retry waits for room as a first attempt does,
+				// rather than being told the fleet is full.
+				lease, cached, err = g.wait(ex, g.flow.queues[ex.model], tried)
 			}
 		}
 		if errors.Is(err, errQueueLeft) {
