@@ -55,6 +55,7 @@ type bill struct {
 	// generated until the gateway hung up, how much is never seen: the
 	// prompt and the output taken at admission stay charged.
 	abandoned bool
+	settled   bool            // settle has run: a bill is settled once
 	ctx       context.Context // for the limiter's calls after the client may have left
 }
 
@@ -311,9 +312,10 @@ func (g *Gateway) finish(ex *exchange) {
 // the client did not leave one working on it.
 func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	b := ex.bill
-	if b == nil {
+	if b == nil || b.settled {
 		return
 	}
+	b.settled = true
 	now := time.Now()
 	var err error
 	switch {
@@ -335,6 +337,21 @@ func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 		g.access.metrics.limitErrors.Inc()
 		g.log.Warn("rate limiter failed to settle a request", "request_id", ex.id, "error", err)
 	}
+}
+
+// refundBefore settles the bill of a request about to be answered with
+// status, when that is not a 2xx (the gateway's own refusal, or an
+// engine's relayed), so that its tokens are given back before the answer
+// leaves, and writes into h where its budgets stand after: the x-ratelimit
+// headers written at admission counted a charge the answer refunds.
+func (g *Gateway) refundBefore(ex *exchange, status int, h http.Header) {
+	b := ex.bill
+	if b == nil || b.settled || status/100 == 2 {
+		return
+	}
+	b.status = status
+	g.settle(ex, -1, "", -1)
+	rateHeaders(h, b.costs[:b.n])
 }
 
 // settleAt trues the bill's costs of one kind up to n tokens (trueUp).

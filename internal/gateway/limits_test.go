@@ -716,3 +716,50 @@ func TestArrayPromptEstimated(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalAfterAdmissionSaysTheRefund: a request admitted by its budgets
+// and then refused (here shed from the flow queue) has its tokens given
+// back before its answer leaves, and the answer's x-ratelimit headers say
+// where the budget stands after the refund, not at admission (found by a
+// review: a client throttling on them waited for tokens it had back). An
+// engine's refusal, relayed, says the same.
+func TestRefusalAfterAdmissionSaysTheRefund(t *testing.T) {
+	const limit = 2000
+	url, arrived, release := heldStreamEngine(t)
+	cfg := flowConfig(url, 10)
+	cfg.Flow.MaxWait = config.Duration(200 * time.Millisecond)
+	cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: limit}
+	gw := startGateway(t, cfg)
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		chat(t, gw.url, `{"model":"sim","messages":[{"role":"user","content":"hold"}],"max_tokens":1}`)
+	}()
+	<-arrived
+	resp, _ := chat(t, gw.url, `{"model":"sim","messages":[{"role":"user","content":"shed"}],"max_tokens":1500}`)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429 from the queue", resp.StatusCode)
+	}
+	// The held request's one token is still taken, and a few refilled at
+	// most since; 1500 is not.
+	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left < limit-10 {
+		t.Errorf("the refusal says %d tokens left of %d, want the 1500 it took given back", left, limit)
+	}
+	release()
+	<-held
+	// An engine's refusal: the same.
+	engine := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, `{"error":{"message":"no","type":"BadRequestError","param":null,"code":400}}`, http.StatusBadRequest)
+	})
+	cfg = flowConfig(engine, 0)
+	cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: limit}
+	gw = startGateway(t, cfg)
+	resp, _ = chat(t, gw.url, `{"model":"sim","messages":[{"role":"user","content":"refused"}],"max_tokens":1500}`)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("status %d, want the engine's 400", resp.StatusCode)
+	}
+	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left < limit-10 {
+		t.Errorf("the engine's refusal says %d tokens left of %d, want the 1500 it took given back", left, limit)
+	}
+}

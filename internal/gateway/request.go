@@ -109,6 +109,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 // refuse answers an error the gateway decided itself and counts it.
 func (g *Gateway) refuse(ex *exchange, err error) {
 	rf := refusalOf(err)
+	g.refundBefore(ex, rf.answer.Status, ex.w.Header())
 	rf.write(ex.w)
 	g.metrics.errors.WithLabelValues(ex.model, rf.reason).Inc()
 	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
@@ -634,6 +635,7 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 		}
 	}()
 	setResponseHeaders(ex, a)
+	g.refundBefore(ex, resp.StatusCode, ex.w.Header())
 	ex.w.WriteHeader(resp.StatusCode)
 	// A response of unknown length (a stream) goes out as the engine sends
 	// it: its head at once, then every chunk. One of known length is most
