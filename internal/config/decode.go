@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/inferrail/inferrail/internal/filewatch"
 )
 
 // Load reads the config file at path and parses it as Parse does. Problems
@@ -30,21 +31,14 @@ func Load(path string) (*Config, error) {
 // the gateway serves with, at start and at every reread.
 const MaxFileBytes = 16 << 20
 
-// ReadFile reads a config file of at most [MaxFileBytes].
+// ReadFile reads a config file of at most [MaxFileBytes]; a named pipe at
+// the path is refused rather than waited on (filewatch.ReadFile).
 func ReadFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > MaxFileBytes {
+	data, err := filewatch.ReadFile(path, MaxFileBytes)
+	if errors.Is(err, filewatch.ErrTooLarge) {
 		return nil, fmt.Errorf("%s: larger than %d MiB", path, MaxFileBytes>>20)
 	}
-	return data, nil
+	return data, err
 }
 
 // Parse decodes a config file onto [Default] and validates the result.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -73,18 +74,35 @@ func (f *File) Poll() ([]byte, bool, error) {
 }
 
 // readAll reads the file, refusing one over maxSize.
-func (f *File) readAll() ([]byte, error) {
-	fh, err := os.Open(f.path)
+func (f *File) readAll() ([]byte, error) { return ReadFile(f.path, f.maxSize) }
+
+// ErrNamedPipe is returned for a path that names a FIFO.
+var ErrNamedPipe = errors.New("a named pipe, not a file")
+
+// ReadFile reads the file at path, refusing one over maxSize bytes
+// (ErrTooLarge) and a named pipe (ErrNamedPipe). It never waits for a
+// writer: opening a FIFO put at the path would block until one came, and
+// with it the goroutine that rereads the file, a reload asked for meanwhile
+// and the gateway's shutdown, which waits for that goroutine.
+func ReadFile(path string, maxSize int64) ([]byte, error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, f.maxSize+1))
+	fi, err := fh.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > f.maxSize {
-		return nil, fmt.Errorf("%s: %w: more than %d bytes", f.path, ErrTooLarge, f.maxSize)
+	if fi.Mode()&os.ModeNamedPipe != 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrNamedPipe)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > maxSize {
+		return nil, fmt.Errorf("%s: %w: more than %d bytes", path, ErrTooLarge, maxSize)
 	}
 	return data, nil
 }
