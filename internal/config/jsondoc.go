@@ -33,6 +33,15 @@ func jsonDocument(data []byte) (*yaml.Node, error) {
 // 60 KB patch nested 10,000 deep took seconds and a gigabyte.
 const MaxJSONDepth = 32
 
+// MaxJSONMembers is how many keys one object of a patch may hold: a
+// config's widest mapping holds a few dozen, and merging n new keys into
+// an object costs the square of n (evanphx/json-patch scans its key list
+// at every insertion), so 250,000 keys in 3.4 MB held a core for minutes.
+const MaxJSONMembers = 1024
+
+// errTooWide is an object with more than MaxJSONMembers keys.
+var errTooWide = fmt.Errorf("an object holds more than %d keys", MaxJSONMembers)
+
 // errTooDeep is a document nested past MaxJSONDepth.
 var errTooDeep = fmt.Errorf("objects and arrays are nested more than %d deep", MaxJSONDepth)
 
@@ -56,6 +65,9 @@ func jsonNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
 				k, err := dec.Token()
 				if err != nil {
 					return nil, err
+				}
+				if len(n.Content) >= 2*MaxJSONMembers {
+					return nil, errTooWide
 				}
 				n.Content = append(n.Content, quoted(k.(string))) // a key is a string, or Token failed
 			}

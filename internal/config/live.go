@@ -191,7 +191,7 @@ func (c *Config) Patch(patch []byte) (*Config, error) {
 // that keeps a config's JSON rather than encode it again for every patch.
 func PatchDocument(doc, patch []byte) (*Config, error) {
 	tree, err := jsonDocument(patch)
-	if errors.Is(err, errTooDeep) {
+	if errors.Is(err, errTooDeep) || errors.Is(err, errTooWide) {
 		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
 	}
 	if err != nil {
