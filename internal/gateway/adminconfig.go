@@ -87,6 +87,7 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 		base := g.current()
 		doc, err := base.document()
 		if err != nil {
+			g.reloaded(reloadRejected)
 			writeProblems(w, http.StatusInternalServerError, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: err.Error()}}})
 			return
 		}
@@ -116,6 +117,7 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 		g.writeGeneration(w, gen, result)
 		return
 	}
+	g.reloaded(reloadRejected)
 	writeProblems(w, http.StatusConflict, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: "the config kept changing while the patch was applied; send it again"}}})
 }
 
