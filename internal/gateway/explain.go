@@ -116,9 +116,9 @@ func (g *Gateway) serveExplain(w http.ResponseWriter, r *http.Request) {
 		// differ from its engine's (predict): so must its explanation.
 		tokenized = tokDisagree
 	case mt != nil:
-		stop, release := adminStop(r, ex.deadline)
-		ex.pred, tokenized = tokenizeBody(mt, ex.model, ex.body, isChatPath(r.URL.Path), stop)
-		release()
+		// As routing would: a full or slow pool leaves it without a
+		// prediction.
+		ex.pred, tokenized, _ = g.tokenizeAsRouted(ex, mt, isChatPath(r.URL.Path))
 	}
 	writeAdminJSON(w, http.StatusOK, g.explain(ex, tokenized))
 }

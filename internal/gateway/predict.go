@@ -216,6 +216,26 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 		return nil
 	}
 	start := time.Now()
+	pred, result, err := g.tokenizeAsRouted(ex, mt, chat)
+	if errors.Is(err, tokenize.ErrPanicked) {
+		// A defect of ours or of the template engine: the request still
+		// routes, and the operator hears of it.
+		g.log.Error("tokenizing a request failed; routed without a prediction", "model", ex.model, "request_id", ex.id, "error", err)
+	}
+	ex.tokenized = result
+	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()
+	g.metrics.tokenizeTime.WithLabelValues(ex.model).Observe(time.Since(start).Seconds())
+	return pred
+}
+
+// tokenizeAsRouted tokenizes the request's prompt as routing does: a small
+// body inline, a larger one on the tokenizer pool for at most
+// tokenizer.max_wait, so that a full or slow pool leaves the request
+// without a prediction (busy, slow). Routing and its explanation both call
+// it, so an explanation is offered what routing would be. It returns the
+// prediction (nil without one), what became of the tokenizing, and the
+// run's error.
+func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) (*prediction, string, error) {
 	// The worker writes only into done, which is read after a nil error:
 	// after ErrSlow the worker may still be tokenizing, and its late result
 	// must not race with (or replace) the request's own.
@@ -227,8 +247,6 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 	// to stop, so a prompt that takes seconds to tokenize does not keep
 	// it from the requests behind.
 	work := func(stop *atomic.Bool) { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, stop) }
-	var pred *prediction
-	result := tokSlow // unless it is done in time, or the queue is full
 	var err error
 	if len(ex.body) <= inlineBytes {
 		err = tokenize.Run(work, nil)
@@ -237,19 +255,13 @@ func (g *Gateway) predict(ex *exchange, chat bool) *prediction {
 	}
 	switch {
 	case err == nil:
-		pred, result = done.pred, done.result
+		return done.pred, done.result, nil
 	case errors.Is(err, tokenize.ErrBusy):
-		result = tokBusy
+		return nil, tokBusy, err
 	case errors.Is(err, tokenize.ErrPanicked):
-		// A defect of ours or of the template engine: the request still
-		// routes, and the operator hears of it.
-		result = tokUnavailable
-		g.log.Error("tokenizing a request failed; routed without a prediction", "model", ex.model, "request_id", ex.id, "error", err)
+		return nil, tokUnavailable, err
 	}
-	ex.tokenized = result
-	g.metrics.tokenized.WithLabelValues(ex.model, result).Inc()
-	g.metrics.tokenizeTime.WithLabelValues(ex.model).Observe(time.Since(start).Seconds())
-	return pred
+	return nil, tokSlow, err
 }
 
 // tokenizeBody computes a request's prompt tokens and block hashes.

@@ -596,7 +596,8 @@ func TestHubTokenizerName(t *testing.T) {
 // TestAdminTokenizeBounded: tokenizing on the admin port stops at the
 // request's deadline, as routing's stops at its wait: a 4 MiB prompt takes
 // Qwen3's tokenizer seconds and gigabytes. /admin/tokenize answers 504;
-// /admin/explain explains the decision without a prediction ("slow").
+// /admin/explain, which tokenizes as routing does, explains the decision
+// without a prediction ("slow") once tokenizer.max_wait has passed.
 func TestAdminTokenizeBounded(t *testing.T) {
 	if raceEnabled {
 		t.Skip("loads Qwen3's tokenizer, about 12 s under the race detector; make norace runs it")
@@ -605,6 +606,7 @@ func TestAdminTokenizeBounded(t *testing.T) {
 	cfg.Models[0].Tokenizer = qwen3Dir
 	cfg.Tokenizer.Verify = false
 	cfg.Server.RequestTimeout = config.Duration(100 * time.Millisecond)
+	cfg.Tokenizer.MaxWait = config.Duration(100 * time.Millisecond) // explain, as routing, waits this long
 	gw := startGateway(t, cfg)
 	body := `{"model":"sim","prompt":"` + strings.Repeat("tokens, more tokens; ", 200_000) + `"}`
 	resp, err := http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(body))
@@ -626,7 +628,7 @@ func TestAdminTokenizeBounded(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || out.Tokenized != tokSlow {
-		t.Errorf("explaining a 4 MiB prompt past the request timeout: %d, tokenized %q; want 200, %q", resp.StatusCode, out.Tokenized, tokSlow)
+		t.Errorf("explaining a 4 MiB prompt past tokenizer.max_wait: %d, tokenized %q; want 200, %q", resp.StatusCode, out.Tokenized, tokSlow)
 	}
 	// An empty prompt's tokens are [], not null, as vLLM writes them.
 	resp, err = http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(`{"model":"sim","prompt":""}`))
@@ -688,5 +690,34 @@ func TestTruncatedPromptNotPredicted(t *testing.T) {
 		if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/completions", body, &ans); code != http.StatusOK || ans.Tokenized != want {
 			t.Errorf("truncate_prompt_tokens %s: %d, tokenized %q; want %q", truncate, code, ans.Tokenized, want)
 		}
+	}
+}
+
+// TestExplainTokenizesAsRouting: an explanation tokenizes as routing does,
+// on the pool within tokenizer.max_wait, so when routing would go without a
+// prediction (here every pooled prompt outlasts a microsecond), so does
+// the explanation, and it names the same winner. It tokenized inline
+// within the request timeout, and explained a prediction and a winner
+// routing did not use (found by a review). A prompt small enough to be
+// tokenized inline is predicted by both.
+func TestExplainTokenizesAsRouting(t *testing.T) {
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	cfg.Tokenizer.Workers = 1
+	cfg.Tokenizer.MaxWait = config.Duration(time.Microsecond)
+	gw := startGateway(t, cfg)
+	var ans struct {
+		Tokenized string `json:"tokenized"`
+		Replicas  []struct {
+			Cached *int `json:"cached_tokens"`
+		} `json:"replicas"`
+	}
+	pooled := fmt.Sprintf(`{"model":"sim","prompt":%q,"max_tokens":1}`, strings.Repeat("word ", 400)) // past inlineBytes
+	postExplain(t, gw.admin+"/admin/explain/v1/completions", pooled, &ans)
+	if ans.Tokenized != tokSlow || len(ans.Replicas) != 1 || ans.Replicas[0].Cached != nil {
+		t.Errorf("a pooled prompt past max_wait explained as tokenized %q with %+v, want %q and no prediction", ans.Tokenized, ans.Replicas, tokSlow)
+	}
+	postExplain(t, gw.admin+"/admin/explain/v1/completions", `{"model":"sim","prompt":"a few words","max_tokens":1}`, &ans)
+	if ans.Tokenized != tokOK || len(ans.Replicas) != 1 || ans.Replicas[0].Cached == nil {
+		t.Errorf("a small prompt explained as tokenized %q with %+v, want %q and a prediction", ans.Tokenized, ans.Replicas, tokOK)
 	}
 }
