@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strings"
 )
 
 // Auth configures the API keys of the client and admin ports.
@@ -110,7 +111,7 @@ func (c *Config) AdminExposed() bool {
 	if err != nil {
 		return true
 	}
-	if host == "localhost" {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return false
 	}
 	ip, err := netip.ParseAddr(host)

@@ -129,3 +129,41 @@ func TestExplainKeyGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminNamedLoopback: an admin_listen that names its host (here in
+// capitals, or a name of the machine's own) and listens on loopback is a
+// loopback port: a rebound name is refused there as on 127.0.0.1, while
+// the configured name and localhost pass (found by a review: any name but
+// "localhost" turned the check off).
+func TestAdminNamedLoopback(t *testing.T) {
+	for _, listen := range []string{"LOCALHOST:9090", "gw-box:9090"} {
+		t.Run(strings.Split(listen, ":")[0], func(t *testing.T) {
+			cfg := testConfig(t, fleetOf(t, 1, true))
+			cfg.Server.AdminListen = listen // the test's own listener is 127.0.0.1
+			gw := startGateway(t, cfg)
+			self := strings.TrimPrefix(gw.admin, "http://")
+			port := self[strings.LastIndex(self, ":"):]
+			for host, want := range map[string]int{
+				"evil.example" + port: 403,
+				"localhost" + port:    200,
+				"GW-BOX." + port:      map[bool]int{true: 200, false: 403}[strings.HasPrefix(listen, "gw-box")],
+				"":                    200,
+			} {
+				if got := adminRequest(t, gw.admin, http.MethodGet, "/admin/config", host, "", ""); got != want {
+					t.Errorf("Host %q: %d, want %d", host, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestListenName(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:9090": "", "[::1]:9090": "", ":9090": "", "localhost:9090": "", "LocalHost.:9090": "",
+		"gw-box:9090": "gw-box", "admin.internal.:9090": "admin.internal",
+	} {
+		if got := listenName(addr); got != want {
+			t.Errorf("listenName(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
