@@ -64,7 +64,11 @@ func (r *explainedReplica) priced(ce *policy.CandidateExplanation) {
 // explainAnswer is the body of /admin/explain.
 type explainAnswer struct {
 	policy.Explanation
-	Model string `json:"model"`
+	// Decision stands in for the explanation's own: null when no replica
+	// was offered, where a zero decision would read as the first replica
+	// answering at once.
+	Decision *policy.Decision `json:"decision"`
+	Model    string           `json:"model"`
 	// Tokenized says whether the prompt was tokenized (its length and
 	// blocks are exact), and if not why.
 	Tokenized string             `json:"tokenized"`
@@ -212,6 +216,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ans := explainAnswer{Model: ex.model, Tokenized: tokenized, Admission: g.verdict(ex, sc.cands, usable, start)}
 	if len(sc.cands) > 0 {
 		ans.Explanation = ex.policy.Explain(&ex.route, sc.cands)
+		ans.Decision = &ans.Explanation.Decision
 		for j := range ans.Explanation.Replicas {
 			replicas[sc.offered[j]].priced(&ans.Explanation.Replicas[j])
 		}

@@ -721,3 +721,31 @@ func TestExplainTokenizesAsRouting(t *testing.T) {
 		t.Errorf("a small prompt explained as tokenized %q with %+v, want %q and a prediction", ans.Tokenized, ans.Replicas, tokOK)
 	}
 }
+
+// TestExplainWithNothingOffered: an explanation with no replica offered
+// (here the only one is full) says so with a null decision; a zero one
+// read as the first replica answering at once (found by a review).
+func TestExplainWithNothingOffered(t *testing.T) {
+	url, arrived, release := heldStreamEngine(t)
+	gw := startGateway(t, flowConfig(url, 0))
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		chat(t, gw.url, `{"model":"sim","messages":[{"role":"user","content":"hold"}],"max_tokens":1}`)
+	}()
+	<-arrived
+	var ans map[string]json.RawMessage
+	postExplain(t, gw.admin+"/admin/explain/v1/chat/completions", `{"model":"sim","messages":[{"role":"user","content":"hi"}]}`, &ans)
+	if string(ans["decision"]) != "null" || string(ans["winner"]) != `""` {
+		t.Errorf("nothing offered: decision %s, winner %s; want null and none", ans["decision"], ans["winner"])
+	}
+	release()
+	<-held
+	postExplain(t, gw.admin+"/admin/explain/v1/chat/completions", `{"model":"sim","messages":[{"role":"user","content":"hi"}]}`, &ans)
+	var d struct {
+		Index *int `json:"index"`
+	}
+	if err := json.Unmarshal(ans["decision"], &d); err != nil || d.Index == nil || *d.Index != 0 || string(ans["winner"]) != `"one"` {
+		t.Errorf("one replica offered: decision %s, winner %s; want index 0, one", ans["decision"], ans["winner"])
+	}
+}
