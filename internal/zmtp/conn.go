@@ -41,7 +41,7 @@ type Options struct {
 	// disconnected.
 	MaxMessageSize int64
 	// MaxQueuedBytes bounds every receive queue (a SUB's, a DEALER's, a
-	// ROUTER's) in bytes of frames as well: past it the socket stops
+	// ROUTER's) in bytes as well, counted as MaxMessageSize is: past it the socket stops
 	// reading until its consumer takes a message, as at its HWM, so a peer
 	// sending large messages cannot queue HWM of them. A message always
 	// queues when nothing else is. Default MaxMessageSize.

@@ -6,7 +6,7 @@ import (
 )
 
 // inbox is a socket's receive queue, bounded in messages (HWM) and in
-// bytes of frames (MaxQueuedBytes). A connection's reader waits while it
+// bytes (MaxQueuedBytes, counted as frameBytes does). A connection's reader waits while it
 // is full, so the peer's sends back up onto the peer, as at a libzmq HWM;
 // a message always queues when nothing else is, whatever its size.
 type inbox struct {
@@ -99,11 +99,15 @@ func (b *inbox) bytes() int64 {
 	return b.queued
 }
 
-// frameBytes is the size of a message's frames.
+// frameBytes is what a message counts against MaxQueuedBytes: its frames'
+// sizes plus frameCost a frame, as MaxMessageSize counts them. Counted at
+// their sizes alone, empty frames (a slice header each once parsed) were
+// free: a peer sending messages of a million empty frames queued HWM of
+// them, hundreds of MB, without the bound ever holding it back.
 func frameBytes(msg [][]byte) int64 {
 	var n int64
 	for _, f := range msg {
-		n += int64(len(f))
+		n += int64(len(f)) + frameCost
 	}
 	return n
 }

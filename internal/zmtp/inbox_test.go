@@ -104,3 +104,30 @@ func TestInboxTakeAfterTheEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestInboxChargesEmptyFrames: a frame counts its size and frameCost, as
+// against MaxMessageSize, so messages of empty frames fill the byte bound
+// too. Counted at their sizes alone they were free, and a peer queued HWM
+// messages of a million empty frames each, hundreds of MB (found by a
+// review).
+func TestInboxChargesEmptyFrames(t *testing.T) {
+	b := newInbox(Options{HWM: 1000, MaxQueuedBytes: 10 * frameCost})
+	ctx := testCtx(t)
+	if err := b.put(ctx, make([][]byte, 100)); err != nil { // queues alone, over the bound
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := b.put(short, [][]byte{{}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second message behind 100 empty frames: %v, want it to wait for room", err)
+	}
+	if got := b.bytes(); got != 100*frameCost {
+		t.Errorf("%d bytes counted, want %d", got, 100*frameCost)
+	}
+	if _, err := b.take(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.bytes(); got != 0 {
+		t.Errorf("%d bytes counted after the take, want 0", got)
+	}
+}
