@@ -97,6 +97,14 @@ type Feed struct {
 	// did): the live stream's own order, apart from what replays applied.
 	liveLast uint64
 	hasLive  bool
+	// ahead holds the payload hashes of the batches replays applied, from
+	// number aheadFrom on, until the live stream passes them: a live batch
+	// under a number a replay applied is compared with it. A replay that
+	// answered with batches its engine never published (a buggy or
+	// hostile one) then shows as a restart, where every live batch up to
+	// its numbers was dropped as a duplicate and the mirror froze.
+	ahead     []uint64
+	aheadFrom uint64
 
 	sub atomic.Pointer[zmtp.Sub] // while Run subscribes, for Rejected
 
@@ -183,20 +191,15 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		return
 	}
 	if f.hasLive && seq <= f.liveLast {
-		// A restart is caught up from its start: nothing is left to verify.
-		f.liveLast, f.verify = seq, false
-		f.purge(PurgeRestart)
-		if f.cfg.ReplayEndpoint != "" {
-			f.catchUp(ctx, 0)
-		}
-		f.retry(seq, payload)
+		f.liveLast = seq
+		f.restart(ctx, seq, payload)
 		return
 	}
 	f.liveLast, f.hasLive = seq, true
 	if f.verify && f.has && f.cfg.ReplayEndpoint != "" {
 		f.verify = false
 		f.catchUp(ctx, f.last)
-		f.retry(seq, payload)
+		f.retryChecked(ctx, seq, payload)
 		return
 	}
 	f.verify = false
@@ -206,18 +209,73 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		// before may still be in the engine's buffer. (Not a gap: nothing
 		// was lost that we had followed.)
 		f.catchUp(ctx, 0)
-		f.retry(seq, payload)
+		f.retryChecked(ctx, seq, payload)
 	case !f.has || seq == f.last+1:
 		f.apply(seq, payload)
 	case seq <= f.last:
-		f.count(func(s *Stats) { s.Duplicates++ })
+		f.retryChecked(ctx, seq, payload) // a replay applied it: the same bytes?
 	default:
 		f.count(func(s *Stats) { s.Gaps++ })
 		if f.cfg.ReplayEndpoint != "" {
 			f.catchUp(ctx, f.last)
 		}
-		f.retry(seq, payload)
+		f.retryChecked(ctx, seq, payload)
 	}
+}
+
+// restart takes a live message from an engine that restarted: the mirror
+// is purged and caught up from the new engine's start. Nothing is left to
+// verify.
+func (f *Feed) restart(ctx context.Context, seq uint64, payload []byte) {
+	f.verify = false
+	f.purge(PurgeRestart)
+	if f.cfg.ReplayEndpoint != "" {
+		f.catchUp(ctx, 0)
+	}
+	f.retry(seq, payload)
+}
+
+// retryChecked is retry of a live message after a replay, which first
+// checks that one under a number a replay applied has the bytes the replay
+// gave: other bytes mean the replay was not this stream's, and the engine
+// is taken as restarted.
+func (f *Feed) retryChecked(ctx context.Context, seq uint64, payload []byte) {
+	if f.has && seq <= f.last && !f.replayedAs(seq, payload) {
+		f.restart(ctx, seq, payload)
+		return
+	}
+	f.retry(seq, payload)
+}
+
+// maxAhead bounds the replayed batches' hashes kept (512 KiB): an engine's
+// replay buffer holds thousands of batches. Past it a live batch is not
+// compared.
+const maxAhead = 1 << 16
+
+// noteReplayed records the hash of a batch a replay applied.
+func (f *Feed) noteReplayed(seq, sum uint64) {
+	if len(f.ahead) == 0 || seq != f.aheadFrom+uint64(len(f.ahead)) {
+		f.ahead, f.aheadFrom = f.ahead[:0], seq
+	}
+	if len(f.ahead) < maxAhead {
+		f.ahead = append(f.ahead, sum)
+	}
+}
+
+// replayedAs reports whether a live batch numbered seq has the bytes a
+// replay applied under that number, and forgets the replayed hashes up to
+// it. A number no replay recorded counts as the same.
+func (f *Feed) replayedAs(seq uint64, payload []byte) bool {
+	if seq < f.aheadFrom || seq-f.aheadFrom >= uint64(len(f.ahead)) {
+		return true
+	}
+	i := seq - f.aheadFrom
+	same := f.ahead[i] == xxh3.Hash(payload)
+	f.ahead, f.aheadFrom = f.ahead[i+1:], seq+1
+	if len(f.ahead) == 0 {
+		f.ahead = nil
+	}
+	return same
 }
 
 // retry takes a live message again after a replay: it may now be the next
@@ -273,7 +331,7 @@ func (f *Feed) apply(seq uint64, payload []byte) {
 
 func (f *Feed) purge(reason string) {
 	f.sink.Purge(reason)
-	f.has = false
+	f.has, f.ahead = false, nil
 	f.count(func(s *Stats) { s.Purges++; s.HasSeq = false })
 }
 

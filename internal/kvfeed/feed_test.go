@@ -449,3 +449,50 @@ func TestOutsizeDecodeNotKept(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayAheadOfItsStream: a replay that answers with batches its
+// engine never published (numbers past the live stream's, other bytes)
+// shows as a restart once the live stream reaches those numbers with its
+// own bytes: the mirror is purged and follows the live stream again. Every
+// live batch up to the replay's numbers was dropped as a duplicate, and
+// the mirror froze with nothing said (found by a review). A truthful
+// replay ahead of the live stream still has its batches taken as
+// duplicates.
+func TestReplayAheadOfItsStream(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newEngine(t, ctx)
+	f, s := start(t, ctx, e, true)
+	e.send(0, 1)
+	waitApplied(t, s, 2)
+	// A truthful replay ahead: 2 is lost live, the replay gives 2-5, and
+	// the live 5 that follows is the replay's own.
+	e.keep(seqs(2, 5)...)
+	e.send(3)
+	waitApplied(t, s, 6)
+	e.send(4, 5)
+	waitFor(t, "the live 4 and 5", func() bool { return f.Stats().Received == 5 })
+	if applied, purges := s.snapshot(); len(purges) != 0 || !slices.Equal(applied, seqs(0, 5)) {
+		t.Fatalf("a truthful replay ahead: applied %v, purges %v; want 0-5 once each and no purge", applied, purges)
+	}
+	// A lying one: 6 is lost live, the replay gives 6-99, which were never
+	// published; the real 7-20 carry other bytes.
+	e.keep(seqs(6, 99)...)
+	e.send(7)
+	waitApplied(t, s, 100)
+	e.mu.Lock()
+	for q := uint64(8); q <= 99; q++ {
+		delete(e.buffer, q)
+	}
+	e.epoch++
+	e.mu.Unlock()
+	e.send(seqs(8, 20)...)
+	waitFor(t, "the live stream applied again", func() bool { return f.Stats().LastSeq == 20 })
+	applied, purges := s.snapshot()
+	if !slices.Contains(purges, PurgeRestart) {
+		t.Errorf("purges %v, want a restart", purges)
+	}
+	if got := applied[len(applied)-13:]; !slices.Equal(got, seqs(8, 20)) {
+		t.Errorf("last applied %v, want the live 8-20", got)
+	}
+}

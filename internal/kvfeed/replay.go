@@ -49,10 +49,11 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 			f.purge(PurgeLost)
 		}
 		f.apply(seq, payload)
+		f.noteReplayed(seq, f.lastSum)
 	})
 	if err != nil {
 		f.count(func(s *Stats) { s.ReplayErrs++ })
-		f.log.Warn("kv events: replay failed", "start", start, "err", err)
+		f.log.Warn("kv events: replay failed", "replay_endpoint", f.cfg.ReplayEndpoint, "start", start, "err", err)
 	}
 	if verify && err == nil && !heard {
 		restarted = true
