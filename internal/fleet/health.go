@@ -133,7 +133,7 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 	fails, passes, n := 0, 0, 0
 	burst := false
 	for {
-		if r.Removed() && r.InFlight() == 0 {
+		if r.Removed() && r.leases.Load() == 0 {
 			return // left, and nothing waits on it
 		}
 		up := h.probe(ctx, r)

@@ -309,3 +309,48 @@ func TestLeftMemberProbedWhileLeased(t *testing.T) {
 		}
 	})
 }
+
+// TestReplacedReplicaStopsProbing: a replica replaced on the same engine
+// (its settings changed) shares its load counters with the one that
+// replaced it; its prober stops once its own leases end, not once the
+// shared count reaches zero, which under steady traffic it never did: each
+// such reload left one more prober behind (found by a review).
+func TestReplacedReplicaStopsProbing(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	same := func(*Replica, *Replica) bool { return false }
+	f := New(nil, nil)
+	old := NewReplica("r", u, []string{"m"}, 0, 0)
+	f.SetStatic([]*Replica{old}, same)
+	own, ok := old.TryAcquire()
+	if !ok {
+		t.Fatal("no lease")
+	}
+	next := NewReplica("r", u, []string{"m"}, 0, 0)
+	f.SetStatic([]*Replica{next}, same)
+	shared, ok := next.TryAcquire()
+	if !ok {
+		t.Fatal("no lease")
+	}
+	defer shared.Release()
+	if !old.Removed() || old.InFlight() != 2 {
+		t.Fatalf("old: removed %v, %d in flight; want removed, counting both leases", old.Removed(), old.InFlight())
+	}
+	cfg := capConfig()
+	cfg.Interval = 10 * time.Millisecond
+	h := NewHealth(cfg, f, &http.Client{}, nil, nil, nil)
+	done := make(chan struct{})
+	go func() { h.probeLoop(t.Context(), old); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("the old replica's prober stopped while a request of its own ran there")
+	case <-time.After(100 * time.Millisecond):
+	}
+	own.Release()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old replica's prober still runs after its own request ended, the new one's still running")
+	}
+}

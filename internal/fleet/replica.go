@@ -66,8 +66,14 @@ type Replica struct {
 	// probeNow asks its prober to probe at once (Health.Suspect); buffered,
 	// one request at a time.
 	probeNow chan struct{}
+	// leases counts the leases taken on this replica itself and not yet
+	// released, whichever replica's counters they count on: one that left
+	// the fleet is probed until its own end, not until those of the
+	// replica that replaced it on the same engine, which share its
+	// counters and under steady traffic never all end.
+	leases atomic.Int64
 
-	_ [24]byte // to 320 bytes, five whole lines
+	_ [16]byte // to 320 bytes, five whole lines
 }
 
 // KVEvents names an engine's KV event sockets as configured: its PUB
@@ -235,6 +241,7 @@ func (r *Replica) TryAcquire() (*Lease, bool) {
 			return nil, false
 		}
 		if ld.pending.CompareAndSwap(p, p+1) {
+			r.leases.Add(1)
 			return &Lease{r: r, pending: true}, true
 		}
 	}
@@ -281,4 +288,5 @@ func (l *Lease) Release() {
 	}
 	l.done = true
 	l.r.counts().inFlight.Add(-1)
+	l.r.leases.Add(-1)
 }
