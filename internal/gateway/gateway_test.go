@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -694,5 +696,47 @@ func TestResponseHeadersAsTheEngineSent(t *testing.T) {
 		if got, ok := resp.Header["Content-Type"]; ct == "" && ok || ct != "" && (len(got) != 1 || got[0] != ct) {
 			t.Errorf("engine's Content-Type %q: the client got %q", ct, got)
 		}
+	}
+}
+
+// TestEngineCardIsStable: of the cards the replicas of a model published,
+// the listing takes a passing replica's, the least max_model_len among
+// them, the freshest among equals, whatever the order of fetches. The
+// freshest alone made the listing flip between 4096 and 8192 (found by a
+// review); a client sizing prompts by it then sent some too long.
+func TestEngineCardIsStable(t *testing.T) {
+	now := time.Now()
+	mk := func(id string, maxLen int, fetched time.Duration, up bool) *fleet.Replica {
+		u, _ := url.Parse("http://127.0.0.1:1/" + id)
+		r := fleet.NewReplica(id, u, []string{testModel}, 0, 0)
+		card := fmt.Sprintf(`{"id":%q,"owned_by":%q,"max_model_len":%d}`, testModel, id, maxLen)
+		if maxLen < 0 {
+			card = fmt.Sprintf(`{"id":%q,"owned_by":%q}`, testModel, id)
+		}
+		r.SetCards(&fleet.ModelCards{Fetched: now.Add(fetched), Cards: map[string][]byte{testModel: []byte(card)}})
+		if !up {
+			fleet.MarkDown(r)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas []*fleet.Replica
+		want     string
+	}{
+		{"least_context", []*fleet.Replica{mk("long", 8192, time.Second, true), mk("short", 4096, 0, true)}, "short"},
+		{"least_context_either_order", []*fleet.Replica{mk("short", 4096, time.Second, true), mk("long", 8192, 0, true)}, "short"},
+		{"passing_first", []*fleet.Replica{mk("down", 2048, time.Second, false), mk("up", 8192, 0, true)}, "up"},
+		{"freshest_among_equals", []*fleet.Replica{mk("old", 4096, 0, true), mk("new", 4096, time.Second, true)}, "new"},
+		{"a_length_over_none", []*fleet.Replica{mk("none", -1, time.Second, true), mk("some", 4096, 0, true)}, "some"},
+		{"only_down", []*fleet.Replica{mk("down", 4096, 0, false)}, "down"},
+	} {
+		card := engineCard(tc.replicas, testModel)
+		if got := strings.Trim(string(card["owned_by"]), `"`); got != tc.want {
+			t.Errorf("%s: the card of %s, want %s's", tc.name, got, tc.want)
+		}
+	}
+	if card := engineCard(nil, testModel); card != nil {
+		t.Errorf("no replica: %v, want no card", card)
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -43,17 +44,32 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// engineCard returns the freshest card an engine published for model.
+// engineCard returns the card an engine published for model, the same one
+// from call to call while the fleet stands: of the replicas passing their
+// probes if any published one, the card with the least max_model_len (a
+// prompt that fits it fits every engine serving the model), the freshest
+// among equals. The freshest alone flipped between engines of different
+// context lengths, and a client sizing its prompts by it was sometimes
+// told the longer one.
 func engineCard(replicas []*fleet.Replica, model string) map[string]json.RawMessage {
 	var best *fleet.ModelCards
 	var raw []byte
+	bestLen, bestUp := int64(math.MaxInt64), false
 	for _, r := range replicas {
 		c := r.Cards()
 		if c == nil {
 			continue
 		}
-		if card, ok := c.Cards[model]; ok && (best == nil || c.Fetched.After(best.Fetched)) {
-			best, raw = c, card
+		card, ok := c.Cards[model]
+		if !ok {
+			continue
+		}
+		n, up := cardContext(card), r.Healthy()
+		switch {
+		case best == nil, up && !bestUp,
+			up == bestUp && n < bestLen,
+			up == bestUp && n == bestLen && c.Fetched.After(best.Fetched):
+			best, raw, bestLen, bestUp = c, card, n, up
 		}
 	}
 	var fields map[string]json.RawMessage
@@ -61,6 +77,17 @@ func engineCard(replicas []*fleet.Replica, model string) map[string]json.RawMess
 		_ = json.Unmarshal(raw, &fields)
 	}
 	return fields
+}
+
+// cardContext is a card's max_model_len, MaxInt64 when it gives none.
+func cardContext(card []byte) int64 {
+	var f struct {
+		MaxModelLen int64 `json:"max_model_len"`
+	}
+	if json.Unmarshal(card, &f) != nil || f.MaxModelLen <= 0 {
+		return math.MaxInt64
+	}
+	return f.MaxModelLen
 }
 
 // appendCard writes a model card in vLLM's field order, taking what the
