@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -246,7 +247,28 @@ func (h *Health) fetchCards(ctx context.Context, r *Replica) {
 			cards.Cards[id.ID] = c
 		}
 	}
+	prev := r.Cards()
 	r.SetCards(cards)
+	h.warnUnserved(r, prev, cards)
+}
+
+// warnUnserved warns of each model r is configured for that its engine's
+// list lacks, once until the engine lists it again: requests for it there
+// get the engine's 404, which neither ejects nor retries, and without a
+// word an operator learned of a misconfigured replica from its clients.
+func (h *Health) warnUnserved(r *Replica, prev, cards *ModelCards) {
+	for _, m := range r.Models {
+		if _, ok := cards.Cards[m]; ok {
+			continue
+		}
+		if prev != nil {
+			if _, had := prev.Cards[m]; !had {
+				continue // said at the fetch that first lacked it
+			}
+		}
+		h.log.Warn("replica's engine does not list a model the replica is configured to serve; requests for it there get the engine's 404",
+			"replica", r.ID, "model", m, "engine_lists", slices.Sorted(maps.Keys(cards.Cards)))
+	}
 }
 
 // MarkDown takes r out of rotation as failed probes do, until probes pass

@@ -2,15 +2,19 @@ package fleet
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/clock"
+	"github.com/inferrail/inferrail/internal/syncbuf"
 )
 
 // TestSuspectProbesAtOnce: with probes an hour apart, Suspect has a replica
@@ -352,5 +356,41 @@ func TestReplacedReplicaStopsProbing(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the old replica's prober still runs after its own request ended, the new one's still running")
+	}
+}
+
+// TestUnservedModelWarned: an engine whose /v1/models lacks a model its
+// replica is configured for is warned of once, and again only after it
+// listed the model in between (found by a review: requests for the model
+// got the engine's 404 there, with nothing logged).
+func TestUnservedModelWarned(t *testing.T) {
+	var lists atomic.Value
+	lists.Store(`{"object":"list","data":[{"id":"other"}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, lists.Load().(string))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	r := NewReplica("r", u, []string{"m"}, 0, 0)
+	var logs syncbuf.Buffer
+	h := NewHealth(capConfig(), New(nil, nil), &http.Client{}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	warned := func() int { return strings.Count(logs.String(), "does not list a model") }
+	for _, step := range []struct {
+		list string
+		want int
+	}{
+		{`{"object":"list","data":[{"id":"other"}]}`, 1},
+		{`{"object":"list","data":[{"id":"other"}]}`, 1}, // said already
+		{`{"object":"list","data":[{"id":"m"}]}`, 1},
+		{`{"object":"list","data":[]}`, 2}, // lacks it again
+	} {
+		lists.Store(step.list)
+		h.fetchCards(t.Context(), r)
+		if got := warned(); got != step.want {
+			t.Fatalf("after %s: %d warnings, want %d:\n%s", step.list, got, step.want, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "model=m") || !strings.Contains(logs.String(), "replica=r") {
+		t.Errorf("the warning does not name the replica and model: %s", logs.String())
 	}
 }
