@@ -1098,3 +1098,20 @@ func TestMaxPendingDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedEngines: static replicas that reach one engine (the same URL,
+// or one written another way) are named, so the gateway can warn that
+// their caps add up; different engines are not.
+func TestSharedEngines(t *testing.T) {
+	c := Default()
+	for i, u := range []string{
+		"http://127.0.0.1:8000", "http://127.0.0.1:8000/", "HTTP://[::ffff:127.0.0.1]:8000",
+		"http://127.0.0.1:8001", "http://127.0.0.1:8000/v2", "https://engine.internal", "https://ENGINE.internal:443/",
+	} {
+		c.Replicas = append(c.Replicas, Replica{ID: fmt.Sprint("r", i), URL: u})
+	}
+	got := c.SharedEngines()
+	if len(got) != 3 || !strings.Contains(got[0], "r0 and r1") || !strings.Contains(got[1], "r0 and r2") || !strings.Contains(got[2], "r5 and r6") {
+		t.Errorf("SharedEngines() = %q, want r1 and r2 as r0, r6 as r5", got)
+	}
+}

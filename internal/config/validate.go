@@ -660,3 +660,43 @@ func (v *validator) logging(l *Logging) {
 		v.fail("logging.format", "must be text or json, not %q", l.Format)
 	}
 }
+
+// SharedEngines describes each static replica that names the same engine
+// as an earlier one (the same scheme, host and port and path, the host's
+// case and an IPv4 address written as IPv6 aside). Allowed, since a test
+// rig may want it, but each such replica has its own caps and its own
+// share of the index, so the engine runs up to the sum of their caps: the
+// gateway warns at start and --check notes it.
+func (c *Config) SharedEngines() []string {
+	var out []string
+	first := map[string]string{}
+	for i := range c.Replicas {
+		r := &c.Replicas[i]
+		key, ok := engineKey(r.URL)
+		if !ok {
+			continue
+		}
+		if id, seen := first[key]; seen {
+			out = append(out, fmt.Sprintf("replicas %s and %s name one engine (%s): each has its own max_concurrency and index, so the engine may run the sum", id, r.ID, r.URL))
+			continue
+		}
+		first[key] = r.ID
+	}
+	return out
+}
+
+// engineKey is a replica URL reduced to the engine it reaches.
+func engineKey(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", false
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.Unmap().String()
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(host) + ":" + port + strings.TrimRight(u.EscapedPath(), "/"), true
+}

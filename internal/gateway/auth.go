@@ -101,6 +101,9 @@ func (g *Gateway) buildAccess() error {
 		g.log.Warn("the admin port listens beyond loopback and asks for no key: set auth.admin_keys_file or keep server.admin_listen on 127.0.0.1",
 			"admin_listen", g.cfg.Server.AdminListen)
 	}
+	for _, s := range g.cfg.SharedEngines() {
+		g.log.Warn(s)
+	}
 	return g.buildTLS()
 }
 
@@ -162,6 +165,7 @@ func CheckAccess(cfg *config.Config) (notes []string, err error) {
 	if cfg.AdminExposed() {
 		notes = append(notes, fmt.Sprintf("server.admin_listen %s is beyond loopback and auth.admin_keys_file is not set: anyone who reaches it can read metrics and use the admin API", cfg.Server.AdminListen))
 	}
+	notes = append(notes, cfg.SharedEngines()...)
 	return notes, nil
 }
 
