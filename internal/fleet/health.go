@@ -132,7 +132,10 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 	timer := time.NewTimer(h.cfg.Interval)
 	defer timer.Stop()
 	fails, passes, n := 0, 0, 0
-	burst := false
+	// failed: a probe failed since the cards were last fetched. The engine
+	// may have restarted with other settings (a context length), so the
+	// next passing probe fetches them again at once.
+	burst, failed := false, false
 	for {
 		if r.Removed() && r.leases.Load() == 0 {
 			return // left, and nothing waits on it
@@ -154,12 +157,13 @@ func (h *Health) probeLoop(ctx context.Context, r *Replica) {
 					h.onProbe(r, true)
 				}
 			}
-			if n%cardsEvery == 0 || r.Cards() == nil {
+			if n%cardsEvery == 0 || r.Cards() == nil || failed {
 				h.fetchCards(ctx, r)
+				failed = false
 			}
 			n++
 		} else {
-			passes, fails = 0, fails+1
+			passes, fails, failed = 0, fails+1, true
 			if r.probeUp.Load() && fails >= h.cfg.UnhealthyThreshold {
 				r.probeUp.Store(false)
 				r.markDown()

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -392,5 +393,54 @@ func TestUnservedModelWarned(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "model=m") || !strings.Contains(logs.String(), "replica=r") {
 		t.Errorf("the warning does not name the replica and model: %s", logs.String())
+	}
+}
+
+// TestCardsFetchedAfterAFailedProbe: an engine that fails a probe may have
+// restarted with other settings, so its model cards are fetched again at
+// the next passing probe, not up to cardsEvery probes later (found by a
+// review: a restarted engine's new context length showed about 10 s late).
+func TestCardsFetchedAfterAFailedProbe(t *testing.T) {
+	var failing, back atomic.Bool
+	var maxLen, probesBack atomic.Int64
+	maxLen.Store(4096)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if back.Load() && req.URL.Path == "/health" {
+			probesBack.Add(1)
+		}
+		switch {
+		case failing.Load():
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case req.URL.Path == "/v1/models":
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":"m","max_model_len":%d}]}`, maxLen.Load())
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	r := NewReplica("r", u, []string{"m"}, 0, 0)
+	cfg := capConfig()
+	cfg.Interval, cfg.UnhealthyInterval, cfg.HealthyThreshold, cfg.UnhealthyThreshold = 5*time.Millisecond, 5*time.Millisecond, 1, 100
+	h := NewHealth(cfg, New(nil, nil), &http.Client{}, nil, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.probeLoop(ctx, r); close(done) }()
+	defer func() { cancel(); <-done }()
+	card := func() string {
+		if c := r.Cards(); c != nil {
+			return string(c.Cards["m"])
+		}
+		return ""
+	}
+	waitUntil(t, "the first cards", func() bool { return strings.Contains(card(), "4096") })
+	// The engine goes away for a probe and comes back with another
+	// context length, well inside cardsEvery probes.
+	maxLen.Store(8192)
+	failing.Store(true)
+	time.Sleep(20 * time.Millisecond)
+	back.Store(true)
+	failing.Store(false)
+	waitUntil(t, "the new cards", func() bool { return strings.Contains(card(), "8192") })
+	if n := probesBack.Load(); n > 2 {
+		t.Errorf("the new cards came %d probes after the engine was back, want at the first passing one", n)
 	}
 }
