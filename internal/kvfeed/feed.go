@@ -196,6 +196,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		return
 	}
 	f.liveLast, f.hasLive = seq, true
+	f.forgetBelow(seq) // the live stream will not go back under it
 	if f.verify && f.has && f.cfg.ReplayEndpoint != "" {
 		f.verify = false
 		f.catchUp(ctx, f.last)
@@ -262,6 +263,17 @@ func (f *Feed) noteReplayed(seq, sum uint64) {
 	}
 }
 
+// forgetBelow forgets the replayed hashes under number seq.
+func (f *Feed) forgetBelow(seq uint64) {
+	switch {
+	case seq <= f.aheadFrom:
+	case seq-f.aheadFrom >= uint64(len(f.ahead)):
+		f.ahead = nil
+	default:
+		f.ahead, f.aheadFrom = f.ahead[seq-f.aheadFrom:], seq
+	}
+}
+
 // replayedAs reports whether a live batch numbered seq has the bytes a
 // replay applied under that number, and forgets the replayed hashes up to
 // it. A number no replay recorded counts as the same.
@@ -269,12 +281,8 @@ func (f *Feed) replayedAs(seq uint64, payload []byte) bool {
 	if seq < f.aheadFrom || seq-f.aheadFrom >= uint64(len(f.ahead)) {
 		return true
 	}
-	i := seq - f.aheadFrom
-	same := f.ahead[i] == xxh3.Hash(payload)
-	f.ahead, f.aheadFrom = f.ahead[i+1:], seq+1
-	if len(f.ahead) == 0 {
-		f.ahead = nil
-	}
+	same := f.ahead[seq-f.aheadFrom] == xxh3.Hash(payload)
+	f.forgetBelow(seq + 1)
 	return same
 }
 

@@ -496,3 +496,28 @@ func TestReplayAheadOfItsStream(t *testing.T) {
 		t.Errorf("last applied %v, want the live 8-20", got)
 	}
 }
+
+// TestReplayedHashesForgotten: the hashes kept of replayed batches go once
+// the live stream passes their numbers, so many gaps over a long run do not
+// pile them up to the bound, past which nothing would be compared.
+func TestReplayedHashesForgotten(t *testing.T) {
+	f := New(Config{}, &sink{})
+	for seq := uint64(10); seq < 20; seq++ {
+		f.noteReplayed(seq, seq)
+	}
+	f.forgetBelow(15)
+	if f.aheadFrom != 15 || len(f.ahead) != 5 || f.ahead[0] != 15 {
+		t.Fatalf("after forgetting below 15: from %d, %v", f.aheadFrom, f.ahead)
+	}
+	f.forgetBelow(20)
+	if len(f.ahead) != 0 {
+		t.Fatalf("after the live stream passed them all: %v", f.ahead)
+	}
+	f.noteReplayed(30, 30) // a later replay starts afresh
+	if f.aheadFrom != 30 || len(f.ahead) != 1 {
+		t.Fatalf("a later replay: from %d, %v", f.aheadFrom, f.ahead)
+	}
+	if !f.replayedAs(29, nil) || !f.replayedAs(31, nil) {
+		t.Error("a number no replay recorded did not count as the same")
+	}
+}
