@@ -126,7 +126,12 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, hf.ErrStopped):
 		openai.HTTPError(http.StatusGatewayTimeout, "Tokenizing did not finish within the request timeout.").Write(w)
 		return
-	case err != nil:
+	case err == nil && p.Cuts(len(ids)):
+		// As routing: the engine keeps other tokens than these, so they
+		// are not what it caches.
+		err = &tokenize.UnsupportedError{Reason: tokenize.ReasonTruncate}
+	}
+	if err != nil {
 		openai.BadRequest("The model "+model+"'s tokenizer cannot prepare this request: "+err.Error(), "").Write(w)
 		return
 	}

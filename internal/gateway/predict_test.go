@@ -237,6 +237,25 @@ func TestAdminTokenize(t *testing.T) {
 		t.Fatalf("GET /admin/index: %v %v", idx, err)
 	}
 	idx.Body.Close()
+	// A truncate_prompt_tokens that cuts the prompt is refused, as routing
+	// goes without a prediction for it: the engine keeps other tokens
+	// (found by a review: the whole prompt's tokens and blocks were
+	// answered). One that keeps the whole prompt is tokenized.
+	for _, tc := range []struct {
+		keep string
+		want int
+	}{{"2", 400}, {"-1", 400}, {"10000", 200}} {
+		body := `{"model":"sim","prompt":"` + strings.Repeat("tokens ", 30) + `","truncate_prompt_tokens":` + tc.keep + `}`
+		resp, err := http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || tc.want == 400 && !strings.Contains(string(b), "truncate") {
+			t.Errorf("truncate_prompt_tokens %s: %d %s, want %d", tc.keep, resp.StatusCode, b, tc.want)
+		}
+	}
 }
 
 // qwen3Dir is where make tokenizers puts the pinned Qwen3 tokenizer files.
