@@ -380,20 +380,10 @@ type outputMeter struct {
 	tail    usageTail
 	stream  bool
 	chat    bool
-	encoded bool  // the body is in a content coding
-	events  int64 // SSE events ended, counted by their blank lines
+	encoded bool // the body is in a content coding
 	bytes   int64
-	lastNL  bool // the last read ended with a newline
-	// carry holds the stream's last carried (at most 3) bytes, where a
-	// CRLF blank line that ends in the next read begins.
-	carry   [3]byte
-	carried int
+	sse     sseCounter
 }
-
-var (
-	lfEnd   = []byte("\n\n")
-	crlfEnd = []byte("\r\n\r\n")
-)
 
 func (m *outputMeter) write(p []byte) {
 	m.bytes += int64(len(p))
@@ -402,30 +392,56 @@ func (m *outputMeter) write(p []byte) {
 	}
 	m.tail.write(p)
 	if m.stream {
-		if m.lastNL && p[0] == '\n' {
-			m.events++
-		}
-		// SSE lines may end in CRLF too (a proxy in between may rewrite
-		// them): an LF stream pays one more vectorized search.
-		m.events += int64(bytes.Count(p, lfEnd)) + int64(bytes.Count(p, crlfEnd)) + m.crlfAcross(p)
-		m.lastNL = p[len(p)-1] == '\n'
+		m.sse.write(p)
 	}
 }
 
-// crlfAcross counts the CRLF blank lines that begin in earlier reads and
-// end in p, and carries p's last bytes to the next read. Four bytes long,
-// such a line cannot lie within the carry or within p's first three.
-func (m *outputMeter) crlfAcross(p []byte) int64 {
-	var b [6]byte
-	n := copy(b[:], m.carry[:m.carried])
-	n += copy(b[n:], p[:min(len(p), 3)])
-	across := int64(bytes.Count(b[:n], crlfEnd))
-	last := p
-	if len(p) < 3 {
-		last = b[:n]
+// sseCounter counts a stream's events as an SSE reader dispatches them: at
+// a blank line, when a data line came since the last one; lines end in LF
+// or CRLF. Comments (": keep-alive", which a proxy in between may add) and
+// extra blank lines are not events, and how the stream is split into reads
+// does not change the count. (Counting blank lines did both: three
+// comments charged three tokens, and an extra blank line counted or not by
+// where a read ended.)
+type sseCounter struct {
+	events  int64
+	first   [5]byte // the current line's first bytes: enough to tell a data line
+	n       int     // the current line's length so far
+	hasData bool    // a data line came since the last event
+}
+
+func (c *sseCounter) write(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		line := p
+		if i >= 0 {
+			line = p[:i]
+		}
+		if c.n < len(c.first) {
+			copy(c.first[c.n:], line)
+		}
+		c.n += len(line)
+		if i < 0 {
+			return
+		}
+		c.endLine()
+		p = p[i+1:]
 	}
-	m.carried = copy(m.carry[:], last[max(len(last)-3, 0):])
-	return across
+}
+
+// endLine takes the line just ended (its first bytes in first).
+func (c *sseCounter) endLine() {
+	b := c.first[:min(c.n, len(c.first))]
+	switch {
+	case c.n == 0 || c.n == 1 && b[0] == '\r': // blank
+		if c.hasData {
+			c.events++
+			c.hasData = false
+		}
+	case len(b) >= 4 && string(b[:4]) == "data" && (len(b) == 4 || b[4] == ':' || b[4] == '\r'):
+		c.hasData = true
+	}
+	c.n = 0
 }
 
 // meters recycles outputMeters, each 1.5 KiB of tail and usage: one per metered
@@ -453,7 +469,7 @@ func (m *outputMeter) tokens() (int64, string) {
 		if m.chat {
 			framing = 2
 		}
-		return max(m.events-framing, 0), sourceChunks
+		return max(m.sse.events-framing, 0), sourceChunks
 	}
 	return m.bytes / bytesPerToken, sourceBytes
 }

@@ -293,6 +293,13 @@ func TestOutputMeterEstimates(t *testing.T) {
 		{"crlf_events", true, true, []string{"data: {role}\r\n\r\ndata: {a}\r\n\r\ndata: {b}\r\n\r\ndata: [DONE]\r\n\r\n"}, 2, "stream_chunks"},
 		{"crlf_split_blank_line", true, false, []string{"data: {a}\r", "\n", "\r", "\ndata: [DONE]\r\n\r", "\n"}, 1, "stream_chunks"},
 		{"no_usage_whole", false, false, []string{strings.Repeat("x", 41)}, 10, "bytes"},
+		// Comments and blank lines with no data before them are not events
+		// (found by a review: three keep-alive comments charged three tokens).
+		{"comments", true, false, []string{"data: {a}\n\n: keep-alive\n\n: keep-alive\n\n: keep-alive\n\ndata: [DONE]\n\n"}, 1, "stream_chunks"},
+		{"extra_blank_lines", true, false, []string{"\n\ndata: {a}\n\n\n\n\ndata: {b}\n\ndata: [DONE]\n\n"}, 2, "stream_chunks"},
+		{"event_without_data", true, false, []string{"event: ping\nid: 7\n\ndata: {a}\n\ndata: [DONE]\n\n"}, 1, "stream_chunks"},
+		{"data_field_forms", true, false, []string{"data\n\ndata:{a}\n\ndatum: {x}\n\ndata: [DONE]\n\n"}, 2, "stream_chunks"},
+		{"multi_line_event", true, false, []string{"data: {a\ndata: a}\n\ndata: [DONE]\n\n"}, 1, "stream_chunks"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,19 +314,25 @@ func TestOutputMeterEstimates(t *testing.T) {
 	}
 }
 
-// TestOutputMeterCRLFSplits: a CRLF stream's events count the same
-// however its bytes are split into reads, here into three at every pair
-// of positions.
-func TestOutputMeterCRLFSplits(t *testing.T) {
-	const stream = "data: {role}\r\n\r\ndata: {a}\r\n\r\ndata: {b}\r\n\r\ndata: [DONE]\r\n\r\n"
-	for i := range len(stream) + 1 {
-		for j := i; j <= len(stream); j++ {
-			m := &outputMeter{stream: true, chat: true}
-			for _, r := range []string{stream[:i], stream[i:j], stream[j:]} {
-				m.write([]byte(r))
-			}
-			if n, src := m.tokens(); n != 2 || src != sourceChunks {
-				t.Fatalf("reads split at %d and %d: tokens() = %d, %s; want 2, %s", i, j, n, src, sourceChunks)
+// TestOutputMeterSplits: a stream's events count the same however its
+// bytes are split into reads, here into three at every pair of positions,
+// with CRLF lines, and with extra blank lines and comments (found by a
+// review: an extra blank line counted as an event or not by where a read
+// ended).
+func TestOutputMeterSplits(t *testing.T) {
+	for _, stream := range []string{
+		"data: {role}\r\n\r\ndata: {a}\r\n\r\ndata: {b}\r\n\r\ndata: [DONE]\r\n\r\n",
+		"data: {role}\n\n\ndata: {a}\n\n: ping\n\ndata: {b}\n\n\r\ndata: [DONE]\n\n",
+	} {
+		for i := range len(stream) + 1 {
+			for j := i; j <= len(stream); j++ {
+				m := &outputMeter{stream: true, chat: true}
+				for _, r := range []string{stream[:i], stream[i:j], stream[j:]} {
+					m.write([]byte(r))
+				}
+				if n, src := m.tokens(); n != 2 || src != sourceChunks {
+					t.Fatalf("%q split at %d and %d: tokens() = %d, %s; want 2, %s", stream, i, j, n, src, sourceChunks)
+				}
 			}
 		}
 	}
