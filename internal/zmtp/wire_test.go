@@ -226,6 +226,18 @@ func FuzzReadFrames(f *testing.F) {
 			if cmd != nil {
 				parseProperties(cmd.data)
 				parseError(cmd.data)
+				continue
+			}
+			// What was read writes back as the same message: frames and
+			// their boundaries survive a round trip through the encoder.
+			again, _, err := (&frameReader{r: bytes.NewReader(appendMessage(nil, msg)), max: max}).next()
+			if err != nil || len(again) != len(msg) {
+				t.Fatalf("message of %d frames written back and read as %d frames, %v", len(msg), len(again), err)
+			}
+			for i := range msg {
+				if !bytes.Equal(again[i], msg[i]) {
+					t.Fatalf("frame %d written back and read as %q, want %q", i, again[i], msg[i])
+				}
 			}
 		}
 	})
