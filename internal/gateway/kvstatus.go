@@ -30,8 +30,9 @@ type kvStatus struct {
 	Replays        uint64            `json:"replays"`
 	ReplayErrors   uint64            `json:"replay_errors"`
 	Malformed      uint64            `json:"malformed"`
-	Disconnects    uint64            `json:"disconnects"` // connections lost after the handshake
-	Rejected       uint64            `json:"rejected"`    // connections whose handshake failed
+	UnknownEvents  uint64            `json:"unknown_events"` // events of kinds the decoder does not know, left out
+	Disconnects    uint64            `json:"disconnects"`    // connections lost after the handshake
+	Rejected       uint64            `json:"rejected"`       // connections whose handshake failed
 	Purges         map[string]uint64 `json:"purges"`
 	Mirrored       int               `json:"mirrored_blocks"`
 	Speculative    int               `json:"speculative_blocks"`
@@ -80,7 +81,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 	s := kvStatus{
 		ID: f.id, Source: ev.Source, Endpoint: f.endpoint, ReplayEndpoint: f.replay,
 		Received: st.Received, Applied: st.Applied, Duplicates: st.Duplicates, Gaps: st.Gaps,
-		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed,
+		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed, UnknownEvents: st.UnknownEvents,
 		Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
 		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: purges,
@@ -129,7 +130,7 @@ var (
 		"Blocks of a replica's mirror: mirrored (the engine holds them), speculative (routed, not confirmed), orphan (parent unknown).",
 		[]string{"replica", "state"}, nil)
 	descKVDropped = prometheus.NewDesc("inferrail_kv_events_dropped_total",
-		"What a replica's mirror could not apply, by kind (unknown_removal, skipped, orphan_dropped, overflow).",
+		"What a replica's mirror could not apply, by kind (unknown_removal, skipped, orphan_dropped, overflow, unknown_event: an event of a kind the decoder does not know).",
 		[]string{"replica", "kind"}, nil)
 	descKVSpeculation = prometheus.NewDesc("inferrail_kv_events_speculation_total",
 		"Routed blocks counted as cached before the engine's events: confirmed by a store, or expired unconfirmed.",
@@ -181,6 +182,7 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descKVDropped, s.Mirror.Skipped, id, "skipped")
 		counter(descKVDropped, s.Mirror.OrphansDropped, id, "orphan_dropped")
 		counter(descKVDropped, s.Mirror.Overflow, id, "overflow")
+		counter(descKVDropped, s.UnknownEvents, id, "unknown_event")
 		counter(descKVSpeculation, s.Confirmed, id, "confirmed")
 		counter(descKVSpeculation, s.Unconfirmed, id, "expired")
 		suspect := 0.0

@@ -65,6 +65,9 @@ type Stats struct {
 	ReplayErrs uint64 // replays that failed or timed out
 	Purges     uint64
 	Malformed  uint64 // messages with the wrong frames or an undecodable payload
+	// UnknownEvents are events of a kind the decoder does not know, left
+	// out of the batches that carried them (a newer engine's).
+	UnknownEvents uint64
 	// Disconnects are connections to the publisher lost after their
 	// handshake (it closed, or broke the protocol: a cut or oversized
 	// frame); Rejected are those whose handshake failed (not ZMTP).
@@ -333,8 +336,12 @@ func (f *Feed) apply(seq uint64, payload []byte) {
 	}
 	f.sink.Apply(seq, &f.batch)
 	f.last, f.has, f.lastSum = seq, true, xxh3.Hash(payload)
-	now := time.Now()
-	f.count(func(s *Stats) { s.Applied++; s.LastSeq, s.HasSeq, s.LastBatch = seq, true, now })
+	now, unknown := time.Now(), uint64(f.batch.Skipped)
+	f.count(func(s *Stats) {
+		s.Applied++
+		s.UnknownEvents += unknown
+		s.LastSeq, s.HasSeq, s.LastBatch = seq, true, now
+	})
 }
 
 func (f *Feed) purge(reason string) {
