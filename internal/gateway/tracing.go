@@ -66,8 +66,13 @@ func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(ex.r.Method), semconv.URLPath(ex.r.URL.Path), attrRequestID.String(ex.id)))
 	o.server = span
 	ex.r = ex.r.WithContext(ctx)
-	sw := &statusWriter{ResponseWriter: ex.w}
-	ex.w = sw
+	// The client port's handler already notes the status (cutIfUnanswered);
+	// a writer that does not is wrapped here.
+	sw, ok := ex.w.(*statusWriter)
+	if !ok {
+		sw = &statusWriter{ResponseWriter: ex.w}
+		ex.w = sw
+	}
 	return func() {
 		v := recover()
 		if span.IsRecording() {
