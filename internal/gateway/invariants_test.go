@@ -565,6 +565,11 @@ func TestRefusedReplicaProbedAtOnce(t *testing.T) {
 	cfg.Health.EjectionBackoff = config.Duration(time.Minute) // outlasts the test, however slow
 	cfg.Health.MaxEjectionBackoff = cfg.Health.EjectionBackoff
 	gw := startGateway(t, cfg)
+	// The first probe and model-card fetch finish before the kill: one still
+	// under way returned its connection to the pool after the close below,
+	// and the request took it (a lost connection, not a refused one) on a
+	// busy machine.
+	waitFor(t, "sim-1's first probe and cards", 10*time.Second, func() bool { return gw.g.Fleet().Snapshot().Get("sim-1").Cards() != nil })
 	sims[0].Kill()
 	// A connection the gateway pooled from its probes may be picked before
 	// it notices the close: that case is TestLostConnectionProbedAtOnce.
