@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/decisionlog"
+	"github.com/inferrail/inferrail/internal/measure"
 	"pgregory.net/rapid"
 )
 
@@ -145,19 +145,64 @@ func TestReadTailErrors(t *testing.T) {
 	}
 }
 
-// FuzzTail: whatever the files hold, reading them and describing the run
-// never panics.
+// FuzzTail: whatever the files hold, what reads is within bounds, and
+// the description counts the requests as a naive pass does and lists the
+// slowest measured ones, slowest first, as many as asked.
 func FuzzTail(f *testing.F) {
 	f.Add([]byte(`{"index":1,"status":200,"ttft_ms":5,"prompt_tokens":10,"request_id":"a"}`), []byte(`{"request_id":"a","candidates":[{"replica":"x","cached_tokens":null}]}`))
 	f.Add([]byte(`{"index":-1,"warmup":true}`), []byte(`{"request_id":"","candidates":null}`))
+	f.Add([]byte("{\"index\":1,\"status\":200,\"ttft_ms\":5}\n{\"index\":2,\"status\":201,\"ttft_ms\":7.5}\n{\"index\":3,\"status\":500}\n{\"index\":4,\"status\":200,\"error\":\"cut\",\"ttft_ms\":9}"), []byte(nil))
 	f.Fuzz(func(t *testing.T, outcomes, decisions []byte) {
 		outs, err := ReadOutcomes(bytes.NewReader(outcomes))
 		if err != nil {
 			return
 		}
+		var ttfts []float64 // the measured requests', a naive count
+		warm := 0
+		for _, o := range outs {
+			for _, ms := range []float64{o.SchedMS, o.TTFTMS, o.E2EMS, o.EstimatedMS} {
+				if !(ms >= 0 && ms <= maxOutcomeMS) {
+					t.Fatalf("read a time of %g ms", ms)
+				}
+			}
+			switch {
+			case o.Warmup:
+				warm++
+			case o.ErrKind == "" && o.Status >= 200 && o.Status < 300:
+				ttfts = append(ttfts, o.TTFTMS)
+			}
+		}
+		slices.Sort(ttfts)
+		slices.Reverse(ttfts)
 		decs, _ := ReadDecisions(bytes.NewReader(decisions))
-		WriteTail(io.Discard, outs, decs, TailOptions{Top: 2, Speedup: 3})
-		WriteTail(io.Discard, outs, nil, TailOptions{})
+		for _, top := range []int{2, 0} {
+			var b strings.Builder
+			WriteTail(&b, outs, decs, TailOptions{Top: top, Speedup: 3})
+			lines := strings.Split(b.String(), "\n")
+			head := fmt.Sprintf("%d requests succeeded after the warmup (%d in the warmup, %d failed)", len(ttfts), warm, len(outs)-warm-len(ttfts))
+			if lines[0] != head {
+				t.Fatalf("first line %q, want %q", lines[0], head)
+			}
+			want := min(top, len(ttfts))
+			if top == 0 && len(ttfts) > 0 {
+				want = len(ttfts) - measure.Rank(len(ttfts), 0.99)
+			}
+			var listed []string
+			for _, l := range lines {
+				if strings.HasPrefix(l, "  #") {
+					listed = append(listed, l)
+				}
+			}
+			if len(listed) != want {
+				t.Fatalf("top %d of %d measured: listed %d\n%s", top, len(ttfts), len(listed), b.String())
+			}
+			for i, l := range listed {
+				_, after, _ := strings.Cut(l, "TTFT ")
+				if ms := fmt.Sprintf("%.0f ms", ttfts[i]); !strings.HasPrefix(after, ms) {
+					t.Fatalf("listed %d: %q, want TTFT %s\n%s", i, l, ms, b.String())
+				}
+			}
+		}
 	})
 }
 

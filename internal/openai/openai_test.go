@@ -153,23 +153,103 @@ func TestSSEReaderEdges(t *testing.T) {
 	}
 }
 
+// naiveSSE is a reference for SSEReader over a whole stream: split at LF,
+// drop one CR before each LF, dispatch the data lines at each blank line.
+// It returns the events and how the stream ended (io.EOF, or
+// io.ErrUnexpectedEOF for one cut inside an event), and for the size
+// limit the longest line with its end and the data of an event cut short.
+func naiveSSE(stream []byte) (events []string, end error, longest int, cut string) {
+	lines := bytes.Split(stream, []byte("\n"))
+	last := lines[len(lines)-1] // after the last LF: a line not ended
+	lines = lines[:len(lines)-1]
+	var data []string
+	for _, l := range lines {
+		longest = max(longest, len(l)+1)
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		switch {
+		case len(l) == 0:
+			if data != nil {
+				events = append(events, strings.Join(data, "\n"))
+			}
+			data = nil
+		case l[0] == ':':
+		default:
+			field, value, _ := strings.Cut(string(l), ":")
+			if field == "data" {
+				data = append(data, strings.TrimPrefix(value, " "))
+			}
+		}
+	}
+	longest = max(longest, len(last))
+	if data != nil || len(bytes.TrimRight(last, "\r")) > 0 {
+		return events, io.ErrUnexpectedEOF, longest, strings.Join(data, "\n")
+	}
+	return events, io.EOF, longest, ""
+}
+
+// cycled reads its data size bytes at a time (1 at the least).
+type cycled struct {
+	data []byte
+	size int
+}
+
+func (c *cycled) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.data[:min(len(c.data), c.size)])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// FuzzSSEReader: read in chunks of any size, SSEReader gives naiveSSE's
+// events and ending; under a limit it gives a prefix of them and refuses
+// only where an event or a line is over the limit.
 func FuzzSSEReader(f *testing.F) {
 	f.Add([]byte("data: {\"a\":1}\n\ndata: [DONE]\n\n"), 3)
 	f.Add([]byte("data:x\r\n\r\n: c\n\n"), 1)
 	f.Add([]byte("\n\n\ndata"), 2)
+	f.Add([]byte("data\nevent: e\ndata:  two\r\rdata: x\n\n"), 5)
 	f.Fuzz(func(t *testing.T, data []byte, size int) {
 		if len(data) > 1<<16 {
 			return
 		}
-		r := NewSSEReader(&chunked{data: data, sizes: []int{max(1, size%64)}}, 1024)
-		for range 10000 {
-			ev, err := r.Next()
-			if err != nil {
-				return
+		size = max(1, size%64)
+		want, wantEnd, longest, cut := naiveSSE(data)
+		read := func(limit int) ([]string, error) {
+			r := NewSSEReader(&cycled{data: data, size: size}, limit)
+			var got []string
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					return got, err
+				}
+				if len(ev) > limit {
+					t.Fatalf("event of %d bytes over the %d limit", len(ev), limit)
+				}
+				got = append(got, string(ev))
 			}
-			if len(ev) > 1024 {
-				t.Fatalf("event of %d bytes over the 1024 limit", len(ev))
+		}
+		got, end := read(len(data) + 8)
+		if !slices.Equal(got, want) || !errors.Is(end, wantEnd) {
+			t.Fatalf("%q in chunks of %d: events %q ending %v, want %q ending %v", data, size, got, end, want, wantEnd)
+		}
+		const limit = 16
+		got, end = read(limit)
+		if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+			t.Fatalf("%q under a limit: events %q, not a prefix of %q", data, got, want)
+		}
+		if errors.Is(end, ErrEventTooLarge) {
+			next := cut // the event it was reading when refused
+			if len(got) < len(want) {
+				next = want[len(got)]
 			}
+			over := longest > limit+2 || len(next) > limit
+			if !over {
+				t.Fatalf("%q: refused as too large after %q, though no line or event is", data, got)
+			}
+		} else if !slices.Equal(got, want) || !errors.Is(end, wantEnd) {
+			t.Fatalf("%q under a limit: events %q ending %v, want %q ending %v", data, got, end, want, wantEnd)
 		}
 	})
 }
