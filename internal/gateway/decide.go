@@ -151,7 +151,13 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 	if !usable {
 		return errNoReplica
 	}
-	if ex.pred != nil && n > 0 {
+	switch {
+	case ex.pred == nil || n == 0:
+	case ex.pred.noRead:
+		for i := range cands {
+			cands[i].Cached = 0
+		}
+	default:
 		bs := ex.route.BlockSize // the model's, as routeRequest set it with pred
 		sc.cached = g.index.MatchHandles(sc.cached, mr.indexHandles(g.index), offered, ex.pred.hashes, ex.pred.tokens, bs)
 		for i, blocks := range sc.cached {

@@ -99,6 +99,10 @@ type prediction struct {
 	hashes  []blockhash.Hash
 	keys    []uint64 // index.TokenKey of each full block's tokens, with revealKeys; else nil
 	partial int      // 1 when the prompt ends in a partial block, which takes a slot of the engine's cache while computed
+	// noRead: the engine computes the whole prompt whatever it holds
+	// (prompt logprobs), so every replica is predicted to hold none of it;
+	// its blocks are still recorded where it goes, as the engine stores them.
+	noRead bool
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -287,7 +291,7 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop
 		return nil, tokUnsupported // truncate_prompt_tokens: the engine sees other tokens
 	}
 	seed := blockhash.Seed(model, "", p.CacheSalt)
-	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize)}
+	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize), noRead: p.SkipsCache}
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}
@@ -331,6 +335,9 @@ func tokResult(err error) string {
 // cachedTokens predicts, for each replica id, how many of the prompt's
 // tokens its engine holds.
 func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *prediction) []int {
+	if pred.noRead {
+		return append(dst[:0], make([]int, len(ids))...)
+	}
 	bs := g.tokenizers[model].blockSize
 	return blocksToTokens(g.index.Match(dst, ids, pred.hashes, pred.tokens, bs), bs)
 }

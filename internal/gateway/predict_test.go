@@ -460,6 +460,50 @@ func TestCacheSaltKeepsChainsApart(t *testing.T) {
 	}
 }
 
+// TestPromptLogprobsReadNoCache: a request that asks for prompt logprobs
+// (prompt_logprobs, or echo with the logprobs member vLLM then takes them
+// at) is computed whole by vLLM, so routing and explain predict it
+// nothing cached on a replica that holds its prompt; the same prompt
+// without them is predicted a hit there.
+func TestPromptLogprobsReadNoCache(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	content := strings.Repeat("a prompt asked for its logprobs ", 20)
+	chat(t, gw.url, chatBody(content, ""))
+	complete(t, gw.url, `{"model":"sim","prompt":`+strconv.Quote(content)+`,"max_tokens":1}`)
+	tests := []struct {
+		path, extra string
+		hit         bool
+	}{
+		{"/v1/chat/completions", ``, true},
+		{"/v1/chat/completions", `,"prompt_logprobs":1`, false},
+		{"/v1/chat/completions", `,"prompt_logprobs":null`, true},
+		{"/v1/chat/completions", `,"echo":true`, false}, // top_logprobs defaults to 0
+		{"/v1/chat/completions", `,"echo":"yes","top_logprobs":2`, false},
+		{"/v1/chat/completions", `,"echo":true,"top_logprobs":null`, true},
+		{"/v1/chat/completions", `,"echo":false,"top_logprobs":2`, true},
+		{"/v1/completions", ``, true},
+		{"/v1/completions", `,"prompt_logprobs":0`, false},
+		{"/v1/completions", `,"echo":true,"logprobs":1`, false},
+		{"/v1/completions", `,"echo":true`, true}, // logprobs defaults to null
+		{"/v1/completions", `,"logprobs":1`, true},
+	}
+	for _, tt := range tests {
+		body := chatBody(content, tt.extra)
+		if tt.path == "/v1/completions" {
+			body = `{"model":"sim","prompt":` + strconv.Quote(content) + `,"max_tokens":1` + tt.extra + `}`
+		}
+		ans := explainAt(t, gw.admin, tt.path, body)
+		if len(ans.Replicas) != 1 || ans.Replicas[0].CachedTokens == nil || ans.Replicas[0].PricedCachedTokens == nil {
+			t.Fatalf("%s %s: no prediction: %+v", tt.path, tt.extra, ans.Replicas)
+		}
+		r := ans.Replicas[0]
+		if (*r.CachedTokens > 0) != tt.hit || (*r.PricedCachedTokens > 0) != tt.hit {
+			t.Errorf("%s %s: predicted %d cached tokens, priced %d; want a hit %v", tt.path, tt.extra, *r.CachedTokens, *r.PricedCachedTokens, tt.hit)
+		}
+	}
+}
+
 // TestPredictGivesUpOnSlowTokenizing: a request whose tokens take longer
 // than tokenizer.max_wait is routed without a prediction while the worker
 // may still be tokenizing it; the worker's late result must not reach the

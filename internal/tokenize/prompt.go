@@ -15,6 +15,9 @@ type Prompt struct {
 	HasIDs     bool
 	AddSpecial bool   // add the tokenizer's special tokens (BOS); vLLM's default is false for chat, true for completions
 	CacheSalt  string // vLLM's per-request cache_salt; salts the block hashes
+	// SkipsCache: the engine reads none of its prefix cache for this
+	// prompt (it asks for prompt logprobs), though it stores its blocks.
+	SkipsCache bool
 
 	// Truncate is truncate_prompt_tokens when HasTruncate: the engine keeps
 	// at most that many of the prompt's tokens (-1: the model's length).

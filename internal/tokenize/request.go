@@ -63,6 +63,11 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if err := p.readTruncate(f.truncate); err != nil {
 		return nil, err
 	}
+	// A chat's echo asks for prompt logprobs at top_logprobs, whose
+	// default is 0, not null.
+	if p.SkipsCache, err = skipsCache(f.promptLogprobs, f.echo, f.topLogprobs, true); err != nil {
+		return nil, err
+	}
 	m := &f.messages
 	if !m.list {
 		// Absent, null or not a list: json.Unmarshal says which.
@@ -102,6 +107,8 @@ type chatFields struct {
 	template, kwargs, documents, reasoningEffort, tools []byte
 
 	addGenerationPrompt, continueFinalMessage, addSpecialTokens, cacheSalt, truncate []byte
+
+	echo, promptLogprobs, topLogprobs []byte
 }
 
 // chatMessages is the messages member, decoded while it is read so that
@@ -141,6 +148,12 @@ func (f *chatFields) read(r *rawjson.Reader, name []byte) error {
 		dst = &f.cacheSalt
 	case "truncate_prompt_tokens":
 		dst = &f.truncate
+	case "echo":
+		dst = &f.echo
+	case "prompt_logprobs":
+		dst = &f.promptLogprobs
+	case "top_logprobs":
+		dst = &f.topLogprobs
 	default:
 		return r.Dec.SkipValue()
 	}
@@ -360,10 +373,16 @@ func partText(p []byte) (string, error) {
 // ParseCompletionRequest reads the prompt of a completion request: text or
 // token ids, alone or as a batch of one. Keys match as in ParseChatRequest.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
-	var addSpecial, cacheSalt, truncate, raw []byte
+	var addSpecial, cacheSalt, truncate, raw, echo, promptLogprobs, logprobs []byte
 	err := readObject(body, func(r *rawjson.Reader, name []byte) error {
 		var dst *[]byte
 		switch string(name) {
+		case "echo":
+			dst = &echo
+		case "prompt_logprobs":
+			dst = &promptLogprobs
+		case "logprobs":
+			dst = &logprobs
 		case "add_special_tokens":
 			dst = &addSpecial
 		case "cache_salt":
@@ -392,6 +411,9 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	if err := p.readTruncate(truncate); err != nil {
 		return nil, err
 	}
+	if p.SkipsCache, err = skipsCache(promptLogprobs, echo, logprobs, false); err != nil {
+		return nil, err
+	}
 	if !present(raw) {
 		return nil, errors.New("prompt: required")
 	}
@@ -418,6 +440,23 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	}
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
+}
+
+// skipsCache reports whether vLLM computes a request's whole prompt
+// whatever its cache holds: it does for one that asks for prompt logprobs
+// (its sampling parameters' skip_reading_prefix_cache), as prompt_logprobs
+// does, and echo with the logprobs member it then takes them at
+// (logprobs, whose default is null, for completions; top_logprobs for a
+// chat, whose default is 0: absentDefaults).
+func skipsCache(promptLogprobs, echo, logprobs []byte, absentDefaults bool) (bool, error) {
+	if present(promptLogprobs) {
+		return true, nil
+	}
+	echoes, err := laxBool(echo, false)
+	if err != nil {
+		return false, fmt.Errorf("echo: %w", err)
+	}
+	return echoes && (present(logprobs) || absentDefaults && len(logprobs) == 0), nil
 }
 
 // readTruncate reads truncate_prompt_tokens, absent or null when raw is.
