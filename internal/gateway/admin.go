@@ -126,7 +126,7 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, hf.ErrStopped):
 		openai.HTTPError(http.StatusGatewayTimeout, "Tokenizing did not finish within the request timeout.").Write(w)
 		return
-	case err == nil && p.Cuts(len(ids)):
+	case err == nil && p.Cuts(len(ids), g.contextLen(model)):
 		// As routing: the engine keeps other tokens than these, so they
 		// are not what it caches.
 		err = &tokenize.UnsupportedError{Reason: tokenize.ReasonTruncate}
@@ -146,11 +146,8 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		BlockSize   int      `json:"block_size"`
 		Blocks      []string `json:"blocks"`
 	}{Count: len(ids), Tokens: ids, BlockSize: mt.blockSize, Blocks: hexBlocks(hashes)}
-	if card := engineCard(g.fleet.Snapshot().ForModel(model), model); card != nil {
-		var n int
-		if json.Unmarshal(card["max_model_len"], &n) == nil {
-			out.MaxModelLen = &n
-		}
+	if n := g.contextLen(model); n > 0 {
+		out.MaxModelLen = &n
 	}
 	writeAdminJSON(w, http.StatusOK, out)
 }

@@ -83,7 +83,7 @@ func decisionPrompts(b *testing.B, g *Gateway, n int) []*exchange {
 		r.Header.Set(openai.HeaderSession, fmt.Sprint("conv-", j))
 		ex := &exchange{r: r, id: fmt.Sprint("req-", j), model: testModel, body: []byte(body.String()), gen: g.current(), policy: g.testPolicy(testModel)}
 		var result string
-		ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false, nil)
+		ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false, noContext, nil)
 		if result != tokOK || ex.pred.tokens != 8000 || len(ex.pred.hashes) != 500 {
 			b.Fatalf("prompt %d: %s, %d tokens", j, result, ex.pred.tokens)
 		}

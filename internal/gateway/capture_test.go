@@ -78,7 +78,7 @@ func TestCapture(t *testing.T) {
 			t.Fatalf("request %d: usage %v, want %v", i, ok, c.wantUsage)
 		}
 		usage = append(usage, [2]int{p, out})
-		pred, result := tokenizeBody(mt, testModel, []byte(c.body), true, nil)
+		pred, result := tokenizeBody(mt, testModel, []byte(c.body), true, noContext, nil)
 		if result != tokOK {
 			t.Fatalf("request %d: tokenized %s", i, result)
 		}

@@ -82,7 +82,7 @@ func decisionExchange(t *testing.T, g *Gateway, p policy.Policy, prompt string) 
 	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1}`, testModel, prompt)
 	ex := &exchange{r: httptest.NewRequest("POST", "/v1/completions", nil), id: "req", gen: g.current(), model: testModel, body: []byte(body), policy: p}
 	var result string
-	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false, nil); result != tokOK {
+	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, false, noContext, nil); result != tokOK {
 		t.Fatalf("tokenize: %s", result)
 	}
 	ex.route = g.routeRequest(ex)

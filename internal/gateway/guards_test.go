@@ -486,7 +486,7 @@ func TestExplainMarksUnknownAsNull(t *testing.T) {
 	body := systemChat(strings.Repeat("Shared instructions. ", 20), "explained")
 	// e2 holds the prompt's blocks, as if it had served it before it went
 	// down.
-	pred, _ := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, nil)
+	pred, _ := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, noContext, nil)
 	gw.g.index.Record("e2", pred.hashes)
 	e2Cached := min(len(pred.hashes), (pred.tokens-1)/16) * 16
 	if e2Cached == 0 {

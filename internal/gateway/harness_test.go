@@ -217,3 +217,6 @@ func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 func (g *Gateway) testPolicy(model string) policy.Policy {
 	return g.current().routing[model].arms[0].policy
 }
+
+// noContext is tokenizeBody's context length when no engine has said one.
+func noContext() int { return 0 }

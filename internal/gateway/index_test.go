@@ -59,7 +59,7 @@ func indexHeld(t testing.TB, admin string) map[string]int {
 // predicts each of ids holds, as routing would predict them now.
 func promptCached(t testing.TB, gw *running, body string, ids ...string) map[string]int {
 	t.Helper()
-	pred, result := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, nil)
+	pred, result := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, noContext, nil)
 	if pred == nil {
 		t.Fatalf("tokenizing the test prompt: %s", result)
 	}
@@ -236,7 +236,7 @@ func TestRemovedReplicaStaysOutOfTheIndex(t *testing.T) {
 	ex := &exchange{r: httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), id: "req-1", model: testModel,
 		body: []byte(chatBody(strings.Repeat("a long shared prompt ", 40), "")), gen: g.current(), policy: g.testPolicy(testModel)}
 	var result string
-	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, true, nil); result != tokOK {
+	if ex.pred, result = tokenizeBody(g.tokenizers[testModel], testModel, ex.body, true, noContext, nil); result != tokOK {
 		t.Fatal(result)
 	}
 	ex.route = g.routeRequest(ex)

@@ -250,7 +250,10 @@ func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) 
 	// A worker whose request stopped waiting (tokenizer.max_wait) is told
 	// to stop, so a prompt that takes seconds to tokenize does not keep
 	// it from the requests behind.
-	work := func(stop *atomic.Bool) { done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, stop) }
+	contextLen := func() int { return g.contextLen(ex.model) }
+	work := func(stop *atomic.Bool) {
+		done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, contextLen, stop)
+	}
 	var err error
 	if len(ex.body) <= inlineBytes {
 		err = tokenize.Run(work, nil)
@@ -268,8 +271,20 @@ func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) 
 	return nil, tokSlow, err
 }
 
+// contextLen is the context length of model's engines that every one
+// serving it holds to (engineCard's max_model_len), 0 when none said.
+func (g *Gateway) contextLen(model string) int {
+	var n int
+	if card := engineCard(g.fleet.Snapshot().ForModel(model), model); card != nil && json.Unmarshal(card["max_model_len"], &n) == nil {
+		return n
+	}
+	return 0
+}
+
 // tokenizeBody computes a request's prompt tokens and block hashes.
-func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop *atomic.Bool) (*prediction, string) {
+// contextLen gives the model's context length (0 unknown), read only for
+// a prompt with truncate_prompt_tokens.
+func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, contextLen func() int, stop *atomic.Bool) (*prediction, string) {
 	var p *tokenize.Prompt
 	var err error
 	if chat {
@@ -287,7 +302,7 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, stop
 	if err != nil {
 		return nil, tokResult(err)
 	}
-	if p.Cuts(len(ids)) {
+	if p.HasTruncate && p.Cuts(len(ids), contextLen()) {
 		return nil, tokUnsupported // truncate_prompt_tokens: the engine sees other tokens
 	}
 	seed := blockhash.Seed(model, "", p.CacheSalt)

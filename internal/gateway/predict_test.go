@@ -240,11 +240,13 @@ func TestAdminTokenize(t *testing.T) {
 	// A truncate_prompt_tokens that cuts the prompt is refused, as routing
 	// goes without a prediction for it: the engine keeps other tokens
 	// (found by a review: the whole prompt's tokens and blocks were
-	// answered). One that keeps the whole prompt is tokenized.
+	// answered). One that keeps the whole prompt is tokenized, as is -1
+	// (the context length) for a prompt within the engine's.
 	for _, tc := range []struct {
 		keep string
 		want int
-	}{{"2", 400}, {"-1", 400}, {"10000", 200}} {
+	}{{"2", 400}, {"-2", 400}, {"-1", 200}, {"10000", 200}} {
+		waitFor(t, "the engine's context length", 3*time.Second, func() bool { return gw.g.contextLen(testModel) > 0 })
 		body := `{"model":"sim","prompt":"` + strings.Repeat("tokens ", 30) + `","truncate_prompt_tokens":` + tc.keep + `}`
 		resp, err := http.Post(gw.admin+"/admin/tokenize/v1/completions", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -742,16 +744,26 @@ func TestPredictedHitRatePerDecision(t *testing.T) {
 
 // TestTruncatedPromptNotPredicted: a prompt truncate_prompt_tokens cuts is
 // one the engine sees other tokens of, so it is routed without a
-// prediction; one it leaves whole is predicted as any other.
+// prediction; one it leaves whole is predicted as any other. -1 cuts to
+// the engine's context length: a six-token prompt fits 4,096 tokens, not
+// four.
 func TestTruncatedPromptNotPredicted(t *testing.T) {
-	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
-	for truncate, want := range map[string]string{"2": tokUnsupported, "100000": tokOK, "null": tokOK, "-1": tokUnsupported} {
-		var ans struct {
-			Tokenized string `json:"tokenized"`
+	for _, ctx := range []int{4096, 4} {
+		sims := simsWith(t, 1, func(_ int, cfg *sim.Config) { cfg.ZeroLatency, cfg.MaxModelLen = true, ctx })
+		gw := startGateway(t, testConfig(t, sims))
+		waitFor(t, "the engine's context length", 3*time.Second, func() bool { return gw.g.contextLen(testModel) == ctx })
+		minusOne := tokOK
+		if ctx < 6 {
+			minusOne = tokUnsupported
 		}
-		body := `{"model":"sim","prompt":"one two three four five six","truncate_prompt_tokens":` + truncate + `}`
-		if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/completions", body, &ans); code != http.StatusOK || ans.Tokenized != want {
-			t.Errorf("truncate_prompt_tokens %s: %d, tokenized %q; want %q", truncate, code, ans.Tokenized, want)
+		for truncate, want := range map[string]string{"2": tokUnsupported, "100000": tokOK, "null": tokOK, "-1": minusOne, "-2": tokUnsupported} {
+			var ans struct {
+				Tokenized string `json:"tokenized"`
+			}
+			body := `{"model":"sim","prompt":"one two three four five six","truncate_prompt_tokens":` + truncate + `}`
+			if code := adminDo(t, http.MethodPost, gw.admin+"/admin/explain/v1/completions", body, &ans); code != http.StatusOK || ans.Tokenized != want {
+				t.Errorf("context %d, truncate_prompt_tokens %s: %d, tokenized %q; want %q", ctx, truncate, code, ans.Tokenized, want)
+			}
 		}
 	}
 }

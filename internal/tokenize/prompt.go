@@ -27,9 +27,19 @@ type Prompt struct {
 
 // Cuts reports whether the engine truncates a prompt of n tokens. Which
 // tokens it then keeps (the last ones, around the special tokens) the
-// predictions do not follow: such a prompt gets none.
-func (p *Prompt) Cuts(n int) bool {
-	return p.HasTruncate && (p.Truncate < 0 || n > p.Truncate)
+// predictions do not follow: such a prompt gets none. -1 truncates to the
+// model's context length, contextLen (0 when unknown: taken to cut); a
+// prompt that fits it is kept whole. Below -1 the engine refuses.
+func (p *Prompt) Cuts(n, contextLen int) bool {
+	switch {
+	case !p.HasTruncate:
+		return false
+	case p.Truncate >= 0:
+		return n > p.Truncate
+	case p.Truncate == -1:
+		return contextLen <= 0 || n > contextLen
+	}
+	return true
 }
 
 // ChatMessage is one message of a chat request, reduced to what a chat

@@ -74,24 +74,32 @@ func TestParseChatRequestRaw(t *testing.T) {
 
 // TestTruncatePromptTokens: truncate_prompt_tokens is read from chat and
 // completion requests; a prompt it cuts, or a value other than an integer,
-// is not followed (the engine sees other tokens, or judges the value).
+// is not followed (the engine sees other tokens, or judges the value). -1
+// cuts to the context length: a prompt that fits a known one is whole.
 func TestTruncatePromptTokens(t *testing.T) {
 	for _, tt := range []struct {
 		body  string
 		chat  bool
-		cuts8 bool   // a prompt of 8 tokens is cut
+		cuts8 bool   // a prompt of 8 tokens is cut, in a context of ctx (0 unknown)
 		why   string // the unsupported reason when the body is not followed
+		ctx   int
 	}{
-		{`{"prompt":"x"}`, false, false, ""},
-		{`{"prompt":"x","truncate_prompt_tokens":null}`, false, false, ""},
-		{`{"prompt":"x","truncate_prompt_tokens":8}`, false, false, ""},
-		{`{"prompt":"x","truncate_prompt_tokens":7}`, false, true, ""},
-		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, true, ""},
-		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":4}`, true, true, ""},
-		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":100}`, true, false, ""},
-		{`{"prompt":"x","truncate_prompt_tokens":"4"}`, false, false, ReasonTruncate},
-		{`{"prompt":"x","truncate_prompt_tokens":4.0}`, false, false, ReasonTruncate},
-		{`{"messages":[],"truncate_prompt_tokens":99999999999}`, true, false, ReasonTruncate},
+		{`{"prompt":"x"}`, false, false, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":null}`, false, false, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":8}`, false, false, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":7}`, false, true, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, true, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, false, "", 4096},
+		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, false, "", 8},
+		{`{"prompt":"x","truncate_prompt_tokens":-1}`, false, true, "", 7},
+		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":-1}`, true, false, "", 4096},
+		{`{"prompt":"x","truncate_prompt_tokens":-2}`, false, true, "", 4096},
+		{`{"prompt":"x","truncate_prompt_tokens":8}`, false, false, "", 4},
+		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":4}`, true, true, "", 0},
+		{`{"messages":[{"role":"user","content":"x"}],"truncate_prompt_tokens":100}`, true, false, "", 0},
+		{`{"prompt":"x","truncate_prompt_tokens":"4"}`, false, false, ReasonTruncate, 0},
+		{`{"prompt":"x","truncate_prompt_tokens":4.0}`, false, false, ReasonTruncate, 0},
+		{`{"messages":[],"truncate_prompt_tokens":99999999999}`, true, false, ReasonTruncate, 0},
 	} {
 		parse := ParseCompletionRequest
 		if tt.chat {
@@ -106,8 +114,8 @@ func TestTruncatePromptTokens(t *testing.T) {
 			}
 		case err != nil:
 			t.Errorf("%s: %v", tt.body, err)
-		case p.Cuts(8) != tt.cuts8:
-			t.Errorf("%s: cuts 8 tokens %v, want %v", tt.body, p.Cuts(8), tt.cuts8)
+		case p.Cuts(8, tt.ctx) != tt.cuts8:
+			t.Errorf("%s in a context of %d: cuts 8 tokens %v, want %v", tt.body, tt.ctx, p.Cuts(8, tt.ctx), tt.cuts8)
 		}
 	}
 }
