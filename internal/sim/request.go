@@ -694,9 +694,11 @@ func validatePrompt(v *validator, o *object, tok *simtok.Tokenizer, generate boo
 				v.add("value_error", []any{"prompt"}, "Value error, inferrail-sim serves one prompt per request, not a batch.", raw)
 				return
 			}
+			// A float with no fractional part is the integer (pydantic's
+			// lax int), as for every integer vLLM reads.
 			n, isNum := e.(json.Number)
-			id, err := strconv.Atoi(string(n))
-			if !isNum || err != nil || !tok.Valid(id) {
+			id, ok := exactInt(n)
+			if !isNum || !ok || !id.IsInt64() || !tok.Valid(int(id.Int64())) {
 				v.add("value_error", []any{"prompt", i}, fmt.Sprintf("Value error, token id %v is out of vocabulary", e), e)
 				return
 			}

@@ -183,6 +183,9 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"/v1/chat/completions", `{` + hi + `,"stream_options":{}}`},
 		{"/v1/completions", `{"prompt":"hi","stream":false,"stream_options":null}`},
 		{"/v1/completions", `{"prompt":"hi","stream":"false","stream_options":{"include_usage":true}}`},
+		// Token ids written as floats with no fractional part are ids.
+		{"/v1/completions", `{"prompt":[1.0,300.0,3.01e2],"max_tokens":1}`},
+		{"/v1/completions", `{"prompt":[[1,3E2]],"max_tokens":1}`},
 	} {
 		if code, _, body := post(t, url+b.path, b.body); code != http.StatusOK {
 			t.Errorf("%s %s: %d %s, want 200", b.path, b.body, code, body)

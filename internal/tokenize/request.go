@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -430,16 +431,46 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 		p.Text = rawjson.Unquote(raw)
 		return p, nil
 	}
-	var ids []int
-	if err := json.Unmarshal(raw, &ids); err != nil {
+	ids, err := tokenIDs(raw)
+	if err != nil {
 		var list []json.RawMessage
-		if json.Unmarshal(raw, &list) == nil && len(list) > 1 {
+		if json.Unmarshal(raw, &list) == nil && len(list) > 1 && (list[0][0] == '"' || list[0][0] == '[') {
 			return nil, unsupported(ReasonBatch)
 		}
 		return nil, fmt.Errorf("prompt: %w", err)
 	}
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
+}
+
+// tokenIDs reads a list of token ids. A number with no fractional part
+// written as a float (300.0, 3e2) is the integer, as pydantic's lax mode
+// reads it into vLLM's list[int]; strings are not ids (a list of them is
+// a batch of prompts).
+func tokenIDs(raw []byte) ([]int, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var list []any
+	if err := d.Decode(&list); err != nil {
+		return nil, err
+	}
+	ids := make([]int, len(list))
+	for i, e := range list {
+		n, ok := e.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("token id %d is not a number", i)
+		}
+		id, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(string(n), 64)
+			if ferr != nil || f != math.Trunc(f) || math.Abs(f) >= math.MaxInt64 {
+				return nil, fmt.Errorf("token id %s is not a 64-bit integer", n)
+			}
+			id = int64(f)
+		}
+		ids[i] = int(id)
+	}
+	return ids, nil
 }
 
 // skipsCache reports whether vLLM computes a request's whole prompt
@@ -449,14 +480,11 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 // (logprobs, whose default is null, for completions; top_logprobs for a
 // chat, whose default is 0: absentDefaults).
 func skipsCache(promptLogprobs, echo, logprobs []byte, absentDefaults bool) (bool, error) {
-	if present(promptLogprobs) {
-		return true, nil
-	}
 	echoes, err := laxBool(echo, false)
 	if err != nil {
 		return false, fmt.Errorf("echo: %w", err)
 	}
-	return echoes && (present(logprobs) || absentDefaults && len(logprobs) == 0), nil
+	return present(promptLogprobs) || echoes && (present(logprobs) || absentDefaults && len(logprobs) == 0), nil
 }
 
 // readTruncate reads truncate_prompt_tokens, absent or null when raw is.

@@ -319,6 +319,7 @@ func chatBody() *rapid.Generator[string] {
 			}
 			add("tools", val)
 		}
+		members = append(members, logprobMembers(rt, "top_logprobs")...)
 		if len(members) > 0 && oneIn(rt, 5, "repeat") {
 			members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(rt, "repeated")])
 		}
@@ -327,6 +328,19 @@ func chatBody() *rapid.Generator[string] {
 }
 
 // completionBody is a completion request body.
+// logprobMembers draws the members that ask for prompt logprobs:
+// prompt_logprobs, echo, and logprobs, the member echo takes them at.
+func logprobMembers(rt *rapid.T, logprobs string) []member {
+	var members []member
+	for _, key := range []string{"prompt_logprobs", "echo", logprobs} {
+		if oneIn(rt, 3, "has "+key) {
+			val := rapid.SampledFrom([]string{"true", "false", "null", "0", "1", `"yes"`, `"maybe"`, "[]"}).Draw(rt, key)
+			members = append(members, member{keyText(rt, key), val})
+		}
+	}
+	return members
+}
+
 func completionBody() *rapid.Generator[string] {
 	return rapid.Custom(func(rt *rapid.T) string {
 		ids := func() string {
@@ -362,6 +376,7 @@ func completionBody() *rapid.Generator[string] {
 		if rapid.Bool().Draw(rt, "hasSalt") {
 			members = append(members, member{keyText(rt, "cache_salt"), mostly(textValue(), anyValue()).Draw(rt, "salt")})
 		}
+		members = append(members, logprobMembers(rt, "logprobs")...)
 		if len(members) > 0 && oneIn(rt, 5, "repeat") {
 			members = append(members, members[rapid.IntRange(0, len(members)-1).Draw(rt, "repeated")])
 		}

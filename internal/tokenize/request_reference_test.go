@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"strings"
 )
 
@@ -94,6 +95,9 @@ func parseChatRequestReference(body []byte) (*Prompt, error) {
 	}
 	if p.CacheSalt, err = refOptString(req["cache_salt"]); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
+	}
+	if p.SkipsCache, err = refSkipsCache(req["prompt_logprobs"], req["echo"], req["top_logprobs"], true); err != nil {
+		return nil, err
 	}
 	var messages []json.RawMessage
 	if err := json.Unmarshal(req["messages"], &messages); err != nil {
@@ -246,6 +250,9 @@ func parseCompletionRequestReference(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = refOptString(req["cache_salt"]); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	if p.SkipsCache, err = refSkipsCache(req["prompt_logprobs"], req["echo"], req["logprobs"], false); err != nil {
+		return nil, err
+	}
 	raw := bytes.TrimSpace(req["prompt"])
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, errors.New("prompt: required")
@@ -267,13 +274,60 @@ func parseCompletionRequestReference(body []byte) (*Prompt, error) {
 		}
 		return p, nil
 	}
-	var ids []int
-	if err := json.Unmarshal(raw, &ids); err != nil {
+	ids, err := refTokenIDs(raw)
+	if err != nil {
 		if json.Unmarshal(raw, &list) == nil && len(list) > 1 {
-			return nil, unsupported(ReasonBatch)
+			if first := bytes.TrimSpace(list[0]); first[0] == '"' || first[0] == '[' {
+				return nil, unsupported(ReasonBatch)
+			}
 		}
 		return nil, fmt.Errorf("prompt: %w", err)
 	}
 	p.IDs, p.HasIDs = ids, true
 	return p, nil
+}
+
+// refSkipsCache: prompt logprobs asked for outright, or by echo with
+// logprobs (a chat's top_logprobs, absent, is 0: chat).
+func refSkipsCache(promptLogprobs, echo, logprobs json.RawMessage, chat bool) (bool, error) {
+	echoes, err := refLaxBool(echo, false)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("echo: %w", err)
+	case refPresent(promptLogprobs):
+		return true, nil
+	case !echoes:
+		return false, nil
+	case chat && logprobs == nil:
+		return true, nil
+	}
+	return refPresent(logprobs), nil
+}
+
+// refTokenIDs reads ids one number at a time: an integer, or a float
+// whose value is one (pydantic's lax int), within 64 bits.
+func refTokenIDs(raw []byte) ([]int, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var vals []any
+	if err := d.Decode(&vals); err != nil {
+		return nil, err
+	}
+	var ids []int
+	for i, v := range vals {
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("token id %d is not a number", i)
+		}
+		if id, err := n.Int64(); err == nil {
+			ids = append(ids, int(id))
+			continue
+		}
+		f, err := n.Float64()
+		if err != nil || !big.NewFloat(f).IsInt() || f <= -(1<<63) || f >= 1<<63 {
+			return nil, fmt.Errorf("token id %s is not a 64-bit integer", n)
+		}
+		ids = append(ids, int(f))
+	}
+	return append([]int{}, ids...), nil
 }

@@ -9,7 +9,9 @@ import (
 )
 
 // TestParseCompletionRequest: completion prompts, parsed, in builtin:sim
-// ids; a batch of two and a missing prompt are refused.
+// ids (a float with no fractional part is the integer, as pydantic reads
+// it into vLLM's list[int]); a batch of two, a missing prompt and ids that
+// are not integers are refused.
 func TestParseCompletionRequest(t *testing.T) {
 	sim := New()
 	tests := []struct {
@@ -20,6 +22,8 @@ func TestParseCompletionRequest(t *testing.T) {
 		{`{"prompt":["hi"],"add_special_tokens":false}`, sim.Encode(nil, "hi")},
 		{`{"prompt":[5,6]}`, []int{5, 6}},
 		{`{"prompt":[[5,6]]}`, []int{5, 6}},
+		{`{"prompt":[5.0,6e0,70E-1]}`, []int{5, 6, 7}},
+		{`{"prompt":[[5.0,6]]}`, []int{5, 6}},
 	}
 	for _, tt := range tests {
 		p, err := tokenize.ParseCompletionRequest([]byte(tt.body))
@@ -35,7 +39,13 @@ func TestParseCompletionRequest(t *testing.T) {
 	if !errors.As(err, &ue) || ue.Reason != tokenize.ReasonBatch {
 		t.Errorf("a batch of two: %v, want unsupported batch", err)
 	}
-	if _, err := tokenize.ParseCompletionRequest([]byte(`{"max_tokens":1}`)); err == nil {
-		t.Error("no prompt accepted")
+	if _, err := tokenize.ParseCompletionRequest([]byte(`{"prompt":["a","b"]}`)); !errors.As(err, &ue) || ue.Reason != tokenize.ReasonBatch {
+		t.Errorf("a batch of two strings: %v, want unsupported batch", err)
+	}
+	for _, body := range []string{`{"max_tokens":1}`, `{"prompt":[5.5,6]}`, `{"prompt":[5,"6"]}`, `{"prompt":[1e19]}`, `{"prompt":[5,true]}`} {
+		_, err := tokenize.ParseCompletionRequest([]byte(body))
+		if err == nil || errors.As(err, &ue) {
+			t.Errorf("%s: %v, want refused as not a prompt", body, err)
+		}
 	}
 }
