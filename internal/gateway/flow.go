@@ -201,8 +201,10 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue, tried map[*fleet.Replica]bo
 	}
 	w := &waiter{ex: ex, tried: tried, done: make(chan struct{})}
 	w.entry = flowqueue.Entry[*waiter]{Value: w, Class: ex.adm.class.Index(), Key: ex.adm.key, Deadline: ex.deadline}
-	if mw := time.Duration(ex.gen.cfg.Flow.MaxWait); mw > 0 && ex.arrived.Add(mw).Before(w.entry.Deadline) {
-		w.entry.Deadline = ex.arrived.Add(mw)
+	// flow.max_wait bounds the time spent queued, over all of a request's
+	// waits (a retry may queue again), not the time since arrival.
+	if mw := time.Duration(ex.gen.cfg.Flow.MaxWait); mw > 0 && time.Now().Add(mw-ex.queuedFor).Before(w.entry.Deadline) {
+		w.entry.Deadline = time.Now().Add(mw - ex.queuedFor)
 	}
 	if by := ex.adm.latestStart(ex.arrived); !by.IsZero() && by.Before(w.entry.Deadline) {
 		if !by.After(time.Now()) { // even an idle replica freed now is too late
@@ -250,6 +252,7 @@ func (g *Gateway) wait(ex *exchange, mq *modelQueue, tried map[*fleet.Replica]bo
 	case w.err != nil:
 		outcome = "shed"
 	}
+	ex.queuedFor += time.Since(since)
 	g.flow.metrics.waiting.WithLabelValues(ex.model, class).Dec()
 	g.flow.metrics.wait.WithLabelValues(ex.model, class, outcome).Observe(time.Since(since).Seconds())
 	return w.lease, w.cached, w.err

@@ -90,3 +90,80 @@ func TestRetryWaitsInTheQueue(t *testing.T) {
 		t.Errorf("%v requests refused as fleet_full, want none", got)
 	}
 }
+
+// TestRetryQueuesForWhatIsLeftOfMaxWait: flow.max_wait bounds the time a
+// request spends queued, over all its waits, not the time since it
+// arrived. A request whose attempt ran past max_wait on an engine that
+// then broke its connection, and whose retry found the fleet full, was
+// shed at once as a queue timeout, having waited nothing (found by a
+// review); it now waits for room, which frees here within max_wait. A
+// request queued behind the full fleet takes the broken attempt's slot,
+// so that the retry finds the fleet full.
+func TestRetryQueuesForWhatIsLeftOfMaxWait(t *testing.T) {
+	gate := make(chan struct{})
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	var broke atomic.Bool
+	engine := func() string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				return // health probes
+			}
+			var body struct{ Prompt string }
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+				http.Error(w, "bad body", http.StatusBadRequest)
+				return
+			}
+			switch {
+			case body.Prompt == "hold":
+				select {
+				case <-gate:
+				case <-r.Context().Done():
+					return
+				}
+			case body.Prompt == "long" && !broke.Load():
+				// Past max_wait, then the connection breaks unanswered.
+				time.Sleep(800 * time.Millisecond)
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					broke.Store(true)
+					conn.Close()
+				}
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	cfg := flowConfig(engine(), 10)
+	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: engine(), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
+	cfg.Flow.MaxWait = config.Duration(500 * time.Millisecond)
+	gw := startGateway(t, cfg)
+	body := func(prompt string) string { return `{"model":"sim","prompt":"` + prompt + `","max_tokens":1}` }
+	busy := func() int64 {
+		return gw.g.fleet.Snapshot().Get("one").InFlight() + gw.g.fleet.Snapshot().Get("two").InFlight()
+	}
+
+	held := asyncBody(gw, "held", body("hold"))
+	waitFor(t, "a replica held", 5*time.Second, func() bool { return busy() == 1 })
+	sentLong := time.Now()
+	long := asyncBody(gw, "long", body("long"))
+	waitFor(t, "both replicas busy", 5*time.Second, func() bool { return busy() == 2 })
+	// Queued 500 ms after the long request: waiting still when its
+	// attempt breaks, 800 ms after it.
+	time.Sleep(time.Until(sentLong.Add(500 * time.Millisecond)))
+	held2 := asyncBody(gw, "held2", body("hold"))
+	waitFor(t, "the long attempt's connection to break", 5*time.Second, broke.Load)
+	waitFor(t, "its retry to queue", 2*time.Second, func() bool { return waiting(gw) == 1 && busy() == 2 })
+	release() // the held requests end, and a replica takes the retry
+	for name, ch := range map[string]<-chan sent{"held": held, "held2": held2, "long": long} {
+		if s := <-ch; s.err != nil || s.status != http.StatusOK {
+			t.Errorf("%s: status %d, %v; want 200", name, s.status, s.err)
+		}
+	}
+	if got := counterValue(t, gw, "inferrail_flow_shed_total", "model", testModel, "class", "standard", "reason", "queue_timeout"); got != 0 {
+		t.Errorf("%v requests shed as queue timeouts, want none", got)
+	}
+}
+

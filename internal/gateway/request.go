@@ -65,7 +65,8 @@ type exchange struct {
 	// attempts counts its attempts holding a lease. The request's slot
 	// goes with the last: a 502, 503 or 504 kept while a retry streams
 	// holds one slot with it, not none once the kept answer is let go.
-	attempts int
+	attempts  int
+	queuedFor time.Duration // time spent in the flow queue so far, over all its waits
 	// pace: its key's prefills are paced (pacing.go), as judged when it was
 	// last let try the replicas; stream: its body asks for a stream;
 	// pacedOut: its last decision found room only where pacing held it,
