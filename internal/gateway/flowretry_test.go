@@ -1,15 +1,19 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/sim"
 )
 
 // TestRetryWaitsInTheQueue: with a flow queue, a request whose attempt
@@ -167,3 +171,41 @@ func TestRetryQueuesForWhatIsLeftOfMaxWait(t *testing.T) {
 	}
 }
 
+// TestRetriesCountAttempts: inferrail_upstream_retries_total counts the
+// attempts after a request's first, each made on a replica. A retry whose
+// client left during its backoff, or that found no replica, moved nothing
+// and was counted all the same (found by a review).
+func TestRetriesCountAttempts(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	cfg := testConfig(t, sims)
+	cfg.Retry.MaxAttempts = 2
+	cfg.Retry.Backoff, cfg.Retry.MaxBackoff = config.Duration(300*time.Millisecond), config.Duration(300*time.Millisecond)
+	gw := startGateway(t, cfg)
+	sims[0].SetFault(sim.Fault{Kind: sim.FaultFail, Status: 503, SparesHealth: true})
+	decisions := func() float64 {
+		return counterValue(t, gw, "inferrail_routing_decisions_total", "model", testModel, "policy", "round_robin", "replica", "sim-1")
+	}
+	retries := func() float64 { return counterValue(t, gw, "inferrail_upstream_retries_total", "model", testModel) }
+	for i := range 3 { // each client leaves during the backoff
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.url+"/v1/chat/completions", strings.NewReader(chatBody(fmt.Sprint("left ", i), "")))
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("request %d answered %d before its client left", i, resp.StatusCode)
+		}
+		cancel()
+	}
+	waitFor(t, "the backoffs to end", 2*time.Second, func() bool { return gw.g.fleet.Snapshot().Get("sim-1").InFlight() == 0 })
+	time.Sleep(400 * time.Millisecond) // past every backoff
+	if d, r := decisions(), retries(); d != 3 || r != 0 {
+		t.Errorf("clients gone during the backoff: %v decisions, %v retries; want 3 and 0", d, r)
+	}
+	// One that stays: its retry goes back to the one replica.
+	if resp, body := chat(t, gw.url, chatBody("stays", "")); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a failing replica's answer %d %s, want its 503", resp.StatusCode, body)
+	}
+	if d, r := decisions(), retries(); d != 5 || r != 1 {
+		t.Errorf("after one request tried twice: %v decisions, %v retries; want 5 and 1", d, r)
+	}
+}

@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 		duration:      histogramVec("inferrail_request_duration_seconds", "Time from a request's arrival to the end of its response.", latency, "model", "policy", "replica"),
 		decisions:     counterVec("inferrail_routing_decisions_total", "Replicas chosen by the routing policy, one per attempt.", "model", "policy", "replica"),
 		decisionTime:  histogramVec("inferrail_routing_decision_seconds", "Time to choose a replica and take a lease on it.", prometheus.ExponentialBuckets(1e-7, 4, 12), "policy"),
-		retries:       counterVec("inferrail_upstream_retries_total", "Requests moved to another replica before the first response byte.", "model"),
+		retries:       counterVec("inferrail_upstream_retries_total", "Attempts after a request's first, made before its first response byte (another replica first, the same one when no other has room).", "model"),
 		disconnects:   counterVec("inferrail_client_disconnects_total", "Responses abandoned because the client left.", "model"),
 		errors:        counterVec("inferrail_request_errors_total", "Errors the gateway answered itself, by reason.", "model", "reason"),
 		ejections:     counterVec("inferrail_ejections_total", "Passive ejections of replicas whose requests kept failing.", "replica"),

@@ -292,6 +292,11 @@ func (g *Gateway) proxy(ex *exchange) {
 			g.refuse(ex, err)
 			return
 		}
+		if n > 1 {
+			// Counted once it has a replica: a retry that found none, or
+			// whose client left during the backoff, moved nothing.
+			g.metrics.retries.WithLabelValues(ex.model).Inc()
+		}
 		rep := lease.Replica()
 		tried[rep] = true
 		a := g.begin(ex, lease, cached)
@@ -343,7 +348,6 @@ func (g *Gateway) proxy(ex *exchange) {
 			}
 			return
 		}
-		g.metrics.retries.WithLabelValues(ex.model).Inc()
 		if !g.sleep(ex, n) {
 			if kept != nil {
 				kept.discard(g.index)
