@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,11 +15,17 @@ type Snapshot struct {
 	Replicas []*Replica // static replicas in config order, then DNS members by group and address
 	byModel  map[string][]*Replica
 	byID     map[string]*Replica
+	departed map[string][]*Replica // by model; see Departed
 }
 
 // ForModel returns the replicas that serve model, in fleet order. The slice
 // is shared: do not modify it.
 func (s *Snapshot) ForModel(model string) []*Replica { return s.byModel[model] }
+
+// Departed returns the replicas of model that left the fleet and that it
+// remembers (see Fleet), which may still run requests. The slice is
+// shared: do not modify it.
+func (s *Snapshot) Departed(model string) []*Replica { return s.departed[model] }
 
 // Get returns the replica with id, or nil.
 func (s *Snapshot) Get(id string) *Replica { return s.byID[id] }
@@ -167,7 +174,9 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		if old[r.ID] == r {
 			r.removed.Store(true)
 			removed = append(removed, r)
-			if !slices.ContainsFunc(next, func(n *Replica) bool { return n.ID == r.ID }) {
+			// Remembered unless its replacement counts its load (the
+			// same ID at its URL).
+			if !slices.ContainsFunc(next, func(n *Replica) bool { return n.ID == r.ID && n.URL.String() == r.URL.String() }) {
 				f.departedStatic = append(f.departedStatic, r)
 			}
 		}
@@ -282,7 +291,7 @@ func (f *Fleet) changed(added, removed []*Replica) ([]*Replica, []*Replica) {
 
 // publish builds and swaps in a snapshot; f.mu is held or f is new.
 func (f *Fleet) publish() {
-	s := &Snapshot{byModel: map[string][]*Replica{}, byID: map[string]*Replica{}}
+	s := &Snapshot{byModel: map[string][]*Replica{}, byID: map[string]*Replica{}, departed: map[string][]*Replica{}}
 	s.Replicas = append(s.Replicas, f.static...)
 	names := make([]string, 0, len(f.groups))
 	for g := range f.groups {
@@ -302,6 +311,15 @@ func (f *Fleet) publish() {
 		s.byID[r.ID] = r
 		for _, m := range r.Models {
 			s.byModel[m] = append(s.byModel[m], r)
+		}
+	}
+	departed := slices.Clone(f.departedStatic)
+	for _, g := range slices.Sorted(maps.Keys(f.departed)) {
+		departed = append(departed, f.departed[g]...)
+	}
+	for _, r := range departed {
+		for _, m := range r.Models {
+			s.departed[m] = append(s.departed[m], r)
 		}
 	}
 	f.snap.Store(s)

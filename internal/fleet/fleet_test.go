@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -538,5 +539,38 @@ func TestDepartedBounded(t *testing.T) {
 	d := f.departed["pool"]
 	if len(d) != maxDeparted || d[len(d)-1].ID != fmt.Sprint("pool-", maxDeparted+9) {
 		t.Errorf("remembered %d, the last %s; want %d, the last pool-%d", len(d), d[len(d)-1].ID, maxDeparted, maxDeparted+9)
+	}
+}
+
+// TestDepartedInSnapshot: a static replica removed, or replaced by one of
+// its ID at another URL (another engine), is among its models' departed
+// replicas, which may still run requests; one replaced at its URL is not
+// (the replacement counts its load), nor one added back at its URL.
+func TestDepartedInSnapshot(t *testing.T) {
+	f := New(nil, nil)
+	same := func(*Replica, *Replica) bool { return false }
+	a, b := replica("a"), replica("b", "m", "n")
+	f.SetStatic([]*Replica{a, b}, same)
+	departed := func(model string) []string {
+		var ids []string
+		for _, r := range f.Snapshot().Departed(model) {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	elsewhere := replica("b", "m", "n")
+	elsewhere.URL, _ = url.Parse("http://127.0.0.1:2")
+	f.SetStatic([]*Replica{elsewhere}, same) // a removed, b replaced at another URL
+	if got := departed("m"); !slices.Equal(got, []string{"a", "b"}) || !slices.Equal(departed("n"), []string{"b"}) {
+		t.Errorf("departed of m %v and n %v; want [a b] and [b]", got, departed("n"))
+	}
+	f.SetStatic([]*Replica{replica("a"), elsewhere}, same) // a back at its URL
+	if got := departed("m"); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("after a came back: departed %v, want [b]", got)
+	}
+	// b back at its first URL: the one at the other URL leaves too.
+	f.SetStatic([]*Replica{replica("a"), replica("b", "m", "n")}, same)
+	if got := departed("n"); !slices.Equal(got, []string{"b", "b"}) {
+		t.Errorf("departed of n %v, want both earlier b", got)
 	}
 }

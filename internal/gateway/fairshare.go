@@ -32,20 +32,35 @@ func flowOf(a *admission) fairshare.Flow {
 // slots returns the model's in-flight slots in generation gen at now: the
 // max_concurrency of its usable replicas, summed; 0 when one of them has
 // no bound, or none is usable (nothing is then held back for fairness).
+// The requests still running on replicas that are not usable (ejected,
+// failing probes) or that left the fleet count as slots too: the fair
+// share table counts them in flight, and without them a key's request
+// waited for a share of slots those requests do not hold (found by a
+// review: a 429 while a usable replica sat idle).
 func (g *Gateway) slots(gen *generation, model string, now time.Time) int {
 	at := clock.Of(now)
 	n := int64(0)
-	routes := g.routes(gen).model(model).routes
+	table := g.routes(gen)
+	routes := table.model(model).routes
+	usable := false
+	for _, r := range table.snap.Departed(model) {
+		n += r.InFlight()
+	}
 	for i := range routes {
 		rt := &routes[i]
 		if !rt.Usable(at) {
+			n += rt.InFlight()
 			continue
 		}
+		usable = true
 		c := rt.MaxConcurrency()
 		if c <= 0 {
 			return 0
 		}
 		n += c
+	}
+	if !usable {
+		return 0
 	}
 	return int(n)
 }

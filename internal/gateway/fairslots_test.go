@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// TestFairShareCountsSlotsHeldElsewhere: under fair sharing, a request
+// still running on a replica that is no longer usable (failing its
+// probes) or no longer in the fleet (removed by a reload) holds a slot of
+// its key's share that no usable replica gives. Such requests counted in
+// the key's in-flight but not in the slots, so the key's next request
+// waited for max_wait and got a 429 while a usable replica sat idle
+// (found by a review).
+func TestFairShareCountsSlotsHeldElsewhere(t *testing.T) {
+	for _, how := range []string{"unhealthy", "removed"} {
+		t.Run(how, func(t *testing.T) {
+			gate := make(chan struct{})
+			release := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(release)
+			var sick atomic.Bool
+			engine := func(probed bool) string {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method != http.MethodPost {
+						if probed && sick.Load() {
+							http.Error(w, "down", http.StatusServiceUnavailable)
+						}
+						return
+					}
+					var body struct{ Prompt string }
+					if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+						http.Error(w, "bad body", http.StatusBadRequest)
+						return
+					}
+					if body.Prompt == "hold" {
+						select {
+						case <-gate:
+						case <-r.Context().Done():
+							return
+						}
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+				}))
+				t.Cleanup(srv.Close)
+				return srv.URL
+			}
+			cfg := flowConfig(engine(true), 10)
+			cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: engine(false), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
+			cfg.Routing.DefaultPolicy = "round_robin"
+			cfg.Health.Interval, cfg.Health.Timeout = config.Duration(50*time.Millisecond), config.Duration(50*time.Millisecond)
+			cfg.Flow.MaxWait = config.Duration(3 * time.Second)
+			gw := startGateway(t, cfg)
+			body := func(prompt string) string { return `{"model":"sim","prompt":"` + prompt + `","max_tokens":1}` }
+
+			held := asyncBody(gw, "held", body("hold"))
+			waitFor(t, "a request held on replica one", 5*time.Second, func() bool { return gw.g.fleet.Snapshot().Get("one").InFlight() == 1 })
+			switch how {
+			case "unhealthy":
+				sick.Store(true)
+				waitFor(t, "replica one to fail its probes", 5*time.Second, func() bool { return !gw.g.fleet.Snapshot().Get("one").Healthy() })
+			case "removed":
+				next := *gw.g.current().cfg
+				next.Replicas = next.Replicas[1:]
+				if result, _, err := gw.g.apply(&next, "test"); result != reloadApplied {
+					t.Fatalf("removing replica one: %s, %v", result, err)
+				}
+			}
+			start := time.Now()
+			if s := sendCompletion(gw.url, body("next")); s.err != nil || s.status != http.StatusOK || s.replica != "two" {
+				t.Errorf("the key's next request: %d from %q, %v, after %v; want 200 from the idle replica two", s.status, s.replica, s.err, time.Since(start))
+			}
+			release()
+			if s := <-held; s.err != nil || s.status != http.StatusOK {
+				t.Errorf("the held request: %d, %v", s.status, s.err)
+			}
+		})
+	}
+}
