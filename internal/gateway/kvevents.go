@@ -307,7 +307,9 @@ func (k *kvEvents) judge(f *replicaFeed, now time.Time, capacityBlocks int) stri
 	// engine had published nothing at all, so an empty mirror is its cache
 	// (a batch received but not yet applied changes nothing until it is).
 	idle := !started && st.Applied == 0 && st.Replays > st.ReplayErrs
-	if !started && !idle {
+	if !started && !idle || st.Unconnected {
+		// Replayed batches alone are no stream: without a connection
+		// nothing says what the engine stores or evicts next.
 		return reasonNoStream
 	}
 	mirror := k.index.Events(f.id).Mirror

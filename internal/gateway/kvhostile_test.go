@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/events"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/kvfeed"
@@ -32,7 +34,7 @@ func TestHostilePublisherGarbage(t *testing.T) {
 		nc.Write(randBytes(connRNG(), 64<<10))
 	})
 	waitFor(t, "the gateway to meet the garbage publisher 3 times", 10*time.Second, func() bool { return r.eng.hostiles.Load() >= 3 })
-	st := r.waitSource(index.SourceApproximate, reasonSilent, 5*time.Second)
+	st := r.waitSource(index.SourceApproximate, reasonNoStream, 5*time.Second)
 	// The one connection setHostile cut is all that was lost: the
 	// garbage never made a connection, nor a message.
 	if st.Malformed != 0 || st.Disconnects != prev.Disconnects+1 {
@@ -99,7 +101,7 @@ func TestHostileFrames(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // let the reader see a cut, not a closed stream
 		})
 		st := r.waitStream(tc.name+": connections dropped", 10*time.Second, func(s kvStatus) bool { return s.Disconnects >= disconnects+3 })
-		st = r.waitSource(index.SourceApproximate, reasonSilent, 5*time.Second)
+		st = r.waitSource(index.SourceApproximate, reasonNoStream, 5*time.Second)
 		if st.Malformed != 0 || st.Received == 0 {
 			t.Errorf("%s: %+v", tc.name, st)
 		}
@@ -246,5 +248,42 @@ func TestHostileEncodings(t *testing.T) {
 			}
 			r.finish()
 		})
+	}
+}
+
+// TestReplayWithoutLiveStreamIsNoStream: a replica whose live endpoint
+// nothing listens on (a wrong port) while its replay socket answers gets
+// its mirror filled by the replay, and no stream after it: its
+// predictions fall back (no_stream, connected false) rather than follow a
+// mirror nothing updates. It was judged a sound stream for good, and
+// predicted hits on a cache its engine had since cleared (found by a
+// review). Pointed at the right endpoint, it follows the events again.
+func TestReplayWithoutLiveStreamIsNoStream(t *testing.T) {
+	eng := newScriptedPublisher(t, events.EncodingMap, 1024)
+	eng.publish(&events.Batch{TS: 1})
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadEndpoint := "tcp://" + dead.Addr().String()
+	dead.Close()
+	cfg := testConfig(t, fleetOf(t, 1, true))
+	cfg.Index.Mode = config.IndexExact
+	cfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: deadEndpoint, ReplayEndpoint: eng.router.Endpoint()}
+	gw := startGateway(t, cfg)
+	r := &hostileRig{t: t, gw: gw, eng: eng}
+	st := r.waitStream("the replay applied", 5*time.Second, func(s kvStatus) bool { return s.Applied > 0 })
+	time.Sleep(time.Second) // judged since, at every 250 ms tick
+	if st = r.stream(); st.Source != index.SourceApproximate || st.Reason != reasonNoStream || st.Connected {
+		t.Errorf("replayed, never connected: source %s (%s), connected %v; want approximate (no_stream), not connected", st.Source, st.Reason, st.Connected)
+	}
+	next := *gw.g.current().cfg
+	next.Replicas = slices.Clone(next.Replicas)
+	next.Replicas[0].KVEvents.Endpoint = eng.endpoint()
+	if result, _, err := gw.g.apply(&next, "test"); result != reloadApplied {
+		t.Fatalf("pointing it at its publisher: %s, %v", result, err)
+	}
+	if st = r.waitSource(index.SourceEvents, "", 5*time.Second); !st.Connected {
+		t.Errorf("following the events, not connected: %+v", st)
 	}
 }

@@ -31,6 +31,7 @@ type kvStatus struct {
 	ReplayErrors   uint64            `json:"replay_errors"`
 	Malformed      uint64            `json:"malformed"`
 	UnknownEvents  uint64            `json:"unknown_events"` // events of kinds the decoder does not know, left out
+	Connected      bool              `json:"connected"`      // the feed holds a connection to the publisher past its handshake now
 	Disconnects    uint64            `json:"disconnects"`    // connections lost after the handshake
 	Rejected       uint64            `json:"rejected"`       // connections whose handshake failed
 	Purges         map[string]uint64 `json:"purges"`
@@ -82,7 +83,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		ID: f.id, Source: ev.Source, Endpoint: f.endpoint, ReplayEndpoint: f.replay,
 		Received: st.Received, Applied: st.Applied, Duplicates: st.Duplicates, Gaps: st.Gaps,
 		Replays: st.Replays, ReplayErrors: st.ReplayErrs, Malformed: st.Malformed, UnknownEvents: st.UnknownEvents,
-		Disconnects: st.Disconnects, Rejected: st.Rejected,
+		Connected: !st.Unconnected, Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
 		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: purges,
 		Digest: fmt.Sprintf("%016x", ev.Digest),

@@ -73,6 +73,11 @@ type Stats struct {
 	// frame); Rejected are those whose handshake failed (not ZMTP).
 	Disconnects uint64
 	Rejected    uint64
+	// Unconnected: the feed runs, and its SUB holds no connection to the
+	// publisher past its handshake now. A feed whose replay answers while
+	// its live stream never connects (a wrong port) applies batches all
+	// the same.
+	Unconnected bool
 	LastSeq     uint64
 	HasSeq      bool
 	LastBatch   time.Time // when the last batch was applied
@@ -133,7 +138,8 @@ func (f *Feed) Stats() Stats {
 	st := f.stats
 	f.mu.Unlock()
 	if s := f.sub.Load(); s != nil {
-		st.Rejected = s.Stats().Rejected
+		ss := s.Stats()
+		st.Rejected, st.Unconnected = ss.Rejected, ss.Connects <= ss.Disconnects
 	}
 	return st
 }
