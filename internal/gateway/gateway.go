@@ -53,6 +53,7 @@ type Gateway struct {
 	draining  atomic.Bool
 	stopping  chan struct{} // closed when draining starts: queued requests leave
 	arrivals  atomic.Uint64 // client requests that reached a handler, for reclaim
+	active    atomic.Int64  // client requests in a handler now, for reclaim
 
 	tokenizers map[string]*modelTokenizer // by model; absent: no predictions
 	tokPool    *tokenize.Pool
@@ -382,6 +383,8 @@ func (g *Gateway) ClientHandler() http.Handler {
 	cors := withCORS(keyed, g.cfg.Server.CORSAllowedOrigins)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.arrivals.Add(1)
+		g.active.Add(1)
+		defer g.active.Add(-1)
 		cors.ServeHTTP(w, r)
 	})
 }
@@ -435,6 +438,10 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// busy reports whether a client request is in a handler now, for reclaim:
+// a burst still streaming is not idle though nothing new arrives.
+func (g *Gateway) busy() bool { return g.active.Load() > 0 }
+
 // returnedMemory logs what reclaim gave back to the OS.
 func (g *Gateway) returnedMemory(before, after uint64) {
 	g.log.Debug("idle: heap returned to the OS", "held_mib_before", before>>20, "held_mib_after", after>>20)
@@ -481,7 +488,9 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 		wg.Go(func() { g.shadows.run(bg) })
 	}
 	// Once idle after a burst, the memory it took goes back to the OS.
-	wg.Go(func() { reclaim.Run(bg, reclaim.Options{Work: g.arrivals.Load, Returned: g.returnedMemory}) })
+	wg.Go(func() {
+		reclaim.Run(bg, reclaim.Options{Work: g.arrivals.Load, Busy: g.busy, Returned: g.returnedMemory})
+	})
 	defer func() {
 		stopBG()
 		wg.Wait()

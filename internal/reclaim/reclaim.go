@@ -10,12 +10,13 @@
 // below the peak it makes the collector run hard under exactly the load
 // that needs the memory, and above it it returns nothing.
 //
-// Run instead watches two things each interval: whether any work began
-// (a counter the caller advances), and how much memory the runtime holds
-// from the OS, not counting what it already returned. When no work began
-// for a whole interval and the runtime holds at least Threshold more than
-// just after the last return, it calls debug.FreeOSMemory: one collection
-// and every free page back to the OS. Under load it never runs; memory the
+// Run instead watches three things each interval: whether any work began
+// (a counter the caller advances), whether work is under way (long
+// requests began before the interval), and how much memory the runtime
+// holds from the OS, not counting what it already returned. When no work
+// began for a whole interval, none is under way and the runtime holds at
+// least Threshold more than just after the last return, it calls
+// debug.FreeOSMemory: one collection and every free page back to the OS. Under load it never runs; memory the
 // process really keeps (caches that grew) raises the mark, so it runs once
 // per burst, not every interval.
 package reclaim
@@ -38,6 +39,12 @@ type Options struct {
 	// Work counts the work begun so far (requests arrived); the process
 	// is idle over an interval in which it did not change. Required.
 	Work func() uint64
+	// Busy, when set, reports whether work is under way now: an interval
+	// that ends busy is not idle. Without it a burst of long requests
+	// that stopped arriving was reclaimed while it ran, which freed
+	// nothing and raised the mark to its peak, so nothing was returned
+	// once it ended.
+	Busy func() bool
 	// Interval is how often Run looks; zero means DefaultInterval.
 	Interval time.Duration
 	// Threshold is how many bytes the runtime must hold above its mark
@@ -79,7 +86,7 @@ type watcher struct {
 // tick looks once; it reports whether it returned memory.
 func (w *watcher) tick() bool {
 	work := w.o.Work()
-	idle := work == w.work
+	idle := work == w.work && (w.o.Busy == nil || !w.o.Busy())
 	w.work = work
 	held := Held()
 	if held < w.mark {

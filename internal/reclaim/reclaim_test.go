@@ -53,6 +53,25 @@ func TestTick(t *testing.T) {
 	}
 }
 
+// TestTickWaitsForWorkUnderWay: no work began, but some is under way: not
+// idle, nothing returned; once it ends, the burst is returned.
+func TestTickWaitsForWorkUnderWay(t *testing.T) {
+	var busy atomic.Bool
+	runtime.GC()
+	w := watcher{o: Options{Work: func() uint64 { return 0 }, Busy: busy.Load, Threshold: 16 << 20}, mark: Held()}
+	busy.Store(true)
+	burst(96 << 20)
+	for i := range 3 {
+		if w.tick() {
+			t.Fatalf("tick %d: returned memory while work was under way", i)
+		}
+	}
+	busy.Store(false)
+	if !w.tick() {
+		t.Fatal("idle after the work ended, with the burst held: nothing returned")
+	}
+}
+
 func TestRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var calls atomic.Int64
