@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"net"
@@ -430,25 +431,62 @@ func (s *feedSink) Purge(reason string) {
 	f.mu.Unlock()
 }
 
+// cardsBase is the base model baseModel found in one fetch of cards.
+type cardsBase struct {
+	cards *fleet.ModelCards
+	model string
+}
+
+// baseModel is the model of models an engine stores blocks for when its
+// events name no adapter: the first whose card names no parent (vLLM lists
+// a LoRA adapter with its base model as parent), else the first. A
+// replica listing an adapter before its base seeded every base prompt's
+// blocks with the adapter's name, so none was ever predicted from events
+// (found by a review).
+func baseModel(models []string, cards *fleet.ModelCards) string {
+	if cards != nil {
+		for _, m := range models {
+			card, ok := cards.Cards[m]
+			if !ok {
+				continue
+			}
+			var c struct {
+				Parent *string `json:"parent"`
+			}
+			if json.Unmarshal(card, &c) == nil && (c.Parent == nil || *c.Parent == "" || *c.Parent == m) {
+				return m
+			}
+		}
+	}
+	return models[0]
+}
+
 // eventsConfig is what the index needs to mirror replica r's engine: the
-// block size and chain seed of the model it serves (its first), as routing
-// hashes that model's prompts. Blocks an engine stored for an adapter are
+// block size of the model it serves (its first) and the chain seed routing
+// hashes its prompts with. Blocks an engine stored for an adapter are
 // seeded with the adapter's name as the model's, which is how a client
-// asks for it and so how routing hashes it.
+// asks for it and so how routing hashes it; the others with its base
+// model's (baseModel).
 func (g *Gateway) eventsConfig(r *fleet.Replica) (index.EventsConfig, bool) {
 	if len(r.Models) == 0 {
 		return index.EventsConfig{}, false
 	}
-	model := r.Models[0]
-	mt := g.tokenizers[model]
+	mt := g.tokenizers[r.Models[0]]
 	if mt == nil {
 		return index.EventsConfig{}, false
 	}
+	var last atomic.Pointer[cardsBase]
 	cfg := index.EventsConfig{BlockSize: mt.blockSize, Seed: func(adapter, salt string) blockhash.Hash {
 		if adapter != "" {
 			return blockhash.Seed(adapter, "", salt)
 		}
-		return blockhash.Seed(model, "", salt)
+		cards := r.Cards()
+		b := last.Load()
+		if b == nil || b.cards != cards {
+			b = &cardsBase{cards: cards, model: baseModel(r.Models, cards)}
+			last.Store(b)
+		}
+		return blockhash.Seed(b.model, "", salt)
 	}}
 	if c := r.KVCapacityBlocks; c > index.MaxMirrorBlocks/4 {
 		// The operator's kv_capacity_blocks, unlike an engine's word, may
