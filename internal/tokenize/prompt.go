@@ -93,7 +93,7 @@ const (
 	ReasonMultimodal = "multimodal" // content parts other than text
 	ReasonTemplate   = "template"   // a chat template in the request
 	ReasonBatch      = "batch"      // several prompts in one completion request
-	ReasonDeveloper  = "developer"  // a developer message, for a Hugging Face chat template
+	ReasonDeveloper  = "developer"  // a developer message with tools, for a Hugging Face chat template that names the developer role
 	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
 	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not

@@ -219,8 +219,6 @@ def conversation(messages, fmt):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise RequestError("message")
         role = msg["role"]
-        if role == "developer":
-            raise Unsupported("developer")
         texts = text_parts(msg, fmt)
         if fmt == "openai" and role != "tool":
             out = {"role": role, "content": [{"type": "text", "text": t} for t in texts]}
@@ -253,8 +251,48 @@ def conversation(messages, fmt):
         for k in ("name", "task"):
             if isinstance(msg.get(k), str):
                 out[k] = msg[k]
+        if role == "developer":
+            out["tools"] = msg.get("tools")
         conv.append(out)
     return conv
+
+
+def names_developer(template):
+    """vllm/renderers/hf.py's _detect_developer_role_support: the role named as a quoted string."""
+    return '"developer"' in template or "'developer'" in template
+
+
+def adapt_developer(conv, template):
+    """safe_apply_chat_template (vllm/renderers/hf.py): for a template that does not name the developer
+    role, developer messages become system messages without their tools, and then the system messages
+    are merged into one at the front if any stands elsewhere (_convert_developer_to_system,
+    _consolidate_system_messages)."""
+    if not any(m["role"] == "developer" for m in conv):
+        return conv
+    if names_developer(template):
+        if any(m["role"] == "developer" and m["tools"] is not None for m in conv):
+            # Passed as pydantic validated them, which the Go renderer does not reproduce.
+            raise Unsupported("developer")
+        return conv
+    converted = []
+    for m in conv:
+        if m["role"] == "developer":
+            m = {k: ("system" if k == "role" else v) for k, v in m.items() if k != "tools"}
+        converted.append(m)
+    if not any(i > 0 and m["role"] == "system" for i, m in enumerate(converted)):
+        return converted
+    texts, rest = [], []
+    for m in converted:
+        if m["role"] != "system":
+            rest.append(m)
+            continue
+        content = m.get("content", "")
+        if isinstance(content, list):
+            content = "\n".join(p["text"] if isinstance(p, dict) else p for p in content
+                                if isinstance(p, str) or (isinstance(p, dict) and "text" in p))
+        if content:
+            texts.append(content)
+    return [{"role": "system", "content": "\n\n".join(texts)}] + rest
 
 
 def lax_bool(v, default):
@@ -324,7 +362,7 @@ def render(tok, body, default_kwargs=None):
     tools = kwargs.pop("tools")
     template = tok.get_chat_template(None, tools=tools)
     fmt = detect_content_format(template)
-    conv = conversation(req["messages"], fmt)
+    conv = adapt_developer(conversation(req["messages"], fmt), template)
 
     # resolve_chat_template_kwargs: keep apply_chat_template's parameters, the template's
     # undeclared variables and the base class's parameters. vLLM parses the template knowing
@@ -554,6 +592,18 @@ def edge_requests(fam):
         {"messages": [u("\U0001F600" * 5 + "\u0301\u200d" + "\ufeff")]},
         {"messages": [u("{{ bos_token }} {% if true %}x{% endif %}")]},
         {"messages": [u("Doc question")], "documents": [{"title": "T", "text": "Body"}]},
+        # None of these templates names the developer role: developer messages become system ones,
+        # merged with the others into one at the front where one stands elsewhere.
+        {"messages": [{"role": "developer", "content": "Be brief."}, u("Hi")]},
+        {"messages": [{"role": "developer", "content": "Be brief.", "name": "dev"}, u("Hi"), a("Hello!"), u("Bye")]},
+        {"messages": [{"role": "system", "content": "You are terse."}, u("Hi"), a("Hello!"),
+                      {"role": "developer", "content": "Answer in French."}, u("Bye")]},
+        {"messages": [u("Hi"), {"role": "developer", "content": [{"type": "text", "text": "one"},
+                                                                   {"type": "text", "text": ""}, "two"]}]},
+        {"messages": [{"role": "developer", "content": "D", "tools": [tool]}, {"role": "system", "content": ""},
+                      u("Weather?")], "tools": [tool]},
+        {"messages": [u("Hi"), a("Sure"), {"role": "developer", "content": None}], "continue_final_message": True,
+         "add_generation_prompt": False},
     ]
     return [dict({"model": fam}, **r) for r in reqs]
 

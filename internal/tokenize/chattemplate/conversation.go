@@ -118,7 +118,9 @@ func documents(raw json.RawMessage) (jinja.Value, error) {
 // vLLM's parse_chat_messages does: content as a string (text parts joined
 // with "\n", null as "") or, in the openai format, as a list of text parts;
 // assistant tool calls with their arguments parsed from JSON; reasoning as
-// both reasoning and reasoning_content; tool_call_id and name copied.
+// both reasoning and reasoning_content; tool_call_id and name copied; a
+// developer message's tools copied, null when it has none (adaptDeveloper
+// then fits developer messages to the template).
 //
 // contents are the contents tokenize.ParseChatRequest decoded, by message;
 // they spare decoding long texts twice. Every stopEvery messages it looks
@@ -154,12 +156,6 @@ func conversationMessage(v jinja.Value, format string) (jinja.Value, error) {
 	role, ok := msg.Get("role")
 	if !ok || !role.IsString() {
 		return jinja.Undefined(), badRequest("role: want a string")
-	}
-	if role.AsString() == "developer" {
-		// vLLM's handling of the developer role has changed between
-		// versions (kept, or turned into system and merged); predicting
-		// either could be wrong.
-		return jinja.Undefined(), unsupported(tokenize.ReasonDeveloper)
 	}
 	texts, err := textParts(msg, format)
 	if err != nil {
@@ -222,7 +218,139 @@ func conversationMessage(v jinja.Value, format string) (jinja.Value, error) {
 			o.Set(k, val)
 		}
 	}
+	if role.AsString() == "developer" {
+		// vLLM gives every developer message its tools, null when it has
+		// none; adaptDeveloper drops them again where the role becomes
+		// system.
+		tools, ok := msg.Get("tools")
+		if !ok {
+			tools = jinja.None()
+		}
+		o.Set("tools", tools)
+	}
 	return out, nil
+}
+
+// namesDeveloper reports whether a chat template's source names the
+// developer role as a quoted string ("developer" or 'developer'), the test
+// vLLM's Hugging Face renderer applies to the template it renders with
+// (hf.py, _detect_developer_role_support). A mention without quotes does
+// not count.
+func namesDeveloper(src string) bool {
+	return strings.Contains(src, `"developer"`) || strings.Contains(src, `'developer'`)
+}
+
+// adaptDeveloper prepares the developer messages of conv for a template as
+// vLLM's Hugging Face renderer does (hf.py, safe_apply_chat_template). A
+// template that names the role (see namesDeveloper) gets them as they are.
+// For any other template each becomes a system message without its tools,
+// and then, if a system message stands anywhere but first, all system
+// messages are merged into one at the front (mergeSystem). A conversation
+// without developer messages is left alone, however many system messages
+// it has.
+//
+// A developer message that carries tools, for a template that names the
+// role, is not followed (tokenize.ReasonDeveloper): vLLM passes them as
+// pydantic validated them, and we do not reproduce that validation.
+func adaptDeveloper(conv []jinja.Value, templateNamesDeveloper bool) ([]jinja.Value, error) {
+	if !slices.ContainsFunc(conv, func(m jinja.Value) bool { return role(m) == "developer" }) {
+		return conv, nil
+	}
+	if templateNamesDeveloper {
+		for _, m := range conv {
+			if tools, _ := m.AsDict().Get("tools"); role(m) == "developer" && !tools.IsNone() {
+				return nil, unsupported(tokenize.ReasonDeveloper)
+			}
+		}
+		return conv, nil
+	}
+	out := make([]jinja.Value, len(conv))
+	for i, m := range conv {
+		if role(m) != "developer" {
+			out[i] = m
+			continue
+		}
+		// A copy: its keys in the same order, the role now system and
+		// without the tools vLLM gave it.
+		sys := jinja.NewDict()
+		src := m.AsDict()
+		for _, k := range src.OrderedKeys() {
+			v, _ := src.Get(k)
+			switch k {
+			case "tools":
+				continue
+			case "role":
+				v = jinja.NewString("system")
+			}
+			sys.AsDict().Set(k, v)
+		}
+		out[i] = sys
+	}
+	return mergeSystem(out), nil
+}
+
+// mergeSystem merges the system messages of conv into one at the front
+// when any stands elsewhere, as vLLM's _consolidate_system_messages does:
+// the new message has only a role and a string content, the system
+// messages' texts in order joined with "\n\n", each a string content or its
+// text parts joined with "\n", an empty one left out. The other messages
+// keep their order.
+func mergeSystem(conv []jinja.Value) []jinja.Value {
+	merge := false
+	for i, m := range conv {
+		if i > 0 && role(m) == "system" {
+			merge = true
+			break
+		}
+	}
+	if !merge {
+		return conv
+	}
+	var texts []string
+	rest := make([]jinja.Value, 0, len(conv))
+	for _, m := range conv {
+		if role(m) != "system" {
+			rest = append(rest, m)
+			continue
+		}
+		if t := systemText(m); t != "" {
+			texts = append(texts, t)
+		}
+	}
+	merged := jinja.NewDict()
+	merged.AsDict().Set("role", jinja.NewString("system"))
+	merged.AsDict().Set("content", jinja.NewString(strings.Join(texts, "\n\n")))
+	return append([]jinja.Value{merged}, rest...)
+}
+
+// systemText is a message's content as one string: a string as it is, a
+// list of text parts joined with "\n".
+func systemText(m jinja.Value) string {
+	content, _ := m.AsDict().Get("content")
+	if content.IsString() {
+		return content.AsString()
+	}
+	if !content.IsList() {
+		return ""
+	}
+	var parts []string
+	for _, p := range content.AsList().Items {
+		switch {
+		case p.IsString():
+			parts = append(parts, p.AsString())
+		case p.IsDict():
+			if t, ok := p.AsDict().Get("text"); ok && t.IsString() {
+				parts = append(parts, t.AsString())
+			}
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// role is the role of a message conversation built.
+func role(m jinja.Value) string {
+	r, _ := m.AsDict().Get("role")
+	return r.AsString()
 }
 
 // textParts returns a message's content as its text parts: a string is one

@@ -95,12 +95,15 @@ type compiledTemplate struct {
 	// engine keeps the characters U+001C to U+001F that Python's strip
 	// removes.
 	trims bool
+	// developer: the source names the developer role (namesDeveloper), so
+	// developer messages reach it unchanged.
+	developer bool
 }
 
 func compileTemplate(src string) *compiledTemplate {
 	src = jinjaSource(src)
 	t, err := jinja.Compile(src)
-	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim")}
+	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim"), developer: namesDeveloper(src)}
 	if err != nil {
 		return ct
 	}
@@ -348,6 +351,9 @@ func (r *Renderer) render(c *tokenize.Chat, w *watch) (string, error) {
 	}
 	conv, err := conversation(c.RawMessages, c.Contents, format, w)
 	if err != nil {
+		return "", err
+	}
+	if conv, err = adaptDeveloper(conv, tmpl.developer); err != nil {
 		return "", err
 	}
 	if tmpl.err != nil {
