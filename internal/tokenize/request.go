@@ -13,10 +13,11 @@ import (
 )
 
 // ParseChatRequest reads the prompt of a chat completion request the way
-// vLLM prepares it: content parts joined with newlines, the developer role
-// as system, reasoning and tool calls kept, tools as compact JSON (the
-// builtin:sim template's view), and the fields Hugging Face chat templates
-// read, as sent (package chattemplate's view).
+// vLLM prepares it: content parts joined with newlines, roles as sent (the
+// renderers fit the developer role to their templates), reasoning and tool
+// calls kept, tools as compact JSON (the builtin:sim template's view), and
+// the fields Hugging Face chat templates read, as sent (package
+// chattemplate's view).
 //
 // Keys match case-sensitively, as in vLLM's request models (encoding/json
 // into a struct would not), and a repeated key keeps its last value, as in
@@ -264,9 +265,6 @@ func (f *messageFields) message() (ChatMessage, error) {
 	var err error
 	if msg.Role, err = optString(f.role); err != nil {
 		return msg, fmt.Errorf("role: %w", err)
-	}
-	if msg.Role == "developer" {
-		msg.Role = "system"
 	}
 	if msg.Content, err = contentText(f.content); err != nil {
 		return msg, fmt.Errorf("content: %w", err)

@@ -137,9 +137,6 @@ func refChatMessage(raw json.RawMessage) (ChatMessage, error) {
 	if msg.Role, err = refOptString(m["role"]); err != nil {
 		return msg, fmt.Errorf("role: %w", err)
 	}
-	if msg.Role == "developer" {
-		msg.Role = "system"
-	}
 	if msg.Content, err = refContentText(m["content"]); err != nil {
 		return msg, fmt.Errorf("content: %w", err)
 	}

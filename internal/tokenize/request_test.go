@@ -19,7 +19,7 @@ func TestParseChatRequest(t *testing.T) {
 	if !c.AddGenerationPrompt || !p.AddSpecial || p.CacheSalt != "s" {
 		t.Errorf("flags %+v %+v", p, c)
 	}
-	if c.Messages[0].Role != "system" || c.Messages[1].Content != "a\nb\nc" || c.Messages[2].Reasoning != "hmm" {
+	if c.Messages[0].Role != "developer" || c.Messages[1].Content != "a\nb\nc" || c.Messages[2].Reasoning != "hmm" {
 		t.Errorf("messages %+v", c.Messages)
 	}
 	if tc := c.Messages[2].ToolCalls; len(tc) != 1 || tc[0].Name != "f" || tc[0].Arguments != `{"x": 1}` {

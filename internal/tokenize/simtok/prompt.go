@@ -3,6 +3,7 @@ package simtok
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/inferrail/inferrail/internal/tokenize"
@@ -12,8 +13,10 @@ import (
 // dialect: an optional tools block, then each message as
 // "<|im_start|>role\n" + content + "<|im_end|>\n", and "<|im_start|>assistant\n"
 // when a generation prompt is asked for. With ContinueFinalMessage the last
-// message is left open so the reply continues it.
+// message is left open so the reply continues it. Developer messages are
+// first made system ones (developerAsSystem).
 func RenderChat(c *tokenize.Chat) string {
+	msgs := developerAsSystem(c.Messages)
 	var b strings.Builder
 	if len(c.Tools) > 0 {
 		b.WriteString(IMStart + "system\n# Tools\n")
@@ -23,7 +26,7 @@ func RenderChat(c *tokenize.Chat) string {
 		}
 		b.WriteString(IMEnd + "\n")
 	}
-	for i, m := range c.Messages {
+	for i, m := range msgs {
 		b.WriteString(IMStart)
 		b.WriteString(m.Role)
 		b.WriteByte('\n')
@@ -43,7 +46,7 @@ func RenderChat(c *tokenize.Chat) string {
 			writeCompactJSON(&b, []byte(args))
 			b.WriteString("}" + ToolCallEnd)
 		}
-		if c.ContinueFinalMessage && i == len(c.Messages)-1 {
+		if c.ContinueFinalMessage && i == len(msgs)-1 {
 			break
 		}
 		b.WriteString(IMEnd + "\n")
@@ -52,6 +55,44 @@ func RenderChat(c *tokenize.Chat) string {
 		b.WriteString(IMStart + "assistant\n")
 	}
 	return b.String()
+}
+
+// developerAsSystem fits msgs to the builtin:sim template as vLLM's Hugging
+// Face renderer fits a conversation to a template that does not name the
+// developer role, as this one does not: developer messages become system
+// messages, and then, if a system message stands anywhere but first, all
+// system messages are merged into one at the front, their contents in order
+// joined with "\n\n", an empty one left out; the other messages keep their
+// order. A chat without developer messages is left as it is, however many
+// system messages it has.
+func developerAsSystem(msgs []tokenize.ChatMessage) []tokenize.ChatMessage {
+	if !slices.ContainsFunc(msgs, func(m tokenize.ChatMessage) bool { return m.Role == "developer" }) {
+		return msgs
+	}
+	out := make([]tokenize.ChatMessage, len(msgs))
+	merge := false
+	for i, m := range msgs {
+		if m.Role == "developer" {
+			m.Role = "system"
+		}
+		merge = merge || i > 0 && m.Role == "system"
+		out[i] = m
+	}
+	if !merge {
+		return out
+	}
+	var texts []string
+	merged := []tokenize.ChatMessage{{Role: "system"}}
+	for _, m := range out {
+		switch {
+		case m.Role != "system":
+			merged = append(merged, m)
+		case m.Content != "":
+			texts = append(texts, m.Content)
+		}
+	}
+	merged[0].Content = strings.Join(texts, "\n\n")
+	return merged
 }
 
 // writeCompactJSON writes raw compacted, or as it is when it is not JSON.

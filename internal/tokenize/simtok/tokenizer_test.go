@@ -185,6 +185,42 @@ func TestRenderChat(t *testing.T) {
 	}
 }
 
+// TestRenderChatDeveloper: developer messages are fitted to the builtin:sim
+// template as vLLM fits them to a template that does not name the role:
+// system messages, all merged into one at the front when one stands
+// elsewhere.
+func TestRenderChatDeveloper(t *testing.T) {
+	const s, e = IMStart, IMEnd + "\n"
+	tests := []struct {
+		name, messages, want string
+	}{
+		{"first", `[{"role":"developer","content":"D"},{"role":"user","content":"U"}]`, s + "system\nD" + e + s + "user\nU" + e},
+		{"after_system", `[{"role":"system","content":"S"},{"role":"user","content":"U"},{"role":"developer","content":"D"}]`, s + "system\nS\n\nD" + e + s + "user\nU" + e},
+		{"after_user", `[{"role":"user","content":"U"},{"role":"developer","content":["a","b"]}]`, s + "system\na\nb" + e + s + "user\nU" + e},
+		{"empty_left_out", `[{"role":"system","content":""},{"role":"user","content":"U"},{"role":"developer","content":"D"},{"role":"assistant","content":"A"}]`, s + "system\nD" + e + s + "user\nU" + e + s + "assistant\nA" + e},
+		{"no_developer_no_merge", `[{"role":"system","content":"S1"},{"role":"user","content":"U"},{"role":"system","content":"S2"}]`, s + "system\nS1" + e + s + "user\nU" + e + s + "system\nS2" + e},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tokenize.ParseChatRequest([]byte(`{"messages":` + tt.messages + `,"add_generation_prompt":false}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := RenderChat(p.Chat); got != tt.want {
+				t.Errorf("RenderChat(%s) = %q, want %q", tt.messages, got, tt.want)
+			}
+		})
+	}
+	// The final message to continue is the last after the merge.
+	p, err := tokenize.ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"U"},{"role":"developer","content":"D"}],"continue_final_message":true,"add_generation_prompt":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := RenderChat(p.Chat), s+"system\nD"+e+s+"user\nU"; got != want {
+		t.Errorf("RenderChat continued = %q, want %q", got, want)
+	}
+}
+
 // TestSimMultiTurnReuse checks that a reply sent back as history leaves the
 // first turn's prompt and reply ids as a prefix of the second turn's prompt.
 func TestSimMultiTurnReuse(t *testing.T) {
