@@ -250,3 +250,67 @@ func debugHeld(t *testing.T, gw *running, rep, body string) {
 	}
 	t.Logf("%d tokens, blocks held %s, %+v; stream %+v", len(tk.Tokens), pattern.String(), gw.g.index.Events(rep), stream)
 }
+
+// TestSaltedPromptsOnSGLangEvents: SGLang's events carry no salt, so a
+// salted prompt's first block arrives under its tokens alone. The mirror
+// keys it as the salted prompt routed there, so once speculation has
+// expired a repeat of the salted prompt is predicted the hit the engine
+// finds, and the same prompt without the salt the miss. Keyed as
+// unsalted, both were wrong (found by a review).
+func TestSaltedPromptsOnSGLangEvents(t *testing.T) {
+	sims := simsWith(t, 1, func(_ int, cfg *sim.Config) {
+		cfg.ZeroLatency = true
+		cfg.MaxModelLen = 1024
+		cfg.EnablePromptTokensDetails = true
+		cfg.KVEvents = sim.DefaultKVEventsConfig()
+		cfg.KVEvents.Enable, cfg.KVEvents.Publisher = true, "zmq"
+		cfg.KVEvents.Endpoint, cfg.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
+		cfg.KVEventsEncoding = "sglang"
+	})
+	cfg := testConfig(t, sims)
+	cfg.Index.Mode = config.IndexExact
+	cfg.Index.SpeculativeTTL = config.Duration(50 * time.Millisecond)
+	cfg.Health.Interval, cfg.Health.Timeout = config.Duration(time.Second), config.Duration(time.Second)
+	cfg.Replicas[0].KVEvents = config.ReplicaKVEvents{Endpoint: sims[0].KVEventsEndpoint(), ReplayEndpoint: sims[0].KVReplayEndpoint()}
+	gw := startGateway(t, cfg)
+	waitFollowing(t, gw, 1)
+	prompt := strings.Repeat("a tenant's own long prompt ", 12)
+	send := func(extra string) (predicted, engine int) {
+		t.Helper()
+		body := `{"model":"sim","prompt":` + strconv.Quote(prompt) + `,"max_tokens":1` + extra + `}`
+		resp, err := http.Post(gw.url+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Usage struct {
+				Details struct {
+					Cached int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			} `json:"usage"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d, %v", extra, resp.StatusCode, err)
+		}
+		predicted, _ = strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens))
+		catchUp(t, gw, sims)
+		time.Sleep(100 * time.Millisecond) // past the speculative TTL: the mirror alone
+		return predicted, out.Usage.Details.Cached
+	}
+	send(`,"cache_salt":"tenant-a"`)
+	for _, tc := range []struct {
+		extra string
+		hit   bool
+	}{
+		{`,"cache_salt":"tenant-a"`, true},
+		{``, false},
+		{`,"cache_salt":"tenant-b"`, false},
+		{`,"cache_salt":"tenant-a"`, true},
+	} {
+		predicted, engine := send(tc.extra)
+		if predicted != engine || (engine > 0) != tc.hit {
+			t.Errorf("%q: predicted %d cached tokens, the engine found %d; want the same, a hit %v", tc.extra, predicted, engine, tc.hit)
+		}
+	}
+}

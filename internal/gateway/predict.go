@@ -103,6 +103,7 @@ type prediction struct {
 	// (prompt logprobs), so every replica is predicted to hold none of it;
 	// its blocks are still recorded where it goes, as the engine stores them.
 	noRead bool
+	salted bool // its body has a cache_salt
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -306,7 +307,7 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, cont
 		return nil, tokUnsupported // truncate_prompt_tokens: the engine sees other tokens
 	}
 	seed := blockhash.Seed(model, "", p.CacheSalt)
-	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize), noRead: p.SkipsCache}
+	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize), noRead: p.SkipsCache, salted: p.CacheSalt != ""}
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}

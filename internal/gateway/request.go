@@ -467,6 +467,9 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 			// First: the blocks the prompt reveals are the engine's, not
 			// speculation.
 			g.index.Reveal(lease.Replica().ID, ex.pred.hashes, ex.pred.keys)
+			if ex.pred.salted && len(ex.pred.keys) > 0 {
+				g.index.SaltedRoot(lease.Replica().ID, ex.pred.keys[0], ex.pred.hashes[0])
+			}
 		}
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		// Both sides of the predicted hit rate count per decision: a retry

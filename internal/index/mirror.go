@@ -2,6 +2,7 @@ package index
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"unsafe"
 
@@ -40,6 +41,9 @@ type Mirror struct {
 	maxBlocks  int
 
 	rev revealed // what routed prompts revealed (see reveal)
+	// saltedRoots and saltedOrder: see noteSaltedRoot.
+	saltedRoots map[uint64]blockhash.Hash
+	saltedOrder []uint64
 
 	// held and dropped, when set, hear of every gateway hash the engine
 	// comes to hold (its first copy, once keyed) and stops holding (its
@@ -123,15 +127,16 @@ type orphan struct {
 // parent (0 keeps none); maxBlocks bounds all blocks (0: no bound).
 func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror {
 	return &Mirror{
-		blockSize:  blockSize,
-		seed:       seed,
-		blocks:     newBlockTable(),
-		waiting:    make(map[engineKey][]engineKey),
-		orphans:    make(map[engineKey]orphan),
-		byTokens:   make(map[uint64][]engineKey),
-		rev:        newRevealed(),
-		maxOrphans: max(0, maxOrphans),
-		maxBlocks:  max(0, maxBlocks),
+		blockSize:   blockSize,
+		seed:        seed,
+		blocks:      newBlockTable(),
+		waiting:     make(map[engineKey][]engineKey),
+		orphans:     make(map[engineKey]orphan),
+		byTokens:    make(map[uint64][]engineKey),
+		rev:         newRevealed(),
+		saltedRoots: make(map[uint64]blockhash.Hash),
+		maxOrphans:  max(0, maxOrphans),
+		maxBlocks:   max(0, maxBlocks),
 	}
 }
 
@@ -330,6 +335,10 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		switch {
 		case seen && !b.orphan:
 			m.blocks.set(k, b) // one more copy of a keyed block
+		case j == 0 && !hasParent && len(ev.ExtraKeys) == 0 && m.saltedRoot(ev.Tokens[:bs]) != nil:
+			// An event that cannot carry a salt, of a block a salted
+			// prompt routed here begins with.
+			m.keyAs(k, b, *m.saltedRoot(ev.Tokens[:bs]))
 		case j == 0 && !hasParent:
 			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
 		case parentKnown:
@@ -352,11 +361,16 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 // key gives block k (new, or an orphan) its gateway hash, the chain of
 // tokens after base, and has the orphans waiting on it join (joinSome).
 func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []uint32) {
+	m.keyAs(k, b, blockhash.Next(base, tokens))
+}
+
+// keyAs is key with the block's gateway hash given.
+func (m *Mirror) keyAs(k engineKey, b mirrorBlock, ours blockhash.Hash) {
 	if b.orphan {
 		m.unwait(k)
 		b.orphan = false
 	}
-	b.ours = blockhash.Next(base, tokens)
+	b.ours = ours
 	m.blocks.set(k, b)
 	m.keyed++
 	m.Stats.Keyed++
@@ -365,6 +379,41 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 		m.held(b.ours)
 	}
 	m.joining = append(m.joining, k)
+}
+
+// maxSaltedRoots bounds the salted prompts' first blocks a mirror keeps
+// (noteSaltedRoot): the newest, as their stores follow their routing.
+const maxSaltedRoots = 1024
+
+// noteSaltedRoot keeps root, the gateway hash of the first block of a
+// salted prompt routed to the engine, under key, the TokenKey of its
+// tokens. A first block an event stores without extra keys (the engine's
+// events carry no salt) is keyed with the newest root kept for its
+// tokens, else as unsalted: keyed as unsalted, a salted prompt's blocks
+// were predicted hits for the same prompt without the salt, which the
+// engine does not share them with, and misses for itself. A prompt sent
+// with and without a salt close together is taken for the salted one.
+func (m *Mirror) noteSaltedRoot(key uint64, root blockhash.Hash) {
+	if _, ok := m.saltedRoots[key]; !ok {
+		if len(m.saltedOrder) >= maxSaltedRoots {
+			delete(m.saltedRoots, m.saltedOrder[0])
+			m.saltedOrder = slices.Delete(m.saltedOrder, 0, 1)
+		}
+		m.saltedOrder = append(m.saltedOrder, key)
+	}
+	m.saltedRoots[key] = root
+}
+
+// saltedRoot is the root noteSaltedRoot kept for a first block's tokens,
+// or nil.
+func (m *Mirror) saltedRoot(tokens []uint32) *blockhash.Hash {
+	if len(m.saltedRoots) == 0 {
+		return nil
+	}
+	if root, ok := m.saltedRoots[TokenKey(tokens)]; ok {
+		return &root
+	}
+	return nil
 }
 
 // adopt keeps the tokens of orphan k, whose parent is unknown or an
@@ -562,7 +611,9 @@ func (m *Mirror) Len() int { return m.blocks.len() }
 // orphan's tokens with its map entries, and what reveals adopted.
 func (m *Mirror) bytes() int64 {
 	const orphanEntries = 112 // an orphans entry, a waiting entry, a byTokens entry, slice headers
-	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize) + m.rev.bytes()
+	const saltedEntry = 48    // a saltedRoots entry with its share of empty slots, an order entry
+	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize) + m.rev.bytes() +
+		int64(len(m.saltedRoots))*saltedEntry
 }
 
 // Orphans is how many of them have no known parent yet.

@@ -109,6 +109,56 @@ func TestMirrorSaltFromExtraKeys(t *testing.T) {
 	}
 }
 
+// TestMirrorSaltedRootWithoutExtraKeys: events that cannot carry a salt
+// (no extra keys at all: SGLang's) store a salted prompt's first block
+// under its tokens alone; given the salted root routing sent there, the
+// mirror keys the chain as the salted prompt's, not an unsalted one's.
+// Events that carry extra keys say the salt themselves, and another first
+// block is unsalted as before.
+func TestMirrorSaltedRootWithoutExtraKeys(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
+	salted, other := seq(7, 8), seq(40, 8)
+	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0])
+	apply(m, stored(0, 1, salted), stored(0, 10, other))
+	if got := mirrored(m, ours("tenant", salted...)); got != 2 {
+		t.Errorf("salted chain: %d blocks held, want 2", got)
+	}
+	if got := mirrored(m, ours("", salted...)); got != 0 {
+		t.Errorf("the same tokens unsalted: %d blocks held, want 0", got)
+	}
+	if got := mirrored(m, ours("", other...)); got != 2 {
+		t.Errorf("another prompt, unsalted: %d blocks held, want 2", got)
+	}
+	// With extra keys, an unsalted store of the same tokens is unsalted.
+	m = NewMirror(mirrorBS, mirrorSeed, 100, 0)
+	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0])
+	ev := stored(0, 1, salted)
+	ev.ExtraKeys = []events.RawValue{{0xc0}, {0xc0}}
+	apply(m, ev)
+	if got := mirrored(m, ours("", salted...)); got != 2 {
+		t.Errorf("unsalted by its extra keys: %d blocks held, want 2", got)
+	}
+}
+
+// TestMirrorSaltedRootsBounded: the salted roots a mirror keeps are the
+// newest maxSaltedRoots.
+func TestMirrorSaltedRootsBounded(t *testing.T) {
+	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
+	for i := range maxSaltedRoots + 10 {
+		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i)})
+		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i) + 1}) // again: replaced, not added
+	}
+	if len(m.saltedRoots) != maxSaltedRoots || len(m.saltedOrder) != maxSaltedRoots {
+		t.Fatalf("%d roots, %d in order; want %d", len(m.saltedRoots), len(m.saltedOrder), maxSaltedRoots)
+	}
+	if _, ok := m.saltedRoots[9]; ok {
+		t.Error("an old root kept past the bound")
+	}
+	if r, ok := m.saltedRoots[maxSaltedRoots+9]; !ok || r.Lo != maxSaltedRoots+10 {
+		t.Errorf("the newest root: %v, %v", r, ok)
+	}
+}
+
 func TestMirrorCountsCopies(t *testing.T) {
 	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	tokens := seq(1, 4)

@@ -230,3 +230,15 @@ func (x *Approx) Reveal(id string, hashes []blockhash.Hash, keys []uint64) int {
 	m.joinSome(m.work + revealBudget) // the rest at the next batch
 	return n
 }
+
+// SaltedRoot implements [Index.SaltedRoot].
+func (x *Approx) SaltedRoot(id string, key uint64, root blockhash.Hash) {
+	r := x.lockReplica(id)
+	if r == nil {
+		return
+	}
+	defer r.mu.Unlock()
+	if r.ev != nil {
+		r.ev.mirror.noteSaltedRoot(key, root)
+	}
+}
