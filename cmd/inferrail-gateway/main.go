@@ -87,10 +87,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger := newLogger(stderr, cfg.Logging)
 	log.SetFlags(0)
 	log.SetOutput(libraryLog{logger})
-	g, err := gateway.New(cfg, gateway.Options{Logger: logger, ConfigPath: *path})
-	if err != nil {
-		return err
-	}
+	// Both ports are bound before New opens the observability files: a
+	// start that cannot bind (another gateway holds the port) must leave
+	// that gateway's capture and shadow log as they are, not rotate the
+	// one and append a generation to the other. Connections that come
+	// meanwhile wait in the backlog while New loads the tokenizers.
 	client, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return err
@@ -98,6 +99,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	admin, err := net.Listen("tcp", cfg.Server.AdminListen)
 	if err != nil {
 		client.Close()
+		return err
+	}
+	g, err := gateway.New(cfg, gateway.Options{Logger: logger, ConfigPath: *path})
+	if err != nil {
+		client.Close()
+		admin.Close()
 		return err
 	}
 	b := cli.ReadBuild()

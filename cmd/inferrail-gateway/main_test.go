@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -319,4 +320,116 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(got, "inferrail-gateway ") || !strings.HasSuffix(got, runtime.Version()+"\n") || strings.Count(got, "\n") != 1 {
 		t.Errorf("--version printed %q: want one line naming the binary and ending with %s", got, runtime.Version())
 	}
+}
+
+// TestFailedStartLeavesTheFilesAlone: a start that fails, here because
+// another process (a running gateway, say) holds its client or admin
+// port, or because New refuses the config, exits with status 2 and leaves
+// the observability files it shares with that gateway byte for byte as
+// they were: the capture is not rotated aside, no generation is appended
+// to the shadow log, and nothing is added beside them.
+func TestFailedStartLeavesTheFilesAlone(t *testing.T) {
+	tests := []struct {
+		name string
+		// listen returns the client and admin addresses; capture, if
+		// not nil, gives capture.path; want is in the failure's message.
+		listen  func(t *testing.T) (client, admin string)
+		capture func(dir string) string
+		want    string
+	}{
+		{"client_port_held", func(t *testing.T) (string, string) {
+			return heldAddr(t), freeAddr(t)
+		}, nil, "address already in use"},
+		{"admin_port_held", func(t *testing.T) (string, string) {
+			return freeAddr(t), heldAddr(t)
+		}, nil, "address already in use"},
+		{"admin_is_client_by_another_name", func(t *testing.T) (string, string) {
+			client := freeAddr(t)
+			return client, strings.Replace(client, "127.0.0.1", "localhost", 1)
+		}, nil, "address already in use"},
+		{"capture_path_is_a_directory", func(t *testing.T) (string, string) {
+			return freeAddr(t), freeAddr(t)
+		}, func(dir string) string { return dir }, "observability.capture.path"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			files := map[string]string{
+				"capture.jsonl":   `{"timestamp":0,"input_length":1,"output_length":1,"hash_ids":[]}` + "\n",
+				"decisions.jsonl": `{"request_id":"a"}` + "\n" + `{"request_id":"b","cut sh`,
+				"shadow.jsonl":    `{"kind":"generation","generation":1,"sum":"00"}` + "\n" + `{"kind":"decision","cut sh`,
+			}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			capture := filepath.Join(dir, "capture.jsonl")
+			if tt.capture != nil {
+				capture = tt.capture(dir)
+			}
+			client, admin := tt.listen(t)
+			cfg := fmt.Sprintf("server: {listen: '%s', admin_listen: '%s', reload_interval: 0s}\n"+
+				"models: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"+
+				"observability: {decision_log: {path: '%s', sample_rate: 1}, capture: {path: '%s', sample_rate: 1}, shadow_log: '%s'}\n",
+				client, admin, filepath.Join(dir, "decisions.jsonl"), capture, filepath.Join(dir, "shadow.jsonl"))
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, err := spawn("gateway", childGateway, []string{"--config", path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.lifeline.Close()
+			select {
+			case <-c.done:
+			case <-time.After(30 * time.Second):
+				_ = c.cmd.Process.Kill()
+				<-c.done
+				t.Fatalf("the gateway did not exit within 30 s; its output:\n%s", c.out.String())
+			}
+			if code := c.cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(c.out.String(), tt.want) {
+				t.Fatalf("exit status %d, want 2 with %q; its output:\n%s", code, tt.want, c.out.String())
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != len(files) {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("the directory holds %q after the failed start, want only %d files", names, len(files))
+			}
+			for name, want := range files {
+				if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != want {
+					t.Errorf("%s after the failed start: %q, %v; want it unchanged, %q", name, got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// heldAddr is a loopback address another listener holds until the test
+// ends.
+func heldAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+// freeAddr is a loopback address free when asked (freePort).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

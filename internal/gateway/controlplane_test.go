@@ -368,24 +368,45 @@ func TestShadowLogReplays(t *testing.T) {
 }
 
 // TestShadowLogStartsOnItsOwnLine: a gateway opening a shadow log whose
-// last line was cut short ends that line first, so that its own first
-// line is whole.
+// last line was cut short ends that line before its own first line, so
+// that its line is whole; one that writes nothing (its start failed after
+// the log was opened) leaves the file as it was.
 func TestShadowLogStartsOnItsOwnLine(t *testing.T) {
-	for before, want := range map[string]string{"": "", "whole\n": "whole\n", "cut sh": "cut sh\n"} {
-		path := filepath.Join(t.TempDir(), "shadow.jsonl")
-		if before != "" {
-			if err := os.WriteFile(path, []byte(before), 0o644); err != nil {
+	tests := []struct {
+		name, before string
+		write        bool
+		want         string // with "L" for the line written
+	}{
+		{"new_file", "", true, "L"},
+		{"whole_line", "whole\n", true, "whole\nL"},
+		{"cut_line", "cut sh", true, "cut sh\nL"},
+		{"cut_line_nothing_written", "cut sh", false, "cut sh"},
+		{"whole_line_nothing_written", "whole\n", false, "whole\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "shadow.jsonl")
+			if tt.before != "" {
+				if err := os.WriteFile(path, []byte(tt.before), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := openShadowLog(path, slog.New(slog.DiscardHandler))
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		l, err := openShadowLog(path, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.close()
-		if got, _ := os.ReadFile(path); string(got) != want {
-			t.Errorf("opened on %q: %q, want %q", before, got, want)
-		}
+			var line []byte
+			if tt.write {
+				l.mu.Lock()
+				line = slices.Clone(l.writeLine([]byte(`{"kind":"generation","generation":1}`)))
+				l.mu.Unlock()
+			}
+			l.close()
+			want := strings.ReplaceAll(tt.want, "L", string(line))
+			if got, _ := os.ReadFile(path); string(got) != want {
+				t.Errorf("opened on %q: %q, want %q", tt.before, got, want)
+			}
+		})
 	}
 }
 

@@ -145,11 +145,17 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.shadows = newShadowRunner(g.registry, sl)
 	g.registry.MustRegister(&controlCollector{g: g})
-	g.onGeneration(gen)
 	if g.obs, err = newObservability(&cfg.Observability, g.registry, logger); err != nil {
+		if sl != nil {
+			sl.close()
+		}
 		g.Close()
 		return nil, err
 	}
+	// The first generation is written last, once nothing can fail: a
+	// start that fails leaves the shadow log as it found it, rather than
+	// with a generation of a gateway that never ran.
+	g.onGeneration(gen)
 	return g, nil
 }
 

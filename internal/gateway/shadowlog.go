@@ -117,25 +117,29 @@ type shadowLog struct {
 	buf  []byte // a decision line being written
 	prev string // the last line's sum
 	err  error  // the first write error, after which nothing is written
+	// cut is set when the file ended inside a line at open (a gateway
+	// stopped while writing it): the first line written ends it first.
+	cut bool
 }
 
+// openShadowLog opens the log for appending and writes nothing: a start
+// that fails after it leaves the file as it was (made, empty, if it was
+// not there).
 func openShadowLog(path string, log *slog.Logger) (*shadowLog, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("observability.shadow_log: %w", err)
 	}
+	l := &shadowLog{log: log, file: f, mu: sync.Mutex{}, w: bufio.NewWriterSize(f, 256<<10)}
 	// A gateway that stopped while writing left its last line cut short:
 	// this start's first line begins on a line of its own.
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 		last := make([]byte, 1)
 		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
-			if _, err := f.Write([]byte{'\n'}); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("observability.shadow_log: %w", err)
-			}
+			l.cut = true
 		}
 	}
-	return &shadowLog{log: log, file: f, mu: sync.Mutex{}, w: bufio.NewWriterSize(f, 256<<10)}, nil
+	return l, nil
 }
 
 // generation records a generation and the shadows it runs. The first
@@ -291,6 +295,13 @@ func (l *shadowLog) write(rec *shadowRecord) {
 func (l *shadowLog) writeLine(record []byte) []byte {
 	if l.err != nil {
 		return record
+	}
+	if l.cut {
+		l.cut = false
+		if err := l.w.WriteByte('\n'); err != nil {
+			l.fail(err)
+			return record
+		}
 	}
 	l.prev = chainSum(l.prev, record)
 	line := append(record[:len(record)-1], sumField...)
