@@ -1,6 +1,7 @@
 package linelog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +74,11 @@ type Writer[T any] struct {
 
 	written, dropped, failed atomic.Uint64
 	failing                  bool // owned by the goroutine
+	// midLine is set while the file ends inside a line: a write that
+	// failed partway (a full disk), or a file a previous run left so.
+	// The next write ends that line first, so that its own first line is
+	// not glued onto the cut one. Set by Open, then owned by the goroutine.
+	midLine bool
 
 	// testHookQueued, when set, runs in Log between the check and the
 	// send.
@@ -140,9 +146,28 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
 			}
 		}
+		w.midLine = endsMidLine(o.Path)
 	}
 	go w.drain()
 	return w
+}
+
+// endsMidLine reports whether the regular file at path ends inside a line
+// (its last byte is not '\n'): a run that stopped while writing, or whose
+// disk filled, left it so. It reads the file and changes nothing.
+func endsMidLine(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return false
+	}
+	last := make([]byte, 1)
+	_, err = f.ReadAt(last, st.Size()-1)
+	return err == nil && last[0] != '\n'
 }
 
 // Log queues r for writing and reports whether it was queued; an item
@@ -188,8 +213,10 @@ func (w *Writer[T]) Close() error {
 
 // Stats counts what became of the items logged so far.
 type Stats struct {
-	// Written items reached the file; Failed ones were in writes that
-	// failed; Dropped ones found the queue full and were never written.
+	// Written items reached the file whole; Failed ones did not, in
+	// writes that failed (a write cut short counts the lines it wrote
+	// whole as written); Dropped ones found the queue full and were never
+	// written.
 	Written, Failed, Dropped uint64
 }
 
@@ -243,26 +270,52 @@ func (w *Writer[T]) drain() {
 	}
 }
 
-// flush writes the n items in buf and counts them.
+// flush writes the n items in buf and counts them: those whose lines
+// reached the file whole as written, the rest as failed.
 func (w *Writer[T]) flush(buf *[]byte, n *int) {
 	if *n == 0 {
 		return
 	}
-	_, err := w.out.Write(*buf)
-	switch {
-	case err != nil:
-		w.failed.Add(uint64(*n))
-		if !w.failing {
-			w.failing = true
-			w.log.Warn(w.name+" write failing; lines are lost until it recovers", "lines", *n, "error", err)
+	defer func() {
+		*buf = (*buf)[:0]
+		*n = 0
+	}()
+	if w.midLine {
+		// A write of its own: the batch may rotate the file, and the
+		// newline belongs to the cut line, at the end of this one.
+		k, err := w.out.Write([]byte{'\n'})
+		if k == 1 {
+			w.midLine = false
 		}
-	default:
-		w.written.Add(uint64(*n))
-		if w.failing {
-			w.failing = false
-			w.log.Info(w.name + " write recovered")
+		if err != nil {
+			w.failedWrite(uint64(*n), err)
+			return
 		}
 	}
-	*buf = (*buf)[:0]
-	*n = 0
+	k, err := w.out.Write(*buf)
+	k = max(0, min(k, len(*buf)))
+	if k > 0 {
+		w.midLine = (*buf)[k-1] != '\n'
+	}
+	if err != nil {
+		whole := min(uint64(bytes.Count((*buf)[:k], []byte{'\n'})), uint64(*n))
+		w.written.Add(whole)
+		w.failedWrite(uint64(*n)-whole, err)
+		return
+	}
+	w.written.Add(uint64(*n))
+	if w.failing {
+		w.failing = false
+		w.log.Info(w.name + " write recovered")
+	}
+}
+
+// failedWrite counts lines a failed write lost and warns when writing
+// starts failing.
+func (w *Writer[T]) failedWrite(lines uint64, err error) {
+	w.failed.Add(lines)
+	if !w.failing {
+		w.failing = true
+		w.log.Warn(w.name+" write failing; lines are lost until it recovers", "lines", lines, "error", err)
+	}
 }
