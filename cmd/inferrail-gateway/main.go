@@ -59,10 +59,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// SIGHUP is caught from here on: its default is to end the process,
 	// and a reload sent while the gateway starts (loading tokenizers can
 	// take seconds) must not. One that comes before the gateway serves is
-	// kept, and taken as a reread once it does.
+	// kept, and taken as a reread once it does. It stays caught until the
+	// process exits, hup (full, no longer read) dropping the rest: given
+	// back its default (signal.Stop), one sent in the last moments of a
+	// clean stop ended the process with status 129, and signal.Ignore's
+	// switch has a moment where a SIGHUP being handled is neither wanted
+	// nor ignored, which a flood of them hit in a few stops in a hundred.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		return err

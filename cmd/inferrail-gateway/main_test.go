@@ -214,6 +214,76 @@ func TestSIGHUPWhileStarting(t *testing.T) {
 	}
 }
 
+// TestSIGHUPWhileStopping: SIGHUPs that keep coming while the gateway
+// stops on SIGTERM, to its last moment, do not end it with the signal's
+// default (status 129): it exits cleanly, with status 0. The moment is
+// short, so the gateway is started and stopped several times; on the
+// old code, which gave SIGHUP back its default before exiting, about
+// two stops in five ended on the signal.
+func TestSIGHUPWhileStopping(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	for round := range 8 {
+		ports, err := freePorts(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf("server: {listen: '127.0.0.1:%d', admin_listen: '127.0.0.1:%d', reload_interval: 0s}\n"+
+			"models: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n", ports[0], ports[1])
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := stopWhileFloodedWithSIGHUP(path, ports[1]); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+// stopWhileFloodedWithSIGHUP starts a gateway on the config at path, waits
+// until its admin port answers, sends it SIGHUPs without pause until it is
+// gone and SIGTERM once they flow, and returns an error unless it exited
+// with status 0.
+func stopWhileFloodedWithSIGHUP(path string, adminPort int) error {
+	c, err := spawn("gateway", childGateway, []string{"--config", path})
+	if err != nil {
+		return err
+	}
+	defer c.lifeline.Close()
+	configURL := fmt.Sprintf("http://127.0.0.1:%d/admin/config", adminPort)
+	if err := c.waitReady(func() (bool, string) { return getOK(configURL) }); err != nil {
+		return err
+	}
+	flooding := make(chan struct{}) // closed once the first SIGHUP is sent, or none could be
+	flooded := make(chan struct{})
+	go func() {
+		defer close(flooded)
+		for sent := 0; ; sent++ {
+			err := c.cmd.Process.Signal(syscall.SIGHUP)
+			if sent == 0 {
+				close(flooding)
+			}
+			if err != nil { // the process is gone
+				return
+			}
+		}
+	}()
+	<-flooding
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+	case <-time.After(20 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("the gateway did not stop within 20 s of SIGTERM; its output:\n%s", c.out.String())
+	}
+	<-flooded
+	if c.waitErr != nil {
+		return fmt.Errorf("sent SIGHUPs while it stopped, the gateway exited with %v, want status 0; its output:\n%s", c.waitErr, c.out.String())
+	}
+	return nil
+}
+
 // rss is process pid's resident memory in bytes (Linux's /proc/PID/status
 // VmRSS); 0 where it cannot tell.
 func rss(pid int) int64 {
