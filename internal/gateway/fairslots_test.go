@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,34 +24,11 @@ func TestFairShareCountsSlotsHeldElsewhere(t *testing.T) {
 			release := sync.OnceFunc(func() { close(gate) })
 			t.Cleanup(release)
 			var sick atomic.Bool
-			engine := func(probed bool) string {
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.Method != http.MethodPost {
-						if probed && sick.Load() {
-							http.Error(w, "down", http.StatusServiceUnavailable)
-						}
-						return
-					}
-					var body struct{ Prompt string }
-					if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-						http.Error(w, "bad body", http.StatusBadRequest)
-						return
-					}
-					if body.Prompt == "hold" {
-						select {
-						case <-gate:
-						case <-r.Context().Done():
-							return
-						}
-					}
-					w.Header().Set("Content-Type", "application/json")
-					_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
-				}))
-				t.Cleanup(srv.Close)
-				return srv.URL
+			hold := func(prompt string, w http.ResponseWriter, r *http.Request) bool {
+				return prompt == "hold" && holdUntil(gate, r)
 			}
-			cfg := flowConfig(engine(true), 10)
-			cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: engine(false), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
+			cfg := flowConfig(promptEngine(t, &sick, hold), 10)
+			cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: promptEngine(t, nil, hold), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
 			cfg.Routing.DefaultPolicy = "round_robin"
 			cfg.Health.Interval, cfg.Health.Timeout = config.Duration(50*time.Millisecond), config.Duration(50*time.Millisecond)
 			cfg.Flow.MaxWait = config.Duration(3 * time.Second)

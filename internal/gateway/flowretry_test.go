@@ -16,6 +16,51 @@ import (
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
+// promptEngine starts an engine answering every completion with one
+// token, once script has seen its prompt: script may hold it first, or
+// answer it itself (or break its connection) and report true. Its probes
+// fail while sick is set (nil: never).
+func promptEngine(t *testing.T, sick *atomic.Bool, script func(prompt string, w http.ResponseWriter, r *http.Request) (answered bool)) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			if sick != nil && sick.Load() {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			}
+			return
+		}
+		var body struct{ Prompt string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		if script(body.Prompt, w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// holdUntil holds a request until gate closes or its client leaves; it
+// reports whether the client left (nothing to answer).
+func holdUntil(gate <-chan struct{}, r *http.Request) (left bool) {
+	select {
+	case <-gate:
+		return false
+	case <-r.Context().Done():
+		return true
+	}
+}
+
+// breakConn breaks a request's connection unanswered.
+func breakConn(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+	}
+}
+
 // TestRetryWaitsInTheQueue: with a flow queue, a request whose attempt
 // failed at its connection while the fleet was full waits for room, as a
 // first attempt does. Freeing the failed attempt's slot wakes the
@@ -27,35 +72,18 @@ func TestRetryWaitsInTheQueue(t *testing.T) {
 	t.Cleanup(release)
 	var closed atomic.Bool
 	engine := func() string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				return // health probes
-			}
-			var body struct{ Prompt string }
-			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-				http.Error(w, "bad body", http.StatusBadRequest)
-				return
-			}
+		return promptEngine(t, nil, func(prompt string, w http.ResponseWriter, r *http.Request) bool {
 			switch {
-			case body.Prompt == "hold":
-				select {
-				case <-gate:
-				case <-r.Context().Done():
-					return
-				}
-			case body.Prompt == "close" && closed.CompareAndSwap(false, true):
+			case prompt == "hold":
+				return holdUntil(gate, r)
+			case prompt == "close" && closed.CompareAndSwap(false, true):
 				// The first attempt's connection breaks before any answer.
 				time.Sleep(200 * time.Millisecond)
-				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-					conn.Close()
-				}
-				return
+				breakConn(w)
+				return true
 			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
-		}))
-		t.Cleanup(srv.Close)
-		return srv.URL
+			return false
+		})
 	}
 	cfg := flowConfig(engine(), 10)
 	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: engine(), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
@@ -109,36 +137,19 @@ func TestRetryQueuesForWhatIsLeftOfMaxWait(t *testing.T) {
 	t.Cleanup(release)
 	var broke atomic.Bool
 	engine := func() string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				return // health probes
-			}
-			var body struct{ Prompt string }
-			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-				http.Error(w, "bad body", http.StatusBadRequest)
-				return
-			}
+		return promptEngine(t, nil, func(prompt string, w http.ResponseWriter, r *http.Request) bool {
 			switch {
-			case body.Prompt == "hold":
-				select {
-				case <-gate:
-				case <-r.Context().Done():
-					return
-				}
-			case body.Prompt == "long" && !broke.Load():
+			case prompt == "hold":
+				return holdUntil(gate, r)
+			case prompt == "long" && !broke.Load():
 				// Past max_wait, then the connection breaks unanswered.
 				time.Sleep(800 * time.Millisecond)
-				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-					broke.Store(true)
-					conn.Close()
-				}
-				return
+				breakConn(w)
+				broke.Store(true)
+				return true
 			}
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
-		}))
-		t.Cleanup(srv.Close)
-		return srv.URL
+			return false
+		})
 	}
 	cfg := flowConfig(engine(), 10)
 	cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: engine(), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})

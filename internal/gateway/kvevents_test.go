@@ -275,30 +275,14 @@ func TestSaltedPromptsOnSGLangEvents(t *testing.T) {
 	gw := startGateway(t, cfg)
 	waitFollowing(t, gw, 1)
 	prompt := strings.Repeat("a tenant's own long prompt ", 12)
-	send := func(extra string) (predicted, engine int) {
+	salted := func(extra string) (predicted, engine int) {
 		t.Helper()
-		body := `{"model":"sim","prompt":` + strconv.Quote(prompt) + `,"max_tokens":1` + extra + `}`
-		resp, err := http.Post(gw.url+"/v1/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Usage struct {
-				Details struct {
-					Cached int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d, %v", extra, resp.StatusCode, err)
-		}
-		predicted, _ = strconv.Atoi(resp.Header.Get(openai.HeaderCachedTokens))
+		_, predicted, got, _ := send(t, gw.url, "/v1/completions", `{"model":"sim","prompt":`+strconv.Quote(prompt)+`,"max_tokens":1`+extra+`}`)
 		catchUp(t, gw, sims)
 		time.Sleep(100 * time.Millisecond) // past the speculative TTL: the mirror alone
-		return predicted, out.Usage.Details.Cached
+		return predicted, got.Cached
 	}
-	send(`,"cache_salt":"tenant-a"`)
+	salted(`,"cache_salt":"tenant-a"`)
 	for _, tc := range []struct {
 		extra string
 		hit   bool
@@ -308,7 +292,7 @@ func TestSaltedPromptsOnSGLangEvents(t *testing.T) {
 		{`,"cache_salt":"tenant-b"`, false},
 		{`,"cache_salt":"tenant-a"`, true},
 	} {
-		predicted, engine := send(tc.extra)
+		predicted, engine := salted(tc.extra)
 		if predicted != engine || (engine > 0) != tc.hit {
 			t.Errorf("%q: predicted %d cached tokens, the engine found %d; want the same, a hit %v", tc.extra, predicted, engine, tc.hit)
 		}
