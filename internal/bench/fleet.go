@@ -51,7 +51,9 @@ type FleetOptions struct {
 	// Speedup, when above 1, runs the simulators that many times faster
 	// (--speedup) and shrinks the gateway's cost model and load-signal
 	// timings alike, so the fleet behaves as at speedup 1 on a faster
-	// clock. Peer routers are started as they are.
+	// clock. The gateway's load scrapes and their timeout shrink no
+	// further than config.MinPeriod, the shortest period its config
+	// takes. Peer routers are started as they are.
 	Speedup float64
 	// Index is the gateway's index.mode (RunSpec.Index): with exact or
 	// auto the simulators publish KV events on loopback ports and the
@@ -166,15 +168,33 @@ func fleetConfig(o FleetOptions, replicas []harness.Replica) (*config.Config, er
 		cm.PrefillPairSecs /= f
 		cm.PrefillFixedSecs /= f
 		cm.DecodeInterferenceSecs /= f
-		faster := func(d *config.Duration) { *d = config.Duration(float64(*d) / f) }
-		faster(&cfg.Routing.HotPrefix.Window)
-		faster(&cfg.Load.ScrapeInterval)
-		faster(&cfg.Load.ScrapeTimeout) // max_age must cover interval and timeout
-		faster(&cfg.Load.MaxAge)
+		faster := func(d *config.Duration, floor config.Duration) { *d = fasterDuration(*d, f, floor) }
+		faster(&cfg.Routing.HotPrefix.Window, 1)
+		// The gateway repeats a scrape no sooner than config.MinPeriod: at
+		// a speedup past 10 the default 100 ms would fall below it and the
+		// gateway refuse its config. A scrape of loopback takes no less
+		// than that either.
+		faster(&cfg.Load.ScrapeInterval, config.MinPeriod)
+		faster(&cfg.Load.ScrapeTimeout, config.MinPeriod)
+		faster(&cfg.Load.MaxAge, 1)
+		// max_age must cover interval and timeout, which the floor may have
+		// kept longer than the speedup would make them.
+		cfg.Load.MaxAge = max(cfg.Load.MaxAge, cfg.Load.ScrapeInterval+cfg.Load.ScrapeTimeout)
 		// Engines confirm routed prompts sooner on the faster clock.
-		faster(&cfg.Index.SpeculativeTTL)
+		faster(&cfg.Index.SpeculativeTTL, 1)
 	}
 	return cfg, nil
+}
+
+// fasterDuration is d on a clock f times faster, but no shorter than
+// floor unless d itself is: a time the gateway's config bounds below stays
+// valid at every speedup, one it refused already (a patch's) stays refused,
+// and one that was set (> 0) does not become 0, which can mean off.
+func fasterDuration(d config.Duration, f float64, floor config.Duration) config.Duration {
+	if d <= 0 {
+		return d
+	}
+	return max(config.Duration(float64(d)/f), min(floor, d))
 }
 
 // engineReading is what the engines' counters said at one moment.
