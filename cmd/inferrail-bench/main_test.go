@@ -112,6 +112,12 @@ func TestArgumentErrors(t *testing.T) {
 		{[]string{"run", "--workload", "w2", "--max-prompt-tokens", "-1"}, "max_prompt_tokens: must be >= 0"},
 		{[]string{"run", "--index", "fast"}, `run: index: must be approximate, exact or auto, not "fast"`},
 		{[]string{"run", "--index", "exact", "--policy", "peer:vllm-router:round_robin"}, "run: index: only for a gateway of the run's own"},
+		// Bounds of a result file, which report and sweep's resume read back.
+		{[]string{"run", "--timeout", "300h"}, "run: timeout: 300h0m0s is outside [0s, 277h46m40s]"},
+		{[]string{"run", "--duration", "300h"}, "run: workload.duration: 300h0m0s is outside [0s, 277h46m40s]"},
+		{[]string{"run", "--slo-ttft", "300h"}, "run: slo.ttft: 300h0m0s is outside [0s, 277h46m40s]"},
+		{[]string{"run", "--rate", "2e9", "--requests", "3"}, "run: workload.rate: 2e+09 is outside [0, 1e+09]"},
+		{[]string{"compare", "--timeout", "300h"}, "compare: timeout: 300h0m0s is outside"},
 		{[]string{"compare", "--url", "http://127.0.0.1:1"}, "compare: a comparison starts its own fleets; drop --url"},
 		{[]string{"compare", "--policies", " , "}, "compare: name at least one policy and at least one repetition"},
 		{[]string{"demo", "extra"}, `demo: unexpected argument "extra"`},

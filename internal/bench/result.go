@@ -135,9 +135,9 @@ func (s *RunSpec) Validate() error {
 	if s.Workload.Duration <= 0 && s.Workload.Requests <= 0 && s.Workload.Workload != "trace" {
 		errs = append(errs, errors.New("workload: a duration or a request count is required"))
 	}
-	if s.Timeout < 0 {
-		errs = append(errs, errors.New("timeout: must be >= 0"))
-	}
+	var bounds rangeCheck
+	s.checkBounds(&bounds, "")
+	errs = append(errs, bounds.errs...)
 	if s.Speedup != 0 && !(s.Speedup >= 1 && s.Speedup <= maxSpeedup) {
 		errs = append(errs, fmt.Errorf("speedup: must be 0 (none) or within 1-%d, got %v", maxSpeedup, s.Speedup))
 	}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/workload"
@@ -90,5 +91,61 @@ func TestCommittedResultsInRange(t *testing.T) {
 		if _, err := ReadRunResult(p); err != nil && !strings.Contains(err.Error(), "cannot unmarshal") {
 			t.Error(err)
 		}
+	}
+}
+
+// TestValidSpecsReadBack: every spec Validate accepts, written in a result
+// file, reads back (Check passes), and one past a bound a result file
+// holds is refused up front. Validate bounded none of these, so a run of
+// --timeout 300h wrote a result that report, plot and a sweep's resume
+// then refused.
+func TestValidSpecsReadBack(t *testing.T) {
+	const limit = time.Duration(maxResultSeconds) * time.Second
+	trace := func(s *RunSpec) {
+		s.Workload = workload.Spec{Workload: "trace", Model: "m", TracePath: "t.jsonl", Seed: 1}
+	}
+	tests := []struct {
+		name  string
+		edit  func(*RunSpec)
+		valid bool
+	}{
+		{"defaults", func(*RunSpec) {}, true},
+		{"timeout_at_limit", func(s *RunSpec) { s.Timeout = limit }, true},
+		{"timeout_300h", func(s *RunSpec) { s.Timeout = 300 * time.Hour }, false},
+		{"timeout_negative", func(s *RunSpec) { s.Timeout = -time.Second }, false},
+		{"duration_at_limit", func(s *RunSpec) { s.Workload.Rate, s.Workload.Duration = 1, limit }, true},
+		{"duration_300h", func(s *RunSpec) { s.Workload.Rate, s.Workload.Duration = 1, 300*time.Hour }, false},
+		{"slo_ttft_300h", func(s *RunSpec) { s.SLO.TTFT = 300 * time.Hour }, false},
+		{"slo_tpot_300h", func(s *RunSpec) { s.SLO.TPOT = 300 * time.Hour }, false},
+		{"rate_at_limit", func(s *RunSpec) { s.Workload.Rate, s.Workload.Duration, s.Workload.Requests = maxResultRate, 0, 3 }, true},
+		{"rate_2e9", func(s *RunSpec) { s.Workload.Rate, s.Workload.Duration, s.Workload.Requests = 2e9, 0, 3 }, false},
+		{"trace", trace, true},
+		{"trace_300h", func(s *RunSpec) { trace(s); s.Workload.Duration = 300 * time.Hour }, false},
+		{"rate_multiplier_at_limit", func(s *RunSpec) { trace(s); s.Workload.RateMultiplier = maxResultRate }, true},
+		{"rate_multiplier_2e9", func(s *RunSpec) { trace(s); s.Workload.RateMultiplier = 2e9 }, false},
+		{"replicas_at_limit", func(s *RunSpec) { s.Replicas = maxResultFleet }, true},
+		{"replicas_5000", func(s *RunSpec) { s.Replicas = 5000 }, false},
+		{"rep_at_limit", func(s *RunSpec) { s.Rep = MaxReps }, true},
+		{"rep_1001", func(s *RunSpec) { s.Rep = MaxReps + 1 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := demoResults()[1]
+			tt.edit(&r.Spec)
+			err := r.Spec.Validate()
+			if (err == nil) != tt.valid {
+				t.Fatalf("Validate() = %v, want valid %v", err, tt.valid)
+			}
+			if err != nil {
+				return
+			}
+			path := filepath.Join(t.TempDir(), r.Spec.FileName())
+			if err := WriteRunResult(path, r); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ReadRunResult(path); err != nil {
+				t.Errorf("a result of a valid spec does not read back: %v", err)
+			}
+		})
 	}
 }

@@ -40,6 +40,14 @@ func (c *rangeCheck) share(field string, v float64)   { c.num(field, v, 0, 1) }
 func (c *rangeCheck) seconds(field string, v float64) { c.num(field, v, 0, maxResultSeconds) }
 func (c *rangeCheck) count(field string, n int)       { c.num(field, float64(n), 0, maxResultCount) }
 
+// duration notes field when d is not within [0, maxResultSeconds], written
+// as a flag takes it (300h, not 1.08e+06).
+func (c *rangeCheck) duration(field string, d time.Duration) {
+	if limit := time.Duration(maxResultSeconds) * time.Second; d < 0 || d > limit {
+		c.errs = append(c.errs, fmt.Errorf("%s: %v is outside [0s, %v]", field, d, limit))
+	}
+}
+
 // dist checks a percentile summary of seconds; lo is its least value
 // (below 0 for a difference of times).
 func (c *rangeCheck) dist(field string, p measure.Percentiles, lo float64) {
@@ -58,20 +66,30 @@ func (c *rangeCheck) dist(field string, p measure.Percentiles, lo float64) {
 func (r *RunResult) Check() error {
 	var c rangeCheck
 	s := &r.Spec
-	c.num("spec.rep", float64(s.Rep), 0, MaxReps)
-	c.num("spec.replicas", float64(s.Replicas), 0, maxResultFleet)
+	s.checkBounds(&c, "spec.")
+	// RunSpec.Validate bounds these two more closely, by the same limits.
 	c.num("spec.gateways", float64(s.Gateways), 0, maxGateways)
 	c.num("spec.speedup", s.Speedup, 0, maxSpeedup)
-	c.num("spec.workload.rate", s.Workload.Rate, 0, maxResultRate)
-	c.num("spec.workload.rate_multiplier", s.Workload.RateMultiplier, 0, maxResultRate)
+	r.Measurements.check(&c)
+	return errors.Join(c.errs...)
+}
+
+// checkBounds notes the numbers of s outside the range a result file may
+// hold, each field named after prefix. RunSpec.Validate and Check both
+// call it, so that a run never writes a result its readers refuse: a
+// --timeout of 300h once ran, and then every report of its directory
+// failed on the file.
+func (s *RunSpec) checkBounds(c *rangeCheck, prefix string) {
+	c.num(prefix+"rep", float64(s.Rep), 0, MaxReps)
+	c.num(prefix+"replicas", float64(s.Replicas), 0, maxResultFleet)
+	c.num(prefix+"workload.rate", s.Workload.Rate, 0, maxResultRate)
+	c.num(prefix+"workload.rate_multiplier", s.Workload.RateMultiplier, 0, maxResultRate)
 	for _, d := range []struct {
 		name string
 		d    time.Duration
-	}{{"spec.slo.ttft", s.SLO.TTFT}, {"spec.slo.tpot", s.SLO.TPOT}, {"spec.timeout", s.Timeout}, {"spec.workload.duration", s.Workload.Duration}} {
-		c.seconds(d.name, d.d.Seconds())
+	}{{"slo.ttft", s.SLO.TTFT}, {"slo.tpot", s.SLO.TPOT}, {"timeout", s.Timeout}, {"workload.duration", s.Workload.Duration}} {
+		c.duration(prefix+d.name, d.d)
 	}
-	r.Measurements.check(&c)
-	return errors.Join(c.errs...)
 }
 
 // check notes what of m is out of range.
