@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/inferrail/inferrail/internal/sim"
@@ -124,6 +125,12 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 	if err := os.Mkdir(taken, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A FIFO with no reader: writing to it would block, and the result,
+	// renamed into place, replaced it with a regular file.
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -131,7 +138,8 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 	}{
 		{"out_under_a_file", []string{"--out", filepath.Join(file, "results")}, "run: --out: mkdir " + file + ": not a directory"},
 		{"out_file_under_a_file", []string{"--out", filepath.Join(file, "r.json")}, "run: --out: mkdir " + file + ": not a directory"},
-		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": is a directory"},
+		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": not a regular file (a directory)"},
+		{"out_file_is_a_fifo", []string{"--out", fifo}, "run: --out: " + fifo + ": not a regular file (a named pipe)"},
 		{"capture_under_a_file", []string{"--capture", filepath.Join(file, "c.jsonl")}, "run: --capture: capture " + file + "/c.jsonl: mkdir " + file + ": not a directory"},
 		{"capture_is_a_directory", []string{"--capture", taken}, "run: --capture: capture: " + taken + " is a directory, not a regular file"},
 		// The directories made for --out go again with a run that wrote nothing.
@@ -148,7 +156,7 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 			if _, _, err := runArgs(t, args...); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 				t.Errorf("error %v, want %q", err, tt.want)
 			}
-			if names, _ := os.ReadDir(dir); len(names) != 2 {
+			if names, _ := os.ReadDir(dir); len(names) != 3 {
 				t.Errorf("the run left %v", names)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/bench"
 	"github.com/inferrail/inferrail/internal/cli"
 	"github.com/inferrail/inferrail/internal/decisionlog"
+	"github.com/inferrail/inferrail/internal/harness"
 	"github.com/inferrail/inferrail/internal/measure"
 	"github.com/inferrail/inferrail/internal/procs"
 	"github.com/inferrail/inferrail/internal/progress"
@@ -309,7 +310,7 @@ func createEarly(path string) (unmade func(), err error) {
 
 // resultDirEarly makes the directory of the result file path before a
 // run and checks it takes files (the result is written there through a
-// temporary file) and that path is not a directory, so that an --out the
+// temporary file) and that path is a regular file if it exists, so that an --out the
 // run cannot write fails now rather than after the run. unmade removes the
 // directories it made, for a run that wrote nothing.
 func resultDirEarly(path string) (unmade func(), err error) {
@@ -334,9 +335,11 @@ func resultDirEarly(path string) (unmade func(), err error) {
 		unmade()
 		return func() {}, err
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
+	// The result is renamed into place: a FIFO or a device there would be
+	// replaced by a regular file, unbeknown to whatever reads it.
+	if err := harness.RegularOrAbsent(path); err != nil {
 		unmade()
-		return func() {}, fmt.Errorf("%s: is a directory", path)
+		return func() {}, err
 	}
 	return unmade, nil
 }

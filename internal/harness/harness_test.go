@@ -196,6 +196,40 @@ func TestReadDirSkipsWhatIsNotAFile(t *testing.T) {
 	})
 }
 
+// WriteJSON refuses a path that is not a regular file and leaves it as it
+// was: its rename put a regular file in place of a FIFO, and whoever read
+// the FIFO learnt nothing.
+func TestWriteJSONRefusesWhatIsNotAFile(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(path string) error
+		want string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file (a named pipe)"},
+		{"link_to_dev_null", func(p string) error { return os.Symlink("/dev/null", p) }, "not a regular file (a device)"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "not a regular file (a directory)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "r.json")
+			if err := tt.make(path); err != nil {
+				t.Fatal(err)
+			}
+			before, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = harness.WriteJSON(path, map[string]int{"value": 1})
+			if err == nil || !strings.Contains(err.Error(), path+": "+tt.want) {
+				t.Errorf("WriteJSON(%s) = %v, want %q", path, err, tt.want)
+			}
+			if after, err := os.Lstat(path); err != nil || after.Mode() != before.Mode() {
+				t.Errorf("%s was replaced: %v, %v", path, after.Mode(), err)
+			}
+		})
+	}
+}
+
 // TestFleet starts two simulators behind a gateway with a generated config,
 // waits for both to be healthy and stops them cleanly.
 func TestFleet(t *testing.T) {

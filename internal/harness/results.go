@@ -30,6 +30,11 @@ func WriteJSON(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	// The rename below would put a regular file in place of a FIFO or a
+	// link to a device, and nobody reading them would learn of it.
+	if err := RegularOrAbsent(path); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write result: %w", err)
@@ -44,6 +49,24 @@ func WriteJSON(path string, v any) error {
 // links are followed: a FIFO would block the reader forever and a device
 // may never end.
 var errNotRegular = errors.New("not a regular file")
+
+// RegularOrAbsent returns an error naming path and what it is when path,
+// once symbolic links are followed, exists and is not a regular file (a
+// directory, a FIFO, a device): a file the harness writes there would
+// block on a FIFO with no reader, or replace what the path named. A path
+// that does not exist is fine.
+func RegularOrAbsent(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s: %w (a %s)", path, errNotRegular, linelog.KindOf(st.Mode()))
+	}
+	return nil
+}
 
 // ReadJSON reads the JSON file at path into a new T. A path that is not a
 // regular file, or holds more than MaxJSONBytes, is refused with an error
