@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/inferrail/inferrail/internal/sim"
 )
@@ -140,6 +141,10 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 		{"out_file_under_a_file", []string{"--out", filepath.Join(file, "r.json")}, "run: --out: mkdir " + file + ": not a directory"},
 		{"out_file_is_a_directory", []string{"--out", taken}, "run: --out: " + taken + ": not a regular file (a directory)"},
 		{"out_file_is_a_fifo", []string{"--out", fifo}, "run: --out: " + fifo + ": not a regular file (a named pipe)"},
+		// Opening the FIFO for writing blocked the run forever.
+		{"outcomes_is_a_fifo", []string{"--outcomes", fifo}, "run: --outcomes: " + fifo + ": not a regular file (a named pipe)"},
+		{"outcomes_is_a_device", []string{"--outcomes", os.DevNull}, "run: --outcomes: " + os.DevNull + ": not a regular file (a device)"},
+		{"outcomes_is_a_directory", []string{"--outcomes", taken}, "run: --outcomes: " + taken + ": not a regular file (a directory)"},
 		{"capture_under_a_file", []string{"--capture", filepath.Join(file, "c.jsonl")}, "run: --capture: capture " + file + "/c.jsonl: mkdir " + file + ": not a directory"},
 		{"capture_is_a_directory", []string{"--capture", taken}, "run: --capture: capture: " + taken + " is a directory, not a regular file"},
 		// The directories made for --out go again with a run that wrote nothing.
@@ -153,8 +158,18 @@ func TestUnwritablePathsFailEarly(t *testing.T) {
 			if !slices.Contains(args, "--out") {
 				args = append(args, "--out", filepath.Join(dir, "results"))
 			}
-			if _, _, err := runArgs(t, args...); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-				t.Errorf("error %v, want %q", err, tt.want)
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := runArgs(t, args...)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+					t.Errorf("error %v, want %q", err, tt.want)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("run did not return within a minute")
 			}
 			if names, _ := os.ReadDir(dir); len(names) != 3 {
 				t.Errorf("the run left %v", names)

@@ -287,15 +287,21 @@ func ownFleetOnly(fs *flag.FlagSet, names ...string) error {
 }
 
 // createEarly creates path (when not empty) before a run, so that one the
-// run cannot write fails now rather than after the run. unmade removes it
-// again when it did not exist before, for a run that wrote nothing.
+// run cannot write fails now rather than after the run. It must be a
+// regular file if it exists: opening a FIFO with no reader blocked the
+// run forever, deaf to Ctrl-C, and one with a reader would have seen the
+// file end here. unmade removes it again when it did not exist before, for
+// a run that wrote nothing.
 func createEarly(path string) (unmade func(), err error) {
 	unmade = func() {}
 	if path == "" {
 		return unmade, nil
 	}
+	if err := harness.RegularOrAbsent(path); err != nil {
+		return unmade, err
+	}
 	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := bench.OpenOutput(path, os.O_WRONLY|os.O_CREATE)
 	if err != nil {
 		return unmade, err
 	}

@@ -3,9 +3,13 @@ package bench
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/linelog"
 )
 
 // OutcomeLine is one request of a run as WriteOutcomes writes it: what a
@@ -36,13 +40,39 @@ type OutcomeLine struct {
 	PredictedCached int `json:"predicted_cached_tokens"`
 }
 
+// OpenOutput opens path, with flag (os.O_WRONLY and more), as a regular
+// file, refusing anything else with an error naming it. It opens without
+// blocking: a FIFO with no reader made the open wait forever, deaf to
+// Ctrl-C.
+func OpenOutput(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ENXIO) {
+		// What opening a FIFO without a reader for writing says.
+		return nil, fmt.Errorf("%s: not a regular file (a named pipe)", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK does nothing to a regular file's reads and writes.
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file (a %s)", path, linelog.KindOf(st.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // WriteOutcomes writes every request of a run, one JSON line each in the
 // order they were scheduled, to path (replaced if it exists); the first
-// warm were the warmup. Failed requests are written too.
+// warm were the warmup. Failed requests are written too. path must be a
+// regular file if it exists (see OpenOutput).
 func WriteOutcomes(path string, outs []Outcome, warm int) (err error) {
-	f, err := os.Create(path)
+	f, err := OpenOutput(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return err
 	}
