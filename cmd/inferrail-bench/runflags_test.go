@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -264,5 +265,64 @@ func TestSpecificationNames(t *testing.T) {
 	}
 	if _, _, err := runArgs(t, "plot", filepath.Join(dir, "none.json"), "--out", report); err == nil {
 		t.Error("plot of a file that is not there: no error")
+	}
+}
+
+// A sweep reads its --trace once for every run that replays it, and serves
+// the model and block size the trace's lines state, as run does: each run
+// read the trace again, so a pipe (--trace <(zcat …)) had nothing left
+// after the first ("no requests"), and the trace's model and block size
+// were passed over. The simulator here is a script that writes down its
+// flags and fails, so no run goes further.
+func TestSweepReadsItsTraceOnce(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "sim-args")
+	fakeSim := filepath.Join(dir, "sim.sh")
+	if err := os.WriteFile(fakeSim, []byte("#!/bin/sh\necho \"$@\" >> '"+argsFile+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sweepFile := filepath.Join(dir, "sweep.toml")
+	toml := "policies = [\"round_robin\"]\nreps = 2\nreplicas = 1\nwarmup = \"0\"\n\n[[points]]\nworkload = \"trace\"\nrates = [1]\n"
+	if err := os.WriteFile(sweepFile, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A pipe, as bash's <(…) gives: it can be read to its end once.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	line := `{"timestamp":%d,"input_length":100,"output_length":4,"hash_ids":[1],"model":"acme/m1","block_size":64}` + "\n"
+	for i := range 3 {
+		fmt.Fprintf(w, line, 10*i) // far less than a pipe holds
+	}
+	w.Close()
+	trace := fmt.Sprintf("/dev/fd/%d", r.Fd())
+
+	done := make(chan string, 1)
+	go func() {
+		stdout, _, _ := runArgs(t, "sweep", "--file", sweepFile, "--out", filepath.Join(dir, "results"), "--trace", trace,
+			"--sim-binary", fakeSim, "--gateway-binary", filepath.Join(dir, "no-gateway"))
+		done <- stdout
+	}()
+	var stdout string
+	select {
+	case stdout = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("sweep did not return within two minutes")
+	}
+	if failed := strings.Count(stdout, "failed: trace_x1_rep"); failed != 2 || strings.Contains(stdout, "no requests") {
+		t.Errorf("want both runs to fail at the simulator's start, not at the trace; the sweep said:\n%s", stdout)
+	}
+	b, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatalf("no simulator started: %v\nsweep said:\n%s", err, stdout)
+	}
+	// Each run tries its simulator more than once.
+	starts := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, args := range starts {
+		if !strings.Contains(args, "--served-model-name acme/m1 ") || !strings.Contains(args, "--block-size=64") {
+			t.Errorf("simulator flags %q, want the trace's model acme/m1 and block size 64", args)
+		}
 	}
 }

@@ -119,12 +119,10 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 	if w.TracePath == "" {
 		return simArgs, nil
 	}
-	recs, err := workload.ReadTrace(w.TracePath)
-	if err != nil {
+	if err := tr.read(w.TracePath); err != nil {
 		return nil, err
 	}
-	tr.path, tr.recs = w.TracePath, recs
-	model, bs := workload.TraceShape(recs)
+	model, bs := workload.TraceShape(tr.recs)
 	if model != "" && !modelSet {
 		w.Model = model
 	}
@@ -132,6 +130,20 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 		simArgs = append(slices.Clip(simArgs), "--block-size="+strconv.Itoa(bs))
 	}
 	return simArgs, nil
+}
+
+// read reads the trace at path, unless it is the one already read: the
+// runs of a sweep or a comparison share one reading.
+func (tr *readTrace) read(path string) error {
+	if tr.recs != nil && tr.path == path {
+		return nil
+	}
+	recs, err := workload.ReadTrace(path)
+	if err != nil {
+		return err
+	}
+	tr.path, tr.recs = path, recs
+	return nil
 }
 
 // generate makes a spec's requests from the trace already read when the
@@ -478,6 +490,19 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "%d runs\n", len(runs))
 		return nil
+	}
+	// The trace is read here, once, for every run that replays it (each
+	// read it again, and a pipe or a FIFO had nothing left after the
+	// first), and shapes them as it shapes run's: its model unless the file
+	// names one, its block size unless the simulator flags set one.
+	for i := range runs {
+		r := &runs[i]
+		if r.Workload.Workload != workload.Trace {
+			continue
+		}
+		if r.SimArgs, err = ef.trace.shape(&r.Workload, f.Model != "", r.URL == "", r.SimArgs); err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
 	}
 	env := ef.env(ctx, stderr, commandLine("sweep", args))
 	if err := ef.preparePeers(ctx, env, runs); err != nil {
