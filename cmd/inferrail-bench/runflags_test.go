@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -18,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/bench"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -324,5 +328,81 @@ func TestSweepReadsItsTraceOnce(t *testing.T) {
 		if !strings.Contains(args, "--served-model-name acme/m1 ") || !strings.Contains(args, "--block-size=64") {
 			t.Errorf("simulator flags %q, want the trace's model acme/m1 and block size 64", args)
 		}
+	}
+}
+
+// A sweep takes an earlier result for its own only when it replayed the
+// same trace, byte for byte, not merely one at the same path: a trace
+// edited in place (or a second --trace <(…), /dev/fd/63 both times) was
+// reported from the first trace's results. A result written before the
+// trace's digest was recorded is run again: nothing says what it replayed.
+func TestSweepResumesOnlyTheSameTrace(t *testing.T) {
+	dir := t.TempDir()
+	fakeSim := filepath.Join(dir, "sim.sh") // fails at once: no run goes further
+	if err := os.WriteFile(fakeSim, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sweepFile := filepath.Join(dir, "sweep.toml")
+	toml := "policies = [\"round_robin\"]\nreplicas = 1\nwarmup = \"0\"\n\n[[points]]\nworkload = \"trace\"\nrates = [1]\n"
+	if err := os.WriteFile(sweepFile, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "trace.jsonl")
+	traceA := `{"timestamp":0,"input_length":100,"output_length":4,"hash_ids":[1]}` + "\n"
+	traceB := `{"timestamp":0,"input_length":200,"output_length":4,"hash_ids":[2]}` + "\n"
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+	tests := []struct {
+		name     string
+		recorded string // the digest the result file records; empty: none, as before the digest
+		replay   string // the trace at the path when the sweep runs
+		done     bool
+	}{
+		{"same_trace", sum(traceA), traceA, true},
+		{"edited_in_place", sum(traceA), traceB, false},
+		{"result_without_digest", "", traceA, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "results")
+			f, err := bench.LoadSweep(sweepFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs, _ := f.Plan(bench.PlanOptions{TracePath: trace})
+			if len(runs) != 1 {
+				t.Fatalf("%d runs planned, want 1", len(runs))
+			}
+			path := filepath.Join(out, runs[0].FileName())
+			if err := bench.WriteRunResult(path, &bench.RunResult{Spec: runs[0]}); err != nil {
+				t.Fatal(err)
+			}
+			if tt.recorded != "" { // as a sweep of this trace writes it
+				var doc map[string]any
+				b, _ := os.ReadFile(path)
+				if err := json.Unmarshal(b, &doc); err != nil {
+					t.Fatal(err)
+				}
+				doc["spec"].(map[string]any)["workload"].(map[string]any)["TraceDigest"] = tt.recorded
+				if b, err = json.Marshal(doc); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(trace, []byte(tt.replay), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			stdout, _, _ := runArgs(t, "sweep", "--file", sweepFile, "--out", out, "--trace", trace,
+				"--sim-binary", fakeSim, "--gateway-binary", filepath.Join(dir, "no-gateway"))
+			want := "1 planned, 0 already done"
+			if tt.done {
+				want = "1 planned, 1 already done"
+			}
+			if !strings.Contains(stdout, want) {
+				t.Errorf("sweep said:\n%s\nwant %q", stdout, want)
+			}
+		})
 	}
 }

@@ -109,6 +109,9 @@ func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.Ru
 type readTrace struct {
 	path string
 	recs []workload.TraceRecord
+	// digest is the SHA-256 of the bytes read, which the specs replaying
+	// the trace record (workload.Spec.TraceDigest).
+	digest string
 }
 
 // shape reads w's trace and takes from it what its lines state (a traffic
@@ -122,6 +125,9 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 	if err := tr.read(w.TracePath); err != nil {
 		return nil, err
 	}
+	// A result records what it replayed, so that a sweep or a comparison
+	// does not take one of another trace at the same path for its own.
+	w.TraceDigest = tr.digest
 	model, bs := workload.TraceShape(tr.recs)
 	if model != "" && !modelSet {
 		w.Model = model
@@ -138,18 +144,18 @@ func (tr *readTrace) read(path string) error {
 	if tr.recs != nil && tr.path == path {
 		return nil
 	}
-	recs, err := workload.ReadTrace(path)
+	recs, digest, err := workload.ReadTraceDigest(path)
 	if err != nil {
 		return err
 	}
-	tr.path, tr.recs = path, recs
+	tr.path, tr.recs, tr.digest = path, recs, digest
 	return nil
 }
 
 // generate makes a spec's requests from the trace already read when the
 // spec replays it, else as workload.GenerateRequests does.
 func (tr *readTrace) generate(ctx context.Context, s workload.Spec) (*workload.Requests, error) {
-	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path {
+	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path && s.TraceDigest == tr.digest {
 		return workload.GenerateTrace(ctx, s, tr.recs)
 	}
 	return workload.GenerateRequests(ctx, s)

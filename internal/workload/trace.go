@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,19 +56,33 @@ func (r *TraceRecord) Block() int {
 // or a FIFO replays as well as a file; a trace with no records is an
 // error.
 func ReadTrace(path string) ([]TraceRecord, error) {
+	recs, _, err := ReadTraceDigest(path)
+	return recs, err
+}
+
+// ReadTraceDigest is ReadTrace, also returning the SHA-256 of the bytes
+// read, in hex (Spec.TraceDigest): what tells two traces at one path
+// apart, such as two /dev/fd/63 or a file edited in place.
+func ReadTraceDigest(path string) (recs []TraceRecord, digest string, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
+		return nil, "", fmt.Errorf("trace: %w", err)
 	}
 	defer f.Close()
-	recs, err := ParseTrace(f)
+	h := sha256.New()
+	recs, err = ParseTrace(io.TeeReader(f, h))
 	if err != nil {
-		return nil, fmt.Errorf("trace %s: %w", path, err)
+		return nil, "", fmt.Errorf("trace %s: %w", path, err)
+	}
+	// The digest covers the whole file, past a last line the scanner
+	// stopped short of too.
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, "", fmt.Errorf("trace %s: %w", path, err)
 	}
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("trace %s: no requests (the file has no records)", path)
+		return nil, "", fmt.Errorf("trace %s: no requests (the file has no records)", path)
 	}
-	return recs, nil
+	return recs, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // TraceShape returns the model recs all name ("" when none does, or they

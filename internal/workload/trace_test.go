@@ -2,6 +2,7 @@ package workload
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -316,4 +317,42 @@ func FuzzTrace(f *testing.F) {
 			t.Fatalf("records %+v read back as %+v, %v", recs, back, err)
 		}
 	})
+}
+
+// ReadTraceDigest gives the SHA-256 of the trace's bytes, so two traces at
+// one path tell apart; a spec recording one digest is not generated from a
+// trace that has another (edited in place since it was planned), and a
+// digest is refused where it means nothing.
+func TestTraceDigest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.jsonl")
+	if err := os.WriteFile(path, []byte(sampleTrace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, digest, err := ReadTraceDigest(path)
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte(sampleTrace))); err != nil || digest != want {
+		t.Fatalf("ReadTraceDigest = %q, %v; want %q", digest, err, want)
+	}
+	spec := Spec{Workload: Trace, Model: "m", TracePath: path, TraceDigest: digest}
+	if _, err := GenerateRequests(t.Context(), spec); err != nil {
+		t.Errorf("the trace as planned: %v", err)
+	}
+	edited := strings.Replace(sampleTrace, `"output_length": 10`, `"output_length": 11`, 1)
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GenerateRequests(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "not those planned") {
+		t.Errorf("a trace edited since it was planned: %v, want it refused", err)
+	}
+	for _, tt := range []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"not_hex", Spec{Workload: Trace, Model: "m", TracePath: path, TraceDigest: "abc"}, "trace_digest: must be a SHA-256"},
+		{"not_a_trace", Spec{Workload: W1, Model: "m", Rate: 1, Requests: 1, TraceDigest: digest}, "trace_digest: only for the trace workload"},
+	} {
+		if err := tt.spec.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Validate() = %v, want %q", tt.name, err, tt.want)
+		}
+	}
 }

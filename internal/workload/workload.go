@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -59,6 +60,13 @@ type Spec struct {
 	TimeScale      float64 // trace: multiply timestamps (default 1)
 	RateMultiplier float64 // trace: compress arrivals by this factor (default 1)
 	ShareGPTPath   string  // w2: replay conversations from a ShareGPT JSON file
+
+	// TraceDigest is the SHA-256, in hex, of the trace's bytes as they were
+	// read for the run (ReadTraceDigest), so that a result names the trace
+	// it replayed and not only its path, which a pipe (/dev/fd/63) or a
+	// file edited in place shares with others. Empty: not known (results
+	// written before it), and not checked.
+	TraceDigest string `json:",omitempty"`
 }
 
 // Workload names.
@@ -229,6 +237,9 @@ func (s Spec) validateSource(p *problems) {
 		if s.TracePath == "" {
 			p.bad("trace_path", "required for trace")
 		}
+		if d := s.TraceDigest; d != "" && !isSHA256Hex(d) {
+			p.bad("trace_digest", "must be a SHA-256 in hex (64 digits 0-9a-f), not %q", d)
+		}
 		if s.Arrivals != "" {
 			p.bad("arrivals", "must be empty for trace: the trace's timestamps are the arrivals")
 		}
@@ -257,6 +268,9 @@ func (s Spec) validateSource(p *problems) {
 		if s.TracePath != "" {
 			p.bad("trace_path", "only for the trace workload")
 		}
+		if s.TraceDigest != "" {
+			p.bad("trace_digest", "only for the trace workload")
+		}
 		if s.TimeScale != 0 {
 			p.bad("time_scale", "only for the trace workload")
 		}
@@ -264,6 +278,20 @@ func (s Spec) validateSource(p *problems) {
 			p.bad("rate_multiplier", "only for the trace workload")
 		}
 	}
+}
+
+// isSHA256Hex reports whether d is a SHA-256 written as ReadTraceDigest
+// writes it: 64 lower-case hex digits.
+func isSHA256Hex(d string) bool {
+	if len(d) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range d {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateShape checks the arrivals, the ramp and the workload-specific
@@ -353,9 +381,14 @@ func GenerateRequests(ctx context.Context, spec Spec) (*Requests, error) {
 	}
 	spec = spec.WithDefaults()
 	if spec.Workload == Trace {
-		recs, err := ReadTrace(spec.TracePath)
+		recs, digest, err := ReadTraceDigest(spec.TracePath)
 		if err != nil {
 			return nil, err
+		}
+		if spec.TraceDigest != "" && digest != spec.TraceDigest {
+			// Replaying other requests than the spec records would make a
+			// result that lies about what it measured.
+			return nil, fmt.Errorf("trace %s: its contents are not those planned (sha256 %s, not %s): it changed since", spec.TracePath, digest, spec.TraceDigest)
 		}
 		return traceRequests(ctx, spec, recs)
 	}
