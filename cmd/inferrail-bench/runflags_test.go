@@ -332,77 +332,124 @@ func TestSweepReadsItsTraceOnce(t *testing.T) {
 }
 
 // A sweep takes an earlier result for its own only when it replayed the
-// same trace, byte for byte, not merely one at the same path: a trace
-// edited in place (or a second --trace <(…), /dev/fd/63 both times) was
-// reported from the first trace's results. A result written before the
-// trace's digest was recorded is run again: nothing says what it replayed.
-func TestSweepResumesOnlyTheSameTrace(t *testing.T) {
-	dir := t.TempDir()
-	fakeSim := filepath.Join(dir, "sim.sh") // fails at once: no run goes further
-	if err := os.WriteFile(fakeSim, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sweepFile := filepath.Join(dir, "sweep.toml")
-	toml := "policies = [\"round_robin\"]\nreplicas = 1\nwarmup = \"0\"\n\n[[points]]\nworkload = \"trace\"\nrates = [1]\n"
-	if err := os.WriteFile(sweepFile, []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	trace := filepath.Join(dir, "trace.jsonl")
+// same trace or ShareGPT file, byte for byte, not merely one at the same
+// path: a file edited in place (or a second --trace <(…), /dev/fd/63 both
+// times) was reported from the first file's results. A result written
+// before the digest was recorded is run again: nothing says what it
+// replayed.
+func TestSweepResumesOnlyTheSameInput(t *testing.T) {
 	traceA := `{"timestamp":0,"input_length":100,"output_length":4,"hash_ids":[1]}` + "\n"
 	traceB := `{"timestamp":0,"input_length":200,"output_length":4,"hash_ids":[2]}` + "\n"
+	shareGPTA := `[{"id":"a","conversations":[{"from":"human","value":"hello there"},{"from":"gpt","value":"hi"}]}]`
+	shareGPTB := `[{"id":"b","conversations":[{"from":"human","value":"goodbye now"},{"from":"gpt","value":"bye"}]}]`
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
-
-	tests := []struct {
-		name     string
-		recorded string // the digest the result file records; empty: none, as before the digest
-		replay   string // the trace at the path when the sweep runs
-		done     bool
+	inputs := []struct {
+		name, point, digestKey, a, b string
+		traceFlag                    bool
 	}{
-		{"same_trace", sum(traceA), traceA, true},
-		{"edited_in_place", sum(traceA), traceB, false},
-		{"result_without_digest", "", traceA, false},
+		{"trace", "workload = \"trace\"\nrates = [1]\n", "TraceDigest", traceA, traceB, true},
+		{"sharegpt", "workload = \"w2\"\nrates = [1]\nrequests = 2\nsharegpt = %q\n", "ShareGPTDigest", shareGPTA, shareGPTB, false},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "results")
-			f, err := bench.LoadSweep(sweepFile)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runs, _ := f.Plan(bench.PlanOptions{TracePath: trace})
-			if len(runs) != 1 {
-				t.Fatalf("%d runs planned, want 1", len(runs))
-			}
-			path := filepath.Join(out, runs[0].FileName())
-			if err := bench.WriteRunResult(path, &bench.RunResult{Spec: runs[0]}); err != nil {
-				t.Fatal(err)
-			}
-			if tt.recorded != "" { // as a sweep of this trace writes it
-				var doc map[string]any
-				b, _ := os.ReadFile(path)
-				if err := json.Unmarshal(b, &doc); err != nil {
+	for _, in := range inputs {
+		tests := []struct {
+			name     string
+			recorded string // the digest the result file records; empty: none, as before the digest
+			replay   string // the file at the path when the sweep runs
+			done     bool
+		}{
+			{"same_file", sum(in.a), in.a, true},
+			{"edited_in_place", sum(in.a), in.b, false},
+			{"result_without_digest", "", in.a, false},
+		}
+		for _, tt := range tests {
+			t.Run(in.name+"/"+tt.name, func(t *testing.T) {
+				dir := t.TempDir()
+				fakeSim := filepath.Join(dir, "sim.sh") // fails at once: no run goes further
+				if err := os.WriteFile(fakeSim, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				doc["spec"].(map[string]any)["workload"].(map[string]any)["TraceDigest"] = tt.recorded
-				if b, err = json.Marshal(doc); err != nil {
+				input := filepath.Join(dir, "input")
+				if err := os.WriteFile(input, []byte(in.a), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, b, 0o644); err != nil {
+				point := in.point
+				if !in.traceFlag {
+					point = fmt.Sprintf(point, input)
+				}
+				sweepFile := filepath.Join(dir, "sweep.toml")
+				toml := "policies = [\"round_robin\"]\nreplicas = 1\nwarmup = \"0\"\n\n[[points]]\n" + point
+				if err := os.WriteFile(sweepFile, []byte(toml), 0o644); err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := os.WriteFile(trace, []byte(tt.replay), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			stdout, _, _ := runArgs(t, "sweep", "--file", sweepFile, "--out", out, "--trace", trace,
-				"--sim-binary", fakeSim, "--gateway-binary", filepath.Join(dir, "no-gateway"))
-			want := "1 planned, 0 already done"
-			if tt.done {
-				want = "1 planned, 1 already done"
-			}
-			if !strings.Contains(stdout, want) {
-				t.Errorf("sweep said:\n%s\nwant %q", stdout, want)
-			}
-		})
+				f, err := bench.LoadSweep(sweepFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs, _ := f.Plan(bench.PlanOptions{TracePath: input})
+				if len(runs) != 1 {
+					t.Fatalf("%d runs planned, want 1", len(runs))
+				}
+				out := filepath.Join(dir, "results")
+				path := filepath.Join(out, runs[0].FileName())
+				if err := bench.WriteRunResult(path, &bench.RunResult{Spec: runs[0]}); err != nil {
+					t.Fatal(err)
+				}
+				if tt.recorded != "" { // as a sweep of this file writes it
+					var doc map[string]any
+					b, _ := os.ReadFile(path)
+					if err := json.Unmarshal(b, &doc); err != nil {
+						t.Fatal(err)
+					}
+					doc["spec"].(map[string]any)["workload"].(map[string]any)[in.digestKey] = tt.recorded
+					if b, err = json.Marshal(doc); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.WriteFile(input, []byte(tt.replay), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args := []string{"sweep", "--file", sweepFile, "--out", out, "--sim-binary", fakeSim, "--gateway-binary", filepath.Join(dir, "no-gateway")}
+				if in.traceFlag {
+					args = append(args, "--trace", input)
+				}
+				stdout, _, _ := runArgs(t, args...)
+				want := "1 planned, 0 already done"
+				if tt.done {
+					want = "1 planned, 1 already done"
+				}
+				if !strings.Contains(stdout, want) {
+					t.Errorf("sweep said:\n%s\nwant %q", stdout, want)
+				}
+			})
+		}
+	}
+}
+
+// run reads --sharegpt once, so a pipe replays as a file does, and its
+// result records the SHA-256 of what it replayed.
+func TestRunShareGPTFromAPipe(t *testing.T) {
+	url, out := startSim(t), filepath.Join(t.TempDir(), "r.json")
+	content := `[{"id":"a","conversations":[{"from":"human","value":"hello there"},{"from":"gpt","value":"hi"}]}]`
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := w.WriteString(content); err != nil { // far less than a pipe holds
+		t.Fatal(err)
+	}
+	w.Close()
+	if _, err := urlRun(t, url, out, "--workload", "w2", "--sharegpt", fmt.Sprintf("/dev/fd/%d", r.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bench.ReadRunResult(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%x", sha256.Sum256([]byte(content))); res.Spec.Workload.ShareGPTDigest != want {
+		t.Errorf("recorded digest %q, want %q", res.Spec.Workload.ShareGPTDigest, want)
 	}
 }

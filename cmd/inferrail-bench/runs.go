@@ -26,8 +26,8 @@ import (
 
 // specFlags registers the flags that say what a run measures and returns a
 // function building the spec once the flags are parsed. A trace is read
-// there, once, into tr.
-func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.RunSpec, error) {
+// there, once, into tr, and a ShareGPT file into sg.
+func specFlags(fs *flag.FlagSet, tr *readTrace, sg *readShareGPT) func(simArgs []string) (bench.RunSpec, error) {
 	s := bench.RunSpec{Replicas: 3, SLO: bench.DefaultSLO(), Warmup: "0.1", Timeout: 5 * time.Minute}
 	w := &s.Workload
 	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
@@ -99,6 +99,11 @@ func specFlags(fs *flag.FlagSet, tr *readTrace) func(simArgs []string) (bench.Ru
 				return s, err
 			}
 		}
+		if w.Workload == workload.W2 {
+			if err := sg.record(w); err != nil {
+				return s, err
+			}
+		}
 		s.SimArgs = simArgs
 		return s, s.Validate()
 	}
@@ -152,11 +157,50 @@ func (tr *readTrace) read(path string) error {
 	return nil
 }
 
-// generate makes a spec's requests from the trace already read when the
-// spec replays it, else as workload.GenerateRequests does.
-func (tr *readTrace) generate(ctx context.Context, s workload.Spec) (*workload.Requests, error) {
-	if tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path && s.TraceDigest == tr.digest {
+// readShareGPT holds the ShareGPT files a command's runs replay, each
+// read once, by path: a pipe or a FIFO cannot be opened twice. Safe for
+// concurrent reads once filled.
+type readShareGPT struct {
+	files map[string]shareGPTFile
+}
+
+type shareGPTFile struct {
+	convs  []workload.Conversation
+	digest string
+}
+
+// record reads w's ShareGPT file, unless read already, and records the
+// SHA-256 of its bytes in w (workload.Spec.ShareGPTDigest), so that a
+// result names the file it replayed and not only its path.
+func (sg *readShareGPT) record(w *workload.Spec) error {
+	if w.ShareGPTPath == "" {
+		return nil
+	}
+	f, ok := sg.files[w.ShareGPTPath]
+	if !ok {
+		convs, digest, err := workload.ReadShareGPT(w.ShareGPTPath)
+		if err != nil {
+			return err
+		}
+		f = shareGPTFile{convs, digest}
+		if sg.files == nil {
+			sg.files = map[string]shareGPTFile{}
+		}
+		sg.files[w.ShareGPTPath] = f
+	}
+	w.ShareGPTDigest = f.digest
+	return nil
+}
+
+// generate makes a spec's requests from the trace or ShareGPT file
+// already read when the spec replays it, else as
+// workload.GenerateRequests does.
+func (e *envFlags) generate(ctx context.Context, s workload.Spec) (*workload.Requests, error) {
+	if tr := &e.trace; tr.recs != nil && s.Workload == workload.Trace && s.TracePath == tr.path && s.TraceDigest == tr.digest {
 		return workload.GenerateTrace(ctx, s, tr.recs)
+	}
+	if f, ok := e.sharegpt.files[s.ShareGPTPath]; ok && s.ShareGPTPath != "" && s.ShareGPTDigest == f.digest {
+		return workload.GenerateShareGPT(ctx, s, f.convs)
 	}
 	return workload.GenerateRequests(ctx, s)
 }
@@ -164,6 +208,7 @@ func (tr *readTrace) generate(ctx context.Context, s workload.Spec) (*workload.R
 // envFlags registers the flags that say how runs are carried out.
 type envFlags struct {
 	trace                    readTrace
+	sharegpt                 readShareGPT
 	simBinary, gatewayBinary string
 	peerVenv, peerSetup      string
 	verbose                  bool
@@ -193,7 +238,7 @@ func (e *envFlags) env(ctx context.Context, stderr io.Writer, command string) be
 		Environment: measure.CurrentEnvironment(ctx),
 		Logger:      cli.Logger(stderr, e.verbose),
 		Progress:    progressOn(stderr),
-		Generate:    e.trace.generate,
+		Generate:    e.generate,
 	}
 }
 
@@ -216,7 +261,7 @@ func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simA
 		fs.PrintDefaults()
 	}
 	ef := &envFlags{}
-	spec := specFlags(fs, &ef.trace)
+	spec := specFlags(fs, &ef.trace, &ef.sharegpt)
 	ef.register(fs)
 	return fs, spec, ef
 }
@@ -503,6 +548,11 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// names one, its block size unless the simulator flags set one.
 	for i := range runs {
 		r := &runs[i]
+		if r.Workload.Workload == workload.W2 {
+			if err := ef.sharegpt.record(&r.Workload); err != nil {
+				return fmt.Errorf("sweep: %w", err)
+			}
+		}
 		if r.Workload.Workload != workload.Trace {
 			continue
 		}

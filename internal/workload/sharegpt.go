@@ -1,6 +1,9 @@
 package workload
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,16 +114,62 @@ type replayTurn struct {
 	out         int // the recorded reply's tokens, bounded
 }
 
-func newShareGPTSource(g *gen) (*shareGPTSource, error) {
-	f, err := os.Open(g.spec.ShareGPTPath)
+// ReadShareGPT reads the ShareGPT file at path once (see ParseShareGPT),
+// so that a pipe or a FIFO replays as well as a file, and returns the
+// SHA-256 of the bytes read, in hex (Spec.ShareGPTDigest): what tells two
+// files at one path apart.
+func ReadShareGPT(path string) (convs []Conversation, digest string, err error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("sharegpt: %w", err)
+		return nil, "", fmt.Errorf("sharegpt: %w", err)
 	}
 	defer f.Close()
-	convs, err := ParseShareGPT(f)
-	if err != nil {
-		return nil, fmt.Errorf("sharegpt %s: %w", g.spec.ShareGPTPath, err)
+	h := sha256.New()
+	convs, err = ParseShareGPT(io.TeeReader(f, h))
+	if err == nil {
+		_, err = io.Copy(h, f) // past the array's end too
 	}
+	if err != nil {
+		return nil, "", fmt.Errorf("sharegpt %s: %w", path, err)
+	}
+	return convs, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// GenerateShareGPT is GenerateRequests for a w2 spec replaying a ShareGPT
+// file whose conversations are already read (ReadShareGPT):
+// spec.ShareGPTPath is not opened again.
+func GenerateShareGPT(ctx context.Context, spec Spec, convs []Conversation) (*Requests, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("workload spec: %w", err)
+	}
+	if spec.Workload != W2 || spec.ShareGPTPath == "" {
+		return nil, errors.New("workload spec: not a w2 replay of a ShareGPT file")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	spec = spec.WithDefaults()
+	src, err := newShareGPTSource(newGen(spec), convs)
+	if err != nil {
+		return nil, err
+	}
+	return NewRequests(schedule(spec, src)), nil
+}
+
+// readShareGPTSource reads g's ShareGPT file for a replay, refusing one
+// whose bytes are not those the spec records.
+func readShareGPTSource(g *gen) (*shareGPTSource, error) {
+	convs, digest, err := ReadShareGPT(g.spec.ShareGPTPath)
+	if err != nil {
+		return nil, err
+	}
+	if want := g.spec.ShareGPTDigest; want != "" && digest != want {
+		return nil, fmt.Errorf("sharegpt %s: its contents are not those planned (sha256 %s, not %s): it changed since", g.spec.ShareGPTPath, digest, want)
+	}
+	return newShareGPTSource(g, convs)
+}
+
+func newShareGPTSource(g *gen, convs []Conversation) (*shareGPTSource, error) {
 	s := &shareGPTSource{gen: g}
 	sent := 0.0
 	for _, c := range convs {

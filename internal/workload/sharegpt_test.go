@@ -1,11 +1,14 @@
 package workload
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +68,7 @@ const longMaxPrompt = 3000
 func TestShareGPTPerStart(t *testing.T) {
 	spec := Spec{Workload: W2, Model: "m", Rate: 1, Requests: 1, Seed: 3, ShareGPTPath: writeLongShareGPT(t),
 		MaxPromptTokens: longMaxPrompt, OutputTokens: 120}.WithDefaults()
-	src, err := newShareGPTSource(newGen(spec))
+	src, err := readShareGPTSource(newGen(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +111,45 @@ func TestShareGPTRate(t *testing.T) {
 	if dev := math.Sqrt(squares); math.Abs(float64(total)-want) > 4*dev {
 		t.Errorf("%d requests over three runs, %.2f req/s; want %.0f (%.0f req/s) within %.0f", total,
 			float64(total)/3/duration.Seconds(), want, rate, 4*dev)
+	}
+}
+
+// ReadShareGPT gives the SHA-256 of the file's bytes; GenerateShareGPT
+// makes from the conversations read what GenerateRequests makes from the
+// file; a spec recording one digest is not generated from a file that has
+// another (edited in place since it was planned).
+func TestShareGPTDigest(t *testing.T) {
+	path := writeLongShareGPT(t)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	convs, digest, err := ReadShareGPT(path)
+	if want := fmt.Sprintf("%x", sha256.Sum256(b)); err != nil || digest != want {
+		t.Fatalf("ReadShareGPT digest %q, %v; want %q", digest, err, want)
+	}
+	spec := Spec{Workload: W2, Model: "m", Rate: 2, Requests: 20, Seed: 1, ShareGPTPath: path, ShareGPTDigest: digest}
+	fromFile, err := GenerateRequests(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromRead, err := GenerateShareGPT(t.Context(), spec, convs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, errA := fromFile.All(t.Context())
+	c, errC := fromRead.All(t.Context())
+	if errA != nil || errC != nil || len(a) != 20 || !reflect.DeepEqual(a, c) {
+		t.Errorf("GenerateShareGPT differs from GenerateRequests (%d and %d requests; %v, %v)", len(c), len(a), errC, errA)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GenerateRequests(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "not those planned") {
+		t.Errorf("a file edited since it was planned: %v, want it refused", err)
+	}
+	noPath := Spec{Workload: W2, Model: "m", Rate: 2, Requests: 20, ShareGPTDigest: digest}
+	if err := noPath.Validate(); err == nil || !strings.Contains(err.Error(), "sharegpt_digest: only with sharegpt_path") {
+		t.Errorf("a digest without a file: %v", err)
 	}
 }

@@ -130,7 +130,7 @@ func newSource(spec Spec) (source, error) {
 		return &mixSource{shared: sharedSource{gen: g, kind: W1}, control: controlSource{gen: g}}, nil
 	case W2:
 		if spec.ShareGPTPath != "" {
-			return newShareGPTSource(g)
+			return readShareGPTSource(g)
 		}
 		return &chatSource{gen: g}, nil
 	case W3:

@@ -67,6 +67,8 @@ type Spec struct {
 	// file edited in place shares with others. Empty: not known (results
 	// written before it), and not checked.
 	TraceDigest string `json:",omitempty"`
+	// ShareGPTDigest is the same for the ShareGPT file (ReadShareGPT).
+	ShareGPTDigest string `json:",omitempty"`
 }
 
 // Workload names.
@@ -352,6 +354,13 @@ func (s Spec) validateShape(p *problems) {
 	}
 	if s.ShareGPTPath != "" && w != W2 {
 		p.bad("sharegpt_path", "only for w2")
+	}
+	switch d := s.ShareGPTDigest; {
+	case d == "":
+	case s.ShareGPTPath == "":
+		p.bad("sharegpt_digest", "only with sharegpt_path")
+	case !isSHA256Hex(d):
+		p.bad("sharegpt_digest", "must be a SHA-256 in hex (64 digits 0-9a-f), not %q", d)
 	}
 }
 
