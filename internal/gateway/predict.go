@@ -272,6 +272,19 @@ func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) 
 	return nil, tokSlow, err
 }
 
+// reveal shows replica id's mirror a prompt routed there, with the keys of
+// its blocks' tokens (index.Reveal), and a salted prompt's first block
+// (index.SaltedRoot). Without keys (the approximate index) it does nothing.
+func (g *Gateway) reveal(id string, pred *prediction) {
+	if pred.keys == nil {
+		return
+	}
+	g.index.Reveal(id, pred.hashes, pred.keys)
+	if pred.salted && len(pred.keys) > 0 {
+		g.index.SaltedRoot(id, pred.keys[0], pred.hashes[0])
+	}
+}
+
 // contextLen is the context length of model's engines that every one
 // serving it holds to (engineCard's max_model_len), 0 when none said.
 func (g *Gateway) contextLen(model string) int {

@@ -463,14 +463,7 @@ func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
 	ex.attempts++
 	if ex.pred != nil {
-		if ex.pred.keys != nil {
-			// First: the blocks the prompt reveals are the engine's, not
-			// speculation.
-			g.index.Reveal(lease.Replica().ID, ex.pred.hashes, ex.pred.keys)
-			if ex.pred.salted && len(ex.pred.keys) > 0 {
-				g.index.SaltedRoot(lease.Replica().ID, ex.pred.keys[0], ex.pred.hashes[0])
-			}
-		}
+		g.reveal(lease.Replica().ID, ex.pred) // first: what it reveals is the engine's, not speculation
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
 		// Both sides of the predicted hit rate count per decision: a retry
 		// adds to each, a request refused before any decision to neither.

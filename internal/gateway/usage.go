@@ -202,7 +202,5 @@ func (g *Gateway) answered(ex *exchange, a *attempt, tail *usageTail) {
 	if cached, ok := tail.cachedTokens(); ok {
 		g.drift.observe(id, a.cached, cached)
 	}
-	if ex.pred.keys != nil {
-		g.index.Reveal(id, ex.pred.hashes, ex.pred.keys)
-	}
+	g.reveal(id, ex.pred)
 }
