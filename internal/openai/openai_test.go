@@ -158,7 +158,7 @@ func TestSSEReaderEdges(t *testing.T) {
 // It returns the events and how the stream ended (io.EOF, or
 // io.ErrUnexpectedEOF for one cut inside an event), and for the size
 // limit the longest line with its end and the data of an event cut short.
-func naiveSSE(stream []byte) (events []string, end error, longest int, cut string) {
+func naiveSSE(stream []byte) (events []string, longest int, cut string, end error) {
 	lines := bytes.Split(stream, []byte("\n"))
 	last := lines[len(lines)-1] // after the last LF: a line not ended
 	lines = lines[:len(lines)-1]
@@ -182,9 +182,9 @@ func naiveSSE(stream []byte) (events []string, end error, longest int, cut strin
 	}
 	longest = max(longest, len(last))
 	if data != nil || len(bytes.TrimRight(last, "\r")) > 0 {
-		return events, io.ErrUnexpectedEOF, longest, strings.Join(data, "\n")
+		return events, longest, strings.Join(data, "\n"), io.ErrUnexpectedEOF
 	}
-	return events, io.EOF, longest, ""
+	return events, longest, "", io.EOF
 }
 
 // cycled reads its data size bytes at a time (1 at the least).
@@ -215,7 +215,7 @@ func FuzzSSEReader(f *testing.F) {
 			return
 		}
 		size = max(1, size%64)
-		want, wantEnd, longest, cut := naiveSSE(data)
+		want, longest, cut, wantEnd := naiveSSE(data)
 		read := func(limit int) ([]string, error) {
 			r := NewSSEReader(&cycled{data: data, size: size}, limit)
 			var got []string
