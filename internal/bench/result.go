@@ -239,6 +239,11 @@ func (s *RunSpec) FileName() string {
 	rate := "rate" + nameNumber(s.Workload.Rate)
 	if s.Workload.Workload == "trace" {
 		rate = "x" + nameNumber(s.rateMultiplier())
+		if ts := s.Workload.WithDefaults().TimeScale; ts != 1 {
+			// Another time scale is another rate: its runs must not
+			// overwrite the default's.
+			rate += "ts" + nameNumber(ts)
+		}
 	}
 	gws := ""
 	if s.Gateways > 1 {

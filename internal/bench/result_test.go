@@ -22,6 +22,10 @@ func TestFileNameNumbers(t *testing.T) {
 		{workload.Spec{Workload: "trace", RateMultiplier: 0.2}, "trace_x0.2_rep0_cost_model.json"},
 		{workload.Spec{Workload: "trace", RateMultiplier: 1e300}, "trace_x1e300_rep0_cost_model.json"},
 		{workload.Spec{Workload: "trace", RateMultiplier: 1e-300}, "trace_x1e-300_rep0_cost_model.json"},
+		// Another time scale is another rate, in a file of its own.
+		{workload.Spec{Workload: "trace", RateMultiplier: 0.2, TimeScale: 1}, "trace_x0.2_rep0_cost_model.json"},
+		{workload.Spec{Workload: "trace", RateMultiplier: 0.2, TimeScale: 0.001}, "trace_x0.2ts0.001_rep0_cost_model.json"},
+		{workload.Spec{Workload: "trace", TimeScale: 2}, "trace_x1ts2_rep0_cost_model.json"},
 	}
 	for _, tt := range tests {
 		s := RunSpec{Policy: "cost_model", Workload: tt.w}

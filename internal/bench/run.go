@@ -424,6 +424,9 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	rate := fmt.Sprintf("%g req/s", s.Workload.Rate)
 	if s.Workload.Workload == workload.Trace {
 		rate = fmt.Sprintf("×%g the trace's rate", s.rateMultiplier())
+		if ts := s.Workload.WithDefaults().TimeScale; ts != 1 {
+			rate += fmt.Sprintf(" (its timestamps ×%g)", ts)
+		}
 	}
 	fmt.Fprintf(w, "%s at %s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
 		s.Workload.Workload, rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
