@@ -307,7 +307,9 @@ func (g *Gateway) dispatchOnce(mq *modelQueue) bool {
 	for e := mq.next(slots, now, skip); e != nil; e = mq.next(slots, now, skip) {
 		w := e.Value
 		f := flowOf(w.ex.adm)
-		w.ex.pace = mq.pacedLocked(w.ex.gen, f, slots, 1, now)
+		// A retry (it has tried a replica) is never paced, queued or not:
+		// it has waited once already.
+		w.ex.pace = len(w.tried) == 0 && mq.pacedLocked(w.ex.gen, f, slots, 1, now)
 		lease, cached, err := g.choose(w.ex, w.tried)
 		if err != nil && waits(err) {
 			if !w.ex.pace && !errors.Is(err, errSLOWait) {

@@ -77,14 +77,17 @@ func TestPrefillHolds(t *testing.T) {
 // streamEngine is a stand-in engine whose answers wait on gates named by
 // request ID: a streamed one sends its head at once, its first event when
 // first(id) opens and ends when end(id) opens; any other answers whole
-// when end(id) opens.
+// when end(id) opens, or, the first time it arrives, has its connection
+// broken when break(id) opens.
 type streamEngine struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	ids   []string
 	gates map[string]chan struct{}
-	// allOpen: openAll was called; guarded by mu.
+	// allOpen: openAll was called; broken: the IDs whose connection
+	// break(id) broke; guarded by mu.
 	allOpen bool
+	broken  map[string]bool
 }
 
 func newStreamEngine(t testing.TB) *streamEngine {
@@ -108,6 +111,16 @@ func newStreamEngine(t testing.TB) *streamEngine {
 			}
 		}
 		if !strings.Contains(string(body), `"stream":true`) {
+			select {
+			case <-e.gate("break " + id):
+				if e.breakFirst(id) {
+					breakConn(w)
+					return
+				}
+			case <-e.gate("end " + id):
+			case <-r.Context().Done():
+				return
+			}
 			if wait("end " + id) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, `{"id":"c","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`)
@@ -173,6 +186,34 @@ func closeGate(g chan struct{}) {
 	default:
 		close(g)
 	}
+}
+
+// breakFirst reports whether the request with ID id is to have its
+// connection broken: the first time it is asked.
+func (e *streamEngine) breakFirst(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.broken[id] {
+		return false
+	}
+	if e.broken == nil {
+		e.broken = map[string]bool{}
+	}
+	e.broken[id] = true
+	return true
+}
+
+// received is how many times the engine received a request with ID id.
+func (e *streamEngine) received(id string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, x := range e.ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
 
 // has reports whether the engine received a request with ID id.
@@ -328,6 +369,44 @@ func TestPrefillPacing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueuedRetryNotPaced: a retry is never paced, in the queue too. A
+// flooding key's request whose connection broke, finding the fleet full,
+// waits in the queue before another of its key's; when a slot frees it
+// goes at once, though a third of its key's prompts awaits its first
+// token. The dispatcher paced every
+// waiter, retries included (found by a review).
+func TestQueuedRetryNotPaced(t *testing.T) {
+	const plain, stream = `{"model":"sim","prompt":"hello","max_tokens":1}`, `{"model":"sim","prompt":"hello","max_tokens":1,"stream":true}`
+	e, gw, flood, quiet := pacingRig(t, true)
+	received := e.waitReceived(t)
+	var chs []<-chan sent
+	for _, id := range []string{"q0", "q1"} {
+		chs = append(chs, asyncBody(gw, id, plain, bearer(quiet)...))
+		received(id)
+	}
+	chs = append(chs, asyncBody(gw, "f0", stream, bearer(flood)...))
+	received("f0")
+	e.open("first f0")
+	chs = append(chs, asyncBody(gw, "f1", plain, bearer(flood)...))
+	received("f1") // the fleet's fourth slot
+	chs = append(chs, asyncBody(gw, "f2", stream, bearer(flood)...))
+	waitFor(t, "f2 to wait", 10*time.Second, func() bool { return waiting(gw) == 1 })
+	// f1's connection breaks: its slot goes to f2, whose prompt then
+	// awaits its first token, and f1's retry, after its backoff, finds the
+	// fleet full.
+	e.open("break f1")
+	received("f2")
+	waitFor(t, "f1's retry to wait", 10*time.Second, func() bool { return waiting(gw) == 1 })
+	// Another of the flood's behind it: the last of a key's waiters is
+	// never paced, the others are.
+	chs = append(chs, asyncBody(gw, "f3", stream, bearer(flood)...))
+	waitFor(t, "f3 to wait", 10*time.Second, func() bool { return waiting(gw) == 2 })
+	e.open("end f0") // a slot of the flood's frees
+	waitFor(t, "f1's retry to reach the engine", 10*time.Second, func() bool { return e.received("f1") == 2 })
+	e.openAll()
+	expectStatus(t, http.StatusOK, chs...)
 }
 
 // TestPrefillPacingNotStreamed: a backlogged key's answer that is not
