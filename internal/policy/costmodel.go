@@ -301,14 +301,13 @@ func (p *costModel) decide(req *Request, cands []Candidate, sl []slot, rk []owne
 		}
 	}
 	if d.Index < 0 {
-		var second float64
-		d.Index, second = p.price(req, cands, sl, r, h.copy)
-		// Did it win only through a credit? The runner-up's estimate is
-		// the second lowest.
+		d.Index, _ = p.price(req, cands, sl, r, h.copy)
+		// Did it win only through a credit: would another allowed
+		// candidate rank ahead of it were nobody credited?
 		switch w := &sl[d.Index]; {
-		case w.priced > w.cached && p.plainRank(req, &cands[d.Index], w.cached, sl) > second:
+		case w.priced > w.cached && p.plainRank(req, &cands[d.Index], w.cached, sl) > p.plainSecond(req, cands, sl, d.Index):
 			d.Steered = SteerHotPrefix
-		case w.copier && w.ttft+h.copy > second:
+		case w.copier && w.ttft+h.copy > p.plainSecond(req, cands, sl, d.Index):
 			d.Steered = SteerCopy
 		}
 	}
@@ -760,4 +759,17 @@ func knownTokens(sl []slot) int {
 		known = max(known, sl[i].cached)
 	}
 	return known
+}
+
+// plainSecond is the lowest rank among the allowed candidates other than
+// win with no credit given to any (neither an owner's nor a copier's):
+// what win had to beat had nobody been credited. +Inf when there is none.
+func (p *costModel) plainSecond(req *Request, cands []Candidate, sl []slot, win int) float64 {
+	least := math.Inf(1)
+	for i := range sl {
+		if i != win && sl[i].aside == notAside {
+			least = min(least, p.plainRank(req, &cands[i], sl[i].cached, sl))
+		}
+	}
+	return least
 }

@@ -83,9 +83,9 @@ func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, 
 	}
 	// The winner ranks lowest (its estimate less a copier's credit) among
 	// the allowed candidates unless the session or the history steered it.
-	// A credit steered it exactly when, priced without it (EstimatedTTFT),
-	// it would have lost to another allowed candidate's rank: the hot
-	// prefix's for an owner, the copy's for a copier.
+	// A credit steered it exactly when, with nobody credited, it would
+	// have lost to another allowed candidate: the hot prefix's for an
+	// owner, the copy's for a copier.
 	if e.Decision.Steered != SteerSession && e.Decision.Steered != SteerHistory {
 		rank := func(r CandidateExplanation) float64 { return r.Estimate.TTFTSecs - r.Estimate.CopyCreditSecs }
 		w := e.Replicas[e.Decision.Index]
@@ -94,7 +94,10 @@ func checkExplanation(t *rapid.T, name string, req *Request, cands []Candidate, 
 			if r.SetAside == "" && rank(r) < rank(w) {
 				t.Fatalf("replica %d ranks lower (%v) than the winner (%v)", i, rank(r), rank(w))
 			}
-			beaten = beaten || (i != e.Decision.Index && r.SetAside == "" && rank(r) < e.Decision.EstimatedTTFT)
+			// Priced without any credit, its own or another's (drawSettings
+			// leaves the cost model and backlog at their defaults).
+			plain := DefaultSettings().Cost.Estimate(req, &cands[i]).TTFTSecs
+			beaten = beaten || (i != e.Decision.Index && r.SetAside == "" && plain < e.Decision.EstimatedTTFT)
 		}
 		want := ""
 		switch {
