@@ -216,7 +216,11 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 	ans := explainAnswer{Model: ex.model, Tokenized: tokenized, Admission: g.verdict(ex, sc.cands, usable, start)}
 	if len(sc.cands) > 0 {
 		ans.Explanation = ex.policy.Explain(&ex.route, sc.cands)
-		ans.Decision = &ans.Explanation.Decision
+		// The answer lists every replica serving the model; its decision
+		// indexes that list, not the offered candidates.
+		d := ans.Explanation.Decision
+		d.Index = sc.offered[d.Index]
+		ans.Decision = &d
 		for j := range ans.Explanation.Replicas {
 			replicas[sc.offered[j]].priced(&ans.Explanation.Replicas[j])
 		}
