@@ -67,14 +67,25 @@ func (g *Gateway) writeGeneration(w http.ResponseWriter, gen *generation, result
 // 7396) applied to the config in effect, validated as the file is. The
 // file is left alone: its next edit replaces the patch.
 func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPatchBytes))
+	var body []byte
+	err := error(&http.MaxBytesError{Limit: maxPatchBytes})
+	if r.ContentLength > maxPatchBytes {
+		skipBody(w, r) // refused unread, as other refusals before the body
+	} else {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxPatchBytes))
+	}
 	if err != nil {
 		status, msg := http.StatusRequestEntityTooLarge, "the patch is larger than 4 MiB"
-		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); !tooLarge {
+		_, tooLarge := errors.AsType[*http.MaxBytesError](err)
+		if !tooLarge {
 			status, msg = http.StatusBadRequest, "the patch's body could not be read: "+err.Error()
 		}
 		writeProblems(w, status, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: msg}}})
-		g.reloaded(reloadRejected)
+		if tooLarge {
+			// A body that never came whole (its client left) is no
+			// attempt at a reload.
+			g.reloaded(reloadRejected)
+		}
 		return
 	}
 	// Patches are applied one at a time onto the config in effect, so that

@@ -859,3 +859,39 @@ func TestAdminJSONThatDoesNotEncode(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchTooLargeRefusedUnread: a PATCH declaring more than the patch
+// limit behind Expect: 100-continue is refused at once, its body never
+// asked for, and counted a rejected reload; one whose client leaves
+// mid-body is no reload at all. It was asked for its body (100 Continue),
+// and a client leaving counted a rejected reload (found by a review).
+func TestPatchTooLargeRefusedUnread(t *testing.T) {
+	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
+	rejected := func() float64 { return counterValue(t, gw, "inferrail_config_reloads_total", "result", "rejected") }
+	addr := strings.TrimPrefix(gw.admin, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "PATCH /admin/config HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", maxPatchBytes+1)
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.Contains(status, " 413 ") {
+		t.Fatalf("a patch over the limit behind Expect: %q, %v; want 413 at once", status, err)
+	}
+	if got := rejected(); got != 1 {
+		t.Errorf("%v rejected reloads counted, want 1", got)
+	}
+	left, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(left, "PATCH /admin/config HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"routing\"")
+	time.Sleep(100 * time.Millisecond)
+	left.Close()
+	time.Sleep(200 * time.Millisecond) // the handler sees the body end
+	if got := rejected(); got != 1 {
+		t.Errorf("after a client left mid-patch: %v rejected reloads, want still 1", got)
+	}
+}
