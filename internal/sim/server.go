@@ -284,11 +284,10 @@ func (s *Server) tokenized(body []byte, chat bool) (*prepared, *openai.Error) {
 		return nil, e
 	}
 	p := &prepared{g: g, model: s.cfg.ModelName()}
-	if g.model != "" {
-		if !s.cfg.Serves(g.model) {
-			return nil, openai.ModelNotFound(g.model)
-		}
-		p.model = g.model
+	// vLLM names its first served name in every answer, whichever one
+	// the request used (OpenAIServingModels.model_name).
+	if g.model != "" && !s.cfg.Serves(g.model) {
+		return nil, openai.ModelNotFound(g.model)
 	}
 	// After the model, before the prompt, as vLLM renders a chat.
 	if e := s.cfg.refuseToolChoice(g.toolChoice); e != nil {
@@ -596,7 +595,20 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		}
 		b = strconv.AppendInt(b, int64(id), 10)
 	}
-	b = append(b, `],"token_strs":null}`...)
+	b = append(b, `],"token_strs":`...)
+	if v, _ := o.get("return_token_strs"); v == true {
+		b = append(b, '[')
+		for i, id := range ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = openai.AppendString(b, s.tok.Decode([]int{id}, false))
+		}
+		b = append(b, ']')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, '}')
 	writeJSON(w, b)
 }
 
