@@ -400,3 +400,34 @@ func TestReportModeFull(t *testing.T) {
 		t.Errorf("with kv_cache_report_mode full: %v stored from block 0, want its %d hit blocks", full, first[0])
 	}
 }
+
+// TestSGLangHashesAreInts: SGLang's events carry block hashes as integers
+// only, so VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 leaves them integers
+// there; it sent digests SGLang's own BlockStored cannot decode (found by
+// a review). vLLM's encodings send the digests.
+func TestSGLangHashesAreInts(t *testing.T) {
+	for _, encoding := range []string{"sglang", "map"} {
+		l := kvSim(t, "sha256", encoding, true)
+		kvTraffic(t, l.URL(), 10, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var b events.Batch
+		stored := 0
+		for seq, p := range replay(t, ctx, l.KVReplayEndpoint(), 0) {
+			if err := events.DecodeBatch(p, &b); err != nil {
+				t.Fatalf("%s batch %d: %v", encoding, seq, err)
+			}
+			for _, ev := range b.Events {
+				for _, h := range ev.Hashes {
+					stored++
+					if h.IsBytes() != (encoding != "sglang") {
+						t.Fatalf("%s: a block hash sent as bytes %v", encoding, h.IsBytes())
+					}
+				}
+			}
+		}
+		if stored == 0 {
+			t.Fatalf("%s: no block hashes published", encoding)
+		}
+	}
+}

@@ -215,7 +215,10 @@ func (s *Server) startKVEvents() error {
 		return err
 	}
 	s.kvpub = pub
-	s.engine.sched.pool.log = newKVLog(hasher, !s.cfg.BytesBlockHashes, s.cfg.DataParallelRank, s.cfg.BlockSize, pub)
+	// SGLang's events hash blocks as integers whatever vLLM's variable
+	// says: its BlockStored cannot carry a digest.
+	ints := !s.cfg.BytesBlockHashes || s.cfg.KVEventsEncoding == "sglang"
+	s.engine.sched.pool.log = newKVLog(hasher, ints, s.cfg.DataParallelRank, s.cfg.BlockSize, pub)
 	s.log.Info("publishing KV events", "endpoint", "tcp://"+pub.Addr().String(), "replay", pub.ReplayAddr(),
 		"hash_algo", algo.String(), "encoding", s.cfg.KVEventsEncoding)
 	return nil
