@@ -33,7 +33,7 @@ type explainedReplica struct {
 	PricedCachedTokens *int             `json:"priced_cached_tokens"`
 	HotOwner           bool             `json:"hot_owner,omitempty"`
 	SetAside           string           `json:"set_aside,omitempty"`
-	Score              float64          `json:"score,omitempty"`
+	Score              *float64         `json:"score,omitempty"` // kv_aware's, 0 included; null for others
 	Estimate           *policy.Estimate `json:"estimate"`
 	Offered            bool             `json:"offered"`
 	NotOffered         string           `json:"not_offered,omitempty"`
@@ -55,10 +55,14 @@ func (r *explainedReplica) describe(c policy.Candidate) {
 	}
 }
 
-// priced adds how the policy saw an offered replica.
-func (r *explainedReplica) priced(ce *policy.CandidateExplanation) {
+// priced adds how the policy saw an offered replica; scored, under a
+// policy that scores (kv_aware), a score of 0 is shown, not left out.
+func (r *explainedReplica) priced(ce *policy.CandidateExplanation, scored bool) {
 	r.PricedCachedTokens, r.Estimate = &ce.PricedCachedTokens, &ce.Estimate
-	r.HotOwner, r.SetAside, r.Score = ce.HotOwner, ce.SetAside, ce.Score
+	r.HotOwner, r.SetAside = ce.HotOwner, ce.SetAside
+	if scored {
+		r.Score = &ce.Score
+	}
 }
 
 // explainAnswer is the body of /admin/explain.
@@ -222,7 +226,7 @@ func (g *Gateway) explain(ex *exchange, tokenized string) explainAnswer {
 		d.Index = sc.offered[d.Index]
 		ans.Decision = &d
 		for j := range ans.Explanation.Replicas {
-			replicas[sc.offered[j]].priced(&ans.Explanation.Replicas[j])
+			replicas[sc.offered[j]].priced(&ans.Explanation.Replicas[j], ans.Explanation.Policy == policy.KVAware)
 		}
 	} else {
 		ans.Explanation = policy.Explanation{Policy: ex.policy.Name(), RequestID: ex.id, PromptTokens: ex.route.PromptTokens, Blocks: len(ex.route.Blocks)}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/policy"
 )
 
 // TestExplainDecisionIndexesItsReplicas: an explanation's decision.index
@@ -46,4 +47,28 @@ func TestExplainDecisionIndexesItsReplicas(t *testing.T) {
 	}
 	release()
 	<-held
+}
+
+// TestExplainShowsZeroScores: under kv_aware every offered replica's score
+// is shown, 0 included (an idle replica without the prompt); it was left
+// out when 0 (found by a review). Under another policy there is none.
+func TestExplainShowsZeroScores(t *testing.T) {
+	for _, name := range []string{policy.KVAware, policy.CostModel} {
+		cfg := testConfig(t, fleetOf(t, 2, true))
+		cfg.Routing.DefaultPolicy = name
+		gw := startGateway(t, cfg)
+		var ans struct {
+			Replicas []map[string]any `json:"replicas"`
+		}
+		postExplain(t, gw.admin+"/admin/explain/v1/completions", `{"model":"sim","prompt":"a prompt no replica holds","max_tokens":1}`, &ans)
+		if len(ans.Replicas) != 2 {
+			t.Fatalf("%s: %d replicas explained", name, len(ans.Replicas))
+		}
+		for _, r := range ans.Replicas {
+			score, shown := r["score"]
+			if shown != (name == policy.KVAware) || shown && score != 0.0 {
+				t.Errorf("%s: replica %v: score %v (shown %v)", name, r["replica"], score, shown)
+			}
+		}
+	}
 }
