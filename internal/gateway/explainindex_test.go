@@ -52,17 +52,20 @@ func TestExplainDecisionIndexesItsReplicas(t *testing.T) {
 // TestExplainShowsZeroScores: under kv_aware every offered replica's score
 // is shown, 0 included (an idle replica without the prompt); it was left
 // out when 0 (found by a review). Under another policy there is none.
+// decided_by is always there, "" when no term decided, as in the decision
+// log and the spec's example; it was left out then.
 func TestExplainShowsZeroScores(t *testing.T) {
 	for _, name := range []string{policy.KVAware, policy.CostModel} {
 		cfg := testConfig(t, fleetOf(t, 2, true))
 		cfg.Routing.DefaultPolicy = name
 		gw := startGateway(t, cfg)
 		var ans struct {
-			Replicas []map[string]any `json:"replicas"`
+			DecidedBy *string          `json:"decided_by"`
+			Replicas  []map[string]any `json:"replicas"`
 		}
 		postExplain(t, gw.admin+"/admin/explain/v1/completions", `{"model":"sim","prompt":"a prompt no replica holds","max_tokens":1}`, &ans)
-		if len(ans.Replicas) != 2 {
-			t.Fatalf("%s: %d replicas explained", name, len(ans.Replicas))
+		if len(ans.Replicas) != 2 || ans.DecidedBy == nil {
+			t.Fatalf("%s: %d replicas explained, decided_by %v", name, len(ans.Replicas), ans.DecidedBy)
 		}
 		for _, r := range ans.Replicas {
 			score, shown := r["score"]

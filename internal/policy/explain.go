@@ -23,7 +23,7 @@ type Explanation struct {
 	// no other candidate was allowed, when the winner's estimate ties the
 	// runner-up's (the tie-break chose), and when the session steered the
 	// choice to a replica no cheaper than the runner-up.
-	DecidedBy string `json:"decided_by,omitempty"`
+	DecidedBy string `json:"decided_by"` // always present, as in the decision log
 	// HotDemand is the demand of the prompt's root prefix in replicas'
 	// worth, as cost_model's sketch counts it: its seconds of prefill per
 	// second, or under hot_prefix.demand share the more of that and its
