@@ -199,14 +199,19 @@ func FuzzReadFrames(f *testing.F) {
 	f.Add(cat(hello, appendCommand(nil, "SUBSCRIBE", []byte("kv")), appendCommand(nil, "PING", []byte{0, 10, 'c'})))
 	f.Add(cat(hello, longHeader(0, 1<<62)))
 	f.Add(cat(hello, appendError(nil, "bad")))
+	f.Add(cat(hello, appendReady(nil, property{"Socket-Type", []byte("SUB")}, property{"X-Long", bytes.Repeat([]byte{'v'}, 300)}, property{"x-long", nil})))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const max = 4096
 		r := bytes.NewReader(data)
 		if _, err := readGreeting(r); err != nil {
 			return
 		}
-		fr := &frameReader{r: r, max: max}
+		// Each role reads the READY afresh: a ROUTER refusing a SUB's READY
+		// has consumed it, and the PUB must see it, not the frame after.
+		afterGreeting := data[len(data)-r.Len():]
+		var fr *frameReader
 		for _, self := range []string{"ROUTER", "PUB"} {
+			fr = &frameReader{r: bytes.NewReader(afterGreeting), max: max}
 			if _, err := readReady(fr, self); err == nil {
 				break
 			}
@@ -224,8 +229,35 @@ func FuzzReadFrames(f *testing.F) {
 				t.Fatalf("message of %d bytes passed a maximum of %d", n, max)
 			}
 			if cmd != nil {
-				parseProperties(cmd.data)
-				parseError(cmd.data)
+				// A command writes back as the same command.
+				_, back, err := (&frameReader{r: bytes.NewReader(appendCommand(nil, cmd.name, cmd.data)), max: max}).next()
+				if err != nil || back == nil || back.name != cmd.name || !bytes.Equal(back.data, cmd.data) {
+					t.Fatalf("command %q %q written back and read as %+v, %v", cmd.name, cmd.data, back, err)
+				}
+				// Properties that parse write back as the same properties
+				// (names in their canonical lower case).
+				if props, err := parseProperties(cmd.data); err == nil {
+					var list []property
+					for name, value := range props {
+						list = append(list, property{name, value})
+					}
+					_, ready, err := (&frameReader{r: bytes.NewReader(appendReady(nil, list...)), max: 1 << 20}).next()
+					if err != nil {
+						t.Fatalf("properties %q written back do not read: %v", props, err)
+					}
+					again, err := parseProperties(ready.data)
+					if err != nil || len(again) != len(props) {
+						t.Fatalf("properties %q written back and read as %q, %v", props, again, err)
+					}
+					for name, value := range props {
+						if !bytes.Equal(again[name], value) {
+							t.Fatalf("property %q = %q written back and read as %q", name, value, again[name])
+						}
+					}
+				}
+				if reason := parseError(cmd.data); len(reason) > 255 || !bytes.HasPrefix(cmd.data[min(1, len(cmd.data)):], []byte(reason)) {
+					t.Fatalf("ERROR data %q gives the reason %q", cmd.data, reason)
+				}
 				continue
 			}
 			// What was read writes back as the same message: frames and
