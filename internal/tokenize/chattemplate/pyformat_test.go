@@ -2,6 +2,7 @@ package chattemplate
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,9 +121,15 @@ func TestFormatFilter(t *testing.T) {
 
 // FuzzPyPercent: any format string (a template's) with any arguments (a
 // request's) formats or fails with an error, never a panic, and a format
-// without % comes back as it is.
+// without % comes back as it is. Python consumes positional arguments left
+// to right and refuses a format that leaves one over, so a format that
+// formats its arguments formats itself twice over them twice as its text
+// twice.
 func FuzzPyPercent(f *testing.F) {
 	f.Add("%s|%-5d|%#08x|%.3g|%(a)s|%*.*f|%c|%%", `["x", 42, 255, 3.14159, 5, 2, 1.5, 65]`)
+	f.Add("%s|%-5d|%#08x|%.3g|%*.*f|%c|%%", `["x", 42, 255, 3.14159, 5, 2, 1.5, 65]`)
+	f.Add("%s %%", `["a", "b"]`)
+	f.Add("%+e %G %o %X %i %u %a %5.2s|%-*s|", `[1e-7, 2.5, 8, 255, -3, 4, "é", "abc", 4, "z"]`)
 	f.Add("[%s(%s=%r)]", `[{"a": [1, null]}, "k", "it's"]`)
 	f.Fuzz(func(t *testing.T, format, args string) {
 		if len(format) > 1<<10 || len(args) > 1<<12 {
@@ -136,6 +143,12 @@ func FuzzPyPercent(f *testing.F) {
 			got, err := pyPercent(format, argv.AsList().Items, named)
 			if !strings.Contains(format, "%") && named.IsDict() && (err != nil || got != format) {
 				t.Fatalf("%q %% {} = %q, %v; want it unchanged", format, got, err)
+			}
+			if err == nil && !named.IsDict() {
+				twice, err := pyPercent(format+format, slices.Concat(argv.AsList().Items, argv.AsList().Items), named)
+				if err != nil || twice != got+got {
+					t.Fatalf("%q %% %s = %q, but the format twice over the arguments twice = %q, %v", format, args, got, twice, err)
+				}
 			}
 		}
 	})
