@@ -18,6 +18,8 @@ var requestSeeds = []string{
 	`{"prompt":"Hello","max_tokens":"4","stream":"true","stream_options":{"include_usage":1}}`,
 	`{"prompt":[[1,2,3]],"n":2}`,
 	`{"prompt":[1,-5]}`,
+	`{"prompt":[1,2,3],"max_tokens":2,"min_tokens":1}`,
+	`{"prompt":[7.0,8,1e1],"stream":true,"stream_options":{"include_usage":true}}`,
 	`{"prompt":"a b","truncate_prompt_tokens":"4","stream_options":{}}`,
 	`{"model":null,"prompt":["a","b"]}`,
 	`[1,2]`, `null`, `{"messages":{}}`, `{"max_tokens":1e400}`, `{"max_tokens":-1}`,
@@ -62,7 +64,19 @@ func fuzzParse(t *testing.T, body []byte, chat bool) {
 			t.Fatalf("accepted token id %d", id)
 		}
 	}
-	_ = tok.PromptIDs(g.prompt)
+	ids := tok.PromptIDs(g.prompt)
+	// A prompt of token ids is the prompt the engine runs, as sent.
+	var top struct{ Prompt []float64 }
+	if !chat && json.Unmarshal(body, &top) == nil && len(top.Prompt) > 0 {
+		if len(ids) != len(top.Prompt) {
+			t.Fatalf("prompt %v read as %v", top.Prompt, ids)
+		}
+		for i, id := range ids {
+			if float64(id) != top.Prompt[i] {
+				t.Fatalf("prompt %v read as %v", top.Prompt, ids)
+			}
+		}
+	}
 }
 
 func FuzzChatRequest(f *testing.F) {
