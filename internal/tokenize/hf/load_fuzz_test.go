@@ -36,6 +36,10 @@ func FuzzLoadTokenizer(f *testing.F) {
 	modelTypes := []string{"", "llama", "qwen2", "deepseek_v3", "cohere", "gpt_neox"}
 	for i, c := range components {
 		f.Add(withComponent(f, c.key, c.value), []byte(configs[i%len(configs)]), modelTypes[i%len(modelTypes)], "ab cab  A1234 <s>é")
+		// And with no tokenizer_config.json: a config the component's file
+		// does not suit (Gemma's unk_token, Qwen's remote code) refuses
+		// the pair, and the component would never load.
+		f.Add(withComponent(f, c.key, c.value), []byte(nil), "", "ab cab  A1234 <s>é")
 	}
 	f.Add([]byte(tinyTokenizer), []byte(configs[1]), "", "abc")
 	f.Add(withComponent(f, "model", `{"type":"BPE","vocab":{"a":0,"b":1073741824},"merges":[]}`), []byte(``), "", "ab")
