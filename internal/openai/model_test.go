@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -290,8 +291,15 @@ func TestFindModelCounts(t *testing.T) {
 	}
 }
 
+// stringOr is v if it is a string, else "" (null and other kinds name no
+// model).
+func stringOr(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
 func FuzzFindModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, "{\"model\":\"\xc3\"}", `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`, `{"max_tokens":"1_0","n":2.0,"max_completion_tokens":1e3}`} {
+	for _, s := range []string{`{"mod\u0065l":"a","prompt":[1,2],"model":"b","prompt":"p"}`, `{"prompt":null,"model":""}`, `{"model":"a"}`, "{\"model\":\"\xc3\"}", `{"a":[{"model":1}],"model":null}`, `{}`, `{"model":"\ud83d\ude00"}`, `{"stream":true,"str\u0065am":false}`, `{"stream":"yes"}`, `{"stream":1.0}`, `{"request_id":"r1","user":"u","request_id":2}`, `{"requ\u0065st_id":"r\u00e9"}`, `{"max_tokens":"1_0","n":2.0,"max_completion_tokens":1e3}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -310,6 +318,19 @@ func FuzzFindModel(f *testing.F) {
 				}
 			}
 			checkCounts(t, body, fm)
+			// The model and prompt are those the decoder reads: the
+			// last of their keys, the prompt's span its value.
+			if model, ok := top["model"]; err == nil && (ok != fm.Present || ok && fm.Name != stringOr(model)) {
+				t.Fatalf("FindModel(%s) = model %q (present %v), decoder says %#v (present %v)", body, fm.Name, fm.Present, model, ok)
+			}
+			if prompt, ok := top["prompt"]; ok {
+				var got any
+				if fm.PromptEnd <= fm.PromptStart || json.Unmarshal(body[fm.PromptStart:fm.PromptEnd], &got) != nil || !reflect.DeepEqual(got, prompt) {
+					t.Fatalf("FindModel(%s) spans the prompt %q, decoder says %#v", body, body[fm.PromptStart:fm.PromptEnd], prompt)
+				}
+			} else if fm.PromptStart != 0 || fm.PromptEnd != 0 {
+				t.Fatalf("FindModel(%s) spans a prompt %d:%d the decoder does not see", body, fm.PromptStart, fm.PromptEnd)
+			}
 		}
 		if fm.Present && body[fm.Start] == '"' && (err == ErrModelNotUTF8) == utf8.Valid(body[fm.Start:fm.End]) {
 			t.Fatalf("FindModel(%s) err = %v for a model string whose UTF-8 validity is %v", body, err, utf8.Valid(body[fm.Start:fm.End]))
