@@ -102,5 +102,21 @@ func FuzzUsageTail(f *testing.F) {
 		if whole.endsWithDone() != split.endsWithDone() {
 			t.Fatal("[DONE] found in one write and not in three, or the reverse")
 		}
+		// After a whole JSON document, a final usage chunk and [DONE], as a
+		// stream ends, are what the tail finds, however it is split.
+		if json.Valid(body) {
+			n := len(body)%1000 + 1
+			end := fmt.Appendf(nil, "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"prompt_tokens_details\":null}}\n\ndata: [DONE]\n\n", n+1, n)
+			for _, cut := range []int{0, cuts[0] % (len(end) + 1), cuts[1] % (len(end) + 1)} {
+				tail := whole
+				tail.write(end[:cut])
+				tail.write(end[cut:])
+				got, ok := tail.number(`"completion_tokens":`)
+				prompt, pok := tail.number(`"prompt_tokens":`)
+				if got != n || !ok || prompt != n+1 || !pok || !tail.endsWithDone() {
+					t.Fatalf("%q then %q (cut at %d): completion_tokens %d, %v, prompt_tokens %d, %v, [DONE] %v", body, end, cut, got, ok, prompt, pok, tail.endsWithDone())
+				}
+			}
+		}
 	})
 }
