@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -17,6 +18,10 @@ func FuzzAdmissionHeaders(f *testing.F) {
 	for _, s := range [][2]string{{"critical", "2000"}, {"sheddable", "1"}, {"", ""}, {"standard", "-5"}, {"x", "3600000"}, {"critical\x00", "1e3"}} {
 		f.Add(s[0], s[1], int8(0))
 	}
+	// Keys of the less important classes, which a header may not outrank.
+	f.Add("critical", "60000", int8(1))
+	f.Add("standard", "", int8(2))
+	f.Add("", "07", int8(2))
 	f.Fuzz(func(t *testing.T, prio, target string, keyClass int8) {
 		maxClass := auth.Classes[int(uint8(keyClass))%len(auth.Classes)]
 		r := httptest.NewRequest("POST", "/v1/completions", nil)
@@ -37,6 +42,21 @@ func FuzzAdmissionHeaders(f *testing.F) {
 			t.Fatalf("class %v with a key of class %v", a.class, maxClass)
 		}
 		if target != "" && (a.target <= 0 || a.target > time.Hour) {
+			t.Fatalf("target %v from %q", a.target, target)
+		}
+		// Exactly: the class asked for when the key allows it, else the
+		// key's (README: asking for more than the key's class gets the
+		// key's class); the target as many milliseconds as the header says.
+		asked, named := map[string]auth.Priority{"critical": auth.Critical, "standard": auth.Standard, "sheddable": auth.Sheddable}[prio]
+		switch {
+		case prio == "" && a.class != maxClass:
+			t.Fatalf("no header: class %v with a key of class %v", a.class, maxClass)
+		case prio != "" && !named:
+			t.Fatalf("%q accepted as class %v", prio, a.class)
+		case prio != "" && a.class != max(asked, maxClass):
+			t.Fatalf("%q with a key of class %v: class %v", prio, maxClass, a.class)
+		}
+		if ms, err := strconv.ParseInt(target, 10, 64); target == "" && a.target != 0 || target != "" && (err != nil || a.target != time.Duration(ms)*time.Millisecond) {
 			t.Fatalf("target %v from %q", a.target, target)
 		}
 	})
