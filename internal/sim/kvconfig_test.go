@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -113,6 +115,24 @@ func FuzzKVEventsConfig(f *testing.F) {
 		}
 		if (c.Publisher != "zmq" && c.Publisher != "null") || c.BufferSteps <= 0 || c.HWM <= 0 || c.MaxQueueSize <= 0 {
 			t.Fatalf("accepted %+v", c)
+		}
+		// Only vLLM's keys, spelled as vLLM spells them: its config class
+		// refuses any other.
+		var keys map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &keys) == nil {
+			for k := range keys {
+				if !slices.Contains([]string{"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint", "buffer_steps", "hwm", "max_queue_size", "topic"}, k) {
+					t.Fatalf("%s accepted with the key %q", s, k)
+				}
+			}
+		}
+		// What is accepted, written back, reads back the same.
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := ParseKVEventsConfig(string(out)); err != nil || again != c {
+			t.Fatalf("%s read as %+v, written back as %s and read as %+v, %v", s, c, out, again, err)
 		}
 		if !c.Publishing() {
 			return
