@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // exact tokenizer: every answer is a JSON document, an error in the
 // clients' shape when refused, and never a gateway failure.
 func FuzzAdminRequests(f *testing.F) {
-	gw := startGateway(f, testConfig(f, fleetOf(f, 2, true)))
+	sims := fleetOf(f, 2, true)
+	gw := startGateway(f, testConfig(f, sims))
 	paths := []string{
 		"/admin/tokenize/v1/chat/completions", "/admin/tokenize/v1/completions",
 		"/admin/explain/v1/chat/completions", "/admin/explain/v1/completions",
@@ -61,6 +63,9 @@ func FuzzAdminRequests(f *testing.F) {
 		if !json.Valid(got) {
 			t.Fatalf("%s?%s %q: %d with a body that is not JSON: %s", u.Path, query, body, resp.StatusCode, got)
 		}
+		if resp.StatusCode == http.StatusOK && strings.HasPrefix(u.Path, "/admin/tokenize/") {
+			checkAdminTokenize(t, sims[0].URL(), body, got)
+		}
 		if resp.StatusCode != http.StatusOK {
 			var e struct {
 				Error struct {
@@ -72,4 +77,40 @@ func FuzzAdminRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkAdminTokenize holds an admin tokenize answer to what it says it
+// is: vLLM's /tokenize answer (the engine's own, where the engine takes
+// the body) plus the prompt's whole blocks.
+func checkAdminTokenize(t *testing.T, engine string, body, got []byte) {
+	t.Helper()
+	var ours struct {
+		Count     int      `json:"count"`
+		Tokens    []int    `json:"tokens"`
+		BlockSize int      `json:"block_size"`
+		Blocks    []string `json:"blocks"`
+	}
+	if err := json.Unmarshal(got, &ours); err != nil || ours.Count != len(ours.Tokens) || ours.BlockSize < 1 || len(ours.Blocks) != ours.Count/ours.BlockSize {
+		t.Fatalf("%q: tokenized as %s", body, got)
+	}
+	sent := withModel(body) // the engine knows no alias
+	if sent == nil {
+		return
+	}
+	resp, err := http.Post(engine+"/tokenize", "application/json", bytes.NewReader(sent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	theirs, _ := io.ReadAll(resp.Body)
+	var want struct {
+		Count  int   `json:"count"`
+		Tokens []int `json:"tokens"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(theirs, &want) != nil {
+		return // the engine's /tokenize takes fewer fields than a generation request
+	}
+	if !slices.Equal(ours.Tokens, want.Tokens) {
+		t.Fatalf("%q: tokenized as %v, the engine's /tokenize says %v", body, ours.Tokens, want.Tokens)
+	}
 }
