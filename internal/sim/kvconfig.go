@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +43,18 @@ type KVEventsConfig struct {
 	Topic string `json:"topic"`
 }
 
+// kvEventsKeys are KVEventsConfig's JSON names, as vLLM spells them.
+var kvEventsKeys = func() []string {
+	var keys []string
+	t := reflect.TypeFor[KVEventsConfig]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}()
+
 // DefaultKVEventsConfig is vLLM's defaults, which the JSON overrides;
 // events stay off until Enable is set.
 func DefaultKVEventsConfig() KVEventsConfig {
@@ -52,9 +67,18 @@ func DefaultKVEventsConfig() KVEventsConfig {
 }
 
 // ParseKVEventsConfig reads --kv-events-config's JSON. Unknown keys are
-// refused, as vLLM's config class refuses them.
+// refused, as vLLM's config class refuses them, and so are known ones
+// spelled in another case (encoding/json would match them).
 func ParseKVEventsConfig(s string) (KVEventsConfig, error) {
 	c := DefaultKVEventsConfig()
+	var members map[string]json.RawMessage
+	if json.Unmarshal([]byte(s), &members) == nil {
+		for _, k := range slices.Sorted(maps.Keys(members)) {
+			if !slices.Contains(kvEventsKeys, k) {
+				return KVEventsConfig{}, fmt.Errorf("--kv-events-config: json: unknown field %q", k)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {

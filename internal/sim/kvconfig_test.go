@@ -149,3 +149,17 @@ func FuzzKVEventsConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestKVEventsConfigKeysAsVLLMSpellsThem: a key of another case is
+// refused as unknown, as vLLM's config class refuses it; encoding/json
+// matched it to the field (found by a fuzz target a review strengthened).
+func TestKVEventsConfigKeysAsVLLMSpellsThem(t *testing.T) {
+	for _, s := range []string{`{"ENABLE_KV_CACHE_EVENTS":true}`, `{"enable_kv_cache_events":true,"Endpoint":"tcp://*:6000"}`, `{"replAY_endpoint":"tcp://*:1"}`} {
+		if c, err := ParseKVEventsConfig(s); err == nil || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%s: %+v, %v; want refused as an unknown field", s, c, err)
+		}
+	}
+	if c, err := ParseKVEventsConfig(`{"enable_kv_cache_events":true,"endpoint":"tcp://*:6000"}`); err != nil || !c.Enable || c.Endpoint != "tcp://*:6000" {
+		t.Errorf("vLLM's spelling: %+v, %v", c, err)
+	}
+}
