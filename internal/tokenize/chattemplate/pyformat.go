@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,6 +100,10 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 		var err error
 		if spec.width, i, err = pyCount(format, i, take); err != nil {
 			return "", err
+		}
+		if spec.width < -1 {
+			// A negative * width left-justifies to its size, as in C.
+			spec.flags, spec.width = spec.flags+"-", -spec.width
 		}
 		spec.prec = -1
 		if i < len(format) && format[i] == '.' {
@@ -197,20 +202,22 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 		// Strings ignore "0", "+", " " and "#".
 		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-"), 's'), s), nil
 	case 'd', 'i', 'u':
-		n, ok := pyInt(arg)
+		i, ok := pyInt(arg)
+		n := big.NewInt(i)
 		if !ok && arg.IsFloat() && !math.IsNaN(arg.AsFloat()) && !math.IsInf(arg.AsFloat(), 0) {
-			n, ok = int64(arg.AsFloat()), true // int() truncates
+			n, _ = big.NewFloat(arg.AsFloat()).Int(nil) // int() truncates, past int64 too
+			ok = true
 		}
 		if !ok {
 			return "", fmt.Errorf("%%%c format: a real number is required, not %s", verb, pyType(arg))
 		}
-		return fmt.Sprintf(sp.goFormat(keep(sp.flags, "-+ 0"), 'd'), n), nil
+		return sp.based(n, verb), nil
 	case 'x', 'X', 'o':
 		n, ok := pyInt(arg)
 		if !ok {
 			return "", fmt.Errorf("%%%c format: an integer is required, not %s", verb, pyType(arg))
 		}
-		return sp.based(n, verb), nil
+		return sp.based(big.NewInt(n), verb), nil
 	case 'f', 'F', 'e', 'E', 'g', 'G':
 		n, ok := pyInt(arg)
 		f := float64(n)
@@ -248,6 +255,11 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 	case 'c':
 		var s string
 		switch {
+		case arg.IsBool(): // a Python bool is an int
+			s = "\x00"
+			if arg.AsBool() {
+				s = "\x01"
+			}
 		case arg.IsInt() && arg.AsInt() >= 0 && arg.AsInt() <= utf8.MaxRune:
 			s = string(rune(arg.AsInt()))
 		case arg.IsInt():
@@ -262,24 +274,28 @@ func (sp pySpec) convert(verb byte, arg jinja.Value, at int) (string, error) {
 	return "", fmt.Errorf("unsupported format character '%c' (0x%x) at index %d", verb, verb, at)
 }
 
-// based formats n in hexadecimal (x, X) or octal (o) as Python does: the
-// "#" prefix (0x, 0X, 0o) counts in the width, and zeros go after it.
-func (sp pySpec) based(n int64, verb byte) string {
-	base, prefix := 16, "0x"
+// based formats n in decimal (d, i, u), hexadecimal (x, X) or octal (o)
+// as Python does: the precision is the least number of digits (zero for
+// zero is one digit, unlike C's), the "#" prefix (0x, 0X, 0o) counts in the
+// width, and the "0" flag's zeros go after it, a precision or not.
+func (sp pySpec) based(n *big.Int, verb byte) string {
+	base, prefix := 10, ""
 	switch verb {
+	case 'x':
+		base, prefix = 16, "0x"
 	case 'X':
-		prefix = "0X"
+		base, prefix = 16, "0X"
 	case 'o':
 		base, prefix = 8, "0o"
 	}
 	if !strings.Contains(sp.flags, "#") {
 		prefix = ""
 	}
-	digits := strconv.FormatUint(uint64(n), base)
+	digits := new(big.Int).Abs(n).Text(base)
 	sign := ""
 	switch {
-	case n < 0:
-		digits, sign = strconv.FormatUint(-uint64(n), base), "-"
+	case n.Sign() < 0:
+		sign = "-"
 	case strings.Contains(sp.flags, "+"):
 		sign = "+"
 	case strings.Contains(sp.flags, " "):
