@@ -68,6 +68,7 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 			continue
 		}
 		i++
+		open := i // just past the "%"
 		var arg jinja.Value
 		keyed := false
 		if i < len(format) && format[i] == '(' {
@@ -101,7 +102,7 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 		if spec.width, i, err = pyCount(format, i, take); err != nil {
 			return "", err
 		}
-		if spec.width < -1 {
+		if spec.width < 0 && spec.width != noCount {
 			// A negative * width left-justifies to its size, as in C.
 			spec.flags, spec.width = spec.flags+"-", -spec.width
 		}
@@ -120,9 +121,17 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 		}
 		verb := format[i]
 		i++
-		if verb == '%' {
+		if verb == '%' && i-1 == open {
 			b.WriteByte('%')
 			continue
+		}
+		if verb == '%' {
+			// With anything between, Python takes "%" for a conversion:
+			// it wants an argument, then refuses the character.
+			if _, err := take(); !keyed && !named.IsDict() && err != nil {
+				return "", err
+			}
+			return "", fmt.Errorf("unsupported format character '%%' (0x25) at index %d", i-1)
 		}
 		switch {
 		case keyed:
@@ -145,8 +154,11 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 	return b.String(), nil
 }
 
+// noCount is pyCount's width or precision when the format gives none.
+const noCount = math.MinInt32
+
 // pyCount reads a width or precision at format[i]: digits, "*" (taking
-// an integer argument), or nothing (-1 for a width, 0 for a precision).
+// an integer argument, negative ones too), or nothing (noCount).
 func pyCount(format string, i int, take func() (jinja.Value, error)) (int, int, error) {
 	if i < len(format) && format[i] == '*' {
 		v, err := take()
@@ -156,6 +168,9 @@ func pyCount(format string, i int, take func() (jinja.Value, error)) (int, int, 
 		if !v.IsInt() {
 			return 0, i, errors.New("* wants int")
 		}
+		if n := v.AsInt(); n > 1<<20 || n < -1<<20 {
+			return 0, i, errors.New("width too big") // a rendering bounded as digits are
+		}
 		return int(v.AsInt()), i + 1, nil
 	}
 	j := i
@@ -163,7 +178,7 @@ func pyCount(format string, i int, take func() (jinja.Value, error)) (int, int, 
 		j++
 	}
 	if j == i {
-		return -1, i, nil
+		return noCount, i, nil
 	}
 	n, err := strconv.Atoi(format[i:j])
 	if err != nil || n > 1<<20 {

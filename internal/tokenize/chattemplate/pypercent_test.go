@@ -1,6 +1,10 @@
 package chattemplate
 
 import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/ardanlabs/jinja"
@@ -32,5 +36,54 @@ func TestPyPercentAsPython(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%q %% %s = %q, %v; Python gives %q", c.format, c.args, got, err, c.want)
 		}
+	}
+}
+
+// TestPyPercentGoldens: pyPercent formats what Python's % formats, to the
+// character, and refuses what it refuses, over the cases
+// scripts/goldens/pypercent_goldens.py wrote with CPython (every
+// conversion, flag, width and precision, negative "*" widths, arguments
+// of every kind a template passes). A review comparing the two on random
+// cases found 754 of 6,000 apart.
+func TestPyPercentGoldens(t *testing.T) {
+	f, err := os.Open("testdata/pypercent.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(z)
+	n, differ := 0, 0
+	for sc.Scan() {
+		var c struct {
+			Format string          `json:"format"`
+			Args   json.RawMessage `json:"args"`
+			OK     bool            `json:"ok"`
+			Result string          `json:"result"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		argv, err := jsonValue(c.Args)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Args, err)
+		}
+		got, err := pyPercent(c.Format, argv.AsList().Items, jinja.Undefined())
+		switch {
+		case c.OK && (err != nil || got != c.Result), !c.OK && err == nil:
+			if differ++; differ <= 10 {
+				t.Errorf("%q %% %s: %q, %v; Python: %q (ok %v)", c.Format, c.Args, got, err, c.Result, c.OK)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 1000 || differ > 0 {
+		t.Errorf("%d of %d cases differ from Python", differ, n)
 	}
 }
