@@ -409,6 +409,18 @@ func toModelTime(outs []Outcome, reqs *workload.Requests, clock float64) {
 	}
 }
 
+// rateLabel is the run's rate as a summary names it.
+func (s *RunSpec) rateLabel() string {
+	if s.Workload.Workload != workload.Trace {
+		return fmt.Sprintf("%g req/s", s.Workload.Rate)
+	}
+	rate := fmt.Sprintf("×%g the trace's rate", s.rateMultiplier())
+	if ts := s.Workload.WithDefaults().TimeScale; ts != 1 {
+		rate += fmt.Sprintf(" (its timestamps ×%g)", ts)
+	}
+	return rate
+}
+
 // WriteSummary prints a run's figures in a few lines.
 func WriteSummary(w io.Writer, r *RunResult) {
 	s, m := &r.Spec, &r.Measurements
@@ -421,15 +433,8 @@ func WriteSummary(w io.Writer, r *RunResult) {
 	if s.Gateways > 1 {
 		target += fmt.Sprintf(" through %d gateways", s.Gateways)
 	}
-	rate := fmt.Sprintf("%g req/s", s.Workload.Rate)
-	if s.Workload.Workload == workload.Trace {
-		rate = fmt.Sprintf("×%g the trace's rate", s.rateMultiplier())
-		if ts := s.Workload.WithDefaults().TimeScale; ts != 1 {
-			rate += fmt.Sprintf(" (its timestamps ×%g)", ts)
-		}
-	}
 	fmt.Fprintf(w, "%s at %s (seed %d, rep %d) via %s: %d requests, %d after warmup, %d succeeded\n",
-		s.Workload.Workload, rate, s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
+		s.Workload.Workload, s.rateLabel(), s.Workload.Seed, s.Rep, target, m.Requests, m.Measured, m.Succeeded)
 	writeLatencies(w, m)
 	fmt.Fprintf(w, "  throughput %.2f req/s, %.0f tok/s; goodput %.2f req/s (%.0f%% within TTFT %v, TPOT %v)\n",
 		m.ThroughputRPS, m.OutputTokensPerSec, m.GoodputRPS, 100*m.GoodFraction, s.SLO.TTFT, s.SLO.TPOT)

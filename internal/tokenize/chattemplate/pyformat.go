@@ -95,26 +95,9 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 			arg, keyed, i = v, true, j
 		}
 		var spec pySpec
-		for ; i < len(format) && strings.IndexByte("-+ #0", format[i]) >= 0; i++ {
-			spec.flags += format[i : i+1]
-		}
 		var err error
-		if spec.width, i, err = pyCount(format, i, take); err != nil {
+		if spec, i, err = pySpecAt(format, i, take); err != nil {
 			return "", err
-		}
-		if spec.width < 0 && spec.width != noCount {
-			// A negative * width left-justifies to its size, as in C.
-			spec.flags, spec.width = spec.flags+"-", -spec.width
-		}
-		spec.prec = -1
-		if i < len(format) && format[i] == '.' {
-			if spec.prec, i, err = pyCount(format, i+1, take); err != nil {
-				return "", err
-			}
-			spec.prec = max(spec.prec, 0)
-		}
-		for i < len(format) && strings.IndexByte("hlL", format[i]) >= 0 {
-			i++
 		}
 		if i >= len(format) {
 			return "", errors.New("incomplete format")
@@ -152,6 +135,34 @@ func pyPercent(format string, args []jinja.Value, named jinja.Value) (string, er
 		return "", errors.New("not all arguments converted during string formatting")
 	}
 	return b.String(), nil
+}
+
+// pySpecAt reads a conversion's flags, width, precision and length
+// modifier (ignored, as Python ignores it) at format[i], up to its verb.
+func pySpecAt(format string, i int, take func() (jinja.Value, error)) (pySpec, int, error) {
+	var spec pySpec
+	for ; i < len(format) && strings.IndexByte("-+ #0", format[i]) >= 0; i++ {
+		spec.flags += format[i : i+1]
+	}
+	var err error
+	if spec.width, i, err = pyCount(format, i, take); err != nil {
+		return spec, i, err
+	}
+	if spec.width < 0 && spec.width != noCount {
+		// A negative * width left-justifies to its size, as in C.
+		spec.flags, spec.width = spec.flags+"-", -spec.width
+	}
+	spec.prec = -1
+	if i < len(format) && format[i] == '.' {
+		if spec.prec, i, err = pyCount(format, i+1, take); err != nil {
+			return spec, i, err
+		}
+		spec.prec = max(spec.prec, 0)
+	}
+	for i < len(format) && strings.IndexByte("hlL", format[i]) >= 0 {
+		i++
+	}
+	return spec, i, nil
 }
 
 // noCount is pyCount's width or precision when the format gives none.
