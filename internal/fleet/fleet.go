@@ -161,8 +161,11 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 			delete(old, r.ID)
 			continue
 		}
-		if !ok {
-			o, ok = f.takeDepartedStatic(r.ID)
+		if !ok || o.URL.String() != r.URL.String() {
+			// Back at the URL of one removed earlier: the same engine.
+			if d, found := f.takeDepartedStatic(r.ID, r.URL.String()); found {
+				o, ok = d, true
+			}
 		}
 		if ok && o.URL.String() == r.URL.String() {
 			r.carryLoad(o)
@@ -189,10 +192,16 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 	return f.changed(added, removed)
 }
 
-// takeDepartedStatic takes the last removed static replica of ID id out
-// of the remembered ones. f.mu is held.
-func (f *Fleet) takeDepartedStatic(id string) (*Replica, bool) {
-	i := slices.IndexFunc(f.departedStatic, func(r *Replica) bool { return r.ID == id })
+// takeDepartedStatic takes the last removed static replica of ID id at
+// URL u out of the remembered ones; one at another URL is another engine,
+// left remembered for the requests it may still run. f.mu is held.
+func (f *Fleet) takeDepartedStatic(id, u string) (*Replica, bool) {
+	i := len(f.departedStatic) - 1
+	for ; i >= 0; i-- {
+		if r := f.departedStatic[i]; r.ID == id && r.URL.String() == u {
+			break
+		}
+	}
 	if i < 0 {
 		return nil, false
 	}

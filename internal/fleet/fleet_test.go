@@ -568,9 +568,53 @@ func TestDepartedInSnapshot(t *testing.T) {
 	if got := departed("m"); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("after a came back: departed %v, want [b]", got)
 	}
-	// b back at its first URL: the one at the other URL leaves too.
+	// b back at its first URL takes back the one removed there; the one
+	// at the other URL leaves, remembered.
 	f.SetStatic([]*Replica{replica("a"), replica("b", "m", "n")}, same)
-	if got := departed("n"); !slices.Equal(got, []string{"b", "b"}) {
-		t.Errorf("departed of n %v, want both earlier b", got)
+	if got := f.Snapshot().Departed("n"); len(got) != 1 || got[0] != elsewhere {
+		t.Errorf("departed of n %v, want the b at the other URL", departed("n"))
 	}
+}
+
+// TestReaddedAtAnEarlierURL: a static replica moved between URLs and back
+// counts the load still running on the engine at the URL it comes back
+// to, wherever it was removed from in between; the remembered replica at
+// another URL stays remembered. The oldest of its ID was taken back,
+// whatever its URL (found by a review of the change that remembered
+// replicas whose URL changed).
+func TestReaddedAtAnEarlierURL(t *testing.T) {
+	same := func(*Replica, *Replica) bool { return false }
+	at := func(port string) []*Replica {
+		r := replica("b", "m")
+		r.URL, _ = url.Parse("http://127.0.0.1:" + port)
+		return []*Replica{r}
+	}
+	hold := func(f *Fleet) *Lease {
+		l, ok := f.Snapshot().Get("b").TryAcquire()
+		if !ok {
+			t.Fatal("no lease")
+		}
+		return l
+	}
+	check := func(f *Fleet, what string) {
+		if back := f.Snapshot().Get("b"); back.InFlight() != 1 {
+			t.Errorf("%s: b back at :2 counts %d in flight, want the lease on that engine", what, back.InFlight())
+		}
+	}
+	f := New(nil, nil)
+	f.SetStatic(at("1"), same)
+	f.SetStatic(at("2"), same)
+	l := hold(f)
+	f.SetStatic(nil, same)
+	f.SetStatic(at("2"), same)
+	check(f, "moved, removed, back")
+	l.Release()
+
+	f = New(nil, nil)
+	f.SetStatic(at("2"), same)
+	l = hold(f)
+	f.SetStatic(at("1"), same)
+	f.SetStatic(at("2"), same)
+	check(f, "moved and moved back")
+	l.Release()
 }
