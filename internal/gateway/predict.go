@@ -102,8 +102,9 @@ type prediction struct {
 	// noRead: the engine computes the whole prompt whatever it holds
 	// (prompt logprobs), so every replica is predicted to hold none of it;
 	// its blocks are still recorded where it goes, as the engine stores them.
-	noRead bool
-	salted bool // its body has a cache_salt
+	noRead   bool
+	salted   bool           // its body has a cache_salt
+	unsalted blockhash.Hash // with salted, its model's chain seed without the salt
 }
 
 // loadTokenizer resolves a model's tokenizer setting: builtin:sim, a
@@ -281,7 +282,7 @@ func (g *Gateway) reveal(id string, pred *prediction) {
 	}
 	g.index.Reveal(id, pred.hashes, pred.keys)
 	if pred.salted && len(pred.keys) > 0 {
-		g.index.SaltedRoot(id, pred.keys[0], pred.hashes[0])
+		g.index.SaltedRoot(id, pred.keys[0], pred.hashes[0], pred.unsalted)
 	}
 }
 
@@ -320,7 +321,10 @@ func tokenizeBody(mt *modelTokenizer, model string, body []byte, chat bool, cont
 		return nil, tokUnsupported // truncate_prompt_tokens: the engine sees other tokens
 	}
 	seed := blockhash.Seed(model, "", p.CacheSalt)
-	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize), noRead: p.SkipsCache, salted: p.CacheSalt != ""}
+	pred := &prediction{tokens: len(ids), hashes: blockhash.Extend(nil, seed, ids, mt.blockSize), noRead: p.SkipsCache}
+	if p.CacheSalt != "" {
+		pred.salted, pred.unsalted = true, blockhash.Seed(model, "", "")
+	}
 	if len(ids)%mt.blockSize != 0 {
 		pred.partial = 1
 	}

@@ -103,12 +103,14 @@ type Index interface {
 	Reveal(replica string, hashes []blockhash.Hash, keys []uint64) int
 
 	// SaltedRoot tells replica's mirror the gateway hash of the first
-	// block of a prompt routed there with a cache salt, and the TokenKey
-	// of that block's tokens. An engine whose events cannot carry the
+	// block of a prompt routed there with a cache salt, the TokenKey of
+	// that block's tokens, and the seed of the prompt's model unsalted
+	// (blockhash.Seed(model, "", "")), which names the model or adapter
+	// whose blocks it keys. An engine whose events cannot carry the
 	// salt (SGLang's, vLLM's before extra_keys) stores such a block under
 	// its tokens alone; the mirror keys it as the salted prompt's, not as
 	// an unsalted one's (see Mirror.noteSaltedRoot).
-	SaltedRoot(replica string, key uint64, root blockhash.Hash)
+	SaltedRoot(replica string, key uint64, root, unsalted blockhash.Hash)
 }
 
 // Token identifies one Record so that TakeBack can undo it. The zero Token

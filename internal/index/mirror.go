@@ -42,7 +42,7 @@ type Mirror struct {
 
 	rev revealed // what routed prompts revealed (see reveal)
 	// saltedRoots and saltedOrder: see noteSaltedRoot.
-	saltedRoots map[uint64]blockhash.Hash
+	saltedRoots map[uint64]saltedRoot
 	saltedOrder []uint64
 
 	// held and dropped, when set, hear of every gateway hash the engine
@@ -134,7 +134,7 @@ func NewMirror(blockSize int, seed SeedFunc, maxOrphans, maxBlocks int) *Mirror 
 		orphans:     make(map[engineKey]orphan),
 		byTokens:    make(map[uint64][]engineKey),
 		rev:         newRevealed(),
-		saltedRoots: make(map[uint64]blockhash.Hash),
+		saltedRoots: make(map[uint64]saltedRoot),
 		maxOrphans:  max(0, maxOrphans),
 		maxBlocks:   max(0, maxBlocks),
 	}
@@ -335,10 +335,10 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		switch {
 		case seen && !b.orphan:
 			m.blocks.set(k, b) // one more copy of a keyed block
-		case j == 0 && !hasParent && len(ev.ExtraKeys) == 0 && m.saltedRoot(ev.Tokens[:bs]) != nil:
+		case j == 0 && !hasParent && len(ev.ExtraKeys) == 0 && m.saltedRootOf(lora, ev.Tokens[:bs]) != nil:
 			// An event that cannot carry a salt, of a block a salted
-			// prompt routed here begins with.
-			m.keyAs(k, b, *m.saltedRoot(ev.Tokens[:bs]))
+			// prompt of its model routed here begins with.
+			m.keyAs(k, b, *m.saltedRootOf(lora, ev.Tokens[:bs]))
 		case j == 0 && !hasParent:
 			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
 		case parentKnown:
@@ -385,15 +385,23 @@ func (m *Mirror) keyAs(k engineKey, b mirrorBlock, ours blockhash.Hash) {
 // (noteSaltedRoot): the newest, as their stores follow their routing.
 const maxSaltedRoots = 1024
 
+// saltedRoot is a salted prompt's first block as routing hashed it, and
+// the unsalted seed of its model, which tells the blocks of that model
+// (or adapter) from others' (see noteSaltedRoot).
+type saltedRoot struct {
+	root, unsalted blockhash.Hash
+}
+
 // noteSaltedRoot keeps root, the gateway hash of the first block of a
-// salted prompt routed to the engine, under key, the TokenKey of its
-// tokens. A first block an event stores without extra keys (the engine's
-// events carry no salt) is keyed with the newest root kept for its
-// tokens, else as unsalted: keyed as unsalted, a salted prompt's blocks
-// were predicted hits for the same prompt without the salt, which the
-// engine does not share them with, and misses for itself. A prompt sent
-// with and without a salt close together is taken for the salted one.
-func (m *Mirror) noteSaltedRoot(key uint64, root blockhash.Hash) {
+// salted prompt routed to the engine, and unsalted, its model's seed
+// without the salt, under key, the TokenKey of its tokens. A first block
+// an event stores without extra keys (the engine's events carry no salt)
+// is keyed with the newest root kept for its tokens and its model, else as
+// unsalted: keyed as unsalted, a salted prompt's blocks were predicted hits
+// for the same prompt without the salt, which the engine does not share
+// them with, and misses for itself. A prompt sent with and without a salt,
+// or under two salts, close together is taken for the last one routed.
+func (m *Mirror) noteSaltedRoot(key uint64, root, unsalted blockhash.Hash) {
 	if _, ok := m.saltedRoots[key]; !ok {
 		if len(m.saltedOrder) >= maxSaltedRoots {
 			delete(m.saltedRoots, m.saltedOrder[0])
@@ -401,17 +409,18 @@ func (m *Mirror) noteSaltedRoot(key uint64, root blockhash.Hash) {
 		}
 		m.saltedOrder = append(m.saltedOrder, key)
 	}
-	m.saltedRoots[key] = root
+	m.saltedRoots[key] = saltedRoot{root: root, unsalted: unsalted}
 }
 
-// saltedRoot is the root noteSaltedRoot kept for a first block's tokens,
-// or nil.
-func (m *Mirror) saltedRoot(tokens []uint32) *blockhash.Hash {
+// saltedRootOf is the root noteSaltedRoot kept for a first block's tokens
+// stored for adapter lora ("" for the base model), or nil: one kept for
+// another model's prompt keys nothing here.
+func (m *Mirror) saltedRootOf(lora string, tokens []uint32) *blockhash.Hash {
 	if len(m.saltedRoots) == 0 {
 		return nil
 	}
-	if root, ok := m.saltedRoots[TokenKey(tokens)]; ok {
-		return &root
+	if r, ok := m.saltedRoots[TokenKey(tokens)]; ok && r.unsalted == m.seed(lora, "") {
+		return &r.root
 	}
 	return nil
 }

@@ -118,7 +118,8 @@ func TestMirrorSaltFromExtraKeys(t *testing.T) {
 func TestMirrorSaltedRootWithoutExtraKeys(t *testing.T) {
 	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	salted, other := seq(7, 8), seq(40, 8)
-	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0])
+	base := mirrorSeed("", "")
+	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0], base)
 	apply(m, stored(0, 1, salted), stored(0, 10, other))
 	if got := mirrored(m, ours("tenant", salted...)); got != 2 {
 		t.Errorf("salted chain: %d blocks held, want 2", got)
@@ -131,12 +132,35 @@ func TestMirrorSaltedRootWithoutExtraKeys(t *testing.T) {
 	}
 	// With extra keys, an unsalted store of the same tokens is unsalted.
 	m = NewMirror(mirrorBS, mirrorSeed, 100, 0)
-	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0])
+	m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0], base)
 	ev := stored(0, 1, salted)
 	ev.ExtraKeys = []events.RawValue{{0xc0}, {0xc0}}
 	apply(m, ev)
 	if got := mirrored(m, ours("", salted...)); got != 2 {
 		t.Errorf("unsalted by its extra keys: %d blocks held, want 2", got)
+	}
+	// An adapter's store of the same tokens is the adapter's, not the
+	// salted base prompt's (found by a review); an adapter's own salted
+	// prompt keys its store.
+	adapterChain := func(salt string) []blockhash.Hash {
+		return blockhash.Extend(nil, mirrorSeed("lora-a", salt), salted, mirrorBS)
+	}
+	for _, hinted := range []bool{false, true} {
+		m = NewMirror(mirrorBS, mirrorSeed, 100, 0)
+		m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), ours("tenant", salted...)[0], base)
+		if hinted {
+			m.noteSaltedRoot(TokenKey(u32(salted[:mirrorBS])), adapterChain("tenant")[0], mirrorSeed("lora-a", ""))
+		}
+		ev = stored(0, 1, salted)
+		ev.LoRAName, ev.HasLoRAName = "lora-a", true
+		apply(m, ev)
+		want := adapterChain("")
+		if hinted {
+			want = adapterChain("tenant")
+		}
+		if got, base := mirrored(m, want), mirrored(m, ours("tenant", salted...)); got != 2 || base != 0 {
+			t.Errorf("an adapter's store (its salted prompt routed %v): %d of its blocks held, %d of the salted base prompt's; want 2 and 0", hinted, got, base)
+		}
 	}
 }
 
@@ -145,8 +169,8 @@ func TestMirrorSaltedRootWithoutExtraKeys(t *testing.T) {
 func TestMirrorSaltedRootsBounded(t *testing.T) {
 	m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
 	for i := range maxSaltedRoots + 10 {
-		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i)})
-		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i) + 1}) // again: replaced, not added
+		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i)}, blockhash.Hash{})
+		m.noteSaltedRoot(uint64(i), blockhash.Hash{Lo: uint64(i) + 1}, blockhash.Hash{}) // again: replaced, not added
 	}
 	if len(m.saltedRoots) != maxSaltedRoots || len(m.saltedOrder) != maxSaltedRoots {
 		t.Fatalf("%d roots, %d in order; want %d", len(m.saltedRoots), len(m.saltedOrder), maxSaltedRoots)
@@ -154,7 +178,7 @@ func TestMirrorSaltedRootsBounded(t *testing.T) {
 	if _, ok := m.saltedRoots[9]; ok {
 		t.Error("an old root kept past the bound")
 	}
-	if r, ok := m.saltedRoots[maxSaltedRoots+9]; !ok || r.Lo != maxSaltedRoots+10 {
+	if r, ok := m.saltedRoots[maxSaltedRoots+9]; !ok || r.root.Lo != maxSaltedRoots+10 {
 		t.Errorf("the newest root: %v, %v", r, ok)
 	}
 }

@@ -232,13 +232,13 @@ func (x *Approx) Reveal(id string, hashes []blockhash.Hash, keys []uint64) int {
 }
 
 // SaltedRoot implements [Index.SaltedRoot].
-func (x *Approx) SaltedRoot(id string, key uint64, root blockhash.Hash) {
+func (x *Approx) SaltedRoot(id string, key uint64, root, unsalted blockhash.Hash) {
 	r := x.lockReplica(id)
 	if r == nil {
 		return
 	}
 	defer r.mu.Unlock()
 	if r.ev != nil {
-		r.ev.mirror.noteSaltedRoot(key, root)
+		r.ev.mirror.noteSaltedRoot(key, root, unsalted)
 	}
 }
