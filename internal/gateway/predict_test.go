@@ -20,6 +20,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
 	"github.com/inferrail/inferrail/internal/syncbuf"
 	"github.com/inferrail/inferrail/internal/tokenize"
@@ -822,5 +823,25 @@ func TestExplainWithNothingOffered(t *testing.T) {
 	}
 	if err := json.Unmarshal(ans["decision"], &d); err != nil || d.Index == nil || *d.Index != 0 || string(ans["winner"]) != `"one"` {
 		t.Errorf("one replica offered: decision %s, winner %s; want index 0, one", ans["decision"], ans["winner"])
+	}
+}
+
+// TestPromptLogprobsHaveNoPrefix: a request its engine computes whole
+// (prompt logprobs) shows the policy no prefix: prefix_hash draws for it
+// as for a prompt without blocks, and no hot prefix can be credited for
+// it (found by a review: predicted nothing cached, it could still be
+// steered by a hot-prefix owner's credit).
+func TestPromptLogprobsHaveNoPrefix(t *testing.T) {
+	cfg := testConfig(t, fleetOf(t, 2, true))
+	cfg.Routing.DefaultPolicy = policy.PrefixHash
+	gw := startGateway(t, cfg)
+	content := strings.Repeat("a prompt of several blocks ", 20)
+	for _, tc := range []struct {
+		extra, steered string
+	}{{"", ""}, {`,"prompt_logprobs":1`, policy.SteerNoPrefix}} {
+		ans := explainAt(t, gw.admin, "/v1/chat/completions", chatBody(content, tc.extra))
+		if ans.Decision == nil || ans.Decision.Steered != tc.steered {
+			t.Errorf("%q: decision %+v, want steered %q", tc.extra, ans.Decision, tc.steered)
+		}
 	}
 }

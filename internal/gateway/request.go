@@ -234,7 +234,10 @@ func (g *Gateway) routeRequest(ex *exchange) policy.Request {
 	req := policy.Request{Model: ex.model, ID: ex.id, PromptTokens: len(ex.body) / bytesPerToken}
 	switch p := ex.pred; {
 	case p != nil:
-		req.PromptTokens, req.Blocks, req.BlockSize = p.tokens, p.hashes, g.tokenizers[ex.model].blockSize
+		req.PromptTokens, req.BlockSize = p.tokens, g.tokenizers[ex.model].blockSize
+		if !p.noRead { // a prompt computed whole has no prefix to hash or credit
+			req.Blocks = p.hashes
+		}
 	case ex.arrayPrompt > 0:
 		req.PromptTokens = ex.arrayPrompt
 	}
