@@ -54,8 +54,18 @@ func isNonEmptyList(v any) bool {
 // so --tool-call-parser alone does not do. Since vLLM's pull request 30613
 // (December 2025) that holds for "required" and a named tool too, whose
 // calls only a parser turns into tool_calls.
+//
+// With the flag, "required" and a named tool are refused too, as what the
+// simulator cannot imitate is: vLLM forces such a chat to call a tool, and
+// the stand-in model calls none ("auto" lets it answer in text).
 func (c *Config) refuseToolChoice(tc toolChoice) *openai.Error {
 	if c.EnableAutoToolChoice {
+		switch tc.kind {
+		case "required":
+			return openai.BadRequest(`tool_choice "required" is not supported by inferrail-sim: its model calls no tools.`, "tool_choice")
+		case "function":
+			return openai.BadRequest(`A named tool_choice is not supported by inferrail-sim: its model calls no tools.`, "tool_choice")
+		}
 		return nil
 	}
 	switch tc.kind {

@@ -33,23 +33,33 @@ func TestToolChoiceNeedsAutoToolFlag(t *testing.T) {
 	tests := []struct {
 		name, path, body string
 		// refused is the message without the flag; empty for a 200.
-		refused string
+		// onRefused is the simulator's own refusal with it: a forced tool
+		// call it cannot imitate.
+		refused, onRefused string
 	}{
-		{"tools without tool_choice", "/v1/chat/completions", `{` + hi + `,` + tools + `}`, autoMsg},
-		{"tools without tool_choice, streamed", "/v1/chat/completions", `{` + hi + `,` + tools + `,"stream":true}`, autoMsg},
-		{"tool_choice auto", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"auto"}`, autoMsg},
-		{"tool_choice none", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"none"}`, ""},
-		{"tool_choice null", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":null}`, ""},
-		{"tool_choice required", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"required"}`, requiredMsg},
+		{"tools without tool_choice", "/v1/chat/completions", `{` + hi + `,` + tools + `}`, autoMsg, ""},
+		{"tools without tool_choice, streamed", "/v1/chat/completions", `{` + hi + `,` + tools + `,"stream":true}`, autoMsg, ""},
+		{"tool_choice auto", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"auto"}`, autoMsg, ""},
+		{"tool_choice none", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"none"}`, "", ""},
+		{"tool_choice null", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":null}`, "", ""},
+		{"tool_choice required", "/v1/chat/completions", `{` + hi + `,` + tools + `,"tool_choice":"required"}`, requiredMsg,
+			`tool_choice "required" is not supported by inferrail-sim: its model calls no tools.`},
 		{"named function", "/v1/chat/completions",
-			`{` + hi + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, namedMsg},
-		{"no tools", "/v1/chat/completions", `{` + hi + `}`, ""},
+			`{` + hi + `,` + tools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, namedMsg,
+			`A named tool_choice is not supported by inferrail-sim: its model calls no tools.`},
+		{"no tools", "/v1/chat/completions", `{` + hi + `}`, "", ""},
 		// /tokenize renders the tools but makes no tool choice.
-		{"tokenize with tools", "/tokenize", `{` + hi + `,` + tools + `}`, ""},
+		{"tokenize with tools", "/tokenize", `{` + hi + `,` + tools + `}`, "", ""},
 	}
 	for _, tt := range tests {
 		for _, server := range []string{"off", "parser only", "on"} {
 			code, ctype, body := post(t, urls[server]+tt.path, tt.body)
+			if server == "on" && tt.onRefused != "" {
+				if msg, _, param := errorOf(t, body); code != http.StatusBadRequest || msg != tt.onRefused || param != "tool_choice" {
+					t.Errorf("%s, %s: %d %s, want a 400 naming tool_choice", tt.name, server, code, body)
+				}
+				continue
+			}
 			if tt.refused == "" || server == "on" {
 				if code != http.StatusOK {
 					t.Errorf("%s, %s: %d %s, want 200", tt.name, server, code, body)
