@@ -56,16 +56,11 @@ var errNotRegular = errors.New("not a regular file")
 // block on a FIFO with no reader, or replace what the path named. A path
 // that does not exist is fine.
 func RegularOrAbsent(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return err
-	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s: %w (a %s)", path, errNotRegular, linelog.KindOf(st.Mode()))
+	kind, err := linelog.NotRegular(path)
+	if err == nil && kind != "" {
+		return fmt.Errorf("%s: %w (a %s)", path, errNotRegular, kind)
 	}
-	return nil
+	return err
 }
 
 // ReadJSON reads the JSON file at path into a new T. A path that is not a

@@ -91,16 +91,27 @@ type Writer[T any] struct {
 // /dev/null included, so such a path must be refused before a writer is
 // opened on it. A path that does not exist yet is fine.
 func CheckPath(path string) error {
+	kind, err := NotRegular(path)
+	if err == nil && kind != "" {
+		return fmt.Errorf("%s is a %s, not a regular file: a log rotated there would move it aside", path, kind)
+	}
+	return err
+}
+
+// NotRegular returns what path names (KindOf) when, once links are
+// followed, it exists and is not a regular file; "" for a regular file or
+// none at all.
+func NotRegular(path string) (kind string, err error) {
 	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil
+		return "", nil
 	case err != nil:
-		return err
+		return "", err
 	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is a %s, not a regular file: a log rotated there would move it aside", path, KindOf(st.Mode()))
+		return KindOf(st.Mode()), nil
 	}
-	return nil
+	return "", nil
 }
 
 // KindOf names what a file that is not a regular one is (a directory,
