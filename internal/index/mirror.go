@@ -335,12 +335,8 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		switch {
 		case seen && !b.orphan:
 			m.blocks.set(k, b) // one more copy of a keyed block
-		case j == 0 && !hasParent && len(ev.ExtraKeys) == 0 && m.saltedRootOf(lora, ev.Tokens[:bs]) != nil:
-			// An event that cannot carry a salt, of a block a salted
-			// prompt of its model routed here begins with.
-			m.keyAs(k, b, *m.saltedRootOf(lora, ev.Tokens[:bs]))
 		case j == 0 && !hasParent:
-			m.key(k, b, m.seed(lora, salt), ev.Tokens[:bs])
+			m.keyRoot(k, b, ev, lora, salt)
 		case parentKnown:
 			m.key(k, b, parentOurs, ev.Tokens[j*bs:(j+1)*bs])
 		case seen: // an orphan stored again, still without its parent
@@ -362,6 +358,21 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 // tokens after base, and has the orphans waiting on it join (joinSome).
 func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []uint32) {
 	m.keyAs(k, b, blockhash.Next(base, tokens))
+}
+
+// keyRoot keys a chain's first block k, stored by ev for adapter lora
+// ("" for the base model) under salt: an event that cannot carry a salt
+// (no extra keys), of a block a salted prompt of its model routed here
+// begins with, is that prompt's (noteSaltedRoot).
+func (m *Mirror) keyRoot(k engineKey, b mirrorBlock, ev *events.Event, lora, salt string) {
+	tokens := ev.Tokens[:m.blockSize]
+	if len(ev.ExtraKeys) == 0 {
+		if root := m.saltedRootOf(lora, tokens); root != nil {
+			m.keyAs(k, b, *root)
+			return
+		}
+	}
+	m.key(k, b, m.seed(lora, salt), tokens)
 }
 
 // keyAs is key with the block's gateway hash given.
