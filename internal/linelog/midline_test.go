@@ -162,3 +162,31 @@ func TestOpenOnACutFile(t *testing.T) {
 		})
 	}
 }
+
+// TestCutLineAtTheSizeLimit: a file left inside a line at its rotation
+// size gets the ending newline itself, before the next batch rotates it;
+// the newline must not become the first byte of the new file.
+func TestCutLineAtTheSizeLimit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lines.jsonl")
+	before := bytes.Repeat([]byte("a"), 1<<20)
+	if err := os.WriteFile(path, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := Open(Options{Path: path, MaxSizeMB: 1}, encodeString)
+	w.Log("x")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "x\n" {
+		t.Errorf("new file %q, want %q", got, "x\n")
+	}
+	rotated, _ := filepath.Glob(filepath.Join(dir, "lines-*.jsonl"))
+	if len(rotated) != 1 {
+		t.Fatalf("rotated files %q, want one", rotated)
+	}
+	got, _ := os.ReadFile(rotated[0])
+	if want := append(before, '\n'); !bytes.Equal(got, want) {
+		t.Errorf("rotated file is %d bytes ending %q, want %d ending %q", len(got), got[max(0, len(got)-3):], len(want), want[len(want)-3:])
+	}
+}

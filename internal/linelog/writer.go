@@ -60,6 +60,7 @@ type Writer[T any] struct {
 	name   string
 	out    io.Writer
 	file   *lumberjack.Logger // nil with a Sink
+	path   string             // the file's, "" with a Sink
 	log    *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
@@ -152,6 +153,7 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 	if w.out == nil {
 		w.file = &lumberjack.Logger{Filename: o.Path, MaxSize: o.MaxSizeMB, MaxBackups: o.MaxFiles}
 		w.out = w.file
+		w.path = o.Path
 		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Mode().IsRegular() && st.Size() > 0 {
 			if err := w.file.Rotate(); err != nil {
 				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
@@ -292,13 +294,7 @@ func (w *Writer[T]) flush(buf *[]byte, n *int) {
 		*n = 0
 	}()
 	if w.midLine {
-		// A write of its own: the batch may rotate the file, and the
-		// newline belongs to the cut line, at the end of this one.
-		k, err := w.out.Write([]byte{'\n'})
-		if k == 1 {
-			w.midLine = false
-		}
-		if err != nil {
+		if err := w.endCutLine(); err != nil {
 			w.failedWrite(uint64(*n), err)
 			return
 		}
@@ -319,6 +315,37 @@ func (w *Writer[T]) flush(buf *[]byte, n *int) {
 		w.failing = false
 		w.log.Info(w.name + " write recovered")
 	}
+}
+
+// endCutLine ends the line the file was left inside. The newline goes
+// straight onto the file at the path, not through the rotating writer: a
+// file at its size limit would be rotated first and the newline would
+// start the new file, leaving the cut line unended in the old one. A file
+// gone from the path (moved aside by hand) has nothing left to end.
+func (w *Writer[T]) endCutLine() error {
+	if w.file == nil {
+		k, err := w.out.Write([]byte{'\n'})
+		if k == 1 {
+			w.midLine = false
+		}
+		return err
+	}
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		w.midLine = false
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte{'\n'})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		w.midLine = false
+	}
+	return err
 }
 
 // failedWrite counts lines a failed write lost and warns when writing
