@@ -106,8 +106,8 @@ func NormalizeIndex(mode string) (string, error) {
 func (s *RunSpec) Validate() error {
 	var errs []error
 	if s.URL == "" {
-		if s.Replicas < 1 {
-			errs = append(errs, errors.New("replicas: must be >= 1"))
+		if s.Replicas < 1 || s.Replicas > maxReplicas {
+			errs = append(errs, fmt.Errorf("replicas: must be within 1-%d, not %d", maxReplicas, s.Replicas))
 		}
 		if s.Policy == "" {
 			errs = append(errs, errors.New("policy: required for a fleet of the run's own"))
@@ -181,8 +181,8 @@ func (s *RunSpec) Validate() error {
 // maxSpeedup bounds RunSpec.Speedup as the simulator bounds --speedup.
 const maxSpeedup = 1000
 
-// maxReplicas bounds a sweep point's fleet sizes: each replica is a
-// simulator child process.
+// maxReplicas bounds a run's fleet, and a sweep's fleet sizes: each
+// replica is a simulator child process.
 const maxReplicas = 64
 
 // maxGateways bounds RunSpec.Gateways: each is a child process.

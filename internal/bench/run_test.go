@@ -488,6 +488,7 @@ func TestRunSpecSpeedupErrors(t *testing.T) {
 		{func(s *RunSpec) { s.Speedup = math.NaN() }, "speedup: must be 0 (none) or within 1-1000"},
 		{func(s *RunSpec) { s.Speedup = 4; s.URL = "http://127.0.0.1:1" }, "speedup: only for a fleet"},
 		{func(s *RunSpec) { s.SimArgs = []string{"--speedup=2"} }, "sim_args: --speedup"},
+		{func(s *RunSpec) { s.Replicas = 65 }, "replicas: must be within 1-64, not 65"},
 		{func(s *RunSpec) { s.SimArgs = []string{"--speedup", "2"} }, "sim_args: --speedup"},
 	} {
 		s := smallSpec("round_robin", 1, 10)

@@ -168,14 +168,23 @@ func (f *SweepFile) Validate() error {
 	fail := func(path, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
 	}
-	if f.Replicas < 0 {
-		fail("replicas", "must be >= 1")
+	if f.Replicas < 0 || f.Replicas > maxReplicas {
+		fail("replicas", "must be within 1-%d, not %d", maxReplicas, f.Replicas)
 	}
 	if f.Reps < 0 || f.Reps > MaxReps {
 		fail("reps", "must be within 1-%d, not %d", MaxReps, f.Reps)
 	}
 	if f.Duration < 0 || f.SLOTTFT < 0 || f.SLOTPOT < 0 || f.Timeout < 0 {
 		fail("duration, slo_ttft, slo_tpot, timeout", "must not be negative")
+	}
+	// A run refuses what its result file could not hold (checkBounds);
+	// refused here, a sweep stops before its first run, not at the run
+	// that reaches the value.
+	for _, d := range []struct {
+		path string
+		d    Duration
+	}{{"duration", f.Duration}, {"slo_ttft", f.SLOTTFT}, {"slo_tpot", f.SLOTPOT}, {"timeout", f.Timeout}} {
+		errs = append(errs, checkLongest(d.path, d.d)...)
 	}
 	if _, err := ParseWarmup(f.Warmup); err != nil {
 		fail("warmup", "%v", err)
@@ -218,6 +227,8 @@ func (f *SweepFile) Validate() error {
 		if p.SLOTTFT < 0 {
 			fail(path+".slo_ttft", "must not be negative")
 		}
+		errs = append(errs, checkLongest(path+".duration", p.Duration)...)
+		errs = append(errs, checkLongest(path+".slo_ttft", p.SLOTTFT)...)
 		if p.Duration == 0 && f.Duration == 0 && p.Requests == 0 && f.Requests == 0 && p.Workload != "trace" {
 			fail(path+".duration", "no duration or requests here or in the shared settings")
 		}
@@ -347,6 +358,14 @@ func checkFleetSizes(path string, sizes []int) []error {
 		}
 	}
 	return errs
+}
+
+// checkLongest reports a duration longer than a result file may hold.
+func checkLongest(path string, d Duration) []error {
+	if limit := time.Duration(maxResultSeconds) * time.Second; time.Duration(d) > limit {
+		return []error{fmt.Errorf("%s: must be at most %v, not %v", path, limit, time.Duration(d))}
+	}
+	return nil
 }
 
 // checkIndexModes reports each of modes that is no index mode.

@@ -67,6 +67,12 @@ policies = [""]
 		// gigabytes.
 		{"reps_huge", "reps = 1000000000\npolicies=[\"p2c\"]\nduration=\"1s\"" + point + "reps = 1001\n", []string{
 			"reps: must be within 1-1000, not 1000000000", "points[0].reps: must be within 1-1000, not 1001"}},
+		// A sweep refuses at load what its runs would refuse one by one
+		// (timeout = "300h" failed at its first run; replicas = 5000
+		// started as many simulators).
+		{"past_result_bounds", "timeout = \"300h\"\nslo_tpot = \"300h\"\nreplicas = 65\npolicies=[\"p2c\"]\nduration=\"1s\"" + point + "slo_ttft = \"300h\"\nduration = \"300h\"\n", []string{
+			"timeout: must be at most 277h46m40s, not 300h0m0s", "slo_tpot: must be at most", "replicas: must be within 1-64, not 65",
+			"points[0].slo_ttft: must be at most", "points[0].duration: must be at most"}},
 		{"reps_negative", "reps = -1\npolicies=[\"p2c\"]\nduration=\"1s\"" + point, []string{"reps: must be within 1-1000, not -1"}},
 		// 26 rates × 1000 reps × 2 policies × 2 index modes, and a small
 		// point beside it.
