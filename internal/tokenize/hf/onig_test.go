@@ -198,11 +198,19 @@ func TestOnigTables(t *testing.T) {
 // FuzzTranslateRegex: a pattern comes from tokenizer.json, outside bytes.
 // translateRegex must refuse it or write a pattern regexp2 compiles, whose
 // matches in any text are in order, apart and on character boundaries.
+// And the fuzzed pattern, read as a program for sharedPattern, builds a
+// pattern of constructs Go's regexp reads as Oniguruma does: translated,
+// it must find in the text exactly the matches Go's regexp finds, so a
+// translation that changes what a pattern means fails here.
 func FuzzTranslateRegex(f *testing.F) {
 	for _, p := range append(slices.Clone(scannerPatterns), `\s+$`, `^\s+`, `(?i:'s|'t)x`, `[^\S\n]+`, `[^\P{L}a]`,
 		`\P{L}+|[\p{Lu}\p{Lt}]+?`, `a{2,3}?(?=b)|\Z`, `[a-c\-\]]+`, `(?i)k|\u00e9`, `a{,3}`, `[[:alpha:]]`, `(a`,
 		` ?[^(\s|[.,!?…。，、।۔،])]+`, `[a-z&&[^aeiou]]`, `[^\s[^\p{L}]]`, `[]a[^\D]]`) {
 		f.Add(p, "a \nb\u088f'ſK\u0295")
+	}
+	// Programs for sharedPattern that build patterns of each construct.
+	for _, p := range sharedSeeds {
+		f.Add(p, "ab\nk\u212AK1é .a\n")
 	}
 	f.Fuzz(func(t *testing.T, pattern, text string) {
 		if len(pattern) > 64 || len(text) > 16 || !utf8.ValidString(text) {
@@ -224,5 +232,38 @@ func FuzzTranslateRegex(f *testing.F) {
 			}
 			last = m[1]
 		}
+		checkShared(t, pattern, text)
 	})
+}
+
+// sharedSeeds are programs for sharedPattern: literals, quantified and lazy
+// ones, classes, escapes, groups, (?i:...) and anchors.
+var sharedSeeds = []string{"\x08\x02\x00", "\x14\x02\x07", "\x08\x02\x06", "\x06\x82\x01\x00\x02",
+	"\x05\x02\x01", "\x11\x02\x08", "\x03\x08\x14\x00\x02\x01", "\x04\x01\x02\x00", "\x04\x06\x02\x01", "\x07\x08", "\x13",
+	"\x08\x1f", "\x87\x08\x01\x14\x00\x02\x0a", "\x35\x02\x01", "\x08\x02\x0b\x2c"}
+
+// checkShared is FuzzTranslateRegex's check of meaning: the pattern
+// sharedPattern builds from program matches in text, translated, exactly
+// what it matches in Go's regexp.
+func checkShared(t *testing.T, program, text string) {
+	t.Helper()
+	onig, ref := sharedPattern(program)
+	translated, err := translateRegex(onig)
+	if err != nil {
+		if !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("translateRegex(%q): %v, want nil or ErrUnsupported", onig, err)
+		}
+		return
+	}
+	re, err := regexp2.Compile(translated, regexp2.None)
+	if err != nil {
+		t.Fatalf("translateRegex(%q) = %q, which regexp2 refuses: %v", onig, translated, err)
+	}
+	want, err := sharedMatches(ref, text)
+	if err != nil {
+		t.Fatalf("%q: Go's regexp refuses its reference %q: %v", onig, ref, err)
+	}
+	if got := (&regexMatcher{re: re}).find(nil, text, nil); !slices.Equal(got, want) {
+		t.Fatalf("%q (as %q) on %+q: matches %v, Go's regexp (%q) %v", onig, translated, text, got, ref, want)
+	}
 }
