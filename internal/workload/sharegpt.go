@@ -31,8 +31,9 @@ type Turn struct {
 // ParseShareGPT reads a ShareGPT-format JSON file: an array of objects with
 // "id" and "conversations", a list of {"from", "value"} messages where from
 // is human (or user), gpt (or assistant, chatgpt, bard, bing, model) or
-// system. Each conversation is kept up to the first message that breaks the
-// alternation of user and reply; conversations without a user message are
+// system, in any letter case. Each conversation is kept up to the first
+// message that breaks the alternation of user and non-empty reply, which a
+// system message may only lead; conversations without a user message are
 // dropped. Invalid UTF-8 becomes U+FFFD.
 func ParseShareGPT(r io.Reader) ([]Conversation, error) {
 	dec := json.NewDecoder(r)
