@@ -9,7 +9,8 @@ package gateway
 // output tokens the engine reports in its usage, or an estimate when it
 // reports none, true the output up: the rest is charged or the unused part
 // given back. A request no engine answered with a 2xx gets its prompt and
-// output tokens back. Refused requests get 429 with OpenAI's headers, so
+// output tokens back, and one refused before any attempt began on a
+// replica its request too. Refused requests get 429 with OpenAI's headers, so
 // the official SDKs wait as told and retry.
 //
 // Limits hold per gateway instance (ratelimit.Local).
@@ -55,8 +56,14 @@ type bill struct {
 	// generated until the gateway hung up, how much is never seen: the
 	// prompt and the output taken at admission stay charged.
 	abandoned bool
-	settled   bool            // settle has run: a bill is settled once
-	ctx       context.Context // for the limiter's calls after the client may have left
+	// tried: an attempt began on a replica. A request refused before any
+	// (shed by flow control, or the gateway's 503 when no replica can take
+	// it) reached no engine, and gets its request back with its tokens:
+	// whether it was admitted before or after a queue filled is a race,
+	// and a client's retries of a 503 would otherwise pay once each.
+	tried   bool
+	settled bool            // settle has run: a bill is settled once
+	ctx     context.Context // for the limiter's calls after the client may have left
 }
 
 // add adds the buckets of one set of limits: a request, prompt tokens and
@@ -79,6 +86,14 @@ func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt, 
 		b.n++
 		b.outputs = b.outputs || c.kind == ratelimit.OutputTokens
 		b.prompts = b.prompts || c.kind == ratelimit.PromptTokens
+	}
+}
+
+// began notes that an attempt began on a replica: the request is spent,
+// whatever the answer. A nil bill (no limits apply) notes nothing.
+func (b *bill) began() {
+	if b != nil {
+		b.tried = true
 	}
 }
 
@@ -309,7 +324,8 @@ func (g *Gateway) finish(ex *exchange) {
 // counted, which keeps what was taken) and an estimated prompt trued up to
 // the engine's count (prompt; < 0 when the answer gave none), or the prompt
 // and output tokens given back when no engine answered it with a 2xx and
-// the client did not leave one working on it.
+// the client did not leave one working on it, and its request too when no
+// attempt began.
 func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	b := ex.bill
 	if b == nil || b.settled {
@@ -323,6 +339,9 @@ func (g *Gateway) settle(ex *exchange, out int64, source string, prompt int64) {
 	case b.status/100 != 2:
 		err = g.settleAt(b, now, ratelimit.PromptTokens, 0)
 		err = errors.Join(err, g.settleAt(b, now, ratelimit.OutputTokens, 0))
+		if !b.tried {
+			err = errors.Join(err, g.settleAt(b, now, ratelimit.Requests, 0))
+		}
 	default:
 		if b.prompts && b.estimated && prompt >= 0 && prompt != int64(ex.route.PromptTokens) {
 			g.access.metrics.trueUps.Inc()

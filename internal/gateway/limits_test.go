@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/ratelimit"
 )
 
@@ -791,5 +792,105 @@ func TestRefusalAfterAdmissionSaysTheRefund(t *testing.T) {
 	}
 	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left < limit-10 {
 		t.Errorf("the engine's refusal says %d tokens left of %d, want the 1500 it took given back", left, limit)
+	}
+}
+
+// requestsLeft is how many requests the key's budget holds now, at rate
+// requests a minute, read without changing it (a refund of nothing).
+func requestsLeft(t *testing.T, gw *running, key string, rate int64) int64 {
+	t.Helper()
+	c := []ratelimit.Cost{{ID: ratelimit.ID{Scope: ratelimit.ScopeKey, Name: key, Kind: ratelimit.Requests}, Rate: ratelimit.PerMinute(rate)}}
+	if err := gw.g.access.limiter.Refund(context.Background(), time.Now(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c[0].Remaining
+}
+
+// TestRequestSpentOnlyWhenTried: a request the gateway turns away before
+// any attempt began on a replica spends none of its key's
+// requests_per_minute, whichever way it was turned away (found by a
+// review: a queue_full shed was charged when its request was admitted
+// before the queue filled, and not when it found the queue full before
+// admission, so equal sheds paid differently; and each of an SDK's retries
+// of the gateway's 503 paid a request). A request an engine answered,
+// even with an error, spends its request.
+func TestRequestSpentOnlyWhenTried(t *testing.T) {
+	const rpm = 2 // a request refills in 30 s: the budget read after is exact
+	busy503 := func(t *testing.T) string {
+		return chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			http.Error(w, `{"error":{"message":"busy","type":"ServiceUnavailableError","param":null,"code":503}}`, http.StatusServiceUnavailable)
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		// maxQueued and maxWait set the flow control; hold is how many
+		// requests of another key the engine holds first.
+		maxQueued, hold int
+		maxWait         time.Duration
+		engine          func(t *testing.T) string // nil: an engine that holds what it gets
+		header          []string                  // the measured request's, beside its key
+		sends           int                       // times the measured request is sent, as an SDK retries
+		wantStatus      int
+		wantReason      string // inferrail_request_errors_total's reason; "" for an engine's answer
+		wantSpent       int64
+	}{
+		// Shed before admission: the queue was full when it arrived.
+		{name: "queue_full_before_admission", maxQueued: 1, hold: 2, sends: 1, wantStatus: http.StatusTooManyRequests, wantReason: shedQueueFull},
+		// Shed after admission: it waited and the wait ran out.
+		{name: "queue_timeout", maxQueued: 4, hold: 1, maxWait: 50 * time.Millisecond, sends: 1, wantStatus: http.StatusTooManyRequests, wantReason: shedQueueTimeout},
+		{name: "slo_unreachable", maxQueued: 4, header: []string{openai.HeaderTTFTTarget, "1"}, sends: 1, wantStatus: http.StatusTooManyRequests, wantReason: shedSLOUnreachable},
+		// Without a queue: the gateway's own 503, sent three times as the
+		// OpenAI SDKs do (two retries).
+		{name: "fleet_full_503", hold: 1, sends: 3, wantStatus: http.StatusServiceUnavailable, wantReason: reasonFleetFull},
+		// An engine's 503, relayed: an engine took the request up.
+		{name: "engine_503", engine: busy503, sends: 1, wantStatus: http.StatusServiceUnavailable, wantSpent: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var url string
+			var e *orderEngine
+			if tc.engine != nil {
+				url = tc.engine(t)
+			} else {
+				e = newOrderEngine(t)
+				url = e.srv.URL
+			}
+			cfg := flowConfig(url, tc.maxQueued)
+			cfg.Flow.MaxWait = config.Duration(tc.maxWait)
+			other, ok := newKey("other", nil)
+			measured, mk := newKey("measured", func(k *auth.Key) { k.Limits.RequestsPerMinute = rpm })
+			withKeys(t, cfg, ok, mk)
+			gw := startGatewayWith(t, cfg, Options{})
+			var held []<-chan sent
+			if tc.hold > 0 {
+				held = append(held, holdSlot(t, gw, e, bearer(other)...))
+			}
+			for i := 1; i < tc.hold; i++ {
+				held = append(held, queue(t, gw, fmt.Sprintf("q%d", i), bearer(other)...))
+			}
+			before := counterValue(t, gw, "inferrail_request_errors_total", "model", testModel, "reason", tc.wantReason)
+			for range tc.sends {
+				resp, body := chat(t, gw.url, chatBody("measured", ""), append(bearer(measured), tc.header...)...)
+				if resp.StatusCode != tc.wantStatus {
+					t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tc.wantStatus)
+				}
+				// An answer that reports the budget reports it after the refund.
+				if v := resp.Header.Get("X-Ratelimit-Remaining-Requests"); v != "" && v != strconv.Itoa(int(rpm-tc.wantSpent)) {
+					t.Errorf("x-ratelimit-remaining-requests %s, want %d", v, rpm-tc.wantSpent)
+				}
+			}
+			if tc.wantReason != "" {
+				if after := counterValue(t, gw, "inferrail_request_errors_total", "model", testModel, "reason", tc.wantReason); after != before+float64(tc.sends) {
+					t.Errorf("inferrail_request_errors_total{reason=%q} went %v → %v, want %d more", tc.wantReason, before, after, tc.sends)
+				}
+			}
+			if got := rpm - requestsLeft(t, gw, "measured", rpm); got != tc.wantSpent {
+				t.Errorf("requests spent %d, want %d", got, tc.wantSpent)
+			}
+			if e != nil {
+				e.open()
+			}
+			expectStatus(t, http.StatusOK, held...)
+		})
 	}
 }

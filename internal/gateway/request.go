@@ -465,6 +465,7 @@ func (a *attempt) wroteRequest(info httptrace.WroteRequestInfo) {
 func (g *Gateway) begin(ex *exchange, lease *fleet.Lease, cached int) *attempt {
 	a := &attempt{lease: lease, mq: g.flow.queues[ex.model], ex: ex, cached: cached, cancel: func(error) {}}
 	ex.attempts++
+	ex.bill.began()
 	if ex.pred != nil {
 		g.reveal(lease.Replica().ID, ex.pred) // first: what it reveals is the engine's, not speculation
 		a.record = g.index.RecordPrompt(lease.Replica().ID, ex.pred.hashes, ex.pred.partial)
