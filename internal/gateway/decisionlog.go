@@ -1,9 +1,9 @@
 package gateway
 
-// The decision log's side of a decision: the policy explains itself before
-// it picks (explaining changes nothing, and names the winner Pick then
-// picks), so that the record can say what each guard set aside and how the
-// policy priced every candidate.
+// The decision log's side of a decision: the policy explains the choice
+// it makes as it makes it (PickExplained, under one hold of its state, so
+// that no other request's decision comes between), so that the record can
+// say what each guard set aside and how the policy priced every candidate.
 
 import (
 	"time"
@@ -17,8 +17,8 @@ import (
 // are logged, the policy's explanation of it; nil otherwise.
 func (g *Gateway) pick(ex *exchange, cands []policy.Candidate) (policy.Decision, *policy.Explanation) {
 	if ex.obs != nil && ex.obs.logged {
-		x := ex.policy.Explain(&ex.route, cands)
-		return ex.policy.Pick(&ex.route, cands), &x
+		d, x := ex.policy.PickExplained(&ex.route, cands)
+		return d, &x
 	}
 	return ex.policy.Pick(&ex.route, cands), nil
 }

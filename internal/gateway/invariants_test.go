@@ -466,6 +466,10 @@ func (p *racingPolicy) Explain(*policy.Request, []policy.Candidate) policy.Expla
 	return policy.Explanation{Policy: p.Name()}
 }
 
+func (p *racingPolicy) PickExplained(req *policy.Request, cands []policy.Candidate) (policy.Decision, policy.Explanation) {
+	return p.Pick(req, cands), p.Explain(req, cands)
+}
+
 // TestChooseOffersTheRestAfterLosingTheRace: when the picked replica's last
 // slot goes to another request first, the same decision offers the other
 // candidates, each as it was read, and leases one of them.

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -646,5 +647,88 @@ func TestTraceEngineRefuses(t *testing.T) {
 	}
 	if a := spanAttrs(server.Attributes); a["http.response.status_code"].AsInt64() != 400 || server.Status.Code != codes.Unset {
 		t.Errorf("server span: %v, status %v; want 400 and no status", a, server.Status)
+	}
+}
+
+// rotationPolicy picks its candidates in turn and names the one it picks
+// in its explanation's DecidedBy, so a decision record whose decided_by is
+// not its winner explains another request's choice. It explains slowly
+// after reading its state, as cost_model works out every candidate's
+// estimate, which widens the moment in which another request's Pick can
+// come between an Explain and the Pick after it.
+type rotationPolicy struct {
+	mu   sync.Mutex
+	next int // guarded by mu
+}
+
+func (*rotationPolicy) Name() string { return "rotation" }
+
+func (p *rotationPolicy) Pick(_ *policy.Request, cands []policy.Candidate) policy.Decision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pickLocked(cands)
+}
+
+func (p *rotationPolicy) pickLocked(cands []policy.Candidate) policy.Decision {
+	i := p.next % len(cands)
+	p.next++
+	return policy.Decision{Index: i}
+}
+
+func (p *rotationPolicy) Explain(_ *policy.Request, cands []policy.Candidate) policy.Explanation {
+	p.mu.Lock()
+	x := p.explainLocked(cands)
+	p.mu.Unlock()
+	time.Sleep(time.Millisecond) // the work of explaining, after the state was read
+	return x
+}
+
+func (p *rotationPolicy) explainLocked(cands []policy.Candidate) policy.Explanation {
+	i := p.next % len(cands)
+	return policy.Explanation{Policy: p.Name(), Winner: cands[i].ID, Decision: policy.Decision{Index: i}, DecidedBy: cands[i].ID}
+}
+
+func (p *rotationPolicy) PickExplained(_ *policy.Request, cands []policy.Candidate) (policy.Decision, policy.Explanation) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.explainLocked(cands)
+	time.Sleep(time.Millisecond)
+	return p.pickLocked(cands), x
+}
+
+// TestDecisionLogExplainsItsOwnDecision: under concurrent requests every
+// record of the decision log explains the decision it records, not
+// another request's (found by a review: the explanation was asked for
+// before the pick, so another request's pick could come in between, and
+// decided_by and hot_owners then described a choice not made).
+func TestDecisionLogExplainsItsOwnDecision(t *testing.T) {
+	const requests = 48
+	cfg := testConfig(t, fleetOf(t, 3, true))
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	gw := startObserved(t, decisionLogConfig(cfg, path, 1), nil)
+	gw.g.current().routing[testModel].arms[0].policy = &rotationPolicy{}
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Go(func() {
+			if s := sendCompletion(gw.url, `{"model":"sim","prompt":"hello","max_tokens":1}`, openai.HeaderRequestID, fmt.Sprint("req-", i)); s.err != nil || s.status != http.StatusOK {
+				t.Errorf("request %d: status %d, %v", i, s.status, s.err)
+			}
+		})
+	}
+	wg.Wait()
+	gw.stop() // closes the decision log
+	recs, _ := readDecisions(t, path)
+	if len(recs) < requests {
+		t.Fatalf("%d decisions logged, want at least %d", len(recs), requests)
+	}
+	wrong := 0
+	for _, r := range recs {
+		if r.DecidedBy != r.Winner {
+			wrong++
+			t.Logf("%s/%d: winner %s, explained as %s", r.RequestID, r.Attempt, r.Winner, r.DecidedBy)
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d records explain a decision other than their own", wrong, len(recs))
 	}
 }

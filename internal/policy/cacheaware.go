@@ -41,6 +41,11 @@ func (p *prefixHash) Pick(req *Request, cands []Candidate) Decision {
 	return p.choose(req, cands, true)
 }
 
+func (p *prefixHash) PickExplained(req *Request, cands []Candidate) (Decision, Explanation) {
+	d := p.choose(req, cands, true)
+	return d, explainPlain(PrefixHash, p.cost, req, cands, d)
+}
+
 func (p *prefixHash) Explain(req *Request, cands []Candidate) Explanation {
 	return explainPlain(PrefixHash, p.cost, req, cands, p.choose(req, cands, false))
 }
@@ -97,8 +102,18 @@ func (p *kvAware) choose(req *Request, cands []Candidate, commit bool) Decision 
 
 func (p *kvAware) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
 
+func (p *kvAware) PickExplained(req *Request, cands []Candidate) (Decision, Explanation) {
+	d := p.choose(req, cands, true)
+	return d, p.explain(req, cands, d)
+}
+
 func (p *kvAware) Explain(req *Request, cands []Candidate) Explanation {
-	d := p.choose(req, cands, false)
+	return p.explain(req, cands, p.choose(req, cands, false))
+}
+
+// explain explains the decision d with every candidate's score, which
+// depends on the candidates alone.
+func (p *kvAware) explain(req *Request, cands []Candidate, d Decision) Explanation {
 	ex := explainPlain(KVAware, p.cost, req, cands, d)
 	busiest := int64(0)
 	for i := range cands {

@@ -184,6 +184,25 @@ func (p *costModel) Pick(req *Request, cands []Candidate) Decision {
 	now := p.now(req)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.pick(req, cands, now)
+}
+
+// PickExplained explains the decision before making it, under the same
+// hold of mu: Explain predicts the next Pick exactly with the same clock
+// and nothing in between, and the lock keeps anything from coming in
+// between (the sketch's demand, a session's replica, the generator).
+func (p *costModel) PickExplained(req *Request, cands []Candidate) (Decision, Explanation) {
+	now := p.now(req)
+	ex := newExplanation(CostModel, req, cands, Decision{})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.explain(req, cands, now, &ex)
+	d := p.pick(req, cands, now)
+	return d, ex
+}
+
+// pick is Pick at now. Guarded by mu.
+func (p *costModel) pick(req *Request, cands []Candidate, now time.Time) Decision {
 	sl, rk, order := p.scratch(len(cands))
 	var h hotView
 	d := p.decide(req, cands, sl, rk, order, p.src.r, now, &h, false)
@@ -217,9 +236,16 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	now := p.now(req)
 	// Allocated before taking the lock; the decision is filled in below.
 	ex := newExplanation(CostModel, req, cands, Decision{})
-	var h hotView
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.explain(req, cands, now, &ex)
+	return ex
+}
+
+// explain fills ex, made by newExplanation, with what Pick would decide at
+// now, changing nothing. Guarded by mu.
+func (p *costModel) explain(req *Request, cands []Candidate, now time.Time, ex *Explanation) {
+	var h hotView
 	sl, rk, order := p.scratch(len(cands))
 	d := p.decide(req, cands, sl, rk, order, p.src.peek(), now, &h, true)
 
@@ -241,7 +267,6 @@ func (p *costModel) Explain(req *Request, cands []Candidate) Explanation {
 	if ru := runnerUp(sl, d.Index); ru >= 0 && sl[d.Index].ttft < sl[ru].ttft {
 		ex.DecidedBy = decidedBy(ex.Replicas[d.Index].Estimate, ex.Replicas[ru].Estimate)
 	}
-	return ex
 }
 
 // now is the time req is routed at.

@@ -26,7 +26,9 @@
 // Explain says what Pick would choose now, with every candidate's estimate,
 // and changes nothing. Randomness comes from a generator seeded by
 // Settings.Seed; Explain draws from a copy of it, so with the same clock it
-// predicts the next Pick exactly.
+// predicts the next Pick exactly. PickExplained does both under one hold of
+// the policy's state, so that what it explains is the choice it made,
+// whatever other requests are deciding at the same time.
 //
 // All policies are safe for concurrent use.
 package policy

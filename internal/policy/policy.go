@@ -135,6 +135,12 @@ type Policy interface {
 	// (with the same clock reading, and no Pick in between), and every
 	// candidate's estimate. It changes no state.
 	Explain(req *Request, cands []Candidate) Explanation
+	// PickExplained is Pick with the explanation of the choice it made,
+	// both under one hold of the policy's state: Explain and then Pick
+	// would let another request's Pick run in between, and the
+	// explanation would then describe a choice this Pick did not make.
+	// The explanation's Decision is the returned one.
+	PickExplained(req *Request, cands []Candidate) (Decision, Explanation)
 }
 
 // Names of the policies this package provides.
@@ -235,6 +241,11 @@ func (p *roundRobin) Pick(req *Request, cands []Candidate) Decision {
 	return plainDecision(p.cost, req, cands, i)
 }
 
+func (p *roundRobin) PickExplained(req *Request, cands []Candidate) (Decision, Explanation) {
+	d := p.Pick(req, cands)
+	return d, explainPlain(RoundRobin, p.cost, req, cands, d)
+}
+
 func (p *roundRobin) Explain(req *Request, cands []Candidate) Explanation {
 	i := int(p.next.Load() % uint64(len(cands)))
 	return explainPlain(RoundRobin, p.cost, req, cands, plainDecision(p.cost, req, cands, i))
@@ -258,6 +269,13 @@ func (p *drawn) choose(req *Request, cands []Candidate, commit bool) Decision {
 }
 
 func (p *drawn) Pick(req *Request, cands []Candidate) Decision { return p.choose(req, cands, true) }
+
+// PickExplained explains the drawn decision itself: the explanation reads
+// only the decision and the candidates, so no lock need span both.
+func (p *drawn) PickExplained(req *Request, cands []Candidate) (Decision, Explanation) {
+	d := p.choose(req, cands, true)
+	return d, explainPlain(p.name, p.cost, req, cands, d)
+}
 
 func (p *drawn) Explain(req *Request, cands []Candidate) Explanation {
 	return explainPlain(p.name, p.cost, req, cands, p.choose(req, cands, false))
