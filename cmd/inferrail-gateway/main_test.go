@@ -105,11 +105,34 @@ func TestCheck(t *testing.T) {
 	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "directory") {
 		t.Errorf("--check of a decision log on a directory: %v, printed %q", err, out.String())
 	}
-	// The product specification's example config, unchanged.
+	// The product specification's example config, but for its log paths:
+	// --check probes those for writing, and /var/log/inferrail, where the
+	// example puts them, need not exist here (without it the shadow log
+	// could not be opened at start, and --check says so).
+	spec, err := os.ReadFile("../../internal/config/testdata/spec-example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.ReplaceAll(string(spec), "/var/log/inferrail", t.TempDir())
+	if moved == string(spec) {
+		t.Fatal("the specification's example no longer logs to /var/log/inferrail: update this test")
+	}
+	if err := os.WriteFile(bad, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out.Reset()
-	if err := run(context.Background(), []string{"--check", "--config", "../../internal/config/testdata/spec-example.yaml"}, &out, &errOut); err != nil ||
+	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err != nil ||
 		!strings.Contains(out.String(), "valid (1 models, 1 replicas, 1 dns groups)") {
 		t.Errorf("--check of the specification's example: %v, %q", err, out.String())
+	}
+	// A shadow log in a directory that does not exist fails at start:
+	// --check names it.
+	if err := os.WriteFile(bad, []byte("observability: {shadow_log: "+filepath.Join(t.TempDir(), "none", "shadow.jsonl")+"}\nmodels: [{name: m}]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"--check", "--config", bad}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "observability.shadow_log") {
+		t.Errorf("--check of a shadow log in a missing directory: %v, printed %q", err, out.String())
 	}
 }
 

@@ -137,8 +137,9 @@ func (g *Gateway) openKeys(file, path string, admin bool) (*auth.Source, error) 
 }
 
 // CheckAccess reads what --check can check of access beyond the config:
-// the key files and TLS files load, and the decision log and capture paths
-// name regular files or nothing yet. It returns notes on what is legal but
+// the key files and TLS files load, the decision log and capture paths
+// name regular files or nothing yet, and those and the shadow log's could
+// be written now. It returns notes on what is legal but
 // worth knowing (an admin port open beyond loopback).
 func CheckAccess(cfg *config.Config) (notes []string, err error) {
 	g := &Gateway{cfg: cfg, registry: prometheus.NewRegistry()}
@@ -152,6 +153,9 @@ func CheckAccess(cfg *config.Config) (notes []string, err error) {
 		return nil, err
 	}
 	if err := checkLogPaths(&cfg.Observability); err != nil {
+		return nil, err
+	}
+	if err := probeLogPaths(&cfg.Observability); err != nil {
 		return nil, err
 	}
 	if t := g.access.tls; t != nil {

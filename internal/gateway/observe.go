@@ -7,6 +7,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -93,6 +94,33 @@ func checkLogPaths(oc *config.Observability) error {
 		}
 	}
 	return nil
+}
+
+// probeLogPaths refuses, for --check, a decision log, capture or shadow
+// log path where no file could be written now (linelog.Writable): the
+// shadow log is opened at start, which would fail, and the others at their
+// first line, every one of which would be lost with only a metric to say
+// so. Start does not probe: it would leave a file behind a start that
+// fails later, and the shadow log's open refuses it anyway.
+func probeLogPaths(oc *config.Observability) error {
+	var errs []error
+	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
+		if err := linelog.Writable(dl.Path, true); err != nil {
+			errs = append(errs, fmt.Errorf("observability.decision_log.path: %w", err))
+		}
+	}
+	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
+		if err := linelog.Writable(c.Path, true); err != nil {
+			errs = append(errs, fmt.Errorf("observability.capture.path: %w", err))
+		}
+	}
+	if p := oc.ShadowLog; p != "" {
+		// Its directory is not made: openShadowLog would fail without it.
+		if err := linelog.Writable(p, false); err != nil {
+			errs = append(errs, fmt.Errorf("observability.shadow_log: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // registerLines registers the counters of a line log whose lines are
