@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -129,6 +132,24 @@ func cutSpace(s string) (a, b string, ok bool) {
 	return a, b, true
 }
 
+// readTokenizerJSON reads tokenizer.json's top level as tokenizers does:
+// a key is one of its names exactly or is ignored ("Model" is no model),
+// and of a key given twice the last counts.
+func readTokenizerJSON(data []byte) (tokenizerJSON, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return tokenizerJSON{}, err
+	}
+	f := tokenizerJSON{Normalizer: keys["normalizer"], PreTokenizer: keys["pre_tokenizer"], PostProcessor: keys["post_processor"],
+		Decoder: keys["decoder"], Model: keys["model"]}
+	if raw, ok := keys["added_tokens"]; ok {
+		if err := caseSensitiveUnmarshal(raw, &f.AddedTokens); err != nil {
+			return tokenizerJSON{}, fmt.Errorf("added_tokens: %w", err)
+		}
+	}
+	return f, nil
+}
+
 // componentType reads the "type" of a component; null gives "".
 func componentType(raw json.RawMessage) (string, error) {
 	if isNull(raw) {
@@ -137,7 +158,7 @@ func componentType(raw json.RawMessage) (string, error) {
 	var t struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(raw, &t); err != nil {
+	if err := caseSensitiveUnmarshal(raw, &t); err != nil {
 		return "", err
 	}
 	if t.Type == "" {
@@ -152,9 +173,125 @@ func isNull(raw json.RawMessage) bool {
 }
 
 // strictUnmarshal decodes raw into v, rejecting fields v does not know, so a
-// component option this package would ignore fails the load instead.
+// component option this package would ignore fails the load instead. Keys
+// match v's fields case and all (caseSensitive).
 func strictUnmarshal(raw json.RawMessage, v any) error {
+	if err := caseSensitive(raw, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// caseSensitiveUnmarshal is json.Unmarshal with keys matched case and all
+// (caseSensitive); a key no field has in any case is ignored.
+func caseSensitiveUnmarshal(raw json.RawMessage, v any) error {
+	if err := caseSensitive(raw, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// caseSensitive returns an error for a key of raw, at any depth that a
+// value of type t reads, that names one of the struct's fields in another
+// case only. encoding/json takes such a key for the field (bytes.EqualFold:
+// "Model" for "model", "ſ" for "s"), where tokenizers (serde) matches keys
+// exactly and ignores the rest: refusing it is the one reading that never
+// tokenizes otherwise. A value of a type with its own UnmarshalJSON, or
+// raw JSON, is left to its own reading; what is not JSON is left to the
+// decoder to refuse.
+func caseSensitive(raw json.RawMessage, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if !holdsStruct(t, 0) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			f, ok := fieldNamed(t, key)
+			switch {
+			case ok:
+				if err := caseSensitive(obj[key], f.Type); err != nil {
+					return fmt.Errorf("%s: %w", key, err)
+				}
+			case f.Name != "":
+				return fmt.Errorf("unknown field %q: keys are case-sensitive, and the field is %q", key, jsonName(f))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if err := caseSensitive(item, t.Elem()); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+	case reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		for _, key := range slices.Sorted(maps.Keys(obj)) {
+			if err := caseSensitive(obj[key], t.Elem()); err != nil {
+				return fmt.Errorf("[%q]: %w", key, err)
+			}
+		}
+	}
+	return nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// holdsStruct reports whether a value of type t decodes a struct
+// somewhere within (its keys are then matched by name), looking depth
+// levels deep at most: the types read here nest a few levels.
+func holdsStruct(t reflect.Type, depth int) bool {
+	if depth > 8 || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return holdsStruct(t.Elem(), depth+1)
+	}
+	return false
+}
+
+// fieldNamed returns the field of struct t that key names exactly, and ok;
+// or, when key names one only in another case, that field and not ok; or
+// the zero field and not ok. The types read here embed no structs.
+func fieldNamed(t reflect.Type, key string) (reflect.StructField, bool) {
+	var folded reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := jsonName(f)
+		switch {
+		case !f.IsExported() || name == "-":
+		case name == key:
+			return f, true
+		case strings.EqualFold(name, key):
+			folded = f
+		}
+	}
+	return folded, false
+}
+
+// jsonName is the key encoding/json reads a field from: its tag's name,
+// else the field's own.
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
 }

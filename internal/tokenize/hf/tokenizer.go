@@ -134,8 +134,8 @@ func build(data []byte, cfg *config, model *modelConfig, name string) (*Tokenize
 // config (nil) it behaves as the bare tokenizers library; with one, as
 // transformers.
 func newTokenizer(data []byte, cfg *config, class tokenizerClass) (*Tokenizer, error) {
-	var f tokenizerJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	f, err := readTokenizerJSON(data)
+	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
 	}
 	if isNull(f.Model) {

@@ -932,3 +932,54 @@ func TestHFNormalizeExact(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadHFKeysAreCaseSensitive: tokenizer.json's keys are read as
+// tokenizers (serde) reads them, case and all (found by a review: Go's
+// encoding/json matches keys in any case, so a file with "Model" loaded
+// where tokenizers refuses it, and one with a key of another case read an
+// option tokenizers ignores). A top-level key of another case is ignored,
+// as tokenizers ignores it; one inside a component, which tokenizers
+// would ignore and this package would have read, is refused, as any option
+// this package does not know is.
+func TestLoadHFKeysAreCaseSensitive(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		old, new string // tinyTokenizer with old replaced by new
+		want     string // in the error; "" when it loads
+	}{
+		{name: "top_level_Model", old: `"model":`, new: `"Model":`, want: "model: missing"},
+		// tokenizers ignores it: encoded without a pre-tokenizer.
+		{name: "top_level_Pre_Tokenizer_ignored", old: `"decoder":null,`,
+			new: `"decoder":null,"Pre_Tokenizer":{"type":"Split","pattern":{"String":"b"},"behavior":"Isolated","invert":false},`},
+		{name: "component_Type", old: `"type":"BPE"`, new: `"Type":"BPE"`, want: `"Type"`},
+		{name: "model_Byte_Fallback", old: `"byte_fallback":false`, new: `"Byte_Fallback":true`, want: `"Byte_Fallback"`},
+		// ſ (U+017F) folds to s, as encoding/json matched it.
+		{name: "model_merges_long_s", old: `"merges":`, new: `"merge\u017f":`, want: "merge\u017f"},
+		{name: "nested_template_ID", old: `"post_processor":null`,
+			new: `"post_processor":{"type":"TemplateProcessing","single":[{"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"S":{"ID":"S","ids":[0],"tokens":["a"]}}}`, want: `"ID"`},
+		{name: "added_token_Content", old: `"added_tokens":[]`,
+			new: `"added_tokens":[{"id":4,"Content":"<x>","single_word":false,"lstrip":false,"rstrip":false,"normalized":false,"special":true}]`, want: `"Content"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := strings.Replace(tinyTokenizer, tt.old, tt.new, 1)
+			if data == tinyTokenizer {
+				t.Fatalf("%s is not in the tiny tokenizer", tt.old)
+			}
+			tok, err := newTokenizer([]byte(data), nil, tokenizerClass{})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("newTokenizer: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("newTokenizer loaded a tokenizer.json tokenizers refuses or reads otherwise")
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("error %q does not name %q", err, tt.want)
+			}
+			if err != nil {
+				return
+			}
+			if got, want := tok.Encode(nil, "abcab", false), []int{2, 3, 2}; !slices.Equal(got, want) {
+				t.Errorf("Encode(abcab) = %v, want %v, as with no pre-tokenizer", got, want)
+			}
+		})
+	}
+}
