@@ -3,8 +3,6 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
-	"math"
-	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +53,7 @@ type fieldError struct {
 	loc   []any // path below "body"
 	msg   string
 	input any
-	ctx   string // ctx error text, for json_invalid
+	ctx   *object // pydantic's ctx, nil for none
 }
 
 // validator collects pydantic-style errors for one body.
@@ -65,6 +63,11 @@ type validator struct {
 
 func (v *validator) add(typ string, loc []any, msg string, input any) {
 	v.errs = append(v.errs, fieldError{typ: typ, loc: loc, msg: msg, input: input})
+}
+
+// addCtx adds an error whose dict pydantic gives a ctx.
+func (v *validator) addCtx(typ string, loc []any, msg string, input any, ctx *object) {
+	v.errs = append(v.errs, fieldError{typ: typ, loc: loc, msg: msg, input: input, ctx: ctx})
 }
 
 // err renders the collected errors as vLLM's handler for request validation
@@ -101,10 +104,9 @@ func (v *validator) err() *openai.Error {
 		pyStr(&b, e.msg)
 		b.WriteString(", 'input': ")
 		pyRepr(&b, e.input)
-		if e.ctx != "" {
-			b.WriteString(", 'ctx': {'error': ")
-			pyStr(&b, e.ctx)
-			b.WriteString("}")
+		if e.ctx != nil {
+			b.WriteString(", 'ctx': ")
+			pyRepr(&b, e.ctx)
 		}
 		b.WriteString("}")
 		if i < len(v.errs)-1 {
@@ -141,90 +143,11 @@ func (v *validator) integer(o *object, key string, nullable bool) (int, bool) {
 		return 0, false
 	}
 	n, kind := laxInt(val)
-	switch kind {
-	case "":
-		return n, true
-	case "int_parsing":
-		v.add(kind, []any{key}, "Input should be a valid integer, unable to parse string as an integer", val)
-	case "int_from_float":
-		v.add(kind, []any{key}, "Input should be a valid integer, got a number with a fractional part", val)
-	default:
-		v.add("int_type", []any{key}, "Input should be a valid integer", val)
+	if kind != "" {
+		v.add(kind, []any{key}, intMessages[kind], val)
+		return 0, false
 	}
-	return 0, false
-}
-
-func laxInt(val any) (int, string) {
-	switch t := val.(type) {
-	case bool:
-		if t {
-			return 1, ""
-		}
-		return 0, ""
-	case json.Number:
-		if n, err := strconv.ParseInt(string(t), 10, 64); err == nil {
-			return clampInt(n), ""
-		}
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return 0, "int_parsing"
-		}
-		if f != math.Trunc(f) {
-			return 0, "int_from_float"
-		}
-		return clampFloat(f), ""
-	case string:
-		s := strings.TrimSpace(t)
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return clampInt(n), ""
-		}
-		if n, ok := new(big.Int).SetString(s, 10); ok { // past int64; Python's ints have no bound
-			return clampInt(int64(n.Sign()) * math.MaxInt64), ""
-		}
-		return 0, "int_parsing"
-	}
-	return 0, "int_type"
-}
-
-// exactInt is the int Python makes of a value laxInt accepts, unclamped.
-func exactInt(val any) (*big.Int, bool) {
-	switch t := val.(type) {
-	case bool:
-		if t {
-			return big.NewInt(1), true
-		}
-		return big.NewInt(0), true
-	case json.Number:
-		if n, ok := new(big.Int).SetString(string(t), 10); ok {
-			return n, true
-		}
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil || math.IsInf(f, 0) || f != math.Trunc(f) {
-			return nil, false
-		}
-		n, _ := big.NewFloat(f).Int(nil) // int(1e20) is the double's exact value
-		return n, true
-	case string:
-		return new(big.Int).SetString(strings.TrimSpace(t), 10)
-	}
-	return nil, false
-}
-
-// sentInt writes an int field for a message as the client sent it, which
-// vLLM echoes however large; clamped is the value when it sent none.
-func sentInt(sent any, clamped int) string {
-	if n, ok := exactInt(sent); ok {
-		return n.String()
-	}
-	return strconv.Itoa(clamped)
-}
-
-func clampInt(n int64) int {
-	return int(max(min(n, math.MaxInt32*64), math.MinInt32*64))
-}
-
-func clampFloat(f float64) int {
-	return int(max(min(f, math.MaxInt32*64), math.MinInt32*64))
+	return n, true
 }
 
 // boolean reads a bool field in pydantic's lax mode.
@@ -233,16 +156,12 @@ func (v *validator) boolean(o *object, key string, nullable bool) (bool, bool) {
 	if !ok || (val == nil && nullable) {
 		return false, false
 	}
-	b, kind := openai.LaxBool(val)
-	switch kind {
-	case "":
-		return b, true
-	case "bool_parsing":
-		v.add(kind, []any{key}, "Input should be a valid boolean, unable to interpret input", val)
-	default:
-		v.add("bool_type", []any{key}, "Input should be a valid boolean", val)
+	b, kind := laxBool(val)
+	if kind != "" {
+		v.add(kind, []any{key}, boolMessages[kind], val)
+		return false, false
 	}
-	return false, false
+	return b, true
 }
 
 // number reads a float field in pydantic's lax mode: JSON numbers,
@@ -252,25 +171,12 @@ func (v *validator) number(o *object, key string) (float64, bool) {
 	if !ok || val == nil {
 		return 0, false
 	}
-	switch t := val.(type) {
-	case bool:
-		if t {
-			return 1, true
-		}
-		return 0, true
-	case json.Number:
-		// A number too large for a float is inf to Python too.
-		f, _ := strconv.ParseFloat(string(t), 64)
-		return f, true
-	case string:
-		if f, err := strconv.ParseFloat(strings.TrimSpace(t), 64); err == nil {
-			return f, true
-		}
-		v.add("float_parsing", []any{key}, "Input should be a valid number, unable to parse string as a number", val)
-	default:
-		v.add("float_type", []any{key}, "Input should be a valid number", val)
+	f, kind := laxFloat(val)
+	if kind != "" {
+		v.add(kind, []any{key}, floatMessages[kind], val)
+		return 0, false
 	}
-	return 0, false
+	return f, true
 }
 
 // parseGenRequest validates a chat (chat true) or completion body. The first
@@ -285,7 +191,7 @@ func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*gen
 	root, err := decodeJSON(body)
 	if err != nil {
 		v := &validator{}
-		v.errs = append(v.errs, fieldError{typ: "json_invalid", loc: []any{0}, msg: "JSON decode error", input: &object{}, ctx: jsonErrText(err)})
+		v.addCtx("json_invalid", []any{0}, "JSON decode error", &object{}, &object{keys: []string{"error"}, vals: []any{jsonErrText(err)}})
 		return nil, v.err()
 	}
 	o, ok := root.(*object)
@@ -360,8 +266,18 @@ type laterChecks struct {
 func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) laterChecks {
 	chat := g.chat
 	var c laterChecks
-	// Fields are checked in the order vLLM's request models declare them,
-	// which is the order pydantic reports their errors in.
+	read := v
+	if g.generate {
+		fields := completionFields
+		if chat {
+			fields = chatFields
+		}
+		checkDeclared(v, o, fields, tok, true)
+		// The table reported every error, in vLLM's order; the reads
+		// below only take the values.
+		read = &validator{}
+	}
+	v = read
 	if chat {
 		g.messages, g.lastRole = validateMessages(v, o)
 	}
@@ -408,12 +324,7 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 	rawStream, _ := o.get("stream")
 	if so, present := o.get("stream_options"); present && so != nil {
 		g.optionsNoStream = truthy(so) && !truthy(rawStream)
-		if sop, ok := so.(*object); ok {
-			g.includeUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "include_usage")
-			g.continuousUsage, _ = (&validatorAt{v, "stream_options"}).boolean(sop, "continuous_usage_stats")
-		} else {
-			v.add("model_type", []any{"stream_options"}, "Input should be a valid dictionary or instance of StreamOptions", so)
-		}
+		g.includeUsage, g.continuousUsage = readStreamOptions(v, so)
 	}
 
 	if chat {
@@ -432,6 +343,29 @@ func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) 
 		c.bestOf, c.hasBestOf = v.integer(o, "best_of", true)
 	}
 	return c
+}
+
+// readStreamOptions reads stream_options, a StreamOptions, adding its
+// errors to v.
+func readStreamOptions(v *validator, so any) (includeUsage, continuousUsage bool) {
+	sop, ok := so.(*object)
+	if !ok {
+		v.addCtx("model_type", []any{"stream_options"}, "Input should be a valid dictionary or instance of StreamOptions", so,
+			&object{keys: []string{"class_name"}, vals: []any{"StreamOptions"}})
+		return false, false
+	}
+	member := func(key string) bool {
+		val, ok := sop.get(key)
+		if !ok || val == nil {
+			return false
+		}
+		b, kind := laxBool(val)
+		if kind != "" {
+			v.add(kind, []any{"stream_options", key}, boolMessages[kind], val)
+		}
+		return b
+	}
+	return member("include_usage"), member("continuous_usage_stats")
 }
 
 // check makes the checks vLLM makes once a request's fields read cleanly,
@@ -504,25 +438,6 @@ func hasMax(o *object, chat bool) bool {
 		}
 	}
 	return false
-}
-
-// validatorAt validates the fields of a nested object.
-type validatorAt struct {
-	v   *validator
-	key string
-}
-
-func (va *validatorAt) boolean(o *object, key string) (bool, bool) {
-	val, ok := o.get(key)
-	if !ok || val == nil {
-		return false, false
-	}
-	b, kind := openai.LaxBool(val)
-	if kind != "" {
-		va.v.add("bool_type", []any{va.key, key}, "Input should be a valid boolean", val)
-		return false, false
-	}
-	return b, true
 }
 
 // jsonErrText describes why a body is not JSON.

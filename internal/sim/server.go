@@ -623,7 +623,7 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	o, isObj := root.(*object)
 	switch {
 	case err != nil:
-		v.errs = append(v.errs, fieldError{typ: "json_invalid", loc: []any{0}, msg: "JSON decode error", input: &object{}, ctx: err.Error()})
+		v.addCtx("json_invalid", []any{0}, "JSON decode error", &object{}, &object{keys: []string{"error"}, vals: []any{err.Error()}})
 	case !isObj:
 		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
 	}

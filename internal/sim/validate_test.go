@@ -206,7 +206,10 @@ func TestMessagesQuoteLargeInts(t *testing.T) {
 	}
 	tests := []struct{ path, body, msg string }{
 		{"/v1/chat/completions", `{` + hi + `,"max_tokens":9223372036854775808}`, context("9223372036854775808", "9223372036854775819")},
-		{"/v1/chat/completions", `{` + hi + `,"max_completion_tokens":1e20}`, context("100000000000000000000", "100000000000000000011")},
+		{"/v1/chat/completions", `{` + hi + `,"max_completion_tokens":1e18}`, context("1000000000000000000", "1000000000000000011")},
+		// A float past int64 is no int to pydantic, whatever its fraction.
+		{"/v1/chat/completions", `{` + hi + `,"max_completion_tokens":1e20}`, "1 validation error:\n  {'type': 'int_parsing_size', 'loc': ('body', 'max_completion_tokens'), " +
+			"'msg': 'Unable to parse input string as an integer, exceeded maximum size', 'input': 1e+20}"},
 		{"/v1/chat/completions", `{` + hi + `,"max_tokens":"123456789012345678901234567890"}`,
 			context("123456789012345678901234567890", "123456789012345678901234567901")},
 		{"/v1/chat/completions", `{` + hi + `,"max_tokens":-99999999999999999999}`, "max_tokens must be at least 1, got -99999999999999999999."},
