@@ -163,6 +163,43 @@ var (
 	}
 )
 
+// vLLM's /tokenize takes a completion's prompt or a chat's messages, each
+// with fields of its own; extra fields are allowed and go unchecked.
+var (
+	tokenizeCompletionFields = []declared{
+		{"model", typeStr, true},
+		{"prompt", typePrompt, false},
+		{"add_special_tokens", typeBool, false},
+		{"return_token_strs", typeBool, true},
+	}
+	tokenizeChatFields = []declared{
+		{"model", typeStr, true},
+		{"messages", typeMessages, false},
+		{"add_generation_prompt", typeBool, false},
+		{"return_token_strs", typeBool, true},
+		{"continue_final_message", typeBool, false},
+		{"add_special_tokens", typeBool, false},
+		{"chat_template", typeStr, true},
+		{"chat_template_kwargs", typeDict, true},
+		{"mm_processor_kwargs", typeDict, true},
+		{"tools", typeTools, true},
+	}
+)
+
+// declaredFields are the fields of the request model of a chat (chat
+// true) or a completion, for generation or for /tokenize.
+func declaredFields(chat, generate bool) []declared {
+	switch {
+	case chat && generate:
+		return chatFields
+	case generate:
+		return completionFields
+	case chat:
+		return tokenizeChatFields
+	}
+	return tokenizeCompletionFields
+}
+
 // responseFormats are the models vLLM's response_format may be, in the
 // order of its union; pydantic names each in the location of its errors.
 var responseFormats = []string{"ResponseFormat", "StructuralTagResponseFormat", "LegacyStructuralTagResponseFormat"}

@@ -103,3 +103,35 @@ func TestDeclaredFieldCoercions(t *testing.T) {
 		}
 	}
 }
+
+// TestChatTemplateKwargsIsADict: a chat_template_kwargs that is no dict
+// gets pydantic's dict_type error on every endpoint that takes a chat;
+// /tokenize answered with Go's JSON decoder message (a review's finding).
+func TestChatTemplateKwargsIsADict(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	const hi = `{"messages":[{"role":"user","content":"hi"}],`
+	tests := []struct {
+		name, path, value, input string
+	}{
+		{"chat_int", "/v1/chat/completions", "5", "5"},
+		{"render_str", "/v1/chat/completions/render", `"x"`, "'x'"},
+		{"tokenize_int", "/tokenize", "5", "5"},
+		{"tokenize_list", "/tokenize", `[{"a":1}]`, "[{'a': 1}]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, body := post(t, url+tt.path, hi+`"chat_template_kwargs":`+tt.value+`}`)
+			msg, _, param := errorOf(t, body)
+			want := pydanticError(`'dict_type', 'loc': ('body', 'chat_template_kwargs'), 'msg': 'Input should be a valid dictionary', 'input': ` + tt.input)
+			if code != http.StatusBadRequest || msg != want || param != "body.chat_template_kwargs" {
+				t.Errorf("%s: %d %v %q\nwant 400 body.chat_template_kwargs %q", tt.path, code, param, msg, want)
+			}
+		})
+	}
+	// /tokenize takes a dict, and null, as vLLM's TokenizeChatRequest does.
+	for _, v := range []string{`{"enable_thinking":false}`, "null"} {
+		if code, _, body := post(t, url+"/tokenize", hi+`"chat_template_kwargs":`+v+`}`); code != http.StatusOK {
+			t.Errorf("/tokenize with chat_template_kwargs %s: %d %s", v, code, body)
+		}
+	}
+}

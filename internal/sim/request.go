@@ -266,18 +266,10 @@ type laterChecks struct {
 func (g *genRequest) readFields(v *validator, o *object, tok *simtok.Tokenizer) laterChecks {
 	chat := g.chat
 	var c laterChecks
-	read := v
-	if g.generate {
-		fields := completionFields
-		if chat {
-			fields = chatFields
-		}
-		checkDeclared(v, o, fields, tok, true)
-		// The table reported every error, in vLLM's order; the reads
-		// below only take the values.
-		read = &validator{}
-	}
-	v = read
+	checkDeclared(v, o, declaredFields(chat, g.generate), tok, g.generate)
+	// The table reported every error, in vLLM's order; the reads below
+	// only take the values.
+	v = &validator{}
 	if chat {
 		g.messages, g.lastRole = validateMessages(v, o)
 	}
