@@ -309,15 +309,32 @@ func (s *Server) tokenized(body []byte, chat bool) (*prepared, *openai.Error) {
 		p.max = min(p.max, requested)
 	}
 	if n+requested > s.cfg.MaxModelLen || p.max < 1 {
-		asked := big.NewInt(int64(requested))
-		// requested is clamped, right for the test but not for the message.
-		if exact, ok := exactInt(g.maxSent); ok {
-			asked = exact
-		}
-		return nil, openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %s output tokens and your prompt contains %d input tokens, for a total of %s tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
-			s.cfg.MaxModelLen, asked, n, new(big.Int).Add(asked, big.NewInt(int64(n)))), "input_tokens")
+		return nil, s.contextLengthError(g, requested, n)
 	}
 	return p, nil
+}
+
+// contextLengthError is vLLM's 400 for a prompt of n tokens that leaves
+// no room for the requested output tokens. vLLM tokenizes a text prompt
+// (a chat's rendering too) no further than one token past the input it
+// allows, --max-model-len less the output requested: of a longer prompt
+// it knows only that it holds at least that many tokens, and says so. A
+// prompt of token ids it counts whole.
+func (s *Server) contextLengthError(g *genRequest, requested, n int) *openai.Error {
+	asked := big.NewInt(int64(requested))
+	// requested is clamped, right for the test but not for the message.
+	if exact, ok := exactInt(g.maxSent); ok {
+		asked = exact
+	}
+	atLeast := ""
+	// requested is clamped far inside int's range, so maxInput cannot
+	// overflow; a clamped request is not the one vLLM truncates for.
+	maxInput := s.cfg.MaxModelLen - requested
+	if !g.prompt.HasIDs && maxInput >= 0 && n > maxInput && asked.Cmp(big.NewInt(int64(requested))) == 0 {
+		n, atLeast = maxInput+1, "at least "
+	}
+	return openai.BadRequest(fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %s output tokens and your prompt contains %s%d input tokens, for a total of %s%s tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+		s.cfg.MaxModelLen, asked, atLeast, n, atLeast, new(big.Int).Add(asked, big.NewInt(int64(n)))), "input_tokens")
 }
 
 // newRequest builds the engine's view of a prepared request.

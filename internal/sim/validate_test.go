@@ -303,3 +303,42 @@ func pyQuoted(msg string) string {
 	pyStr(&b, "Value error, "+msg)
 	return b.String()
 }
+
+// TestContextLengthAtLeast: vLLM tokenizes a text prompt no further than
+// one token past the input it allows, so its 400 for a prompt too long
+// says the prompt has "at least" that many tokens, and the total "at
+// least" --max-model-len plus one; the simulator gave the prompt's whole
+// count (a review's finding). A prompt of token ids is counted whole, and
+// a max_tokens past the context takes no part in the truncation, however
+// large.
+func TestContextLengthAtLeast(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig()) // --max-model-len 2048
+	long := strings.Repeat("ab ", 3000)
+	ids := strings.Repeat("5,", 2099) + "5"
+	msg := func(asked, atLeast, n, total string) string {
+		return "This model's maximum context length is 2048 tokens. However, you requested " + asked +
+			" output tokens and your prompt contains " + atLeast + n + " input tokens, for a total of " + atLeast + total +
+			" tokens. Please reduce the length of the input prompt or the number of requested output tokens."
+	}
+	tests := []struct {
+		name, path, body, want string
+	}{
+		{"completion_text", "/v1/completions", `{"prompt":"` + long + `","max_tokens":48}`, msg("48", "at least ", "2001", "2049")},
+		{"completion_default_max", "/v1/completions", `{"prompt":"` + long + `"}`, msg("16", "at least ", "2033", "2049")},
+		{"chat_no_max", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, msg("0", "at least ", "2049", "2049")},
+		{"chat_max_as_string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}],"max_completion_tokens":"2048"}`,
+			msg("2048", "at least ", "1", "2049")},
+		{"token_ids", "/v1/completions", `{"prompt":[` + ids + `],"max_tokens":1}`, msg("1", "", "2100", "2101")},
+		{"max_past_int64", "/v1/completions", `{"prompt":"hi","max_tokens":99999999999999999999}`,
+			msg("99999999999999999999", "", "2", "100000000000000000001")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, body := post(t, url+tt.path, tt.body)
+			got, _, param := errorOf(t, body)
+			if code != http.StatusBadRequest || got != tt.want || param != "input_tokens" {
+				t.Errorf("%d %v %q\nwant 400 input_tokens %q", code, param, got, tt.want)
+			}
+		})
+	}
+}
