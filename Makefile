@@ -25,6 +25,7 @@ FUZZ_TARGETS := \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
 	./internal/sim:FuzzHTTP \
+	./internal/sim:FuzzDecodeJSON \
 	./internal/openai:FuzzFindModel \
 	./internal/openai:FuzzArrayPromptTokens \
 	./internal/config:FuzzParse \

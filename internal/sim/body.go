@@ -56,7 +56,7 @@ func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.Error
 	if !utf8.Valid(buf.Bytes()) {
 		// Python decodes the body before parsing it; FastAPI answers the
 		// UnicodeDecodeError so.
-		return nil, openai.HTTPError(http.StatusBadRequest, "There was an error parsing the body")
+		return nil, openai.HTTPError(http.StatusBadRequest, bodyUnparsable)
 	}
 	// Python's json.loads of bytes skips UTF-8's byte order mark.
 	return bytes.TrimPrefix(buf.Bytes(), []byte("\ufeff")), nil

@@ -1,11 +1,8 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"unicode"
@@ -29,83 +26,6 @@ func (o *object) get(key string) (any, bool) {
 	return nil, false
 }
 
-// maxDepth bounds nesting so hostile bodies cannot exhaust the stack.
-const maxDepth = 256
-
-// errJSONTooDeep is reported like any other malformed body.
-var errJSONTooDeep = errors.New("JSON nested too deeply")
-
-// decodeJSON parses one JSON value into nil, bool, json.Number, string,
-// []any and *object. It rejects trailing data.
-func decodeJSON(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("extra data after the JSON value")
-	}
-	return v, nil
-}
-
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, errJSONTooDeep
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			o := &object{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				key, ok := kt.(string)
-				if !ok {
-					return nil, fmt.Errorf("object key is %v", kt)
-				}
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				o.keys = append(o.keys, key)
-				o.vals = append(o.vals, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return o, nil
-		case '[':
-			list := []any{}
-			for dec.More() {
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				list = append(list, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return list, nil
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	default:
-		return tok, nil
-	}
-}
-
 // pyRepr writes v as Python's repr of the value json.loads would give.
 func pyRepr(b *strings.Builder, v any) {
 	switch t := v.(type) {
@@ -119,14 +39,15 @@ func pyRepr(b *strings.Builder, v any) {
 		}
 	case json.Number:
 		s := string(t)
-		if strings.ContainsAny(s, ".eE") {
-			f, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				b.WriteString("inf")
-				return
-			}
+		if strings.ContainsAny(s, ".eEIN") { // a float, NaN or an infinity
+			// Past a double's range, a float literal is an infinity to
+			// Python, as ParseFloat returns it.
+			f, _ := strconv.ParseFloat(s, 64)
 			b.WriteString(pyFloat(f))
 			return
+		}
+		if s == "-0" { // Python's int has no negative zero
+			s = "0"
 		}
 		b.WriteString(s)
 	case string:

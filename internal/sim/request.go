@@ -188,11 +188,9 @@ func parseGenRequest(body []byte, chat bool, tok *simtok.Tokenizer) (*genRequest
 // parseRequest is parseGenRequest for generation (generate true) or
 // /tokenize, whose request models lack some of the generation checks.
 func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*genRequest, *openai.Error) {
-	root, err := decodeJSON(body)
+	root, nonFinite, err := decodeBody(body)
 	if err != nil {
-		v := &validator{}
-		v.addCtx("json_invalid", []any{0}, "JSON decode error", &object{}, &object{keys: []string{"error"}, vals: []any{jsonErrText(err)}})
-		return nil, v.err()
+		return nil, bodyError(err)
 	}
 	o, ok := root.(*object)
 	if !ok {
@@ -232,7 +230,11 @@ func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*gen
 		g.includeUsage, g.continuousUsage = false, false
 	}
 	// The prompt itself is read by the code the gateway uses too, so both
-	// compute the same tokens.
+	// compute the same tokens. That code reads JSON as Go does.
+	body, e := finiteBody(body, nonFinite)
+	if e != nil {
+		return nil, e
+	}
 	var err2 error
 	if chat {
 		g.prompt, err2 = tokenize.ParseChatRequest(body)
@@ -431,9 +433,6 @@ func hasMax(o *object, chat bool) bool {
 	}
 	return false
 }
-
-// jsonErrText describes why a body is not JSON.
-func jsonErrText(err error) string { return err.Error() }
 
 // validateMessages checks the messages' shape and returns how many there
 // are and the role of the last.

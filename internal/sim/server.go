@@ -640,7 +640,8 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	o, isObj := root.(*object)
 	switch {
 	case err != nil:
-		v.addCtx("json_invalid", []any{0}, "JSON decode error", &object{}, &object{keys: []string{"error"}, vals: []any{err.Error()}})
+		bodyError(err).Write(w)
+		return
 	case !isObj:
 		v.add("model_attributes_type", nil, "Input should be a valid dictionary or object to extract fields from", root)
 	}
