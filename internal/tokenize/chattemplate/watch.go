@@ -19,9 +19,13 @@ import (
 // loop starts by calling tickName, and every {{ expression }} passes its
 // value through emitName. Both are callables of one rendering's watch,
 // which keeps the count of what was written and fails the rendering once
-// it is told to stop or the output outgrows its bound. The instrumented
-// template renders the same text: the calls print nothing, and they are
-// written as tags whose whitespace control trims nothing.
+// it is told to stop or the output outgrows its bound. The body of every
+// macro also starts by calling enterName and ends by calling leaveName,
+// so that a macro calling itself without end fails the rendering at
+// maxMacroDepth: the engine sets no bound, and its stack would grow until
+// the Go runtime ends the process. The instrumented template renders the
+// same text: the calls print nothing, and they are written as tags whose
+// whitespace control trims nothing.
 
 // ErrStopped is a rendering, or the encoding after it, that gave up because
 // its caller stopped waiting (the stop of ChatIDsUntil or RenderUntil). It
@@ -36,9 +40,17 @@ const DefaultMaxOutput = 64 << 20
 
 // The names of the watch's callables in an instrumented template.
 const (
-	tickName = "__inferrail_tick"
-	emitName = "__inferrail_emit"
+	tickName  = "__inferrail_tick"
+	emitName  = "__inferrail_emit"
+	enterName = "__inferrail_enter"
+	leaveName = "__inferrail_leave"
 )
+
+// maxMacroDepth is how deeply macro calls may nest. Jinja2 under
+// transformers raises RecursionError near 200 levels of the simplest
+// recursive macro (Python's limit is 1,000 frames, and a macro call takes
+// several), so no template Python renders comes near it.
+const maxMacroDepth = 256
 
 // errWatch is what the watch's callables fail a rendering with; the
 // renderer reads why from the watch, whatever the engine wraps it in.
@@ -55,8 +67,11 @@ type watch struct {
 	budget int         // bytes the output may still grow by
 	checks int         // looks at stop so far, for tests
 
+	depth int // macro calls now running
+
 	stopped  bool // a look at stop found it set
 	tooLarge bool // the output outgrew the bound
+	tooDeep  bool // macro calls nested past maxMacroDepth
 }
 
 func newWatch(stop *atomic.Bool, maxOutput int) *watch {
@@ -97,8 +112,31 @@ func (w *watch) err() error {
 		return ErrStopped
 	case w.tooLarge:
 		return unsupported(tokenize.ReasonSize)
+	case w.tooDeep:
+		return &Error{Err: fmt.Errorf("macro calls nested deeper than %d levels (Jinja2 raises RecursionError sooner)", maxMacroDepth)}
 	}
 	return nil
+}
+
+// enter is enterName(): a macro's body starts. A macro that calls itself
+// without end writes nothing the output bound would see, so the stop
+// signal is looked at here too.
+func (w *watch) enter([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	w.depth++
+	if w.depth > maxMacroDepth {
+		w.tooDeep = true
+		return jinja.Undefined(), errWatch
+	}
+	if w.stopping() {
+		return jinja.Undefined(), errWatch
+	}
+	return jinja.NewBool(false), nil
+}
+
+// leave is leaveName(): a macro's body ends.
+func (w *watch) leave([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	w.depth--
+	return jinja.NewBool(false), nil
 }
 
 // tick is tickName(n): a for loop's body starts, adding up to n bytes of
@@ -147,6 +185,8 @@ func printedSize(v jinja.Value) int {
 func (w *watch) vars(vars map[string]jinja.Value) {
 	vars[tickName] = jinja.NewCallable(tickName, w.tick)
 	vars[emitName] = jinja.NewCallable(emitName, w.emit)
+	vars[enterName] = jinja.NewCallable(enterName, w.enter)
+	vars[leaveName] = jinja.NewCallable(leaveName, w.leave)
 }
 
 // tagSpan is one tag of a template: src[start:end] in all, its content
@@ -273,7 +313,9 @@ func scanTag(src string, i int) (tagSpan, bool) {
 // with -%}, one newline by trim_blocks with %}, none with +%}). The other
 // sides trim nothing. n is the length of the template text directly in
 // the loop's body (nested loops count their own), an upper bound of what
-// an iteration writes besides its expressions.
+// an iteration writes besides its expressions. A macro's body starts with
+// enter, written as a tick is, and ends with {%L if leave() +%}{%+ endif
+// +%}, which takes the left marker L of the endmacro that follows it.
 func instrument(src string) (string, bool) {
 	tags, ok := templateTags(src)
 	if !ok {
@@ -307,6 +349,15 @@ func instrument(src string) (string, bool) {
 		case t.kind == '%' && t.word(src) == "for":
 			b.WriteString(src[prev:t.end])
 			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ") +%}{%+ endif " + src[t.out:t.end])
+		case t.kind == '%' && t.word(src) == "macro":
+			b.WriteString(src[prev:t.end])
+			b.WriteString("{%+ if " + enterName + "() +%}{%+ endif " + src[t.out:t.end])
+		case t.kind == '%' && t.word(src) == "endmacro":
+			// The leave trims the text before it as the endmacro did;
+			// the endmacro, now right after a tag, keeps its right
+			// marker for the text after it.
+			b.WriteString(src[prev:t.start])
+			b.WriteString("{%" + src[t.start+2:t.in] + " if " + leaveName + "() +%}{%+ endif +%}{%+" + src[t.in:t.end])
 		case t.kind == '{' && wrappable(src[t.in:t.out]):
 			b.WriteString(src[prev:t.in])
 			b.WriteString(" " + emitName + "(")

@@ -76,6 +76,9 @@ func TestInstrumentKeepsText(t *testing.T) {
 		{"loop_filter", "{% for m in messages if m.role == 'user' %}{{ loop.index0 }}{{ m.content }}{% endfor %}"},
 		{"recursive", "{% for x in tree recursive %}[{{ x.name }}{% if x.children %}{{ loop(x.children) }}{% endif %}]{% endfor %}"},
 		{"macro", "{% macro show(ms) %}{% for m in ms %}<{{ m.role }}>{% endfor %}{% endmacro %}{{ show(messages) }}|{{ show(messages[1:]) }}"},
+		{"macro_markers", "{%- macro a(x) -%}\n  [{{ x }}]  \n{%- endmacro -%}\n{% macro b(x) %}\n  <{{ x }}>\n  {% endmacro %}\n{%+ macro c(x) +%}\n (x) \n  {%+ endmacro +%}\n{{ a(1) }}{{ b(2) }}{{ c(3) }}"},
+		{"macro_recursive", "{% macro walk(xs) %}{% for x in xs %}({{ x.name }}{{ walk(x.children) }}){% endfor %}{% endmacro %}{{ walk(tree) }}"},
+		{"macro_caller", "{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}in{% endcall %}"},
 		{"namespace", "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}"},
 		{"set_block", "{% for m in messages %}{% set x %}<{{ m.role }}>{% endset %}{{ x }}{% endfor %}"},
 		{"raw", "{% raw %}{% for x in y %}{{ x }}{% endraw %}{% for m in messages %}{{ m.role }}{% endfor %}"},
@@ -443,4 +446,52 @@ func mustString(tb testing.TB, raw json.RawMessage) string {
 		tb.Fatal(err)
 	}
 	return s
+}
+
+// TestMacroRecursionBounded: a macro that calls itself without end fails
+// its rendering as a template error at maxMacroDepth levels (Jinja2
+// raises RecursionError); the engine alone grew its stack until the Go
+// runtime ended the process, taking the gateway with it (found by a
+// review, with a chat_template set in the config). Recursion Jinja2
+// renders (150 levels) still renders, and one that branches without end,
+// never deep enough to be refused, still stops when told to.
+func TestMacroRecursionBounded(t *testing.T) {
+	chat, err := tokenize.ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(src string, w *watch) (string, error) {
+		tmpl, _ := json.Marshal(src)
+		r, err := newRenderer(nil, hf.ChatConfig{Template: tmpl}, Options{Now: fixedNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.single.watched {
+			t.Fatalf("%q: the instrumented copy does not compile", src)
+		}
+		return r.render(chat.Chat, w)
+	}
+	for _, src := range []string{
+		"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+		"{% macro f(n) %}{% set x = f(n + 1) %}{% endmacro %}{{ f(0) }}",
+		"{% macro f(n) %}{{ g(n) }}{% endmacro %}{% macro g(n) %}{{ f(n) }}{% endmacro %}{{ f(0) }}",
+	} {
+		_, err := render(src, newWatch(nil, DefaultMaxOutput))
+		var te *Error
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), "nested deeper than 256") {
+			t.Errorf("%q: %v, want a template error for macros nested too deep", src, err)
+		}
+	}
+	const deepest = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}x{% endif %}{% endmacro %}{{ f(150) }}{{ f(150) }}"
+	if out, err := render(deepest, newWatch(nil, DefaultMaxOutput)); err != nil || out != "xx" {
+		t.Errorf("150 levels, twice: %q, %v; want %q", out, err, "xx")
+	}
+	// 2^200 calls, never more than 200 deep: only the stop signal ends it.
+	const branching = "{% macro f(n) %}{% if n > 0 %}{% set a = f(n - 1) %}{% set b = f(n - 1) %}{% endif %}{% endmacro %}{{ f(200) }}"
+	w := newWatch(nil, DefaultMaxOutput)
+	looks := 0
+	w.stop = func() bool { looks++; return looks > 10000 }
+	if _, err := render(branching, w); !errors.Is(err, ErrStopped) {
+		t.Errorf("branching recursion: %v, want ErrStopped", err)
+	}
 }
