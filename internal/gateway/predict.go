@@ -205,8 +205,21 @@ func CheckTokenizers(cfg *config.Config) (problems, loaded []string) {
 		default:
 			loaded = append(loaded, fmt.Sprintf("model %s: tokenizer %s, as transformers' %s builds it", m.Name, m.Tokenizer, t.class))
 		}
+		if hft, ok := t.tokOrNil().(hfTokenizer); ok {
+			for _, p := range hft.chat.Problems() {
+				problems = append(problems, fmt.Sprintf("model %s: %s; its chat requests that use it route without cache predictions", m.Name, p))
+			}
+		}
 	}
 	return problems, loaded
+}
+
+// tokOrNil is t's tokenizer, nil for no modelTokenizer.
+func (t *modelTokenizer) tokOrNil() promptTokenizer {
+	if t == nil {
+		return nil
+	}
+	return t.tok
 }
 
 // predict tokenizes the request's prompt and hashes its blocks, or says why

@@ -352,6 +352,13 @@ func TestHFTokenizer(t *testing.T) {
 	if p := TokenizerProblems(cfg); len(p) != 1 || !strings.Contains(p[0], "not in the local Hugging Face cache") {
 		t.Errorf("a repository missing from the cache: %v", p)
 	}
+	// A template the engine cannot compile is named before any request
+	// finds it out (a review found --check saying the model predicted).
+	cfg.Models[0].Tokenizer = qwen3Dir
+	cfg.Models[0].ChatTemplate = "{{ f(*args) }}"
+	if p := TokenizerProblems(cfg); len(p) != 1 || !strings.Contains(p[0], ": chat template does not compile: jinja parse") {
+		t.Errorf("a chat template that does not compile: %v", p)
+	}
 }
 
 // logLine returns the first line of a text log with message msg and

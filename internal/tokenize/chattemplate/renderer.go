@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -187,6 +189,22 @@ func newRenderer(tok *hf.Tokenizer, cfg hf.ChatConfig, opts Options) (*Renderer,
 		}
 	}
 	return r, nil
+}
+
+// Problems says which of the renderer's templates do not compile: chat
+// requests that would use one go without a prediction, and --check and
+// the startup log should say so before the first request does.
+func (r *Renderer) Problems() []string {
+	var out []string
+	if r.single != nil && r.single.err != nil {
+		out = append(out, fmt.Sprintf("chat template does not compile: %v", r.single.err))
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.named)) {
+		if err := r.named[name].err; err != nil {
+			out = append(out, fmt.Sprintf("chat template %q does not compile: %v", name, err))
+		}
+	}
+	return out
 }
 
 // parseChatTemplates reads tokenizer_config.json's chat_template: a string,
