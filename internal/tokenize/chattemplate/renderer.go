@@ -104,9 +104,10 @@ type compiledTemplate struct {
 
 func compileTemplate(src string) *compiledTemplate {
 	src = jinjaSource(src)
-	t, err := jinja.Compile(src)
-	ct := &compiledTemplate{tmpl: t, err: err, format: DetectContentFormat(src), trims: usesFilter(src, "trim"), developer: namesDeveloper(src)}
-	if err != nil {
+	ct := &compiledTemplate{format: DetectContentFormat(src), trims: usesFilter(src, "trim"), developer: namesDeveloper(src)}
+	src = overrideFilters(src)
+	ct.tmpl, ct.err = jinja.Compile(src)
+	if ct.err != nil {
 		return ct
 	}
 	if inst, ok := instrument(src); ok {

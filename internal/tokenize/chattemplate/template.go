@@ -69,6 +69,7 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 		return jinja.NewString(strftime(r.now(), args[0].AsString())), nil
 	})
 	w.vars(vars)
+	filterVars(vars)
 	out, err := t.RenderValues(vars)
 	if err != nil {
 		if werr := w.err(); werr != nil {

@@ -1,0 +1,90 @@
+package chattemplate
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/hf"
+)
+
+// renderOne renders src as a model's chat template over one user message
+// with content, as the gateway does.
+func renderOne(t *testing.T, src, content string) (string, error) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]string{"role": "user", "content": content}}})
+	chat, err := tokenize.ParseChatRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, _ := json.Marshal(src)
+	r, err := newRenderer(nil, hf.ChatConfig{Template: tmpl}, Options{Now: fixedNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.render(chat.Chat, newWatch(nil, DefaultMaxOutput))
+}
+
+// TestFiltersAreJinja2s: dictsort and title, whose engine versions differ
+// from Jinja2's, render as Jinja2 3.1.6 renders them (every want is its
+// output, under transformers' settings). The engine's dictsort compared
+// keys case and all, so Gemma 4 listed a tool's Country before its city;
+// its title started a word after '_' or '.', so MiniCPM3 named an enum
+// class Temperature_Unit (found by a review).
+func TestFiltersAreJinja2s(t *testing.T) {
+	const name = "get_current_WEATHER"
+	for _, tc := range []struct{ src, want string }{
+		{"{% for k, v in {'b': 1, 'C': 2, 'a': 3}|dictsort %}{{ k }}{% endfor %}", "abC"},
+		{"{% for k, v in {'b': 1, 'C': 2, 'a': 3}|dictsort(true) %}{{ k }}{% endfor %}", "Cab"},
+		{"{% for k, v in {'b': 1, 'C': 2, 'a': 3}|dictsort(case_sensitive=true, reverse=true) %}{{ k }}{% endfor %}", "baC"},
+		{"{% for k, v in {'x': 3, 'y': 1, 'z': 2.5}|dictsort(by='value') %}{{ k }}{% endfor %}", "yzx"},
+		{"{% for k, v in {'a': 'B', 'b': 'a', 'c': 'C'}|dictsort(false, 'value') %}{{ k }}{% endfor %}", "bac"},
+		{"{% for k, v in {'a': 1, 'A': 2, 'b': 3}|dictsort(reverse=true) %}{{ k }}{% endfor %}", "baA"},
+		{"{% for k, v in {'a': 1, 'A': 2, 'b': 3}|dictsort %}{{ k }}{% endfor %}", "aAb"},
+		{"{% for k, v in {'b': 1, 'a': 2}|dictsort %}{{ k }}={{ v }};{% endfor %}", "a=2;b=1;"},
+		{"{{ 'temperature_unit'|title }}", "Temperature_unit"},
+		{"{{ \"it's a-b (c)d [e]f <g>h {i}j k.l m_n o1p\"|title }}", "It's A-B (C)d [E]f <G>h {I}j K.l M_n O1p"},
+		{"{{ 'hello   WORLD\tfoo'|title }}", "Hello   World\tFoo"},
+		{"{{ 'ÉCOLE élève'|title }}", "École Élève"},
+		{"{{ messages[0].content|title|replace('_', ' ') }}", "Get current weather"},
+		{"{{ 'a|title' ~ \"|dictsort\" }}", "a|title|dictsort"},
+		{"{{ 42|title }}|{{ true|title }}", "42|True"},
+		{"{%- set x = 'abc def' | title -%}{{ x }}", "Abc Def"},
+		{"{% for m in messages %}{{ m.content | title }}{% endfor %}", "Get_current_weather"},
+	} {
+		got, err := renderOne(t, tc.src, name)
+		if err != nil || got != tc.want {
+			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+	}
+	// What Jinja2 refuses, refused.
+	for _, src := range []string{
+		"{{ [1, 2]|dictsort }}",
+		"{{ {'a': 1}|dictsort(by='size') }}",
+		"{{ {'a': 1, 'b': 'x'}|dictsort(by='value') }}",
+		"{{ {'a': 1}|dictsort(true, 'key', false, 1) }}",
+		"{{ {'a': 1}|dictsort(sideways=true) }}",
+	} {
+		if got, err := renderOne(t, src, name); err == nil {
+			t.Errorf("%s renders %q; Jinja2 raises", src, got)
+		}
+	}
+}
+
+// TestOverrideFiltersRenamesOnlyFilters: only a replaced filter applied
+// with '|' in a tag is renamed; text, strings, comments, other names and
+// filters are left as they are.
+func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"a|title {{ x|title }}", "a|title {{ x|" + filterPrefix + "title }}"},
+		{"{{ x | dictsort(true) }}{% for k in y|\n dictsort %}{% endfor %}", "{{ x | " + filterPrefix + "dictsort(true) }}{% for k in y|\n " + filterPrefix + "dictsort %}{% endfor %}"},
+		{"{{ '|title' }}{# {{ x|title }} #}{{ x|titles }}{{ title }}{{ x.title() }}", "{{ '|title' }}{# {{ x|title }} #}{{ x|titles }}{{ title }}{{ x.title() }}"},
+		{"{% raw %}{{ x|title }}{% endraw %}", "{% raw %}{{ x|title }}{% endraw %}"},
+		{"{{ \"a\\\"|title\" }}", "{{ \"a\\\"|title\" }}"},
+		{"{{ x|title", "{{ x|title"},
+	} {
+		if got := overrideFilters(tc.src); got != tc.want {
+			t.Errorf("overrideFilters(%q) = %q, want %q", tc.src, got, tc.want)
+		}
+	}
+}
