@@ -11,26 +11,38 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// The template engine has filters that compute otherwise than Jinja2's:
-// dictsort compares keys case and all (Jinja2 ignores case by default,
-// and Gemma 4's tool declarations sort their properties with it), and
-// title starts a word after any character that is not a letter or digit
-// (Jinja2 only after whitespace and -({[<, so MiniCPM3 names an enum of
-// temperature_unit Temperature_unit). The engine's own filters cannot be
-// replaced, but a filter it does not know is looked up among the
-// template's variables: so the renderer renames these filters in the
-// template's source (overrideFilters) to variables holding Jinja2's
-// versions (filterVars).
+// The template engine has filters and tests that compute otherwise than
+// Jinja2's: dictsort compares keys case and all (Jinja2 ignores case by
+// default, and Gemma 4's tool declarations sort their properties with
+// it); title starts a word after any character that is not a letter or
+// digit (Jinja2 only after whitespace and -({[<, so MiniCPM3 names an enum
+// of temperature_unit Temperature_unit); and an undefined value is not
+// iterable nor a sequence (in Jinja2 it is both, and the Hermes 2 Pro
+// and Granite tool templates name an array parameter's type by testing an
+// undefined one). The engine's own filters and tests cannot be replaced,
+// but a filter it does not know is looked up among the template's
+// variables: so the renderer rewrites the template's source
+// (overrideFilters), renaming those filters to variables holding Jinja2's
+// versions (filterVars) and turning those tests into such filters. Jinja2
+// parses a test where it parses a filter (both follow the value they
+// apply to, before any operator), so "x is iterable" and "x|f" group alike.
 
-// overriddenFilters maps each filter the renderer replaces to its
-// callable.
+// overriddenFilters maps each filter the renderer replaces, and each test
+// it turns into a filter (under testPrefix), to its callable.
 var overriddenFilters = map[string]jinja.Value{
-	"dictsort": jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
-	"title":    jinja.NewCallable(filterPrefix+"title", titleFilter),
+	"dictsort":              jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
+	"title":                 jinja.NewCallable(filterPrefix+"title", titleFilter),
+	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
+	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
+	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
 }
 
-// filterPrefix starts the name a replaced filter is renamed to.
-const filterPrefix = "__inferrail_filter_"
+// filterPrefix starts the name a replaced filter is renamed to; a test
+// turned into a filter is named filterPrefix+testPrefix+test.
+const (
+	filterPrefix = "__inferrail_filter_"
+	testPrefix   = "is_"
+)
 
 // filterVars adds the replacing filters to a rendering's variables.
 func filterVars(vars map[string]jinja.Value) {
@@ -39,60 +51,124 @@ func filterVars(vars map[string]jinja.Value) {
 	}
 }
 
+// sourceEdit replaces src[start:end] with text.
+type sourceEdit struct {
+	start, end int
+	text       string
+}
+
 // overrideFilters returns src with every application of a replaced filter
-// (| name, in a {{ }} or {% %} tag, outside string literals) renamed to
-// its replacement; src as it is when its tags cannot be found.
+// (| name) renamed to its replacement, and every replaced test (is name, is
+// not name) turned into the filter that replaces it, in {{ }} and {% %}
+// tags outside string literals; src as it is when its tags cannot be
+// found.
 func overrideFilters(src string) string {
 	tags, ok := templateTags(src)
 	if !ok {
 		return src
 	}
-	var b strings.Builder
-	prev := 0
+	var edits []sourceEdit
 	for _, t := range tags {
-		if t.kind == '#' {
-			continue
-		}
-		for _, at := range filterNames(src, t.in, t.out) {
-			b.WriteString(src[prev:at])
-			b.WriteString(filterPrefix)
-			prev = at
+		if t.kind != '#' {
+			edits = append(edits, tagEdits(src, t.in, t.out)...)
 		}
 	}
-	if prev == 0 {
+	if len(edits) == 0 {
 		return src
+	}
+	var b strings.Builder
+	prev := 0
+	for _, e := range edits {
+		b.WriteString(src[prev:e.start])
+		b.WriteString(e.text)
+		prev = e.end
 	}
 	b.WriteString(src[prev:])
 	return b.String()
 }
 
-// filterNames returns where, in src[from:to], the name of a replaced
-// filter follows a '|' outside string literals.
-func filterNames(src string, from, to int) []int {
-	var at []int
+// tagEdits returns the edits of overrideFilters in the tag content
+// src[from:to], in order.
+func tagEdits(src string, from, to int) []sourceEdit {
+	var edits []sourceEdit
+	// word returns the name starting at i (after spaces) and where it ends.
+	word := func(i int) (string, int, int) {
+		for i < to && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+			i++
+		}
+		k := i
+		for k < to && isNameByte(src[k]) {
+			k++
+		}
+		return src[i:k], i, k
+	}
 	for i := from; i < to; i++ {
-		switch c := src[i]; c {
-		case '\'', '"':
+		c := src[i]
+		switch {
+		case c == '\'' || c == '"':
 			for i++; i < to && src[i] != c; i++ {
 				if src[i] == '\\' {
 					i++
 				}
 			}
-		case '|':
-			j := i + 1
-			for j < to && (src[j] == ' ' || src[j] == '\t' || src[j] == '\n' || src[j] == '\r') {
-				j++
+		case c == '|':
+			name, at, end := word(i + 1)
+			if _, ok := overriddenFilters[name]; ok && !strings.HasPrefix(name, testPrefix) && name != "not" {
+				edits = append(edits, sourceEdit{at, end, filterPrefix + name})
 			}
-			k := j
-			for k < to && isNameByte(src[k]) {
-				k++
+			i = max(i, end-1)
+		case isNameByte(c):
+			name, _, end := word(i)
+			if name != "is" || (i > from && isNameByte(src[i-1])) {
+				i = end - 1
+				continue
 			}
-			if _, ok := overriddenFilters[src[j:k]]; ok && k > j {
-				at = append(at, j)
+			test, _, tend := word(end)
+			negate := test == "not"
+			if negate {
+				test, _, tend = word(tend)
 			}
+			if _, ok := overriddenFilters[testPrefix+test]; !ok || tend == end {
+				i = end - 1
+				continue
+			}
+			if next, _, _ := word(tend); next == "" && tend < to && src[tend] == '(' {
+				i = end - 1 // a call: not the plain test
+				continue
+			}
+			text := "|" + filterPrefix + testPrefix + test
+			if negate {
+				text += "|" + filterPrefix + "not"
+			}
+			edits = append(edits, sourceEdit{i, tend, text})
+			i = tend - 1
 		}
 	}
-	return at
+	return edits
+}
+
+// iterableTest is Jinja2's iterable test: what iter() takes, an undefined
+// value included.
+func iterableTest(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 1 || len(kwargs) > 0 {
+		return jinja.Undefined(), errors.New("iterable takes no arguments")
+	}
+	v := args[0]
+	return jinja.NewBool(v.IsList() || v.IsDict() || v.IsString() || v.IsUndefined()), nil
+}
+
+// sequenceTest is Jinja2's sequence test: what has a length and items,
+// an undefined value included.
+func sequenceTest(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	return iterableTest(args, kwargs) // the same kinds, in the engine's values
+}
+
+// notFilter negates a test turned into a filter ("is not").
+func notFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 1 {
+		return jinja.Undefined(), errors.New("not takes one value")
+	}
+	return jinja.NewBool(!args[0].IsTruthy()), nil
 }
 
 // dictsortFilter is Jinja2's dictsort(value, case_sensitive=False,

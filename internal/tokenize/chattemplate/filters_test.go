@@ -51,6 +51,18 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		{"{{ 42|title }}|{{ true|title }}", "42|True"},
 		{"{%- set x = 'abc def' | title -%}{{ x }}", "Abc Def"},
 		{"{% for m in messages %}{{ m.content | title }}{% endfor %}", "Get_current_weather"},
+		// An undefined value is iterable and a sequence, as in Jinja2:
+		// Hermes 2 Pro's tool template names an array's item type so.
+		{"{{ nothing is iterable }}|{{ nothing is sequence }}", "True|True"},
+		{"{{ nothing is not iterable }}|{{ nothing is  not   sequence }}", "False|False"},
+		{"{{ 'a' ~ nothing is iterable }}", "aTrue"},
+		{"{% for m in messages %}{% if m.content is iterable and m.content is not string %}L{% else %}S{% endif %}{% endfor %}", "S"},
+		{"{{ none is iterable }}|{{ 1 is sequence }}|{{ [1] is sequence }}|{{ {} is iterable }}|{{ 'x' is sequence }}", "False|False|True|True|True"},
+		{"{{ nothing is iterable | string | length }}", "4"},
+		{"{{ not nothing is iterable }}", "False"},
+		{"{{ ' is iterable' }}{{ \"x is not sequence\" }}", " is iterablex is not sequence"},
+		{"{{ messages[0].missing is iterable }}", "True"},
+		{"{% set t = nothing %}{{ 'array' if t is iterable else 'scalar' }}", "array"},
 	} {
 		got, err := renderOne(t, tc.src, name)
 		if err != nil || got != tc.want {
@@ -82,6 +94,8 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{% raw %}{{ x|title }}{% endraw %}", "{% raw %}{{ x|title }}{% endraw %}"},
 		{"{{ \"a\\\"|title\" }}", "{{ \"a\\\"|title\" }}"},
 		{"{{ x|title", "{{ x|title"},
+		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
+		{"{{ this is iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}", "{{ this |" + filterPrefix + "is_iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}"},
 	} {
 		if got := overrideFilters(tc.src); got != tc.want {
 			t.Errorf("overrideFilters(%q) = %q, want %q", tc.src, got, tc.want)
