@@ -96,7 +96,6 @@ const (
 	ReasonDeveloper  = "developer"  // a developer message with tools, for a Hugging Face chat template that names the developer role
 	ReasonNumber     = "number"     // a JSON number Python keeps exactly and Go cannot (beyond 64 bits)
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
-	ReasonControl    = "control"    // U+001C…U+001F in text a template trims: Python strips them, the template engine does not
 	ReasonSize       = "size"       // a rendered chat longer than the renderer's bound
 	ReasonTruncate   = "truncate"   // truncate_prompt_tokens that is not an integer, or that cuts the prompt
 )

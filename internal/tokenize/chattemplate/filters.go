@@ -12,7 +12,8 @@ import (
 )
 
 // The template engine has filters and tests that compute otherwise than
-// Jinja2's: dictsort compares keys case and all (Jinja2 ignores case by
+// Jinja2's: trim keeps characters Python strips; dictsort compares keys
+// case and all (Jinja2 ignores case by
 // default, and Gemma 4's tool declarations sort their properties with
 // it); title starts a word after any character that is not a letter or
 // digit (Jinja2 only after whitespace and -({[<, so MiniCPM3 names an enum
@@ -32,6 +33,7 @@ import (
 var overriddenFilters = map[string]jinja.Value{
 	"dictsort":              jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
 	"title":                 jinja.NewCallable(filterPrefix+"title", titleFilter),
+	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
 	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
 	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
 	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
@@ -299,6 +301,29 @@ func filterArgs(filter string, args []jinja.Value, kwargs map[string]jinja.Value
 		out[i] = v
 	}
 	return out, nil
+}
+
+// trimFilter is Jinja2's trim(value, chars=None): Python's str() of the
+// value (a list's or dict's repr escaping what Python calls unprintable)
+// stripped of Python's whitespace, or of the characters in chars. The
+// engine's trim keeps U+001C to U+001F, which Python strips, and gives a
+// list's raw repr (Llama 3.2 Vision trims a system message's parts).
+func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), errors.New("trim takes a value")
+	}
+	opts, err := filterArgs("trim", args[1:], kwargs, "chars")
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	s := pyStr(args[0])
+	if chars := opts[0]; !chars.IsUndefined() && !chars.IsNone() {
+		if !chars.IsString() {
+			return jinja.Undefined(), errors.New("trim: strip arg must be None or str")
+		}
+		return jinja.NewString(strings.Trim(s, chars.AsString())), nil
+	}
+	return jinja.NewString(pyStrip(s)), nil
 }
 
 // titleFilter is Jinja2's title: the text cut before every run of

@@ -69,6 +69,22 @@ func TestFiltersAreJinja2s(t *testing.T) {
 			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
 		}
 	}
+	// trim strips what Python's str.strip strips (U+001C to U+001F, which
+	// the engine kept, among them) and prints a list or dict as Python
+	// does (the engine left U+200B and the like raw): Llama 3.2 Vision
+	// trims a system message given as parts.
+	const unprintable = "\x1c a\u200db\u00a0\u3000\x1f"
+	for _, tc := range []struct{ src, want string }{
+		{"{{ [messages[0].content, ' x ']|trim }}|{{ messages[0].content|trim }}|{{ {'k': messages[0].content}|trim }}",
+			`['\x1c a\u200db\xa0\u3000\x1f', ' x ']|a` + "\u200db" + `|{'k': '\x1c a\u200db\xa0\u3000\x1f'}`},
+		{"{{ '  xx  '|trim('x ') }}|{{ 'xxhixx'|trim('x') }}|{{ 'xxhixx'|trim(chars='x') }}", "|hi|hi"},
+		{"{{ none|trim }}|{{ 1.0|trim }}", "None|1.0"},
+	} {
+		got, err := renderOne(t, tc.src, unprintable)
+		if err != nil || got != tc.want {
+			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+	}
 	// What Jinja2 refuses, refused.
 	for _, src := range []string{
 		"{{ [1, 2]|dictsort }}",
@@ -76,6 +92,7 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		"{{ {'a': 1, 'b': 'x'}|dictsort(by='value') }}",
 		"{{ {'a': 1}|dictsort(true, 'key', false, 1) }}",
 		"{{ {'a': 1}|dictsort(sideways=true) }}",
+		"{{ 'a'|trim(1) }}",
 	} {
 		if got, err := renderOne(t, src, name); err == nil {
 			t.Errorf("%s renders %q; Jinja2 raises", src, got)

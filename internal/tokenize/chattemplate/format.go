@@ -313,13 +313,6 @@ func templateStatements(src string) ([]stmt, error) {
 	return out, err
 }
 
-// templateTokens returns the tokens of all of a template's tags.
-func templateTokens(src string) ([]jtok, error) {
-	var out []jtok
-	err := lexTemplate(src, func(toks []jtok, _ bool) { out = append(out, toks...) })
-	return out, err
-}
-
 // lexTemplate calls tag with the tokens of each {{ }} and {% %} tag, in
 // order, skipping comments and raw blocks.
 func lexTemplate(src string, tag func(toks []jtok, block bool)) error {

@@ -93,10 +93,6 @@ type compiledTemplate struct {
 	watched bool
 	err     error // compile error, reported when the template is used
 	format  string
-	// trims: the template uses the trim filter, which in the template
-	// engine keeps the characters U+001C to U+001F that Python's strip
-	// removes.
-	trims bool
 	// developer: the source names the developer role (namesDeveloper), so
 	// developer messages reach it unchanged.
 	developer bool
@@ -104,7 +100,7 @@ type compiledTemplate struct {
 
 func compileTemplate(src string) *compiledTemplate {
 	src = jinjaSource(src)
-	ct := &compiledTemplate{format: DetectContentFormat(src), trims: usesFilter(src, "trim"), developer: namesDeveloper(src)}
+	ct := &compiledTemplate{format: DetectContentFormat(src), developer: namesDeveloper(src)}
 	src = overrideFilters(src)
 	ct.tmpl, ct.err = jinja.Compile(src)
 	if ct.err != nil {
@@ -377,9 +373,6 @@ func (r *Renderer) render(c *tokenize.Chat, w *watch) (string, error) {
 	}
 	if tmpl.err != nil {
 		return "", &Error{Err: tmpl.err}
-	}
-	if tmpl.trims && hasPyOnlySpace(jinja.NewList(conv)) {
-		return "", unsupported(tokenize.ReasonControl)
 	}
 
 	// The template's variables: special tokens, kwargs, then what
