@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -12,8 +13,9 @@ import (
 )
 
 // The template engine has filters and tests that compute otherwise than
-// Jinja2's: trim keeps characters Python strips; dictsort compares keys
-// case and all (Jinja2 ignores case by
+// Jinja2's: trim keeps characters Python strips; string, join and trim
+// print a list or dict with characters Python escapes left raw; dictsort
+// compares keys case and all (Jinja2 ignores case by
 // default, and Gemma 4's tool declarations sort their properties with
 // it); title starts a word after any character that is not a letter or
 // digit (Jinja2 only after whitespace and -({[<, so MiniCPM3 names an enum
@@ -34,6 +36,8 @@ var overriddenFilters = map[string]jinja.Value{
 	"dictsort":              jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
 	"title":                 jinja.NewCallable(filterPrefix+"title", titleFilter),
 	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
+	"string":                jinja.NewCallable(filterPrefix+"string", stringFilter),
+	"join":                  jinja.NewCallable(filterPrefix+"join", joinFilter),
 	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
 	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
 	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
@@ -324,6 +328,97 @@ func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value,
 		return jinja.NewString(strings.Trim(s, chars.AsString())), nil
 	}
 	return jinja.NewString(pyStrip(s)), nil
+}
+
+// stringFilter is Jinja2's string: Python's str() of the value, a list's
+// or dict's repr escaping what Python calls unprintable (the engine's
+// leaves U+200B and the like raw).
+func stringFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) != 1 || len(kwargs) > 0 {
+		return jinja.Undefined(), errors.New("string takes no arguments")
+	}
+	return jinja.NewString(pyStr(args[0])), nil
+}
+
+// joinFilter is Jinja2's join(value, d=”, attribute=None): the str() of
+// each item (or of each item's attribute, a dotted path), joined with d.
+// A list's items, a string's characters and a dict's keys are its items.
+func joinFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 0 {
+		return jinja.Undefined(), errors.New("join takes a value")
+	}
+	opts, err := filterArgs("join", args[1:], kwargs, "d", "attribute")
+	if err != nil {
+		return jinja.Undefined(), err
+	}
+	items, err := pyIter(args[0])
+	if err != nil {
+		return jinja.Undefined(), fmt.Errorf("join: %w", err)
+	}
+	sep := ""
+	if !opts[0].IsUndefined() {
+		sep = pyStr(opts[0])
+	}
+	parts := make([]string, len(items))
+	for i, it := range items {
+		if attr := opts[1]; !attr.IsUndefined() && !attr.IsNone() {
+			it = attrPath(it, pyStr(attr))
+		}
+		parts[i] = pyStr(it)
+	}
+	return jinja.NewString(strings.Join(parts, sep)), nil
+}
+
+// pyIter is what Python's iter() gives of a template value: a list's
+// items, a string's characters, a dict's keys; nothing of an undefined
+// value. Other values are not iterable.
+func pyIter(v jinja.Value) ([]jinja.Value, error) {
+	switch {
+	case v.IsList():
+		return v.AsList().Items, nil
+	case v.IsString():
+		var out []jinja.Value
+		for _, r := range v.AsString() {
+			out = append(out, jinja.NewString(string(r)))
+		}
+		return out, nil
+	case v.IsDict():
+		keys := v.AsDict().OrderedKeys()
+		out := make([]jinja.Value, len(keys))
+		for i, k := range keys {
+			out[i] = jinja.NewString(k)
+		}
+		return out, nil
+	case v.IsUndefined():
+		return nil, nil
+	}
+	return nil, fmt.Errorf("a %s is not iterable", kindName(v))
+}
+
+// attrPath looks a dotted path up in v as Jinja2's attribute getters do:
+// each part a dict's key, or a list's index when it is a number; what is
+// not there is undefined.
+func attrPath(v jinja.Value, path string) jinja.Value {
+	for part := range strings.SplitSeq(path, ".") {
+		switch {
+		case v.IsDict():
+			got, ok := v.AsDict().Get(part)
+			if !ok {
+				return jinja.Undefined()
+			}
+			v = got
+		case v.IsList():
+			i, err := strconv.Atoi(part)
+			items := v.AsList().Items
+			if err != nil || i < 0 || i >= len(items) {
+				return jinja.Undefined()
+			}
+			v = items[i]
+		default:
+			return jinja.Undefined()
+		}
+	}
+	return v
 }
 
 // titleFilter is Jinja2's title: the text cut before every run of

@@ -85,6 +85,19 @@ func TestFiltersAreJinja2s(t *testing.T) {
 			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
 		}
 	}
+	// string and join print lists and dicts as Python does.
+	for _, tc := range []struct{ src, want string }{
+		{"{{ [1, [2, messages[0].content], none, true, 1.5]|join(', ') }}", `1, [2, 'x\u200dy'], None, True, 1.5`},
+		{"{{ 'abc'|join('-') }}|{{ {'a': 1, 'b': 2}|join(',') }}|{{ []|join }}|{{ [1,2]|join }}", "a-b-c|a,b||12"},
+		{"{{ messages|join('; ', attribute='role') }}|{{ messages|join(',', attribute='nothing.x') }}", "user|"},
+		{"{{ [messages[0].content]|string }}|{{ messages[0].content|string }}|{{ 5|string }}|{{ none|string }}|{{ nothing|string }}|", `['x\u200dy']|x` + "\u200dy" + "|5|None||"},
+		{"{{ nothing|join(',') }}|{{ [{'a': messages[0].content}]|join }}|{{ ['a', 'b']|join(d='+') }}", `|{'a': 'x\u200dy'}|a+b`},
+	} {
+		got, err := renderOne(t, tc.src, "x\u200dy")
+		if err != nil || got != tc.want {
+			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+	}
 	// What Jinja2 refuses, refused.
 	for _, src := range []string{
 		"{{ [1, 2]|dictsort }}",
@@ -93,6 +106,7 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		"{{ {'a': 1}|dictsort(true, 'key', false, 1) }}",
 		"{{ {'a': 1}|dictsort(sideways=true) }}",
 		"{{ 'a'|trim(1) }}",
+		"{{ 5|join }}",
 	} {
 		if got, err := renderOne(t, src, name); err == nil {
 			t.Errorf("%s renders %q; Jinja2 raises", src, got)
