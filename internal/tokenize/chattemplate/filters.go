@@ -52,9 +52,25 @@ const (
 
 // filterVars adds the replacing filters to a rendering's variables.
 func filterVars(vars map[string]jinja.Value) {
-	for name, f := range overriddenFilters {
-		vars[filterPrefix+name] = f
+	for _, f := range replacingFilters {
+		vars[f.name] = f.fn
 	}
+}
+
+// replacingFilters are overriddenFilters under the names a template
+// calls them by, made once.
+var replacingFilters = func() []namedValue {
+	var out []namedValue
+	for name, fn := range overriddenFilters {
+		out = append(out, namedValue{filterPrefix + name, fn})
+	}
+	return out
+}()
+
+// namedValue is a template variable and its name.
+type namedValue struct {
+	name string
+	fn   jinja.Value
 }
 
 // sourceEdit replaces src[start:end] with text.
@@ -313,6 +329,9 @@ func filterArgs(filter string, args []jinja.Value, kwargs map[string]jinja.Value
 // engine's trim keeps U+001C to U+001F, which Python strips, and gives a
 // list's raw repr (Llama 3.2 Vision trims a system message's parts).
 func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) == 1 && len(kwargs) == 0 {
+		return jinja.NewString(pyStrip(pyStr(args[0]))), nil // the usual call, without allocating
+	}
 	if len(args) == 0 {
 		return jinja.Undefined(), errors.New("trim takes a value")
 	}

@@ -109,7 +109,7 @@ func pyStr(v jinja.Value) string {
 // specialTokenVars are transformers 5's special_tokens_map: each named
 // special token that is set (additional_special_tokens no longer is one).
 func specialTokenVars(cfg hf.ChatConfig) map[string]jinja.Value {
-	vars := make(map[string]jinja.Value, len(cfg.SpecialTokens)+8)
+	vars := make(map[string]jinja.Value, len(cfg.SpecialTokens)+len(overriddenFilters)+16)
 	for _, st := range cfg.SpecialTokens {
 		vars[st.Attr] = jinja.NewString(st.Content)
 	}
