@@ -355,7 +355,7 @@ func TestHFTokenizer(t *testing.T) {
 	// A template the engine cannot compile is named before any request
 	// finds it out (a review found --check saying the model predicted).
 	cfg.Models[0].Tokenizer = qwen3Dir
-	cfg.Models[0].ChatTemplate = "{{ f(*args) }}"
+	cfg.Models[0].ChatTemplate = "{{ f(*a, *b) }}"
 	if p := TokenizerProblems(cfg); len(p) != 1 || !strings.Contains(p[0], ": chat template does not compile: jinja parse") {
 		t.Errorf("a chat template that does not compile: %v", p)
 	}

@@ -38,6 +38,7 @@ var overriddenFilters = map[string]jinja.Value{
 	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
 	"string":                jinja.NewCallable(filterPrefix+"string", stringFilter),
 	"join":                  jinja.NewCallable(filterPrefix+"join", joinFilter),
+	splatName:               jinja.NewCallable(filterPrefix+splatName, splatFilter),
 	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
 	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
 	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
@@ -113,6 +114,7 @@ func overrideFilters(src string) string {
 // src[from:to], in order.
 func tagEdits(src string, from, to int) []sourceEdit {
 	var edits []sourceEdit
+	stars := map[int]bool{} // the '*' of calls rewritten to splatName, to drop
 	// word returns the name starting at i (after spaces) and where it ends.
 	word := func(i int) (string, int, int) {
 		for i < to && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
@@ -133,9 +135,16 @@ func tagEdits(src string, from, to int) []sourceEdit {
 					i++
 				}
 			}
+		case c == '*' && stars[i]:
+			edits = append(edits, sourceEdit{i, i + 1, ""})
+		case c == '(':
+			if star := splatArg(src, from, i, to); star >= 0 {
+				edits = append(edits, sourceEdit{i, i + 1, "|" + filterPrefix + splatName + "("})
+				stars[star] = true
+			}
 		case c == '|':
 			name, at, end := word(i + 1)
-			if _, ok := overriddenFilters[name]; ok && !strings.HasPrefix(name, testPrefix) && name != "not" {
+			if _, ok := overriddenFilters[name]; ok && !strings.HasPrefix(name, testPrefix) && name != "not" && name != splatName {
 				edits = append(edits, sourceEdit{at, end, filterPrefix + name})
 			}
 			i = max(i, end-1)
@@ -167,6 +176,119 @@ func tagEdits(src string, from, to int) []sourceEdit {
 		}
 	}
 	return edits
+}
+
+// splatName is the filter a call with an unpacked argument, f(a, *b), is
+// rewritten to: f|splat(a, b). The engine cannot parse the star; a filter
+// applies to the value before it as a call does (both end a postfix
+// expression), and the filter calls it with b's items (AI21 Jamba's
+// template calls macros so).
+const splatName = "splat"
+
+// splatArg returns where the '*' is when the bracket at src[open] opens
+// a call whose last positional argument is unpacked (*x, not **x), with
+// none unpacked before it and only keyword arguments after it; else -1.
+func splatArg(src string, from, open, to int) int {
+	p := open - 1
+	for p >= from && (src[p] == ' ' || src[p] == '\t' || src[p] == '\n' || src[p] == '\r') {
+		p--
+	}
+	if p < from || !(isNameByte(src[p]) || src[p] == ')' || src[p] == ']') {
+		return -1 // a bracketed expression, not a call
+	}
+	if isNameByte(src[p]) {
+		q := p
+		for q > from && isNameByte(src[q-1]) {
+			q--
+		}
+		switch src[q : p+1] {
+		case "if", "elif", "in", "and", "or", "not", "is", "else", "return":
+			return -1
+		}
+	}
+	args, ok := callArgs(src, open, to)
+	if !ok {
+		return -1
+	}
+	star := -1
+	for k, a := range args {
+		t := strings.TrimLeft(src[a[0]:a[1]], " \t\n\r")
+		at := a[1] - len(t)
+		switch {
+		case strings.HasPrefix(t, "**"):
+		case strings.HasPrefix(t, "*"):
+			if star >= 0 {
+				return -1
+			}
+			star = at
+			for _, rest := range args[k+1:] {
+				if !isKeywordArg(src[rest[0]:rest[1]]) {
+					return -1
+				}
+			}
+		}
+	}
+	return star
+}
+
+// callArgs splits the arguments of the call whose bracket opens at
+// src[open] at their top-level commas, each as [start, end); false when
+// the bracket does not close before to.
+func callArgs(src string, open, to int) ([][2]int, bool) {
+	var args [][2]int
+	start, depth := open+1, 0
+	for i := open + 1; i < to; i++ {
+		switch c := src[i]; c {
+		case '\'', '"':
+			for i++; i < to && src[i] != c; i++ {
+				if src[i] == '\\' {
+					i++
+				}
+			}
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			if strings.TrimSpace(src[start:i]) != "" {
+				args = append(args, [2]int{start, i})
+			}
+			return args, true
+		case ',':
+			if depth == 0 {
+				args = append(args, [2]int{start, i})
+				start = i + 1
+			}
+		}
+	}
+	return nil, false
+}
+
+// isKeywordArg reports whether a call argument is name=value.
+func isKeywordArg(a string) bool {
+	a = strings.TrimSpace(a)
+	n := 0
+	for n < len(a) && isNameByte(a[n]) {
+		n++
+	}
+	rest := strings.TrimLeft(a[n:], " \t\n\r")
+	return n > 0 && strings.HasPrefix(rest, "=") && !strings.HasPrefix(rest, "==")
+}
+
+// splatFilter calls its value with the arguments it is given, the last
+// one's items in its place (see splatName).
+func splatFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if len(args) < 2 || !args[0].IsCallable() {
+		return jinja.Undefined(), errors.New("only a callable can be called with unpacked arguments")
+	}
+	items, err := pyIter(args[len(args)-1])
+	if err != nil {
+		return jinja.Undefined(), fmt.Errorf("argument after * must be an iterable: %w", err)
+	}
+	call := append(slices.Clone(args[1:len(args)-1]), items...)
+	return args[0].AsCallable().Fn(call, kwargs)
 }
 
 // iterableTest is Jinja2's iterable test: what iter() takes, an undefined

@@ -98,6 +98,24 @@ func TestFiltersAreJinja2s(t *testing.T) {
 			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
 		}
 	}
+	// A call with an unpacked argument, which the engine cannot parse
+	// (AI21 Jamba's template calls its macros so).
+	const macros = "{% macro f(a, b, c=3) %}{{ a }}-{{ b }}-{{ c }}{% endmacro %}{% macro g(x) %}<{{ x|title }}>{% endmacro %}"
+	for _, tc := range []struct{ src, want string }{
+		{"{{ f(*[1, 2]) }}", "1-2-3"},
+		{"{{ f(0, *[1], c=9) }}", "0-1-9"},
+		{"{% set ms = [f, g] %}{% set ps = [[1, 2], ['hi']] %}{% for i in range(2) %}{{ ms[i](*ps[i]) }};{% endfor %}", "1-2-3;<Hi>;"},
+		{"{{ f(*'ab') }}|{{ f( * ['x', 'y'] ) }}", "a-b-3|x-y-3"},
+		{"{{ '(*x)' }}|{{ (1) * 2 }}|{{ f(2 * 3, 4) }}|{{ f(**{'a': 1, 'b': 2}) }}", "(*x)|2|6-4-3|1-2-3"},
+	} {
+		got, err := renderOne(t, macros+tc.src, "")
+		if err != nil || got != tc.want {
+			t.Errorf("%s\nrenders %q, %v; Jinja2 renders %q", tc.src, got, err, tc.want)
+		}
+	}
+	if got, err := renderOne(t, macros+"{{ f(*none) }}", ""); err == nil {
+		t.Errorf("f(*none) renders %q; Jinja2 raises TypeError", got)
+	}
 	// What Jinja2 refuses, refused.
 	for _, src := range []string{
 		"{{ [1, 2]|dictsort }}",
@@ -125,6 +143,8 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{% raw %}{{ x|title }}{% endraw %}", "{% raw %}{{ x|title }}{% endraw %}"},
 		{"{{ \"a\\\"|title\" }}", "{{ \"a\\\"|title\" }}"},
 		{"{{ x|title", "{{ x|title"},
+		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}",
+			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}"},
 		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
 		{"{{ this is iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}", "{{ this |" + filterPrefix + "is_iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}"},
 	} {
