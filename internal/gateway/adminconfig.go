@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +78,13 @@ func (g *Gateway) servePatchConfig(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		status, msg := http.StatusRequestEntityTooLarge, "the patch is larger than 4 MiB"
 		_, tooLarge := errors.AsType[*http.MaxBytesError](err)
-		if !tooLarge {
+		switch {
+		case tooLarge:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// As a client-port body that stalls: a 408, without the
+			// socket's addresses.
+			status, msg = http.StatusRequestTimeout, "the patch did not arrive whole within server.request_timeout"
+		default:
 			status, msg = http.StatusBadRequest, "the patch's body could not be read: "+err.Error()
 		}
 		writeProblems(w, status, reloadRejected, &ReloadError{Problems: []config.Error{{Msg: msg}}})

@@ -520,8 +520,11 @@ func (g *Gateway) Serve(ctx context.Context, client, admin net.Listener) error {
 	}
 	// A whole admin request (a patch, a prompt to explain) must arrive
 	// within the request timeout: a stalled body would hold its handler.
+	// "OPTIONS *" too reaches AdminHandler, whose key and origin guards
+	// and exact routes answer it, not net/http's bare 200.
 	adminSrv := &http.Server{Handler: g.AdminHandler(), ReadHeaderTimeout: time.Duration(sc.HeaderReadTimeout),
-		ReadTimeout: time.Duration(sc.RequestTimeout), IdleTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog}
+		ReadTimeout: time.Duration(sc.RequestTimeout), IdleTimeout: time.Duration(sc.HeaderReadTimeout), ErrorLog: errLog,
+		DisableGeneralOptionsHandler: true}
 	errc := make(chan error, 2)
 	go func() { errc <- g.serveClient(clientSrv, client) }()
 	go func() { errc <- adminSrv.Serve(admin) }()

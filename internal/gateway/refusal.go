@@ -102,3 +102,19 @@ var (
 	// rather than find its connection cut at the shutdown timeout.
 	refusedShutdown = newRefusal(openai.HTTPError(http.StatusServiceUnavailable, "The gateway is shutting down and no replica has started the request. Please retry."), reasonShutdown)
 )
+
+// refuse answers an error the gateway decided itself and counts it.
+func (g *Gateway) refuse(ex *exchange, err error) {
+	rf := refusalOf(err)
+	g.refundBefore(ex, rf.answer.Status, ex.w.Header())
+	if rf == refusedBodyRead && ex.r.Context().Err() != nil {
+		// The client left while sending its body (closed its connection,
+		// reset its stream): no answer reaches it, and its request counts
+		// as cancelled, not as a bad request of its.
+		g.cancelled(ex, "")
+		return
+	}
+	rf.write(ex.w)
+	g.metrics.errors.WithLabelValues(ex.model, rf.reason).Inc()
+	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
+}

@@ -107,15 +107,6 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	g.proxy(ex)
 }
 
-// refuse answers an error the gateway decided itself and counts it.
-func (g *Gateway) refuse(ex *exchange, err error) {
-	rf := refusalOf(err)
-	g.refundBefore(ex, rf.answer.Status, ex.w.Header())
-	rf.write(ex.w)
-	g.metrics.errors.WithLabelValues(ex.model, rf.reason).Inc()
-	g.metrics.requests.WithLabelValues(ex.model, "", statusClass(rf.answer.Status)).Inc()
-}
-
 var utf8BOM = []byte("\uFEFF")
 
 // readRequest checks a request's admission headers, then reads its body
