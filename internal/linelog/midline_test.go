@@ -3,7 +3,9 @@ package linelog
 import (
 	"bytes"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -188,5 +190,57 @@ func TestCutLineAtTheSizeLimit(t *testing.T) {
 	got, _ := os.ReadFile(rotated[0])
 	if want := append(before, '\n'); !bytes.Equal(got, want) {
 		t.Errorf("rotated file is %d bytes ending %q, want %d ending %q", len(got), got[max(0, len(got)-3):], len(want), want[len(want)-3:])
+	}
+}
+
+// TestCutLineOnItsOwnFile: on a file the writer made itself, a write the
+// disk cuts short (here the file size limit, as a full disk) is followed,
+// once there is room, by a record on a line of its own. The newline that
+// ends the cut line goes straight to the file; the rotating writer opened
+// its own file without O_APPEND and wrote the next record over it (found
+// by a review: a glued line in the decision log and the capture, each
+// counted as written).
+func TestCutLineOnItsOwnFile(t *testing.T) {
+	signal.Ignore(syscall.SIGXFSZ) // past the limit, write fails with EFBIG rather than ending the process
+	defer signal.Reset(syscall.SIGXFSZ)
+	var limit syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "lines.jsonl")
+	w := Open(Options{Path: path}, encodeString)
+	line := strings.Repeat("x", 99) // 100 bytes with its newline
+	written := func(n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for s := w.Stats(); s.Written+s.Failed < n; s = w.Stats() {
+			if time.Now().After(deadline) {
+				t.Fatalf("stats %+v: waited for %d records", s, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	w.Log(line)
+	written(1)
+	full := limit
+	full.Cur = 150 // the second line is cut after 50 bytes
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &full); err != nil {
+		t.Fatal(err)
+	}
+	w.Log(line)
+	written(2)
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	w.Log(line)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if want := line + "\n" + line[:50] + "\n" + line + "\n"; string(got) != want {
+		t.Errorf("file %q,\nwant %q", got, want)
+	}
+	if s := w.Stats(); s != (Stats{Written: 2, Failed: 1}) {
+		t.Errorf("stats %+v, want 2 written and 1 failed", s)
 	}
 }

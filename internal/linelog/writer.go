@@ -344,6 +344,11 @@ func (w *Writer[T]) endCutLine() error {
 	}
 	if err == nil {
 		w.midLine = false
+		// lumberjack writes a file it created through a descriptor
+		// without O_APPEND, at its own offset, which is where the
+		// newline just went: closing it makes the next Write reopen the
+		// file for appending, after the newline.
+		err = w.file.Close()
 	}
 	return err
 }
