@@ -9,7 +9,9 @@ import (
 	"cmp"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/policy"
@@ -63,7 +65,7 @@ func (g *Gateway) traceServer(ex *exchange, o *observed) func() {
 	tr := g.obs.tracer
 	ctx := tr.Extract(ex.r.Context(), ex.r.Header)
 	ctx, span := tr.Start(ctx, ex.r.Method+" "+ex.r.URL.Path, serverKind, trace.WithTimestamp(ex.arrived),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(ex.r.Method), semconv.URLPath(ex.r.URL.Path), attrRequestID.String(ex.id)))
+		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(methodAttr(ex.r.Method)), semconv.URLPath(clip(ex.r.URL.Path)), attrRequestID.String(ex.id)))
 	o.server = span
 	ex.r = ex.r.WithContext(ctx)
 	// The client port's handler already notes the status (cutIfUnanswered);
@@ -115,8 +117,8 @@ func (g *Gateway) traceOwn(r *http.Request, id string, status int) {
 	if tr == nil {
 		return
 	}
-	_, span := tr.Start(tr.Extract(r.Context(), r.Header), r.Method, serverKind, trace.WithAttributes(
-		semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path), attrRequestID.String(id),
+	_, span := tr.Start(tr.Extract(r.Context(), r.Header), spanMethod(r.Method), serverKind, trace.WithAttributes(
+		semconv.HTTPRequestMethodKey.String(methodAttr(r.Method)), semconv.URLPath(clip(r.URL.Path)), attrRequestID.String(id),
 		semconv.HTTPResponseStatusCode(status)))
 	span.End()
 }
@@ -132,7 +134,7 @@ func (g *Gateway) traceLocal(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		ctx, span := tr.Start(tr.Extract(r.Context(), r.Header), r.Method+" "+r.URL.Path, serverKind, trace.WithAttributes(
-			semconv.HTTPRequestMethodKey.String(r.Method), semconv.URLPath(r.URL.Path)))
+			semconv.HTTPRequestMethodKey.String(methodAttr(r.Method)), semconv.URLPath(clip(r.URL.Path))))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w}
 		h(sw, r.WithContext(ctx))
@@ -193,7 +195,7 @@ func (g *Gateway) traceUpstream(ex *exchange, a *attempt, req *http.Request) *up
 	tr := g.obs.tracer
 	ctx, span := tr.Start(ex.r.Context(), spanUpstream, clientKind,
 		trace.WithAttributes(attrReplica.String(a.lease.Replica().ID), attrAttempt.Int(ex.obs.attempt),
-			semconv.HTTPRequestMethodKey.String(req.Method), semconv.URLFull(req.URL.String())))
+			semconv.HTTPRequestMethodKey.String(methodAttr(req.Method)), semconv.URLFull(req.URL.String())))
 	// The client's traceparent was copied with the other headers; the
 	// engine's parent is this span.
 	req.Header.Del("traceparent")
@@ -265,4 +267,41 @@ func (u *upstreamTrace) end() {
 		return
 	}
 	u.span.End()
+}
+
+// spanMethod is r.Method when it is one of HTTP's, else "HTTP", as the
+// semantic conventions name a span of an unknown method: a client's
+// method is its own to choose, and span names must stay few.
+func spanMethod(m string) string {
+	for _, k := range [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace} {
+		if m == k {
+			return k // the constant, not m: see methodAttr
+		}
+	}
+	return "HTTP"
+}
+
+// methodAttr is the http.request.method of m: one of HTTP's own, as a
+// constant (r.Method is a slice of the request line, which a client makes a
+// megabyte long), or "_OTHER", as the semantic conventions have it.
+func methodAttr(m string) string {
+	if n := spanMethod(m); n != "HTTP" {
+		return n
+	}
+	return "_OTHER"
+}
+
+// clip is s cut to 256 bytes at a rune boundary, and copied: r.URL.Path is
+// a slice of the request line, which a client makes a megabyte long with a
+// query, and a span kept until its export would keep all of it.
+func clip(s string) string {
+	n := len(s)
+	if n > 256 {
+		n = 256
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+	}
+	return strings.Clone(s[:n])
 }

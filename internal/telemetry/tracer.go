@@ -127,7 +127,10 @@ func New(ctx context.Context, o Options) (*Tracer, error) {
 		sdktrace.WithMaxExportBatchSize(o.BatchSize),
 		sdktrace.WithBatchTimeout(o.BatchTimeout),
 		sdktrace.WithExportTimeout(o.ExportTimeout))
+	limits := sdktrace.NewSpanLimits()
+	limits.AttributeValueLengthLimit = 1024 // a client's path or header cannot make a span of a megabyte
 	t.provider = sdktrace.NewTracerProvider(
+		sdktrace.WithRawSpanLimits(limits),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 		sdktrace.WithSpanProcessor(t.queue))
