@@ -111,6 +111,11 @@ func compileTemplate(src string) *compiledTemplate {
 			ct.tmpl, ct.watched = ti, true
 		}
 	}
+	if !ct.watched && (strings.Contains(src, "macro") || strings.Contains(src, "recursive")) {
+		// Unwatched, a template that can call itself has no bound on its
+		// depth, and its stack would grow until the process ended.
+		ct.tmpl, ct.err = nil, errors.New("it defines macros or recursive loops, and its depth could not be bounded")
+	}
 	return ct
 }
 

@@ -113,7 +113,7 @@ func (w *watch) err() error {
 	case w.tooLarge:
 		return unsupported(tokenize.ReasonSize)
 	case w.tooDeep:
-		return &Error{Err: fmt.Errorf("macro calls nested deeper than %d levels (Jinja2 raises RecursionError sooner)", maxMacroDepth)}
+		return &Error{Err: fmt.Errorf("macro calls or recursive loops nested deeper than %d levels (Jinja2 raises RecursionError sooner)", maxMacroDepth)}
 	}
 	return nil
 }
@@ -139,12 +139,19 @@ func (w *watch) leave([]jinja.Value, map[string]jinja.Value) (jinja.Value, error
 	return jinja.NewBool(false), nil
 }
 
-// tick is tickName(n): a for loop's body starts, adding up to n bytes of
-// the template's own text to the output.
+// tick is tickName(n, depth): a for loop's body starts, adding up to n
+// bytes of the template's own text to the output, at depth (loop.depth,
+// above 1 in a recursive loop's loop() calls).
 func (w *watch) tick(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 	n := 0
-	if len(args) == 1 && args[0].IsInt() {
+	if len(args) >= 1 && args[0].IsInt() {
 		n = int(args[0].AsInt())
+	}
+	// A recursive loop calling loop() without end, as a macro calling
+	// itself, would grow the engine's stack until the process ends.
+	if len(args) == 2 && args[1].IsInt() && args[1].AsInt() > maxMacroDepth {
+		w.tooDeep = true
+		return jinja.Undefined(), errWatch
 	}
 	if err := w.spend(n); err != nil {
 		return jinja.Undefined(), err
@@ -348,7 +355,7 @@ func instrument(src string) (string, bool) {
 		switch {
 		case t.kind == '%' && t.word(src) == "for":
 			b.WriteString(src[prev:t.end])
-			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ") +%}{%+ endif " + src[t.out:t.end])
+			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ", loop.depth) +%}{%+ endif " + src[t.out:t.end])
 		case t.kind == '%' && t.word(src) == "macro":
 			b.WriteString(src[prev:t.end])
 			b.WriteString("{%+ if " + enterName + "() +%}{%+ endif " + src[t.out:t.end])

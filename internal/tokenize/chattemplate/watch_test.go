@@ -448,9 +448,9 @@ func mustString(tb testing.TB, raw json.RawMessage) string {
 	return s
 }
 
-// TestMacroRecursionBounded: a macro that calls itself without end fails
-// its rendering as a template error at maxMacroDepth levels (Jinja2
-// raises RecursionError); the engine alone grew its stack until the Go
+// TestMacroRecursionBounded: a macro (or a recursive loop) that calls
+// itself without end fails its rendering as a template error at
+// maxMacroDepth levels (Jinja2 raises RecursionError); the engine alone grew its stack until the Go
 // runtime ended the process, taking the gateway with it (found by a
 // review, with a chat_template set in the config). Recursion Jinja2
 // renders (150 levels) still renders, and one that branches without end,
@@ -475,6 +475,10 @@ func TestMacroRecursionBounded(t *testing.T) {
 		"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
 		"{% macro f(n) %}{% set x = f(n + 1) %}{% endmacro %}{{ f(0) }}",
 		"{% macro f(n) %}{{ g(n) }}{% endmacro %}{% macro g(n) %}{{ f(n) }}{% endmacro %}{{ f(0) }}",
+		// A recursive loop whose loop() never runs out (found by a review:
+		// the startup probe rendered it and the gateway died).
+		"{% for m in messages recursive %}{{ loop(messages) }}{% endfor %}",
+		"{% for m in messages recursive %}{% set x = loop(messages) %}{% endfor %}",
 	} {
 		_, err := render(src, newWatch(nil, DefaultMaxOutput))
 		var te *Error
@@ -485,6 +489,10 @@ func TestMacroRecursionBounded(t *testing.T) {
 	const deepest = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}x{% endif %}{% endmacro %}{{ f(150) }}{{ f(150) }}"
 	if out, err := render(deepest, newWatch(nil, DefaultMaxOutput)); err != nil || out != "xx" {
 		t.Errorf("150 levels, twice: %q, %v; want %q", out, err, "xx")
+	}
+	const deepLoop = "{% for m in messages recursive %}{% if loop.depth < 150 %}{{ loop(messages) }}{% else %}{{ loop.depth }}{% endif %}{% endfor %}"
+	if out, err := render(deepLoop, newWatch(nil, DefaultMaxOutput)); err != nil || out != "150" {
+		t.Errorf("a recursive loop 150 deep: %q, %v; want %q", out, err, "150")
 	}
 	// 2^200 calls, never more than 200 deep: only the stop signal ends it.
 	const branching = "{% macro f(n) %}{% if n > 0 %}{% set a = f(n - 1) %}{% set b = f(n - 1) %}{% endif %}{% endmacro %}{{ f(200) }}"
