@@ -302,14 +302,15 @@ func checkList(v *validator, loc []any, typ fieldType, val any) {
 // eachMember calls fn for each key of o once, with its last value, in the
 // order Python's dict keeps: where the key first appeared.
 func eachMember(o *object, fn func(key string, val any)) {
-	seen := make(map[string]bool, len(o.keys))
+	last := make(map[string]int, len(o.keys))
+	for i, k := range o.keys {
+		last[k] = i
+	}
 	for _, k := range o.keys {
-		if seen[k] {
-			continue
+		if j, ok := last[k]; ok {
+			fn(k, o.vals[j])
+			delete(last, k)
 		}
-		seen[k] = true
-		last, _ := o.get(k)
-		fn(k, last)
 	}
 }
 
