@@ -172,6 +172,11 @@ func (g *Gateway) buildTokenizers() {
 			g.log.Info("model routes without cache predictions: no tokenizer configured", "model", m.Name)
 		default:
 			g.log.Info("model predicts cache hits", "model", m.Name, "tokenizer", m.Tokenizer, "tokenizer_class", mt.class)
+			if hft, ok := mt.tok.(hfTokenizer); ok {
+				for _, p := range hft.chat.Problems() {
+					g.log.Warn("chat requests that use this template route without cache predictions", "model", m.Name, "problem", p)
+				}
+			}
 			mt.revealKeys = cfg.Index.Mode != config.IndexApproximate
 			g.tokenizers[m.Name] = mt
 		}

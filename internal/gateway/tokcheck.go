@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferrail/inferrail/internal/tokenize"
+	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
 )
 
 // The tokenization self-check. Predictions are only as good as the
@@ -146,6 +148,14 @@ func compareTokens(ctx context.Context, client *http.Client, base, model string,
 			return "", false // cannot happen: the probes are ours
 		}
 		ours, err := mt.tok.PromptIDs(prompt, nil)
+		var te *chattemplate.Error
+		if prompt.Chat != nil && (errors.As(err, &te) || errors.Is(err, chattemplate.ErrMissing)) {
+			// The model's chat template fails (it does not compile, or
+			// refuses the probe) or there is none: its chat requests go
+			// without predictions on their own, and the completion probe
+			// still judges the tokenizer.
+			continue
+		}
 		if err != nil {
 			return "the gateway cannot tokenize a probe: " + err.Error(), true
 		}

@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/tokenize"
+)
+
+// TestTokenCheckPassesOverABrokenChatTemplate: a model whose chat
+// template fails (it does not compile) or that has none is judged by the
+// completion probe alone at startup: its chat requests go without
+// predictions on their own, and its completions keep theirs. The check
+// took the failing chat probe for a disagreement, which took every
+// prediction of the model away (found by a review).
+func TestTokenCheckPassesOverABrokenChatTemplate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loads Qwen3's tokenizer twice, long under the race detector; make norace runs it")
+	}
+	for _, template := range []string{"{{ f(*a, *b) }}", "{% if %}"} {
+		m := &config.Model{Name: "m", Tokenizer: qwen3Dir, ChatTemplate: template}
+		mt, err := loadTokenizer(m, 0)
+		if err != nil {
+			t.Fatalf("%v: run make tokenizers (make test does) to fetch the pinned tokenizer files", err)
+		}
+		// An engine whose /tokenize is the same tokenizer's.
+		engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body json.RawMessage
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			p, err := tokenize.ParseCompletionRequest(body)
+			if err != nil {
+				http.Error(w, "chat: the engine's template fails too", http.StatusBadRequest)
+				return
+			}
+			ids, _ := mt.tok.PromptIDs(p, nil)
+			_ = json.NewEncoder(w).Encode(map[string]any{"tokens": ids})
+		}))
+		detail, answered := compareTokens(context.Background(), engine.Client(), engine.URL, "m", mt)
+		engine.Close()
+		if !answered || detail != "" {
+			t.Errorf("template %q: %q (answered %v), want agreement on the completion probe", template, detail, answered)
+		}
+	}
+}
