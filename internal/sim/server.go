@@ -664,11 +664,12 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		for i, t := range list {
 			id, kind := laxInt(t)
 			if kind != "" {
-				v.add("int_type", []any{"tokens", i}, "Input should be a valid integer", t)
+				v.add(kind, []any{"tokens", i}, intMessages[kind], t)
 				continue
 			}
 			if id < 0 {
-				v.add("greater_than_equal", []any{"tokens", i}, "Input should be greater than or equal to 0", t)
+				v.addCtx("greater_than_equal", []any{"tokens", i}, "Input should be greater than or equal to 0", t,
+					&object{keys: []string{"ge"}, vals: []any{jsonInt(new(big.Int))}})
 				continue
 			}
 			ids = append(ids, id)

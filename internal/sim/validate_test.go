@@ -342,3 +342,24 @@ func TestContextLengthAtLeast(t *testing.T) {
 		})
 	}
 }
+
+// TestDetokenizeTokenErrors: /detokenize describes each bad token id as
+// pydantic does for a list of non-negative ints (its types and the ge
+// context, checked against pydantic 2.14); every one was int_type, and
+// the bound had no context (a review's finding).
+func TestDetokenizeTokenErrors(t *testing.T) {
+	_, url := startServer(t, zeroLatencyConfig())
+	code, _, body := post(t, url+"/detokenize", `{"tokens":[-1,2.5,"x",NaN,3,"7",true]}`)
+	msg, _, _ := errorOf(t, body)
+	for _, want := range []string{
+		"4 validation errors:",
+		"{'type': 'greater_than_equal', 'loc': ('body', 'tokens', 0), 'msg': 'Input should be greater than or equal to 0', 'input': -1, 'ctx': {'ge': 0}}",
+		"{'type': 'int_from_float', 'loc': ('body', 'tokens', 1), 'msg': 'Input should be a valid integer, got a number with a fractional part', 'input': 2.5}",
+		"{'type': 'int_parsing', 'loc': ('body', 'tokens', 2), 'msg': 'Input should be a valid integer, unable to parse string as an integer', 'input': 'x'}",
+		"{'type': 'finite_number', 'loc': ('body', 'tokens', 3), 'msg': 'Input should be a finite number', 'input': nan}",
+	} {
+		if code != http.StatusBadRequest || !strings.Contains(msg, want) {
+			t.Errorf("%d %q\nlacks %q", code, msg, want)
+		}
+	}
+}
