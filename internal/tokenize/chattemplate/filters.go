@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // The template engine has filters and tests that compute otherwise than
@@ -204,6 +206,11 @@ func splatArg(src string, from, open, to int) int {
 		switch src[q : p+1] {
 		case "if", "elif", "in", "and", "or", "not", "is", "else", "return":
 			return -1
+		}
+		for q--; q >= from && (src[q] == ' ' || src[q] == '\t' || src[q] == '\n' || src[q] == '\r'); q-- {
+		}
+		if q >= from && src[q] == '|' {
+			return -1 // a filter's arguments: the value before is no callee
 		}
 	}
 	args, ok := callArgs(src, open, to)
@@ -570,13 +577,16 @@ func titleFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value
 		return jinja.Undefined(), errors.New("title takes no arguments")
 	}
 	s := pyStr(args[0])
+	// Python's str.upper and str.lower map case fully (ß to SS, a final
+	// sigma to ς), as x/text's casers do and Go's strings package does not.
+	upper, lower := cases.Upper(language.Und), cases.Lower(language.Und)
 	var b strings.Builder
 	b.Grow(len(s))
 	for len(s) > 0 {
 		n := pieceLen(s)
-		r, size := utf8.DecodeRuneInString(s)
-		b.WriteString(strings.ToUpper(string(r)))
-		b.WriteString(strings.ToLower(s[size:n]))
+		_, size := utf8.DecodeRuneInString(s)
+		b.WriteString(upper.String(s[:size]))
+		b.WriteString(lower.String(s[size:n]))
 		s = s[n:]
 	}
 	return jinja.NewString(b.String()), nil

@@ -46,6 +46,9 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		{"{{ \"it's a-b (c)d [e]f <g>h {i}j k.l m_n o1p\"|title }}", "It's A-B (C)d [E]f <G>h {I}j K.l M_n O1p"},
 		{"{{ 'hello   WORLD\tfoo'|title }}", "Hello   World\tFoo"},
 		{"{{ 'ÉCOLE élève'|title }}", "École Élève"},
+		// Python's full case mapping, which Go's strings package lacks.
+		{"{{ 'ß'|title }}|{{ 'ﬁx'|title }}|{{ 'ΣΑΣ'|title }}|{{ 'ŉ'|title }}", "SS|FIx|Σας|ʼN"},
+		{"{{ 'İSTANBUL ıi'|title }}|{{ 'straße-ǆungla'|title }}", "İstanbul Ii|Straße-Ǆungla"},
 		{"{{ messages[0].content|title|replace('_', ' ') }}", "Get current weather"},
 		{"{{ 'a|title' ~ \"|dictsort\" }}", "a|title|dictsort"},
 		{"{{ 42|title }}|{{ true|title }}", "42|True"},
@@ -143,8 +146,8 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{% raw %}{{ x|title }}{% endraw %}", "{% raw %}{{ x|title }}{% endraw %}"},
 		{"{{ \"a\\\"|title\" }}", "{{ \"a\\\"|title\" }}"},
 		{"{{ x|title", "{{ x|title"},
-		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}",
-			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}"},
+		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|join(*x) }}{{ v | join (*x) }}",
+			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|" + filterPrefix + "join(*x) }}{{ v | " + filterPrefix + "join (*x) }}"},
 		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
 		{"{{ this is iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}", "{{ this |" + filterPrefix + "is_iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}"},
 	} {
