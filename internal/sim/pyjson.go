@@ -249,12 +249,15 @@ var simpleEscapes = map[byte]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f'
 // escape after it that a high surrogate pairs with. A lone surrogate,
 // which Python keeps, becomes U+FFFD, as Go's strings cannot hold it.
 func (d *pyDecoder) unicodeEscape(i int) (rune, int, error) {
+	// CPython's scanner wants a character after the four digits, and
+	// pairs a low surrogate's escape only with more after it: at the end
+	// of the body the escape itself is called invalid.
 	r, ok := d.hex4(i + 2)
-	if !ok {
+	if !ok || i+6 >= len(d.data) {
 		return 0, 0, d.fail(`Invalid \uXXXX escape`, i+1)
 	}
 	next := i + 6
-	if utf16.IsSurrogate(r) && r < 0xdc00 && d.hasPrefixAt(next, `\u`) {
+	if utf16.IsSurrogate(r) && r < 0xdc00 && next+6 < len(d.data) && d.hasPrefixAt(next, `\u`) {
 		low, ok := d.hex4(next + 2)
 		if !ok {
 			return 0, 0, d.fail(`Invalid \uXXXX escape`, next+1)

@@ -181,3 +181,28 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestUnicodeEscapeAtTheEnd: an escape that ends the body is invalid to
+// CPython's scanner, which wants a character after its four digits, and a
+// surrogate pair at the end is read as two escapes (each case's message
+// and character offset are CPython 3.11's; a review found the simulator
+// called the first "Unterminated string").
+func TestUnicodeEscapeAtTheEnd(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		pos  int // -1: parses
+	}{
+		{`"\u0041`, 2}, {`"\u004`, 2}, {`"a\u0041`, 3}, {`["\u0041`, 3}, {`"é\u0041`, 3},
+		{`"\ud83d\ude00`, 8}, {`"\ud83d\ude0`, 8}, {`"\ud83d\u`, 8}, {`"\ud83d\uzzzz"`, 8},
+		{`"\ud83d\ude00"`, -1}, {`"\ud83d\u0041"`, -1}, {`"\ud83d"`, -1},
+	} {
+		_, err := decodeJSON([]byte(tc.body))
+		var se *jsonSyntaxError
+		switch {
+		case tc.pos < 0 && err != nil:
+			t.Errorf("%s: %v, want it parsed", tc.body, err)
+		case tc.pos >= 0 && (!errors.As(err, &se) || se.msg != `Invalid \uXXXX escape` || se.pos != tc.pos):
+			t.Errorf("%s: %v, want Invalid \\uXXXX escape at %d", tc.body, err, tc.pos)
+		}
+	}
+}
