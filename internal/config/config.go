@@ -108,9 +108,11 @@ type Model struct {
 	// cuts prompts into for its index. Default 16, vLLM's; 0 also means 16.
 	BlockSize int `yaml:"block_size"`
 	// ChatTemplate is the engines' --chat-template for a Hugging Face
-	// tokenizer: the template text, or the name of one of the tokenizer's
-	// named templates (a file path is not read). Empty means the chat
-	// template of the tokenizer's tokenizer_config.json.
+	// tokenizer: the template text, the name of one of the tokenizer's
+	// named templates, or, as vLLM reads the flag, the path of a file
+	// holding it (a value without '{', '}' or a newline; read when the
+	// tokenizer loads). Empty means the chat template of the tokenizer's
+	// tokenizer_config.json.
 	ChatTemplate string `yaml:"chat_template,omitempty"`
 	// ChatTemplateContentFormat is the engines'
 	// --chat-template-content-format: auto, string or openai. Empty means

@@ -94,6 +94,9 @@ func overrideFilters(src string) string {
 	}
 	var edits []sourceEdit
 	for _, t := range tags {
+		if t.kind == '%' && t.word(src) == "filter" {
+			edits = append(edits, filterBlockEdit(src, t)...)
+		}
 		if t.kind != '#' {
 			edits = append(edits, tagEdits(src, t.in, t.out)...)
 		}
@@ -110,6 +113,51 @@ func overrideFilters(src string) string {
 	}
 	b.WriteString(src[prev:])
 	return b.String()
+}
+
+// unreadConstruct names a construct of src the template engine parses
+// without error but renders wrongly, "" for none: a set block with a
+// filter ({% set x | f %}…{% endset %}), which it stores under the
+// name "x | f", leaving x empty.
+func unreadConstruct(src string) string {
+	tags, _ := templateTags(src)
+	for _, t := range tags {
+		if t.kind != '%' || t.word(src) != "set" {
+			continue
+		}
+		rest := strings.TrimLeft(src[t.in:t.out], " \t\r\n")[len("set"):]
+		rest = strings.TrimLeft(rest, " \t\r\n")
+		n := 0
+		for n < len(rest) && (isNameByte(rest[n]) || rest[n] == '.' || rest[n] == ',' || rest[n] == ' ') {
+			n++
+		}
+		if n > 0 && strings.HasPrefix(rest[n:], "|") && !strings.Contains(rest, "=") {
+			return "a set block with a filter ({% set x | f %})"
+		}
+	}
+	return ""
+}
+
+// filterBlockEdit renames the first filter of a {% filter name %} tag t,
+// which follows no '|', when it is a replaced one.
+func filterBlockEdit(src string, t tagSpan) []sourceEdit {
+	i := t.in
+	for i < t.out && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	i += len("filter")
+	for i < t.out && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
+	}
+	k := i
+	for k < t.out && isNameByte(src[k]) {
+		k++
+	}
+	name := src[i:k]
+	if _, ok := overriddenFilters[name]; !ok || strings.HasPrefix(name, testPrefix) || name == "not" || name == splatName {
+		return nil
+	}
+	return []sourceEdit{{i, k, filterPrefix + name}}
 }
 
 // tagEdits returns the edits of overrideFilters in the tag content

@@ -2,6 +2,9 @@ package chattemplate
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/inferrail/inferrail/internal/tokenize"
@@ -81,6 +84,9 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		{"{{ [messages[0].content, ' x ']|trim }}|{{ messages[0].content|trim }}|{{ {'k': messages[0].content}|trim }}",
 			`['\x1c a\u200db\xa0\u3000\x1f', ' x ']|a` + "\u200db" + `|{'k': '\x1c a\u200db\xa0\u3000\x1f'}`},
 		{"{{ '  xx  '|trim('x ') }}|{{ 'xxhixx'|trim('x') }}|{{ 'xxhixx'|trim(chars='x') }}", "|hi|hi"},
+		// A filter block applies them too (Firefunction v2 trims so).
+		{"{% filter trim %}  {{ messages[0].content }}  {% endfilter %}|{%- filter trim('x') -%}xxhixx{% endfilter %}", "a\u200db|hi"},
+		{"{% filter title %}ab's cd{% endfilter %}|{% filter title|upper %}ab{% endfilter %}|{% filter upper %}{% filter title %}ab cd{% endfilter %}{% endfilter %}", "Ab's Cd|AB|AB CD"},
 		{"{{ none|trim }}|{{ 1.0|trim }}", "None|1.0"},
 	} {
 		got, err := renderOne(t, tc.src, unprintable)
@@ -119,6 +125,16 @@ func TestFiltersAreJinja2s(t *testing.T) {
 	if got, err := renderOne(t, macros+"{{ f(*none) }}", ""); err == nil {
 		t.Errorf("f(*none) renders %q; Jinja2 raises TypeError", got)
 	}
+	// What the engine would render wrongly, refused (found by a review: a
+	// set block's filter left the variable empty, and the prompt with it).
+	if _, err := renderOne(t, "{% set x | upper %}ab{% endset %}[{{ x }}]", ""); err == nil || !strings.Contains(err.Error(), "set block with a filter") {
+		t.Errorf("a set block with a filter: %v, want it refused", err)
+	}
+	for _, src := range []string{"{% set x %}ab{% endset %}[{{ x }}]", "{% set x = 'a' | upper %}{{ x }}", "{% set a, b = 1, 2 %}{{ a }}"} {
+		if _, err := renderOne(t, src, ""); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
 	// What Jinja2 refuses, refused.
 	for _, src := range []string{
 		"{{ [1, 2]|dictsort }}",
@@ -148,11 +164,38 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{{ x|title", "{{ x|title"},
 		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|join(*x) }}{{ v | join (*x) }}",
 			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|" + filterPrefix + "join(*x) }}{{ v | " + filterPrefix + "join (*x) }}"},
+		{"{% filter title %}x{% endfilter %}{%- filter  trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}",
+			"{% filter " + filterPrefix + "title %}x{% endfilter %}{%- filter  " + filterPrefix + "trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}"},
 		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
 		{"{{ this is iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}", "{{ this |" + filterPrefix + "is_iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}"},
 	} {
 		if got := overrideFilters(tc.src); got != tc.want {
 			t.Errorf("overrideFilters(%q) = %q, want %q", tc.src, got, tc.want)
 		}
+	}
+}
+
+// TestTemplateFromAFile: a chat_template without Jinja's characters is a
+// file's path, as vLLM reads --chat-template; one that cannot be opened is
+// an error. It was rendered as the template itself, so every chat's prompt
+// was the path (found by a review).
+func TestTemplateFromAFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chat.jinja")
+	if err := os.WriteFile(path, []byte("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chat, err := tokenize.ParseChatRequest([]byte(`{"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRenderer(nil, hf.ChatConfig{}, Options{Template: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Render(chat.Chat); err != nil || got != "<user>hi" {
+		t.Errorf("the file's template renders %q, %v; want %q", got, err, "<user>hi")
+	}
+	if _, err := newRenderer(nil, hf.ChatConfig{}, Options{Template: path + ".missing"}); err == nil || !strings.Contains(err.Error(), "looks like a file path") {
+		t.Errorf("a missing file: %v, want an error", err)
 	}
 }

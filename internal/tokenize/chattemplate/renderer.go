@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -106,6 +107,10 @@ func compileTemplate(src string) *compiledTemplate {
 	if ct.err != nil {
 		return ct
 	}
+	if what := unreadConstruct(src); what != "" {
+		ct.tmpl, ct.err = nil, fmt.Errorf("the template engine renders %s wrongly", what)
+		return ct
+	}
 	if inst, ok := instrument(src); ok {
 		if ti, err := jinja.Compile(inst); err == nil {
 			ct.tmpl, ct.watched = ti, true
@@ -164,6 +169,14 @@ func newRenderer(tok *hf.Tokenizer, cfg hf.ChatConfig, opts Options) (*Renderer,
 	switch {
 	case opts.Template != "" && named[opts.Template] != "":
 		single, named = named[opts.Template], nil
+	case opts.Template != "" && !strings.ContainsAny(opts.Template, "{}\n"):
+		// As vLLM's --chat-template: text without Jinja's characters is a
+		// file's path, and one that cannot be opened is an error.
+		text, err := os.ReadFile(opts.Template)
+		if err != nil {
+			return nil, fmt.Errorf("chat template %q looks like a file path, but it failed to be opened: %w", opts.Template, err)
+		}
+		single, named = string(text), nil
 	case opts.Template != "":
 		single, named = opts.Template, nil
 	}
