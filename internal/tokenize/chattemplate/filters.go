@@ -98,7 +98,9 @@ func overrideFilters(src string) string {
 			edits = append(edits, filterBlockEdit(src, t)...)
 		}
 		if t.kind != '#' {
-			edits = append(edits, tagEdits(src, t.in, t.out)...)
+			// A call block's call must stay a call, to pass its caller.
+			splats := t.kind != '%' || t.word(src) != "call"
+			edits = append(edits, tagEdits(src, t.in, t.out, splats)...)
 		}
 	}
 	if len(edits) == 0 {
@@ -161,8 +163,9 @@ func filterBlockEdit(src string, t tagSpan) []sourceEdit {
 }
 
 // tagEdits returns the edits of overrideFilters in the tag content
-// src[from:to], in order.
-func tagEdits(src string, from, to int) []sourceEdit {
+// src[from:to], in order; calls with an unpacked argument are rewritten
+// only with splats.
+func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 	var edits []sourceEdit
 	stars := map[int]bool{} // the '*' of calls rewritten to splatName, to drop
 	// word returns the name starting at i (after spaces) and where it ends.
@@ -188,7 +191,7 @@ func tagEdits(src string, from, to int) []sourceEdit {
 		case c == '*' && stars[i]:
 			edits = append(edits, sourceEdit{i, i + 1, ""})
 		case c == '(':
-			if star := splatArg(src, from, i, to); star >= 0 {
+			if star := splatArg(src, from, i, to); splats && star >= 0 {
 				edits = append(edits, sourceEdit{i, i + 1, "|" + filterPrefix + splatName + "("})
 				stars[star] = true
 			}

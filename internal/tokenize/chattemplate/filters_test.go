@@ -164,6 +164,7 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{{ x|title", "{{ x|title"},
 		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|join(*x) }}{{ v | join (*x) }}",
 			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|" + filterPrefix + "join(*x) }}{{ v | " + filterPrefix + "join (*x) }}"},
+		{"{% call f(*x) %}{% endcall %}", "{% call f(*x) %}{% endcall %}"},
 		{"{% filter title %}x{% endfilter %}{%- filter  trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}",
 			"{% filter " + filterPrefix + "title %}x{% endfilter %}{%- filter  " + filterPrefix + "trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}"},
 		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
