@@ -118,9 +118,10 @@ func overrideFilters(src string) string {
 }
 
 // unreadConstruct names a construct of src the template engine parses
-// without error but renders wrongly, "" for none: a set block with a
-// filter ({% set x | f %}…{% endset %}), which it stores under the
-// name "x | f", leaving x empty.
+// without error but renders wrongly or without bound, "" for none: a set
+// block with a filter ({% set x | f %}…{% endset %}), which it stores
+// under the name "x | f", leaving x empty; a recursive loop's loop kept
+// as a value (keepsLoop).
 func unreadConstruct(src string) string {
 	tags, _ := templateTags(src)
 	for _, t := range tags {
@@ -130,14 +131,49 @@ func unreadConstruct(src string) string {
 		rest := strings.TrimLeft(src[t.in:t.out], " \t\r\n")[len("set"):]
 		rest = strings.TrimLeft(rest, " \t\r\n")
 		n := 0
-		for n < len(rest) && (isNameByte(rest[n]) || rest[n] == '.' || rest[n] == ',' || rest[n] == ' ') {
+		for n < len(rest) && (isNameByte(rest[n]) || strings.IndexByte("., \t\r\n", rest[n]) >= 0) {
 			n++
 		}
 		if n > 0 && strings.HasPrefix(rest[n:], "|") && !strings.Contains(rest, "=") {
 			return "a set block with a filter ({% set x | f %})"
 		}
 	}
+	if keepsLoop(src, tags) {
+		return "a recursive loop's loop kept or passed as a value, whose depth cannot be bounded"
+	}
 	return ""
+}
+
+// keepsLoop reports whether a template with a recursive loop names loop
+// other than to call it or read a member of it: a loop kept in a
+// variable and called from there recurses at the same loop.depth, which
+// the watch bounds.
+func keepsLoop(src string, tags []tagSpan) bool {
+	if !strings.Contains(src, "recursive") {
+		return false
+	}
+	for _, t := range tags {
+		if t.kind == '#' {
+			continue
+		}
+		closer := "}}"
+		if t.kind == '%' {
+			closer = "%}"
+		}
+		toks, _, err := lexTag(src[t.in:t.out]+closer, t.kind == '%')
+		if err != nil {
+			return true // cannot tell
+		}
+		for i, tk := range toks {
+			if tk.kind != tokName || tk.text != "loop" || (i > 0 && toks[i-1].is(".")) {
+				continue
+			}
+			if i+1 == len(toks) || !(toks[i+1].is("(") || toks[i+1].is(".") || toks[i+1].is("[")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // filterBlockEdit renames the first filter of a {% filter name %} tag t,

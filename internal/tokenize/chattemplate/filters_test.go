@@ -130,6 +130,11 @@ func TestFiltersAreJinja2s(t *testing.T) {
 	if _, err := renderOne(t, "{% set x | upper %}ab{% endset %}[{{ x }}]", ""); err == nil || !strings.Contains(err.Error(), "set block with a filter") {
 		t.Errorf("a set block with a filter: %v, want it refused", err)
 	}
+	for _, src := range []string{"{% set x\n  | trim %}  a  {% endset %}[{{ x }}]", "{% set x\t| upper %}a{% endset %}[{{ x }}]"} {
+		if _, err := renderOne(t, src, ""); err == nil {
+			t.Errorf("%q: rendered, want it refused", src)
+		}
+	}
 	for _, src := range []string{"{% set x %}ab{% endset %}[{{ x }}]", "{% set x = 'a' | upper %}{{ x }}", "{% set a, b = 1, 2 %}{{ a }}"} {
 		if _, err := renderOne(t, src, ""); err != nil {
 			t.Errorf("%s: %v", src, err)

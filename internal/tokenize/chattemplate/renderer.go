@@ -108,7 +108,7 @@ func compileTemplate(src string) *compiledTemplate {
 		return ct
 	}
 	if what := unreadConstruct(src); what != "" {
-		ct.tmpl, ct.err = nil, fmt.Errorf("the template engine renders %s wrongly", what)
+		ct.tmpl, ct.err = nil, fmt.Errorf("the template engine cannot render %s", what)
 		return ct
 	}
 	if inst, ok := instrument(src); ok {

@@ -356,10 +356,11 @@ func instrument(src string) (string, bool) {
 		case t.kind == '%' && t.word(src) == "for":
 			b.WriteString(src[prev:t.end])
 			b.WriteString("{%+ if " + tickName + "(" + strconv.Itoa(bodyText[k]) + ", loop.depth) +%}{%+ endif " + src[t.out:t.end])
-		case t.kind == '%' && t.word(src) == "macro":
+		case t.kind == '%' && (t.word(src) == "macro" || t.word(src) == "call"):
+			// A call block's body is a macro too: caller() runs it.
 			b.WriteString(src[prev:t.end])
 			b.WriteString("{%+ if " + enterName + "() +%}{%+ endif " + src[t.out:t.end])
-		case t.kind == '%' && t.word(src) == "endmacro":
+		case t.kind == '%' && (t.word(src) == "endmacro" || t.word(src) == "endcall"):
 			// The leave trims the text before it as the endmacro did;
 			// the endmacro, now right after a tag, keeps its right
 			// marker for the text after it.

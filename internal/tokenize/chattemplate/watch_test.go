@@ -79,6 +79,7 @@ func TestInstrumentKeepsText(t *testing.T) {
 		{"macro_markers", "{%- macro a(x) -%}\n  [{{ x }}]  \n{%- endmacro -%}\n{% macro b(x) %}\n  <{{ x }}>\n  {% endmacro %}\n{%+ macro c(x) +%}\n (x) \n  {%+ endmacro +%}\n{{ a(1) }}{{ b(2) }}{{ c(3) }}"},
 		{"macro_recursive", "{% macro walk(xs) %}{% for x in xs %}({{ x.name }}{{ walk(x.children) }}){% endfor %}{% endmacro %}{{ walk(tree) }}"},
 		{"macro_caller", "{% macro box() %}[{{ caller() }}]{% endmacro %}{% call box() %}in{% endcall %}"},
+		{"call_markers", "{% macro box() %}[{{ caller() }}]{% endmacro %}{%- call box() -%}\n  in  \n{%- endcall -%}\n{% call box() %}\n  x\n  {% endcall %}\n{%+ call box() +%}\n y \n  {%+ endcall +%}\nz"},
 		{"namespace", "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}"},
 		{"set_block", "{% for m in messages %}{% set x %}<{{ m.role }}>{% endset %}{{ x }}{% endfor %}"},
 		{"raw", "{% raw %}{% for x in y %}{{ x }}{% endraw %}{% for m in messages %}{{ m.role }}{% endfor %}"},
@@ -484,6 +485,24 @@ func TestMacroRecursionBounded(t *testing.T) {
 		var te *Error
 		if !errors.As(err, &te) || !strings.Contains(err.Error(), "nested deeper than 256") {
 			t.Errorf("%q: %v, want a template error for macros nested too deep", src, err)
+		}
+	}
+	// Recursion through a loop or caller kept in a namespace (found by a
+	// review): the caller's call block is bounded as a macro is, and a
+	// template that keeps a recursive loop's loop is refused.
+	for _, src := range []string{
+		"{% set ns = namespace(c=none) %}{% macro f() %}{% set ns.c = caller %}{{ caller() }}{% endmacro %}{% call f() %}{{ ns.c() }}{% endcall %}",
+		"{% set ns = namespace(l=none) %}{% for m in messages recursive %}{% if ns.l is none %}{% set ns.l = loop %}{% endif %}{{ ns.l(messages) }}{% endfor %}",
+	} {
+		tmpl, _ := json.Marshal(src)
+		r, err := newRenderer(nil, hf.ChatConfig{Template: tmpl}, Options{Now: fixedNow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.render(chat.Chat, newWatch(nil, DefaultMaxOutput))
+		var te *Error
+		if !errors.As(err, &te) {
+			t.Errorf("%q: %v, want a template error", src, err)
 		}
 	}
 	const deepest = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}x{% endif %}{% endmacro %}{{ f(150) }}{{ f(150) }}"
