@@ -150,10 +150,17 @@ func compareTokens(ctx context.Context, client *http.Client, base, model string,
 		ours, err := mt.tok.PromptIDs(prompt, nil)
 		var te *chattemplate.Error
 		if prompt.Chat != nil && (errors.As(err, &te) || errors.Is(err, chattemplate.ErrMissing)) {
-			// The model's chat template fails (it does not compile, or
-			// refuses the probe) or there is none: its chat requests go
-			// without predictions on their own, and the completion probe
-			// still judges the tokenizer.
+			// A model without a chat template, or whose template does not
+			// compile, has its chat requests go without predictions on
+			// their own: the completion probe judges the tokenizer.
+			if errors.Is(err, chattemplate.ErrMissing) || templateBroken(mt) {
+				continue
+			}
+			// A template that compiles and refuses the probe: an engine
+			// that renders it runs another template.
+			if _, ok := engineTokens(ctx, client, base, body); ok {
+				return "probe " + p.path + ": the gateway's chat template refuses it (" + err.Error() + "), the engine renders it", true
+			}
 			continue
 		}
 		if err != nil {
@@ -223,4 +230,10 @@ func (c *tokenCheckCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descTokenAgrees, prometheus.GaugeValue, 0, tc.Model)
 		}
 	}
+}
+
+// templateBroken reports whether a model's chat template does not compile.
+func templateBroken(mt *modelTokenizer) bool {
+	hft, ok := mt.tok.(hfTokenizer)
+	return ok && len(hft.chat.Problems()) > 0
 }

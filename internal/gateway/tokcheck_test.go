@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/inferrail/inferrail/internal/config"
@@ -44,5 +45,36 @@ func TestTokenCheckPassesOverABrokenChatTemplate(t *testing.T) {
 		if !answered || detail != "" {
 			t.Errorf("template %q: %q (answered %v), want agreement on the completion probe", template, detail, answered)
 		}
+	}
+}
+
+// TestTokenCheckComparesChatsTheTemplateRefuses: a template that compiles
+// but refuses a probe the engine renders is a different template from the
+// engine's, so the model disagrees; skipping such probes judged it agreeing
+// without comparing a chat (found by a review).
+func TestTokenCheckComparesChatsTheTemplateRefuses(t *testing.T) {
+	if raceEnabled {
+		t.Skip("loads Qwen3's tokenizer, long under the race detector; make norace runs it")
+	}
+	tmpl := "{% if messages|length > 1 %}{{ raise_exception('one message only') }}{% endif %}" +
+		"{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+	mt, err := loadTokenizer(&config.Model{Name: "m", Tokenizer: qwen3Dir, ChatTemplate: tmpl}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if p, err := tokenize.ParseCompletionRequest(body); err == nil {
+			ids, _ := mt.tok.PromptIDs(p, nil)
+			_ = json.NewEncoder(w).Encode(map[string]any{"tokens": ids})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"tokens": []int{1, 2, 3}}) // the engine's own template renders every chat
+	}))
+	defer engine.Close()
+	detail, answered := compareTokens(context.Background(), engine.Client(), engine.URL, "m", mt)
+	if !answered || !strings.Contains(detail, "the gateway's chat template refuses it") {
+		t.Errorf("%q (answered %v), want a disagreement", detail, answered)
 	}
 }
