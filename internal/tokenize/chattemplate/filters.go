@@ -494,24 +494,7 @@ func pyCompare(a, b jinja.Value) (int, error) {
 	if a.IsString() && b.IsString() {
 		return strings.Compare(a.AsString(), b.AsString()), nil // UTF-8 keeps code point order
 	}
-	return 0, fmt.Errorf("'<' not supported between a %s and a %s", kindName(a), kindName(b))
-}
-
-// kindName names a value's kind for messages.
-func kindName(v jinja.Value) string {
-	switch {
-	case v.IsString():
-		return "string"
-	case v.IsNumber(), v.IsBool():
-		return "number"
-	case v.IsList():
-		return "list"
-	case v.IsDict():
-		return "dict"
-	case v.IsNone():
-		return "None"
-	}
-	return "value"
+	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", pyType(a), pyType(b))
 }
 
 // filterArgs reads a filter's optional arguments as Python binds them:
@@ -627,7 +610,7 @@ func pyIter(v jinja.Value) ([]jinja.Value, error) {
 	case v.IsUndefined():
 		return nil, nil
 	}
-	return nil, fmt.Errorf("a %s is not iterable", kindName(v))
+	return nil, fmt.Errorf("'%s' object is not iterable", pyType(v))
 }
 
 // attrPath looks a dotted path up in v as Jinja2's attribute getters do:
