@@ -16,21 +16,20 @@ import (
 
 // The template engine has filters and tests that compute otherwise than
 // Jinja2's: trim keeps characters Python strips; string, join and trim
-// print a list or dict with characters Python escapes left raw; dictsort
-// compares keys case and all (Jinja2 ignores case by
-// default, and Gemma 4's tool declarations sort their properties with
-// it); title starts a word after any character that is not a letter or
-// digit (Jinja2 only after whitespace and -({[<, so MiniCPM3 names an enum
-// of temperature_unit Temperature_unit); and an undefined value is not
-// iterable nor a sequence (in Jinja2 it is both, and the Hermes 2 Pro
-// and Granite tool templates name an array parameter's type by testing an
-// undefined one). The engine's own filters and tests cannot be replaced,
-// but a filter it does not know is looked up among the template's
-// variables: so the renderer rewrites the template's source
-// (overrideFilters), renaming those filters to variables holding Jinja2's
-// versions (filterVars) and turning those tests into such filters. Jinja2
-// parses a test where it parses a filter (both follow the value they
-// apply to, before any operator), so "x is iterable" and "x|f" group alike.
+// leave raw in a printed list what Python escapes; dictsort compares keys
+// case and all (Gemma 4 sorts tool properties with it); title starts a
+// word after any character but a letter or digit (MiniCPM3 names enum
+// classes with it); an undefined value is neither iterable nor a sequence
+// (Hermes 2 Pro types array parameters by testing one); and it cannot
+// parse f(*args) (AI21 Jamba calls its macros so). Its own filters and
+// tests cannot be replaced, but a filter it does not know is looked up
+// among the template's variables. So the renderer rewrites a template's
+// source (overrideFilters): those filters are renamed to variables
+// holding Jinja2's versions (filterVars), those tests become such
+// filters (Jinja2 parses a test where it parses a filter, after the value
+// and before any operator, so "x is iterable" and "x|f" group alike), and
+// f(a, *b) becomes f|splat(a, b). What it parses but would render wrongly
+// or without bound is refused (unreadConstruct).
 
 // overriddenFilters maps each filter the renderer replaces, and each test
 // it turns into a filter (under testPrefix), to its callable.
