@@ -39,6 +39,9 @@ var overriddenFilters = map[string]jinja.Value{
 	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
 	"string":                jinja.NewCallable(filterPrefix+"string", stringFilter),
 	"join":                  jinja.NewCallable(filterPrefix+"join", joinFilter),
+	"upper":                 jinja.NewCallable(filterPrefix+"upper", upperFilter),
+	"lower":                 jinja.NewCallable(filterPrefix+"lower", lowerFilter),
+	"capitalize":            jinja.NewCallable(filterPrefix+"capitalize", capitalizeFilter),
 	splatName:               jinja.NewCallable(filterPrefix+splatName, splatFilter),
 	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
 	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
@@ -636,6 +639,38 @@ func attrPath(v jinja.Value, path string) jinja.Value {
 		}
 	}
 	return v
+}
+
+// upperFilter, lowerFilter and capitalizeFilter are Jinja2's: Python's
+// str() of the value, its case mapped in full as Python maps it (ß to SS,
+// a final sigma to ς, a digraph's title case), which Go's strings package
+// maps one rune at a time.
+func upperFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	return caseFilter("upper", args, kwargs, func(s string) string { return cases.Upper(language.Und).String(s) })
+}
+
+func lowerFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	return caseFilter("lower", args, kwargs, func(s string) string { return cases.Lower(language.Und).String(s) })
+}
+
+// capitalizeFilter is str.capitalize: the first character in title case,
+// the rest lower-cased.
+func capitalizeFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	return caseFilter("capitalize", args, kwargs, func(s string) string {
+		if s == "" {
+			return s
+		}
+		_, size := utf8.DecodeRuneInString(s)
+		return cases.Title(language.Und).String(s[:size]) + cases.Lower(language.Und).String(s[size:])
+	})
+}
+
+// caseFilter applies mapCase to the str() of a filter's one value.
+func caseFilter(name string, args []jinja.Value, kwargs map[string]jinja.Value, mapCase func(string) string) (jinja.Value, error) {
+	if len(args) != 1 || len(kwargs) > 0 {
+		return jinja.Undefined(), fmt.Errorf("%s takes no arguments", name)
+	}
+	return jinja.NewString(mapCase(pyStr(args[0]))), nil
 }
 
 // titleFilter is Jinja2's title: the text cut before every run of

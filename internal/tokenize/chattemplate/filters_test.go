@@ -52,6 +52,8 @@ func TestFiltersAreJinja2s(t *testing.T) {
 		// Python's full case mapping, which Go's strings package lacks.
 		{"{{ 'ß'|title }}|{{ 'ﬁx'|title }}|{{ 'ΣΑΣ'|title }}|{{ 'ŉ'|title }}", "SS|FIx|Σας|ʼN"},
 		{"{{ 'İSTANBUL ıi'|title }}|{{ 'straße-ǆungla'|title }}", "İstanbul Ii|Straße-Ǆungla"},
+		{"{{ 'straße'|upper }}|{{ 'ΟΔΟΣ'|lower }}|{{ 'İx'|lower|length }}|{{ 'ßa'|capitalize }}|{{ 'hELLO wORLD'|capitalize }}|{{ 'ǆa'|capitalize }}", "STRASSE|οδος|3|Ssa|Hello world|ǅa"},
+		{"{{ 5|upper }}|{{ none|lower }}|{{ [1]|upper }}|{{ ''|capitalize }}", "5|none|[1]|"},
 		{"{{ messages[0].content|title|replace('_', ' ') }}", "Get current weather"},
 		{"{{ 'a|title' ~ \"|dictsort\" }}", "a|title|dictsort"},
 		{"{{ 42|title }}|{{ true|title }}", "42|True"},
@@ -170,8 +172,8 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 		{"{{ f(*x) }}{{ a.b[1](k, *y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|join(*x) }}{{ v | join (*x) }}",
 			"{{ f|" + filterPrefix + "splat(x) }}{{ a.b[1]|" + filterPrefix + "splat(k, y, z=1) }}{{ f(*x, y) }}{{ f(*x, *y) }}{% if (*x) %}{% endif %}{{ v|" + filterPrefix + "join(*x) }}{{ v | " + filterPrefix + "join (*x) }}"},
 		{"{% call f(*x) %}{% endcall %}", "{% call f(*x) %}{% endcall %}"},
-		{"{% filter title %}x{% endfilter %}{%- filter  trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}",
-			"{% filter " + filterPrefix + "title %}x{% endfilter %}{%- filter  " + filterPrefix + "trim('x') %}{% endfilter %}{% filter upper %}{% endfilter %}"},
+		{"{% filter title %}x{% endfilter %}{%- filter  trim('x') %}{% endfilter %}{% filter indent %}{% endfilter %}",
+			"{% filter " + filterPrefix + "title %}x{% endfilter %}{%- filter  " + filterPrefix + "trim('x') %}{% endfilter %}{% filter indent %}{% endfilter %}"},
 		{"{{ x is iterable }}{% if y is not sequence %}{% endif %}", "{{ x |" + filterPrefix + "is_iterable }}{% if y |" + filterPrefix + "is_sequence|" + filterPrefix + "not %}{% endif %}"},
 		{"{{ this is iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}", "{{ this |" + filterPrefix + "is_iterable }}{{ x is defined }}{{ x|not }}{{ x is iterable(1) }}{{ x is_iterable }}"},
 	} {
