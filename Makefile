@@ -14,6 +14,7 @@ FUZZ_TARGETS := \
 	./internal/tokenize/hf:FuzzLoadTokenizer \
 	./internal/tokenize/hf:FuzzTranslateRegex \
 	./internal/tokenize/chattemplate:FuzzChatRender \
+	./internal/tokenize/chattemplate:FuzzOverrideFilters \
 	./internal/tokenize:FuzzParseChatRequestAgainstReference \
 	./internal/tokenize:FuzzParseCompletionRequestAgainstReference \
 	./internal/tokenize/chattemplate:FuzzJSONValueAgainstStream \

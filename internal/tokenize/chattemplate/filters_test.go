@@ -207,3 +207,51 @@ func TestTemplateFromAFile(t *testing.T) {
 		t.Errorf("a missing file: %v, want an error", err)
 	}
 }
+
+// FuzzOverrideFilters: the source rewriting never panics on a template
+// of any shape, compiling it neither; it is idempotent (a rewritten
+// template has nothing left to rewrite, so nothing is renamed twice); it
+// changes nothing of a template that names none of the replaced filters
+// and tests and unpacks nothing; and it leaves the text between tags as
+// it was.
+func FuzzOverrideFilters(f *testing.F) {
+	for _, s := range []string{
+		"{{ f(*x) }}{{ v|join(*y) }}", "{% filter title %}a{% endfilter %}", "{{ x is not iterable }}{{ y is sequence }}",
+		"{% set x | f %}{% endset %}", "{% for m in m recursive %}{{ loop(m) }}{% endfor %}", "{{ a|dictsort(true)|title }} text {# c #}",
+		"{% raw %}{{ x|title }}{% endraw %}{{ '|trim' }}", "{% call f(*x) %}{% endcall %}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		if len(src) > 4096 {
+			return
+		}
+		out := overrideFilters(src)
+		_ = compileTemplate(src)
+		if again := overrideFilters(out); again != out {
+			t.Fatalf("%q rewrites to %q, and that again to %q", src, out, again)
+		}
+		touched := strings.Contains(src, "*") || strings.Contains(src, "is")
+		for name := range overriddenFilters {
+			touched = touched || strings.Contains(src, strings.TrimPrefix(name, testPrefix))
+		}
+		if !touched && out != src {
+			t.Fatalf("%q names nothing replaced, yet rewrites to %q", src, out)
+		}
+		if tags, ok := templateTags(src); ok {
+			outTags, ok := templateTags(out)
+			if !ok || len(outTags) != len(tags) {
+				t.Fatalf("%q: %d tags, rewritten %q: %d (%v)", src, len(tags), out, len(outTags), ok)
+			}
+			for i := range tags {
+				prev, outPrev := 0, 0
+				if i > 0 {
+					prev, outPrev = tags[i-1].end, outTags[i-1].end
+				}
+				if src[prev:tags[i].start] != out[outPrev:outTags[i].start] {
+					t.Fatalf("%q: the text before tag %d changed in %q", src, i, out)
+				}
+			}
+		}
+	})
+}
