@@ -133,7 +133,7 @@ func unreadConstruct(src string) string {
 		rest := strings.TrimLeft(src[t.in:t.out], " \t\r\n")[len("set"):]
 		rest = strings.TrimLeft(rest, " \t\r\n")
 		n := 0
-		for n < len(rest) && (isNameByte(rest[n]) || strings.IndexByte("., \t\r\n", rest[n]) >= 0) {
+		for n < len(rest) && (isNameByte(rest[n]) || rest[n] == '.' || rest[n] == ',' || isTagSpace(rest[n])) {
 			n++
 		}
 		if n > 0 && strings.HasPrefix(rest[n:], "|") && !strings.Contains(rest, "=") {
@@ -181,14 +181,7 @@ func keepsLoop(src string, tags []tagSpan) bool {
 // filterBlockEdit renames the first filter of a {% filter name %} tag t,
 // which follows no '|', when it is a replaced one.
 func filterBlockEdit(src string, t tagSpan) []sourceEdit {
-	i := t.in
-	for i < t.out && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
-		i++
-	}
-	i += len("filter")
-	for i < t.out && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
-		i++
-	}
+	i := skipTagSpace(src, skipTagSpace(src, t.in, t.out)+len("filter"), t.out)
 	k := i
 	for k < t.out && isNameByte(src[k]) {
 		k++
@@ -200,6 +193,17 @@ func filterBlockEdit(src string, t tagSpan) []sourceEdit {
 	return []sourceEdit{{i, k, filterPrefix + name}}
 }
 
+// isTagSpace reports whether c is whitespace between a tag's tokens.
+func isTagSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// skipTagSpace returns where the whitespace at src[i:to] ends.
+func skipTagSpace(src string, i, to int) int {
+	for i < to && isTagSpace(src[i]) {
+		i++
+	}
+	return i
+}
+
 // tagEdits returns the edits of overrideFilters in the tag content
 // src[from:to], in order; calls with an unpacked argument are rewritten
 // only with splats.
@@ -208,9 +212,7 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 	stars := map[int]bool{} // the '*' of calls rewritten to splatName, to drop
 	// word returns the name starting at i (after spaces) and where it ends.
 	word := func(i int) (string, int, int) {
-		for i < to && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
-			i++
-		}
+		i = skipTagSpace(src, i, to)
 		k := i
 		for k < to && isNameByte(src[k]) {
 			k++
@@ -281,7 +283,7 @@ const splatName = "splat"
 // none unpacked before it and only keyword arguments after it; else -1.
 func splatArg(src string, from, open, to int) int {
 	p := open - 1
-	for p >= from && (src[p] == ' ' || src[p] == '\t' || src[p] == '\n' || src[p] == '\r') {
+	for p >= from && isTagSpace(src[p]) {
 		p--
 	}
 	if p < from || !(isNameByte(src[p]) || src[p] == ')' || src[p] == ']') {
@@ -296,7 +298,7 @@ func splatArg(src string, from, open, to int) int {
 		case "if", "elif", "in", "and", "or", "not", "is", "else", "return":
 			return -1
 		}
-		for q--; q >= from && (src[q] == ' ' || src[q] == '\t' || src[q] == '\n' || src[q] == '\r'); q-- {
+		for q--; q >= from && isTagSpace(src[q]); q-- {
 		}
 		if q >= from && src[q] == '|' {
 			return -1 // a filter's arguments: the value before is no callee
