@@ -2,13 +2,10 @@ package workload
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 )
@@ -120,20 +117,7 @@ type replayTurn struct {
 // SHA-256 of the bytes read, in hex (Spec.ShareGPTDigest): what tells two
 // files at one path apart.
 func ReadShareGPT(path string) (convs []Conversation, digest string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("sharegpt: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	convs, err = ParseShareGPT(io.TeeReader(f, h))
-	if err == nil {
-		_, err = io.Copy(h, f) // past the array's end too
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("sharegpt %s: %w", path, err)
-	}
-	return convs, hex.EncodeToString(h.Sum(nil)), nil
+	return readDigested(path, "sharegpt", ParseShareGPT)
 }
 
 // GenerateShareGPT is GenerateRequests for a w2 spec replaying a ShareGPT

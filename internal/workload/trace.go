@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,25 +61,11 @@ func ReadTrace(path string) ([]TraceRecord, error) {
 // read, in hex (Spec.TraceDigest): what tells two traces at one path
 // apart, such as two /dev/fd/63 or a file edited in place.
 func ReadTraceDigest(path string) (recs []TraceRecord, digest string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("trace: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	recs, err = ParseTrace(io.TeeReader(f, h))
-	if err != nil {
-		return nil, "", fmt.Errorf("trace %s: %w", path, err)
-	}
-	// The digest covers the whole file, past a last line the scanner
-	// stopped short of too.
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, "", fmt.Errorf("trace %s: %w", path, err)
-	}
-	if len(recs) == 0 {
+	recs, digest, err = readDigested(path, "trace", ParseTrace)
+	if err == nil && len(recs) == 0 {
 		return nil, "", fmt.Errorf("trace %s: no requests (the file has no records)", path)
 	}
-	return recs, hex.EncodeToString(h.Sum(nil)), nil
+	return recs, digest, err
 }
 
 // TraceShape returns the model recs all name ("" when none does, or they
