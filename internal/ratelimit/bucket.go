@@ -105,11 +105,8 @@ func (b *Bucket) admit(now time.Time, n int64) (ok bool, wait time.Duration, rem
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	need, ok := b.canTake(n)
-	if ok {
+	if wait, ok = b.shortfall(now, n); ok {
 		b.level -= n * b.unit
-	} else {
-		wait = b.until(now, min(need, b.full))
 	}
 	return ok, wait, max(b.level, 0) / b.unit, b.until(now, b.full)
 }
@@ -121,19 +118,20 @@ func (b *Bucket) Wait(now time.Time, n int64) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	need, ok := b.canTake(n)
-	if ok {
-		return 0
-	}
-	return b.until(now, min(need, b.full))
+	wait, _ := b.shortfall(now, n)
+	return wait
 }
 
-// canTake reports whether n tokens (clamped) can be taken now, and the
-// level that needs: max(n, 1) tokens' worth, so that a count of 0 still
-// needs the bucket out of debt. b.mu is held and the bucket refilled.
-func (b *Bucket) canTake(n int64) (need int64, ok bool) {
-	need = max(n, 1) * b.unit
-	return need, n <= b.rate.Limit && b.level >= need
+// shortfall reports whether n tokens (clamped) fit the bucket now and,
+// when they do not, how long until they would. Fitting needs max(n, 1)
+// tokens' worth, so that a count of 0 still needs the bucket out of debt.
+// The caller holds mu and has refilled.
+func (b *Bucket) shortfall(now time.Time, n int64) (wait time.Duration, ok bool) {
+	need := max(n, 1) * b.unit
+	if n <= b.rate.Limit && b.level >= need {
+		return 0, true
+	}
+	return b.until(now, min(need, b.full)), false
 }
 
 // until is the time from now until the level reaches target units; a now
