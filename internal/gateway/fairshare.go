@@ -101,15 +101,7 @@ func (g *Gateway) take(ex *exchange, mq *modelQueue) bool {
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
 	f := flowOf(ex.adm)
-	if !mq.fair.Allowed(f, slots, now) {
-		if mq.fair.Held(f, slots, now) {
-			g.heldByShare(ex)
-		}
-		return false
-	}
-	mq.acquired(ex)
-	ex.pace = mq.pacedLocked(ex.gen, f, slots, 0, now)
-	return true
+	return g.settleStart(ex, mq, f, slots, now, mq.fair.Allowed(f, slots, now))
 }
 
 // startNow reports whether a request entering flow control may try the
@@ -136,19 +128,23 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
-	start := true
+	var start bool // a key neither owed nor under its share waits
 	switch {
 	case owed(f.Class, f.Key):
 		start = mq.q.PeekFunc(owed) == nil
 	case under(f.Class, f.Key):
 		start = mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) == nil
-	default:
-		start = false
 	}
+	return g.settleStart(ex, mq, f, slots, now, start)
+}
+
+// settleStart carries out a start decision made under mq.mu (held): a
+// request that starts takes its key's slot and its pace; one that does not
+// is counted as held by fair sharing when that is why it waits, queued
+// behind others or not: a slot is free and its key may not have it (over
+// its share, or the free ones kept for quieter keys).
+func (g *Gateway) settleStart(ex *exchange, mq *modelQueue, f fairshare.Flow, slots int, now time.Time, start bool) bool {
 	if !start {
-		// Queued behind others or not: it waits because of fair sharing
-		// when a slot is free and its key may not have it (over its share,
-		// or the free ones kept for quieter keys).
 		if mq.fair.Held(f, slots, now) {
 			g.heldByShare(ex)
 		}
