@@ -24,10 +24,24 @@ func TestCheckProbesLogPaths(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	readOnly := filepath.Join(dir, "read-only")
-	if err := os.Mkdir(readOnly, 0o555); err != nil {
+	readOnlyFile := filepath.Join(dir, "read-only-file")
+	if err := os.WriteFile(readOnlyFile, []byte("x\n"), 0o444); err != nil {
 		t.Fatal(err)
 	}
+	readOnly := filepath.Join(dir, "read-only")
+	if err := os.Mkdir(readOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inReadOnly := filepath.Join(readOnly, "shadow.jsonl")
+	if err := os.WriteFile(inReadOnly, []byte("x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(readOnly, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(readOnly, 0o755) })
+	const rootSkips = "root writes a read-only file and in a read-only directory"
+	asRoot := map[bool]string{true: rootSkips}[os.Geteuid() == 0]
 	for _, tc := range []struct {
 		name    string
 		edit    func(o *config.Observability)
@@ -54,6 +68,22 @@ func TestCheckProbesLogPaths(t *testing.T) {
 		{name: "capture_in_a_read_only_directory", edit: func(o *config.Observability) {
 			o.Capture.Path, o.Capture.SampleRate = filepath.Join(readOnly, "capture.jsonl"), 1
 		}, wantErr: "observability.capture.path", skip: map[bool]string{true: "root writes in a read-only directory"}[os.Geteuid() == 0]},
+		// What a file already there needs follows what the log does with
+		// it (found by a review: a read-only file was refused for every
+		// log, though the capture moves it aside, and passed start for
+		// the decision log, which then lost every line; an existing
+		// shadow log was refused for its directory, which it never
+		// writes).
+		{name: "decision_log_a_read_only_file", edit: func(o *config.Observability) {
+			o.DecisionLog.Path, o.DecisionLog.SampleRate = readOnlyFile, 1
+		}, wantErr: "observability.decision_log.path", startFails: true, skip: asRoot},
+		{name: "capture_a_read_only_file", edit: func(o *config.Observability) {
+			o.Capture.Path, o.Capture.SampleRate = readOnlyFile, 1
+		}, skip: asRoot},
+		{name: "shadow_log_a_read_only_file", edit: func(o *config.Observability) { o.ShadowLog = readOnlyFile },
+			wantErr: "observability.shadow_log", startFails: true, skip: asRoot},
+		{name: "shadow_log_an_existing_file_in_a_read_only_directory", edit: func(o *config.Observability) { o.ShadowLog = inReadOnly },
+			skip: asRoot},
 		// The writer makes its directories at its first line.
 		{name: "decision_log_in_directories_yet_to_make", edit: func(o *config.Observability) {
 			o.DecisionLog.Path, o.DecisionLog.SampleRate = filepath.Join(dir, "a", "b", "decisions.jsonl"), 1

@@ -81,10 +81,17 @@ func newObservability(oc *config.Observability, reg prometheus.Registerer, logge
 }
 
 // checkLogPaths refuses a decision log or capture path that names
-// something other than a regular file (linelog.CheckPath).
+// something other than a regular file (linelog.CheckPath), and a decision
+// log file already there that cannot be appended to (read-only, say),
+// which would lose every line: asking changes nothing, so start asks too.
+// The capture moves its file aside, whatever its mode.
 func checkLogPaths(oc *config.Observability) error {
 	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
-		if err := linelog.CheckPath(dl.Path); err != nil {
+		err := linelog.CheckPath(dl.Path)
+		if err == nil {
+			err = linelog.Appendable(dl.Path)
+		}
+		if err != nil {
 			return fmt.Errorf("observability.decision_log.path: %w", err)
 		}
 	}
@@ -97,26 +104,30 @@ func checkLogPaths(oc *config.Observability) error {
 }
 
 // probeLogPaths refuses, for --check, a decision log, capture or shadow
-// log path where no file could be written now (linelog.Writable): the
-// shadow log is opened at start, which would fail, and the others at their
-// first line, every one of which would be lost with only a metric to say
-// so. Start does not probe: it would leave a file behind a start that
-// fails later, and the shadow log's open refuses it anyway.
+// log path where no file could be written now (linelog.Writable, told how
+// each log uses a file already there: the decision log appends to it, the
+// capture moves it aside, the shadow log appends to it and never rotates,
+// so needs its directory only to make it): the shadow log is opened at
+// start, which would fail, and the others at their first line, every one
+// of which would be lost with only a metric to say so. Start does not
+// probe directories: it would leave a file behind a start that fails
+// later, and the shadow log's open refuses it anyway; it asks only what
+// opening a file already there tells (checkLogPaths).
 func probeLogPaths(oc *config.Observability) error {
 	var errs []error
 	if dl := &oc.DecisionLog; dl.SampleRate > 0 {
-		if err := linelog.Writable(dl.Path, true); err != nil {
+		if err := linelog.Writable(dl.Path, linelog.Appends, true); err != nil {
 			errs = append(errs, fmt.Errorf("observability.decision_log.path: %w", err))
 		}
 	}
 	if c := &oc.Capture; c.Path != "" && c.SampleRate > 0 {
-		if err := linelog.Writable(c.Path, true); err != nil {
+		if err := linelog.Writable(c.Path, linelog.MovesAside, true); err != nil {
 			errs = append(errs, fmt.Errorf("observability.capture.path: %w", err))
 		}
 	}
 	if p := oc.ShadowLog; p != "" {
 		// Its directory is not made: openShadowLog would fail without it.
-		if err := linelog.Writable(p, false); err != nil {
+		if err := linelog.Writable(p, linelog.AppendsInPlace, false); err != nil {
 			errs = append(errs, fmt.Errorf("observability.shadow_log: %w", err))
 		}
 	}

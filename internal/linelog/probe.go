@@ -9,23 +9,51 @@ import (
 	"syscall"
 )
 
-// Writable returns an error, naming path, when a file at path could not
-// be written now, so that a config check can refuse what would fail (or,
-// for a Writer, which opens its file at the first write, lose every line).
-// A file already there must open for appending; it is opened and closed,
-// nothing written, and never waited on (a named pipe with no reader is an
-// error). The directory the file is in must take new files, as a Writer's
-// rotation makes one: it is probed by making an empty file there and
-// removing it. When makesDirs (a Writer makes missing directories at its
-// first write), the nearest directory that exists stands for the missing
-// ones; otherwise a missing directory is an error.
-func Writable(path string, makesDirs bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0)
-	switch {
-	case err == nil:
-		f.Close()
-	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s cannot be written: %w", path, err)
+// Use says what a writer does with a file already at its path, which
+// decides what Writable asks of that file and of its directory.
+type Use int
+
+const (
+	// Appends: a file there is appended to, and rotated by size into new
+	// files beside it (the decision log). The file must open for
+	// appending and the directory take new files.
+	Appends Use = iota
+	// MovesAside: a file there is moved aside and a new one made (a
+	// Writer with Options.Fresh, the capture). Only the directory
+	// matters: a file there that cannot be written, read-only say, is
+	// moved aside like any other.
+	MovesAside
+	// AppendsInPlace: a file there is read and appended to, and never
+	// rotated (the shadow log). It must open for reading and appending;
+	// the directory matters only when there is no file yet.
+	AppendsInPlace
+)
+
+// Writable returns an error, naming path, when a writer that uses a file
+// at path as use says could not write it now, so that a config check can
+// refuse what would fail (or, for a Writer, which opens its file at the
+// first write, lose every line). A file already there is opened and
+// closed, nothing written, and never waited on (a named pipe with no
+// reader is an error); a directory is probed by making an empty file
+// there and removing it. When makesDirs (a Writer makes missing
+// directories at its first write), the nearest directory that exists
+// stands for the missing ones; otherwise a missing directory is an error.
+func Writable(path string, use Use, makesDirs bool) error {
+	switch use {
+	case Appends:
+		if err := Appendable(path); err != nil {
+			return err
+		}
+	case AppendsInPlace:
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			// Never rotated: the file is all it writes, whatever its
+			// directory takes.
+			return f.Close()
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("%s cannot be written: %w", path, err)
+		}
 	}
 	dir, err := existingDir(filepath.Dir(path), makesDirs)
 	if err != nil {
@@ -42,6 +70,22 @@ func Writable(path string, makesDirs bool) error {
 	}
 	probe.Close()
 	return os.Remove(probe.Name())
+}
+
+// Appendable returns an error, naming path, when a file is at path and
+// does not open for appending (read-only, say): a Writer without Fresh
+// would lose every line to it. No file at all is fine. It opens and
+// closes the file, writes nothing and never waits (a named pipe with no
+// reader is an error), so a start can ask it before anything runs.
+func Appendable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK, 0)
+	switch {
+	case err == nil:
+		return f.Close()
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	return fmt.Errorf("%s cannot be written: %w", path, err)
 }
 
 // existingDir is dir when it is a directory that exists or, when

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +31,9 @@ type Options struct {
 	// MaxFiles is how many rotated files are kept; 0 keeps them all.
 	MaxFiles int
 	// Fresh starts a new file: one already at Path is rotated aside (kept
-	// as the newest rotated file) at Open, rather than appended to.
+	// as the newest rotated file) at Open, rather than appended to. One
+	// that cannot be appended to (read-only) is, even empty; the new file
+	// gets its permissions plus the owner's write.
 	Fresh bool
 	// QueueSize is the most lines waiting for the disk; more are
 	// dropped. Default 8192.
@@ -154,15 +158,56 @@ func Open[T any](o Options, encode func(item T, buf []byte) []byte) *Writer[T] {
 		w.file = &lumberjack.Logger{Filename: o.Path, MaxSize: o.MaxSizeMB, MaxBackups: o.MaxFiles}
 		w.out = w.file
 		w.path = o.Path
-		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Mode().IsRegular() && st.Size() > 0 {
-			if err := w.file.Rotate(); err != nil {
-				w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", o.Path, "error", err)
-			}
+		if st, err := os.Stat(o.Path); o.Fresh && err == nil && st.Mode().IsRegular() {
+			w.moveAside(st)
 		}
 		w.midLine = endsMidLine(o.Path)
 	}
 	go w.drain()
 	return w
+}
+
+// moveAside moves the file a Fresh writer found at its path, st, aside as
+// a rotated file, so that its lines go to a new one. An empty file that
+// can be appended to stays, as moving it would keep nothing. One that
+// cannot be appended to (read-only) is moved by moveAsideWritable:
+// lumberjack's rotation gives the new file the old one's mode, so the new
+// file could not be written either, and each failed write would rotate
+// again, making an empty rotated file that counts against MaxFiles until
+// the earlier capture was deleted.
+func (w *Writer[T]) moveAside(st fs.FileInfo) {
+	switch appendErr := Appendable(w.path); {
+	case appendErr != nil:
+		if err := moveAsideWritable(w.path, st.Mode().Perm(), time.Now()); err != nil {
+			w.log.Warn(w.name+": the file already there can neither be appended to nor moved aside; lines are lost",
+				"path", w.path, "error", errors.Join(appendErr, err))
+		}
+	case st.Size() > 0:
+		if err := w.file.Rotate(); err != nil {
+			w.log.Warn(w.name+": the file already there could not be moved aside; lines are appended to it", "path", w.path, "error", err)
+		}
+	}
+}
+
+// rotatedTime is how lumberjack names a rotated file's time (UTC), which
+// it reads back to find the oldest to delete beyond MaxFiles.
+const rotatedTime = "2006-01-02T15-04-05.000"
+
+// moveAsideWritable renames the file at path as lumberjack would rotate it
+// at now (name-TIME.ext beside it, so it counts among the rotated files),
+// and makes the new file with the old one's permissions plus the owner's
+// write, which the writer then appends to.
+func moveAsideWritable(path string, perm fs.FileMode, now time.Time) error {
+	ext := filepath.Ext(path)
+	rotated := strings.TrimSuffix(path, ext) + "-" + now.UTC().Format(rotatedTime) + ext
+	if err := os.Rename(path, rotated); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm|0o200)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // endsMidLine reports whether the regular file at path ends inside a line

@@ -153,3 +153,48 @@ func (c *chunked) Read(p []byte) (int, error) {
 	c.s = c.s[k:]
 	return k, nil
 }
+
+// TestOpenFreshOnAReadOnlyFile: a Fresh writer moves a file it cannot
+// append to (read-only) aside as it does any other, and writes a new one
+// it can. Lumberjack's rotation gave the new file the read-only mode, so
+// every write failed and rotated again, each making an empty rotated file
+// that counted against MaxFiles until the earlier capture was deleted
+// (found by a review).
+func TestOpenFreshOnAReadOnlyFile(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root writes a read-only file")
+	}
+	for _, before := range []string{"earlier capture\n", ""} {
+		t.Run(map[bool]string{true: "empty", false: "with_lines"}[before == ""], func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "lines.jsonl")
+			if err := os.WriteFile(path, []byte(before), 0o444); err != nil {
+				t.Fatal(err)
+			}
+			w := Open(Options{Path: path, Fresh: true, MaxFiles: 2}, encodeString)
+			for range 3 {
+				w.Log("x")
+				time.Sleep(2 * drainEvery) // each line a write of its own, as a failing write rotated again
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s := w.Stats(); s != (Stats{Written: 3}) {
+				t.Errorf("stats %+v, want 3 written", s)
+			}
+			if got, _ := os.ReadFile(path); string(got) != "x\nx\nx\n" {
+				t.Errorf("new file %q, want three lines", got)
+			}
+			if st, err := os.Stat(path); err != nil || st.Mode().Perm()&0o200 == 0 {
+				t.Errorf("new file %v, %v: want it writable by its owner", st, err)
+			}
+			rotated, _ := filepath.Glob(filepath.Join(dir, "lines-*.jsonl"))
+			if len(rotated) != 1 {
+				t.Fatalf("rotated files %q, want one", rotated)
+			}
+			if got, _ := os.ReadFile(rotated[0]); string(got) != before {
+				t.Errorf("rotated file %q, want %q", got, before)
+			}
+		})
+	}
+}
