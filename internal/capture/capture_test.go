@@ -309,3 +309,34 @@ func TestFreshFile(t *testing.T) {
 		t.Errorf("the earlier capture became %q", kept)
 	}
 }
+
+// TestLinesInCompletionOrder pins what the README says of line order:
+// a record is logged when its response ends, so a request that arrived
+// first and ended last comes last, its timestamp still its arrival; a
+// replayer sorts by timestamp (inferrail-bench does).
+func TestLinesInCompletionOrder(t *testing.T) {
+	var buf syncbuf.Buffer
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	w := Open(Options{Lines: linelog.Options{Sink: &buf}, Start: start})
+	long := sent{at: 10 * time.Millisecond, model: "a", tokens: []int{1}, output: 500}
+	short := sent{at: 20 * time.Millisecond, model: "a", tokens: []int{2}, output: 1}
+	for _, s := range []sent{short, long} { // short ended first
+		if !w.Log(record(start, s, 16)) {
+			t.Fatal("a record was dropped")
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := workload.ParseTrace(strings.NewReader(buf.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, r := range recs {
+		got = append(got, r.Timestamp)
+	}
+	if want := []float64{20, 10}; !slices.Equal(got, want) {
+		t.Errorf("timestamps in file order %v, want %v", got, want)
+	}
+}
