@@ -51,8 +51,11 @@ type Record struct {
 type Candidate struct {
 	Replica string `json:"replica"`
 	// State is offered, or why the replica was not offered: tried (an
-	// earlier attempt of the request went there), at_capacity, unhealthy,
-	// ejected or removed.
+	// earlier attempt of the request went there, and it was usable with
+	// room), at_capacity (a replica whose last slot another request took
+	// between the pick and its lease too), prefill_paced, unhealthy,
+	// ejected or removed. A replica tried and since ejected, failing its
+	// probes or full says that: it is what kept it out.
 	State string `json:"state"`
 	// SetAside names the guard that kept the policy from an offered
 	// replica; "" when it could be chosen.

@@ -80,6 +80,9 @@ func (g *Gateway) chooseFrom(ex *exchange, tried map[*fleet.Replica]bool, t *rou
 			return lease, cands[i].Cached, nil
 		}
 		// Lost the race for its last slot: offer the others as they were.
+		// The record says it had no room; without a reason it would read
+		// as tried by an earlier attempt, which it never was.
+		ex.obs.notOffered(offered[i], notOfferedFull)
 		offered, cands = slices.Delete(offered, i, i+1), slices.Delete(cands, i, i+1)
 	}
 	return nil, -1, errFleetFull

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/clock"
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/decisionlog"
 	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/policy"
 	"github.com/inferrail/inferrail/internal/sim"
@@ -503,6 +505,52 @@ func TestChooseOffersTheRestAfterLosingTheRace(t *testing.T) {
 	}
 	if got := lease.Replica().ID; got != want[len(want)-1].ID {
 		t.Fatalf("leased %s, picked %s", got, want[len(want)-1].ID)
+	}
+}
+
+// TestDecisionLogNamesTheRaceLost: the decision record of a request whose
+// picked replica lost its last slot to another request says that replica
+// was at capacity; it said tried, as if an earlier attempt had gone there,
+// on the request's first attempt (found by a review of the decision log's
+// reasons).
+func TestDecisionLogNamesTheRaceLost(t *testing.T) {
+	cfg := config.Default()
+	cfg.Models = []config.Model{{Name: testModel}}
+	for i := range 3 {
+		cfg.Replicas = append(cfg.Replicas, config.Replica{ID: fmt.Sprint("r", i), URL: "http://127.0.0.1:1", Models: []string{testModel}, MaxConcurrency: 1})
+	}
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	g, err := New(decisionLogConfig(&cfg, path, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &racingPolicy{g: g}
+	ex := &exchange{gen: g.current(), model: testModel, policy: p, id: "req-race", obs: &observed{logged: true}}
+	lease, _, e := g.choose(ex, nil)
+	if e != nil {
+		g.Close()
+		t.Fatalf("no lease after losing the race: %v", e)
+	}
+	lease.Release()
+	if p.taken == nil {
+		g.Close()
+		t.Fatal("the racing policy could not take the slot it picked")
+	}
+	p.taken.Release()
+	g.Close() // writes the decision log
+	recs, data := readDecisions(t, path)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1:\n%s", len(recs), data)
+	}
+	lost, winner := p.seen[0][1].ID, lease.Replica().ID
+	for _, c := range recs[0].Candidates {
+		want := decisionlog.StateOffered
+		if c.Replica == lost {
+			want = notOfferedFull
+		}
+		if c.State != want {
+			t.Errorf("replica %s: state %q, want %q (lost the race: %s, won: %s)", c.Replica, c.State, want, lost, winner)
+		}
 	}
 }
 

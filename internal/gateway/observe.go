@@ -221,6 +221,14 @@ func (o *observed) whyNotOffered(n int) []string {
 	return o.why
 }
 
+// notOffered sets why route i, offered at first, was taken out of the
+// current decision, while the request's decisions are logged.
+func (o *observed) notOffered(i int, why string) {
+	if o != nil && o.logged && i < len(o.why) {
+		o.why[i] = why
+	}
+}
+
 // captureRequest queues the capture's record of ex, whose response had
 // out output tokens counted from source (out < 0: no 2xx answer, no
 // record).
