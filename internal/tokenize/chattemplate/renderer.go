@@ -222,6 +222,8 @@ func (r *Renderer) Problems() []string {
 	return out
 }
 
+var errNotTemplates = errors.New("tokenizer_config.json: chat_template: want a string or a list of named templates")
+
 // parseChatTemplates reads tokenizer_config.json's chat_template: a string,
 // or a list of {"name", "template"} objects.
 func parseChatTemplates(raw json.RawMessage) (named map[string]string, single string, err error) {
@@ -231,16 +233,20 @@ func parseChatTemplates(raw json.RawMessage) (named map[string]string, single st
 	if err := json.Unmarshal(raw, &single); err == nil {
 		return nil, single, nil
 	}
-	var list []struct {
-		Name     string `json:"name"`
-		Template string `json:"template"`
-	}
+	// transformers reads each entry as a dict, template["name"] and
+	// template["template"], case and all: an entry with "Name" alone fails
+	// there (KeyError), where encoding/json would take it for "name".
+	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, "", fmt.Errorf("tokenizer_config.json: chat_template: want a string or a list of named templates")
+		return nil, "", errNotTemplates
 	}
 	named = map[string]string{}
-	for _, t := range list {
-		named[t.Name] = t.Template
+	for _, entry := range list {
+		var name, text string
+		if json.Unmarshal(entry["name"], &name) != nil || json.Unmarshal(entry["template"], &text) != nil {
+			return nil, "", errNotTemplates
+		}
+		named[name] = text
 	}
 	return named, "", nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -766,4 +767,33 @@ func BenchmarkChatRequest8k(b *testing.B) {
 		}
 		b.ReportMetric(float64(n), "tokens")
 	})
+}
+
+// TestParseChatTemplatesKeysAreCaseSensitive: a list of named templates is
+// read as transformers reads it, each entry's "name" and "template" case
+// and all (found by a review: encoding/json took "Name" for "name"); an
+// entry without them is refused, as transformers fails on it (KeyError).
+func TestParseChatTemplatesKeysAreCaseSensitive(t *testing.T) {
+	for _, tt := range []struct {
+		name, raw string
+		want      map[string]string // nil: refused
+	}{
+		{name: "exact", raw: `[{"name":"default","template":"a"}]`, want: map[string]string{"default": "a"}},
+		{name: "Name", raw: `[{"Name":"default","template":"a"}]`},
+		{name: "Template", raw: `[{"name":"default","Template":"a"}]`},
+		{name: "other_case_beside", raw: `[{"name":"default","template":"a","Template":"b","NAME":"x"}]`,
+			want: map[string]string{"default": "a"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			named, _, err := parseChatTemplates(json.RawMessage(tt.raw))
+			switch {
+			case tt.want == nil && err == nil:
+				t.Fatalf("parseChatTemplates(%s) = %v, want an error", tt.raw, named)
+			case tt.want != nil && err != nil:
+				t.Fatalf("parseChatTemplates(%s): %v", tt.raw, err)
+			case !maps.Equal(named, tt.want):
+				t.Errorf("parseChatTemplates(%s) = %v, want %v", tt.raw, named, tt.want)
+			}
+		})
+	}
 }

@@ -290,8 +290,10 @@ func readModelConfig(dir string) (*modelConfig, error) {
 	if data == nil || err != nil {
 		return nil, err
 	}
+	// AutoConfig keeps config.json as a dict: a key in another case
+	// ("Model_Type") is no model type.
 	var m modelConfig
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := exactUnmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("config.json: %w", err)
 	}
 	return &m, nil

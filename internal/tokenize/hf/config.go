@@ -16,7 +16,8 @@ import (
 )
 
 // config is what Load reads of tokenizer_config.json: what transformers 5
-// changes in the tokenizer it builds from tokenizer.json.
+// changes in the tokenizer it builds from tokenizer.json. Its fields are
+// read by exactUnmarshal, keys case and all.
 type config struct {
 	TokenizerClass     string                 `json:"tokenizer_class"`
 	AddPrefixSpace     *bool                  `json:"add_prefix_space"`
@@ -64,9 +65,12 @@ func (c *configToken) UnmarshalJSON(data []byte) error {
 		*c = configToken{Content: s}
 		return nil
 	}
+	// An AddedToken's keys are its constructor's arguments: transformers
+	// refuses "Content" (AddedToken(**token) takes no such argument), so
+	// a key naming a field in another case is refused, not read as it.
 	type plain configToken
 	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := caseSensitiveUnmarshal(data, &p); err != nil {
 		return err
 	}
 	*c = configToken(p)
@@ -208,7 +212,7 @@ func (c *config) setSpecials(obj map[string]json.RawMessage) error {
 
 func parseConfig(data []byte) (*config, error) {
 	var cfg config
-	if err := json.Unmarshal(data, &cfg); err != nil {
+	if err := exactUnmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
 	var raw map[string]json.RawMessage
@@ -299,10 +303,10 @@ func isTokenValue(v json.RawMessage) bool {
 	case len(v) > 0 && v[0] == '"':
 		return true
 	case len(v) > 0 && v[0] == '{':
-		var typed struct {
-			Type string `json:"__type"`
-		}
-		return json.Unmarshal(v, &typed) == nil && typed.Type == "AddedToken"
+		// transformers looks "__type" up in the dict, case and all.
+		var obj map[string]json.RawMessage
+		var typ string
+		return json.Unmarshal(v, &obj) == nil && json.Unmarshal(obj["__type"], &typ) == nil && typ == "AddedToken"
 	}
 	return false
 }

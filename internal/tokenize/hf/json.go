@@ -193,6 +193,32 @@ func caseSensitiveUnmarshal(raw json.RawMessage, v any) error {
 	return json.Unmarshal(raw, v)
 }
 
+// exactUnmarshal decodes the JSON object data into the struct v points
+// to as Python reads a dict: a member sets the field its key names exactly,
+// and a key naming a field only in another case ("Chat_Template",
+// "Model_Type") is ignored, as transformers ignores it where encoding/json
+// would take it for the field. Of a key given twice the last counts, as in
+// json.loads. Field values are read with caseSensitiveUnmarshal.
+func exactUnmarshal(data []byte, v any) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	rv := reflect.ValueOf(v).Elem()
+	for i := range rv.NumField() {
+		f := rv.Type().Field(i)
+		name := jsonName(f)
+		raw, ok := obj[name]
+		if !ok || !f.IsExported() || name == "-" {
+			continue
+		}
+		if err := caseSensitiveUnmarshal(raw, rv.Field(i).Addr().Interface()); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // caseSensitive returns an error for a key of raw, at any depth that a
 // value of type t reads, that names one of the struct's fields in another
 // case only. encoding/json takes such a key for the field (bytes.EqualFold:

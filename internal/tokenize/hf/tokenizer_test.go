@@ -983,3 +983,76 @@ func TestLoadHFKeysAreCaseSensitive(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadHFConfigKeysAreCaseSensitive: tokenizer_config.json and
+// config.json are read as transformers reads them, as Python dicts whose
+// keys match case and all (found by a review: encoding/json took
+// "Chat_Template" for chat_template and "Model_Type" for model_type). A
+// top-level key of another case is ignored, as there; an AddedToken
+// object's key of another case is refused, as AddedToken(**token) refuses
+// an argument it does not have.
+func TestLoadHFConfigKeysAreCaseSensitive(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		config string // tokenizer_config.json
+		model  string // config.json; "" for none
+		want   string // in the error; "" when it loads
+		check  func(t *testing.T, tok *Tokenizer)
+	}{
+		{name: "Tokenizer_Class_ignored", config: `{"Tokenizer_Class": "BertTokenizerFast"}`},
+		{name: "Auto_Map_ignored", config: `{"Auto_Map": {"AutoTokenizer": ["tokenization_x.XTokenizer", null]}}`},
+		{name: "Chat_Template_ignored", config: `{"chat_template": "kept", "Chat_Template": "other"}`,
+			check: func(t *testing.T, tok *Tokenizer) {
+				if got := string(tok.ChatConfig().Template); got != `"kept"` {
+					t.Errorf("chat template %s, want \"kept\"", got)
+				}
+			}},
+		{name: "BOS_TOKEN_ignored", config: `{"BOS_TOKEN": "<s>"}`,
+			check: func(t *testing.T, tok *Tokenizer) {
+				if got := tok.ChatConfig().SpecialTokens; len(got) != 0 {
+					t.Errorf("special tokens %v, want none", got)
+				}
+			}},
+		{name: "Added_Tokens_Decoder_ignored",
+			config: `{"Added_Tokens_Decoder": {"4": {"content": "<x>", "special": true}}}`,
+			check: func(t *testing.T, tok *Tokenizer) {
+				if _, ok := tok.TokenID("<x>"); ok {
+					t.Error("<x> was added from Added_Tokens_Decoder")
+				}
+			}},
+		{name: "added_token_Content_refused",
+			config: `{"added_tokens_decoder": {"4": {"Content": "<x>", "special": true}}}`, want: `"Content"`},
+		{name: "__TYPE_is_no_token", config: `{"image_token": {"__TYPE": "AddedToken", "content": "<img>"}}`,
+			check: func(t *testing.T, tok *Tokenizer) {
+				if got := tok.ChatConfig().SpecialTokens; len(got) != 0 {
+					t.Errorf("special tokens %v, want none", got)
+				}
+			}},
+		{name: "Model_Type_ignored", config: `{}`, model: `{"Model_Type": "bert"}`},
+		{name: "config_Tokenizer_Class_ignored", config: `{}`, model: `{"Tokenizer_Class": "BertTokenizerFast"}`},
+		// The same keys in their own case are read: Bert is refused.
+		{name: "model_type_read", config: `{}`, model: `{"model_type": "bert"}`, want: "BertTokenizer"},
+		{name: "tokenizer_class_read", config: `{"tokenizer_class": "BertTokenizerFast"}`, want: "BertTokenizer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "tokenizer.json"), tinyTokenizer)
+			writeFile(t, filepath.Join(dir, "tokenizer_config.json"), tt.config)
+			if tt.model != "" {
+				writeFile(t, filepath.Join(dir, "config.json"), tt.model)
+			}
+			tok, err := Load(dir)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("Load loaded, want an error naming %s", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("Load: %v, want an error naming %s", err, tt.want)
+			}
+			if err == nil && tt.check != nil {
+				tt.check(t, tok)
+			}
+		})
+	}
+}
