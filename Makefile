@@ -26,7 +26,8 @@ FUZZ_TARGETS := \
 	./internal/sim:FuzzChatRequest \
 	./internal/sim:FuzzCompletionRequest \
 	./internal/sim:FuzzHTTP \
-	./internal/sim:FuzzDecodeJSON \
+	./internal/pyjson:FuzzDecode \
+	./internal/pyjson:FuzzZeroed \
 	./internal/openai:FuzzFindModel \
 	./internal/openai:FuzzArrayPromptTokens \
 	./internal/config:FuzzParse \

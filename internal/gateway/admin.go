@@ -102,10 +102,15 @@ func (g *Gateway) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		refusalOf(err).write(w) // not counted: nothing is routed
 		return
 	}
-	model, body := ex.model, ex.body
+	model, body := ex.model, ex.parseable()
 	mt := g.tokenizers[model]
 	if mt == nil {
 		openai.BadRequest("The model "+model+" has no tokenizer.", "model").Write(w)
+		return
+	}
+	if ex.unreadable {
+		// As routing, which predicts nothing for it (unreadableLiteral).
+		openai.BadRequest("The request holds NaN, Infinity or -Infinity where its prompt is read; the gateway does not tokenize it.", "").Write(w)
 		return
 	}
 	chat := isChatPath(r.URL.Path)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -8,7 +9,10 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/openai"
+	"github.com/inferrail/inferrail/internal/pyjson"
 )
+
+var utf8BOM = []byte("\uFEFF")
 
 // readBody reads the whole body within the deadline and the size limit.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, deadline time.Time) ([]byte, error) {
@@ -121,4 +125,64 @@ func arrayPrompt(r *http.Request, body []byte, mf openai.ModelField) int {
 	}
 	n, _ := openai.ArrayPromptTokens(body[mf.PromptStart:mf.PromptEnd], bytesPerToken)
 	return n
+}
+
+// readableBody is body as the gateway's own readers (FindModel, the prompt
+// parsers), which read JSON as encoding/json does, can read it: body itself
+// when it is JSON to them; else, when Python's json.loads (vLLM's reading)
+// takes it only for its NaN, Infinity and -Infinity literals, which
+// encoding/json refuses, a copy with each a zero of the same length
+// (pyjson.Zeroed), so offsets into it are offsets into body, and where the
+// literals lie. ok is false for a body that is not JSON to either: the
+// gateway's usual 400, as Python would refuse it too. Engines get body,
+// never the copy: its zeros are no values the client sent, and vLLM judges
+// the literals itself (a float field takes them; an int or bool field, or
+// a range check, refuses them).
+func readableBody(body []byte) (readable []byte, lits []pyjson.NonFinite, ok bool) {
+	if json.Valid(body) {
+		return body, nil, true
+	}
+	_, lits, err := pyjson.Decode(body, nil)
+	if err != nil || len(lits) == 0 {
+		return nil, nil, false
+	}
+	readable = pyjson.Zeroed(body, lits)
+	// The two readings differ elsewhere too (nesting, long integers): a
+	// body encoding/json refuses for more than the literals is refused as
+	// it was.
+	if !json.Valid(readable) {
+		return nil, nil, false
+	}
+	return readable, lits, true
+}
+
+// samplingMembers are the top-level members whose NaN or infinities leave
+// the request's prediction as it is: sampling parameters, which shape no
+// prompt and which vLLM range-checks itself. A literal anywhere else may
+// lie where the prompt parsers or the limits read (messages, tools,
+// max_tokens), whose zero stand-in would predict another prompt or cap.
+var samplingMembers = map[string]bool{
+	"temperature": true, "top_p": true, "top_k": true, "min_p": true, "presence_penalty": true,
+	"frequency_penalty": true, "repetition_penalty": true, "length_penalty": true, "logit_bias": true,
+}
+
+// unreadableLiteral reports whether a literal of lits lies outside
+// samplingMembers: the request then routes without a prediction.
+func unreadableLiteral(lits []pyjson.NonFinite) bool {
+	for _, l := range lits {
+		if !samplingMembers[l.Member] {
+			return true
+		}
+	}
+	return false
+}
+
+// parseable is what the gateway's own readers read of the request: its
+// body, or the copy readableBody set apart for a body with Python's
+// literals.
+func (ex *exchange) parseable() []byte {
+	if ex.readable == nil {
+		return ex.body
+	}
+	return ex.readable
 }

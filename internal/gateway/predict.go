@@ -258,6 +258,11 @@ func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) 
 	// The worker writes only into done, which is read after a nil error:
 	// after ErrSlow the worker may still be tokenizing, and its late result
 	// must not race with (or replace) the request's own.
+	if ex.unreadable {
+		// The prompt parsers would read the zeros standing in for NaN or
+		// an infinity, which the engine renders otherwise.
+		return nil, tokUnsupported, nil
+	}
 	var done struct {
 		pred   *prediction
 		result string
@@ -267,10 +272,10 @@ func (g *Gateway) tokenizeAsRouted(ex *exchange, mt *modelTokenizer, chat bool) 
 	// it from the requests behind.
 	contextLen := func() int { return g.contextLen(ex.model) }
 	work := func(stop *atomic.Bool) {
-		done.pred, done.result = tokenizeBody(mt, ex.model, ex.body, chat, contextLen, stop)
+		done.pred, done.result = tokenizeBody(mt, ex.model, ex.parseable(), chat, contextLen, stop)
 	}
 	var err error
-	if len(ex.body) <= inlineBytes {
+	if len(ex.parseable()) <= inlineBytes {
 		err = tokenize.Run(work, nil)
 	} else {
 		err = g.tokPool.Do(time.Duration(g.cfg.Tokenizer.MaxWait), work)

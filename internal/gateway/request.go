@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -39,12 +38,16 @@ type exchange struct {
 	id       string
 	gen      *generation // the config it reads for its whole life
 	model    string
-	body     []byte
+	body     []byte        // what engines are sent
 	arm      int           // its policy's place in the model's arms
 	policy   policy.Policy // the arm's policy
 	shadowed bool          // the model has shadow policies
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
+	// readable: body with zeros for Python's NaN and infinities, nil when
+	// it holds none (see parseable); unreadable: unreadableLiteral's.
+	readable   []byte
+	unreadable bool
 	// sessionKey is the conversation the request names (x-session-id,
 	// else the body's user field; "" when none), bounded in size by
 	// sessionKey: what the session tables and logs keep of it.
@@ -107,8 +110,6 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	g.proxy(ex)
 }
 
-var utf8BOM = []byte("\uFEFF")
-
 // readRequest checks a request's admission headers, then reads its body
 // within its deadline and size limit, checks it is JSON and resolves the
 // model it names, splicing the model's own name over an alias so the
@@ -129,10 +130,11 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	// vLLM reads a body that starts with UTF-8's byte order mark (Python's
 	// json.loads of bytes skips it); the engine gets the body without it.
 	body = bytes.TrimPrefix(body, utf8BOM)
-	if !json.Valid(body) {
+	readable, lits, ok := readableBody(body)
+	if !ok {
 		return ex, refusedNotJSON
 	}
-	mf, err := openai.FindModel(body)
+	mf, err := openai.FindModel(readable)
 	switch {
 	case errors.Is(err, openai.ErrModelNotUTF8):
 		// vLLM's answer to any body that is not UTF-8.
@@ -149,7 +151,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		w.Header().Set(openai.HeaderRequestID, id)
 	}
 	// Read before the model's name is spliced in, which moves the prompt.
-	ex.arrayPrompt = arrayPrompt(r, body, mf)
+	ex.arrayPrompt = arrayPrompt(r, readable, mf)
 	model, ok := ex.gen.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":
@@ -158,8 +160,14 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		return ex, newRefusal(openai.ModelNotFound(mf.Name), reasonUnknownModel)
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
+		if len(lits) > 0 { // the copy, whose offsets were body's
+			readable = openai.SpliceModel(readable, mf, model)
+		}
 	}
 	ex.model, ex.body, ex.stream = model, body, mf.Stream
+	if len(lits) > 0 {
+		ex.readable, ex.unreadable = readable, unreadableLiteral(lits)
+	}
 	ex.outputCap = outputCap(mf, isChatPath(r.URL.Path))
 	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)
 	if ex.adm.target == 0 {
