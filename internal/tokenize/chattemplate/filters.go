@@ -2,16 +2,10 @@ package chattemplate
 
 import (
 	"cmp"
-	"errors"
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
-	"golang.org/x/text/cases"
-	"golang.org/x/text/language"
 )
 
 // The template engine has filters and tests that compute otherwise than
@@ -27,9 +21,12 @@ import (
 // source (overrideFilters): those filters are renamed to variables
 // holding Jinja2's versions (filterVars), those tests become such
 // filters (Jinja2 parses a test where it parses a filter, after the value
-// and before any operator, so "x is iterable" and "x|f" group alike), and
-// f(a, *b) becomes f|splat(a, b). What it parses but would render wrongly
-// or without bound is refused (unreadConstruct).
+// and before any operator, so "x is iterable" and "x|f" group alike),
+// map, select and the like naming one of them as a string literal are
+// renamed to ours (higherOrderFilters), the string methods that map case
+// one rune at a time, s.upper(), become filters that map it as Python
+// does ((s|f), caseMethods), and f(a, *b) becomes f|splat(a, b). What it parses but would render wrongly or without
+// bound is refused (unreadConstruct).
 
 // overriddenFilters maps each filter the renderer replaces, and each test
 // it turns into a filter (under testPrefix), to its callable.
@@ -48,11 +45,46 @@ var overriddenFilters = map[string]jinja.Value{
 	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
 }
 
+// higherOrderFilters are the engine's filters that apply a filter or a
+// test named by a string argument (map('title'), select('iterable'),
+// selectattr('v', 'sequence')), each with the position of that argument
+// after the value. The engine looks the name up among its own filters and
+// tests, never among the replaced ones, so a call that names a replaced
+// filter or test as a string literal is renamed to ours, which apply the
+// replacement with Jinja2's semantics (namedFilterCall). A name given any
+// other way (a variable, an expression) keeps the engine's filter.
+var higherOrderFilters = map[string]struct {
+	nameArg int  // the argument naming the filter or test, after the value
+	test    bool // it names a test, not a filter
+	fn      jinja.Value
+}{
+	"map":        {0, false, jinja.NewCallable(filterPrefix+"map", mapFilter)},
+	"select":     {0, true, jinja.NewCallable(filterPrefix+"select", selectFilter("select", false, true))},
+	"reject":     {0, true, jinja.NewCallable(filterPrefix+"reject", selectFilter("reject", false, false))},
+	"selectattr": {1, true, jinja.NewCallable(filterPrefix+"selectattr", selectFilter("selectattr", true, true))},
+	"rejectattr": {1, true, jinja.NewCallable(filterPrefix+"rejectattr", selectFilter("rejectattr", true, false))},
+}
+
+// isReplacedFilter reports whether a template's filter name is one the
+// renderer replaces (not a test turned into a filter, nor a helper).
+func isReplacedFilter(name string) bool {
+	_, ok := overriddenFilters[name]
+	return ok && !strings.HasPrefix(name, testPrefix) && name != "not" && name != splatName
+}
+
+// isReplacedTest reports whether a template's test name is one the
+// renderer replaces.
+func isReplacedTest(name string) bool {
+	_, ok := overriddenFilters[testPrefix+name]
+	return ok && name != ""
+}
+
 // filterPrefix starts the name a replaced filter is renamed to; a test
 // turned into a filter is named filterPrefix+testPrefix+test.
 const (
 	filterPrefix = "__inferrail_filter_"
 	testPrefix   = "is_"
+	methodPrefix = "str_"
 )
 
 // filterVars adds the replacing filters to a rendering's variables.
@@ -68,6 +100,12 @@ var replacingFilters = func() []namedValue {
 	var out []namedValue
 	for name, fn := range overriddenFilters {
 		out = append(out, namedValue{filterPrefix + name, fn})
+	}
+	for name, f := range higherOrderFilters {
+		out = append(out, namedValue{filterPrefix + name, f.fn})
+	}
+	for name, fn := range caseMethods {
+		out = append(out, namedValue{filterPrefix + methodPrefix + name, fn})
 	}
 	return out
 }()
@@ -108,9 +146,17 @@ func overrideFilters(src string) string {
 	if len(edits) == 0 {
 		return src
 	}
+	// A method call's receiver is opened before the edits inside it; an
+	// opening inserted at a place goes before what replaces text there.
+	slices.SortStableFunc(edits, func(a, b sourceEdit) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end-a.start, b.end-b.start))
+	})
 	var b strings.Builder
 	prev := 0
 	for _, e := range edits {
+		if e.start < prev {
+			continue // overlaps the edit before it: the text stays
+		}
 		b.WriteString(src[prev:e.start])
 		b.WriteString(e.text)
 		prev = e.end
@@ -187,7 +233,7 @@ func filterBlockEdit(src string, t tagSpan) []sourceEdit {
 		k++
 	}
 	name := src[i:k]
-	if _, ok := overriddenFilters[name]; !ok || strings.HasPrefix(name, testPrefix) || name == "not" || name == splatName {
+	if !isReplacedFilter(name) {
 		return nil
 	}
 	return []sourceEdit{{i, k, filterPrefix + name}}
@@ -219,6 +265,7 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 		}
 		return src[i:k], i, k
 	}
+	var toks []srcToken // the tag's tokens, made when a method call needs them
 	for i := from; i < to; i++ {
 		c := src[i]
 		switch {
@@ -227,6 +274,27 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 				if src[i] == '\\' {
 					i++
 				}
+			}
+		case c == '.':
+			method, _, end := word(i + 1)
+			if _, ok := caseMethods[method]; !ok {
+				continue
+			}
+			open := skipTagSpace(src, end, to)
+			if open == to || src[open] != '(' {
+				continue
+			}
+			closing := skipTagSpace(src, open+1, to)
+			if closing == to || src[closing] != ')' {
+				continue // with arguments: the engine's, as Python refuses them
+			}
+			if toks == nil {
+				toks = tagTokens(src, from, to)
+			}
+			if start := receiverStart(src, toks, i); start >= 0 {
+				edits = append(edits, sourceEdit{start, start, "("},
+					sourceEdit{i, closing + 1, "|" + filterPrefix + methodPrefix + method + ")"})
+				i = closing
 			}
 		case c == '*' && stars[i]:
 			edits = append(edits, sourceEdit{i, i + 1, ""})
@@ -237,7 +305,7 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 			}
 		case c == '|':
 			name, at, end := word(i + 1)
-			if _, ok := overriddenFilters[name]; ok && !strings.HasPrefix(name, testPrefix) && name != "not" && name != splatName {
+			if isReplacedFilter(name) || namesReplaced(src, name, end, to) {
 				edits = append(edits, sourceEdit{at, end, filterPrefix + name})
 			}
 			i = max(i, end-1)
@@ -269,6 +337,45 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 		}
 	}
 	return edits
+}
+
+// namesReplaced reports whether the filter name, ending at src[end],
+// is one of higherOrderFilters called with a string literal naming a
+// replaced filter or test where it takes that name.
+func namesReplaced(src, name string, end, to int) bool {
+	h, ok := higherOrderFilters[name]
+	if !ok {
+		return false
+	}
+	open := skipTagSpace(src, end, to)
+	if open == to || src[open] != '(' {
+		return false
+	}
+	args, ok := callArgs(src, open, to)
+	if !ok || len(args) <= h.nameArg {
+		return false
+	}
+	named, ok := plainStringLiteral(strings.TrimSpace(src[args[h.nameArg][0]:args[h.nameArg][1]]))
+	if !ok {
+		return false
+	}
+	if h.test {
+		return isReplacedTest(named)
+	}
+	return isReplacedFilter(named)
+}
+
+// plainStringLiteral returns the text of a quoted literal without
+// escapes, which is all of s; false for anything else.
+func plainStringLiteral(s string) (string, bool) {
+	if len(s) < 2 || (s[0] != '\'' && s[0] != '"') || s[len(s)-1] != s[0] {
+		return "", false
+	}
+	inner := s[1 : len(s)-1]
+	if strings.ContainsAny(inner, "\\'\"") {
+		return "", false
+	}
+	return inner, true
 }
 
 // splatName is the filter a call with an unpacked argument, f(a, *b), is
@@ -377,338 +484,3 @@ func isKeywordArg(a string) bool {
 
 // splatFilter calls its value with the arguments it is given, the last
 // one's items in its place (see splatName).
-func splatFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) < 2 || !args[0].IsCallable() {
-		return jinja.Undefined(), errors.New("only a callable can be called with unpacked arguments")
-	}
-	items, err := pyIter(args[len(args)-1])
-	if err != nil {
-		return jinja.Undefined(), fmt.Errorf("argument after * must be an iterable: %w", err)
-	}
-	call := append(slices.Clone(args[1:len(args)-1]), items...)
-	return args[0].AsCallable().Fn(call, kwargs)
-}
-
-// iterableTest is Jinja2's iterable test: what iter() takes, an undefined
-// value included.
-func iterableTest(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) != 1 || len(kwargs) > 0 {
-		return jinja.Undefined(), errors.New("iterable takes no arguments")
-	}
-	v := args[0]
-	return jinja.NewBool(v.IsList() || v.IsDict() || v.IsString() || v.IsUndefined()), nil
-}
-
-// sequenceTest is Jinja2's sequence test: what has a length and items,
-// an undefined value included.
-func sequenceTest(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	return iterableTest(args, kwargs) // the same kinds, in the engine's values
-}
-
-// notFilter negates a test turned into a filter ("is not").
-func notFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) != 1 {
-		return jinja.Undefined(), errors.New("not takes one value")
-	}
-	return jinja.NewBool(!args[0].IsTruthy()), nil
-}
-
-// dictsortFilter is Jinja2's dictsort(value, case_sensitive=False,
-// by="key", reverse=False): the dict's (key, value) pairs sorted by key or
-// by value, strings compared lower-cased unless case_sensitive, equal ones
-// in the dict's order.
-func dictsortFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 || !args[0].IsDict() {
-		return jinja.Undefined(), errors.New("dictsort: the value has no items(): not a dict")
-	}
-	opts, err := filterArgs("dictsort", args[1:], kwargs, "case_sensitive", "by", "reverse")
-	if err != nil {
-		return jinja.Undefined(), err
-	}
-	caseSensitive := opts[0].IsTruthy()
-	pos := 0
-	switch by := opts[1]; {
-	case by.IsUndefined(), by.IsString() && by.AsString() == "key":
-	case by.IsString() && by.AsString() == "value":
-		pos = 1
-	default:
-		return jinja.Undefined(), errors.New(`dictsort: you can only sort by either "key" or "value"`)
-	}
-	reverse := opts[2].IsTruthy()
-	d := args[0].AsDict()
-	keys := d.OrderedKeys()
-	items := make([][2]jinja.Value, len(keys))
-	for i, k := range keys {
-		v, _ := d.Get(k)
-		items[i] = [2]jinja.Value{jinja.NewString(k), v}
-	}
-	sortKey := func(v jinja.Value) jinja.Value {
-		if v.IsString() && !caseSensitive {
-			return jinja.NewString(strings.ToLower(v.AsString()))
-		}
-		return v
-	}
-	var cmpErr error
-	slices.SortStableFunc(items, func(a, b [2]jinja.Value) int {
-		c, err := pyCompare(sortKey(a[pos]), sortKey(b[pos]))
-		if err != nil && cmpErr == nil {
-			cmpErr = err
-		}
-		if reverse {
-			return -c
-		}
-		return c
-	})
-	if cmpErr != nil {
-		return jinja.Undefined(), fmt.Errorf("dictsort: %w", cmpErr)
-	}
-	out := make([]jinja.Value, len(items))
-	for i, it := range items {
-		out[i] = jinja.NewList([]jinja.Value{it[0], it[1]})
-	}
-	return jinja.NewList(out), nil
-}
-
-// pyCompare orders two values as Python's < does for the kinds a template
-// sorts: numbers (bools among them) with numbers, strings with strings by
-// code point. Other pairs are Python's TypeError.
-func pyCompare(a, b jinja.Value) (int, error) {
-	num := func(v jinja.Value) (float64, bool) {
-		switch {
-		case v.IsBool():
-			if v.AsBool() {
-				return 1, true
-			}
-			return 0, true
-		case v.IsInt():
-			return float64(v.AsInt()), true
-		case v.IsFloat():
-			return v.AsFloat(), true
-		}
-		return 0, false
-	}
-	if x, ok := num(a); ok {
-		if y, ok := num(b); ok {
-			if a.IsInt() && b.IsInt() {
-				return cmp.Compare(a.AsInt(), b.AsInt()), nil
-			}
-			return cmp.Compare(x, y), nil
-		}
-	}
-	if a.IsString() && b.IsString() {
-		return strings.Compare(a.AsString(), b.AsString()), nil // UTF-8 keeps code point order
-	}
-	return 0, fmt.Errorf("'<' not supported between instances of '%s' and '%s'", pyType(a), pyType(b))
-}
-
-// filterArgs reads a filter's optional arguments as Python binds them:
-// positional ones in the order of names, then keyword ones; an argument
-// given neither way is Undefined.
-func filterArgs(filter string, args []jinja.Value, kwargs map[string]jinja.Value, names ...string) ([]jinja.Value, error) {
-	if len(args) > len(names) {
-		return nil, fmt.Errorf("%s takes at most %d arguments, got %d", filter, len(names), len(args))
-	}
-	out := make([]jinja.Value, len(names))
-	for i := range out {
-		out[i] = jinja.Undefined()
-	}
-	copy(out, args)
-	for k, v := range kwargs {
-		i := slices.Index(names, k)
-		switch {
-		case i < 0:
-			return nil, fmt.Errorf("%s got an unexpected keyword argument %q", filter, k)
-		case i < len(args):
-			return nil, fmt.Errorf("%s got multiple values for argument %q", filter, k)
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// trimFilter is Jinja2's trim(value, chars=None): Python's str() of the
-// value (a list's or dict's repr escaping what Python calls unprintable)
-// stripped of Python's whitespace, or of the characters in chars. The
-// engine's trim keeps U+001C to U+001F, which Python strips, and gives a
-// list's raw repr (Llama 3.2 Vision trims a system message's parts).
-func trimFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 1 && len(kwargs) == 0 {
-		return jinja.NewString(pyStrip(pyStr(args[0]))), nil // the usual call, without allocating
-	}
-	if len(args) == 0 {
-		return jinja.Undefined(), errors.New("trim takes a value")
-	}
-	opts, err := filterArgs("trim", args[1:], kwargs, "chars")
-	if err != nil {
-		return jinja.Undefined(), err
-	}
-	s := pyStr(args[0])
-	if chars := opts[0]; !chars.IsUndefined() && !chars.IsNone() {
-		if !chars.IsString() {
-			return jinja.Undefined(), errors.New("trim: strip arg must be None or str")
-		}
-		return jinja.NewString(strings.Trim(s, chars.AsString())), nil
-	}
-	return jinja.NewString(pyStrip(s)), nil
-}
-
-// stringFilter is Jinja2's string: Python's str() of the value, a list's
-// or dict's repr escaping what Python calls unprintable (the engine's
-// leaves U+200B and the like raw).
-func stringFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) != 1 || len(kwargs) > 0 {
-		return jinja.Undefined(), errors.New("string takes no arguments")
-	}
-	return jinja.NewString(pyStr(args[0])), nil
-}
-
-// joinFilter is Jinja2's join(value, d=”, attribute=None): the str() of
-// each item (or of each item's attribute, a dotted path), joined with d.
-// A list's items, a string's characters and a dict's keys are its items.
-func joinFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 {
-		return jinja.Undefined(), errors.New("join takes a value")
-	}
-	opts, err := filterArgs("join", args[1:], kwargs, "d", "attribute")
-	if err != nil {
-		return jinja.Undefined(), err
-	}
-	items, err := pyIter(args[0])
-	if err != nil {
-		return jinja.Undefined(), fmt.Errorf("join: %w", err)
-	}
-	sep := ""
-	if !opts[0].IsUndefined() {
-		sep = pyStr(opts[0])
-	}
-	parts := make([]string, len(items))
-	for i, it := range items {
-		if attr := opts[1]; !attr.IsUndefined() && !attr.IsNone() {
-			it = attrPath(it, pyStr(attr))
-		}
-		parts[i] = pyStr(it)
-	}
-	return jinja.NewString(strings.Join(parts, sep)), nil
-}
-
-// pyIter is what Python's iter() gives of a template value: a list's
-// items, a string's characters, a dict's keys; nothing of an undefined
-// value. Other values are not iterable.
-func pyIter(v jinja.Value) ([]jinja.Value, error) {
-	switch {
-	case v.IsList():
-		return v.AsList().Items, nil
-	case v.IsString():
-		var out []jinja.Value
-		for _, r := range v.AsString() {
-			out = append(out, jinja.NewString(string(r)))
-		}
-		return out, nil
-	case v.IsDict():
-		keys := v.AsDict().OrderedKeys()
-		out := make([]jinja.Value, len(keys))
-		for i, k := range keys {
-			out[i] = jinja.NewString(k)
-		}
-		return out, nil
-	case v.IsUndefined():
-		return nil, nil
-	}
-	return nil, fmt.Errorf("'%s' object is not iterable", pyType(v))
-}
-
-// attrPath looks a dotted path up in v as Jinja2's attribute getters do:
-// each part a dict's key, or a list's index when it is a number; what is
-// not there is undefined.
-func attrPath(v jinja.Value, path string) jinja.Value {
-	for part := range strings.SplitSeq(path, ".") {
-		switch {
-		case v.IsDict():
-			got, ok := v.AsDict().Get(part)
-			if !ok {
-				return jinja.Undefined()
-			}
-			v = got
-		case v.IsList():
-			i, err := strconv.Atoi(part)
-			items := v.AsList().Items
-			if err != nil || i < 0 || i >= len(items) {
-				return jinja.Undefined()
-			}
-			v = items[i]
-		default:
-			return jinja.Undefined()
-		}
-	}
-	return v
-}
-
-// upperFilter, lowerFilter and capitalizeFilter are Jinja2's: Python's
-// str() of the value, its case mapped in full as Python maps it (ß to SS,
-// a final sigma to ς, a digraph's title case), which Go's strings package
-// maps one rune at a time.
-func upperFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	return caseFilter("upper", args, kwargs, func(s string) string { return cases.Upper(language.Und).String(s) })
-}
-
-func lowerFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	return caseFilter("lower", args, kwargs, func(s string) string { return cases.Lower(language.Und).String(s) })
-}
-
-// capitalizeFilter is str.capitalize: the first character in title case,
-// the rest lower-cased.
-func capitalizeFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	return caseFilter("capitalize", args, kwargs, func(s string) string {
-		if s == "" {
-			return s
-		}
-		_, size := utf8.DecodeRuneInString(s)
-		return cases.Title(language.Und).String(s[:size]) + cases.Lower(language.Und).String(s[size:])
-	})
-}
-
-// caseFilter applies mapCase to the str() of a filter's one value.
-func caseFilter(name string, args []jinja.Value, kwargs map[string]jinja.Value, mapCase func(string) string) (jinja.Value, error) {
-	if len(args) != 1 || len(kwargs) > 0 {
-		return jinja.Undefined(), fmt.Errorf("%s takes no arguments", name)
-	}
-	return jinja.NewString(mapCase(pyStr(args[0]))), nil
-}
-
-// titleFilter is Jinja2's title: the text cut before every run of
-// whitespace, '-', '(', '{', '[' and '<', each piece's first character
-// upper-cased and the rest lower-cased.
-func titleFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) != 1 || len(kwargs) > 0 {
-		return jinja.Undefined(), errors.New("title takes no arguments")
-	}
-	s := pyStr(args[0])
-	// Python's str.upper and str.lower map case fully (ß to SS, a final
-	// sigma to ς), as x/text's casers do and Go's strings package does not.
-	upper, lower := cases.Upper(language.Und), cases.Lower(language.Und)
-	var b strings.Builder
-	b.Grow(len(s))
-	for len(s) > 0 {
-		n := pieceLen(s)
-		_, size := utf8.DecodeRuneInString(s)
-		b.WriteString(upper.String(s[:size]))
-		b.WriteString(lower.String(s[size:n]))
-		s = s[n:]
-	}
-	return jinja.NewString(b.String()), nil
-}
-
-// pieceLen is the length of the first piece of s as Jinja2's title cuts
-// it (re.split on a captured run of separators, which keeps the runs): a
-// run of separators, or the text up to the next one.
-func pieceLen(s string) int {
-	sep := func(r rune) bool { return pyIsSpace(r) || strings.ContainsRune("-({[<", r) }
-	r, _ := utf8.DecodeRuneInString(s)
-	first := sep(r)
-	for i, r := range s {
-		if sep(r) != first {
-			return i
-		}
-	}
-	return len(s)
-}
