@@ -30,7 +30,10 @@ func TestFairShareCountsSlotsHeldElsewhere(t *testing.T) {
 			cfg := flowConfig(promptEngine(t, &sick, hold), 10)
 			cfg.Replicas = append(cfg.Replicas, config.Replica{ID: "two", URL: promptEngine(t, nil, hold), Models: []string{testModel}, MaxConcurrency: 1, MaxPending: 1})
 			cfg.Routing.DefaultPolicy = "round_robin"
-			cfg.Health.Interval, cfg.Health.Timeout = config.Duration(50*time.Millisecond), config.Duration(50*time.Millisecond)
+			// Probes quick enough to find replica one sick well within the
+			// wait below, slow enough that a loaded machine does not fail
+			// replica two's too (50 ms did, 1 run in 5 beside other work).
+			cfg.Health.Interval, cfg.Health.Timeout = config.Duration(250*time.Millisecond), config.Duration(250*time.Millisecond)
 			cfg.Flow.MaxWait = config.Duration(3 * time.Second)
 			gw := startGateway(t, cfg)
 			body := func(prompt string) string { return `{"model":"sim","prompt":"` + prompt + `","max_tokens":1}` }
