@@ -168,7 +168,7 @@ func openingToken(toks []srcToken, closing int) int {
 // subscript of it rather than an expression of its own.
 func endsOperand(src string, t srcToken) bool {
 	switch t.kind {
-	case 'q', ')', ']':
+	case 'q', ')', ']', '}': // '}' ends a dict literal
 		return true
 	case 'a':
 		return !isKeyword(src[t.start:t.end])

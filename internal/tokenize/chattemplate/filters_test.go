@@ -234,6 +234,9 @@ func TestCaseMethodsArePythons(t *testing.T) {
 		// In statements' expressions: a macro's default, a set, a loop's
 		// condition, a call block.
 		{"{% macro m(a='ß'.upper(), b=2) %}{{ a }}{{ b }}{% endmacro %}{{ m() }}|{% set ns = namespace(v='') %}{% set ns.v = 'ß'.upper() %}{{ ns.v }}|{% for c in ['a', 'ß'] if c.upper() != 'A' %}{{ c.upper() }}{% endfor %}|{% macro g() %}{{ caller('ß'.upper()) }}{% endmacro %}{% call(x) g() %}{{ x.lower() }}{% endcall %}|{{ 'ß'.upper() if true else 'x'.lower() }}|{{ ['ß', 'b']|map('upper')|map('lower')|join }}", "SS2|SS|SS|ss|SS|ssb"},
+		// On a dict literal's item (a review's finding: the '}' was taken
+		// for no operand, and the subscript alone for the receiver).
+		{"{{ {'a':'ß'}['a'].upper() }}|{{ {'a':['ß']}['a'][0].upper() }}|{{ {'a':'x'}.a.upper() }}", "SS|SS|X"},
 		// A dict's key of the method's name is called, as in Jinja2.
 		{"{% macro f() %}m{% endmacro %}{% set d = {'title': f} %}{{ d.title() }}", "m"},
 	} {
