@@ -132,28 +132,25 @@ func arrayPrompt(r *http.Request, body []byte, mf openai.ModelField) int {
 // when it is JSON to them; else, when Python's json.loads (vLLM's reading)
 // takes it only for its NaN, Infinity and -Infinity literals, which
 // encoding/json refuses, a copy with each a zero of the same length
-// (pyjson.Zeroed), so offsets into it are offsets into body, and where the
-// literals lie. ok is false for a body that is not JSON to either: the
-// gateway's usual 400, as Python would refuse it too. Engines get body,
-// never the copy: its zeros are no values the client sent, and vLLM judges
-// the literals itself (a float field takes them; an int or bool field, or
-// a range check, refuses them).
-func readableBody(body []byte) (readable []byte, lits []pyjson.NonFinite, ok bool) {
+// (pyjson.ZeroedDecode, zeroed true), so offsets into it are offsets into
+// body. unreadable says a literal lies outside samplingMembers: the
+// request then routes without a prediction. ok is false for a body that
+// is not JSON to either: the gateway's usual 400, as Python would refuse
+// it too. Engines get body, never the copy: its zeros are no values the
+// client sent, and vLLM judges the literals itself (a float field takes
+// them; an int or bool field, or a range check, refuses them).
+func readableBody(body []byte) (readable []byte, zeroed, unreadable, ok bool) {
 	if json.Valid(body) {
-		return body, nil, true
+		return body, false, false, true
 	}
-	_, lits, err := pyjson.Decode(body, nil)
-	if err != nil || len(lits) == 0 {
-		return nil, nil, false
+	readable, unreadable, err := pyjson.ZeroedDecode(body, func(member string) bool { return samplingMembers[member] })
+	// The two readings differ elsewhere too (long integers, control
+	// characters in strings): a body encoding/json refuses for more than
+	// the literals is refused as it was.
+	if err != nil || readable == nil || !json.Valid(readable) {
+		return nil, false, false, false
 	}
-	readable = pyjson.Zeroed(body, lits)
-	// The two readings differ elsewhere too (nesting, long integers): a
-	// body encoding/json refuses for more than the literals is refused as
-	// it was.
-	if !json.Valid(readable) {
-		return nil, nil, false
-	}
-	return readable, lits, true
+	return readable, true, unreadable, true
 }
 
 // samplingMembers are the top-level members whose NaN or infinities leave
@@ -164,17 +161,6 @@ func readableBody(body []byte) (readable []byte, lits []pyjson.NonFinite, ok boo
 var samplingMembers = map[string]bool{
 	"temperature": true, "top_p": true, "top_k": true, "min_p": true, "presence_penalty": true,
 	"frequency_penalty": true, "repetition_penalty": true, "length_penalty": true, "logit_bias": true,
-}
-
-// unreadableLiteral reports whether a literal of lits lies outside
-// samplingMembers: the request then routes without a prediction.
-func unreadableLiteral(lits []pyjson.NonFinite) bool {
-	for _, l := range lits {
-		if !samplingMembers[l.Member] {
-			return true
-		}
-	}
-	return false
 }
 
 // parseable is what the gateway's own readers read of the request: its

@@ -45,7 +45,7 @@ type exchange struct {
 	deadline time.Time
 	pred     *prediction // nil: routed without a prediction
 	// readable: body with zeros for Python's NaN and infinities, nil when
-	// it holds none (see parseable); unreadable: unreadableLiteral's.
+	// it holds none (see parseable); unreadable: readableBody's.
 	readable   []byte
 	unreadable bool
 	// sessionKey is the conversation the request names (x-session-id,
@@ -130,7 +130,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	// vLLM reads a body that starts with UTF-8's byte order mark (Python's
 	// json.loads of bytes skips it); the engine gets the body without it.
 	body = bytes.TrimPrefix(body, utf8BOM)
-	readable, lits, ok := readableBody(body)
+	readable, zeroed, unreadable, ok := readableBody(body)
 	if !ok {
 		return ex, refusedNotJSON
 	}
@@ -160,13 +160,13 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 		return ex, newRefusal(openai.ModelNotFound(mf.Name), reasonUnknownModel)
 	case model != mf.Name:
 		body = openai.SpliceModel(body, mf, model)
-		if len(lits) > 0 { // the copy, whose offsets were body's
+		if zeroed { // the copy, whose offsets were body's
 			readable = openai.SpliceModel(readable, mf, model)
 		}
 	}
 	ex.model, ex.body, ex.stream = model, body, mf.Stream
-	if len(lits) > 0 {
-		ex.readable, ex.unreadable = readable, unreadableLiteral(lits)
+	if zeroed {
+		ex.readable, ex.unreadable = readable, unreadable
 	}
 	ex.outputCap = outputCap(mf, isChatPath(r.URL.Path))
 	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)

@@ -35,13 +35,25 @@ var ErrUnparsable = errors.New("json.loads raised an error other than a JSONDeco
 // model is then missing.
 var ErrEmpty = errors.New("empty body")
 
-// maxDepth bounds nesting so hostile bodies cannot exhaust the stack.
-// Python's limit depends on its stack; this one is lower.
+// maxDepth bounds Decode's nesting so hostile bodies cannot exhaust the
+// stack. Python's limit depends on its stack (about 990 levels under
+// vLLM); this one is lower.
 const maxDepth = 256
+
+// zeroedMaxDepth is ZeroedDecode's bound: encoding/json's, which reads
+// the copy next, so that a body is never refused for nesting Python reads.
+const zeroedMaxDepth = 10000
 
 // maxIntDigits is CPython's default limit on the digits of an integer
 // read from text (sys.int_info.default_max_str_digits).
 const maxIntDigits = 4300
+
+// nonFinite are Python's literals json.loads reads as floats, each with
+// its value made once: a text of millions costs no allocation each.
+var nonFinite = [...]struct {
+	text string
+	val  any
+}{{"NaN", json.Number("NaN")}, {"Infinity", json.Number("Infinity")}, {"-Infinity", json.Number("-Infinity")}}
 
 // NonFinite is where a NaN, Infinity or -Infinity literal lies in a text,
 // as the byte span [Start, End), and the top-level member it lies in (""
@@ -57,11 +69,14 @@ type ObjectFunc func(keys []string, vals []any) any
 
 // decoder reads one JSON document as json.loads does.
 type decoder struct {
-	data      []byte
-	i         int
-	object    ObjectFunc // nil: values are checked, not built
-	member    string     // the top-level member being read
-	nonFinite []NonFinite
+	data     []byte
+	i        int
+	object   ObjectFunc // nil: values are checked, not built
+	member   string     // the top-level member being read
+	maxDepth int
+	// literal is told of each NaN, Infinity or -Infinity, at
+	// data[start:end], within the top-level member.
+	literal func(start, end int)
 }
 
 // Decode parses one JSON value as json.loads does, into nil, bool,
@@ -75,17 +90,67 @@ func Decode(data []byte, object ObjectFunc) (any, []NonFinite, error) {
 	if len(data) == 0 {
 		return nil, nil, ErrEmpty
 	}
-	d := &decoder{data: data, object: object}
-	d.skipSpace()
-	v, err := d.value(0)
+	var lits []NonFinite
+	d := &decoder{data: data, object: object, maxDepth: maxDepth}
+	d.literal = func(start, end int) { lits = append(lits, NonFinite{Start: start, End: end, Member: d.member}) }
+	v, err := d.document()
 	if err != nil {
 		return nil, nil, err
 	}
+	return v, lits, nil
+}
+
+// ZeroedDecode checks data as Decode(data, nil) does, nested up to
+// encoding/json's depth rather than Decode's, and returns a copy of it
+// with each NaN, Infinity and -Infinity replaced by a zero of the same
+// length ("0.0", "0.000000", "-0.000000"): a text encoding/json reads
+// when Python's reads data, whose offsets are data's. zeroed is nil when
+// data holds no such literal. outside reports whether one lies in a
+// top-level member for which inside is false (or outside any member). It
+// keeps nothing per literal, so a text of millions of them costs one copy.
+// The zeros stand in for the literals only for readers that must not take
+// them for values.
+func ZeroedDecode(data []byte, inside func(member string) bool) (zeroed []byte, outside bool, err error) {
+	if len(data) == 0 {
+		return nil, false, ErrEmpty
+	}
+	d := &decoder{data: data, maxDepth: zeroedMaxDepth}
+	d.literal = func(start, end int) {
+		if zeroed == nil {
+			zeroed = bytes.Clone(data)
+		}
+		zeroSpan(zeroed[start:end])
+		outside = outside || !inside(d.member)
+	}
+	if _, err := d.document(); err != nil {
+		return nil, false, err
+	}
+	return zeroed, outside, nil
+}
+
+// zeroSpan overwrites a literal with a zero of its length.
+func zeroSpan(span []byte) {
+	if span[0] == '-' {
+		span = span[1:]
+	}
+	span[0], span[1] = '0', '.'
+	for i := 2; i < len(span); i++ {
+		span[i] = '0'
+	}
+}
+
+// document reads the one value data holds, with only whitespace around it.
+func (d *decoder) document() (any, error) {
+	d.skipSpace()
+	v, err := d.value(0)
+	if err != nil {
+		return nil, err
+	}
 	d.skipSpace()
 	if d.i != len(d.data) {
-		return nil, nil, d.fail("Extra data", d.i)
+		return nil, d.fail("Extra data", d.i)
 	}
-	return v, d.nonFinite, nil
+	return v, nil
 }
 
 // fail is the JSONDecodeError Python raises at byte offset at.
@@ -111,7 +176,7 @@ func (d *decoder) hasPrefix(lit string) bool {
 
 // value reads the value at d.i: "Expecting value" where there is none.
 func (d *decoder) value(depth int) (any, error) {
-	if depth > maxDepth {
+	if depth > d.maxDepth {
 		return nil, ErrUnparsable
 	}
 	if d.i >= len(d.data) {
@@ -126,11 +191,11 @@ func (d *decoder) value(depth int) (any, error) {
 			return lit.val, nil
 		}
 	}
-	for _, lit := range []string{"NaN", "Infinity", "-Infinity"} {
-		if d.hasPrefix(lit) {
-			d.nonFinite = append(d.nonFinite, NonFinite{Start: d.i, End: d.i + len(lit), Member: d.member})
-			d.i += len(lit)
-			return json.Number(lit), nil
+	for _, lit := range nonFinite {
+		if d.hasPrefix(lit.text) {
+			d.literal(d.i, d.i+len(lit.text))
+			d.i += len(lit.text)
+			return lit.val, nil
 		}
 	}
 	switch c := d.data[d.i]; {
@@ -378,28 +443,4 @@ func (d *decoder) array(depth int) (any, error) {
 		d.i++
 		d.skipSpace()
 	}
-}
-
-// Zeroed returns a copy of data with each literal of lits (Decode's, in
-// order) replaced by a zero of the same length, "0.0" for NaN, "0.000000"
-// for Infinity, "-0.000000" for -Infinity: a text encoding/json reads when
-// Python's reads data, whose offsets are data's. It returns data itself
-// when lits is empty. The zeros stand in for the literals only for
-// readers that must not take them for values.
-func Zeroed(data []byte, lits []NonFinite) []byte {
-	if len(lits) == 0 {
-		return data
-	}
-	out := bytes.Clone(data)
-	for _, l := range lits {
-		span := out[l.Start:l.End]
-		if span[0] == '-' {
-			span = span[1:]
-		}
-		span[0], span[1] = '0', '.'
-		for i := 2; i < len(span); i++ {
-			span[i] = '0'
-		}
-	}
-	return out
 }

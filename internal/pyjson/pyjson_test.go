@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -54,64 +55,80 @@ func TestDecodeNonFinite(t *testing.T) {
 	}
 }
 
-// TestZeroed: each literal becomes a zero of its length, which
-// encoding/json reads, and nothing else changes.
-func TestZeroed(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{`{"a":NaN,"b":"NaN"}`, `{"a":0.0,"b":"NaN"}`},
-		{`{"logit_bias":{"5":Infinity,"6":-Infinity}}`, `{"logit_bias":{"5":0.000000,"6":-0.000000}}`},
-		{`{"a":1}`, `{"a":1}`},
+// TestZeroedDecode: each literal becomes a zero of its length, which
+// encoding/json reads, nothing else changes, and outside says whether one
+// lies beyond the members inside accepts.
+func TestZeroedDecode(t *testing.T) {
+	sampling := func(m string) bool { return m == "t" || m == "logit_bias" }
+	for _, tt := range []struct {
+		in, want string
+		outside  bool
+	}{
+		{`{"a":NaN,"b":"NaN"}`, `{"a":0.0,"b":"NaN"}`, true},
+		{`{"logit_bias":{"5":Infinity,"6":-Infinity}}`, `{"logit_bias":{"5":0.000000,"6":-0.000000}}`, false},
+		{`{"t":NaN,"m":[{"x":[Infinity]}]}`, `{"t":0.0,"m":[{"x":[0.000000]}]}`, true},
+		{`[NaN]`, `[0.0]`, true},
+		{`{"a":1}`, "", false},
 	} {
-		_, lits, err := Decode([]byte(tt.in), nil)
-		if err != nil {
-			t.Fatalf("Decode(%s): %v", tt.in, err)
+		got, outside, err := ZeroedDecode([]byte(tt.in), sampling)
+		if err != nil || string(got) != tt.want || outside != tt.outside || (got != nil && !json.Valid(got)) {
+			t.Errorf("ZeroedDecode(%s) = %s, %v, %v; want %s, %v", tt.in, got, outside, err, tt.want, tt.outside)
 		}
-		if got := Zeroed([]byte(tt.in), lits); string(got) != tt.want || !json.Valid(got) {
-			t.Errorf("Zeroed(%s) = %s, want %s", tt.in, got, tt.want)
-		}
+	}
+	// Nesting Decode refuses but Python and encoding/json read.
+	deep := strings.Repeat("[", 300) + "NaN" + strings.Repeat("]", 300)
+	if _, _, err := Decode([]byte(deep), nil); err == nil {
+		t.Errorf("Decode read %d levels; its bound is %d", 300, maxDepth)
+	}
+	if got, _, err := ZeroedDecode([]byte(deep), sampling); err != nil || !json.Valid(got) {
+		t.Errorf("ZeroedDecode of 300 levels: %v", err)
 	}
 }
 
-// FuzzZeroed: on any text Python's json reads, Zeroed gives one of the
-// same length that encoding/json reads too (within its UTF-8 and nesting
-// rules), equal to it outside the literals, each of which is NaN,
-// Infinity or -Infinity; and a text that holds none is returned as it is.
-// Decode never panics.
+// FuzzZeroed: on any text Python's json reads, ZeroedDecode agrees with
+// a naive model built on Decode's list of literals: the same text with
+// each listed span zeroed (nil when there is none), which encoding/json
+// reads too (within its UTF-8 rules), and outside set exactly when a
+// listed literal's member is not accepted. Neither panics.
 func FuzzZeroed(f *testing.F) {
 	for _, s := range []string{`{"a":NaN}`, `{"t":Infinity,"b":{"5":-Infinity}}`, `[NaN,1,"NaN"]`, `{"a":-NaN}`,
 		`{"a":NaNa}`, `{"a":1NaN}`, `NaN`, `{"a":"\"NaN"}`, `{"a":[1,2]}`, `{"a":Infinity.5}`} {
 		f.Add([]byte(s))
 	}
+	inside := func(m string) bool { return len(m)%2 == 0 }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<12 {
 			return
 		}
 		_, lits, err := Decode(data, nil)
+		got, outside, zerr := ZeroedDecode(data, inside)
 		if err != nil {
-			return
+			return // deeper than Decode's bound is ZeroedDecode's to read
 		}
-		out := Zeroed(data, lits)
-		if len(lits) == 0 && &out[0] != &data[0] {
-			t.Fatalf("Zeroed copied a text without literals")
+		if zerr != nil {
+			t.Fatalf("ZeroedDecode(%q): %v; Decode read it", data, zerr)
 		}
-		if len(out) != len(data) {
-			t.Fatalf("Zeroed(%q) = %q: another length", data, out)
-		}
-		last := 0
+		var want []byte
+		wantOutside := false
 		for _, l := range lits {
 			if lit := string(data[l.Start:l.End]); lit != "NaN" && lit != "Infinity" && lit != "-Infinity" {
 				t.Fatalf("Decode(%q): literal %q at %d", data, lit, l.Start)
 			}
-			if !bytes.Equal(out[last:l.Start], data[last:l.Start]) {
-				t.Fatalf("Zeroed(%q) = %q: changed outside the literals", data, out)
+			if want == nil {
+				want = bytes.Clone(data)
 			}
-			last = l.End
+			zero := "0." + strings.Repeat("0", len(want[l.Start:l.End])-2)
+			if data[l.Start] == '-' {
+				zero = "-0." + strings.Repeat("0", l.End-l.Start-3)
+			}
+			copy(want[l.Start:l.End], zero)
+			wantOutside = wantOutside || !inside(l.Member)
 		}
-		if !bytes.Equal(out[last:], data[last:]) {
-			t.Fatalf("Zeroed(%q) = %q: changed outside the literals", data, out)
+		if !bytes.Equal(got, want) || (got == nil) != (want == nil) || outside != wantOutside {
+			t.Fatalf("ZeroedDecode(%q) = %q, %v; want %q, %v", data, got, outside, want, wantOutside)
 		}
-		if utf8.Valid(data) && !json.Valid(out) {
-			t.Fatalf("Zeroed(%q) = %q, which encoding/json refuses", data, out)
+		if got != nil && utf8.Valid(data) && !json.Valid(got) {
+			t.Fatalf("ZeroedDecode(%q) = %q, which encoding/json refuses", data, got)
 		}
 	})
 }
