@@ -70,13 +70,20 @@ func onlyEngine(t *testing.T, url string) *config.Config {
 	return cfg
 }
 
-// TestEngineAnswersThatAreNoAnswer: an engine that switches protocols, or
-// sends a head larger than a client may send the gateway, has not
-// answered: the request goes to another replica.
+// TestEngineAnswersThatAreNoAnswer: an engine that switches protocols,
+// sends a status outside HTTP's 100-599, or sends a head larger than a
+// client may send the gateway, has not answered: the request goes to
+// another replica.
 func TestEngineAnswersThatAreNoAnswer(t *testing.T) {
 	for name, answer := range map[string]string{
 		"switching protocols": "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
 		"oversized head":      "HTTP/1.1 200 OK\r\nX-Huge: " + strings.Repeat("a", 2<<20) + "\r\nContent-Length: 2\r\n\r\n{}",
+		// A review's finding: below 100 the handler panicked in
+		// WriteHeader and the client got no answer at all.
+		"status 099": "HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\n{}",
+		"status 000": "HTTP/1.1 000 Zero\r\nContent-Length: 2\r\n\r\n{}",
+		"status 600": "HTTP/1.1 600 Odd\r\nContent-Length: 2\r\n\r\n{}",
+		"status 999": "HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\n{}",
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 			url := rawEngine(t, func(w *bufio.Writer) { _, _ = w.WriteString(answer) })
@@ -84,6 +91,39 @@ func TestEngineAnswersThatAreNoAnswer(t *testing.T) {
 			resp, body := chat(t, gw.url, chatBody("hi", ""))
 			if resp.StatusCode != 200 || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
 				t.Errorf("status %d from %q, want 200 from sim-1: %.200s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+			}
+		})
+	}
+}
+
+// TestEngineStatusOutsideHTTP: an engine's status outside 100-599, with
+// no other replica to try, is the gateway's 502 in OpenAI's shape, counted
+// as such: never a connection closed without an answer (below 100), nor
+// the engine's status relayed and counted under a 6xx or 9xx class.
+func TestEngineStatusOutsideHTTP(t *testing.T) {
+	for _, code := range []string{"099", "000", "600", "999"} {
+		t.Run(code, func(t *testing.T) {
+			url := rawEngine(t, func(w *bufio.Writer) {
+				_, _ = w.WriteString("HTTP/1.1 " + code + " Odd\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+			})
+			cfg := onlyEngine(t, url)
+			cfg.Retry.MaxAttempts = 1
+			gw := startGateway(t, cfg)
+			resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("hi", "")))
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"code":502`) {
+				t.Errorf("status %d, body %.200s; want the gateway's 502", resp.StatusCode, body)
+			}
+			page := scrape(t, gw.admin)
+			if got := countedWith(page, "inferrail_requests_total", `status="5xx"`); got != 1 {
+				t.Errorf("counted %v 5xx, want 1:\n%s", got, grep(page, "inferrail_requests_total"))
+			}
+			if got := countedWith(page, "inferrail_request_errors_total", `reason="upstream_failed"`); got != 1 {
+				t.Errorf("counted %v upstream errors, want 1:\n%s", got, grep(page, "inferrail_request_errors_total"))
 			}
 		})
 	}

@@ -730,6 +730,8 @@ func TestLostConnection(t *testing.T) {
 		{"broken pipe", &net.OpError{Op: "write", Err: syscall.EPIPE}, true},
 		{"head timeout", errHeadTimeout, false},
 		{"replica down", errReplicaDown, false},
+		{"switched protocols", errSwitched, false},
+		{"status outside HTTP", fmt.Errorf("%w: %d", errBadStatus, 99), false},
 		{"client left", context.Canceled, false},
 		{"deadline", fmt.Errorf("round trip: %w", context.DeadlineExceeded), false},
 		{"net timeout", &net.OpError{Op: "read", Err: timeoutErr{}}, false},

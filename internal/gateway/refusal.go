@@ -32,6 +32,11 @@ var (
 	// errSwitched: the engine answered by switching protocols, which no
 	// route of the API does; the attempt failed.
 	errSwitched = errors.New("engine answered 101 Switching Protocols")
+	// errBadStatus: the engine's status is outside HTTP's 100-599 (RFC
+	// 9110 §15), which no client can be given: below 100 net/http's
+	// WriteHeader panics, and above 599 is no status class. The attempt
+	// failed, as with errSwitched.
+	errBadStatus = errors.New("engine answered a status outside 100-599")
 )
 
 // refusalOf turns an error of the request path into the answer the client

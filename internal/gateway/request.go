@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -381,9 +382,11 @@ func (g *Gateway) leftBeforeAnswer(ex *exchange, a, kept *attempt) {
 
 // lostConnection reports whether an attempt failed at its connection
 // before the engine's answer arrived (a reset, a close, a broken pipe, a
-// name that no longer resolves) rather than by waiting too long.
+// name that no longer resolves) rather than by waiting too long or by an
+// answer no client can be given (a 101, a status outside 100-599).
 func lostConnection(err error) bool {
 	if err == nil || errors.Is(err, errHeadTimeout) || errors.Is(err, errReplicaDown) ||
+		errors.Is(err, errSwitched) || errors.Is(err, errBadStatus) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
@@ -588,33 +591,14 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 		resp.Body.Close()
 		return errSwitched
 	}
+	if resp.StatusCode < 100 || resp.StatusCode > 599 {
+		resp.Body.Close()
+		return fmt.Errorf("%w: %d", errBadStatus, resp.StatusCode)
+	}
 	a.lease.Started()
 	a.mq.kick() // no longer pending: a replica at max_pending has room
 	a.resp = resp
 	return nil
-}
-
-// hopHeaders are meaningful for one connection only and never forwarded
-// (RFC 9110 §7.6.1).
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
-
-// copyHeaders copies src's end-to-end headers into dst: all but the
-// hop-by-hop ones and those src's Connection header names.
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		dst[k] = append([]string(nil), vs...)
-	}
-	for _, conn := range src.Values("Connection") {
-		for f := range strings.SplitSeq(conn, ",") {
-			dst.Del(strings.TrimSpace(f))
-		}
-	}
-	for _, h := range hopHeaders {
-		dst.Del(h)
-	}
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
