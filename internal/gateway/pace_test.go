@@ -314,3 +314,66 @@ func TestErrorStreamTeachesNoPace(t *testing.T) {
 		t.Errorf("pace %v after a streamed 503, want 1 (no sample)", p)
 	}
 }
+
+// TestWholeAnswerTeachesNoPace: a whole answer's first byte comes with its
+// last, however the engine frames it: one sent without a Content-Length
+// (chunked, or HTTP/1.0's body ended by the close) is relayed as it comes,
+// but the time to it is the whole generation's, no first token's, and the
+// pace learns nothing from it (a review's finding: ten such answers of a
+// second each drove the pace from 1 to 4). A stream's first event does
+// teach it, which shows the test can see a sample.
+func TestWholeAnswerTeachesNoPace(t *testing.T) {
+	const whole = `{"id":"x","object":"text_completion","choices":[{"index":0,"text":"hi","finish_reason":"length"}]}`
+	const events = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"hi\"}]}\n\ndata: [DONE]\n\n"
+	chunked := func(ctype, body string) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", ctype, len(body), body)
+	}
+	tests := []struct {
+		name, answer   string
+		stream, learns bool
+	}{
+		{"whole_chunked", chunked("application/json", whole), false, false},
+		{"whole_http10_until_close", "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + whole, false, false},
+		{"whole_with_length", fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(whole), whole), false, false},
+		{"stream", chunked("text/event-stream", events), true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/completions" {
+					return
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				conn, rw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				// Well past any estimate for a two-token prompt: a
+				// sample would move the pace far from 1.
+				time.Sleep(100 * time.Millisecond)
+				_, _ = rw.WriteString(tt.answer)
+				_ = rw.Flush()
+			}))
+			t.Cleanup(srv.Close)
+			cfg := flowConfig(srv.URL, 4)
+			cfg.Models[0].Policy = policy.CostModel
+			cfg.Routing.Pace = true
+			cfg.Retry.MaxAttempts = 1
+			gw := startGatewayWith(t, cfg, Options{})
+			for i := range 3 {
+				resp, body := post(t, gw.url+"/v1/completions", fmt.Sprintf(`{"model":"sim","prompt":"hello %d","max_tokens":1,"stream":%v}`, i, tt.stream))
+				if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"hi"`) {
+					t.Fatalf("status %d, body %q: want the engine's answer", resp.StatusCode, body)
+				}
+				if est := resp.Header.Get(openai.HeaderEstimatedTTFT); est == "" {
+					t.Fatal("no estimate on the response: the decision made none to learn against")
+				}
+			}
+			if p := gw.g.fleet.Snapshot().Get("one").Pace().Pace(); (p != 1) != tt.learns {
+				t.Errorf("pace %v after three answers, want it learned %v", p, tt.learns)
+			}
+		})
+	}
+}

@@ -742,8 +742,11 @@ func (g *Gateway) broke(ex *exchange, a *attempt, err error) {
 func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName string) {
 	now, rep := time.Now(), a.lease.Replica()
 	a.lease.FirstByte(now)
-	if streamed && a.resp.StatusCode/100 == 2 {
-		// An error's first byte is no token: the pace learns nothing.
+	if streamed && ex.stream && a.resp.StatusCode/100 == 2 {
+		// Only a stream's first byte is its first token. An error's is
+		// none, and a whole answer's comes with its last, whether or not
+		// it is framed with a length (chunked, HTTP/1.0's ended by the
+		// close): the pace learns nothing from either.
 		a.lease.FirstToken(now)
 	}
 	a.letGoPrefill()
