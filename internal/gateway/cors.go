@@ -69,13 +69,24 @@ func withCORS(h http.Handler, origins []string) http.Handler {
 }
 
 // setEngineHeaders sets an engine's end-to-end response headers (those
-// copyHeaders copies) on the client's, but for CORS's: the gateway alone
-// decides CORS (withCORS), and an engine's own Access-Control-* headers
-// would grant origins it does not list, or cookies. The Vary entries they
-// imply go too; the engine's others follow the gateway's own. The engine's
-// headers are sifted apart first, so a Connection header of its naming one
-// of the gateway's removes none.
-func setEngineHeaders(dst, src http.Header) {
+// copyHeaders copies) on the client's, but for those only the gateway
+// may say:
+//   - CORS's: the gateway alone decides CORS (withCORS), and an engine's
+//     own Access-Control-* headers would grant origins it does not list,
+//     or cookies. The Vary entries they imply go too; the engine's others
+//     follow the gateway's own.
+//   - X-Inferrail-*: an engine behind another inferrail, or a proxy,
+//     may send them, and the client would read them as this gateway's
+//     word (a prediction it did not make, say).
+//   - x-ratelimit-*, when ownRate (the gateway limits the request and
+//     wrote its own at admission): the client gets one set of budgets,
+//     the gateway's whole, never its Reset beside an inner proxy's Limit
+//     and Remaining. A request the gateway does not limit gets the
+//     engine's.
+//
+// The engine's headers are sifted apart first, so a Connection header of
+// its naming one of the gateway's removes none.
+func setEngineHeaders(dst, src http.Header, ownRate bool) {
 	h := make(http.Header, len(src))
 	copyHeaders(h, src)
 	var vary []string
@@ -90,7 +101,7 @@ func setEngineHeaders(dst, src http.Header) {
 	delete(dst, "Vary")
 	delete(h, "Vary")
 	for k, vs := range h {
-		if !isCORSHeader(k) {
+		if !isCORSHeader(k) && !hasPrefixFold(k, "X-Inferrail-") && !(ownRate && hasPrefixFold(k, "X-Ratelimit-")) {
 			dst[k] = vs
 		}
 	}
@@ -100,7 +111,10 @@ func setEngineHeaders(dst, src http.Header) {
 }
 
 // isCORSHeader reports whether a header's name is CORS's.
-func isCORSHeader(name string) bool {
-	const prefix = "Access-Control-"
+func isCORSHeader(name string) bool { return hasPrefixFold(name, "Access-Control-") }
+
+// hasPrefixFold reports whether a header's name begins with prefix,
+// whatever the case of either.
+func hasPrefixFold(name, prefix string) bool {
 	return len(name) >= len(prefix) && strings.EqualFold(name[:len(prefix)], prefix)
 }

@@ -146,6 +146,76 @@ func TestEngineHeadersNamedInConnection(t *testing.T) {
 	}
 }
 
+// TestEngineHeadersTheGatewaySays: the client reads the gateway's word
+// in its own headers only. An engine's X-Inferrail-* (another gateway or
+// a proxy in front of it) never reach the client, whether or not the
+// gateway sets that header itself; an engine's x-ratelimit-* reach it only
+// when the gateway limits nothing of the request: when it does, its own
+// set wins whole, never mixed with the engine's (a review's finding: an
+// inner proxy's Limit and Remaining replaced the gateway's beside the
+// gateway's own Reset, and an engine's X-Inferrail-Cached-Tokens read as
+// the gateway's prediction when it made none).
+func TestEngineHeadersTheGatewaySays(t *testing.T) {
+	engineRate := map[string]string{
+		"X-Ratelimit-Limit-Requests": "999", "X-Ratelimit-Remaining-Requests": "998", "X-Ratelimit-Reset-Requests": "9s",
+		"X-Ratelimit-Limit-Tokens": "99999", "X-Ratelimit-Remaining-Tokens": "99998", "X-Ratelimit-Reset-Tokens": "9s",
+	}
+	engineOwn := map[string]string{
+		"X-Inferrail-Cached-Tokens": "12345", "X-Inferrail-Prompt-Tokens": "54321",
+		"X-Inferrail-Estimated-Ttft": "99.9", "X-Inferrail-Replica": "inner", "X-Inferrail-Inner": "engine",
+	}
+	url := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		for k, v := range engineRate {
+			h.Set(strings.ToLower(k), v) // as a Python server sends them
+		}
+		for k, v := range engineOwn {
+			h.Set(k, v)
+		}
+		h.Set("X-Kept", "yes")
+		h.Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[]}`)
+	})
+	tests := []struct {
+		name   string
+		limits config.Limits
+		want   map[string]string // x-ratelimit-* the client gets; "" for none
+	}{
+		{"not_limited", config.Limits{}, engineRate},
+		{"requests_limited", config.Limits{RequestsPerMinute: 100}, map[string]string{
+			"X-Ratelimit-Limit-Requests": "100", "X-Ratelimit-Remaining-Requests": "99",
+			"X-Ratelimit-Limit-Tokens": "", "X-Ratelimit-Remaining-Tokens": "", "X-Ratelimit-Reset-Tokens": "",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := onlyEngine(t, url)
+			cfg.Models[0].Tokenizer = "" // no prediction: the gateway sets no token counts
+			cfg.Models[0].Limits = tt.limits
+			gw := startGateway(t, cfg)
+			resp, body := chat(t, gw.url, chatBody("hi", ""))
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Inferrail-Replica") != "odd" {
+				t.Fatalf("%d from %q: %s", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), body)
+			}
+			h := resp.Header
+			for k, v := range engineOwn {
+				if got := h.Get(k); got == v {
+					t.Errorf("the engine's %s %q reached the client", k, got)
+				}
+			}
+			for k, want := range tt.want {
+				if got := h.Get(k); got != want {
+					t.Errorf("%s %q, want %q", k, got, want)
+				}
+			}
+			if h.Get("X-Kept") != "yes" {
+				t.Error("the engine's other headers were dropped too")
+			}
+		})
+	}
+}
+
 // TestPartialAnswerRelayedAsItArrives: an answer of known length whose
 // engine sends part of it and stalls reaches the client as far as it
 // came, head first, instead of waiting for the rest.

@@ -761,10 +761,11 @@ func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName 
 }
 
 // setResponseHeaders sets the client's response headers: the engine's,
-// but for hop-by-hop and CORS ones, and the gateway's own about the attempt.
+// but for hop-by-hop ones and those only the gateway may say
+// (setEngineHeaders), and the gateway's own about the attempt.
 func setResponseHeaders(ex *exchange, a *attempt) {
 	h := ex.w.Header()
-	setEngineHeaders(h, a.resp.Header)
+	setEngineHeaders(h, a.resp.Header, ex.bill != nil) // a bill: admit wrote the x-ratelimit headers
 	if _, ok := a.resp.Header["Content-Type"]; !ok {
 		h["Content-Type"] = nil // an answer without one gets none, not net/http's guess
 	}
