@@ -296,7 +296,8 @@ func (g *Gateway) meter(ex *exchange, resp *http.Response) {
 		return
 	}
 	m := meters.Get().(*outputMeter)
-	*m = outputMeter{stream: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), chat: isChatPath(ex.r.URL.Path),
+	// A stream as the relay knows one: its media type in any case.
+	*m = outputMeter{stream: isEventStream(resp.Header), chat: isChatPath(ex.r.URL.Path),
 		encoded: !identity(resp.Header)}
 	m.body = meteredBody{ReadCloser: resp.Body, m: m}
 	resp.Body = &m.body

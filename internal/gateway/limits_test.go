@@ -366,6 +366,42 @@ func TestCRLFStreamCharged(t *testing.T) {
 	}
 }
 
+// TestStreamChargedWhateverTheCase: an event stream is known by its media
+// type in any case, as the relay knows it (media types are
+// case-insensitive, RFC 9110 §8.3.1): one sent as Text/Event-Stream
+// without usage is charged a token an event, not its bytes over four (a
+// review's finding: 573 tokens charged for 39 events).
+func TestStreamChargedWhateverTheCase(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n")
+	for i := range 39 {
+		fmt.Fprintf(&sb, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
+	}
+	sb.WriteString("data: [DONE]\n\n")
+	stream := sb.String()
+	for _, ctype := range []string{"text/event-stream", "Text/Event-Stream", "TEXT/EVENT-STREAM; charset=utf-8", " text/event-stream ;charset=utf-8"} {
+		t.Run(strings.NewReplacer(" ", "_", ";", "", "/", "_", "=", "_").Replace(ctype), func(t *testing.T) {
+			url := rawEngine(t, func(w *bufio.Writer) {
+				fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", ctype, len(stream), stream)
+			})
+			cfg := onlyEngine(t, url)
+			cfg.Models[0].Limits = config.Limits{OutputTokensPerMinute: 1_000_000}
+			gw := startGateway(t, cfg)
+			resp, b := chat(t, gw.url, chatBody("hi", `,"stream":true`))
+			if resp.StatusCode != 200 || !strings.Contains(b, "[DONE]") {
+				t.Fatalf("%d %q", resp.StatusCode, b)
+			}
+			// The stream's end reaches the client after the request settled.
+			page := scrape(t, gw.admin)
+			chunks := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="stream_chunks"}`)
+			bytes := metricValue(page, `inferrail_rate_limit_output_tokens_total{source="bytes"}`)
+			if chunks != 39 || bytes != 0 {
+				t.Errorf("a stream of 39 content events charged %v tokens by events and %v by bytes, want 39 and 0", chunks, bytes)
+			}
+		})
+	}
+}
+
 func TestResetString(t *testing.T) {
 	for _, tc := range []struct {
 		d    time.Duration
