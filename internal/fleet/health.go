@@ -204,6 +204,8 @@ func (h *Health) Suspect(r *Replica) {
 	}
 }
 
+// probe reports whether r's /health answers a 200, its body read whole
+// (up to 64 KiB), within the probe timeout.
 func (h *Health) probe(ctx context.Context, r *Replica) bool {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
@@ -216,7 +218,12 @@ func (h *Health) probe(ctx context.Context, r *Replica) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// A probe passes with its whole answer (its first 64 KiB) within the
+	// timeout: an engine behind a proxy that sends the head first may
+	// hang after it, and a body cut short is no answer either.
+	if _, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)); err != nil {
+		return false
+	}
 	return resp.StatusCode == http.StatusOK
 }
 

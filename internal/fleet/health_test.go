@@ -444,3 +444,48 @@ func TestCardsFetchedAfterAFailedProbe(t *testing.T) {
 		t.Errorf("the new cards came %d probes after the engine was back, want at the first passing one", n)
 	}
 }
+
+// TestProbeNeedsTheWholeAnswer: a probe passes with a 200 whose body is
+// read whole within the probe's timeout. An engine, or a proxy in front of
+// one, that sends a 200's head and then hangs, or cuts the body short,
+// fails it (a review's finding: the body's read error was ignored, and a
+// hung engine behind a head-first proxy passed every probe).
+func TestProbeNeedsTheWholeAnswer(t *testing.T) {
+	tests := []struct {
+		name   string
+		health http.HandlerFunc
+		want   bool
+	}{
+		{"ok", func(w http.ResponseWriter, _ *http.Request) {}, true},
+		{"ok_with_body", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "fine") }, true},
+		{"ok_body_past_what_is_read", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, strings.Repeat("x", 128<<10))
+		}, true},
+		{"unavailable", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }, false},
+		{"head_then_hang", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "fi")
+			_ = http.NewResponseController(w).Flush()
+			<-r.Context().Done() // until the probe gives up
+		}, false},
+		{"body_cut_short", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Length", "10")
+			_, _ = io.WriteString(w, "fi")
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.health)
+			t.Cleanup(srv.Close)
+			u, _ := url.Parse(srv.URL)
+			r := NewReplica("one", u, []string{"m"}, 8, 8)
+			// The timeout only bounds the hanging case; no result
+			// depends on how fast the machine is.
+			h := NewHealth(HealthConfig{Interval: time.Hour, Timeout: time.Second, UnhealthyThreshold: 1, HealthyThreshold: 1},
+				New([]*Replica{r}, nil), &http.Client{}, nil, nil, nil)
+			if got := h.probe(t.Context(), r); got != tt.want {
+				t.Errorf("probe = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
