@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/fleet"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -578,5 +580,52 @@ func TestStalledKeptBodyHoldsNoAnswer(t *testing.T) {
 				t.Error("the stalled engine's request was never cancelled")
 			}
 		})
+	}
+}
+
+// TestHeadThenGivenUpIsNoCutAnswer: a replica that probes take out (or a
+// stream whose deadline passes) just as the transport returns its head
+// must not leave the attempt with a body its cancel cuts: that was a
+// broken 200 for the client and a failure for the engine. The hook gives
+// up on the request in exactly that moment, deterministically; the
+// request then goes to another replica, whole (a review's finding).
+func TestHeadThenGivenUpIsNoCutAnswer(t *testing.T) {
+	url := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		select { // the body only once the gateway has let the request go, or never
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+		_, _ = io.WriteString(w, `{"id":"odd","object":"chat.completion","choices":[]}`)
+	})
+	gw := startGateway(t, withEngineFirst(t, url))
+	t.Cleanup(func() { testHookRoundTripped = func(context.Context, *fleet.Replica) {} }) // after the gateway stops
+	testHookRoundTripped = func(ctx context.Context, rep *fleet.Replica) {
+		if rep.ID != "odd" {
+			return
+		}
+		fleet.MarkDown(rep)
+		select { // until the down watcher has given up on the request
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("marked down, the request was not given up")
+		}
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("hi", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Inferrail-Replica") != "sim-1" {
+		t.Errorf("%d from %q, %v: %.200s; want sim-1's whole 200", resp.StatusCode, resp.Header.Get("X-Inferrail-Replica"), err, body)
+	}
+	page := scrape(t, gw.admin)
+	if got := countedWith(page, "inferrail_requests_total", `status="aborted"`); got != 0 {
+		t.Errorf("counted %v aborted:\n%s", got, grep(page, "inferrail_requests_total"))
 	}
 }

@@ -555,14 +555,15 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	a.sent = time.Now()
 
 	// Until the head arrives, the request gives up when probes take the
-	// replica out, and a stream when its deadline passes too. A whole
-	// answer's head comes only once it is generated, however long that
-	// takes: waiting for it is neither late nor pending (AnswersWhole).
-	headed := make(chan struct{})
+	// replica out, and a stream when its deadline passes too; never after
+	// (headWait). A whole answer's head comes only once it is generated,
+	// however long that takes: waiting for it is neither late nor pending
+	// (AnswersWhole).
+	hw := newHeadWait(cancel)
 	down := rep.Down()
 	stopTimer := func() bool { return false }
 	if ex.stream {
-		stopTimer = time.AfterFunc(time.Until(ex.deadline), func() { cancel(errHeadTimeout) }).Stop
+		stopTimer = time.AfterFunc(time.Until(ex.deadline), func() { hw.giveUp(errHeadTimeout) }).Stop
 	} else {
 		a.lease.AnswersWhole()
 		a.mq.kick() // no longer pending: a replica at max_pending has room
@@ -570,14 +571,20 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	go func() {
 		select {
 		case <-down:
-			cancel(errReplicaDown)
-		case <-headed:
+			hw.giveUp(errReplicaDown)
+		case <-hw.came:
 		case <-ctx.Done():
 		}
 	}()
 	resp, err := g.transport.RoundTrip(req)
+	testHookRoundTripped(ctx, rep)
 	stopTimer()
-	close(headed)
+	gaveUp := hw.done()
+	if err == nil && gaveUp != nil {
+		// Given up as the head came: its body is cut already.
+		resp.Body.Close()
+		resp, err = nil, gaveUp
+	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ex.r.Context().Err() == nil {
 			err = cause
