@@ -132,7 +132,7 @@ func arrayPrompt(r *http.Request, body []byte, mf openai.ModelField) int {
 // when it is JSON to them; else, when Python's json.loads (vLLM's reading)
 // takes it only for its NaN, Infinity and -Infinity literals, which
 // encoding/json refuses, a copy with each a zero of the same length
-// (pyjson.ZeroedDecode, zeroed true), so offsets into it are offsets into
+// (pyjson.ZeroNonFinite, zeroed true), so offsets into it are offsets into
 // body. unreadable says a literal lies outside samplingMembers: the
 // request then routes without a prediction. ok is false for a body that
 // is not JSON to either: the gateway's usual 400, as Python would refuse
@@ -143,11 +143,11 @@ func readableBody(body []byte) (readable []byte, zeroed, unreadable, ok bool) {
 	if json.Valid(body) {
 		return body, false, false, true
 	}
-	readable, unreadable, err := pyjson.ZeroedDecode(body, func(member string) bool { return samplingMembers[member] })
-	// The two readings differ elsewhere too (long integers, control
-	// characters in strings): a body encoding/json refuses for more than
-	// the literals is refused as it was.
-	if err != nil || readable == nil || !json.Valid(readable) {
+	readable, unreadable = pyjson.ZeroNonFinite(body, func(member []byte) bool { return samplingMembers[string(member)] })
+	// What Python refuses about the literals (-NaN, NaNa) is left in the
+	// copy, which encoding/json refuses then, as it refuses a body that is
+	// malformed elsewhere.
+	if readable == nil || !json.Valid(readable) {
 		return nil, false, false, false
 	}
 	return readable, true, unreadable, true

@@ -7,7 +7,6 @@
 package pyjson
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,10 +39,6 @@ var ErrEmpty = errors.New("empty body")
 // vLLM); this one is lower.
 const maxDepth = 256
 
-// zeroedMaxDepth is ZeroedDecode's bound: encoding/json's, which reads
-// the copy next, so that a body is never refused for nesting Python reads.
-const zeroedMaxDepth = 10000
-
 // maxIntDigits is CPython's default limit on the digits of an integer
 // read from text (sys.int_info.default_max_str_digits).
 const maxIntDigits = 4300
@@ -69,14 +64,11 @@ type ObjectFunc func(keys []string, vals []any) any
 
 // decoder reads one JSON document as json.loads does.
 type decoder struct {
-	data     []byte
-	i        int
-	object   ObjectFunc // nil: values are checked, not built
-	member   string     // the top-level member being read
-	maxDepth int
-	// literal is told of each NaN, Infinity or -Infinity, at
-	// data[start:end], within the top-level member.
-	literal func(start, end int)
+	data      []byte
+	i         int
+	object    ObjectFunc // nil: values are checked, not built
+	member    string     // the top-level member being read
+	nonFinite []NonFinite
 }
 
 // Decode parses one JSON value as json.loads does, into nil, bool,
@@ -90,53 +82,12 @@ func Decode(data []byte, object ObjectFunc) (any, []NonFinite, error) {
 	if len(data) == 0 {
 		return nil, nil, ErrEmpty
 	}
-	var lits []NonFinite
-	d := &decoder{data: data, object: object, maxDepth: maxDepth}
-	d.literal = func(start, end int) { lits = append(lits, NonFinite{Start: start, End: end, Member: d.member}) }
+	d := &decoder{data: data, object: object}
 	v, err := d.document()
 	if err != nil {
 		return nil, nil, err
 	}
-	return v, lits, nil
-}
-
-// ZeroedDecode checks data as Decode(data, nil) does, nested up to
-// encoding/json's depth rather than Decode's, and returns a copy of it
-// with each NaN, Infinity and -Infinity replaced by a zero of the same
-// length ("0.0", "0.000000", "-0.000000"): a text encoding/json reads
-// when Python's reads data, whose offsets are data's. zeroed is nil when
-// data holds no such literal. outside reports whether one lies in a
-// top-level member for which inside is false (or outside any member). It
-// keeps nothing per literal, so a text of millions of them costs one copy.
-// The zeros stand in for the literals only for readers that must not take
-// them for values.
-func ZeroedDecode(data []byte, inside func(member string) bool) (zeroed []byte, outside bool, err error) {
-	if len(data) == 0 {
-		return nil, false, ErrEmpty
-	}
-	d := &decoder{data: data, maxDepth: zeroedMaxDepth}
-	d.literal = func(start, end int) {
-		if zeroed == nil {
-			zeroed = bytes.Clone(data)
-		}
-		zeroSpan(zeroed[start:end])
-		outside = outside || !inside(d.member)
-	}
-	if _, err := d.document(); err != nil {
-		return nil, false, err
-	}
-	return zeroed, outside, nil
-}
-
-// zeroSpan overwrites a literal with a zero of its length.
-func zeroSpan(span []byte) {
-	if span[0] == '-' {
-		span = span[1:]
-	}
-	span[0], span[1] = '0', '.'
-	for i := 2; i < len(span); i++ {
-		span[i] = '0'
-	}
+	return v, d.nonFinite, nil
 }
 
 // document reads the one value data holds, with only whitespace around it.
@@ -176,7 +127,7 @@ func (d *decoder) hasPrefix(lit string) bool {
 
 // value reads the value at d.i: "Expecting value" where there is none.
 func (d *decoder) value(depth int) (any, error) {
-	if depth > d.maxDepth {
+	if depth > maxDepth {
 		return nil, ErrUnparsable
 	}
 	if d.i >= len(d.data) {
@@ -193,7 +144,7 @@ func (d *decoder) value(depth int) (any, error) {
 	}
 	for _, lit := range nonFinite {
 		if d.hasPrefix(lit.text) {
-			d.literal(d.i, d.i+len(lit.text))
+			d.nonFinite = append(d.nonFinite, NonFinite{Start: d.i, End: d.i + len(lit.text), Member: d.member})
 			d.i += len(lit.text)
 			return lit.val, nil
 		}
