@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/fleet"
+	"github.com/inferrail/inferrail/internal/openai"
 	"github.com/inferrail/inferrail/internal/sim"
 )
 
@@ -627,5 +628,33 @@ func TestHeadThenGivenUpIsNoCutAnswer(t *testing.T) {
 	page := scrape(t, gw.admin)
 	if got := countedWith(page, "inferrail_requests_total", `status="aborted"`); got != 0 {
 		t.Errorf("counted %v aborted:\n%s", got, grep(page, "inferrail_requests_total"))
+	}
+}
+
+// TestWholeAnswerMovedPastTheDeadline: a request that does not stream
+// waits on its engine past server.request_timeout, and when probes take
+// that replica out then, it moves to another, as the README says, rather
+// than failing with a 502 because its deadline has passed (a review's
+// finding).
+func TestWholeAnswerMovedPastTheDeadline(t *testing.T) {
+	url := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done() // hung
+	})
+	cfg := withEngineFirst(t, url)
+	cfg.Server.RequestTimeout = config.Duration(300 * time.Millisecond)
+	gw := startGateway(t, cfg)
+	go func() {
+		time.Sleep(900 * time.Millisecond) // past the deadline
+		fleet.MarkDown(gw.g.fleet.Snapshot().Get("odd"))
+	}()
+	resp, err := http.Post(gw.url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody("hi", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(openai.HeaderReplica) != "sim-1" {
+		t.Errorf("got %d from %q: %s; want sim-1's 200", resp.StatusCode, resp.Header.Get(openai.HeaderReplica), body)
 	}
 }

@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer, f *fleet.Fleet, sc *load.Scraper, ix 
 	latency := prometheus.ExponentialBuckets(0.001, 2, 18) // 1 ms .. ~131 s
 	m := &metrics{
 		requests:      counterVec("inferrail_requests_total", "Inference requests by outcome: the status class the client got, aborted when the engine broke a started response, cancelled when the client left.", "model", "replica", "status"),
-		ttft:          histogramVec("inferrail_ttft_seconds", "Time from a request's arrival to the first byte of its streamed response, for streamed 2xx answers only.", latency, "model", "policy", "replica"),
+		ttft:          histogramVec("inferrail_ttft_seconds", "Time from a request's arrival to the first byte of its streamed response, for 2xx event streams sent without a length to streaming requests only.", latency, "model", "policy", "replica"),
 		duration:      histogramVec("inferrail_request_duration_seconds", "Time from a request's arrival to the end of the response an engine gave it whole; requests cancelled or aborted are not observed.", latency, "model", "policy", "replica"),
 		decisions:     counterVec("inferrail_routing_decisions_total", "Replicas chosen by the routing policy, one per attempt.", "model", "policy", "replica"),
 		decisionTime:  histogramVec("inferrail_routing_decision_seconds", "Time to choose a replica and take a lease on it.", prometheus.ExponentialBuckets(1e-7, 4, 12), "policy"),

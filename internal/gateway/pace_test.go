@@ -336,6 +336,10 @@ func TestWholeAnswerTeachesNoPace(t *testing.T) {
 		{"whole_http10_until_close", "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + whole, false, false},
 		{"whole_with_length", fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(whole), whole), false, false},
 		{"stream", chunked("text/event-stream", events), true, true},
+		// A streaming request answered whole (a review's finding): JSON,
+		// or events a buffering proxy sent at once with their length.
+		{"whole_chunked_to_a_stream", chunked("application/json", whole), true, false},
+		{"events_with_length", fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(events), events), true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -373,6 +377,12 @@ func TestWholeAnswerTeachesNoPace(t *testing.T) {
 			}
 			if p := gw.g.fleet.Snapshot().Get("one").Pace().Pace(); (p != 1) != tt.learns {
 				t.Errorf("pace %v after three answers, want it learned %v", p, tt.learns)
+			}
+			// inferrail_ttft_seconds counts the same first tokens (a series
+			// never observed is not on the page: -1).
+			series := `inferrail_ttft_seconds_count{model="` + testModel + `",policy="cost_model",replica="one"}`
+			if got, want := metricValue(scrape(t, gw.admin), series), map[bool]float64{true: 3, false: -1}[tt.learns]; got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
 			}
 		})
 	}

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -343,7 +342,7 @@ func (g *Gateway) proxy(ex *exchange) {
 			// to that, adds nothing to the ended span.
 			a.trace.end()
 		}
-		if n >= ex.gen.cfg.Retry.MaxAttempts || !time.Now().Before(ex.deadline) {
+		if lastTry(ex, n, err) {
 			if kept != nil {
 				g.relay(ex, kept)
 			} else {
@@ -407,6 +406,15 @@ func (g *Gateway) cancelled(ex *exchange, replica string) {
 	if replica == "" || g.memberID(replica) {
 		g.metrics.requests.WithLabelValues(ex.model, replica, outcomeCancelled).Inc()
 	}
+}
+
+// lastTry reports whether attempt n, which ended with err, is the
+// request's last: the retries are spent, or its deadline has passed. A
+// whole answer waits past the deadline, as long as its generation takes,
+// and one whose replica probes take out then is moved all the same.
+func lastTry(ex *exchange, n int, err error) bool {
+	moved := !ex.stream && errors.Is(err, errReplicaDown)
+	return n >= ex.gen.cfg.Retry.MaxAttempts || (!time.Now().Before(ex.deadline) && !moved)
 }
 
 // sleep waits the backoff before the next attempt; false when the client
@@ -715,22 +723,6 @@ func (g *Gateway) relay(ex *exchange, a *attempt) {
 // errNoDone is why an event stream that ended without [DONE] is broken.
 var errNoDone = errors.New("the event stream ended without [DONE]")
 
-// identity reports whether a response's body is in no content coding. An
-// engine that compresses though asked not to is relayed as it sends, but
-// its bytes say nothing: its stream is taken as whole (its [DONE] cannot
-// be seen) and its output is estimated from the bytes relayed.
-func identity(h http.Header) bool {
-	ce := strings.TrimSpace(h.Get("Content-Encoding"))
-	return ce == "" || strings.EqualFold(ce, "identity")
-}
-
-// isEventStream reports whether a response's Content-Type is
-// text/event-stream, whatever its parameters.
-func isEventStream(h http.Header) bool {
-	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
-}
-
 // broke ends a response the engine broke after it had started: the
 // client must see a broken response, never a clean end. It does not
 // return.
@@ -749,44 +741,23 @@ func (g *Gateway) broke(ex *exchange, a *attempt, err error) {
 func (g *Gateway) firstByte(ex *exchange, a *attempt, streamed bool, policyName string) {
 	now, rep := time.Now(), a.lease.Replica()
 	a.lease.FirstByte(now)
-	if streamed && ex.stream && a.resp.StatusCode/100 == 2 {
-		// Only a stream's first byte is its first token. An error's is
-		// none, and a whole answer's comes with its last, whether or not
-		// it is framed with a length (chunked, HTTP/1.0's ended by the
-		// close): the pace learns nothing from either.
+	// Only an event stream's first byte, sent without a length to a
+	// streaming request, is its first token: the pace and the TTFT
+	// histogram learn from it alone. An error's is none, and a whole
+	// answer's comes with its last, however it is framed (chunked,
+	// HTTP/1.0's ended by the close) and whatever the request asked for
+	// (JSON to a stream, or events a buffering proxy sent with a length).
+	firstToken := streamed && ex.stream && a.resp.StatusCode/100 == 2 && isEventStream(a.resp.Header)
+	if firstToken {
 		a.lease.FirstToken(now)
 	}
 	a.letGoPrefill()
 	a.trace.markFirstByte()
 	ttft := now.Sub(ex.arrived)
-	if ex.stream && a.resp.StatusCode/100 == 2 && g.member(rep) {
-		// A whole answer's first byte comes with its last, and an error's
-		// is no token.
+	if firstToken && g.member(rep) {
 		g.metrics.ttft.WithLabelValues(ex.model, policyName, rep.ID).Observe(ttft.Seconds())
 	}
 	g.flow.firstByte(ex, a.resp.StatusCode, ttft)
-}
-
-// setResponseHeaders sets the client's response headers: the engine's,
-// but for hop-by-hop ones and those only the gateway may say
-// (setEngineHeaders), and the gateway's own about the attempt.
-func setResponseHeaders(ex *exchange, a *attempt) {
-	h := ex.w.Header()
-	setEngineHeaders(h, a.resp.Header, ex.bill != nil) // a bill: admit wrote the x-ratelimit headers
-	if _, ok := a.resp.Header["Content-Type"]; !ok {
-		h["Content-Type"] = nil // an answer without one gets none, not net/http's guess
-	}
-	h.Set(openai.HeaderRequestID, ex.id)
-	h.Set(openai.HeaderReplica, a.lease.Replica().ID)
-	h.Set(openai.HeaderPolicy, ex.policy.Name())
-	if ex.pred != nil {
-		h.Set(openai.HeaderPromptTokens, strconv.Itoa(ex.pred.tokens))
-		h.Set(openai.HeaderCachedTokens, strconv.Itoa(a.cached))
-	}
-	if e := a.lease.Expected(); e > 0 {
-		h.Set(openai.HeaderEstimatedTTFT, strconv.FormatFloat(e, 'g', 6, 64))
-	}
-	h.Set(openai.HeaderGatewayMs, strconv.FormatFloat(float64(a.sent.Sub(ex.arrived).Microseconds())/1000, 'f', 3, 64))
 }
 
 func statusClass(code int) string {
