@@ -193,7 +193,7 @@ func TestExactIndexPredictsEveryHit(t *testing.T) {
 	s := adminIndex(t, gw.admin)
 	evicted := uint64(0)
 	for _, st := range s.KVEvents {
-		if st.Source != index.SourceEvents || st.Gaps != 0 || st.Malformed != 0 || st.TokenizationSuspect {
+		if st.Source != index.SourceEvents || st.Gaps != 0 || st.Malformed != 0 || st.TokenizationSuspect || st.ReplayUntrusted {
 			t.Errorf("stream %+v", st)
 		}
 		evicted += st.Mirror.Removed
@@ -213,7 +213,7 @@ func TestExactIndexPredictsEveryHit(t *testing.T) {
 	}
 	page := scrape(t, gw.admin)
 	for _, want := range []string{`inferrail_index_source{replica="sim-1",source="events"} 1`, `inferrail_kv_events_gaps_total{replica="sim-2"} 0`,
-		`inferrail_kv_events_blocks{replica="sim-3",state="mirrored"}`} {
+		`inferrail_kv_events_blocks{replica="sim-3",state="mirrored"}`, `inferrail_kv_events_replay_untrusted{replica="sim-2"} 0`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the metrics page lacks %s", want)
 		}

@@ -53,6 +53,11 @@ type kvStatus struct {
 	Unconfirmed         uint64 `json:"speculation_unconfirmed"`
 	TokenizationSuspect bool   `json:"tokenization_suspect"`
 	UnseenPrefix        bool   `json:"unseen_prefix"`
+
+	// ReplayUntrusted: the replay socket answered with batches the live
+	// stream never sent (another engine's, or broken), so it is no longer
+	// asked (kvfeed.Stats.ReplayUntrusted).
+	ReplayUntrusted bool `json:"replay_untrusted"`
 }
 
 // status lists every followed replica's stream, sorted by ID.
@@ -86,7 +91,7 @@ func (k *kvEvents) statusOf(f *replicaFeed, now time.Time) kvStatus {
 		Connected: !st.Unconnected, Disconnects: st.Disconnects, Rejected: st.Rejected,
 		Mirrored: ev.Mirrored, Speculative: ev.Speculative, Orphans: ev.Orphans, Mirror: ev.Mirror,
 		Confirmed: ev.Confirmed, Unconfirmed: ev.Expired, Purges: purges,
-		Digest: fmt.Sprintf("%016x", ev.Digest),
+		Digest: fmt.Sprintf("%016x", ev.Digest), ReplayUntrusted: st.ReplayUntrusted,
 	}
 	if st.HasSeq {
 		seq := st.LastSeq
@@ -139,6 +144,9 @@ var (
 	descKVTokSuspect = prometheus.NewDesc("inferrail_kv_events_tokenization_suspect",
 		"1 while nearly every block routed to the replica goes unconfirmed by its engine: its tokens likely differ from the gateway's.",
 		[]string{"replica"}, nil)
+	descKVReplayUntrusted = prometheus.NewDesc("inferrail_kv_events_replay_untrusted",
+		"1 once a replica's replay socket answered with batches its live stream never sent (another engine's, or broken): it is no longer asked.",
+		[]string{"replica"}, nil)
 	descIndexSource = prometheus.NewDesc("inferrail_index_source",
 		"1 for the source a replica's predictions come from now (events or approximate).", []string{"replica", "source"}, nil)
 )
@@ -146,7 +154,7 @@ var (
 func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
 		descKVDisconnects, descKVRejected, descKVLastSeq, descKVLag, descKVBlocks, descKVDropped, descKVSpeculation,
-		descKVTokSuspect} {
+		descKVTokSuspect, descKVReplayUntrusted} {
 		ch <- d
 	}
 }
@@ -191,6 +199,11 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 			suspect = 1
 		}
 		gauge(descKVTokSuspect, suspect, id)
+		untrusted := 0.0
+		if s.ReplayUntrusted {
+			untrusted = 1
+		}
+		gauge(descKVReplayUntrusted, untrusted, id)
 	}
 }
 

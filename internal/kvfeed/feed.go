@@ -81,6 +81,12 @@ type Stats struct {
 	LastSeq     uint64
 	HasSeq      bool
 	LastBatch   time.Time // when the last batch was applied
+
+	// ReplayUntrusted: the replay socket answered, asked twice from the
+	// start, with batches the live stream never sent (it is another
+	// engine's, or broken). The feed no longer asks it, as if it had no
+	// replay socket, until the feed is created again.
+	ReplayUntrusted bool
 }
 
 // Feed follows one engine's stream. Create with New, then Run.
@@ -113,6 +119,9 @@ type Feed struct {
 	// its numbers was dropped as a duplicate and the mirror froze.
 	ahead     []uint64
 	aheadFrom uint64
+	// untrusted is set once the replay socket showed it is not this
+	// stream's (see restart): it is never asked again.
+	untrusted bool
 
 	sub atomic.Pointer[zmtp.Sub] // while Run subscribes, for Rejected
 
@@ -159,7 +168,7 @@ func (f *Feed) Run(ctx context.Context) error {
 	}
 	defer sub.Close()
 	f.sub.Store(sub)
-	if f.cfg.ReplayEndpoint != "" {
+	if f.replays() {
 		// Whatever the engine cached before we listened, as far back as its
 		// buffer reaches.
 		f.catchUp(ctx, 0)
@@ -206,7 +215,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	}
 	f.liveLast, f.hasLive = seq, true
 	f.forgetBelow(seq) // the live stream will not go back under it
-	if f.verify && f.has && f.cfg.ReplayEndpoint != "" {
+	if f.verify && f.has && f.replays() {
 		f.verify = false
 		f.catchUp(ctx, f.last)
 		f.retryChecked(ctx, seq, payload)
@@ -214,7 +223,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 	}
 	f.verify = false
 	switch {
-	case !f.has && seq > 0 && f.cfg.ReplayEndpoint != "":
+	case !f.has && seq > 0 && f.replays():
 		// The first batch we hear of is not the stream's first: what came
 		// before may still be in the engine's buffer. (Not a gap: nothing
 		// was lost that we had followed.)
@@ -226,7 +235,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		f.retryChecked(ctx, seq, payload) // a replay applied it: the same bytes?
 	default:
 		f.count(func(s *Stats) { s.Gaps++ })
-		if f.cfg.ReplayEndpoint != "" {
+		if f.replays() {
 			f.catchUp(ctx, f.last)
 		}
 		f.retryChecked(ctx, seq, payload)
@@ -236,13 +245,40 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 // restart takes a live message from an engine that restarted: the mirror
 // is purged and caught up from the new engine's start. Nothing is left to
 // verify.
+//
+// A replay asked from the start that still answers, under the live
+// batch's number, with other bytes is not this stream's history (a
+// replay_endpoint naming another engine's socket, or a broken replay):
+// taken for a restart again and again, it cost a full replay per live
+// batch and kept the mirror on its history, every live batch under its
+// numbers dropped as a duplicate. Its history is purged, the live stream
+// followed alone, and the replay never asked again (see replays).
 func (f *Feed) restart(ctx context.Context, seq uint64, payload []byte) {
 	f.verify = false
 	f.purge(PurgeRestart)
-	if f.cfg.ReplayEndpoint != "" {
+	if f.replays() {
 		f.catchUp(ctx, 0)
+		if f.has && seq <= f.last && !f.replayedAs(seq, payload) {
+			f.distrustReplay(seq)
+		}
 	}
 	f.retry(seq, payload)
+}
+
+// replays reports whether the feed asks a replay socket: one is set and
+// has not shown it answers for another stream.
+func (f *Feed) replays() bool { return f.cfg.ReplayEndpoint != "" && !f.untrusted }
+
+// distrustReplay stops asking the replay socket, whose answer under
+// number seq differs from the live batch's, and forgets what it applied.
+// Once per feed, so the warning is logged once.
+func (f *Feed) distrustReplay(seq uint64) {
+	f.untrusted = true
+	f.log.Warn("kv events: the replay socket answers with batches the live stream never sent (another engine's, or broken); "+
+		"its history is dropped and it is no longer asked (as if unset: a gap now empties the mirror)",
+		"replay_endpoint", f.cfg.ReplayEndpoint, "seq", seq)
+	f.count(func(s *Stats) { s.ReplayUntrusted = true })
+	f.purge(PurgeLost)
 }
 
 // retryChecked is retry of a live message after a replay, which first

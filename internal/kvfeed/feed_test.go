@@ -1,9 +1,12 @@
 package kvfeed
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,10 +160,11 @@ func (e *engine) send(seqs ...uint64) {
 
 // sink records what the feed hands on.
 type sink struct {
-	mu      sync.Mutex
-	applied []uint64 // the seq of each batch, checked against its content
-	purges  []string
-	bad     int
+	mu         sync.Mutex
+	applied    []uint64 // the seq of each batch, checked against its content
+	sincePurge []uint64 // those applied since the last purge: what the mirror holds
+	purges     []string
+	bad        int
 }
 
 func (s *sink) Apply(seq uint64, b *events.Batch) {
@@ -172,12 +176,14 @@ func (s *sink) Apply(seq uint64, b *events.Batch) {
 		s.bad++
 	}
 	s.applied = append(s.applied, seq)
+	s.sincePurge = append(s.sincePurge, seq)
 }
 
 func (s *sink) Purge(reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.purges = append(s.purges, reason)
+	s.sincePurge = s.sincePurge[:0]
 }
 
 func (s *sink) snapshot() ([]uint64, []string) {
@@ -547,5 +553,85 @@ func TestUnknownEventsCounted(t *testing.T) {
 	waitFor(t, "the batch of unknown events", func() bool { return f.Stats().Applied == 2 })
 	if st := f.Stats(); st.UnknownEvents != 2 || st.Malformed != 0 {
 		t.Errorf("unknown events %d, malformed %d; want 2 and 0", st.UnknownEvents, st.Malformed)
+	}
+}
+
+// lockedBuffer is a log destination the feed's goroutine writes while the
+// test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestForeignReplay: a replay socket that answers with another stream's
+// batches (a replay_endpoint copied from another engine's) is found out by
+// the first live batch under its numbers, its history dropped, and never
+// asked again: the live stream is followed alone, the warning logged once,
+// and Stats say the replay is not trusted. Every live batch at or below
+// the replay's last number was taken for a restart, purged and replayed
+// the foreign history again, then dropped as a duplicate: the mirror froze
+// on the other engine's cache at the cost of a full replay a batch (a
+// review's finding).
+func TestForeignReplay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newEngine(t, ctx)
+	other := newEngine(t, ctx)
+	other.epoch = 7
+	other.keep(seqs(0, 49)...)
+	logs := &lockedBuffer{}
+	s := &sink{}
+	f := New(Config{Endpoint: e.pub.Endpoint(), ReplayEndpoint: other.router.Endpoint(), Topic: "kv",
+		Log: slog.New(slog.NewTextHandler(logs, nil))}, s)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the feed to subscribe", func() bool { return e.pub.Stats().Subscribers == 1 })
+	waitFor(t, "the first replay", func() bool { return f.Stats().Replays >= 1 })
+
+	e.send(seqs(3, 8)...)
+	waitFor(t, "the live 3-8 applied", func() bool { st := f.Stats(); return st.HasSeq && st.LastSeq == 8 })
+	s.mu.Lock()
+	held := slices.Clone(s.sincePurge)
+	s.mu.Unlock()
+	if !slices.Equal(held, seqs(3, 8)) {
+		t.Errorf("applied since the last purge %v, want the live 3-8 alone", held)
+	}
+	if st := f.Stats(); !st.ReplayUntrusted {
+		t.Error("Stats.ReplayUntrusted not set")
+	}
+	// The start's replay, and the one asked again at the first live batch:
+	// none for each batch after.
+	if n := other.replaysAsked(); n != 2 {
+		t.Errorf("the foreign replay was asked %d times, want 2", n)
+	}
+
+	// A gap now empties the mirror, as without a replay socket: the
+	// foreign one is not asked to fill it.
+	e.send(10, 11)
+	waitFor(t, "the live 10-11 applied", func() bool { return f.Stats().LastSeq == 11 })
+	s.mu.Lock()
+	held = slices.Clone(s.sincePurge)
+	s.mu.Unlock()
+	if !slices.Equal(held, []uint64{10, 11}) {
+		t.Errorf("after a gap: applied since the last purge %v, want [10 11]", held)
+	}
+	if n := other.replaysAsked(); n != 2 {
+		t.Errorf("after a gap the foreign replay was asked %d times, want still 2", n)
+	}
+	if n := strings.Count(logs.String(), "never sent"); n != 1 {
+		t.Errorf("the warning was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
