@@ -28,6 +28,7 @@ import (
 // reads it without a lock; writers serialize per shard. Each replica's LRU
 // has its own mutex. Locks are taken in the order replica, then shard, or
 // Approx.mu, then shard; never Approx.mu and a replica's together.
+// holesMu is taken last, with nothing under it.
 //
 // Create an Approx with NewApprox; the zero value is not ready. It starts
 // no goroutines and is safe for concurrent use. A Match racing a Record,
@@ -46,6 +47,13 @@ type Approx struct {
 	words   int    // holders words per slot, 64 handles each; guarded by mu
 
 	shards [numShards]holderShard
+
+	// holes is the set of handles (bit h%64 of word h/64) whose holder
+	// bits follow a mirror with holes (Mirror.Holes): Match checks their
+	// depths block by block. Nil when there are none, as almost always;
+	// replaced, never changed, under holesMu, which is taken last.
+	holes   atomic.Pointer[[]uint64]
+	holesMu sync.Mutex
 
 	// testHookApplied, when set, hears the work of every part of a batch
 	// ApplyEvents applies under one hold of the replica's lock.
@@ -207,7 +215,10 @@ func (x *Approx) TakeBack(t Token) {
 // probes between two probed blocks only when the sets of candidates
 // holding them differ. A prompt whose candidates answer at d different
 // depths costs about d*log2(len(hashes)) probes of the holder map, two
-// when they all hold it whole, whatever the number of candidates.
+// when they all hold it whole, whatever the number of candidates. A
+// replica fed by events is held to this by its engine, not by us: one
+// whose engine removed a block in the middle of a chain (Mirror.Holes)
+// has its depth checked block by block after (checkHoles).
 func (x *Approx) Match(dst []int, candidates []string, hashes []blockhash.Hash, promptTokens, blockSize int) []int {
 	dst = slices.Grow(dst[:0], len(candidates))[:len(candidates)]
 	clear(dst)
@@ -329,16 +340,69 @@ func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64
 				dst[i] = int(mt.depth[h])
 			}
 		}
+	} else {
+		if ws == nil {
+			// A copy: handles may be the caller's stack, which the matcher
+			// must not keep.
+			ws = wideScratches.Get().(*wideScratch)
+			defer wideScratches.Put(ws)
+			ws.handles = append(ws.handles[:0], handles...)
+		}
+		x.matchWide(dst, ws, int(top)/64+1, hashes)
+	}
+	if holes := x.holes.Load(); holes != nil {
+		x.checkHoles(dst, handles, hashes, *holes)
+	}
+}
+
+// checkHoles lowers the depth bisection gave each candidate in holes to
+// the number of blocks it holds before the first it lacks, probing them in
+// turn: bisection takes a replica holding a block to hold every block
+// before it, which a mirror whose engine removed a block in the middle of
+// a chain does not (Mirror.Holes). The depth bisection gave is never
+// short: the block there was probed and not held.
+func (x *Approx) checkHoles(dst []int, handles []int32, hashes []blockhash.Hash, holes []uint64) {
+	for i, h := range handles {
+		if h < 0 || dst[i] == 0 || int(h/64) >= len(holes) || holes[h/64]&(1<<(h%64)) == 0 {
+			continue
+		}
+		for j := range dst[i] {
+			if !x.holds(int(h), hashes[j]) {
+				dst[i] = j
+				break
+			}
+		}
+	}
+}
+
+// noteHoles publishes whether r's holder bits may have holes: they follow
+// a mirror that has some. Callers hold r.mu.
+func (x *Approx) noteHoles(r *replica) {
+	on := !r.dead && r.eventsActive() && r.ev.mirror.Holes()
+	w, bit := r.handle/64, uint64(1)<<(r.handle%64)
+	isOn := func(holes *[]uint64) bool { return holes != nil && w < len(*holes) && (*holes)[w]&bit != 0 }
+	if isOn(x.holes.Load()) == on {
+		return // nearly always: no change, no lock
+	}
+	x.holesMu.Lock()
+	defer x.holesMu.Unlock()
+	cur := x.holes.Load()
+	if isOn(cur) == on {
 		return
 	}
-	if ws == nil {
-		// A copy: handles may be the caller's stack, which the matcher must
-		// not keep.
-		ws = wideScratches.Get().(*wideScratch)
-		defer wideScratches.Put(ws)
-		ws.handles = append(ws.handles[:0], handles...)
+	var next []uint64
+	if cur != nil {
+		next = slices.Clone(*cur)
 	}
-	x.matchWide(dst, ws, int(top)/64+1, hashes)
+	if w >= len(next) {
+		next = append(next, make([]uint64, w+1-len(next))...)
+	}
+	next[w] ^= bit
+	if !slices.ContainsFunc(next, func(word uint64) bool { return word != 0 }) {
+		x.holes.Store(nil)
+		return
+	}
+	x.holes.Store(&next)
 }
 
 // matchWide is Match for handles beyond one holder word: the same
@@ -647,6 +711,7 @@ func (x *Approx) drop(r *replica, n int32, m uint64) {
 
 // clear drops everything r holds, by either source. Callers hold r.mu.
 func (x *Approx) clear(r *replica) {
+	defer x.noteHoles(r)
 	if ev := r.ev; ev != nil {
 		ev.mirror.Clear() // its hook removes the bits of what it held
 		if ev.active {

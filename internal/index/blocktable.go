@@ -12,7 +12,7 @@ import (
 // blockTable is a Mirror's map from engine key to block. A Go map of the
 // same took 84 bytes a block at a million (32-byte slots, tables split
 // half empty, each table's allocation rounded up to whole pages); this one
-// takes 28 bytes a slot and keeps between 54% and 81% of its slots in use.
+// takes 36 bytes a slot and keeps between 54% and 81% of its slots in use.
 //
 // It is split into 64 shards by the key's mix, each an open-addressing
 // table (linear probing, backward-shift deletion, so no tombstones) whose
@@ -46,30 +46,42 @@ type blockShard struct {
 	n     int
 }
 
-// blockSlot is one block in 28 bytes: seven 32-bit words, so that nothing
+// blockSlot is one block in 36 bytes: nine 32-bit words, so that nothing
 // pads it to a multiple of 8.
 type blockSlot struct {
 	key  [2]uint32 // the engine key, low half first
 	ours [4]uint32 // the gateway hash: Hi low and high, then Lo low and high
-	// meta is copies<<1, plus 1 for an orphan; 0 marks an empty slot,
-	// since a held block has at least one copy.
+	// parent is the engine key of the block this one was keyed after
+	// (mirrorBlock.parent), low half first; the block's own key when none.
+	parent [2]uint32
+	// meta is kids<<17 | copies<<1, plus 1 for an orphan; 0 marks an
+	// empty slot, since a held block has at least one copy.
 	meta uint32
 }
 
 // maxCopies is the most copies of one block a slot counts; a stream that
 // stores a block more often without removing it is broken, and its count
 // stays there.
-const maxCopies = 1<<31 - 1
+const maxCopies = 1<<16 - 1
+
+// maxKids is the most children a slot counts (mirrorBlock.kids); a block
+// that reaches it stays there, taken as having children until it goes.
+const maxKids = 1<<15 - 1
 
 func packSlot(k engineKey, b mirrorBlock) blockSlot {
-	meta := uint32(b.count) << 1
+	meta := uint32(b.kids)<<17 | uint32(b.count)<<1
 	if b.orphan {
 		meta |= 1
 	}
+	parent := k
+	if b.hasParent {
+		parent = b.parent
+	}
 	return blockSlot{
-		key:  [2]uint32{uint32(k), uint32(k >> 32)},
-		ours: [4]uint32{uint32(b.ours.Hi), uint32(b.ours.Hi >> 32), uint32(b.ours.Lo), uint32(b.ours.Lo >> 32)},
-		meta: meta,
+		key:    [2]uint32{uint32(k), uint32(k >> 32)},
+		ours:   [4]uint32{uint32(b.ours.Hi), uint32(b.ours.Hi >> 32), uint32(b.ours.Lo), uint32(b.ours.Lo >> 32)},
+		parent: [2]uint32{uint32(parent), uint32(parent >> 32)},
+		meta:   meta,
 	}
 }
 
@@ -78,13 +90,20 @@ func (s *blockSlot) engineKey() engineKey {
 }
 
 func (s *blockSlot) block() mirrorBlock {
+	parent, hasParent := engineKey(s.parent[0])|engineKey(s.parent[1])<<32, true
+	if parent == s.engineKey() {
+		parent, hasParent = 0, false
+	}
 	return mirrorBlock{
 		ours: blockhash.Hash{
 			Hi: uint64(s.ours[0]) | uint64(s.ours[1])<<32,
 			Lo: uint64(s.ours[2]) | uint64(s.ours[3])<<32,
 		},
-		count:  int32(s.meta >> 1),
-		orphan: s.meta&1 != 0,
+		count:     int32(s.meta >> 1 & maxCopies),
+		orphan:    s.meta&1 != 0,
+		parent:    parent,
+		hasParent: hasParent,
+		kids:      int32(s.meta >> 17),
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 )
 
 func TestBlockSlotSize(t *testing.T) {
-	if got := unsafe.Sizeof(blockSlot{}); got != 28 {
-		t.Errorf("a block slot takes %d bytes, want 28", got)
+	if got := unsafe.Sizeof(blockSlot{}); got != 36 {
+		t.Errorf("a block slot takes %d bytes, want 36", got)
 	}
 }
 
@@ -29,6 +29,8 @@ func TestBlockSlotRoundTrip(t *testing.T) {
 		{math.MaxUint64, mirrorBlock{ours: blockhash.Hash{Hi: math.MaxUint64, Lo: math.MaxUint64}, count: maxCopies}},
 		{1 << 63, mirrorBlock{ours: blockhash.Hash{Hi: 1 << 63, Lo: 1}, count: maxCopies, orphan: true}},
 		{0x0123456789abcdef, mirrorBlock{ours: blockhash.Hash{Hi: 0xfedcba9876543210, Lo: 0x0f1e2d3c4b5a6978}, count: 2, orphan: true}},
+		{7, mirrorBlock{count: maxCopies, parent: math.MaxUint64, hasParent: true, kids: maxKids}},
+		{math.MaxUint64, mirrorBlock{count: 1, parent: 0, hasParent: true, kids: 1}},
 	} {
 		s := packSlot(tc.k, tc.b)
 		if s.meta == 0 {
@@ -135,6 +137,14 @@ func TestBlockTable(t *testing.T) {
 					ours:   blockhash.Hash{Hi: rapid.Uint64().Draw(rt, "hi"), Lo: rapid.Uint64().Draw(rt, "lo")},
 					count:  rapid.Int32Range(1, maxCopies).Draw(rt, "count"),
 					orphan: rapid.Bool().Draw(rt, "orphan"),
+					kids:   rapid.Int32Range(0, maxKids).Draw(rt, "kids"),
+				}
+				if rapid.Bool().Draw(rt, "linked") {
+					if b.parent = engineKey(rapid.Uint64().Draw(rt, "parent")); b.parent != k {
+						b.hasParent = true
+					} else {
+						b.parent = 0
+					}
 				}
 				tab.set(k, b)
 				want[k] = b

@@ -63,6 +63,9 @@ type Mirror struct {
 	// whose waiting orphans are still to join. See settle.
 	clearing *tablePos
 	joining  []engineKey
+	// holes is set once a keyed block went while a block keyed after it
+	// stayed: see Holes. Until the next clear.
+	holes bool
 
 	Stats MirrorStats
 }
@@ -111,6 +114,13 @@ type mirrorBlock struct {
 	ours   blockhash.Hash // valid unless orphan
 	count  int32          // copies the engine holds, at least 1, at most maxCopies
 	orphan bool
+	// parent, when hasParent, is the block this one was keyed after, kept
+	// so that its removal counts its parent's kids down. kids are the
+	// blocks held that were keyed after this one, at most maxKids (where
+	// the count stays). Both only serve to tell holes (see Holes).
+	parent    engineKey
+	hasParent bool
+	kids      int32
 }
 
 // orphan is what an orphan keeps to join the chain later, and where it
@@ -246,6 +256,7 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 	}
 	m.clearing = nil
 	m.blocks.reset()
+	m.holes = false
 	m.keyed = 0
 	m.digest = 0
 	if len(m.waiting) > 0 || len(m.orphans) > 0 {
@@ -338,6 +349,7 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		case j == 0 && !hasParent:
 			m.keyRoot(k, b, ev, lora, salt)
 		case parentKnown:
+			m.link(&b, k, parentKey)
 			m.key(k, b, parentOurs, ev.Tokens[j*bs:(j+1)*bs])
 		case seen: // an orphan stored again, still without its parent
 			m.blocks.set(k, b)
@@ -494,6 +506,7 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 		p, _ := m.blocks.get(pk)
 		c, _ := m.blocks.get(ck)
 		c.orphan = false // taken off its waiting list above
+		m.link(&c, ck, pk)
 		m.key(ck, c, p.ours, o.tokens)
 	}
 	return true
@@ -514,6 +527,7 @@ func (m *Mirror) remove(k engineKey) {
 	m.blocks.del(k)
 	adopted := len(m.rev.anchors) > 0 && m.unanchor(k, b.ours) // held still, as an ancestor
 	if !b.orphan {
+		m.unlink(b)
 		m.keyed--
 		if !adopted {
 			m.digest -= digestMix(b.ours)
@@ -526,6 +540,47 @@ func (m *Mirror) remove(k engineKey) {
 		m.unwait(k)
 	}
 }
+
+// link makes b, block k about to be keyed after block parent (held and
+// keyed), parent's child.
+func (m *Mirror) link(b *mirrorBlock, k, parent engineKey) {
+	p, ok := m.blocks.get(parent)
+	if !ok || parent == k {
+		return
+	}
+	b.parent, b.hasParent = parent, true
+	if p.kids < maxKids {
+		p.kids++
+		m.blocks.set(parent, p)
+	}
+}
+
+// unlink notes that keyed block b is gone: a child of it still held makes
+// a hole, and its parent has a child fewer. (A parent that went first
+// left a hole already, which stays until the next clear: if its key was
+// stored again since, the count lowered here is the new block's, and no
+// longer matters.)
+func (m *Mirror) unlink(b mirrorBlock) {
+	if b.kids > 0 {
+		m.holes = true
+	}
+	if !b.hasParent {
+		return
+	}
+	if p, ok := m.blocks.get(b.parent); ok && !p.orphan && p.kids > 0 && p.kids < maxKids {
+		p.kids--
+		m.blocks.set(b.parent, p)
+	}
+}
+
+// Holes reports whether the mirror may hold a block whose parent it no
+// longer holds: a keyed block was removed while a block keyed after it
+// stayed. An engine looks a prompt up block by block and stops at the
+// first it lacks, so the blocks past such a hole are held but never hit.
+// vLLM frees a request's blocks tail first, so that its evictions make
+// none; a stream that removes a block in the middle of a chain does.
+// Holes stays set until the next clear.
+func (m *Mirror) Holes() bool { return m.holes }
 
 // unwait forgets orphan k, keyed or gone: its tokens, and its place in
 // its parent's waiting list, which the list's last takes. (Left there, an

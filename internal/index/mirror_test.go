@@ -297,6 +297,23 @@ type naiveMirror struct {
 	copies map[uint64]int
 	keyed  map[uint64]bool
 	parent map[uint64]uint64 // of orphans waiting, by key
+	// linked is the block each keyed block was keyed after (none for a
+	// chain's first); holes is set once a keyed block went while one
+	// keyed after it stayed, until a clear (Mirror.Holes).
+	linked map[uint64]uint64
+	holes  bool
+}
+
+func newNaiveMirror() *naiveMirror {
+	return &naiveMirror{copies: map[uint64]int{}, keyed: map[uint64]bool{}, parent: map[uint64]uint64{}, linked: map[uint64]uint64{}}
+}
+
+func (n *naiveMirror) clear() {
+	clear(n.copies)
+	clear(n.keyed)
+	clear(n.parent)
+	clear(n.linked)
+	n.holes = false
 }
 
 func (n *naiveMirror) store(keys []uint64, parent uint64, hasParent bool) {
@@ -310,6 +327,9 @@ func (n *naiveMirror) store(keys []uint64, parent uint64, hasParent bool) {
 		case n.keyed[k]:
 		case !ok || (n.copies[pk] > 0 && n.keyed[pk]):
 			n.keyed[k] = true
+			if ok {
+				n.linked[k] = pk
+			}
 			delete(n.parent, k)
 			n.joinUnder(k)
 		default:
@@ -324,6 +344,7 @@ func (n *naiveMirror) joinUnder(k uint64) {
 	for c, p := range n.parent {
 		if p == k && n.copies[c] > 0 {
 			n.keyed[c] = true
+			n.linked[c] = k
 			delete(n.parent, c)
 			n.joinUnder(c)
 		}
@@ -336,6 +357,12 @@ func (n *naiveMirror) remove(k uint64) {
 	}
 	n.copies[k]--
 	if n.copies[k] == 0 {
+		for c, p := range n.linked {
+			if p == k && n.keyed[k] && n.keyed[c] {
+				n.holes = true
+			}
+		}
+		delete(n.linked, k)
 		delete(n.copies, k)
 		delete(n.keyed, k)
 		delete(n.parent, k)
@@ -363,7 +390,7 @@ func TestMirrorAgainstModel(t *testing.T) {
 			}
 		}
 		m := NewMirror(mirrorBS, mirrorSeed, 1000, 0)
-		model := &naiveMirror{copies: map[uint64]int{}, keyed: map[uint64]bool{}, parent: map[uint64]uint64{}}
+		model := newNaiveMirror()
 		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			c := rapid.IntRange(0, chains-1).Draw(rt, "chain")
 			switch rapid.IntRange(0, 5).Draw(rt, "op") {
@@ -388,9 +415,10 @@ func TestMirrorAgainstModel(t *testing.T) {
 				model.remove(key(c, d))
 			case 5:
 				apply(m, events.Event{Kind: events.AllBlocksCleared})
-				clear(model.copies)
-				clear(model.keyed)
-				clear(model.parent)
+				model.clear()
+			}
+			if m.Holes() != model.holes {
+				rt.Fatalf("holes %v, model %v", m.Holes(), model.holes)
 			}
 			got := m.Blocks()
 			for k, n := range model.copies {

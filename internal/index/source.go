@@ -54,7 +54,7 @@ type eventSource struct {
 // capacity, whatever capacity it is given: the capacity most often comes
 // from the engine's own word (its metrics page), and an engine that
 // claimed 2^29 blocks would otherwise let its stream fill over 100 GB of
-// the gateway's memory. 2^24 blocks take 1.0–1.6 GB at the 60–98 bytes a
+// the gateway's memory. 2^24 blocks take 1.0–1.9 GB at the 60–111 bytes a
 // mirrored block was measured to cost. A bound set in EventsConfig is
 // taken as set.
 const MaxMirrorBlocks = 1 << 24
@@ -223,6 +223,7 @@ func (x *Approx) ApplyEvents(at Attachment, b *events.Batch) {
 		m := r.ev.mirror
 		before := m.work
 		done := m.applySome(b, &cur, applyBudget)
+		x.noteHoles(r)
 		if x.testHookApplied != nil {
 			x.testHookApplied(m.work - before)
 		}
@@ -243,6 +244,7 @@ func (x *Approx) PurgeEvents(at Attachment) {
 	}
 	defer r.mu.Unlock()
 	r.ev.mirror.Clear()
+	x.noteHoles(r)
 }
 
 // SetSource makes replica id's predictions follow its engine's events
@@ -272,6 +274,7 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if r.ev == nil || r.ev.active == events {
 		return
 	}
+	defer x.noteHoles(r)
 	// A batch applied in parts may have left a clear or joins unfinished:
 	// the mirror's keyed blocks are what they leave.
 	r.ev.mirror.settle(math.MaxUint64)
@@ -328,15 +331,18 @@ func (x *Approx) addBit(r *replica, h blockhash.Hash) {
 }
 
 // hasBit reports whether the holder map shows r holding h.
-func (x *Approx) hasBit(r *replica, h blockhash.Hash) bool {
+func (x *Approx) hasBit(r *replica, h blockhash.Hash) bool { return x.holds(r.handle, h) }
+
+// holds reports whether the holder map shows handle holding h.
+func (x *Approx) holds(handle int, h blockhash.Hash) bool {
 	m := mix(h)
 	s := &x.shards[m>>(64-shardBits)]
-	if r.handle < 64 {
-		return s.holders1(h, m)&(1<<r.handle) != 0
+	if handle < 64 {
+		return s.holders1(h, m)&(1<<handle) != 0
 	}
-	words := make([]uint64, r.handle/64+1)
+	words := make([]uint64, handle/64+1)
 	s.holdersN(h, m, words)
-	return words[r.handle/64]&(1<<(r.handle%64)) != 0
+	return words[handle/64]&(1<<(handle%64)) != 0
 }
 
 func (x *Approx) removeBit(r *replica, h blockhash.Hash) {

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -379,4 +380,108 @@ func TestMirrorBoundHasACeiling(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEventsHoleInTheMiddle: a block removed from the middle of a mirrored
+// chain ends what Match predicts there, as the engine's lookup stops at
+// the first block it lacks; the blocks after it stay mirrored. Match
+// bisected, taking a replica holding the first and the last block to hold
+// them all, and predicted the whole chain (a review's finding). Stored
+// again, the block joins them up; a clear ends the checks. Over 64
+// replicas, Match works on several holder words.
+func TestEventsHoleInTheMiddle(t *testing.T) {
+	for _, others := range []int{0, 70} {
+		t.Run(fmt.Sprintf("others_%d", others), func(t *testing.T) {
+			x := NewApprox(1000)
+			for i := range others {
+				x.Join(fmt.Sprintf("r%d", i))
+			}
+			x.Join("e")
+			at := x.AttachEvents("e", EventsConfig{BlockSize: mirrorBS, Seed: mirrorSeed})
+			x.SetSource("e", true)
+			tokens := seq(1, 6*mirrorBS)
+			chain := ours("", tokens...)
+			x.ApplyEvents(at, batchOf(stored(0, 100, tokens)))
+			if d := depth(x, "e", chain); d != 6 {
+				t.Fatalf("stored: Match says %d blocks, want 6", d)
+			}
+			x.ApplyEvents(at, batchOf(removed(102)))
+			if ev := x.Events("e"); ev.Mirrored != 5 {
+				t.Fatalf("mirrored %d, want 5", ev.Mirrored)
+			}
+			if d := depth(x, "e", chain); d != 2 {
+				t.Fatalf("block 2 removed: Match says %d leading blocks held, the engine would hit 2", d)
+			}
+			if d := depth(x, "e", chain[:4]); d != 2 {
+				t.Fatalf("block 2 removed, a 4-block prompt: Match says %d, want 2", d)
+			}
+			x.ApplyEvents(at, batchOf(stored(101, 102, tokens[2*mirrorBS:3*mirrorBS])))
+			if d := depth(x, "e", chain); d != 6 {
+				t.Fatalf("block 2 stored again: Match says %d, want 6", d)
+			}
+			x.ApplyEvents(at, batchOf(events.Event{Kind: events.AllBlocksCleared}))
+			if holes := x.holes.Load(); holes != nil {
+				t.Errorf("after a clear, replicas still checked for holes: %x", *holes)
+			}
+		})
+	}
+}
+
+// TestEventsDepthAgainstModel drives an events-sourced replica with random
+// stores (after parents held, gone or never seen), removals anywhere in a
+// chain, and clears, and checks Match's depth for every chain against a
+// naive model: the leading blocks the mirror holds under the gateway's
+// hash, up to the first it does not.
+func TestEventsDepthAgainstModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		const chains, blocks = 3, 6
+		key := func(c, d int) uint64 { return uint64(100*c + d + 1) }
+		tokens := func(c, d int) []int { return seq(1000*c+10*d, mirrorBS) }
+		var whole [chains][]blockhash.Hash
+		for c := range chains {
+			var all []int
+			for d := range blocks {
+				all = append(all, tokens(c, d)...)
+			}
+			whole[c] = ours("", all...)
+		}
+		x, at := revealIndex(0)
+		model := newNaiveMirror()
+		for range rapid.IntRange(1, 50).Draw(rt, "steps") {
+			c := rapid.IntRange(0, chains-1).Draw(rt, "chain")
+			switch rapid.IntRange(0, 6).Draw(rt, "op") {
+			case 0, 1, 2:
+				from := rapid.IntRange(0, blocks-1).Draw(rt, "from")
+				to := rapid.IntRange(from+1, blocks).Draw(rt, "to")
+				var toks []int
+				var keys []uint64
+				for d := from; d < to; d++ {
+					toks = append(toks, tokens(c, d)...)
+					keys = append(keys, key(c, d))
+				}
+				parent := uint64(0)
+				if from > 0 {
+					parent = key(c, from-1)
+				}
+				x.ApplyEvents(at, batchOf(stored(parent, key(c, from), toks)))
+				model.store(keys, parent, from > 0)
+			case 3, 4, 5:
+				d := rapid.IntRange(0, blocks-1).Draw(rt, "block")
+				x.ApplyEvents(at, batchOf(removed(key(c, d))))
+				model.remove(key(c, d))
+			case 6:
+				x.ApplyEvents(at, batchOf(events.Event{Kind: events.AllBlocksCleared}))
+				model.clear()
+			}
+			for c := range chains {
+				want := 0
+				for want < blocks && model.keyed[key(c, want)] {
+					want++
+				}
+				if got := depth(x, "e", whole[c]); got != want {
+					rt.Fatalf("chain %d: Match says %d leading blocks, the model %d", c, got, want)
+				}
+			}
+		}
+	})
 }
