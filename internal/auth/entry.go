@@ -21,6 +21,9 @@ type entry struct {
 // FormatFile writes keys as a keys file that Parse reads back to the same
 // keys. Zero limits, every model and the standard priority are left out.
 func FormatFile(keys []*Key) string {
+	if len(keys) == 0 {
+		return "keys: []\n" // "keys:" alone is refused as a file cut short
+	}
 	var b strings.Builder
 	b.WriteString("keys:\n")
 	for _, k := range keys {

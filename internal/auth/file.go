@@ -158,7 +158,13 @@ func (p *parser) document(doc *yaml.Node) {
 	found := false
 	p.fields(root, "", []string{"keys"}, func(_ string, v *yaml.Node, kp string) {
 		found = true
-		if v = p.visit(v); v == nil || isNull(v) {
+		if v = p.visit(v); v == nil {
+			return
+		}
+		if isNull(v) {
+			// What a file cut after its first line holds: taken for no
+			// keys it would lock every client out.
+			p.fail(v, kp, "required: write keys: [] for no keys")
 			return
 		}
 		if v.Kind != yaml.SequenceNode {

@@ -66,10 +66,16 @@ keys:
 }
 
 func TestParseEmptyList(t *testing.T) {
-	for _, src := range []string{"keys: []\n", "keys:\n"} {
-		set, err := Parse([]byte(src), Options{})
-		if err != nil || set.Len() != 0 {
-			t.Errorf("Parse(%q) = %d keys, %v; want none and no error", src, set.Len(), err)
+	set, err := Parse([]byte("keys: []\n"), Options{})
+	if err != nil || set.Len() != 0 {
+		t.Errorf("Parse(keys: []) = %d keys, %v; want none and no error", set.Len(), err)
+	}
+	// A list left empty is what a file cut after its first line holds:
+	// taken for no keys it would lock every client out (a review's
+	// finding).
+	for _, src := range []string{"keys:\n", "keys: ~\n", "keys: null\n"} {
+		if set, err := Parse([]byte(src), Options{File: "k.yaml"}); err == nil || !strings.Contains(err.Error(), "write keys: [] for no keys") {
+			t.Errorf("Parse(%q) = %d keys, %v; want it refused", src, set.Len(), err)
 		}
 	}
 }
