@@ -21,8 +21,9 @@ type Source struct {
 
 	mu      sync.Mutex // serializes Check
 	file    *filewatch.File
-	failing string // the error of the last failed check, logged once; guarded by mu
-	bad     error  // why the content last read did not parse, returned while it stays; guarded by mu
+	settle  time.Duration // how long an edit must stay as read; SettleTime unless a test sets it
+	failing string        // the error of the last failed check, logged once; guarded by mu
+	bad     error         // why the content last read did not parse, returned while it stays; guarded by mu
 }
 
 // Open reads the keys file at path, which must be good: at start a name no
@@ -41,7 +42,7 @@ func Open(path string, opts Options, logger *slog.Logger, onReload func(prev, ne
 	if opts.File == "" {
 		opts.File = path
 	}
-	s := &Source{opts: opts, log: logger, onReload: onReload, file: filewatch.New(path, MaxFileBytes)}
+	s := &Source{opts: opts, log: logger, onReload: onReload, file: filewatch.New(path, MaxFileBytes), settle: SettleTime}
 	data, _, err := s.file.Poll()
 	if err != nil {
 		return nil, fmt.Errorf("read keys file: %w", err)
@@ -60,10 +61,20 @@ func (s *Source) Keys() *Set { return s.set.Load() }
 // Path returns the file's path.
 func (s *Source) Path() string { return s.file.Path() }
 
-// Check rereads the file if it changed and puts its keys in effect. A file
-// that is missing, unreadable or bad leaves the keys in effect as they
-// are; the error is returned, and logged and reported the first time it
-// is seen.
+// SettleTime is how long an edit of a keys file must stay as it was read
+// before it is put in effect: a file rewritten in place (truncated, then
+// written) can be read halfway, and a list cut after a whole entry is a
+// good file with fewer keys. The config file's reads settle alike.
+const SettleTime = 100 * time.Millisecond
+
+// maxSettles bounds the rereads of a file edited again at every one; the
+// last read is then taken as it is.
+const maxSettles = 10
+
+// Check rereads the file if it changed and, once a second read SettleTime
+// later finds the same bytes, puts its keys in effect. A file that is
+// missing, unreadable or bad leaves the keys in effect as they are; the
+// error is returned, and logged and reported the first time it is seen.
 func (s *Source) Check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,6 +82,17 @@ func (s *Source) Check() error {
 	data, changed, err := s.file.Poll()
 	if err == nil && !changed {
 		return s.bad
+	}
+	for range maxSettles {
+		if err != nil {
+			break
+		}
+		time.Sleep(s.settle)
+		again, edited, pollErr := s.file.Poll()
+		if pollErr == nil && !edited {
+			break // as it was read
+		}
+		data, err = again, pollErr // read again midway: settle on the newer bytes
 	}
 	var next *Set
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -178,12 +179,48 @@ func TestSourceRun(t *testing.T) {
 		done := make(chan struct{})
 		go func() { src.Run(ctx, time.Second); close(done) }()
 		writeKeys(t, path, &Key{Name: "b", Hash: hashFor("b")})
-		time.Sleep(time.Second + time.Millisecond)
+		time.Sleep(time.Second + SettleTime + time.Millisecond) // the tick, then the second read
 		synctest.Wait()
 		if src.Keys().Lookup("irk-test-b") == nil {
-			t.Error("a second after the file changed, its keys are not in effect")
+			t.Error("a second after the file changed, and the settling read, its keys are not in effect")
 		}
 		cancel()
 		<-done
 	})
+}
+
+// TestSourceSettles: a keys file caught midway through a rewrite, a good
+// file with fewer keys, is not put in effect: Check rereads it SettleTime
+// later and takes the bytes that stayed (a review's finding: a writer that
+// paused after three of eight entries had five keys refused meanwhile).
+func TestSourceSettles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys.yaml")
+	var all []*Key
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		all = append(all, &Key{Name: name, Hash: hashFor(name)})
+	}
+	writeKeys(t, path, all[0])
+	var applied []int
+	src, err := Open(path, Options{}, nil, func(_, next *Set, err error) {
+		if err == nil {
+			applied = append(applied, next.Len())
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		writeKeys(t, path, all[:3]...) // the rewrite, caught midway
+		done := make(chan error)
+		go func() { done <- src.Check() }()
+		synctest.Wait() // Check waits to read it again
+		writeKeys(t, path, all...)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !slices.Equal(applied, []int{8}) || src.Keys().Len() != 8 {
+		t.Errorf("key counts put in effect %v, now %d; want only the whole file's 8", applied, src.Keys().Len())
+	}
 }
