@@ -325,7 +325,7 @@ func TestTemplateFromAFile(t *testing.T) {
 // template has nothing left to rewrite, so nothing is renamed twice); it
 // changes nothing of a template that names none of the replaced filters
 // and tests and unpacks nothing; and it leaves the text between tags as
-// it was.
+// it was. A template nested past the bounds (tooDeep) never compiles.
 func FuzzOverrideFilters(f *testing.F) {
 	for _, s := range []string{
 		"{{ f(*x) }}{{ v|join(*y) }}", "{% filter title %}a{% endfilter %}", "{{ x is not iterable }}{{ y is sequence }}",
@@ -333,6 +333,7 @@ func FuzzOverrideFilters(f *testing.F) {
 		"{% raw %}{{ x|title }}{% endraw %}{{ '|trim' }}", "{% call f(*x) %}{% endcall %}",
 		"{{ xs|map('title')|select(\"iterable\") }}{{ xs|rejectattr('v', 'sequence')|map(f) }}",
 		"{{ x.upper().lower() }}{% if a[0](b).title() %}{% endif %}{{ x|title.upper() }}{{ {'a': {}}.capitalize() }}",
+		"{{ " + strings.Repeat("(", 600) + "1" + strings.Repeat(")", 600) + " }}", strings.Repeat("{%if a%}", 257),
 	} {
 		f.Add(s)
 	}
@@ -341,7 +342,10 @@ func FuzzOverrideFilters(f *testing.F) {
 			return
 		}
 		out := overrideFilters(src)
-		_ = compileTemplate(src)
+		ct := compileTemplate(src)
+		if why := tooDeep(overrideFilters(jinjaSource(src))); why != "" && (ct.err == nil || !strings.Contains(ct.err.Error(), why)) {
+			t.Fatalf("%q is nested too deeply (%s), yet compiles with error %v", src, why, ct.err)
+		}
 		if again := overrideFilters(out); again != out {
 			t.Fatalf("%q rewrites to %q, and that again to %q", src, out, again)
 		}

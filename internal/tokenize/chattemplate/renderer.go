@@ -103,6 +103,11 @@ func compileTemplate(src string) *compiledTemplate {
 	src = jinjaSource(src)
 	ct := &compiledTemplate{format: DetectContentFormat(src), developer: namesDeveloper(src)}
 	src = overrideFilters(src)
+	if why := tooDeep(src); why != "" {
+		// Compiling it could end the process (see maxBlockDepth).
+		ct.err = fmt.Errorf("nested too deeply for the template engine, which recurses once a level: %s", why)
+		return ct
+	}
 	ct.tmpl, ct.err = jinja.Compile(src)
 	if ct.err != nil {
 		return ct
