@@ -73,6 +73,11 @@ func TestDeepTemplatesDoNotCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles templates of megabytes in child processes")
 	}
+	if raceEnabled {
+		// Six minutes under the detector, which has nothing to find in
+		// single-goroutine children; make norace runs it.
+		t.Skip("long single-goroutine children; run by make norace")
+	}
 	for _, tc := range deepTemplates {
 		t.Run(tc.name, func(t *testing.T) {
 			// Generous: the child takes well under a second.
