@@ -72,14 +72,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *check {
-		// The files the config names (keys, certificates) are read first:
-		// "valid" is said of the whole.
+		// The files the config names (keys, certificates, tokenizers) are
+		// read first: "valid" is said of the whole, once it has loaded.
 		notes, err := gateway.CheckAccess(cfg)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: valid (%d models, %d replicas, %d dns groups)\n", *path, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
 		problems, loaded := gateway.CheckTokenizers(cfg)
+		fmt.Fprintf(stdout, "%s: valid (%d models, %d replicas, %d dns groups)\n", *path, len(cfg.Models), len(cfg.Replicas), len(cfg.Discovery.DNS))
 		for _, l := range loaded {
 			fmt.Fprintln(stdout, "predicts:", l)
 		}

@@ -27,12 +27,13 @@ func Load(path string) (*Config, error) {
 }
 
 // MaxFileBytes bounds a config file. Real ones are kilobytes; the bound
-// keeps a path to a device or a runaway generator from taking the memory
-// the gateway serves with, at start and at every reread.
+// keeps a runaway generator from taking the memory the gateway serves
+// with, at start and at every reread.
 const MaxFileBytes = 16 << 20
 
-// ReadFile reads a config file of at most [MaxFileBytes]; a named pipe at
-// the path is refused rather than waited on (filewatch.ReadFile).
+// ReadFile reads a config file of at most [MaxFileBytes]; a named pipe or
+// a device at the path is refused rather than waited on or read without
+// end (filewatch.ReadFile).
 func ReadFile(path string) ([]byte, error) {
 	data, err := filewatch.ReadFile(path, MaxFileBytes)
 	if errors.Is(err, filewatch.ErrTooLarge) {

@@ -8,6 +8,10 @@
 // alone). A reread whose SHA-256 equals the last one's is no change, so
 // touching a file, or a directory of symlinks swapped to the same
 // content, reloads nothing.
+//
+// ReadFile is how the gateway reads every file a config names, reread or
+// not (tokenizers, chat templates): bounded, and never waiting on a named
+// pipe or a device put where a file belongs.
 package filewatch
 
 import (
@@ -79,11 +83,19 @@ func (f *File) readAll() ([]byte, error) { return ReadFile(f.path, f.maxSize) }
 // ErrNamedPipe is returned for a path that names a FIFO.
 var ErrNamedPipe = errors.New("a named pipe, not a file")
 
+// ErrNotRegular is returned for a path that names something other than a
+// regular file or a named pipe: a device, a socket or a directory.
+var ErrNotRegular = errors.New("not a regular file")
+
 // ReadFile reads the file at path, refusing one over maxSize bytes
-// (ErrTooLarge) and a named pipe (ErrNamedPipe). It never waits for a
-// writer: opening a FIFO put at the path would block until one came, and
-// with it the goroutine that rereads the file, a reload asked for meanwhile
-// and the gateway's shutdown, which waits for that goroutine.
+// (ErrTooLarge), a named pipe (ErrNamedPipe) and anything else that is not
+// a regular file (ErrNotRegular). It never waits for a writer: opening a
+// FIFO put at the path would block until one came, and with it the
+// goroutine that rereads the file, a reload asked for meanwhile and the
+// gateway's shutdown, which waits for that goroutine. A device is refused
+// before it is read, since what it yields has no end (/dev/zero) or may
+// never come (a terminal): the size bound alone would still read maxSize
+// bytes of /dev/zero, up to hundreds of MiB for a tokenizer, to refuse it.
 func ReadFile(path string, maxSize int64) ([]byte, error) {
 	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -94,8 +106,15 @@ func ReadFile(path string, maxSize int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode()&os.ModeNamedPipe != 0 {
+	switch mode := fi.Mode(); {
+	case mode&os.ModeNamedPipe != 0:
 		return nil, fmt.Errorf("%s: %w", path, ErrNamedPipe)
+	case mode.IsDir():
+		return nil, fmt.Errorf("%s: %w (a directory)", path, ErrNotRegular)
+	case mode&os.ModeDevice != 0:
+		return nil, fmt.Errorf("%s: %w (a device)", path, ErrNotRegular)
+	case !mode.IsRegular():
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
 	if err != nil {

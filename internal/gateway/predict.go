@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"github.com/inferrail/inferrail/internal/blockhash"
 
 	"github.com/inferrail/inferrail/internal/config"
+	"github.com/inferrail/inferrail/internal/filewatch"
 	"github.com/inferrail/inferrail/internal/index"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
@@ -139,6 +141,10 @@ func loadTokenizer(m *config.Model, cacheTokens int) (*modelTokenizer, error) {
 	return &modelTokenizer{tok: hfTokenizer{hf: tok, chat: chat}, blockSize: m.Blocks(), class: tok.Class()}, nil
 }
 
+// maxRefBytes bounds a file under a cached repository's refs: it holds a
+// commit's 40 hexadecimal digits.
+const maxRefBytes = 4 << 10
+
 var hubRepo = regexp.MustCompile(`^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$`)
 
 // tokenizerDir finds the directory a tokenizer setting names, and the name
@@ -157,8 +163,14 @@ func tokenizerDir(setting string) (dir, name string, err error) {
 	}
 	root := hubCache()
 	base := filepath.Join(root, "models--"+strings.ReplaceAll(repo, "/", "--"))
-	if ref, err := os.ReadFile(filepath.Join(base, "refs", rev)); err == nil {
-		rev = strings.TrimSpace(string(ref)) // a branch or tag names a commit
+	// A branch or tag names a commit in refs; a commit has no file there.
+	switch ref, err := filewatch.ReadFile(filepath.Join(base, "refs", rev), maxRefBytes); {
+	case err == nil:
+		rev = strings.TrimSpace(string(ref))
+	case !errors.Is(err, fs.ErrNotExist):
+		// A named pipe or a device there is refused rather than waited on
+		// or read without end, as every file a tokenizer setting leads to.
+		return "", "", fmt.Errorf("revision %s: %w", rev, err)
 	}
 	dir = filepath.Join(base, "snapshots", rev)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"github.com/inferrail/inferrail/internal/filewatch"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
 )
@@ -176,8 +176,10 @@ func newRenderer(tok *hf.Tokenizer, cfg hf.ChatConfig, opts Options) (*Renderer,
 		single, named = named[opts.Template], nil
 	case opts.Template != "" && !strings.ContainsAny(opts.Template, "{}\n"):
 		// As vLLM's --chat-template: text without Jinja's characters is a
-		// file's path, and one that cannot be opened is an error.
-		text, err := os.ReadFile(opts.Template)
+		// file's path, and one that cannot be opened is an error. It is
+		// read as the tokenizer's files are (a named pipe or a device
+		// there is refused, not waited on or read without end).
+		text, err := filewatch.ReadFile(opts.Template, hf.MaxFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("chat template %q looks like a file path, but it failed to be opened: %w", opts.Template, err)
 		}

@@ -28,7 +28,7 @@ func chatTemplateFiles(dir string) (json.RawMessage, error) {
 		Template string `json:"template"`
 	}
 	var list []named
-	def, err := os.ReadFile(filepath.Join(dir, chatTemplateFile))
+	def, err := readFile(filepath.Join(dir, chatTemplateFile))
 	switch {
 	case err == nil:
 		list = append(list, named{"default", string(def)})
@@ -44,7 +44,7 @@ func chatTemplateFiles(dir string) (json.RawMessage, error) {
 		if !ok || e.IsDir() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, chatTemplateDir, e.Name()))
+		b, err := readFile(filepath.Join(dir, chatTemplateDir, e.Name()))
 		if err != nil {
 			return nil, err
 		}

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/inferrail/inferrail/internal/filewatch"
 	"github.com/inferrail/inferrail/internal/tokenize/rawjson"
 )
 
@@ -77,9 +77,24 @@ func (c *configToken) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// MaxFileBytes bounds each file Load reads. The largest tokenizer.json in
+// use is Gemma 3's, about 33 MB for 262,144 tokens; the bound leaves room
+// for vocabularies several times larger, while a runaway file cannot take
+// more than a fraction of the memory the gateway serves with (building the
+// tokenizer takes a few times its file's size again).
+const MaxFileBytes = 256 << 20
+
+// readFile reads the file at path, at most MaxFileBytes of it. A named
+// pipe or a device there is refused rather than waited on or read without
+// end (filewatch.ReadFile): the gateway loads tokenizers before it serves,
+// and one that never came back kept it from serving and from stopping.
+func readFile(path string) ([]byte, error) {
+	return filewatch.ReadFile(path, MaxFileBytes)
+}
+
 // readOptional reads dir/name; nil, and no error, when there is no such file.
 func readOptional(dir, name string) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+	data, err := readFile(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -83,7 +82,7 @@ func Load(dir string) (*Tokenizer, error) { return LoadAs(dir, dir) }
 // way tokenizer_config.json may add tokens (added_tokens_decoder, missing
 // special tokens) and set split_special_tokens. Other classes are refused.
 func LoadAs(dir, name string) (*Tokenizer, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	data, err := readFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}

@@ -1,0 +1,91 @@
+//go:build unix
+
+package hf
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/filewatch"
+)
+
+// TestLoadRefusesWhatIsNotAFile: a named pipe, or a symlink to /dev/zero,
+// in place of any file Load reads is refused at once, with an error naming
+// it. Load used to wait forever for the pipe's writer, and read /dev/zero
+// until memory ran out, which kept the gateway from serving and from
+// stopping (a review's finding).
+func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
+	if err := syscall.Mkfifo(filepath.Join(t.TempDir(), "fifo"), 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	files := []string{
+		"tokenizer.json",
+		"tokenizer_config.json",
+		"config.json",
+		"special_tokens_map.json",
+		"added_tokens.json",
+		chatTemplateFile,
+		chatTemplateDir,
+		filepath.Join(chatTemplateDir, "tool_use.jinja"),
+	}
+	kinds := []struct {
+		name string
+		make func(path string) error
+		want error
+	}{
+		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }, filewatch.ErrNamedPipe},
+		{"dev_zero", func(path string) error { return os.Symlink("/dev/zero", path) }, filewatch.ErrNotRegular},
+	}
+	for _, kind := range kinds {
+		for _, file := range files {
+			t.Run(kind.name+"/"+strings.ReplaceAll(file, "/", "_"), func(t *testing.T) {
+				if kind.name == "dev_zero" {
+					if _, err := os.Stat("/dev/zero"); err != nil {
+						t.Skip(err)
+					}
+				}
+				dir := t.TempDir()
+				writeFile(t, filepath.Join(dir, "tokenizer.json"), tinyTokenizer)
+				// No added_tokens_decoder: special_tokens_map.json and
+				// added_tokens.json are read too.
+				writeFile(t, filepath.Join(dir, "tokenizer_config.json"), `{"tokenizer_class": "PreTrainedTokenizerFast"}`)
+				if strings.HasPrefix(file, chatTemplateDir+"/") {
+					if err := os.Mkdir(filepath.Join(dir, chatTemplateDir), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				path := filepath.Join(dir, file)
+				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+				if err := kind.make(path); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() {
+					_, err := Load(dir)
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if err == nil || !strings.Contains(err.Error(), path) {
+						t.Errorf("Load with %s a %s: %v, want an error naming it", file, kind.name, err)
+					}
+					// The directory of templates is refused by os.ReadDir
+					// (ENOTDIR: it opens with O_DIRECTORY, which never
+					// waits on a pipe), not by filewatch.ReadFile.
+					if file != chatTemplateDir && !errors.Is(err, kind.want) {
+						t.Errorf("Load with %s a %s: %v, want %v", file, kind.name, err, kind.want)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Load with %s a %s still runs after 10 s", file, kind.name)
+				}
+			})
+		}
+	}
+}
