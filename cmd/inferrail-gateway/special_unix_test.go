@@ -5,13 +5,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferrail/inferrail/internal/filewatch/filewatchtest"
 )
 
 // TestCheckTokenizerNotAFile: --check of a config whose tokenizer.json is a
@@ -25,12 +27,12 @@ func TestCheckTokenizerNotAFile(t *testing.T) {
 	if err := os.Mkdir(fifoDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(fifoDir, "tokenizer.json")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no FIFOs here:", err)
+	kinds := filewatchtest.Specials(t)
+	if len(kinds) < 2 {
+		t.Skip("needs both a named pipe and /dev/zero")
 	}
-	zero := filepath.Join(dir, "chat.jinja")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
+	fifo, zero := filepath.Join(fifoDir, "tokenizer.json"), filepath.Join(dir, "chat.jinja")
+	if err := errors.Join(kinds[0].Make(fifo), kinds[1].Make(zero)); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -43,27 +45,17 @@ func TestCheckTokenizerNotAFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if strings.HasPrefix(tt.name, "dev_zero") {
-				if _, err := os.Stat("/dev/zero"); err != nil {
-					t.Skip(err)
-				}
-			}
 			path := filepath.Join(t.TempDir(), "gateway.yaml")
 			yaml := "models: [" + tt.model + "]\nreplicas: [{id: r, url: 'http://127.0.0.1:1', models: [m]}]\n"
 			if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var out, errOut bytes.Buffer
-			done := make(chan error, 1)
-			go func() { done <- run(context.Background(), []string{"--check", "--config", path}, &out, &errOut) }()
-			select {
-			case err := <-done:
-				got := out.String()
-				if err != nil || !strings.Contains(got, "valid (1 models") || !strings.Contains(got, tt.note) {
-					t.Errorf("--check: %v, printed %q; want valid, and a note with %q", err, got, tt.note)
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("--check still runs after 20 s")
+			err := filewatchtest.Within(t, 20*time.Second, func() error {
+				return run(context.Background(), []string{"--check", "--config", path}, &out, &errOut)
+			})
+			if got := out.String(); err != nil || !strings.Contains(got, "valid (1 models") || !strings.Contains(got, tt.note) {
+				t.Errorf("--check: %v, printed %q; want valid, and a note with %q", err, got, tt.note)
 			}
 		})
 	}

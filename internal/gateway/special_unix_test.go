@@ -7,12 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/inferrail/inferrail/internal/config"
-	"github.com/inferrail/inferrail/internal/filewatch"
+	"github.com/inferrail/inferrail/internal/filewatch/filewatchtest"
 )
 
 // TestTokenizerFilesNotFiles: a named pipe, or a symlink to /dev/zero, at
@@ -23,9 +22,7 @@ import (
 // memory ran out, while loading tokenizers at start: it never served and
 // SIGTERM did not stop it (a review's finding).
 func TestTokenizerFilesNotFiles(t *testing.T) {
-	if err := syscall.Mkfifo(filepath.Join(t.TempDir(), "fifo"), 0o600); err != nil {
-		t.Skip("no FIFOs here:", err)
-	}
+	kinds := filewatchtest.Specials(t)
 	const llama2Dir = "../../.cache/tokenizers/llama2"
 	if _, err := os.Stat(filepath.Join(llama2Dir, "tokenizer.json")); err != nil {
 		t.Fatalf("%v: run make tokenizers (make test does)", err)
@@ -33,14 +30,6 @@ func TestTokenizerFilesNotFiles(t *testing.T) {
 	llama2, err := filepath.Abs(llama2Dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	kinds := []struct {
-		name string
-		make func(path string) error
-		want error
-	}{
-		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }, filewatch.ErrNamedPipe},
-		{"dev_zero", func(path string) error { return os.Symlink("/dev/zero", path) }, filewatch.ErrNotRegular},
 	}
 	// Each place returns the model's settings with the special file made
 	// at the path it returns.
@@ -68,28 +57,17 @@ func TestTokenizerFilesNotFiles(t *testing.T) {
 	}
 	for _, kind := range kinds {
 		for _, place := range places {
-			t.Run(kind.name+"/"+place.name, func(t *testing.T) {
-				if kind.name == "dev_zero" {
-					if _, err := os.Stat("/dev/zero"); err != nil {
-						t.Skip(err)
-					}
-				}
+			t.Run(kind.Name+"/"+place.name, func(t *testing.T) {
 				m, path := place.setup(t)
-				if err := kind.make(path); err != nil {
+				if err := kind.Make(path); err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan error, 1)
-				go func() {
+				err := filewatchtest.Within(t, 10*time.Second, func() error {
 					_, err := loadTokenizer(&m, 0)
-					done <- err
-				}()
-				select {
-				case err := <-done:
-					if !errors.Is(err, kind.want) || !strings.Contains(err.Error(), path) {
-						t.Errorf("loadTokenizer with %s a %s: %v, want %v naming it", path, kind.name, err, kind.want)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("loadTokenizer with %s a %s still runs after 10 s", path, kind.name)
+					return err
+				})
+				if !errors.Is(err, kind.Want) || !strings.Contains(err.Error(), path) {
+					t.Errorf("loadTokenizer with %s a %s: %v, want %v naming it", path, kind.Name, err, kind.Want)
 				}
 			})
 		}

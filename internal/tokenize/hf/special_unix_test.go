@@ -7,11 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/inferrail/inferrail/internal/filewatch"
+	"github.com/inferrail/inferrail/internal/filewatch/filewatchtest"
 )
 
 // TestLoadRefusesWhatIsNotAFile: a named pipe, or a symlink to /dev/zero,
@@ -20,9 +19,7 @@ import (
 // until memory ran out, which kept the gateway from serving and from
 // stopping (a review's finding).
 func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
-	if err := syscall.Mkfifo(filepath.Join(t.TempDir(), "fifo"), 0o600); err != nil {
-		t.Skip("no FIFOs here:", err)
-	}
+	kinds := filewatchtest.Specials(t)
 	files := []string{
 		"tokenizer.json",
 		"tokenizer_config.json",
@@ -33,22 +30,9 @@ func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
 		chatTemplateDir,
 		filepath.Join(chatTemplateDir, "tool_use.jinja"),
 	}
-	kinds := []struct {
-		name string
-		make func(path string) error
-		want error
-	}{
-		{"fifo", func(path string) error { return syscall.Mkfifo(path, 0o600) }, filewatch.ErrNamedPipe},
-		{"dev_zero", func(path string) error { return os.Symlink("/dev/zero", path) }, filewatch.ErrNotRegular},
-	}
 	for _, kind := range kinds {
 		for _, file := range files {
-			t.Run(kind.name+"/"+strings.ReplaceAll(file, "/", "_"), func(t *testing.T) {
-				if kind.name == "dev_zero" {
-					if _, err := os.Stat("/dev/zero"); err != nil {
-						t.Skip(err)
-					}
-				}
+			t.Run(kind.Name+"/"+strings.ReplaceAll(file, "/", "_"), func(t *testing.T) {
 				dir := t.TempDir()
 				writeFile(t, filepath.Join(dir, "tokenizer.json"), tinyTokenizer)
 				// No added_tokens_decoder: special_tokens_map.json and
@@ -63,27 +47,21 @@ func TestLoadRefusesWhatIsNotAFile(t *testing.T) {
 				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 					t.Fatal(err)
 				}
-				if err := kind.make(path); err != nil {
+				if err := kind.Make(path); err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan error, 1)
-				go func() {
+				err := filewatchtest.Within(t, 10*time.Second, func() error {
 					_, err := Load(dir)
-					done <- err
-				}()
-				select {
-				case err := <-done:
-					if err == nil || !strings.Contains(err.Error(), path) {
-						t.Errorf("Load with %s a %s: %v, want an error naming it", file, kind.name, err)
-					}
-					// The directory of templates is refused by os.ReadDir
-					// (ENOTDIR: it opens with O_DIRECTORY, which never
-					// waits on a pipe), not by filewatch.ReadFile.
-					if file != chatTemplateDir && !errors.Is(err, kind.want) {
-						t.Errorf("Load with %s a %s: %v, want %v", file, kind.name, err, kind.want)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("Load with %s a %s still runs after 10 s", file, kind.name)
+					return err
+				})
+				if err == nil || !strings.Contains(err.Error(), path) {
+					t.Errorf("Load with %s a %s: %v, want an error naming it", file, kind.Name, err)
+				}
+				// The directory of templates is refused by os.ReadDir
+				// (ENOTDIR: it opens with O_DIRECTORY, which never
+				// waits on a pipe), not by filewatch.ReadFile.
+				if file != chatTemplateDir && !errors.Is(err, kind.Want) {
+					t.Errorf("Load with %s a %s: %v, want %v", file, kind.Name, err, kind.Want)
 				}
 			})
 		}
