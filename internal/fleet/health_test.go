@@ -374,7 +374,11 @@ func TestUnservedModelWarned(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	r := NewReplica("r", u, []string{"m"}, 0, 0)
 	var logs syncbuf.Buffer
-	h := NewHealth(capConfig(), New(nil, nil), &http.Client{}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
+	// Each fetch must finish: capConfig's 5 ms timeout cut one short under
+	// the race detector beside other work, and no warning came (1 run).
+	cfg := capConfig()
+	cfg.Interval, cfg.Timeout = 10*time.Second, 10*time.Second
+	h := NewHealth(cfg, New(nil, nil), &http.Client{}, slog.New(slog.NewTextHandler(&logs, nil)), nil, nil)
 	warned := func() int { return strings.Count(logs.String(), "does not list a model") }
 	for _, step := range []struct {
 		list string
