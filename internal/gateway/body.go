@@ -140,6 +140,9 @@ func arrayPrompt(r *http.Request, body []byte, mf openai.ModelField) int {
 // client sent, and vLLM judges the literals itself (a float field takes
 // them; an int or bool field, or a range check, refuses them).
 func readableBody(body []byte) (readable []byte, zeroed, unreadable, ok bool) {
+	if nestsDeeper(body, maxBodyDepth) {
+		return nil, false, false, false
+	}
 	if json.Valid(body) {
 		return body, false, false, true
 	}
@@ -151,6 +154,36 @@ func readableBody(body []byte) (readable []byte, zeroed, unreadable, ok bool) {
 		return nil, false, false, false
 	}
 	return readable, true, unreadable, true
+}
+
+// maxBodyDepth bounds how deeply a body may nest. Python's json.loads,
+// and so vLLM, refuses a body nested about 990 levels deep (RecursionError)
+// or more, and encoding/json's Valid recurses a level at a time: 2 MB of
+// stack at 10,000 levels, kept by the request's goroutine while it waits.
+const maxBodyDepth = 1000
+
+// nestsDeeper reports whether the objects and arrays of body, read as
+// JSON, nest more than limit deep, in one pass without recursion. A body
+// that is not JSON may be taken either way; encoding/json judges it next.
+func nestsDeeper(body []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			if depth++; depth > limit {
+				return true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return false
 }
 
 // samplingMembers are the top-level members whose NaN or infinities leave
