@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -170,9 +171,20 @@ func nestsDeeper(body []byte, limit int) bool {
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '"':
-			for i++; i < len(body) && body[i] != '"'; i++ {
-				if body[i] == '\\' {
-					i++
+			// To the closing quote, one not escaped by an odd run of
+			// backslashes; IndexByte skips most of a body's bytes fast.
+			for {
+				j := bytes.IndexByte(body[i+1:], '"')
+				if j < 0 {
+					return false
+				}
+				i += 1 + j
+				k := i - 1
+				for body[k] == '\\' {
+					k--
+				}
+				if (i-1-k)%2 == 0 {
+					break
 				}
 			}
 		case '{', '[':

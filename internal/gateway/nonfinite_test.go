@@ -172,3 +172,26 @@ func TestReadableBodyCostsOneCopy(t *testing.T) {
 		}
 	}
 }
+
+// TestNestsDeeper: brackets count outside strings only, whatever escapes
+// a string holds.
+func TestNestsDeeper(t *testing.T) {
+	for _, tt := range []struct {
+		body  string
+		limit int
+		want  bool
+	}{
+		{`{"a":[[1]]}`, 3, false},
+		{`{"a":[[1]]}`, 2, true},
+		{`{"a":"[[[[{{"}`, 1, false},
+		{`{"a":"\"[[[[","b":1}`, 1, false},    // an escaped quote does not end the string
+		{`{"a":"x\\","b":[[1]]}`, 2, true},    // an escaped backslash does not escape the quote
+		{`{"a":"x\\\"[[","b":[1]}`, 2, false}, // three: the quote is escaped
+		{`[[[["unterminated [[[[`, 4, false},  // not JSON; encoding/json judges it
+		{strings.Repeat("[", 1001) + strings.Repeat("]", 1001), maxBodyDepth, true},
+	} {
+		if got := nestsDeeper([]byte(tt.body), tt.limit); got != tt.want {
+			t.Errorf("nestsDeeper(%s, %d) = %v, want %v", tt.body, tt.limit, got, tt.want)
+		}
+	}
+}
