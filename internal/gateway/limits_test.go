@@ -343,13 +343,7 @@ func TestOutputMeterSplits(t *testing.T) {
 // SSE, and what a proxy in between may send) without usage is charged a
 // token an event, as an LF stream is.
 func TestCRLFStreamCharged(t *testing.T) {
-	var sb strings.Builder
-	sb.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\r\n\r\n")
-	for i := range 5 {
-		fmt.Fprintf(&sb, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\r\n\r\n", i)
-	}
-	sb.WriteString("data: [DONE]\r\n\r\n")
-	stream := sb.String()
+	stream := chatEvents(5, "\r\n")
 	url := rawEngine(t, func(w *bufio.Writer) {
 		fmt.Fprintf(w, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(stream), stream)
 	})
@@ -372,13 +366,7 @@ func TestCRLFStreamCharged(t *testing.T) {
 // without usage is charged a token an event, not its bytes over four (a
 // review's finding: 573 tokens charged for 39 events).
 func TestStreamChargedWhateverTheCase(t *testing.T) {
-	var sb strings.Builder
-	sb.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n")
-	for i := range 39 {
-		fmt.Fprintf(&sb, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
-	}
-	sb.WriteString("data: [DONE]\n\n")
-	stream := sb.String()
+	stream := chatEvents(39, "\n")
 	for _, ctype := range []string{"text/event-stream", "Text/Event-Stream", "TEXT/EVENT-STREAM; charset=utf-8", " text/event-stream ;charset=utf-8"} {
 		t.Run(strings.NewReplacer(" ", "_", ";", "", "/", "_", "=", "_").Replace(ctype), func(t *testing.T) {
 			url := rawEngine(t, func(w *bufio.Writer) {
@@ -929,4 +917,16 @@ func TestRequestSpentOnlyWhenTried(t *testing.T) {
 			expectStatus(t, http.StatusOK, held...)
 		})
 	}
+}
+
+// chatEvents is a chat event stream without usage, each line ending in
+// eol: the role's event, n content events and [DONE].
+func chatEvents(n int, eol string) string {
+	var sb strings.Builder
+	sb.WriteString("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}" + eol + eol)
+	for i := range n {
+		fmt.Fprintf(&sb, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}%s%s", i, eol, eol)
+	}
+	sb.WriteString("data: [DONE]" + eol + eol)
+	return sb.String()
 }
