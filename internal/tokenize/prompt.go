@@ -98,6 +98,8 @@ const (
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
 	ReasonSize       = "size"       // a rendered chat longer than the renderer's bound
 	ReasonTruncate   = "truncate"   // truncate_prompt_tokens that is not an integer, or that cuts the prompt
+	ReasonCacheKey   = "cache_key"  // SGLang's extra_key or lora_path, which key its radix cache apart from the prompt's tokens
+	ReasonEmbeds     = "embeds"     // completions' prompt_embeds: the engine starts from vectors, not tokens
 )
 
 func unsupported(reason string) error { return &UnsupportedError{Reason: reason} }

@@ -31,6 +31,9 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if present(f.template) {
 		return nil, unsupported(ReasonTemplate)
 	}
+	if present(f.extraKey) || present(f.loraPath) {
+		return nil, unsupported(ReasonCacheKey)
+	}
 	c := &Chat{}
 	if present(f.kwargs) {
 		kw, ok := objectFields(f.kwargs, [2]string{"chat_template"})
@@ -111,6 +114,10 @@ type chatFields struct {
 	addGenerationPrompt, continueFinalMessage, addSpecialTokens, cacheSalt, truncate []byte
 
 	echo, promptLogprobs, topLogprobs []byte
+
+	// SGLang keys its radix cache by extra_key (joined to cache_salt) and
+	// by the adapter lora_path names; the gateway's hashes see neither.
+	extraKey, loraPath []byte
 }
 
 // chatMessages is the messages member, decoded while it is read so that
@@ -156,6 +163,10 @@ func (f *chatFields) read(r *rawjson.Reader, name []byte) error {
 		dst = &f.promptLogprobs
 	case "top_logprobs":
 		dst = &f.topLogprobs
+	case "extra_key":
+		dst = &f.extraKey
+	case "lora_path":
+		dst = &f.loraPath
 	default:
 		return r.Dec.SkipValue()
 	}
@@ -373,6 +384,7 @@ func partText(p []byte) (string, error) {
 // token ids, alone or as a batch of one. Keys match as in ParseChatRequest.
 func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	var addSpecial, cacheSalt, truncate, raw, echo, promptLogprobs, logprobs []byte
+	var extraKey, loraPath, embeds []byte
 	err := readObject(body, func(r *rawjson.Reader, name []byte) error {
 		var dst *[]byte
 		switch string(name) {
@@ -390,6 +402,12 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 			dst = &truncate
 		case "prompt":
 			dst = &raw
+		case "extra_key":
+			dst = &extraKey
+		case "lora_path":
+			dst = &loraPath
+		case "prompt_embeds":
+			dst = &embeds
 		default:
 			return r.Dec.SkipValue()
 		}
@@ -399,6 +417,12 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
+	}
+	if present(extraKey) || present(loraPath) {
+		return nil, unsupported(ReasonCacheKey)
+	}
+	if present(embeds) {
+		return nil, unsupported(ReasonEmbeds)
 	}
 	p := &Prompt{}
 	if p.AddSpecial, err = laxBool(addSpecial, true); err != nil {

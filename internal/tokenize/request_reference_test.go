@@ -66,6 +66,9 @@ func parseChatRequestReference(body []byte) (*Prompt, error) {
 	if refPresent(req["chat_template"]) {
 		return nil, unsupported(ReasonTemplate)
 	}
+	if refPresent(req["extra_key"]) || refPresent(req["lora_path"]) {
+		return nil, unsupported(ReasonCacheKey)
+	}
 	c := &Chat{}
 	if refPresent(req["chat_template_kwargs"]) {
 		kw, err := refObject(req["chat_template_kwargs"])
@@ -239,6 +242,12 @@ func parseCompletionRequestReference(body []byte) (*Prompt, error) {
 	req, err := refObject(body)
 	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
+	}
+	if refPresent(req["extra_key"]) || refPresent(req["lora_path"]) {
+		return nil, unsupported(ReasonCacheKey)
+	}
+	if refPresent(req["prompt_embeds"]) {
+		return nil, unsupported(ReasonEmbeds)
 	}
 	p := &Prompt{}
 	if p.AddSpecial, err = refLaxBool(req["add_special_tokens"], true); err != nil {

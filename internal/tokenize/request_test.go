@@ -119,3 +119,40 @@ func TestTruncatePromptTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFieldsTheHashesCannotSee: SGLang keys its radix cache by
+// extra_key and by the adapter lora_path names, and vLLM starts a
+// prompt_embeds completion from vectors; a prediction from the prompt's
+// tokens alone would promise hits the engine cannot have. Null is absent.
+func TestParseFieldsTheHashesCannotSee(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct {
+		chat   bool
+		body   string
+		reason string // "" when the prompt is followed
+	}{
+		{true, `{` + msgs + `,"extra_key":"tenant-b"}`, ReasonCacheKey},
+		{true, `{` + msgs + `,"lora_path":"sql"}`, ReasonCacheKey},
+		{true, `{"extra_key":"", ` + msgs + `}`, ReasonCacheKey},
+		{true, `{` + msgs + `,"extra_key":null,"lora_path":null}`, ""},
+		{true, `{` + msgs + `,"prompt_embeds":"AAAA"}`, ""}, // not a chat field
+		{false, `{"prompt":"hi","extra_key":"tenant-b"}`, ReasonCacheKey},
+		{false, `{"prompt":[1,2,3],"lora_path":"sql"}`, ReasonCacheKey},
+		{false, `{"prompt_embeds":"AAAA"}`, ReasonEmbeds},
+		{false, `{"prompt":"hi","prompt_embeds":"AAAA"}`, ReasonEmbeds},
+		{false, `{"prompt":"hi","prompt_embeds":null,"extra_key":null}`, ""},
+	} {
+		parse := ParseCompletionRequest
+		if c.chat {
+			parse = ParseChatRequest
+		}
+		_, err := parse([]byte(c.body))
+		var ue *UnsupportedError
+		switch {
+		case c.reason == "" && err != nil:
+			t.Errorf("%s: %v, want followed", c.body, err)
+		case c.reason != "" && (!errors.As(err, &ue) || ue.Reason != c.reason):
+			t.Errorf("%s: %v, want unsupported %s", c.body, err, c.reason)
+		}
+	}
+}
