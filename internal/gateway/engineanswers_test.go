@@ -658,3 +658,25 @@ func TestWholeAnswerMovedPastTheDeadline(t *testing.T) {
 		t.Errorf("got %d from %q: %s; want sim-1's 200", resp.StatusCode, resp.Header.Get(openai.HeaderReplica), body)
 	}
 }
+
+// TestQueryStringForwarded: the engine gets the path's query as the client
+// sent it, escapes and all, as it gets the body (a review's finding: it
+// was dropped).
+func TestQueryStringForwarded(t *testing.T) {
+	got := make(chan string, 1)
+	url := chatEngine(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		got <- r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`)
+	})
+	gw := startGateway(t, onlyEngine(t, url))
+	const query = "api-version=2024-06-01&x=%2F&y=a+b"
+	resp, body := post(t, gw.url+"/v1/chat/completions?"+query, chatBody("hi", ""))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if q := <-got; q != query {
+		t.Errorf("the engine got query %q, want %q", q, query)
+	}
+}

@@ -69,11 +69,12 @@ func TestProxiesChatAndCompletions(t *testing.T) {
 	}
 
 	// vLLM's request_id in the body names the request when no header
-	// does (the header wins, as in vLLM); one malformed is replaced.
+	// does (a well-formed header wins, as in vLLM); one malformed is replaced.
 	for _, c := range []struct{ extra, header, want string }{
 		{`,"request_id":"body-1"`, "", "body-1"},
 		{`,"request_id":"body-2"`, "client-2", "client-2"},
 		{`,"request_id":"bad id"`, "", ""},
+		{`,"request_id":"body-3"`, "bad id", "body-3"}, // an unusable header is no header
 	} {
 		var kv []string
 		if c.header != "" {

@@ -144,9 +144,10 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	case err != nil:
 		return ex, newRefusal(openai.BadRequest(err.Error(), "model"), reasonBadRequest)
 	}
-	if id := mf.RequestID; r.Header.Get(openai.HeaderRequestID) == "" && openai.ValidRequestID(id) {
+	if id := mf.RequestID; !openai.ValidRequestID(r.Header.Get(openai.HeaderRequestID)) && openai.ValidRequestID(id) {
 		// vLLM names a request by its body's request_id when no header
-		// does; the header the engine gets from us must say the same.
+		// does; the header the engine gets from us must say the same. A
+		// header we cannot pass on counts as none.
 		ex.id = id
 		w.Header().Set(openai.HeaderRequestID, id)
 	}
@@ -548,7 +549,9 @@ func (g *Gateway) send(ex *exchange, a *attempt) error {
 	ctx, cancel := context.WithCancelCause(ex.r.Context())
 	a.cancel = cancel
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: a.wroteRequest})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rep.URL.JoinPath(ex.r.URL.Path).String(), bytes.NewReader(ex.body))
+	target := rep.URL.JoinPath(ex.r.URL.Path)
+	target.RawQuery = ex.r.URL.RawQuery // as sent, like the body: vLLM reads none, a proxy before it may
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(ex.body))
 	if err != nil {
 		return err
 	}
