@@ -44,8 +44,9 @@ type bill struct {
 	key     *auth.Key // nil without keys
 	costs   [maxCosts]ratelimit.Cost
 	n       int
-	outputs bool // an output budget applies
-	prompts bool // a prompt budget applies
+	outputs bool  // an output budget applies
+	asked   int64 // the output asked for, which an output cost holds at most a whole budget of
+	prompts bool  // a prompt budget applies
 	// estimated: the prompt tokens taken were estimated from the body's
 	// bytes (no exact count in time, or none possible); the engine's usage
 	// trues them up when the answer reports it.
@@ -70,6 +71,7 @@ type bill struct {
 // output tokens taken (output at most a whole budget: a full bucket can
 // always hold it).
 func (b *bill) add(scope ratelimit.Scope, name string, l config.Limits, prompt, output int64) {
+	b.asked = output
 	for _, c := range []struct {
 		kind  ratelimit.Kind
 		limit int64
@@ -201,14 +203,18 @@ func (b *bill) refusal(v ratelimit.Verdict) *refusal {
 	what := strings.ReplaceAll(c.ID.Kind.String(), "_", " ") + " per minute"
 	h := http.Header{}
 	rateHeaders(h, b.costs[:b.n])
+	asked := c.N
+	if c.ID.Kind == ratelimit.OutputTokens {
+		asked = b.asked
+	}
 	var msg string
 	if v.Never {
 		msg = fmt.Sprintf("Request too large for %s on %s: limit %d, requested %d. It can never be admitted: shorten it or raise the limit.",
-			whose, what, c.Rate.Limit, c.N)
+			whose, what, c.Rate.Limit, asked)
 		h.Set("X-Should-Retry", "false")
 	} else {
 		msg = fmt.Sprintf("Rate limit reached for %s on %s: limit %d, remaining %d, requested %d. Please try again in %s.",
-			whose, what, c.Rate.Limit, c.Remaining, max(c.N, 1), resetString(v.Wait))
+			whose, what, c.Rate.Limit, c.Remaining, max(asked, 1), resetString(v.Wait))
 		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(v.Wait.Seconds())), 10))
 		h.Set("Retry-After-Ms", strconv.FormatInt(v.Wait.Milliseconds()+1, 10))
 	}

@@ -225,6 +225,12 @@ func TestOutputTokenLimits(t *testing.T) {
 	if got := metricValue(scrape(t, gw.admin), `inferrail_rate_limit_output_tokens_total{source="usage"}`); got != 10 {
 		t.Errorf("output tokens charged from usage: %v, want 10", got)
 	}
+	// Asking more than a whole budget takes the budget, and the refusal
+	// names what was asked (a review's finding: it named the budget).
+	twenty := strings.Replace(eight, `"max_tokens":8`, `"max_tokens":20`, 1)
+	if resp, b := chat(t, gw.url, twenty, bearer(secret)...); resp.StatusCode != 429 || !strings.Contains(b, "remaining 0, requested 20.") {
+		t.Errorf("20 with 0 left: %d %s", resp.StatusCode, b)
+	}
 
 	streamBody := func(extra string) string {
 		return `{"model":"sim","messages":[{"role":"user","content":"stream"}],"max_tokens":5,"ignore_eos":true,"stream":true` + extra + `}`
