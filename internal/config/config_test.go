@@ -333,6 +333,9 @@ var badFiles = map[string][]string{
 		`line 4: models[0].chat_template_content_format: must be empty or one of auto, string, openai, not "OpenAI"`,
 		"line 5: models[0].chat_template_kwargs: must not set tokenize: vLLM refuses it",
 		"line 7: models[1].chat_template_kwargs: must be a JSON object",
+		"line 11: models[2].chat_template: must be empty with tokenizer builtin:sim, which renders the simulator's own template",
+		"line 12: models[2].chat_template_content_format: must be empty with tokenizer builtin:sim, which renders the simulator's own template",
+		"line 13: models[2].chat_template_kwargs: must be empty with tokenizer builtin:sim, which renders the simulator's own template",
 	},
 	"observability.bad.yaml": {
 		"line 8: observability.otlp_endpoint: must be an absolute http or https URL",

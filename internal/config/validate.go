@@ -281,6 +281,18 @@ func (v *validator) models(models []Model) {
 		v.split(p+".split", m.Split)
 		v.shadow(p+".shadow", m.Shadow)
 		v.atLeast(p+".block_size", m.BlockSize, 0)
+		if m.Tokenizer == "builtin:sim" {
+			// Nothing would read them: a setting that silently does nothing
+			// reads as one that works.
+			for key, set := range map[string]bool{
+				"chat_template": m.ChatTemplate != "", "chat_template_content_format": m.ChatTemplateContentFormat != "",
+				"chat_template_kwargs": m.ChatTemplateKwargs != "",
+			} {
+				if set {
+					v.fail(p+"."+key, "must be empty with tokenizer builtin:sim, which renders the simulator's own template")
+				}
+			}
+		}
 		switch m.ChatTemplateContentFormat {
 		case "", "auto", "string", "openai":
 		default:
