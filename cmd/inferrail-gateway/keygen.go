@@ -22,7 +22,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	name := fs.String("name", "", "the key's name in metrics and logs (required): 1 to 63 of A-Z a-z 0-9 . _ -")
-	models := fs.String("models", "", "comma-separated models the key may use; empty: every model")
+	models := fs.String("models", "", "comma-separated models the key may use (spaces around a name are dropped); empty: every model")
 	priority := fs.String("priority", "", "priority class: critical, standard (the default) or sheddable")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -36,7 +36,9 @@ func runKeygen(args []string, stdout, stderr io.Writer) error {
 	secret, h := auth.NewSecret()
 	k := &auth.Key{Name: *name, Hash: h}
 	if *models != "" {
-		k.Models = strings.Split(*models, ",")
+		for m := range strings.SplitSeq(*models, ",") {
+			k.Models = append(k.Models, strings.TrimSpace(m))
+		}
 	}
 	var ok bool
 	if k.Priority, ok = auth.ParsePriority(*priority); !ok {
