@@ -57,7 +57,7 @@ func ParseCommand(args []string, output io.Writer, getenv func(string) (string, 
 	fs.Float64Var(&decodeTokenMS, "decode-token-ms", decodeTokenMS, "decode step time for one sequence, in milliseconds")
 	fs.Float64Var(&decodeSeqUS, "decode-seq-us", decodeSeqUS, "microseconds each further sequence adds to a decode step")
 	fs.BoolVar(&o.ZeroLatency, "zero-latency", false, "answer as fast as possible, for overhead benchmarks")
-	fs.Float64Var(&speedup, "speedup", speedup, "run this many times faster than the latency flags say (every step's time divided by it)")
+	fs.Float64Var(&speedup, "speedup", speedup, "run this many times faster than the latency flags say (every step's time divided by it), 1 to 1000")
 	fs.StringVar(&kvEvents, "kv-events-config", "", `publish KV events, as vLLM's flag of the same name: JSON such as {"enable_kv_cache_events": true}`)
 	fs.StringVar(&o.KVEventsEncoding, "kv-events-encoding", "map", "how KV event batches are encoded: map (vLLM today), array (vLLM before June 2026) or sglang")
 	fs.StringVar(&o.PrefixCachingHashAlgo, "prefix-caching-hash-algo", "sha256", "the engine's block hash for KV events: sha256, sha256_cbor, xxhash or xxhash_cbor")
@@ -83,9 +83,19 @@ func ParseCommand(args []string, output io.Writer, getenv func(string) (string, 
 		}
 		o.KVEvents = c
 	}
+	// check says what is wrong with a latency of v units, "" when nothing.
+	check := func(v float64, unit time.Duration) string {
+		switch {
+		case v < 0 || math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Sprintf("must be a non-negative number, got %v", v)
+		case v*float64(unit) > float64(math.MaxInt64):
+			return fmt.Sprintf("must be at most %d (what a duration of nanoseconds holds), got %v", int64(math.MaxInt64)/int64(unit), v)
+		}
+		return ""
+	}
 	conv := func(name string, v float64, unit time.Duration) time.Duration {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) || v*float64(unit) > float64(math.MaxInt64) {
-			errs = append(errs, fmt.Sprintf("--%s: must be a non-negative number, got %v", name, v))
+		if msg := check(v, unit); msg != "" {
+			errs = append(errs, "--"+name+": "+msg)
 			return 0
 		}
 		return time.Duration(v * float64(unit))
@@ -96,8 +106,8 @@ func ParseCommand(args []string, output io.Writer, getenv func(string) (string, 
 	o.Latency.DecodeSeq = conv("decode-seq-us", decodeSeqUS, time.Microsecond)
 	// Bounded as the other latency flags are, by what a Duration of
 	// nanoseconds holds.
-	if p := o.Latency.PrefillPair; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > float64(math.MaxInt64) {
-		errs = append(errs, fmt.Sprintf("--prefill-pair-ns: must be a non-negative number, got %v", p))
+	if msg := check(o.Latency.PrefillPair, time.Nanosecond); msg != "" {
+		errs = append(errs, "--prefill-pair-ns: "+msg)
 	}
 	if !(speedup >= 1 && speedup <= 1000) {
 		errs = append(errs, fmt.Sprintf("--speedup: must be within 1-1000, got %v", speedup))

@@ -39,7 +39,10 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--speedup", "0.5"}, "--speedup: must be within 1-1000"},
 		{[]string{"--speedup", "NaN"}, "--speedup: must be within 1-1000"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
-		{[]string{"--prefill-pair-ns", "1e308"}, "--prefill-pair-ns: must be a non-negative number, got 1e+308"},
+		// Too large is not negative (a review's finding: it said so).
+		{[]string{"--prefill-pair-ns", "1e308"}, "--prefill-pair-ns: must be at most 9223372036854775807 (what a duration of nanoseconds holds), got 1e+308"},
+		{[]string{"--decode-token-ms", "1e13"}, "--decode-token-ms: must be at most 9223372036854 (what a duration of nanoseconds holds), got 1e+13"},
+		{[]string{"--prefill-pair-ns", "-Inf"}, "--prefill-pair-ns: must be a non-negative number, got -Inf"},
 		{[]string{"--block-size", "100000000"}, "--block-size: must be at most 4096, got 100000000"},
 		{[]string{"--otlp-traces-endpoint", "grpc://127.0.0.1:99999"}, "--otlp-traces-endpoint: port 99999: must be within 1-65535"},
 		{[]string{"--otlp-traces-endpoint", "127.0.0.1:0"}, "--otlp-traces-endpoint: port 0"},
