@@ -11,7 +11,8 @@ import (
 // The template engine has filters and tests that compute otherwise than
 // Jinja2's: trim keeps characters Python strips; string, join and trim
 // leave raw in a printed list what Python escapes; dictsort compares keys
-// case and all (Gemma 4 sorts tool properties with it); title starts a
+// case and all (Gemma 4 sorts tool properties with it), and it, items
+// and dict.items() give pairs that print as lists, not tuples; title starts a
 // word after any character but a letter or digit (MiniCPM3 names enum
 // classes with it); an undefined value is neither iterable nor a sequence
 // (Hermes 2 Pro types array parameters by testing one); and it cannot
@@ -24,14 +25,16 @@ import (
 // and before any operator, so "x is iterable" and "x|f" group alike),
 // map, select and the like naming one of them as a string literal are
 // renamed to ours (higherOrderFilters), the string methods that map case
-// one rune at a time, s.upper(), become filters that map it as Python
-// does ((s|f), caseMethods), and f(a, *b) becomes f|splat(a, b). What it parses but would render wrongly or without
+// one rune at a time, s.upper(), and d.items() become filters that
+// compute as Python does ((s|f), replacedMethods), and f(a, *b) becomes
+// f|splat(a, b). What it parses but would render wrongly or without
 // bound is refused (unreadConstruct).
 
 // overriddenFilters maps each filter the renderer replaces, and each test
 // it turns into a filter (under testPrefix), to its callable.
 var overriddenFilters = map[string]jinja.Value{
 	"dictsort":              jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
+	"items":                 jinja.NewCallable(filterPrefix+"items", itemsFilter),
 	"title":                 jinja.NewCallable(filterPrefix+"title", titleFilter),
 	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
 	"string":                jinja.NewCallable(filterPrefix+"string", stringFilter),
@@ -104,7 +107,7 @@ var replacingFilters = func() []namedValue {
 	for name, f := range higherOrderFilters {
 		out = append(out, namedValue{filterPrefix + name, f.fn})
 	}
-	for name, fn := range caseMethods {
+	for name, fn := range replacedMethods {
 		out = append(out, namedValue{filterPrefix + methodPrefix + name, fn})
 	}
 	return out
@@ -277,7 +280,7 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 			}
 		case c == '.':
 			method, _, end := word(i + 1)
-			if _, ok := caseMethods[method]; !ok {
+			if _, ok := replacedMethods[method]; !ok {
 				continue
 			}
 			open := skipTagSpace(src, end, to)

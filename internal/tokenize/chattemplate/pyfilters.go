@@ -213,7 +213,7 @@ func dictsortFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Va
 	}
 	out := make([]jinja.Value, len(items))
 	for i, it := range items {
-		out[i] = jinja.NewList([]jinja.Value{it[0], it[1]})
+		out[i] = newTuple(it[0], it[1])
 	}
 	return jinja.NewList(out), nil
 }
