@@ -26,8 +26,8 @@ import (
 // map, select and the like naming one of them as a string literal are
 // renamed to ours (higherOrderFilters), the string methods that map case
 // one rune at a time, s.upper(), and d.items() become filters that
-// compute as Python does ((s|f), replacedMethods), and f(a, *b) becomes
-// f|splat(a, b). What it parses but would render wrongly or without
+// compute as Python does ((s|f), replacedMethods), and f(a, *b, k=v)
+// becomes f|splat(a, b)(k=v). What it parses but would render wrongly or without
 // bound is refused (unreadConstruct).
 
 // overriddenFilters maps each filter the renderer replaces, and each test
@@ -141,21 +141,24 @@ func overrideFilters(src string) string {
 			edits = append(edits, filterBlockEdit(src, t)...)
 		}
 		if t.kind != '#' {
-			// A call block's call must stay a call, to pass its caller.
-			splats := t.kind != '%' || t.word(src) != "call"
-			edits = append(edits, tagEdits(src, t.in, t.out, splats)...)
+			edits = append(edits, tagEdits(src, t.in, t.out)...)
 		}
 	}
 	if len(edits) == 0 {
 		return src
 	}
+	return applyEdits(src, 0, len(src), edits)
+}
+
+// applyEdits returns src[from:to] with edits, which lie within it, made.
+func applyEdits(src string, from, to int, edits []sourceEdit) string {
 	// A method call's receiver is opened before the edits inside it; an
 	// opening inserted at a place goes before what replaces text there.
 	slices.SortStableFunc(edits, func(a, b sourceEdit) int {
 		return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end-a.start, b.end-b.start))
 	})
 	var b strings.Builder
-	prev := 0
+	prev := from
 	for _, e := range edits {
 		if e.start < prev {
 			continue // overlaps the edit before it: the text stays
@@ -164,7 +167,7 @@ func overrideFilters(src string) string {
 		b.WriteString(e.text)
 		prev = e.end
 	}
-	b.WriteString(src[prev:])
+	b.WriteString(src[prev:to])
 	return b.String()
 }
 
@@ -254,11 +257,9 @@ func skipTagSpace(src string, i, to int) int {
 }
 
 // tagEdits returns the edits of overrideFilters in the tag content
-// src[from:to], in order; calls with an unpacked argument are rewritten
-// only with splats.
-func tagEdits(src string, from, to int, splats bool) []sourceEdit {
+// src[from:to], in order.
+func tagEdits(src string, from, to int) []sourceEdit {
 	var edits []sourceEdit
-	stars := map[int]bool{} // the '*' of calls rewritten to splatName, to drop
 	// word returns the name starting at i (after spaces) and where it ends.
 	word := func(i int) (string, int, int) {
 		i = skipTagSpace(src, i, to)
@@ -299,12 +300,10 @@ func tagEdits(src string, from, to int, splats bool) []sourceEdit {
 					sourceEdit{i, closing + 1, "|" + filterPrefix + methodPrefix + method + ")"})
 				i = closing
 			}
-		case c == '*' && stars[i]:
-			edits = append(edits, sourceEdit{i, i + 1, ""})
 		case c == '(':
-			if star := splatArg(src, from, i, to); splats && star >= 0 {
-				edits = append(edits, sourceEdit{i, i + 1, "|" + filterPrefix + splatName + "("})
-				stars[star] = true
+			if text, end, ok := splatCall(src, from, i, to); ok {
+				edits = append(edits, sourceEdit{i, end, text})
+				i = end - 1
 			}
 		case c == '|':
 			name, at, end := word(i + 1)
@@ -354,7 +353,7 @@ func namesReplaced(src, name string, end, to int) bool {
 	if open == to || src[open] != '(' {
 		return false
 	}
-	args, ok := callArgs(src, open, to)
+	args, _, ok := callArgs(src, open, to)
 	if !ok || len(args) <= h.nameArg {
 		return false
 	}
@@ -381,23 +380,79 @@ func plainStringLiteral(s string) (string, bool) {
 	return inner, true
 }
 
-// splatName is the filter a call with an unpacked argument, f(a, *b), is
-// rewritten to: f|splat(a, b). The engine cannot parse the star; a filter
-// applies to the value before it as a call does (both end a postfix
-// expression), and the filter calls it with b's items (AI21 Jamba's
-// template calls macros so).
+// splatName is the filter a call with an unpacked argument is rewritten
+// to: f(a, *b, k=v, **kw) becomes f|splat(a, b)(k=v, **kw). The engine
+// cannot parse the star, but it parses and expands **kw. A filter applies
+// to the value before it as a call does (both end a postfix expression);
+// splat gives a callable that calls f with a, b's items and what it is
+// called with, and the call after it stays a call, so a call block's
+// call passes its caller (AI21 Jamba's template calls macros so).
 const splatName = "splat"
 
-// splatArg returns where the '*' is when the bracket at src[open] opens
-// a call whose last positional argument is unpacked (*x, not **x), with
-// none unpacked before it and only keyword arguments after it; else -1.
-func splatArg(src string, from, open, to int) int {
+// splatCall returns the text that replaces src[open:end], the arguments
+// of a call with an unpacked argument (see splatName), each rewritten as
+// the rest of the tag is; false when the bracket at src[open] opens no
+// such call, or one Jinja2 refuses to parse (an argument unpacked twice,
+// a positional one after *x or a keyword one, anything after **kw).
+func splatCall(src string, from, open, to int) (text string, end int, ok bool) {
+	if !opensCall(src, from, open) {
+		return "", 0, false
+	}
+	args, closing, ok := callArgs(src, open, to)
+	if !ok {
+		return "", 0, false
+	}
+	var positional, keyword []string
+	unpacked, seenKeyword, seenStar, seenStars := "", false, false, false
+	for _, a := range args {
+		at, end := skipTagSpace(src, a[0], a[1]), a[1]
+		for end > at && isTagSpace(src[end-1]) {
+			end--
+		}
+		switch t := src[at:end]; {
+		case seenStars, t == "":
+			return "", 0, false
+		case strings.HasPrefix(t, "**"):
+			seenStars = true
+			keyword = append(keyword, "**"+rewrittenRange(src, skipTagSpace(src, at+2, end), end))
+		case strings.HasPrefix(t, "*"):
+			if seenStar {
+				return "", 0, false
+			}
+			seenStar, unpacked = true, rewrittenRange(src, skipTagSpace(src, at+1, end), end)
+		case isKeywordArg(t):
+			seenKeyword = true
+			keyword = append(keyword, rewrittenRange(src, at, end))
+		case seenStar || seenKeyword:
+			return "", 0, false
+		default:
+			positional = append(positional, rewrittenRange(src, at, end))
+		}
+	}
+	if !seenStar {
+		return "", 0, false
+	}
+	positional = append(positional, unpacked)
+	return "|" + filterPrefix + splatName + "(" + strings.Join(positional, ", ") + ")(" + strings.Join(keyword, ", ") + ")", closing + 1, true
+}
+
+// rewrittenRange is the expression src[from:to] with the edits of
+// overrideFilters made in it.
+func rewrittenRange(src string, from, to int) string {
+	return applyEdits(src, from, to, tagEdits(src, from, to))
+}
+
+// opensCall reports whether the bracket at src[open] opens a call's
+// arguments: it follows a name, a call or a subscript, but neither a
+// keyword (if (x)) nor a filter's name (v|join(x)), whose value is no
+// callee.
+func opensCall(src string, from, open int) bool {
 	p := open - 1
 	for p >= from && isTagSpace(src[p]) {
 		p--
 	}
 	if p < from || !(isNameByte(src[p]) || src[p] == ')' || src[p] == ']') {
-		return -1 // a bracketed expression, not a call
+		return false // a bracketed expression, not a call
 	}
 	if isNameByte(src[p]) {
 		q := p
@@ -406,44 +461,21 @@ func splatArg(src string, from, open, to int) int {
 		}
 		switch src[q : p+1] {
 		case "if", "elif", "in", "and", "or", "not", "is", "else", "return":
-			return -1
+			return false
 		}
 		for q--; q >= from && isTagSpace(src[q]); q-- {
 		}
 		if q >= from && src[q] == '|' {
-			return -1 // a filter's arguments: the value before is no callee
+			return false
 		}
 	}
-	args, ok := callArgs(src, open, to)
-	if !ok {
-		return -1
-	}
-	star := -1
-	for k, a := range args {
-		t := strings.TrimLeft(src[a[0]:a[1]], " \t\n\r")
-		at := a[1] - len(t)
-		switch {
-		case strings.HasPrefix(t, "**"):
-		case strings.HasPrefix(t, "*"):
-			if star >= 0 {
-				return -1
-			}
-			star = at
-			for _, rest := range args[k+1:] {
-				if !isKeywordArg(src[rest[0]:rest[1]]) {
-					return -1
-				}
-			}
-		}
-	}
-	return star
+	return true
 }
 
 // callArgs splits the arguments of the call whose bracket opens at
-// src[open] at their top-level commas, each as [start, end); false when
-// the bracket does not close before to.
-func callArgs(src string, open, to int) ([][2]int, bool) {
-	var args [][2]int
+// src[open] at their top-level commas, each as [start, end), and gives
+// where the bracket closes; false when it does not close before to.
+func callArgs(src string, open, to int) (args [][2]int, closing int, ok bool) {
 	start, depth := open+1, 0
 	for i := open + 1; i < to; i++ {
 		switch c := src[i]; c {
@@ -463,7 +495,7 @@ func callArgs(src string, open, to int) ([][2]int, bool) {
 			if strings.TrimSpace(src[start:i]) != "" {
 				args = append(args, [2]int{start, i})
 			}
-			return args, true
+			return args, i, true
 		case ',':
 			if depth == 0 {
 				args = append(args, [2]int{start, i})
@@ -471,7 +503,7 @@ func callArgs(src string, open, to int) ([][2]int, bool) {
 			}
 		}
 	}
-	return nil, false
+	return nil, 0, false
 }
 
 // isKeywordArg reports whether a call argument is name=value.
@@ -485,5 +517,8 @@ func isKeywordArg(a string) bool {
 	return n > 0 && strings.HasPrefix(rest, "=") && !strings.HasPrefix(rest, "==")
 }
 
-// splatFilter calls its value with the arguments it is given, the last
-// one's items in its place (see splatName).
+// splatFilter binds its value, a callable, to the arguments it is given,
+// the last one's items in its place (see splatName): what it gives calls
+// the value with them and then with its own. It keeps the callable's
+// name, which the engine reads: a call of dict gets its keyword
+// arguments in the order they are written.

@@ -127,15 +127,21 @@ func filteredItems(v jinja.Value) ([]jinja.Value, error) {
 }
 
 func splatFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) < 2 || !args[0].IsCallable() {
-		return jinja.Undefined(), errors.New("only a callable can be called with unpacked arguments")
+	if len(args) < 2 || len(kwargs) > 0 {
+		return jinja.Undefined(), errors.New("splat takes a callable and its positional arguments")
+	}
+	if !args[0].IsCallable() {
+		return jinja.Undefined(), fmt.Errorf("'%s' object is not callable", pyType(args[0]))
 	}
 	items, err := pyIter(args[len(args)-1])
 	if err != nil {
 		return jinja.Undefined(), fmt.Errorf("argument after * must be an iterable: %w", err)
 	}
-	call := append(slices.Clone(args[1:len(args)-1]), items...)
-	return args[0].AsCallable().Fn(call, kwargs)
+	bound := append(slices.Clone(args[1:len(args)-1]), items...)
+	fn := args[0].AsCallable()
+	return jinja.NewCallable(fn.Name, func(more []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+		return fn.Fn(append(slices.Clone(bound), more...), kwargs)
+	}), nil
 }
 
 // iterableTest is Jinja2's iterable test: what iter() takes, an undefined
