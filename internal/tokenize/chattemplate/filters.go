@@ -15,7 +15,8 @@ import (
 // and dict.items() give pairs that print as lists, not tuples; title starts a
 // word after any character but a letter or digit (MiniCPM3 names enum
 // classes with it); an undefined value is neither iterable nor a sequence
-// (Hermes 2 Pro types array parameters by testing one); and it cannot
+// (Hermes 2 Pro types array parameters by testing one), while a namespace
+// is iterable, a sequence and a mapping, has a length and a list; and it cannot
 // parse f(*args) (AI21 Jamba calls its macros so). Its own filters and
 // tests cannot be replaced, but a filter it does not know is looked up
 // among the template's variables. So the renderer rewrites a template's
@@ -35,6 +36,9 @@ import (
 var overriddenFilters = map[string]jinja.Value{
 	"dictsort":              jinja.NewCallable(filterPrefix+"dictsort", dictsortFilter),
 	"items":                 jinja.NewCallable(filterPrefix+"items", itemsFilter),
+	"length":                jinja.NewCallable(filterPrefix+"length", lengthFilter),
+	"count":                 jinja.NewCallable(filterPrefix+"count", lengthFilter),
+	"list":                  jinja.NewCallable(filterPrefix+"list", listFilter),
 	"title":                 jinja.NewCallable(filterPrefix+"title", titleFilter),
 	"trim":                  jinja.NewCallable(filterPrefix+"trim", trimFilter),
 	"string":                jinja.NewCallable(filterPrefix+"string", stringFilter),
@@ -45,6 +49,7 @@ var overriddenFilters = map[string]jinja.Value{
 	splatName:               jinja.NewCallable(filterPrefix+splatName, splatFilter),
 	testPrefix + "iterable": jinja.NewCallable(filterPrefix+testPrefix+"iterable", iterableTest),
 	testPrefix + "sequence": jinja.NewCallable(filterPrefix+testPrefix+"sequence", sequenceTest),
+	testPrefix + "mapping":  jinja.NewCallable(filterPrefix+testPrefix+"mapping", mappingTest),
 	"not":                   jinja.NewCallable(filterPrefix+"not", notFilter),
 }
 

@@ -195,7 +195,7 @@ func TestNamedFiltersAreJinja2s(t *testing.T) {
 		{"x", "{% set xs = [{'n': 'a', 'v': [1]}, {'n': 'b', 'v': 2}, {'n': 'c'}, {'n': 'd', 'v': 'str'}] %}{{ xs|selectattr('v', 'iterable')|map(attribute='n')|join(',') }}|{{ xs|rejectattr('v', 'sequence')|map(attribute='n')|join(',') }}|{{ xs|selectattr('v','sequence')|map(attribute='n')|join(',') }}|{{ xs|rejectattr('v', 'iterable')|map(attribute='n')|join(',') }}", "a,c,d|b|a,c,d|b"},
 		{"x", "{{ {'a': 1, 'b': 2}|select('sequence')|join }}|{{ none|select('iterable')|list }}|{{ [1, 'a']|map('string')|join }}", "ab|[]|1a"},
 		// Names not replaced, and no name, keep the engine's filters.
-		{"x", "{{ ['a', 'bb']|map('length')|join }}|{{ [1, 2, 3]|select('odd')|join }}|{{ [{'v': 1}, {}]|selectattr('v', 'defined')|list|length }}|{{ ['1', '2']|map('int')|sum }}|{{ [{'v': 0}, {'v': 1}]|selectattr('v')|list|length }}|{{ [0, 1, 2]|select|join }}|{{ [{'n': 'x'}]|map(attribute='n')|join }}|{{ [{}]|map(attribute='n', default='d')|join }}", "12|13|1|3|1|12|x|d"},
+		{"x", "{{ ['a', 'bb']|map('first')|join }}|{{ [1, 2, 3]|select('odd')|join }}|{{ [{'v': 1}, {}]|selectattr('v', 'defined')|list|length }}|{{ ['1', '2']|map('int')|sum }}|{{ [{'v': 0}, {'v': 1}]|selectattr('v')|list|length }}|{{ [0, 1, 2]|select|join }}|{{ [{'n': 'x'}]|map(attribute='n')|join }}|{{ [{}]|map(attribute='n', default='d')|join }}", "ab|13|1|3|1|12|x|d"},
 	} {
 		got, err := renderOne(t, tc.src, tc.content)
 		if err != nil || got != tc.want {

@@ -145,13 +145,13 @@ func splatFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value
 }
 
 // iterableTest is Jinja2's iterable test: what iter() takes, an undefined
-// value included.
+// value included, a namespace not.
 func iterableTest(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) != 1 || len(kwargs) > 0 {
 		return jinja.Undefined(), errors.New("iterable takes no arguments")
 	}
 	v := args[0]
-	return jinja.NewBool(v.IsList() || v.IsDict() || v.IsString() || v.IsUndefined()), nil
+	return jinja.NewBool(v.IsList() || v.IsDict() && !isNamespace(v) || v.IsString() || v.IsUndefined()), nil
 }
 
 // sequenceTest is Jinja2's sequence test: what has a length and items,
@@ -173,7 +173,7 @@ func notFilter(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error
 // by value, strings compared lower-cased unless case_sensitive, equal ones
 // in the dict's order.
 func dictsortFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
-	if len(args) == 0 || !args[0].IsDict() {
+	if len(args) == 0 || !args[0].IsDict() || isNamespace(args[0]) {
 		return jinja.Undefined(), errors.New("dictsort: the value has no items(): not a dict")
 	}
 	opts, err := filterArgs("dictsort", args[1:], kwargs, "case_sensitive", "by", "reverse")
@@ -348,9 +348,10 @@ func joinFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value,
 
 // pyIter is what Python's iter() gives of a template value: a list's
 // items, a string's characters, a dict's keys; nothing of an undefined
-// value. Other values are not iterable.
+// value. Other values, a namespace among them, are not iterable.
 func pyIter(v jinja.Value) ([]jinja.Value, error) {
 	switch {
+	case isNamespace(v): // a dict to the engine, not iterable to Python
 	case v.IsList():
 		return v.AsList().Items, nil
 	case v.IsString():

@@ -441,6 +441,8 @@ func pyType(v jinja.Value) string {
 		return "bool"
 	case v.IsList():
 		return "list"
+	case isNamespace(v):
+		return "Namespace"
 	case v.IsDict():
 		return "dict"
 	case v.IsNone():

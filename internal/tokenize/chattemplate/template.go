@@ -95,13 +95,16 @@ func (r *Renderer) renderConversation(t *jinja.Template, conv []jinja.Value, var
 }
 
 // pyStr is Python's str() of a template value (Jinja2's Undefined prints
-// as nothing; a list or dict is its repr).
+// as nothing; a list or dict is its repr, a namespace Jinja2's repr of
+// one; the engine prints one as a dict).
 func pyStr(v jinja.Value) string {
 	switch {
 	case v.IsString():
 		return v.AsString()
 	case v.IsUndefined():
 		return ""
+	case isNamespace(v):
+		return "<Namespace " + pyPrintable(v.String()) + ">"
 	}
 	return pyPrintable(v.String())
 }

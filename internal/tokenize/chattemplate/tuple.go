@@ -55,7 +55,7 @@ func itemsFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value
 	switch v := args[0]; {
 	case v.IsUndefined():
 		return jinja.NewList(nil), nil
-	case v.IsDict():
+	case v.IsDict() && !isNamespace(v):
 		return jinja.NewList(itemPairs(v.AsDict())), nil
 	}
 	return jinja.Undefined(), errors.New("can only get item pairs from a mapping")
@@ -63,12 +63,15 @@ func itemsFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value
 
 // itemsMethod is the filter d.items() is rewritten to (see
 // replacedMethods): a dict's pairs as tuples; the engine's are lists.
-// No other value has the method.
+// A namespace's is its attribute items; no other value has the method.
 var itemsMethod = jinja.NewCallable(filterPrefix+methodPrefix+"items", func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) != 1 || len(kwargs) > 0 {
 		return jinja.Undefined(), errors.New("dict.items takes no arguments")
 	}
-	if v := args[0]; v.IsDict() {
+	switch v := args[0]; {
+	case isNamespace(v):
+		return namespaceMethod(v, "items")
+	case v.IsDict():
 		return jinja.NewList(itemPairs(v.AsDict())), nil
 	}
 	return jinja.Undefined(), fmt.Errorf("'%s' object has no attribute 'items'", pyType(args[0]))
