@@ -59,8 +59,10 @@ var overriddenFilters = map[string]jinja.Value{
 // after the value. The engine looks the name up among its own filters and
 // tests, never among the replaced ones, so a call that names a replaced
 // filter or test as a string literal is renamed to ours, which apply the
-// replacement with Jinja2's semantics (namedFilterCall). A name given any
-// other way (a variable, an expression) keeps the engine's filter.
+// replacement with Jinja2's semantics (namesReplaced); so is one naming
+// another of them that names one so (map('map', 'upper')), as the engine's
+// would apply its own. A name given any other way (a variable, an
+// expression) keeps the engine's filter.
 var higherOrderFilters = map[string]struct {
 	nameArg int  // the argument naming the filter or test, after the value
 	test    bool // it names a test, not a filter
@@ -348,10 +350,10 @@ func tagEdits(src string, from, to int) []sourceEdit {
 
 // namesReplaced reports whether the filter name, ending at src[end],
 // is one of higherOrderFilters called with a string literal naming a
-// replaced filter or test where it takes that name.
+// replaced filter or test where it takes that name, or naming another of
+// them that does so with the arguments after it (map('map', 'upper')).
 func namesReplaced(src, name string, end, to int) bool {
-	h, ok := higherOrderFilters[name]
-	if !ok {
+	if _, ok := higherOrderFilters[name]; !ok {
 		return false
 	}
 	open := skipTagSpace(src, end, to)
@@ -359,17 +361,28 @@ func namesReplaced(src, name string, end, to int) bool {
 		return false
 	}
 	args, _, ok := callArgs(src, open, to)
-	if !ok || len(args) <= h.nameArg {
-		return false
-	}
-	named, ok := plainStringLiteral(strings.TrimSpace(src[args[h.nameArg][0]:args[h.nameArg][1]]))
 	if !ok {
 		return false
 	}
-	if h.test {
-		return isReplacedTest(named)
+	for {
+		h := higherOrderFilters[name]
+		if len(args) <= h.nameArg {
+			return false
+		}
+		named, ok := plainStringLiteral(strings.TrimSpace(src[args[h.nameArg][0]:args[h.nameArg][1]]))
+		switch {
+		case !ok:
+			return false
+		case h.test:
+			return isReplacedTest(named)
+		case isReplacedFilter(named):
+			return true
+		}
+		if _, ok := higherOrderFilters[named]; !ok {
+			return false
+		}
+		name, args = named, args[h.nameArg+1:]
 	}
-	return isReplacedFilter(named)
 }
 
 // plainStringLiteral returns the text of a quoted literal without

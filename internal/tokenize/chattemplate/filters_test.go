@@ -194,6 +194,11 @@ func TestNamedFiltersAreJinja2s(t *testing.T) {
 		{"x", "{{ [nothing, 1, 'a', none, [2]]|select('iterable')|list|length }}|{{ [nothing, 1, 'a']|reject('sequence')|list }}|{{ [nothing, 1, 'a', [2]]|select(\"sequence\")|list|length }}|{{ [nothing, none, 'a']|reject('iterable')|list }}", "3|[1]|3|[None]"},
 		{"x", "{% set xs = [{'n': 'a', 'v': [1]}, {'n': 'b', 'v': 2}, {'n': 'c'}, {'n': 'd', 'v': 'str'}] %}{{ xs|selectattr('v', 'iterable')|map(attribute='n')|join(',') }}|{{ xs|rejectattr('v', 'sequence')|map(attribute='n')|join(',') }}|{{ xs|selectattr('v','sequence')|map(attribute='n')|join(',') }}|{{ xs|rejectattr('v', 'iterable')|map(attribute='n')|join(',') }}", "a,c,d|b|a,c,d|b"},
 		{"x", "{{ {'a': 1, 'b': 2}|select('sequence')|join }}|{{ none|select('iterable')|list }}|{{ [1, 'a']|map('string')|join }}", "ab|[]|1a"},
+		// A higher-order filter named so, applying a replaced one, is ours
+		// too: the engine's applied its own upper (a review's finding).
+		{"x", "{{ [['a', 'b']]|map('map', 'upper')|map('list')|list }}|{{ [['straße', 'ǆa']]|map('map','upper')|map('list')|list }}|{{ [['straße'], ['x']]|map('map', 'upper')|map('join', ',')|join(';') }}|{{ ['straße']|map('map', 'upper')|map('join')|list }}", "[['A', 'B']]|[['STRASSE', 'ǄA']]|STRASSE;X|['STRASSE']"},
+		{"x", "{{ [['  a ', 'xbx']]|map('map', 'trim', 'x ')|map('list')|list }}|{{ [[nothing, 1, 'a']]|map('select', 'iterable')|map('list')|list }}|{{ [[{'v': [1]}, {'v': 2}]]|map('selectattr', 'v', 'iterable')|map('list')|list }}|{{ [[{'v': [1]}, {'v': 2}]]|map('rejectattr', 'v', 'sequence')|map('list')|list }}", "[['a', 'b']]|[[Undefined, 'a']]|[[{'v': [1]}]]|[[{'v': 2}]]"},
+		{"x", "{{ [[['ß']]]|map('map', 'map', 'upper')|map('map', 'list')|map('list')|list }}|{{ [['a', 'bb']]|map('map', 'first')|map('list')|list }}|{{ [[1, 2, 3]]|map('select', 'odd')|map('list')|list }}|{{ [['ß']]|map('reject', 'sequence')|map('list')|list }}", "[[['SS']]]|[['a', 'b']]|[[1, 3]]|[[]]"},
 		// Names not replaced, and no name, keep the engine's filters.
 		{"x", "{{ ['a', 'bb']|map('first')|join }}|{{ [1, 2, 3]|select('odd')|join }}|{{ [{'v': 1}, {}]|selectattr('v', 'defined')|list|length }}|{{ ['1', '2']|map('int')|sum }}|{{ [{'v': 0}, {'v': 1}]|selectattr('v')|list|length }}|{{ [0, 1, 2]|select|join }}|{{ [{'n': 'x'}]|map(attribute='n')|join }}|{{ [{}]|map(attribute='n', default='d')|join }}", "ab|13|1|3|1|12|x|d"},
 	} {
@@ -301,6 +306,10 @@ func TestOverrideFiltersRenamesOnlyFilters(t *testing.T) {
 			"{{ 'x.upper()' }}{# {{ x.upper() }} #}{% raw %}{{ x.upper() }}{% endraw %}{{ x.upper }}{{ x.uppers() }}{{ x.upper(1) }}{{ x|" + filterPrefix + "title.upper() }}{{ x is string.upper() }}{{ .upper() }}{{ + .upper() }}{{ x.swapcase() }}"},
 		{"{{ x.upper() }}{{ x.upper(", "{{ x.upper() }}{{ x.upper("},
 		{"{% for x in xs|map(attribute='name')|map('trim') %}{% endfor %}", "{% for x in xs|map(attribute='name')|" + filterPrefix + "map('trim') %}{% endfor %}"},
+		// One naming another that names a replaced filter or test, at any
+		// depth; not one naming another that names none.
+		{"{{ xs|map('map', 'upper') }}{{ xs|map('select', 'iterable') }}{{ xs|map('rejectattr', 'v', 'sequence') }}{{ xs|map('map', 'map', 'title') }}{{ xs|map('map', 'first') }}{{ xs|map('select', 'odd') }}{{ xs|map('map') }}{{ xs|map('map', f) }}{{ xs|select('map', 'upper') }}",
+			"{{ xs|" + filterPrefix + "map('map', 'upper') }}{{ xs|" + filterPrefix + "map('select', 'iterable') }}{{ xs|" + filterPrefix + "map('rejectattr', 'v', 'sequence') }}{{ xs|" + filterPrefix + "map('map', 'map', 'title') }}{{ xs|map('map', 'first') }}{{ xs|map('select', 'odd') }}{{ xs|map('map') }}{{ xs|map('map', f) }}{{ xs|select('map', 'upper') }}"},
 		{"{{ \"xs|map('title')\" }}{# {{ xs|map('title') }} #}{% raw %}{{ xs|select('iterable') }}{% endraw %}",
 			"{{ \"xs|map('title')\" }}{# {{ xs|map('title') }} #}{% raw %}{{ xs|select('iterable') }}{% endraw %}"},
 		{"{{ xs|map(f) }}{{ xs|map('title' ~ '') }}{{ xs|map('titles') }}{{ xs|map('ti\\tle') }}{{ xs|map(attribute='title') }}{{ xs|map('length') }}{{ xs|select('odd') }}{{ xs|select('title') }}{{ xs|map('iterable') }}{{ xs|map('is_iterable') }}{{ xs|map('not') }}{{ xs|selectattr('iterable') }}{{ xs|maps('title') }}{{ xs.map('title') }}{{ xs|map }}{{ xs|map('title'",
@@ -349,6 +358,7 @@ func FuzzOverrideFilters(f *testing.F) {
 		"{% set x | f %}{% endset %}", "{% for m in m recursive %}{{ loop(m) }}{% endfor %}", "{{ a|dictsort(true)|title }} text {# c #}",
 		"{% raw %}{{ x|title }}{% endraw %}{{ '|trim' }}", "{% call f(*x) %}{% endcall %}",
 		"{{ xs|map('title')|select(\"iterable\") }}{{ xs|rejectattr('v', 'sequence')|map(f) }}",
+		"{{ xs|map('map', 'upper')|map('selectattr', 'v', 'iterable')|map('map', 'map', f) }}",
 		"{{ x.upper().lower() }}{% if a[0](b).title() %}{% endif %}{{ x|title.upper() }}{{ {'a': {}}.capitalize() }}",
 		"{{ " + strings.Repeat("(", 600) + "1" + strings.Repeat(")", 600) + " }}", strings.Repeat("{%if a%}", 257),
 	} {

@@ -15,9 +15,10 @@ import (
 )
 
 // mapFilter is Jinja2's map for a filter named as a string whose
-// replacement is ours: map(value, name, *args, **kwargs) applies it to
-// each item with args and kwargs; map(value, attribute=path,
-// default=None) takes each item's attribute instead.
+// replacement is ours, or that is ours applying one (map('map',
+// 'upper')): map(value, name, *args, **kwargs) applies it to each item
+// with args and kwargs; map(value, attribute=path, default=None) takes
+// each item's attribute instead.
 func mapFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
 	if len(args) == 0 {
 		return jinja.Undefined(), errors.New("map takes a value")
@@ -44,10 +45,10 @@ func mapFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, 
 		}
 	default:
 		name := pyStr(args[1])
-		if !isReplacedFilter(name) {
+		fn, extra := replacingFilter(name), args[2:]
+		if fn == nil {
 			return jinja.Undefined(), fmt.Errorf("map: no replaced filter named %q", name)
 		}
-		fn, extra := overriddenFilters[name].AsCallable().Fn, args[2:]
 		apply = func(item jinja.Value) (jinja.Value, error) {
 			return fn(append([]jinja.Value{item}, extra...), kwargs)
 		}
@@ -63,6 +64,26 @@ func mapFilter(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, 
 		}
 	}
 	return jinja.NewList(out), nil
+}
+
+// replacingFilter is our version of the filter name, a replaced one or
+// one of higherOrderFilters; nil for none.
+func replacingFilter(name string) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	if isReplacedFilter(name) {
+		return overriddenFilters[name].AsCallable().Fn
+	}
+	return higherOrderFns[name]
+}
+
+// higherOrderFns are higherOrderFilters' callables by name. mapFilter,
+// one of them, looks the others up here: through higherOrderFilters, the
+// variable would be initialized from itself.
+var higherOrderFns = map[string]func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error){}
+
+func init() {
+	for name, h := range higherOrderFilters {
+		higherOrderFns[name] = h.fn.AsCallable().Fn
+	}
 }
 
 // selectFilter returns Jinja2's select (keep) or reject (!keep) for a
