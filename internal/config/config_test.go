@@ -696,6 +696,50 @@ func TestReplicaCountBounded(t *testing.T) {
 	}
 }
 
+// TestFileSizeBounded: a config file with a list longer than MaxListItems,
+// or more than MaxNodes nodes in all, is refused after parsing with one
+// problem that names the list and its line, rather than decoded with a
+// problem for each item (a list of 500,000 numbers took 3.5 s of CPU and
+// 560 MB). A list at the bound is decoded as any other.
+func TestFileSizeBounded(t *testing.T) {
+	const base = "models: [{name: m}]\nreplicas: [{id: r, url: 'http://h:1', models: [m]}]\n"
+	list := func(items int) string { return "[" + strings.Repeat("1, ", items-1) + "1]" }
+	for _, tt := range []struct {
+		name string
+		doc  string
+		want Error // Msg "" with Path: decoded, its first problem at Path
+	}{
+		{name: "at_the_bound", doc: base + "nope: " + list(MaxListItems) + "\n", want: Error{Path: "nope"}},
+		{name: "one_more", doc: base + "routing:\n  shadow: " + list(MaxListItems+1) + "\n",
+			want: Error{File: "big.yaml", Line: 4, Path: "routing.shadow", Msg: fmt.Sprintf("a list may hold at most %d items, not %d", MaxListItems, MaxListItems+1)}},
+		{name: "block_list_in_a_list", doc: "models: [{name: m}]\nreplicas:\n  - id: r\n    models:\n" + strings.Repeat("      - m\n", 100_000),
+			want: Error{File: "big.yaml", Line: 5, Path: "replicas[0].models", Msg: fmt.Sprintf("a list may hold at most %d items, not %d", MaxListItems, 100_000)}},
+		{name: "lists_adding_up", doc: base + "nope: [" + strings.Repeat(list(MaxListItems)+", ", 4) + list(MaxListItems) + "]\n",
+			want: Error{File: "big.yaml", Msg: fmt.Sprintf("the document holds %d keys and values, more than the %d a config may hold", 5*(MaxListItems+1)+19, MaxNodes)}}, // the five lists and their items, and the 19 nodes of the rest
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFile([]byte(tt.doc), "big.yaml")
+			errs := unjoin(err)
+			ce, ok := errors.AsType[*Error](err)
+			if !ok {
+				t.Fatalf("ParseFile = %.200v, want an *Error", err)
+			}
+			if tt.want.Msg == "" {
+				if ce.Path != tt.want.Path {
+					t.Errorf("ParseFile = %.200v, want it decoded and its first problem at %s", err, tt.want.Path)
+				}
+				return
+			}
+			if len(errs) != 1 {
+				t.Fatalf("ParseFile = %d problems (%.200v), want one", len(errs), err)
+			}
+			if diff := cmp.Diff(tt.want, *ce); diff != "" {
+				t.Errorf("ParseFile problem (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestResolveModelAndPolicy(t *testing.T) {
 	cfg, err := Load(filepath.Join("testdata", "full.good.yaml"))
 	if err != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -190,9 +191,15 @@ func (c *Config) Patch(patch []byte) (*Config, error) {
 // PatchDocument is Patch of the config whose JSON is doc, for a caller
 // that keeps a config's JSON rather than encode it again for every patch.
 func PatchDocument(doc, patch []byte) (*Config, error) {
-	tree, err := jsonDocument(patch)
+	tree, err := jsonDocument(patch, MaxNodes)
 	if errors.Is(err, errTooDeep) || errors.Is(err, errTooWide) {
 		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
+	}
+	if ce, ok := errors.AsType[*Error](err); ok {
+		// Too long or too large: refused as the body is, but naming
+		// where, as a config file's problems do.
+		ce.Err = ErrPatch
+		return nil, ce
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the body is not valid JSON", ErrPatch)
@@ -244,7 +251,11 @@ func duplicateKey(n *yaml.Node, path string) string {
 // without yaml's second opinion: JSON holds none of what that is asked
 // for, and a patch is applied under traffic.
 func parseMerged(merged []byte) (*Config, error) {
-	tree, err := jsonDocument(merged)
+	// The merged document is the config in effect with a patch that was
+	// read within the bounds, so it is no larger than the two: not
+	// bounded again, since the config's JSON spells out every default and
+	// can hold more nodes than the file it was read from.
+	tree, err := jsonDocument(merged, math.MaxInt)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPatch, err)
 	}

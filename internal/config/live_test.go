@@ -310,3 +310,51 @@ func TestPatchWidth(t *testing.T) {
 		}
 	}
 }
+
+// A patch holding a list longer than MaxListItems, or more than MaxNodes
+// nodes in all, is refused as soon as the reader gets there, with ErrPatch
+// and the list's path: never read to its end nor merged, so that a body
+// cut off right after the bound is refused the same way, not as "not
+// JSON". A list at the bound is read and judged as any other (a review
+// found a list of 500,000 numbers took 3-4 s and 200 MB to refuse).
+func TestPatchLongList(t *testing.T) {
+	list := func(items int) string { return "[" + strings.Repeat("1,", items-1) + "1]" }
+	many := func(lists int) string {
+		return "[" + strings.Repeat(list(MaxListItems)+",", lists-1) + list(MaxListItems) + "]"
+	}
+	tooLong := fmt.Sprintf("a list may hold at most %d items", MaxListItems)
+	tooMany := fmt.Sprintf("the document holds more than %d keys and values", MaxNodes)
+	for _, tt := range []struct {
+		name     string
+		patch    string
+		path     string // of the *Error, with ErrPatch
+		msg      string // "": read and judged, not refused for its size
+		judgedAt string // the first problem's path, when read and judged
+	}{
+		{name: "at_the_bound", patch: `{"nope":` + list(MaxListItems) + `}`, judgedAt: "nope"},
+		{name: "one_more", patch: `{"routing":{"shadow":` + list(MaxListItems+1) + `}}`, path: "routing.shadow", msg: tooLong},
+		{name: "500000_replicas", patch: `{"replicas":[` + strings.Repeat(`{"id":"r"},`, 499_999) + `{"id":"r"}]}`, path: "replicas", msg: tooLong},
+		{name: "in_a_list", patch: `{"replicas":[{"models":` + list(500_000) + `}]}`, path: "replicas[0].models", msg: tooLong},
+		// Anything past the bound is never read: here it is not JSON.
+		{name: "cut_off_after_the_bound", patch: `{"nope":[` + strings.Repeat("1,", MaxListItems+1) + `oops`, path: "nope", msg: tooLong},
+		{name: "a_list_as_the_patch", patch: list(MaxListItems + 1), path: "", msg: tooLong},
+		{name: "lists_adding_up", patch: `{"replicas":` + many(5) + `}`, msg: tooMany},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := loadFull(t).Patch([]byte(tt.patch))
+			ce, ok := errors.AsType[*Error](err)
+			if tt.msg == "" {
+				if !ok || errors.Is(err, ErrPatch) || ce.Path != tt.judgedAt {
+					t.Fatalf("Patch = %.200v; want it read and judged, the first problem at %s", err, tt.judgedAt)
+				}
+				return
+			}
+			if !ok || !errors.Is(err, ErrPatch) || ce.Path != tt.path || ce.Msg != tt.msg {
+				t.Fatalf("Patch = %.200v (%#v); want ErrPatch and %s: %s", err, ce, tt.path, tt.msg)
+			}
+			if got := Problems(err); len(got) != 1 {
+				t.Errorf("Problems = %d problems, want the one", len(got))
+			}
+		})
+	}
+}

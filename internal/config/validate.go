@@ -28,7 +28,12 @@ type Error struct {
 	Path string
 	// Msg is the rule, such as "must be an absolute http or https URL".
 	Msg string
+	// Err, when not nil, is what errors.Is finds the problem to be:
+	// ErrPatch for a patch refused before it was read whole. Nil for most.
+	Err error
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 func (e *Error) Error() string {
 	var b strings.Builder
