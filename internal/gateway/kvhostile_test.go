@@ -176,6 +176,26 @@ func TestHostileSequenceJump(t *testing.T) {
 	checkHeap(t, before, hostileHeapBound)
 }
 
+// TestLastSequenceGaugeNear2To63: a publisher whose sequence runs near
+// 2^63 moves inferrail_kv_events_last_sequence by one with each batch,
+// showing the sequence modulo 2^53; /admin/index keeps the whole number.
+// As float64(seq) the gauge stood still: 2^63+5 and 2^63+6 are one float
+// (a review's finding).
+func TestLastSequenceGaugeNear2To63(t *testing.T) {
+	r := newHostileRig(t, events.EncodingMap, 1024)
+	r.eng.heartbeat.Store(false)
+	const gauge = `inferrail_kv_events_last_sequence{replica="sim-1"}`
+	for _, seq := range []uint64{1<<63 + 5, 1<<63 + 6, 1<<63 + 7} {
+		r.eng.sendAt(seq, events.AppendBatch(nil, &events.Batch{TS: 1}, events.EncodingMap))
+		r.waitStream(fmt.Sprintf("batch %d applied", seq), 5*time.Second, func(s kvStatus) bool { return s.LastSeq != nil && *s.LastSeq == seq })
+		if got, want := r.metric(gauge), float64(seq-1<<63); got != want {
+			t.Errorf("after batch %d: %s = %v, want %v (the sequence modulo 2^53)", seq, gauge, got, want)
+		}
+	}
+	r.heal()
+	r.finish()
+}
+
 // TestHostileUnknownRemovals: removals of blocks never stored are counted
 // and change nothing else.
 func TestHostileUnknownRemovals(t *testing.T) {

@@ -129,7 +129,7 @@ var (
 	descKVRejected = prometheus.NewDesc("inferrail_kv_events_rejected_total",
 		"Connections to a replica's KV event publisher whose ZMTP handshake failed.", []string{"replica"}, nil)
 	descKVLastSeq = prometheus.NewDesc("inferrail_kv_events_last_sequence",
-		"Sequence number of the last KV event batch applied.", []string{"replica"}, nil)
+		"Sequence number of the last KV event batch applied, modulo 2^53 (what a float64 holds exactly); /admin/index's last_seq is the whole number.", []string{"replica"}, nil)
 	descKVLag = prometheus.NewDesc("inferrail_kv_events_lag_seconds",
 		"Time since the last KV event batch was applied.", []string{"replica"}, nil)
 	descKVBlocks = prometheus.NewDesc("inferrail_kv_events_blocks",
@@ -150,6 +150,15 @@ var (
 	descIndexSource = prometheus.NewDesc("inferrail_index_source",
 		"1 for the source a replica's predictions come from now (events or approximate).", []string{"replica", "source"}, nil)
 )
+
+// seqGauge is a sequence number as inferrail_kv_events_last_sequence
+// shows it: its low 53 bits. A float64 holds integers exactly only up to
+// 2^53, and a publisher's sequence is a uint64 that starts wherever its
+// engine counts: past 2^53, float64(seq) rounds consecutive numbers to one
+// value and the gauge would stand still while batches arrive. The low
+// bits move by one with every batch and wrap to 0 once in 2^53 (centuries
+// at a million batches a second).
+func seqGauge(seq uint64) float64 { return float64(seq & (1<<53 - 1)) }
 
 func (c *kvCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descKVBatches, descKVGaps, descKVReplays, descKVPurges, descKVMalformed,
@@ -179,7 +188,7 @@ func (c *kvCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descKVDisconnects, s.Disconnects, id)
 		counter(descKVRejected, s.Rejected, id)
 		if s.LastSeq != nil {
-			gauge(descKVLastSeq, float64(*s.LastSeq), id)
+			gauge(descKVLastSeq, seqGauge(*s.LastSeq), id)
 		}
 		if s.LagSeconds != nil {
 			gauge(descKVLag, *s.LagSeconds, id)
