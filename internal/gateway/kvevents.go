@@ -56,6 +56,9 @@ type kvEvents struct {
 	// attach describes a replica's engine for its mirror; false when its
 	// model has no tokenizer (so no predictions to make).
 	attach func(r *fleet.Replica) (index.EventsConfig, bool)
+	// budget is shared by every feed: what they decode at once is bounded
+	// for the gateway, not per engine (kvfeed.Budget).
+	budget *kvfeed.Budget
 
 	mu    sync.Mutex
 	ctx   context.Context // nil until run starts; guarded by mu
@@ -115,7 +118,8 @@ const (
 
 func newKVEvents(cfg *config.Config, idx index.Index, scraper *load.Scraper, d *drift, log *slog.Logger,
 	attach func(r *fleet.Replica) (index.EventsConfig, bool)) *kvEvents {
-	return &kvEvents{index: idx, scraper: scraper, drift: d, cfg: cfg, log: log, attach: attach, feeds: map[string]*replicaFeed{}}
+	return &kvEvents{index: idx, scraper: scraper, drift: d, cfg: cfg, log: log, attach: attach,
+		budget: kvfeed.NewBudget(kvfeed.DefaultBudget), feeds: map[string]*replicaFeed{}}
 }
 
 // endpoints returns where replica r's engine publishes: its configured
@@ -185,7 +189,7 @@ func (k *kvEvents) join(reps []*fleet.Replica) {
 		f := &replicaFeed{id: r.ID, endpoint: pub, replay: replay, source: index.SourceApproximate,
 			reason: reasonNoStream, purges: map[string]uint64{}, blockSize: ec.BlockSize}
 		f.feed = kvfeed.New(kvfeed.Config{Endpoint: pub, ReplayEndpoint: replay, Topic: topic,
-			Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index, at: at})
+			Budget: k.budget, Log: k.log.With("replica", r.ID)}, &feedSink{f: f, index: k.index, at: at})
 		ctx, cancel := context.WithCancel(k.ctx)
 		f.cancel = cancel
 		k.feeds[r.ID] = f

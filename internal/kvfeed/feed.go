@@ -32,8 +32,13 @@ type Config struct {
 	// Zero means 2 s.
 	ReplayTimeout time.Duration
 	// Socket tunes the SUB and DEALER sockets (queue lengths, maximum
-	// message size, reconnect backoff).
+	// message size, reconnect backoff). A zero MaxMessageSize means
+	// DefaultMaxBatchBytes, and so does a zero MaxQueuedBytes with it.
 	Socket zmtp.Options
+	// Budget, shared by every feed of a gateway, bounds the payload bytes
+	// they decode and apply at once. Nil: this feed's decoding is bounded
+	// only by itself (one batch at a time).
+	Budget *Budget
 	Log    *slog.Logger // nil: discard
 }
 
@@ -134,12 +139,18 @@ func New(cfg Config, sink Sink) *Feed {
 	if cfg.ReplayTimeout <= 0 {
 		cfg.ReplayTimeout = 2 * time.Second
 	}
+	if cfg.Socket.MaxMessageSize <= 0 {
+		cfg.Socket.MaxMessageSize = DefaultMaxBatchBytes
+	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Feed{cfg: cfg, sink: sink, log: log.With("endpoint", cfg.Endpoint)}
 }
+
+// Budget is the budget the feed shares (Config.Budget), nil when none.
+func (f *Feed) Budget() *Budget { return f.cfg.Budget }
 
 // Stats returns the feed's counters now; safe to call from any goroutine.
 func (f *Feed) Stats() Stats {
@@ -230,7 +241,7 @@ func (f *Feed) handle(ctx context.Context, msg [][]byte) {
 		f.catchUp(ctx, 0)
 		f.retryChecked(ctx, seq, payload)
 	case !f.has || seq == f.last+1:
-		f.apply(seq, payload)
+		f.apply(ctx, seq, payload)
 	case seq <= f.last:
 		f.retryChecked(ctx, seq, payload) // a replay applied it: the same bytes?
 	default:
@@ -262,7 +273,7 @@ func (f *Feed) restart(ctx context.Context, seq uint64, payload []byte) {
 			f.distrustReplay(seq)
 		}
 	}
-	f.retry(seq, payload)
+	f.retry(ctx, seq, payload)
 }
 
 // replays reports whether the feed asks a replay socket: one is set and
@@ -290,7 +301,7 @@ func (f *Feed) retryChecked(ctx context.Context, seq uint64, payload []byte) {
 		f.restart(ctx, seq, payload)
 		return
 	}
-	f.retry(seq, payload)
+	f.retry(ctx, seq, payload)
 }
 
 // maxAhead bounds the replayed batches' hashes kept (512 KiB): an engine's
@@ -333,15 +344,15 @@ func (f *Feed) replayedAs(seq uint64, payload []byte) bool {
 
 // retry takes a live message again after a replay: it may now be the next
 // one, a duplicate, or still beyond a gap nothing could fill.
-func (f *Feed) retry(seq uint64, payload []byte) {
+func (f *Feed) retry(ctx context.Context, seq uint64, payload []byte) {
 	switch {
 	case !f.has || seq == f.last+1:
-		f.apply(seq, payload)
+		f.apply(ctx, seq, payload)
 	case seq <= f.last:
 		f.count(func(s *Stats) { s.Duplicates++ })
 	default:
 		f.purge(PurgeLost)
-		f.apply(seq, payload)
+		f.apply(ctx, seq, payload)
 	}
 }
 
@@ -359,12 +370,20 @@ func split(msg [][]byte) (seq uint64, payload []byte, ok bool) {
 	return binary.BigEndian.Uint64(msg[1]), msg[2], true
 }
 
-// apply decodes and hands on one batch, the stream's next.
-func (f *Feed) apply(seq uint64, payload []byte) {
+// apply decodes and hands on one batch, the stream's next, once the
+// budget has room for it (nothing when ctx ends first: the feed stops).
+func (f *Feed) apply(ctx context.Context, seq uint64, payload []byte) {
+	if b := f.cfg.Budget; b != nil {
+		took, err := b.take(ctx, int64(len(payload)))
+		if err != nil {
+			return
+		}
+		defer b.give(took)
+	}
 	defer func() {
 		if f.batch.Footprint() > keepDecodeBuffer {
 			// Reused, the buffer would keep an outsize batch's memory
-			// for good.
+			// for good. (Let go before the budget is given back.)
 			f.batch = events.Batch{}
 		}
 	}()

@@ -444,7 +444,7 @@ func TestOutsizeDecodeNotKept(t *testing.T) {
 			if len(tc.payload) > 1<<20 {
 				t.Fatalf("payload of %d bytes: the case needs one under a MiB", len(tc.payload))
 			}
-			f.apply(0, tc.payload)
+			f.apply(context.Background(), 0, tc.payload)
 			if applied, _ := s.snapshot(); len(applied) != 1 {
 				t.Fatalf("applied %v, want the batch", applied)
 			}

@@ -48,7 +48,7 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 		case f.has && seq != f.last+1:
 			f.purge(PurgeLost)
 		}
-		f.apply(seq, payload)
+		f.apply(ctx, seq, payload)
 		f.noteReplayed(seq, f.lastSum)
 	})
 	if err != nil {
