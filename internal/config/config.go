@@ -252,9 +252,10 @@ type Routing struct {
 	// aside: "free_blocks" (default) only those whose free blocks are
 	// fewer than the prompt would compute there; "usage" every one.
 	KVGuard string `yaml:"kv_guard"`
-	// SessionAffinity sends a request naming its conversation (x-session-id
-	// header, else the body's user field) back to the conversation's last
-	// replica while the load guards allow it. Default true: a client that
+	// SessionAffinity sends a cost_model request naming its conversation
+	// (x-session-id header, else the body's user field) back to the
+	// conversation's last replica while the load guards allow it; other
+	// policies do not read it. Default true: a client that
 	// names its conversation expects its next turn where its history is.
 	SessionAffinity bool `yaml:"session_affinity"`
 	// HistoryAffinity sends a request session affinity did not place that
