@@ -463,8 +463,9 @@ type Tokenizer struct {
 	// > 0; default 50ms.
 	MaxWait Duration `yaml:"max_wait"`
 	// CacheTokens bounds the tokens of repeated prompt pieces (shared system
-	// prompts, earlier turns) kept tokenized per model. Must be >= 0; 0
-	// turns the cache off. Default 4194304.
+	// prompts, earlier turns) kept tokenized per model, a piece counted at
+	// its text's bytes over four when that is more than its tokens. Must
+	// be >= 0; 0 turns the cache off. Default 4194304.
 	CacheTokens int `yaml:"cache_tokens"`
 	// Verify compares, at startup, each model's tokens for a few probe
 	// requests with an engine's /tokenize; a model whose tokens differ

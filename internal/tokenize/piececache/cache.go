@@ -19,6 +19,20 @@ import (
 	"sync/atomic"
 )
 
+// bytesPerToken is what a piece's text is charged at (see cost): about
+// what a token of English text spans.
+const bytesPerToken = 4
+
+// cost is what a piece counts against the budget: its tokens, or its
+// text's bytes over bytesPerToken when that is more. Counted by tokens
+// alone, pieces of long tokens (one Llama 3 or Qwen 3 token spans up to
+// 128 spaces or dashes) held 30 times the memory their tokens said: 0.5 GB
+// a model at the default budget, from one client sending such text (a
+// review's finding).
+func cost(text string, ids int) int {
+	return max(ids, (len(text)+bytesPerToken-1)/bytesPerToken)
+}
+
 // MinBytes is the shortest piece worth caching: below it, hashing and
 // comparing the text costs about as much as encoding it.
 const MinBytes = 64
@@ -32,12 +46,13 @@ const (
 )
 
 // Cache maps pieces to their token ids, holding at most a fixed number of
-// tokens in total. It is split into shards, each under its own lock and
-// with its own share of the budget; a shard evicts with CLOCK (second
-// chance), so a hit takes only a read lock. Safe for concurrent use.
+// tokens in total, each piece counted at its cost. It is split into
+// shards, each under its own lock and with its own share of the budget; a
+// shard evicts with CLOCK (second chance), so a hit takes only a read
+// lock. Safe for concurrent use.
 //
-// Besides the bounded ids, every entry holds a copy of its text (about four
-// bytes per token for English) and some 100 bytes of bookkeeping.
+// Besides its ids, every entry holds a copy of its text and some 100
+// bytes of bookkeeping.
 type Cache struct {
 	seed   maphash.Seed
 	shards []shard
@@ -51,7 +66,7 @@ type shard struct {
 	mu     sync.RWMutex
 	m      map[uint64]*entry // guarded by mu
 	hand   *entry            // guarded by mu; next entry the clock looks at, nil when empty
-	tokens int               // guarded by mu; sum of len(ids) over m
+	tokens int               // guarded by mu; the sum of cost over m
 }
 
 // entry is one cached piece. text, start and ids never change once the
@@ -128,11 +143,12 @@ func (c *Cache) AppendCached(dst []int, key uint64, text string, start bool) (_ 
 }
 
 // Put caches the ids of a piece, evicting others as needed. A piece with no
-// ids, or more than a quarter of its shard's budget, is not kept: a single
-// huge prompt must not flush the pieces that recur.
+// ids, or costing more than a quarter of its shard's budget, is not kept: a
+// single huge prompt must not flush the pieces that recur.
 func (c *Cache) Put(key uint64, text string, start bool, ids []int) {
 	s := c.shard(key)
-	if len(ids) == 0 || len(ids) > s.budget/4 {
+	n := cost(text, len(ids))
+	if len(ids) == 0 || n > s.budget/4 {
 		return
 	}
 	s.mu.RLock()
@@ -153,11 +169,11 @@ func (c *Cache) Put(key uint64, text string, start bool, ids []int) {
 		}
 		s.remove(old) // a hash collision: the newer piece wins
 	}
-	for s.tokens+len(e.ids) > s.budget {
+	for s.tokens+n > s.budget {
 		s.evict()
 	}
 	s.m[key] = e
-	s.tokens += len(e.ids)
+	s.tokens += n
 	// The new entry goes just behind the hand, the last place it visits.
 	if s.hand == nil {
 		e.prev, e.next = e, e
@@ -188,7 +204,7 @@ func (s *shard) evict() {
 // remove takes e out of the shard. s.mu must be held.
 func (s *shard) remove(e *entry) {
 	delete(s.m, e.key)
-	s.tokens -= len(e.ids)
+	s.tokens -= cost(e.text, len(e.ids))
 	if e.next == e {
 		s.hand = nil
 	} else {
@@ -214,7 +230,7 @@ func (c *Cache) Stats() (hits, misses uint64) {
 	return hits, misses
 }
 
-// Size returns the number of cached pieces and their tokens.
+// Size returns the number of cached pieces and their cost in tokens.
 func (c *Cache) Size() (pieces, tokens int) {
 	for i := range c.shards {
 		s := &c.shards[i]

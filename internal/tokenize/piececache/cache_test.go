@@ -1,7 +1,9 @@
 package piececache
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -36,13 +38,26 @@ func (m *clockModel) get(key uint64, text string, start bool) ([]int, bool) {
 	return m.ring[i].ids, true
 }
 
+// charge is what the model counts a piece at: its ids, or a token for
+// every four bytes of text, begun or whole, when that is more.
+func charge(text string, ids []int) int {
+	byText := len(text) / 4
+	if len(text)%4 != 0 {
+		byText++
+	}
+	if byText > len(ids) {
+		return byText
+	}
+	return len(ids)
+}
+
 func (m *clockModel) remove(i int) {
-	m.tokens -= len(m.ring[i].ids)
+	m.tokens -= charge(m.ring[i].text, m.ring[i].ids)
 	m.ring = slices.Delete(m.ring, i, i+1)
 }
 
 func (m *clockModel) put(key uint64, text string, start bool, ids []int) {
-	if len(ids) == 0 || len(ids) > m.budget/4 {
+	if len(ids) == 0 || charge(text, ids) > m.budget/4 {
 		return
 	}
 	if i := m.find(key); i >= 0 {
@@ -51,7 +66,7 @@ func (m *clockModel) put(key uint64, text string, start bool, ids []int) {
 		}
 		m.remove(i)
 	}
-	for m.tokens+len(ids) > m.budget {
+	for m.tokens+charge(text, ids) > m.budget {
 		if m.ring[0].ref {
 			e := m.ring[0]
 			e.ref = false
@@ -61,7 +76,7 @@ func (m *clockModel) put(key uint64, text string, start bool, ids []int) {
 		m.remove(0)
 	}
 	m.ring = append(m.ring, clockModelEntry{key, text, start, ids, false})
-	m.tokens += len(ids)
+	m.tokens += charge(text, ids)
 }
 
 // TestPieceCacheModel checks the cache against clockModel, one per shard,
@@ -83,7 +98,9 @@ func TestPieceCacheModel(t *testing.T) {
 		}
 		// Texts get ids proportional to the budget so that shards fill.
 		scale := max(1, maxTokens/len(c.shards)/40)
-		texts := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-e]{1,4}`), 1, 30, rapid.ID).Draw(rt, "texts")
+		// Some texts span more bytes than four a token: runs of spaces,
+		// as one long token each.
+		texts := rapid.SliceOfNDistinct(rapid.StringMatching(`[a-e]{1,4}|[a-e] {40,600}`), 1, 30, rapid.ID).Draw(rt, "texts")
 		var hits, misses uint64
 		for step := range rapid.IntRange(1, 200).Draw(rt, "steps") {
 			i := rapid.IntRange(0, len(texts)-1).Draw(rt, "text")
@@ -144,4 +161,28 @@ func TestPieceCacheModel(t *testing.T) {
 			rt.Fatalf("stats() = %d, %d; counted %d, %d", h, m, hits, misses)
 		}
 	})
+}
+
+// TestLongTokensBoundTheText: pieces whose tokens each span many bytes
+// (runs of spaces, one token per 128 in Llama 3) are charged by their
+// text, so what the cache holds stays within four bytes a token of its
+// budget, where counted by tokens alone it held 30 times that (a
+// review's finding).
+func TestLongTokensBoundTheText(t *testing.T) {
+	const budget = 1 << 16
+	c := New(budget)
+	ids := make([]int, 32)
+	for i := range 4 * budget / len(ids) {
+		text := fmt.Sprintf("u%d", i) + strings.Repeat(" ", 4000)
+		c.Put(c.Key(text, false), text, false, ids)
+	}
+	held := 0
+	for i := range c.shards {
+		for _, e := range c.shards[i].m {
+			held += len(e.text)
+		}
+	}
+	if pieces, _ := c.Size(); pieces == 0 || held > 4*budget {
+		t.Errorf("%d pieces hold %d bytes of text, want some and at most %d", pieces, held, 4*budget)
+	}
 }
