@@ -427,6 +427,36 @@ func TestStartupNotesModelsWithoutPredictions(t *testing.T) {
 	}
 }
 
+// TestSGLangCacheKeysKeepChainsApart: SGLang's extra_key and lora_path
+// salt a prompt as cache_salt does, so the bare prompt is not promised
+// what a keyed one cached, and the keyed one finds its own blocks (a
+// review's finding: SGLang missed what the gateway predicted). The
+// simulator is vLLM, which ignores both, so only predictions are checked.
+func TestSGLangCacheKeysKeepChainsApart(t *testing.T) {
+	sims := fleetOf(t, 1, true)
+	gw := startGateway(t, testConfig(t, sims))
+	content := strings.Repeat("a keyed prompt of several blocks ", 20)
+	for i, s := range []struct {
+		extra string
+		hit   bool
+	}{
+		{`,"extra_key":"tenant-a"`, false},
+		{``, false},
+		{`,"lora_path":"tenant-a"`, false},
+		{`,"extra_key":"tenant-b"`, false},
+		{`,"extra_key":"tenant-a"`, true},
+		{`,"extra_key":null`, true}, // the bare prompt's, cached by the second request
+	} {
+		resp, body := chat(t, gw.url, chatBody(content, s.extra))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d: %s", i, resp.StatusCode, body)
+		}
+		if predicted, _ := strconv.Atoi(resp.Header.Get("X-Inferrail-Cached-Tokens")); (predicted > 0) != s.hit {
+			t.Errorf("request %d (%s): predicted %d cached tokens, want a hit %v", i, s.extra, predicted, s.hit)
+		}
+	}
+}
+
 // TestCacheSaltKeepsChainsApart: the same prompt under another cache_salt
 // shares no block with it, in the gateway's prediction and in the engine's
 // cache alike, and under its own salt it finds its blocks again.

@@ -14,7 +14,7 @@ type Prompt struct {
 	IDs        []int  // completion prompt given as token ids
 	HasIDs     bool
 	AddSpecial bool   // add the tokenizer's special tokens (BOS); vLLM's default is false for chat, true for completions
-	CacheSalt  string // vLLM's per-request cache_salt; salts the block hashes
+	CacheSalt  string // vLLM's per-request cache_salt, with SGLang's extra_key and lora_path folded in; salts the block hashes
 	// SkipsCache: the engine reads none of its prefix cache for this
 	// prompt (it asks for prompt logprobs), though it stores its blocks.
 	SkipsCache bool
@@ -98,7 +98,6 @@ const (
 	ReasonDepth      = "depth"      // JSON nested deeper than the renderer follows
 	ReasonSize       = "size"       // a rendered chat longer than the renderer's bound
 	ReasonTruncate   = "truncate"   // truncate_prompt_tokens that is not an integer, or that cuts the prompt
-	ReasonCacheKey   = "cache_key"  // SGLang's extra_key or lora_path, which key its radix cache apart from the prompt's tokens
 	ReasonEmbeds     = "embeds"     // completions' prompt_embeds: the engine starts from vectors, not tokens
 )
 

@@ -31,9 +31,6 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if present(f.template) {
 		return nil, unsupported(ReasonTemplate)
 	}
-	if present(f.extraKey) || present(f.loraPath) {
-		return nil, unsupported(ReasonCacheKey)
-	}
 	c := &Chat{}
 	if present(f.kwargs) {
 		kw, ok := objectFields(f.kwargs, [2]string{"chat_template"})
@@ -65,6 +62,7 @@ func ParseChatRequest(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = optString(f.cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	p.CacheSalt = cacheKeySalt(p.CacheSalt, f.extraKey, f.loraPath)
 	if err := p.readTruncate(f.truncate); err != nil {
 		return nil, err
 	}
@@ -418,9 +416,6 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
 	}
-	if present(extraKey) || present(loraPath) {
-		return nil, unsupported(ReasonCacheKey)
-	}
 	if present(embeds) {
 		return nil, unsupported(ReasonEmbeds)
 	}
@@ -431,6 +426,7 @@ func ParseCompletionRequest(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = optString(cacheSalt); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	p.CacheSalt = cacheKeySalt(p.CacheSalt, extraKey, loraPath)
 	if err := p.readTruncate(truncate); err != nil {
 		return nil, err
 	}

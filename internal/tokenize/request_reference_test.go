@@ -66,9 +66,6 @@ func parseChatRequestReference(body []byte) (*Prompt, error) {
 	if refPresent(req["chat_template"]) {
 		return nil, unsupported(ReasonTemplate)
 	}
-	if refPresent(req["extra_key"]) || refPresent(req["lora_path"]) {
-		return nil, unsupported(ReasonCacheKey)
-	}
 	c := &Chat{}
 	if refPresent(req["chat_template_kwargs"]) {
 		kw, err := refObject(req["chat_template_kwargs"])
@@ -99,6 +96,7 @@ func parseChatRequestReference(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = refOptString(req["cache_salt"]); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	p.CacheSalt = cacheKeySalt(p.CacheSalt, bytes.TrimSpace(req["extra_key"]), bytes.TrimSpace(req["lora_path"]))
 	if p.SkipsCache, err = refSkipsCache(req["prompt_logprobs"], req["echo"], req["top_logprobs"], true); err != nil {
 		return nil, err
 	}
@@ -243,9 +241,6 @@ func parseCompletionRequestReference(body []byte) (*Prompt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("completion request: %w", err)
 	}
-	if refPresent(req["extra_key"]) || refPresent(req["lora_path"]) {
-		return nil, unsupported(ReasonCacheKey)
-	}
 	if refPresent(req["prompt_embeds"]) {
 		return nil, unsupported(ReasonEmbeds)
 	}
@@ -256,6 +251,7 @@ func parseCompletionRequestReference(body []byte) (*Prompt, error) {
 	if p.CacheSalt, err = refOptString(req["cache_salt"]); err != nil {
 		return nil, fmt.Errorf("cache_salt: %w", err)
 	}
+	p.CacheSalt = cacheKeySalt(p.CacheSalt, bytes.TrimSpace(req["extra_key"]), bytes.TrimSpace(req["lora_path"]))
 	if p.SkipsCache, err = refSkipsCache(req["prompt_logprobs"], req["echo"], req["logprobs"], false); err != nil {
 		return nil, err
 	}

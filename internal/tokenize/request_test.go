@@ -121,38 +121,56 @@ func TestTruncatePromptTokens(t *testing.T) {
 }
 
 // TestParseFieldsTheHashesCannotSee: SGLang keys its radix cache by
-// extra_key and by the adapter lora_path names, and vLLM starts a
-// prompt_embeds completion from vectors; a prediction from the prompt's
-// tokens alone would promise hits the engine cannot have. Null is absent.
+// extra_key and by the adapter lora_path names, so they salt the prompt
+// (null and "" are none); vLLM starts a prompt_embeds completion from
+// vectors, which no prediction from tokens can follow (a review's
+// findings: both were predicted as the bare prompt).
 func TestParseFieldsTheHashesCannotSee(t *testing.T) {
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
 	for _, c := range []struct {
 		chat   bool
 		body   string
-		reason string // "" when the prompt is followed
+		salted bool   // salted apart from the same request without the fields
+		reason string // unsupported for this reason, "" when followed
 	}{
-		{true, `{` + msgs + `,"extra_key":"tenant-b"}`, ReasonCacheKey},
-		{true, `{` + msgs + `,"lora_path":"sql"}`, ReasonCacheKey},
-		{true, `{"extra_key":"", ` + msgs + `}`, ReasonCacheKey},
-		{true, `{` + msgs + `,"extra_key":null,"lora_path":null}`, ""},
-		{true, `{` + msgs + `,"prompt_embeds":"AAAA"}`, ""}, // not a chat field
-		{false, `{"prompt":"hi","extra_key":"tenant-b"}`, ReasonCacheKey},
-		{false, `{"prompt":[1,2,3],"lora_path":"sql"}`, ReasonCacheKey},
-		{false, `{"prompt_embeds":"AAAA"}`, ReasonEmbeds},
-		{false, `{"prompt":"hi","prompt_embeds":"AAAA"}`, ReasonEmbeds},
-		{false, `{"prompt":"hi","prompt_embeds":null,"extra_key":null}`, ""},
+		{true, `{` + msgs + `,"extra_key":"tenant-b"}`, true, ""},
+		{true, `{` + msgs + `,"lora_path":"sql"}`, true, ""},
+		{true, `{"extra_key":"", ` + msgs + `}`, false, ""},
+		{true, `{` + msgs + `,"extra_key":null,"lora_path":null}`, false, ""},
+		{true, `{` + msgs + `,"prompt_embeds":"AAAA"}`, false, ""}, // not a chat field
+		{false, `{"prompt":"hi","extra_key":"tenant-b"}`, true, ""},
+		{false, `{"prompt":[1,2,3],"lora_path":"sql"}`, true, ""},
+		{false, `{"prompt_embeds":"AAAA"}`, false, ReasonEmbeds},
+		{false, `{"prompt":"hi","prompt_embeds":"AAAA"}`, false, ReasonEmbeds},
+		{false, `{"prompt":"hi","prompt_embeds":null,"extra_key":null}`, false, ""},
 	} {
 		parse := ParseCompletionRequest
 		if c.chat {
 			parse = ParseChatRequest
 		}
-		_, err := parse([]byte(c.body))
+		p, err := parse([]byte(c.body))
 		var ue *UnsupportedError
 		switch {
-		case c.reason == "" && err != nil:
+		case c.reason != "":
+			if !errors.As(err, &ue) || ue.Reason != c.reason {
+				t.Errorf("%s: %v, want unsupported %s", c.body, err, c.reason)
+			}
+		case err != nil:
 			t.Errorf("%s: %v, want followed", c.body, err)
-		case c.reason != "" && (!errors.As(err, &ue) || ue.Reason != c.reason):
-			t.Errorf("%s: %v, want unsupported %s", c.body, err, c.reason)
+		case (p.CacheSalt != "") != c.salted:
+			t.Errorf("%s: salt %q, want salted %v", c.body, p.CacheSalt, c.salted)
 		}
+	}
+	// Each key salts apart from the others, and from a cache_salt alone.
+	salts := map[string]string{}
+	for _, extra := range []string{`"extra_key":"a"`, `"extra_key":"b"`, `"lora_path":"a"`, `"cache_salt":"a"`, `"cache_salt":"a","extra_key":"a"`} {
+		p, err := ParseCompletionRequest([]byte(`{"prompt":"hi",` + extra + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, ok := salts[p.CacheSalt]; ok {
+			t.Errorf("%s and %s salt alike: %q", extra, other, p.CacheSalt)
+		}
+		salts[p.CacheSalt] = extra
 	}
 }

@@ -120,6 +120,27 @@ func present(raw []byte) bool {
 	return len(raw) > 0 && string(raw) != "null"
 }
 
+// cacheKeySalt folds SGLang's extra_key and lora_path, as sent, into the
+// salt: SGLang keys its radix cache by them (extra_key joined to
+// cache_salt; the adapter lora_path names), so a prompt sent with either
+// shares no cache with the same prompt without, and its blocks, which
+// SGLang's events announce unsalted, must be mirrored apart. vLLM ignores
+// both fields: there the salt can only hide a hit, never promise one.
+// Null and "" are none.
+func cacheKeySalt(salt string, extraKey, loraPath []byte) string {
+	given := func(raw []byte) bool { return present(raw) && string(raw) != `""` }
+	if !given(extraKey) && !given(loraPath) {
+		return salt
+	}
+	if !given(extraKey) {
+		extraKey = nil
+	}
+	if !given(loraPath) {
+		loraPath = nil
+	}
+	return salt + "\x00sglang extra_key=" + string(extraKey) + "\x00lora_path=" + string(loraPath)
+}
+
 // optString reads an optional string member; null and absent give "".
 func optString(raw []byte) (string, error) {
 	if !present(raw) {

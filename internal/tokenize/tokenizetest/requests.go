@@ -57,6 +57,8 @@ var RequestSeeds = []string{
 	`{"messages":[],"add_generation_prompt":2}`, `{"messages":[],"add_generation_prompt":[ 1 ]}`,
 	`{"messages":[],"add_generation_prompt":{"a" : 1}}`, `{"messages":[],"continue_final_message":"on","add_special_tokens":"OFF"}`,
 	`{"messages":[],"add_special_tokens":null,"cache_salt":null}`, `{"messages":[],"cache_salt":["s"]}`,
+	`{"messages":[{"role":"user","content":"a"}],"extra_key": "k","lora_path":[ "a" ],"cache_salt":"s"}`,
+	`{"prompt":"a","extra_key":"","lora_path":null,"prompt_embeds":"AAAA"}`, `{"prompt":[1],"extra_key":1}`,
 	`{"messages":[],"tools":null}`, `{"messages":[],"tools":[]}`, `{"messages":[],"tools":{}}`, `{"messages":[],"tools":[null, 1, "x"]}`,
 	`{"messages":[],"tools":[ {"type": "function", "function": {"name": "f", "parameters": {"b": 1.0, "a": "\u00e9<>&"}}} ]}`,
 	`{"messages":[{"role":"user","content":"x"}],"tools":[1],"tools":null}`,
