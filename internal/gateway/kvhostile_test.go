@@ -217,8 +217,11 @@ func TestHostileUnknownRemovals(t *testing.T) {
 	rm2 := events.Event{Kind: events.BlockRemoved, Hashes: []events.Hash{events.BytesHash([]byte("not a hash we know"))}}
 	seq := r.eng.publish(&events.Batch{TS: 1, Events: []events.Event{rm, rm2}})
 	st := r.waitStream("the removals applied", 5*time.Second, func(s kvStatus) bool { return s.LastSeq != nil && *s.LastSeq >= seq })
+	// Gaps are counted from prev: on a busy machine the chain's batch can
+	// reach the publisher before the subscription does, and the replay
+	// that fills that gap is no work of the removals.
 	if st.Mirror.UnknownRemovals != 1001 || st.Mirror.Removed != 0 || st.Mirrored != prev.Mirrored ||
-		st.Malformed != 0 || st.Gaps != 0 || len(st.Purges) != 0 || st.Source != index.SourceEvents {
+		st.Malformed != 0 || st.Gaps != prev.Gaps || len(st.Purges) != 0 || st.Source != index.SourceEvents {
 		t.Errorf("after unknown removals: %+v", st)
 	}
 	if got := r.held(tokens); got != k*r.block {

@@ -315,7 +315,10 @@ func TestGatewayDeadReplicaErrors(t *testing.T) {
 			t.Errorf("status %d, want 502 or 503", s.Status)
 		}
 	}
-	if log := gw.Log(); log.Messages["DEBUG attempt failed"] == 0 || len(log.Panics) != 0 {
+	// Requests that reach the dead replica log their failed attempts; on a
+	// busy machine the probes may have set it aside before the first one
+	// did, and then the probes' warning says why every request got a 503.
+	if log := gw.Log(); log.Messages["DEBUG attempt failed"]+log.Messages["WARN replica fails probes"] == 0 || len(log.Panics) != 0 {
 		t.Errorf("gateway log: %+v", log)
 	}
 }
