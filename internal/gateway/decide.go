@@ -164,7 +164,7 @@ func (g *Gateway) offer(sc *decisionScratch, ex *exchange, mr *modelRoutes, star
 		bs := ex.route.BlockSize // the model's, as routeRequest set it with pred
 		sc.cached = g.index.MatchHandles(sc.cached, mr.indexHandles(g.index), offered, ex.pred.hashes, ex.pred.tokens, bs)
 		for i, blocks := range sc.cached {
-			cands[i].Cached = blocks * bs
+			cands[i].Cached = pageFloor(blocks*bs, mr.routes[offered[i]].feed.Last())
 		}
 	}
 	poolPaces(mr, offered, cands, at)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,4 +288,54 @@ func indexCapacity(gw *running, id string) int {
 		}
 	}
 	return 0
+}
+
+// TestSGLangPredictionsInWholePages: SGLang matches its radix cache a page
+// at a time, so a prompt's predicted cached tokens are its held blocks
+// rounded down to the engine's pages when those are larger than the
+// model's blocks; vLLM's reported block size is not read so (a review's
+// finding: with pages of 64, predictions ran up to 48 tokens ahead).
+func TestSGLangPredictionsInWholePages(t *testing.T) {
+	body := strings.Replace(chatBody(strings.Repeat("a prompt of some blocks ", 20), ""), `"model":"sim"`, `"model":"`+testModel+`"`, 1)
+	for _, tc := range []struct {
+		name      string
+		page      string
+		whole     int // rounding: the predicted tokens are a multiple of it
+		roundDown bool
+	}{
+		{"sglang_page64", sglangMetrics(64, 160000), 64, true},
+		{"sglang_page16", sglangMetrics(16, 160000), 16, false},
+		{"sglang_page1", sglangMetrics(1, 160000), 16, false},
+		{"vllm_block64", vllmMetrics(64, 1024), 16, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw := pageGateway(t, startPageEngine(t, tc.page), 16, config.IndexApproximate)
+			waitFor(t, "the engine's page", 5*time.Second, func() bool {
+				s := gw.g.scraper.Last("e")
+				return s != nil && s.Report != nil && s.Report.BlockSize > 0
+			})
+			pred, result := tokenizeBody(gw.g.tokenizers[testModel], testModel, []byte(body), true, noContext, nil)
+			if pred == nil {
+				t.Fatalf("tokenizing: %s", result)
+			}
+			gw.g.index.Record("e", pred.hashes)
+			held := len(pred.hashes) * 16
+			if held%64 == 0 {
+				t.Fatalf("the prompt holds %d tokens in whole blocks, a multiple of 64: pick another", held)
+			}
+			got := promptCached(t, gw, body, "e")["e"]
+			want := held
+			if tc.roundDown {
+				want = held / 64 * 64
+			}
+			if got != want || got%tc.whole != 0 {
+				t.Errorf("explained: predicted %d cached tokens of %d held, want %d", got, held, want)
+			}
+			// Routing predicts the same (the engine answers an empty 200).
+			resp, answer := chat(t, gw.url, body)
+			if got := resp.Header.Get("X-Inferrail-Cached-Tokens"); got != strconv.Itoa(want) {
+				t.Errorf("routed (%d %s): predicted %s cached tokens of %d held, want %d", resp.StatusCode, answer, got, held, want)
+			}
+		})
+	}
 }

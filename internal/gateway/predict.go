@@ -17,6 +17,7 @@ import (
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/filewatch"
 	"github.com/inferrail/inferrail/internal/index"
+	"github.com/inferrail/inferrail/internal/load"
 	"github.com/inferrail/inferrail/internal/tokenize"
 	"github.com/inferrail/inferrail/internal/tokenize/chattemplate"
 	"github.com/inferrail/inferrail/internal/tokenize/hf"
@@ -402,7 +403,29 @@ func (g *Gateway) cachedTokens(dst []int, ids []string, model string, pred *pred
 		return append(dst[:0], make([]int, len(ids))...)
 	}
 	bs := g.tokenizers[model].blockSize
-	return blocksToTokens(g.index.Match(dst, ids, pred.hashes, pred.tokens, bs), bs)
+	cached := blocksToTokens(g.index.Match(dst, ids, pred.hashes, pred.tokens, bs), bs)
+	if g.scraper != nil {
+		for i, id := range ids {
+			cached[i] = pageFloor(cached[i], g.scraper.Last(id))
+		}
+	}
+	return cached
+}
+
+// pageFloor rounds a replica's predicted cached tokens down to whole pages
+// of its engine, as its last sample (smp, nil when none) reports them:
+// SGLang matches its radix cache a page at a time, so where its pages are
+// larger than the model's blocks the last part-page of a prefix is no hit
+// (a review's finding: with pages of 64 and blocks of 16, predictions ran
+// up to 48 tokens ahead of SGLang's hits). vLLM's reported block size need
+// not be the size its prefix cache hashes (see wrongBlockSize), so a vLLM
+// engine's prediction is left as it is.
+func pageFloor(cached int, smp *load.Sample) int {
+	if smp == nil || smp.Report == nil || smp.Report.Engine != load.SGLang || smp.Report.BlockSize <= 1 {
+		return cached
+	}
+	page := smp.Report.BlockSize
+	return cached / page * page
 }
 
 func blocksToTokens(blocks []int, blockSize int) []int {
