@@ -66,6 +66,11 @@ type Mirror struct {
 	// holes is set once a keyed block went while a block keyed after it
 	// stayed: see Holes. Until the next clear.
 	holes bool
+	// goneParents are the keyed blocks this batch removed while children
+	// of theirs were held, each with how many still are. A batch that
+	// removes their children too (SGLang evicts a node's pages first
+	// to last) leaves no hole; what is left here when it ends is one.
+	goneParents map[engineKey]int
 
 	Stats MirrorStats
 }
@@ -183,6 +188,7 @@ func (m *Mirror) applySome(b *events.Batch, cur *applyCursor, budget uint64) boo
 			return false
 		}
 		if cur.event == len(b.Events) {
+			m.judgeHoles()
 			return true
 		}
 		if m.work >= stopAt {
@@ -257,6 +263,7 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 	m.clearing = nil
 	m.blocks.reset()
 	m.holes = false
+	clear(m.goneParents)
 	m.keyed = 0
 	m.digest = 0
 	if len(m.waiting) > 0 || len(m.orphans) > 0 {
@@ -527,7 +534,7 @@ func (m *Mirror) remove(k engineKey) {
 	m.blocks.del(k)
 	adopted := len(m.rev.anchors) > 0 && m.unanchor(k, b.ours) // held still, as an ancestor
 	if !b.orphan {
-		m.unlink(b)
+		m.unlink(k, b)
 		m.keyed--
 		if !adopted {
 			m.digest -= digestMix(b.ours)
@@ -555,14 +562,21 @@ func (m *Mirror) link(b *mirrorBlock, k, parent engineKey) {
 	}
 }
 
-// unlink notes that keyed block b is gone: a child of it still held makes
-// a hole, and its parent has a child fewer. (A parent that went first
-// left a hole already, which stays until the next clear: if its key was
-// stored again since, the count lowered here is the new block's, and no
-// longer matters.)
-func (m *Mirror) unlink(b mirrorBlock) {
-	if b.kids > 0 {
-		m.holes = true
+// unlink notes that keyed block b, of key k, is gone: a child of it still
+// held makes a hole unless the batch removes it too (judgeHoles), and its
+// parent has a child fewer. (A parent that went in an earlier batch left a
+// hole already, which stays until the next clear: if its key was stored
+// again since, the count lowered here is the new block's, and no longer
+// matters.)
+func (m *Mirror) unlink(k engineKey, b mirrorBlock) {
+	switch {
+	case b.kids >= maxKids:
+		m.holes = true // too many to count down
+	case b.kids > 0:
+		if m.goneParents == nil {
+			m.goneParents = map[engineKey]int{}
+		}
+		m.goneParents[k] = int(b.kids)
 	}
 	if !b.hasParent {
 		return
@@ -570,6 +584,21 @@ func (m *Mirror) unlink(b mirrorBlock) {
 	if p, ok := m.blocks.get(b.parent); ok && !p.orphan && p.kids > 0 && p.kids < maxKids {
 		p.kids--
 		m.blocks.set(b.parent, p)
+	} else if n, ok := m.goneParents[b.parent]; ok {
+		if n <= 1 {
+			delete(m.goneParents, b.parent)
+		} else {
+			m.goneParents[b.parent] = n - 1
+		}
+	}
+}
+
+// judgeHoles ends a batch: a block it removed whose children it did not
+// all remove left them held past a hole.
+func (m *Mirror) judgeHoles() {
+	if len(m.goneParents) > 0 {
+		m.holes = true
+		clear(m.goneParents)
 	}
 }
 

@@ -352,20 +352,30 @@ func (n *naiveMirror) joinUnder(k uint64) {
 }
 
 func (n *naiveMirror) remove(k uint64) {
-	if n.copies[k] == 0 {
-		return
-	}
-	n.copies[k]--
-	if n.copies[k] == 0 {
-		for c, p := range n.linked {
-			if p == k && n.keyed[k] && n.keyed[c] {
-				n.holes = true
-			}
+	n.removeBatch(k)
+}
+
+// removeBatch removes keys in order in one batch: a hole is a keyed block
+// gone while a block keyed after it is held when the batch ends.
+func (n *naiveMirror) removeBatch(keys ...uint64) {
+	gone := map[uint64]bool{}
+	for _, k := range keys {
+		if n.copies[k] == 0 {
+			continue
 		}
-		delete(n.linked, k)
-		delete(n.copies, k)
-		delete(n.keyed, k)
-		delete(n.parent, k)
+		n.copies[k]--
+		if n.copies[k] == 0 {
+			gone[k] = n.keyed[k]
+			delete(n.linked, k)
+			delete(n.copies, k)
+			delete(n.keyed, k)
+			delete(n.parent, k)
+		}
+	}
+	for c, p := range n.linked {
+		if gone[p] && n.keyed[c] {
+			n.holes = true
+		}
 	}
 }
 
@@ -393,7 +403,7 @@ func TestMirrorAgainstModel(t *testing.T) {
 		model := newNaiveMirror()
 		for range rapid.IntRange(1, 40).Draw(rt, "steps") {
 			c := rapid.IntRange(0, chains-1).Draw(rt, "chain")
-			switch rapid.IntRange(0, 5).Draw(rt, "op") {
+			switch rapid.IntRange(0, 6).Draw(rt, "op") {
 			case 0, 1, 2: // store blocks from..to-1 of chain c in one event
 				from := rapid.IntRange(0, depth-1).Draw(rt, "from")
 				to := rapid.IntRange(from+1, depth).Draw(rt, "to")
@@ -416,6 +426,17 @@ func TestMirrorAgainstModel(t *testing.T) {
 			case 5:
 				apply(m, events.Event{Kind: events.AllBlocksCleared})
 				model.clear()
+			case 6: // blocks from..to-1 removed in one batch, first to last, as SGLang evicts a node
+				from := rapid.IntRange(0, depth-1).Draw(rt, "from")
+				to := rapid.IntRange(from+1, depth).Draw(rt, "to")
+				var evs []events.Event
+				var keys []uint64
+				for d := from; d < to; d++ {
+					evs = append(evs, removed(key(c, d)))
+					keys = append(keys, key(c, d))
+				}
+				apply(m, evs...)
+				model.removeBatch(keys...)
 			}
 			if m.Holes() != model.holes {
 				rt.Fatalf("holes %v, model %v", m.Holes(), model.holes)
