@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -240,6 +241,11 @@ func parseRequest(body []byte, chat, generate bool, tok *simtok.Tokenizer) (*gen
 		g.prompt, err2 = tokenize.ParseChatRequest(body)
 	} else {
 		g.prompt, err2 = tokenize.ParseCompletionRequest(body)
+	}
+	if ue, ok := errors.AsType[*tokenize.UnsupportedError](err2); ok && ue.Reason == tokenize.ReasonEmbeds {
+		// The gateway predicts nothing for it; vLLM started without
+		// --enable-prompt-embeds, as the simulator always is, refuses it.
+		return nil, openai.BadRequest("You must set `--enable-prompt-embeds` to input `prompt_embeds`.", "")
 	}
 	if err2 != nil {
 		return nil, openai.BadRequest(err2.Error(), "")

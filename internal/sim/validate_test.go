@@ -154,6 +154,11 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 		{"invalid UTF-8 to /tokenize", "/tokenize", "{\"prompt\":\"\xc3\"}", "Bad Request", nil, "There was an error parsing the body"},
 		{"empty prompt", "/v1/completions", `{"prompt":""}`, "Bad Request", "body",
 			"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, Either prompt or prompt_embeds must be provided and non-empty.', 'input': {'prompt': ''}}"},
+		// The gateway predicts nothing for it, but vLLM refuses it unless
+		// started with --enable-prompt-embeds (a review's finding: the
+		// simulator answered the gateway's "prompt not followed").
+		{"prompt embeds", "/v1/completions", `{"prompt":"hi","prompt_embeds":"AAAA"}`, "BadRequestError", nil,
+			"You must set `--enable-prompt-embeds` to input `prompt_embeds`."},
 		{"stream options without stream", "/v1/chat/completions", `{` + hi + `,"stream_options":{"include_usage":true}}`,
 			"BadRequestError", "stream_options", "Stream options can only be defined when `stream=True`."},
 		{"stream options with stream 0", "/v1/completions", `{"prompt":"hi","stream":0,"stream_options":{"include_usage":false}}`,
@@ -173,6 +178,8 @@ func TestRequestsVLLMRefuses(t *testing.T) {
 	for _, b := range []struct{ path, body string }{
 		{"/v1/chat/completions", `{` + hi + `,"temperature":0,"top_p":1,"min_p":0,"top_k":-1,"stop":["x"]}`},
 		{"/v1/completions", `{"prompt":"hi","temperature":2}`},
+		{"/v1/completions", `{"prompt":"hi","extra_key":"k","lora_path":"x","prompt_embeds":null}`}, // SGLang's keys, which vLLM ignores
+		{"/v1/chat/completions", `{` + hi + `,"extra_key":"k"}`},
 		{"/v1/chat/completions", `{` + hi + `,"tool_choice":"none"}`},
 		{"/v1/completions", `{"prompt":"hi","stop":"x","presence_penalty":-2,"repetition_penalty":1.1}`},
 		{"/tokenize", `{"prompt":""}`},
