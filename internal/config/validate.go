@@ -289,12 +289,16 @@ func (v *validator) models(models []Model) {
 		if m.Tokenizer == "builtin:sim" {
 			// Nothing would read them: a setting that silently does nothing
 			// reads as one that works.
-			for key, set := range map[string]bool{
-				"chat_template": m.ChatTemplate != "", "chat_template_content_format": m.ChatTemplateContentFormat != "",
-				"chat_template_kwargs": m.ChatTemplateKwargs != "",
+			for _, k := range []struct {
+				key string
+				set bool
+			}{
+				{"chat_template", m.ChatTemplate != ""},
+				{"chat_template_content_format", m.ChatTemplateContentFormat != ""},
+				{"chat_template_kwargs", m.ChatTemplateKwargs != ""},
 			} {
-				if set {
-					v.fail(p+"."+key, "must be empty with tokenizer builtin:sim, which renders the simulator's own template")
+				if k.set {
+					v.fail(p+"."+k.key, "must be empty with tokenizer builtin:sim, which renders the simulator's own template")
 				}
 			}
 		}
