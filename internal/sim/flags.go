@@ -88,7 +88,7 @@ func ParseCommand(args []string, output io.Writer, getenv func(string) (string, 
 		switch {
 		case v < 0 || math.IsNaN(v) || math.IsInf(v, 0):
 			return fmt.Sprintf("must be a non-negative number, got %v", v)
-		case v*float64(unit) > float64(math.MaxInt64):
+		case v*float64(unit) >= float64(math.MaxInt64): // 2^63 as a float: equal is past it
 			return fmt.Sprintf("must be at most %d (what a duration of nanoseconds holds), got %v", int64(math.MaxInt64)/int64(unit), v)
 		}
 		return ""

@@ -43,6 +43,8 @@ func TestStartupRefusals(t *testing.T) {
 		{[]string{"--prefill-pair-ns", "1e308"}, "--prefill-pair-ns: must be at most 9223372036854775807 (what a duration of nanoseconds holds), got 1e+308"},
 		{[]string{"--decode-token-ms", "1e13"}, "--decode-token-ms: must be at most 9223372036854 (what a duration of nanoseconds holds), got 1e+13"},
 		{[]string{"--prefill-pair-ns", "-Inf"}, "--prefill-pair-ns: must be a non-negative number, got -Inf"},
+		// 2^63 ns exactly, which a duration does not hold either.
+		{[]string{"--prefill-fixed-ms", "9223372036854.7758"}, "--prefill-fixed-ms: must be at most 9223372036854 (what a duration of nanoseconds holds), got 9.223372036854775e+12"},
 		{[]string{"--block-size", "100000000"}, "--block-size: must be at most 4096, got 100000000"},
 		{[]string{"--otlp-traces-endpoint", "grpc://127.0.0.1:99999"}, "--otlp-traces-endpoint: port 99999: must be within 1-65535"},
 		{[]string{"--otlp-traces-endpoint", "127.0.0.1:0"}, "--otlp-traces-endpoint: port 0"},
