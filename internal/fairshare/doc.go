@@ -4,12 +4,13 @@
 //
 // Activity. A flow is active while it holds a request (waiting or in
 // flight) and for Window after its last one ended. A flow of class c
-// counts the active flows of classes 0 to c, itself included: the more
-// important classes shrink a less important flow's share, never the
-// reverse.
+// counts the keys with an active flow of classes 0 to c, its own
+// included, each key once however many of those classes it has requests
+// in: the more important classes shrink a less important flow's share,
+// never the reverse, and a key is one sharer, not one per class.
 //
 // Share. With S slots (the replicas' concurrency guards, summed) and A
-// flows counted, a flow's share is max(1, S/A) slots, rounded down. A flow
+// keys counted, a flow's share is max(1, S/A) slots, rounded down. A flow
 // under its share may take a free slot (Under), and the queue's owner
 // serves such flows first. A flow at or past its share may take one only
 // while a slot is free beyond the headroom of the others (Allowed): the

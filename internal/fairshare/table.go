@@ -2,6 +2,7 @@ package fairshare
 
 import (
 	"math"
+	"math/bits"
 	"time"
 )
 
@@ -136,6 +137,12 @@ type Table struct {
 	head    int     // idles[:head] are consumed
 	total   int     // slots held by every flow
 
+	// Keys are what shares divide by, each once however many classes it
+	// has flows in: per key the classes it has a flow of (bit c), and per
+	// class c the keys whose most important flow is of class c.
+	keyClasses map[string]uint64
+	lowest     []int
+
 	// The headroom of every class, worked out once per change of the
 	// table (version) and slot count: a dispatcher asks Allowed of one
 	// key after another without a change in between.
@@ -148,10 +155,64 @@ type Table struct {
 	counts    []int      // workOutHeadroom's scratch
 }
 
-// New returns an empty table for classes priority classes; flows idle for
-// window are forgotten.
+// maxClasses is the most priority classes a table tells apart: a key's
+// classes are bits of a word.
+const maxClasses = 64
+
+// New returns an empty table for classes priority classes (at most 64);
+// flows idle for window are forgotten.
 func New(classes int, window time.Duration) *Table {
-	return &Table{window: window, flows: map[Flow]*state{}, holding: make([]int, classes), recent: make([]int, classes)}
+	if classes > maxClasses {
+		panic("fairshare: more than 64 priority classes") // a programming error: the classes are the code's
+	}
+	return &Table{window: window, flows: map[Flow]*state{}, holding: make([]int, classes), recent: make([]int, classes),
+		keyClasses: map[string]uint64{}, lowest: make([]int, classes)}
+}
+
+// join notes that f has become known: its key has a flow of its class.
+func (t *Table) join(f Flow) {
+	was := t.keyClasses[f.Key]
+	now := was | 1<<uint(f.Class)
+	t.keyClasses[f.Key] = now
+	t.moveLowest(was, now)
+}
+
+// part notes that f is forgotten.
+func (t *Table) part(f Flow) {
+	was := t.keyClasses[f.Key]
+	now := was &^ (1 << uint(f.Class))
+	if now == 0 {
+		delete(t.keyClasses, f.Key)
+	} else {
+		t.keyClasses[f.Key] = now
+	}
+	t.moveLowest(was, now)
+}
+
+// moveLowest moves a key from the count of the most important class in
+// was to that of the one in now (no class: no count).
+func (t *Table) moveLowest(was, now uint64) {
+	if was != 0 {
+		t.lowest[bits.TrailingZeros64(was)]--
+	}
+	if now != 0 {
+		t.lowest[bits.TrailingZeros64(now)]++
+	}
+}
+
+// keysUpTo counts the keys with a flow of class 0 to c.
+func (t *Table) keysUpTo(c int) int {
+	n := 0
+	for i := 0; i <= c && i < len(t.lowest); i++ {
+		n += t.lowest[i]
+	}
+	return n
+}
+
+// keyUpTo reports whether key has a flow of class 0 to c.
+func (t *Table) keyUpTo(key string, c int) bool {
+	m := t.keyClasses[key]
+	return m != 0 && bits.TrailingZeros64(m) <= c
 }
 
 // SetWindow changes how long a flow stays active after its last request.
@@ -169,6 +230,7 @@ func (t *Table) Arrive(f Flow, now time.Time) {
 	if s == nil {
 		s = &state{at: now, bucket: bucketOf(t.window, now)}
 		t.flows[f] = s
+		t.join(f)
 	}
 	if s.held == 0 {
 		if !s.idle.IsZero() {
@@ -268,6 +330,7 @@ func (t *Table) expire(now time.Time) {
 		if s := t.flows[id.flow]; s != nil && s.held == 0 && s.idle.Equal(id.at) {
 			t.recent[id.flow.Class]--
 			delete(t.flows, id.flow)
+			t.part(id.flow)
 			t.version++
 		}
 	}
@@ -277,15 +340,11 @@ func (t *Table) expire(now time.Time) {
 	}
 }
 
-// Active returns how many flows count against a flow of class c at now:
-// those active in classes 0 to c.
+// Active returns how many keys count against a flow of class c at now:
+// those with a flow active in classes 0 to c, each once.
 func (t *Table) Active(c int, now time.Time) int {
 	t.expire(now)
-	n := 0
-	for i := 0; i <= c && i < len(t.holding); i++ {
-		n += t.holding[i] + t.recent[i]
-	}
-	return n
+	return t.keysUpTo(c)
 }
 
 // Share returns f's share of slots slots at now: at least 1, and every
@@ -294,15 +353,15 @@ func (t *Table) Share(f Flow, slots int, now time.Time) int {
 	return max(1, slots/t.Counted(f, now))
 }
 
-// Counted returns how many flows f shares with at now, itself included:
-// what its share divides the slots by. Its key's own flows of more
-// important classes are not among them: sharing is between keys, and a key
-// alone has every slot whatever the classes of its requests.
+// Counted returns how many keys f shares with at now, its own included:
+// what its share divides the slots by. Sharing is between keys: a key
+// counts once however many classes it has requests in, so a key alone has
+// every slot whatever their classes, and a key with requests of two
+// classes takes no more from the others' shares than a key with one.
 func (t *Table) Counted(f Flow, now time.Time) int {
 	a := t.Active(f.Class, now)
-	a -= t.ownAbove(f)
-	if t.flows[f] == nil {
-		a++ // f itself, not yet known
+	if !t.keyUpTo(f.Key, f.Class) {
+		a++ // f's key, not yet known in these classes
 	}
 	return a
 }
@@ -412,17 +471,6 @@ func (t *Table) kept(f Flow, slots int, now time.Time) keptRoom {
 	return k
 }
 
-// ownAbove counts f's key's flows of classes more important than f's.
-func (t *Table) ownAbove(f Flow) int {
-	n := 0
-	for c := 0; c < f.Class && c < len(t.holding); c++ {
-		if t.holding[c]+t.recent[c] > 0 && t.flows[Flow{Class: c, Key: f.Key}] != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // keptForNewcomer is kept for a flow the table does not know yet: the
 // shares of the others of its class count it, as they will once it
 // arrives (a more important class's do not). It takes time in the number
@@ -434,8 +482,8 @@ func (t *Table) keptForNewcomer(f Flow, slots int, now time.Time) keptRoom {
 			continue
 		}
 		counted := t.Active(g.Class, now) // as workOutHeadroom counts for g
-		if g.Class == f.Class {
-			counted++
+		if g.Class == f.Class && !t.keyUpTo(f.Key, f.Class) {
+			counted++ // f's key, once it arrives
 		}
 		k.add(t.reserve(s, max(1, slots/counted), now), 1)
 	}
@@ -536,9 +584,9 @@ func (t *Table) workOutHeadroom(slots int, now time.Time) {
 	if len(t.counts) != n {
 		t.counts = make([]int, n)
 	}
-	counts := t.counts // flows counted against a flow of each class
+	counts := t.counts // keys counted against a flow of each class
 	for c := range n {
-		counts[c] = t.holding[c] + t.recent[c]
+		counts[c] = t.lowest[c]
 		if c > 0 {
 			counts[c] += counts[c-1]
 		}
@@ -563,11 +611,7 @@ func (t *Table) workOutHeadroom(slots int, now time.Time) {
 // shareOf is the share of slots of a flow of class c that the table
 // knows.
 func (t *Table) shareOf(c, slots int) int {
-	counted := 0
-	for i := 0; i <= c && i < len(t.holding); i++ {
-		counted += t.holding[i] + t.recent[i]
-	}
-	return max(1, slots/max(1, counted))
+	return max(1, slots/max(1, t.keysUpTo(c)))
 }
 
 // Usage returns the slots f has held on average at now: in flight over

@@ -91,6 +91,10 @@ func TestShare(t *testing.T) {
 		// A key's own standard requests do not count against its sheddable
 		// ones: alone, a key has every slot whatever its classes.
 		{"same_key_other_class_not_counted", cat(many(flood, 8, 0), run(Flow{2, "flood"}, 0)), Flow{2, "flood"}, 16, 0, 16, 1, true},
+		// A key with requests of two classes counts once against a key
+		// of the less important one: 16 slots over 2 keys, not 3 flows.
+		{"key_of_two_classes_counts_once", cat(run(Flow{0, "flood"}, 0), many(flood, 7, 0), many(quiet, 7, 0)), quiet, 16, 0, 8, 2, true},
+		{"key_of_two_classes_held_to_its_share", cat(run(Flow{0, "flood"}, 0), many(flood, 7, 0), many(quiet, 8, 0)), quiet, 16, 0, 8, 2, false},
 		{"unbounded_slots_allow", many(flood, 100, 0), flood, 0, 0, 1, 1, true},
 		// A quiet key holding 4 on average keeps room for its bursts up to
 		// 4 + 3·√4 = 10, two past its share, which the flood leaves free:
@@ -245,31 +249,29 @@ func (m *model) active(f Flow, now time.Time) bool {
 	return s != nil && (s.held > 0 || !s.idle.IsZero() && now.Sub(s.idle) < m.window)
 }
 
-// counted is what f's share divides the slots by: the active flows of
-// its class and more important ones, but for its key's own others.
-func (m *model) counted(f Flow, now time.Time) int {
-	n := 0
+// keysUpTo is the set of keys with a flow of class 0 to c active at now.
+func (m *model) keysUpTo(c int, now time.Time) map[string]bool {
+	keys := map[string]bool{}
 	for g := range m.flows {
-		if g.Class <= f.Class && m.active(g, now) && (g.Key != f.Key || g == f) {
-			n++
+		if g.Class <= c && m.active(g, now) {
+			keys[g.Key] = true
 		}
 	}
-	if !m.active(f, now) {
-		n++
-	}
-	return n
+	return keys
+}
+
+// counted is what f's share divides the slots by: the keys active in its
+// class and more important ones, each once, f's own among them.
+func (m *model) counted(f Flow, now time.Time) int {
+	keys := m.keysUpTo(f.Class, now)
+	keys[f.Key] = true
+	return len(keys)
 }
 
 // countedAll is what the shares of the room kept for others divide the
-// slots by: every active flow of g's class and more important ones.
+// slots by: every key active in g's class and more important ones.
 func (m *model) countedAll(g Flow, now time.Time) int {
-	n := 0
-	for h := range m.flows {
-		if h.Class <= g.Class && m.active(h, now) {
-			n++
-		}
-	}
-	return n
+	return len(m.keysUpTo(g.Class, now))
 }
 
 // headroom is the slots kept free for the flows other than f that count
@@ -289,8 +291,8 @@ func (m *model) kept(f Flow, slots int, now time.Time) (whole, burst, extra int,
 			continue // nothing is kept against f for its own key
 		}
 		counted := m.countedAll(g, now)
-		if !m.active(f, now) && f.Class <= g.Class {
-			counted++ // f will count against g once it arrives
+		if !m.active(f, now) && f.Class <= g.Class && !m.keysUpTo(g.Class, now)[f.Key] {
+			counted++ // f's key will count against g once f arrives
 		}
 		share := max(1, slots/counted)
 		room, amb := m.room(g, share, now)

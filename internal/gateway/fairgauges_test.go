@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
 )
 
@@ -46,5 +47,38 @@ func TestFairShareGaugesFollowTheKeys(t *testing.T) {
 	}
 	if active, share := gauges(); active != 0 || share != 0 {
 		t.Errorf("fair sharing off: %v active keys, a share of %v; want none", active, share)
+	}
+}
+
+// TestFairShareGaugesCountAKeyOnce: a key with requests of two classes
+// is one key in inferrail_flow_active_keys and in the share of the less
+// important class. Its flows were counted, so a critical key that also
+// sent a standard request made two of the standard class's sharers, and
+// every other standard key's share shrank as though a third key had come
+// (found by a review).
+func TestFairShareGaugesCountAKeyOnce(t *testing.T) {
+	e := newOrderEngine(t)
+	e.open()
+	cfg := flowConfig(e.srv.URL, 16)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.FairShareWindow = config.Duration(time.Minute)
+	a, ka := newKey("a", func(k *auth.Key) { k.Priority = auth.Critical })
+	b, kb := newKey("b", nil)
+	withKeys(t, cfg, ka, kb)
+	gw := startGatewayWith(t, cfg, Options{})
+	expectStatus(t, http.StatusOK,
+		async(gw, "a-critical", bearer(a)...),
+		async(gw, "a-standard", append(bearer(a), "x-inferrail-priority", "standard")...),
+		async(gw, "b", bearer(b)...))
+	for _, tt := range []struct {
+		class         string
+		active, share float64
+	}{{"critical", 1, 4}, {"standard", 2, 2}, {"sheddable", 2, 2}} {
+		labels := []string{"model", testModel, "class", tt.class}
+		active := series(t, gw, "inferrail_flow_active_keys", labels).GetGauge().GetValue()
+		share := series(t, gw, "inferrail_flow_fair_share_slots", labels).GetGauge().GetValue()
+		if active != tt.active || share != tt.share {
+			t.Errorf("%s: %v active keys, a share of %v; want %v and %v", tt.class, active, share, tt.active, tt.share)
+		}
 	}
 }
