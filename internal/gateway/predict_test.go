@@ -824,7 +824,14 @@ func TestExplainTokenizesAsRouting(t *testing.T) {
 			Cached *int `json:"cached_tokens"`
 		} `json:"replicas"`
 	}
-	pooled := fmt.Sprintf(`{"model":"sim","prompt":%q,"max_tokens":1}`, strings.Repeat("word ", 400)) // past inlineBytes
+	// Past inlineBytes, and long enough to outlast the timer's own delay
+	// (tens of microseconds, more on a busy machine): 2 KB of one word
+	// repeated was tokenized before the timer fired in most runs.
+	var words strings.Builder
+	for i := range 50_000 {
+		fmt.Fprintf(&words, "w%d ", i)
+	}
+	pooled := fmt.Sprintf(`{"model":"sim","prompt":%q,"max_tokens":1}`, words.String())
 	postExplain(t, gw.admin+"/admin/explain/v1/completions", pooled, &ans)
 	if ans.Tokenized != tokSlow || len(ans.Replicas) != 1 || ans.Replicas[0].Cached != nil {
 		t.Errorf("a pooled prompt past max_wait explained as tokenized %q with %+v, want %q and no prediction", ans.Tokenized, ans.Replicas, tokSlow)
