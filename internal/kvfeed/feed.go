@@ -188,7 +188,7 @@ func (f *Feed) Run(ctx context.Context) error {
 		msg, err := sub.Recv(ctx)
 		switch {
 		case errors.Is(err, zmtp.ErrDisconnected):
-			f.count(func(s *Stats) { s.Disconnects++ })
+			f.disconnected(err)
 			f.verify = true // the numbers alone cannot tell a restarted engine from ours
 			continue
 		case err != nil:
@@ -409,6 +409,23 @@ func (f *Feed) purge(reason string) {
 	f.sink.Purge(reason)
 	f.has, f.ahead = false, nil
 	f.count(func(s *Stats) { s.Purges++; s.HasSeq = false })
+}
+
+// disconnected counts a lost connection and says why, sampled as
+// malformed batches are: an engine whose batches outgrow the message
+// bound loses its connection at each one, and only the log says so.
+func (f *Feed) disconnected(err error) {
+	var n uint64
+	f.count(func(s *Stats) { s.Disconnects++; n = s.Disconnects })
+	if n&(n-1) != 0 {
+		return
+	}
+	if errors.Is(err, zmtp.ErrTooLarge) {
+		f.log.Warn("kv events: a batch larger than the bound broke the connection; its events are lost",
+			"max_message_bytes", f.cfg.Socket.MaxMessageSize, "disconnects_so_far", n)
+		return
+	}
+	f.log.Warn("kv events: the connection to the publisher was lost", "err", err, "disconnects_so_far", n)
 }
 
 func (f *Feed) malformed(what string, err error) {

@@ -635,3 +635,34 @@ func TestForeignReplay(t *testing.T) {
 		t.Errorf("the warning was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestOversizedBatchLogged: a batch past the message bound breaks the
+// connection, and the log says so with the bound, once for the first of
+// a run of them; an operator saw only disconnects and gaps (a review's
+// finding).
+func TestOversizedBatchLogged(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := newEngine(t, ctx)
+	logs := &lockedBuffer{}
+	s := &sink{}
+	f := New(Config{Endpoint: e.pub.Endpoint(), Topic: "kv", Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Socket: zmtp.Options{MaxMessageSize: 4096, ReconnectInterval: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond}}, s)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := range 3 {
+		waitFor(t, "the feed to subscribe", func() bool { return e.pub.Stats().Subscribers == 1 })
+		if err := e.pub.Send([][]byte{[]byte("kv"), seqBytes(uint64(i)), make([]byte, 8192)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the disconnect", func() bool { return f.Stats().Disconnects == uint64(i+1) })
+	}
+	out := logs.String()
+	if n := strings.Count(out, "larger than the bound"); n != 2 { // the 1st and the 2nd; the 4th would be next
+		t.Errorf("the oversized batch was logged %d times, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(out, "max_message_bytes=4096") {
+		t.Errorf("the log does not name the bound:\n%s", out)
+	}
+}

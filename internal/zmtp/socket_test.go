@@ -383,3 +383,28 @@ func TestSubBoundsQueuedBytes(t *testing.T) {
 		t.Fatalf("got seq %d after the large message, want %d", got, n)
 	}
 }
+
+// TestSubSaysWhyItDisconnected: the ErrDisconnected that Recv returns
+// wraps why the connection went, so a consumer can tell a message past
+// MaxMessageSize (its events lost at every such message) from a
+// publisher that closed. Both read as a bare ErrDisconnected before.
+func TestSubSaysWhyItDisconnected(t *testing.T) {
+	ctx := testCtx(t)
+	pub := mustListenPub(t, ctx, loopback, Options{})
+	o := Options{MaxMessageSize: 1000, ReconnectInterval: 10 * time.Millisecond, ReconnectMax: 50 * time.Millisecond}
+	sub := mustDialSub(t, ctx, pub.Endpoint(), o, "kv")
+	eventually(t, "subscription", func() bool { return pub.subscribers("kv") == 1 })
+	if err := pub.Send(seqMsg("kv", 1, make([]byte, 2000))); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sub.Recv(ctx)
+	if !errors.Is(err, ErrDisconnected) || !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("after a message past the bound: %v, want ErrDisconnected wrapping ErrTooLarge", err)
+	}
+	eventually(t, "the second connection", func() bool { return sub.Stats().Connects == 2 })
+	pub.Close()
+	_, err = sub.Recv(ctx)
+	if !errors.Is(err, ErrDisconnected) || errors.Is(err, ErrTooLarge) {
+		t.Fatalf("after the publisher closed: %v, want ErrDisconnected and not ErrTooLarge", err)
+	}
+}

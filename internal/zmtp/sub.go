@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"sync/atomic"
 )
 
@@ -25,6 +27,9 @@ type Sub struct {
 	connects    atomic.Uint64
 	disconnects atomic.Uint64
 	rejected    atomic.Uint64
+	// cause is why the last connection was lost (an oversized message,
+	// a protocol error, the publisher's close), for Recv to say.
+	cause atomic.Pointer[error]
 }
 
 // SubStats counts a Sub's connections.
@@ -52,10 +57,14 @@ func DialSub(ctx context.Context, endpoint string, o Options, topics ...string) 
 }
 
 // Recv returns the next message, ErrDisconnected once after each lost
-// connection, ctx's error, or ErrClosed.
+// connection (wrapping why, as far as it is known: ErrTooLarge for a
+// message past MaxMessageSize), ctx's error, or ErrClosed.
 func (s *Sub) Recv(ctx context.Context) ([][]byte, error) {
 	m, err := s.in.take(ctx, s.ctx.Done())
 	if err == nil && m == nil {
+		if cause := s.cause.Load(); cause != nil {
+			return nil, fmt.Errorf("%w: %w", ErrDisconnected, *cause)
+		}
 		return nil, ErrDisconnected
 	}
 	return m, err
@@ -72,7 +81,7 @@ func (s *Sub) Stats() SubStats {
 // serve subscribes on a new connection and reads from it until it ends.
 func (s *Sub) serve(c *conn) {
 	s.connects.Add(1)
-	c.run(s.ctx, func(ctx context.Context) error {
+	err := c.run(s.ctx, func(ctx context.Context) error {
 		if err := s.subscribe(c); err != nil {
 			return err
 		}
@@ -81,6 +90,10 @@ func (s *Sub) serve(c *conn) {
 	if s.ctx.Err() != nil {
 		return
 	}
+	if err == nil {
+		err = io.EOF
+	}
+	s.cause.Store(&err)
 	s.disconnects.Add(1)
 	_ = s.in.put(s.ctx, nil) // fails only once the socket is closed
 }
