@@ -22,6 +22,9 @@ import (
 //     events a consumer still needs;
 //   - block hashes may be any msgpack int (unsigned, or negative as SGLang
 //     sends) or bin; token ids any int form whose value fits uint32;
+//   - a map where an array BlockStored has lora_name is SGLang's metadata
+//     (0.5.18 and later append it to a salted request's stores), whose
+//     cache_salt is read into CacheSalt, as is a map event's cache_salt;
 //   - anything else malformed (a wrong type, an integer out of range, a
 //     missing tag, block_hashes, token_ids or block_size, bytes after the
 //     batch) is refused with a *DecodeError wrapping one sentinel error.
@@ -194,12 +197,50 @@ func (d *decoder) arrayEvent(ev, old *Event) (seen uint16, err error) {
 			break
 		}
 		f := fields[i-1]
+		if f == fLoRAName && ev.Kind == BlockStored && msgp.NextType(d.rest) == msgp.MapType {
+			if err := d.sglangMetadata(ev, old); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		if err := d.fieldInto(ev, old, f); err != nil {
 			return 0, err
 		}
 		seen |= 1 << f
 	}
 	return seen, nil
+}
+
+// sglangMetadata reads the map SGLang 0.5.18 and later append to the
+// arrays of a salted request's BlockStored, after medium, where vLLM's
+// arrays have lora_name (BlockStoredMetadata: cache_salt, session_id):
+// its cache_salt, if any, into ev; its other keys are skipped. Read as
+// lora_name, it refused the whole batch, and a salted request broke the
+// stream at every store.
+func (d *decoder) sglangMetadata(ev, old *Event) error {
+	d.field = "metadata"
+	n, err := d.mapLen()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		d.field = "metadata"
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		if string(key) != "cache_salt" {
+			if err := d.skipN(1); err != nil {
+				return err
+			}
+			continue
+		}
+		d.field = "cache_salt"
+		if ev.CacheSalt, ev.HasCacheSalt, err = d.optStr(old.CacheSalt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mapEvent reads {"type": tag, name: value, ...}. msgspec writes the tag
@@ -231,6 +272,13 @@ func (d *decoder) mapEvent(ev, old *Event) (seen uint16, err error) {
 		key, err := d.str()
 		if err != nil {
 			return 0, err
+		}
+		if ev.Kind == BlockStored && string(key) == "cache_salt" { // SGLang's map events
+			d.field = "cache_salt"
+			if ev.CacheSalt, ev.HasCacheSalt, err = d.optStr(old.CacheSalt); err != nil {
+				return 0, err
+			}
+			continue
 		}
 		f, ok := fieldByName(key)
 		if !ok || fieldSet&(1<<f) == 0 {

@@ -191,3 +191,99 @@ func TestSGLangStepOfPages(t *testing.T) {
 		t.Errorf("decoded %d events, want %d", len(got.Events), pages)
 	}
 }
+
+// sglangArrayStored is SGLang's array BlockStored of one block of four tokens
+// (tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+// medium), with meta appended when not nil: SGLang 0.5.18 and later append
+// a BlockStoredMetadata map to a salted request's stores (sglang#30827).
+func sglangArrayStored(hash int64, meta []byte) []byte {
+	n := uint32(7)
+	if meta != nil {
+		n = 8
+	}
+	e := msgp.AppendArrayHeader(nil, n)
+	e = msgp.AppendString(e, "BlockStored")
+	e = msgp.AppendArrayHeader(e, 1)
+	e = msgp.AppendInt64(e, hash)
+	e = msgp.AppendNil(e)
+	e = msgp.AppendArrayHeader(e, 4)
+	for tok := range 4 {
+		e = msgp.AppendInt(e, tok+1)
+	}
+	e = msgp.AppendInt(e, 4)
+	e = msgp.AppendNil(e)
+	e = msgp.AppendString(e, "GPU")
+	return append(e, meta...)
+}
+
+// strMap is a msgpack map of string keys, each value already encoded.
+func strMap(kv ...any) []byte {
+	m := msgp.AppendMapHeader(nil, uint32(len(kv)/2))
+	for i := 0; i < len(kv); i += 2 {
+		m = msgp.AppendString(m, kv[i].(string))
+		m = append(m, kv[i+1].([]byte)...)
+	}
+	return m
+}
+
+func mpStr(s string) []byte { return msgp.AppendString(nil, s) }
+
+// TestSGLangCacheSalt: a salted request's BlockStored from SGLang 0.5.18
+// and later carries a metadata map where vLLM's arrays have lora_name;
+// read as lora_name, it refused the whole batch (an unsalted store beside
+// it lost too, and the mirror purged at every salted store: found by a
+// review). The map's cache_salt is the event's, its other keys skipped;
+// SGLang's map events carry cache_salt as a field.
+func TestSGLangCacheSalt(t *testing.T) {
+	mapEvent := strMap("type", mpStr("BlockStored"), "block_hashes", msgp.AppendInt64(msgp.AppendArrayHeader(nil, 1), -9),
+		"parent_block_hash", msgp.AppendNil(nil), "token_ids", msgp.AppendInt(msgp.AppendArrayHeader(nil, 1), 5),
+		"block_size", msgp.AppendInt(nil, 1), "medium", mpStr("GPU"), "cache_salt", mpStr("tenant-m"))
+	for _, tc := range []struct {
+		name    string
+		event   []byte
+		salt    string
+		hasSalt bool
+		err     error
+	}{
+		{"unsalted", sglangArrayStored(-1, nil), "", false, nil},
+		{"salted", sglangArrayStored(-2, strMap("cache_salt", mpStr("tenant-a"))), "tenant-a", true, nil},
+		{"session_only", sglangArrayStored(-3, strMap("session_id", mpStr("s1"))), "", false, nil},
+		{"session_and_salt", sglangArrayStored(-4, strMap("session_id", mpStr("s1"), "cache_salt", mpStr("tenant-b"))), "tenant-b", true, nil},
+		{"null_salt", sglangArrayStored(-5, strMap("cache_salt", msgp.AppendNil(nil))), "", false, nil},
+		{"empty_metadata", sglangArrayStored(-6, strMap()), "", false, nil},
+		{"map_event", mapEvent, "tenant-m", true, nil},
+		{"salt_not_a_string", sglangArrayStored(-7, strMap("cache_salt", msgp.AppendInt(nil, 7))), "", false, ErrType},
+		{"key_not_a_string", sglangArrayStored(-8, append(msgp.AppendMapHeader(nil, 1), 0x01, 0xc0)), "", false, ErrType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Batch
+			err := DecodeBatch(batchOf(sglangArrayStored(-100, nil), tc.event), &b)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Events) != 2 || b.Events[0].HasCacheSalt {
+				t.Fatalf("decoded %+v, want the unsalted store and the event", b.Events)
+			}
+			ev := b.Events[1]
+			if ev.Kind != BlockStored || ev.CacheSalt != tc.salt || ev.HasCacheSalt != tc.hasSalt || ev.HasLoRAName {
+				t.Errorf("decoded %+v, want cache_salt %q (%v) and no lora_name", ev, tc.salt, tc.hasSalt)
+			}
+			// Re-encoded in SGLang's forms, the salt decodes the same.
+			for _, enc := range []Encoding{EncodingMap, EncodingSGLang} {
+				var again Batch
+				if err := DecodeBatch(AppendBatch(nil, &b, enc), &again); err != nil {
+					t.Fatalf("%s: %v", enc, err)
+				}
+				if d := batchDiff(&b, &again); d != "" {
+					t.Errorf("%s: re-encoded batch decodes differently (-first +second):\n%s", enc, d)
+				}
+			}
+		})
+	}
+}

@@ -162,7 +162,8 @@ func eventLayout(k Kind, enc Encoding) layout {
 // (non-negative ones always unsigned), ts is a float64, and
 // data_parallel_rank is nil when b has none: the batch struct is
 // array_like, so msgspec writes its default too. (Engines too old to have
-// the field send two elements; DecodeBatch reads those.) Fields an encoding cannot carry are dropped; each ExtraKeys entry is
+// the field send two elements; DecodeBatch reads those.) Fields an encoding cannot carry are dropped (CacheSalt is
+// SGLang's: a field of the map form, a metadata map after the sglang form's fields); each ExtraKeys entry is
 // written as the raw msgpack it holds, an empty one as nil. AppendBatch
 // panics on an event whose Kind is not one of the three, or an enc that is
 // not one of the Encoding constants: both are the caller's bugs.
@@ -187,12 +188,18 @@ func appendEvent(dst []byte, e *Event, enc Encoding) []byte {
 		panic("events: AppendBatch: event of unknown kind")
 	}
 	l := eventLayout(e.Kind, enc)
+	// SGLang's cache_salt: a field of its map events, a metadata map after
+	// its arrays' fields; vLLM's arrays have no place for it.
+	salt := e.Kind == BlockStored && e.HasCacheSalt
 	if enc == EncodingMap {
 		n := uint32(1)
 		for i, f := range l.fields {
 			if i < l.required || e.has(f) {
 				n++
 			}
+		}
+		if salt {
+			n++
 		}
 		dst = msgp.AppendMapHeader(dst, n)
 		dst = msgp.AppendString(dst, "type")
@@ -203,12 +210,26 @@ func appendEvent(dst []byte, e *Event, enc Encoding) []byte {
 				dst = appendField(dst, e, f)
 			}
 		}
+		if salt {
+			dst = msgp.AppendString(dst, "cache_salt")
+			dst = msgp.AppendString(dst, e.CacheSalt)
+		}
 		return dst
 	}
-	dst = msgp.AppendArrayHeader(dst, uint32(len(l.fields)+1))
+	salt = salt && enc == EncodingSGLang
+	n := uint32(len(l.fields) + 1)
+	if salt {
+		n++
+	}
+	dst = msgp.AppendArrayHeader(dst, n)
 	dst = msgp.AppendString(dst, e.Kind.String())
 	for _, f := range l.fields {
 		dst = appendField(dst, e, f)
+	}
+	if salt {
+		dst = msgp.AppendMapHeader(dst, 1)
+		dst = msgp.AppendString(dst, "cache_salt")
+		dst = msgp.AppendString(dst, e.CacheSalt)
 	}
 	return dst
 }

@@ -154,6 +154,13 @@ type Event struct {
 	// identifiers, cache_salt on block 0); nil as a whole when absent.
 	ExtraKeys []RawValue
 
+	// CacheSalt is the cache_salt SGLang (0.5.18 and later) names in a
+	// BlockStored of a salted request: in the metadata map its arrays
+	// carry where vLLM's have lora_name, or as a field of its map events.
+	// HasCacheSalt is false when the event names none.
+	CacheSalt    string
+	HasCacheSalt bool
+
 	GroupIdx         int64 // KV cache group
 	HasGroupIdx      bool
 	SpecKind         string // kv_cache_spec_kind, e.g. "full_attention"

@@ -313,8 +313,13 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		lora = ev.LoRAName
 	}
 	salt := ""
-	if !ev.HasParent && from == 0 && len(ev.ExtraKeys) > 0 {
-		salt = events.CacheSalt(ev.ExtraKeys[0], lora)
+	if !ev.HasParent && from == 0 {
+		switch {
+		case len(ev.ExtraKeys) > 0:
+			salt = events.CacheSalt(ev.ExtraKeys[0], lora)
+		case ev.HasCacheSalt: // SGLang's, from its metadata
+			salt = ev.CacheSalt
+		}
 	}
 	if !ev.HasLoRAName && ev.HasLoRAID {
 		// An adapter known only by its number (servers before lora_name):
@@ -380,12 +385,12 @@ func (m *Mirror) key(k engineKey, b mirrorBlock, base blockhash.Hash, tokens []u
 }
 
 // keyRoot keys a chain's first block k, stored by ev for adapter lora
-// ("" for the base model) under salt: an event that cannot carry a salt
-// (no extra keys), of a block a salted prompt of its model routed here
-// begins with, is that prompt's (noteSaltedRoot).
+// ("" for the base model) under salt: an event that carries no salt (no
+// extra keys, no SGLang cache_salt), of a block a salted prompt of its
+// model routed here begins with, is that prompt's (noteSaltedRoot).
 func (m *Mirror) keyRoot(k engineKey, b mirrorBlock, ev *events.Event, lora, salt string) {
 	tokens := ev.Tokens[:m.blockSize]
-	if len(ev.ExtraKeys) == 0 {
+	if len(ev.ExtraKeys) == 0 && !ev.HasCacheSalt {
 		if root := m.saltedRootOf(lora, tokens); root != nil {
 			m.keyAs(k, b, *root)
 			return

@@ -109,6 +109,46 @@ func TestMirrorSaltFromExtraKeys(t *testing.T) {
 	}
 }
 
+// TestMirrorSaltFromSGLangMetadata: SGLang (0.5.18 and later) names a
+// salted request's cache_salt in its BlockStored metadata; the chain is
+// that salt's, whatever salted prompt routing last sent with those tokens,
+// and a store without one is left to the routed roots as before.
+func TestMirrorSaltFromSGLangMetadata(t *testing.T) {
+	tokens := seq(7, 8)
+	for _, tc := range []struct {
+		name         string
+		salt         string
+		hasSalt      bool
+		routedSalted bool // a prompt salted "other" with these tokens was routed here
+		want         string
+	}{
+		{"salted", "tenant", true, false, "tenant"},
+		{"salted_other_routed", "tenant", true, true, "tenant"},
+		{"empty_salt", "", true, true, ""},
+		{"none_routed", "", false, true, "other"},
+		{"none", "", false, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMirror(mirrorBS, mirrorSeed, 100, 0)
+			if tc.routedSalted {
+				m.noteSaltedRoot(TokenKey(u32(tokens[:mirrorBS])), ours("other", tokens...)[0], mirrorSeed("", ""))
+			}
+			ev := stored(0, 1, tokens)
+			ev.CacheSalt, ev.HasCacheSalt = tc.salt, tc.hasSalt
+			apply(m, ev)
+			for _, salt := range []string{"tenant", "other", ""} {
+				want := 0
+				if salt == tc.want {
+					want = 2
+				}
+				if got := mirrored(m, ours(salt, tokens...)); got != want {
+					t.Errorf("chain salted %q: %d blocks held, want %d", salt, got, want)
+				}
+			}
+		})
+	}
+}
+
 // TestMirrorSaltedRootWithoutExtraKeys: events that cannot carry a salt
 // (no extra keys at all: SGLang's) store a salted prompt's first block
 // under its tokens alone; given the salted root routing sent there, the
