@@ -21,7 +21,8 @@ import (
 //     counted in b.Skipped rather than refusing the batch, whose known
 //     events a consumer still needs;
 //   - block hashes may be any msgpack int (unsigned, or negative as SGLang
-//     sends) or bin; token ids any int form whose value fits uint32;
+//     sends) or bin; token ids any int form whose value fits uint32, or
+//     SGLang's [token, next token] pairs (EAGLE), read as their first;
 //   - a map where an array BlockStored has lora_name is SGLang's metadata
 //     (0.5.18 and later append it to a salted request's stores), whose
 //     cache_salt is read into CacheSalt, as is a map event's cache_salt;
@@ -436,6 +437,16 @@ func (d *decoder) tokens(dst []uint32) ([]uint32, error) {
 			p = p[2:]
 			continue
 		}
+		if p[0] == 0x92 { // SGLang's bigram pair
+			d.rest = p
+			v, err := d.bigram()
+			if err != nil {
+				return dst, err
+			}
+			dst = append(dst, v)
+			p = d.rest
+			continue
+		}
 		v, rest, err := msgp.ReadUint64Bytes(p)
 		if err != nil {
 			d.rest = p
@@ -450,6 +461,30 @@ func (d *decoder) tokens(dst []uint32) ([]uint32, error) {
 	}
 	d.rest = p
 	return dst, nil
+}
+
+// bigram reads one of the [token, next token] pairs SGLang stores in place
+// of token ids when its radix cache keys by pairs (EAGLE-family
+// speculative decoding): a page's pairs begin with its own tokens, so the
+// first of each is the block's token. Read as a token id, a pair refused
+// every batch that stored blocks.
+func (d *decoder) bigram() (uint32, error) {
+	d.rest = d.rest[1:]
+	var first uint64
+	for i := range 2 {
+		v, rest, err := msgp.ReadUint64Bytes(d.rest)
+		if err != nil {
+			return 0, d.failMsgp(err)
+		}
+		if v > math.MaxUint32 {
+			return 0, d.fail(ErrRange)
+		}
+		if i == 0 {
+			first = v
+		}
+		d.rest = rest
+	}
+	return uint32(first), nil
 }
 
 // hashes appends a list of block hashes to dst. Digest hashes (bin) share

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tinylib/msgp/msgp"
@@ -285,5 +286,74 @@ func TestSGLangCacheSalt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sglangPairs is SGLang's array BlockStored of one block whose token_ids
+// are the pairs given, already encoded: its radix cache keys by
+// [token, next token] pairs under EAGLE-family speculative decoding.
+func sglangPairs(pairs ...[]byte) []byte {
+	e := msgp.AppendArrayHeader(nil, 7)
+	e = msgp.AppendString(e, "BlockStored")
+	e = msgp.AppendArrayHeader(e, 1)
+	e = msgp.AppendInt64(e, -1)
+	e = msgp.AppendNil(e)
+	e = msgp.AppendArrayHeader(e, uint32(len(pairs)))
+	for _, p := range pairs {
+		e = append(e, p...)
+	}
+	e = msgp.AppendInt(e, len(pairs))
+	e = msgp.AppendNil(e)
+	return msgp.AppendString(e, "GPU")
+}
+
+func mpPair(a, b int64) []byte {
+	return msgp.AppendInt64(msgp.AppendInt64(msgp.AppendArrayHeader(nil, 2), a), b)
+}
+
+// TestSGLangBigramTokens: SGLang with EAGLE speculative decoding stores a
+// page's token ids as [token, next token] pairs; each pair is its first
+// token (a page's pairs begin with its own tokens), where a pair refused
+// the batch and purged the mirror at every store (found by a review).
+// Anything else in a list of token ids is still malformed.
+func TestSGLangBigramTokens(t *testing.T) {
+	big := int64(1) << 40
+	for _, tc := range []struct {
+		name   string
+		event  []byte
+		tokens []uint32
+		err    error
+	}{
+		{"pairs", sglangPairs(mpPair(5, 70000), mpPair(70000, 9), mpPair(9, 1)), []uint32{5, 70000, 9}, nil},
+		{"pairs_and_ids", sglangPairs(mpPair(5, 6), msgp.AppendInt(nil, 6)), []uint32{5, 6}, nil},
+		{"three", sglangPairs(msgp.AppendInt(msgp.AppendInt(msgp.AppendInt(msgp.AppendArrayHeader(nil, 3), 1), 2), 3)), nil, ErrType},
+		{"first_out_of_range", sglangPairs(mpPair(big, 1)), nil, ErrRange},
+		{"next_out_of_range", sglangPairs(mpPair(1, big)), nil, ErrRange},
+		{"negative", sglangPairs(mpPair(-1, 1)), nil, ErrRange},
+		{"string", sglangPairs(append(msgp.AppendArrayHeader(nil, 2), mpStr("a")...)), nil, ErrType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Batch
+			err := DecodeBatch(batchOf(tc.event), &b)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err %v, want %v", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Events) != 1 || !slices.Equal(b.Events[0].Tokens, tc.tokens) {
+				t.Errorf("decoded %+v, want tokens %v", b.Events, tc.tokens)
+			}
+		})
+	}
+	// Truncated inside a pair: the payload ends after its first token.
+	p := batchOf(sglangPairs(mpPair(5, 6)))
+	cut := bytes.Index(p, mpPair(5, 6)) + 2
+	var b Batch
+	if err := DecodeBatch(p[:cut], &b); !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrTooLong) {
+		t.Errorf("a pair cut short: err %v, want truncated", err)
 	}
 }
