@@ -666,3 +666,22 @@ func TestOversizedBatchLogged(t *testing.T) {
 		t.Errorf("the log does not name the bound:\n%s", out)
 	}
 }
+
+// TestFailedReplayCountedAtOnce: a failed replay counts in Replays and
+// ReplayErrs in one step. Counted in two, a scrape between them saw the
+// ok series (Replays less ReplayErrs) rise and fall back, which
+// Prometheus reads as a counter reset (a review's finding).
+func TestFailedReplayCountedAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := New(Config{Endpoint: "tcp://127.0.0.1:1", ReplayEndpoint: "tcp://127.0.0.1:1", Topic: "kv",
+		ReplayTimeout: 20 * time.Millisecond}, &sink{})
+	for i := range 3 {
+		if err := f.replayWithin(ctx, 0, func(uint64, []byte) {}); err == nil {
+			t.Fatal("a replay from a closed port succeeded")
+		}
+		if st := f.Stats(); st.Replays != uint64(i+1) || st.ReplayErrs != uint64(i+1) {
+			t.Fatalf("after %d failed replays: Replays %d, ReplayErrs %d", i+1, st.Replays, st.ReplayErrs)
+		}
+	}
+}

@@ -52,7 +52,6 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 		f.noteReplayed(seq, f.lastSum)
 	})
 	if err != nil {
-		f.count(func(s *Stats) { s.ReplayErrs++ })
 		f.log.Warn("kv events: replay failed", "replay_endpoint", f.cfg.ReplayEndpoint, "start", start, "err", err)
 	}
 	if verify && err == nil && !heard {
@@ -64,12 +63,21 @@ func (f *Feed) catchUp(ctx context.Context, start uint64) {
 	}
 }
 
-// replayWithin is one replay bounded by the replay timeout, counted.
+// replayWithin is one replay bounded by the replay timeout, counted: a
+// failed one in Replays and ReplayErrs at once, so that no reading sees
+// it done and not yet failed (the ok series, Replays less ReplayErrs,
+// would step back, which Prometheus reads as a counter reset).
 func (f *Feed) replayWithin(ctx context.Context, start uint64, got func(seq uint64, payload []byte)) error {
-	defer f.count(func(s *Stats) { s.Replays++ })
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.ReplayTimeout)
 	defer cancel()
-	return f.replay(ctx, start, got)
+	err := f.replay(ctx, start, got)
+	f.count(func(s *Stats) {
+		s.Replays++
+		if err != nil {
+			s.ReplayErrs++
+		}
+	})
+	return err
 }
 
 // replay runs one replay exchange on a DEALER of its own (so that a late
