@@ -51,7 +51,9 @@ func withCORS(h http.Handler, origins []string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		// Answered here, a preflight gets its request ID here too.
+		// Answered here, a preflight gets its request ID here too, and
+		// any body it announces is not waited for (skipBody).
+		skipBody(w, r)
 		hd.Set(openai.HeaderRequestID, requestIDFor(r))
 		if !ok {
 			hd.Set("Content-Type", "text/plain; charset=utf-8")

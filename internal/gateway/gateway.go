@@ -376,9 +376,9 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.registry }
 // would follow with its body.
 func (g *Gateway) ClientHandler() http.Handler {
 	generate := g.only(cutIfUnanswered(g.serveGenerate), http.MethodPost)
-	models := g.only(g.traceLocal(g.serveModels), http.MethodGet, http.MethodHead)
+	models := g.only(unread(g.traceLocal(g.serveModels)), http.MethodGet, http.MethodHead)
 	// /health has no span: probes would fill the traces.
-	health := g.only(g.serveHealth, http.MethodGet, http.MethodHead)
+	health := g.only(unread(g.serveHealth), http.MethodGet, http.MethodHead)
 	keyed := g.requireKey(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/chat/completions", "/v1/completions":
@@ -412,6 +412,17 @@ func (g *Gateway) only(h http.HandlerFunc, methods ...string) http.HandlerFunc {
 		}
 		w.Header().Set("Allow", allow)
 		g.answerOwn(w, r, refusedMethod)
+	}
+}
+
+// unread wraps a handler that answers without reading the request's body
+// (the model list, /health): as for a refusal (skipBody), a body announced
+// but never sent whole would otherwise hold its answer and connection,
+// past every timeout, while net/http waited to drain it.
+func unread(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		skipBody(w, r)
+		h(w, r)
 	}
 }
 

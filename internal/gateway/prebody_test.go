@@ -20,7 +20,9 @@ import (
 // TestRefusalsBeforeTheBodyDoNotWaitForIt: a request refused before its
 // body is read is answered though the body never comes whole: a client
 // that sends headers and part of a body held its connection, unanswered,
-// for as long as it liked.
+// for as long as it liked. So is one that a route answers without reading
+// a body (the model list, /health, a CORS preflight): those were held
+// past every timeout, each connection a goroutine and a descriptor.
 func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 	secret, key := newKey("k", nil)
 	cfg, _ := keyedConfig(t, 1, key)
@@ -42,6 +44,11 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 		{"admin_unknown_path", gw.admin, "POST /admin/nope HTTP/1.1\r\n", http.StatusNotFound, ""},
 		{"admin_foreign_host", gw.admin, "PATCH /admin/config HTTP/1.1\r\n", http.StatusForbidden, "evil.example"},
 		{"over_the_limit", small.url, "POST /v1/chat/completions HTTP/1.1\r\n", http.StatusRequestEntityTooLarge, ""},
+		{"models", gw.url, "GET /v1/models HTTP/1.1\r\n" + auth, http.StatusOK, ""},
+		{"models_head", gw.url, "HEAD /v1/models HTTP/1.1\r\n" + auth, http.StatusOK, ""},
+		{"health", gw.url, "GET /health HTTP/1.1\r\n", http.StatusOK, ""},
+		{"health_head", gw.url, "HEAD /health HTTP/1.1\r\n", http.StatusOK, ""},
+		{"preflight", gw.url, "OPTIONS /v1/chat/completions HTTP/1.1\r\nOrigin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n", http.StatusNoContent, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,36 +77,47 @@ func TestRefusalsBeforeTheBodyDoNotWaitForIt(t *testing.T) {
 }
 
 // TestRefusedWholeBodiesKeepTheConnection: a refusal given before the body
-// is read still drains a body the client sent whole (up to net/http's 256
-// KiB), so the connection serves the next request, as an engine's does.
+// is read, or the answer of a route that reads none, still drains a body
+// the client sent whole (up to net/http's 256 KiB), so the connection
+// serves the next request, as an engine's does.
 func TestRefusedWholeBodiesKeepTheConnection(t *testing.T) {
 	gw := startGateway(t, testConfig(t, fleetOf(t, 1, true)))
-	for _, size := range []int{100, 5000, 200 << 10} {
-		t.Run(strconv.Itoa(size), func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			body := `{"model":"sim","prompt":"` + strings.Repeat("a", size) + `"}`
-			req := fmt.Sprintf("POST /v1/nope HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-			if _, err := conn.Write([]byte(req + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-				t.Fatal(err)
-			}
-			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			br := bufio.NewReader(conn)
-			for _, want := range []int{http.StatusNotFound, http.StatusOK} {
-				resp, err := http.ReadResponse(br, nil)
+	routes := []struct {
+		name, line string
+		want       int
+	}{
+		{"refused", "POST /v1/nope", http.StatusNotFound},
+		{"models", "GET /v1/models", http.StatusOK},
+		{"health", "GET /health", http.StatusOK},
+	}
+	for _, rt := range routes {
+		for _, size := range []int{100, 5000, 200 << 10} {
+			t.Run(rt.name+"/"+strconv.Itoa(size), func(t *testing.T) {
+				conn, err := net.Dial("tcp", strings.TrimPrefix(gw.url, "http://"))
 				if err != nil {
-					t.Fatalf("waiting for the %d: %v", want, err)
+					t.Fatal(err)
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Errorf("status %d, want %d", resp.StatusCode, want)
+				defer conn.Close()
+				body := `{"model":"sim","prompt":"` + strings.Repeat("a", size) + `"}`
+				req := fmt.Sprintf("%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", rt.line, len(body), body)
+				if _, err := conn.Write([]byte(req + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+				br := bufio.NewReader(conn)
+				for _, want := range []int{rt.want, http.StatusOK} {
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatalf("waiting for the %d: %v", want, err)
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != want {
+						t.Errorf("status %d, want %d", resp.StatusCode, want)
+					}
+				}
+			})
+		}
 	}
 }
 
