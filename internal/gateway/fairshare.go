@@ -128,14 +128,39 @@ func (g *Gateway) startNow(ex *exchange, mq *modelQueue) bool {
 	f := flowOf(ex.adm)
 	mq.mu.Lock()
 	defer mq.mu.Unlock()
-	var start bool // a key neither owed nor under its share waits
+	return g.settleStart(ex, mq, f, slots, now, mq.servedFirst(f, owed, under))
+}
+
+// servedFirst reports whether the dispatcher would serve a request of flow
+// f before every waiter (owed and under are preferred's tests): its key is
+// owed a slot and no waiter's is, or under its share and no waiter's key
+// is owed or under. A key neither owed nor under its share waits. Call it
+// under mq.mu.
+func (mq *modelQueue) servedFirst(f fairshare.Flow, owed, under func(c int, key string) bool) bool {
 	switch {
 	case owed(f.Class, f.Key):
-		start = mq.q.PeekFunc(owed) == nil
+		return mq.q.PeekFunc(owed) == nil
 	case under(f.Class, f.Key):
-		start = mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) == nil
+		return mq.q.PeekFunc(func(c int, key string) bool { return owed(c, key) || under(c, key) }) == nil
 	}
-	return g.settleStart(ex, mq, f, slots, now, start)
+	return false
+}
+
+// startsAhead reports whether a request of a's key for model would start
+// at once though others wait, as startNow decides, taking nothing: such a
+// request never joins the queue, so a full queue is no reason to shed it.
+// False without fair sharing.
+func (g *Gateway) startsAhead(gen *generation, model string, a *admission) bool {
+	if !gen.cfg.Flow.FairShare() {
+		return false
+	}
+	mq := g.flow.queues[model]
+	now := time.Now()
+	slots := g.slots(gen, model, now)
+	owed, under := mq.preferred(slots, now)
+	mq.mu.Lock()
+	defer mq.mu.Unlock()
+	return mq.servedFirst(flowOf(a), owed, under)
 }
 
 // settleStart carries out a start decision made under mq.mu (held): a

@@ -150,7 +150,10 @@ func (g *Gateway) enter(ex *exchange) (*fleet.Lease, int, error) {
 // work is spent on it (tokenizing its prompt, charging its limits): while
 // others wait for its model and the queue, its class or its key is full,
 // it would be shed when it joined. A flood past its key's bound thus costs
-// the gateway little more than reading its body.
+// the gateway little more than reading its body. A request fair sharing
+// would start ahead of the waiters (startNow) joins no queue, so it is
+// not shed: a flood that fills the queue would otherwise turn away the
+// quiet keys whose shares sit free, and the room kept for them stay idle.
 func (g *Gateway) shedEarly(ex *exchange) error {
 	if !ex.gen.cfg.Flow.Enabled() {
 		return nil
@@ -162,7 +165,7 @@ func (g *Gateway) shedEarly(ex *exchange) error {
 	mq.mu.Lock()
 	err := mq.q.Check(ex.adm.class.Index(), ex.adm.key)
 	mq.mu.Unlock()
-	if err != nil {
+	if err != nil && !g.startsAhead(ex.gen, ex.model, ex.adm) {
 		return g.shed(ex, shedReason(err))
 	}
 	return nil

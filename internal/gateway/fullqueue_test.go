@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/inferrail/inferrail/internal/config"
+)
+
+// TestFullQueueLetsQuietKeyStart: a flood that fills the queue (two
+// waiting, flow.max_queued 2) beside a quiet key holding one of its two
+// slots does not turn the quiet key away: its next request, under its
+// share, starts at once as it would with room in the queue, where it was
+// shed with 429 queue_full before it could reach fair sharing (the kept
+// slots then sat idle while the quiet key's requests were shed). The
+// flood's own next request is still shed, and so is the quiet key's with
+// fair sharing off.
+func TestFullQueueLetsQuietKeyStart(t *testing.T) {
+	tests := []struct {
+		name    string
+		window  time.Duration
+		floods  int    // flood requests sent: those that start, then two that wait
+		sender  string // the key of the request sent once the queue is full
+		want    int
+		started bool // the engine receives it while the others are held
+	}{
+		{"quiet_key_under_its_share_starts", 5 * time.Second, 4, "quiet", http.StatusOK, true},
+		{"flood_past_its_share_is_shed", 5 * time.Second, 4, "flood", http.StatusTooManyRequests, false},
+		{"fair_sharing_off_sheds_the_quiet_key", 0, 5, "quiet", http.StatusTooManyRequests, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newOrderEngine(t)
+			cfg := flowConfig(e.srv.URL, 2)
+			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+			cfg.Flow.FairShareWindow = config.Duration(tt.window)
+			flood, fk := newKey("flood", nil)
+			quiet, qk := newKey("quiet", nil)
+			withKeys(t, cfg, fk, qk)
+			gw := startGatewayWith(t, cfg, Options{})
+			secrets := map[string]string{"flood": flood, "quiet": quiet}
+
+			chs := []<-chan sent{async(gw, "q0", bearer(quiet)...)}
+			waitFor(t, "the engine to hold q0", 10*time.Second, func() bool { return countPrefix(e.received(), "q") == 1 })
+			for i := range tt.floods {
+				chs = append(chs, async(gw, fmt.Sprintf("f%d", i), bearer(flood)...))
+			}
+			waitFor(t, "the flood to fill the queue", 10*time.Second, func() bool {
+				return countPrefix(e.received(), "f") == tt.floods-2 && waiting(gw) == 2
+			})
+			probe := async(gw, "p", bearer(secrets[tt.sender])...)
+			if tt.started {
+				waitFor(t, "the engine to receive p", 10*time.Second, func() bool { return countPrefix(e.received(), "p") == 1 })
+				chs = append(chs, probe)
+			} else {
+				expectStatus(t, tt.want, probe)
+			}
+			e.open()
+			expectStatus(t, http.StatusOK, chs...)
+		})
+	}
+}
