@@ -302,6 +302,9 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	v.FairShare = g.fairVerdict(ex, a, now)
 	over := v.FairShare != nil && v.FairShare.OverShare
 	held := v.FairShare != nil && v.FairShare.notAllowed
+	// While others wait, a key fair sharing serves first starts at once,
+	// full queue or not (startNow): it is admitted where it has a replica.
+	ahead := v.Waiting > 0 && fl.Enabled() && g.startsAhead(ex.gen, ex.model, a)
 	var slo error
 	if a.target > 0 {
 		slo = a.judge(ex.gen.cost[ex.model], &ex.route, cands, ex.arrived, now)
@@ -319,7 +322,7 @@ func (g *Gateway) verdict(ex *exchange, cands []policy.Candidate, usable bool, n
 	case errors.Is(slo, errSLOUnreachable) && len(cands) > 0:
 		v.Verdict, v.Reason = verdictShed, shedSLOUnreachable
 		return v
-	case len(cands) > 0 && slo == nil && (v.Waiting == 0 && !held || !fl.Enabled()):
+	case len(cands) > 0 && slo == nil && (v.Waiting == 0 && !held || ahead || !fl.Enabled()):
 		v.Verdict = verdictAdmit
 		return v
 	}

@@ -16,7 +16,8 @@ import (
 // shed with 429 queue_full before it could reach fair sharing (the kept
 // slots then sat idle while the quiet key's requests were shed). The
 // flood's own next request is still shed, and so is the quiet key's with
-// fair sharing off.
+// fair sharing off; /admin/explain for each key says so (it said shed for
+// the quiet key too).
 func TestFullQueueLetsQuietKeyStart(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -50,6 +51,15 @@ func TestFullQueueLetsQuietKeyStart(t *testing.T) {
 			waitFor(t, "the flood to fill the queue", 10*time.Second, func() bool {
 				return countPrefix(e.received(), "f") == tt.floods-2 && waiting(gw) == 2
 			})
+			// Explain answers for the sender's key what its request meets.
+			v := explainAs(t, gw, tt.sender, `{"model":"sim","prompt":"hello","max_tokens":1}`)
+			if want := (admissionVerdict{Verdict: verdictShed, Reason: shedQueueFull}); tt.started {
+				if v.Verdict != verdictAdmit {
+					t.Errorf("explain for %s: %s (%s), want admit", tt.sender, v.Verdict, v.Reason)
+				}
+			} else if v.Verdict != want.Verdict || v.Reason != want.Reason {
+				t.Errorf("explain for %s: %s (%s), want shed (queue_full)", tt.sender, v.Verdict, v.Reason)
+			}
 			probe := async(gw, "p", bearer(secrets[tt.sender])...)
 			if tt.started {
 				waitFor(t, "the engine to receive p", 10*time.Second, func() bool { return countPrefix(e.received(), "p") == 1 })
