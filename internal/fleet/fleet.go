@@ -153,6 +153,7 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		old[r.ID] = r
 	}
 	next := make([]*Replica, 0, len(replicas))
+	renamed := f.renamedStatic(replicas)
 	for _, r := range replicas {
 		o, ok := old[r.ID]
 		if ok && same(o, r) {
@@ -164,6 +165,8 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 		if !ok || o.URL.String() != r.URL.String() {
 			// Back at the URL of one removed earlier: the same engine.
 			if d, found := f.takeDepartedStatic(r.ID, r.URL.String()); found {
+				o, ok = d, true
+			} else if d := renamed[r]; d != nil {
 				o, ok = d, true
 			}
 		}
@@ -190,6 +193,42 @@ func (f *Fleet) SetStatic(replicas []*Replica, same func(old, next *Replica) boo
 	f.static = next
 	removed = append(removed, f.dropShadowed()...)
 	return f.changed(added, removed)
+}
+
+// renamedStatic pairs each replica of replicas under an ID the fleet does
+// not have with a static replica this change removes at the same URL, if
+// any (each with one at most, in order): the same engine renamed, whose
+// running requests must count against the new one's caps as they would
+// under its old ID. f.mu is held.
+func (f *Fleet) renamedStatic(replicas []*Replica) map[*Replica]*Replica {
+	ids := make(map[string]bool, len(replicas))
+	for _, r := range replicas {
+		ids[r.ID] = true
+	}
+	var gone []*Replica // static replicas whose ID is not in replicas
+	known := make(map[string]bool, len(f.static))
+	for _, o := range f.static {
+		known[o.ID] = true
+		if !ids[o.ID] {
+			gone = append(gone, o)
+		}
+	}
+	var pairs map[*Replica]*Replica
+	for _, r := range replicas {
+		if known[r.ID] {
+			continue
+		}
+		i := slices.IndexFunc(gone, func(o *Replica) bool { return o.URL.String() == r.URL.String() })
+		if i < 0 {
+			continue
+		}
+		if pairs == nil {
+			pairs = map[*Replica]*Replica{}
+		}
+		pairs[r] = gone[i]
+		gone = slices.Delete(gone, i, i+1)
+	}
+	return pairs
 }
 
 // takeDepartedStatic takes the last removed static replica of ID id at

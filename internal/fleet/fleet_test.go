@@ -381,13 +381,21 @@ func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		url       string
-		removed   bool // removed by one change, added again by the next
+		removed   bool   // removed by one change, added again by the next
+		id        string // the replacement's ID
+		keepOld   bool   // the old one stays beside it
 		wantShare bool
 	}{
-		{"same_url", "http://127.0.0.1:1", false, true},
-		{"other_url", "http://127.0.0.1:2", false, false},
-		{"removed_then_same_url", "http://127.0.0.1:1", true, true},
-		{"removed_then_other_url", "http://127.0.0.1:2", true, false},
+		{"same_url", "http://127.0.0.1:1", false, "r", false, true},
+		{"other_url", "http://127.0.0.1:2", false, "r", false, false},
+		{"removed_then_same_url", "http://127.0.0.1:1", true, "r", false, true},
+		{"removed_then_other_url", "http://127.0.0.1:2", true, "r", false, false},
+		// Found by a review: renamed at its URL in one change, the engine
+		// ran 8 under caps of 4 until the old requests ended.
+		{"renamed_same_url", "http://127.0.0.1:1", false, "r2", false, true},
+		{"renamed_other_url", "http://127.0.0.1:2", false, "r2", false, false},
+		// Two replicas naming one engine each have their own caps (README).
+		{"second_id_same_url", "http://127.0.0.1:1", false, "r2", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := New(nil, nil)
@@ -405,14 +413,18 @@ func TestReplacementOnTheSameEngineCountsItsLoad(t *testing.T) {
 			}
 			held[0].FirstToken(now.Add(time.Second))
 			u, _ := url.Parse(tc.url)
-			next := NewReplica("r", u, []string{"m"}, 2, 2)
+			next := NewReplica(tc.id, u, []string{"m"}, 2, 2)
 			if tc.removed {
 				// Found by a review: removed, then added again with the
 				// same ID and URL, the engine ran 4 under a cap of 2.
 				f.SetStatic(nil, same)
 			}
-			f.SetStatic([]*Replica{next}, same)
-			if f.Snapshot().Get("r") != next {
+			replicas := []*Replica{next}
+			if tc.keepOld {
+				replicas = []*Replica{NewReplica("r", old.URL, []string{"m"}, 4, 2), next}
+			}
+			f.SetStatic(replicas, same)
+			if f.Snapshot().Get(tc.id) != next {
 				t.Fatal("the replica was not replaced")
 			}
 			inFlight, pending := int64(0), int64(0)
