@@ -304,7 +304,7 @@ func TestIndexFlag(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		s, err := spec(nil)
+		s, err := spec(t.Context(), nil)
 		if err != nil || s.Index != tt.want {
 			t.Errorf("--index %q: spec index %q, %v; want %q", tt.arg, s.Index, err, tt.want)
 		}
@@ -325,7 +325,7 @@ func TestGatewaysFlag(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		s, err := spec(nil)
+		s, err := spec(t.Context(), nil)
 		if err != nil || s.Gateways != tt.want {
 			t.Errorf("--gateways %q: spec gateways %d, %v; want %d", tt.arg, s.Gateways, err, tt.want)
 		}
@@ -392,7 +392,7 @@ func TestTraceShapeFlags(t *testing.T) {
 			if err := fs.Parse(append([]string{"--workload", "trace", "--trace", path}, tt.args...)); err != nil {
 				t.Fatal(err)
 			}
-			s, err := spec(tt.sim)
+			s, err := spec(t.Context(), tt.sim)
 			if err != nil || s.Workload.Model != tt.model || !slices.Equal(s.SimArgs, tt.simArgs) {
 				t.Errorf("model %q, sim args %q, %v; want %q, %q", s.Workload.Model, s.SimArgs, err, tt.model, tt.simArgs)
 			}
@@ -405,7 +405,7 @@ func TestTraceShapeFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--policy", "cost_model", "--workload", "trace", "--trace", path + ".missing"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := spec(nil); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := spec(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("a missing trace: %v", err)
 	}
 
@@ -423,7 +423,7 @@ func TestTraceReadOnce(t *testing.T) {
 	if err := fs.Parse([]string{"--url", "http://127.0.0.1:1", "--workload", "trace", "--trace", path}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := spec(nil)
+	s, err := spec(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 // specFlags registers the flags that say what a run measures and returns a
 // function building the spec once the flags are parsed. A trace is read
 // there, once, into tr, and a ShareGPT file into sg.
-func specFlags(fs *flag.FlagSet, tr *readTrace, sg *readShareGPT) func(simArgs []string) (bench.RunSpec, error) {
+func specFlags(fs *flag.FlagSet, tr *readTrace, sg *readShareGPT) func(ctx context.Context, simArgs []string) (bench.RunSpec, error) {
 	s := bench.RunSpec{Replicas: 3, SLO: bench.DefaultSLO(), Warmup: "0.1", Timeout: 5 * time.Minute}
 	w := &s.Workload
 	w.Workload, w.Model, w.Rate, w.Duration, w.Seed = "w1", "inferrail/sim-8b", 2, 60*time.Second, 1
@@ -61,7 +61,7 @@ func specFlags(fs *flag.FlagSet, tr *readTrace, sg *readShareGPT) func(simArgs [
 	fs.IntVar(&s.Gateways, "gateways", 1, "gateways with the same config in front of the same simulators, the client sending the requests to each in turn")
 	fs.StringVar(&s.GatewayPatch, "gateway-patch", "", `JSON merge patch applied to the gateway config the run generates, e.g. '{"routing":{"session_affinity":true}}'`)
 	fs.StringVar(&s.Variant, "variant", "", "name of --gateway-patch in the result's file name (required with it)")
-	return func(simArgs []string) (bench.RunSpec, error) {
+	return func(ctx context.Context, simArgs []string) (bench.RunSpec, error) {
 		var err error
 		if s.Index, err = bench.NormalizeIndex(s.Index); err != nil {
 			return s, err
@@ -95,12 +95,12 @@ func specFlags(fs *flag.FlagSet, tr *readTrace, sg *readShareGPT) func(simArgs [
 				w.Rate = 0
 			}
 			var err error
-			if simArgs, err = tr.shape(w, set["model"], s.URL == "", simArgs); err != nil {
+			if simArgs, err = tr.shape(ctx, w, set["model"], s.URL == "", simArgs); err != nil {
 				return s, err
 			}
 		}
 		if w.Workload == workload.W2 {
-			if err := sg.record(w); err != nil {
+			if err := sg.record(ctx, w); err != nil {
 				return s, err
 			}
 		}
@@ -123,11 +123,11 @@ type readTrace struct {
 // capture's do): the model they all name, unless --model is given, and the
 // block size they all state, for the run's own simulators (ownFleet)
 // unless their flags set one. A fleet at --url is what it is.
-func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]string, error) {
+func (tr *readTrace) shape(ctx context.Context, w *workload.Spec, modelSet, ownFleet bool, simArgs []string) ([]string, error) {
 	if w.TracePath == "" {
 		return simArgs, nil
 	}
-	if err := tr.read(w.TracePath); err != nil {
+	if err := tr.read(ctx, w.TracePath); err != nil {
 		return nil, err
 	}
 	// A result records what it replayed, so that a sweep or a comparison
@@ -145,11 +145,11 @@ func (tr *readTrace) shape(w *workload.Spec, modelSet, ownFleet bool, simArgs []
 
 // read reads the trace at path, unless it is the one already read: the
 // runs of a sweep or a comparison share one reading.
-func (tr *readTrace) read(path string) error {
+func (tr *readTrace) read(ctx context.Context, path string) error {
 	if tr.recs != nil && tr.path == path {
 		return nil
 	}
-	recs, digest, err := workload.ReadTraceDigest(path)
+	recs, digest, err := workload.ReadTraceDigest(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -172,13 +172,13 @@ type shareGPTFile struct {
 // record reads w's ShareGPT file, unless read already, and records the
 // SHA-256 of its bytes in w (workload.Spec.ShareGPTDigest), so that a
 // result names the file it replayed and not only its path.
-func (sg *readShareGPT) record(w *workload.Spec) error {
+func (sg *readShareGPT) record(ctx context.Context, w *workload.Spec) error {
 	if w.ShareGPTPath == "" {
 		return nil
 	}
 	f, ok := sg.files[w.ShareGPTPath]
 	if !ok {
-		convs, digest, err := workload.ReadShareGPT(w.ShareGPTPath)
+		convs, digest, err := workload.ReadShareGPT(ctx, w.ShareGPTPath)
 		if err != nil {
 			return err
 		}
@@ -253,7 +253,7 @@ func progressOn(stderr io.Writer) *progress.Display {
 
 // runFlags is the flag set of a command that carries out runs of a spec
 // given by flags (specFlags), the simulator flags after --.
-func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(simArgs []string) (bench.RunSpec, error), *envFlags) {
+func runFlags(name, synopsis string, stderr io.Writer) (*flag.FlagSet, func(ctx context.Context, simArgs []string) (bench.RunSpec, error), *envFlags) {
 	fs := flag.NewFlagSet("inferrail-bench "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -274,7 +274,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	s, err := spec(fs.Args())
+	s, err := spec(ctx, fs.Args())
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
@@ -422,7 +422,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	s, err := spec(fs.Args())
+	s, err := spec(ctx, fs.Args())
 	if err != nil {
 		return fmt.Errorf("compare: %w", err)
 	}
@@ -471,7 +471,7 @@ func replayCheckCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	s, err := spec(fs.Args())
+	s, err := spec(ctx, fs.Args())
 	if err != nil {
 		return fmt.Errorf("replay-check: %w", err)
 	}
@@ -549,14 +549,14 @@ func sweepCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for i := range runs {
 		r := &runs[i]
 		if r.Workload.Workload == workload.W2 {
-			if err := ef.sharegpt.record(&r.Workload); err != nil {
+			if err := ef.sharegpt.record(ctx, &r.Workload); err != nil {
 				return fmt.Errorf("sweep: %w", err)
 			}
 		}
 		if r.Workload.Workload != workload.Trace {
 			continue
 		}
-		if r.SimArgs, err = ef.trace.shape(&r.Workload, f.Model != "", r.URL == "", r.SimArgs); err != nil {
+		if r.SimArgs, err = ef.trace.shape(ctx, &r.Workload, f.Model != "", r.URL == "", r.SimArgs); err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}
 	}

@@ -115,9 +115,9 @@ type replayTurn struct {
 // ReadShareGPT reads the ShareGPT file at path once (see ParseShareGPT),
 // so that a pipe or a FIFO replays as well as a file, and returns the
 // SHA-256 of the bytes read, in hex (Spec.ShareGPTDigest): what tells two
-// files at one path apart.
-func ReadShareGPT(path string) (convs []Conversation, digest string, err error) {
-	return readDigested(path, "sharegpt", ParseShareGPT)
+// files at one path apart. ctx done before the reading ends is an error.
+func ReadShareGPT(ctx context.Context, path string) (convs []Conversation, digest string, err error) {
+	return readDigested(ctx, path, "sharegpt", ParseShareGPT)
 }
 
 // GenerateShareGPT is GenerateRequests for a w2 spec replaying a ShareGPT
@@ -143,8 +143,8 @@ func GenerateShareGPT(ctx context.Context, spec Spec, convs []Conversation) (*Re
 
 // readShareGPTSource reads g's ShareGPT file for a replay, refusing one
 // whose bytes are not those the spec records.
-func readShareGPTSource(g *gen) (*shareGPTSource, error) {
-	convs, digest, err := ReadShareGPT(g.spec.ShareGPTPath)
+func readShareGPTSource(ctx context.Context, g *gen) (*shareGPTSource, error) {
+	convs, digest, err := ReadShareGPT(ctx, g.spec.ShareGPTPath)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ const longMaxPrompt = 3000
 func TestShareGPTPerStart(t *testing.T) {
 	spec := Spec{Workload: W2, Model: "m", Rate: 1, Requests: 1, Seed: 3, ShareGPTPath: writeLongShareGPT(t),
 		MaxPromptTokens: longMaxPrompt, OutputTokens: 120}.WithDefaults()
-	src, err := readShareGPTSource(newGen(spec))
+	src, err := readShareGPTSource(t.Context(), newGen(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestShareGPTDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	convs, digest, err := ReadShareGPT(path)
+	convs, digest, err := ReadShareGPT(t.Context(), path)
 	if want := fmt.Sprintf("%x", sha256.Sum256(b)); err != nil || digest != want {
 		t.Fatalf("ReadShareGPT digest %q, %v; want %q", digest, err, want)
 	}

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -119,7 +120,7 @@ func (g *gen) request(at time.Duration, kind string, c *chat, maxTokens int) Req
 	}
 }
 
-func newSource(spec Spec) (source, error) {
+func newSource(ctx context.Context, spec Spec) (source, error) {
 	g := newGen(spec)
 	switch spec.Workload {
 	case W1, W8:
@@ -130,7 +131,7 @@ func newSource(spec Spec) (source, error) {
 		return &mixSource{shared: sharedSource{gen: g, kind: W1}, control: controlSource{gen: g}}, nil
 	case W2:
 		if spec.ShareGPTPath != "" {
-			return readShareGPTSource(g)
+			return readShareGPTSource(ctx, g)
 		}
 		return &chatSource{gen: g}, nil
 	case W3:

@@ -51,17 +51,17 @@ func (r *TraceRecord) Block() int {
 
 // ReadTrace reads the trace at path once (see ParseTrace), so that a pipe
 // or a FIFO replays as well as a file; a trace with no records is an
-// error.
-func ReadTrace(path string) ([]TraceRecord, error) {
-	recs, _, err := ReadTraceDigest(path)
+// error, and so is ctx done before the reading ends.
+func ReadTrace(ctx context.Context, path string) ([]TraceRecord, error) {
+	recs, _, err := ReadTraceDigest(ctx, path)
 	return recs, err
 }
 
 // ReadTraceDigest is ReadTrace, also returning the SHA-256 of the bytes
 // read, in hex (Spec.TraceDigest): what tells two traces at one path
 // apart, such as two /dev/fd/63 or a file edited in place.
-func ReadTraceDigest(path string) (recs []TraceRecord, digest string, err error) {
-	recs, digest, err = readDigested(path, "trace", ParseTrace)
+func ReadTraceDigest(ctx context.Context, path string) (recs []TraceRecord, digest string, err error) {
+	recs, digest, err = readDigested(ctx, path, "trace", ParseTrace)
 	if err == nil && len(recs) == 0 {
 		return nil, "", fmt.Errorf("trace %s: no requests (the file has no records)", path)
 	}

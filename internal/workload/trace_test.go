@@ -328,7 +328,7 @@ func TestTraceDigest(t *testing.T) {
 	if err := os.WriteFile(path, []byte(sampleTrace), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, digest, err := ReadTraceDigest(path)
+	_, digest, err := ReadTraceDigest(t.Context(), path)
 	if want := fmt.Sprintf("%x", sha256.Sum256([]byte(sampleTrace))); err != nil || digest != want {
 		t.Fatalf("ReadTraceDigest = %q, %v; want %q", digest, err, want)
 	}

@@ -390,7 +390,7 @@ func GenerateRequests(ctx context.Context, spec Spec) (*Requests, error) {
 	}
 	spec = spec.WithDefaults()
 	if spec.Workload == Trace {
-		recs, digest, err := ReadTraceDigest(spec.TracePath)
+		recs, digest, err := ReadTraceDigest(ctx, spec.TracePath)
 		if err != nil {
 			return nil, err
 		}
@@ -401,7 +401,7 @@ func GenerateRequests(ctx context.Context, spec Spec) (*Requests, error) {
 		}
 		return traceRequests(ctx, spec, recs)
 	}
-	src, err := newSource(spec)
+	src, err := newSource(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
