@@ -31,8 +31,16 @@ type Turn struct {
 // system, in any letter case. Each conversation is kept up to the first
 // message that breaks the alternation of user and non-empty reply, which a
 // system message may only lead; conversations without a user message are
-// dropped. Invalid UTF-8 becomes U+FFFD.
+// dropped. Invalid UTF-8 becomes U+FFFD. A file of more than MaxRequests
+// conversations kept is refused: all are kept before the replay, so an
+// endless pipe must not take every byte of memory.
 func ParseShareGPT(r io.Reader) ([]Conversation, error) {
+	return parseShareGPT(r, MaxRequests)
+}
+
+// parseShareGPT is ParseShareGPT, refusing a file of more than most
+// conversations kept.
+func parseShareGPT(r io.Reader, most int) ([]Conversation, error) {
 	dec := json.NewDecoder(r)
 	if tok, err := dec.Token(); err != nil {
 		return nil, err
@@ -72,9 +80,13 @@ func ParseShareGPT(r io.Reader) ([]Conversation, error) {
 			}
 			break
 		}
-		if len(c.Turns) > 0 {
-			convs = append(convs, c)
+		if len(c.Turns) == 0 {
+			continue
 		}
+		if len(convs) == most {
+			return nil, fmt.Errorf("conversation %d: more than the %d conversations a replay keeps (a file is read whole before its run)", i, most)
+		}
+		convs = append(convs, c)
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, err

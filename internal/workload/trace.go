@@ -102,9 +102,16 @@ const (
 // TraceBlockTokens) and model, which inferrail-gateway's traffic capture
 // writes. Counts may be written as floats with no fraction (10.0); other
 // keys are ignored, blank lines skipped, and a byte order mark before the
-// first line too. A line is at most 64 MiB. Errors name the line,
-// counting from 1, and the field.
+// first line too. A line is at most 64 MiB, and a trace at most
+// MaxRequests records: every line is kept before the replay (to sort
+// them), so an endless pipe must not take every byte of memory. Errors
+// name the line, counting from 1, and the field.
 func ParseTrace(r io.Reader) ([]TraceRecord, error) {
+	return parseTrace(r, MaxRequests)
+}
+
+// parseTrace is ParseTrace, refusing a trace of more than most records.
+func parseTrace(r io.Reader, most int) ([]TraceRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
 	var recs []TraceRecord
@@ -116,6 +123,9 @@ func ParseTrace(r io.Reader) ([]TraceRecord, error) {
 		}
 		if len(b) == 0 {
 			continue
+		}
+		if len(recs) == most {
+			return nil, fmt.Errorf("line %d: more than the %d requests a run may make (a trace is read whole before its run); cut it first, as with head -n %d", line, most, most)
 		}
 		rec, err := parseTraceLine(b)
 		if err != nil {

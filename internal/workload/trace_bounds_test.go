@@ -105,3 +105,45 @@ func TestGenerateTraceStops(t *testing.T) {
 		t.Errorf("a cancelled replay: %v", err)
 	}
 }
+
+// A trace or a ShareGPT file is read whole before its replay, so its
+// records are bounded (MaxRequests): a pipe that never ended grew
+// inferrail-bench by 150 MB a second, 3 GB in 20 s, where it now stops at
+// the first record past the bound and names it.
+func TestReadBoundsRecords(t *testing.T) {
+	line := `{"timestamp": 0, "input_length": 10, "output_length": 1}` + "\n"
+	conv := `{"id": "a", "conversations": [{"from": "human", "value": "hi"}]}`
+	dropped := `{"id": "b", "conversations": [{"from": "gpt", "value": "hi"}]}`
+	tests := []struct {
+		name, kind, in string
+		most, kept     int
+		err            string
+	}{
+		{"trace_at_the_bound", "trace", strings.Repeat(line, 3), 3, 3, ""},
+		{"trace_past_it", "trace", line + "\n" + strings.Repeat(line, 3), 3, 0, "line 5: more than the 3 requests a run may make"},
+		{"trace_blank_lines_past_it", "trace", strings.Repeat(line, 3) + "\n\n", 3, 3, ""},
+		{"sharegpt_at_the_bound", "sharegpt", "[" + conv + "," + dropped + "," + conv + "]", 2, 2, ""},
+		{"sharegpt_past_it", "sharegpt", "[" + conv + "," + dropped + "," + conv + "," + conv + "]", 2, 0, "conversation 3: more than the 2 conversations"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n int
+			var err error
+			if tt.kind == "trace" {
+				var recs []TraceRecord
+				recs, err = parseTrace(strings.NewReader(tt.in), tt.most)
+				n = len(recs)
+			} else {
+				var convs []Conversation
+				convs, err = parseShareGPT(strings.NewReader(tt.in), tt.most)
+				n = len(convs)
+			}
+			if tt.err == "" && (err != nil || n != tt.kept) {
+				t.Fatalf("read %d, %v; want %d", n, err, tt.kept)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("read %d, %v; want %q", n, err, tt.err)
+			}
+		})
+	}
+}
