@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -57,7 +58,7 @@ func parseShareGPT(r io.Reader, most int) ([]Conversation, error) {
 			} `json:"conversations"`
 		}
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("conversation %d: %w", i, err)
+			return nil, fmt.Errorf("conversation %d: %w", i, shareGPTTypeError(err))
 		}
 		c := Conversation{ID: strings.Trim(string(raw.ID), `"`)}
 		for j, m := range raw.Conversations {
@@ -92,6 +93,21 @@ func parseShareGPT(r io.Reader, most int) ([]Conversation, error) {
 		return nil, err
 	}
 	return convs, nil
+}
+
+// shareGPTTypeError says which field of a conversation has the wrong
+// JSON type and what it wants, rather than the Go type it was decoded
+// into; other errors are returned as they are.
+func shareGPTTypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type == nil {
+		return err
+	}
+	want := "a string"
+	if te.Type.Kind() == reflect.Slice {
+		want = "an array of {\"from\", \"value\"} messages"
+	}
+	return fmt.Errorf("%s: want %s, not %s", te.Field, want, te.Value)
 }
 
 var shareGPTRoles = map[string]string{
@@ -196,8 +212,11 @@ func newShareGPTSource(g *gen, convs []Conversation) (*shareGPTSource, error) {
 		sent += s.sent(rc)
 		s.most = max(s.most, len(rc.turns))
 	}
-	if len(s.convs) == 0 {
-		return nil, fmt.Errorf("sharegpt %s: no usable conversation", g.spec.ShareGPTPath)
+	switch {
+	case len(convs) == 0:
+		return nil, fmt.Errorf(`sharegpt %s: no usable conversation: none starts with a user's message ({"from": "human" or "user", "value": text}, a system message before it; "role" and "content" are not read)`, g.spec.ShareGPTPath)
+	case len(s.convs) == 0:
+		return nil, fmt.Errorf("sharegpt %s: no usable conversation: the first turn of each of its %d is past max_prompt_tokens (%d)", g.spec.ShareGPTPath, len(convs), g.spec.MaxPromptTokens)
 	}
 	// The start rate divides Rate by the requests a start makes, which
 	// are fewer than the file's turns where start cuts a conversation:

@@ -153,3 +153,39 @@ func TestShareGPTDigest(t *testing.T) {
 		t.Errorf("a digest without a file: %v", err)
 	}
 }
+
+// A ShareGPT file refused says why: the field of the wrong JSON type and
+// what it wants, not the Go type it was decoded into, and what no
+// conversation had when none is usable (a file of "role"/"content"
+// messages was "no usable conversation" and nothing more).
+func TestShareGPTRefusalsSayWhy(t *testing.T) {
+	human := `{"from": "human", "value": "hello there"}`
+	tests := []struct {
+		name, file string
+		maxPrompt  int
+		want       string
+	}{
+		{"value_a_number", `[{"conversations": [` + human + `]}, {"conversations": [{"from": "human", "value": 3}]}]`, 0,
+			`conversation 1: conversations.0.value: want a string, not number`},
+		{"conversations_a_string", `[{"conversations": "hi"}]`, 0,
+			`conversation 0: conversations: want an array of {"from", "value"} messages, not string`},
+		{"role_content", `[{"conversations": [{"role": "user", "content": "hi"}]}]`, 0,
+			`none starts with a user's message ({"from": "human" or "user", "value": text}, a system message before it; "role" and "content" are not read)`},
+		{"gpt_first", `[{"conversations": [{"from": "gpt", "value": "hi"}, ` + human + `]}]`, 0,
+			`none starts with a user's message`},
+		{"every_first_turn_too_long", `[{"conversations": [` + human + `]}, {"conversations": [` + human + `]}]`, 2,
+			`the first turn of each of its 2 is past max_prompt_tokens (2)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sharegpt.json")
+			if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Generate(Spec{Workload: W2, Model: "m", Rate: 1, Requests: 1, ShareGPTPath: path, MaxPromptTokens: tt.maxPrompt})
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "struct") {
+				t.Fatalf("Generate: %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
