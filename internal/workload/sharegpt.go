@@ -32,7 +32,8 @@ type Turn struct {
 // system, in any letter case. Each conversation is kept up to the first
 // message that breaks the alternation of user and non-empty reply, which a
 // system message may only lead; conversations without a user message are
-// dropped. Invalid UTF-8 becomes U+FFFD. A file of more than MaxRequests
+// dropped. Invalid UTF-8 becomes U+FFFD. Only white space may follow the
+// array. A file of more than MaxRequests
 // conversations kept is refused: all are kept before the replay, so an
 // endless pipe must not take every byte of memory.
 func ParseShareGPT(r io.Reader) ([]Conversation, error) {
@@ -91,6 +92,17 @@ func parseShareGPT(r io.Reader, most int) ([]Conversation, error) {
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, err
+	}
+	// Another array after the first, as cat of two files makes, was
+	// ignored: the replay had half the conversations given.
+	if tok, err := dec.Token(); err != io.EOF {
+		what := "more JSON"
+		if err != nil {
+			what = "bytes that are not JSON"
+		} else if tok == json.Delim('[') {
+			what = "another array (one array per file: join them into one)"
+		}
+		return nil, fmt.Errorf("after the array of conversations: %s", what)
 	}
 	return convs, nil
 }

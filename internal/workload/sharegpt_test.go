@@ -189,3 +189,31 @@ func TestShareGPTRefusalsSayWhy(t *testing.T) {
 		})
 	}
 }
+
+// A ShareGPT file is one array: what follows it is refused, where two
+// files joined with cat replayed the first one's conversations alone.
+func TestShareGPTOneArray(t *testing.T) {
+	conv := `{"id": "a", "conversations": [{"from": "human", "value": "hi"}]}`
+	tests := []struct {
+		name, file string
+		kept       int
+		err        string
+	}{
+		{"one_array", "[" + conv + "," + conv + "]", 2, ""},
+		{"white_space_after", "[" + conv + "]\n \t\n", 1, ""},
+		{"two_arrays", "[" + conv + "]\n[" + conv + "," + conv + "]\n", 0, "after the array of conversations: another array"},
+		{"an_object_after", "[" + conv + "]" + conv, 0, "after the array of conversations: more JSON"},
+		{"not_json_after", "[" + conv + "] oops", 0, "after the array of conversations: bytes that are not JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			convs, err := ParseShareGPT(strings.NewReader(tt.file))
+			if tt.err == "" && (err != nil || len(convs) != tt.kept) {
+				t.Fatalf("ParseShareGPT = %d, %v; want %d", len(convs), err, tt.kept)
+			}
+			if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Fatalf("ParseShareGPT = %d, %v; want %q", len(convs), err, tt.err)
+			}
+		})
+	}
+}
