@@ -184,12 +184,21 @@ func traceNumber(name string, raw json.RawMessage) (traceCount, error) {
 // fraction (10.0, 1e3), as traces written from Python or pandas may have
 // them.
 func wholeNumber(name string, num traceCount) (int, error) {
-	if n, err := strconv.ParseInt(string(num), 10, 0); err == nil {
+	n, err := strconv.ParseInt(string(num), 10, 0)
+	switch {
+	case err == nil:
 		return int(n), nil
+	case errors.Is(err, strconv.ErrRange):
+		// Whole, just past what a count or an id may be (2^64 read as
+		// "not a whole number" misled).
+		return 0, fmt.Errorf("%s: %s is out of range (at most 2^63-1 either way)", name, num)
 	}
 	f, err := strconv.ParseFloat(string(num), 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+	switch {
+	case err != nil || f != math.Trunc(f):
 		return 0, fmt.Errorf("%s: must be a whole number, not %s", name, num)
+	case math.Abs(f) > 1<<53:
+		return 0, fmt.Errorf("%s: %s is out of range written as a decimal (at most 2^53 so; 2^63-1 as an integer)", name, num)
 	}
 	return int(f), nil
 }
@@ -305,7 +314,7 @@ func traceHashIDs(raw json.RawMessage, keep int) ([]int, error) {
 		id, err := wholeNumber("hash_ids", traceCount(num))
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("hash_ids[%d]: must be a whole number, not %s", i, num)
+			return nil, fmt.Errorf("hash_ids[%d]%s", i, strings.TrimPrefix(err.Error(), "hash_ids"))
 		case id < 0:
 			return nil, fmt.Errorf("hash_ids[%d]: must be >= 0", i)
 		}
