@@ -129,14 +129,22 @@ func (b *bill) trueUp(kind ratelimit.Kind, n int64) (charge, refund []ratelimit.
 
 // outputCap is the most output tokens a request's body asks for: n
 // choices of max_completion_tokens, else of max_tokens, in a chat (vLLM's
-// chat reads max_completion_tokens first), of max_tokens in a completion;
-// 0 when it states no maximum, whatever its n.
-func outputCap(mf openai.ModelField, chat bool) int64 {
+// chat reads max_completion_tokens first), of max_tokens for each prompt of
+// a completion's batch (openai.Prompts of its prompt in body, which mf was
+// read from); 0 when it states no maximum, whatever its n.
+func outputCap(mf openai.ModelField, body []byte, chat bool) int64 {
 	most := mf.MaxTokens
 	if chat && mf.MaxCompletionTokens > 0 {
 		most = mf.MaxCompletionTokens
 	}
 	n := max(mf.N, 1)
+	if !chat && mf.PromptEnd > 0 {
+		prompts := int64(openai.Prompts(body[mf.PromptStart:mf.PromptEnd]))
+		if n > math.MaxInt64/prompts {
+			return math.MaxInt64
+		}
+		n *= prompts
+	}
 	if most > math.MaxInt64/n {
 		return math.MaxInt64
 	}

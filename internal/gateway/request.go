@@ -153,6 +153,7 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	}
 	// Read before the model's name is spliced in, which moves the prompt.
 	ex.arrayPrompt = arrayPrompt(r, readable, mf)
+	ex.outputCap = outputCap(mf, readable, isChatPath(r.URL.Path))
 	model, ok := ex.gen.resolveModel(mf.Name)
 	switch {
 	case !ok && mf.Name == "":
@@ -169,7 +170,6 @@ func (g *Gateway) readRequest(w http.ResponseWriter, r *http.Request) (*exchange
 	if zeroed {
 		ex.readable, ex.unreadable = readable, unreadable
 	}
-	ex.outputCap = outputCap(mf, isChatPath(r.URL.Path))
 	ex.sessionKey = sessionKey(r.Header.Get(openai.HeaderSession), mf.User)
 	if ex.adm.target == 0 {
 		ex.adm.target = g.modelTarget(ex)

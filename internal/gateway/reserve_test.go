@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferrail/inferrail/internal/auth"
 	"github.com/inferrail/inferrail/internal/config"
 	"github.com/inferrail/inferrail/internal/openai"
 )
 
 // TestOutputCap: the most output a body asks for, as vLLM reads it: a
 // chat's max_completion_tokens before its max_tokens, a completion's
-// max_tokens only, times n.
+// max_tokens only, times n, and times the prompts of a completion's batch.
 func TestOutputCap(t *testing.T) {
 	tests := []struct {
 		name string
@@ -33,6 +34,12 @@ func TestOutputCap(t *testing.T) {
 		{"no_maximum", `{"n":4}`, true, 0},
 		{"no_maximum_in_a_completion", `{"max_completion_tokens":9}`, false, 0},
 		{"saturates", `{"max_tokens":9223372036854775807,"n":2}`, true, math.MaxInt64},
+		{"batch_of_texts_multiplies", `{"prompt":["a","b","c"],"max_tokens":10,"n":2}`, false, 60},
+		{"batch_of_id_lists_multiplies", `{"prompt":[[1,2],[3]],"max_tokens":10}`, false, 20},
+		{"one_id_list_is_one_prompt", `{"prompt":[1,2,3],"max_tokens":10}`, false, 10},
+		{"one_text_is_one_prompt", `{"prompt":"abc","max_tokens":10}`, false, 10},
+		{"a_chat_has_no_batch", `{"prompt":["a","b"],"max_tokens":10}`, true, 10},
+		{"batch_saturates", `{"prompt":["a","b"],"max_tokens":10,"n":9223372036854775807}`, false, math.MaxInt64},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,7 +47,7 @@ func TestOutputCap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := outputCap(mf, tc.chat); got != tc.want {
+			if got := outputCap(mf, []byte(tc.body), tc.chat); got != tc.want {
 				t.Errorf("outputCap(%s, chat %v) = %d, want %d", tc.body, tc.chat, got, tc.want)
 			}
 		})
@@ -135,5 +142,47 @@ func TestAbandonedWholeAnswerKeepsItsOutputReservation(t *testing.T) {
 	// nothing, it would be 996.
 	if left := intHeader(t, resp, "X-Ratelimit-Remaining-Tokens"); left > 900 {
 		t.Errorf("%d output tokens left of 1000 after an abandoned request of max_tokens 200: it was charged nothing", left)
+	}
+}
+
+// TestOutputTokenLimitsCountBatches: a completion's batch of prompts asks
+// for max_tokens for each prompt, as vLLM generates them, and its
+// admission takes that much from the output budget (a review's finding:
+// a batch of 3 prompts of max_tokens 3 took 3 where vLLM makes 9); one
+// list of token ids is one prompt. Each key has 10 a minute and spends 2
+// first, so 8 are left.
+func TestOutputTokenLimitsCountBatches(t *testing.T) {
+	tests := []struct {
+		name, prompt string
+		status       int
+		requested    string
+	}{
+		{"batch_of_texts", `["a","b","c"]`, 429, "remaining 8, requested 9."},
+		{"batch_of_id_lists", `[[1,2],[3],[4]]`, 429, "remaining 8, requested 9."},
+		{"one_id_list", `[1,2,3]`, 200, ""},
+		{"one_text", `"a b c"`, 200, ""},
+	}
+	keys := make([]*auth.Key, len(tests))
+	secrets := make([]string, len(tests))
+	for i, tc := range tests {
+		secrets[i], keys[i] = newKey(tc.name, func(k *auth.Key) { k.Limits.OutputTokensPerMinute = 10 })
+	}
+	cfg := testConfig(t, fleetOf(t, 1, false))
+	path := t.TempDir() + "/keys.yaml"
+	writeKeys(t, path, keys...)
+	cfg.Auth.KeysFile = path
+	gw := startGateway(t, cfg)
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			first := `{"model":"sim","prompt":"x","max_tokens":2,"ignore_eos":true}`
+			if resp, b := postCompletion(t, gw.url, first, bearer(secrets[i])...); resp.StatusCode != 200 {
+				t.Fatalf("spending 2: %d %s", resp.StatusCode, b)
+			}
+			body := `{"model":"sim","prompt":` + tc.prompt + `,"max_tokens":3,"ignore_eos":true}`
+			resp, b := postCompletion(t, gw.url, body, bearer(secrets[i])...)
+			if resp.StatusCode != tc.status || !strings.Contains(b, tc.requested) {
+				t.Errorf("max_tokens 3 for %s with 8 left: %d %s; want %d %q", tc.prompt, resp.StatusCode, b, tc.status, tc.requested)
+			}
+		})
 	}
 }

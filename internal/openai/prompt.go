@@ -44,3 +44,17 @@ func elements(raw []byte) int {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// Prompts is how many prompts a completion's "prompt" value, raw, holds as
+// vLLM reads it: a batch, an array of texts or of token-id lists, one per
+// element, each generating its own choices; anything else (a text, one
+// list of token ids, an empty array the engine refuses) one.
+func Prompts(raw []byte) int {
+	if len(raw) == 0 || raw[0] != '[' {
+		return 1
+	}
+	if i := skipSpace(raw, 1); i >= len(raw) || raw[i] != '"' && raw[i] != '[' {
+		return 1
+	}
+	return max(elements(raw), 1)
+}

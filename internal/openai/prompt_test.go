@@ -32,6 +32,30 @@ func TestArrayPromptTokens(t *testing.T) {
 	}
 }
 
+// TestPrompts: a batch of texts or of token-id lists is one prompt per
+// element, as vLLM generates for each; anything else is one prompt.
+func TestPrompts(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		want int
+	}{
+		{"texts", `["a","b","c"]`, 3},
+		{"id_lists", ` [ [1,2] , [3] ]`[1:], 2},
+		{"ids", `[1,2,3]`, 1},
+		{"text", `"a b c"`, 1},
+		{"empty", `[]`, 1},
+		{"null", `null`, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Prompts([]byte(tc.raw)); got != tc.want {
+				t.Errorf("Prompts(%s) = %d, want %d", tc.raw, got, tc.want)
+			}
+		})
+	}
+}
+
 // refArrayPromptTokens is the naive reading of ArrayPromptTokens' rule:
 // the decoder splits the array, each element kept as written.
 func refArrayPromptTokens(raw []byte, bytesPerToken int) (int, bool) {
