@@ -139,6 +139,9 @@ func (p *parser) fields(n *yaml.Node, path string, allowed []string, each func(k
 			kp = path + "." + name
 		}
 		switch first, dup := seen[name]; {
+		case strings.HasPrefix(name, SecretPrefix):
+			// Paths go into every message: a key there is leaked.
+			p.fail(k, path, "a field's name holds a key: never store keys in this file")
 		case dup:
 			p.fail(k, kp, "duplicate key; it is first set at line %d", first)
 		case !contains(allowed, name):
@@ -214,7 +217,7 @@ func (p *parser) key(n *yaml.Node, path string) {
 		case "models":
 			p.models(v, kp, k)
 		case "priority":
-			if s, ok := p.str(v, kp); ok {
+			if s, ok := p.value(v, kp); ok {
 				if k.Priority, ok = ParsePriority(s); !ok {
 					p.fail(v, kp, "must be critical, standard or sheddable, not %q", s)
 				}
@@ -250,7 +253,7 @@ const MaxTTFTTarget = time.Hour
 // ttftTarget reads a key's default time-to-first-token target: a
 // duration with a unit, above 0 and at most MaxTTFTTarget.
 func (p *parser) ttftTarget(v *yaml.Node, path string, k *Key) {
-	s, ok := p.str(v, path)
+	s, ok := p.value(v, path)
 	if !ok {
 		return
 	}
@@ -283,6 +286,17 @@ func (p *parser) str(v *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// value decodes a scalar as a string that the messages about it may
+// quote: one that holds a key is refused without it.
+func (p *parser) value(v *yaml.Node, path string) (string, bool) {
+	s, ok := p.str(v, path)
+	if ok && strings.HasPrefix(s, SecretPrefix) {
+		p.fail(v, path, "holds a key: never store keys in this file")
+		return "", false
+	}
+	return s, ok
 }
 
 func (p *parser) name(v *yaml.Node, path string, k *Key) bool {
@@ -352,7 +366,7 @@ func (p *parser) models(v *yaml.Node, path string, k *Key) {
 	}
 	for i, item := range v.Content {
 		ip := fmt.Sprintf("%s[%d]", path, i)
-		s, ok := p.str(item, ip)
+		s, ok := p.value(item, ip)
 		if !ok {
 			continue
 		}

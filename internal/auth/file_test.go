@@ -142,6 +142,17 @@ func TestParseBad(t *testing.T) {
 			"line 2: keys[0].hash: holds a key, not its hash: never store keys in this file; put the hash inferrail-gateway keygen printed with it"}},
 		{"secret_in_name", Options{}, fmt.Sprintf("keys:\n  - {name: irk-very-secret-value, hash: %s}\n", a), []string{
 			"line 2: keys[0].name: holds a key, not a name: never store keys in this file"}},
+		// A key pasted into any other field is refused without being quoted:
+		// models, priority and ttft_target quoted it, and an unknown field
+		// named it (a review's finding).
+		{"secret_elsewhere", Options{Resolve: resolve}, fmt.Sprintf("keys:\n  - name: a\n    hash: %s\n    models: [irk-very-secret-value]\n    priority: irk-very-secret-value\n    ttft_target: irk-very-secret-value\n    irk-very-secret-value: 1\nirk-very-secret-value: 2\n", a), []string{
+			"line 4: keys[0].models[0]: holds a key: never store keys in this file",
+			"line 5: keys[0].priority: holds a key: never store keys in this file",
+			"line 6: keys[0].ttft_target: holds a key: never store keys in this file",
+			"line 7: keys[0]: a field's name holds a key: never store keys in this file",
+			"line 8: a field's name holds a key: never store keys in this file"}},
+		{"secret_in_models_on_reread", Options{}, fmt.Sprintf("keys:\n  - {name: a, hash: %s, models: [irk-very-secret-value]}\n", a), []string{
+			"line 2: keys[0].models[0]: holds a key: never store keys in this file"}},
 		{"empty_models", Options{}, fmt.Sprintf("keys:\n  - {name: a, hash: %s, models: []}\n", a), []string{
 			"line 2: keys[0].models: must name at least one model; leave it out to allow every model"}},
 		{"admin_fields", Options{Admin: true}, fmt.Sprintf("keys:\n  - {name: ops, hash: %s, models: [x], limits: {}}\n", a), []string{
