@@ -144,6 +144,10 @@ func (g *Gateway) explainKey(name string) (*auth.Key, error) {
 			}
 		}
 	}
+	if strings.HasPrefix(name, auth.SecretPrefix) {
+		// Answers never quote a key.
+		return nil, newRefusal(openai.BadRequest("`key` takes a client key's name, not the key itself.", "key"), reasonBadRequest)
+	}
 	return nil, newRefusal(openai.BadRequest(fmt.Sprintf("No client key is named %q.", name), "key"), reasonBadRequest)
 }
 

@@ -124,27 +124,37 @@ func TestFairShareSlots(t *testing.T) {
 }
 
 // TestExplainUnknownKey: /admin/explain?key= naming no key is a 400 in
-// OpenAI's error shape, naming the key.
+// OpenAI's error shape, naming the key, unless what it names is a key
+// itself, which the answer never quotes (a review's finding: it did).
 func TestExplainUnknownKey(t *testing.T) {
 	e := newOrderEngine(t)
 	cfg := flowConfig(e.srv.URL, 4)
-	_, k := newKey("known", nil)
+	secret, k := newKey("known", nil)
 	withKeys(t, cfg, k)
 	gw := startGatewayWith(t, cfg, Options{})
-	resp, err := http.Post(gw.admin+"/admin/explain/v1/completions?key=nobody", "application/json", strings.NewReader(`{"model":"sim","prompt":"hello","max_tokens":1}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Error struct {
-			Message string `json:"message"`
-			Param   string `json:"param"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusBadRequest ||
-		!strings.Contains(body.Error.Message, `"nobody"`) || body.Error.Param != "key" {
-		t.Errorf("explain ?key=nobody: %d %+v (%v), want 400 naming the key", resp.StatusCode, body, err)
+	for _, tc := range []struct{ name, key, says, never string }{
+		{"a_name", "nobody", `"nobody"`, ""},
+		{"a_known_key", secret, "a client key's name, not the key", secret},
+		{"an_unknown_key", "irk-not-a-key-anyone-has", "a client key's name, not the key", "irk-not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.Post(gw.admin+"/admin/explain/v1/completions?key="+tc.key, "application/json", strings.NewReader(`{"model":"sim","prompt":"hello","max_tokens":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var body struct {
+				Error struct {
+					Message string `json:"message"`
+					Param   string `json:"param"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusBadRequest ||
+				!strings.Contains(body.Error.Message, tc.says) || body.Error.Param != "key" ||
+				tc.never != "" && strings.Contains(body.Error.Message, tc.never) {
+				t.Errorf("explain ?key=%s: %d %+v (%v), want 400 saying %s", tc.key, resp.StatusCode, body, err, tc.says)
+			}
+		})
 	}
 	if v := explainAs(t, gw, "known", `{"model":"sim","prompt":"hello","max_tokens":1}`); v.Class != "standard" || v.FairShare == nil || v.FairShare.ActiveKeys != 1 {
 		t.Errorf("explain ?key=known: %+v, want the key's class (standard) and a fair share of one active key", v)
