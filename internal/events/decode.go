@@ -236,12 +236,18 @@ func (d *decoder) sglangMetadata(ev, old *Event) error {
 			}
 			continue
 		}
-		d.field = "cache_salt"
-		if ev.CacheSalt, ev.HasCacheSalt, err = d.optStr(old.CacheSalt); err != nil {
+		if err := d.cacheSalt(ev, old); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// cacheSalt reads SGLang's cache_salt, a string or nil, into ev.
+func (d *decoder) cacheSalt(ev, old *Event) (err error) {
+	d.field = "cache_salt"
+	ev.CacheSalt, ev.HasCacheSalt, err = d.optStr(old.CacheSalt)
+	return err
 }
 
 // mapEvent reads {"type": tag, name: value, ...}. msgspec writes the tag
@@ -275,8 +281,7 @@ func (d *decoder) mapEvent(ev, old *Event) (seen uint16, err error) {
 			return 0, err
 		}
 		if ev.Kind == BlockStored && string(key) == "cache_salt" { // SGLang's map events
-			d.field = "cache_salt"
-			if ev.CacheSalt, ev.HasCacheSalt, err = d.optStr(old.CacheSalt); err != nil {
+			if err := d.cacheSalt(ev, old); err != nil {
 				return 0, err
 			}
 			continue

@@ -31,15 +31,8 @@ func readDigested[T any](ctx context.Context, path, what string, parse func(io.R
 			return
 		}
 		defer f.Close()
-		parsed := make(chan struct{})
-		defer close(parsed)
-		go func() {
-			select {
-			case <-ctx.Done():
-				f.Close() // ends a read waiting on a pipe or a FIFO
-			case <-parsed:
-			}
-		}()
+		stop := context.AfterFunc(ctx, func() { f.Close() }) // ends a read waiting on a pipe or a FIFO
+		defer stop()
 		h := sha256.New()
 		v, err := parse(io.TeeReader(f, h))
 		if err == nil {
