@@ -30,6 +30,7 @@ FUZZ_TARGETS := \
 	./internal/pyjson:FuzzZeroed \
 	./internal/openai:FuzzFindModel \
 	./internal/openai:FuzzArrayPromptTokens \
+	./internal/openai:FuzzPrompts \
 	./internal/config:FuzzParse \
 	./internal/config:FuzzPatch \
 	./internal/gateway:FuzzClientPort \

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -94,6 +95,34 @@ func FuzzArrayPromptTokens(f *testing.F) {
 		wn, wok := refArrayPromptTokens(raw, 4)
 		if n != wn || ok != wok {
 			t.Fatalf("ArrayPromptTokens(%s) = %d, %v; reference %d, %v", raw, n, ok, wn, wok)
+		}
+	})
+}
+
+// refPrompts is Prompts by encoding/json: the elements of an array whose
+// first is a text or a list, else one.
+func refPrompts(raw []byte) int {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil || len(elems) == 0 {
+		return 1
+	}
+	if first := bytes.TrimSpace(elems[0]); first[0] != '"' && first[0] != '[' {
+		return 1
+	}
+	return len(elems)
+}
+
+func FuzzPrompts(f *testing.F) {
+	for _, tc := range []string{`"x"`, `["a","b"]`, `[[1,2],[3]]`, `[1,2,3]`, `[]`, ` [ "a" , [1] ] `, `null`} {
+		f.Add([]byte(tc))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		raw = bytes.TrimSpace(raw) // a value as FindModel spans it
+		if got, want := Prompts(raw), refPrompts(raw); got != want {
+			t.Fatalf("Prompts(%s) = %d, reference %d", raw, got, want)
 		}
 	})
 }
