@@ -54,6 +54,12 @@ type Approx struct {
 	// replaced, never changed, under holesMu, which is taken last.
 	holes   atomic.Pointer[[]uint64]
 	holesMu sync.Mutex
+	// grouped are the KV-cache groups of the mirrors of engines with
+	// several, by the handle of the replica whose holder bits follow the
+	// mirror: Match lowers their depths to what every group allows
+	// (checkGroups). Nil when there are none; replaced like holes, under
+	// holesMu.
+	grouped atomic.Pointer[map[int32]*kvGroups]
 
 	// testHookApplied, when set, hears the work of every part of a batch
 	// ApplyEvents applies under one hold of the replica's lock.
@@ -353,6 +359,9 @@ func (x *Approx) matchResolved(dst []int, handles []int32, top int32, all uint64
 	if holes := x.holes.Load(); holes != nil {
 		x.checkHoles(dst, handles, hashes, *holes)
 	}
+	if grouped := x.grouped.Load(); grouped != nil {
+		x.checkGroups(dst, handles, hashes, *grouped)
+	}
 }
 
 // checkHoles lowers the depth bisection gave each candidate in holes to
@@ -375,10 +384,21 @@ func (x *Approx) checkHoles(dst []int, handles []int32, hashes []blockhash.Hash,
 	}
 }
 
-// noteHoles publishes whether r's holder bits may have holes: they follow
-// a mirror that has some. Callers hold r.mu.
-func (x *Approx) noteHoles(r *replica) {
-	on := !r.dead && r.eventsActive() && r.ev.mirror.Holes()
+// noteChecks publishes whether Match must check r's depths after
+// bisecting: its holder bits follow a mirror with holes, or one of an
+// engine with several KV-cache groups (see checkGroups). Callers hold r.mu.
+func (x *Approx) noteChecks(r *replica) {
+	live := !r.dead && r.eventsActive()
+	x.noteHoles(r, live && r.ev.mirror.Holes())
+	var groups *kvGroups
+	if live {
+		groups = r.ev.mirror.groups
+	}
+	x.noteGroups(r, groups)
+}
+
+// noteHoles publishes whether r's holder bits may have holes.
+func (x *Approx) noteHoles(r *replica, on bool) {
 	w, bit := r.handle/64, uint64(1)<<(r.handle%64)
 	isOn := func(holes *[]uint64) bool { return holes != nil && w < len(*holes) && (*holes)[w]&bit != 0 }
 	if isOn(x.holes.Load()) == on {
@@ -711,7 +731,7 @@ func (x *Approx) drop(r *replica, n int32, m uint64) {
 
 // clear drops everything r holds, by either source. Callers hold r.mu.
 func (x *Approx) clear(r *replica) {
-	defer x.noteHoles(r)
+	defer x.noteChecks(r)
 	if ev := r.ev; ev != nil {
 		ev.mirror.Clear() // its hook removes the bits of what it held
 		if ev.active {

@@ -71,6 +71,9 @@ type Mirror struct {
 	// removes their children too (SGLang evicts a node's pages first
 	// to last) leaves no hole; what is left here when it ends is one.
 	goneParents map[engineKey]int
+	// groups tells a hybrid model's KV-cache groups apart (see kvGroups),
+	// nil until a store shows the engine keeps more than one.
+	groups *kvGroups
 
 	Stats MirrorStats
 }
@@ -262,6 +265,9 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 	}
 	m.clearing = nil
 	m.blocks.reset()
+	if m.groups != nil {
+		m.groups.reset()
+	}
 	m.holes = false
 	clear(m.goneParents)
 	m.keyed = 0
@@ -281,9 +287,10 @@ func (m *Mirror) clearSome(stopAt uint64) bool {
 // m.work reaches stopAt (one at least), and returns the next block.
 func (m *Mirror) removeSome(ev *events.Event, from int, stopAt uint64) int {
 	j := from
+	group, grouped := groupOf(ev)
 	for j < len(ev.Hashes) {
 		if !ev.HasMedium || ev.Medium == "GPU" {
-			m.remove(keyOf(ev.Hashes[j]))
+			m.remove(keyOf(ev.Hashes[j]), group, grouped)
 		}
 		j++
 		if m.work++; m.work >= stopAt {
@@ -373,6 +380,7 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		}
 		m.joinSome(stopAt)
 		b, _ = m.blocks.get(k)
+		m.groupStored(ev, k, b)
 		parentKey, parentKnown, parentOurs = k, !b.orphan && b.count > 0, b.ours
 	}
 	return len(ev.Hashes)
@@ -404,6 +412,9 @@ func (m *Mirror) keyAs(k engineKey, b mirrorBlock, ours blockhash.Hash) {
 	if b.orphan {
 		m.unwait(k)
 		b.orphan = false
+		if m.groups != nil {
+			m.groups.joined(k, ours)
+		}
 	}
 	b.ours = ours
 	m.blocks.set(k, b)
@@ -488,6 +499,9 @@ func (m *Mirror) dropOrphans() {
 			m.untoken(k)
 			delete(m.orphans, k)
 			m.blocks.del(k)
+			if m.groups != nil {
+				m.groups.forget(k, mirrorBlock{orphan: true})
+			}
 			m.Stats.OrphansDropped++
 		}
 		delete(m.waiting, p)
@@ -524,7 +538,9 @@ func (m *Mirror) joinSome(stopAt uint64) bool {
 	return true
 }
 
-func (m *Mirror) remove(k engineKey) {
+// remove takes a copy of block k out of the mirror, one of group's when
+// grouped (the mirror tells the group apart).
+func (m *Mirror) remove(k engineKey, group int, grouped bool) {
 	b, ok := m.blocks.get(k)
 	if !ok {
 		m.Stats.UnknownRemovals++
@@ -534,7 +550,13 @@ func (m *Mirror) remove(k engineKey) {
 	b.count--
 	if b.count > 0 {
 		m.blocks.set(k, b)
+		if m.groups != nil && grouped {
+			m.groups.removed(k, b, group)
+		}
 		return
+	}
+	if m.groups != nil {
+		m.groups.forget(k, b)
 	}
 	m.blocks.del(k)
 	adopted := len(m.rev.anchors) > 0 && m.unanchor(k, b.ours) // held still, as an ancestor
@@ -721,8 +743,12 @@ func (m *Mirror) Len() int { return m.blocks.len() }
 func (m *Mirror) bytes() int64 {
 	const orphanEntries = 112 // an orphans entry, a waiting entry, a byTokens entry, slice headers
 	const saltedEntry = 48    // a saltedRoots entry with its share of empty slots, an order entry
-	return int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize) + m.rev.bytes() +
+	n := int64(unsafe.Sizeof(*m)) + m.blocks.bytes() + int64(len(m.orphans))*int64(orphanEntries+4*m.blockSize) + m.rev.bytes() +
 		int64(len(m.saltedRoots))*saltedEntry
+	if m.groups != nil {
+		n += m.groups.bytes()
+	}
+	return n
 }
 
 // Orphans is how many of them have no known parent yet.

@@ -223,7 +223,7 @@ func (x *Approx) ApplyEvents(at Attachment, b *events.Batch) {
 		m := r.ev.mirror
 		before := m.work
 		done := m.applySome(b, &cur, applyBudget)
-		x.noteHoles(r)
+		x.noteChecks(r)
 		if x.testHookApplied != nil {
 			x.testHookApplied(m.work - before)
 		}
@@ -244,7 +244,7 @@ func (x *Approx) PurgeEvents(at Attachment) {
 	}
 	defer r.mu.Unlock()
 	r.ev.mirror.Clear()
-	x.noteHoles(r)
+	x.noteChecks(r)
 }
 
 // SetSource makes replica id's predictions follow its engine's events
@@ -274,7 +274,7 @@ func (x *Approx) setSource(r *replica, events bool) {
 	if r.ev == nil || r.ev.active == events {
 		return
 	}
-	defer x.noteHoles(r)
+	defer x.noteChecks(r)
 	// A batch applied in parts may have left a clear or joins unfinished:
 	// the mirror's keyed blocks are what they leave.
 	r.ev.mirror.settle(math.MaxUint64)

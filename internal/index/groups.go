@@ -1,0 +1,350 @@
+package index
+
+import (
+	"maps"
+	"math/bits"
+	"sync"
+
+	"github.com/inferrail/inferrail/internal/blockhash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+// A hybrid model's vLLM (sliding-window or Mamba layers beside
+// full-attention ones: Gemma 3, gpt-oss, Qwen3-Next) keeps one KV-cache
+// group per kind of layer. It stores a block once per group, under the same
+// hash, and evicts each group's copy on its own. A prompt hits as far as
+// every group allows at once: a full-attention group needs every block
+// before the hit, a sliding-window group only the blocks its window reaches
+// back over, a Mamba group only the block just before (vLLM's hybrid
+// coordinator and its single-type managers' find_longest_cache_hit). The
+// mirror's table holds a block while any group does; kvGroups counts each
+// group's copies, so that Match can lower a hybrid engine's depth to what
+// the engine finds.
+
+// maxGroups is the most KV-cache groups a mirror tells apart; blocks of
+// groups numbered past it are held as before, by whichever group.
+const maxGroups = 16
+
+// groupCounts are one block's copies in each group, saturating at 255.
+type groupCounts [maxGroups]uint8
+
+// kvGroups is what a Mirror knows of its engine's KV-cache groups, from
+// the first store that names a group other than 0 or a kind of layer other
+// than full attention. The copies of blocks stored before that are group
+// 0's (no store had named another): a block's counts are made from its
+// copies the first time a store or removal touches it, and a block none
+// has touched since counts as held by every group.
+//
+// Match reads the counts without the replica's lock, which an engine's
+// batch may hold for a while (applyBudget): mu guards them instead, held
+// by the mirror for one count at a time.
+type kvGroups struct {
+	mu    sync.RWMutex
+	known uint16 // groups seen storing
+	// tail[g] is 0 for a group that needs every block before a hit, else
+	// how many blocks just before a hit it needs.
+	tail [maxGroups]int32
+	// keyed are the counts of blocks with a gateway hash, orphans those of
+	// blocks without one yet (moved to keyed when they join).
+	keyed   map[blockhash.Hash]groupCounts
+	orphans map[engineKey]groupCounts
+	// lacking[i] is how many keyed blocks have counts without a copy in
+	// group i: while it is 0, group i holds every block some group does,
+	// and Match need not look (depth).
+	lacking [maxGroups]int
+}
+
+// fullAttention reports whether a group of kind needs every block before a
+// hit. Kinds this does not know, and groups that name none (vLLM before
+// kv_cache_spec_kind), are taken to: that may under-count a hit, never
+// over-count it.
+func fullAttention(kind string) bool {
+	switch kind {
+	case "sliding_window", "sliding_window_mla", "mamba":
+		return false
+	}
+	return true
+}
+
+// groupOf is the group a stored or removed block belongs to, and whether
+// the mirror can tell it apart.
+func groupOf(ev *events.Event) (int, bool) {
+	if !ev.HasGroupIdx {
+		return 0, true
+	}
+	if ev.GroupIdx < 0 || ev.GroupIdx >= maxGroups {
+		return 0, false
+	}
+	return int(ev.GroupIdx), true
+}
+
+// hybridStore reports whether ev shows its engine keeps more than one
+// kind of KV cache: a group other than 0, or a kind of layer that is not
+// full attention.
+func hybridStore(ev *events.Event) bool {
+	return (ev.HasGroupIdx && ev.GroupIdx != 0) || (ev.HasSpecKind && !fullAttention(ev.SpecKind))
+}
+
+// learn notes the group ev stores in and the rule its kind of layer hits
+// by, for blocks of blockSize tokens.
+func (g *kvGroups) learn(ev *events.Event, group, blockSize int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.known |= 1 << group
+	switch {
+	case !ev.HasSpecKind || fullAttention(ev.SpecKind):
+		g.tail[group] = 0
+	case ev.SpecKind == "mamba":
+		g.tail[group] = 1
+	default:
+		// The window's tokens before the next one: vLLM's
+		// cdiv(sliding_window - 1, block_size), at least a block.
+		w := max(ev.SlidingWindow-1, 1)
+		g.tail[group] = int32(min((w+int64(blockSize)-1)/int64(blockSize), 1<<30))
+	}
+}
+
+// counts returns block b's counts (key k), and false when no store or
+// removal has touched it since the mirror told groups apart. Callers hold
+// g.mu.
+func (g *kvGroups) counts(k engineKey, b mirrorBlock) (groupCounts, bool) {
+	if b.orphan {
+		c, ok := g.orphans[k]
+		return c, ok
+	}
+	c, ok := g.keyed[b.ours]
+	return c, ok
+}
+
+func (g *kvGroups) set(k engineKey, b mirrorBlock, c groupCounts) {
+	if b.orphan {
+		g.orphans[k] = c
+		return
+	}
+	if old, ok := g.keyed[b.ours]; ok {
+		g.count(old, -1)
+	}
+	g.keyed[b.ours] = c
+	g.count(c, 1)
+}
+
+// count adds to lacking the groups keyed counts c lack, times sign.
+func (g *kvGroups) count(c groupCounts, sign int) {
+	for i, n := range c {
+		if n == 0 {
+			g.lacking[i] += sign
+		}
+	}
+}
+
+// forget drops block b's counts: it is gone.
+func (g *kvGroups) forget(k engineKey, b mirrorBlock) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if b.orphan {
+		delete(g.orphans, k)
+	} else if c, ok := g.keyed[b.ours]; ok {
+		g.count(c, -1)
+		delete(g.keyed, b.ours)
+	}
+}
+
+// joined moves orphan k's counts to its gateway hash.
+func (g *kvGroups) joined(k engineKey, ours blockhash.Hash) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.orphans[k]; ok {
+		delete(g.orphans, k)
+		g.set(k, mirrorBlock{ours: ours}, c)
+	}
+}
+
+// stored counts a copy of block b (key k, its count taken) in group.
+func (g *kvGroups) stored(k engineKey, b mirrorBlock, group int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.counts(k, b)
+	if !ok {
+		c[0] = saturate(b.count - 1) // its copies from before
+	}
+	c[group] = saturate(int32(c[group]) + 1)
+	g.set(k, b, c)
+}
+
+// removed takes a copy of block b (key k, its count taken) out of group.
+func (g *kvGroups) removed(k engineKey, b mirrorBlock, group int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, ok := g.counts(k, b)
+	if !ok {
+		c[0] = saturate(b.count + 1) // its copies from before
+	}
+	if c[group] > 0 && c[group] < 255 {
+		c[group]--
+	}
+	g.set(k, b, c)
+}
+
+// saturate is n copies as groupCounts keep them: past 255 a group's count
+// stays at 255, never lowered again.
+func saturate(n int32) uint8 { return uint8(min(max(n, 0), 255)) }
+
+// reset forgets every block's counts, as a clear does; what the groups
+// are stays known.
+func (g *kvGroups) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keyed = make(map[blockhash.Hash]groupCounts)
+	g.orphans = make(map[engineKey]groupCounts)
+	g.lacking = [maxGroups]int{}
+}
+
+// bytes approximates the counts' memory.
+func (g *kvGroups) bytes() int64 {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	const entry = 64 // a key, the counts and the map's share of slots
+	return int64(len(g.keyed)+len(g.orphans)) * entry
+}
+
+// depth lowers depth, how many leading blocks of hashes the mirror holds
+// in some group, to how many the engine would hit with every group's rule
+// met at once: each group's rule only ever lowers it, and vLLM applies
+// them in turn until none does. A block without counts is held by every
+// group: one from before the mirror told groups apart, one a routed prompt
+// revealed (reveal), or one speculated (routed here, not stored yet).
+// Blocks are looked up as a rule needs them, at most once: a window's rule
+// most often needs only the blocks of one window.
+func (g *kvGroups) depth(hashes []blockhash.Hash, depth int) int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var looked []uint32 // by block: lookedUp, and bit i when group i holds it
+	holds := func(i int, bit uint32) bool {
+		if looked == nil {
+			looked = make([]uint32, depth)
+		}
+		if looked[i] == 0 {
+			looked[i] = lookedUp | g.heldBy(hashes[i])
+		}
+		return looked[i]&bit != 0
+	}
+	for {
+		next := depth
+		for known := g.known; known != 0; known &= known - 1 {
+			group := bits.TrailingZeros16(known)
+			if g.lacking[group] > 0 {
+				next = groupHit(next, int(g.tail[group]), func(i int) bool { return holds(i, 1<<group) })
+			}
+		}
+		if next == depth {
+			return depth
+		}
+		depth = next
+	}
+}
+
+// lookedUp marks a block depth looked up.
+const lookedUp = 1 << 31
+
+// heldBy is the set of groups holding the block of gateway hash h, bit i
+// for group i. Callers hold g.mu.
+func (g *kvGroups) heldBy(h blockhash.Hash) uint32 {
+	c, ok := g.keyed[h]
+	if !ok {
+		return uint32(g.known)
+	}
+	var set uint32
+	for i, n := range c {
+		if n > 0 {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// groupHit is how many of the first n blocks one group lets a prompt hit,
+// holds saying whether it holds block i: with tail 0, up to the first
+// block it lacks; else the end of the last run of tail blocks it holds, or
+// a shorter run from the first block (nothing before the window to need).
+func groupHit(n, tail int, holds func(int) bool) int {
+	if tail == 0 {
+		for i := range n {
+			if !holds(i) {
+				return i
+			}
+		}
+		return n
+	}
+	run := 0
+	for i := n - 1; i >= 0; i-- {
+		if !holds(i) {
+			run = 0
+			continue
+		}
+		if run++; run >= tail {
+			return i + run
+		}
+	}
+	return run
+}
+
+// groupStored counts block k (b, as the store left it) in the group ev
+// stores in, once the mirror tells groups apart: from ev on, when ev shows
+// the engine keeps more than one.
+func (m *Mirror) groupStored(ev *events.Event, k engineKey, b mirrorBlock) {
+	if b.count == 0 {
+		return // refused or dropped: not held
+	}
+	if m.groups == nil {
+		if !hybridStore(ev) {
+			return
+		}
+		m.groups = &kvGroups{known: 1} // group 0 stored what came before
+		m.groups.reset()
+	}
+	group, ok := groupOf(ev)
+	if !ok {
+		return
+	}
+	m.groups.learn(ev, group, m.blockSize)
+	m.groups.stored(k, b, group)
+}
+
+// checkGroups lowers the depth of each candidate in grouped to what every
+// KV-cache group of its engine allows (kvGroups.depth).
+func (x *Approx) checkGroups(dst []int, handles []int32, hashes []blockhash.Hash, grouped map[int32]*kvGroups) {
+	for i, h := range handles {
+		if g := grouped[h]; g != nil && dst[i] > 0 {
+			dst[i] = g.depth(hashes, dst[i])
+		}
+	}
+}
+
+// noteGroups publishes g, the groups of r's mirror, for Match to check r's
+// depths by, or that it has none to (nil).
+func (x *Approx) noteGroups(r *replica, g *kvGroups) {
+	h := int32(r.handle)
+	if cur := x.grouped.Load(); cur == nil && g == nil || cur != nil && (*cur)[h] == g {
+		return // nearly always: no change, no lock
+	}
+	x.holesMu.Lock()
+	defer x.holesMu.Unlock()
+	cur := x.grouped.Load()
+	if cur == nil && g == nil || cur != nil && (*cur)[h] == g {
+		return
+	}
+	next := make(map[int32]*kvGroups)
+	if cur != nil {
+		maps.Copy(next, *cur)
+	}
+	if g != nil {
+		next[h] = g
+	} else {
+		delete(next, h)
+	}
+	if len(next) == 0 {
+		x.grouped.Store(nil)
+		return
+	}
+	x.grouped.Store(&next)
+}
