@@ -3,6 +3,7 @@ package index
 import (
 	"maps"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
@@ -28,6 +29,24 @@ const maxGroups = 16
 // groupCounts are one block's copies in each group, saturating at 255.
 type groupCounts [maxGroups]uint8
 
+// heldBy is the set of groups with a copy, bit i for group i.
+func (c *groupCounts) heldBy() uint16 {
+	var set uint16
+	for i, n := range c {
+		if n > 0 {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// keyedCounts are a keyed block's counts and the groups they say hold it,
+// which Match reads.
+type keyedCounts struct {
+	c    groupCounts
+	held uint16
+}
+
 // kvGroups is what a Mirror knows of its engine's KV-cache groups, from
 // the first store that names a group other than 0 or a kind of layer other
 // than full attention. The copies of blocks stored before that are group
@@ -46,7 +65,7 @@ type kvGroups struct {
 	tail [maxGroups]int32
 	// keyed are the counts of blocks with a gateway hash, orphans those of
 	// blocks without one yet (moved to keyed when they join).
-	keyed   map[blockhash.Hash]groupCounts
+	keyed   map[blockhash.Hash]keyedCounts
 	orphans map[engineKey]groupCounts
 	// lacking[i] is how many keyed blocks have counts without a copy in
 	// group i: while it is 0, group i holds every block some group does,
@@ -112,8 +131,8 @@ func (g *kvGroups) counts(k engineKey, b mirrorBlock) (groupCounts, bool) {
 		c, ok := g.orphans[k]
 		return c, ok
 	}
-	c, ok := g.keyed[b.ours]
-	return c, ok
+	kc, ok := g.keyed[b.ours]
+	return kc.c, ok
 }
 
 func (g *kvGroups) set(k engineKey, b mirrorBlock, c groupCounts) {
@@ -122,9 +141,9 @@ func (g *kvGroups) set(k engineKey, b mirrorBlock, c groupCounts) {
 		return
 	}
 	if old, ok := g.keyed[b.ours]; ok {
-		g.count(old, -1)
+		g.count(old.c, -1)
 	}
-	g.keyed[b.ours] = c
+	g.keyed[b.ours] = keyedCounts{c: c, held: c.heldBy()}
 	g.count(c, 1)
 }
 
@@ -143,8 +162,8 @@ func (g *kvGroups) forget(k engineKey, b mirrorBlock) {
 	defer g.mu.Unlock()
 	if b.orphan {
 		delete(g.orphans, k)
-	} else if c, ok := g.keyed[b.ours]; ok {
-		g.count(c, -1)
+	} else if kc, ok := g.keyed[b.ours]; ok {
+		g.count(kc.c, -1)
 		delete(g.keyed, b.ours)
 	}
 }
@@ -194,7 +213,7 @@ func saturate(n int32) uint8 { return uint8(min(max(n, 0), 255)) }
 func (g *kvGroups) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.keyed = make(map[blockhash.Hash]groupCounts)
+	g.keyed = make(map[blockhash.Hash]keyedCounts)
 	g.orphans = make(map[engineKey]groupCounts)
 	g.lacking = [maxGroups]int{}
 }
@@ -218,15 +237,23 @@ func (g *kvGroups) bytes() int64 {
 func (g *kvGroups) depth(hashes []blockhash.Hash, depth int) int {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	var looked []uint32 // by block: lookedUp, and bit i when group i holds it
+	var looked *[]uint32 // by block: lookedUp, and bit i when group i holds it
+	defer func() {
+		if looked != nil {
+			lookedScratch.Put(looked)
+		}
+	}()
 	holds := func(i int, bit uint32) bool {
 		if looked == nil {
-			looked = make([]uint32, depth)
+			looked = lookedScratch.Get().(*[]uint32)
+			*looked = slices.Grow((*looked)[:0], depth)[:depth]
+			clear(*looked)
 		}
-		if looked[i] == 0 {
-			looked[i] = lookedUp | g.heldBy(hashes[i])
+		at := &(*looked)[i]
+		if *at == 0 {
+			*at = lookedUp | g.heldBy(hashes[i])
 		}
-		return looked[i]&bit != 0
+		return *at&bit != 0
 	}
 	for {
 		next := depth
@@ -246,20 +273,16 @@ func (g *kvGroups) depth(hashes []blockhash.Hash, depth int) int {
 // lookedUp marks a block depth looked up.
 const lookedUp = 1 << 31
 
+// lookedScratch pools depth's memory of the blocks it looked up.
+var lookedScratch = sync.Pool{New: func() any { return new([]uint32) }}
+
 // heldBy is the set of groups holding the block of gateway hash h, bit i
 // for group i. Callers hold g.mu.
 func (g *kvGroups) heldBy(h blockhash.Hash) uint32 {
-	c, ok := g.keyed[h]
-	if !ok {
-		return uint32(g.known)
+	if kc, ok := g.keyed[h]; ok {
+		return uint32(kc.held)
 	}
-	var set uint32
-	for i, n := range c {
-		if n > 0 {
-			set |= 1 << i
-		}
-	}
-	return set
+	return uint32(g.known)
 }
 
 // groupHit is how many of the first n blocks one group lets a prompt hit,
