@@ -21,6 +21,13 @@ import (
 // caches of blocks blocks, and a gateway config in index mode over them.
 func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config.Config) {
 	t.Helper()
+	return eventFleetWith(t, n, blocks, mode, nil)
+}
+
+// eventFleetWith is eventFleet with each simulator's config changed by
+// change, when not nil.
+func eventFleetWith(t *testing.T, n, blocks int, mode string, change func(*sim.Config)) ([]*sim.Local, *config.Config) {
+	t.Helper()
 	sims := simsWith(t, n, func(_ int, cfg *sim.Config) {
 		cfg.ZeroLatency = true
 		cfg.MaxModelLen = 1024
@@ -29,6 +36,9 @@ func eventFleet(t *testing.T, n, blocks int, mode string) ([]*sim.Local, *config
 		cfg.KVEvents = sim.DefaultKVEventsConfig()
 		cfg.KVEvents.Enable, cfg.KVEvents.Publisher = true, "zmq"
 		cfg.KVEvents.Endpoint, cfg.KVEvents.ReplayEndpoint = "tcp://*:0", "tcp://*:0"
+		if change != nil {
+			change(cfg)
+		}
 	})
 	cfg := testConfig(t, sims)
 	cfg.Routing.DefaultPolicy = "kv_aware"
@@ -131,9 +141,29 @@ func (c *conversation) body() string {
 // prompts to engines small enough to evict all the time, one request at a
 // time, and checks that every prediction equals the cached tokens the
 // engine then reports: the exact index sees what the engines hold,
-// generated blocks and evictions included.
+// generated blocks and evictions included. The engines are plain, or play
+// a hybrid model whose sliding-window layers (a window of 48 tokens: three
+// blocks) have a KV-cache group of their own, which gives back and evicts
+// first the blocks the window has moved past (in a cache of 240 blocks, 120
+// a group: with the mirror holding a block while either group did, 9 of
+// the 150 predictions were over).
 func TestExactIndexPredictsEveryHit(t *testing.T) {
-	sims, cfg := eventFleet(t, 3, 160, config.IndexExact)
+	for _, c := range []struct {
+		name          string
+		blocks        int
+		slidingWindow int
+	}{
+		{"full_attention", 160, 0},
+		{"sliding_window", 240, 48},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sims, cfg := eventFleetWith(t, 3, c.blocks, config.IndexExact, func(sc *sim.Config) { sc.SlidingWindow = c.slidingWindow })
+			predictEveryHit(t, sims, cfg)
+		})
+	}
+}
+
+func predictEveryHit(t *testing.T, sims []*sim.Local, cfg *config.Config) {
 	gw := startGateway(t, cfg)
 	waitFollowing(t, gw, len(sims))
 	rng := rand.New(rand.NewPCG(1, 2))

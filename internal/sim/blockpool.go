@@ -32,8 +32,9 @@ type block struct {
 	ref        int32
 	prev, next int32 // free queue links, nilBlock at the ends or when not free
 	hashed     bool
-	hash       blockhash.Hash
-	ext        events.Hash // the engine's own hash of the block, for events; set with hash when events are on
+	hash       blockhash.Hash // the key it is cached under: see groupKey
+	ext        events.Hash    // the engine's own hash of the block, for events; set with hash when events are on
+	group      uint8          // the KV-cache group it holds (see window.go), for events
 }
 
 func newBlockPool(numBlocks int, caching bool) *blockPool {
@@ -106,8 +107,8 @@ func (p *blockPool) unlink(id int32) {
 	p.numFree--
 }
 
-// lookup returns the longest run of leading hashes that are cached, as the
-// blocks holding them, appended to dst.
+// lookup returns the longest run of leading hashes that are cached in the
+// full-attention group, as the blocks holding them, appended to dst.
 func (p *blockPool) lookup(dst []int32, hashes []blockhash.Hash) []int32 {
 	if !p.caching {
 		return dst
@@ -183,8 +184,24 @@ func (p *blockPool) evict(id int32) {
 	b.hash = blockhash.Hash{}
 	p.events.evicted++
 	if p.log != nil {
-		p.log.removed(b.ext)
+		p.log.removed(b.ext, int(b.group))
 	}
+}
+
+// cachedIn reports whether a block of group holds hash.
+func (p *blockPool) cachedIn(hash blockhash.Hash, group int) (int32, bool) {
+	id, ok := p.cached[groupKey(hash, group)]
+	return id, ok
+}
+
+// groupKey is the key a block of group holding hash is cached under: the
+// hash itself in group 0, set apart in others, as vLLM keys its cache by
+// hash and group.
+func groupKey(hash blockhash.Hash, group int) blockhash.Hash {
+	if group != 0 {
+		hash.Hi ^= 0x9e3779b97f4a7c15 * uint64(group)
+	}
+	return hash
 }
 
 func (p *blockPool) setDups(h blockhash.Hash, d []int32) {
@@ -195,10 +212,10 @@ func (p *blockPool) setDups(h blockhash.Hash, d []int32) {
 	}
 }
 
-// cache marks a full block as holding hash (ext in the engine's own terms),
-// so later prompts can hit it. It reports whether the block was not cached
-// before.
-func (p *blockPool) cache(id int32, h blockhash.Hash, ext events.Hash) bool {
+// cache marks a full block of group as holding hash (ext in the engine's
+// own terms), so later prompts can hit it. It reports whether the block was
+// not cached before.
+func (p *blockPool) cache(id int32, hash blockhash.Hash, ext events.Hash, group int) bool {
 	if !p.caching {
 		return false
 	}
@@ -206,7 +223,8 @@ func (p *blockPool) cache(id int32, h blockhash.Hash, ext events.Hash) bool {
 	if b.hashed {
 		return false
 	}
-	b.hashed, b.hash, b.ext = true, h, ext
+	h := groupKey(hash, group)
+	b.hashed, b.hash, b.ext, b.group = true, h, ext, uint8(group)
 	if _, taken := p.cached[h]; taken {
 		// Two requests computed the same block at once; both copies
 		// serve hits until evicted, as in vLLM.

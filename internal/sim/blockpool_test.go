@@ -146,7 +146,7 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 				blocks := held[rapid.IntRange(0, len(held)-1).Draw(t, "holder")]
 				id := blocks[rapid.IntRange(0, len(blocks)-1).Draw(t, "block")]
 				h := hashes[rapid.IntRange(0, len(hashes)-1).Draw(t, "hash")]
-				pool.cache(id, h, events.Hash{})
+				pool.cache(id, h, events.Hash{}, 0)
 				ref.cache(id, h)
 			case 3: // a new holder hits cached blocks
 				var chain []blockhash.Hash
@@ -204,11 +204,11 @@ func TestBlockPoolEvictionOrder(t *testing.T) {
 	a := p.allocate(nil, 3)    // 1 2 3
 	b := p.allocate(nil, 2)    // 4 5
 	for i, id := range a {
-		p.cache(id, blockhash.Hash{Lo: uint64(10 + i)}, events.Hash{})
+		p.cache(id, blockhash.Hash{Lo: uint64(10 + i)}, events.Hash{}, 0)
 	}
-	p.cache(b[0], blockhash.Hash{Lo: 20}, events.Hash{}) // block 5 stays unhashed
-	p.free(a)                                            // hashed, freed tail first: 3 2 1 at the tail
-	p.free(b)                                            // 5 unhashed to the head, 4 hashed to the tail
+	p.cache(b[0], blockhash.Hash{Lo: 20}, events.Hash{}, 0) // block 5 stays unhashed
+	p.free(a)                                               // hashed, freed tail first: 3 2 1 at the tail
+	p.free(b)                                               // 5 unhashed to the head, 4 hashed to the tail
 	want := []int32{5, 6, 3, 2, 1, 4}
 	if got := freeOrder(p); !slices.Equal(got, want) {
 		t.Fatalf("free queue %v, want %v", got, want)

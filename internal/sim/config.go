@@ -25,6 +25,13 @@ type Config struct {
 	MaxNumBatchedTokens int // token budget of one step (--max-num-batched-tokens, 2048)
 	MaxModelLen         int // context length (--max-model-len, 32768)
 
+	// SlidingWindow, when positive, makes the engine a hybrid model's:
+	// beside its full-attention layers it has sliding-window layers that
+	// attend to the last SlidingWindow tokens, with a KV-cache group of
+	// their own (group 1), as vLLM keeps Gemma 3's or gpt-oss's
+	// (--sliding-window; 0: none).
+	SlidingWindow int
+
 	EnablePrefixCaching       bool // keep finished blocks for later hits (default true)
 	EnablePromptTokensDetails bool // report cached tokens in usage (default false)
 
@@ -89,6 +96,15 @@ func DefaultConfig() Config {
 	}
 }
 
+// kvGroups is how many KV-cache groups the engine keeps: every request
+// holds blocks in each.
+func (c *Config) kvGroups() int {
+	if c.SlidingWindow > 0 {
+		return 2
+	}
+	return 1
+}
+
 // ModelName is the name the engine reports in metrics and responses when the
 // client did not name one.
 func (c *Config) ModelName() string {
@@ -139,6 +155,9 @@ func (c *Config) Validate() error {
 		// A block longer than --max-model-len is vLLM's too: it is allowed.
 		errs = append(errs, fmt.Errorf("--block-size: must be at most %d, got %d", MaxBlockSize, c.BlockSize))
 	}
+	if c.SlidingWindow < 0 {
+		errs = append(errs, fmt.Errorf("--sliding-window: must not be negative, got %d", c.SlidingWindow))
+	}
 	if c.NumGPUBlocks > MaxNumGPUBlocks {
 		errs = append(errs, fmt.Errorf("--num-gpu-blocks-override: must be at most %d, got %d", MaxNumGPUBlocks, c.NumGPUBlocks))
 	}
@@ -155,7 +174,7 @@ func (c *Config) Validate() error {
 			c.MaxNumBatchedTokens, c.MaxNumSeqs))
 	}
 	if c.BlockSize > 0 && c.NumGPUBlocks > 0 && c.MaxModelLen > 0 {
-		need := blocksFor(c.MaxModelLen, c.BlockSize)
+		need := blocksFor(c.MaxModelLen, c.BlockSize) + c.windowReserve(c.MaxModelLen)
 		if usable := c.NumGPUBlocks - 1; usable < need {
 			errs = append(errs, fmt.Errorf("the KV cache holds %d tokens (%d usable blocks of %d), less than one request of --max-model-len %d needs (%d blocks); raise --num-gpu-blocks-override or lower --max-model-len",
 				usable*c.BlockSize, usable, c.BlockSize, c.MaxModelLen, need))

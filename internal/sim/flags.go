@@ -49,6 +49,7 @@ func ParseCommand(args []string, output io.Writer, getenv func(string) (string, 
 	fs.IntVar(&o.MaxNumSeqs, "max-num-seqs", o.MaxNumSeqs, "running sequence cap")
 	fs.IntVar(&o.MaxNumBatchedTokens, "max-num-batched-tokens", o.MaxNumBatchedTokens, "tokens one step may compute; longer prompts prefill in chunks")
 	fs.IntVar(&o.MaxModelLen, "max-model-len", o.MaxModelLen, "context length")
+	fs.IntVar(&o.SlidingWindow, "sliding-window", 0, "play a hybrid model: sliding-window layers attending to this many tokens, in a KV-cache group of their own beside the full-attention one (0: none)")
 	fs.BoolVar(&noPrefix, "no-enable-prefix-caching", false, "keep no finished blocks")
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", false, "report cached tokens in usage")
 	fs.Float64Var(&prefillTokenUS, "prefill-token-us", prefillTokenUS, "a: microseconds per computed prompt token")

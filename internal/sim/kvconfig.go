@@ -161,8 +161,10 @@ func (c *Config) validateKVEvents() []error {
 	if err := c.KVEvents.validate(); c.KVEvents != (KVEventsConfig{}) && err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := events.ParseEncoding(c.KVEventsEncoding); err != nil {
+	if enc, err := events.ParseEncoding(c.KVEventsEncoding); err != nil {
 		errs = append(errs, fmt.Errorf("--kv-events-encoding: %w", err))
+	} else if enc == events.EncodingSGLang && c.SlidingWindow > 0 {
+		errs = append(errs, errors.New("--sliding-window: SGLang's KV events name no KV-cache group; use --kv-events-encoding map or array"))
 	}
 	if c.PrefixCachingHashAlgo != "" {
 		if _, err := enginehash.ParseAlgo(c.PrefixCachingHashAlgo); err != nil {

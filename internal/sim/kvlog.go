@@ -29,10 +29,12 @@ type KVEventSink interface {
 	Publish(b *events.Batch)
 }
 
-// vLLM's fixed fields for blocks of a single full-attention group on GPU.
+// vLLM's fixed fields for blocks on GPU, of a full-attention group.
 const (
 	kvMedium   = "GPU"
 	kvSpecKind = "full_attention"
+	// kvSpecWindow is the kind of a hybrid model's sliding-window group.
+	kvSpecWindow = "sliding_window"
 )
 
 func newKVLog(h *enginehash.Hasher, intForm bool, rank, blockSize int, sink KVEventSink) *kvLog {
@@ -70,8 +72,13 @@ func toUint32(ids []int) []uint32 {
 	return out
 }
 
-// stored logs that r's blocks first..end-1 entered the cache.
-func (l *kvLog) stored(r *request, first, end int) {
+// stored logs that r's blocks first..end-1 entered the cache, in the
+// full-attention group.
+func (l *kvLog) stored(r *request, first, end int) { l.storedIn(r, first, end, 0, 0) }
+
+// storedIn is stored for a block of group, a sliding-window group's of
+// window tokens when window is positive.
+func (l *kvLog) storedIn(r *request, first, end, group, window int) {
 	if first >= end {
 		return
 	}
@@ -84,9 +91,14 @@ func (l *kvLog) stored(r *request, first, end int) {
 		Medium:      kvMedium,
 		HasMedium:   true,
 		ExtraKeys:   make([]events.RawValue, end-first),
+		GroupIdx:    int64(group),
 		HasGroupIdx: true,
 		SpecKind:    kvSpecKind,
 		HasSpecKind: true,
+	}
+	if window > 0 {
+		ev.SpecKind = kvSpecWindow
+		ev.SlidingWindow, ev.HasSlidingWindow = int64(window), true
 	}
 	if first > 0 {
 		ev.Parent, ev.HasParent = r.ext[first-1], true
@@ -108,13 +120,14 @@ func saltKey(salt string) events.RawValue {
 	return msgp.AppendString(msgp.AppendArrayHeader(nil, 1), salt)
 }
 
-// removed logs that the block carrying h left the cache.
-func (l *kvLog) removed(h events.Hash) {
+// removed logs that the block of group carrying h left the cache.
+func (l *kvLog) removed(h events.Hash, group int) {
 	l.events = append(l.events, events.Event{
 		Kind:        events.BlockRemoved,
 		Hashes:      []events.Hash{h},
 		Medium:      kvMedium,
 		HasMedium:   true,
+		GroupIdx:    int64(group),
 		HasGroupIdx: true,
 	})
 }

@@ -47,6 +47,12 @@ type request struct {
 	resumed    bool    // preempted at least once
 	abort      bool    // the client left; leaves at the next step boundary
 	reportFull bool    // vllm_xargs kv_cache_report_mode "full": its hits are reported as stored
+	// window are the request's blocks of a hybrid model's sliding-window
+	// group (window.go), in token order, 0 (the null block) where the
+	// window has moved past them; windowCached its leading blocks already
+	// in the prefix cache.
+	window       []int32
+	windowCached int
 
 	cached         int // prompt tokens found cached at first admission
 	created        int // prompt tokens this request wrote into the cache at first admission
@@ -125,6 +131,7 @@ type scheduler struct {
 	running []*request
 	plan    []work
 	hits    []int32 // scratch for prefix lookups
+	whits   []int32 // scratch for the window group's (window.go)
 	tok     *simtok.Tokenizer
 	stats   StepStats
 }
@@ -258,14 +265,20 @@ func (s *scheduler) unplan(r *request) int {
 // grow makes r hold enough blocks for its first upto tokens. It fails, taking
 // nothing, when the pool has too few free blocks.
 func (s *scheduler) grow(r *request, upto int) bool {
+	if s.hybrid() {
+		s.leaveWindow(r)
+	}
 	need := s.blocksFor(upto) - len(r.blocks)
 	if need <= 0 {
 		return true
 	}
-	if need > s.pool.numFree {
+	if need*s.cfg.kvGroups() > s.pool.numFree {
 		return false
 	}
 	r.blocks = s.pool.allocate(r.blocks, need)
+	if s.hybrid() {
+		s.growWindow(r, len(r.blocks))
+	}
 	return true
 }
 
@@ -283,13 +296,16 @@ func (s *scheduler) cacheFull(r *request) {
 		if log != nil {
 			ext = r.ext[r.numCached]
 		}
-		if !s.pool.cache(r.blocks[r.numCached], r.hashes[r.numCached], ext) && log != nil {
+		if !s.pool.cache(r.blocks[r.numCached], r.hashes[r.numCached], ext, 0) && log != nil {
 			log.stored(r, run, r.numCached)
 			run = r.numCached + 1
 		}
 	}
 	if log != nil {
 		log.stored(r, run, full)
+	}
+	if s.hybrid() {
+		s.cacheWindow(r, full)
 	}
 }
 
@@ -301,8 +317,15 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 	bs := s.cfg.BlockSize
 	// The last token is always computed, so at most (total-1)/bs blocks hit.
 	s.hits = s.pool.lookup(s.hits[:0], r.hashes[:min(len(r.hashes), (total-1)/bs)])
+	s.whits = s.whits[:0]
+	if s.hybrid() {
+		var n int
+		n, s.whits = s.windowHit(s.whits, r.hashes, len(s.hits))
+		s.hits = s.hits[:n]
+	}
 	hit := len(s.hits) * bs
-	whole := s.blocksFor(min(total, s.cfg.MaxModelLen)) - len(s.hits) + s.pool.countFree(s.hits)
+	whole := s.blocksFor(min(total, s.cfg.MaxModelLen)) + s.cfg.windowReserve(min(total, s.cfg.MaxModelLen)) -
+		len(s.hits) - len(s.whits) + s.pool.countFree(s.hits) + s.pool.countFree(s.whits)
 	if whole > s.pool.numFree {
 		return false
 	}
@@ -310,11 +333,18 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 	s.pool.touch(s.hits)
 	r.blocks = append(r.blocks[:0], s.hits...)
 	r.numCached = len(s.hits)
+	if s.hybrid() {
+		s.reuseWindow(r, len(s.hits), s.whits)
+	}
 	if r.reportFull && s.pool.log != nil {
 		// kv_cache_report_mode "full": the hits it reuses are reported
 		// as stored, from block 0 with no parent, as vLLM's
-		// emit_cached_block_events does.
+		// emit_cached_block_events does (a hybrid model's window group:
+		// those of its window).
 		s.pool.log.stored(r, 0, r.numCached)
+		if s.hybrid() {
+			s.pool.log.storedIn(r, r.numCached-len(s.whits), r.numCached, windowGroup, s.cfg.SlidingWindow)
+		}
 	}
 	r.computed = hit
 	r.prefillBeg, r.prefillEnd = hit, total
@@ -349,6 +379,7 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 // of the waiting ones, to be recomputed (mostly from the cache) later.
 func (s *scheduler) preempt(r *request) {
 	s.pool.free(r.blocks)
+	s.releaseWindow(r)
 	r.blocks = r.blocks[:0]
 	r.numCached = 0
 	r.computed = 0
@@ -446,6 +477,7 @@ func (s *scheduler) sample(r *request, now float64) {
 
 func (s *scheduler) release(r *request) {
 	s.pool.free(r.blocks)
+	s.releaseWindow(r)
 	r.blocks = r.blocks[:0]
 }
 

@@ -142,7 +142,8 @@ func TestChunksAddUpToP(t *testing.T) {
 }
 
 // TestSchedulerInvariants plays random traffic with shared prefixes, long
-// generations and cancellations through a small pool.
+// generations and cancellations through a small pool, of a plain model or
+// a hybrid one (a sliding-window group beside the full-attention one).
 func TestSchedulerInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cfg := testConfig()
@@ -152,6 +153,10 @@ func TestSchedulerInvariants(t *testing.T) {
 		cfg.MaxNumSeqs = rapid.IntRange(1, 8).Draw(rt, "maxSeqs")
 		cfg.MaxNumBatchedTokens = rapid.IntRange(max(cfg.MaxNumSeqs, 16), 300).Draw(rt, "budget")
 		cfg.EnablePrefixCaching = rapid.Bool().Draw(rt, "caching")
+		cfg.SlidingWindow = rapid.SampledFrom([]int{0, 0, 1, 17, 48, 100}).Draw(rt, "slidingWindow")
+		if need := blocksFor(cfg.MaxModelLen, cfg.BlockSize) + cfg.windowReserve(cfg.MaxModelLen) + 1; cfg.NumGPUBlocks < need {
+			cfg.NumGPUBlocks = need + rapid.IntRange(0, 90).Draw(rt, "moreBlocks")
+		}
 		s := newScheduler(&cfg)
 
 		n := rapid.IntRange(1, 30).Draw(rt, "requests")
@@ -197,6 +202,21 @@ func TestSchedulerInvariants(t *testing.T) {
 				}
 				for _, b := range r.blocks {
 					refs[b]++
+				}
+				if cfg.SlidingWindow > 0 && len(r.window) != len(r.blocks) {
+					rt.Fatalf("request %s holds %d blocks, %d window places", r.id, len(r.blocks), len(r.window))
+				}
+				held := 0
+				for _, b := range r.window {
+					if b != 0 {
+						refs[b]++
+						held++
+					}
+				}
+				// The window group gives back what the window moved past:
+				// it holds a window and a step's chunk at most.
+				if most := blocksFor(cfg.SlidingWindow-1+cfg.MaxNumBatchedTokens, cfg.BlockSize) + 2; cfg.SlidingWindow > 0 && held > most {
+					rt.Fatalf("request %s holds %d window blocks (computed %d), at most %d expected", r.id, held, r.computed, most)
 				}
 			}
 			for id := 1; id < len(s.pool.blocks); id++ {

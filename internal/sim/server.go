@@ -205,6 +205,10 @@ func cacheConfigLabels(c *Config) [][2]string {
 		}
 		return "False"
 	}
+	slidingWindow := "None"
+	if c.SlidingWindow > 0 {
+		slidingWindow = strconv.Itoa(c.SlidingWindow)
+	}
 	return [][2]string{
 		{"block_size", strconv.Itoa(c.BlockSize)},
 		{"cache_dtype", "auto"},
@@ -215,7 +219,7 @@ func cacheConfigLabels(c *Config) [][2]string {
 		{"num_gpu_blocks", strconv.Itoa(c.NumGPUBlocks)},
 		{"num_gpu_blocks_override", strconv.Itoa(c.NumGPUBlocks)},
 		{"prefix_caching_hash_algo", hashAlgoName(c)},
-		{"sliding_window", "None"},
+		{"sliding_window", slidingWindow},
 	}
 }
 

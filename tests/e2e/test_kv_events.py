@@ -102,7 +102,7 @@ def bin_dir():
 class KVSim:
     """An inferrail-sim publishing KV events, stopped by stop() whatever happened."""
 
-    def __init__(self, log_path, *, encoding, env=None):
+    def __init__(self, log_path, *, encoding, env=None, args=()):
         exe = os.path.join(bin_dir(), "inferrail-sim")
         if not os.access(exe, os.X_OK):
             pytest.fail(f"{exe} is missing: run the suite with tests/e2e/run.sh")
@@ -110,7 +110,7 @@ class KVSim:
                '"replay_endpoint":"tcp://*:0","topic":"kv"}')
         argv = [exe, "--host", "127.0.0.1", "--port", "0", "--zero-latency",
                 "--num-gpu-blocks-override", "128", "--max-model-len", "1024",
-                "--kv-events-config", cfg, "--kv-events-encoding", encoding]
+                "--kv-events-config", cfg, "--kv-events-encoding", encoding, *args]
         # As run.sh does: the simulator gets SIGTERM should pytest die outright.
         if shutil.which("setpriv"):
             argv = ["setpriv", "--pdeathsig", "TERM", "--"] + argv
@@ -244,11 +244,11 @@ def workload(target, n_chats):
     return salted
 
 
-def record(tmp_path_factory, encoding, *, n_chats=30, env=None):
+def record(tmp_path_factory, encoding, *, n_chats=30, env=None, args=()):
     """Runs a simulator through the workload and returns what it published."""
     rec = Recording(encoding)
     log = tmp_path_factory.mktemp("kv") / f"sim-{encoding}.log"
-    sim = KVSim(log, encoding=encoding, env=env)
+    sim = KVSim(log, encoding=encoding, env=env, args=args)
     ctx = zmq.Context()
     try:
         sub = subscribe(ctx, sim.pub)
@@ -299,6 +299,18 @@ def kv_array(tmp_path_factory):
 @pytest.fixture(scope="module")
 def kv_sglang(tmp_path_factory):
     return record(tmp_path_factory, "sglang", n_chats=8)
+
+
+# A hybrid model's engine: a sliding-window group of 32 tokens beside the full-attention one, in
+# a cache that still evicts (the larger --num-gpu-blocks-override holds a request of
+# --max-model-len in both groups).
+HYBRID_WINDOW = 32
+
+
+@pytest.fixture(scope="module")
+def kv_hybrid(tmp_path_factory):
+    return record(tmp_path_factory, "map", n_chats=12,
+                  args=["--sliding-window", str(HYBRID_WINDOW), "--num-gpu-blocks-override", "200"])
 
 
 # --- the checks -------------------------------------------------------------------------------
@@ -475,7 +487,7 @@ def test_kv_bytes_hashes_are_digests(kv_bytes):
             assert all(isinstance(h, bytes) and len(h) == 32 for h in e.block_hashes)
 
 
-@pytest.mark.parametrize("rec", ["kv_map", "kv_bytes", "kv_array", "kv_sglang"])
+@pytest.mark.parametrize("rec", ["kv_map", "kv_bytes", "kv_array", "kv_sglang", "kv_hybrid"])
 def test_kv_replay(rec, request):
     rec = request.getfixturevalue(rec)
     assert rec.replay_end == [b"", b"", END_SEQ, b""]
@@ -483,6 +495,34 @@ def test_kv_replay(rec, request):
     for live, again in zip(rec.messages, rec.replay):
         assert again[0] == b"", "replay frames start with the empty delimiter"
         assert again[1:] == live
+
+
+def test_kv_hybrid_groups(kv_hybrid):
+    """A hybrid model's events: each group's stores and removals name it, with its kind and, for
+    the window, its size; the window group stores only blocks the full-attention group stored,
+    under vLLM's hashes, and gives back and evicts blocks of its own."""
+    check_frames(kv_hybrid)
+    s = kvstructs.structs("map")
+    events = check_semantics(decode_all(kv_hybrid, s), s)
+    assert check_hashes(events, s, as_int=True) >= 6
+    stored = {0: set(), 1: set()}
+    removed = Counter()
+    for ev in events:
+        if isinstance(ev, s.Stored):
+            assert ev.group_idx in (0, 1)
+            if ev.group_idx == 0:
+                assert ev.kv_cache_spec_kind == "full_attention"
+                assert ev.kv_cache_spec_sliding_window is None
+            else:
+                assert ev.kv_cache_spec_kind == "sliding_window"
+                assert ev.kv_cache_spec_sliding_window == HYBRID_WINDOW
+                assert set(ev.block_hashes) <= stored[0], "a window block the full group never had"
+            stored[ev.group_idx].update(ev.block_hashes)
+        elif isinstance(ev, s.Removed):
+            assert ev.group_idx in (0, 1)
+            removed[ev.group_idx] += 1
+    assert stored[1], "the window group stored nothing"
+    assert removed[1] > 0, "the window group evicted nothing"
 
 
 def test_kv_array_decodes_with_old_vllm_structs(kv_array):

@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/inferrail/inferrail/internal/enginehash"
+	"github.com/inferrail/inferrail/internal/events"
+)
+
+// TestWindowGroupHits: a hybrid model's engine (blocks of 16, a window of
+// 32 tokens: two blocks) runs prompt A (8 whole blocks, 20 tokens of
+// output), then prompt B in a pool too small for both, then A again and A's
+// first five blocks. While A decodes, its window moves past its first
+// seven blocks, which the window group gives back: B's blocks come from the
+// first six of them, as vLLM evicts first what it freed first. A again
+// hits whole (both groups hold its blocks 6 and 7), its first five blocks
+// nothing (the window group lost blocks 3 and 4). The events say so, group
+// by group.
+func TestWindowGroupHits(t *testing.T) {
+	cfg := testConfig()
+	cfg.BlockSize, cfg.SlidingWindow = 16, 32
+	cfg.MaxModelLen = 160
+	cfg.NumGPUBlocks = 1 + 2*10 // A's 149 tokens need 10 blocks a group
+	s := newScheduler(&cfg)
+	s.pool.log = newKVLog(enginehash.New(enginehash.SHA256, enginehash.PythonHashSeed("0")), true, 0, cfg.BlockSize, nil)
+	v := &vrun{s: s}
+	run := func(name string, p []int, output int) *request {
+		r := testRequest(&cfg, name, p, output)
+		s.pool.log.extend(r)
+		v.run(t, []arrival{{v.now, r}})
+		return r
+	}
+	a := prompt(1, 8*16+1)
+	if r := run("a", a, 20); r.cached != 0 {
+		t.Fatalf("A first: %d tokens cached", r.cached)
+	}
+	stores, removals := groupEvents(s.pool.log.events)
+	if stores != [2]int{9, 9} || removals != [2]int{} {
+		t.Fatalf("A stored %v blocks by group, removed %v; want 9 in each (8 of prompt, 1 of output), none", stores, removals)
+	}
+	s.pool.log.events = nil
+	if r := run("b", prompt(2, 3*16+1), 1); r.cached != 0 {
+		t.Fatalf("B: %d tokens cached", r.cached)
+	}
+	_, removals = groupEvents(s.pool.log.events)
+	if removals != [2]int{0, 6} {
+		t.Fatalf("B evicted %v blocks by group; want A's window blocks 0-5 alone", removals)
+	}
+	for _, ev := range s.pool.log.events {
+		if ev.Kind == events.BlockStored && ev.GroupIdx == windowGroup &&
+			(ev.SpecKind != "sliding_window" || ev.SlidingWindow != 32 || !ev.HasSlidingWindow) {
+			t.Errorf("a window group's store says kind %q, window %d", ev.SpecKind, ev.SlidingWindow)
+		}
+	}
+	if r := run("a-again", a, 1); r.cached != 8*16 {
+		t.Errorf("A again: %d tokens cached, want %d", r.cached, 8*16)
+	}
+	if r := run("a-5", a[:5*16+1], 1); r.cached != 0 {
+		t.Errorf("A's first five blocks: %d tokens cached, want 0 (the window group lost blocks 3 and 4)", r.cached)
+	}
+}
+
+// groupEvents counts the blocks evs store and remove, by group.
+func groupEvents(evs []events.Event) (stores, removals [2]int) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case events.BlockStored:
+			stores[ev.GroupIdx] += len(ev.Hashes)
+		case events.BlockRemoved:
+			removals[ev.GroupIdx] += len(ev.Hashes)
+		}
+	}
+	return stores, removals
+}
+
+// TestSlidingWindowFlags: --sliding-window is taken, shown in
+// cache_config_info, doubles what one request of --max-model-len needs,
+// and is refused negative or with SGLang's events.
+func TestSlidingWindowFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // "" for valid
+	}{
+		{[]string{"--sliding-window", "128"}, ""},
+		{[]string{"--sliding-window", "-1"}, "--sliding-window: must not be negative"},
+		{[]string{"--sliding-window", "128", "--max-model-len", "1024", "--num-gpu-blocks-override", "100"}, "less than one request"},
+		{[]string{"--sliding-window", "128", "--max-model-len", "1024", "--num-gpu-blocks-override", "129"}, ""},
+		{[]string{"--sliding-window", "128", "--kv-events-encoding", "sglang"}, "SGLang's KV events name no KV-cache group"},
+	} {
+		t.Run(fmt.Sprint(c.args), func(t *testing.T) {
+			o, err := ParseFlags(c.args, io.Discard)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want an error saying %q", err, c.want)
+			case c.want != "":
+				return
+			case o.SlidingWindow != 128:
+				t.Fatalf("sliding window %d", o.SlidingWindow)
+			case !slices.Contains(cacheConfigLabels(&o.Config), [2]string{"sliding_window", "128"}):
+				t.Fatalf("cache_config_info labels %v", cacheConfigLabels(&o.Config))
+			}
+		})
+	}
+}
