@@ -71,6 +71,18 @@ type kvGroups struct {
 	// group i: while it is 0, group i holds every block some group does,
 	// and Match need not look (depth).
 	lacking [maxGroups]int
+	// spec are the groups that will hold the blocks of prompts routed to
+	// the engine and not run yet (speculate), until a group's store
+	// confirms its part or the time is up; specQueue lists them by expiry.
+	spec      map[blockhash.Hash]specGroups
+	specQueue []specItem
+}
+
+// specGroups are the groups a routed prompt's block will be held by, and
+// until when that is taken on trust.
+type specGroups struct {
+	groups  uint16
+	expires int64 // UnixNano
 }
 
 // fullAttention reports whether a group of kind needs every block before a
@@ -182,6 +194,15 @@ func (g *kvGroups) joined(k engineKey, ours blockhash.Hash) {
 func (g *kvGroups) stored(k engineKey, b mirrorBlock, group int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if e, ok := g.spec[b.ours]; ok && !b.orphan {
+		// The group's store confirms its part of a speculation: from now
+		// on its events alone say whether it holds the block.
+		if e.groups &^= 1 << group; e.groups == 0 {
+			delete(g.spec, b.ours)
+		} else {
+			g.spec[b.ours] = e
+		}
+	}
 	c, ok := g.counts(k, b)
 	if !ok {
 		c[0] = saturate(b.count - 1) // its copies from before
@@ -216,14 +237,64 @@ func (g *kvGroups) reset() {
 	g.keyed = make(map[blockhash.Hash]keyedCounts)
 	g.orphans = make(map[engineKey]groupCounts)
 	g.lacking = [maxGroups]int{}
+	g.spec = make(map[blockhash.Hash]specGroups)
+	g.specQueue = g.specQueue[:0]
+}
+
+// speculate notes that the engine will hold hashes, a prompt routed to it
+// that hits its first hit blocks, until expires: its full-attention groups
+// every block, a window group those from its window before the hit on (the
+// blocks before that the engine neither reuses nor stores again). Only
+// what a group lacks now is taken on trust, what its store will confirm:
+// what it holds, its events go on telling.
+func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.expireSpec(now)
+	for i, h := range hashes {
+		kc, ok := g.keyed[h]
+		if !ok {
+			continue // no counts: held by every group already
+		}
+		var set uint16
+		for known := g.known &^ kc.held; known != 0; known &= known - 1 {
+			group := bits.TrailingZeros16(known)
+			if i >= hit-int(g.tail[group]) || g.tail[group] == 0 {
+				set |= 1 << group
+			}
+		}
+		if set == 0 {
+			continue
+		}
+		e := g.spec[h]
+		e.groups |= set
+		e.expires = expires
+		g.spec[h] = e
+		g.specQueue = append(g.specQueue, specItem{h: h, expires: expires})
+	}
+}
+
+// expireSpec ends the speculations whose time is up. Callers hold g.mu.
+func (g *kvGroups) expireSpec(now int64) {
+	i := 0
+	for ; i < len(g.specQueue) && g.specQueue[i].expires <= now; i++ {
+		it := g.specQueue[i]
+		if e, ok := g.spec[it.h]; ok && e.expires == it.expires {
+			delete(g.spec, it.h) // not renewed since
+		}
+	}
+	if i > 0 {
+		g.specQueue = append(g.specQueue[:0], g.specQueue[i:]...)
+	}
 }
 
 // bytes approximates the counts' memory.
 func (g *kvGroups) bytes() int64 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	const entry = 64 // a key, the counts and the map's share of slots
-	return int64(len(g.keyed)+len(g.orphans)) * entry
+	const entry = 64     // a key, the counts and the map's share of slots
+	const specEntry = 72 // a spec entry and its queue item
+	return int64(len(g.keyed)+len(g.orphans))*entry + int64(len(g.spec))*specEntry
 }
 
 // depth lowers depth, how many leading blocks of hashes the mirror holds
@@ -233,8 +304,10 @@ func (g *kvGroups) bytes() int64 {
 // group: one from before the mirror told groups apart, one a routed prompt
 // revealed (reveal), or one speculated (routed here, not stored yet).
 // Blocks are looked up as a rule needs them, at most once: a window's rule
-// most often needs only the blocks of one window.
-func (g *kvGroups) depth(hashes []blockhash.Hash, depth int) int {
+// most often needs only the blocks of one window. A block of a prompt
+// routed here is held by the groups speculate said, until now passes its
+// time.
+func (g *kvGroups) depth(hashes []blockhash.Hash, depth int, now int64) int {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	var looked *[]uint32 // by block: lookedUp, and bit i when group i holds it
@@ -251,7 +324,7 @@ func (g *kvGroups) depth(hashes []blockhash.Hash, depth int) int {
 		}
 		at := &(*looked)[i]
 		if *at == 0 {
-			*at = lookedUp | g.heldBy(hashes[i])
+			*at = lookedUp | g.heldBy(hashes[i], now)
 		}
 		return *at&bit != 0
 	}
@@ -278,11 +351,16 @@ var lookedScratch = sync.Pool{New: func() any { return new([]uint32) }}
 
 // heldBy is the set of groups holding the block of gateway hash h, bit i
 // for group i. Callers hold g.mu.
-func (g *kvGroups) heldBy(h blockhash.Hash) uint32 {
-	if kc, ok := g.keyed[h]; ok {
-		return uint32(kc.held)
+func (g *kvGroups) heldBy(h blockhash.Hash, now int64) uint32 {
+	kc, ok := g.keyed[h]
+	if !ok {
+		return uint32(g.known)
 	}
-	return uint32(g.known)
+	held := kc.held
+	if e, ok := g.spec[h]; ok && e.expires > now {
+		held |= e.groups
+	}
+	return uint32(held)
 }
 
 // groupHit is how many of the first n blocks one group lets a prompt hit,
@@ -338,9 +416,20 @@ func (m *Mirror) groupStored(ev *events.Event, k engineKey, b mirrorBlock) {
 func (x *Approx) checkGroups(dst []int, handles []int32, hashes []blockhash.Hash, grouped map[int32]*kvGroups) {
 	for i, h := range handles {
 		if g := grouped[h]; g != nil && dst[i] > 0 {
-			dst[i] = g.depth(hashes, dst[i])
+			dst[i] = g.depth(hashes, dst[i], x.now())
 		}
 	}
+}
+
+// speculateGroups notes what the groups of r's engine will hold once it
+// ran hashes, a prompt routed to it (kvGroups.speculate), from the hit
+// Match would predict for it now. Callers hold r.mu.
+func (x *Approx) speculateGroups(r *replica, g *kvGroups, hashes []blockhash.Hash, now, expires int64) {
+	held := 0
+	for held < len(hashes) && x.hasBit(r, hashes[held]) {
+		held++
+	}
+	g.speculate(hashes, g.depth(hashes, held, now), now, expires)
 }
 
 // noteGroups publishes g, the groups of r's mirror, for Match to check r's

@@ -337,3 +337,63 @@ func TestGroupedMatchRacesEvents(t *testing.T) {
 		t.Errorf("after the batches, a 4-block prompt: depth %d, want 3 (block 3 gone from the window's group, blocks 1 and 2 held)", d)
 	}
 }
+
+// TestHybridSpeculation: a prompt routed to a hybrid engine whose window
+// group lost blocks the full-attention group still holds is predicted, for
+// the speculative TTL, as the engine will hold it once it ran: the
+// window's blocks before its hit and all after stored again, in every
+// group (a prompt sent right behind it hits them). Those before the
+// window stay as the events say. A window group's store ends its part of
+// the speculation; what the events say then holds even within the TTL.
+func TestHybridSpeculation(t *testing.T) {
+	full := groupSpec{kind: "full_attention"}
+	sliding := groupSpec{kind: "sliding_window", window: 8} // two blocks of 4
+	tokens := seq(1, 8*mirrorBS)
+	chain := ours("", tokens...)
+	x, clock := eventsIndex()
+	x.SetSource("e", true)
+	at := attached(x, "e")
+	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
+	var evicted []events.Event
+	for k := range 8 {
+		evicted = append(evicted, removedFrom(1, uint64(k+1))) // the window group holds nothing
+	}
+	x.ApplyEvents(at, batchOf(evicted...))
+	if d := depth(x, "e", chain); d != 0 {
+		t.Fatalf("the window group evicted: depth %d, want 0", d)
+	}
+	x.Record("e", chain[:6]) // routed: it hits nothing, and stores blocks 0-5 in both groups
+	for _, c := range []struct{ n, want int }{{6, 6}, {4, 4}, {8, 6}} {
+		if d := depth(x, "e", chain[:c.n]); d != c.want {
+			t.Errorf("routed 6 blocks: a %d-block prompt's depth %d, want %d", c.n, d, c.want)
+		}
+	}
+	// The engine stores blocks 0-5 in the window group, then evicts 0-3
+	// there: the events say it, within the TTL.
+	x.ApplyEvents(at, batchOf(storedIn(1, sliding, 0, 1, tokens[:6*mirrorBS])))
+	x.ApplyEvents(at, batchOf(removedFrom(1, 1), removedFrom(1, 2), removedFrom(1, 3), removedFrom(1, 4)))
+	if d := depth(x, "e", chain[:4]); d != 0 {
+		t.Errorf("the window group stored and evicted blocks 0-3: a 4-block prompt's depth %d, want 0", d)
+	}
+	if d := depth(x, "e", chain[:6]); d != 6 {
+		t.Errorf("blocks 4 and 5 held by both groups: a 6-block prompt's depth %d, want 6", d)
+	}
+
+	// A prompt routed after a hit: the window group will hold the two
+	// blocks before the hit and those after, not the ones before that.
+	x.ApplyEvents(at, batchOf(events.Event{Kind: events.AllBlocksCleared}))
+	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
+	x.ApplyEvents(at, batchOf(removedFrom(1, 1), removedFrom(1, 2), removedFrom(1, 3), removedFrom(1, 8)))
+	// The window group holds blocks 3-6: an 8-block prompt hits 7.
+	x.Record("e", chain)
+	if d := depth(x, "e", chain); d != 8 {
+		t.Errorf("routed whole: depth %d, want 8 (block 7 stored again in both groups)", d)
+	}
+	if d := depth(x, "e", chain[:3]); d != 0 {
+		t.Errorf("routed whole: a 3-block prompt's depth %d, want 0 (the window group's blocks 1 and 2 neither reused nor stored)", d)
+	}
+	*clock += int64(DefaultSpeculativeTTL)
+	if d := depth(x, "e", chain); d != 7 {
+		t.Errorf("after the TTL: depth %d, want 7", d)
+	}
+}

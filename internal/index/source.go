@@ -357,6 +357,9 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []
 	now := x.now()
 	x.expire(r, now)
 	expires := now + int64(x.specTTL)
+	if g := r.ev.mirror.groups; g != nil {
+		x.speculateGroups(r, g, hashes, now, expires)
+	}
 	var set []blockhash.Hash
 	for _, h := range hashes {
 		if _, speculated := r.ev.spec[h]; !speculated && x.hasBit(r, h) {
