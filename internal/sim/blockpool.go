@@ -196,7 +196,7 @@ func (p *blockPool) cachedIn(hash blockhash.Hash, group int) (int32, bool) {
 
 // groupKey is the key a block of group holding hash is cached under: the
 // hash itself in group 0, set apart in others, as vLLM keys its cache by
-// hash and group.
+// hash and group. It is its own inverse: groupKey of a key gives the hash.
 func groupKey(hash blockhash.Hash, group int) blockhash.Hash {
 	if group != 0 {
 		hash.Hi ^= 0x9e3779b97f4a7c15 * uint64(group)

@@ -17,6 +17,9 @@ type CachedBlock struct {
 	Key uint64
 	// Hash is the gateway's chained hash of the same block.
 	Hash blockhash.Hash
+	// Group is the KV-cache group holding it: 0, or 1 for a hybrid
+	// model's sliding-window layers (Config.SlidingWindow).
+	Group int
 }
 
 // CachedBlocks snapshots every block the prefix cache holds, one entry per
@@ -36,7 +39,9 @@ func (e *Engine) CachedBlocks(ctx context.Context) ([]CachedBlock, error) {
 			if !ok {
 				k = enginehash.EventInt(b.ext.Bytes())
 			}
-			out = append(out, CachedBlock{Key: k, Hash: b.hash})
+			// The pool keys a block by its hash and group: groupKey sets
+			// the hash apart and back alike.
+			out = append(out, CachedBlock{Key: k, Hash: groupKey(b.hash, int(b.group)), Group: int(b.group)})
 		}
 	})
 	return out, err

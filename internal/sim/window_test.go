@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -106,5 +108,45 @@ func TestSlidingWindowFlags(t *testing.T) {
 				t.Fatalf("cache_config_info labels %v", cacheConfigLabels(&o.Config))
 			}
 		})
+	}
+}
+
+// TestCachedBlocksOfBothGroups: CachedBlocks lists a hybrid model's blocks
+// once a group, each under the gateway's hash of its tokens, whatever key
+// the pool files the window group's copy under.
+func TestCachedBlocksOfBothGroups(t *testing.T) {
+	cfg := testConfig()
+	cfg.ZeroLatency, cfg.SlidingWindow = true, 32
+	e := NewEngine(cfg, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = e.Run(ctx) }()
+	p := prompt(3, 4*cfg.BlockSize+1)
+	r := testRequest(&cfg, "a", p, 1)
+	if err := e.submit(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for finished := false; !finished; {
+		if err := e.inspect(ctx, func(*scheduler) { finished = r.state == stateFinished }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocks, err := e.CachedBlocks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[CachedBlock]int{}
+	for _, b := range blocks {
+		b.Key = 0 // the engine publishes no events
+		got[b]++
+	}
+	want := map[CachedBlock]int{}
+	for _, h := range r.hashes[:4] {
+		for g := range 2 {
+			want[CachedBlock{Hash: h, Group: g}]++
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("cached blocks %v, want the prompt's four in each group: %v", got, want)
 	}
 }
