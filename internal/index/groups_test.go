@@ -15,6 +15,13 @@ type groupSpec struct {
 	window int64
 }
 
+// The groups of the hybrid engine most tests here play: full attention, and
+// a window of 8 tokens (two blocks of 4).
+var (
+	full    = groupSpec{kind: "full_attention"}
+	sliding = groupSpec{kind: "sliding_window", window: 8}
+)
+
 // storedIn is stored for group g of spec s.
 func storedIn(g int, s groupSpec, parent, first uint64, tokens []int) events.Event {
 	ev := stored(parent, first, tokens)
@@ -69,8 +76,6 @@ func TestGroupHit(t *testing.T) {
 // first four blocks does not. Before the mirror told groups apart it
 // predicted 4 for the latter.
 func TestHybridEngineGroups(t *testing.T) {
-	full := groupSpec{kind: "full_attention"}
-	sliding := groupSpec{kind: "sliding_window", window: 8}
 	tokens := seq(1, 6*mirrorBS)
 	chain := ours("", tokens...)
 	x, at := revealIndex(0)
@@ -302,8 +307,6 @@ func BenchmarkGroupedMatch(b *testing.B) {
 // says more than the prompt's length; once the batches end, it says what
 // they left.
 func TestGroupedMatchRacesEvents(t *testing.T) {
-	full := groupSpec{kind: "full_attention"}
-	sliding := groupSpec{kind: "sliding_window", window: 8}
 	tokens := seq(1, 8*mirrorBS)
 	chain := ours("", tokens...)
 	x, at := revealIndex(0)
@@ -346,8 +349,6 @@ func TestGroupedMatchRacesEvents(t *testing.T) {
 // window stay as the events say. A window group's store ends its part of
 // the speculation; what the events say then holds even within the TTL.
 func TestHybridSpeculation(t *testing.T) {
-	full := groupSpec{kind: "full_attention"}
-	sliding := groupSpec{kind: "sliding_window", window: 8} // two blocks of 4
 	tokens := seq(1, 8*mirrorBS)
 	chain := ours("", tokens...)
 	x, clock := eventsIndex()
