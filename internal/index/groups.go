@@ -50,9 +50,9 @@ type keyedCounts struct {
 // kvGroups is what a Mirror knows of its engine's KV-cache groups, from
 // the first store that names a group other than 0 or a kind of layer other
 // than full attention. The copies of blocks stored before that are group
-// 0's (no store had named another): a block's counts are made from its
-// copies the first time a store or removal touches it, and a block none
-// has touched since counts as held by every group.
+// 0's (no store had named another), counted so when it comes (seed); a
+// block without counts (one a routed prompt revealed, or one speculated)
+// counts as held by every group.
 //
 // Match reads the counts without the replica's lock, which an engine's
 // batch may hold for a while (applyBudget): mu guards them instead, held
@@ -229,8 +229,25 @@ func (g *kvGroups) removed(k engineKey, b mirrorBlock, group int) {
 // stays at 255, never lowered again.
 func saturate(n int32) uint8 { return uint8(min(max(n, 0), 255)) }
 
-// reset forgets every block's counts, as a clear does; what the groups
-// are stays known.
+// seed counts the copies of every block blocks holds but k, the one the
+// store that showed the engine keeps several groups is counting, as group
+// 0's: no store had named another. Left without counts, they would count
+// as held by every group, and a prompt over blocks a Mamba or window group
+// never stored would be predicted as hit. It returns how many blocks it
+// walked.
+func (g *kvGroups) seed(blocks *blockTable, k engineKey) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return blocks.each(func(key engineKey, b mirrorBlock) {
+		if key != k && b.count > 0 {
+			var c groupCounts
+			c[0] = saturate(b.count)
+			g.set(key, b, c)
+		}
+	})
+}
+
+// reset forgets every block's counts; what the groups are stays known.
 func (g *kvGroups) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -402,6 +419,7 @@ func (m *Mirror) groupStored(ev *events.Event, k engineKey, b mirrorBlock) {
 		}
 		m.groups = &kvGroups{known: 1} // group 0 stored what came before
 		m.groups.reset()
+		m.work += uint64(m.groups.seed(&m.blocks, k))
 	}
 	group, ok := groupOf(ev)
 	if !ok {

@@ -398,3 +398,43 @@ func TestHybridSpeculation(t *testing.T) {
 		t.Errorf("after the TTL: depth %d, want 7", d)
 	}
 }
+
+// TestHybridGroupsLearnedFromStores: the mirror learns an engine's groups
+// from its stores, so what it predicts must not depend on which of them it
+// saw first. Blocks group 0 stored before the first store that named
+// another group are group 0's alone (they predicted 6 blocks of 4 where
+// vLLM, whose Mamba or window group lacks them, hits none).
+func TestHybridGroupsLearnedFromStores(t *testing.T) {
+	full := groupSpec{kind: "full_attention"}
+	tokens := seq(1, 8*mirrorBS)
+	for _, c := range []struct {
+		name   string
+		batch  []events.Event
+		blocks int // the prompt's blocks
+		want   int
+	}{
+		{name: "Mamba stores the last block alone",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 7, 8, tokens[7*mirrorBS:])},
+			blocks: 6, want: 0},
+		{name: "Mamba's last block",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 7, 8, tokens[7*mirrorBS:])},
+			blocks: 8, want: 8},
+		{name: "a window group stores the last two blocks",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "sliding_window", window: 8}, 5, 6, tokens[5*mirrorBS:])},
+			blocks: 5, want: 0},
+		{name: "a second full-attention group stores from block 3",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(2, full, 3, 4, tokens[3*mirrorBS:])},
+			blocks: 8, want: 0},
+		{name: "both groups store every block",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens)},
+			blocks: 6, want: 6},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x, at := revealIndex(0)
+			x.ApplyEvents(at, batchOf(c.batch...))
+			if d := depth(x, "e", ours("", tokens...)[:c.blocks]); d != c.want {
+				t.Errorf("a %d-block prompt: depth %d, want %d", c.blocks, d, c.want)
+			}
+		})
+	}
+}
