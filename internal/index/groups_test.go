@@ -401,14 +401,20 @@ func TestHybridSpeculation(t *testing.T) {
 
 // TestHybridGroupsLearnedFromStores: the mirror learns an engine's groups
 // from its stores, so what it predicts must not depend on which of them it
-// saw first. Blocks group 0 stored before the first store that named
-// another group are group 0's alone (they predicted 6 blocks of 4 where
-// vLLM, whose Mamba or window group lacks them, hits none).
+// saw first, nor on groups an engine before a restart had. Blocks group 0
+// stored before the first store that named another group are group 0's
+// alone (they predicted 6 blocks of 4 where vLLM, whose Mamba or window
+// group lacks them, hits none); an engine started again with one group is
+// predicted by that group alone (the old window group's rule, kept across
+// the purge, made every prompt 0), while one that cleared its own cache
+// keeps its groups.
 func TestHybridGroupsLearnedFromStores(t *testing.T) {
 	full := groupSpec{kind: "full_attention"}
 	tokens := seq(1, 8*mirrorBS)
 	for _, c := range []struct {
 		name   string
+		before []events.Event // a batch, then a purge (an engine restart) when purge
+		purge  bool
 		batch  []events.Event
 		blocks int // the prompt's blocks
 		want   int
@@ -428,9 +434,34 @@ func TestHybridGroupsLearnedFromStores(t *testing.T) {
 		{name: "both groups store every block",
 			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens)},
 			blocks: 6, want: 6},
+		{name: "restarted with one group",
+			before: []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "sliding_window", window: 8}, 0, 1, tokens)},
+			purge:  true,
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens)},
+			blocks: 8, want: 8},
+		{name: "restarted with one group, servers naming no kind",
+			before: []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens)},
+			purge:  true,
+			batch:  []events.Event{stored(0, 1, tokens)},
+			blocks: 8, want: 8},
+		{name: "cleared by the engine, a group that has not stored since holds nothing",
+			before: []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens), {Kind: events.AllBlocksCleared}},
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens)},
+			blocks: 8, want: 0},
+		{name: "restarted with the same groups",
+			before: []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens)},
+			purge:  true,
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 7, 8, tokens[7*mirrorBS:])},
+			blocks: 5, want: 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x, at := revealIndex(0)
+			if c.before != nil {
+				x.ApplyEvents(at, batchOf(c.before...))
+			}
+			if c.purge {
+				x.PurgeEvents(at)
+			}
 			x.ApplyEvents(at, batchOf(c.batch...))
 			if d := depth(x, "e", ours("", tokens...)[:c.blocks]); d != c.want {
 				t.Errorf("a %d-block prompt: depth %d, want %d", c.blocks, d, c.want)

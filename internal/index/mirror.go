@@ -72,7 +72,8 @@ type Mirror struct {
 	// to last) leaves no hole; what is left here when it ends is one.
 	goneParents map[engineKey]int
 	// groups tells a hybrid model's KV-cache groups apart (see kvGroups),
-	// nil until a store shows the engine keeps more than one.
+	// nil until a store shows the engine keeps more than one, and again
+	// after Clear.
 	groups *kvGroups
 
 	Stats MirrorStats
@@ -231,11 +232,18 @@ func (m *Mirror) settle(stopAt uint64) bool {
 
 // Clear forgets everything, as after the engine reset its cache or
 // restarted. It costs what the mirror holds, nothing when it is empty.
+// Unlike the engine's own clear (AllBlocksCleared), it forgets the KV-cache
+// groups too, learnt again from the stores after it: an engine started
+// again may keep other groups (another model, or vLLM's
+// --disable-hybrid-kv-cache-manager), and a group it no longer has would
+// lack every block. Match may read the old ones, emptied, until the
+// replica's are published again.
 func (m *Mirror) Clear() {
 	if m.clearing == nil {
 		m.beginClear()
 	}
 	m.clearSome(math.MaxUint64)
+	m.groups = nil
 }
 
 // beginClear starts a clear, which clearSome goes on with. Orphans still
