@@ -1,6 +1,7 @@
 package index
 
 import (
+	"fmt"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -252,6 +253,9 @@ func TestHybridEngineAgainstModel(t *testing.T) {
 				x.ApplyEvents(at, batchOf(events.Event{Kind: events.AllBlocksCleared}))
 				model.clear()
 			}
+			if err := groupsOf(x, "e").checkFilter(); err != nil {
+				rt.Fatal(err)
+			}
 			for c := range chains {
 				chain := ours("", all[c]...)
 				for n := 1; n <= blocks; n++ {
@@ -265,40 +269,46 @@ func TestHybridEngineAgainstModel(t *testing.T) {
 }
 
 // BenchmarkGroupedMatch is Match's cost for a hybrid engine's replica
-// against a plain one, on a 256-block prompt held whole: the plain one
+// against a plain one, on a 256- or 2,048-block prompt held whole: the plain one
 // bisects; the hybrid one (a full-attention group, and a window of 128
 // tokens: 32 blocks of 4) then checks the window's group, which lost the
 // first half of the prompt, as vLLM evicts what a window left behind
-// first; and with the full-attention group short of a block too, block by
-// block from the first.
+// first; and with the full-attention group lacking as many blocks of other
+// prompts, which makes it look the prompt's blocks up (those its filter
+// cannot clear).
 func BenchmarkGroupedMatch(b *testing.B) {
-	for _, engine := range []string{"plain", "grouped", "grouped-full-lacking"} {
-		b.Run(engine, func(b *testing.B) {
-			tokens := seq(1, 256*mirrorBS)
-			chain := ours("", tokens...)
-			x, at := revealIndex(0)
-			evs := []events.Event{storedIn(0, groupSpec{kind: "full_attention"}, 0, 1, tokens)}
-			if engine != "plain" {
-				evs = append(evs, storedIn(1, groupSpec{kind: "sliding_window", window: 128}, 0, 1, tokens))
-				for k := range 128 {
-					evs = append(evs, removedFrom(1, uint64(k+1)))
-				}
-			}
-			if engine == "grouped-full-lacking" {
-				// A block of another prompt the window's group alone holds.
-				evs = append(evs, storedIn(1, groupSpec{kind: "sliding_window", window: 128}, 0, 1000, seq(5000, mirrorBS)))
-			}
-			x.ApplyEvents(at, batchOf(evs...))
-			dst := make([]int, 1)
-			ids := []string{"e"}
-			b.ResetTimer()
-			for range b.N {
-				dst = x.Match(dst, ids, chain, len(chain)*mirrorBS+1, mirrorBS)
-			}
-			if dst[0] != 256 {
-				b.Fatalf("depth %d", dst[0])
-			}
-		})
+	for _, blocks := range []int{256, 2048} {
+		for _, engine := range []string{"plain", "grouped", "grouped-full-lacking"} {
+			b.Run(fmt.Sprintf("%s/%d", engine, blocks), func(b *testing.B) { benchGroupedMatch(b, engine, blocks) })
+		}
+	}
+}
+
+func benchGroupedMatch(b *testing.B, engine string, blocks int) {
+	tokens := seq(1, blocks*mirrorBS)
+	chain := ours("", tokens...)
+	x, at := revealIndex(0)
+	evs := []events.Event{storedIn(0, full, 0, 1, tokens)}
+	if engine != "plain" {
+		evs = append(evs, storedIn(1, groupSpec{kind: "sliding_window", window: 128}, 0, 1, tokens))
+		for k := range blocks / 2 {
+			evs = append(evs, removedFrom(1, uint64(k+1)))
+		}
+	}
+	if engine == "grouped-full-lacking" {
+		// As many blocks of another prompt, which the window's group
+		// alone holds.
+		evs = append(evs, storedIn(1, groupSpec{kind: "sliding_window", window: 128}, 0, 1<<20, seq(1<<24, blocks*mirrorBS)))
+	}
+	x.ApplyEvents(at, batchOf(evs...))
+	dst := make([]int, 1)
+	ids := []string{"e"}
+	b.ResetTimer()
+	for range b.N {
+		dst = x.Match(dst, ids, chain, len(chain)*mirrorBS+1, mirrorBS)
+	}
+	if dst[0] != blocks {
+		b.Fatalf("depth %d", dst[0])
 	}
 }
 
@@ -468,4 +478,44 @@ func TestHybridGroupsLearnedFromStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupsOf is the KV-cache groups of replica id's mirror (nil when it tells
+// none apart).
+func groupsOf(x *Approx, id string) *kvGroups {
+	r := x.lockReplica(id)
+	defer r.mu.Unlock()
+	return r.ev.mirror.groups
+}
+
+// checkFilter holds lackFilter to the counts: every keyed block some
+// full-attention group lacks is counted in its slot, none is missed, and
+// fullLacks is their number.
+func (g *kvGroups) checkFilter() error {
+	if g == nil {
+		return nil
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	full, n := g.fullGroups(), 0
+	want := make([]int, len(g.lackFilter))
+	for h, kc := range g.keyed {
+		if full&^kc.held == 0 {
+			continue
+		}
+		n++
+		if len(g.lackFilter) == 0 || g.fullHolds(h) {
+			return fmt.Errorf("block %v lacks full-attention groups %b, and the filter says it is held", h, full&^kc.held)
+		}
+		want[h.Lo&uint64(len(g.lackFilter)-1)]++
+	}
+	if n != g.fullLacks {
+		return fmt.Errorf("fullLacks %d, counted %d", g.fullLacks, n)
+	}
+	for i, w := range want {
+		if got := int(g.lackFilter[i]); got != w && got != 255 {
+			return fmt.Errorf("filter slot %d holds %d, counted %d", i, got, w)
+		}
+	}
+	return nil
 }
