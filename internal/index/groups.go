@@ -145,6 +145,10 @@ func (g *kvGroups) learn(ev *events.Event, group, blockSize int) {
 		g.tail[group] = 0
 	case ev.SpecKind == "mamba":
 		g.tail[group] = 1
+	case !ev.HasSlidingWindow || ev.SlidingWindow <= 0:
+		// A window group that names no window: every block, the rule
+		// that cannot over-count a hit.
+		g.tail[group] = 0
 	default:
 		// The window's tokens before the next one: vLLM's
 		// cdiv(sliding_window - 1, block_size), at least a block.

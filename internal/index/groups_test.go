@@ -28,7 +28,7 @@ func storedIn(g int, s groupSpec, parent, first uint64, tokens []int) events.Eve
 	ev := stored(parent, first, tokens)
 	ev.GroupIdx, ev.HasGroupIdx = int64(g), true
 	ev.SpecKind, ev.HasSpecKind = s.kind, true
-	if s.window > 0 {
+	if s.window != 0 {
 		ev.SlidingWindow, ev.HasSlidingWindow = s.window, true
 	}
 	return ev
@@ -440,6 +440,12 @@ func TestHybridGroupsLearnedFromStores(t *testing.T) {
 			blocks: 5, want: 0},
 		{name: "a second full-attention group stores from block 3",
 			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(2, full, 3, 4, tokens[3*mirrorBS:])},
+			blocks: 8, want: 0},
+		{name: "a window group naming no window needs every block",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "sliding_window"}, 5, 6, tokens[5*mirrorBS:])},
+			blocks: 8, want: 0},
+		{name: "a window group naming a window below 1 needs every block",
+			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "sliding_window", window: -5}, 5, 6, tokens[5*mirrorBS:])},
 			blocks: 8, want: 0},
 		{name: "both groups store every block",
 			batch:  []events.Event{storedIn(0, full, 0, 1, tokens), storedIn(1, groupSpec{kind: "mamba"}, 0, 1, tokens)},
