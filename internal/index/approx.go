@@ -151,7 +151,7 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 		added++
 	}
 	limit := max(r.capacity-max(reserve, 0), k)
-	var spec []blockhash.Hash
+	var spec speculation
 	switch {
 	case r.eventsActive() && x.specTTL > 0:
 		spec = x.speculate(r, hashes[:k], stamp)
@@ -160,7 +160,7 @@ func (x *Approx) RecordPrompt(id string, hashes []blockhash.Hash, reserve int) T
 	}
 	if added == 0 {
 		x.evictTo(r, limit)
-		if len(spec) > 0 {
+		if !spec.none() {
 			return Token{rep: r, stamp: stamp, spec: spec}
 		}
 		return Token{}
@@ -207,8 +207,11 @@ func (x *Approx) TakeBack(t Token) {
 			x.drop(r, n, m)
 		}
 	}
-	if r.ev != nil && len(t.spec) > 0 {
+	if r.ev != nil && len(t.spec.blocks) > 0 {
 		x.unspeculate(r, t)
+	}
+	if t.spec.groups != nil {
+		t.spec.groups.takeBack(t.spec.groupBlocks, t.stamp)
 	}
 }
 

@@ -94,7 +94,8 @@ type kvGroups struct {
 // until when that is taken on trust.
 type specGroups struct {
 	groups  uint16
-	expires int64 // UnixNano
+	expires int64  // UnixNano
+	stamp   uint64 // the record that made or last renewed it, for takeBack
 }
 
 // fullAttention reports whether a group of kind needs every block before a
@@ -356,10 +357,11 @@ func (g *kvGroups) reset() {
 // blocks before that the engine neither reuses nor stores again). Only
 // what a group lacks now is taken on trust, what its store will confirm:
 // what it holds, its events go on telling.
-func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int64) {
+func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int64, stamp uint64) []blockhash.Hash {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.expireSpec(now)
+	var made []blockhash.Hash
 	for i, h := range hashes {
 		kc, ok := g.keyed[h]
 		if !ok {
@@ -377,9 +379,23 @@ func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int6
 		}
 		e := g.spec[h]
 		e.groups |= set
-		e.expires = expires
+		e.expires, e.stamp = expires, stamp
 		g.spec[h] = e
 		g.specQueue = append(g.specQueue, specItem{h: h, expires: expires})
+		made = append(made, h)
+	}
+	return made
+}
+
+// takeBack ends the speculation a failed attempt's record (stamp) made of
+// hashes, those entries no later record renewed.
+func (g *kvGroups) takeBack(hashes []blockhash.Hash, stamp uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range hashes {
+		if e, ok := g.spec[h]; ok && e.stamp == stamp {
+			delete(g.spec, h)
+		}
 	}
 }
 
@@ -536,14 +552,15 @@ func (x *Approx) checkGroups(dst []int, handles []int32, hashes []blockhash.Hash
 }
 
 // speculateGroups notes what the groups of r's engine will hold once it
-// ran hashes, a prompt routed to it (kvGroups.speculate), from the hit
-// Match would predict for it now. Callers hold r.mu.
-func (x *Approx) speculateGroups(r *replica, g *kvGroups, hashes []blockhash.Hash, now, expires int64) {
+// ran hashes, a prompt routed to it by the record stamp
+// (kvGroups.speculate), from the hit Match would predict for it now, and
+// returns the blocks it took on trust. Callers hold r.mu.
+func (x *Approx) speculateGroups(r *replica, g *kvGroups, hashes []blockhash.Hash, now, expires int64, stamp uint64) []blockhash.Hash {
 	held := 0
 	for held < len(hashes) && x.hasBit(r, hashes[held]) {
 		held++
 	}
-	g.speculate(hashes, g.depth(hashes, held, now), now, expires)
+	return g.speculate(hashes, g.depth(hashes, held, now), now, expires, stamp)
 }
 
 // noteGroups publishes g, the groups of r's mirror, for Match to check r's

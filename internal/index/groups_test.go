@@ -525,3 +525,34 @@ func (g *kvGroups) checkFilter() error {
 	}
 	return nil
 }
+
+// TestHybridSpeculationTakenBack: a failed attempt's record takes back
+// what it made its replica's groups count as held; a later record of the
+// same blocks keeps its own.
+func TestHybridSpeculationTakenBack(t *testing.T) {
+	tokens := seq(1, 8*mirrorBS)
+	chain := ours("", tokens...)
+	x, _ := eventsIndex()
+	x.SetSource("e", true)
+	at := attached(x, "e")
+	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
+	var evicted []events.Event
+	for k := range 8 {
+		evicted = append(evicted, removedFrom(1, uint64(k+1)))
+	}
+	x.ApplyEvents(at, batchOf(evicted...))
+	tok := x.Record("e", chain)
+	if d := depth(x, "e", chain); d != 8 {
+		t.Fatalf("routed: depth %d, want 8", d)
+	}
+	x.TakeBack(tok)
+	if d := depth(x, "e", chain); d != 0 {
+		t.Errorf("the attempt failed: depth %d, want 0 again", d)
+	}
+	first := x.Record("e", chain)
+	x.Record("e", chain) // a second attempt renews the speculation
+	x.TakeBack(first)
+	if d := depth(x, "e", chain); d != 8 {
+		t.Errorf("the first of two attempts failed: depth %d, want the second's 8", d)
+	}
+}

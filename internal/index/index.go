@@ -119,7 +119,7 @@ type Token struct {
 	rep   *replica         // nil when the record added nothing
 	stamp uint64           // the record's stamp on the blocks it touched
 	added []blockhash.Hash // blocks the record added, deepest first
-	spec  []blockhash.Hash // speculative entries the record made (events source)
+	spec  speculation      // what the record made count as held (events source)
 }
 
 // Stats is a snapshot of an index.

@@ -350,15 +350,28 @@ func (x *Approx) removeBit(r *replica, h blockhash.Hash) {
 	x.shards[m>>(64-shardBits)].remove(h, m, r.handle)
 }
 
+// speculation is what a record made count as held on an events-sourced
+// replica, for TakeBack: the blocks the mirror lacked, and the blocks of
+// groups that lacked them (kvGroups.speculate).
+type speculation struct {
+	blocks      []blockhash.Hash
+	groups      *kvGroups // nil: none
+	groupBlocks []blockhash.Hash
+}
+
+func (s speculation) none() bool { return len(s.blocks) == 0 && len(s.groupBlocks) == 0 }
+
 // speculate counts a routed prompt's blocks the mirror lacks as held until
-// the TTL ends, and returns them, for TakeBack: an entry a record renews is
-// that record's to take back. Callers hold r.mu; r's source is the events.
-func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []blockhash.Hash {
+// the TTL ends (and, on a hybrid engine, by the groups that lack them), and
+// returns them, for TakeBack: an entry a record renews is that record's to
+// take back. Callers hold r.mu; r's source is the events.
+func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) speculation {
 	now := x.now()
 	x.expire(r, now)
 	expires := now + int64(x.specTTL)
+	var sp speculation
 	if g := r.ev.mirror.groups; g != nil {
-		x.speculateGroups(r, g, hashes, now, expires)
+		sp.groups, sp.groupBlocks = g, x.speculateGroups(r, g, hashes, now, expires, stamp)
 	}
 	var set []blockhash.Hash
 	for _, h := range hashes {
@@ -372,7 +385,8 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []
 		r.ev.queue = append(r.ev.queue, specItem{h: h, expires: expires})
 		set = append(set, h)
 	}
-	return set
+	sp.blocks = set
+	return sp
 }
 
 // unspeculate takes back the speculation of a failed attempt: the entries
@@ -380,7 +394,7 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) []
 // the mirror lacks its block (the mirror's store ends it), so its bit goes
 // with it.
 func (x *Approx) unspeculate(r *replica, t Token) {
-	for _, h := range t.spec {
+	for _, h := range t.spec.blocks {
 		if e, ok := r.ev.spec[h]; ok && e.stamp == t.stamp {
 			delete(r.ev.spec, h)
 			if r.ev.active {
