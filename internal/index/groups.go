@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
@@ -75,10 +76,10 @@ type kvGroups struct {
 	// blocks some full-attention group lacks (fullLacks): a block whose
 	// slot is 0 is held by every full-attention group, which depth then
 	// need not look up. A full-attention group's rule looks at every block
-	// before the hit, and vLLM, which frees a request's full-attention
-	// blocks before its window's, evicts some full-attention copy before
-	// its window copy at every turn: without it, a 2,048-block prompt cost
-	// a match 110 µs a hybrid replica. Its length is a power of two, at
+	// before the hit, and a busy engine evicts some block's full-attention
+	// copy before its window copy (vLLM frees a finished request's groups
+	// one after the other, in the order it numbered them): without it, a
+	// 2,048-block prompt cost a match 110 µs a hybrid replica. Its length is a power of two, at
 	// least 16 times fullLacks (a block lacking nothing finds a slot above
 	// 0 about one time in 16 or less); a slot stays at 255 once there.
 	lackFilter []uint8
@@ -362,7 +363,14 @@ func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int6
 	defer g.mu.Unlock()
 	g.expireSpec(now)
 	var made []blockhash.Hash
+	longest := 0 // the most blocks a window group needs before a hit
+	for known := g.known; known != 0; known &= known - 1 {
+		longest = max(longest, int(g.tail[bits.TrailingZeros16(known)]))
+	}
 	for i, h := range hashes {
+		if i < hit-longest && g.fullHolds(h) {
+			continue // only full-attention groups want it, and they hold it
+		}
 		kc, ok := g.keyed[h]
 		if !ok {
 			continue // no counts: held by every group already
@@ -384,7 +392,30 @@ func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int6
 		g.specQueue = append(g.specQueue, specItem{h: h, expires: expires})
 		made = append(made, h)
 	}
+	g.compactSpec()
 	return made
+}
+
+// compactSpec drops specQueue's items of entries renewed, confirmed or
+// taken back since, once they are most of it: a prompt routed again and
+// again within the TTL queues its blocks every time, which grew the queue
+// by the request rate, not by the entries (2,000 records of a 1,000-block
+// prompt queued 2,000,000 items, 48 MB; a review's finding). Callers hold
+// g.mu.
+func (g *kvGroups) compactSpec() {
+	if len(g.specQueue) <= 2*len(g.spec)+64 {
+		return
+	}
+	q := g.specQueue[:0]
+	for _, it := range g.specQueue {
+		if e, ok := g.spec[it.h]; ok && e.expires == it.expires {
+			q = append(q, it)
+		}
+	}
+	if cap(q) > 4*len(q)+256 {
+		q = slices.Clone(q) // let a burst's memory go
+	}
+	g.specQueue = q
 }
 
 // takeBack ends the speculation a failed attempt's record (stamp) made of
@@ -418,8 +449,9 @@ func (g *kvGroups) bytes() int64 {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	const entry = 64     // a key, the counts and the map's share of slots
-	const specEntry = 72 // a spec entry and its queue item
-	return int64(len(g.keyed)+len(g.orphans))*entry + int64(len(g.spec))*specEntry + int64(len(g.lackFilter))
+	const specEntry = 48 // a spec entry and its share of slots
+	return int64(len(g.keyed)+len(g.orphans))*entry + int64(len(g.spec))*specEntry +
+		int64(cap(g.specQueue))*int64(unsafe.Sizeof(specItem{})) + int64(len(g.lackFilter))
 }
 
 // depth lowers depth, how many leading blocks of hashes the mirror holds

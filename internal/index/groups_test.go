@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 
@@ -554,5 +555,91 @@ func TestHybridSpeculationTakenBack(t *testing.T) {
 	x.TakeBack(first)
 	if d := depth(x, "e", chain); d != 8 {
 		t.Errorf("the first of two attempts failed: depth %d, want the second's 8", d)
+	}
+}
+
+// TestHybridSpeculationQueueBounded: a prompt routed to a hybrid replica
+// again and again within the speculative TTL renews the same entries; the
+// queue of their expiries must stay near the entries (it grew by the
+// prompt's lacking blocks at every record: 2,000 records of 1,000 blocks
+// queued 2,000,000 items, 48 MB, that the index's bytes did not count),
+// and what Match says must not change.
+func TestHybridSpeculationQueueBounded(t *testing.T) {
+	const blocks = 256
+	tokens := seq(1, blocks*mirrorBS)
+	chain := ours("", tokens...)
+	for _, c := range []struct {
+		name string
+		evs  []events.Event
+	}{
+		{"the window group alone holds the prompt", []events.Event{
+			storedIn(0, full, 0, 1<<20, seq(1<<24, 4)), storedIn(1, sliding, 0, 1, tokens)}},
+		{"the full-attention group alone holds the prompt", []events.Event{
+			storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1<<20, seq(1<<24, 4))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x, clock := eventsIndex()
+			x.SetSource("e", true)
+			x.ApplyEvents(attached(x, "e"), batchOf(c.evs...))
+			for range 500 {
+				*clock += 1e6 // a record a millisecond, all within the TTL
+				x.Record("e", chain)
+			}
+			if d := depth(x, "e", chain); d != blocks {
+				t.Errorf("routed: depth %d, want %d", d, blocks)
+			}
+			r := x.lockReplica("e")
+			g := r.ev.mirror.groups
+			queued, entries := len(g.specQueue), len(g.spec)
+			queueBytes := int64(cap(g.specQueue)) * int64(unsafe.Sizeof(specItem{}))
+			r.mu.Unlock()
+			if queued > 2*entries+64 {
+				t.Errorf("500 records of one prompt: %d items queued for %d entries", queued, entries)
+			}
+			if b := x.Stats().Bytes; b < queueBytes {
+				t.Errorf("Stats().Bytes %d, below the groups' queue alone (%d)", b, queueBytes)
+			}
+			*clock += int64(DefaultSpeculativeTTL)
+			if d := depth(x, "e", chain); d != 0 {
+				t.Errorf("after the TTL: depth %d, want 0", d)
+			}
+		})
+	}
+}
+
+// BenchmarkGroupedRecord: recording a routed prompt on a hybrid replica
+// speculates on its groups (kvGroups.speculate), a record a millisecond,
+// all within the speculative TTL: plain, a window group holding the last
+// 40 blocks, and the window group alone holding the prompt (1,000
+// blocks: eventsIndex's capacity).
+func BenchmarkGroupedRecord(b *testing.B) {
+	for _, blocks := range []int{256, 1000} {
+		for _, engine := range []string{"plain", "grouped", "grouped-full-lacking"} {
+			b.Run(fmt.Sprintf("%s/%d", engine, blocks), func(b *testing.B) {
+				tokens := seq(1, blocks*mirrorBS)
+				chain := ours("", tokens...)
+				x, clock := eventsIndex()
+				x.SetSource("e", true)
+				window := groupSpec{kind: "sliding_window", window: 128}
+				var evs []events.Event
+				switch engine {
+				case "plain":
+					evs = append(evs, stored(0, 1, tokens))
+				case "grouped":
+					evs = append(evs, storedIn(0, full, 0, 1, tokens), storedIn(1, window, 0, 1, tokens))
+					for k := range blocks - 40 {
+						evs = append(evs, removedFrom(1, uint64(k+1)))
+					}
+				default:
+					evs = append(evs, storedIn(0, full, 0, 1<<20, seq(1<<24, 4)), storedIn(1, window, 0, 1, tokens))
+				}
+				x.ApplyEvents(attached(x, "e"), batchOf(evs...))
+				b.ResetTimer()
+				for range b.N {
+					*clock += 1e6
+					x.Record("e", chain)
+				}
+			})
+		}
 	}
 }
