@@ -17,8 +17,9 @@ type CachedBlock struct {
 	Key uint64
 	// Hash is the gateway's chained hash of the same block.
 	Hash blockhash.Hash
-	// Group is the KV-cache group holding it: 0, or 1 for a hybrid
-	// model's sliding-window layers (Config.SlidingWindow).
+	// Group is the KV-cache group holding it, as the events number it: 0,
+	// or for a hybrid model (Config.SlidingWindow) 0 its sliding-window
+	// layers' and 1 its full-attention layers'.
 	Group int
 }
 
@@ -41,7 +42,8 @@ func (e *Engine) CachedBlocks(ctx context.Context) ([]CachedBlock, error) {
 			}
 			// The pool keys a block by its hash and group: groupKey sets
 			// the hash apart and back alike.
-			out = append(out, CachedBlock{Key: k, Hash: groupKey(b.hash, int(b.group)), Group: int(b.group)})
+			out = append(out, CachedBlock{Key: k, Hash: groupKey(b.hash, int(b.group)),
+				Group: reportedGroup(int(b.group), s.hybrid())})
 		}
 	})
 	return out, err

@@ -20,6 +20,9 @@ type kvLog struct {
 	events   []events.Event
 	sink     KVEventSink
 	blockLen int
+	// windowFirst numbers a hybrid model's window group 0 and its
+	// full-attention group 1 in the events (see reportedGroup).
+	windowFirst bool
 }
 
 // KVEventSink receives every batch of KV events an engine emits, in order,
@@ -91,7 +94,7 @@ func (l *kvLog) storedIn(r *request, first, end, group, window int) {
 		Medium:      kvMedium,
 		HasMedium:   true,
 		ExtraKeys:   make([]events.RawValue, end-first),
-		GroupIdx:    int64(group),
+		GroupIdx:    int64(reportedGroup(group, l.windowFirst)),
 		HasGroupIdx: true,
 		SpecKind:    kvSpecKind,
 		HasSpecKind: true,
@@ -127,7 +130,7 @@ func (l *kvLog) removed(h events.Hash, group int) {
 		Hashes:      []events.Hash{h},
 		Medium:      kvMedium,
 		HasMedium:   true,
-		GroupIdx:    int64(group),
+		GroupIdx:    int64(reportedGroup(group, l.windowFirst)),
 		HasGroupIdx: true,
 	})
 }

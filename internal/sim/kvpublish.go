@@ -219,6 +219,7 @@ func (s *Server) startKVEvents() error {
 	// says: its BlockStored cannot carry a digest.
 	ints := !s.cfg.BytesBlockHashes || s.cfg.KVEventsEncoding == "sglang"
 	s.engine.sched.pool.log = newKVLog(hasher, ints, s.cfg.DataParallelRank, s.cfg.BlockSize, pub)
+	s.engine.sched.pool.log.windowFirst = s.cfg.SlidingWindow > 0
 	s.log.Info("publishing KV events", "endpoint", "tcp://"+pub.Addr().String(), "replay", pub.ReplayAddr(),
 		"hash_algo", algo.String(), "encoding", s.cfg.KVEventsEncoding)
 	return nil

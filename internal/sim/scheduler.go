@@ -289,6 +289,9 @@ func (s *scheduler) cacheFull(r *request) {
 		return
 	}
 	full := min(r.computed, len(r.tokens)) / s.cfg.BlockSize
+	if s.hybrid() {
+		s.cacheWindow(r, full) // vLLM caches a hybrid model's groups in order: the window's first
+	}
 	log := s.pool.log
 	run := r.numCached // the first block of the run newly cached, for its BlockStored
 	for ; r.numCached < full; r.numCached++ {
@@ -303,9 +306,6 @@ func (s *scheduler) cacheFull(r *request) {
 	}
 	if log != nil {
 		log.stored(r, run, full)
-	}
-	if s.hybrid() {
-		s.cacheWindow(r, full)
 	}
 }
 
@@ -341,10 +341,10 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 		// as stored, from block 0 with no parent, as vLLM's
 		// emit_cached_block_events does (a hybrid model's window group:
 		// those of its window).
-		s.pool.log.stored(r, 0, r.numCached)
 		if s.hybrid() {
 			s.pool.log.storedIn(r, r.numCached-len(s.whits), r.numCached, windowGroup, s.cfg.SlidingWindow)
 		}
+		s.pool.log.stored(r, 0, r.numCached)
 	}
 	r.computed = hit
 	r.prefillBeg, r.prefillEnd = hit, total
@@ -378,8 +378,8 @@ func (s *scheduler) admit(r *request, budget int, now float64) bool {
 // preempt gives back every block of a running request and queues it in front
 // of the waiting ones, to be recomputed (mostly from the cache) later.
 func (s *scheduler) preempt(r *request) {
+	s.releaseWindow(r) // vLLM frees a hybrid model's groups in order: the window's first
 	s.pool.free(r.blocks)
-	s.releaseWindow(r)
 	r.blocks = r.blocks[:0]
 	r.numCached = 0
 	r.computed = 0
@@ -476,8 +476,8 @@ func (s *scheduler) sample(r *request, now float64) {
 }
 
 func (s *scheduler) release(r *request) {
+	s.releaseWindow(r) // vLLM frees a hybrid model's groups in order: the window's first
 	s.pool.free(r.blocks)
-	s.releaseWindow(r)
 	r.blocks = r.blocks[:0]
 }
 

@@ -16,8 +16,22 @@ import (
 // group the blocks the window reaches back over (vLLM's
 // find_longest_cache_hit of its hybrid coordinator).
 
-// windowGroup is the sliding-window layers' KV-cache group.
+// windowGroup is the sliding-window layers' KV-cache group in the pool, 0
+// the full-attention layers'. The events and CachedBlocks number them as
+// vLLM does for a model whose first layer is a sliding-window one (Gemma 3,
+// gpt-oss): by the first layer of each kind, the window group 0 (see
+// reportedGroup). vLLM frees and caches a request's groups in that order:
+// the window's first.
 const windowGroup = 1
+
+// reportedGroup is the number the events give the pool's group, with the
+// window group first when windowFirst (a hybrid model).
+func reportedGroup(group int, windowFirst bool) int {
+	if windowFirst {
+		return 1 - group
+	}
+	return group
+}
 
 // hybrid reports whether the engine plays a hybrid model.
 func (s *scheduler) hybrid() bool { return s.cfg.SlidingWindow > 0 }

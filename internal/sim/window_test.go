@@ -21,7 +21,8 @@ import (
 // first six of them, as vLLM evicts first what it freed first. A again
 // hits whole (both groups hold its blocks 6 and 7), its first five blocks
 // nothing (the window group lost blocks 3 and 4). The events say so, group
-// by group.
+// by group, numbered as vLLM numbers Gemma 3's and gpt-oss's: the window
+// group 0, each step's window stores before the full-attention ones.
 func TestWindowGroupHits(t *testing.T) {
 	cfg := testConfig()
 	cfg.BlockSize, cfg.SlidingWindow = 16, 32
@@ -29,6 +30,7 @@ func TestWindowGroupHits(t *testing.T) {
 	cfg.NumGPUBlocks = 1 + 2*10 // A's 149 tokens need 10 blocks a group
 	s := newScheduler(&cfg)
 	s.pool.log = newKVLog(enginehash.New(enginehash.SHA256, enginehash.PythonHashSeed("0")), true, 0, cfg.BlockSize, nil)
+	s.pool.log.windowFirst = true // as the server sets it for a hybrid model
 	v := &vrun{s: s}
 	run := func(name string, p []int, output int) *request {
 		r := testRequest(&cfg, name, p, output)
@@ -49,13 +51,18 @@ func TestWindowGroupHits(t *testing.T) {
 		t.Fatalf("B: %d tokens cached", r.cached)
 	}
 	_, removals = groupEvents(s.pool.log.events)
-	if removals != [2]int{0, 6} {
-		t.Fatalf("B evicted %v blocks by group; want A's window blocks 0-5 alone", removals)
+	if removals != [2]int{6, 0} {
+		t.Fatalf("B evicted %v blocks by group; want A's window blocks 0-5 alone (group 0)", removals)
 	}
-	for _, ev := range s.pool.log.events {
-		if ev.Kind == events.BlockStored && ev.GroupIdx == windowGroup &&
-			(ev.SpecKind != "sliding_window" || ev.SlidingWindow != 32 || !ev.HasSlidingWindow) {
-			t.Errorf("a window group's store says kind %q, window %d", ev.SpecKind, ev.SlidingWindow)
+	for i, ev := range s.pool.log.events {
+		window := ev.GroupIdx == 0
+		if ev.Kind == events.BlockStored && (window != (ev.SpecKind == "sliding_window") ||
+			window != (ev.SlidingWindow == 32 && ev.HasSlidingWindow)) {
+			t.Errorf("a store of group %d says kind %q, window %d", ev.GroupIdx, ev.SpecKind, ev.SlidingWindow)
+		}
+		// vLLM caches a hybrid model's groups in order: the window's first.
+		if ev.Kind == events.BlockStored && !window && (i == 0 || s.pool.log.events[i-1].GroupIdx != 0) {
+			t.Errorf("event %d: a full-attention store not after the window group's", i)
 		}
 	}
 	if r := run("a-again", a, 1); r.cached != 8*16 {

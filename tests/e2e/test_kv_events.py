@@ -498,31 +498,39 @@ def test_kv_replay(rec, request):
 
 
 def test_kv_hybrid_groups(kv_hybrid):
-    """A hybrid model's events: each group's stores and removals name it, with its kind and, for
-    the window, its size; the window group stores only blocks the full-attention group stored,
-    under vLLM's hashes, and gives back and evicts blocks of its own."""
+    """A hybrid model's events, its groups numbered as vLLM numbers Gemma 3's and gpt-oss's (the
+    window group 0, full attention 1): each group's stores and removals name it, with its kind
+    and, for the window, its size; a batch's window stores come before its full-attention ones,
+    and store only blocks the full-attention group has stored by the batch's end, under vLLM's
+    hashes; the window group gives back and evicts blocks of its own."""
     check_frames(kv_hybrid)
     s = kvstructs.structs("map")
-    events = check_semantics(decode_all(kv_hybrid, s), s)
+    batches = decode_all(kv_hybrid, s)
+    events = check_semantics(batches, s)
     assert check_hashes(events, s, as_int=True) >= 6
     stored = {0: set(), 1: set()}
     removed = Counter()
-    for ev in events:
-        if isinstance(ev, s.Stored):
-            assert ev.group_idx in (0, 1)
-            if ev.group_idx == 0:
-                assert ev.kv_cache_spec_kind == "full_attention"
-                assert ev.kv_cache_spec_sliding_window is None
-            else:
-                assert ev.kv_cache_spec_kind == "sliding_window"
-                assert ev.kv_cache_spec_sliding_window == HYBRID_WINDOW
-                assert set(ev.block_hashes) <= stored[0], "a window block the full group never had"
-            stored[ev.group_idx].update(ev.block_hashes)
-        elif isinstance(ev, s.Removed):
-            assert ev.group_idx in (0, 1)
-            removed[ev.group_idx] += 1
-    assert stored[1], "the window group stored nothing"
-    assert removed[1] > 0, "the window group evicted nothing"
+    for batch in batches:
+        window_stored, seen_full = set(), False
+        for ev in batch.events:
+            if isinstance(ev, s.Stored):
+                assert ev.group_idx in (0, 1)
+                if ev.group_idx == 0:
+                    assert ev.kv_cache_spec_kind == "sliding_window"
+                    assert ev.kv_cache_spec_sliding_window == HYBRID_WINDOW
+                    window_stored.update(ev.block_hashes)
+                else:
+                    assert ev.kv_cache_spec_kind == "full_attention"
+                    assert ev.kv_cache_spec_sliding_window is None
+                    seen_full = True
+                stored[ev.group_idx].update(ev.block_hashes)
+            elif isinstance(ev, s.Removed):
+                assert ev.group_idx in (0, 1)
+                removed[ev.group_idx] += 1
+        assert window_stored <= stored[1], "a window block the full-attention group never had"
+        assert seen_full or not window_stored, "a batch stored window blocks alone"
+    assert stored[0], "the window group stored nothing"
+    assert removed[0] > 0, "the window group evicted nothing"
 
 
 def test_kv_array_decodes_with_old_vllm_structs(kv_array):
