@@ -7,6 +7,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/inferrail/inferrail/internal/blockhash"
 	"github.com/inferrail/inferrail/internal/events"
 )
 
@@ -352,6 +353,25 @@ func TestGroupedMatchRacesEvents(t *testing.T) {
 	}
 }
 
+// windowEvicted is an index whose replica "e" follows a hybrid engine that
+// stored tokens, an 8-block prompt of chain, in both its groups, and then
+// evicted the window group's copies of all of them; with the index's clock
+// and the replica's attachment.
+func windowEvicted() (x *Approx, clock *int64, at Attachment, tokens []int, chain []blockhash.Hash) {
+	tokens = seq(1, 8*mirrorBS)
+	chain = ours("", tokens...)
+	x, clock = eventsIndex()
+	x.SetSource("e", true)
+	at = attached(x, "e")
+	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
+	var evicted []events.Event
+	for k := range 8 {
+		evicted = append(evicted, removedFrom(1, uint64(k+1)))
+	}
+	x.ApplyEvents(at, batchOf(evicted...))
+	return x, clock, at, tokens, chain
+}
+
 // TestHybridSpeculation: a prompt routed to a hybrid engine whose window
 // group lost blocks the full-attention group still holds is predicted, for
 // the speculative TTL, as the engine will hold it once it ran: the
@@ -360,17 +380,7 @@ func TestGroupedMatchRacesEvents(t *testing.T) {
 // window stay as the events say. A window group's store ends its part of
 // the speculation; what the events say then holds even within the TTL.
 func TestHybridSpeculation(t *testing.T) {
-	tokens := seq(1, 8*mirrorBS)
-	chain := ours("", tokens...)
-	x, clock := eventsIndex()
-	x.SetSource("e", true)
-	at := attached(x, "e")
-	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
-	var evicted []events.Event
-	for k := range 8 {
-		evicted = append(evicted, removedFrom(1, uint64(k+1))) // the window group holds nothing
-	}
-	x.ApplyEvents(at, batchOf(evicted...))
+	x, clock, at, tokens, chain := windowEvicted()
 	if d := depth(x, "e", chain); d != 0 {
 		t.Fatalf("the window group evicted: depth %d, want 0", d)
 	}
@@ -531,17 +541,7 @@ func (g *kvGroups) checkFilter() error {
 // what it made its replica's groups count as held; a later record of the
 // same blocks keeps its own.
 func TestHybridSpeculationTakenBack(t *testing.T) {
-	tokens := seq(1, 8*mirrorBS)
-	chain := ours("", tokens...)
-	x, _ := eventsIndex()
-	x.SetSource("e", true)
-	at := attached(x, "e")
-	x.ApplyEvents(at, batchOf(storedIn(0, full, 0, 1, tokens), storedIn(1, sliding, 0, 1, tokens)))
-	var evicted []events.Event
-	for k := range 8 {
-		evicted = append(evicted, removedFrom(1, uint64(k+1)))
-	}
-	x.ApplyEvents(at, batchOf(evicted...))
+	x, _, _, _, chain := windowEvicted()
 	tok := x.Record("e", chain)
 	if d := depth(x, "e", chain); d != 8 {
 		t.Fatalf("routed: depth %d, want 8", d)
