@@ -8,7 +8,7 @@ import (
 // A hybrid model (Config.SlidingWindow): beside its full-attention layers
 // the model has sliding-window layers, which attend to the last
 // SlidingWindow tokens only. As in vLLM, their KV cache is a group of its
-// own (group 1) in the same block pool: a request holds a block of each
+// own in the same block pool (see windowGroup): a request holds a block of each
 // group for every block of its tokens, gives the window group's back as
 // the window moves past them (cached still, so that they are the first a
 // request needing blocks evicts), and a prompt hits as far as both groups
