@@ -396,26 +396,14 @@ func (g *kvGroups) speculate(hashes []blockhash.Hash, hit int, now, expires int6
 	return made
 }
 
-// compactSpec drops specQueue's items of entries renewed, confirmed or
-// taken back since, once they are most of it: a prompt routed again and
-// again within the TTL queues its blocks every time, which grew the queue
-// by the request rate, not by the entries (2,000 records of a 1,000-block
-// prompt queued 2,000,000 items, 48 MB; a review's finding). Callers hold
-// g.mu.
+// compactSpec keeps specQueue near its entries (compactExpiries; 2,000
+// records of a 1,000-block prompt queued 2,000,000 items, 48 MB, before;
+// a review's finding). Callers hold g.mu.
 func (g *kvGroups) compactSpec() {
-	if len(g.specQueue) <= 2*len(g.spec)+64 {
-		return
-	}
-	q := g.specQueue[:0]
-	for _, it := range g.specQueue {
-		if e, ok := g.spec[it.h]; ok && e.expires == it.expires {
-			q = append(q, it)
-		}
-	}
-	if cap(q) > 4*len(q)+256 {
-		q = slices.Clone(q) // let a burst's memory go
-	}
-	g.specQueue = q
+	g.specQueue = compactExpiries(g.specQueue, len(g.spec), func(it specItem) bool {
+		e, ok := g.spec[it.h]
+		return ok && e.expires == it.expires
+	})
 }
 
 // takeBack ends the speculation a failed attempt's record (stamp) made of

@@ -385,8 +385,34 @@ func (x *Approx) speculate(r *replica, hashes []blockhash.Hash, stamp uint64) sp
 		r.ev.queue = append(r.ev.queue, specItem{h: h, expires: expires})
 		set = append(set, h)
 	}
+	r.ev.queue = compactExpiries(r.ev.queue, len(r.ev.spec), func(it specItem) bool {
+		e, ok := r.ev.spec[it.h]
+		return ok && e.expires == it.expires
+	})
 	sp.blocks = set
 	return sp
+}
+
+// compactExpiries drops from q, a queue of speculations' expiries in
+// expiry order, the items live says were renewed, confirmed or taken back
+// since, once q is more than twice its entries (and 64): a prompt routed
+// again and again within the TTL queues its blocks every time, which grew
+// a queue by the request rate, not by what it speculates. Order is kept.
+func compactExpiries(q []specItem, entries int, live func(specItem) bool) []specItem {
+	if len(q) <= 2*entries+64 {
+		return q
+	}
+	kept := q[:0]
+	for _, it := range q {
+		if live(it) {
+			kept = append(kept, it)
+		}
+	}
+	clear(q[len(kept):])
+	if cap(kept) > 4*len(kept)+256 {
+		kept = slices.Clone(kept) // let a burst's memory go
+	}
+	return kept
 }
 
 // unspeculate takes back the speculation of a failed attempt: the entries

@@ -485,3 +485,31 @@ func TestEventsDepthAgainstModel(t *testing.T) {
 		}
 	})
 }
+
+// TestSpeculationQueueBounded: a prompt the engine has not stored, routed
+// again and again within the speculative TTL, renews the same entries;
+// their queue of expiries stays near the entries (it grew by the prompt's
+// blocks at every record), and what Match says does not change.
+func TestSpeculationQueueBounded(t *testing.T) {
+	x, clock := eventsIndex()
+	x.SetSource("e", true)
+	chain := ours("", seq(1, 256*mirrorBS)...)
+	for range 500 {
+		*clock += 1e6 // a record a millisecond, all within the TTL
+		x.Record("e", chain)
+	}
+	if d := depth(x, "e", chain); d != 256 {
+		t.Errorf("routed: depth %d, want 256", d)
+	}
+	r := x.lockReplica("e")
+	queued, entries := len(r.ev.queue), len(r.ev.spec)
+	r.mu.Unlock()
+	if queued > 2*entries+64 {
+		t.Errorf("500 records of one prompt: %d items queued for %d entries", queued, entries)
+	}
+	*clock += int64(DefaultSpeculativeTTL)
+	x.ExpireSpeculation()
+	if d := depth(x, "e", chain); d != 0 {
+		t.Errorf("after the TTL: depth %d, want 0", d)
+	}
+}
