@@ -50,14 +50,7 @@ func TestFairShareSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newOrderEngine(t)
-			cfg := flowConfig(e.srv.URL, 16)
-			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-			cfg.Flow.FairShareWindow = config.Duration(tt.window)
-			flood, fk := newKey("flood", nil)
-			quiet, qk := newKey("quiet", nil)
-			withKeys(t, cfg, fk, qk)
-			gw := startGatewayWith(t, cfg, Options{})
+			e, gw, flood, quiet := floodAndQuiet(t, 16, tt.window)
 
 			var chs []<-chan sent
 			if tt.quiet {
@@ -513,4 +506,20 @@ func TestBurstRoomKeptFromFlood(t *testing.T) {
 		t.Fatal("a quiet request did not start in the room its own burst took")
 	}
 	mq.freed(quiet)
+}
+
+// floodAndQuiet is a gateway queueing up to maxQueued requests in front of
+// one replica of four slots (an order engine that holds every request
+// until released), with fair sharing over window (0: off) between two
+// keys, "flood" and "quiet", whose secrets it returns.
+func floodAndQuiet(t *testing.T, maxQueued int, window time.Duration) (e *orderEngine, gw *running, flood, quiet string) {
+	t.Helper()
+	e = newOrderEngine(t)
+	cfg := flowConfig(e.srv.URL, maxQueued)
+	cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
+	cfg.Flow.FairShareWindow = config.Duration(window)
+	flood, fk := newKey("flood", nil)
+	quiet, qk := newKey("quiet", nil)
+	withKeys(t, cfg, fk, qk)
+	return e, startGatewayWith(t, cfg, Options{}), flood, quiet
 }

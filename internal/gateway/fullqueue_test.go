@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/inferrail/inferrail/internal/config"
 )
 
 // TestFullQueueLetsQuietKeyStart: a flood that fills the queue (two
@@ -33,14 +31,7 @@ func TestFullQueueLetsQuietKeyStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newOrderEngine(t)
-			cfg := flowConfig(e.srv.URL, 2)
-			cfg.Replicas[0].MaxConcurrency, cfg.Replicas[0].MaxPending = 4, 4
-			cfg.Flow.FairShareWindow = config.Duration(tt.window)
-			flood, fk := newKey("flood", nil)
-			quiet, qk := newKey("quiet", nil)
-			withKeys(t, cfg, fk, qk)
-			gw := startGatewayWith(t, cfg, Options{})
+			e, gw, flood, quiet := floodAndQuiet(t, 2, tt.window)
 			secrets := map[string]string{"flood": flood, "quiet": quiet}
 
 			chs := []<-chan sent{async(gw, "q0", bearer(quiet)...)}
