@@ -322,17 +322,17 @@ func (g *kvGroups) removed(k engineKey, b mirrorBlock, group int) {
 // stays at 255, never lowered again.
 func saturate(n int32) uint8 { return uint8(min(max(n, 0), 255)) }
 
-// seed counts the copies of every block blocks holds but k, the one the
-// store that showed the engine keeps several groups is counting, as group
-// 0's: no store had named another. Left without counts, they would count
+// seed counts the copies of every block blocks holds, before the store
+// that showed the engine keeps several groups, as group 0's: no store had
+// named another. Left without counts, they would count
 // as held by every group, and a prompt over blocks a Mamba or window group
 // never stored would be predicted as hit. It returns how many blocks it
 // walked.
-func (g *kvGroups) seed(blocks *blockTable, k engineKey) int {
+func (g *kvGroups) seed(blocks *blockTable) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return blocks.each(func(key engineKey, b mirrorBlock) {
-		if key != k && b.count > 0 {
+		if b.count > 0 {
 			var c groupCounts
 			c[0] = saturate(b.count)
 			g.set(key, b, c)
@@ -538,27 +538,25 @@ func groupHit(n, tail int, holds func(int) bool) int {
 	return run
 }
 
-// groupStored counts block k (b, as the store left it) in the group ev
-// stores in, once the mirror tells groups apart: from ev on, when ev shows
-// the engine keeps more than one.
-func (m *Mirror) groupStored(ev *events.Event, k engineKey, b mirrorBlock) {
-	if b.count == 0 {
-		return // refused or dropped: not held
-	}
+// storeGroup readies the mirror's groups for ev, a store whose blocks it is
+// about to apply: it starts telling groups apart when ev shows the engine
+// keeps more than one (what it holds then is group 0's), and learns the
+// rule of ev's group. It returns the group ev's blocks are counted in, and
+// false when the mirror counts them in none.
+func (m *Mirror) storeGroup(ev *events.Event) (int, bool) {
 	if m.groups == nil {
 		if !hybridStore(ev) {
-			return
+			return 0, false
 		}
 		m.groups = &kvGroups{known: 1} // group 0 stored what came before
 		m.groups.reset()
-		m.work += uint64(m.groups.seed(&m.blocks, k))
+		m.work += uint64(m.groups.seed(&m.blocks))
 	}
 	group, ok := groupOf(ev)
-	if !ok {
-		return
+	if ok {
+		m.groups.learn(ev, group, m.blockSize)
 	}
-	m.groups.learn(ev, group, m.blockSize)
-	m.groups.stored(k, b, group)
+	return group, ok
 }
 
 // checkGroups lowers the depth of each candidate in grouped to what every

@@ -323,6 +323,7 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		m.work += uint64(len(ev.Hashes) - from)
 		return len(ev.Hashes)
 	}
+	group, grouped := m.storeGroup(ev)
 	lora := ""
 	if ev.HasLoRAName {
 		lora = ev.LoRAName
@@ -388,7 +389,9 @@ func (m *Mirror) store(ev *events.Event, from int, stopAt uint64) int {
 		}
 		m.joinSome(stopAt)
 		b, _ = m.blocks.get(k)
-		m.groupStored(ev, k, b)
+		if grouped && b.count > 0 { // not refused or dropped
+			m.groups.stored(k, b, group)
+		}
 		parentKey, parentKnown, parentOurs = k, !b.orphan && b.count > 0, b.ours
 	}
 	return len(ev.Hashes)
